@@ -1,0 +1,98 @@
+//! What a request handler may use: the published image, the controller, and who is asking.
+
+use std::sync::Arc;
+
+use actix::Addr;
+use arc_swap::ArcSwap;
+use gregor_publishers::MetadataImage;
+
+use crate::controller::Controller;
+
+/// Static facts about this node that handlers report.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    /// `node.id`.
+    pub node_id: i32,
+    /// The cluster id from `meta.properties`.
+    pub cluster_id: String,
+    /// Whether the node serves clients (`process.roles` contains `broker`).
+    pub is_broker: bool,
+    /// Whether the node holds the metadata log (`process.roles` contains `controller`).
+    pub is_controller: bool,
+}
+
+/// Broker settings the handlers apply.
+#[derive(Clone, Debug)]
+pub struct BrokerSettings {
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// `num.partitions`, for auto-created topics.
+    pub num_partitions: i32,
+    /// `default.replication.factor`, for auto-created topics.
+    pub default_replication_factor: i16,
+}
+
+/// Everything handlers share; cheap to clone (one per connection).
+#[derive(Clone)]
+pub struct HandlerContext {
+    /// The image the loader published last. Handlers load it once per request.
+    pub image: Arc<ArcSwap<MetadataImage>>,
+    /// The controller actor, which owns every metadata mutation.
+    pub controller: Addr<Controller>,
+    /// This node.
+    pub node: Arc<NodeInfo>,
+    /// Broker settings.
+    pub settings: Arc<BrokerSettings>,
+}
+
+/// Which kind of listener a request arrived on; decides which APIs it may call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// A client listener (e.g. `PLAINTEXT`).
+    Broker,
+    /// A listener named in `controller.listener.names`.
+    Controller,
+}
+
+/// The authenticated identity of a connection, Kafka's `KafkaPrincipal`.
+///
+/// Until authentication exists every connection is `User:ANONYMOUS`; the value travels with the
+/// connection so that quotas and, later, authentication can use it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Principal {
+    /// Principal type, `User` for every built-in principal.
+    pub principal_type: String,
+    /// Principal name.
+    pub name: String,
+}
+
+impl Principal {
+    /// `User:ANONYMOUS`, the principal of an unauthenticated connection.
+    pub fn anonymous() -> Self {
+        Principal {
+            principal_type: "User".to_owned(),
+            name: "ANONYMOUS".to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.principal_type, self.name)
+    }
+}
+
+/// Who sent one request, and how.
+#[derive(Clone, Debug)]
+pub struct RequestInfo {
+    /// The request's API version.
+    pub api_version: i16,
+    /// The header's client id ("" when null).
+    pub client_id: String,
+    /// Name of the listener the request arrived on.
+    pub listener_name: String,
+    /// Kind of that listener.
+    pub listener_kind: ListenerKind,
+    /// The connection's principal.
+    pub principal: Principal,
+}

@@ -1,0 +1,11 @@
+//! The controller: the actor that owns the writable metadata state and the pure decisions it
+//! delegates to (`logic`).
+
+mod actor;
+pub mod logic;
+
+pub use actor::{
+    failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
+    ControllerSettings, CreatePartitions, CreateTopics, DeleteTopics, WriteRecords,
+    LATEST_CREATE_TOPICS_VERSION,
+};

@@ -1,0 +1,16 @@
+//! Gregor's actors and request handlers.
+//!
+//! - [`loader::Loader`] applies committed metadata batches to the image and runs the publishers;
+//! - [`controller::Controller`] validates and commits every metadata mutation;
+//! - [`raft`] is the metadata log (openraft) both of them sit on;
+//! - [`handlers`] turn decoded Kafka requests into responses, reading one image per request.
+//!
+//! Architecture invariant: nothing here reads or writes sockets; the network front end in
+//! `node/` owns connections and bytes.
+
+pub mod context;
+pub mod controller;
+pub mod features;
+pub mod handlers;
+pub mod loader;
+pub mod raft;

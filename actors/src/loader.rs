@@ -1,0 +1,294 @@
+//! The metadata loader actor: the only writer of the published image.
+//!
+//! It owns the installed publishers. Committed batches from the metadata log's state machine
+//! arrive as [`ApplyBatches`]; the loader replays them into one [`MetadataDelta`], builds the new
+//! immutable image, swaps it into the shared `ArcSwap`, then hands `(delta, image, manifest)` to
+//! every publisher in install order. A publisher that fails or panics is logged and counted and
+//! the others still run. A publisher installed later first gets the whole image as a delta from
+//! the empty image.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use openraft::LogId;
+
+use gregor_publishers::records::{MetadataBatch, MetadataRecord};
+use gregor_publishers::{
+    LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, Provenance,
+};
+
+use crate::raft::{ApplyError, MetadataApplier};
+
+/// Apply committed batches (log order); answers once every publisher has seen the new image.
+#[derive(Message)]
+#[rtype(result = "Result<(), ApplyError>")]
+pub struct ApplyBatches {
+    /// Batches with their log ids.
+    pub batches: Vec<(LogId<u64>, MetadataBatch)>,
+    /// Log id of the last entry covered (may follow the last batch: blank and membership
+    /// entries carry no records).
+    pub last_applied: LogId<u64>,
+}
+
+/// Replace the image with the one a snapshot describes.
+#[derive(Message)]
+#[rtype(result = "Result<(), ApplyError>")]
+pub struct InstallSnapshot {
+    /// The snapshot's records.
+    pub records: Vec<MetadataRecord>,
+    /// Log id the snapshot covers.
+    pub last_applied: LogId<u64>,
+}
+
+/// Add a publisher after the ones already installed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct InstallPublisher(pub Box<dyn MetadataPublisher>);
+
+/// The loader. Its state is the publishers; the image lives in the shared `ArcSwap` that only
+/// this actor stores into.
+pub struct Loader {
+    image: Arc<ArcSwap<MetadataImage>>,
+    publishers: Vec<Box<dyn MetadataPublisher>>,
+}
+
+impl Loader {
+    /// A loader publishing into `image`.
+    pub fn new(image: Arc<ArcSwap<MetadataImage>>) -> Self {
+        Loader {
+            image,
+            publishers: Vec::new(),
+        }
+    }
+
+    fn publish(
+        &mut self,
+        delta: &MetadataDelta,
+        image: &Arc<MetadataImage>,
+        manifest: &LoaderManifest,
+    ) {
+        for publisher in &mut self.publishers {
+            publish_one(publisher.as_mut(), delta, image, manifest);
+        }
+    }
+}
+
+fn provenance_of(log_id: LogId<u64>) -> Provenance {
+    Provenance {
+        last_log_index: log_id.index,
+        last_log_term: log_id.leader_id.term,
+        last_applied_time_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64),
+    }
+}
+
+fn publish_one(
+    publisher: &mut dyn MetadataPublisher,
+    delta: &MetadataDelta,
+    image: &Arc<MetadataImage>,
+    manifest: &LoaderManifest,
+) {
+    let name = publisher.name().to_owned();
+    let started = Instant::now();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        publisher.on_metadata_update(delta, image, manifest)
+    }));
+    gregor_metrics::publisher_ran(&name, started.elapsed());
+    let offset = image.provenance.last_log_index;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            gregor_metrics::publisher_failed(&name);
+            tracing::error!(publisher = %name, offset, %error, "metadata publisher failed");
+        }
+        Err(_) => {
+            gregor_metrics::publisher_failed(&name);
+            tracing::error!(publisher = %name, offset, "metadata publisher panicked");
+        }
+    }
+}
+
+fn replay_into(delta: &mut MetadataDelta, offset: u64, records: &[MetadataRecord]) {
+    for record in records {
+        if let Err(error) = delta.replay(record) {
+            // The controller validated these records before committing them, so this is a bug
+            // or a log written by an incompatible build: skip the record, keep the node serving.
+            gregor_metrics::replay_error();
+            tracing::error!(offset, %error, "metadata record skipped");
+        }
+    }
+}
+
+impl Actor for Loader {
+    type Context = Context<Self>;
+}
+
+impl Handler<ApplyBatches> for Loader {
+    type Result = Result<(), ApplyError>;
+
+    fn handle(&mut self, msg: ApplyBatches, _: &mut Self::Context) -> Self::Result {
+        let started = Instant::now();
+        let mut delta = MetadataDelta::new(self.image.load_full());
+        let mut num_records = 0;
+        for (log_id, batch) in &msg.batches {
+            num_records += batch.records.len();
+            replay_into(&mut delta, log_id.index, &batch.records);
+        }
+        let provenance = provenance_of(msg.last_applied);
+        let image = Arc::new(delta.apply(provenance));
+        self.image.store(image.clone());
+        let elapsed = started.elapsed();
+        gregor_metrics::image_published(
+            provenance.last_log_index,
+            image.topics.topic_count(),
+            image.topics.partition_count(),
+            elapsed,
+        );
+        let manifest = LoaderManifest::LogDelta {
+            provenance,
+            num_batches: msg.batches.len(),
+            num_records,
+            elapsed_ns: elapsed.as_nanos() as u64,
+        };
+        self.publish(&delta, &image, &manifest);
+        Ok(())
+    }
+}
+
+impl Handler<InstallSnapshot> for Loader {
+    type Result = Result<(), ApplyError>;
+
+    fn handle(&mut self, msg: InstallSnapshot, _: &mut Self::Context) -> Self::Result {
+        let started = Instant::now();
+        // A snapshot replaces everything: replay it on the empty image, as Kafka's loader does.
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        replay_into(&mut delta, msg.last_applied.index, &msg.records);
+        let provenance = provenance_of(msg.last_applied);
+        let image = Arc::new(delta.apply(provenance));
+        self.image.store(image.clone());
+        let elapsed = started.elapsed();
+        gregor_metrics::image_published(
+            provenance.last_log_index,
+            image.topics.topic_count(),
+            image.topics.partition_count(),
+            elapsed,
+        );
+        let manifest = LoaderManifest::Snapshot {
+            provenance,
+            num_records: msg.records.len(),
+            elapsed_ns: elapsed.as_nanos() as u64,
+        };
+        self.publish(&delta, &image, &manifest);
+        Ok(())
+    }
+}
+
+impl Handler<InstallPublisher> for Loader {
+    type Result = ();
+
+    fn handle(&mut self, msg: InstallPublisher, _: &mut Self::Context) {
+        let mut publisher = msg.0;
+        let image = self.image.load_full();
+        if !image.is_empty() {
+            let delta = MetadataDelta::from_empty_with(&image);
+            let manifest = LoaderManifest::Snapshot {
+                provenance: image.provenance,
+                num_records: 0,
+                elapsed_ns: 0,
+            };
+            publish_one(publisher.as_mut(), &delta, &image, &manifest);
+        }
+        self.publishers.push(publisher);
+    }
+}
+
+/// The metadata log's view of the loader: forwards committed entries to the actor.
+pub struct LoaderApplier {
+    loader: Addr<Loader>,
+    image: Arc<ArcSwap<MetadataImage>>,
+}
+
+impl LoaderApplier {
+    /// An applier feeding `loader`, which publishes into `image`.
+    pub fn new(loader: Addr<Loader>, image: Arc<ArcSwap<MetadataImage>>) -> Self {
+        LoaderApplier { loader, image }
+    }
+}
+
+fn mailbox_error(error: MailboxError) -> ApplyError {
+    ApplyError::new(format!("the metadata loader is not running: {error}"))
+}
+
+impl MetadataApplier for LoaderApplier {
+    fn apply(
+        &self,
+        batches: Vec<(LogId<u64>, MetadataBatch)>,
+        last_applied: LogId<u64>,
+    ) -> BoxFuture<'static, Result<(), ApplyError>> {
+        let request = self.loader.send(ApplyBatches {
+            batches,
+            last_applied,
+        });
+        async move { request.await.map_err(mailbox_error)? }.boxed()
+    }
+
+    fn snapshot_records(&self) -> Vec<MetadataRecord> {
+        // Called between applies, so the published image is exactly the applied state.
+        self.image.load().to_records()
+    }
+
+    fn install_snapshot(
+        &self,
+        records: Vec<MetadataRecord>,
+        last_applied: LogId<u64>,
+    ) -> BoxFuture<'static, Result<(), ApplyError>> {
+        let request = self.loader.send(InstallSnapshot {
+            records,
+            last_applied,
+        });
+        async move { request.await.map_err(mailbox_error)? }.boxed()
+    }
+}
+
+/// A publisher that logs every topic created or deleted, so operators can follow changes.
+pub struct TopicChangeLogPublisher;
+
+impl MetadataPublisher for TopicChangeLogPublisher {
+    fn name(&self) -> &str {
+        "topic-change-log"
+    }
+
+    fn on_metadata_update(
+        &mut self,
+        delta: &MetadataDelta,
+        image: &Arc<MetadataImage>,
+        manifest: &LoaderManifest,
+    ) -> Result<(), gregor_publishers::PublishError> {
+        let Some(topics) = delta.topics_delta() else {
+            return Ok(());
+        };
+        // A snapshot load lists every topic as created; one summary line is enough.
+        if matches!(manifest, LoaderManifest::Snapshot { .. }) {
+            tracing::info!(
+                offset = image.provenance.last_log_index,
+                topics = image.topics.topic_count(),
+                partitions = image.topics.partition_count(),
+                "metadata image loaded"
+            );
+            return Ok(());
+        }
+        for topic in topics.created_topics() {
+            tracing::info!(topic = topic.name(), id = %topic.id(), "topic created");
+        }
+        for (id, name) in topics.deleted_topics() {
+            tracing::info!(topic = name, %id, "topic deleted");
+        }
+        Ok(())
+    }
+}

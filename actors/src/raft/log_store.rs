@@ -1,0 +1,364 @@
+//! The durable raft log: entries, vote, committed and last purged log ids, in one redb file.
+//!
+//! redb gives crash-safe transactions: a commit with `Durability::Immediate` has been fsynced
+//! when it returns, and a torn write after a crash rolls back to the last complete commit. So
+//! every mutation here is one write transaction, and openraft is told an append is durable only
+//! after its commit returned. redb is blocking, so each access runs on tokio's blocking pool;
+//! openraft serialises writes by taking `&mut self`.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{LogId, OptionalSend, RaftLogReader, StorageIOError, Vote};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::error::MetadataLogError;
+use super::types::{Entry, StorageError, TypeConfig};
+
+/// Name of the log file inside the metadata log dir.
+pub const LOG_FILE_NAME: &str = "raft-log.redb";
+
+/// Log entries by index, each the postcard encoding of an `openraft::Entry`.
+const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("log");
+/// Vote, committed, last purged log id and the format version, postcard-encoded.
+const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
+
+const KEY_FORMAT: &str = "format";
+const KEY_VOTE: &str = "vote";
+const KEY_COMMITTED: &str = "committed";
+const KEY_LAST_PURGED: &str = "last_purged";
+
+/// Layout version of this file; bump it when the encoding of a table changes.
+const FORMAT_VERSION: u32 = 1;
+
+/// The raft log of the metadata log. Cloning gives another handle on the same file (openraft
+/// uses clones as log readers for replication).
+#[derive(Clone)]
+pub struct LogStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    path: PathBuf,
+}
+
+impl LogStore {
+    /// Opens (or creates) the log file in `dir`, which must exist.
+    pub async fn open(dir: &Path) -> Result<Self, MetadataLogError> {
+        let path = dir.join(LOG_FILE_NAME);
+        let open_path = path.clone();
+        let inner = blocking(&path, move || Inner::open(open_path)).await?;
+        Ok(LogStore {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Path of the log file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` on the blocking pool with this store.
+    async fn run<T, F>(&self, f: F) -> Result<T, MetadataLogError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T, MetadataLogError> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        blocking(&self.inner.path, move || f(&inner)).await
+    }
+
+    /// The last purged log id, read straight from the file.
+    pub(crate) async fn last_purged(&self) -> Result<Option<LogId<u64>>, MetadataLogError> {
+        self.run(|inner| inner.read_meta(KEY_LAST_PURGED)).await
+    }
+}
+
+/// Runs blocking file work off the async threads; a panic or cancellation there becomes an error.
+async fn blocking<T, F>(path: &Path, f: F) -> Result<T, MetadataLogError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, MetadataLogError> + Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result,
+        Err(e) => Err(MetadataLogError::storage(
+            path,
+            format!("storage task failed: {e}"),
+        )),
+    }
+}
+
+impl Inner {
+    fn open(path: PathBuf) -> Result<Self, MetadataLogError> {
+        let db = Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::Storage(redb::StorageError::Corrupted(detail)) => {
+                MetadataLogError::corrupt(&path, detail)
+            }
+            // redb reports a file that is not a redb database (bad magic) as invalid data.
+            redb::DatabaseError::Storage(redb::StorageError::Io(e))
+                if e.kind() == std::io::ErrorKind::InvalidData =>
+            {
+                MetadataLogError::corrupt(&path, e)
+            }
+            redb::DatabaseError::DatabaseAlreadyOpen => MetadataLogError::storage(
+                &path,
+                "the log is already open (another Gregor process or instance uses this log dir)",
+            ),
+            other => MetadataLogError::storage(&path, other),
+        })?;
+        let inner = Inner { db, path };
+        // Create the tables and stamp (or check) the format version.
+        let format: Option<u32> = inner.read_meta_if_exists(KEY_FORMAT)?;
+        match format {
+            Some(FORMAT_VERSION) => {}
+            Some(other) => {
+                return Err(MetadataLogError::corrupt(
+                    &inner.path,
+                    format!("log format version {other} is not supported by this build (supports {FORMAT_VERSION})"),
+                ))
+            }
+            None => inner.write(Durability::Immediate, |txn| {
+                txn.open_table(LOG)?;
+                let mut meta = txn.open_table(META)?;
+                meta.insert(KEY_FORMAT, encode(&FORMAT_VERSION).as_slice())?;
+                Ok(())
+            })?,
+        }
+        Ok(inner)
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> MetadataLogError {
+        MetadataLogError::storage(&self.path, e)
+    }
+
+    /// One write transaction; with `Durability::Immediate` it is fsynced when this returns.
+    fn write<F>(&self, durability: Durability, f: F) -> Result<(), MetadataLogError>
+    where
+        F: FnOnce(&redb::WriteTransaction) -> Result<(), redb::Error>,
+    {
+        let mut txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        txn.set_durability(durability).map_err(|e| self.err(e))?;
+        f(&txn).map_err(|e| self.err(e))?;
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Reads a meta value from a file whose tables may not exist yet.
+    fn read_meta_if_exists<T: DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, MetadataLogError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = match txn.open_table(META) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(self.err(e)),
+        };
+        match table.get(key).map_err(|e| self.err(e))? {
+            Some(value) => decode(&self.path, &key, value.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn read_meta<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, MetadataLogError> {
+        self.read_meta_if_exists(key)
+    }
+
+    fn write_meta<T: Serialize>(
+        &self,
+        key: &str,
+        value: &T,
+        durability: Durability,
+    ) -> Result<(), MetadataLogError> {
+        let bytes = encode(value);
+        self.write(durability, |txn| {
+            txn.open_table(META)?.insert(key, bytes.as_slice())?;
+            Ok(())
+        })
+    }
+
+    fn last_entry_log_id(&self) -> Result<Option<LogId<u64>>, MetadataLogError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(LOG).map_err(|e| self.err(e))?;
+        let last = match table.last().map_err(|e| self.err(e))? {
+            Some((index, value)) => {
+                let entry: Entry = decode(&self.path, &index.value(), value.value())?;
+                Some(entry.log_id)
+            }
+            None => None,
+        };
+        Ok(last)
+    }
+
+    fn entries(&self, start: Bound<u64>, end: Bound<u64>) -> Result<Vec<Entry>, MetadataLogError> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(LOG).map_err(|e| self.err(e))?;
+        let range = table.range::<u64>((start, end)).map_err(|e| self.err(e))?;
+        let mut entries = Vec::new();
+        for item in range {
+            let (index, value) = item.map_err(|e| self.err(e))?;
+            entries.push(decode(&self.path, &index.value(), value.value())?);
+        }
+        Ok(entries)
+    }
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // postcard only fails on types serde cannot describe (maps with non-string keys are fine);
+    // raft entries, votes and log ids serialize without error, so an empty value never occurs.
+    postcard::to_allocvec(value).unwrap_or_default()
+}
+
+fn decode<T: DeserializeOwned>(
+    path: &Path,
+    key: &dyn Debug,
+    bytes: &[u8],
+) -> Result<T, MetadataLogError> {
+    postcard::from_bytes(bytes).map_err(|e| {
+        MetadataLogError::corrupt(path, format!("value at key {key:?} does not decode: {e}"))
+    })
+}
+
+fn read_err(e: MetadataLogError) -> StorageError {
+    StorageIOError::read_logs(e.into_any()).into()
+}
+
+fn write_err(e: MetadataLogError) -> StorageError {
+    StorageIOError::write_logs(e.into_any()).into()
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let start = range.start_bound().cloned();
+        let end = range.end_bound().cloned();
+        self.run(move |inner| inner.entries(start, end))
+            .await
+            .map_err(read_err)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let (last_purged_log_id, last) = self
+            .run(|inner| {
+                let purged: Option<LogId<u64>> = inner.read_meta(KEY_LAST_PURGED)?;
+                Ok((purged, inner.last_entry_log_id()?))
+            })
+            .await
+            .map_err(read_err)?;
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id: last.or(last_purged_log_id),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError> {
+        let vote = *vote;
+        self.run(move |inner| inner.write_meta(KEY_VOTE, &vote, Durability::Immediate))
+            .await
+            .map_err(|e| StorageIOError::write_vote(e.into_any()).into())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
+        self.run(|inner| inner.read_meta(KEY_VOTE))
+            .await
+            .map_err(|e| StorageIOError::read_vote(e.into_any()).into())
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError> {
+        // Not fsynced on its own: a committed id lost in a crash is only older, which openraft
+        // allows (it re-learns it); the next fsynced append or vote makes it durable too.
+        self.run(move |inner| inner.write_meta(KEY_COMMITTED, &committed, Durability::None))
+            .await
+            .map_err(write_err)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError> {
+        self.run(|inner| {
+            Ok(inner
+                .read_meta::<Option<LogId<u64>>>(KEY_COMMITTED)?
+                .flatten())
+        })
+        .await
+        .map_err(read_err)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let encoded: Vec<(u64, Vec<u8>)> = entries
+            .into_iter()
+            .map(|entry| (entry.log_id.index, encode(&entry)))
+            .collect();
+        let result = self
+            .run(move |inner| {
+                inner.write(Durability::Immediate, |txn| {
+                    let mut log = txn.open_table(LOG)?;
+                    for (index, bytes) in &encoded {
+                        log.insert(*index, bytes.as_slice())?;
+                    }
+                    Ok(())
+                })
+            })
+            .await;
+        // The commit above returned, so the entries are fsynced: only now tell openraft.
+        match result {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(write_err(e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        self.run(move |inner| {
+            inner.write(Durability::Immediate, |txn| {
+                txn.open_table(LOG)?
+                    .retain_in(log_id.index.., |_, _| false)?;
+                Ok(())
+            })
+        })
+        .await
+        .map_err(write_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError> {
+        let purged = encode(&log_id);
+        self.run(move |inner| {
+            inner.write(Durability::Immediate, |txn| {
+                txn.open_table(META)?
+                    .insert(KEY_LAST_PURGED, purged.as_slice())?;
+                txn.open_table(LOG)?
+                    .retain_in(..=log_id.index, |_, _| false)?;
+                Ok(())
+            })
+        })
+        .await
+        .map_err(write_err)
+    }
+}

@@ -1,0 +1,131 @@
+//! Every way start-up can fail because of configuration: unknown key, bad value, port in use,
+//! unwritable data directory. Each must exit non-zero (not hang, not panic) and name the culprit.
+
+use std::net::TcpListener;
+use std::time::Duration;
+
+use gregor_integration::{GregorNode, NodeExit};
+
+const EXIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn run(overrides: &[(&str, &str)]) -> NodeExit {
+    GregorNode::run_expect_exit(overrides, None, EXIT_TIMEOUT).unwrap()
+}
+
+/// Non-zero exit, no panic, and some stderr line containing every one of `needles`.
+fn assert_failed_naming(exit: &NodeExit, case: &str, needles: &[&str]) {
+    assert!(
+        !exit.status.success(),
+        "{case}: exited successfully\n--- stderr ---\n{}",
+        exit.stderr
+    );
+    assert!(
+        exit.status.code().is_some(),
+        "{case}: killed by a signal ({}), expected a clean non-zero exit\n--- stderr ---\n{}",
+        exit.status,
+        exit.stderr
+    );
+    assert!(
+        !exit.stderr.contains("panicked at"),
+        "{case}: the node panicked instead of reporting the error\n--- stderr ---\n{}",
+        exit.stderr
+    );
+    assert!(
+        exit.stderr
+            .lines()
+            .any(|line| needles.iter().all(|n| line.contains(n))),
+        "{case}: no stderr line names {needles:?}\n--- stderr ---\n{}",
+        exit.stderr
+    );
+}
+
+#[test]
+fn unknown_key() {
+    let exit = run(&[("no.such.setting", "1")]);
+    assert_failed_naming(&exit, "unknown key", &["no.such.setting"]);
+}
+
+#[test]
+fn bad_values() {
+    for (key, value) in [
+        ("num.partitions", "many"),
+        ("num.partitions", "0"),
+        ("socket.request.max.bytes", "0"),
+        ("socket.request.max.bytes", "-5"),
+        ("connections.max.idle.ms", "soon"),
+        ("auto.create.topics.enable", "maybe"),
+        ("delete.topic.enable", "yes please"),
+        ("default.replication.factor", "x"),
+        ("node.id", "one"),
+        ("listeners", "not a listener"),
+        ("metrics.listener", "nowhere"),
+    ] {
+        let exit = run(&[(key, value)]);
+        assert_failed_naming(&exit, &format!("{key}={value}"), &[key]);
+    }
+}
+
+#[test]
+fn plaintext_port_in_use() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let listeners = format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:0");
+    let exit = run(&[("listeners", &listeners)]);
+    assert_failed_naming(&exit, "PLAINTEXT port in use", &[&port]);
+}
+
+#[test]
+fn controller_port_in_use() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let listeners = format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}");
+    let exit = run(&[("listeners", &listeners)]);
+    assert_failed_naming(&exit, "CONTROLLER port in use", &[&port]);
+}
+
+#[test]
+fn metrics_port_in_use() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let exit = run(&[("metrics.listener", &addr)]);
+    assert_failed_naming(&exit, "metrics port in use", &[&port]);
+}
+
+#[test]
+fn unwritable_log_dirs() {
+    // Tests may run as root, which ignores permission bits: use a path below a regular file,
+    // which nobody can create.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let dir = file.join("data");
+    let dir = dir.to_str().unwrap();
+    let exit = run(&[("log.dirs", dir)]);
+    assert_failed_naming(&exit, "unwritable log.dirs", &[dir]);
+}
+
+#[test]
+fn unknown_key_in_a_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("server.properties");
+    std::fs::write(
+        &config,
+        "# a comment\nnum.partitions=2\nbogus.key.from.file=true\n",
+    )
+    .unwrap();
+    let exit = GregorNode::run_expect_exit(&[], Some(&config), EXIT_TIMEOUT).unwrap();
+    assert_failed_naming(
+        &exit,
+        "unknown key in server.properties",
+        &["bogus.key.from.file"],
+    );
+}
+
+#[test]
+fn missing_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("absent.properties");
+    let exit = GregorNode::run_expect_exit(&[], Some(&config), EXIT_TIMEOUT).unwrap();
+    assert_failed_naming(&exit, "missing config file", &[config.to_str().unwrap()]);
+}

@@ -1,0 +1,6 @@
+//! The Prometheus endpoint: per-API request metrics named like the JMX exporter's mapping of
+//! Kafka's `kafka.network:type=RequestMetrics` beans.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod t10_request_metrics;

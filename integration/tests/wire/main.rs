@@ -1,0 +1,10 @@
+//! Wire-level behaviour of the network front end: framing, header versions, the ApiVersions
+//! fallback, pipelining, bad frames and idle connections. Each test starts its own node on
+//! ephemeral ports, so the tests run in parallel.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod t10_api_versions_fallback;
+mod t10_pipelining;
+mod t30_bad_frames;
+mod t30_idle_timeout;

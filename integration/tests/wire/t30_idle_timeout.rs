@@ -1,0 +1,54 @@
+//! `connections.max.idle.ms`: a connection with no traffic for that long is closed by the node;
+//! one that keeps sending is not.
+
+use std::time::{Duration, Instant};
+
+use gregor_integration::admin::metadata;
+use gregor_integration::{Closed, GregorNode, KafkaConn};
+use kafka_protocol::messages::MetadataRequest;
+
+const IDLE_MS: u64 = 1500;
+
+#[tokio::test]
+async fn idle_connections_are_closed_after_connections_max_idle_ms() {
+    let node = GregorNode::start(&[("connections.max.idle.ms", "1500")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.send::<MetadataRequest>(&metadata(12, None, false), 12)
+        .await
+        .unwrap();
+    let last_activity = Instant::now();
+    // Kafka closes idle connections on its next check after the idle time: allow generous slack
+    // above, none below.
+    let closed = conn.wait_closed(Duration::from_millis(IDLE_MS) * 8).await;
+    let idle_for = last_activity.elapsed();
+    assert_eq!(
+        closed,
+        Closed::Silently,
+        "an idle connection was not closed within {:?}",
+        Duration::from_millis(IDLE_MS) * 8
+    );
+    assert!(
+        idle_for >= Duration::from_millis(IDLE_MS - 100),
+        "closed after {idle_for:?}, before connections.max.idle.ms={IDLE_MS}"
+    );
+}
+
+#[tokio::test]
+async fn a_busy_connection_outlives_the_idle_timeout() {
+    let node = GregorNode::start(&[("connections.max.idle.ms", "1500")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let started = Instant::now();
+    // One request every 300 ms for three idle periods: never idle for 1500 ms.
+    let mut ticker = tokio::time::interval(Duration::from_millis(300));
+    while started.elapsed() < Duration::from_millis(IDLE_MS * 3) {
+        ticker.tick().await;
+        conn.send::<MetadataRequest>(&metadata(12, None, false), 12)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "a connection active every 300 ms was closed after {:?}: {e:#}",
+                    started.elapsed()
+                )
+            });
+    }
+}

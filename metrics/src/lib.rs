@@ -1,0 +1,13 @@
+//! Every metric Gregor exports, in one place.
+//!
+//! Library crates record through the `metrics` facade with the helpers here, so names and labels
+//! cannot drift between call sites; `node/` installs the Prometheus exporter ([`exporter`]).
+//! Request metrics follow the Prometheus JMX-exporter mapping of Kafka's `RequestMetrics`
+//! (`kafka_network_requestmetrics_*`) so existing dashboards need little change, with real
+//! histograms in seconds instead of pre-computed quantiles.
+
+pub mod exporter;
+pub mod names;
+mod recorders;
+
+pub use recorders::*;

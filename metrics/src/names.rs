@@ -1,0 +1,52 @@
+//! Metric names. Every series Gregor exports is named here and nowhere else.
+
+/// Completed requests, labels `request` (API name) and `version`.
+pub const REQUESTS_TOTAL: &str = "kafka_network_requestmetrics_requests_total";
+/// Error codes in responses, labels `request` and `error` (Kafka's error name, `NONE` included).
+pub const ERRORS_TOTAL: &str = "kafka_network_requestmetrics_errors_total";
+/// Time from a complete request frame being read until its handler starts, label `request`.
+pub const REQUEST_QUEUE_TIME_SECONDS: &str =
+    "kafka_network_requestmetrics_request_queue_time_seconds";
+/// Time spent in the request's handler, label `request`.
+pub const LOCAL_TIME_SECONDS: &str = "kafka_network_requestmetrics_local_time_seconds";
+/// Throttle time carried by the response, label `request`.
+pub const THROTTLE_TIME_SECONDS: &str = "kafka_network_requestmetrics_throttle_time_seconds";
+/// Time to write the response to the socket, label `request`.
+pub const RESPONSE_SEND_TIME_SECONDS: &str =
+    "kafka_network_requestmetrics_response_send_time_seconds";
+/// Time from the request frame being read until its response is written, label `request`.
+pub const TOTAL_TIME_SECONDS: &str = "kafka_network_requestmetrics_total_time_seconds";
+/// Size of request frames (header + body), label `request`.
+pub const REQUEST_BYTES: &str = "kafka_network_requestmetrics_request_bytes";
+
+/// Connections accepted, label `listener`.
+pub const CONNECTIONS_ACCEPTED_TOTAL: &str = "gregor_network_connections_accepted_total";
+/// Connections currently open, label `listener`.
+pub const CONNECTIONS_ACTIVE: &str = "gregor_network_connections_active";
+/// Connections closed, labels `listener` and `reason` (see [`CloseReason`](crate::CloseReason)).
+pub const CONNECTIONS_CLOSED_TOTAL: &str = "gregor_network_connections_closed_total";
+
+/// Raft log index of the last record applied to the published metadata image.
+pub const METADATA_IMAGE_OFFSET: &str = "gregor_metadata_image_offset";
+/// Topics in the published image.
+pub const METADATA_IMAGE_TOPICS: &str = "gregor_metadata_image_topics";
+/// Partitions in the published image.
+pub const METADATA_IMAGE_PARTITIONS: &str = "gregor_metadata_image_partitions";
+/// Time to build a new image from a batch of committed records.
+pub const METADATA_IMAGE_APPLY_SECONDS: &str = "gregor_metadata_image_apply_seconds";
+/// Records that could not be replayed into the image (logged and skipped).
+pub const METADATA_REPLAY_ERRORS_TOTAL: &str = "gregor_metadata_replay_errors_total";
+/// Time each publisher spent on one image, label `publisher`.
+pub const PUBLISHER_PUBLISH_SECONDS: &str = "gregor_metadata_publisher_publish_seconds";
+/// Publisher failures (errors and panics), label `publisher`.
+pub const PUBLISHER_FAILURES_TOTAL: &str = "gregor_metadata_publisher_failures_total";
+
+/// Metadata mutations the controller committed, label `request`.
+pub const CONTROLLER_MUTATIONS_TOTAL: &str = "gregor_controller_mutations_total";
+/// Records the controller wrote to the metadata log.
+pub const CONTROLLER_RECORDS_TOTAL: &str = "gregor_controller_records_total";
+/// Time from submitting a batch to the metadata log until it was committed and applied.
+pub const CONTROLLER_COMMIT_SECONDS: &str = "gregor_controller_commit_seconds";
+
+/// Resident memory of the node process in bytes (read from /proc at scrape time).
+pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";

@@ -1,0 +1,167 @@
+//! Small typed helpers over the `metrics` macros, one per thing Gregor measures.
+
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+
+use crate::names;
+
+/// Why a connection was closed; the `reason` label of
+/// [`CONNECTIONS_CLOSED_TOTAL`](names::CONNECTIONS_CLOSED_TOTAL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The client closed the connection between requests.
+    ClientClosed,
+    /// The client closed the connection in the middle of a frame.
+    Truncated,
+    /// The frame size was negative.
+    NegativeSize,
+    /// The frame size exceeded `socket.request.max.bytes`.
+    OversizedRequest,
+    /// The request header named an API key Gregor does not know.
+    UnknownApiKey,
+    /// The API exists but not at the requested version, or not on this listener.
+    UnsupportedVersion,
+    /// The header or body could not be decoded.
+    MalformedRequest,
+    /// No request arrived within `connections.max.idle.ms`.
+    Idle,
+    /// A socket read or write failed.
+    IoError,
+    /// The node is shutting down.
+    Shutdown,
+}
+
+impl CloseReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::ClientClosed => "client_closed",
+            CloseReason::Truncated => "truncated",
+            CloseReason::NegativeSize => "negative_size",
+            CloseReason::OversizedRequest => "oversized_request",
+            CloseReason::UnknownApiKey => "unknown_api_key",
+            CloseReason::UnsupportedVersion => "unsupported_version",
+            CloseReason::MalformedRequest => "malformed_request",
+            CloseReason::Idle => "idle",
+            CloseReason::IoError => "io_error",
+            CloseReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Records a new connection on a listener.
+pub fn connection_opened(listener: &str) {
+    counter!(names::CONNECTIONS_ACCEPTED_TOTAL, "listener" => listener.to_owned()).increment(1);
+    gauge!(names::CONNECTIONS_ACTIVE, "listener" => listener.to_owned()).increment(1.0);
+}
+
+/// Records a closed connection and why.
+pub fn connection_closed(listener: &str, reason: CloseReason) {
+    gauge!(names::CONNECTIONS_ACTIVE, "listener" => listener.to_owned()).decrement(1.0);
+    counter!(
+        names::CONNECTIONS_CLOSED_TOTAL,
+        "listener" => listener.to_owned(),
+        "reason" => reason.as_str()
+    )
+    .increment(1);
+}
+
+/// Timings and sizes of one completed request, as Kafka's `RequestMetrics` records them.
+#[derive(Clone, Debug, Default)]
+pub struct RequestTimings {
+    /// Frame read until the handler started.
+    pub queue: Duration,
+    /// Time inside the handler.
+    pub local: Duration,
+    /// Throttle time the response carries.
+    pub throttle: Duration,
+    /// Time to write the response.
+    pub send: Duration,
+    /// Frame read until the response was written.
+    pub total: Duration,
+    /// Request frame size in bytes.
+    pub request_bytes: usize,
+}
+
+/// Records one completed request under the metric name `request` (an API name such as
+/// `Metadata`; some APIs are counted under two names, see the handlers).
+pub fn record_request(request: &'static str, version: i16, timings: &RequestTimings) {
+    counter!(names::REQUESTS_TOTAL, "request" => request, "version" => version.to_string())
+        .increment(1);
+    histogram!(names::REQUEST_QUEUE_TIME_SECONDS, "request" => request)
+        .record(timings.queue.as_secs_f64());
+    histogram!(names::LOCAL_TIME_SECONDS, "request" => request).record(timings.local.as_secs_f64());
+    histogram!(names::THROTTLE_TIME_SECONDS, "request" => request)
+        .record(timings.throttle.as_secs_f64());
+    histogram!(names::RESPONSE_SEND_TIME_SECONDS, "request" => request)
+        .record(timings.send.as_secs_f64());
+    histogram!(names::TOTAL_TIME_SECONDS, "request" => request).record(timings.total.as_secs_f64());
+    histogram!(names::REQUEST_BYTES, "request" => request).record(timings.request_bytes as f64);
+}
+
+/// Adds `count` occurrences of the error named `error` (Kafka's name, e.g. `NONE`) to `request`.
+pub fn record_errors(request: &'static str, error: &'static str, count: u64) {
+    counter!(names::ERRORS_TOTAL, "request" => request, "error" => error).increment(count);
+}
+
+/// Records the state of a newly published image.
+pub fn image_published(offset: u64, topics: usize, partitions: usize, apply_time: Duration) {
+    gauge!(names::METADATA_IMAGE_OFFSET).set(offset as f64);
+    gauge!(names::METADATA_IMAGE_TOPICS).set(topics as f64);
+    gauge!(names::METADATA_IMAGE_PARTITIONS).set(partitions as f64);
+    histogram!(names::METADATA_IMAGE_APPLY_SECONDS).record(apply_time.as_secs_f64());
+}
+
+/// Records a record that could not be replayed into the image.
+pub fn replay_error() {
+    counter!(names::METADATA_REPLAY_ERRORS_TOTAL).increment(1);
+}
+
+/// Records how long one publisher took to handle one image.
+pub fn publisher_ran(publisher: &str, elapsed: Duration) {
+    histogram!(names::PUBLISHER_PUBLISH_SECONDS, "publisher" => publisher.to_owned())
+        .record(elapsed.as_secs_f64());
+}
+
+/// Records a publisher that returned an error or panicked.
+pub fn publisher_failed(publisher: &str) {
+    counter!(names::PUBLISHER_FAILURES_TOTAL, "publisher" => publisher.to_owned()).increment(1);
+}
+
+/// Records a committed controller mutation and its records.
+pub fn controller_committed(request: &'static str, records: usize, commit_time: Duration) {
+    counter!(names::CONTROLLER_MUTATIONS_TOTAL, "request" => request).increment(1);
+    counter!(names::CONTROLLER_RECORDS_TOTAL).increment(records as u64);
+    histogram!(names::CONTROLLER_COMMIT_SECONDS).record(commit_time.as_secs_f64());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    #[test]
+    fn request_counter_carries_request_and_version_labels() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            record_request("Metadata", 12, &RequestTimings::default());
+            record_request("Metadata", 12, &RequestTimings::default());
+            record_errors("Metadata", "NONE", 3);
+        });
+        let values: Vec<_> = snapshotter.snapshot().into_vec();
+        let requests = values.iter().find(|(key, ..)| {
+            key.key().name() == names::REQUESTS_TOTAL
+                && key
+                    .key()
+                    .labels()
+                    .any(|l| l.key() == "version" && l.value() == "12")
+        });
+        assert!(matches!(requests, Some((_, _, _, DebugValue::Counter(2)))));
+        let errors = values
+            .iter()
+            .find(|(key, ..)| key.key().name() == names::ERRORS_TOTAL);
+        assert!(matches!(errors, Some((_, _, _, DebugValue::Counter(3)))));
+    }
+}

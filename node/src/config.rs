@@ -1,0 +1,787 @@
+//! Node configuration: Kafka's property names and defaults, read from a `server.properties`
+//! file and `--override key=value` flags, validated once at start-up.
+//!
+//! Every key the node accepts is in [`DEFINITIONS`]; an unknown key, a bad value or an
+//! inconsistent combination is a [`ConfigError`] whose message names the key.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// A configuration problem; the message names the key or file and is printed as is.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The key is not one Gregor knows.
+    #[error("Unknown configuration '{key}' (from {origin}); see README.md for the supported keys")]
+    UnknownKey {
+        /// The key as given.
+        key: String,
+        /// Where it came from.
+        origin: String,
+    },
+    /// The value does not parse or is out of range (Kafka's ConfigException wording).
+    #[error("Invalid value {value} for configuration {key}: {reason}")]
+    InvalidValue {
+        /// The key.
+        key: &'static str,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The properties file cannot be read.
+    #[error("Cannot read configuration file {path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The I/O or syntax error.
+        reason: String,
+    },
+    /// An override is not of the form `key=value`.
+    #[error("Invalid --override '{0}': expected key=value")]
+    BadOverride(String),
+}
+
+/// Kafka's config value types, with their DescribeConfigs wire ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigType {
+    /// `true` / `false`.
+    Boolean = 1,
+    /// Any string.
+    String = 2,
+    /// 32-bit integer.
+    Int = 3,
+    /// 16-bit integer.
+    Short = 4,
+    /// 64-bit integer.
+    Long = 5,
+    /// Comma-separated list.
+    List = 7,
+}
+
+/// One accepted key: its type, Kafka's default and documentation.
+#[derive(Debug)]
+pub struct ConfigDef {
+    /// Property name.
+    pub name: &'static str,
+    /// Value type.
+    pub kind: ConfigType,
+    /// Default value as text (`None` = no value).
+    pub default: Option<&'static str>,
+    /// One-line description.
+    pub doc: &'static str,
+}
+
+const fn def(
+    name: &'static str,
+    kind: ConfigType,
+    default: Option<&'static str>,
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        kind,
+        default,
+        doc,
+    }
+}
+
+/// Name of Gregor's own key for the Prometheus endpoint.
+pub const METRICS_LISTENER: &str = "metrics.listener";
+
+/// Every key `gregor node` accepts.
+pub const DEFINITIONS: &[ConfigDef] = &[
+    def(
+        "node.id",
+        ConfigType::Int,
+        Some("1"),
+        "The node id of this process.",
+    ),
+    def(
+        "broker.id",
+        ConfigType::Int,
+        None,
+        "Alias of node.id; must equal it when both are set.",
+    ),
+    def(
+        "process.roles",
+        ConfigType::List,
+        Some("broker,controller"),
+        "Roles of this process: broker, controller or both.",
+    ),
+    def(
+        "listeners",
+        ConfigType::List,
+        Some("PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"),
+        "Listeners to bind, NAME://host:port; port 0 binds an ephemeral port.",
+    ),
+    def(
+        "advertised.listeners",
+        ConfigType::List,
+        None,
+        "Listeners clients are told to use; defaults to the non-controller listeners.",
+    ),
+    def(
+        "controller.listener.names",
+        ConfigType::List,
+        Some("CONTROLLER"),
+        "Names of the listeners used by the controller.",
+    ),
+    def(
+        "listener.security.protocol.map",
+        ConfigType::List,
+        Some("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
+        "Security protocol per listener name; Gregor supports PLAINTEXT.",
+    ),
+    def(
+        "log.dirs",
+        ConfigType::List,
+        Some("./gregor-data"),
+        "Data directories.",
+    ),
+    def(
+        "log.dir",
+        ConfigType::String,
+        None,
+        "Single data directory, used when log.dirs is not set.",
+    ),
+    def(
+        "metadata.log.dir",
+        ConfigType::String,
+        None,
+        "Directory of the metadata log; defaults to the first of log.dirs.",
+    ),
+    def(
+        "num.partitions",
+        ConfigType::Int,
+        Some("1"),
+        "Default partition count of new topics.",
+    ),
+    def(
+        "default.replication.factor",
+        ConfigType::Short,
+        Some("1"),
+        "Default replication factor of new topics.",
+    ),
+    def(
+        "delete.topic.enable",
+        ConfigType::Boolean,
+        Some("true"),
+        "Whether DeleteTopics may delete topics.",
+    ),
+    def(
+        "auto.create.topics.enable",
+        ConfigType::Boolean,
+        Some("true"),
+        "Whether Metadata requests create missing topics.",
+    ),
+    def(
+        "socket.request.max.bytes",
+        ConfigType::Int,
+        Some("104857600"),
+        "Largest request frame accepted.",
+    ),
+    def(
+        "connections.max.idle.ms",
+        ConfigType::Long,
+        Some("600000"),
+        "Idle connections are closed after this many ms.",
+    ),
+    def(
+        "broker.rack",
+        ConfigType::String,
+        None,
+        "Rack of this broker.",
+    ),
+    def(
+        METRICS_LISTENER,
+        ConfigType::String,
+        Some("127.0.0.1:9644"),
+        "host:port of the Prometheus /metrics endpoint.",
+    ),
+];
+
+/// A role of the process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessRole {
+    /// Serves clients.
+    Broker,
+    /// Holds the metadata log.
+    Controller,
+}
+
+/// A listener as configured: `NAME://host:port`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenerSpec {
+    /// Listener name, upper case.
+    pub name: String,
+    /// Host (empty = all interfaces).
+    pub host: String,
+    /// Port (0 = ephemeral).
+    pub port: u16,
+}
+
+impl ListenerSpec {
+    /// The address to bind.
+    pub fn bind_address(&self) -> String {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        if host.contains(':') {
+            format!("[{host}]:{}", self.port)
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+}
+
+impl std::fmt::Display for ListenerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "{}://[{}]:{}", self.name, self.host, self.port)
+        } else {
+            write!(f, "{}://{}:{}", self.name, self.host, self.port)
+        }
+    }
+}
+
+/// The validated configuration of one node.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// `node.id`.
+    pub node_id: i32,
+    /// `process.roles`.
+    pub process_roles: Vec<ProcessRole>,
+    /// `listeners`.
+    pub listeners: Vec<ListenerSpec>,
+    /// `advertised.listeners` (or its default).
+    pub advertised_listeners: Vec<ListenerSpec>,
+    /// `controller.listener.names`.
+    pub controller_listener_names: Vec<String>,
+    /// `log.dirs`.
+    pub log_dirs: Vec<PathBuf>,
+    /// `metadata.log.dir`.
+    pub metadata_log_dir: PathBuf,
+    /// `num.partitions`.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `delete.topic.enable`.
+    pub delete_topic_enable: bool,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// `socket.request.max.bytes`.
+    pub socket_request_max_bytes: i32,
+    /// `connections.max.idle.ms`.
+    pub connections_max_idle_ms: i64,
+    /// `broker.rack`.
+    pub broker_rack: Option<String>,
+    /// `metrics.listener`.
+    pub metrics_listener: SocketAddr,
+    /// Every key explicitly given, with its value, for plugins and DescribeConfigs.
+    pub originals: BTreeMap<String, String>,
+}
+
+impl NodeConfig {
+    /// Whether the process has the role.
+    pub fn has_role(&self, role: ProcessRole) -> bool {
+        self.process_roles.contains(&role)
+    }
+
+    /// Whether the named listener serves the controller.
+    pub fn is_controller_listener(&self, name: &str) -> bool {
+        self.controller_listener_names.iter().any(|n| n == name)
+    }
+
+    /// Reads a properties file (if any), applies overrides in order, and validates the result.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Self, ConfigError> {
+        let mut given: BTreeMap<String, (String, String)> = BTreeMap::new();
+        if let Some(path) = file {
+            let reader = File::open(path).map_err(|e| ConfigError::File {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+            let properties =
+                java_properties::read(BufReader::new(reader)).map_err(|e| ConfigError::File {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                })?;
+            for (key, value) in properties {
+                given.insert(key, (value, path.display().to_string()));
+            }
+        }
+        for item in overrides {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| ConfigError::BadOverride(item.clone()))?;
+            given.insert(
+                key.trim().to_owned(),
+                (value.trim().to_owned(), "--override".to_owned()),
+            );
+        }
+        for (key, (_, origin)) in &given {
+            if !DEFINITIONS.iter().any(|d| d.name == key) {
+                return Err(ConfigError::UnknownKey {
+                    key: key.clone(),
+                    origin: origin.clone(),
+                });
+            }
+        }
+        let originals = given
+            .into_iter()
+            .map(|(key, (value, _))| (key, value))
+            .collect();
+        Self::from_values(originals)
+    }
+
+    /// Validates explicitly given values (every key must be in [`DEFINITIONS`]).
+    pub fn from_values(originals: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let values = Values { given: &originals };
+        let node_id = match (values.optional("node.id"), values.optional("broker.id")) {
+            (None, Some(_)) => values.int("broker.id", 0, i32::MAX as i64)?,
+            (Some(_), Some(broker_id)) => {
+                let node_id = values.int("node.id", 0, i32::MAX as i64)?;
+                if values.int("broker.id", 0, i32::MAX as i64)? != node_id {
+                    return Err(invalid(
+                        "broker.id",
+                        broker_id.to_owned(),
+                        "must equal node.id when both are set",
+                    ));
+                }
+                node_id
+            }
+            _ => values.int("node.id", 0, i32::MAX as i64)?,
+        } as i32;
+
+        let process_roles = parse_roles(&values.list("process.roles")?)?;
+        let controller_listener_names: Vec<String> = values
+            .list("controller.listener.names")?
+            .into_iter()
+            .map(|n| n.to_ascii_uppercase())
+            .collect();
+        let listeners = parse_listeners("listeners", &values.list("listeners")?)?;
+        check_protocol_map(&values.list("listener.security.protocol.map")?, &listeners)?;
+        let advertised_listeners = match values.optional("advertised.listeners") {
+            Some(_) => {
+                let advertised = parse_listeners(
+                    "advertised.listeners",
+                    &values.list("advertised.listeners")?,
+                )?;
+                for listener in &advertised {
+                    if !listeners.iter().any(|l| l.name == listener.name) {
+                        return Err(invalid(
+                            "advertised.listeners",
+                            listener.to_string(),
+                            &format!(
+                                "listener {} is not one of the configured listeners",
+                                listener.name
+                            ),
+                        ));
+                    }
+                }
+                advertised
+            }
+            None => listeners
+                .iter()
+                .filter(|l| !controller_listener_names.contains(&l.name))
+                .cloned()
+                .collect(),
+        };
+        let roles_text = values.raw("process.roles").unwrap_or_default();
+        if process_roles.contains(&ProcessRole::Controller) {
+            for name in &controller_listener_names {
+                if !listeners.iter().any(|l| &l.name == name) {
+                    return Err(invalid(
+                        "controller.listener.names",
+                        controller_listener_names.join(","),
+                        &format!("listener {name} is not defined in listeners"),
+                    ));
+                }
+            }
+            if controller_listener_names.is_empty() {
+                return Err(invalid(
+                    "controller.listener.names",
+                    String::new(),
+                    "a controller needs at least one controller listener",
+                ));
+            }
+        }
+        if process_roles.contains(&ProcessRole::Broker)
+            && !listeners
+                .iter()
+                .any(|l| !controller_listener_names.contains(&l.name))
+        {
+            return Err(invalid(
+                "listeners",
+                values.raw("listeners").unwrap_or_default(),
+                &format!(
+                    "process.roles={roles_text} includes broker, which needs a listener that is not in controller.listener.names"
+                ),
+            ));
+        }
+
+        let log_dirs: Vec<PathBuf> = match (values.optional("log.dirs"), values.optional("log.dir"))
+        {
+            (None, Some(dir)) => vec![PathBuf::from(dir)],
+            _ => values
+                .list("log.dirs")?
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+        };
+        let Some(first_log_dir) = log_dirs.first().cloned() else {
+            return Err(invalid(
+                "log.dirs",
+                String::new(),
+                "at least one directory is required",
+            ));
+        };
+        let metadata_log_dir = values
+            .optional("metadata.log.dir")
+            .map(PathBuf::from)
+            .unwrap_or(first_log_dir);
+
+        let num_partitions = values.int("num.partitions", 1, i32::MAX as i64)? as i32;
+        let default_replication_factor =
+            values.int("default.replication.factor", 1, i16::MAX as i64)? as i16;
+        let socket_request_max_bytes =
+            values.int("socket.request.max.bytes", 1, i32::MAX as i64)? as i32;
+        let connections_max_idle_ms = values.int("connections.max.idle.ms", 1, i64::MAX)?;
+        let metrics_text = values.raw(METRICS_LISTENER).unwrap_or_default();
+        let metrics_listener = metrics_text.parse::<SocketAddr>().map_err(|_| {
+            invalid(
+                METRICS_LISTENER,
+                metrics_text.clone(),
+                "expected host:port with a numeric IP, e.g. 127.0.0.1:9644",
+            )
+        })?;
+        Ok(NodeConfig {
+            node_id,
+            process_roles,
+            listeners,
+            advertised_listeners,
+            controller_listener_names,
+            log_dirs,
+            metadata_log_dir,
+            num_partitions,
+            default_replication_factor,
+            delete_topic_enable: values.boolean("delete.topic.enable")?,
+            auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
+            socket_request_max_bytes,
+            connections_max_idle_ms,
+            broker_rack: values.optional("broker.rack").map(str::to_owned),
+            metrics_listener,
+            originals,
+        })
+    }
+}
+
+fn invalid(key: &'static str, value: String, reason: &str) -> ConfigError {
+    ConfigError::InvalidValue {
+        key,
+        value,
+        reason: reason.to_owned(),
+    }
+}
+
+/// Looks values up by key, falling back to the definition's default.
+struct Values<'a> {
+    given: &'a BTreeMap<String, String>,
+}
+
+impl Values<'_> {
+    fn definition(key: &'static str) -> Option<&'static ConfigDef> {
+        DEFINITIONS.iter().find(|d| d.name == key)
+    }
+
+    fn optional(&self, key: &'static str) -> Option<&str> {
+        self.given.get(key).map(String::as_str)
+    }
+
+    fn raw(&self, key: &'static str) -> Option<String> {
+        self.given
+            .get(key)
+            .cloned()
+            .or_else(|| Self::definition(key)?.default.map(str::to_owned))
+    }
+
+    fn int(&self, key: &'static str, min: i64, max: i64) -> Result<i64, ConfigError> {
+        let text = self.raw(key).unwrap_or_default();
+        let kind = Self::definition(key).map_or(ConfigType::Long, |d| d.kind);
+        let type_name = match kind {
+            ConfigType::Short => "SHORT",
+            ConfigType::Int => "INT",
+            _ => "LONG",
+        };
+        let value: i64 = text.trim().parse().map_err(|_| {
+            invalid(
+                key,
+                text.clone(),
+                &format!("Not a number of type {type_name}"),
+            )
+        })?;
+        if value < min {
+            return Err(invalid(key, text, &format!("Value must be at least {min}")));
+        }
+        if value > max {
+            return Err(invalid(
+                key,
+                text,
+                &format!("Value must be no more than {max}"),
+            ));
+        }
+        Ok(value)
+    }
+
+    fn boolean(&self, key: &'static str) -> Result<bool, ConfigError> {
+        let text = self.raw(key).unwrap_or_default();
+        match text.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(invalid(
+                key,
+                text,
+                "Expected value to be either true or false",
+            )),
+        }
+    }
+
+    fn list(&self, key: &'static str) -> Result<Vec<String>, ConfigError> {
+        Ok(self
+            .raw(key)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+}
+
+fn parse_roles(items: &[String]) -> Result<Vec<ProcessRole>, ConfigError> {
+    let text = items.join(",");
+    let mut roles = Vec::new();
+    for item in items {
+        let role = match item.to_ascii_lowercase().as_str() {
+            "broker" => ProcessRole::Broker,
+            "controller" => ProcessRole::Controller,
+            _ => {
+                return Err(invalid(
+                    "process.roles",
+                    text,
+                    &format!("unknown role '{item}': expected broker and/or controller"),
+                ))
+            }
+        };
+        if roles.contains(&role) {
+            return Err(invalid(
+                "process.roles",
+                text,
+                &format!("duplicate role '{item}'"),
+            ));
+        }
+        roles.push(role);
+    }
+    if roles.is_empty() {
+        return Err(invalid(
+            "process.roles",
+            text,
+            "at least one role is required",
+        ));
+    }
+    Ok(roles)
+}
+
+fn parse_listeners(key: &'static str, items: &[String]) -> Result<Vec<ListenerSpec>, ConfigError> {
+    let mut listeners: Vec<ListenerSpec> = Vec::new();
+    for item in items {
+        let bad = |reason: &str| invalid(key, items.join(","), &format!("'{item}': {reason}"));
+        let (name, address) = item
+            .split_once("://")
+            .ok_or_else(|| bad("expected NAME://host:port"))?;
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| bad("expected NAME://host:port"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port: u16 = port
+            .parse()
+            .map_err(|_| bad("the port must be a number from 0 to 65535"))?;
+        let name = name.to_ascii_uppercase();
+        if name.is_empty() {
+            return Err(bad("the listener name is empty"));
+        }
+        if listeners.iter().any(|l| l.name == name) {
+            return Err(bad(&format!("listener name {name} appears more than once")));
+        }
+        if port != 0 && listeners.iter().any(|l| l.port == port && l.host == host) {
+            return Err(bad(&format!("port {port} is used by two listeners")));
+        }
+        listeners.push(ListenerSpec {
+            name,
+            host: host.to_owned(),
+            port,
+        });
+    }
+    if listeners.is_empty() {
+        return Err(invalid(
+            key,
+            String::new(),
+            "at least one listener is required",
+        ));
+    }
+    Ok(listeners)
+}
+
+fn check_protocol_map(items: &[String], listeners: &[ListenerSpec]) -> Result<(), ConfigError> {
+    let key = "listener.security.protocol.map";
+    let mut mapped = Vec::new();
+    for item in items {
+        let (name, protocol) = item.split_once(':').ok_or_else(|| {
+            invalid(
+                key,
+                items.join(","),
+                &format!("'{item}': expected NAME:PROTOCOL"),
+            )
+        })?;
+        if !protocol.eq_ignore_ascii_case("PLAINTEXT") {
+            return Err(invalid(
+                key,
+                items.join(","),
+                &format!("security protocol {protocol} is not supported; Gregor serves PLAINTEXT"),
+            ));
+        }
+        mapped.push(name.to_ascii_uppercase());
+    }
+    for listener in listeners {
+        if listener.name != "PLAINTEXT" && !mapped.contains(&listener.name) {
+            return Err(invalid(
+                key,
+                items.join(","),
+                &format!(
+                    "no security protocol is defined for listener {}",
+                    listener.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(overrides: &[&str]) -> Result<NodeConfig, ConfigError> {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        NodeConfig::load(None, &overrides)
+    }
+
+    #[test]
+    fn defaults_are_kafkas() -> Result<(), ConfigError> {
+        let config = load(&[])?;
+        assert_eq!(config.node_id, 1);
+        assert_eq!(
+            config.process_roles,
+            vec![ProcessRole::Broker, ProcessRole::Controller]
+        );
+        assert_eq!(config.listeners.len(), 2);
+        assert_eq!(
+            config.listeners[0].to_string(),
+            "PLAINTEXT://127.0.0.1:9092"
+        );
+        assert_eq!(
+            config.listeners[1].to_string(),
+            "CONTROLLER://127.0.0.1:9093"
+        );
+        assert_eq!(config.advertised_listeners.len(), 1);
+        assert_eq!(config.advertised_listeners[0].name, "PLAINTEXT");
+        assert_eq!(config.log_dirs, vec![PathBuf::from("./gregor-data")]);
+        assert_eq!(config.metadata_log_dir, PathBuf::from("./gregor-data"));
+        assert_eq!(config.num_partitions, 1);
+        assert_eq!(config.default_replication_factor, 1);
+        assert!(config.delete_topic_enable);
+        assert!(config.auto_create_topics_enable);
+        assert_eq!(config.socket_request_max_bytes, 104_857_600);
+        assert_eq!(config.connections_max_idle_ms, 600_000);
+        assert_eq!(config.metrics_listener.to_string(), "127.0.0.1:9644");
+        Ok(())
+    }
+
+    #[test]
+    fn overrides_apply_in_order() -> Result<(), ConfigError> {
+        let config = load(&["num.partitions=3", "num.partitions=5", "node.id=7"])?;
+        assert_eq!(config.num_partitions, 5);
+        assert_eq!(config.node_id, 7);
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let error = load(&["num.partitons=3"])
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "Unknown configuration 'num.partitons' (from --override); see README.md for the supported keys"
+        );
+    }
+
+    #[test]
+    fn bad_values_use_kafkas_wording() {
+        let message = |o: &str| load(&[o]).map(|_| ()).unwrap_err().to_string();
+        assert_eq!(
+            message("num.partitions=abc"),
+            "Invalid value abc for configuration num.partitions: Not a number of type INT"
+        );
+        assert_eq!(
+            message("num.partitions=0"),
+            "Invalid value 0 for configuration num.partitions: Value must be at least 1"
+        );
+        assert_eq!(
+            message("delete.topic.enable=yes"),
+            "Invalid value yes for configuration delete.topic.enable: Expected value to be either true or false"
+        );
+        assert_eq!(
+            message("socket.request.max.bytes=0"),
+            "Invalid value 0 for configuration socket.request.max.bytes: Value must be at least 1"
+        );
+        assert!(message("listeners=PLAINTEXT://127.0.0.1:99999").contains("listeners"));
+        assert!(message("metrics.listener=nowhere").contains("metrics.listener"));
+        assert!(message("process.roles=broker,zookeeper").contains("process.roles"));
+    }
+
+    #[test]
+    fn controller_listener_must_exist() {
+        let error = load(&["listeners=PLAINTEXT://127.0.0.1:0"])
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("controller.listener.names"), "{error}");
+        let broker_only = load(&["process.roles=broker", "listeners=PLAINTEXT://127.0.0.1:0"]);
+        assert!(broker_only.is_ok());
+    }
+
+    #[test]
+    fn properties_file_is_read_and_overridden() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("server.properties");
+        std::fs::write(
+            &path,
+            "# comment\nnode.id=4\nnum.partitions = 2\nlog.dirs=/tmp/a,/tmp/b\n",
+        )?;
+        let config = NodeConfig::load(Some(&path), &["num.partitions=9".to_owned()])?;
+        assert_eq!(config.node_id, 4);
+        assert_eq!(config.num_partitions, 9);
+        assert_eq!(
+            config.log_dirs,
+            vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/b")]
+        );
+        assert_eq!(config.metadata_log_dir, PathBuf::from("/tmp/a"));
+        Ok(())
+    }
+}

@@ -1,0 +1,8 @@
+//! The `gregor` node: configuration, data directory formatting, start-up wiring and the network
+//! front end. The binary in `main.rs` is a thin command-line layer over this library, so
+//! embedders and tests can start a node in-process.
+
+pub mod config;
+pub mod network;
+pub mod server;
+pub mod storage;

@@ -1,0 +1,271 @@
+//! One client connection: read a frame, decode it, run its handler, write the response, repeat.
+//!
+//! Requests on a connection are handled one at a time in arrival order, as Kafka's network
+//! processor mutes a channel until its response is sent; clients may pipeline, the socket
+//! buffers what follows, and responses leave in request order. A frame that cannot be served
+//! (unknown API, unsupported version, malformed header or body, bad size) closes this connection
+//! only, with no response, and the reason is counted.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use gregor_actors::context::{HandlerContext, ListenerKind, Principal, RequestInfo};
+use gregor_actors::handlers::{self, error_name, unsupported_version_response, ApiResponse};
+use gregor_metrics::{CloseReason, RequestTimings};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::frame::{read_frame, FrameError};
+
+/// Settings every connection of a listener shares.
+#[derive(Clone)]
+pub(crate) struct ConnectionSettings {
+    pub(crate) listener_name: String,
+    pub(crate) listener_kind: ListenerKind,
+    pub(crate) max_request_size: i32,
+    pub(crate) idle_timeout: Duration,
+}
+
+/// Why a request gets no answer and its connection closes.
+struct Refusal {
+    reason: CloseReason,
+    detail: String,
+}
+
+fn refuse(reason: CloseReason, detail: impl Into<String>) -> Refusal {
+    Refusal {
+        reason,
+        detail: detail.into(),
+    }
+}
+
+/// Serves one connection until it closes; returns why it closed.
+pub(crate) async fn serve(
+    mut stream: TcpStream,
+    handlers: HandlerContext,
+    settings: ConnectionSettings,
+) -> CloseReason {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
+    let principal = Principal::anonymous();
+    let mut buffer = BytesMut::new();
+    loop {
+        let frame = match tokio::time::timeout(
+            settings.idle_timeout,
+            read_frame(&mut stream, &mut buffer, settings.max_request_size),
+        )
+        .await
+        {
+            Err(_) => {
+                tracing::debug!(%peer, "closing idle connection");
+                return CloseReason::Idle;
+            }
+            Ok(Err(FrameError::Closed)) => return CloseReason::ClientClosed,
+            Ok(Err(error)) => {
+                tracing::info!(%peer, listener = %settings.listener_name, %error, "closing connection");
+                return error.close_reason();
+            }
+            Ok(Ok(frame)) => frame,
+        };
+        let received = Instant::now();
+        let request_bytes = frame.len();
+        let served = match process(frame, &handlers, &settings, &principal).await {
+            Ok(served) => served,
+            Err(refusal) => {
+                tracing::info!(
+                    %peer,
+                    listener = %settings.listener_name,
+                    reason = refusal.reason.as_str(),
+                    detail = %refusal.detail,
+                    "closing connection without a response"
+                );
+                return refusal.reason;
+            }
+        };
+        let send_started = Instant::now();
+        if let Err(error) = stream.write_all(&served.bytes).await {
+            tracing::debug!(%peer, %error, "response write failed");
+            return CloseReason::IoError;
+        }
+        let done = Instant::now();
+        let timings = RequestTimings {
+            queue: served.handler_started.duration_since(received),
+            local: served.handler_time,
+            throttle: Duration::from_millis(served.throttle_time_ms.max(0) as u64),
+            send: done.duration_since(send_started),
+            total: done.duration_since(received),
+            request_bytes,
+        };
+        record_metrics(&served, &timings);
+    }
+}
+
+/// A response ready to write, and what the metrics need to know about it.
+struct Served {
+    bytes: Bytes,
+    api_name: &'static str,
+    api_version: i16,
+    errors: handlers::ErrorCounts,
+    throttle_time_ms: i32,
+    handler_started: Instant,
+    handler_time: Duration,
+}
+
+fn record_metrics(served: &Served, timings: &RequestTimings) {
+    gregor_metrics::record_request(served.api_name, served.api_version, timings);
+    for (code, count) in served.errors.iter() {
+        gregor_metrics::record_errors(served.api_name, error_name(code), count);
+    }
+}
+
+async fn process(
+    mut frame: Bytes,
+    handlers: &HandlerContext,
+    settings: &ConnectionSettings,
+    principal: &Principal,
+) -> Result<Served, Refusal> {
+    if frame.len() < 4 {
+        return Err(refuse(
+            CloseReason::MalformedRequest,
+            format!("a {}-byte frame has no request header", frame.len()),
+        ));
+    }
+    let api_key_code = i16::from_be_bytes([frame[0], frame[1]]);
+    let api_version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api_key = ApiKey::try_from(api_key_code).map_err(|_| {
+        refuse(
+            CloseReason::UnknownApiKey,
+            format!("Unknown API key {api_key_code}"),
+        )
+    })?;
+    let spec = handlers::lookup(api_key, settings.listener_kind).ok_or_else(|| {
+        refuse(
+            CloseReason::UnknownApiKey,
+            format!(
+                "Received request api key {api_key_code} with version {api_version} which is not enabled"
+            ),
+        )
+    })?;
+    let in_range = (spec.versions.min..=spec.versions.max).contains(&api_version);
+    if !in_range && api_key != ApiKey::ApiVersions {
+        return Err(refuse(
+            CloseReason::UnsupportedVersion,
+            format!(
+                "Received request api key {api_key_code} with version {api_version} which is not enabled"
+            ),
+        ));
+    }
+    let header_version = api_key.request_header_version(api_version);
+    let header =
+        decode_guarded(|| RequestHeader::decode(&mut frame, header_version)).map_err(|e| {
+            refuse(
+                CloseReason::MalformedRequest,
+                format!("bad request header: {e}"),
+            )
+        })?;
+    let correlation_id = header.correlation_id;
+    let handler_started = Instant::now();
+
+    if !in_range {
+        // KIP-511: an ApiVersions version we do not know gets a v0 answer naming our range.
+        let body = ResponseKind::ApiVersions(unsupported_version_response());
+        let mut errors = handlers::ErrorCounts::default();
+        errors.add(kafka_protocol::error::ResponseError::UnsupportedVersion.code());
+        let bytes = encode_response(correlation_id, 0, 0, &body)
+            .map_err(|e| refuse(CloseReason::MalformedRequest, e))?;
+        return Ok(Served {
+            bytes,
+            api_name: spec.name,
+            api_version,
+            errors,
+            throttle_time_ms: 0,
+            handler_started,
+            handler_time: handler_started.elapsed(),
+        });
+    }
+
+    let request = decode_guarded(|| RequestKind::decode(api_key, &mut frame, api_version))
+        .map_err(|e| {
+            refuse(
+                CloseReason::MalformedRequest,
+                format!("cannot decode {} v{api_version}: {e}", spec.name),
+            )
+        })?;
+    let info = RequestInfo {
+        api_version,
+        client_id: header
+            .client_id
+            .as_ref()
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default(),
+        listener_name: settings.listener_name.clone(),
+        listener_kind: settings.listener_kind,
+        principal: principal.clone(),
+    };
+    let ApiResponse {
+        body,
+        errors,
+        throttle_time_ms,
+    } = handlers::handle(handlers, &info, request)
+        .await
+        .ok_or_else(|| {
+            refuse(
+                CloseReason::UnknownApiKey,
+                format!("no handler for {}", spec.name),
+            )
+        })?;
+    let handler_time = handler_started.elapsed();
+    let bytes = encode_response(
+        correlation_id,
+        api_key.response_header_version(api_version),
+        api_version,
+        &body,
+    )
+    .map_err(|e| {
+        tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
+        refuse(CloseReason::MalformedRequest, e)
+    })?;
+    Ok(Served {
+        bytes,
+        api_name: spec.name,
+        api_version,
+        errors,
+        throttle_time_ms,
+        handler_started,
+        handler_time,
+    })
+}
+
+/// Runs a decoder, turning a panic inside it into an error: a frame must never take the node
+/// down, whatever bytes it holds.
+fn decode_guarded<T>(decode: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(decode)) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("the decoder panicked".to_owned()),
+    }
+}
+
+/// Encodes `size | response header | body` for one response.
+fn encode_response(
+    correlation_id: i32,
+    header_version: i16,
+    api_version: i16,
+    body: &ResponseKind,
+) -> Result<Bytes, String> {
+    let mut out = BytesMut::with_capacity(256);
+    out.put_i32(0);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut out, header_version)
+        .map_err(|e| format!("response header: {e}"))?;
+    body.encode(&mut out, api_version)
+        .map_err(|e| format!("response body: {e}"))?;
+    let size = i32::try_from(out.len() - 4).map_err(|_| "response larger than 2 GiB".to_owned())?;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(out.freeze())
+}

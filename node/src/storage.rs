@@ -1,0 +1,376 @@
+//! Data directory formatting: `meta.properties` in every log dir, as `kafka-storage.sh format`
+//! writes it (version 1: `cluster.id`, `node.id`, `directory.id`).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use uuid::Uuid;
+
+use crate::config::NodeConfig;
+
+const META_PROPERTIES: &str = "meta.properties";
+
+/// Written in `metadata.log.dir` by `storage format --standalone` (and by a node that formats
+/// its own empty directory): the metadata log starts as a quorum of this node alone.
+const BOOTSTRAP_FILE: &str = "gregor-bootstrap.properties";
+
+/// A data directory problem; the message names the path.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The directory cannot be created or written.
+    #[error("Log directory {path} is not writable: {reason}")]
+    NotWritable {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// `meta.properties` cannot be read or is malformed.
+    #[error("Cannot read {path}: {reason}")]
+    BadMetaProperties {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The directory belongs to another node or cluster.
+    #[error("{path} {reason}")]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
+    /// `storage format` found a formatted directory.
+    #[error("Log directory {0} is already formatted. Use --ignore-formatted to ignore this directory and format the others.")]
+    AlreadyFormatted(PathBuf),
+    /// The cluster id is not a Kafka UUID string.
+    #[error("Cluster ID string {0} does not appear to be a valid UUID: expected 22 base64url characters encoding 16 bytes (generate one with `gregor storage random-uuid`)")]
+    BadClusterId(String),
+}
+
+/// What a formatted directory says about the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetaProperties {
+    /// The cluster id, Kafka's base64url UUID form.
+    pub cluster_id: String,
+    /// The node id.
+    pub node_id: i32,
+    /// The directory's own id.
+    pub directory_id: Uuid,
+}
+
+/// The identity of a formatted node: cluster id and the metadata log dir's directory id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeIdentity {
+    /// The cluster id.
+    pub cluster_id: String,
+    /// Directory id of `metadata.log.dir`.
+    pub metadata_directory_id: Uuid,
+    /// Directory ids of `log.dirs`, in order.
+    pub log_dir_ids: Vec<Uuid>,
+}
+
+/// Kafka's textual form of a UUID: 22 base64url characters without padding.
+pub fn uuid_to_kafka_string(id: Uuid) -> String {
+    URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+/// Parses Kafka's textual UUID form.
+pub fn uuid_from_kafka_string(text: &str) -> Option<Uuid> {
+    let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
+    Uuid::from_slice(&bytes).ok()
+}
+
+/// A new random cluster id, as `kafka-storage.sh random-uuid` prints it.
+pub fn random_cluster_id() -> String {
+    uuid_to_kafka_string(Uuid::new_v4())
+}
+
+fn all_dirs(config: &NodeConfig) -> Vec<PathBuf> {
+    let mut dirs = config.log_dirs.clone();
+    if !dirs.contains(&config.metadata_log_dir) {
+        dirs.push(config.metadata_log_dir.clone());
+    }
+    dirs
+}
+
+fn read_meta(dir: &Path) -> Result<Option<MetaProperties>, StorageError> {
+    let path = dir.join(META_PROPERTIES);
+    let file = match fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(StorageError::BadMetaProperties {
+                path,
+                reason: e.to_string(),
+            })
+        }
+    };
+    let bad = |reason: String| StorageError::BadMetaProperties {
+        path: path.clone(),
+        reason,
+    };
+    let properties: BTreeMap<String, String> = java_properties::read(std::io::BufReader::new(file))
+        .map_err(|e| bad(e.to_string()))?
+        .into_iter()
+        .collect();
+    let field = |key: &str| {
+        properties
+            .get(key)
+            .cloned()
+            .ok_or_else(|| bad(format!("missing {key}")))
+    };
+    if field("version")? != "1" {
+        return Err(bad("unsupported version (expected version=1)".to_owned()));
+    }
+    let node_id = field("node.id")?
+        .parse()
+        .map_err(|_| bad("node.id is not a number".to_owned()))?;
+    let directory_text = field("directory.id")?;
+    let directory_id = uuid_from_kafka_string(&directory_text)
+        .ok_or_else(|| bad(format!("directory.id {directory_text} is not a valid UUID")))?;
+    Ok(Some(MetaProperties {
+        cluster_id: field("cluster.id")?,
+        node_id,
+        directory_id,
+    }))
+}
+
+fn write_meta(dir: &Path, meta: &MetaProperties) -> Result<(), StorageError> {
+    let not_writable = |e: std::io::Error| StorageError::NotWritable {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    };
+    fs::create_dir_all(dir).map_err(not_writable)?;
+    let contents = format!(
+        "#\n#Written by gregor storage format\ncluster.id={}\ndirectory.id={}\nnode.id={}\nversion=1\n",
+        meta.cluster_id,
+        uuid_to_kafka_string(meta.directory_id),
+        meta.node_id
+    );
+    let temporary = dir.join(format!("{META_PROPERTIES}.tmp"));
+    let mut file = fs::File::create(&temporary).map_err(not_writable)?;
+    file.write_all(contents.as_bytes()).map_err(not_writable)?;
+    file.sync_all().map_err(not_writable)?;
+    fs::rename(&temporary, dir.join(META_PROPERTIES)).map_err(not_writable)?;
+    if let Ok(directory) = fs::File::open(dir) {
+        directory.sync_all().map_err(not_writable)?;
+    }
+    Ok(())
+}
+
+fn check_writable(dir: &Path) -> Result<(), StorageError> {
+    let not_writable = |e: std::io::Error| StorageError::NotWritable {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    };
+    fs::create_dir_all(dir).map_err(not_writable)?;
+    let probe = dir.join(".gregor-write-check");
+    fs::write(&probe, b"ok").map_err(not_writable)?;
+    fs::remove_file(&probe).map_err(not_writable)
+}
+
+/// Formats every unformatted directory of the node (`gregor storage format`).
+///
+/// Directories that are already formatted are an error unless `ignore_formatted`.
+pub fn format(
+    config: &NodeConfig,
+    cluster_id: &str,
+    ignore_formatted: bool,
+    standalone: bool,
+) -> Result<Vec<PathBuf>, StorageError> {
+    if uuid_from_kafka_string(cluster_id).is_none() {
+        return Err(StorageError::BadClusterId(cluster_id.to_owned()));
+    }
+    let mut formatted = Vec::new();
+    for dir in all_dirs(config) {
+        if read_meta(&dir)?.is_some() {
+            if ignore_formatted {
+                continue;
+            }
+            return Err(StorageError::AlreadyFormatted(dir));
+        }
+        check_writable(&dir)?;
+        write_meta(
+            &dir,
+            &MetaProperties {
+                cluster_id: cluster_id.to_owned(),
+                node_id: config.node_id,
+                directory_id: Uuid::new_v4(),
+            },
+        )?;
+        formatted.push(dir);
+    }
+    if standalone {
+        write_bootstrap(&config.metadata_log_dir)?;
+    }
+    Ok(formatted)
+}
+
+fn write_bootstrap(dir: &Path) -> Result<(), StorageError> {
+    fs::write(
+        dir.join(BOOTSTRAP_FILE),
+        "# The metadata log starts as a quorum of this node alone.\nstandalone=true\n",
+    )
+    .map_err(|e| StorageError::NotWritable {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Whether this node may start a brand-new metadata log with itself as the only voter.
+pub fn is_standalone(config: &NodeConfig) -> bool {
+    fs::read_to_string(config.metadata_log_dir.join(BOOTSTRAP_FILE))
+        .is_ok_and(|text| text.lines().any(|line| line.trim() == "standalone=true"))
+}
+
+/// Checks every directory is writable and formatted for this node, formatting empty ones
+/// (with the cluster id found in the others, or a new one), and returns the node's identity.
+/// A node that formats all of its directories itself starts standalone, as after
+/// `storage format --standalone`: the README's one command gives a working single node.
+pub fn ensure_formatted(config: &NodeConfig) -> Result<NodeIdentity, StorageError> {
+    let dirs = all_dirs(config);
+    let mut found = Vec::new();
+    for dir in &dirs {
+        check_writable(dir)?;
+        found.push(read_meta(dir)?);
+    }
+    let cluster_id = found
+        .iter()
+        .flatten()
+        .map(|m| m.cluster_id.clone())
+        .next()
+        .unwrap_or_else(random_cluster_id);
+    let fresh = found.iter().all(Option::is_none);
+    let mut ids = BTreeMap::new();
+    for (dir, meta) in dirs.iter().zip(found) {
+        let meta = match meta {
+            Some(meta) => {
+                let path = dir.join(META_PROPERTIES);
+                if meta.node_id != config.node_id {
+                    return Err(StorageError::Mismatch {
+                        path,
+                        reason: format!(
+                            "belongs to node.id {} but this node is configured with node.id {}; point log.dirs at this node's own directory",
+                            meta.node_id, config.node_id
+                        ),
+                    });
+                }
+                if meta.cluster_id != cluster_id {
+                    return Err(StorageError::Mismatch {
+                        path,
+                        reason: format!(
+                            "belongs to cluster {} but the node's other directories belong to cluster {cluster_id}",
+                            meta.cluster_id
+                        ),
+                    });
+                }
+                meta
+            }
+            None => {
+                let meta = MetaProperties {
+                    cluster_id: cluster_id.clone(),
+                    node_id: config.node_id,
+                    directory_id: Uuid::new_v4(),
+                };
+                write_meta(dir, &meta)?;
+                tracing::info!(dir = %dir.display(), %cluster_id, "formatted data directory");
+                meta
+            }
+        };
+        ids.insert(dir.clone(), meta.directory_id);
+    }
+    if fresh {
+        write_bootstrap(&config.metadata_log_dir)?;
+    }
+    Ok(NodeIdentity {
+        cluster_id,
+        metadata_directory_id: ids
+            .get(&config.metadata_log_dir)
+            .copied()
+            .unwrap_or_default(),
+        log_dir_ids: config
+            .log_dirs
+            .iter()
+            .map(|d| ids.get(d).copied().unwrap_or_default())
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_in(dir: &Path, node_id: i32) -> Result<NodeConfig, Box<dyn std::error::Error>> {
+        Ok(NodeConfig::load(
+            None,
+            &[
+                format!("log.dirs={}", dir.display()),
+                format!("node.id={node_id}"),
+            ],
+        )?)
+    }
+
+    #[test]
+    fn uuid_text_matches_kafkas_form() {
+        let id = Uuid::from_u128(0);
+        assert_eq!(uuid_to_kafka_string(id), "AAAAAAAAAAAAAAAAAAAAAA");
+        let random = Uuid::new_v4();
+        assert_eq!(
+            uuid_from_kafka_string(&uuid_to_kafka_string(random)),
+            Some(random)
+        );
+        assert_eq!(uuid_from_kafka_string("not-a-uuid"), None);
+    }
+
+    #[test]
+    fn empty_directory_is_formatted_once() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = config_in(dir.path(), 3)?;
+        let first = ensure_formatted(&config)?;
+        let second = ensure_formatted(&config)?;
+        assert_eq!(first, second);
+        assert!(is_standalone(&config));
+        let meta = read_meta(dir.path())?.ok_or("meta.properties missing")?;
+        assert_eq!(meta.node_id, 3);
+        assert_eq!(meta.directory_id, first.metadata_directory_id);
+        Ok(())
+    }
+
+    #[test]
+    fn another_nodes_directory_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        ensure_formatted(&config_in(dir.path(), 1)?)?;
+        let error = ensure_formatted(&config_in(dir.path(), 2)?)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("node.id 1"), "{error}");
+        Ok(())
+    }
+
+    #[test]
+    fn explicit_format_refuses_formatted_directories() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = config_in(dir.path(), 1)?;
+        let cluster_id = random_cluster_id();
+        assert_eq!(format(&config, &cluster_id, false, false)?.len(), 1);
+        assert!(!is_standalone(&config));
+        assert!(matches!(
+            format(&config, &cluster_id, false, true),
+            Err(StorageError::AlreadyFormatted(_))
+        ));
+        assert!(format(&config, &cluster_id, true, true)?.is_empty());
+        assert!(is_standalone(&config));
+        assert!(matches!(
+            format(&config, "bad", false, false),
+            Err(StorageError::BadClusterId(_))
+        ));
+        Ok(())
+    }
+}

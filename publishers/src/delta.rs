@@ -1,0 +1,339 @@
+//! [`MetadataDelta`]: the records of one or more log batches, replayed on top of a base image.
+//!
+//! Like Kafka's `MetadataDelta`, it creates a sub-delta per area on the first record touching
+//! that area, so the accessors (`topics_delta()`, ...) returning `None` are the cheap "did this
+//! area change?" test publishers use. [`MetadataDelta::apply`] builds the next image, reusing
+//! every sub-image whose area did not change.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::image::client_quotas::ClientQuotasDelta;
+use crate::image::cluster::ClusterDelta;
+use crate::image::configs::{ConfigsDelta, TOPIC_RESOURCE};
+use crate::image::features::FeaturesDelta;
+use crate::image::topics::TopicsDelta;
+use crate::image::{MetadataImage, Provenance};
+use crate::records::MetadataRecord;
+
+/// A record that cannot be applied to the image it was replayed on. The log is inconsistent
+/// with the image (a record lost or replayed twice, or a bug in the writer): the loader must
+/// stop applying that batch, not guess.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    /// A record names a topic id the image does not have.
+    #[error(
+        "{record} names topic id {topic_id}, which is neither in the image nor created earlier \
+         in this delta (never created, or already removed)"
+    )]
+    UnknownTopic {
+        /// Record type name.
+        record: &'static str,
+        /// The unknown topic id.
+        topic_id: Uuid,
+    },
+    /// A `PartitionChangeRecord` names a partition that was never created.
+    #[error(
+        "PartitionChangeRecord for partition {partition} of topic '{topic_name}' ({topic_id}), \
+         which has no such partition: a PartitionRecord must create it first"
+    )]
+    UnknownPartition {
+        /// Topic id.
+        topic_id: Uuid,
+        /// Topic name.
+        topic_name: String,
+        /// The unknown partition index.
+        partition: i32,
+    },
+    /// A `TopicRecord` reuses the name of a live topic.
+    #[error(
+        "TopicRecord creates topic '{name}' with id {new_id}, but topic id {existing_id} already \
+         has that name; a RemoveTopicRecord for it must come first"
+    )]
+    DuplicateTopicName {
+        /// The topic name.
+        name: String,
+        /// Id of the topic that has the name.
+        existing_id: Uuid,
+        /// Id in the rejected record.
+        new_id: Uuid,
+    },
+    /// A `TopicRecord` reuses the id of a live topic.
+    #[error(
+        "TopicRecord creates topic '{new_name}' with id {topic_id}, but topic '{existing_name}' \
+         already has that id"
+    )]
+    DuplicateTopicId {
+        /// The topic id.
+        topic_id: Uuid,
+        /// Name of the topic that has the id.
+        existing_name: String,
+        /// Name in the rejected record.
+        new_name: String,
+    },
+    /// A broker record names a broker that is not registered.
+    #[error("{record} names broker {broker_id}, which is not registered")]
+    UnknownBroker {
+        /// Record type name.
+        record: &'static str,
+        /// The broker id.
+        broker_id: i32,
+    },
+    /// A broker record carries an epoch other than the broker's current registration's.
+    #[error(
+        "{record} names broker {broker_id} with epoch {record_epoch}, but its current \
+         registration has epoch {current_epoch} (the record is for an older registration)"
+    )]
+    StaleBrokerEpoch {
+        /// Record type name.
+        record: &'static str,
+        /// The broker id.
+        broker_id: i32,
+        /// Epoch in the record.
+        record_epoch: i64,
+        /// Epoch of the registration in the image.
+        current_epoch: i64,
+    },
+    /// A `FeatureLevelRecord` with a negative level.
+    #[error(
+        "FeatureLevelRecord sets feature '{name}' to level {level}; levels are >= 0 (0 removes it)"
+    )]
+    InvalidFeatureLevel {
+        /// Feature name.
+        name: String,
+        /// The rejected level.
+        level: i16,
+    },
+    /// A `ClientQuotaRecord` whose entity has no part.
+    #[error("ClientQuotaRecord for key '{key}' has an empty entity; it must name at least one of user, client-id, ip")]
+    EmptyQuotaEntity {
+        /// Quota key in the record.
+        key: String,
+    },
+    /// A `ClientQuotaRecord` whose entity names a type twice.
+    #[error("ClientQuotaRecord entity names entity type '{entity_type}' more than once")]
+    DuplicateQuotaEntityType {
+        /// The repeated entity type.
+        entity_type: String,
+    },
+}
+
+/// The changes of a run of records on top of a base image; see the module docs.
+#[derive(Clone, Debug)]
+pub struct MetadataDelta {
+    base: Arc<MetadataImage>,
+    features: Option<FeaturesDelta>,
+    cluster: Option<ClusterDelta>,
+    topics: Option<TopicsDelta>,
+    configs: Option<ConfigsDelta>,
+    client_quotas: Option<ClientQuotasDelta>,
+}
+
+impl MetadataDelta {
+    /// An empty delta on `base`.
+    pub fn new(base: Arc<MetadataImage>) -> Self {
+        MetadataDelta {
+            base,
+            features: None,
+            cluster: None,
+            topics: None,
+            configs: None,
+            client_quotas: None,
+        }
+    }
+
+    /// The delta from the empty image to `image`: every non-empty area of `image` appears as
+    /// created (Kafka's synthetic snapshot for a publisher installed late).
+    /// `from_empty_with(image).apply(image.provenance) == image`.
+    pub fn from_empty_with(image: &MetadataImage) -> Self {
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        if !image.features.is_empty() {
+            let mut features = FeaturesDelta::new(Arc::clone(&delta.base.features));
+            for (name, level) in image.features.iter() {
+                // Levels in an image are positive, so replay cannot fail.
+                let _ = features.replay(&crate::records::FeatureLevelRecord {
+                    name: name.to_string(),
+                    feature_level: level,
+                });
+            }
+            delta.features = Some(features);
+        }
+        if !image.cluster.is_empty() {
+            delta.cluster = Some(ClusterDelta::from_image(&image.cluster));
+        }
+        if !image.topics.is_empty() {
+            delta.topics = Some(TopicsDelta::from_image(&image.topics));
+        }
+        if !image.configs.is_empty() {
+            delta.configs = Some(ConfigsDelta::from_image(&image.configs));
+        }
+        if !image.client_quotas.is_empty() {
+            delta.client_quotas = Some(ClientQuotasDelta::from_image(&image.client_quotas));
+        }
+        delta
+    }
+
+    /// The image this delta applies to.
+    pub fn base(&self) -> &Arc<MetadataImage> {
+        &self.base
+    }
+
+    /// Feature changes, `None` if no feature changed.
+    pub fn features_delta(&self) -> Option<&FeaturesDelta> {
+        self.features.as_ref()
+    }
+
+    /// Broker and controller changes, `None` if none.
+    pub fn cluster_delta(&self) -> Option<&ClusterDelta> {
+        self.cluster.as_ref()
+    }
+
+    /// Topic and partition changes, `None` if none.
+    pub fn topics_delta(&self) -> Option<&TopicsDelta> {
+        self.topics.as_ref()
+    }
+
+    /// Config changes, `None` if none.
+    pub fn configs_delta(&self) -> Option<&ConfigsDelta> {
+        self.configs.as_ref()
+    }
+
+    /// Client quota changes, `None` if none.
+    pub fn client_quotas_delta(&self) -> Option<&ClientQuotasDelta> {
+        self.client_quotas.as_ref()
+    }
+
+    fn features_mut(&mut self) -> &mut FeaturesDelta {
+        let base = &self.base;
+        self.features
+            .get_or_insert_with(|| FeaturesDelta::new(Arc::clone(&base.features)))
+    }
+
+    fn cluster_mut(&mut self) -> &mut ClusterDelta {
+        let base = &self.base;
+        self.cluster
+            .get_or_insert_with(|| ClusterDelta::new(Arc::clone(&base.cluster)))
+    }
+
+    fn topics_mut(&mut self) -> &mut TopicsDelta {
+        let base = &self.base;
+        self.topics
+            .get_or_insert_with(|| TopicsDelta::new(Arc::clone(&base.topics)))
+    }
+
+    fn configs_mut(&mut self) -> &mut ConfigsDelta {
+        let base = &self.base;
+        self.configs
+            .get_or_insert_with(|| ConfigsDelta::new(Arc::clone(&base.configs)))
+    }
+
+    fn client_quotas_mut(&mut self) -> &mut ClientQuotasDelta {
+        let base = &self.base;
+        self.client_quotas
+            .get_or_insert_with(|| ClientQuotasDelta::new(Arc::clone(&base.client_quotas)))
+    }
+
+    /// Applies one record to the delta. A rejected record leaves the delta as it was.
+    pub fn replay(&mut self, record: &MetadataRecord) -> Result<(), ReplayError> {
+        let had_area = (
+            self.features.is_some(),
+            self.cluster.is_some(),
+            self.topics.is_some(),
+            self.client_quotas.is_some(),
+        );
+        let result = self.replay_record(record);
+        if result.is_err() {
+            // Sub-deltas reject a record before changing anything; drop an area delta that the
+            // rejected record alone created, so the "did this area change" accessors stay exact.
+            if !had_area.0 {
+                self.features = None;
+            }
+            if !had_area.1 {
+                self.cluster = None;
+            }
+            if !had_area.2 {
+                self.topics = None;
+            }
+            if !had_area.3 {
+                self.client_quotas = None;
+            }
+        }
+        result
+    }
+
+    fn replay_record(&mut self, record: &MetadataRecord) -> Result<(), ReplayError> {
+        match record {
+            MetadataRecord::RegisterBroker(r) => self.cluster_mut().replay_register_broker(r),
+            MetadataRecord::UnregisterBroker(r) => {
+                self.cluster_mut().replay_unregister_broker(r)?
+            }
+            MetadataRecord::FenceBroker(r) => self.cluster_mut().replay_fence(r)?,
+            MetadataRecord::UnfenceBroker(r) => self.cluster_mut().replay_unfence(r)?,
+            MetadataRecord::BrokerRegistrationChange(r) => {
+                self.cluster_mut().replay_registration_change(r)?
+            }
+            MetadataRecord::RegisterController(r) => {
+                self.cluster_mut().replay_register_controller(r)
+            }
+            MetadataRecord::Topic(r) => self.topics_mut().replay_topic(r)?,
+            MetadataRecord::Partition(r) => self.topics_mut().replay_partition(r)?,
+            MetadataRecord::PartitionChange(r) => self.topics_mut().replay_partition_change(r)?,
+            MetadataRecord::RemoveTopic(r) => {
+                let name = self.topics_mut().replay_remove_topic(r)?;
+                // As Kafka: removing a topic drops its configs too.
+                if ConfigsDelta::may_have_configs(
+                    &self.base.configs,
+                    self.configs.as_ref(),
+                    TOPIC_RESOURCE,
+                    &name,
+                ) {
+                    self.configs_mut().clear_resource(TOPIC_RESOURCE, &name);
+                }
+            }
+            MetadataRecord::Config(r) => self.configs_mut().replay(r),
+            MetadataRecord::FeatureLevel(r) => self.features_mut().replay(r)?,
+            MetadataRecord::ClientQuota(r) => self.client_quotas_mut().replay(r)?,
+            MetadataRecord::NoOp => {}
+        }
+        Ok(())
+    }
+
+    /// Replays every record of `records` in order, stopping at the first error.
+    pub fn replay_all<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a MetadataRecord>,
+    ) -> Result<(), ReplayError> {
+        records
+            .into_iter()
+            .try_for_each(|record| self.replay(record))
+    }
+
+    /// The next image: the base with this delta's changes, stamped with `provenance`. Areas
+    /// this delta did not touch are the base's sub-images themselves (`Arc::ptr_eq`).
+    pub fn apply(&self, provenance: Provenance) -> MetadataImage {
+        MetadataImage {
+            provenance,
+            features: self
+                .features
+                .as_ref()
+                .map_or_else(|| Arc::clone(&self.base.features), |d| Arc::new(d.apply())),
+            cluster: self
+                .cluster
+                .as_ref()
+                .map_or_else(|| Arc::clone(&self.base.cluster), |d| Arc::new(d.apply())),
+            topics: self
+                .topics
+                .as_ref()
+                .map_or_else(|| Arc::clone(&self.base.topics), |d| Arc::new(d.apply())),
+            configs: self
+                .configs
+                .as_ref()
+                .map_or_else(|| Arc::clone(&self.base.configs), |d| Arc::new(d.apply())),
+            client_quotas: self.client_quotas.as_ref().map_or_else(
+                || Arc::clone(&self.base.client_quotas),
+                |d| Arc::new(d.apply()),
+            ),
+        }
+    }
+}

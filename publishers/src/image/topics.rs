@@ -1,0 +1,913 @@
+//! Topics: [`TopicsImage`] (every topic and partition) and [`TopicsDelta`] (the changes one delta
+//! makes to it).
+//!
+//! Cost model. Topics live in a persistent hash map by id (plus an ordered name → id index), so a
+//! new image shares every untouched [`TopicImage`] with the old one (`Arc::ptr_eq`). A delta
+//! collects its changes per topic while records are replayed; [`TopicsDelta::apply`] then
+//! rebuilds each changed topic once and inserts it into a clone of the base maps. imbl mutates
+//! nodes it owns alone in place, so after the first insert copies a path, the rest of the delta
+//! writes into those copies: a transient builder, not one path copy per record.
+//!
+//! A topic's partitions are a sorted boxed slice while the topic has at most
+//! `SMALL_TOPIC_PARTITIONS` partitions (no per-map node overhead, one allocation), and an imbl
+//! `Vector` above that, so changing one partition of a huge topic stays O(log n).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::partition::{DirectoryInterner, PartitionRegistration};
+use super::IdBuildHasher;
+use crate::delta::ReplayError;
+use crate::records::{
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
+};
+
+/// Topics with at most this many partitions keep them in one sorted slice.
+const SMALL_TOPIC_PARTITIONS: usize = 64;
+
+type Entry = (i32, PartitionRegistration);
+
+/// A topic's partitions, sorted by partition id.
+#[derive(Clone)]
+enum Partitions {
+    Small(Box<[Entry]>),
+    Large(imbl::Vector<Entry>),
+}
+
+impl Partitions {
+    fn empty() -> Self {
+        Partitions::Small(Box::new([]))
+    }
+
+    fn from_sorted(entries: Vec<Entry>) -> Self {
+        if entries.len() <= SMALL_TOPIC_PARTITIONS {
+            Partitions::Small(entries.into_boxed_slice())
+        } else {
+            Partitions::Large(entries.into_iter().collect())
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Partitions::Small(entries) => entries.len(),
+            Partitions::Large(entries) => entries.len(),
+        }
+    }
+
+    fn get(&self, id: i32) -> Option<&PartitionRegistration> {
+        match self {
+            Partitions::Small(entries) => entries
+                .binary_search_by_key(&id, |(key, _)| *key)
+                .ok()
+                .and_then(|index| entries.get(index))
+                .map(|(_, partition)| partition),
+            Partitions::Large(entries) => entries
+                .binary_search_by(|(key, _)| key.cmp(&id))
+                .ok()
+                .and_then(|index| entries.get(index))
+                .map(|(_, partition)| partition),
+        }
+    }
+
+    fn iter(&self) -> PartitionIter<'_> {
+        match self {
+            Partitions::Small(entries) => PartitionIter(PartitionIterRepr::Small(entries.iter())),
+            Partitions::Large(entries) => PartitionIter(PartitionIterRepr::Large(entries.iter())),
+        }
+    }
+
+    /// These partitions with `changes` (new or replaced partitions) applied.
+    fn with_changes(&self, changes: &BTreeMap<i32, PartitionRegistration>) -> Partitions {
+        if changes.is_empty() {
+            return self.clone();
+        }
+        match self {
+            Partitions::Small(entries) => {
+                let mut merged = Vec::with_capacity(entries.len() + changes.len());
+                let mut old = entries.iter().peekable();
+                for (&id, partition) in changes {
+                    while let Some(entry) = old.next_if(|(old_id, _)| *old_id < id) {
+                        merged.push(entry.clone());
+                    }
+                    old.next_if(|(old_id, _)| *old_id == id);
+                    merged.push((id, partition.clone()));
+                }
+                merged.extend(old.cloned());
+                Partitions::from_sorted(merged)
+            }
+            Partitions::Large(entries) => {
+                let mut entries = entries.clone();
+                for (&id, partition) in changes {
+                    match entries.binary_search_by(|(key, _)| key.cmp(&id)) {
+                        Ok(index) => {
+                            entries.set(index, (id, partition.clone()));
+                        }
+                        Err(index) if index == entries.len() => {
+                            entries.push_back((id, partition.clone()));
+                        }
+                        Err(index) => entries.insert(index, (id, partition.clone())),
+                    }
+                }
+                Partitions::Large(entries)
+            }
+        }
+    }
+}
+
+impl PartialEq for Partitions {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+impl Eq for Partitions {}
+
+impl fmt::Debug for Partitions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// Iterator over a topic's partitions in ascending partition id order.
+pub struct PartitionIter<'a>(PartitionIterRepr<'a>);
+
+enum PartitionIterRepr<'a> {
+    Small(std::slice::Iter<'a, Entry>),
+    Large(imbl::vector::Iter<'a, Entry, imbl::shared_ptr::DefaultSharedPtr>),
+}
+
+impl<'a> Iterator for PartitionIter<'a> {
+    type Item = (i32, &'a PartitionRegistration);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (id, partition) = match &mut self.0 {
+            PartitionIterRepr::Small(iter) => iter.next()?,
+            PartitionIterRepr::Large(iter) => iter.next()?,
+        };
+        Some((*id, partition))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.0 {
+            PartitionIterRepr::Small(iter) => iter.size_hint(),
+            PartitionIterRepr::Large(iter) => iter.size_hint(),
+        }
+    }
+}
+
+/// One topic: its name, id and partitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicImage {
+    /// Topic name.
+    pub name: Arc<str>,
+    /// Topic id.
+    pub id: Uuid,
+    partitions: Partitions,
+}
+
+impl TopicImage {
+    /// Partitions in ascending partition id order.
+    pub fn partitions(&self) -> PartitionIter<'_> {
+        self.partitions.iter()
+    }
+
+    /// One partition, if the topic has it.
+    pub fn partition(&self, partition_id: i32) -> Option<&PartitionRegistration> {
+        self.partitions.get(partition_id)
+    }
+
+    /// Number of partitions.
+    pub fn partition_count(&self) -> usize {
+        self.partitions.len()
+    }
+
+    /// The topic as records: its `TopicRecord`, then one `PartitionRecord` per partition.
+    pub fn to_records(&self, out: &mut Vec<MetadataRecord>) {
+        out.push(MetadataRecord::Topic(TopicRecord {
+            name: self.name.to_string(),
+            topic_id: self.id,
+        }));
+        out.extend(self.partitions().map(|(partition_id, partition)| {
+            MetadataRecord::Partition(partition.to_record(self.id, partition_id))
+        }));
+    }
+}
+
+/// Every topic of the cluster, by id and by name.
+///
+/// Cloning is O(1); the maps are persistent and share structure with the image they came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopicsImage {
+    by_id: imbl::HashMap<Uuid, Arc<TopicImage>>,
+    /// Names in ascending order, for Metadata responses and listings.
+    by_name: imbl::OrdMap<Arc<str>, Uuid>,
+    /// Sum of the partition counts of all topics, maintained by `apply`.
+    partition_count: usize,
+}
+
+impl TopicsImage {
+    /// The image with no topics.
+    pub fn empty() -> Self {
+        TopicsImage::default()
+    }
+
+    /// Whether there are no topics.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// The topic named `name`.
+    pub fn get_by_name(&self, name: &str) -> Option<&Arc<TopicImage>> {
+        self.by_name.get(name).and_then(|id| self.by_id.get(id))
+    }
+
+    /// The topic with id `id`.
+    pub fn get_by_id(&self, id: &Uuid) -> Option<&Arc<TopicImage>> {
+        self.by_id.get(id)
+    }
+
+    /// Every topic, in ascending name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<TopicImage>> + '_ {
+        self.by_name.values().filter_map(|id| self.by_id.get(id))
+    }
+
+    /// Topic names in ascending order.
+    pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
+        self.by_name.keys().map(|name| &**name)
+    }
+
+    /// Number of topics. O(1).
+    pub fn topic_count(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Number of partitions over all topics. O(1).
+    pub fn partition_count(&self) -> usize {
+        self.partition_count
+    }
+
+    /// The image as records (topics in name order, each followed by its partitions).
+    pub fn to_records(&self, out: &mut Vec<MetadataRecord>) {
+        for topic in self.iter() {
+            topic.to_records(out);
+        }
+    }
+}
+
+/// The changes one delta makes to one topic: the topic's new and changed partitions, in their
+/// state at the end of the delta.
+#[derive(Clone, Debug)]
+pub struct TopicDelta {
+    name: Arc<str>,
+    id: Uuid,
+    /// The topic in the base image, or `None` if this delta creates it.
+    base: Option<Arc<TopicImage>>,
+    partitions: BTreeMap<i32, PartitionRegistration>,
+}
+
+impl TopicDelta {
+    /// Topic name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Topic id.
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    /// Whether this delta creates the topic (its `TopicRecord` is in the delta).
+    pub fn is_new(&self) -> bool {
+        self.base.is_none()
+    }
+
+    /// The topic as it was in the base image, if it existed there.
+    pub fn base(&self) -> Option<&Arc<TopicImage>> {
+        self.base.as_ref()
+    }
+
+    /// New or changed partitions, ascending, in their state after the delta.
+    pub fn changed_partitions(&self) -> impl Iterator<Item = (i32, &PartitionRegistration)> {
+        self.partitions
+            .iter()
+            .map(|(id, partition)| (*id, partition))
+    }
+
+    /// Partitions this delta adds (absent from the base topic), ascending.
+    pub fn new_partitions(&self) -> impl Iterator<Item = (i32, &PartitionRegistration)> {
+        self.changed_partitions().filter(|(id, _)| {
+            self.base
+                .as_ref()
+                .is_none_or(|base| base.partition(*id).is_none())
+        })
+    }
+
+    /// A partition's state after the delta, whether or not the delta changed it.
+    pub fn partition(&self, partition_id: i32) -> Option<&PartitionRegistration> {
+        self.partitions.get(&partition_id).or_else(|| {
+            self.base
+                .as_ref()
+                .and_then(|base| base.partition(partition_id))
+        })
+    }
+
+    fn apply(&self) -> Arc<TopicImage> {
+        let partitions = match &self.base {
+            Some(base) => base.partitions.with_changes(&self.partitions),
+            None => Partitions::empty().with_changes(&self.partitions),
+        };
+        Arc::new(TopicImage {
+            name: Arc::clone(&self.name),
+            id: self.id,
+            partitions,
+        })
+    }
+}
+
+/// The changes one delta makes to the topics: created topics, removed topics, and new or
+/// changed partitions.
+#[derive(Clone, Debug)]
+pub struct TopicsDelta {
+    base: Arc<TopicsImage>,
+    /// Topics created or changed by this delta.
+    changed: HashMap<Uuid, TopicDelta, IdBuildHasher>,
+    /// Topics of the base image this delta removes, with their names.
+    deleted: BTreeMap<Uuid, Arc<str>>,
+    /// Names of the topics this delta creates, for the duplicate-name check.
+    created_names: HashMap<Arc<str>, Uuid>,
+    directories: DirectoryInterner,
+}
+
+impl TopicsDelta {
+    /// An empty delta on `base`.
+    pub fn new(base: Arc<TopicsImage>) -> Self {
+        TopicsDelta {
+            base,
+            changed: HashMap::default(),
+            deleted: BTreeMap::new(),
+            created_names: HashMap::new(),
+            directories: DirectoryInterner::default(),
+        }
+    }
+
+    /// The delta from the empty image that creates every topic of `image`.
+    pub fn from_image(image: &TopicsImage) -> Self {
+        let mut delta = TopicsDelta::new(Arc::new(TopicsImage::empty()));
+        for topic in image.iter() {
+            delta
+                .created_names
+                .insert(Arc::clone(&topic.name), topic.id);
+            delta.changed.insert(
+                topic.id,
+                TopicDelta {
+                    name: Arc::clone(&topic.name),
+                    id: topic.id,
+                    base: None,
+                    partitions: topic
+                        .partitions()
+                        .map(|(id, partition)| (id, partition.clone()))
+                        .collect(),
+                },
+            );
+        }
+        delta
+    }
+
+    /// The image this delta applies to.
+    pub fn base(&self) -> &Arc<TopicsImage> {
+        &self.base
+    }
+
+    /// Topics this delta creates, in no particular order.
+    pub fn created_topics(&self) -> impl Iterator<Item = &TopicDelta> {
+        self.changed.values().filter(|topic| topic.is_new())
+    }
+
+    /// Every topic this delta creates or changes, in no particular order.
+    pub fn changed_topics(&self) -> impl Iterator<Item = &TopicDelta> {
+        self.changed.values()
+    }
+
+    /// The changes to one topic, if the delta creates or changes it.
+    pub fn changed_topic(&self, id: &Uuid) -> Option<&TopicDelta> {
+        self.changed.get(id)
+    }
+
+    /// Ids and names of the base image's topics that this delta removes, by id.
+    ///
+    /// A topic created and removed within the delta appears in neither this nor
+    /// [`created_topics`](Self::created_topics). A topic removed and re-created with the same id
+    /// appears in both.
+    pub fn deleted_topics(&self) -> impl Iterator<Item = (Uuid, &str)> {
+        self.deleted.iter().map(|(id, name)| (*id, &**name))
+    }
+
+    /// Whether this delta removes the base image's topic `id`.
+    pub fn topic_was_deleted(&self, id: &Uuid) -> bool {
+        self.deleted.contains_key(id)
+    }
+
+    /// The topic `id` as the records replayed so far leave it: `(name, base image)`.
+    fn live_name(&self, id: &Uuid) -> Option<&Arc<str>> {
+        if let Some(topic) = self.changed.get(id) {
+            return Some(&topic.name);
+        }
+        if self.deleted.contains_key(id) {
+            return None;
+        }
+        self.base.get_by_id(id).map(|topic| &topic.name)
+    }
+
+    pub(crate) fn replay_topic(&mut self, record: &TopicRecord) -> Result<(), ReplayError> {
+        if let Some(existing_name) = self.live_name(&record.topic_id) {
+            return Err(ReplayError::DuplicateTopicId {
+                topic_id: record.topic_id,
+                existing_name: existing_name.to_string(),
+                new_name: record.name.clone(),
+            });
+        }
+        let name_owner = self
+            .created_names
+            .get(record.name.as_str())
+            .copied()
+            .or_else(|| {
+                self.base
+                    .get_by_name(&record.name)
+                    .map(|topic| topic.id)
+                    .filter(|id| !self.deleted.contains_key(id))
+            });
+        if let Some(existing_id) = name_owner {
+            return Err(ReplayError::DuplicateTopicName {
+                name: record.name.clone(),
+                existing_id,
+                new_id: record.topic_id,
+            });
+        }
+        let name: Arc<str> = Arc::from(record.name.as_str());
+        self.created_names
+            .insert(Arc::clone(&name), record.topic_id);
+        self.changed.insert(
+            record.topic_id,
+            TopicDelta {
+                name,
+                id: record.topic_id,
+                base: None,
+                partitions: BTreeMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    pub(crate) fn replay_partition(&mut self, record: &PartitionRecord) -> Result<(), ReplayError> {
+        let partition = PartitionRegistration::from_record(record, &mut self.directories);
+        let topic = topic_entry(
+            &mut self.changed,
+            &self.base,
+            &self.deleted,
+            record.topic_id,
+            "PartitionRecord",
+        )?;
+        topic.partitions.insert(record.partition_id, partition);
+        Ok(())
+    }
+
+    pub(crate) fn replay_partition_change(
+        &mut self,
+        record: &PartitionChangeRecord,
+    ) -> Result<(), ReplayError> {
+        let id = record.topic_id;
+        // Look up before inserting anything, so a rejected record leaves the delta unchanged.
+        let topic = match self.changed.get(&id) {
+            Some(topic) => Some((&topic.name, topic.partition(record.partition_id))),
+            None => self
+                .base
+                .get_by_id(&id)
+                .filter(|_| !self.deleted.contains_key(&id))
+                .map(|topic| (&topic.name, topic.partition(record.partition_id))),
+        };
+        let (name, current) = topic.ok_or(ReplayError::UnknownTopic {
+            record: "PartitionChangeRecord",
+            topic_id: id,
+        })?;
+        let current = current.ok_or_else(|| ReplayError::UnknownPartition {
+            topic_id: id,
+            topic_name: name.to_string(),
+            partition: record.partition_id,
+        })?;
+        let next = current.merge(record, &mut self.directories);
+        let topic = topic_entry(
+            &mut self.changed,
+            &self.base,
+            &self.deleted,
+            id,
+            "PartitionChangeRecord",
+        )?;
+        topic.partitions.insert(record.partition_id, next);
+        Ok(())
+    }
+
+    /// Removes a topic; returns its name (the caller also drops the topic's configs).
+    pub(crate) fn replay_remove_topic(
+        &mut self,
+        record: &RemoveTopicRecord,
+    ) -> Result<Arc<str>, ReplayError> {
+        let id = record.topic_id;
+        if let Some(topic) = self.changed.remove(&id) {
+            if topic.is_new() {
+                self.created_names.remove(&topic.name);
+            } else {
+                self.deleted.insert(id, Arc::clone(&topic.name));
+            }
+            return Ok(topic.name);
+        }
+        match self.base.get_by_id(&id) {
+            Some(topic) if !self.deleted.contains_key(&id) => {
+                let name = Arc::clone(&topic.name);
+                self.deleted.insert(id, Arc::clone(&name));
+                Ok(name)
+            }
+            _ => Err(ReplayError::UnknownTopic {
+                record: "RemoveTopicRecord",
+                topic_id: id,
+            }),
+        }
+    }
+
+    /// The base image with this delta's changes. Each changed topic is rebuilt once; every
+    /// other topic is shared with the base image.
+    pub fn apply(&self) -> TopicsImage {
+        let mut by_id = self.base.by_id.clone();
+        let mut by_name = self.base.by_name.clone();
+        let mut partition_count = self.base.partition_count;
+        for (id, name) in &self.deleted {
+            if let Some(topic) = by_id.remove(id) {
+                partition_count = partition_count.saturating_sub(topic.partition_count());
+            }
+            by_name.remove(&**name);
+        }
+        let mut created = Vec::new();
+        for (id, delta) in &self.changed {
+            let topic = delta.apply();
+            match &delta.base {
+                Some(base) => {
+                    partition_count = partition_count.saturating_sub(base.partition_count());
+                }
+                None => created.push((&delta.name, *id)),
+            }
+            partition_count += topic.partition_count();
+            by_id.insert(*id, topic);
+        }
+        // Inserting names in order keeps the B-tree path being written hot in cache (a snapshot
+        // inserts every name; in hash order each insert was a walk of cache misses).
+        created.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (name, id) in created {
+            by_name.insert(Arc::clone(name), id);
+        }
+        TopicsImage {
+            by_id,
+            by_name,
+            partition_count,
+        }
+    }
+}
+
+/// The delta of topic `id`, started from the base image on the first record that touches it.
+fn topic_entry<'a>(
+    changed: &'a mut HashMap<Uuid, TopicDelta, IdBuildHasher>,
+    base: &TopicsImage,
+    deleted: &BTreeMap<Uuid, Arc<str>>,
+    id: Uuid,
+    record: &'static str,
+) -> Result<&'a mut TopicDelta, ReplayError> {
+    use std::collections::hash_map::Entry;
+    match changed.entry(id) {
+        Entry::Occupied(entry) => Ok(entry.into_mut()),
+        Entry::Vacant(entry) => {
+            let base = base
+                .get_by_id(&id)
+                .filter(|_| !deleted.contains_key(&id))
+                .ok_or(ReplayError::UnknownTopic {
+                    record,
+                    topic_id: id,
+                })?;
+            Ok(entry.insert(TopicDelta {
+                name: Arc::clone(&base.name),
+                id,
+                base: Some(Arc::clone(base)),
+                partitions: BTreeMap::new(),
+            }))
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::delta::MetadataDelta;
+    use crate::image::test_util::*;
+    use crate::image::{MetadataImage, Provenance};
+
+    const FOO: u128 = 1;
+    const BAR: u128 = 2;
+    const BAZ: u128 = 3;
+    const BAR2: u128 = 4;
+
+    fn image1_records() -> Vec<MetadataRecord> {
+        vec![
+            topic("foo", FOO),
+            partition(FOO, 0, &[1, 2, 3]),
+            partition(FOO, 1, &[2, 3, 1]),
+            topic("bar", BAR),
+            partition(BAR, 0, &[3, 1, 2]),
+        ]
+    }
+
+    fn delta1_records() -> Vec<MetadataRecord> {
+        vec![
+            remove_topic(BAR),
+            isr_change(FOO, 0, &[2, 3], Some(2)),
+            partition(FOO, 2, &[3, 1, 2]),
+            topic("baz", BAZ),
+            partition(BAZ, 0, &[1]),
+            // "bar" re-created under a new id in the same delta that removed it.
+            topic("bar", BAR2),
+            partition(BAR2, 0, &[2]),
+        ]
+    }
+
+    /// IMAGE2 written as a snapshot of the final state, independent of the delta logic.
+    fn image2_records() -> Vec<MetadataRecord> {
+        let MetadataRecord::Partition(mut foo0) = partition(FOO, 0, &[1, 2, 3]) else {
+            unreachable!()
+        };
+        foo0.isr = vec![2, 3];
+        foo0.leader = 2;
+        foo0.leader_epoch = 1;
+        foo0.partition_epoch = 1;
+        vec![
+            topic("foo", FOO),
+            MetadataRecord::Partition(foo0),
+            partition(FOO, 1, &[2, 3, 1]),
+            partition(FOO, 2, &[3, 1, 2]),
+            topic("baz", BAZ),
+            partition(BAZ, 0, &[1]),
+            topic("bar", BAR2),
+            partition(BAR2, 0, &[2]),
+        ]
+    }
+
+    #[test]
+    fn image1_plus_delta1_is_image2() {
+        let image1 = image(&image1_records());
+        let image2 = image(&image2_records());
+        assert_eq!(apply(&image1, &delta1_records()), image2);
+
+        let topics = &image2.topics;
+        assert_eq!(topics.topic_count(), 3);
+        assert_eq!(topics.partition_count(), 5);
+        assert_eq!(topics.names().collect::<Vec<_>>(), ["bar", "baz", "foo"]);
+        let bar = topics.get_by_name("bar").unwrap();
+        assert_eq!(bar.id, Uuid::from_u128(BAR2));
+        assert!(topics.get_by_id(&Uuid::from_u128(BAR)).is_none());
+        let foo0 = topics.get_by_name("foo").unwrap().partition(0).unwrap();
+        assert_eq!(foo0.replicas, [1, 2, 3]);
+        assert_eq!(foo0.isr, [2, 3]);
+        assert_eq!(
+            (foo0.leader, foo0.leader_epoch, foo0.partition_epoch),
+            (2, 1, 1)
+        );
+        assert_eq!(
+            foo0.directories,
+            vec![
+                Uuid::from_u128(0xd001),
+                Uuid::from_u128(0xd002),
+                Uuid::from_u128(0xd003)
+            ]
+        );
+    }
+
+    #[test]
+    fn every_batch_split_gives_image2() {
+        let image1 = image(&image1_records());
+        assert_every_batch_split(&image1, &delta1_records(), &image(&image2_records()));
+        assert_every_batch_split(
+            &MetadataImage::empty(),
+            &image1_records(),
+            &image(&image1_records()),
+        );
+    }
+
+    #[test]
+    fn delta1_reports_created_deleted_and_changed_topics() {
+        let image1 = Arc::new(image(&image1_records()));
+        let mut delta = MetadataDelta::new(Arc::clone(&image1));
+        delta.replay_all(&delta1_records()).unwrap();
+        let topics = delta.topics_delta().unwrap();
+        let mut created: Vec<_> = topics.created_topics().map(|t| t.name()).collect();
+        created.sort();
+        assert_eq!(created, ["bar", "baz"]);
+        assert_eq!(
+            topics.deleted_topics().collect::<Vec<_>>(),
+            [(Uuid::from_u128(BAR), "bar")]
+        );
+        let foo = topics.changed_topic(&Uuid::from_u128(FOO)).unwrap();
+        assert!(!foo.is_new());
+        let changed: Vec<i32> = foo.changed_partitions().map(|(id, _)| id).collect();
+        assert_eq!(changed, [0, 2]);
+        let added: Vec<i32> = foo.new_partitions().map(|(id, _)| id).collect();
+        assert_eq!(added, [2]);
+        assert_eq!(foo.partition(1).map(|p| p.leader), Some(2));
+        assert!(delta.cluster_delta().is_none());
+        assert!(delta.configs_delta().is_none());
+    }
+
+    #[test]
+    fn topic_created_and_removed_in_one_delta_leaves_no_trace() {
+        let image1 = image(&image1_records());
+        let mut delta = MetadataDelta::new(Arc::new(image1.clone()));
+        delta
+            .replay_all(&[topic("tmp", 9), partition(9, 0, &[1]), remove_topic(9)])
+            .unwrap();
+        let topics = delta.topics_delta().unwrap();
+        assert_eq!(topics.created_topics().count(), 0);
+        assert_eq!(topics.deleted_topics().count(), 0);
+        assert_eq!(*delta.apply(Provenance::default()).topics, *image1.topics);
+    }
+
+    #[test]
+    fn topic_removed_and_recreated_with_same_id() {
+        let image1 = image(&image1_records());
+        let image2 = apply(
+            &image1,
+            &[
+                remove_topic(BAR),
+                topic("bar", BAR),
+                partition(BAR, 0, &[1]),
+            ],
+        );
+        let bar = image2.topics.get_by_name("bar").unwrap();
+        assert_eq!(bar.partition(0).unwrap().replicas, [1]);
+        assert_eq!(bar.partition_count(), 1);
+        assert_eq!(image2.topics.partition_count(), 3);
+    }
+
+    #[test]
+    fn one_partition_change_shares_every_other_topic() {
+        let mut records = Vec::new();
+        for t in 0..200u128 {
+            records.push(topic(&format!("t{t:03}"), 100 + t));
+            for p in 0..3 {
+                records.push(partition(100 + t, p, &[1, 2, 3]));
+            }
+        }
+        let image1 = image(&records);
+        let image2 = apply(&image1, &[isr_change(150, 1, &[1, 2], None)]);
+        assert!(Arc::ptr_eq(&image1.features, &image2.features));
+        assert!(Arc::ptr_eq(&image1.cluster, &image2.cluster));
+        assert!(Arc::ptr_eq(&image1.configs, &image2.configs));
+        assert!(Arc::ptr_eq(&image1.client_quotas, &image2.client_quotas));
+        assert!(!Arc::ptr_eq(&image1.topics, &image2.topics));
+        let mut shared = 0;
+        for old in image1.topics.iter() {
+            let new = image2.topics.get_by_id(&old.id).unwrap();
+            if Arc::ptr_eq(old, new) {
+                shared += 1;
+            } else {
+                assert_eq!(old.id, Uuid::from_u128(150));
+            }
+        }
+        assert_eq!(shared, 199);
+        let changed = image2.topics.get_by_name("t050").unwrap();
+        assert_eq!(changed.partition(1).unwrap().isr, [1, 2]);
+        assert_eq!(changed.partition(1).unwrap().partition_epoch, 1);
+        assert_eq!(changed.partition(1).unwrap().leader_epoch, 0);
+        // Untouched partitions of the changed topic keep their directory list (interned once).
+        assert_eq!(
+            changed.partition(0),
+            image1.topics.get_by_name("t050").unwrap().partition(0)
+        );
+        assert_eq!(image2.topics.partition_count(), 600);
+    }
+
+    #[test]
+    fn large_topics_cross_from_slice_to_vector() {
+        let mut records = vec![topic("big", 7)];
+        records.extend((0..60).map(|p| partition(7, p, &[1, 2])));
+        let image1 = image(&records);
+        assert!(matches!(
+            image1.topics.get_by_name("big").unwrap().partitions,
+            Partitions::Small(_)
+        ));
+        let mut grow: Vec<_> = (60..100).rev().map(|p| partition(7, p, &[2, 1])).collect();
+        grow.push(isr_change(7, 70, &[2], None));
+        grow.push(isr_change(7, 3, &[1], None));
+        let image2 = apply(&image1, &grow);
+        let big = image2.topics.get_by_name("big").unwrap();
+        assert!(matches!(big.partitions, Partitions::Large(_)));
+        assert_eq!(big.partition_count(), 100);
+        assert_eq!(
+            big.partitions().map(|(id, _)| id).collect::<Vec<_>>(),
+            (0..100).collect::<Vec<_>>()
+        );
+        assert_eq!(big.partition(70).unwrap().isr, [2]);
+        assert_eq!(big.partition(3).unwrap().isr, [1]);
+        // A change inside the large representation.
+        let image3 = apply(
+            &image2,
+            &[isr_change(7, 99, &[1], Some(1)), partition(7, 100, &[1])],
+        );
+        let big = image3.topics.get_by_name("big").unwrap();
+        assert_eq!(big.partition(99).unwrap().leader_epoch, 1);
+        assert_eq!(big.partition_count(), 101);
+        assert_eq!(image3.topics.partition_count(), 101);
+        assert_round_trip(&image3);
+    }
+
+    #[test]
+    fn replay_errors_name_the_problem_and_change_nothing() {
+        let image1 = Arc::new(image(&image1_records()));
+        let mut delta = MetadataDelta::new(Arc::clone(&image1));
+        let cases = [
+            (
+                partition(99, 0, &[1]),
+                ReplayError::UnknownTopic {
+                    record: "PartitionRecord",
+                    topic_id: Uuid::from_u128(99),
+                },
+            ),
+            (
+                isr_change(FOO, 5, &[1], None),
+                ReplayError::UnknownPartition {
+                    topic_id: Uuid::from_u128(FOO),
+                    topic_name: "foo".into(),
+                    partition: 5,
+                },
+            ),
+            (
+                topic("foo", 77),
+                ReplayError::DuplicateTopicName {
+                    name: "foo".into(),
+                    existing_id: Uuid::from_u128(FOO),
+                    new_id: Uuid::from_u128(77),
+                },
+            ),
+            (
+                topic("other", BAR),
+                ReplayError::DuplicateTopicId {
+                    topic_id: Uuid::from_u128(BAR),
+                    existing_name: "bar".into(),
+                    new_name: "other".into(),
+                },
+            ),
+            (
+                remove_topic(99),
+                ReplayError::UnknownTopic {
+                    record: "RemoveTopicRecord",
+                    topic_id: Uuid::from_u128(99),
+                },
+            ),
+        ];
+        for (record, expected) in cases {
+            assert_eq!(delta.replay(&record), Err(expected));
+            assert!(
+                delta.topics_delta().is_none(),
+                "{record:?} left a topics delta"
+            );
+        }
+        assert_eq!(
+            ReplayError::UnknownPartition {
+                topic_id: Uuid::from_u128(FOO),
+                topic_name: "foo".into(),
+                partition: 5,
+            }
+            .to_string(),
+            "PartitionChangeRecord for partition 5 of topic 'foo' \
+             (00000000-0000-0000-0000-000000000001), which has no such partition: a \
+             PartitionRecord must create it first"
+        );
+        // A removed topic is unknown to later records of the same delta.
+        delta.replay(&remove_topic(BAR)).unwrap();
+        assert_eq!(
+            delta.replay(&isr_change(BAR, 0, &[1], None)),
+            Err(ReplayError::UnknownTopic {
+                record: "PartitionChangeRecord",
+                topic_id: Uuid::from_u128(BAR),
+            })
+        );
+        // A name created in this delta cannot be created twice.
+        delta.replay(&topic("new", 50)).unwrap();
+        assert!(matches!(
+            delta.replay(&topic("new", 51)),
+            Err(ReplayError::DuplicateTopicName { .. })
+        ));
+    }
+
+    #[test]
+    fn round_trip_through_records() {
+        assert_round_trip(&image(&image2_records()));
+        assert_round_trip(&image(&image1_records()));
+    }
+}
