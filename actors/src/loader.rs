@@ -256,6 +256,9 @@ impl MetadataApplier for LoaderApplier {
     }
 }
 
+/// Above this many topic changes in one image, [`TopicChangeLogPublisher`] logs a summary.
+const PER_TOPIC_LOG_LIMIT: usize = 20;
+
 /// A publisher that logs every topic created or deleted, so operators can follow changes.
 pub struct TopicChangeLogPublisher;
 
@@ -273,13 +276,20 @@ impl MetadataPublisher for TopicChangeLogPublisher {
         let Some(topics) = delta.topics_delta() else {
             return Ok(());
         };
-        // A snapshot load lists every topic as created; one summary line is enough.
-        if matches!(manifest, LoaderManifest::Snapshot { .. }) {
+        let created = topics.created_topics().count();
+        let deleted = topics.deleted_topics().count();
+        // A snapshot load or a replay after restart can create thousands of topics at once:
+        // one summary line then, one line per topic for the changes people make by hand.
+        if matches!(manifest, LoaderManifest::Snapshot { .. })
+            || created + deleted > PER_TOPIC_LOG_LIMIT
+        {
             tracing::info!(
                 offset = image.provenance.last_log_index,
+                created,
+                deleted,
                 topics = image.topics.topic_count(),
                 partitions = image.topics.partition_count(),
-                "metadata image loaded"
+                "metadata image updated"
             );
             return Ok(());
         }

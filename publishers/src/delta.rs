@@ -337,3 +337,145 @@ impl MetadataDelta {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::image::test_util::*;
+    use crate::records::METADATA_VERSION_FEATURE;
+
+    /// An image touching every area.
+    fn image1_records() -> Vec<MetadataRecord> {
+        vec![
+            feature(METADATA_VERSION_FEATURE, 21),
+            register_broker(1, 10, false),
+            register_broker(2, 20, false),
+            topic("foo", 1),
+            partition(1, 0, &[1, 2]),
+            config(TOPIC_RESOURCE, "foo", "retention.ms", Some("1000")),
+            quota(
+                &[("user", Some("alice"))],
+                "producer_byte_rate",
+                Some(1024.0),
+            ),
+        ]
+    }
+
+    /// A delta touching every area, including a topic removal that drops its configs.
+    fn delta1_records() -> Vec<MetadataRecord> {
+        vec![
+            feature(METADATA_VERSION_FEATURE, 22),
+            MetadataRecord::FenceBroker(crate::records::FenceBrokerRecord { id: 2, epoch: 20 }),
+            isr_change(1, 0, &[1], None),
+            topic("bar", 2),
+            partition(2, 0, &[2, 1]),
+            remove_topic(1),
+            quota(
+                &[("user", Some("alice"))],
+                "producer_byte_rate",
+                Some(2048.0),
+            ),
+            MetadataRecord::NoOp,
+        ]
+    }
+
+    fn image2_records() -> Vec<MetadataRecord> {
+        vec![
+            feature(METADATA_VERSION_FEATURE, 22),
+            register_broker(1, 10, false),
+            register_broker(2, 20, true),
+            topic("bar", 2),
+            partition(2, 0, &[2, 1]),
+            quota(
+                &[("user", Some("alice"))],
+                "producer_byte_rate",
+                Some(2048.0),
+            ),
+        ]
+    }
+
+    #[test]
+    fn image1_plus_delta1_is_image2_whatever_the_batching() {
+        let image1 = image(&image1_records());
+        let image2 = image(&image2_records());
+        assert_eq!(apply(&image1, &delta1_records()), image2);
+        assert_every_batch_split(&image1, &delta1_records(), &image2);
+        assert!(image2.configs.is_empty());
+        assert_round_trip(&image1);
+        assert_round_trip(&image2);
+    }
+
+    #[test]
+    fn apply_stamps_provenance_and_reuses_untouched_areas() {
+        let image1 = Arc::new(image(&image1_records()));
+        let mut delta = MetadataDelta::new(Arc::clone(&image1));
+        delta.replay(&isr_change(1, 0, &[1], None)).unwrap();
+        delta.replay(&MetadataRecord::NoOp).unwrap();
+        let provenance = Provenance {
+            last_log_index: 42,
+            last_log_term: 3,
+            last_applied_time_ms: 1_700_000_000_000,
+        };
+        let image2 = delta.apply(provenance);
+        assert_eq!(image2.provenance, provenance);
+        assert!(Arc::ptr_eq(&image1.features, &image2.features));
+        assert!(Arc::ptr_eq(&image1.cluster, &image2.cluster));
+        assert!(Arc::ptr_eq(&image1.configs, &image2.configs));
+        assert!(Arc::ptr_eq(&image1.client_quotas, &image2.client_quotas));
+        assert!(delta.features_delta().is_none());
+        assert!(delta.cluster_delta().is_none());
+        assert!(delta.configs_delta().is_none());
+        assert!(delta.client_quotas_delta().is_none());
+        assert!(delta.topics_delta().is_some());
+        assert!(Arc::ptr_eq(delta.base(), &image1));
+    }
+
+    #[test]
+    fn from_empty_with_contains_the_whole_image() {
+        let image2 = image(&image2_records());
+        let delta = MetadataDelta::from_empty_with(&image2);
+        assert!(delta.base().is_empty());
+        assert!(delta.features_delta().is_some());
+        assert!(delta.cluster_delta().is_some());
+        assert!(delta.client_quotas_delta().is_some());
+        // image2 has no configs, so that area is absent from the delta.
+        assert!(delta.configs_delta().is_none());
+        let topics = delta.topics_delta().unwrap();
+        assert_eq!(
+            topics
+                .created_topics()
+                .map(|t| t.name())
+                .collect::<Vec<_>>(),
+            ["bar"]
+        );
+        assert_eq!(delta.apply(image2.provenance), image2);
+        let image1 = image(&image1_records());
+        assert_eq!(
+            MetadataDelta::from_empty_with(&image1).apply(Provenance::default()),
+            image1
+        );
+        assert!(MetadataImage::empty().is_empty());
+        assert!(!image1.is_empty());
+    }
+
+    #[test]
+    fn replay_all_stops_at_the_first_error() {
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        let result = delta.replay_all(&[topic("a", 1), partition(9, 0, &[1]), topic("b", 2)]);
+        assert_eq!(
+            result,
+            Err(ReplayError::UnknownTopic {
+                record: "PartitionRecord",
+                topic_id: Uuid::from_u128(9)
+            })
+        );
+        let names: Vec<_> = delta
+            .topics_delta()
+            .unwrap()
+            .created_topics()
+            .map(|t| t.name().to_string())
+            .collect();
+        assert_eq!(names, ["a"]);
+    }
+}

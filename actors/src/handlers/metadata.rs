@@ -94,13 +94,12 @@ pub(super) async fn handle(
                         Some(topic) => {
                             describe_topic(&image, topic, topic_operations, &info.listener_name)
                         }
-                        None if topic_name::validate(name).is_err() && may_auto_create => {
-                            error_topic(
-                                Some(name),
-                                Uuid::nil(),
-                                ResponseError::InvalidTopicException,
-                            )
-                        }
+                        // Kafka names an invalid topic as such whether or not it would auto-create.
+                        None if topic_name::validate(name).is_err() => error_topic(
+                            Some(name),
+                            Uuid::nil(),
+                            ResponseError::InvalidTopicException,
+                        ),
                         None => error_topic(
                             Some(name),
                             Uuid::nil(),
@@ -169,11 +168,20 @@ pub(super) fn client_facing_controller_id(image: &MetadataImage, own_id: i32) ->
         .map_or(-1, |b| b.id)
 }
 
+/// Kafka's internal topics: the group, transaction and share-group state topics.
+fn is_internal(name: &str) -> bool {
+    matches!(
+        name,
+        "__consumer_offsets" | "__transaction_state" | "__share_group_state"
+    )
+}
+
 fn error_topic(name: Option<&str>, id: Uuid, error: ResponseError) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_error_code(error.code())
         .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_owned()))))
         .with_topic_id(id)
+        .with_is_internal(name.is_some_and(is_internal))
 }
 
 fn describe_topic(
@@ -222,7 +230,7 @@ fn describe_topic(
             topic.name.to_string(),
         ))))
         .with_topic_id(topic.id)
-        .with_is_internal(topic.name.starts_with("__"))
+        .with_is_internal(is_internal(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(topic_operations)
 }

@@ -284,7 +284,8 @@ mod tests {
     fn delta_lists_changed_entities_and_rejects_bad_ones() {
         let mut delta = MetadataDelta::new(Arc::new(image(&image1_records())));
         delta.replay_all(&delta1_records()).unwrap();
-        let changed: Vec<(Vec<EntityData>, Vec<(String, Option<f64>)>)> = delta
+        type Changes = Vec<(String, Option<f64>)>;
+        let changed: Vec<(Vec<EntityData>, Changes)> = delta
             .client_quotas_delta()
             .unwrap()
             .changed_entities()

@@ -67,8 +67,8 @@ impl MetadataView for gregor_publishers::image::MetadataImage {
     }
 
     fn colliding_topic(&self, name: &str) -> Option<String> {
-        // O(topics), and only for names containing '.' or '_'.
-        super::topic_name::first_colliding(self.topics.names(), name).map(str::to_owned)
+        // The image indexes names containing '.' or '_' by their collision key: O(log n).
+        self.topics.colliding_names(name).next().map(str::to_owned)
     }
 
     fn brokers(&self) -> Vec<BrokerView> {
