@@ -302,3 +302,182 @@ impl MetadataPublisher for TopicChangeLogPublisher {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use gregor_publishers::records::TopicRecord;
+    use gregor_publishers::PublishError;
+    use openraft::CommittedLeaderId;
+    use uuid::Uuid;
+
+    use super::*;
+
+    /// What a recording publisher saw: (topics in the image, topics the delta created, snapshot?).
+    type Seen = Arc<Mutex<Vec<(usize, usize, bool)>>>;
+
+    struct Recording(&'static str, Seen);
+
+    impl MetadataPublisher for Recording {
+        fn name(&self) -> &str {
+            self.0
+        }
+
+        fn on_metadata_update(
+            &mut self,
+            delta: &MetadataDelta,
+            image: &Arc<MetadataImage>,
+            manifest: &LoaderManifest,
+        ) -> Result<(), PublishError> {
+            let created = delta.topics_delta().map_or(0, |t| t.created_topics().count());
+            let snapshot = matches!(manifest, LoaderManifest::Snapshot { .. });
+            if let Ok(mut seen) = self.1.lock() {
+                seen.push((image.topics.topic_count(), created, snapshot));
+            }
+            Ok(())
+        }
+    }
+
+    struct Failing;
+
+    impl MetadataPublisher for Failing {
+        fn name(&self) -> &str {
+            "failing"
+        }
+
+        fn on_metadata_update(
+            &mut self,
+            _: &MetadataDelta,
+            _: &Arc<MetadataImage>,
+            _: &LoaderManifest,
+        ) -> Result<(), PublishError> {
+            Err(PublishError::new("always fails"))
+        }
+    }
+
+    struct Panicking;
+
+    impl MetadataPublisher for Panicking {
+        fn name(&self) -> &str {
+            "panicking"
+        }
+
+        fn on_metadata_update(
+            &mut self,
+            _: &MetadataDelta,
+            _: &Arc<MetadataImage>,
+            _: &LoaderManifest,
+        ) -> Result<(), PublishError> {
+            panic!("publisher bug")
+        }
+    }
+
+    fn log_id(index: u64) -> LogId<u64> {
+        LogId::new(CommittedLeaderId::new(1, 1), index)
+    }
+
+    fn topic_batch(name: &str, id: u128) -> MetadataBatch {
+        MetadataBatch {
+            records: vec![MetadataRecord::Topic(TopicRecord {
+                name: name.to_owned(),
+                topic_id: Uuid::from_u128(id),
+            })],
+        }
+    }
+
+    fn seen(seen: &Seen) -> Vec<(usize, usize, bool)> {
+        seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    #[actix_rt::test]
+    async fn failing_publishers_do_not_stop_the_others() {
+        let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
+        let loader = Loader::new(image.clone()).start();
+        let first: Seen = Arc::default();
+        let last: Seen = Arc::default();
+        loader
+            .send(InstallPublisher(Box::new(Recording("first", first.clone()))))
+            .await
+            .unwrap();
+        loader.send(InstallPublisher(Box::new(Failing))).await.unwrap();
+        loader.send(InstallPublisher(Box::new(Panicking))).await.unwrap();
+        loader
+            .send(InstallPublisher(Box::new(Recording("last", last.clone()))))
+            .await
+            .unwrap();
+        for (index, name) in ["a", "b"].iter().enumerate() {
+            let applied = loader
+                .send(ApplyBatches {
+                    batches: vec![(log_id(index as u64 + 1), topic_batch(name, index as u128))],
+                    last_applied: log_id(index as u64 + 1),
+                })
+                .await
+                .unwrap();
+            assert!(applied.is_ok());
+        }
+        assert_eq!(seen(&first), vec![(1, 1, false), (2, 1, false)]);
+        assert_eq!(seen(&last), seen(&first));
+        assert_eq!(image.load().topics.topic_count(), 2);
+        assert_eq!(image.load().provenance.last_log_index, 2);
+    }
+
+    #[actix_rt::test]
+    async fn a_late_publisher_first_sees_the_whole_image() {
+        let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
+        let loader = Loader::new(image.clone()).start();
+        let batches = vec![
+            (log_id(1), topic_batch("a", 1)),
+            (log_id(2), topic_batch("b", 2)),
+        ];
+        loader
+            .send(ApplyBatches {
+                batches,
+                last_applied: log_id(3),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let late: Seen = Arc::default();
+        loader
+            .send(InstallPublisher(Box::new(Recording("late", late.clone()))))
+            .await
+            .unwrap();
+        loader
+            .send(ApplyBatches {
+                batches: vec![(log_id(4), topic_batch("c", 3))],
+                last_applied: log_id(4),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        // The whole image as a delta from empty (a snapshot), then ordinary deltas.
+        assert_eq!(seen(&late), vec![(2, 2, true), (3, 1, false)]);
+    }
+
+    #[actix_rt::test]
+    async fn a_snapshot_replaces_the_image() {
+        let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
+        let loader = Loader::new(image.clone()).start();
+        loader
+            .send(ApplyBatches {
+                batches: vec![(log_id(1), topic_batch("old", 1))],
+                last_applied: log_id(1),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        loader
+            .send(InstallSnapshot {
+                records: topic_batch("new", 2).records,
+                last_applied: log_id(9),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let image = image.load();
+        assert!(image.topics.get_by_name("old").is_none());
+        assert!(image.topics.get_by_name("new").is_some());
+        assert_eq!(image.provenance.last_log_index, 9);
+    }
+}
