@@ -11,6 +11,7 @@ mod t10_delete_topics;
 mod t10_describe_cluster;
 mod t10_metadata;
 mod t30_auto_create;
+mod t30_concurrent_mutations;
 mod t30_create_topics_errors;
 
 use gregor_integration::admin::{creatable, create_topics, metadata, topics_of, TopicInfo};
