@@ -43,6 +43,26 @@ pub struct HandlerContext {
     pub node: Arc<NodeInfo>,
     /// Broker settings.
     pub settings: Arc<BrokerSettings>,
+    /// The metadata quorum (DescribeQuorum, voter changes); `None` in tests without a log.
+    pub quorum: Option<Arc<crate::quorum::QuorumState>>,
+    /// Hands a controller request to the active controller when this node is not it (Metadata's
+    /// auto-creation on a broker); `None` in tests and single-node set-ups without peers.
+    pub forwarder: Option<Arc<dyn ControllerForwarder>>,
+    /// Static configs and live log levels for the config APIs.
+    pub configs: crate::handlers::configs::ConfigSupport,
+    /// The client-quota managers (produce, fetch, request, controller mutation).
+    pub quotas: crate::quota::QuotaManagers,
+}
+
+/// Sends a request this node would give its own controller actor to the active controller
+/// instead (implemented by the node over the controller listener).
+pub trait ControllerForwarder: Send + Sync {
+    /// CreateTopics at `version`; `None` when no active controller could be asked.
+    fn create_topics(
+        &self,
+        request: kafka_protocol::messages::CreateTopicsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>;
 }
 
 /// Which kind of listener a request arrived on; decides which APIs it may call.

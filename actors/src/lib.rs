@@ -8,9 +8,13 @@
 //! Architecture invariant: nothing here reads or writes sockets; the network front end in
 //! `node/` owns connections and bytes.
 
+pub mod config_publisher;
 pub mod context;
 pub mod controller;
 pub mod features;
+pub mod fencing;
 pub mod handlers;
 pub mod loader;
+pub mod quorum;
+pub mod quota;
 pub mod raft;

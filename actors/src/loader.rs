@@ -330,7 +330,9 @@ mod tests {
             image: &Arc<MetadataImage>,
             manifest: &LoaderManifest,
         ) -> Result<(), PublishError> {
-            let created = delta.topics_delta().map_or(0, |t| t.created_topics().count());
+            let created = delta
+                .topics_delta()
+                .map_or(0, |t| t.created_topics().count());
             let snapshot = matches!(manifest, LoaderManifest::Snapshot { .. });
             if let Ok(mut seen) = self.1.lock() {
                 seen.push((image.topics.topic_count(), created, snapshot));
@@ -397,11 +399,20 @@ mod tests {
         let first: Seen = Arc::default();
         let last: Seen = Arc::default();
         loader
-            .send(InstallPublisher(Box::new(Recording("first", first.clone()))))
+            .send(InstallPublisher(Box::new(Recording(
+                "first",
+                first.clone(),
+            ))))
             .await
             .unwrap();
-        loader.send(InstallPublisher(Box::new(Failing))).await.unwrap();
-        loader.send(InstallPublisher(Box::new(Panicking))).await.unwrap();
+        loader
+            .send(InstallPublisher(Box::new(Failing)))
+            .await
+            .unwrap();
+        loader
+            .send(InstallPublisher(Box::new(Panicking)))
+            .await
+            .unwrap();
         loader
             .send(InstallPublisher(Box::new(Recording("last", last.clone()))))
             .await

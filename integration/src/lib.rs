@@ -13,6 +13,7 @@
 //! captured stderr attached where that helps.
 
 pub mod admin;
+pub mod churn;
 pub mod client;
 pub mod node;
 pub mod prom;

@@ -107,6 +107,8 @@ pub struct GregorNode {
     stderr: Log,
     stdout: Log,
     starts: u32,
+    /// Stderr lines of the current start until its ready line was seen.
+    ready_lines: Option<mpsc::Receiver<String>>,
 }
 
 impl std::fmt::Debug for GregorNode {
@@ -155,9 +157,85 @@ impl GregorNode {
             stderr: Log::default(),
             stdout: Log::default(),
             starts: 0,
+            ready_lines: None,
         };
         node.spawn_and_wait(None)?;
         Ok(node)
+    }
+
+    /// Like [`GregorNode::start`], but first runs `gregor storage format` with the same
+    /// overrides and `format_args` (e.g. `--cluster-id X --initial-controllers ...`), for nodes
+    /// of a multi-node cluster. With `wait_ready` false it returns once the process runs (a
+    /// voter of a quorum that has no majority yet cannot become ready on its own); call
+    /// [`GregorNode::wait_ready`] later.
+    pub fn start_formatted(
+        extra_overrides: &[(&str, &str)],
+        format_args: &[&str],
+        wait_ready: bool,
+    ) -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("gregor-it-")
+            .tempdir()
+            .context("creating a temporary data directory")?;
+        let data_dir = dir.path().join("data");
+        let overrides: Vec<(String, String)> = extra_overrides
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let bin = binary_path();
+        let format = node_command(&bin, &data_dir, &overrides, None)?;
+        // node_command builds `gregor node --override ...`; reuse its overrides for `storage format`.
+        let args: Vec<std::ffi::OsString> =
+            format.get_args().skip(1).map(|a| a.to_owned()).collect();
+        let mut cmd = Command::new(&bin);
+        cmd.arg("storage")
+            .arg("format")
+            .args(args)
+            .args(format_args);
+        let output = cmd
+            .env("NO_COLOR", "1")
+            .output()
+            .with_context(|| format!("running {} storage format", bin.display()))?;
+        if !output.status.success() {
+            bail!(
+                "gregor storage format failed: {}{}",
+                String::from_utf8_lossy(&output.stderr),
+                String::from_utf8_lossy(&output.stdout)
+            );
+        }
+        let mut node = GregorNode {
+            bin,
+            data_dir,
+            _dir: dir,
+            overrides,
+            config_file: None,
+            child: None,
+            addrs: NodeAddrs {
+                plaintext: String::new(),
+                controller: None,
+                metrics: String::new(),
+                listeners: BTreeMap::new(),
+            },
+            stderr: Log::default(),
+            stdout: Log::default(),
+            starts: 0,
+            ready_lines: None,
+        };
+        node.spawn(None)?;
+        if wait_ready {
+            node.wait_ready()?;
+        }
+        Ok(node)
+    }
+
+    /// Waits for the `node ready` line of the current start (see
+    /// [`GregorNode::start_formatted`]).
+    pub fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let rx = self
+            .ready_lines
+            .take()
+            .ok_or_else(|| anyhow!("wait_ready called twice for one start"))?;
+        self.await_ready(rx)
     }
 
     /// Runs `gregor node` with the harness defaults plus `overrides`, expecting it to exit
@@ -303,6 +381,11 @@ impl GregorNode {
     }
 
     fn spawn_and_wait(&mut self, pinned: Option<Vec<(String, String)>>) -> anyhow::Result<()> {
+        self.spawn(pinned)?;
+        self.wait_ready()
+    }
+
+    fn spawn(&mut self, pinned: Option<Vec<(String, String)>>) -> anyhow::Result<()> {
         let mut overrides = self.overrides.clone();
         if let Some(pinned) = pinned {
             overrides.retain(|(k, _)| !pinned.iter().any(|(p, _)| p == k));
@@ -325,7 +408,11 @@ impl GregorNode {
         let _stderr_done = drain(child.stderr.take(), self.stderr.clone(), Some(tx));
         let _stdout_done = drain(child.stdout.take(), self.stdout.clone(), None);
         self.child = Some(child);
+        self.ready_lines = Some(rx);
+        Ok(())
+    }
 
+    fn await_ready(&mut self, rx: mpsc::Receiver<String>) -> anyhow::Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -526,10 +613,12 @@ pub fn parse_ready_line(line: &str) -> anyhow::Result<NodeAddrs> {
         }
         listeners.insert(name.to_string(), addr.to_string());
     }
+    // A controller-only node has no PLAINTEXT listener; its first listener stands in.
     let plaintext = listeners
         .get("PLAINTEXT")
+        .or_else(|| listeners.values().next())
         .cloned()
-        .ok_or_else(|| anyhow!("no PLAINTEXT listener in {listeners_field:?}"))?;
+        .ok_or_else(|| anyhow!("no listener in {listeners_field:?}"))?;
     if port_of(&metrics).is_none_or(|p| p == 0) {
         bail!("metrics address {metrics:?} has no bound port");
     }

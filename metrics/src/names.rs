@@ -50,3 +50,23 @@ pub const CONTROLLER_COMMIT_SECONDS: &str = "gregor_controller_commit_seconds";
 
 /// Resident memory of the node process in bytes (read from /proc at scrape time).
 pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
+
+/// Client quotas (names after the JMX-exporter mapping of Kafka's quota metrics, labels
+/// `resource`, `user`, `client_id`): the measured byte rate of a Produce or Fetch sensor.
+pub const QUOTA_BYTE_RATE: &str = "kafka_server_quota_byte_rate";
+/// Request-quota sensor: handler time as a percentage of one thread-second per second.
+pub const QUOTA_REQUEST_TIME: &str = "kafka_server_quota_request_time";
+/// Controller-mutation sensor: tokens left in the bucket (negative = throttled).
+pub const QUOTA_TOKENS: &str = "kafka_server_quota_tokens";
+/// Controller-mutation sensor: partitions mutated per second.
+pub const QUOTA_MUTATION_RATE: &str = "kafka_server_quota_mutation_rate";
+/// Average throttle time (ms) applied to a sensor's connections, label `resource` too.
+pub const QUOTA_THROTTLE_TIME: &str = "kafka_server_quota_throttle_time";
+/// Connections currently muted by a quota manager, label `resource`.
+pub const QUOTA_QUEUE_SIZE: &str = "kafka_server_quota_queue_size";
+/// Quota-callback calls that panicked, labels `callback` (its name) and `method`; the node keeps
+/// the limits it had and goes on serving.
+pub const QUOTA_CALLBACK_FAILURES_TOTAL: &str = "gregor_quota_callback_failures_total";
+/// Time a quota callback's `update_cluster_metadata` took, label `callback`.
+pub const QUOTA_CALLBACK_CLUSTER_UPDATE_SECONDS: &str =
+    "gregor_quota_callback_cluster_update_seconds";

@@ -136,6 +136,90 @@ pub fn controller_committed(request: &'static str, records: usize, commit_time: 
     histogram!(names::CONTROLLER_COMMIT_SECONDS).record(commit_time.as_secs_f64());
 }
 
+/// The series of one quota sensor, registered once when the sensor is created so the
+/// per-request path only stores into atomics.
+#[derive(Clone)]
+pub struct QuotaSensorMetrics {
+    /// The quota-bearing value: byte rate, request time or tokens, by resource.
+    pub value: metrics::Gauge,
+    /// Average throttle time in ms.
+    pub throttle_time: metrics::Gauge,
+    /// Mutation rate (ControllerMutation only; a no-op gauge otherwise).
+    pub mutation_rate: metrics::Gauge,
+}
+
+/// Registers the series of the sensor of `resource` (`Produce`, `Fetch`, `Request`,
+/// `ControllerMutation`) tagged (`user`, `client_id`).
+pub fn quota_sensor_metrics(
+    resource: &'static str,
+    user: &str,
+    client_id: &str,
+) -> QuotaSensorMetrics {
+    let labels = [
+        ("resource", resource.to_owned()),
+        ("user", user.to_owned()),
+        ("client_id", client_id.to_owned()),
+    ];
+    let value_name = match resource {
+        "Produce" | "Fetch" => names::QUOTA_BYTE_RATE,
+        "Request" => names::QUOTA_REQUEST_TIME,
+        _ => names::QUOTA_TOKENS,
+    };
+    QuotaSensorMetrics {
+        value: gauge!(value_name, &labels),
+        throttle_time: gauge!(names::QUOTA_THROTTLE_TIME, &labels),
+        mutation_rate: if resource == "ControllerMutation" {
+            gauge!(names::QUOTA_MUTATION_RATE, &labels)
+        } else {
+            metrics::Gauge::noop()
+        },
+    }
+}
+
+/// The series of a sensor keyed by a quota callback's own tags (Kafka: custom tags replace
+/// `user` and `client-id`); each tag becomes a label, '-' and '.' turned into '_'.
+pub fn quota_sensor_metrics_tagged<'a>(
+    resource: &'static str,
+    tags: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> QuotaSensorMetrics {
+    let mut labels = vec![("resource".to_owned(), resource.to_owned())];
+    labels.extend(
+        tags.into_iter()
+            .map(|(key, value)| (key.replace(['-', '.'], "_"), value.to_owned())),
+    );
+    let value_name = match resource {
+        "Produce" | "Fetch" => names::QUOTA_BYTE_RATE,
+        "Request" => names::QUOTA_REQUEST_TIME,
+        _ => names::QUOTA_TOKENS,
+    };
+    QuotaSensorMetrics {
+        value: gauge!(value_name, &labels),
+        throttle_time: gauge!(names::QUOTA_THROTTLE_TIME, &labels),
+        mutation_rate: if resource == "ControllerMutation" {
+            gauge!(names::QUOTA_MUTATION_RATE, &labels)
+        } else {
+            metrics::Gauge::noop()
+        },
+    }
+}
+
+/// Records a quota-callback call that panicked.
+pub fn quota_callback_failed(callback: &str, method: &'static str) {
+    counter!(names::QUOTA_CALLBACK_FAILURES_TOTAL, "callback" => callback.to_owned(), "method" => method)
+        .increment(1);
+}
+
+/// Records the time of a quota callback's `update_cluster_metadata`.
+pub fn quota_callback_cluster_updated(callback: &str, elapsed: Duration) {
+    histogram!(names::QUOTA_CALLBACK_CLUSTER_UPDATE_SECONDS, "callback" => callback.to_owned())
+        .record(elapsed.as_secs_f64());
+}
+
+/// The gauge of connections muted by the `resource` quota manager.
+pub fn quota_queue_size(resource: &'static str) -> metrics::Gauge {
+    gauge!(names::QUOTA_QUEUE_SIZE, "resource" => resource)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

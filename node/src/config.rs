@@ -190,10 +190,53 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Idle connections are closed after this many ms.",
     ),
     def(
+        "quota.window.num",
+        ConfigType::Int,
+        Some("11"),
+        "Samples kept for client quotas (produce, fetch, request).",
+    ),
+    def(
+        "quota.window.size.seconds",
+        ConfigType::Int,
+        Some("1"),
+        "Length of one client-quota sample in seconds.",
+    ),
+    def(
+        "controller.quota.window.num",
+        ConfigType::Int,
+        Some("11"),
+        "Samples of the controller-mutation quota (burst = samples x size x rate).",
+    ),
+    def(
+        "controller.quota.window.size.seconds",
+        ConfigType::Int,
+        Some("1"),
+        "Length of one controller-mutation quota sample in seconds.",
+    ),
+    def(
         "broker.rack",
         ConfigType::String,
         None,
         "Rack of this broker.",
+    ),
+    def(
+        "client.quota.callback.class",
+        ConfigType::String,
+        None,
+        "Quota callback plug-in by registered name (`grouped-user`, or an embedder's); unset or \
+         `default` = Kafka's built-in quota rules.",
+    ),
+    def(
+        "broker.session.timeout.ms",
+        ConfigType::Int,
+        Some("9000"),
+        "A broker not heard from for this long is fenced by the active controller.",
+    ),
+    def(
+        "controller.quorum.bootstrap.servers",
+        ConfigType::List,
+        Some(""),
+        "host:port of controllers to contact first (KIP-853); empty for a standalone node.",
     ),
     def(
         METRICS_LISTENER,
@@ -278,8 +321,23 @@ pub struct NodeConfig {
     pub socket_request_max_bytes: i32,
     /// `connections.max.idle.ms`.
     pub connections_max_idle_ms: i64,
+    /// `quota.window.num`.
+    pub quota_window_num: u32,
+    /// `quota.window.size.seconds`.
+    pub quota_window_size_seconds: u32,
+    /// `controller.quota.window.num`.
+    pub controller_quota_window_num: u32,
+    /// `controller.quota.window.size.seconds`.
+    pub controller_quota_window_size_seconds: u32,
     /// `broker.rack`.
     pub broker_rack: Option<String>,
+    /// `client.quota.callback.class`: the registered name of a quota callback plug-in, `None`
+    /// for Kafka's built-in rules (also for `default`).
+    pub client_quota_callback_class: Option<String>,
+    /// `broker.session.timeout.ms`.
+    pub broker_session_timeout_ms: i32,
+    /// `controller.quorum.bootstrap.servers`: `host:port` entries, in order.
+    pub controller_quorum_bootstrap_servers: Vec<String>,
     /// `metrics.listener`.
     pub metrics_listener: SocketAddr,
     /// Every key explicitly given, with its value, for plugins and DescribeConfigs.
@@ -451,6 +509,13 @@ impl NodeConfig {
         let socket_request_max_bytes =
             values.int("socket.request.max.bytes", 1, i32::MAX as i64)? as i32;
         let connections_max_idle_ms = values.int("connections.max.idle.ms", 1, i64::MAX)?;
+        // Kafka's quota window configs are `atLeast(1)` ints.
+        let quota_window = |key| values.int(key, 1, i32::MAX as i64).map(|v| v as u32);
+        let quota_window_num = quota_window("quota.window.num")?;
+        let quota_window_size_seconds = quota_window("quota.window.size.seconds")?;
+        let controller_quota_window_num = quota_window("controller.quota.window.num")?;
+        let controller_quota_window_size_seconds =
+            quota_window("controller.quota.window.size.seconds")?;
         let metrics_text = values.raw(METRICS_LISTENER).unwrap_or_default();
         let metrics_listener = metrics_text.parse::<SocketAddr>().map_err(|_| {
             invalid(
@@ -473,11 +538,47 @@ impl NodeConfig {
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             socket_request_max_bytes,
             connections_max_idle_ms,
+            quota_window_num,
+            quota_window_size_seconds,
+            controller_quota_window_num,
+            controller_quota_window_size_seconds,
             broker_rack: values.optional("broker.rack").map(str::to_owned),
+            client_quota_callback_class: values
+                .optional("client.quota.callback.class")
+                .map(str::trim)
+                .filter(|name| !name.is_empty() && *name != "default")
+                .map(str::to_owned),
+            controller_quorum_bootstrap_servers: bootstrap_servers(&values)?,
+            broker_session_timeout_ms: values.int(
+                "broker.session.timeout.ms",
+                1,
+                i64::from(i32::MAX),
+            )? as i32,
             metrics_listener,
             originals,
         })
     }
+}
+
+/// Parses `controller.quorum.bootstrap.servers` (`host:port,...`); each port must be a number.
+fn bootstrap_servers(values: &Values<'_>) -> Result<Vec<String>, ConfigError> {
+    const KEY: &str = "controller.quorum.bootstrap.servers";
+    let text = values.optional(KEY).unwrap_or("");
+    let mut servers = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let valid = entry
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !valid {
+            return Err(invalid(
+                KEY,
+                text.to_owned(),
+                &format!("'{entry}' is not host:port"),
+            ));
+        }
+        servers.push(entry.to_owned());
+    }
+    Ok(servers)
 }
 
 fn invalid(key: &'static str, value: String, reason: &str) -> ConfigError {
@@ -707,6 +808,15 @@ mod tests {
         assert!(config.auto_create_topics_enable);
         assert_eq!(config.socket_request_max_bytes, 104_857_600);
         assert_eq!(config.connections_max_idle_ms, 600_000);
+        assert_eq!(
+            (
+                config.quota_window_num,
+                config.quota_window_size_seconds,
+                config.controller_quota_window_num,
+                config.controller_quota_window_size_seconds
+            ),
+            (11, 1, 11, 1)
+        );
         assert_eq!(config.metrics_listener.to_string(), "127.0.0.1:9644");
         Ok(())
     }
@@ -749,6 +859,10 @@ mod tests {
         assert_eq!(
             message("socket.request.max.bytes=0"),
             "Invalid value 0 for configuration socket.request.max.bytes: Value must be at least 1"
+        );
+        assert_eq!(
+            message("controller.quota.window.num=0"),
+            "Invalid value 0 for configuration controller.quota.window.num: Value must be at least 1"
         );
         assert!(message("listeners=PLAINTEXT://127.0.0.1:99999").contains("listeners"));
         assert!(message("metrics.listener=nowhere").contains("metrics.listener"));

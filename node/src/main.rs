@@ -25,6 +25,14 @@ enum Command {
     /// Prepare data directories.
     #[command(subcommand)]
     Storage(StorageCommand),
+    /// Describe or alter dynamic configs, as kafka-configs.sh.
+    Configs(gregor_node::admin::cli::ConfigsArgs),
+    /// List, describe, alter or delete client-metrics resources, as kafka-client-metrics.sh.
+    ClientMetrics(gregor_node::admin::cli::ClientMetricsArgs),
+    /// Create, delete, alter, list or describe topics, as kafka-topics.sh.
+    Topics(gregor_node::admin::topics::TopicsArgs),
+    /// Describe the metadata quorum and add or remove controllers, as kafka-metadata-quorum.sh.
+    MetadataQuorum(gregor_node::admin::metadata_quorum::MetadataQuorumArgs),
 }
 
 #[derive(Args)]
@@ -47,8 +55,11 @@ enum StorageCommand {
         #[arg(long, short = 't')]
         cluster_id: String,
         /// Start the metadata log as a quorum of this node alone.
-        #[arg(long, short = 's')]
+        #[arg(long, short = 's', conflicts_with = "initial_controllers")]
         standalone: bool,
+        /// The initial voters, `id@host:port:directoryid,...` (Kafka's form).
+        #[arg(long, short = 'I', value_name = "CONTROLLERS")]
+        initial_controllers: Option<String>,
         /// Skip directories that are already formatted instead of failing.
         #[arg(long, short = 'g')]
         ignore_formatted: bool,
@@ -71,11 +82,23 @@ fn run(cli: Cli) -> Result<(), String> {
             config,
             cluster_id,
             standalone,
+            initial_controllers,
             ignore_formatted,
         }) => {
             let config = load(&config)?;
-            let formatted = storage::format(&config, &cluster_id, ignore_formatted, standalone)
+            let initial = initial_controllers
+                .as_deref()
+                .map(storage::parse_initial_controllers)
+                .transpose()
                 .map_err(|e| e.to_string())?;
+            let formatted = storage::format_with(
+                &config,
+                &cluster_id,
+                ignore_formatted,
+                standalone,
+                initial.as_deref(),
+            )
+            .map_err(|e| e.to_string())?;
             for dir in formatted {
                 println!(
                     "Formatting metadata directory {} with metadata.version 4.0-IV3.",
@@ -83,6 +106,12 @@ fn run(cli: Cli) -> Result<(), String> {
                 );
             }
             Ok(())
+        }
+        Command::Configs(args) => gregor_node::admin::cli::run_configs(args),
+        Command::ClientMetrics(args) => gregor_node::admin::cli::run_client_metrics(args),
+        Command::Topics(args) => gregor_node::admin::topics::run_topics(args),
+        Command::MetadataQuorum(args) => {
+            gregor_node::admin::metadata_quorum::run_metadata_quorum(args)
         }
         Command::Storage(StorageCommand::RandomUuid) => {
             println!("{}", storage::random_cluster_id());

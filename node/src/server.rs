@@ -10,20 +10,23 @@ use std::time::Duration;
 
 use actix::{Actor, Addr};
 use arc_swap::ArcSwap;
+use gregor_actors::config_publisher::ConfigPublisher;
 use gregor_actors::context::{BrokerSettings, HandlerContext, NodeInfo};
 use gregor_actors::controller::logic::TopicDefaults;
-use gregor_actors::controller::{Controller, ControllerSettings, WriteRecords};
-use gregor_actors::features;
+use gregor_actors::controller::{Controller, ControllerSettings};
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
-use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
-use gregor_publishers::records::{
-    Endpoint, MetadataRecord, RegisterBrokerRecord, RegisterControllerRecord, UnfenceBrokerRecord,
+use gregor_actors::quorum::QuorumState;
+use gregor_actors::quota::{
+    ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SystemClock, WindowConfig,
 };
+use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
+use gregor_publishers::quota_callback::{CallbackError, CallbackRegistry};
+use gregor_publishers::records::Endpoint;
 use gregor_publishers::MetadataImage;
-use uuid::Uuid;
 
 use crate::config::{ListenerSpec, NodeConfig, ProcessRole};
 use crate::network::{self, BoundListener};
+use crate::quorum::{self, QuorumService};
 use crate::storage::{self, NodeIdentity};
 
 /// How long the metadata log may take to replay and elect itself at start-up.
@@ -52,24 +55,28 @@ pub enum StartError {
     /// The runtime could not start.
     #[error("cannot start the runtime: {0}")]
     Runtime(String),
+    /// `client.quota.callback.class` names no registered plug-in, or the plug-in refused its
+    /// configuration.
+    #[error(transparent)]
+    QuotaCallback(#[from] CallbackError),
 }
 
 /// Installs the log formatter: `RUST_LOG` filters (`info` by default), to stderr, coloured only
 /// on a terminal so that scripts can parse the lines.
 pub fn init_logging() {
-    use std::io::IsTerminal;
-    // openraft narrates every election at info; its warnings are what an operator needs.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    // The filter is reloadable so BROKER_LOGGER changes apply at once (see `log_levels`).
+    crate::log_levels::init_logging();
 }
 
 /// Runs a node until it is interrupted (SIGINT or SIGTERM).
 pub fn run(config: NodeConfig) -> Result<(), StartError> {
+    run_with(config, CallbackRegistry::with_builtins())
+}
+
+/// [`run`] with the quota callback plug-ins of `callbacks`, for embedders: register a plug-in
+/// there and name it in `client.quota.callback.class` (see
+/// `integration/examples/custom_quota_callback.rs`).
+pub fn run_with(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), StartError> {
     // Actors live on the system arbiter of this thread; connections and raft run on the
     // multi-threaded runtime underneath, so both cores serve clients.
     let system = actix_rt::System::with_tokio_rt(|| {
@@ -81,7 +88,7 @@ pub fn run(config: NodeConfig) -> Result<(), StartError> {
                 std::process::exit(1)
             })
     });
-    system.block_on(serve(config))
+    system.block_on(serve(config, callbacks))
 }
 
 fn hostname() -> String {
@@ -116,7 +123,7 @@ fn advertised_endpoint(spec: &ListenerSpec, bound: &[BoundListener]) -> Endpoint
     }
 }
 
-async fn serve(config: NodeConfig) -> Result<(), StartError> {
+async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), StartError> {
     let identity = storage::ensure_formatted(&config)?;
     let prometheus = gregor_metrics::exporter::install_recorder()
         .map_err(|e| StartError::Runtime(format!("metrics recorder: {e}")))?;
@@ -141,7 +148,57 @@ async fn serve(config: NodeConfig) -> Result<(), StartError> {
         .send(InstallPublisher(Box::new(TopicChangeLogPublisher)))
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let log = open_metadata_log(&config, &identity, &bound, &image, &loader).await?;
+    // Applies the dynamic broker configs that concern this node (see `config_publisher`).
+    loader
+        .send(InstallPublisher(Box::new(ConfigPublisher::new(
+            config.node_id,
+            Arc::new(ArcSwap::from_pointee(Default::default())),
+        ))))
+        .await
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    // Client quotas: one actor per type, fed by the client-quota publisher from the image.
+    let quotas = QuotaManagers::start(
+        WindowConfig::new(
+            config.quota_window_num,
+            u64::from(config.quota_window_size_seconds),
+        ),
+        WindowConfig::new(
+            config.controller_quota_window_num,
+            u64::from(config.controller_quota_window_size_seconds),
+        ),
+        Arc::new(SystemClock::new()),
+    );
+    loader
+        .send(InstallPublisher(Box::new(ClientQuotaPublisher::new(
+            quotas.clone(),
+        ))))
+        .await
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    // client.quota.callback.class: a plug-in decides tags and limits for all four managers and
+    // follows the image through a borrowed view (unset: the managers' built-in rules).
+    if let Some(name) = config.client_quota_callback_class.as_deref() {
+        let mut configs = config.originals.clone();
+        let node_id = config.node_id.to_string();
+        configs
+            .entry("node.id".into())
+            .or_insert_with(|| node_id.clone());
+        configs.entry("broker.id".into()).or_insert(node_id);
+        let callback = Arc::from(callbacks.create(Some(name), &configs)?);
+        quotas.install_callback(&callback);
+        loader
+            .send(InstallPublisher(Box::new(QuotaCallbackPublisher::new(
+                callback,
+                &quotas,
+                identity.cluster_id.clone(),
+                config.node_id,
+            ))))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
+    }
+    let (network, quorum_cell) = quorum::network();
+    let log = open_metadata_log(&config, &identity, &bound, &image, &loader, network).await?;
+    let quorum_state = Arc::new(QuorumState::new(log.clone(), identity.cluster_id.clone()));
+    let _ = quorum_cell.set(quorum_state.clone());
 
     let controller = Controller::new(
         log.clone(),
@@ -154,10 +211,12 @@ async fn serve(config: NodeConfig) -> Result<(), StartError> {
             delete_topic_enable: config.delete_topic_enable,
         },
     )
+    .with_mutation_quotas(quotas.controller_mutation.shared.clone())
     .start();
-    register(&config, &identity, &bound, &image, &controller).await?;
-
+    let quorum = QuorumService::new(quorum_state, controller.clone(), image.clone());
     let handlers = HandlerContext {
+        quorum: Some(quorum.state.clone()),
+        forwarder: Some(quorum.clone()),
         image: image.clone(),
         controller,
         node: Arc::new(NodeInfo {
@@ -171,6 +230,8 @@ async fn serve(config: NodeConfig) -> Result<(), StartError> {
             num_partitions: config.num_partitions,
             default_replication_factor: config.default_replication_factor,
         }),
+        configs: crate::config_support::config_support(&config),
+        quotas,
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,
@@ -181,11 +242,38 @@ async fn serve(config: NodeConfig) -> Result<(), StartError> {
         .map(|b| format!("{}://{}", b.spec.name, b.local_addr))
         .collect();
     let config = Arc::new(config);
+    let join = quorum::join_request(
+        &config,
+        &identity,
+        raft_node(&config, &identity, &bound),
+        controller_endpoints(&config, &bound),
+        config
+            .advertised_listeners
+            .iter()
+            .map(|l| advertised_endpoint(l, &bound))
+            .collect(),
+    );
+    // Listeners accept before the node is ready: peers' raft traffic must reach this node for
+    // it to catch up. Kafka requests wait for `ready`.
+    let (ready_sender, ready) = tokio::sync::watch::channel(false);
     for listener in bound {
         let handlers = handlers.clone();
         let config = config.clone();
-        tokio::spawn(async move { network::run(listener, handlers, &config).await });
+        let quorum = quorum.clone();
+        let ready = ready.clone();
+        tokio::spawn(async move { network::run(listener, handlers, &config, quorum, ready).await });
     }
+    join_quorum(&config, &log, &quorum, &join).await?;
+    quorum::spawn_heartbeats(config.clone(), quorum.clone(), join);
+    if config.has_role(ProcessRole::Controller) {
+        quorum::spawn_fencing(
+            config.clone(),
+            quorum.clone(),
+            image.clone(),
+            handlers.controller.clone(),
+        );
+    }
+    let _ = ready_sender.send(true);
     tracing::info!(
         node_id = config.node_id,
         cluster_id = %identity.cluster_id,
@@ -209,6 +297,7 @@ async fn open_metadata_log(
     bound: &[BoundListener],
     image: &Arc<ArcSwap<MetadataImage>>,
     loader: &Addr<Loader>,
+    network: quorum::transport::QuorumNetwork,
 ) -> Result<Arc<MetadataLog>, StartError> {
     let dir = config.metadata_log_dir.join("__cluster_metadata-0");
     let log_error = |reason: String| StartError::MetadataLog {
@@ -216,11 +305,12 @@ async fn open_metadata_log(
         reason,
     };
     let applier = Arc::new(LoaderApplier::new(loader.clone(), image.clone()));
-    let log = MetadataLog::open(
+    let log = MetadataLog::open_with_network(
         config.node_id as u64,
         &dir,
         applier,
         MetadataLogOptions::default(),
+        network,
     )
     .await
     .map_err(|e| log_error(e.to_string()))?;
@@ -228,15 +318,62 @@ async fn open_metadata_log(
         directory_id: identity.metadata_directory_id,
         endpoints: controller_endpoints(config, bound),
     };
-    if storage::is_standalone(config) {
-        log.initialize_single_voter(voter)
+    quorum::initialize(
+        config,
+        voter,
+        &log,
+        config.controller_listener_names.first().map(String::as_str),
+    )
+    .await
+    .map_err(log_error)?;
+    Ok(Arc::new(log))
+}
+
+/// How the leader reaches this node with raft traffic: its controller listener, or for a
+/// broker without one its first advertised listener (which accepts quorum RPCs too).
+fn raft_node(config: &NodeConfig, identity: &NodeIdentity, bound: &[BoundListener]) -> VoterNode {
+    let mut endpoints = controller_endpoints(config, bound);
+    if endpoints.is_empty() {
+        endpoints = config
+            .advertised_listeners
+            .iter()
+            .map(|l| advertised_endpoint(l, bound))
+            .collect();
+    }
+    VoterNode {
+        directory_id: identity.metadata_directory_id,
+        endpoints,
+    }
+}
+
+/// Becomes ready: a standalone quorum first waits to lead; then this node registers through
+/// the leader and applies everything committed before the leader's answer.
+async fn join_quorum(
+    config: &NodeConfig,
+    log: &MetadataLog,
+    quorum: &QuorumService,
+    join: &quorum::rpc::JoinRequest,
+) -> Result<(), StartError> {
+    let log_error = |reason: String| StartError::MetadataLog {
+        dir: config
+            .metadata_log_dir
+            .join("__cluster_metadata-0")
+            .display()
+            .to_string(),
+        reason,
+    };
+    let deadline = std::time::Instant::now() + METADATA_READY_TIMEOUT;
+    let metrics = log.metrics();
+    let membership = metrics.membership_config.membership();
+    let sole_voter = membership.voter_ids().collect::<Vec<_>>() == [config.node_id as u64];
+    if sole_voter {
+        log.wait_ready(METADATA_READY_TIMEOUT)
             .await
             .map_err(|e| log_error(e.to_string()))?;
     }
-    log.wait_ready(METADATA_READY_TIMEOUT)
+    quorum::join_cluster(config, quorum, join, deadline)
         .await
-        .map_err(|e| log_error(e.to_string()))?;
-    Ok(Arc::new(log))
+        .map_err(|e| log_error(format!("cannot register this node: {e}")))
 }
 
 fn controller_endpoints(config: &NodeConfig, bound: &[BoundListener]) -> Vec<Endpoint> {
@@ -246,64 +383,6 @@ fn controller_endpoints(config: &NodeConfig, bound: &[BoundListener]) -> Vec<End
         .filter(|l| config.is_controller_listener(&l.name))
         .map(|l| advertised_endpoint(l, bound))
         .collect()
-}
-
-/// Writes the bootstrap feature levels on a brand-new log, then this node's registrations.
-async fn register(
-    config: &NodeConfig,
-    identity: &NodeIdentity,
-    bound: &[BoundListener],
-    image: &Arc<ArcSwap<MetadataImage>>,
-    controller: &Addr<Controller>,
-) -> Result<(), StartError> {
-    let current = image.load_full();
-    let mut records = Vec::new();
-    if current.features.metadata_version().is_none() {
-        records.extend(features::bootstrap_records());
-    }
-    if config.has_role(ProcessRole::Controller) {
-        records.push(MetadataRecord::RegisterController(
-            RegisterControllerRecord {
-                controller_id: config.node_id,
-                incarnation_id: Uuid::new_v4(),
-                directory_id: identity.metadata_directory_id,
-                endpoints: controller_endpoints(config, bound),
-                features: features::supported_ranges(),
-            },
-        ));
-    }
-    if config.has_role(ProcessRole::Broker) {
-        let epoch = current.provenance.last_log_index as i64 + 1;
-        records.push(MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-            broker_id: config.node_id,
-            incarnation_id: Uuid::new_v4(),
-            broker_epoch: epoch,
-            endpoints: config
-                .advertised_listeners
-                .iter()
-                .map(|l| advertised_endpoint(l, bound))
-                .collect(),
-            features: features::supported_ranges(),
-            rack: config.broker_rack.clone(),
-            fenced: true,
-            in_controlled_shutdown: false,
-            log_dirs: identity.log_dir_ids.clone(),
-        }));
-        // With one node the broker is caught up as soon as it is registered.
-        records.push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
-            id: config.node_id,
-            epoch,
-        }));
-    }
-    let written = controller
-        .send(WriteRecords { records })
-        .await
-        .map_err(|e| StartError::Runtime(e.to_string()))?;
-    written.map_err(|e| StartError::MetadataLog {
-        dir: config.metadata_log_dir.display().to_string(),
-        reason: format!("cannot register this node: {e}"),
-    })?;
-    Ok(())
 }
 
 async fn wait_for_shutdown_signal() {

@@ -48,6 +48,12 @@ pub enum StorageError {
     /// `storage format` found a formatted directory.
     #[error("Log directory {0} is already formatted. Use --ignore-formatted to ignore this directory and format the others.")]
     AlreadyFormatted(PathBuf),
+    /// A node that joins a quorum found its directories unformatted.
+    #[error("Log directory {0} is not formatted and controller.quorum.bootstrap.servers is set: format it first with `gregor storage format --cluster-id <the cluster's id>` (add --initial-controllers on the initial controllers)")]
+    NotFormatted(PathBuf),
+    /// `--initial-controllers` is malformed or does not fit this node.
+    #[error("Invalid --initial-controllers: {0}")]
+    BadInitialControllers(String),
     /// The cluster id is not a Kafka UUID string.
     #[error("Cluster ID string {0} does not appear to be a valid UUID: expected 22 base64url characters encoding 16 bytes (generate one with `gregor storage random-uuid`)")]
     BadClusterId(String),
@@ -175,6 +181,93 @@ fn check_writable(dir: &Path) -> Result<(), StorageError> {
     fs::remove_file(&probe).map_err(not_writable)
 }
 
+/// One entry of `--initial-controllers`: `id@host:port:directoryid`, as kafka-storage.sh takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitialController {
+    /// The controller's node id.
+    pub id: i32,
+    /// Host of its controller listener.
+    pub host: String,
+    /// Port of its controller listener.
+    pub port: u16,
+    /// Directory id of its metadata log dir.
+    pub directory_id: Uuid,
+}
+
+/// Parses `id@host:port:directoryid,...` (IPv6 hosts in brackets).
+pub fn parse_initial_controllers(text: &str) -> Result<Vec<InitialController>, StorageError> {
+    let bad = |entry: &str, why: &str| {
+        StorageError::BadInitialControllers(format!(
+            "'{entry}' {why}; expected id@host:port:directoryid, e.g. 1@localhost:9093:{}",
+            uuid_to_kafka_string(Uuid::from_u128(0x1234))
+        ))
+    };
+    let mut controllers: Vec<InitialController> = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (id, rest) = entry
+            .split_once('@')
+            .ok_or_else(|| bad(entry, "has no '@'"))?;
+        let id: i32 = id
+            .parse()
+            .ok()
+            .filter(|id| *id >= 0)
+            .ok_or_else(|| bad(entry, "does not start with a non-negative node id"))?;
+        let (address, directory) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| bad(entry, "has no directory id"))?;
+        let directory_id = uuid_from_kafka_string(directory)
+            .filter(|d| !d.is_nil())
+            .ok_or_else(|| bad(entry, "has an invalid directory id"))?;
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| bad(entry, "has no port"))?;
+        let port: u16 = port
+            .parse()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| bad(entry, "has an invalid port"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(bad(entry, "has an empty host"));
+        }
+        if controllers.iter().any(|c| c.id == id) {
+            return Err(bad(entry, "repeats a node id"));
+        }
+        controllers.push(InitialController {
+            id,
+            host: host.to_owned(),
+            port,
+            directory_id,
+        });
+    }
+    if controllers.is_empty() {
+        return Err(StorageError::BadInitialControllers(
+            "no controllers given".to_owned(),
+        ));
+    }
+    Ok(controllers)
+}
+
+fn format_initial_controllers(controllers: &[InitialController]) -> String {
+    controllers
+        .iter()
+        .map(|c| {
+            let host = if c.host.contains(':') {
+                format!("[{}]", c.host)
+            } else {
+                c.host.clone()
+            };
+            format!(
+                "{}@{host}:{}:{}",
+                c.id,
+                c.port,
+                uuid_to_kafka_string(c.directory_id)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Formats every unformatted directory of the node (`gregor storage format`).
 ///
 /// Directories that are already formatted are an error unless `ignore_formatted`.
@@ -184,9 +277,30 @@ pub fn format(
     ignore_formatted: bool,
     standalone: bool,
 ) -> Result<Vec<PathBuf>, StorageError> {
+    format_with(config, cluster_id, ignore_formatted, standalone, None)
+}
+
+/// [`format`] with `--initial-controllers`: the metadata log starts as a quorum of those
+/// controllers; when this node is one of them, its metadata dir takes the directory id given
+/// for it there (as kafka-storage.sh does), so every voter agrees on the voter set.
+pub fn format_with(
+    config: &NodeConfig,
+    cluster_id: &str,
+    ignore_formatted: bool,
+    standalone: bool,
+    initial_controllers: Option<&[InitialController]>,
+) -> Result<Vec<PathBuf>, StorageError> {
     if uuid_from_kafka_string(cluster_id).is_none() {
         return Err(StorageError::BadClusterId(cluster_id.to_owned()));
     }
+    if standalone && initial_controllers.is_some() {
+        return Err(StorageError::BadInitialControllers(
+            "--standalone and --initial-controllers cannot be used together".to_owned(),
+        ));
+    }
+    let own_directory = initial_controllers
+        .and_then(|all| all.iter().find(|c| c.id == config.node_id))
+        .map(|c| c.directory_id);
     let mut formatted = Vec::new();
     for dir in all_dirs(config) {
         if read_meta(&dir)?.is_some() {
@@ -201,7 +315,10 @@ pub fn format(
             &MetaProperties {
                 cluster_id: cluster_id.to_owned(),
                 node_id: config.node_id,
-                directory_id: Uuid::new_v4(),
+                directory_id: match own_directory {
+                    Some(id) if dir == config.metadata_log_dir => id,
+                    _ => Uuid::new_v4(),
+                },
             },
         )?;
         formatted.push(dir);
@@ -209,7 +326,34 @@ pub fn format(
     if standalone {
         write_bootstrap(&config.metadata_log_dir)?;
     }
+    if let Some(controllers) = initial_controllers {
+        fs::write(
+            config.metadata_log_dir.join(BOOTSTRAP_FILE),
+            format!(
+                "# The metadata log starts as a quorum of these controllers.\ninitial.controllers={}\n",
+                format_initial_controllers(controllers)
+            ),
+        )
+        .map_err(|e| StorageError::NotWritable {
+            path: config.metadata_log_dir.clone(),
+            reason: e.to_string(),
+        })?;
+    }
     Ok(formatted)
+}
+
+/// The initial voters written by `storage format --initial-controllers`, if any.
+pub fn initial_controllers(
+    config: &NodeConfig,
+) -> Result<Option<Vec<InitialController>>, StorageError> {
+    let Ok(text) = fs::read_to_string(config.metadata_log_dir.join(BOOTSTRAP_FILE)) else {
+        return Ok(None);
+    };
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("initial.controllers="))
+        .map(parse_initial_controllers)
+        .next()
+        .transpose()
 }
 
 fn write_bootstrap(dir: &Path) -> Result<(), StorageError> {
@@ -247,6 +391,10 @@ pub fn ensure_formatted(config: &NodeConfig) -> Result<NodeIdentity, StorageErro
         .next()
         .unwrap_or_else(random_cluster_id);
     let fresh = found.iter().all(Option::is_none);
+    if fresh && !config.controller_quorum_bootstrap_servers.is_empty() {
+        // Joining an existing quorum needs its cluster id; a made-up one would be refused.
+        return Err(StorageError::NotFormatted(config.metadata_log_dir.clone()));
+    }
     let mut ids = BTreeMap::new();
     for (dir, meta) in dirs.iter().zip(found) {
         let meta = match meta {

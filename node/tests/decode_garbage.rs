@@ -17,11 +17,7 @@ fn decode(api: &gregor_actors::handlers::ApiSpec, version: i16, bytes: Vec<u8>) 
         let mut body = Bytes::from(bytes);
         let _ = RequestKind::decode(api.key, &mut body, version);
     }));
-    assert!(
-        outcome.is_ok(),
-        "decoding {} v{version} panicked",
-        api.name
-    );
+    assert!(outcome.is_ok(), "decoding {} v{version} panicked", api.name);
 }
 
 #[test]

@@ -36,6 +36,7 @@
 pub mod delta;
 pub mod image;
 pub mod publisher;
+pub mod quota_callback;
 pub mod records;
 
 pub use delta::{MetadataDelta, ReplayError};

@@ -33,8 +33,10 @@ use tokio::sync::{mpsc, oneshot};
 use gregor_publishers::records::{MetadataBatch, MetadataRecord};
 use gregor_publishers::{MetadataDelta, MetadataImage};
 
-use super::logic::{self, MutationContext, TopicDefaults, Unlimited};
+use super::logic::{self, MutationContext, MutationQuota, TopicDefaults, Unlimited};
+use super::submitter::{self, Submission};
 use crate::context::Principal;
+use crate::quota::{ControllerMutationQuota, QuotaManager};
 use crate::raft::{MetadataLog, MetadataLogError, MetadataLogId};
 
 /// The CreateTopics version the controller's own requests (auto-creation) use.
@@ -106,12 +108,6 @@ struct WriteFinished {
     succeeded: bool,
 }
 
-/// One batch on its way to the metadata log.
-struct Submission {
-    batch: MetadataBatch,
-    done: oneshot::Sender<Result<MetadataLogId, MetadataLogError>>,
-}
-
 /// The controller. State is plain fields: the mailbox serialises access.
 pub struct Controller {
     committed: Arc<ArcSwap<MetadataImage>>,
@@ -121,6 +117,8 @@ pub struct Controller {
     submissions: mpsc::UnboundedSender<Submission>,
     settings: ControllerSettings,
     rng: StdRng,
+    /// The controller-mutation quota manager (KIP-599); `None` charges nothing.
+    mutation_quotas: Option<Arc<QuotaManager>>,
 }
 
 impl Controller {
@@ -133,21 +131,8 @@ impl Controller {
         committed: Arc<ArcSwap<MetadataImage>>,
         settings: ControllerSettings,
     ) -> Self {
-        let (submissions, mut queue) = mpsc::unbounded_channel::<Submission>();
-        tokio::spawn(async move {
-            while let Some(Submission { batch, done }) = queue.recv().await {
-                match log.submit(batch).await {
-                    Ok(commit) => {
-                        tokio::spawn(async move {
-                            let _ = done.send(commit.await);
-                        });
-                    }
-                    Err(error) => {
-                        let _ = done.send(Err(error));
-                    }
-                }
-            }
-        });
+        let (submissions, queue) = mpsc::unbounded_channel::<Submission>();
+        tokio::spawn(submitter::run(log, queue));
         Controller {
             committed,
             working: None,
@@ -155,10 +140,35 @@ impl Controller {
             submissions,
             settings,
             rng: StdRng::from_os_rng(),
+            mutation_quotas: None,
         }
     }
 
-    fn base_image(&self) -> Arc<MetadataImage> {
+    /// Charges CreateTopics, DeleteTopics and CreatePartitions to `quotas` (the node's
+    /// controller-mutation quota manager).
+    pub fn with_mutation_quotas(mut self, quotas: Arc<QuotaManager>) -> Self {
+        self.mutation_quotas = Some(quotas);
+        self
+    }
+
+    /// The KIP-599 quota of one topic mutation: strict from `strict_since` (clients that
+    /// understand THROTTLING_QUOTA_EXCEEDED), permissive below.
+    fn mutation_quota(
+        &self,
+        principal: &Principal,
+        client_id: &str,
+        version: i16,
+        strict_since: i16,
+    ) -> ControllerMutationQuota {
+        match &self.mutation_quotas {
+            Some(quotas) => {
+                quotas.new_quota_for(&principal.name, client_id, version >= strict_since)
+            }
+            None => ControllerMutationQuota::Unbounded,
+        }
+    }
+
+    pub(super) fn base_image(&self) -> Arc<MetadataImage> {
         match &self.working {
             Some(working) => working.clone(),
             None => self.committed.load_full(),
@@ -213,18 +223,28 @@ impl Controller {
 
     /// Runs one mutation: decide with `decide`, then either answer at once (no records) or
     /// append and answer when committed, turning a failed commit into `fail`'s response.
-    fn mutate<R: Send + 'static>(
+    pub(super) fn mutate<R: Send + 'static>(
         &mut self,
         ctx: &mut Context<Self>,
         decide: impl FnOnce(&MetadataImage, &mut MutationContext<'_>) -> logic::ControllerResult<R>,
         fail: impl FnOnce(R, ResponseError, &str) -> R + Send + 'static,
     ) -> ResponseFuture<R> {
+        self.mutate_charged(ctx, &mut Unlimited, decide, fail)
+    }
+
+    /// [`Controller::mutate`] charging `quota` for the mutations `decide` makes.
+    fn mutate_charged<R: Send + 'static>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        quota: &mut dyn MutationQuota,
+        decide: impl FnOnce(&MetadataImage, &mut MutationContext<'_>) -> logic::ControllerResult<R>,
+        fail: impl FnOnce(R, ResponseError, &str) -> R + Send + 'static,
+    ) -> ResponseFuture<R> {
         let base = self.base_image();
-        let mut quota = Unlimited;
         let result = {
             let mut mutation = MutationContext {
                 rng: &mut self.rng,
-                quota: &mut quota,
+                quota,
             };
             decide(&base, &mut mutation)
         };
@@ -280,8 +300,10 @@ impl Handler<CreateTopics> for Controller {
 
     fn handle(&mut self, msg: CreateTopics, ctx: &mut Self::Context) -> Self::Result {
         let defaults = self.settings.defaults;
-        self.mutate(
+        let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 6);
+        let response = self.mutate_charged(
             ctx,
+            &mut quota,
             |image, mutation| {
                 logic::create_topics(image, &msg.request, msg.version, &defaults, mutation)
             },
@@ -294,7 +316,12 @@ impl Handler<CreateTopics> for Controller {
                 }
                 response
             },
-        )
+        );
+        Box::pin(async move {
+            let mut response = response.await;
+            response.throttle_time_ms = with_throttle(response.throttle_time_ms, &quota);
+            response
+        })
     }
 }
 
@@ -303,8 +330,10 @@ impl Handler<DeleteTopics> for Controller {
 
     fn handle(&mut self, msg: DeleteTopics, ctx: &mut Self::Context) -> Self::Result {
         let enabled = self.settings.delete_topic_enable;
-        self.mutate(
+        let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 5);
+        let response = self.mutate_charged(
             ctx,
+            &mut quota,
             |image, mutation| {
                 logic::delete_topics(image, &msg.request, msg.version, enabled, mutation)
             },
@@ -317,7 +346,12 @@ impl Handler<DeleteTopics> for Controller {
                 }
                 response
             },
-        )
+        );
+        Box::pin(async move {
+            let mut response = response.await;
+            response.throttle_time_ms = with_throttle(response.throttle_time_ms, &quota);
+            response
+        })
     }
 }
 
@@ -325,8 +359,10 @@ impl Handler<CreatePartitions> for Controller {
     type Result = ResponseFuture<CreatePartitionsResponse>;
 
     fn handle(&mut self, msg: CreatePartitions, ctx: &mut Self::Context) -> Self::Result {
-        self.mutate(
+        let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 3);
+        let response = self.mutate_charged(
             ctx,
+            &mut quota,
             |image, mutation| logic::create_partitions(image, &msg.request, msg.version, mutation),
             |mut response: CreatePartitionsResponse, code, message| {
                 for topic in &mut response.results {
@@ -337,7 +373,12 @@ impl Handler<CreatePartitions> for Controller {
                 }
                 response
             },
-        )
+        );
+        Box::pin(async move {
+            let mut response = response.await;
+            response.throttle_time_ms = with_throttle(response.throttle_time_ms, &quota);
+            response
+        })
     }
 }
 
@@ -354,6 +395,12 @@ impl Handler<WriteRecords> for Controller {
             Err(bug) => Box::pin(async move { Err(MetadataLogError::Raft(bug)) }),
         }
     }
+}
+
+/// The response's throttle time with what is left of the mutation quota's throttle (the
+/// quota's throttle decays while the write commits, as Kafka computes it when responding).
+fn with_throttle(current: i32, quota: &ControllerMutationQuota) -> i32 {
+    current.max(i32::try_from(quota.throttle_time_ms()).unwrap_or(i32::MAX))
 }
 
 /// A CreateTopics response failing every named topic, for when the controller cannot be asked.

@@ -2,10 +2,15 @@
 //! delegates to (`logic`).
 
 mod actor;
+mod client_quotas;
+mod configs;
 pub mod logic;
+mod submitter;
 
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
     ControllerSettings, CreatePartitions, CreateTopics, DeleteTopics, WriteRecords,
     LATEST_CREATE_TOPICS_VERSION,
 };
+pub use client_quotas::AlterClientQuotas;
+pub use configs::{AlterConfigs, IncrementalAlterConfigs};

@@ -110,8 +110,13 @@ pub(super) fn handle(
                 )
             })
             .collect();
-        // The active controller: with one voter, this node.
-        (controllers, ctx.node.node_id)
+        // The active controller (KIP-919): the quorum leader this node knows, else this node.
+        let leader = ctx
+            .quorum
+            .as_ref()
+            .and_then(|q| q.log.metrics().current_leader)
+            .map_or(ctx.node.node_id, |id| id as i32);
+        (controllers, leader)
     };
     let mut response = DescribeClusterResponse::default()
         .with_endpoint_type(served)

@@ -251,6 +251,30 @@ async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[String])
     let request = CreateTopicsRequest::default()
         .with_topics(topics)
         .with_timeout_ms(30_000);
+    // A broker that does not lead the quorum hands the creation to the active controller, as
+    // Kafka's brokers forward it.
+    let forwarder = ctx
+        .forwarder
+        .as_ref()
+        .filter(|_| ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()));
+    if let Some(forwarder) = forwarder {
+        let version = crate::controller::LATEST_CREATE_TOPICS_VERSION;
+        match forwarder.create_topics(request.clone(), version).await {
+            Some(response) => {
+                for topic in response.topics {
+                    if topic.error_code != 0
+                        && topic.error_code != ResponseError::TopicAlreadyExists.code()
+                    {
+                        tracing::warn!(topic = %topic.name.0, code = topic.error_code, message = ?topic.error_message, "auto-creation of a topic failed");
+                    }
+                }
+                return;
+            }
+            None => {
+                tracing::info!("no active controller reachable for auto-creation; trying locally")
+            }
+        }
+    }
     let outcome = ctx
         .controller
         .send(CreateTopics {

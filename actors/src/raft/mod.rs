@@ -1,7 +1,9 @@
 //! The metadata log as an openraft group: a durable raft log ([`LogStore`], one redb file), a
 //! state machine that forwards committed batches to the node's [`MetadataApplier`] and keeps
-//! snapshots of the image ([`StateMachine`]), and no network yet ([`NoPeersNetwork`]: Gregor
-//! runs a single voter). [`MetadataLog`] is the handle the node uses.
+//! snapshots of the image ([`StateMachine`]), and a pluggable network: the node passes its
+//! transport over the controller listener to [`MetadataLog::open_with_network`];
+//! [`NoPeersNetwork`] serves a single voter that has no peers. [`MetadataLog`] is the handle the
+//! node uses.
 //!
 //! Layout of the metadata log dir (e.g. `<metadata.log.dir>/__cluster_metadata-0/`):
 //! `raft-log.redb` (entries, vote, committed and purged log ids) and `raft-snapshot.bin` (the
@@ -27,7 +29,8 @@ use std::time::Duration;
 use gregor_publishers::records::MetadataBatch;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, Fatal, InitializeError, RaftError};
 use openraft::metrics::WaitError;
-use openraft::{Config, Raft, RaftMetrics, SnapshotPolicy};
+use openraft::network::RaftNetworkFactory;
+use openraft::{ChangeMembers, Config, Raft, RaftMetrics, SnapshotPolicy};
 
 pub use error::{ApplyError, MetadataLogError};
 pub use log_store::{LogStore, LOG_FILE_NAME};
@@ -73,6 +76,18 @@ impl MetadataLog {
         applier: Arc<dyn MetadataApplier>,
         options: MetadataLogOptions,
     ) -> Result<Self, MetadataLogError> {
+        Self::open_with_network(node_id, dir, applier, options, NoPeersNetwork).await
+    }
+
+    /// [`MetadataLog::open`] with a network that reaches the other members of the quorum (the
+    /// node's transport over the controller listener).
+    pub async fn open_with_network<N: RaftNetworkFactory<TypeConfig>>(
+        node_id: u64,
+        dir: &Path,
+        applier: Arc<dyn MetadataApplier>,
+        options: MetadataLogOptions,
+        network: N,
+    ) -> Result<Self, MetadataLogError> {
         std::fs::create_dir_all(dir).map_err(|e| {
             MetadataLogError::storage(dir, format!("cannot create the log dir: {e}"))
         })?;
@@ -94,19 +109,19 @@ impl MetadataLog {
             cluster_name: "gregor-metadata".to_string(),
             snapshot_policy: SnapshotPolicy::LogsSinceLast(options.snapshot_every),
             max_in_snapshot_log_to_keep: options.logs_kept_after_snapshot,
+            // openraft's defaults (50 ms heartbeats, 150-300 ms elections) are tuned for a LAN
+            // under no load; controllers share two cores with brokers and builds here, so a
+            // missed tick must not cost a leader. Kafka's quorum uses 1 s / 2 s.
+            heartbeat_interval: 100,
+            election_timeout_min: 500,
+            election_timeout_max: 1000,
             ..Config::default()
         }
         .validate()
         .map_err(|e| MetadataLogError::Raft(format!("invalid raft configuration: {e}")))?;
-        let raft = Raft::new(
-            node_id,
-            Arc::new(config),
-            NoPeersNetwork,
-            log_store,
-            state_machine,
-        )
-        .await
-        .map_err(fatal)?;
+        let raft = Raft::new(node_id, Arc::new(config), network, log_store, state_machine)
+            .await
+            .map_err(fatal)?;
         Ok(MetadataLog {
             node_id,
             dir: dir.to_path_buf(),
@@ -141,6 +156,90 @@ impl MetadataLog {
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
             Err(RaftError::APIError(e)) => Err(MetadataLogError::Initialize(e.to_string())),
             Err(RaftError::Fatal(f)) => Err(fatal(f)),
+        }
+    }
+
+    /// Makes a brand-new log a quorum of `voters` (`storage format --initial-controllers`).
+    /// Every initial voter calls this with the same set, which openraft accepts: the first
+    /// membership entry is identical everywhere. A restart keeps the stored membership.
+    pub async fn initialize_voters(
+        &self,
+        voters: BTreeMap<u64, VoterNode>,
+    ) -> Result<(), MetadataLogError> {
+        if self.raft.is_initialized().await.map_err(fatal)? {
+            return Ok(());
+        }
+        match self.raft.initialize(voters).await {
+            Ok(()) => Ok(()),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(RaftError::APIError(e)) => Err(MetadataLogError::Initialize(e.to_string())),
+            Err(RaftError::Fatal(f)) => Err(fatal(f)),
+        }
+    }
+
+    /// The raft handle, for the transport that delivers peers' messages to it.
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// Applies a membership change (learners joining, voters added or removed) and returns the
+    /// log id of the membership entry once it is committed. `retain` keeps removed voters as
+    /// learners.
+    pub async fn change_membership(
+        &self,
+        changes: ChangeMembers<u64, VoterNode>,
+        retain: bool,
+    ) -> Result<MetadataLogId, MetadataLogError> {
+        self.raft
+            .change_membership(changes, retain)
+            .await
+            .map(|response| response.log_id)
+            .map_err(write_error)
+    }
+
+    /// Confirms this node is the leader and returns the index every follower must apply to
+    /// have seen all that was committed before now (openraft's read index).
+    pub async fn read_index(&self) -> Result<u64, MetadataLogError> {
+        match self.raft.ensure_linearizable().await {
+            Ok(read) => Ok(read.map_or(0, |id| id.index)),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                Err(MetadataLogError::NotLeader {
+                    leader_id: f.leader_id,
+                })
+            }
+            Err(RaftError::APIError(e)) => Err(MetadataLogError::Raft(e.to_string())),
+            Err(RaftError::Fatal(f)) => Err(fatal(f)),
+        }
+    }
+
+    /// Resolves once this node has applied the entry at `index` (so its image contains
+    /// everything the leader had committed when it reported `index`). Gives up after `timeout`.
+    pub async fn wait_applied(
+        &self,
+        index: u64,
+        timeout: Duration,
+    ) -> Result<(), MetadataLogError> {
+        let result = self
+            .raft
+            .wait(Some(timeout))
+            .metrics(
+                |m| m.last_applied.is_some_and(|applied| applied.index >= index),
+                "applied the leader's read index",
+            )
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(WaitError::ShuttingDown) => Err(MetadataLogError::Shutdown(String::new())),
+            Err(WaitError::Timeout(..)) => {
+                let m = self.metrics();
+                Err(MetadataLogError::NotReady {
+                    timeout,
+                    detail: format!(
+                        "waiting to apply index {index}: state {:?}, leader {:?}, applied {:?}",
+                        m.state, m.current_leader, m.last_applied
+                    ),
+                })
+            }
         }
     }
 

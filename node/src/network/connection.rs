@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use gregor_actors::context::{HandlerContext, ListenerKind, Principal, RequestInfo};
+use gregor_actors::handlers::throttle::raise_throttle_time;
 use gregor_actors::handlers::{self, error_name, unsupported_version_response, ApiResponse};
+use gregor_actors::quota::sampler::request_time_percent;
+use gregor_actors::quota::QuotaManager;
 use gregor_metrics::{CloseReason, RequestTimings};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -23,6 +26,10 @@ use super::frame::{read_frame, FrameError};
 /// Settings every connection of a listener shares.
 #[derive(Clone)]
 pub(crate) struct ConnectionSettings {
+    /// Serves quorum RPCs and forwards mutations to the active controller.
+    pub(crate) quorum: std::sync::Arc<crate::quorum::QuorumService>,
+    /// True once the node is ready to serve Kafka requests.
+    pub(crate) ready: tokio::sync::watch::Receiver<bool>,
     pub(crate) listener_name: String,
     pub(crate) listener_kind: ListenerKind,
     pub(crate) max_request_size: i32,
@@ -71,6 +78,26 @@ pub(crate) async fn serve(
             }
             Ok(Ok(frame)) => frame,
         };
+        // Quorum traffic (Gregor's private api keys) skips the Kafka path and the ready gate.
+        if frame.len() >= 2
+            && crate::quorum::rpc::is_quorum_api_key(i16::from_be_bytes([frame[0], frame[1]]))
+        {
+            match settings.quorum.serve_frame(&frame).await {
+                Some(bytes) => {
+                    if stream.write_all(&bytes).await.is_err() {
+                        return CloseReason::IoError;
+                    }
+                    continue;
+                }
+                None => return CloseReason::MalformedRequest,
+            }
+        }
+        if !*settings.ready.borrow() {
+            let mut ready = settings.ready.clone();
+            if ready.wait_for(|ready| *ready).await.is_err() {
+                return CloseReason::IoError;
+            }
+        }
         let received = Instant::now();
         let request_bytes = frame.len();
         let served = match process(frame, &handlers, &settings, &principal).await {
@@ -101,6 +128,15 @@ pub(crate) async fn serve(
             request_bytes,
         };
         record_metrics(&served, &timings);
+        if let Some(mute) = served.mute {
+            // KIP-219: the response went out at once with its throttle time; now stop
+            // reading this connection for that long. Requests the client sends meanwhile wait
+            // in the socket buffers, so nothing is lost, and the idle timer does not run.
+            let _muted = mute
+                .manager
+                .throttle(&principal.name, &mute.client_id, mute.throttle_ms);
+            tokio::time::sleep(Duration::from_millis(mute.throttle_ms)).await;
+        }
     }
 }
 
@@ -111,12 +147,25 @@ struct Served {
     api_version: i16,
     errors: handlers::ErrorCounts,
     throttle_time_ms: i32,
+    /// Who mutes the connection after the response, and for how long (KIP-219).
+    mute: Option<Mute>,
     handler_started: Instant,
     handler_time: Duration,
 }
 
+/// A throttled connection: the manager whose quota asked for the longest throttle.
+struct Mute {
+    manager: std::sync::Arc<QuotaManager>,
+    client_id: String,
+    throttle_ms: u64,
+}
+
 fn record_metrics(served: &Served, timings: &RequestTimings) {
     gregor_metrics::record_request(served.api_name, served.api_version, timings);
+    // KIP-1142: ListConfigResources v0 also counts as ListClientMetricsResources (errors don't).
+    if let Some(extra) = handlers::also_counted_as(served.api_name, served.api_version) {
+        gregor_metrics::record_request(extra, served.api_version, timings);
+    }
     for (code, count) in served.errors.iter() {
         gregor_metrics::record_errors(served.api_name, error_name(code), count);
     }
@@ -159,6 +208,21 @@ async fn process(
             ),
         ));
     }
+    if settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key) {
+        let handler_started = Instant::now();
+        if let Some(bytes) = settings.quorum.forward(&frame).await {
+            return Ok(Served {
+                bytes,
+                api_name: spec.name,
+                api_version,
+                errors: handlers::ErrorCounts::default(),
+                throttle_time_ms: 0,
+                mute: None,
+                handler_started,
+                handler_time: handler_started.elapsed(),
+            });
+        }
+    }
     let header_version = api_key.request_header_version(api_version);
     let header =
         decode_guarded(|| RequestHeader::decode(&mut frame, header_version)).map_err(|e| {
@@ -183,18 +247,24 @@ async fn process(
             api_version,
             errors,
             throttle_time_ms: 0,
+            mute: None,
             handler_started,
             handler_time: handler_started.elapsed(),
         });
     }
 
-    let request = decode_guarded(|| RequestKind::decode(api_key, &mut frame, api_version))
-        .map_err(|e| {
-            refuse(
-                CloseReason::MalformedRequest,
-                format!("cannot decode {} v{api_version}: {e}", spec.name),
-            )
-        })?;
+    let request = decode_guarded(|| {
+        match super::raft_voter_versions::decode(api_key, &mut frame, api_version) {
+            Some(decoded) => decoded,
+            None => RequestKind::decode(api_key, &mut frame, api_version),
+        }
+    })
+    .map_err(|e| {
+        refuse(
+            CloseReason::MalformedRequest,
+            format!("cannot decode {} v{api_version}: {e}", spec.name),
+        )
+    })?;
     let info = RequestInfo {
         api_version,
         client_id: header
@@ -207,7 +277,7 @@ async fn process(
         principal: principal.clone(),
     };
     let ApiResponse {
-        body,
+        mut body,
         errors,
         throttle_time_ms,
     } = handlers::handle(handlers, &info, request)
@@ -219,10 +289,30 @@ async fn process(
             )
         })?;
     let handler_time = handler_started.elapsed();
+    // The request quota measures the time spent in the handler, as a percentage of one
+    // thread-second; its throttle competes with the one the handler set (the controller-mutation
+    // quota), and the larger one is sent and mutes the connection.
+    let request_throttle = handlers.quotas.request.shared.record(
+        &principal.name,
+        &info.client_id,
+        request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
+    );
+    let request_throttle = i32::try_from(request_throttle).unwrap_or(i32::MAX);
+    let throttle_time_ms = raise_throttle_time(&mut body, throttle_time_ms.max(request_throttle))
+        .max(throttle_time_ms);
+    let mute = (throttle_time_ms > 0).then(|| Mute {
+        manager: if throttle_time_ms > request_throttle {
+            handlers.quotas.controller_mutation.shared.clone()
+        } else {
+            handlers.quotas.request.shared.clone()
+        },
+        client_id: info.client_id.clone(),
+        throttle_ms: throttle_time_ms as u64,
+    });
     let bytes = encode_response(
         correlation_id,
         api_key.response_header_version(api_version),
-        api_version,
+        super::raft_voter_versions::response_layout(api_key, api_version),
         &body,
     )
     .map_err(|e| {
@@ -235,6 +325,7 @@ async fn process(
         api_version,
         errors,
         throttle_time_ms,
+        mute,
         handler_started,
         handler_time,
     })

@@ -4,14 +4,17 @@
 
 mod connection;
 mod frame;
+pub mod raft_voter_versions;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use gregor_actors::context::{HandlerContext, ListenerKind};
 use tokio::net::TcpListener;
 
 use crate::config::{ListenerSpec, NodeConfig};
+use crate::quorum::QuorumService;
 use connection::ConnectionSettings;
 
 /// A listener bound to its socket, not yet accepting.
@@ -54,9 +57,18 @@ pub async fn bind_all(config: &NodeConfig) -> Result<Vec<BoundListener>, String>
     Ok(bound)
 }
 
-/// Accepts connections on `bound` forever, serving each on its own task.
-pub async fn run(bound: BoundListener, handlers: HandlerContext, config: &NodeConfig) {
+/// Accepts connections on `bound` forever, serving each on its own task. Quorum RPCs are
+/// served at once; Kafka requests wait until `ready` turns true.
+pub async fn run(
+    bound: BoundListener,
+    handlers: HandlerContext,
+    config: &NodeConfig,
+    quorum: Arc<QuorumService>,
+    ready: tokio::sync::watch::Receiver<bool>,
+) {
     let settings = ConnectionSettings {
+        quorum,
+        ready,
         listener_name: bound.spec.name.clone(),
         listener_kind: bound.kind,
         max_request_size: config.socket_request_max_bytes,

@@ -17,6 +17,8 @@
 //! Architecture invariant: every requested topic gets exactly one result, in request order, and
 //! a `validate_only` request returns the same response with no records.
 
+pub mod client_quotas;
+pub mod configs;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;

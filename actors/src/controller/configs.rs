@@ -1,0 +1,80 @@
+//! The controller's config mutations: IncrementalAlterConfigs and AlterConfigs. The decisions
+//! are `logic::configs`; this shell validates against the working image and commits the
+//! `ConfigRecord`s, like the topic mutations in `actor.rs`.
+
+use actix::prelude::*;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::actor::Controller;
+use super::logic::configs;
+use super::logic::ControllerResult;
+
+/// Alter configs incrementally (SET / DELETE / APPEND / SUBTRACT). The handler has removed the
+/// BROKER_LOGGER resources (applied on the node, never persisted). One result per resource, in
+/// request order.
+#[derive(Message)]
+#[rtype(result = "IncrementalAlterConfigsResponse")]
+pub struct IncrementalAlterConfigs {
+    /// The request (possibly without its BROKER_LOGGER resources).
+    pub request: IncrementalAlterConfigsRequest,
+    /// The node that received it: BROKER resources may only name this node (or "").
+    pub node_id: i32,
+}
+
+/// Replace the configs of each resource (legacy AlterConfigs).
+#[derive(Message)]
+#[rtype(result = "AlterConfigsResponse")]
+pub struct AlterConfigs {
+    /// The request.
+    pub request: AlterConfigsRequest,
+    /// The node that received it.
+    pub node_id: i32,
+}
+
+impl Handler<IncrementalAlterConfigs> for Controller {
+    type Result = ResponseFuture<IncrementalAlterConfigsResponse>;
+
+    fn handle(&mut self, msg: IncrementalAlterConfigs, ctx: &mut Self::Context) -> Self::Result {
+        self.mutate(
+            ctx,
+            |image, _| -> ControllerResult<_> {
+                configs::incremental_alter_configs(image, &msg.request, msg.node_id)
+            },
+            |mut response: IncrementalAlterConfigsResponse, code, message| {
+                for resource in &mut response.responses {
+                    if resource.error_code == 0 {
+                        resource.error_code = code.code();
+                        resource.error_message = Some(StrBytes::from_string(message.to_owned()));
+                    }
+                }
+                response
+            },
+        )
+    }
+}
+
+impl Handler<AlterConfigs> for Controller {
+    type Result = ResponseFuture<AlterConfigsResponse>;
+
+    fn handle(&mut self, msg: AlterConfigs, ctx: &mut Self::Context) -> Self::Result {
+        self.mutate(
+            ctx,
+            |image, _| -> ControllerResult<_> {
+                configs::alter_configs(image, &msg.request, msg.node_id)
+            },
+            |mut response: AlterConfigsResponse, code, message| {
+                for resource in &mut response.responses {
+                    if resource.error_code == 0 {
+                        resource.error_code = code.code();
+                        resource.error_message = Some(StrBytes::from_string(message.to_owned()));
+                    }
+                }
+                response
+            },
+        )
+    }
+}

@@ -1,0 +1,532 @@
+//! AlterClientQuotas (api 49): the decisions of Kafka's `ClientQuotaControlManager`
+//! (reference §4.8, messages verbatim from the newer source).
+//!
+//! Per request entry, in request order:
+//! 1. a key named twice in one entry, or an entity already seen in this request →
+//!    INVALID_REQUEST "Ignoring duplicate entity <e>" (Kafka records "Duplicate quota key ..."
+//!    first and then overwrites it with this message, so that is what clients see);
+//! 2. entity checks: empty, a type twice, an unknown type, an empty name;
+//! 3. the combination: `ip` with `user`/`client-id`, an `ip` that is not an address;
+//! 4. per set key: unknown key, value ≤ 0, fractional or too large for integral keys;
+//! 5. removals write a record only if the key exists, sets only if the value changes.
+//!
+//! One result per distinct entity, in first-appearance order (Kafka answers from a hash map,
+//! so its order is unspecified). `validate_only` returns the same results and no records.
+
+use std::net::IpAddr;
+
+use gregor_publishers::records::{ClientQuotaRecord, EntityData, MetadataRecord};
+use gregor_publishers::ClientQuotasImage;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_client_quotas_request::EntryData;
+use kafka_protocol::messages::alter_client_quotas_response::{
+    EntityData as ResponseEntity, EntryData as ResponseEntry,
+};
+use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::ControllerResult;
+
+/// Entity types.
+pub const USER: &str = "user";
+/// Entity types.
+pub const CLIENT_ID: &str = "client-id";
+/// Entity types.
+pub const IP: &str = "ip";
+
+/// The value type of a quota key (Kafka's `QuotaConfig` definitions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaKeyType {
+    /// Any positive number.
+    Double,
+    /// A positive whole number up to `Long.MAX_VALUE`.
+    Long,
+    /// A positive whole number up to `Integer.MAX_VALUE`.
+    Int,
+}
+
+/// Keys valid on user and/or client-id entities.
+pub const USER_CLIENT_KEYS: &[(&str, QuotaKeyType)] = &[
+    ("producer_byte_rate", QuotaKeyType::Long),
+    ("consumer_byte_rate", QuotaKeyType::Long),
+    ("request_percentage", QuotaKeyType::Double),
+    ("controller_mutation_rate", QuotaKeyType::Double),
+];
+
+/// Keys valid on ip entities.
+pub const IP_KEYS: &[(&str, QuotaKeyType)] = &[("connection_creation_rate", QuotaKeyType::Int)];
+
+/// An entity as Kafka's `ClientQuotaEntity` holds it: type → name, a repeated type keeping
+/// the last name (a Java map), ordered as Java's `HashMap` prints these three types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entity(Vec<(String, Option<String>)>);
+
+fn java_order(entity_type: &str) -> (u8, &str) {
+    match entity_type {
+        IP => (0, entity_type),
+        CLIENT_ID => (1, entity_type),
+        USER => (2, entity_type),
+        other => (3, other),
+    }
+}
+
+impl Entity {
+    fn from_wire(entry: &EntryData) -> Self {
+        let mut parts: Vec<(String, Option<String>)> = Vec::new();
+        for part in &entry.entity {
+            let entity_type = part.entity_type.to_string();
+            let name = part.entity_name.as_ref().map(|n| n.to_string());
+            parts.retain(|(t, _)| *t != entity_type);
+            parts.push((entity_type, name));
+        }
+        parts.sort_by(|a, b| java_order(&a.0).cmp(&java_order(&b.0)));
+        Entity(parts)
+    }
+
+    fn has(&self, entity_type: &str) -> bool {
+        self.0.iter().any(|(t, _)| t == entity_type)
+    }
+
+    fn name(&self, entity_type: &str) -> Option<Option<&str>> {
+        self.0
+            .iter()
+            .find(|(t, _)| t == entity_type)
+            .map(|(_, n)| n.as_deref())
+    }
+
+    fn records_entity(&self) -> Vec<EntityData> {
+        let mut parts: Vec<EntityData> = self
+            .0
+            .iter()
+            .map(|(t, n)| EntityData {
+                entity_type: t.clone(),
+                entity_name: n.clone(),
+            })
+            .collect();
+        parts.sort();
+        parts
+    }
+}
+
+impl std::fmt::Display for Entity {
+    /// `ClientQuotaEntity(entries={client-id=app, user=alice})`, `null` for a default.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientQuotaEntity(entries={")?;
+        for (i, (t, n)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{t}={}", n.as_deref().unwrap_or("null"))?;
+        }
+        f.write_str("})")
+    }
+}
+
+/// Why one entity was refused: INVALID_REQUEST with this message.
+type Refusal = String;
+
+fn validate_entity(entry: &EntryData) -> Result<(), Refusal> {
+    if entry.entity.is_empty() {
+        return Err("Invalid empty client quota entity".to_owned());
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for part in &entry.entity {
+        let entity_type = part.entity_type.as_str();
+        if seen.contains(&entity_type) {
+            return Err(format!(
+                "Invalid client quota entity, duplicate entity entry {entity_type}"
+            ));
+        }
+        seen.push(entity_type);
+        if !matches!(entity_type, USER | CLIENT_ID | IP) {
+            return Err(format!("Unhandled client quota entity type: {entity_type}"));
+        }
+        if part.entity_name.as_ref().is_some_and(|n| n.is_empty()) {
+            return Err(format!("Empty {entity_type} not supported"));
+        }
+    }
+    Ok(())
+}
+
+/// The keys valid for `entity`, or why the combination is refused.
+fn keys_for(entity: &Entity) -> Result<&'static [(&'static str, QuotaKeyType)], Refusal> {
+    if entity.has(IP) {
+        if entity.has(USER) || entity.has(CLIENT_ID) {
+            return Err(
+                "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"
+                    .to_owned(),
+            );
+        }
+        return match entity.name(IP).flatten() {
+            // The controller does not resolve host names (Kafka's `InetAddress.getByName`
+            // would): a blocking DNS lookup must not stall the actor every mutation waits on.
+            Some(ip) if ip.parse::<IpAddr>().is_err() => {
+                Err(format!("{ip} is not a valid IP or resolvable host."))
+            }
+            _ => Ok(IP_KEYS),
+        };
+    }
+    if entity.has(USER) || entity.has(CLIENT_ID) {
+        Ok(USER_CLIENT_KEYS)
+    } else {
+        Err("Invalid empty client quota entity".to_owned())
+    }
+}
+
+/// Kafka's `validateQuotaKeyValue`.
+pub fn validate_key_value(
+    keys: &[(&str, QuotaKeyType)],
+    key: &str,
+    value: f64,
+) -> Result<(), String> {
+    let Some((_, key_type)) = keys.iter().find(|(k, _)| *k == key) else {
+        return Err(format!("Invalid configuration key {key}"));
+    };
+    if value <= 0.0 || value.is_nan() {
+        return Err(format!("Quota {key} must be greater than 0"));
+    }
+    let integral = |value: f64| {
+        if (value % 1.0).abs() > 1e-6 {
+            Err(format!("{key} cannot be a fractional value."))
+        } else {
+            Ok(())
+        }
+    };
+    match key_type {
+        QuotaKeyType::Double => Ok(()),
+        QuotaKeyType::Int if value > f64::from(i32::MAX) => {
+            Err(format!("Proposed value for {key} is too large for an INT."))
+        }
+        QuotaKeyType::Long if value > i64::MAX as f64 => {
+            Err(format!("Proposed value for {key} is too large for a LONG."))
+        }
+        QuotaKeyType::Int | QuotaKeyType::Long => integral(value),
+    }
+}
+
+/// Decides an AlterClientQuotas request against the current quotas.
+pub fn alter_client_quotas(
+    quotas: &ClientQuotasImage,
+    request: &AlterClientQuotasRequest,
+) -> ControllerResult<AlterClientQuotasResponse> {
+    let mut results: Vec<(Entity, Result<(), Refusal>)> = Vec::new();
+    let mut records = Vec::new();
+    for entry in &request.entries {
+        let entity = Entity::from_wire(entry);
+        let mut duplicate_key = false;
+        let mut ops: Vec<(&str, Option<f64>)> = Vec::with_capacity(entry.ops.len());
+        for op in &entry.ops {
+            if ops.iter().any(|(k, _)| *k == op.key.as_str()) {
+                duplicate_key = true;
+            } else {
+                ops.push((op.key.as_str(), (!op.remove).then_some(op.value)));
+            }
+        }
+        let seen = results.iter().position(|(e, _)| *e == entity);
+        if duplicate_key || seen.is_some() {
+            let refusal = Err(format!("Ignoring duplicate entity {entity}"));
+            match seen {
+                Some(index) => results[index].1 = refusal,
+                None => results.push((entity, refusal)),
+            }
+            continue;
+        }
+        let outcome = alter_entity(quotas, entry, &entity, &ops);
+        match outcome {
+            Ok(mut entity_records) => {
+                records.append(&mut entity_records);
+                results.push((entity, Ok(())));
+            }
+            Err(refusal) => results.push((entity, Err(refusal))),
+        }
+    }
+    let entries = results
+        .into_iter()
+        .map(|(entity, outcome)| {
+            let (code, message) = match outcome {
+                Ok(()) => (0, None),
+                Err(message) => (
+                    ResponseError::InvalidRequest.code(),
+                    Some(StrBytes::from_string(message)),
+                ),
+            };
+            ResponseEntry::default()
+                .with_error_code(code)
+                .with_error_message(message)
+                .with_entity(
+                    entity
+                        .0
+                        .into_iter()
+                        .map(|(t, n)| {
+                            ResponseEntity::default()
+                                .with_entity_type(StrBytes::from_string(t))
+                                .with_entity_name(n.map(StrBytes::from_string))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    if request.validate_only {
+        records.clear();
+    }
+    ControllerResult {
+        records,
+        response: AlterClientQuotasResponse::default().with_entries(entries),
+    }
+}
+
+fn alter_entity(
+    quotas: &ClientQuotasImage,
+    entry: &EntryData,
+    entity: &Entity,
+    ops: &[(&str, Option<f64>)],
+) -> Result<Vec<MetadataRecord>, Refusal> {
+    validate_entity(entry)?;
+    let keys = keys_for(entity)?;
+    let record_entity = entity.records_entity();
+    let current = quotas.get(&record_entity);
+    let mut records = Vec::new();
+    for (key, value) in ops {
+        match value {
+            None => {
+                if current.is_some_and(|c| c.get(key).is_some()) {
+                    records.push(MetadataRecord::ClientQuota(ClientQuotaRecord {
+                        entity: record_entity.clone(),
+                        key: (*key).to_owned(),
+                        value: 0.0,
+                        remove: true,
+                    }));
+                }
+            }
+            Some(value) => {
+                validate_key_value(keys, key, *value)?;
+                if current.and_then(|c| c.get(key)) != Some(*value) {
+                    records.push(MetadataRecord::ClientQuota(ClientQuotaRecord {
+                        entity: record_entity.clone(),
+                        key: (*key).to_owned(),
+                        value: *value,
+                        remove: false,
+                    }));
+                }
+            }
+        }
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData as ReqEntity, OpData};
+    use std::sync::Arc;
+
+    fn entry(entity: &[(&str, Option<&str>)], ops: &[(&str, f64, bool)]) -> EntryData {
+        EntryData::default()
+            .with_entity(
+                entity
+                    .iter()
+                    .map(|(t, n)| {
+                        ReqEntity::default()
+                            .with_entity_type(StrBytes::from_string((*t).to_owned()))
+                            .with_entity_name(n.map(|n| StrBytes::from_string(n.to_owned())))
+                    })
+                    .collect(),
+            )
+            .with_ops(
+                ops.iter()
+                    .map(|(k, v, remove)| {
+                        OpData::default()
+                            .with_key(StrBytes::from_string((*k).to_owned()))
+                            .with_value(*v)
+                            .with_remove(*remove)
+                    })
+                    .collect(),
+            )
+    }
+
+    fn run(
+        quotas: &ClientQuotasImage,
+        entries: Vec<EntryData>,
+        validate_only: bool,
+    ) -> (Vec<MetadataRecord>, Vec<(i16, Option<String>)>) {
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(entries)
+            .with_validate_only(validate_only);
+        let result = alter_client_quotas(quotas, &request);
+        let outcomes = result
+            .response
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.error_code,
+                    e.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+            .collect();
+        (result.records, outcomes)
+    }
+
+    fn one_error(entries: Vec<EntryData>) -> (i16, Option<String>) {
+        let (records, outcomes) = run(&ClientQuotasImage::empty(), entries, false);
+        assert!(records.is_empty());
+        assert_eq!(outcomes.len(), 1);
+        outcomes.into_iter().next().unwrap()
+    }
+
+    fn invalid(message: &str) -> (i16, Option<String>) {
+        (42, Some(message.to_owned()))
+    }
+
+    #[test]
+    fn validation_messages_are_kafkas() {
+        let rate = |v| [("controller_mutation_rate", v, false)];
+        assert_eq!(
+            one_error(vec![entry(&[], &rate(1.0))]),
+            invalid("Invalid empty client quota entity")
+        );
+        assert_eq!(
+            one_error(vec![entry(
+                &[("user", Some("a")), ("user", Some("b"))],
+                &rate(1.0)
+            )]),
+            invalid("Invalid client quota entity, duplicate entity entry user")
+        );
+        assert_eq!(
+            one_error(vec![entry(&[("group", Some("g"))], &rate(1.0))]),
+            invalid("Unhandled client quota entity type: group")
+        );
+        assert_eq!(
+            one_error(vec![entry(&[("client-id", Some(""))], &rate(1.0))]),
+            invalid("Empty client-id not supported")
+        );
+        assert_eq!(
+            one_error(vec![entry(&[("ip", Some("1.2.3.4")), ("user", Some("a"))], &rate(1.0))]),
+            invalid("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
+        );
+        assert_eq!(
+            one_error(vec![entry(
+                &[("ip", Some("not an ip"))],
+                &[("connection_creation_rate", 1.0, false)]
+            )]),
+            invalid("not an ip is not a valid IP or resolvable host.")
+        );
+        assert_eq!(
+            one_error(vec![entry(&[("ip", Some("::1"))], &rate(1.0))]),
+            invalid("Invalid configuration key controller_mutation_rate")
+        );
+        assert_eq!(
+            one_error(vec![entry(
+                &[("user", None)],
+                &[("connection_creation_rate", 1.0, false)]
+            )]),
+            invalid("Invalid configuration key connection_creation_rate")
+        );
+        assert_eq!(
+            one_error(vec![entry(&[("user", None)], &rate(0.0))]),
+            invalid("Quota controller_mutation_rate must be greater than 0")
+        );
+        assert_eq!(
+            one_error(vec![entry(
+                &[("user", None)],
+                &[("producer_byte_rate", 1.5, false)]
+            )]),
+            invalid("producer_byte_rate cannot be a fractional value.")
+        );
+        assert_eq!(
+            one_error(vec![entry(
+                &[("user", None)],
+                &[("consumer_byte_rate", 1e19, false)]
+            )]),
+            invalid("Proposed value for consumer_byte_rate is too large for a LONG.")
+        );
+        assert_eq!(
+            one_error(vec![entry(
+                &[("ip", None)],
+                &[("connection_creation_rate", 3e9, false)]
+            )]),
+            invalid("Proposed value for connection_creation_rate is too large for an INT.")
+        );
+        // A repeated key: Kafka's "Duplicate quota key" is overwritten by this message.
+        assert_eq!(
+            one_error(vec![entry(
+                &[("user", Some("alice")), ("client-id", Some("app"))],
+                &[
+                    ("request_percentage", 1.0, false),
+                    ("request_percentage", 2.0, false)
+                ]
+            )]),
+            invalid(
+                "Ignoring duplicate entity ClientQuotaEntity(entries={client-id=app, user=alice})"
+            )
+        );
+    }
+
+    #[test]
+    fn duplicate_entity_in_one_request() {
+        let (records, outcomes) = run(
+            &ClientQuotasImage::empty(),
+            vec![
+                entry(&[("user", None)], &[("request_percentage", 1.0, false)]),
+                entry(
+                    &[("client-id", Some("c"))],
+                    &[("request_percentage", 2.0, false)],
+                ),
+                entry(&[("user", None)], &[("request_percentage", 3.0, false)]),
+            ],
+            false,
+        );
+        // As in Kafka, the first occurrence's records stay; its result becomes the error.
+        assert_eq!(records.len(), 2);
+        assert_eq!(
+            outcomes,
+            vec![
+                invalid("Ignoring duplicate entity ClientQuotaEntity(entries={user=null})"),
+                (0, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn records_only_changes_and_validate_only_writes_nothing() {
+        let set = vec![entry(
+            &[("client-id", Some("app")), ("user", Some("alice"))],
+            &[
+                ("producer_byte_rate", 1024.0, false),
+                ("controller_mutation_rate", 2.0, false),
+            ],
+        )];
+        let (records, outcomes) = run(&ClientQuotasImage::empty(), set.clone(), true);
+        assert!(records.is_empty());
+        assert_eq!(outcomes, vec![(0, None)]);
+        let (records, _) = run(&ClientQuotasImage::empty(), set.clone(), false);
+        assert_eq!(records.len(), 2);
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        delta.replay_all(&records).unwrap();
+        let image = delta.apply(Provenance::default());
+        // Same values again: nothing to write. Removing an absent key: nothing either.
+        let (records, outcomes) = run(&image.client_quotas, set, false);
+        assert!(records.is_empty());
+        assert_eq!(outcomes, vec![(0, None)]);
+        let (records, _) = run(
+            &image.client_quotas,
+            vec![entry(
+                &[("user", Some("alice")), ("client-id", Some("app"))],
+                &[
+                    ("request_percentage", 0.0, true),
+                    ("producer_byte_rate", 0.0, true),
+                ],
+            )],
+            false,
+        );
+        assert_eq!(records.len(), 1);
+        let MetadataRecord::ClientQuota(record) = &records[0] else {
+            panic!("{records:?}")
+        };
+        assert!(record.remove);
+        assert_eq!(record.key, "producer_byte_rate");
+        assert_eq!(record.entity[0].entity_type, "client-id");
+    }
+}

@@ -1,0 +1,156 @@
+//! Broker fencing decisions (pure): which brokers to fence, and the records that fence one and
+//! move leadership of its partitions to another in-sync replica, as Kafka's
+//! `ReplicationControlManager.handleBrokerFenced` does.
+//!
+//! The leader's liveness task (node/src/quorum) feeds this with the brokers it has not heard
+//! from within `broker.session.timeout.ms`, and writes the records through the controller.
+
+use gregor_publishers::records::{
+    FenceBrokerRecord, MetadataRecord, PartitionChangeRecord, NO_LEADER,
+};
+use gregor_publishers::MetadataImage;
+
+/// The records fencing `broker_id`: FenceBroker, then one PartitionChange per partition that
+/// names it in its ISR: it leaves the ISR, and where it led, the first other ISR replica that
+/// is not fenced leads (none left: no leader, the ISR keeps only this broker as Kafka keeps the
+/// last leader). Empty when the broker is unknown or already fenced.
+pub fn fence_broker(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let Some(broker) = image.cluster.broker(broker_id) else {
+        return Vec::new();
+    };
+    if broker.fenced {
+        return Vec::new();
+    }
+    let mut records = vec![MetadataRecord::FenceBroker(FenceBrokerRecord {
+        id: broker_id,
+        epoch: broker.epoch,
+    })];
+    let usable = |id: i32| id != broker_id && image.cluster.broker(id).is_some_and(|b| !b.fenced);
+    for topic in image.topics.iter() {
+        for (partition_id, partition) in topic.partitions() {
+            let isr = partition.isr.as_slice();
+            if !isr.contains(&broker_id) {
+                continue;
+            }
+            let remaining: Vec<i32> = isr.iter().copied().filter(|id| *id != broker_id).collect();
+            let leads = partition.leader == broker_id;
+            let (new_isr, new_leader) = if remaining.is_empty() {
+                // Nobody else is in sync: keep the ISR, lose the leader.
+                (None, leads.then_some(NO_LEADER))
+            } else if leads {
+                let next = remaining.iter().copied().find(|id| usable(*id));
+                (Some(remaining), Some(next.unwrap_or(NO_LEADER)))
+            } else {
+                (Some(remaining), None)
+            };
+            if new_isr.is_none() && new_leader.is_none() {
+                continue;
+            }
+            records.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id,
+                topic_id: topic.id,
+                isr: new_isr,
+                leader: new_leader,
+                replicas: None,
+                removing_replicas: None,
+                adding_replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+            }));
+        }
+    }
+    records
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+    use gregor_publishers::records::{PartitionRecord, RegisterBrokerRecord, TopicRecord};
+    use gregor_publishers::MetadataDelta;
+    use std::sync::Arc;
+    use uuid::Uuid;
+
+    fn broker(id: i32, fenced: bool) -> MetadataRecord {
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: id,
+            incarnation_id: Uuid::from_u128(id as u128),
+            broker_epoch: 10 + i64::from(id),
+            endpoints: Vec::new(),
+            features: Vec::new(),
+            rack: None,
+            fenced,
+            in_controlled_shutdown: false,
+            log_dirs: Vec::new(),
+        })
+    }
+
+    fn image(records: Vec<MetadataRecord>) -> MetadataImage {
+        let base = Arc::new(MetadataImage::empty());
+        let mut delta = MetadataDelta::new(base.clone());
+        for record in &records {
+            delta.replay(record).expect("replays");
+        }
+        delta.apply(base.provenance)
+    }
+
+    fn partition(topic: Uuid, id: i32, replicas: &[i32], leader: i32) -> MetadataRecord {
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id: id,
+            topic_id: topic,
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader,
+            leader_recovery_state: 0,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn leadership_moves_to_an_unfenced_isr_replica() {
+        let topic = Uuid::from_u128(7);
+        let image = image(vec![
+            broker(1, false),
+            broker(2, true),
+            broker(3, false),
+            MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: topic,
+            }),
+            partition(topic, 0, &[1, 2, 3], 1),
+            partition(topic, 1, &[3, 1], 3),
+            partition(topic, 2, &[1], 1),
+            partition(topic, 3, &[3], 3),
+        ]);
+        let records = fence_broker(&image, 1);
+        let change = |partition_id: i32, isr: Option<Vec<i32>>, leader: Option<i32>| {
+            MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id,
+                topic_id: topic,
+                isr,
+                leader,
+                replicas: None,
+                removing_replicas: None,
+                adding_replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+            })
+        };
+        assert_eq!(
+            records,
+            vec![
+                MetadataRecord::FenceBroker(FenceBrokerRecord { id: 1, epoch: 11 }),
+                // 2 is fenced: 3 leads.
+                change(0, Some(vec![2, 3]), Some(3)),
+                change(1, Some(vec![3]), None),
+                change(2, None, Some(NO_LEADER)),
+            ]
+        );
+        assert!(fence_broker(&image, 2).is_empty(), "already fenced");
+        assert!(fence_broker(&image, 9).is_empty(), "unknown");
+    }
+}

@@ -1,0 +1,238 @@
+//! DescribeConfigs (32), IncrementalAlterConfigs (44), AlterConfigs (33) and ListConfigResources
+//! (74, KIP-1142).
+//!
+//! Reads (DescribeConfigs, ListConfigResources) answer from one image snapshot. Writes go to the
+//! controller, except BROKER_LOGGER resources: as in Kafka they are applied on the node that
+//! receives them, to its live log filter, and never persisted.
+//!
+//! ```text
+//!   IncrementalAlterConfigs ──precheck──┬─ failed ─────────────────────────────┐
+//!                                       ├─ BROKER_LOGGER ──▶ LogLevels (live) ──┤ merged in
+//!                                       └─ forward ──▶ Controller ──records──▶──┘ request order
+//! ```
+
+mod describe;
+mod list;
+mod loggers;
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
+    AlterConfigsResponse, DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, ListConfigResourcesRequest, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{ApiResponse, ErrorCounts};
+use crate::context::{HandlerContext, RequestInfo};
+use crate::controller::logic::configs::{precheck_incremental, ApiError, Precheck};
+use crate::controller::{AlterConfigs, IncrementalAlterConfigs};
+
+pub use describe::describe_configs;
+pub use list::{list_config_resources, metric_name_also_counted, LIST_CLIENT_METRICS_RESOURCES};
+pub use loggers::{alter_loggers, LogLevels, KNOWN_LOGGERS, ROOT_LOGGER, VALID_LOG_LEVELS};
+
+/// One static broker config as the node was started with it, for DescribeConfigs of this
+/// broker (read-only entries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaticBrokerConfig {
+    /// Kafka's property name.
+    pub name: String,
+    /// The value (`None` when the key has no value and no default).
+    pub value: Option<String>,
+    /// Whether the value is the built-in default rather than set by the operator.
+    pub is_default: bool,
+    /// `ConfigType` wire id.
+    pub config_type: i8,
+    /// One-line documentation.
+    pub doc: String,
+}
+
+/// What the config handlers need beyond the image: this node's static configs and its live
+/// log levels.
+#[derive(Clone)]
+pub struct ConfigSupport {
+    /// The node's static configs (from its properties file, overrides and defaults).
+    pub static_configs: Arc<Vec<StaticBrokerConfig>>,
+    /// The live log filter.
+    pub loggers: Arc<dyn LogLevels>,
+}
+
+impl std::fmt::Debug for ConfigSupport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigSupport")
+            .field("static_configs", &self.static_configs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn message(error: &ApiError) -> Option<StrBytes> {
+    error.message.clone().map(StrBytes::from_string)
+}
+
+fn unavailable(error: &actix::MailboxError) -> ApiError {
+    tracing::error!(%error, "controller actor unavailable");
+    ApiError::new(
+        kafka_protocol::error::ResponseError::NotController,
+        format!("The controller is not available ({error}); retry against another node"),
+    )
+}
+
+pub(super) fn describe(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &DescribeConfigsRequest,
+) -> ApiResponse {
+    let image = ctx.image.load_full();
+    let response = describe_configs(&image, request, ctx.node.node_id, &ctx.configs);
+    let mut errors = ErrorCounts::default();
+    errors.add_all(response.results.iter().map(|r| r.error_code));
+    let _ = info;
+    ApiResponse::new(ResponseKind::DescribeConfigs(response), errors)
+}
+
+pub(super) fn list(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &ListConfigResourcesRequest,
+) -> ApiResponse {
+    let image = ctx.image.load_full();
+    let response = list_config_resources(
+        &image,
+        info.api_version,
+        &request.resource_types,
+        &info.listener_name,
+    );
+    let mut errors = ErrorCounts::default();
+    errors.add(response.error_code);
+    ApiResponse::new(ResponseKind::ListConfigResources(response), errors)
+}
+
+pub(super) async fn incremental_alter(
+    ctx: &HandlerContext,
+    _info: &RequestInfo,
+    request: IncrementalAlterConfigsRequest,
+) -> ApiResponse {
+    let node_id = ctx.node.node_id;
+    let prechecks = precheck_incremental(&request, node_id);
+    let mut results: Vec<Option<Result<(), ApiError>>> = Vec::with_capacity(prechecks.len());
+    let mut forwarded = Vec::new();
+    for (resource, precheck) in request.resources.iter().zip(&prechecks) {
+        results.push(match precheck {
+            Precheck::Failed(error) => Some(Err(error.clone())),
+            Precheck::BrokerLogger => Some(alter_loggers(
+                resource,
+                node_id,
+                ctx.configs.loggers.as_ref(),
+                request.validate_only,
+            )),
+            Precheck::Forward => {
+                forwarded.push(resource.clone());
+                None
+            }
+        });
+    }
+    let mut answers = Vec::new().into_iter();
+    if !forwarded.is_empty() {
+        let count = forwarded.len();
+        let sub = IncrementalAlterConfigsRequest::default()
+            .with_resources(forwarded)
+            .with_validate_only(request.validate_only);
+        let outcome: Vec<Result<(), ApiError>> = match ctx
+            .controller
+            .send(IncrementalAlterConfigs {
+                request: sub,
+                node_id,
+            })
+            .await
+        {
+            Ok(response) => response
+                .responses
+                .into_iter()
+                .map(|r| to_result(r.error_code, r.error_message))
+                .collect(),
+            Err(error) => vec![Err(unavailable(&error)); count],
+        };
+        answers = outcome.into_iter();
+    }
+    let responses: Vec<_> = request
+        .resources
+        .iter()
+        .zip(results)
+        .map(|(resource, result)| {
+            // The controller answers every forwarded resource in order; a missing answer
+            // would be a bug, reported rather than leaving the client waiting.
+            let result = result.or_else(|| answers.next()).unwrap_or_else(|| {
+                Err(ApiError::new(
+                    kafka_protocol::error::ResponseError::UnknownServerError,
+                    "the controller did not answer for this resource",
+                ))
+            });
+            let (code, msg) = match &result {
+                Ok(()) => (0, None),
+                Err(error) => (error.code.code(), message(error)),
+            };
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_error_code(code)
+                .with_error_message(msg)
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone())
+        })
+        .collect();
+    let mut errors = ErrorCounts::default();
+    errors.add_all(responses.iter().map(|r| r.error_code));
+    ApiResponse::new(
+        ResponseKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsResponse::default().with_responses(responses),
+        ),
+        errors,
+    )
+}
+
+fn to_result(code: i16, message: Option<StrBytes>) -> Result<(), ApiError> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(ApiError {
+        code: kafka_protocol::error::ResponseError::try_from_code(code)
+            .unwrap_or(kafka_protocol::error::ResponseError::UnknownServerError),
+        message: message.map(|m| m.to_string()),
+    })
+}
+
+pub(super) async fn alter(
+    ctx: &HandlerContext,
+    _info: &RequestInfo,
+    request: AlterConfigsRequest,
+) -> ApiResponse {
+    let node_id = ctx.node.node_id;
+    let resources: Vec<(i8, StrBytes)> = request
+        .resources
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.clone()))
+        .collect();
+    let response = {
+        match ctx.controller.send(AlterConfigs { request, node_id }).await {
+            Ok(response) => response,
+            Err(error) => {
+                let failure = unavailable(&error);
+                AlterConfigsResponse::default().with_responses(
+                    resources
+                        .into_iter()
+                        .map(|(resource_type, name)| {
+                            alter_configs_response::AlterConfigsResourceResponse::default()
+                                .with_error_code(failure.code.code())
+                                .with_error_message(message(&failure))
+                                .with_resource_type(resource_type)
+                                .with_resource_name(name)
+                        })
+                        .collect(),
+                )
+            }
+        }
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add_all(response.responses.iter().map(|r| r.error_code));
+    ApiResponse::new(ResponseKind::AlterConfigs(response), errors)
+}

@@ -1,0 +1,524 @@
+//! DescribeConfigs (32): every requested resource's configs with Kafka's sources and synonyms,
+//! from one image snapshot (Kafka's `ConfigHelper.describeConfigs`).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use gregor_publishers::MetadataImage;
+
+use super::ConfigSupport;
+use crate::controller::logic::configs::{
+    broker, client_metrics, config_source as src, group, resource_type as rt, ApiError,
+};
+use crate::controller::logic::topic_configs::{TopicConfigDef, TOPIC_CONFIGS};
+use crate::controller::logic::topic_name;
+
+fn s(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_owned())
+}
+
+/// One config entry before the request's options are applied.
+struct Entry {
+    name: String,
+    value: Option<String>,
+    read_only: bool,
+    source: i8,
+    sensitive: bool,
+    /// (name, value, source), most specific first.
+    synonyms: Vec<(String, Option<String>, i8)>,
+    config_type: i8,
+    doc: Option<String>,
+}
+
+impl Entry {
+    fn from_def(def: &TopicConfigDef, synonyms: Vec<(String, Option<String>, i8)>) -> Self {
+        let (value, source) = synonyms
+            .first()
+            .map(|(_, value, source)| (value.clone(), *source))
+            .unwrap_or((Some(def.default.to_owned()), src::DEFAULT_CONFIG));
+        Entry {
+            name: def.name.to_owned(),
+            value,
+            read_only: false,
+            source,
+            sensitive: def.is_sensitive(),
+            synonyms,
+            config_type: def.config_type.id(),
+            doc: Some(def.doc.to_owned()),
+        }
+    }
+}
+
+fn broker_id(name: &str) -> Result<i32, ApiError> {
+    name.parse().map_err(|_| {
+        ApiError::invalid_request(format!("Broker id must be an integer, but it is: {name}"))
+    })
+}
+
+/// The synonym chain of a broker-level key for this node: per-broker dynamic, cluster-wide
+/// dynamic default, then the built-in default.
+fn broker_chain(
+    image: &MetadataImage,
+    node_id: i32,
+    name: &str,
+    default: &str,
+) -> Vec<(String, Option<String>, i8)> {
+    let mut chain = Vec::new();
+    let node = node_id.to_string();
+    if let Some(value) = image.configs.value(rt::BROKER, &node, name) {
+        chain.push((
+            name.to_owned(),
+            Some(value.to_owned()),
+            src::DYNAMIC_BROKER_CONFIG,
+        ));
+    }
+    if let Some(value) = image.configs.value(rt::BROKER, "", name) {
+        chain.push((
+            name.to_owned(),
+            Some(value.to_owned()),
+            src::DYNAMIC_DEFAULT_BROKER_CONFIG,
+        ));
+    }
+    chain.push((
+        name.to_owned(),
+        Some(default.to_owned()),
+        src::DEFAULT_CONFIG,
+    ));
+    chain
+}
+
+fn describe_one(
+    image: &MetadataImage,
+    resource_type: i8,
+    name: &str,
+    node_id: i32,
+    support: &ConfigSupport,
+) -> Result<Vec<Entry>, ApiError> {
+    match resource_type {
+        rt::TOPIC => {
+            topic_name::validate(name)
+                .map_err(|e| ApiError::new(ResponseError::InvalidTopicException, e.to_string()))?;
+            if image.topics.get_by_name(name).is_none() {
+                return Err(ApiError {
+                    code: ResponseError::UnknownTopicOrPartition,
+                    message: None,
+                });
+            }
+            Ok(TOPIC_CONFIGS
+                .iter()
+                .map(|def| {
+                    let mut synonyms = Vec::new();
+                    if let Some(value) = image.configs.value(rt::TOPIC, name, def.name) {
+                        synonyms.push((
+                            def.name.to_owned(),
+                            Some(value.to_owned()),
+                            src::TOPIC_CONFIG,
+                        ));
+                    }
+                    if let Some(synonym) = broker::synonym_of_topic_config(def.name) {
+                        synonyms.extend(broker_chain(image, node_id, synonym, def.default));
+                    }
+                    Entry::from_def(def, synonyms)
+                })
+                .collect())
+        }
+        rt::BROKER if name.is_empty() => Ok(image
+            .configs
+            .get(rt::BROKER, "")
+            .map(|configs| {
+                configs
+                    .iter()
+                    .map(|(key, value)| {
+                        let def = broker::broker_config(key);
+                        Entry {
+                            name: key.to_owned(),
+                            value: Some(value.to_owned()),
+                            read_only: false,
+                            source: src::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                            sensitive: false,
+                            synonyms: vec![(
+                                key.to_owned(),
+                                Some(value.to_owned()),
+                                src::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                            )],
+                            config_type: def.map_or(0, |d| d.config_type.id()),
+                            doc: def.map(|d| d.doc.to_owned()),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()),
+        rt::BROKER => {
+            if broker_id(name)? != node_id {
+                return Err(ApiError::invalid_request(format!(
+                    "Unexpected broker id, expected {node_id} or empty string, but received {name}"
+                )));
+            }
+            let mut entries: Vec<Entry> = support
+                .static_configs
+                .iter()
+                .map(|config| {
+                    let source = if config.is_default {
+                        src::DEFAULT_CONFIG
+                    } else {
+                        src::STATIC_BROKER_CONFIG
+                    };
+                    Entry {
+                        name: config.name.clone(),
+                        value: config.value.clone(),
+                        read_only: true,
+                        source,
+                        sensitive: false,
+                        synonyms: vec![(config.name.clone(), config.value.clone(), source)],
+                        config_type: config.config_type,
+                        doc: Some(config.doc.clone()),
+                    }
+                })
+                .collect();
+            entries.extend(broker::broker_configs().map(|def| {
+                let chain = broker_chain(image, node_id, def.name, def.default);
+                Entry::from_def(&def, chain)
+            }));
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(entries)
+        }
+        rt::BROKER_LOGGER => {
+            if name.is_empty() {
+                return Err(ApiError::invalid_request("Broker id must not be empty"));
+            }
+            if broker_id(name)? != node_id {
+                return Err(ApiError::invalid_request(format!(
+                    "Unexpected broker id, expected {node_id} but received {name}"
+                )));
+            }
+            Ok(support
+                .loggers
+                .loggers()
+                .into_iter()
+                .map(|(logger, level)| Entry {
+                    name: logger,
+                    value: Some(level),
+                    read_only: false,
+                    source: src::DYNAMIC_BROKER_LOGGER_CONFIG,
+                    sensitive: false,
+                    synonyms: Vec::new(),
+                    config_type: 0,
+                    doc: None,
+                })
+                .collect())
+        }
+        rt::CLIENT_METRICS => {
+            if name.is_empty() {
+                return Err(ApiError::invalid_request(
+                    "Client metrics subscription name must not be empty",
+                ));
+            }
+            Ok(client_metrics::CLIENT_METRICS_CONFIGS
+                .iter()
+                .map(|def| {
+                    let set = image.configs.value(rt::CLIENT_METRICS, name, def.name);
+                    let mut entry = Entry::from_def(def, Vec::new());
+                    if let Some(value) = set {
+                        entry.value = Some(value.to_owned());
+                        entry.source = src::CLIENT_METRICS_CONFIG;
+                    }
+                    entry
+                })
+                .collect())
+        }
+        rt::GROUP => {
+            if name.is_empty() {
+                return Err(ApiError::invalid_request("Group name must not be empty"));
+            }
+            Ok(group::GROUP_CONFIGS
+                .iter()
+                .map(|def| {
+                    let synonym = match image.configs.value(rt::GROUP, name, def.name) {
+                        Some(value) => (
+                            def.name.to_owned(),
+                            Some(value.to_owned()),
+                            src::GROUP_CONFIG,
+                        ),
+                        None => (
+                            def.name.to_owned(),
+                            Some(def.default.to_owned()),
+                            src::DEFAULT_CONFIG,
+                        ),
+                    };
+                    Entry::from_def(def, vec![synonym])
+                })
+                .collect())
+        }
+        other => Err(ApiError::invalid_request(format!(
+            "Unsupported resource type: {}",
+            rt::name(other)
+        ))),
+    }
+}
+
+/// The DescribeConfigs response: one result per requested resource, in request order; a
+/// failing resource gets its error and empty configs, never affecting the others.
+pub fn describe_configs(
+    image: &MetadataImage,
+    request: &DescribeConfigsRequest,
+    node_id: i32,
+    support: &ConfigSupport,
+) -> DescribeConfigsResponse {
+    let results = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let name = resource.resource_name.as_str();
+            let base = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            match describe_one(image, resource.resource_type, name, node_id, support) {
+                Err(error) => base
+                    .with_error_code(error.code.code())
+                    .with_error_message(error.message.map(StrBytes::from_string)),
+                Ok(entries) => {
+                    let keys = resource.configuration_keys.as_deref().unwrap_or_default();
+                    let configs = entries
+                        .into_iter()
+                        .filter(|entry| {
+                            keys.is_empty() || keys.iter().any(|k| k.as_str() == entry.name)
+                        })
+                        .map(|entry| {
+                            let value = if entry.sensitive { None } else { entry.value };
+                            let synonyms = if request.include_synonyms {
+                                entry
+                                    .synonyms
+                                    .into_iter()
+                                    .map(|(name, value, source)| {
+                                        DescribeConfigsSynonym::default()
+                                            .with_name(s(&name))
+                                            .with_value(if entry.sensitive {
+                                                None
+                                            } else {
+                                                value.map(StrBytes::from_string)
+                                            })
+                                            .with_source(source)
+                                    })
+                                    .collect()
+                            } else {
+                                Vec::new()
+                            };
+                            DescribeConfigsResourceResult::default()
+                                .with_name(StrBytes::from_string(entry.name))
+                                .with_value(value.map(StrBytes::from_string))
+                                .with_read_only(entry.read_only)
+                                .with_config_source(entry.source)
+                                .with_is_sensitive(entry.sensitive)
+                                .with_synonyms(synonyms)
+                                .with_config_type(entry.config_type)
+                                .with_documentation(if request.include_documentation {
+                                    entry.doc.map(StrBytes::from_string)
+                                } else {
+                                    None
+                                })
+                        })
+                        .collect();
+                    base.with_configs(configs)
+                }
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use gregor_publishers::records::{ConfigRecord, MetadataRecord};
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+
+    use super::*;
+    use crate::controller::logic::configs::testing::image_with;
+    use crate::handlers::configs::loggers::tests::FakeLoggers;
+
+    fn support() -> ConfigSupport {
+        ConfigSupport {
+            static_configs: Arc::new(vec![super::super::StaticBrokerConfig {
+                name: "num.partitions".into(),
+                value: Some("3".into()),
+                is_default: false,
+                config_type: 3,
+                doc: "partitions".into(),
+            }]),
+            loggers: Arc::new(FakeLoggers::default()),
+        }
+    }
+
+    fn config(resource_type: i8, name: &str, key: &str, value: &str) -> MetadataRecord {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type,
+            resource_name: name.into(),
+            name: key.into(),
+            value: Some(value.into()),
+        })
+    }
+
+    fn describe(image: &MetadataImage, resource_type: i8, name: &str) -> DescribeConfigsResult {
+        let request = DescribeConfigsRequest::default()
+            .with_include_synonyms(true)
+            .with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(s(name))]);
+        describe_configs(image, &request, 1, &support())
+            .results
+            .remove(0)
+    }
+
+    fn entry<'a>(
+        result: &'a DescribeConfigsResult,
+        key: &str,
+    ) -> &'a DescribeConfigsResourceResult {
+        result
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == key)
+            .unwrap()
+    }
+
+    fn synonyms(entry: &DescribeConfigsResourceResult) -> Vec<(String, Option<String>, i8)> {
+        entry
+            .synonyms
+            .iter()
+            .map(|s| {
+                (
+                    s.name.to_string(),
+                    s.value.as_ref().map(ToString::to_string),
+                    s.source,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn group_configs_of_a_group_that_does_not_exist() {
+        let image = image_with(&[config(
+            rt::GROUP,
+            "G1",
+            "consumer.heartbeat.interval.ms",
+            "10000",
+        )]);
+        let result = describe(&image, rt::GROUP, "G1");
+        assert_eq!(result.error_code, 0);
+        assert_eq!(result.configs.len(), 6);
+        let hb = entry(&result, "consumer.heartbeat.interval.ms");
+        assert_eq!((hb.value.as_deref(), hb.config_source), (Some("10000"), 8));
+        assert_eq!(
+            synonyms(hb),
+            [(
+                "consumer.heartbeat.interval.ms".into(),
+                Some("10000".into()),
+                8
+            )]
+        );
+        let session = entry(&result, "consumer.session.timeout.ms");
+        assert_eq!(
+            (session.value.as_deref(), session.config_source),
+            (Some("45000"), 5)
+        );
+        let empty = describe(&image, rt::GROUP, "");
+        assert_eq!(
+            (empty.error_code, empty.error_message.as_deref()),
+            (42, Some("Group name must not be empty"))
+        );
+    }
+
+    #[test]
+    fn topic_synonym_chain() {
+        let image = image_with(&[
+            config(rt::TOPIC, "orders", "retention.ms", "1000"),
+            config(rt::BROKER, "", "log.retention.ms", "2000"),
+            config(rt::BROKER, "1", "log.segment.bytes", "2097152"),
+        ]);
+        let result = describe(&image, rt::TOPIC, "orders");
+        assert_eq!(result.configs.len(), TOPIC_CONFIGS.len());
+        let retention = entry(&result, "retention.ms");
+        assert_eq!(
+            (retention.value.as_deref(), retention.config_source),
+            (Some("1000"), 1)
+        );
+        assert_eq!(
+            synonyms(retention),
+            [
+                ("retention.ms".into(), Some("1000".into()), 1),
+                ("log.retention.ms".into(), Some("2000".into()), 3),
+                ("log.retention.ms".into(), Some("604800000".into()), 5),
+            ]
+        );
+        let segment = entry(&result, "segment.bytes");
+        assert_eq!(
+            (segment.value.as_deref(), segment.config_source),
+            (Some("2097152"), 2)
+        );
+        let throttled = entry(&result, "leader.replication.throttled.replicas");
+        assert_eq!((throttled.config_source, throttled.synonyms.len()), (5, 0));
+        assert_eq!(describe(&image, rt::TOPIC, "missing").error_code, 3);
+        assert_eq!(describe(&image, rt::TOPIC, "bad/name").error_code, 17);
+    }
+
+    #[test]
+    fn brokers_loggers_and_client_metrics() {
+        let image = image_with(&[
+            config(rt::BROKER, "", "log.retention.ms", "2000"),
+            config(rt::CLIENT_METRICS, "sub1", "interval.ms", "1000"),
+        ]);
+        let default = describe(&image, rt::BROKER, "");
+        assert_eq!(default.configs.len(), 1);
+        assert_eq!(default.configs[0].config_source, 3);
+        let this = describe(&image, rt::BROKER, "1");
+        let static_entry = entry(&this, "num.partitions");
+        assert!(static_entry.read_only);
+        assert_eq!(static_entry.config_source, 4);
+        assert_eq!(entry(&this, "log.retention.ms").config_source, 3);
+        let other = describe(&image, rt::BROKER, "2");
+        assert_eq!(
+            other.error_message.as_deref(),
+            Some("Unexpected broker id, expected 1 or empty string, but received 2")
+        );
+        assert_eq!(
+            describe(&image, rt::BROKER, "x").error_message.as_deref(),
+            Some("Broker id must be an integer, but it is: x")
+        );
+        let loggers = describe(&image, rt::BROKER_LOGGER, "1");
+        assert_eq!(loggers.configs[0].name.as_str(), "root");
+        assert!(loggers.configs.iter().all(|c| c.config_source == 6));
+        assert_eq!(
+            describe(&image, rt::BROKER_LOGGER, "")
+                .error_message
+                .as_deref(),
+            Some("Broker id must not be empty")
+        );
+        let metrics = describe(&image, rt::CLIENT_METRICS, "sub1");
+        let got: Vec<_> = metrics
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.value.as_ref().map(ToString::to_string),
+                    c.config_source,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("metrics".into(), Some(String::new()), 5),
+                ("interval.ms".into(), Some("1000".into()), 7),
+                ("match".into(), Some(String::new()), 5),
+            ]
+        );
+        assert_eq!(describe(&image, rt::CLIENT_METRICS, "").error_code, 42);
+        assert_eq!(describe(&image, 64, "x").error_code, 42);
+    }
+}

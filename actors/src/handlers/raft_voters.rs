@@ -1,0 +1,447 @@
+//! AddRaftVoter (key 80, v0-2) and RemoveRaftVoter (key 81, v0-1): change the voters of the
+//! metadata quorum, in Kafka's validation order (KIP-853, KAFKA-18775; reference §8.2-8.3).
+//!
+//! v2 of AddRaftVoter (and v1 of RemoveRaftVoter) let the operator name only the node id: a zero
+//! directory id is taken from the observer of that id this leader knows (the voter of that id
+//! for a removal), and an empty listener list from the controller registration in the image.
+//! Where Kafka leaves the answer open, Gregor answers INVALID_REQUEST with a message that says
+//! what to do (several observers share the id; no observer or registration exists for it).
+//!
+//! The voter set is openraft's membership: a voter is added by promoting the learner that
+//! replicates to it (after pointing the learner's endpoints at the requested listeners), and a
+//! removed voter stays a learner, like a Kafka controller that becomes an observer.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gregor_publishers::records::Endpoint;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+    ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+use openraft::ChangeMembers;
+use uuid::Uuid;
+
+use super::{ApiResponse, ErrorCounts};
+use crate::context::{HandlerContext, RequestInfo};
+use crate::quorum::{now_ms, QuorumState};
+use crate::raft::{MetadataLogError, VoterNode};
+
+/// "Caught up" must be recent (Kafka: a fetch within the last hour and a caught-up time set).
+const CAUGHT_UP_WITHIN_MS: i64 = 3_600_000;
+
+/// Kafka's textual UUID (base64url, no padding).
+fn kafka_uuid(id: Uuid) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bytes = id.as_bytes();
+    let mut out = String::with_capacity(22);
+    let mut bits = 0u32;
+    let mut count = 0;
+    for byte in bytes {
+        bits = (bits << 8) | u32::from(*byte);
+        count += 8;
+        while count >= 6 {
+            count -= 6;
+            out.push(ALPHABET[((bits >> count) & 0x3f) as usize] as char);
+        }
+    }
+    if count > 0 {
+        out.push(ALPHABET[((bits << (6 - count)) & 0x3f) as usize] as char);
+    }
+    out
+}
+
+/// Kafka's `ReplicaKey.toString()`.
+fn replica_key(id: i32, directory_id: Uuid) -> String {
+    let directory = if directory_id.is_nil() {
+        "<undefined>".to_owned()
+    } else {
+        kafka_uuid(directory_id)
+    };
+    format!("ReplicaKey(id={id}, directoryId={directory})")
+}
+
+/// A voter-change failure: code and message.
+struct Refusal(ResponseError, Option<String>);
+
+fn refuse(error: ResponseError, message: impl Into<String>) -> Refusal {
+    Refusal(error, Some(message.into()))
+}
+
+fn voter_keys(state: &QuorumState) -> String {
+    let metrics = state.log.metrics();
+    let membership = metrics.membership_config.membership();
+    let keys: Vec<String> = membership
+        .voter_ids()
+        .map(|id| {
+            let directory = membership
+                .get_node(&id)
+                .map(|n| n.directory_id)
+                .unwrap_or_default();
+            replica_key(id as i32, directory)
+        })
+        .collect();
+    format!("[{}]", keys.join(", "))
+}
+
+/// Steps 1-2 of Kafka's order: cluster id, then leadership.
+fn check_cluster_and_leader(
+    state: &QuorumState,
+    cluster_id: Option<&StrBytes>,
+) -> Result<(), Refusal> {
+    if let Some(given) = cluster_id {
+        if given.as_str() != state.cluster_id {
+            return Err(refuse(
+                ResponseError::InconsistentClusterId,
+                format!(
+                    "The given id \"{}\" doesn't match the cluster id \"{}\"",
+                    given.as_str(),
+                    state.cluster_id
+                ),
+            ));
+        }
+    }
+    if !state.is_leader() {
+        return Err(Refusal(ResponseError::NotLeaderOrFollower, None));
+    }
+    Ok(())
+}
+
+fn membership_change_pending(state: &QuorumState) -> bool {
+    let metrics = state.log.metrics();
+    let config = &metrics.membership_config;
+    let uncommitted = match (config.log_id(), metrics.last_applied) {
+        (Some(membership), Some(applied)) => membership.index > applied.index,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    uncommitted || config.membership().get_joint_config().len() > 1
+}
+
+fn map_log_error(error: MetadataLogError, what: &str) -> Refusal {
+    match error {
+        MetadataLogError::NotLeader { .. } => Refusal(ResponseError::NotLeaderOrFollower, None),
+        MetadataLogError::Shutdown(_) => Refusal(ResponseError::BrokerNotAvailable, None),
+        other => refuse(ResponseError::RequestTimedOut, format!("{what}: {other}")),
+    }
+}
+
+fn respond_add(result: Result<(), Refusal>) -> ApiResponse {
+    let (code, message) = match result {
+        Ok(()) => (0, None),
+        Err(Refusal(error, message)) => (error.code(), message),
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add(code);
+    ApiResponse::new(
+        ResponseKind::AddRaftVoter(
+            AddRaftVoterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.map(StrBytes::from_string)),
+        ),
+        errors,
+    )
+}
+
+fn respond_remove(result: Result<(), Refusal>) -> ApiResponse {
+    let (code, message) = match result {
+        Ok(()) => (0, None),
+        Err(Refusal(error, message)) => (error.code(), message),
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add(code);
+    ApiResponse::new(
+        ResponseKind::RemoveRaftVoter(
+            RemoveRaftVoterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.map(StrBytes::from_string)),
+        ),
+        errors,
+    )
+}
+
+pub(super) async fn add(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: AddRaftVoterRequest,
+) -> ApiResponse {
+    let Some(state) = ctx.quorum.as_deref() else {
+        return respond_add(Err(Refusal(ResponseError::NotLeaderOrFollower, None)));
+    };
+    respond_add(add_voter(ctx, state, info.api_version, request).await)
+}
+
+async fn add_voter(
+    ctx: &HandlerContext,
+    state: &QuorumState,
+    version: i16,
+    request: AddRaftVoterRequest,
+) -> Result<(), Refusal> {
+    check_cluster_and_leader(state, request.cluster_id.as_ref())?;
+    let voter_id = request.voter_id;
+    let derive = version >= 2;
+    if voter_id < 0 || (request.voter_directory_id.is_nil() && !derive) {
+        return Err(refuse(
+            ResponseError::InvalidRequest,
+            "Add voter request didn't include a valid voter",
+        ));
+    }
+    let metrics = state.log.metrics();
+    let membership = metrics.membership_config.membership().clone();
+    let is_voter = membership.voter_ids().any(|id| id == voter_id as u64);
+    // Duplicate ids first when the operator named only the id: "already a voter" is the
+    // answer they need, not "no observer".
+    if is_voter && (request.voter_directory_id.is_nil() || request.listeners.is_empty()) {
+        let key = replica_key(voter_id, request.voter_directory_id);
+        return Err(refuse(
+            ResponseError::DuplicateVoter,
+            format!(
+                "The voter id for {key} is already part of the set of voters {}.",
+                voter_keys(state)
+            ),
+        ));
+    }
+    let directory_id = if request.voter_directory_id.is_nil() {
+        let observers = state.observers_of(voter_id);
+        match observers.as_slice() {
+            [one] => one.directory_id,
+            [] => {
+                return Err(refuse(
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "Cannot add controller {voter_id}: no observer with node id {voter_id} is known to the leader. \
+                         Start it with process.roles=controller and controller.quorum.bootstrap.servers pointing at this quorum, \
+                         wait until it has joined as an observer (see `gregor metadata-quorum describe --status`), then retry"
+                    ),
+                ))
+            }
+            many => {
+                let ids: Vec<String> = many.iter().map(|o| kafka_uuid(o.directory_id)).collect();
+                return Err(refuse(
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "Cannot add controller {voter_id}: {} observers share node id {voter_id}, with directory ids {}. \
+                         Stop the ones that should not join, or name the directory id explicitly \
+                         (add-controller --command-config with that controller's properties)",
+                        many.len(),
+                        ids.join(", ")
+                    ),
+                ));
+            }
+        }
+    } else {
+        request.voter_directory_id
+    };
+    let endpoints: Vec<Endpoint> = if request.listeners.is_empty() && derive {
+        let image = ctx.image.load();
+        match image.cluster.controller(voter_id) {
+            Some(registration) if !registration.endpoints.is_empty() => {
+                registration.endpoints.clone()
+            }
+            _ => {
+                return Err(refuse(
+                    ResponseError::InvalidRequest,
+                    format!(
+                        "Cannot add controller {voter_id}: the metadata has no controller registration (endpoints) for node {voter_id}. \
+                         A controller registers when it joins the quorum; check that node {voter_id} runs with process.roles=controller, \
+                         or pass its listeners explicitly"
+                    ),
+                ))
+            }
+        }
+    } else {
+        request
+            .listeners
+            .iter()
+            .map(|l| Endpoint {
+                name: l.name.to_string(),
+                host: l.host.to_string(),
+                port: l.port,
+                security_protocol: 0,
+            })
+            .collect()
+    };
+    // Step 4: the quorum's default listener (the leader's first controller listener).
+    let default_listener = membership
+        .get_node(&metrics.id)
+        .and_then(|n| n.endpoints.first())
+        .map(|e| e.name.clone());
+    if let Some(name) = &default_listener {
+        if !endpoints.iter().any(|e| &e.name == name) {
+            let listed: Vec<String> = endpoints
+                .iter()
+                .map(|e| format!("{}://{}:{}", e.name, e.host, e.port))
+                .collect();
+            return Err(refuse(
+                ResponseError::InvalidRequest,
+                format!(
+                    "Add voter request didn't include the endpoint ([{}]) for the default listener {name}",
+                    listed.join(", ")
+                ),
+            ));
+        }
+    }
+    // Step 5: one change at a time.
+    let Some(_guard) = state.begin_voter_change() else {
+        return Err(refuse(
+            ResponseError::RequestTimedOut,
+            "Request timed out waiting for another voter change to complete",
+        ));
+    };
+    // Step 8: the latest voter set must be committed.
+    if membership_change_pending(state) {
+        return Err(refuse(
+            ResponseError::RequestTimedOut,
+            "Request timed out waiting for the latest voter set to be committed",
+        ));
+    }
+    // Step 9.
+    if is_voter {
+        return Err(refuse(
+            ResponseError::DuplicateVoter,
+            format!(
+                "The voter id for {} is already part of the set of voters {}.",
+                replica_key(voter_id, directory_id),
+                voter_keys(state)
+            ),
+        ));
+    }
+    // Step 12: the new voter must be the learner of that (id, directory id) and caught up.
+    let key = replica_key(voter_id, directory_id);
+    let lagging = || {
+        refuse(
+            ResponseError::RequestTimedOut,
+            format!("Aborted add voter operation for {key} since it is lagging behind"),
+        )
+    };
+    let learner = membership.get_node(&(voter_id as u64)).cloned();
+    let Some(learner) = learner.filter(|l| l.directory_id == directory_id) else {
+        return Err(lagging());
+    };
+    let progress = state.progress(voter_id as u64).unwrap_or_default();
+    let recent = now_ms() - progress.last_fetch_ms < CAUGHT_UP_WITHIN_MS;
+    if progress.last_caught_up_ms <= 0 || !recent {
+        return Err(lagging());
+    }
+    // Step 13: point the learner at the requested listeners, then promote it.
+    let timeout = Duration::from_millis(request.timeout_ms.max(1) as u64);
+    let change = async {
+        let node = VoterNode {
+            directory_id,
+            endpoints,
+        };
+        if node != learner {
+            state
+                .log
+                .change_membership(
+                    ChangeMembers::SetNodes(BTreeMap::from([(voter_id as u64, node)])),
+                    true,
+                )
+                .await?;
+        }
+        state
+            .log
+            .change_membership(
+                ChangeMembers::AddVoterIds([voter_id as u64].into_iter().collect()),
+                true,
+            )
+            .await
+    };
+    match tokio::time::timeout(timeout, change).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(map_log_error(error, "Add voter failed")),
+        Err(_) => Err(refuse(
+            ResponseError::RequestTimedOut,
+            format!("Add voter operation for {key} timed out after {timeout:?}"),
+        )),
+    }
+}
+
+pub(super) async fn remove(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: RemoveRaftVoterRequest,
+) -> ApiResponse {
+    let Some(state) = ctx.quorum.as_deref() else {
+        return respond_remove(Err(Refusal(ResponseError::NotLeaderOrFollower, None)));
+    };
+    respond_remove(remove_voter(state, info.api_version, request).await)
+}
+
+async fn remove_voter(
+    state: &QuorumState,
+    version: i16,
+    request: RemoveRaftVoterRequest,
+) -> Result<(), Refusal> {
+    check_cluster_and_leader(state, request.cluster_id.as_ref())?;
+    let voter_id = request.voter_id;
+    if voter_id < 0 || (request.voter_directory_id.is_nil() && version < 1) {
+        return Err(refuse(
+            ResponseError::InvalidRequest,
+            "Remove voter request didn't include a valid voter",
+        ));
+    }
+    let Some(_guard) = state.begin_voter_change() else {
+        return Err(refuse(
+            ResponseError::RequestTimedOut,
+            "Request timed out waiting for another voter change to complete",
+        ));
+    };
+    if membership_change_pending(state) {
+        return Err(refuse(
+            ResponseError::RequestTimedOut,
+            "Request timed out waiting for the latest voter set to be committed",
+        ));
+    }
+    let metrics = state.log.metrics();
+    let membership = metrics.membership_config.membership();
+    let voters: Vec<u64> = membership.voter_ids().collect();
+    let current = voters
+        .iter()
+        .find(|id| **id == voter_id as u64)
+        .and_then(|id| membership.get_node(id))
+        .map(|n| n.directory_id);
+    let directory_id = if request.voter_directory_id.is_nil() {
+        current.unwrap_or_default()
+    } else {
+        request.voter_directory_id
+    };
+    let matches = current == Some(directory_id);
+    if !matches || voters.len() <= 1 {
+        return Err(refuse(
+            ResponseError::VoterNotFound,
+            format!(
+                "Cannot remove voter {} from the set of voters {}",
+                replica_key(voter_id, directory_id),
+                voter_keys(state)
+            ),
+        ));
+    }
+    state
+        .log
+        .change_membership(
+            ChangeMembers::RemoveVoters([voter_id as u64].into_iter().collect()),
+            true,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| map_log_error(e, "Remove voter failed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replica_keys_print_as_kafka_does() {
+        assert_eq!(kafka_uuid(Uuid::nil()), "AAAAAAAAAAAAAAAAAAAAAA");
+        assert_eq!(
+            replica_key(4, Uuid::nil()),
+            "ReplicaKey(id=4, directoryId=<undefined>)"
+        );
+        let id = Uuid::from_u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
+        assert_eq!(kafka_uuid(id), "AQIDBAUGBwgJCgsMDQ4PEA");
+    }
+}

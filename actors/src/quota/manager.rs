@@ -1,0 +1,640 @@
+//! The shared state of one quota type and the per-request path over it.
+//!
+//! ```text
+//!  connection / controller ── record(user, client, value) ──▶ QuotaManager (shared, Arc)
+//!        (never waits on a mailbox)                              │ ArcSwap<QuotaTable>  ◀── the actor stores
+//!                                                               │ DashMap<tags, Sensor> ◀── the actor expires
+//! ```
+//!
+//! A request loads the table (one atomic load), picks its sensor's tags, finds or creates the
+//! sensor in a sharded map, and records under that sensor's own mutex (held for a few
+//! arithmetic operations; two requests contend only when they share a (user, client-id)).
+//! The table is replaced only by the quota type's actor ([`super::actor`]), which also drops
+//! sensors idle for an hour.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use arc_swap::ArcSwap;
+use dashmap::DashMap;
+use gregor_metrics::QuotaSensorMetrics;
+use gregor_publishers::quota_callback::{
+    ClientQuotaCallbackHandler, ClientQuotaType, KafkaPrincipal, QuotaMetricTags,
+};
+
+use super::callback::guarded;
+use super::clock::Clock;
+use super::entity::{sanitize, MetricTags, QuotaEntity, QuotaTable};
+use super::sampler::{RateQuota, SampledAvg, SampledStat, WindowConfig};
+use super::token_bucket::{
+    permissive_charge, strict_charge, BucketQuota, StrictOutcome, ThrottleMemo, TokenBucket,
+};
+use super::QuotaType;
+use crate::controller::logic::{MutationQuota, QuotaExceeded};
+
+/// Sensors unused for this long are dropped (Kafka's 3600 s inactive-sensor expiry).
+pub const SENSOR_IDLE_EXPIRY_MS: u64 = 3_600_000;
+
+/// Kafka reports an unlimited quota as `Long.MAX_VALUE`.
+pub const UNLIMITED: f64 = i64::MAX as f64;
+
+/// The quota table with a generation number, so sensors notice a change cheaply.
+#[derive(Debug, Default)]
+struct Table {
+    quotas: QuotaTable,
+    generation: u64,
+}
+
+enum Measure {
+    Rate(RateQuota),
+    Bucket {
+        bucket: BucketQuota,
+        mutation_rate: SampledStat,
+    },
+}
+
+struct SensorState {
+    /// Table generation `limit` was computed for.
+    generation: u64,
+    limit: Option<f64>,
+    measure: Measure,
+    throttle_time: SampledAvg,
+}
+
+/// Which sensor a request is recorded in: the built-in (user, client-id) tags, or the tags a
+/// configured quota callback chose (`client.quota.callback.class`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SensorTags {
+    /// Kafka's built-in tags.
+    BuiltIn(MetricTags),
+    /// A callback's own tags.
+    Callback(QuotaMetricTags),
+}
+
+/// The sensor of one (user, client-id) tag pair: the quota-bearing statistic and the average
+/// throttle time, with their exported series.
+pub struct Sensor {
+    tags: SensorTags,
+    state: Mutex<SensorState>,
+    last_used_ms: AtomicU64,
+    metrics: QuotaSensorMetrics,
+}
+
+impl Sensor {
+    /// The sensor's tags.
+    pub fn tags(&self) -> &SensorTags {
+        &self.tags
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SensorState> {
+        // A panic while holding the lock leaves plain numbers behind; keep using them.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// One quota type's configuration and sensors, shared by every connection.
+pub struct QuotaManager {
+    quota_type: QuotaType,
+    window: WindowConfig,
+    clock: Arc<dyn Clock>,
+    table: ArcSwap<Table>,
+    sensors: DashMap<SensorTags, Arc<Sensor>>,
+    throttled: AtomicI64,
+    /// The quota callback deciding tags and limits, when one is configured; set once at
+    /// start-up, before any request.
+    callback: OnceLock<Arc<dyn ClientQuotaCallbackHandler>>,
+    /// Bumped whenever the callback's limits may have changed; added to the table generation so
+    /// sensors re-read their limit on next use.
+    callback_generation: AtomicU64,
+    queue_size: metrics::Gauge,
+}
+
+impl std::fmt::Debug for QuotaManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuotaManager")
+            .field("quota_type", &self.quota_type)
+            .field("window", &self.window)
+            .field("sensors", &self.sensors.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuotaManager {
+    /// A manager with no quota configured.
+    pub fn new(quota_type: QuotaType, window: WindowConfig, clock: Arc<dyn Clock>) -> Self {
+        QuotaManager {
+            quota_type,
+            window,
+            clock,
+            table: ArcSwap::from_pointee(Table::default()),
+            sensors: DashMap::new(),
+            throttled: AtomicI64::new(0),
+            callback: OnceLock::new(),
+            callback_generation: AtomicU64::new(0),
+            queue_size: gregor_metrics::quota_queue_size(quota_type.resource()),
+        }
+    }
+
+    /// The quota type.
+    pub fn quota_type(&self) -> QuotaType {
+        self.quota_type
+    }
+
+    /// The sampling windows.
+    pub fn window(&self) -> WindowConfig {
+        self.window
+    }
+
+    /// Milliseconds on this manager's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Whether any quota of this type is configured (Kafka records nothing otherwise); always
+    /// with a quota callback, which may limit anyone.
+    pub fn quotas_enabled(&self) -> bool {
+        self.callback.get().is_some() || !self.table.load().quotas.is_empty()
+    }
+
+    /// Hands tags and limits to `callback` from now on. Once per manager, at start-up; a second
+    /// call is refused (the callback in place stays).
+    pub fn install_callback(
+        &self,
+        callback: Arc<dyn ClientQuotaCallbackHandler>,
+    ) -> Result<(), Arc<dyn ClientQuotaCallbackHandler>> {
+        self.callback.set(callback)
+    }
+
+    /// Makes every live sensor re-read its limit on next use (the callback's limits may have
+    /// changed: Kafka's `updateQuotaMetricConfigs`).
+    pub fn invalidate_limits(&self) {
+        self.callback_generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn callback_type(&self) -> ClientQuotaType {
+        match self.quota_type {
+            QuotaType::Produce => ClientQuotaType::Produce,
+            QuotaType::Fetch => ClientQuotaType::Fetch,
+            QuotaType::Request => ClientQuotaType::Request,
+            QuotaType::ControllerMutation => ClientQuotaType::ControllerMutation,
+        }
+    }
+
+    /// The generation sensors compare their limit against.
+    fn generation(&self, table: &Table) -> u64 {
+        table
+            .generation
+            .wrapping_add(self.callback_generation.load(Ordering::Acquire))
+    }
+
+    /// The tags of a request; `None` when no quota of this type can apply.
+    fn tags_for(&self, table: &Table, principal_name: &str, client_id: &str) -> Option<SensorTags> {
+        let Some(callback) = self.callback.get() else {
+            if table.quotas.is_empty() {
+                return None;
+            }
+            return Some(SensorTags::BuiltIn(
+                table
+                    .quotas
+                    .metric_tags(&sanitize(principal_name), client_id),
+            ));
+        };
+        let quota_type = self.callback_type();
+        if guarded(&**callback, "quota_reset_required", || {
+            callback.quota_reset_required(quota_type)
+        })
+        .unwrap_or(false)
+        {
+            self.invalidate_limits();
+        }
+        let principal = KafkaPrincipal::user(principal_name);
+        let tags = guarded(&**callback, "quota_metric_tags", || {
+            callback.quota_metric_tags(quota_type, &principal, client_id)
+        })
+        // A failing plug-in puts its requests in the shared unlimited sensor.
+        .unwrap_or_default();
+        Some(SensorTags::Callback(tags))
+    }
+
+    /// The limit of a sensor: `None` = unlimited; the outer `None` = the callback failed (keep
+    /// the limit the sensor had).
+    fn limit_of(&self, tags: &SensorTags, table: &Table) -> Option<Option<f64>> {
+        match (tags, self.callback.get()) {
+            (SensorTags::Callback(tags), Some(callback)) => {
+                let quota_type = self.callback_type();
+                guarded(&**callback, "quota_limit", || {
+                    callback.quota_limit(quota_type, tags)
+                })
+            }
+            (SensorTags::BuiltIn(tags), _) => Some(table.quotas.quota_limit(tags)),
+            (SensorTags::Callback(_), None) => Some(None),
+        }
+    }
+
+    /// Applies quota changes (`None` removes). Only the owning actor calls this in a node;
+    /// tests and benchmarks call it directly.
+    pub fn update_quotas(&self, changes: impl IntoIterator<Item = (QuotaEntity, Option<f64>)>) {
+        let current = self.table.load();
+        let mut quotas = current.quotas.clone();
+        for (entity, value) in changes {
+            quotas.update(entity, value);
+        }
+        self.table.store(Arc::new(Table {
+            quotas,
+            generation: current.generation + 1,
+        }));
+    }
+
+    /// Replaces every quota of this type (a snapshot was loaded).
+    pub fn replace_quotas(&self, quotas: impl IntoIterator<Item = (QuotaEntity, f64)>) {
+        let current = self.table.load();
+        let mut table = QuotaTable::new();
+        for (entity, value) in quotas {
+            table.update(entity, Some(value));
+        }
+        self.table.store(Arc::new(Table {
+            quotas: table,
+            generation: current.generation + 1,
+        }));
+    }
+
+    /// The limit that applies to `principal_name` with `client_id` ([`UNLIMITED`] if none), as
+    /// Kafka's `quota(user, clientId)`.
+    pub fn quota_for(&self, principal_name: &str, client_id: &str) -> f64 {
+        let table = self.table.load();
+        if self.callback.get().is_none() {
+            return table
+                .quotas
+                .limit_for(&sanitize(principal_name), client_id)
+                .1
+                .unwrap_or(UNLIMITED);
+        }
+        self.tags_for(&table, principal_name, client_id)
+            .and_then(|tags| self.limit_of(&tags, &table).flatten())
+            .unwrap_or(UNLIMITED)
+    }
+
+    /// The limit the live sensor of this request currently enforces (after bringing it up to
+    /// date), `None` when it has no sensor; for tests and diagnostics.
+    pub fn sensor_limit(&self, principal_name: &str, client_id: &str) -> Option<Option<f64>> {
+        let table = self.table.load();
+        let tags = self.tags_for(&table, principal_name, client_id)?;
+        let sensor = self.sensors.get(&tags)?.value().clone();
+        let mut state = sensor.lock();
+        self.refresh(&mut state, &sensor.tags, &table);
+        Some(state.limit)
+    }
+
+    /// Number of live sensors.
+    pub fn sensor_count(&self) -> usize {
+        self.sensors.len()
+    }
+
+    /// Connections currently muted by this manager.
+    pub fn queue_size(&self) -> i64 {
+        self.throttled.load(Ordering::SeqCst)
+    }
+
+    /// Finds or creates the sensor for a request; `None` when no quota of this type exists.
+    fn sensor_for(
+        &self,
+        principal_name: &str,
+        client_id: &str,
+    ) -> Option<(Arc<Sensor>, Arc<Table>)> {
+        let table = self.table.load_full();
+        let tags = self.tags_for(&table, principal_name, client_id)?;
+        if let Some(sensor) = self.sensors.get(&tags) {
+            return Some((Arc::clone(sensor.value()), table));
+        }
+        let sensor = self
+            .sensors
+            .entry(tags.clone())
+            .or_insert_with(|| Arc::new(self.new_sensor(tags, &table)))
+            .value()
+            .clone();
+        Some((sensor, table))
+    }
+
+    fn new_sensor(&self, tags: SensorTags, table: &Table) -> Sensor {
+        let measure = match self.quota_type {
+            QuotaType::ControllerMutation => Measure::Bucket {
+                bucket: BucketQuota {
+                    bucket: TokenBucket::new(),
+                    rate: None,
+                },
+                mutation_rate: SampledStat::new(),
+            },
+            _ => Measure::Rate(RateQuota::new()),
+        };
+        let metrics = match &tags {
+            SensorTags::BuiltIn(tags) => gregor_metrics::quota_sensor_metrics(
+                self.quota_type.resource(),
+                &tags.user,
+                &tags.client_id,
+            ),
+            SensorTags::Callback(tags) => {
+                gregor_metrics::quota_sensor_metrics_tagged(self.quota_type.resource(), tags.iter())
+            }
+        };
+        let generation = self.generation(table);
+        let limit = self.limit_of(&tags, table).flatten();
+        Sensor {
+            tags,
+            state: Mutex::new(SensorState {
+                generation,
+                limit,
+                measure,
+                throttle_time: SampledAvg::default(),
+            }),
+            last_used_ms: AtomicU64::new(self.clock.now_ms()),
+            metrics,
+        }
+    }
+
+    /// Brings a sensor's limit up to date with `table` (Kafka updates metric configs when a
+    /// quota changes; here the sensor notices the new generation on its next use).
+    fn refresh(&self, state: &mut SensorState, tags: &SensorTags, table: &Table) {
+        let generation = self.generation(table);
+        if state.generation != generation {
+            state.generation = generation;
+            if let Some(limit) = self.limit_of(tags, table) {
+                state.limit = limit;
+            }
+        }
+        if let Measure::Bucket { bucket, .. } = &mut state.measure {
+            bucket.rate = state.limit;
+        }
+    }
+
+    /// Records `value` for a request of `principal_name` / `client_id` and returns the throttle
+    /// time in ms (0 within quota). Byte rates and request time use Kafka's rate formula; the
+    /// request quota's throttle is capped at one window. Controller mutations go through
+    /// [`QuotaManager::new_quota_for`] instead.
+    pub fn record(&self, principal_name: &str, client_id: &str, value: f64) -> u64 {
+        let Some((sensor, table)) = self.sensor_for(principal_name, client_id) else {
+            return 0;
+        };
+        let now = self.clock.now_ms();
+        sensor.last_used_ms.store(now, Ordering::Relaxed);
+        let mut state = sensor.lock();
+        self.refresh(&mut state, &sensor.tags, &table);
+        let bound = state.limit.unwrap_or(f64::INFINITY);
+        let throttle = match &mut state.measure {
+            Measure::Rate(rate) => {
+                let throttle = rate.record(&self.window, bound, value, now);
+                sensor.metrics.value.set(rate.rate(&self.window, now));
+                throttle
+            }
+            Measure::Bucket {
+                bucket,
+                mutation_rate,
+            } => {
+                mutation_rate.record(&self.window, value, now);
+                let throttle = bucket
+                    .record_and_check(&self.window, value, now)
+                    .unwrap_or(0);
+                sensor.metrics.value.set(bucket.tokens(&self.window, now));
+                throttle
+            }
+        };
+        match self.quota_type {
+            QuotaType::Request => throttle.min(self.window.window_ms),
+            _ => throttle,
+        }
+    }
+
+    /// The controller-mutation quota of one request (Kafka's `newStrictQuotaFor` /
+    /// `newPermissiveQuotaFor`): unbounded while no quota of this type exists.
+    pub fn new_quota_for(
+        self: &Arc<Self>,
+        principal_name: &str,
+        client_id: &str,
+        strict: bool,
+    ) -> ControllerMutationQuota {
+        match self.sensor_for(principal_name, client_id) {
+            None => ControllerMutationQuota::Unbounded,
+            Some((sensor, table)) => {
+                let bound = BoundQuota {
+                    manager: Arc::clone(self),
+                    sensor,
+                    table,
+                    memo: ThrottleMemo::default(),
+                };
+                if strict {
+                    ControllerMutationQuota::Strict {
+                        quota: bound,
+                        exceeded: false,
+                    }
+                } else {
+                    ControllerMutationQuota::Permissive(bound)
+                }
+            }
+        }
+    }
+
+    /// Records that a connection of `principal_name` / `client_id` is muted for
+    /// `throttle_ms` (the `throttle-time` average and the queue size). The returned guard
+    /// counts the connection as muted until it is dropped.
+    pub fn throttle(
+        self: &Arc<Self>,
+        principal_name: &str,
+        client_id: &str,
+        throttle_ms: u64,
+    ) -> ThrottleGuard {
+        if let Some((sensor, _)) = self.sensor_for(principal_name, client_id) {
+            let now = self.clock.now_ms();
+            sensor.last_used_ms.store(now, Ordering::Relaxed);
+            let mut state = sensor.lock();
+            state
+                .throttle_time
+                .record(&self.window, throttle_ms as f64, now);
+            sensor
+                .metrics
+                .throttle_time
+                .set(state.throttle_time.value(&self.window, now));
+        }
+        let queued = self.throttled.fetch_add(1, Ordering::SeqCst) + 1;
+        self.queue_size.set(queued as f64);
+        ThrottleGuard {
+            manager: Arc::clone(self),
+            ends_at_ms: self.clock.now_ms().saturating_add(throttle_ms),
+        }
+    }
+
+    /// Drops sensors unused for `idle_ms` at `now_ms`; returns how many were dropped.
+    pub fn expire_idle_sensors(&self, now_ms: u64, idle_ms: u64) -> usize {
+        let before = self.sensors.len();
+        self.sensors.retain(|_, sensor| {
+            now_ms.saturating_sub(sensor.last_used_ms.load(Ordering::Relaxed)) < idle_ms
+        });
+        before.saturating_sub(self.sensors.len())
+    }
+
+    /// The tokens of the sensor for this request (controller mutation) or its measured rate,
+    /// `None` when it has no sensor; for tests and diagnostics.
+    pub fn measured(&self, principal_name: &str, client_id: &str) -> Option<f64> {
+        let table = self.table.load();
+        let tags = self.tags_for(&table, principal_name, client_id)?;
+        let sensor = self.sensors.get(&tags)?.value().clone();
+        let now = self.clock.now_ms();
+        let mut state = sensor.lock();
+        self.refresh(&mut state, &sensor.tags, &table);
+        Some(match &mut state.measure {
+            Measure::Rate(rate) => rate.rate(&self.window, now),
+            Measure::Bucket { bucket, .. } => bucket.tokens(&self.window, now),
+        })
+    }
+}
+
+/// A muted connection, counted in the manager's queue size until dropped.
+#[derive(Debug)]
+pub struct ThrottleGuard {
+    manager: Arc<QuotaManager>,
+    ends_at_ms: u64,
+}
+
+impl ThrottleGuard {
+    /// How much of the throttle is left at the manager's clock (0 once it is over).
+    pub fn remaining_ms(&self) -> u64 {
+        self.ends_at_ms.saturating_sub(self.manager.clock.now_ms())
+    }
+}
+
+impl Drop for ThrottleGuard {
+    fn drop(&mut self) {
+        let queued = self.manager.throttled.fetch_sub(1, Ordering::SeqCst) - 1;
+        self.manager.queue_size.set(queued as f64);
+    }
+}
+
+/// A sensor bound to one request, with the request's throttle bookkeeping.
+pub struct BoundQuota {
+    manager: Arc<QuotaManager>,
+    sensor: Arc<Sensor>,
+    table: Arc<Table>,
+    memo: ThrottleMemo,
+}
+
+impl BoundQuota {
+    /// Runs `f` on the sensor's bucket and mutation rate at the current time.
+    fn with_bucket<T>(
+        &self,
+        f: impl FnOnce(&mut BucketQuota, &mut SampledStat, &WindowConfig, u64) -> T,
+    ) -> Option<T> {
+        let now = self.manager.clock.now_ms();
+        self.sensor.last_used_ms.store(now, Ordering::Relaxed);
+        let mut state = self.sensor.lock();
+        self.manager
+            .refresh(&mut state, &self.sensor.tags, &self.table);
+        match &mut state.measure {
+            Measure::Bucket {
+                bucket,
+                mutation_rate,
+            } => {
+                let result = f(bucket, mutation_rate, &self.manager.window, now);
+                self.sensor
+                    .metrics
+                    .value
+                    .set(bucket.tokens(&self.manager.window, now));
+                self.sensor
+                    .metrics
+                    .mutation_rate
+                    .set(mutation_rate.rate(&self.manager.window, now));
+                Some(result)
+            }
+            Measure::Rate(_) => None,
+        }
+    }
+}
+
+/// The controller-mutation quota of one request (KIP-599): strict for new request versions,
+/// permissive for old ones, unbounded when no quota exists.
+pub enum ControllerMutationQuota {
+    /// No quota of this type is configured: never exceeded, nothing recorded.
+    Unbounded,
+    /// Check first, then record; once rejected, the rest of the request is rejected too.
+    Strict {
+        /// The sensor.
+        quota: BoundQuota,
+        /// Whether a charge of this request was rejected.
+        exceeded: bool,
+    },
+    /// Record and check; always accepted, a violation only sets the throttle time.
+    Permissive(BoundQuota),
+}
+
+impl std::fmt::Debug for ControllerMutationQuota {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControllerMutationQuota::Unbounded => f.write_str("Unbounded"),
+            ControllerMutationQuota::Strict { exceeded, .. } => f
+                .debug_struct("Strict")
+                .field("exceeded", exceeded)
+                .finish(),
+            ControllerMutationQuota::Permissive(_) => f.write_str("Permissive"),
+        }
+    }
+}
+
+impl ControllerMutationQuota {
+    /// Whether a strict charge was rejected (`isExceeded`).
+    pub fn is_exceeded(&self) -> bool {
+        matches!(self, ControllerMutationQuota::Strict { exceeded: true, .. })
+    }
+
+    /// What is left of the last throttle now (it decays: the response may leave later).
+    pub fn throttle_time_ms(&self) -> u64 {
+        match self {
+            ControllerMutationQuota::Unbounded => 0,
+            ControllerMutationQuota::Strict { quota, .. }
+            | ControllerMutationQuota::Permissive(quota) => {
+                quota.memo.remaining(quota.manager.clock.now_ms())
+            }
+        }
+    }
+
+    /// Charges `value` mutations: `Err(throttle ms)` when a strict quota rejects them.
+    pub fn record(&mut self, value: f64) -> Result<(), u64> {
+        match self {
+            ControllerMutationQuota::Unbounded => Ok(()),
+            ControllerMutationQuota::Strict { quota, exceeded } => {
+                let outcome = quota.with_bucket(|bucket, rate, window, now| {
+                    let outcome = strict_charge(bucket, window, value, now);
+                    if outcome == StrictOutcome::Accepted {
+                        rate.record(window, value, now);
+                    }
+                    (outcome, now)
+                });
+                match outcome {
+                    Some((StrictOutcome::Rejected { throttle_ms }, now)) => {
+                        quota.memo.set(throttle_ms, now);
+                        *exceeded = true;
+                        Err(throttle_ms)
+                    }
+                    _ => Ok(()),
+                }
+            }
+            ControllerMutationQuota::Permissive(quota) => {
+                let throttle = quota.with_bucket(|bucket, rate, window, now| {
+                    rate.record(window, value, now);
+                    (permissive_charge(bucket, window, value, now), now)
+                });
+                if let Some((Some(throttle_ms), now)) = throttle {
+                    quota.memo.set(throttle_ms, now);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl MutationQuota for ControllerMutationQuota {
+    fn charge(&mut self, partitions: u32) -> Result<(), QuotaExceeded> {
+        self.record(f64::from(partitions))
+            .map_err(|throttle_ms| QuotaExceeded {
+                throttle_time_ms: i32::try_from(throttle_ms).unwrap_or(i32::MAX),
+            })
+    }
+}

@@ -1,0 +1,360 @@
+//! Ports of Kafka's ControllerMutationQuotaManagerTest / ControllerMutationQuotaTest (reference
+//! §3.7, same numbers), the ClientQuotaManager worked example through a manager, and the
+//! publisher → actor path. Time is a [`ManualClock`]; nothing sleeps.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use gregor_publishers::records::{ClientQuotaRecord, EntityData, MetadataRecord};
+use gregor_publishers::{
+    LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, Provenance,
+};
+
+use super::actor::ExpireIdleSensors;
+use super::manager::SENSOR_IDLE_EXPIRY_MS;
+use super::*;
+use crate::controller::logic::MutationQuota;
+
+const USER: &str = "ANONYMOUS";
+const CLIENT: &str = "test-client";
+
+fn manager(quota_type: QuotaType, samples: u32, clock: &ManualClock) -> Arc<QuotaManager> {
+    Arc::new(QuotaManager::new(
+        quota_type,
+        WindowConfig::new(samples, 1),
+        Arc::new(clock.clone()),
+    ))
+}
+
+fn user_client(user: &str, client: &str) -> QuotaEntity {
+    QuotaEntity::new(Some(Some(user)), Some(Some(client)))
+}
+
+/// §3.7 case 1: strict quota, 10/s, 10 × 1 s (burst 100).
+#[test]
+fn strict_controller_mutation_quota() {
+    let clock = ManualClock::starting_at(1_700_000_000_000);
+    let manager = manager(QuotaType::ControllerMutation, 10, &clock);
+    manager.update_quotas([(user_client(USER, CLIENT), Some(10.0))]);
+    let mut quota = manager.new_quota_for(USER, CLIENT, true);
+    assert!(!quota.is_exceeded());
+    assert_eq!(quota.record(90.0), Ok(()));
+    assert!(!quota.is_exceeded());
+    assert_eq!(quota.throttle_time_ms(), 0);
+    assert_eq!(quota.record(90.0), Ok(()));
+    assert!(!quota.is_exceeded());
+    assert_eq!(quota.throttle_time_ms(), 0);
+    assert_eq!(manager.measured(USER, CLIENT), Some(-80.0));
+    assert_eq!(quota.record(90.0), Err(8000));
+    assert!(quota.is_exceeded());
+    assert_eq!(quota.throttle_time_ms(), 8000);
+    clock.advance(5000);
+    assert_eq!(quota.throttle_time_ms(), 3000);
+}
+
+/// §3.7 case 2: permissive quota, same numbers; never "exceeded".
+#[test]
+fn permissive_controller_mutation_quota() {
+    let clock = ManualClock::starting_at(1_700_000_000_000);
+    let manager = manager(QuotaType::ControllerMutation, 10, &clock);
+    manager.update_quotas([(user_client(USER, CLIENT), Some(10.0))]);
+    let mut quota = manager.new_quota_for(USER, CLIENT, false);
+    assert_eq!(quota.record(90.0), Ok(()));
+    assert_eq!(quota.throttle_time_ms(), 0);
+    assert_eq!(quota.record(90.0), Ok(()));
+    assert_eq!(quota.throttle_time_ms(), 8000);
+    assert_eq!(quota.record(90.0), Ok(()));
+    assert!(!quota.is_exceeded());
+    assert_eq!(quota.throttle_time_ms(), 17000);
+    clock.advance(5000);
+    assert_eq!(quota.throttle_time_ms(), 12000);
+}
+
+/// The `MutationQuota` hook the controller logic calls reports the same throttle.
+#[test]
+fn mutation_quota_hook_maps_rejections() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::ControllerMutation, 10, &clock);
+    manager.update_quotas([(QuotaEntity::new(Some(Some(USER)), None), Some(2.0))]);
+    let mut quota = manager.new_quota_for(USER, "", true);
+    // Burst 20: 30 partitions are admitted (bucket 20 → −10), the next topic is rejected
+    // with −(−10) / 2 = 5 s.
+    assert_eq!(quota.charge(30), Ok(()));
+    let rejected = quota.charge(30).unwrap_err();
+    assert_eq!(rejected.throttle_time_ms, 5000);
+    assert_eq!(quota.throttle_time_ms(), 5000);
+    // Permissive v5: 2 × 30 → 20 − 60 = −40 ⇒ 20 s.
+    let mut fresh = manager.new_quota_for("ANONYMOUS", "", false);
+    clock.advance(100_000);
+    assert_eq!(fresh.charge(30), Ok(()));
+    assert_eq!(fresh.charge(30), Ok(()));
+    assert_eq!(fresh.throttle_time_ms(), 20_000);
+}
+
+/// §3.7 case 4: the manager with quota 10 for (ANONYMOUS, test-client), 10 × 1 s.
+#[test]
+fn controller_mutation_quota_violation() {
+    let clock = ManualClock::starting_at(1_700_000_000_000);
+    let manager = manager(QuotaType::ControllerMutation, 10, &clock);
+    manager.update_quotas([(user_client(USER, CLIENT), Some(10.0))]);
+    let record = |value: f64| match manager.new_quota_for(USER, CLIENT, true).record(value) {
+        Ok(()) => 0,
+        Err(throttle) => throttle,
+    };
+    for _ in 0..10 {
+        assert_eq!(record(10.0), 0);
+        clock.advance(1000);
+    }
+    assert_eq!(manager.queue_size(), 0);
+    // Strict: checked before recording, so the first spike of 110 (bucket 100) is accepted.
+    assert_eq!(record(110.0), 0);
+    // The bucket is at −10: the second spike is rejected, 10 / 10 s = 1000 ms.
+    let throttle = record(110.0);
+    assert_eq!(throttle, 1000);
+    // Throttling puts the connection in the queue until the throttle ends.
+    let guard = manager.throttle(USER, CLIENT, throttle);
+    assert_eq!(manager.queue_size(), 1);
+    clock.advance(999);
+    assert_eq!(guard.remaining_ms(), 1);
+    clock.advance(1);
+    assert_eq!(guard.remaining_ms(), 0);
+    drop(guard);
+    assert_eq!(manager.queue_size(), 0);
+    // The bucket refilled to 0 during the throttle: a new spike is accepted.
+    assert_eq!(record(110.0), 0);
+}
+
+/// §3.7 case 5: unbounded until any quota of the type exists.
+#[test]
+fn new_quota_for_is_unbounded_without_quotas() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::ControllerMutation, 10, &clock);
+    assert!(matches!(
+        manager.new_quota_for(USER, CLIENT, true),
+        ControllerMutationQuota::Unbounded
+    ));
+    assert!(matches!(
+        manager.new_quota_for(USER, CLIENT, false),
+        ControllerMutationQuota::Unbounded
+    ));
+    manager.update_quotas([(
+        QuotaEntity::new(Some(Some("someone-else")), None),
+        Some(1.0),
+    )]);
+    assert!(matches!(
+        manager.new_quota_for(USER, CLIENT, true),
+        ControllerMutationQuota::Strict { .. }
+    ));
+    assert!(matches!(
+        manager.new_quota_for(USER, CLIENT, false),
+        ControllerMutationQuota::Permissive(_)
+    ));
+    // A user without a quota of its own is never throttled.
+    let mut quota = manager.new_quota_for(USER, CLIENT, true);
+    for _ in 0..100 {
+        assert_eq!(quota.record(1e6), Ok(()));
+    }
+}
+
+/// §3.7 case 6 (manager side): unlimited, then the set value, then unlimited again.
+#[test]
+fn quota_set_and_unset() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::ControllerMutation, 10, &clock);
+    let entity = QuotaEntity::new(Some(Some("ThrottledPrincipal")), None);
+    assert_eq!(manager.quota_for("ThrottledPrincipal", ""), UNLIMITED);
+    manager.update_quotas([(entity.clone(), Some(1.5))]);
+    assert_eq!(manager.quota_for("ThrottledPrincipal", ""), 1.5);
+    manager.update_quotas([(entity, None)]);
+    assert_eq!(manager.quota_for("ThrottledPrincipal", ""), UNLIMITED);
+}
+
+/// §3.7 case 7: the sensor follows a quota update (rate 2 → 4 doubles the burst).
+#[test]
+fn quota_update_reaches_existing_sensors() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::ControllerMutation, 10, &clock);
+    let entity = QuotaEntity::new(Some(Some("ThrottledPrincipal")), None);
+    manager.update_quotas([(entity.clone(), Some(2.0))]);
+    assert_eq!(manager.sensor_count(), 0, "sensors are created lazily");
+    let mut quota = manager.new_quota_for("ThrottledPrincipal", "", true);
+    quota.record(0.0).unwrap();
+    assert_eq!(manager.measured("ThrottledPrincipal", ""), Some(20.0));
+    manager.update_quotas([(entity, Some(4.0))]);
+    clock.advance(10_000);
+    assert_eq!(manager.measured("ThrottledPrincipal", ""), Some(40.0));
+}
+
+/// The ClientQuotaManager worked example through the produce manager: 2100 ms.
+#[test]
+fn produce_manager_worked_example() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Produce, 11, &clock);
+    manager.update_quotas([(QuotaEntity::new(None, Some(Some("unknown"))), Some(500.0))]);
+    for _ in 0..10 {
+        assert_eq!(manager.record(USER, "unknown", 400.0), 0);
+        clock.advance(1000);
+    }
+    clock.advance(500);
+    assert_eq!(manager.record(USER, "unknown", 2300.0), 2100);
+    // Another client is not limited by a client-id quota of "unknown".
+    assert_eq!(manager.record(USER, "other", 1e9), 0);
+}
+
+/// The request quota's throttle is capped at one window.
+#[test]
+fn request_throttle_is_capped_at_one_window() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Request, 11, &clock);
+    manager.update_quotas([(QuotaEntity::new(Some(None), None), Some(1.0))]);
+    // 1000 % of a thread-second in one go against a 1 % quota.
+    assert_eq!(manager.record(USER, CLIENT, 1000.0), 1000);
+}
+
+#[test]
+fn no_quota_records_nothing() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Fetch, 11, &clock);
+    assert_eq!(manager.record(USER, CLIENT, 1e12), 0);
+    assert_eq!(manager.sensor_count(), 0);
+    assert!(!manager.quotas_enabled());
+}
+
+#[test]
+fn idle_sensors_expire_after_an_hour() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Produce, 11, &clock);
+    manager.update_quotas([(QuotaEntity::new(None, Some(None)), Some(1e9))]);
+    manager.record(USER, "a", 1.0);
+    clock.advance(SENSOR_IDLE_EXPIRY_MS - 1);
+    manager.record(USER, "b", 1.0);
+    assert_eq!(
+        manager.expire_idle_sensors(clock.now_ms(), SENSOR_IDLE_EXPIRY_MS),
+        0
+    );
+    clock.advance(1);
+    assert_eq!(
+        manager.expire_idle_sensors(clock.now_ms(), SENSOR_IDLE_EXPIRY_MS),
+        1
+    );
+    assert_eq!(manager.sensor_count(), 1);
+}
+
+fn quota_record(entity: &[(&str, Option<&str>)], key: &str, value: Option<f64>) -> MetadataRecord {
+    MetadataRecord::ClientQuota(ClientQuotaRecord {
+        entity: entity
+            .iter()
+            .map(|(t, n)| EntityData {
+                entity_type: (*t).to_owned(),
+                entity_name: n.map(str::to_owned),
+            })
+            .collect(),
+        key: key.to_owned(),
+        value: value.unwrap_or(0.0),
+        remove: value.is_none(),
+    })
+}
+
+/// Records → image delta → publisher → actor → the shared table requests read.
+#[actix_rt::test]
+async fn publisher_feeds_the_actors() {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::starting_at(0));
+    let managers = QuotaManagers::start(WindowConfig::DEFAULT, WindowConfig::new(10, 1), clock);
+    let mut publisher = ClientQuotaPublisher::new(managers.clone());
+    let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+    for record in [
+        quota_record(
+            &[("user", Some("a b"))],
+            "controller_mutation_rate",
+            Some(2.0),
+        ),
+        quota_record(&[("client-id", None)], "producer_byte_rate", Some(1024.0)),
+        quota_record(
+            &[("user", None), ("client-id", Some("c"))],
+            "request_percentage",
+            Some(50.0),
+        ),
+        quota_record(
+            &[("ip", Some("10.0.0.1"))],
+            "connection_creation_rate",
+            Some(5.0),
+        ),
+        quota_record(&[("user", Some("x"))], "consumer_byte_rate", Some(7.0)),
+    ] {
+        delta.replay(&record).unwrap();
+    }
+    let image = Arc::new(delta.apply(Provenance::default()));
+    let manifest = LoaderManifest::LogDelta {
+        provenance: Provenance::default(),
+        num_batches: 1,
+        num_records: 5,
+        elapsed_ns: 0,
+    };
+    publisher
+        .on_metadata_update(&delta, &image, &manifest)
+        .unwrap();
+    // A message behind the updates in each mailbox: once answered, the updates are applied.
+    for quota_type in QuotaType::ALL {
+        managers
+            .get(quota_type)
+            .actor
+            .send(ExpireIdleSensors { idle_ms: u64::MAX })
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        managers.controller_mutation.shared.quota_for("a b", ""),
+        2.0
+    );
+    assert_eq!(managers.produce.shared.quota_for("anyone", "any"), 1024.0);
+    assert_eq!(managers.request.shared.quota_for("anyone", "c"), 50.0);
+    assert_eq!(managers.fetch.shared.quota_for("x", "c"), 7.0);
+    assert_eq!(managers.fetch.shared.quota_for("y", "c"), UNLIMITED);
+
+    // Removing the key through a second delta.
+    let mut delta = MetadataDelta::new(Arc::clone(&image));
+    delta
+        .replay(&quota_record(
+            &[("user", Some("a b"))],
+            "controller_mutation_rate",
+            None,
+        ))
+        .unwrap();
+    let image2 = Arc::new(delta.apply(Provenance::default()));
+    publisher
+        .on_metadata_update(&delta, &image2, &manifest)
+        .unwrap();
+    managers
+        .controller_mutation
+        .actor
+        .send(ExpireIdleSensors { idle_ms: u64::MAX })
+        .await
+        .unwrap();
+    assert_eq!(
+        managers.controller_mutation.shared.quota_for("a b", ""),
+        UNLIMITED
+    );
+
+    // A snapshot replaces everything.
+    let snapshot = MetadataDelta::from_empty_with(&image2);
+    let manifest = LoaderManifest::Snapshot {
+        provenance: Provenance::default(),
+        num_records: 4,
+        elapsed_ns: 0,
+    };
+    managers
+        .produce
+        .shared
+        .update_quotas([(QuotaEntity::new(None, Some(Some("stale"))), Some(1.0))]);
+    publisher
+        .on_metadata_update(&snapshot, &image2, &manifest)
+        .unwrap();
+    managers
+        .produce
+        .actor
+        .send(ExpireIdleSensors { idle_ms: u64::MAX })
+        .await
+        .unwrap();
+    assert_eq!(managers.produce.shared.quota_for("anyone", "stale"), 1024.0);
+}

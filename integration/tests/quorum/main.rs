@@ -1,0 +1,177 @@
+//! Multi-process metadata quorum: controllers formed with `--initial-controllers`, brokers as
+//! observers, forwarding, DescribeQuorum, failover after kill -9.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod t10_three_controllers_two_brokers;
+mod t20_add_remove_controller_by_id;
+mod t30_broker_fencing;
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use gregor_integration::{binary_path, wait_until, GregorNode, KafkaConn};
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+/// How long a cluster may take to form or fail over on a loaded two-core machine.
+pub const FORM_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A Kafka-form UUID from `gregor storage random-uuid`.
+pub fn random_uuid() -> anyhow::Result<String> {
+    let output = Command::new(binary_path())
+        .args(["storage", "random-uuid"])
+        .output()
+        .context("running gregor storage random-uuid")?;
+    if !output.status.success() {
+        bail!(
+            "random-uuid failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// A port free right now on 127.0.0.1 (controllers need ports known before they start, for
+/// `--initial-controllers`).
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A running cluster: controllers (voters) and brokers.
+pub struct Cluster {
+    pub cluster_id: String,
+    pub controllers: Vec<(i32, GregorNode)>,
+    pub brokers: Vec<(i32, GregorNode)>,
+    pub bootstrap_controllers: String,
+}
+
+impl Cluster {
+    /// Starts `controllers` voters (ids 1..) and `brokers` brokers (ids 11..).
+    pub fn start(controllers: usize, brokers: usize) -> anyhow::Result<Cluster> {
+        Self::start_with(controllers, brokers, &[])
+    }
+
+    /// [`Cluster::start`] with extra overrides for the controllers.
+    pub fn start_with(
+        controllers: usize,
+        brokers: usize,
+        controller_overrides: &[(&str, &str)],
+    ) -> anyhow::Result<Cluster> {
+        let cluster_id = random_uuid()?;
+        let mut specs = Vec::new();
+        for i in 0..controllers {
+            specs.push((i as i32 + 1, free_port()?, random_uuid()?));
+        }
+        let initial = specs
+            .iter()
+            .map(|(id, port, dir)| format!("{id}@127.0.0.1:{port}:{dir}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let bootstrap_controllers = specs
+            .iter()
+            .map(|(_, port, _)| format!("127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut started = Vec::new();
+        for (id, port, _) in &specs {
+            let id_text = id.to_string();
+            let listeners = format!("CONTROLLER://127.0.0.1:{port}");
+            let mut overrides = vec![
+                ("node.id", id_text.as_str()),
+                ("process.roles", "controller"),
+                ("listeners", listeners.as_str()),
+                (
+                    "controller.quorum.bootstrap.servers",
+                    bootstrap_controllers.as_str(),
+                ),
+            ];
+            overrides.extend_from_slice(controller_overrides);
+            let node = GregorNode::start_formatted(
+                &overrides,
+                &[
+                    "--cluster-id",
+                    &cluster_id,
+                    "--initial-controllers",
+                    &initial,
+                ],
+                false,
+            )?;
+            started.push((*id, node));
+        }
+        for (_, node) in &mut started {
+            node.wait_ready()?;
+        }
+        let mut cluster = Cluster {
+            cluster_id,
+            controllers: started,
+            brokers: Vec::new(),
+            bootstrap_controllers,
+        };
+        for i in 0..brokers {
+            cluster.add_broker(11 + i as i32)?;
+        }
+        Ok(cluster)
+    }
+
+    /// Starts a broker that joins as an observer.
+    pub fn add_broker(&mut self, id: i32) -> anyhow::Result<()> {
+        let node = GregorNode::start_formatted(
+            &[
+                ("node.id", &id.to_string()),
+                ("process.roles", "broker"),
+                ("listeners", "PLAINTEXT://127.0.0.1:0"),
+                (
+                    "controller.quorum.bootstrap.servers",
+                    &self.bootstrap_controllers,
+                ),
+            ],
+            &["--cluster-id", &self.cluster_id],
+            true,
+        )?;
+        self.brokers.push((id, node));
+        Ok(())
+    }
+}
+
+/// DescribeQuorum for `__cluster_metadata-0` at `version`.
+pub fn describe_quorum_request() -> DescribeQuorumRequest {
+    DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])])
+}
+
+/// Asks each address until one answers as leader; returns the answer.
+pub async fn leader_view(addrs: &[String]) -> anyhow::Result<Option<DescribeQuorumResponse>> {
+    for addr in addrs {
+        let Ok(mut conn) = KafkaConn::connect(addr).await else {
+            continue;
+        };
+        let Ok(response) = conn.send(&describe_quorum_request(), 2).await else {
+            continue;
+        };
+        let ok = response.error_code == 0
+            && response
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .is_some_and(|p| p.error_code == 0);
+        if ok {
+            return Ok(Some(response));
+        }
+    }
+    Ok(None)
+}
+
+/// Waits until some controller answers DescribeQuorum as leader.
+pub async fn wait_leader(addrs: &[String]) -> anyhow::Result<DescribeQuorumResponse> {
+    wait_until("a quorum leader", FORM_TIMEOUT, || leader_view(addrs)).await
+}
+
+/// The leader id in a DescribeQuorum answer.
+pub fn leader_id(response: &DescribeQuorumResponse) -> i32 {
+    response.topics[0].partitions[0].leader_id.0
+}

@@ -1,0 +1,393 @@
+//! The command-line shapes of `gregor configs` and `gregor client-metrics` (clap), and how
+//! they run: output to stdout, errors to stderr with a non-zero exit.
+
+use clap::{ArgAction, ArgGroup, ArgMatches, Args, FromArgMatches};
+
+use super::block_on;
+use super::client_metrics::{self, ClientMetricsAction};
+use super::configs::{self, ConfigsCommand, EntityType};
+
+/// `gregor configs`: kafka-configs.sh.
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("action").required(true).args(["describe", "alter"])))]
+pub struct ConfigsOptions {
+    /// The server(s) to connect to, `host:port[,host:port]`.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap_server: String,
+    /// List configs for the given entity.
+    #[arg(long)]
+    pub describe: bool,
+    /// Alter the configuration of the entity.
+    #[arg(long)]
+    pub alter: bool,
+    /// Type of entity; `users` and `clients` may be given together (the clients of a user).
+    #[arg(long, value_enum, required = true)]
+    pub entity_type: Vec<EntityType>,
+    /// Name of entity (topic name, broker id, group id, client-metrics name, user principal,
+    /// client id, ip), one per --entity-type in the same order.
+    #[arg(long)]
+    pub entity_name: Vec<String>,
+    /// The default entity (brokers, users, clients, ips) in place of an --entity-name.
+    // One value per occurrence (a count flag keeps one index for all), so each default has
+    // its own position among the names.
+    #[arg(long, num_args = 0, default_missing_value = "true", action = ArgAction::Append)]
+    pub entity_default: Vec<bool>,
+    /// With --describe: all configs, not only the dynamic ones.
+    #[arg(long)]
+    pub all: bool,
+    /// Configs to add: `k1=v1,k2=[v1,v2,v2],k3=v3`.
+    #[arg(long, value_name = "K=V,...")]
+    pub add_config: Option<String>,
+    /// Config keys to remove: `k1,k2`.
+    #[arg(long, value_name = "K,...")]
+    pub delete_config: Option<String>,
+}
+
+/// [`ConfigsOptions`] plus the `--entity-name` / `--entity-default` occurrences in command-line
+/// order (`""` for a default): kafka-configs.sh pairs the n-th of them with the n-th
+/// `--entity-type`, and the derived fields alone lose that order.
+#[derive(Debug)]
+pub struct ConfigsArgs {
+    /// The parsed options.
+    pub options: ConfigsOptions,
+    /// Entity names in order, `""` = `--entity-default`.
+    pub entity_names: Vec<String>,
+}
+
+fn ordered_entity_names(matches: &ArgMatches) -> Vec<String> {
+    let mut named: Vec<(usize, String)> = matches
+        .indices_of("entity_name")
+        .into_iter()
+        .flatten()
+        .zip(
+            matches
+                .get_many::<String>("entity_name")
+                .into_iter()
+                .flatten()
+                .cloned(),
+        )
+        .collect();
+    named.extend(
+        matches
+            .indices_of("entity_default")
+            .into_iter()
+            .flatten()
+            .map(|index| (index, String::new())),
+    );
+    named.sort_by_key(|(index, _)| *index);
+    named.into_iter().map(|(_, name)| name).collect()
+}
+
+impl FromArgMatches for ConfigsArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(ConfigsArgs {
+            options: ConfigsOptions::from_arg_matches(matches)?,
+            entity_names: ordered_entity_names(matches),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        self.options.update_from_arg_matches(matches)?;
+        self.entity_names = ordered_entity_names(matches);
+        Ok(())
+    }
+}
+
+impl Args for ConfigsArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        ConfigsOptions::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        ConfigsOptions::augment_args_for_update(cmd)
+    }
+}
+
+/// kafka-configs.sh's argument checks (`ConfigCommandOptions.checkArgs` and the entity-count
+/// check before connecting); `Err` is its message.
+pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
+    let options = &args.options;
+    let types = &options.entity_type;
+    let names = &args.entity_names;
+    if options.describe && (options.add_config.is_some() || options.delete_config.is_some()) {
+        return Err("--add-config and --delete-config are only valid with --alter".into());
+    }
+    let mut duplicates: Vec<&str> = Vec::new();
+    for (i, t) in types.iter().enumerate() {
+        if types[..i].contains(t) && !duplicates.contains(&t.plural()) {
+            duplicates.push(t.plural());
+        }
+    }
+    if !duplicates.is_empty() {
+        return Err(format!(
+            "Duplicate entity type(s) specified: {}",
+            duplicates.join(",")
+        ));
+    }
+    let pair = [EntityType::Users, EntityType::Clients];
+    if types.len() > 1 && !(types.len() == 2 && pair.iter().all(|t| types.contains(t))) {
+        return Err("Only 'users' and 'clients' entity types may be specified together".into());
+    }
+    let has_name = names.iter().any(|n| !n.is_empty());
+    let has_default = names.iter().any(String::is_empty);
+    let type_list = || {
+        types
+            .iter()
+            .map(|t| t.plural())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    if has_name && types.contains(&EntityType::Ips) {
+        for name in options.entity_name.iter() {
+            check_ip(name)?;
+        }
+    }
+    let defaultable = types.iter().any(|t| {
+        matches!(
+            t,
+            EntityType::Users | EntityType::Clients | EntityType::Brokers | EntityType::Ips
+        )
+    });
+    if options.describe && !defaultable && has_default {
+        return Err(format!(
+            "--entity-default must not be specified with --describe of {}",
+            type_list()
+        ));
+    }
+    if options.alter {
+        if defaultable {
+            if !has_name && !has_default {
+                return Err("An entity-name or default entity must be specified with --alter of users, clients, brokers or ips".into());
+            }
+        } else if !has_name {
+            return Err(format!(
+                "An entity name must be specified with --alter of {}",
+                type_list()
+            ));
+        }
+        if options.add_config.is_none() && options.delete_config.is_none() {
+            return Err(
+                "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter".into(),
+            );
+        }
+        if types.len() != names.len() {
+            return Err("An entity name must be specified for every entity type".into());
+        }
+    }
+    Ok(())
+}
+
+/// kafka-configs.sh accepts an IP or a host name that resolves (`InetAddress.getByName`).
+fn check_ip(name: &str) -> Result<(), String> {
+    use std::net::{IpAddr, ToSocketAddrs};
+    if name.parse::<IpAddr>().is_ok() || (name, 0).to_socket_addrs().is_ok() {
+        return Ok(());
+    }
+    Err(format!(
+        "The entity name for ips must be a valid IP or resolvable host, but it is: {name}"
+    ))
+}
+
+/// Runs `gregor configs`; `Err` is the message for stderr.
+pub fn run_configs(args: ConfigsArgs) -> Result<(), String> {
+    check_configs_args(&args)?;
+    let ConfigsArgs {
+        options,
+        entity_names,
+    } = args;
+    let entity_type = options
+        .entity_type
+        .first()
+        .copied()
+        .ok_or("At least one entity type must be specified")?;
+    let command = ConfigsCommand {
+        bootstrap_server: options.bootstrap_server,
+        alter: options.alter,
+        entity_type,
+        entity_name: entity_names.first().cloned(),
+        all: options.all,
+        add_config: options.add_config,
+        delete_config: options.delete_config,
+        entity_types: options.entity_type,
+        entity_names,
+    };
+    let mut out = String::new();
+    let result = block_on(configs::run(&command, &mut out))?;
+    print!("{out}");
+    result.map_err(|e| e.to_string())
+}
+
+/// `gregor client-metrics`: kafka-client-metrics.sh.
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("action").required(true).args(["list", "describe", "alter", "delete"])))]
+pub struct ClientMetricsArgs {
+    /// The server(s) to connect to, `host:port[,host:port]`.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap_server: String,
+    /// List the client-metrics resources.
+    #[arg(long)]
+    pub list: bool,
+    /// Describe one (--name) or every client-metrics resource.
+    #[arg(long)]
+    pub describe: bool,
+    /// Create or change a client-metrics resource.
+    #[arg(long)]
+    pub alter: bool,
+    /// Delete a client-metrics resource.
+    #[arg(long)]
+    pub delete: bool,
+    /// The client-metrics resource name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Metric-name prefixes to collect, comma-separated (`*` for all; empty to remove).
+    #[arg(long)]
+    pub metrics: Option<String>,
+    /// Push interval in milliseconds.
+    #[arg(long)]
+    pub interval: Option<i64>,
+    /// Client matching patterns, `selector=regex,...` (empty to remove).
+    #[arg(long, value_name = "K=REGEX,...")]
+    pub r#match: Option<String>,
+}
+
+/// Runs `gregor client-metrics`; `Err` is the message for stderr.
+pub fn run_client_metrics(args: ClientMetricsArgs) -> Result<(), String> {
+    let action = if args.list {
+        ClientMetricsAction::List
+    } else if args.describe {
+        ClientMetricsAction::Describe(args.name)
+    } else if args.alter {
+        let name = args
+            .name
+            .ok_or("A client metrics resource name must be specified with --alter.")?;
+        let mut configs = Vec::new();
+        if let Some(interval) = args.interval {
+            configs.push(("interval.ms".to_owned(), interval.to_string()));
+        }
+        if let Some(metrics) = args.metrics {
+            configs.push(("metrics".to_owned(), metrics));
+        }
+        if let Some(patterns) = args.r#match {
+            configs.push(("match".to_owned(), patterns));
+        }
+        ClientMetricsAction::Alter { name, configs }
+    } else {
+        let name = args
+            .name
+            .ok_or("A client metrics resource name must be specified with --delete.")?;
+        ClientMetricsAction::Delete(name)
+    };
+    let mut out = String::new();
+    let result = block_on(client_metrics::run(
+        &args.bootstrap_server,
+        &action,
+        &mut out,
+    ))?;
+    print!("{out}");
+    result.map_err(|e| format!("Error while executing client metrics command : {e}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ConfigsArgs,
+    }
+
+    fn parse(line: &str) -> ConfigsArgs {
+        Cli::try_parse_from(std::iter::once("configs").chain(line.split_whitespace()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn entity_names_keep_their_command_line_order() {
+        let b = "--bootstrap-server h:1 --alter --add-config a=1";
+        let args = parse(&format!("{b} --entity-type users --entity-name u"));
+        assert_eq!(args.entity_names, ["u"]);
+        let args = parse(&format!(
+            "{b} --entity-type users --entity-default --entity-type clients --entity-name c"
+        ));
+        assert_eq!(
+            args.options.entity_type,
+            [EntityType::Users, EntityType::Clients]
+        );
+        assert_eq!(args.entity_names, ["", "c"]);
+        let args = parse(&format!(
+            "{b} --entity-type users --entity-name u --entity-type clients --entity-default"
+        ));
+        assert_eq!(args.entity_names, ["u", ""]);
+        let args = parse(&format!(
+            "{b} --entity-type users --entity-default --entity-type clients --entity-default"
+        ));
+        assert_eq!(args.entity_names, ["", ""]);
+        assert!(parse(&format!("{b} --entity-type users"))
+            .entity_names
+            .is_empty());
+    }
+
+    #[test]
+    fn kafka_configs_argument_checks() {
+        let check = |line: &str| check_configs_args(&parse(line));
+        let b = "--bootstrap-server h:1";
+        assert_eq!(
+            check(&format!(
+                "{b} --describe --entity-type users --entity-type users"
+            )),
+            Err("Duplicate entity type(s) specified: users".into())
+        );
+        assert_eq!(
+            check(&format!(
+                "{b} --describe --entity-type users --entity-type ips"
+            )),
+            Err("Only 'users' and 'clients' entity types may be specified together".into())
+        );
+        assert_eq!(
+            check(&format!(
+                "{b} --describe --entity-type groups --entity-default"
+            )),
+            Err("--entity-default must not be specified with --describe of groups".into())
+        );
+        assert_eq!(
+            check(&format!("{b} --alter --entity-type users --add-config a=1")),
+            Err("An entity-name or default entity must be specified with --alter of users, clients, brokers or ips".into())
+        );
+        assert_eq!(
+            check(&format!(
+                "{b} --alter --entity-type topics --entity-default --add-config a=1"
+            )),
+            Err("An entity name must be specified with --alter of topics".into())
+        );
+        assert_eq!(
+            check(&format!("{b} --alter --entity-type users --entity-name u")),
+            Err("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter".into())
+        );
+        assert_eq!(
+            check(&format!(
+                "{b} --alter --entity-type users --entity-type clients --entity-name u --add-config a=1"
+            )),
+            Err("An entity name must be specified for every entity type".into())
+        );
+        assert_eq!(
+            check(&format!("{b} --alter --entity-type ips --entity-name no.such.host.invalid --add-config a=1")),
+            Err("The entity name for ips must be a valid IP or resolvable host, but it is: no.such.host.invalid".into())
+        );
+        assert_eq!(
+            check(&format!(
+                "{b} --describe --entity-type users --entity-type clients --entity-name u"
+            )),
+            Ok(())
+        );
+        assert_eq!(
+            check(&format!(
+                "{b} --alter --entity-type ips --entity-default --delete-config a"
+            )),
+            Ok(())
+        );
+    }
+}

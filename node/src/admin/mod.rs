@@ -1,0 +1,280 @@
+//! A small Kafka admin client for the `gregor` tools: connect to a bootstrap server, negotiate
+//! versions with ApiVersions, send requests at the negotiated version and turn error codes into
+//! messages. It speaks only the public wire protocol, so the tools work against Apache Kafka
+//! too.
+
+pub mod cli;
+pub mod client_metrics;
+pub mod client_quotas;
+pub mod configs;
+pub mod metadata_quorum;
+pub mod topics;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long one request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest response frame accepted.
+const MAX_RESPONSE: usize = 256 * 1024 * 1024;
+
+/// A failure of an admin operation; `Display` is what the tool prints.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// Network or protocol failure.
+    #[error("{0}")]
+    Io(String),
+    /// The broker does not support what is needed.
+    #[error("{0}")]
+    UnsupportedVersion(String),
+    /// The broker answered with an error code.
+    #[error("{}", kafka_message(*code, message.as_deref()))]
+    Broker {
+        /// The error code.
+        code: i16,
+        /// The broker's message, if any.
+        message: Option<String>,
+    },
+}
+
+/// Kafka's exception text for a code: the broker's message, or the code's default one.
+pub fn kafka_message(code: i16, message: Option<&str>) -> String {
+    let error = ResponseError::try_from_code(code);
+    let name = error.map_or_else(|| format!("error code {code}"), |e| format!("{e:?}"));
+    match message {
+        Some(message) if !message.is_empty() => format!("{message} ({name})"),
+        _ => match error {
+            Some(error) => format!("{error} ({name})"),
+            None => name,
+        },
+    }
+}
+
+/// What a Java client's exception for `code` says (`getMessage()`): the broker's message, or
+/// the code's default text when the broker sent none (tools that print Kafka's texts use this).
+pub fn java_message(code: i16, message: Option<&str>) -> String {
+    match message {
+        Some(message) if !message.is_empty() => message.to_owned(),
+        _ => default_message(code)
+            .map_or_else(|| kafka_message(code, None), std::borrow::ToOwned::to_owned),
+    }
+}
+
+/// Kafka's `Errors` default texts of the codes topic and quota requests answer with a null
+/// message (the protocol crate keeps these texts only as documentation).
+fn default_message(code: i16) -> Option<&'static str> {
+    Some(match code {
+        -1 => "The server experienced an unexpected error when processing the request.",
+        3 => "This server does not host this topic-partition.",
+        7 => "The request timed out.",
+        17 => "The request attempted to perform an operation on an invalid topic.",
+        29 => "Topic authorization failed.",
+        35 => "The version of API is not supported.",
+        36 => "Topic with this name already exists.",
+        37 => "Number of partitions is below 1.",
+        38 => "Replication factor is below 1 or larger than the number of available brokers.",
+        39 => "Replica assignment is invalid.",
+        40 => "Configuration is invalid.",
+        41 => "This is not the correct controller for this cluster.",
+        42 => "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.",
+        44 => "Request parameters do not satisfy the configured policy.",
+        73 => "Topic deletion is disabled.",
+        89 => "The throttling quota has been exceeded.",
+        100 => "This server does not host this topic ID.",
+        _ => return None,
+    })
+}
+
+/// The error of a non-zero `code`.
+pub fn check(code: i16, message: Option<&StrBytes>) -> Result<(), AdminError> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(AdminError::Broker {
+        code,
+        message: message.map(|m| m.to_string()),
+    })
+}
+
+/// One connection with its negotiated version ranges.
+pub struct AdminClient {
+    stream: TcpStream,
+    correlation_id: i32,
+    /// api key → broker's (min, max).
+    versions: BTreeMap<i16, (i16, i16)>,
+    /// The request header's client id (quotas are charged to it, so `client.id` can set it).
+    client_id: StrBytes,
+}
+
+impl AdminClient {
+    /// Connects to the first reachable of `bootstrap` (comma-separated `host:port`) and runs
+    /// ApiVersions.
+    pub async fn connect(bootstrap: &str) -> Result<Self, AdminError> {
+        let mut last = String::from("no bootstrap server given");
+        for server in bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            match tokio::time::timeout(REQUEST_TIMEOUT, TcpStream::connect(server)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    let mut client = AdminClient {
+                        stream,
+                        correlation_id: 0,
+                        versions: BTreeMap::new(),
+                        client_id: StrBytes::from_static_str("gregor-admin"),
+                    };
+                    client.negotiate().await?;
+                    return Ok(client);
+                }
+                Ok(Err(error)) => last = format!("cannot connect to {server}: {error}"),
+                Err(_) => last = format!("cannot connect to {server}: timed out"),
+            }
+        }
+        Err(AdminError::Io(last))
+    }
+
+    async fn negotiate(&mut self) -> Result<(), AdminError> {
+        // v3 is what every broker since 2.4 answers; older ones answer v0 with error 35.
+        let response = self
+            .send_at(
+                &ApiVersionsRequest::default()
+                    .with_client_software_name(StrBytes::from_static_str("gregor-admin"))
+                    .with_client_software_version(StrBytes::from_static_str(env!(
+                        "CARGO_PKG_VERSION"
+                    ))),
+                3,
+            )
+            .await?;
+        check(response.error_code, None)?;
+        self.versions = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(())
+    }
+
+    /// Sends later requests with this client id (`client.id` of a `--command-config` file).
+    pub fn set_client_id(&mut self, client_id: &str) {
+        self.client_id = StrBytes::from_string(client_id.to_owned());
+    }
+
+    /// The broker's highest version of `key` that this client also speaks.
+    pub fn version_of<R: Request>(&self) -> Option<i16> {
+        let (min, max) = *self.versions.get(&(R::KEY))?;
+        let ours = <R as Message>::VERSIONS;
+        let version = max.min(ours.max);
+        (version >= min.max(ours.min)).then_some(version)
+    }
+
+    /// Sends `request` at the negotiated version.
+    pub async fn send<R: Request>(
+        &mut self,
+        request: &R,
+    ) -> Result<(i16, R::Response), AdminError> {
+        let version = self.version_of::<R>().ok_or_else(|| {
+            AdminError::UnsupportedVersion(format!(
+                "The broker does not support {:?}",
+                ApiKey::try_from(R::KEY).map_or_else(|_| R::KEY.to_string(), |k| format!("{k:?}"))
+            ))
+        })?;
+        Ok((version, self.send_at(request, version).await?))
+    }
+
+    /// Sends `request` at exactly `version`.
+    pub async fn send_at<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, AdminError> {
+        self.correlation_id += 1;
+        let io = |what: &str, e: &dyn std::fmt::Display| AdminError::Io(format!("{what}: {e}"));
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(self.client_id.clone()));
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        header
+            .encode(&mut buf, R::header_version(version))
+            .map_err(|e| io("encoding the request header", &e))?;
+        request
+            .encode(&mut buf, version)
+            .map_err(|e| io("encoding the request", &e))?;
+        let size = i32::try_from(buf.len() - 4).map_err(|e| io("request size", &e))?;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        let exchange = async {
+            self.stream
+                .write_all(&buf)
+                .await
+                .map_err(|e| io("sending", &e))?;
+            let size = self
+                .stream
+                .read_i32()
+                .await
+                .map_err(|e| io("reading the response", &e))?;
+            let size = usize::try_from(size)
+                .ok()
+                .filter(|s| *s <= MAX_RESPONSE)
+                .ok_or_else(|| AdminError::Io(format!("bad response size {size}")))?;
+            let mut body = vec![0; size];
+            self.stream
+                .read_exact(&mut body)
+                .await
+                .map_err(|e| io("reading the response", &e))?;
+            Ok::<_, AdminError>(Bytes::from(body))
+        };
+        let mut frame = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| AdminError::Io("the broker did not answer in time".into()))??;
+        // ApiVersions answers an unknown version with a v0 body.
+        let version = if R::KEY == ApiKey::ApiVersions as i16
+            && frame.len() >= 6
+            && i16::from_be_bytes([frame[4], frame[5]]) != 0
+        {
+            0
+        } else {
+            version
+        };
+        let header = ResponseHeader::decode(
+            &mut frame,
+            <R::Response as HeaderVersion>::header_version(version),
+        )
+        .map_err(|e| io("decoding the response header", &e))?;
+        if header.correlation_id != self.correlation_id {
+            return Err(AdminError::Io(format!(
+                "response correlation id {} does not match {}",
+                header.correlation_id, self.correlation_id
+            )));
+        }
+        let response = R::Response::decode(&mut frame, version)
+            .map_err(|e| io("decoding the response", &e))?;
+        if frame.has_remaining() {
+            return Err(AdminError::Io(format!(
+                "{} trailing bytes in the response",
+                frame.remaining()
+            )));
+        }
+        Ok(response)
+    }
+}
+
+/// Runs an async admin operation on a small runtime of its own.
+pub fn block_on<T>(future: impl std::future::Future<Output = T>) -> Result<T, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(|runtime| runtime.block_on(future))
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
