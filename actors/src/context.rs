@@ -63,6 +63,23 @@ pub trait ControllerForwarder: Send + Sync {
         request: kafka_protocol::messages::CreateTopicsRequest,
         version: i16,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>;
+
+    /// IncrementalAlterConfigs at `version` (the resources the broker does not handle itself).
+    fn incremental_alter_configs(
+        &self,
+        request: kafka_protocol::messages::IncrementalAlterConfigsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
+    >;
+
+    /// AlterConfigs at `version`.
+    fn alter_configs(
+        &self,
+        request: kafka_protocol::messages::AlterConfigsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterConfigsResponse>>;
 }
 
 /// Which kind of listener a request arrived on; decides which APIs it may call.

@@ -898,4 +898,27 @@ mod tests {
         assert_eq!(config.metadata_log_dir, PathBuf::from("/tmp/a"));
         Ok(())
     }
+
+    #[test]
+    fn quorum_bootstrap_servers_are_host_port_pairs() -> Result<(), ConfigError> {
+        let config = NodeConfig::load(
+            None,
+            &["controller.quorum.bootstrap.servers=a:1, b:2".to_owned()],
+        )?;
+        assert_eq!(
+            config.controller_quorum_bootstrap_servers,
+            vec!["a:1", "b:2"]
+        );
+        assert_eq!(config.broker_session_timeout_ms, 9000);
+        let error = NodeConfig::load(None, &["controller.quorum.bootstrap.servers=a".to_owned()])
+            .map(|_| ())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("controller.quorum.bootstrap.servers"),
+            "{error}"
+        );
+        Ok(())
+    }
 }

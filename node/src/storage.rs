@@ -342,6 +342,11 @@ pub fn format_with(
     Ok(formatted)
 }
 
+/// The directory id in `dir`'s `meta.properties`, `None` when it is not formatted.
+pub fn directory_id_in(dir: &Path) -> Result<Option<Uuid>, StorageError> {
+    Ok(read_meta(dir)?.map(|meta| meta.directory_id))
+}
+
 /// The initial voters written by `storage format --initial-controllers`, if any.
 pub fn initial_controllers(
     config: &NodeConfig,
@@ -499,6 +504,45 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("node.id 1"), "{error}");
+        Ok(())
+    }
+
+    #[test]
+    fn initial_controllers_parse_as_kafka_writes_them() -> Result<(), Box<dyn std::error::Error>> {
+        let d1 = Uuid::from_u128(1);
+        let text = format!(
+            "1@localhost:9093:{},2@[::1]:9094:{}",
+            uuid_to_kafka_string(d1),
+            uuid_to_kafka_string(Uuid::from_u128(2))
+        );
+        let parsed = parse_initial_controllers(&text)?;
+        assert_eq!(
+            parsed[0],
+            InitialController {
+                id: 1,
+                host: "localhost".into(),
+                port: 9093,
+                directory_id: d1
+            }
+        );
+        assert_eq!(parsed[1].host, "::1");
+        assert_eq!(format_initial_controllers(&parsed), text);
+        for bad in [
+            "",
+            "1localhost:9093:x",
+            "-1@h:1:AAAAAAAAAAAAAAAAAAAAAQ",
+            "1@h:0:AAAAAAAAAAAAAAAAAAAAAQ",
+            "1@h:1:AAAAAAAAAAAAAAAAAAAAAA",
+        ] {
+            assert!(parse_initial_controllers(bad).is_err(), "{bad}");
+        }
+        // A listed node takes its directory id; the list is kept for start-up.
+        let dir = tempfile::tempdir()?;
+        let config = config_in(dir.path(), 1)?;
+        format_with(&config, &random_cluster_id(), false, false, Some(&parsed))?;
+        assert_eq!(read_meta(dir.path())?.map(|m| m.directory_id), Some(d1));
+        assert_eq!(initial_controllers(&config)?, Some(parsed));
+        assert!(!is_standalone(&config));
         Ok(())
     }
 

@@ -21,8 +21,10 @@ use super::logic::ControllerResult;
 pub struct IncrementalAlterConfigs {
     /// The request (possibly without its BROKER_LOGGER resources).
     pub request: IncrementalAlterConfigsRequest,
-    /// The node that received it: BROKER resources may only name this node (or "").
-    pub node_id: i32,
+    /// The broker that received it: BROKER resources may only name this node (or ""). `None`
+    /// when it arrived on a controller listener (sent there, or forwarded by a broker that
+    /// checked it): any registered node may then be named.
+    pub node_id: Option<i32>,
 }
 
 /// Replace the configs of each resource (legacy AlterConfigs).
@@ -31,8 +33,8 @@ pub struct IncrementalAlterConfigs {
 pub struct AlterConfigs {
     /// The request.
     pub request: AlterConfigsRequest,
-    /// The node that received it.
-    pub node_id: i32,
+    /// As in [`IncrementalAlterConfigs::node_id`].
+    pub node_id: Option<i32>,
 }
 
 impl Handler<IncrementalAlterConfigs> for Controller {

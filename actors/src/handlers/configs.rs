@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiResponse, ErrorCounts};
-use crate::context::{HandlerContext, RequestInfo};
+use crate::context::{ControllerForwarder, HandlerContext, ListenerKind, RequestInfo};
 use crate::controller::logic::configs::{precheck_incremental, ApiError, Precheck};
 use crate::controller::{AlterConfigs, IncrementalAlterConfigs};
 
@@ -109,13 +109,29 @@ pub(super) fn list(
     ApiResponse::new(ResponseKind::ListConfigResources(response), errors)
 }
 
+/// The receiving broker's id for the broker-side checks, or `None` on a controller listener,
+/// where requests arrive as Kafka's controller receives them (possibly forwarded by a broker
+/// that already checked them against its own id).
+fn broker_side_node(ctx: &HandlerContext, info: &RequestInfo) -> Option<i32> {
+    (info.listener_kind == ListenerKind::Broker).then_some(ctx.node.node_id)
+}
+
+/// The active controller to hand config changes to when it runs elsewhere, as Kafka's brokers
+/// forward them; `None` when this node's own controller actor leads the quorum.
+fn remote_controller(ctx: &HandlerContext) -> Option<&Arc<dyn ControllerForwarder>> {
+    ctx.forwarder
+        .as_ref()
+        .filter(|_| ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()))
+}
+
 pub(super) async fn incremental_alter(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: IncrementalAlterConfigsRequest,
 ) -> ApiResponse {
     let node_id = ctx.node.node_id;
-    let prechecks = precheck_incremental(&request, node_id);
+    let broker_node = broker_side_node(ctx, info);
+    let prechecks = precheck_incremental(&request, broker_node);
     let mut results: Vec<Option<Result<(), ApiError>>> = Vec::with_capacity(prechecks.len());
     let mut forwarded = Vec::new();
     for (resource, precheck) in request.resources.iter().zip(&prechecks) {
@@ -139,14 +155,21 @@ pub(super) async fn incremental_alter(
         let sub = IncrementalAlterConfigsRequest::default()
             .with_resources(forwarded)
             .with_validate_only(request.validate_only);
-        let outcome: Vec<Result<(), ApiError>> = match ctx
-            .controller
-            .send(IncrementalAlterConfigs {
-                request: sub,
-                node_id,
-            })
-            .await
-        {
+        let forwarded = match remote_controller(ctx) {
+            Some(forwarder) => forwarder.incremental_alter_configs(sub.clone(), info.api_version).await,
+            None => None,
+        };
+        let response = match forwarded {
+            Some(response) => Ok(response),
+            None => ctx
+                .controller
+                .send(IncrementalAlterConfigs {
+                    request: sub,
+                    node_id: broker_node,
+                })
+                .await,
+        };
+        let outcome: Vec<Result<(), ApiError>> = match response {
             Ok(response) => response
                 .responses
                 .into_iter()
@@ -203,17 +226,22 @@ fn to_result(code: i16, message: Option<StrBytes>) -> Result<(), ApiError> {
 
 pub(super) async fn alter(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: AlterConfigsRequest,
 ) -> ApiResponse {
-    let node_id = ctx.node.node_id;
+    let node_id = broker_side_node(ctx, info);
     let resources: Vec<(i8, StrBytes)> = request
         .resources
         .iter()
         .map(|r| (r.resource_type, r.resource_name.clone()))
         .collect();
-    let response = {
-        match ctx.controller.send(AlterConfigs { request, node_id }).await {
+    let forwarded = match remote_controller(ctx) {
+        Some(forwarder) => forwarder.alter_configs(request.clone(), info.api_version).await,
+        None => None,
+    };
+    let response = match forwarded {
+        Some(response) => response,
+        None => match ctx.controller.send(AlterConfigs { request, node_id }).await {
             Ok(response) => response,
             Err(error) => {
                 let failure = unavailable(&error);

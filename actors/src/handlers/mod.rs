@@ -144,14 +144,14 @@ pub const APIS: &[ApiSpec] = &[
         "AlterConfigs",
         AlterConfigsRequest::VERSIONS,
         true,
-        false,
+        true,
     ),
     api(
         ApiKey::IncrementalAlterConfigs,
         "IncrementalAlterConfigs",
         IncrementalAlterConfigsRequest::VERSIONS,
         true,
-        false,
+        true,
     ),
     api(
         ApiKey::DescribeClientQuotas,

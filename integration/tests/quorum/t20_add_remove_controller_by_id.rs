@@ -161,6 +161,39 @@ async fn a_controller_is_added_and_removed_by_id() -> anyhow::Result<()> {
         "{err}"
     );
 
+    // The properties-file form: the controller's own configuration names everything.
+    let properties = fourth.data_dir().with_file_name("controller-4.properties");
+    std::fs::write(
+        &properties,
+        format!(
+            "node.id=4\nprocess.roles=controller\nlog.dirs={}\nlisteners=CONTROLLER://{endpoint}\n",
+            fourth.data_dir().display()
+        ),
+    )?;
+    let config = properties.to_str().expect("utf-8 path");
+    let (ok, out, err) = quorum_tool(&[
+        "--bootstrap-server",
+        &broker,
+        "--command-config",
+        config,
+        "add-controller",
+    ])?;
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.trim(),
+        format!("Added controller 4 with directory id {directory} and endpoints: CONTROLLER://{endpoint}")
+    );
+    let (ok, _, err) = quorum_tool(&[
+        "--bootstrap-server",
+        &broker,
+        "remove-controller",
+        "--controller-id",
+        "4",
+        "--controller-directory-id",
+        &directory,
+    ])?;
+    assert!(ok, "{err}");
+
     // Two observers sharing id 5: refused, naming both directory ids.
     let five_a = start_observer(&cluster, 5)?;
     let five_b = start_observer_with(&cluster, 5, false)?;

@@ -135,18 +135,14 @@ async fn run(args: MetadataQuorumArgs) -> Result<(), String> {
         QuorumCommand::AddController {
             controller_id,
             dry_run,
-        } => {
-            let Some(id) = controller_id else {
-                if args.command_config.is_some() {
-                    return Err("add-controller with --command-config (the controller's own properties) is not supported by gregor yet; use --controller-id".into());
-                }
-                return Err(
-                    "You must use --command-config or --controller-id option to add a controller."
-                        .into(),
-                );
-            };
-            add_controller(&args, *id, *dry_run).await
-        }
+        } => match (controller_id, &args.command_config) {
+            (Some(id), _) => add_controller(&args, *id, *dry_run).await,
+            (None, Some(file)) => add_controller_from_properties(&args, file, *dry_run).await,
+            (None, None) => Err(
+                "You must use --command-config or --controller-id option to add a controller."
+                    .into(),
+            ),
+        },
         QuorumCommand::RemoveController {
             controller_id,
             controller_directory_id,
@@ -458,6 +454,90 @@ async fn add_controller(args: &MetadataQuorumArgs, id: i32, dry_run: bool) -> Re
     println!(
         "Added controller {id} with directory id {directory} and endpoints: {}",
         endpoints_of(&quorum, id).join(", ")
+    );
+    Ok(())
+}
+
+/// The properties-file form (before KAFKA-18775): the new controller's own configuration names
+/// its id, metadata directory (whose meta.properties holds the directory id) and listeners.
+async fn add_controller_from_properties(
+    args: &MetadataQuorumArgs,
+    file: &std::path::Path,
+    dry_run: bool,
+) -> Result<(), String> {
+    let config = crate::config::NodeConfig::load(Some(file), &[]).map_err(|e| e.to_string())?;
+    if !config.has_role(crate::config::ProcessRole::Controller) {
+        return Err("process.roles did not contain 'controller' in configuration file. Is this a valid controller configuration file?".into());
+    }
+    let dir = &config.metadata_log_dir;
+    let directory = crate::storage::directory_id_in(dir)
+        .map_err(|_| format!("Unable to read meta.properties from {}", dir.display()))?
+        .ok_or_else(|| format!("Unable to read meta.properties from {}", dir.display()))?;
+    let mut endpoints = Vec::new();
+    for name in &config.controller_listener_names {
+        let listener = config
+            .advertised_listeners
+            .iter()
+            .chain(config.listeners.iter())
+            .find(|l| &l.name == name)
+            .ok_or_else(|| {
+                format!("Cannot find information about controller listener name: {name}")
+            })?;
+        let host = if listener.host.is_empty() {
+            "localhost".to_owned()
+        } else {
+            listener.host.clone()
+        };
+        endpoints.push((name.clone(), host, listener.port));
+    }
+    if !dry_run {
+        let mut client = connect_leader(args).await?;
+        let version = client.version_of::<AddRaftVoterRequestV>().unwrap_or(0);
+        let request = AddRaftVoterRequestV {
+            request: AddRaftVoterRequest::default()
+                .with_cluster_id(None)
+                .with_timeout_ms(VOTER_CHANGE_TIMEOUT_MS)
+                .with_voter_id(config.node_id)
+                .with_voter_directory_id(directory)
+                .with_listeners(
+                    endpoints
+                        .iter()
+                        .map(|(name, host, port)| {
+                            Listener::default()
+                                .with_name(StrBytes::from_string(name.clone()))
+                                .with_host(StrBytes::from_string(host.clone()))
+                                .with_port(*port)
+                        })
+                        .collect(),
+                ),
+            ack_when_committed: true,
+        };
+        let response = client
+            .send_at(&request, version)
+            .await
+            .map_err(broker_error)?;
+        check(response.0.error_code, response.0.error_message.as_ref()).map_err(broker_error)?;
+    }
+    let rendered: Vec<String> = endpoints
+        .iter()
+        .map(|(name, host, port)| {
+            if host.contains(':') {
+                format!("{name}://[{host}]:{port}")
+            } else {
+                format!("{name}://{host}:{port}")
+            }
+        })
+        .collect();
+    println!(
+        "{} controller {} with directory id {} and endpoints: {}",
+        if dry_run {
+            "DRY RUN of adding"
+        } else {
+            "Added"
+        },
+        config.node_id,
+        uuid_to_kafka_string(directory),
+        rendered.join(", ")
     );
     Ok(())
 }

@@ -25,14 +25,14 @@ use crate::storage::uuid_to_kafka_string;
 use super::rpc::{self, JoinRequest, JoinResponse, QuorumRequest, QuorumResponse};
 use super::transport::{address_of, Channel};
 
-/// Mutations a broker hands to the active controller (Kafka's forwarded APIs, §1.7), when the
-/// routing table also serves them on the controller listener.
+/// Mutations a broker hands to the active controller whole (Kafka's forwarded APIs, §1.7), when
+/// the routing table also serves them on the controller listener. The config APIs are split by
+/// their handler instead: BROKER_LOGGER resources apply on the receiving broker, the rest go to
+/// the controller through `ControllerForwarder`.
 const FORWARDED: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
-    ApiKey::AlterConfigs,
-    ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterClientQuotas,
     ApiKey::DescribeQuorum,
     ApiKey::AddRaftVoter,
@@ -347,8 +347,46 @@ impl ForwardingHandle {
     }
 }
 
-/// Metadata's auto-creation on a broker: the CreateTopics request is encoded as a client would
-/// send it and forwarded like one.
+impl QuorumService {
+    /// Encodes `request` as a client would send it, forwards it like one, and decodes the
+    /// answer; `None` when it cannot be encoded or no active controller answered.
+    fn forward_typed<Req: kafka_protocol::protocol::Request + Send + 'static>(
+        &self,
+        request: Req,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<Req::Response>>
+    where
+        Req::Response: Send + 'static,
+    {
+        use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+        use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+        let header = RequestHeader::default()
+            .with_request_api_key(Req::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(1)
+            .with_client_id(Some(StrBytes::from_static_str("gregor-broker")));
+        let mut frame = bytes::BytesMut::new();
+        let encoded = header
+            .encode(&mut frame, Req::header_version(version))
+            .and_then(|()| request.encode(&mut frame, version));
+        let forwarder = self.forwarding_handle();
+        Box::pin(async move {
+            if let Err(error) = encoded {
+                tracing::error!(api_key = Req::KEY, %error, "cannot encode a request to forward");
+                return None;
+            }
+            let answer = forwarder.forward(&frame).await?;
+            // Skip the size prefix, then the response header.
+            let mut body = answer.slice(4..);
+            ResponseHeader::decode(&mut body, Req::Response::header_version(version)).ok()?;
+            Req::Response::decode(&mut body, version).ok()
+        })
+    }
+}
+
+/// Requests a broker hands to the active controller from inside a handler (Metadata's
+/// auto-creation, the controller part of the config APIs): encoded as a client would send them
+/// and forwarded like one.
 impl gregor_actors::context::ControllerForwarder for QuorumService {
     fn create_topics(
         &self,
@@ -356,32 +394,26 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         version: i16,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>
     {
-        use kafka_protocol::messages::{CreateTopicsRequest, RequestHeader, ResponseHeader};
-        use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::CreateTopics as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(1)
-            .with_client_id(Some(StrBytes::from_static_str("gregor-broker")));
-        let mut frame = bytes::BytesMut::new();
-        let encoded = header
-            .encode(&mut frame, CreateTopicsRequest::header_version(version))
-            .and_then(|()| request.encode(&mut frame, version));
-        let forwarder = self.forwarding_handle();
-        Box::pin(async move {
-            if let Err(error) = encoded {
-                tracing::error!(%error, "cannot encode a CreateTopics to forward");
-                return None;
-            }
-            let answer = forwarder.forward(&frame).await?;
-            // Skip the size prefix, then the response header.
-            let mut body = answer.slice(4..);
-            let header_version =
-                <kafka_protocol::messages::CreateTopicsResponse as HeaderVersion>::header_version(
-                    version,
-                );
-            ResponseHeader::decode(&mut body, header_version).ok()?;
-            kafka_protocol::messages::CreateTopicsResponse::decode(&mut body, version).ok()
-        })
+        self.forward_typed(request, version)
+    }
+
+    fn incremental_alter_configs(
+        &self,
+        request: kafka_protocol::messages::IncrementalAlterConfigsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
+    > {
+        self.forward_typed(request, version)
+    }
+
+    fn alter_configs(
+        &self,
+        request: kafka_protocol::messages::AlterConfigsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterConfigsResponse>>
+    {
+        self.forward_typed(request, version)
     }
 }

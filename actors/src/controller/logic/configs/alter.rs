@@ -68,7 +68,7 @@ fn duplicated_resources(changes: &[Change]) -> HashSet<usize> {
 
 /// The broker half for one resource (Kafka's order): duplicate keys, null values, the resource
 /// type, this node's id for BROKER resources and their values.
-fn precheck_one(change: &Change, node_id: i32, legacy: bool) -> Precheck {
+fn precheck_one(change: &Change, node_id: Option<i32>, legacy: bool) -> Precheck {
     let mut names = HashSet::new();
     if !change.ops.iter().all(|op| names.insert(op.name.as_str())) {
         return Precheck::Failed(ApiError::invalid_request(
@@ -98,9 +98,10 @@ fn precheck_one(change: &Change, node_id: i32, legacy: bool) -> Precheck {
                             change.name
                         )))
                     }
-                    Ok(id) if id != node_id => {
+                    Ok(id) if node_id.is_some_and(|own| own != id) => {
                         return Precheck::Failed(ApiError::invalid_request(format!(
-                            "Unexpected broker id, expected {node_id}, but received {}",
+                            "Unexpected broker id, expected {}, but received {}",
+                            node_id.unwrap_or_default(),
                             change.name
                         )))
                     }
@@ -116,7 +117,7 @@ fn precheck_one(change: &Change, node_id: i32, legacy: bool) -> Precheck {
     }
 }
 
-fn precheck_all(changes: &[Change], node_id: i32, legacy: bool) -> Vec<Precheck> {
+fn precheck_all(changes: &[Change], node_id: Option<i32>, legacy: bool) -> Vec<Precheck> {
     let duplicated = duplicated_resources(changes);
     changes
         .iter()
@@ -176,15 +177,19 @@ fn legacy_changes(request: &AlterConfigsRequest) -> Vec<Change> {
 }
 
 /// The broker half of IncrementalAlterConfigs, one entry per resource in request order.
+///
+/// `node_id` is the receiving broker's id, which a BROKER resource must name; `None` on the
+/// controller side (a request that arrived on a controller listener, possibly forwarded by a
+/// broker that already checked it), where any registered node id may be named.
 pub fn precheck_incremental(
     request: &IncrementalAlterConfigsRequest,
-    node_id: i32,
+    node_id: Option<i32>,
 ) -> Vec<Precheck> {
     precheck_all(&incremental_changes(request), node_id, false)
 }
 
 /// The broker half of AlterConfigs (BROKER_LOGGER is an unknown type there, as in Kafka).
-pub fn precheck_legacy(request: &AlterConfigsRequest, node_id: i32) -> Vec<Precheck> {
+pub fn precheck_legacy(request: &AlterConfigsRequest, node_id: Option<i32>) -> Vec<Precheck> {
     precheck_all(&legacy_changes(request), node_id, true)
 }
 
@@ -370,7 +375,7 @@ fn records_for(
 fn decide(
     image: &MetadataImage,
     changes: &[Change],
-    node_id: i32,
+    node_id: Option<i32>,
     legacy: bool,
     validate_only: bool,
 ) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
@@ -428,7 +433,7 @@ fn parts(result: &Result<(), ApiError>) -> (i16, Option<StrBytes>) {
 pub fn incremental_alter_configs(
     image: &MetadataImage,
     request: &IncrementalAlterConfigsRequest,
-    node_id: i32,
+    node_id: Option<i32>,
 ) -> ControllerResult<IncrementalAlterConfigsResponse> {
     let changes = incremental_changes(request);
     let (results, records) = decide(image, &changes, node_id, false, request.validate_only);
@@ -455,7 +460,7 @@ pub fn incremental_alter_configs(
 pub fn alter_configs(
     image: &MetadataImage,
     request: &AlterConfigsRequest,
-    node_id: i32,
+    node_id: Option<i32>,
 ) -> ControllerResult<AlterConfigsResponse> {
     let changes = legacy_changes(request);
     let (results, records) = decide(image, &changes, node_id, true, request.validate_only);

@@ -90,7 +90,7 @@ fn groups_need_not_exist_and_bad_entries_do_not_block_good_ones() {
         ],
         false,
     );
-    let result = incremental_alter_configs(&image, &request, 1);
+    let result = incremental_alter_configs(&image, &request, Some(1));
     assert_eq!(
         outcome(&result),
         [
@@ -110,7 +110,7 @@ fn groups_need_not_exist_and_bad_entries_do_not_block_good_ones() {
         )]
     );
     // validate_only: the same answers, nothing written.
-    let dry = incremental_alter_configs(&image, &request.clone().with_validate_only(true), 1);
+    let dry = incremental_alter_configs(&image, &request.clone().with_validate_only(true), Some(1));
     assert_eq!(outcome(&dry), outcome(&result));
     assert!(dry.records.is_empty());
 }
@@ -148,7 +148,7 @@ fn broker_side_prechecks() {
         false,
     );
     assert_eq!(
-        precheck_incremental(&request, 1),
+        precheck_incremental(&request, Some(1)),
         [
             Precheck::Failed(ApiError::invalid_request(
                 "Each resource must appear at most once."
@@ -172,7 +172,7 @@ fn broker_side_prechecks() {
             Precheck::BrokerLogger,
         ]
     );
-    let result = incremental_alter_configs(&image, &request, 1);
+    let result = incremental_alter_configs(&image, &request, Some(1));
     assert!(result.records.is_empty());
     assert!(result.response.responses.iter().all(|r| r.error_code == 42));
 }
@@ -199,7 +199,7 @@ fn topic_ops_append_subtract_delete() {
             )],
             false,
         ),
-        1,
+        Some(1),
     );
     assert_eq!(outcome(&result), [(0, None)]);
     assert_eq!(
@@ -231,7 +231,7 @@ fn topic_ops_append_subtract_delete() {
             ],
             false,
         ),
-        1,
+        Some(1),
     );
     assert_eq!(
         result.records,
@@ -258,7 +258,7 @@ fn topic_validation_errors() {
             ],
             false,
         ),
-        1,
+        Some(1),
     );
     // Duplicated resources: both refused.
     assert!(outcome(&result).iter().all(|(code, _)| *code == 42));
@@ -278,7 +278,7 @@ fn topic_validation_errors() {
             ],
             false,
         ),
-        1,
+        Some(1),
     );
     assert_eq!(
         outcome(&result),
@@ -297,7 +297,7 @@ fn topic_validation_errors() {
             vec![resource(rt::TOPIC, "orders", &[("nope", SET, Some("1"))])],
             false,
         ),
-        1,
+        Some(1),
     );
     assert_eq!(
         outcome(&unknown),
@@ -318,7 +318,7 @@ fn broker_resources() {
             ],
             false,
         ),
-        1,
+        Some(1),
     );
     // Duplicate "1" resources refused; the unchanged cluster default is still written.
     assert_eq!(outcome(&result)[0], (0, None));
@@ -336,7 +336,7 @@ fn broker_resources() {
             )],
             false,
         ),
-        1,
+        Some(1),
     );
     assert_eq!(
         outcome(&result),
@@ -345,8 +345,8 @@ fn broker_resources() {
             Some("Cannot update these configs dynamically: Set(num.io.threads)".into())
         )]
     );
-    // A node id that passes the broker precheck but is not registered (tests call the
-    // controller half with another node id).
+    // On the controller side (`None`: the request arrived on a controller listener) any node
+    // id may be named, and an unregistered one is refused by the registration check.
     let result = incremental_alter_configs(
         &image,
         &incremental(
@@ -357,7 +357,7 @@ fn broker_resources() {
             )],
             false,
         ),
-        7,
+        None,
     );
     assert_eq!(
         outcome(&result),
@@ -373,7 +373,7 @@ fn broker_resources() {
             )],
             false,
         ),
-        -1,
+        None,
     );
     assert_eq!(
         outcome(&result),
@@ -410,7 +410,7 @@ fn client_metrics_create_and_delete() {
             ],
             false,
         ),
-        1,
+        Some(1),
     );
     assert_eq!(
         outcome(&result),
@@ -446,7 +446,7 @@ fn legacy_alter_replaces_the_whole_set() {
             .with_resource_type(rt::BROKER_LOGGER)
             .with_resource_name(s("1")),
     ]);
-    let result = alter_configs(&image, &request, 1);
+    let result = alter_configs(&image, &request, Some(1));
     let codes: Vec<_> = result
         .response
         .responses
