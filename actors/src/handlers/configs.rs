@@ -156,18 +156,23 @@ pub(super) async fn incremental_alter(
             .with_resources(forwarded)
             .with_validate_only(request.validate_only);
         let forwarded = match remote_controller(ctx) {
-            Some(forwarder) => forwarder.incremental_alter_configs(sub.clone(), info.api_version).await,
+            Some(forwarder) => {
+                forwarder
+                    .incremental_alter_configs(sub.clone(), info.api_version)
+                    .await
+            }
             None => None,
         };
         let response = match forwarded {
             Some(response) => Ok(response),
-            None => ctx
-                .controller
-                .send(IncrementalAlterConfigs {
-                    request: sub,
-                    node_id: broker_node,
-                })
-                .await,
+            None => {
+                ctx.controller
+                    .send(IncrementalAlterConfigs {
+                        request: sub,
+                        node_id: broker_node,
+                    })
+                    .await
+            }
         };
         let outcome: Vec<Result<(), ApiError>> = match response {
             Ok(response) => response
@@ -236,7 +241,11 @@ pub(super) async fn alter(
         .map(|r| (r.resource_type, r.resource_name.clone()))
         .collect();
     let forwarded = match remote_controller(ctx) {
-        Some(forwarder) => forwarder.alter_configs(request.clone(), info.api_version).await,
+        Some(forwarder) => {
+            forwarder
+                .alter_configs(request.clone(), info.api_version)
+                .await
+        }
         None => None,
     };
     let response = match forwarded {
@@ -258,7 +267,7 @@ pub(super) async fn alter(
                         .collect(),
                 )
             }
-        }
+        },
     };
     let mut errors = ErrorCounts::default();
     errors.add_all(response.responses.iter().map(|r| r.error_code));

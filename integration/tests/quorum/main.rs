@@ -7,6 +7,7 @@ mod t10_three_controllers_two_brokers;
 mod t20_add_remove_controller_by_id;
 mod t30_broker_fencing;
 mod t40_config_forwarding;
+mod t50_quota_forwarding;
 
 use std::process::Command;
 use std::time::Duration;

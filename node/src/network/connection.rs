@@ -60,6 +60,8 @@ pub(crate) async fn serve(
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
     let principal = Principal::anonymous();
     let mut buffer = BytesMut::new();
+    // Set by a broker that forwards its clients' requests on this connection.
+    let mut forwarding_channel = false;
     loop {
         let frame = match tokio::time::timeout(
             settings.idle_timeout,
@@ -78,6 +80,19 @@ pub(crate) async fn serve(
             }
             Ok(Ok(frame)) => frame,
         };
+        if frame.len() >= 8
+            && i16::from_be_bytes([frame[0], frame[1]]) == crate::quorum::rpc::FORWARDING_CHANNEL
+        {
+            forwarding_channel = true;
+            // Answer with the correlation id, so the broker knows the channel is set.
+            let mut answer = Vec::with_capacity(8);
+            answer.extend_from_slice(&4_i32.to_be_bytes());
+            answer.extend_from_slice(&frame[4..8]);
+            if stream.write_all(&answer).await.is_err() {
+                return CloseReason::IoError;
+            }
+            continue;
+        }
         // Quorum traffic (Gregor's private api keys) skips the Kafka path and the ready gate.
         if frame.len() >= 2
             && crate::quorum::rpc::is_quorum_api_key(i16::from_be_bytes([frame[0], frame[1]]))
@@ -128,7 +143,8 @@ pub(crate) async fn serve(
             request_bytes,
         };
         record_metrics(&served, &timings);
-        if let Some(mute) = served.mute {
+        // A broker's forwarding connection carries many clients: the broker throttles them.
+        if let Some(mute) = served.mute.filter(|_| !forwarding_channel) {
             // KIP-219: the response went out at once with its throttle time; now stop
             // reading this connection for that long. Requests the client sends meanwhile wait
             // in the socket buffers, so nothing is lost, and the idle timer does not run.
@@ -211,15 +227,34 @@ async fn process(
     if settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key) {
         let handler_started = Instant::now();
         if let Some(bytes) = settings.quorum.forward(&frame).await {
+            let handler_time = handler_started.elapsed();
+            let client_id = decode_guarded(|| {
+                RequestHeader::decode(
+                    &mut frame.clone(),
+                    api_key.request_header_version(api_version),
+                )
+            })
+            .ok()
+            .and_then(|header| header.client_id.map(|c| c.to_string()))
+            .unwrap_or_default();
+            let (bytes, throttle_time_ms, mute) = throttle_forwarded(
+                bytes,
+                api_key,
+                api_version,
+                handlers,
+                principal,
+                client_id,
+                handler_time,
+            );
             return Ok(Served {
                 bytes,
                 api_name: spec.name,
                 api_version,
                 errors: handlers::ErrorCounts::default(),
-                throttle_time_ms: 0,
-                mute: None,
+                throttle_time_ms,
+                mute,
                 handler_started,
-                handler_time: handler_started.elapsed(),
+                handler_time,
             });
         }
     }
@@ -331,6 +366,70 @@ async fn process(
     })
 }
 
+/// Kafka's broker side of a forwarded request (`sendForwardedResponse`): the answer carries
+/// the larger of the controller's throttle and this broker's own request-quota throttle, and
+/// the broker mutes the client's connection for it through its request quota manager.
+fn throttle_forwarded(
+    mut bytes: Bytes,
+    api_key: ApiKey,
+    api_version: i16,
+    handlers: &HandlerContext,
+    principal: &Principal,
+    client_id: String,
+    handler_time: Duration,
+) -> (Bytes, i32, Option<Mute>) {
+    let broker_throttle = handlers.quotas.request.shared.record(
+        &principal.name,
+        &client_id,
+        request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
+    );
+    let broker_throttle = i32::try_from(broker_throttle).unwrap_or(i32::MAX);
+    let Some(offset) = throttle_offset(&bytes, api_key, api_version) else {
+        return (bytes, 0, None);
+    };
+    let controller_throttle = bytes
+        .get(offset..offset + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, i32::from_be_bytes);
+    let throttle_time_ms = controller_throttle.max(broker_throttle);
+    if throttle_time_ms > controller_throttle {
+        let mut patched = BytesMut::from(&bytes[..]);
+        patched[offset..offset + 4].copy_from_slice(&throttle_time_ms.to_be_bytes());
+        bytes = patched.freeze();
+    }
+    let mute = (throttle_time_ms > 0).then(|| Mute {
+        manager: handlers.quotas.request.shared.clone(),
+        client_id,
+        throttle_ms: throttle_time_ms as u64,
+    });
+    (bytes, throttle_time_ms, mute)
+}
+
+/// Where `throttle_time_ms` sits in a response frame (size prefix included), for the forwarded
+/// APIs whose body starts with it; `None` for the others (DescribeQuorum has no such field).
+fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<usize> {
+    let body_starts_with_throttle = match api_key {
+        ApiKey::CreateTopics => api_version >= 2,
+        ApiKey::DeleteTopics => api_version >= 1,
+        ApiKey::CreatePartitions
+        | ApiKey::AlterClientQuotas
+        | ApiKey::AddRaftVoter
+        | ApiKey::RemoveRaftVoter => true,
+        _ => false,
+    };
+    if !body_starts_with_throttle {
+        return None;
+    }
+    let mut rest = frame.slice(4.min(frame.len())..);
+    let before = rest.len();
+    decode_guarded(|| {
+        ResponseHeader::decode(&mut rest, api_key.response_header_version(api_version))
+    })
+    .ok()?;
+    let offset = 4 + before - rest.len();
+    (rest.len() >= 4).then_some(offset)
+}
+
 /// Runs a decoder, turning a panic inside it into an error: a frame must never take the node
 /// down, whatever bytes it holds.
 fn decode_guarded<T>(decode: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
@@ -359,4 +458,37 @@ fn encode_response(
     let size = i32::try_from(out.len() - 4).map_err(|_| "response larger than 2 GiB".to_owned())?;
     out[..4].copy_from_slice(&size.to_be_bytes());
     Ok(out.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::{CreateTopicsResponse, DescribeQuorumResponse};
+
+    use super::*;
+
+    fn throttle_at(frame: &Bytes, key: ApiKey, version: i16) -> Option<i32> {
+        let offset = throttle_offset(frame, key, version)?;
+        Some(i32::from_be_bytes(
+            frame[offset..offset + 4].try_into().ok()?,
+        ))
+    }
+
+    #[test]
+    fn forwarded_throttle_is_found_behind_either_header() -> Result<(), String> {
+        let body =
+            ResponseKind::CreateTopics(CreateTopicsResponse::default().with_throttle_time_ms(1234));
+        for version in [2, 4, 5, 7] {
+            let header = ApiKey::CreateTopics.response_header_version(version);
+            let frame = encode_response(9, header, version, &body)?;
+            assert_eq!(
+                throttle_at(&frame, ApiKey::CreateTopics, version),
+                Some(1234),
+                "CreateTopics v{version}"
+            );
+        }
+        let quorum = ResponseKind::DescribeQuorum(DescribeQuorumResponse::default());
+        let frame = encode_response(9, 1, 2, &quorum)?;
+        assert_eq!(throttle_offset(&frame, ApiKey::DescribeQuorum, 2), None);
+        Ok(())
+    }
 }

@@ -33,6 +33,11 @@ pub(crate) const VOTE: i16 = FIRST_API_KEY + 1;
 pub(crate) const INSTALL_SNAPSHOT: i16 = FIRST_API_KEY + 2;
 /// Gregor Join: a node announces itself to the leader (registration, learner, heartbeat).
 pub(crate) const JOIN: i16 = FIRST_API_KEY + 3;
+/// Gregor Forwarding: the first frame of a broker's connection for forwarded client requests.
+/// Kafka wraps each forwarded request in an Envelope so the controller knows the broker throttles
+/// the client; here the whole connection says so once, and the controller never mutes it (one
+/// throttled client must not stall every request the broker forwards).
+pub(crate) const FORWARDING_CHANNEL: i16 = FIRST_API_KEY + 4;
 /// One past the last key of the range.
 const END_API_KEY: i16 = FIRST_API_KEY + 16;
 
@@ -229,4 +234,14 @@ mod tests {
         assert!(decode_request(&[0, 1, 2]).is_err());
         Ok(())
     }
+}
+
+/// The frame that opens a forwarding connection: size, api key, version 0, correlation id 0.
+pub(crate) fn forwarding_channel_frame() -> bytes::Bytes {
+    let mut frame = Vec::with_capacity(12);
+    frame.extend_from_slice(&8_i32.to_be_bytes());
+    frame.extend_from_slice(&FORWARDING_CHANNEL.to_be_bytes());
+    frame.extend_from_slice(&0_i16.to_be_bytes());
+    frame.extend_from_slice(&0_i32.to_be_bytes());
+    bytes::Bytes::from(frame)
 }

@@ -298,7 +298,7 @@ impl QuorumService {
             let mut pool = self.forward_pool.lock().await;
             pool.get_mut(&addr)
                 .and_then(Vec::pop)
-                .unwrap_or_else(|| Channel::new(addr.clone()))
+                .unwrap_or_else(|| Channel::forwarding(addr.clone()))
         };
         let mut frame = Vec::with_capacity(request.len() + 4);
         frame.extend_from_slice(&(request.len() as i32).to_be_bytes());

@@ -64,6 +64,9 @@ pub(crate) struct Channel {
     addr: String,
     stream: Option<TcpStream>,
     next_correlation: i32,
+    /// A frame sent and answered first on every new connection (see
+    /// [`Channel::forwarding`]).
+    opening: Option<Bytes>,
 }
 
 impl Channel {
@@ -72,6 +75,16 @@ impl Channel {
             addr,
             stream: None,
             next_correlation: 0,
+            opening: None,
+        }
+    }
+
+    /// A channel for forwarded client requests: each connection it opens first announces
+    /// itself as one, so the controller leaves throttling its clients to this broker.
+    pub(crate) fn forwarding(addr: String) -> Self {
+        Channel {
+            opening: Some(rpc::forwarding_channel_frame()),
+            ..Channel::new(addr)
         }
     }
 
@@ -135,6 +148,9 @@ impl Channel {
             };
             let _ = stream.set_nodelay(true);
             self.stream = Some(stream);
+            if let Some(opening) = self.opening.clone() {
+                Box::pin(self.round_trip(opening, timeout)).await?;
+            }
         }
         let Some(stream) = self.stream.as_mut() else {
             return Err(CallError::Io {
