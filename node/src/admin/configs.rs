@@ -192,7 +192,6 @@ pub async fn list_config_resources(
     client: &mut AdminClient,
     types: &[i8],
 ) -> Result<Vec<String>, AdminError> {
-    let request = ListConfigResourcesRequest::default().with_resource_types(types.to_vec());
     let version = client
         .version_of::<ListConfigResourcesRequest>()
         .ok_or_else(|| {
@@ -205,6 +204,12 @@ pub async fn list_config_resources(
             "The broker is too old: The v0 ListConfigResources only supports CLIENT_METRICS (listing other resources needs Kafka 4.1+)".into(),
         ));
     }
+    // v0 (ListClientMetricsResources) has no ResourceTypes field: it lists client metrics only.
+    let request = if version == 0 {
+        ListConfigResourcesRequest::default()
+    } else {
+        ListConfigResourcesRequest::default().with_resource_types(types.to_vec())
+    };
     let response = client.send_at(&request, version).await?;
     check(response.error_code, None)?;
     Ok(response
