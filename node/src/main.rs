@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use mimalloc::MiMalloc;
 
 use gregor_node::config::NodeConfig;
 use gregor_node::{server, storage};
@@ -119,6 +120,12 @@ fn run(cli: Cli) -> Result<(), String> {
         }
     }
 }
+
+/// glibc's malloc keeps per-thread arenas whose freed pages it rarely returns: under steady
+/// partition churn the node's resident memory climbed to several times its live heap before
+/// levelling off. mimalloc returns freed pages to the system.
+#[global_allocator]
+static ALLOCATOR: MiMalloc = MiMalloc;
 
 fn main() -> ExitCode {
     server::init_logging();
