@@ -2,16 +2,16 @@
 //! on.
 //!
 //! Today that is the dynamic broker configs that concern this node (its own BROKER resource
-//! over the cluster-wide default ""): the publisher keeps their effective values in a shared
-//! map that node code reads without touching the image, and logs every change so an operator
-//! sees when it took effect. Topic, group and client-metrics configs are read straight from
+//! over the cluster-wide default ""): the publisher follows their effective values and logs
+//! every change, so an operator sees when it took effect. Gregor's dynamic broker configs are
+//! the broker-level defaults of topic configs, which the config handlers read from the image
+//! itself; nothing else in the node needs a copy. Topic, group and client-metrics configs are read straight from
 //! the image by the handlers; BROKER_LOGGER changes never reach the log (they are applied by
 //! the handler on the receiving node).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, PublishError,
 };
@@ -24,16 +24,21 @@ pub type DynamicBrokerConfigs = BTreeMap<String, (String, bool)>;
 /// See the module documentation.
 pub struct ConfigPublisher {
     node: String,
-    effective: Arc<ArcSwap<DynamicBrokerConfigs>>,
+    effective: DynamicBrokerConfigs,
 }
 
 impl ConfigPublisher {
-    /// A publisher for node `node_id`, publishing into `effective`.
-    pub fn new(node_id: i32, effective: Arc<ArcSwap<DynamicBrokerConfigs>>) -> Self {
+    /// A publisher for node `node_id`.
+    pub fn new(node_id: i32) -> Self {
         ConfigPublisher {
             node: node_id.to_string(),
-            effective,
+            effective: DynamicBrokerConfigs::new(),
         }
+    }
+
+    /// The effective dynamic broker configs of this node, as of the last image.
+    pub fn effective(&self) -> &DynamicBrokerConfigs {
+        &self.effective
     }
 }
 
@@ -71,7 +76,7 @@ impl MetadataPublisher for ConfigPublisher {
             return Ok(());
         }
         let next = effective_broker_configs(image, &self.node);
-        let previous = self.effective.load();
+        let previous = &self.effective;
         for (key, (value, _)) in &next {
             if previous.get(key).map(|(v, _)| v) != Some(value) {
                 tracing::info!(config = %key, %value, "dynamic broker config applied");
@@ -80,7 +85,7 @@ impl MetadataPublisher for ConfigPublisher {
         for key in previous.keys().filter(|k| !next.contains_key(*k)) {
             tracing::info!(config = %key, "dynamic broker config removed; the static value applies");
         }
-        self.effective.store(Arc::new(next));
+        self.effective = next;
         Ok(())
     }
 }
@@ -126,8 +131,7 @@ mod tests {
 
     #[test]
     fn node_overrides_beat_the_cluster_default_and_other_nodes_are_ignored() {
-        let effective = Arc::new(ArcSwap::from_pointee(DynamicBrokerConfigs::new()));
-        let mut publisher = ConfigPublisher::new(1, Arc::clone(&effective));
+        let mut publisher = ConfigPublisher::new(1);
         let image = publish(
             &mut publisher,
             &Arc::new(MetadataImage::empty()),
@@ -138,7 +142,7 @@ mod tests {
                 config("", "log.segment.bytes", Some("2097152")),
             ],
         );
-        let got = effective.load_full();
+        let got = publisher.effective().clone();
         assert_eq!(
             got.get("log.retention.ms"),
             Some(&("2000".to_owned(), true))
@@ -154,7 +158,7 @@ mod tests {
             &[config("1", "log.retention.ms", None)],
         );
         assert_eq!(
-            effective.load().get("log.retention.ms"),
+            publisher.effective().get("log.retention.ms"),
             Some(&("1000".to_owned(), false))
         );
     }

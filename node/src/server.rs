@@ -152,7 +152,6 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     loader
         .send(InstallPublisher(Box::new(ConfigPublisher::new(
             config.node_id,
-            Arc::new(ArcSwap::from_pointee(Default::default())),
         ))))
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
