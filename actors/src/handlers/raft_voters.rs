@@ -120,6 +120,29 @@ fn membership_change_pending(state: &QuorumState) -> bool {
     uncommitted || config.membership().get_joint_config().len() > 1
 }
 
+/// Kafka's step 7: voters change through the log only on a dynamic quorum (`kraft.version` 1,
+/// KIP-853); a static quorum (level 0) refuses with UNSUPPORTED_VERSION.
+fn check_dynamic_quorum(ctx: &HandlerContext, change: &str) -> Result<(), Refusal> {
+    let level = ctx
+        .image
+        .load()
+        .features
+        .level(gregor_publishers::records::KRAFT_VERSION_FEATURE);
+    dynamic_quorum_refusal(level, change).map_or(Ok(()), Err)
+}
+
+fn dynamic_quorum_refusal(kraft_version: Option<i16>, change: &str) -> Option<Refusal> {
+    let level = kraft_version.unwrap_or(0);
+    (level < 1).then(|| {
+        refuse(
+            ResponseError::UnsupportedVersion,
+            format!(
+                "Cluster doesn't support {change} voter because the kraft.version feature is {level}"
+            ),
+        )
+    })
+}
+
 fn map_log_error(error: MetadataLogError, what: &str) -> Refusal {
     match error {
         MetadataLogError::NotLeader { .. } => Refusal(ResponseError::NotLeaderOrFollower, None),
@@ -290,6 +313,8 @@ async fn add_voter(
             "Request timed out waiting for another voter change to complete",
         ));
     };
+    // Step 7.
+    check_dynamic_quorum(ctx, "adding")?;
     // Step 8: the latest voter set must be committed.
     if membership_change_pending(state) {
         return Err(refuse(
@@ -367,10 +392,11 @@ pub(super) async fn remove(
     let Some(state) = ctx.quorum.as_deref() else {
         return respond_remove(Err(Refusal(ResponseError::NotLeaderOrFollower, None)));
     };
-    respond_remove(remove_voter(state, info.api_version, request).await)
+    respond_remove(remove_voter(ctx, state, info.api_version, request).await)
 }
 
 async fn remove_voter(
+    ctx: &HandlerContext,
     state: &QuorumState,
     version: i16,
     request: RemoveRaftVoterRequest,
@@ -389,6 +415,7 @@ async fn remove_voter(
             "Request timed out waiting for another voter change to complete",
         ));
     };
+    check_dynamic_quorum(ctx, "removing")?;
     if membership_change_pending(state) {
         return Err(refuse(
             ResponseError::RequestTimedOut,
@@ -433,6 +460,18 @@ async fn remove_voter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn voter_changes_need_a_dynamic_quorum() {
+        let refusal = dynamic_quorum_refusal(Some(0), "adding");
+        assert!(matches!(
+            refusal,
+            Some(Refusal(ResponseError::UnsupportedVersion, Some(ref m)))
+                if m == "Cluster doesn't support adding voter because the kraft.version feature is 0"
+        ));
+        assert!(dynamic_quorum_refusal(None, "removing").is_some());
+        assert!(dynamic_quorum_refusal(Some(1), "adding").is_none());
+    }
 
     #[test]
     fn replica_keys_print_as_kafka_does() {
