@@ -196,6 +196,16 @@ pub(crate) fn decode_response(frame: &[u8]) -> Result<(i32, QuorumResponse), Str
     Ok((correlation_id, response))
 }
 
+/// The frame that opens a forwarding connection: size, api key, version 0, correlation id 0.
+pub(crate) fn forwarding_channel_frame() -> bytes::Bytes {
+    let mut frame = Vec::with_capacity(12);
+    frame.extend_from_slice(&8_i32.to_be_bytes());
+    frame.extend_from_slice(&FORWARDING_CHANNEL.to_be_bytes());
+    frame.extend_from_slice(&0_i16.to_be_bytes());
+    frame.extend_from_slice(&0_i32.to_be_bytes());
+    bytes::Bytes::from(frame)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,14 +244,4 @@ mod tests {
         assert!(decode_request(&[0, 1, 2]).is_err());
         Ok(())
     }
-}
-
-/// The frame that opens a forwarding connection: size, api key, version 0, correlation id 0.
-pub(crate) fn forwarding_channel_frame() -> bytes::Bytes {
-    let mut frame = Vec::with_capacity(12);
-    frame.extend_from_slice(&8_i32.to_be_bytes());
-    frame.extend_from_slice(&FORWARDING_CHANNEL.to_be_bytes());
-    frame.extend_from_slice(&0_i16.to_be_bytes());
-    frame.extend_from_slice(&0_i32.to_be_bytes());
-    bytes::Bytes::from(frame)
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use super::table::{EntityName, MetricTags, QuotaEntity, QuotaTable};
 use super::view::ClusterMetadata;
 use super::{
     sanitize, CallbackConfigs, CallbackError, ClientQuotaCallbackHandler, ClientQuotaEntity,
@@ -33,122 +34,18 @@ fn index(quota_type: ClientQuotaType) -> usize {
     }
 }
 
-/// One part of a built-in entity: a specific name (sanitized, for users) or the default.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Part {
-    Named(String),
-    Default,
-}
-
-type Key = (Option<Part>, Option<Part>);
-
-/// `quotaTypesEnabled` bits.
-const CLIENT_ID_QUOTA: u8 = 1;
-const USER_QUOTA: u8 = 2;
-const USER_CLIENT_ID_QUOTA: u8 = 4;
-
-#[derive(Debug, Default)]
-struct Table {
-    quotas: HashMap<Key, f64>,
-    /// Which entity kinds have a quota, recomputed on every change so that removing the last
-    /// quota of a kind disables it again (KAFKA-19282).
-    enabled: u8,
-}
-
-impl Table {
-    fn recompute_enabled(&mut self) {
-        self.enabled = self.quotas.keys().fold(0, |bits, key| {
-            bits | match key {
-                (Some(_), Some(_)) => USER_CLIENT_ID_QUOTA,
-                (Some(_), None) => USER_QUOTA,
-                (None, Some(_)) => CLIENT_ID_QUOTA,
-                (None, None) => 0,
-            }
-        });
-    }
-
-    fn has(&self, user: Option<&Part>, client: Option<&Part>) -> bool {
-        self.quotas.contains_key(&(user.cloned(), client.cloned()))
-    }
-
-    fn get(&self, user: Option<&Part>, client: Option<&Part>) -> Option<f64> {
-        self.quotas.get(&(user.cloned(), client.cloned())).copied()
-    }
-
-    /// Kafka's `DefaultQuotaCallback.quotaMetricTags` over sanitized `user`.
-    fn metric_tags(&self, user: &str, client_id: &str) -> QuotaMetricTags {
-        let tags = |u: &str, c: &str| QuotaMetricTags::user_client_id(u, c);
-        match self.enabled {
-            0 | CLIENT_ID_QUOTA => tags("", client_id),
-            USER_QUOTA => tags(user, ""),
-            USER_CLIENT_ID_QUOTA => tags(user, client_id),
-            _ => {
-                let u = Part::Named(user.to_owned());
-                let c = Part::Named(client_id.to_owned());
-                let d = Part::Default;
-                // Levels 1-6 with the tags each keeps; 7 and 8 (and none) are client-id sensors.
-                let levels: [(Option<&Part>, Option<&Part>, bool, bool); 6] = [
-                    (Some(&u), Some(&c), true, true),
-                    (Some(&u), Some(&d), true, true),
-                    (Some(&u), None, true, false),
-                    (Some(&d), Some(&c), true, true),
-                    (Some(&d), Some(&d), true, true),
-                    (Some(&d), None, true, false),
-                ];
-                for (level_user, level_client, keep_user, keep_client) in levels {
-                    if self.has(level_user, level_client) {
-                        return tags(
-                            if keep_user { user } else { "" },
-                            if keep_client { client_id } else { "" },
-                        );
-                    }
-                }
-                tags("", client_id)
-            }
-        }
-    }
-
-    /// Kafka's `DefaultQuotaCallback.quotaLimit`.
-    fn quota_limit(&self, tags: &QuotaMetricTags) -> Option<f64> {
-        let (Some(user), Some(client_id)) = (tags.get(USER_TAG), tags.get(CLIENT_ID_TAG)) else {
-            return None;
-        };
-        let d = Part::Default;
-        match (user.is_empty(), client_id.is_empty()) {
-            (false, false) => {
-                let u = Part::Named(user.to_owned());
-                let c = Part::Named(client_id.to_owned());
-                self.get(Some(&u), Some(&c))
-                    .or_else(|| self.get(Some(&u), Some(&d)))
-                    .or_else(|| self.get(Some(&d), Some(&c)))
-                    .or_else(|| self.get(Some(&d), Some(&d)))
-            }
-            (false, true) => {
-                let u = Part::Named(user.to_owned());
-                self.get(Some(&u), None)
-                    .or_else(|| self.get(Some(&d), None))
-            }
-            (true, false) => {
-                let c = Part::Named(client_id.to_owned());
-                self.get(None, Some(&c))
-                    .or_else(|| self.get(None, Some(&d)))
-            }
-            (true, true) => None,
-        }
-    }
-}
-
-fn key_of(entity: &ClientQuotaEntity) -> Key {
+/// The table entity of a plug-in entity: users by sanitized name, as tags carry them.
+fn key_of(entity: &ClientQuotaEntity) -> QuotaEntity {
     let user = entity.user().map(|part| match part.entity_type() {
-        ConfigEntityType::DefaultUser => Part::Default,
+        ConfigEntityType::DefaultUser => EntityName::Default,
         // Entities carry operator-facing names; tags carry sanitized ones (as Kafka's).
-        _ => Part::Named(sanitize(part.name())),
+        _ => EntityName::Named(sanitize(part.name())),
     });
-    let client = entity.client_id().map(|part| match part.entity_type() {
-        ConfigEntityType::DefaultClientId => Part::Default,
-        _ => Part::Named(part.name().to_owned()),
+    let client_id = entity.client_id().map(|part| match part.entity_type() {
+        ConfigEntityType::DefaultClientId => EntityName::Default,
+        _ => EntityName::Named(part.name().to_owned()),
     });
-    (user, client)
+    QuotaEntity { user, client_id }
 }
 
 /// Kafka's built-in quota behaviour as a plug-in (`DefaultQuotaCallback`, reference §4.2):
@@ -165,7 +62,7 @@ fn key_of(entity: &ClientQuotaEntity) -> Key {
 /// Kafka's managers has its own callback instance. It ignores the cluster.
 #[derive(Debug, Default)]
 pub struct DefaultQuotaCallback {
-    tables: RwLock<[Table; 4]>,
+    tables: RwLock<[QuotaTable; 4]>,
 }
 
 impl DefaultQuotaCallback {
@@ -180,15 +77,12 @@ impl DefaultQuotaCallback {
         quota_type: ClientQuotaType,
         entity: &ClientQuotaEntity,
     ) -> Option<f64> {
-        read(&self.tables)[index(quota_type)]
-            .quotas
-            .get(&key_of(entity))
-            .copied()
+        read(&self.tables)[index(quota_type)].get(&key_of(entity))
     }
 
     /// Whether no quota of `quota_type` is configured (the managers then record nothing).
     pub fn is_empty(&self, quota_type: ClientQuotaType) -> bool {
-        read(&self.tables)[index(quota_type)].quotas.is_empty()
+        read(&self.tables)[index(quota_type)].is_empty()
     }
 }
 
@@ -207,25 +101,25 @@ impl ClientQuotaCallbackHandler for DefaultQuotaCallback {
         principal: &KafkaPrincipal,
         client_id: &str,
     ) -> QuotaMetricTags {
-        read(&self.tables)[index(quota_type)].metric_tags(&sanitize(&principal.name), client_id)
+        let tags = read(&self.tables)[index(quota_type)]
+            .metric_tags(&sanitize(&principal.name), client_id);
+        QuotaMetricTags::user_client_id(&tags.user, &tags.client_id)
     }
 
     fn quota_limit(&self, quota_type: ClientQuotaType, tags: &QuotaMetricTags) -> Option<f64> {
-        read(&self.tables)[index(quota_type)].quota_limit(tags)
+        // Only the tags this plug-in hands out (both keys present) name a quota.
+        let (Some(user), Some(client_id)) = (tags.get(USER_TAG), tags.get(CLIENT_ID_TAG)) else {
+            return None;
+        };
+        read(&self.tables)[index(quota_type)].quota_limit(&MetricTags::new(user, client_id))
     }
 
     fn update_quota(&self, quota_type: ClientQuotaType, entity: &ClientQuotaEntity, value: f64) {
-        let mut tables = write(&self.tables);
-        let table = &mut tables[index(quota_type)];
-        table.quotas.insert(key_of(entity), value);
-        table.recompute_enabled();
+        write(&self.tables)[index(quota_type)].update(key_of(entity), Some(value));
     }
 
     fn remove_quota(&self, quota_type: ClientQuotaType, entity: &ClientQuotaEntity) {
-        let mut tables = write(&self.tables);
-        let table = &mut tables[index(quota_type)];
-        table.quotas.remove(&key_of(entity));
-        table.recompute_enabled();
+        write(&self.tables)[index(quota_type)].update(key_of(entity), None);
     }
 
     fn quota_reset_required(&self, _quota_type: ClientQuotaType) -> bool {

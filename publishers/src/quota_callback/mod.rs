@@ -35,6 +35,7 @@
 pub mod builtin;
 pub mod legacy;
 pub mod registry;
+pub mod table;
 pub mod testing;
 pub mod view;
 
