@@ -11,9 +11,9 @@
 //! ```
 //!
 //! With no callback configured (or `default`), the managers resolve quotas with their own
-//! lock-free copy of Kafka's built-in rules ([`super::entity::QuotaTable`], equivalent to
-//! [`DefaultQuotaCallback`](gregor_publishers::quota_callback::DefaultQuotaCallback), which a
-//! differential test checks) and this publisher is not installed.
+//! lock-free copy of Kafka's built-in rules ([`super::entity::QuotaTable`], the table
+//! [`DefaultQuotaCallback`](gregor_publishers::quota_callback::DefaultQuotaCallback) wraps; a
+//! differential test checks both paths agree) and this publisher is not installed.
 //!
 //! Re-reading limits is lazy: a change bumps the managers' limit generation, and each live
 //! sensor calls `quota_limit` again on its next use, so an idle sensor costs nothing.
