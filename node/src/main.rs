@@ -52,8 +52,8 @@ enum StorageCommand {
     Format {
         #[command(flatten)]
         config: ConfigArgs,
-        /// The cluster id (22 base64url characters, see `random-uuid`).
-        #[arg(long, short = 't')]
+        /// The cluster id (22 base64url characters, see `random-uuid`; may start with '-').
+        #[arg(long, short = 't', allow_hyphen_values = true)]
         cluster_id: String,
         /// Start the metadata log as a quorum of this node alone.
         #[arg(long, short = 's', conflicts_with = "initial_controllers")]

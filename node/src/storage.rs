@@ -92,9 +92,20 @@ pub fn uuid_from_kafka_string(text: &str) -> Option<Uuid> {
     Uuid::from_slice(&bytes).ok()
 }
 
+/// A new random id whose text does not start with '-', as Kafka's `Uuid.randomUuid` ensures:
+/// such a string would read as an option on a command line (`--cluster-id -x...`).
+pub fn random_kafka_uuid() -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        if !uuid_to_kafka_string(id).starts_with('-') {
+            return id;
+        }
+    }
+}
+
 /// A new random cluster id, as `kafka-storage.sh random-uuid` prints it.
 pub fn random_cluster_id() -> String {
-    uuid_to_kafka_string(Uuid::new_v4())
+    uuid_to_kafka_string(random_kafka_uuid())
 }
 
 fn all_dirs(config: &NodeConfig) -> Vec<PathBuf> {
@@ -317,7 +328,7 @@ pub fn format_with(
                 node_id: config.node_id,
                 directory_id: match own_directory {
                     Some(id) if dir == config.metadata_log_dir => id,
-                    _ => Uuid::new_v4(),
+                    _ => random_kafka_uuid(),
                 },
             },
         )?;
@@ -429,7 +440,7 @@ pub fn ensure_formatted(config: &NodeConfig) -> Result<NodeIdentity, StorageErro
                 let meta = MetaProperties {
                     cluster_id: cluster_id.clone(),
                     node_id: config.node_id,
-                    directory_id: Uuid::new_v4(),
+                    directory_id: random_kafka_uuid(),
                 };
                 write_meta(dir, &meta)?;
                 tracing::info!(dir = %dir.display(), %cluster_id, "formatted data directory");
@@ -467,6 +478,13 @@ mod tests {
                 format!("node.id={node_id}"),
             ],
         )?)
+    }
+
+    #[test]
+    fn random_ids_never_read_as_options() {
+        for _ in 0..2_000 {
+            assert!(!random_cluster_id().starts_with('-'));
+        }
     }
 
     #[test]

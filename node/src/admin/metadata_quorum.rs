@@ -77,8 +77,8 @@ pub enum QuorumCommand {
         /// The id of the controller to remove.
         #[arg(long, short = 'i', allow_negative_numbers = true)]
         controller_id: i32,
-        /// The directory ID of the controller to remove.
-        #[arg(long, short = 'd')]
+        /// The directory ID of the controller to remove (a Kafka UUID may start with '-').
+        #[arg(long, short = 'd', allow_hyphen_values = true)]
         controller_directory_id: Option<String>,
         /// True if we should print what would be done, but not do it.
         #[arg(long)]
