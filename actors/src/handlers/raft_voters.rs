@@ -26,7 +26,7 @@ use uuid::Uuid;
 
 use super::{ApiResponse, ErrorCounts};
 use crate::context::{HandlerContext, RequestInfo};
-use crate::quorum::{now_ms, QuorumState};
+use crate::quorum::{now_ms, QuorumState, VoterChangeGuard};
 use crate::raft::{MetadataLogError, VoterNode};
 
 /// "Caught up" must be recent (Kafka: a fetch within the last hour and a caught-up time set).
@@ -129,6 +129,29 @@ fn check_dynamic_quorum(ctx: &HandlerContext, change: &str) -> Result<(), Refusa
         .features
         .level(gregor_publishers::records::KRAFT_VERSION_FEATURE);
     dynamic_quorum_refusal(level, change).map_or(Ok(()), Err)
+}
+
+/// Kafka's steps 5, 7 and 8, common to adding and removing a voter: one change at a time, a
+/// dynamic quorum, and the latest voter set committed. The change ends when the guard drops.
+fn begin_change<'a>(
+    ctx: &HandlerContext,
+    state: &'a QuorumState,
+    change: &str,
+) -> Result<VoterChangeGuard<'a>, Refusal> {
+    let Some(guard) = state.begin_voter_change() else {
+        return Err(refuse(
+            ResponseError::RequestTimedOut,
+            "Request timed out waiting for another voter change to complete",
+        ));
+    };
+    check_dynamic_quorum(ctx, change)?;
+    if membership_change_pending(state) {
+        return Err(refuse(
+            ResponseError::RequestTimedOut,
+            "Request timed out waiting for the latest voter set to be committed",
+        ));
+    }
+    Ok(guard)
 }
 
 fn dynamic_quorum_refusal(kraft_version: Option<i16>, change: &str) -> Option<Refusal> {
@@ -306,22 +329,8 @@ async fn add_voter(
             ));
         }
     }
-    // Step 5: one change at a time.
-    let Some(_guard) = state.begin_voter_change() else {
-        return Err(refuse(
-            ResponseError::RequestTimedOut,
-            "Request timed out waiting for another voter change to complete",
-        ));
-    };
-    // Step 7.
-    check_dynamic_quorum(ctx, "adding")?;
-    // Step 8: the latest voter set must be committed.
-    if membership_change_pending(state) {
-        return Err(refuse(
-            ResponseError::RequestTimedOut,
-            "Request timed out waiting for the latest voter set to be committed",
-        ));
-    }
+    // Steps 5, 7 and 8.
+    let _change = begin_change(ctx, state, "adding")?;
     // Step 9.
     if is_voter {
         return Err(refuse(
@@ -409,19 +418,7 @@ async fn remove_voter(
             "Remove voter request didn't include a valid voter",
         ));
     }
-    let Some(_guard) = state.begin_voter_change() else {
-        return Err(refuse(
-            ResponseError::RequestTimedOut,
-            "Request timed out waiting for another voter change to complete",
-        ));
-    };
-    check_dynamic_quorum(ctx, "removing")?;
-    if membership_change_pending(state) {
-        return Err(refuse(
-            ResponseError::RequestTimedOut,
-            "Request timed out waiting for the latest voter set to be committed",
-        ));
-    }
+    let _change = begin_change(ctx, state, "removing")?;
     let metrics = state.log.metrics();
     let membership = metrics.membership_config.membership();
     let voters: Vec<u64> = membership.voter_ids().collect();
