@@ -30,6 +30,10 @@ then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check "${PY_PACKAGES[@]}"
 fi
 
+echo "==> cargo fmt --check, cargo clippy -D warnings"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
 echo "==> cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
 
