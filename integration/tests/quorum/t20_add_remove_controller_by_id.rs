@@ -72,11 +72,21 @@ async fn a_controller_is_added_and_removed_by_id() -> anyhow::Result<()> {
             .then_some(out))
     })
     .await?;
-    assert!(status.starts_with("ClusterId:              "), "{status}");
+    let cluster_line = format!("ClusterId:              {}\n", cluster.cluster_id);
+    assert!(status.starts_with(&cluster_line), "{status}");
     assert!(
         status.contains("CurrentVoters:          [{\"id\": 1"),
         "{status}"
     );
+    // Through a controller listener too (DescribeCluster there answers for controllers).
+    let (ok, out, err) = quorum_tool(&[
+        "--bootstrap-controller",
+        &cluster.bootstrap_controllers,
+        "describe",
+        "--status",
+    ])?;
+    assert!(ok, "{err}");
+    assert!(out.starts_with(&cluster_line), "{out}");
 
     let (ok, out, err) = wait_until("add-controller 4", FORM_TIMEOUT, || async {
         let (ok, out, err) = quorum_tool(&[

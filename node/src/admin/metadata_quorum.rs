@@ -192,11 +192,11 @@ async fn connect_leader(args: &MetadataQuorumArgs) -> Result<AdminClient, String
         .iter()
         .find(|c| c.broker_id == cluster.controller_id)
         .map(|c| format!("{}:{}", c.host, c.port));
+    // Quorum requests must reach the active controller, which need not be the bootstrap
+    // server that answered.
     match active {
-        Some(addr) if !servers.split(',').any(|s| s.trim() == addr) => {
-            AdminClient::connect(&addr).await.map_err(|e| e.to_string())
-        }
-        _ => Ok(client),
+        Some(addr) => AdminClient::connect(&addr).await.map_err(|e| e.to_string()),
+        None => Ok(client),
     }
 }
 
@@ -221,12 +221,25 @@ async fn describe(client: &mut AdminClient) -> Result<DescribeQuorumResponse, St
     Ok(response)
 }
 
+/// DescribeCluster `endpoint_type` values (KIP-919).
+const BROKER_ENDPOINTS: i8 = 1;
+const CONTROLLER_ENDPOINTS: i8 = 2;
+/// MISMATCHED_ENDPOINT_TYPE: a controller listener answers only for controller endpoints.
+const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
+
 async fn cluster_id(client: &mut AdminClient) -> Result<String, String> {
-    let (_, cluster) = client
-        .send(&DescribeClusterRequest::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(cluster.cluster_id.to_string())
+    // A broker describes brokers, a controller (`--bootstrap-controller`) controllers; ask for
+    // brokers first and follow the server's answer, as Kafka's admin client does.
+    for endpoint_type in [BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS] {
+        let request = DescribeClusterRequest::default().with_endpoint_type(endpoint_type);
+        let (_, cluster) = client.send(&request).await.map_err(|e| e.to_string())?;
+        if cluster.error_code == MISMATCHED_ENDPOINT_TYPE {
+            continue;
+        }
+        check(cluster.error_code, cluster.error_message.as_ref()).map_err(|e| e.to_string())?;
+        return Ok(cluster.cluster_id.to_string());
+    }
+    Err("the server answers DescribeCluster for neither brokers nor controllers".to_owned())
 }
 
 fn partition(
