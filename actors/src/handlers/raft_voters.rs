@@ -443,11 +443,16 @@ async fn remove_voter(
             ),
         ));
     }
+    // A removed voter stays a learner (Kafka's observer) so its image keeps following, except
+    // the active controller removing itself: openraft lets any member lead, learners included,
+    // so the leader leaves the membership altogether to step down, as Kafka's leader resigns.
+    // Its observer heartbeat then joins it back as a learner of the new leader.
+    let removing_self = voter_id as u64 == state.log.node_id();
     state
         .log
         .change_membership(
             ChangeMembers::RemoveVoters([voter_id as u64].into_iter().collect()),
-            true,
+            !removing_self,
         )
         .await
         .map(|_| ())
