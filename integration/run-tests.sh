@@ -30,6 +30,12 @@ then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check "${PY_PACKAGES[@]}"
 fi
 
+# kafkajs for the old-client tests, pinned by integration/js/package-lock.json.
+if command -v npm >/dev/null 2>&1; then
+    echo "==> npm ci (kafkajs)"
+    (cd integration/js && npm ci --no-audit --no-fund --silent)
+fi
+
 echo "==> cargo fmt --check, cargo clippy -D warnings"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

@@ -1,0 +1,41 @@
+"""kafkajs 2.2.4 (npm, pinned in integration/js/package-lock.json) against the node: the
+non-flexible versions an old client sends (ApiVersions v2, Metadata v6, CreateTopics v3,
+DeleteTopics v1, CreatePartitions v1; clients.md #8). `integration/run-tests.sh` installs it
+with `npm ci`; without Node.js these tests are skipped.
+"""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+JS = Path(__file__).resolve().parents[1] / "js"
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(
+    NODE is None or not (JS / "node_modules" / "kafkajs").is_dir(),
+    reason="Node.js or kafkajs is missing (cd integration/js && npm ci)",
+)
+
+
+def test_kafkajs_admin_round_trip(start_node):
+    node = start_node({"auto.create.topics.enable": "false"})
+    result = subprocess.run(
+        [NODE, str(JS / "admin.js"), node.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr + node.log()
+    steps = {}
+    for line in result.stdout.splitlines():
+        entry = json.loads(line)
+        steps[entry["step"]] = entry["value"]
+    assert steps["create"] is True
+    assert steps["create-again"] is False  # kafkajs: every topic already existed
+    assert steps["list"] == ["js-a", "js-b"]
+    assert steps["partitions"] == [[0, 1], [1, 1], [2, 1], [3, 1], [4, 1]]
+    assert steps["cluster"] == {"controller": 1, "brokers": [1]}
+    assert steps["list-after-delete"] == ["js-a"]
+    assert steps["shrink"]["type"] == "INVALID_PARTITIONS"
