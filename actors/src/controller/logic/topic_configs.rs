@@ -153,7 +153,8 @@ impl TopicConfigDef {
     }
 }
 
-const fn def(
+/// A definition row (shared by the config tables of other resource types).
+pub(crate) const fn def(
     name: &'static str,
     config_type: ConfigType,
     default: &'static str,
@@ -169,7 +170,8 @@ const fn def(
     }
 }
 
-const fn at_least(min: i64) -> Validator {
+/// An integer at least `min`.
+pub(crate) const fn at_least(min: i64) -> Validator {
     Validator::Range {
         min: Some(min),
         max: None,

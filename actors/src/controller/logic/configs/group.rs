@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::super::topic_configs::{
-    check_value, parse_value, ConfigType, ConfigValue, TopicConfigDef, Validator,
+    at_least, check_value, def, parse_value, ConfigType, ConfigValue, TopicConfigDef, Validator,
 };
 use super::ApiError;
 
@@ -24,29 +24,6 @@ pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
 pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 /// `share.auto.offset.reset`.
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
-
-const fn def(
-    name: &'static str,
-    config_type: ConfigType,
-    default: &'static str,
-    validator: Validator,
-    doc: &'static str,
-) -> TopicConfigDef {
-    TopicConfigDef {
-        name,
-        config_type,
-        default,
-        validator,
-        doc,
-    }
-}
-
-const fn at_least(min: i64) -> Validator {
-    Validator::Range {
-        min: Some(min),
-        max: None,
-    }
-}
 
 /// Every group config, sorted by name; defaults are Kafka's broker-level defaults.
 #[rustfmt::skip]
