@@ -12,7 +12,7 @@ use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
 use kafka_protocol::protocol::StrBytes;
 
-use super::configs::{parse_add_config, ConfigsCommand, EntityType};
+use super::configs::{ConfigsCommand, EntityType};
 use super::{check, AdminClient, AdminError};
 
 /// Kafka's `QuotaConfig.isClientOrUserQuotaConfig` keys (users and clients).
@@ -194,19 +194,7 @@ async fn alter(
             "An entity name must be specified for every entity type".into(),
         ));
     };
-    let added = match &command.add_config {
-        Some(text) => parse_add_config(text).map_err(AdminError::Io)?,
-        None => Vec::new(),
-    };
-    let deleted: Vec<String> = command
-        .delete_config
-        .as_deref()
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let (added, deleted) = super::configs::alterations(command)?;
     check_keys(types, names, &added, &deleted)?;
     if types.len() != names.len() {
         return Err(AdminError::Io(

@@ -116,6 +116,27 @@ pub fn source_name(source: i8) -> &'static str {
 
 /// Splits `--add-config` as kafka-configs.sh does: entries separated by commas outside square
 /// brackets, each `key=value`; `[a,b]` becomes the list value `a,b`.
+/// The `--add-config` pairs and the `--delete-config` keys of an `--alter`.
+pub(crate) type Alterations = (Vec<(String, String)>, Vec<String>);
+
+/// The `--add-config` pairs and `--delete-config` keys of an `--alter`.
+pub(crate) fn alterations(command: &ConfigsCommand) -> Result<Alterations, AdminError> {
+    let added = match &command.add_config {
+        Some(text) => parse_add_config(text).map_err(AdminError::Io)?,
+        None => Vec::new(),
+    };
+    let deleted = command
+        .delete_config
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned)
+        .collect();
+    Ok((added, deleted))
+}
+
 pub fn parse_add_config(text: &str) -> Result<Vec<(String, String)>, String> {
     let mut entries = Vec::new();
     let mut depth = 0_i32;
@@ -393,19 +414,7 @@ async fn alter(
 ) -> Result<(), AdminError> {
     let entity_type = command.entity_type;
     let name = command.entity_name.clone().unwrap_or_default();
-    let added = match &command.add_config {
-        Some(text) => parse_add_config(text).map_err(AdminError::Io)?,
-        None => Vec::new(),
-    };
-    let deleted: Vec<String> = command
-        .delete_config
-        .as_deref()
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let (added, deleted) = alterations(command)?;
     // As kafka-configs.sh: deleting a key the resource does not have is refused up front.
     if !deleted.is_empty() && entity_type != EntityType::BrokerLoggers {
         let filter = entity_type.dynamic_source(name.is_empty());
