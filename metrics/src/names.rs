@@ -32,6 +32,11 @@ pub const METADATA_IMAGE_OFFSET: &str = "gregor_metadata_image_offset";
 pub const METADATA_IMAGE_TOPICS: &str = "gregor_metadata_image_topics";
 /// Partitions in the published image.
 pub const METADATA_IMAGE_PARTITIONS: &str = "gregor_metadata_image_partitions";
+/// Digest of the published image's content (its low 52 bits, exact in a gauge): equal on every
+/// node that has applied the same log prefix.
+pub const METADATA_IMAGE_DIGEST: &str = "gregor_metadata_image_digest";
+/// Raft log index of the image `gregor_metadata_image_digest` describes.
+pub const METADATA_IMAGE_DIGEST_OFFSET: &str = "gregor_metadata_image_digest_offset";
 /// Time to build a new image from a batch of committed records.
 pub const METADATA_IMAGE_APPLY_SECONDS: &str = "gregor_metadata_image_apply_seconds";
 /// Records that could not be replayed into the image (logged and skipped).

@@ -113,6 +113,12 @@ pub fn image_published(offset: u64, topics: usize, partitions: usize, apply_time
     histogram!(names::METADATA_IMAGE_APPLY_SECONDS).record(apply_time.as_secs_f64());
 }
 
+/// Records the digest of the published image at `offset` (`digest`: the gauge's exact value).
+pub fn image_digest(offset: u64, digest: f64) {
+    gauge!(names::METADATA_IMAGE_DIGEST_OFFSET).set(offset as f64);
+    gauge!(names::METADATA_IMAGE_DIGEST).set(digest);
+}
+
 /// Records a record that could not be replayed into the image.
 pub fn replay_error() {
     counter!(names::METADATA_REPLAY_ERRORS_TOTAL).increment(1);

@@ -11,11 +11,14 @@ use uuid::Uuid;
 
 use crate::image::client_quotas::ClientQuotasDelta;
 use crate::image::cluster::ClusterDelta;
-use crate::image::configs::{ConfigsDelta, TOPIC_RESOURCE};
+use crate::image::configs::{ConfigsDelta, ConfigsImage, TOPIC_RESOURCE};
 use crate::image::features::FeaturesDelta;
 use crate::image::topics::TopicsDelta;
-use crate::image::{MetadataImage, Provenance};
-use crate::records::MetadataRecord;
+use crate::image::{
+    BrokerRegistration, ControllerRegistration, ImageDigest, MetadataImage, PartitionRegistration,
+    Provenance,
+};
+use crate::records::{ConfigRecord, MetadataRecord, TopicRecord};
 
 /// A record that cannot be applied to the image it was replayed on. The log is inconsistent
 /// with the image (a record lost or replayed twice, or a bug in the writer): the loader must
@@ -312,29 +315,135 @@ impl MetadataDelta {
     /// The next image: the base with this delta's changes, stamped with `provenance`. Areas
     /// this delta did not touch are the base's sub-images themselves (`Arc::ptr_eq`).
     pub fn apply(&self, provenance: Provenance) -> MetadataImage {
-        MetadataImage {
+        let features = self
+            .features
+            .as_ref()
+            .map_or_else(|| Arc::clone(&self.base.features), |d| Arc::new(d.apply()));
+        let cluster = self
+            .cluster
+            .as_ref()
+            .map_or_else(|| Arc::clone(&self.base.cluster), |d| Arc::new(d.apply()));
+        let topics = self
+            .topics
+            .as_ref()
+            .map_or_else(|| Arc::clone(&self.base.topics), |d| Arc::new(d.apply()));
+        let configs = self
+            .configs
+            .as_ref()
+            .map_or_else(|| Arc::clone(&self.base.configs), |d| Arc::new(d.apply()));
+        let client_quotas = self.client_quotas.as_ref().map_or_else(
+            || Arc::clone(&self.base.client_quotas),
+            |d| Arc::new(d.apply()),
+        );
+        let mut image = MetadataImage {
             provenance,
-            features: self
-                .features
-                .as_ref()
-                .map_or_else(|| Arc::clone(&self.base.features), |d| Arc::new(d.apply())),
-            cluster: self
-                .cluster
-                .as_ref()
-                .map_or_else(|| Arc::clone(&self.base.cluster), |d| Arc::new(d.apply())),
-            topics: self
-                .topics
-                .as_ref()
-                .map_or_else(|| Arc::clone(&self.base.topics), |d| Arc::new(d.apply())),
-            configs: self
-                .configs
-                .as_ref()
-                .map_or_else(|| Arc::clone(&self.base.configs), |d| Arc::new(d.apply())),
-            client_quotas: self.client_quotas.as_ref().map_or_else(
-                || Arc::clone(&self.base.client_quotas),
-                |d| Arc::new(d.apply()),
-            ),
+            features,
+            cluster,
+            topics,
+            configs,
+            client_quotas,
+            digest: self.base.digest,
+        };
+        image.digest = self.next_digest(&image);
+        image
+    }
+
+    /// The base's digest with what this delta replaced taken out and what it put in added: only
+    /// the changed entries are hashed (see [`crate::image::digest`]).
+    fn next_digest(&self, next: &MetadataImage) -> ImageDigest {
+        let base = &*self.base;
+        let mut digest = base.digest;
+        let mut replace = |old: ImageDigest, new: ImageDigest| {
+            digest.remove_all(old);
+            digest.add_all(new);
+        };
+        // Features and client quotas are a handful of entries: rehash the area.
+        if self.features.is_some() {
+            replace(
+                ImageDigest::of(|out| base.features.to_records(out)),
+                ImageDigest::of(|out| next.features.to_records(out)),
+            );
         }
+        if self.client_quotas.is_some() {
+            replace(
+                ImageDigest::of(|out| base.client_quotas.to_records(out)),
+                ImageDigest::of(|out| next.client_quotas.to_records(out)),
+            );
+        }
+        if let Some(cluster) = &self.cluster {
+            for (id, broker) in cluster.changed_brokers() {
+                let record = |b: &BrokerRegistration| MetadataRecord::RegisterBroker(b.to_record());
+                replace(
+                    ImageDigest::of(|out| out.extend(base.cluster.broker(id).map(record))),
+                    ImageDigest::of(|out| out.extend(broker.map(record))),
+                );
+            }
+            for controller in cluster.changed_controllers() {
+                let record =
+                    |c: &ControllerRegistration| MetadataRecord::RegisterController(c.to_record());
+                replace(
+                    ImageDigest::of(|out| {
+                        out.extend(base.cluster.controller(controller.id).map(record))
+                    }),
+                    ImageDigest::of(|out| out.push(record(controller))),
+                );
+            }
+        }
+        if let Some(topics) = &self.topics {
+            for (id, _) in topics.deleted_topics() {
+                if let Some(topic) = base.topics.get_by_id(&id) {
+                    replace(
+                        ImageDigest::of(|out| topic.to_records(out)),
+                        ImageDigest::default(),
+                    );
+                }
+            }
+            for topic in topics.changed_topics() {
+                let partition = |id: i32, p: &PartitionRegistration| {
+                    MetadataRecord::Partition(p.to_record(topic.id(), id))
+                };
+                let old = ImageDigest::of(|out| {
+                    if let Some(old) = topic.base() {
+                        out.extend(
+                            topic
+                                .changed_partitions()
+                                .filter_map(|(id, _)| old.partition(id).map(|p| partition(id, p))),
+                        );
+                    }
+                });
+                let new = ImageDigest::of(|out| {
+                    if topic.is_new() {
+                        out.push(MetadataRecord::Topic(TopicRecord {
+                            name: topic.name().to_owned(),
+                            topic_id: topic.id(),
+                        }));
+                    }
+                    out.extend(topic.changed_partitions().map(|(id, p)| partition(id, p)));
+                });
+                replace(old, new);
+            }
+        }
+        if let Some(configs) = &self.configs {
+            for (resource_type, name, _) in configs.changed_resources() {
+                let records = |image: &ConfigsImage, out: &mut Vec<MetadataRecord>| {
+                    if let Some(resource) = image.get(resource_type, name) {
+                        out.extend(resource.iter().map(|(key, value)| {
+                            MetadataRecord::Config(ConfigRecord {
+                                resource_type,
+                                resource_name: name.to_owned(),
+                                name: key.to_owned(),
+                                value: Some(value.to_owned()),
+                            })
+                        }));
+                    }
+                };
+                replace(
+                    ImageDigest::of(|out| records(&base.configs, out)),
+                    ImageDigest::of(|out| records(&next.configs, out)),
+                );
+            }
+        }
+        digest
     }
 }
 

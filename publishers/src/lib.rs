@@ -47,8 +47,8 @@ pub use image::features::FeaturesDelta;
 pub use image::topics::{PartitionIter, TopicDelta, TopicsDelta};
 pub use image::{
     BrokerIds, BrokerRegistration, ClientQuotaImage, ClientQuotasImage, ClusterImage, ConfigsImage,
-    ControllerRegistration, DirectoryIds, FeaturesImage, MetadataImage, PartitionRegistration,
-    Provenance, ResourceConfigs, TopicImage, TopicsImage,
+    ControllerRegistration, DirectoryIds, FeaturesImage, ImageDigest, MetadataImage,
+    PartitionRegistration, Provenance, ResourceConfigs, TopicImage, TopicsImage,
 };
 pub use publisher::{LoaderManifest, MetadataPublisher, PublishError};
 pub use records::MetadataRecord;

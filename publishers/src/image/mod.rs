@@ -13,6 +13,7 @@
 pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
+pub mod digest;
 pub mod features;
 pub mod partition;
 pub mod topics;
@@ -24,6 +25,7 @@ use crate::records::MetadataRecord;
 pub use client_quotas::{ClientQuotaImage, ClientQuotasImage};
 pub use cluster::{BrokerRegistration, ClusterImage, ControllerRegistration};
 pub use configs::{ConfigsImage, ResourceConfigs};
+pub use digest::ImageDigest;
 pub use features::FeaturesImage;
 pub use partition::{BrokerIds, DirectoryIds, PartitionRegistration};
 pub use topics::{TopicImage, TopicsImage};
@@ -55,6 +57,9 @@ pub struct MetadataImage {
     pub configs: Arc<ConfigsImage>,
     /// Client quotas.
     pub client_quotas: Arc<ClientQuotasImage>,
+    /// The digest of everything above but the provenance, kept up to date by each delta (equal
+    /// on every node that applied the same log prefix; see [`digest`]).
+    pub digest: ImageDigest,
 }
 
 impl MetadataImage {
@@ -70,6 +75,12 @@ impl MetadataImage {
             && self.topics.is_empty()
             && self.configs.is_empty()
             && self.client_quotas.is_empty()
+    }
+
+    /// The digest computed from scratch over [`MetadataImage::to_records`]: O(image), for
+    /// checking the one deltas maintain.
+    pub fn compute_digest(&self) -> ImageDigest {
+        ImageDigest::of(|out| out.extend(self.to_records()))
     }
 
     /// The whole image as records, in Kafka's snapshot order: features (`metadata.version`
