@@ -22,7 +22,7 @@ use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, Provenance,
 };
 
-use crate::raft::{ApplyError, MetadataApplier};
+use crate::raft::{ApplyError, MetadataApplier, SnapshotRecords};
 
 /// Apply committed batches (log order); answers once every publisher has seen the new image.
 #[derive(Message)]
@@ -238,9 +238,10 @@ impl MetadataApplier for LoaderApplier {
         async move { request.await.map_err(mailbox_error)? }.boxed()
     }
 
-    fn snapshot_records(&self) -> Vec<MetadataRecord> {
+    fn snapshot_records(&self) -> SnapshotRecords {
         // Called between applies, so the published image is exactly the applied state.
-        self.image.load().to_records()
+        let image = self.image.load_full();
+        Box::new(move || image.to_records())
     }
 
     fn install_snapshot(

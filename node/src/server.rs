@@ -14,6 +14,7 @@ use gregor_actors::config_publisher::ConfigPublisher;
 use gregor_actors::context::{BrokerSettings, HandlerContext, NodeInfo};
 use gregor_actors::controller::logic::TopicDefaults;
 use gregor_actors::controller::{Controller, ControllerSettings};
+use gregor_actors::digest_publisher::DigestPublisher;
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
 use gregor_actors::quorum::QuorumState;
 use gregor_actors::quota::{
@@ -77,8 +78,9 @@ pub fn run(config: NodeConfig) -> Result<(), StartError> {
 /// there and name it in `client.quota.callback.class` (see
 /// `integration/examples/custom_quota_callback.rs`).
 pub fn run_with(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), StartError> {
-    // Actors live on the system arbiter of this thread; connections and raft run on the
-    // multi-threaded runtime underneath, so both cores serve clients.
+    // Actors live on the system arbiter of this thread (the loader on an arbiter of its own);
+    // connections and raft run on the multi-threaded runtime underneath, so both cores serve
+    // clients.
     let system = actix_rt::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -143,7 +145,16 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .map_err(StartError::Network)?;
 
     let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
-    let loader = Loader::new(image.clone()).start();
+    // The loader gets a thread of its own: building an image from a large snapshot or batch
+    // must not stall the controller actor on this thread (it serves writes) nor a tokio worker.
+    let loader_image = image.clone();
+    let loader = Loader::start_in_arbiter(&actix::Arbiter::new().handle(), move |_| {
+        Loader::new(loader_image)
+    });
+    loader
+        .send(InstallPublisher(Box::new(DigestPublisher)))
+        .await
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
     loader
         .send(InstallPublisher(Box::new(TopicChangeLogPublisher)))
         .await
@@ -194,7 +205,8 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
     }
-    let (network, quorum_cell) = quorum::network();
+    let (network, quorum_cell) = quorum::network(config.socket_request_max_bytes);
+    let peer_limits = network.limits.clone();
     let log = open_metadata_log(&config, &identity, &bound, &image, &loader, network).await?;
     let quorum_state = Arc::new(QuorumState::new(log.clone(), identity.cluster_id.clone()));
     let _ = quorum_cell.set(quorum_state.clone());
@@ -212,7 +224,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     )
     .with_mutation_quotas(quotas.controller_mutation.shared.clone())
     .start();
-    let quorum = QuorumService::new(quorum_state, controller.clone(), image.clone());
+    let quorum = QuorumService::new(quorum_state, controller.clone(), image.clone(), peer_limits);
     let handlers = HandlerContext {
         quorum: Some(quorum.state.clone()),
         forwarder: Some(quorum.clone()),
@@ -308,7 +320,14 @@ async fn open_metadata_log(
         config.node_id as u64,
         &dir,
         applier,
-        MetadataLogOptions::default(),
+        MetadataLogOptions {
+            // Chunks never larger than the snapshot stream needs, nor than a request frame.
+            snapshot_chunk_bytes: quorum::transport::payload_budget(
+                usize::try_from(config.socket_request_max_bytes).unwrap_or(usize::MAX),
+            )
+            .min(8 * 1024 * 1024) as u64,
+            ..MetadataLogOptions::default()
+        },
         network,
     )
     .await

@@ -19,6 +19,17 @@ use crate::raft::{MetadataLog, MetadataLogError, MetadataLogId};
 /// so a group holds several large operations but stays a bounded write.
 const MAX_GROUP_RECORDS: usize = 50_000;
 
+/// Most encoded bytes of records in one grouped entry: an entry travels whole in one
+/// AppendEntries, which a lagging follower must take within a heartbeat interval (see
+/// `REPLICATION_BATCH_BYTES` in the node's quorum transport). One batch larger than this (one
+/// large operation) still goes alone: an operation is never split across entries.
+const MAX_GROUP_BYTES: usize = 1024 * 1024;
+
+/// Encoded size of a batch's records.
+fn encoded_bytes(batch: &MetadataBatch) -> usize {
+    postcard::experimental::serialized_size(&batch.records).unwrap_or(usize::MAX)
+}
+
 /// One batch on its way to the metadata log, and who waits for its outcome.
 pub(super) struct Submission {
     pub(super) batch: MetadataBatch,
@@ -36,13 +47,18 @@ pub(super) async fn run(log: Arc<MetadataLog>, mut queue: mpsc::UnboundedReceive
                 None => return,
             },
         };
+        let mut bytes = encoded_bytes(&first.batch);
         let mut records = first.batch.records;
         let mut waiters = vec![first.done];
         while let Ok(next) = queue.try_recv() {
-            if records.len() + next.batch.records.len() > MAX_GROUP_RECORDS {
+            let next_bytes = encoded_bytes(&next.batch);
+            if records.len() + next.batch.records.len() > MAX_GROUP_RECORDS
+                || bytes.saturating_add(next_bytes) > MAX_GROUP_BYTES
+            {
                 waiting = Some(next);
                 break;
             }
+            bytes = bytes.saturating_add(next_bytes);
             records.extend(next.batch.records);
             waiters.push(next.done);
         }

@@ -36,7 +36,7 @@ pub use error::{ApplyError, MetadataLogError};
 pub use log_store::{LogStore, LOG_FILE_NAME};
 pub use network::{NoPeers, NoPeersError, NoPeersNetwork};
 pub use snapshot::SNAPSHOT_FILE_NAME;
-pub use state_machine::{MetadataApplier, SnapshotBuilder, StateMachine};
+pub use state_machine::{MetadataApplier, SnapshotBuilder, SnapshotRecords, StateMachine};
 pub use types::{MetadataLogId, TypeConfig, VoterNode};
 
 /// Tuning of the metadata log.
@@ -46,6 +46,10 @@ pub struct MetadataLogOptions {
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot (older ones are purged after it is written).
     pub logs_kept_after_snapshot: u64,
+    /// Largest snapshot chunk sent to a lagging replica: what fits in a request frame of this
+    /// node's `socket.request.max.bytes` (the transport splits further for a peer that
+    /// accepts less).
+    pub snapshot_chunk_bytes: u64,
 }
 
 impl Default for MetadataLogOptions {
@@ -53,6 +57,7 @@ impl Default for MetadataLogOptions {
         MetadataLogOptions {
             snapshot_every: 20_000,
             logs_kept_after_snapshot: 1_000,
+            snapshot_chunk_bytes: 3 * 1024 * 1024,
         }
     }
 }
@@ -115,6 +120,11 @@ impl MetadataLog {
             heartbeat_interval: 100,
             election_timeout_min: 500,
             election_timeout_max: 1000,
+            snapshot_max_chunk_size: options.snapshot_chunk_bytes.max(1),
+            // The last chunk is answered once the replica has installed the snapshot (decoded
+            // it, built the image, written the file): seconds at 10^6 partitions, not
+            // openraft's 200 ms, or the replica would be sent the snapshot again forever.
+            install_snapshot_timeout: 60_000,
             ..Config::default()
         }
         .validate()

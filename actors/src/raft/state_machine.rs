@@ -23,6 +23,9 @@ use super::error::{ApplyError, MetadataLogError};
 use super::snapshot::{self, StoredSnapshot};
 use super::types::{Entry, StorageError, TypeConfig, VoterNode};
 
+/// Produces the records of an image captured earlier (see [`MetadataApplier::snapshot_records`]).
+pub type SnapshotRecords = Box<dyn FnOnce() -> Vec<MetadataRecord> + Send + Sync + 'static>;
+
 /// The image side of the metadata log, provided by the node (the metadata loader).
 pub trait MetadataApplier: Send + Sync + 'static {
     /// Apply committed batches (in log order) to the image; resolves once the new image is
@@ -39,8 +42,10 @@ pub trait MetadataApplier: Send + Sync + 'static {
         last_applied: LogId<u64>,
     ) -> BoxFuture<'static, Result<(), ApplyError>>;
 
-    /// The current image as records (for building a snapshot); called between applies.
-    fn snapshot_records(&self) -> Vec<MetadataRecord>;
+    /// The current image as records, for building a snapshot. Called between applies, so it
+    /// must capture the image at once (O(1)); the records themselves are produced later by
+    /// calling the result on a blocking thread, since listing 10^6 partitions takes a while.
+    fn snapshot_records(&self) -> SnapshotRecords;
 
     /// Replace the image with one built from these snapshot records.
     fn install_snapshot(
@@ -66,19 +71,22 @@ struct SnapshotStore {
 }
 
 impl SnapshotStore {
-    /// Saves `snapshot` as the current one unless a later one is already saved.
-    async fn save(&self, snapshot: StoredSnapshot) -> Result<(), MetadataLogError> {
+    /// Saves `snapshot` as the current one unless a later one is already saved, and gives it
+    /// back (its data can be 100 MB: it is moved, never copied).
+    async fn save(&self, snapshot: StoredSnapshot) -> Result<StoredSnapshot, MetadataLogError> {
         let mut current = self.current.lock().await;
         if let Some(existing) = current.as_ref() {
             if existing.last_log_id > snapshot.meta.last_log_id {
-                return Ok(());
+                return Ok(snapshot);
             }
         }
         let dir = self.dir.clone();
-        let meta = snapshot.meta.clone();
-        run_blocking(&self.dir, move || snapshot::write(&dir, &snapshot)).await?;
-        *current = Some(meta);
-        Ok(())
+        let snapshot = run_blocking(&self.dir, move || {
+            snapshot::write(&dir, &snapshot).map(|()| snapshot)
+        })
+        .await?;
+        *current = Some(snapshot.meta.clone());
+        Ok(snapshot)
     }
 
     async fn load_current(&self) -> Result<Option<StoredSnapshot>, MetadataLogError> {
@@ -105,6 +113,19 @@ where
     }
 }
 
+/// Decodes a snapshot's records on a blocking thread (10^6 partitions take a while), handing
+/// the snapshot back.
+async fn decode_blocking(
+    source: PathBuf,
+    stored: StoredSnapshot,
+) -> Result<(Vec<MetadataRecord>, StoredSnapshot), MetadataLogError> {
+    let path = source.clone();
+    run_blocking(&path, move || {
+        snapshot::decode_records(&source, &stored.data).map(|records| (records, stored))
+    })
+    .await
+}
+
 impl StateMachine {
     /// Opens the state machine over `dir`: if a snapshot is stored there, it is read and handed
     /// to `applier.install_snapshot` before this returns, so the image starts at the snapshot.
@@ -125,7 +146,7 @@ impl StateMachine {
         };
         if let Some(stored) = stored {
             let path = snapshot::snapshot_path(dir);
-            let records = snapshot::decode_records(&path, &stored.data)?;
+            let (records, stored) = decode_blocking(path.clone(), stored).await?;
             sm.install(&path, &stored.meta, records).await?;
             *sm.snapshots.current.lock().await = Some(stored.meta);
         }
@@ -208,7 +229,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         };
         SnapshotBuilder {
             meta,
-            records: self.applier.snapshot_records(),
+            records: Some(self.applier.snapshot_records()),
             snapshots: self.snapshots.clone(),
         }
     }
@@ -229,18 +250,21 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 e.into_any(),
             ))
         };
-        let data = snapshot.into_inner();
         let source = PathBuf::from("<snapshot received from the leader>");
-        let records = snapshot::decode_records(&source, &data).map_err(write_err)?;
+        let received = StoredSnapshot {
+            meta: meta.clone(),
+            data: snapshot.into_inner(),
+        };
+        let (records, received) = decode_blocking(source.clone(), received)
+            .await
+            .map_err(write_err)?;
         self.install(&source, meta, records)
             .await
             .map_err(write_err)?;
         self.snapshots
-            .save(StoredSnapshot {
-                meta: meta.clone(),
-                data,
-            })
+            .save(received)
             .await
+            .map(drop)
             .map_err(write_err)
     }
 
@@ -264,28 +288,48 @@ fn snapshot_id(last_applied: Option<LogId<u64>>) -> String {
     }
 }
 
-/// Writes one snapshot: the image records taken when it was created, plus their raft position.
+/// Writes one snapshot: the image captured when it was created, plus its raft position.
 pub struct SnapshotBuilder {
     meta: SnapshotMeta<u64, VoterNode>,
-    records: Vec<MetadataRecord>,
+    records: Option<SnapshotRecords>,
     snapshots: Arc<SnapshotStore>,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let data = snapshot::encode_records(&self.records);
         let meta = self.meta.clone();
-        self.snapshots
+        let write_err = |e: MetadataLogError| {
+            StorageError::from(StorageIOError::write_snapshot(
+                Some(meta.signature()),
+                e.into_any(),
+            ))
+        };
+        let produce = self.records.take().ok_or_else(|| {
+            write_err(MetadataLogError::storage(
+                &self.snapshots.dir,
+                "a snapshot builder was asked to build twice",
+            ))
+        })?;
+        // Listing and encoding the image runs on a blocking thread: at 10^6 partitions it
+        // takes seconds, which must not stall raft or the connections on the tokio workers.
+        let (data, records) = run_blocking(&self.snapshots.dir, move || {
+            let records = produce();
+            Ok((snapshot::encode_records(&records), records.len()))
+        })
+        .await
+        .map_err(write_err)?;
+        let saved = self
+            .snapshots
             .save(StoredSnapshot {
                 meta: meta.clone(),
-                data: data.clone(),
+                data,
             })
             .await
-            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), e.into_any()))?;
-        tracing::info!(snapshot = %meta.snapshot_id, records = self.records.len(), "metadata snapshot written");
+            .map_err(write_err)?;
+        tracing::info!(snapshot = %meta.snapshot_id, records, bytes = saved.data.len(), "metadata snapshot written");
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(Cursor::new(saved.data)),
         })
     }
 }

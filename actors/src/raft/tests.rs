@@ -53,8 +53,9 @@ impl MetadataApplier for MemoryApplier {
         Box::pin(async { Ok(()) })
     }
 
-    fn snapshot_records(&self) -> Vec<MetadataRecord> {
-        self.image()
+    fn snapshot_records(&self) -> super::SnapshotRecords {
+        let image = self.image();
+        Box::new(move || image)
     }
 
     fn install_snapshot(
@@ -191,6 +192,7 @@ async fn restart_reapplies_every_acknowledged_batch_from_snapshot_and_log() {
     let options = MetadataLogOptions {
         snapshot_every: 5,
         logs_kept_after_snapshot: 0,
+        ..MetadataLogOptions::default()
     };
     restart_case(options, true).await;
 }
@@ -234,6 +236,7 @@ async fn a_corrupt_snapshot_file_is_an_error_naming_it() {
     let options = MetadataLogOptions {
         snapshot_every: 3,
         logs_kept_after_snapshot: 0,
+        ..MetadataLogOptions::default()
     };
     let log = start(
         dir.path(),
@@ -312,6 +315,7 @@ async fn kill_9_child_writer() {
     let options = MetadataLogOptions {
         snapshot_every: 7,
         logs_kept_after_snapshot: 2,
+        ..MetadataLogOptions::default()
     };
     let log = start(Path::new(&dir), Arc::new(MemoryApplier::default()), options).await;
     for i in 0.. {

@@ -37,11 +37,17 @@ const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The network openraft uses, and the cell the quorum state goes into once it exists (the
 /// transport records replication progress there).
-pub(crate) fn network() -> (QuorumNetwork, Arc<std::sync::OnceLock<Arc<QuorumState>>>) {
+/// `max_request_bytes` is this node's `socket.request.max.bytes`, the stand-in for peers that
+/// have not announced theirs (see [`transport::PeerLimits`]).
+pub(crate) fn network(
+    max_request_bytes: i32,
+) -> (QuorumNetwork, Arc<std::sync::OnceLock<Arc<QuorumState>>>) {
     let cell = Arc::new(std::sync::OnceLock::new());
+    let own = usize::try_from(max_request_bytes).unwrap_or(usize::MAX);
     (
         QuorumNetwork {
             state: cell.clone(),
+            limits: Arc::new(transport::PeerLimits::new(own)),
         },
         cell,
     )
@@ -112,6 +118,7 @@ pub(crate) fn join_request(
             rack: config.broker_rack.clone(),
             log_dirs: identity.log_dir_ids.clone(),
         }),
+        max_request_bytes: config.socket_request_max_bytes,
     }
 }
 

@@ -62,6 +62,8 @@ pub(crate) struct JoinRequest {
     pub(crate) controller_endpoints: Option<Vec<Endpoint>>,
     /// Its broker registration, when it has the broker role.
     pub(crate) broker: Option<BrokerJoin>,
+    /// Its `socket.request.max.bytes`: raft requests sent to it must fit.
+    pub(crate) max_request_bytes: i32,
 }
 
 /// The broker part of a join.
@@ -219,6 +221,7 @@ mod tests {
             raft_node: VoterNode::default(),
             controller_endpoints: None,
             broker: None,
+            max_request_bytes: 1 << 20,
         });
         let frame = encode_request(99, &request)?;
         assert_eq!(

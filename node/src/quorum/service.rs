@@ -23,7 +23,7 @@ use tokio::sync::Mutex;
 use crate::storage::uuid_to_kafka_string;
 
 use super::rpc::{self, JoinRequest, JoinResponse, QuorumRequest, QuorumResponse};
-use super::transport::{address_of, Channel};
+use super::transport::{address_of, Channel, PeerLimits};
 
 /// Mutations a broker hands to the active controller whole (Kafka's forwarded APIs, §1.7), when
 /// the routing table also serves them on the controller listener. The config APIs are split by
@@ -54,6 +54,8 @@ pub struct QuorumService {
     /// Connections to the active controller for forwarded requests, by address; each is used
     /// by one request at a time and returned afterwards.
     forward_pool: Mutex<BTreeMap<String, Vec<Channel>>>,
+    /// What each peer accepts in one raft request, learned from joins.
+    peer_limits: Arc<PeerLimits>,
 }
 
 impl QuorumService {
@@ -61,6 +63,7 @@ impl QuorumService {
         state: Arc<QuorumState>,
         controller: Addr<Controller>,
         image: Arc<ArcSwap<MetadataImage>>,
+        peer_limits: Arc<PeerLimits>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|this| QuorumService {
             this: this.clone(),
@@ -68,6 +71,7 @@ impl QuorumService {
             controller,
             image,
             forward_pool: Mutex::new(BTreeMap::new()),
+            peer_limits,
         })
     }
 
@@ -115,6 +119,8 @@ impl QuorumService {
 
     /// Handles a join: only the leader accepts it.
     pub(crate) async fn join(&self, join: JoinRequest) -> JoinResponse {
+        self.peer_limits
+            .learn(join.node_id as u64, join.max_request_bytes);
         if join.cluster_id != self.state.cluster_id {
             return JoinResponse::Refused {
                 message: format!(

@@ -194,11 +194,67 @@ impl Channel {
     }
 }
 
+/// Room left in a request frame for everything but the entries or the snapshot bytes: the
+/// frame header, the vote, the log ids, the snapshot meta (membership with endpoints).
+const FRAME_OVERHEAD_BYTES: usize = 64 * 1024;
+
+/// The largest request frame each peer accepts (its `socket.request.max.bytes`), so that every
+/// AppendEntries and snapshot chunk sent to it fits and a lagging peer can always catch up.
+/// A peer announces its limit in its join; until then (a voter that joined an earlier leader)
+/// this node's own limit stands in, as clusters usually share one configuration.
+#[derive(Debug)]
+pub(crate) struct PeerLimits {
+    own: usize,
+    announced: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
+}
+
+impl PeerLimits {
+    pub(crate) fn new(own: usize) -> Self {
+        PeerLimits {
+            own,
+            announced: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Records the limit `peer` announced.
+    pub(crate) fn learn(&self, peer: u64, max_request_bytes: i32) {
+        let Ok(bytes) = usize::try_from(max_request_bytes) else {
+            return;
+        };
+        if let Ok(mut announced) = self.announced.lock() {
+            announced.insert(peer, bytes);
+        }
+    }
+
+    /// Bytes of entries or snapshot data one request to `peer` may carry (at least 1, so a
+    /// snapshot always makes progress).
+    pub(crate) fn payload_budget(&self, peer: u64) -> usize {
+        let limit = self
+            .announced
+            .lock()
+            .ok()
+            .and_then(|announced| announced.get(&peer).copied())
+            .unwrap_or(self.own);
+        payload_budget(limit)
+    }
+}
+
+/// Payload bytes that fit in a request frame of at most `max_request_bytes`.
+pub(crate) fn payload_budget(max_request_bytes: usize) -> usize {
+    if max_request_bytes > 2 * FRAME_OVERHEAD_BYTES {
+        max_request_bytes - FRAME_OVERHEAD_BYTES
+    } else {
+        (max_request_bytes / 2).max(1)
+    }
+}
+
 /// Builds a [`PeerClient`] per peer openraft replicates to or asks for votes.
 #[derive(Clone)]
 pub(crate) struct QuorumNetwork {
     /// Where replication progress is recorded (set once the state exists).
     pub(crate) state: Arc<std::sync::OnceLock<Arc<QuorumState>>>,
+    /// What each peer accepts.
+    pub(crate) limits: Arc<PeerLimits>,
 }
 
 /// openraft's connection to one peer.
@@ -206,6 +262,28 @@ pub(crate) struct PeerClient {
     target: u64,
     channel: Channel,
     state: Arc<std::sync::OnceLock<Arc<QuorumState>>>,
+    limits: Arc<PeerLimits>,
+}
+
+/// Entry bytes one AppendEntries carries when it holds more than one entry. openraft gives an
+/// AppendEntries one heartbeat interval (100 ms) to be sent, appended and fsynced by the peer,
+/// or it drops it and sends the same range again: a request a lagging peer cannot take in that
+/// time would be resent forever. (The controller's submitter keeps each entry under this too.)
+const REPLICATION_BATCH_BYTES: usize = 1024 * 1024;
+
+/// How many of the leading `entries` to send: as many as fit in `soft` bytes, and at least the
+/// first if it fits in `hard` bytes (what the peer accepts). Zero when the first is larger.
+fn entries_within<T: serde::Serialize>(entries: &[T], soft: usize, hard: usize) -> usize {
+    let mut used = 0_usize;
+    for (count, entry) in entries.iter().enumerate() {
+        used = used
+            .saturating_add(postcard::experimental::serialized_size(entry).unwrap_or(usize::MAX));
+        let budget = if count == 0 { hard } else { soft.min(hard) };
+        if used > budget {
+            return count;
+        }
+    }
+    entries.len()
 }
 
 impl RaftNetworkFactory<TypeConfig> for QuorumNetwork {
@@ -223,6 +301,7 @@ impl RaftNetworkFactory<TypeConfig> for QuorumNetwork {
             target,
             channel: Channel::new(addr),
             state: self.state.clone(),
+            limits: self.limits.clone(),
         }
     }
 }
@@ -249,12 +328,56 @@ impl PeerClient {
     }
 }
 
+/// `rpc` as chunks of at most `budget` data bytes each, in order; only the last keeps `done`.
+fn split_chunk(
+    rpc: InstallSnapshotRequest<TypeConfig>,
+    budget: usize,
+) -> Vec<InstallSnapshotRequest<TypeConfig>> {
+    if rpc.data.len() <= budget {
+        return vec![rpc];
+    }
+    let pieces = rpc.data.chunks(budget.max(1)).count();
+    rpc.data
+        .chunks(budget.max(1))
+        .enumerate()
+        .map(|(i, data)| InstallSnapshotRequest {
+            vote: rpc.vote,
+            meta: rpc.meta.clone(),
+            offset: rpc.offset + (i * budget.max(1)) as u64,
+            data: data.to_vec(),
+            done: rpc.done && i + 1 == pieces,
+        })
+        .collect()
+}
+
 impl RaftNetwork<TypeConfig> for PeerClient {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, VoterNode, RaftError<u64>>> {
+        // openraft bounds a request by entry count; an entry can hold a large group commit, so
+        // send only the leading entries that fit what the peer accepts and tell openraft how
+        // far this got (PartialSuccess): it sends the rest next.
+        let hard = self.limits.payload_budget(self.target);
+        let fitting = entries_within(&rpc.entries, REPLICATION_BATCH_BYTES, hard);
+        let trimmed = fitting < rpc.entries.len();
+        if trimmed {
+            if fitting == 0 {
+                let e = CallError::Io {
+                    addr: self.channel.addr().to_owned(),
+                    reason: format!(
+                        "log entry {} alone is larger than the {} bytes node {} accepts \
+                         (socket.request.max.bytes); raise it on that node",
+                        rpc.entries[0].log_id, hard, self.target
+                    ),
+                };
+                tracing::warn!(error = %e, "cannot replicate");
+                return Err(RPCError::Unreachable(Unreachable::new(&e)));
+            }
+            rpc.entries.truncate(fitting);
+        }
+        let sent_last = rpc.entries.last().map(|e| e.log_id);
         let matched = rpc
             .entries
             .last()
@@ -269,6 +392,9 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 if matches!(response, AppendEntriesResponse::Success) {
                     if let Some(state) = self.state.get() {
                         state.record_replicated(self.target, matched, committed);
+                    }
+                    if trimmed {
+                        return Ok(AppendEntriesResponse::PartialSuccess(sent_last));
                     }
                 }
                 Ok(response)
@@ -288,16 +414,27 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         InstallSnapshotResponse<u64>,
         RPCError<u64, VoterNode, RaftError<u64, InstallSnapshotError>>,
     > {
-        match self
-            .send(QuorumRequest::InstallSnapshot(rpc), &option)
-            .await?
-        {
-            QuorumResponse::InstallSnapshot(Ok(response)) => Ok(response),
-            QuorumResponse::InstallSnapshot(Err(e)) => {
-                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+        // openraft cuts chunks of `snapshot_max_chunk_size` (this node's limit); a peer that
+        // accepts less gets each chunk as several smaller ones, at their own offsets.
+        let budget = self.limits.payload_budget(self.target);
+        let mut pieces = split_chunk(rpc, budget).into_iter().peekable();
+        while let Some(piece) = pieces.next() {
+            let vote = piece.vote;
+            let response = match self
+                .send(QuorumRequest::InstallSnapshot(piece), &option)
+                .await?
+            {
+                QuorumResponse::InstallSnapshot(Ok(response)) => response,
+                QuorumResponse::InstallSnapshot(Err(e)) => {
+                    return Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+                }
+                _ => return Err(self.unexpected()),
+            };
+            if pieces.peek().is_none() || response.vote != vote {
+                return Ok(response);
             }
-            _ => Err(self.unexpected()),
         }
+        Err(self.unexpected())
     }
 
     async fn vote(
@@ -312,5 +449,66 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             }
             _ => Err(self.unexpected()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{SnapshotMeta, Vote};
+
+    use super::*;
+
+    #[test]
+    fn entries_fill_the_soft_budget_but_one_may_use_the_hard_one() {
+        // postcard encodes a Vec<u8> of n < 128 bytes in n + 1 bytes.
+        let entries = vec![vec![0_u8; 99], vec![1; 99], vec![2; 99]];
+        assert_eq!(entries_within(&entries, 1000, 1000), 3);
+        assert_eq!(entries_within(&entries, 200, 1000), 2);
+        assert_eq!(entries_within(&entries, 199, 1000), 1);
+        // The first entry alone may exceed the soft budget, never the hard one.
+        assert_eq!(entries_within(&entries, 10, 1000), 1);
+        assert_eq!(entries_within(&entries, 10, 99), 0);
+        assert_eq!(entries_within::<Vec<u8>>(&[], 10, 10), 0);
+    }
+
+    #[test]
+    fn budgets_leave_room_for_the_frame() {
+        assert_eq!(payload_budget(104_857_600), 104_857_600 - 65_536);
+        assert_eq!(payload_budget(1000), 500);
+        assert_eq!(payload_budget(1), 1);
+        let limits = PeerLimits::new(1 << 20);
+        assert_eq!(limits.payload_budget(7), (1 << 20) - 65_536);
+        limits.learn(7, 200_000);
+        assert_eq!(limits.payload_budget(7), 200_000 - 65_536);
+        limits.learn(7, -1);
+        assert_eq!(limits.payload_budget(7), 200_000 - 65_536);
+    }
+
+    #[test]
+    fn a_chunk_too_large_for_the_peer_is_split_at_its_offsets() {
+        let chunk = |offset: u64, data: Vec<u8>, done: bool| InstallSnapshotRequest::<TypeConfig> {
+            vote: Vote::new(3, 1),
+            meta: SnapshotMeta::default(),
+            offset,
+            data,
+            done,
+        };
+        let data: Vec<u8> = (0..10).collect();
+        let pieces = split_chunk(chunk(100, data.clone(), true), 4);
+        let shape: Vec<_> = pieces
+            .iter()
+            .map(|p| (p.offset, p.data.clone(), p.done))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (100, vec![0, 1, 2, 3], false),
+                (104, vec![4, 5, 6, 7], false),
+                (108, vec![8, 9], true),
+            ]
+        );
+        let not_last = split_chunk(chunk(0, data.clone(), false), 5);
+        assert!(not_last.iter().all(|p| !p.done));
+        assert_eq!(split_chunk(chunk(0, data, true), 10).len(), 1);
     }
 }
