@@ -121,6 +121,10 @@ impl MetadataLog {
             election_timeout_min: 500,
             election_timeout_max: 1000,
             snapshot_max_chunk_size: options.snapshot_chunk_bytes.max(1),
+            // A lagging replica is sent up to this many entries at once, read from the log and
+            // decoded first; the transport then sends only what fits its byte budget, so a
+            // few dozen (each up to 1 MiB, see the submitter) keep that read short.
+            max_payload_entries: 64,
             // The last chunk is answered once the replica has installed the snapshot (decoded
             // it, built the image, written the file): seconds at 10^6 partitions, not
             // openraft's 200 ms, or the replica would be sent the snapshot again forever.

@@ -310,6 +310,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 "a snapshot builder was asked to build twice",
             ))
         })?;
+        tracing::info!(snapshot = %meta.snapshot_id, "building a metadata snapshot");
         // Listing and encoding the image runs on a blocking thread: at 10^6 partitions it
         // takes seconds, which must not stall raft or the connections on the tokio workers.
         let (data, records) = run_blocking(&self.snapshots.dir, move || {

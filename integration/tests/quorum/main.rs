@@ -10,6 +10,7 @@ mod t30_broker_fencing;
 mod t40_config_forwarding;
 mod t50_quota_forwarding;
 mod t60_linearizability_checker;
+mod t70_catch_up_within_request_limit;
 
 use std::process::Command;
 use std::time::Duration;

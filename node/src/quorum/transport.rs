@@ -152,7 +152,10 @@ impl Channel {
                 Box::pin(self.round_trip(opening, timeout)).await?;
             }
         }
-        let Some(stream) = self.stream.as_mut() else {
+        // Taken out for the exchange and put back only once it completed: if the caller drops
+        // this future half-way (openraft gives up on an AppendEntries after a heartbeat
+        // interval), the connection still holds an unread answer and must not be reused.
+        let Some(mut stream) = self.stream.take() else {
             return Err(CallError::Io {
                 addr: self.addr.clone(),
                 reason: "not connected".into(),
@@ -175,21 +178,18 @@ impl Channel {
             Ok::<_, std::io::Error>(body)
         };
         match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(body)) => Ok(body),
-            Ok(Err(e)) => {
-                self.stream = None;
-                Err(CallError::Io {
-                    addr: self.addr.clone(),
-                    reason: e.to_string(),
-                })
+            Ok(Ok(body)) => {
+                self.stream = Some(stream);
+                Ok(body)
             }
-            Err(_) => {
-                self.stream = None;
-                Err(CallError::Io {
-                    addr: self.addr.clone(),
-                    reason: format!("no response within {timeout:?}"),
-                })
-            }
+            Ok(Err(e)) => Err(CallError::Io {
+                addr: self.addr.clone(),
+                reason: e.to_string(),
+            }),
+            Err(_) => Err(CallError::Io {
+                addr: self.addr.clone(),
+                reason: format!("no response within {timeout:?}"),
+            }),
         }
     }
 }
@@ -263,13 +263,21 @@ pub(crate) struct PeerClient {
     channel: Channel,
     state: Arc<std::sync::OnceLock<Arc<QuorumState>>>,
     limits: Arc<PeerLimits>,
+    /// Entry bytes the next AppendEntries may carry (see [`REPLICATION_BATCH_BYTES`]).
+    batch_bytes: usize,
+    /// Set while an AppendEntries is out; still set at the next call if openraft dropped it.
+    append_in_flight: bool,
 }
 
-/// Entry bytes one AppendEntries carries when it holds more than one entry. openraft gives an
-/// AppendEntries one heartbeat interval (100 ms) to be sent, appended and fsynced by the peer,
-/// or it drops it and sends the same range again: a request a lagging peer cannot take in that
-/// time would be resent forever. (The controller's submitter keeps each entry under this too.)
+/// Most entry bytes one AppendEntries carries when it holds more than one entry. openraft gives
+/// an AppendEntries one heartbeat interval (100 ms) to be sent, appended and fsynced by the
+/// peer, or it drops it and sends the same range again: a request a lagging peer cannot take in
+/// that time would be resent forever. So each peer's batch starts here, halves whenever a send
+/// failed or was dropped unanswered, and grows back by a quarter after each success (the controller's
+/// submitter keeps one entry under this size).
 const REPLICATION_BATCH_BYTES: usize = 1024 * 1024;
+/// The smallest batch the halving goes down to (one entry is always sent, whatever its size).
+const MIN_REPLICATION_BATCH_BYTES: usize = 16 * 1024;
 
 /// How many of the leading `entries` to send: as many as fit in `soft` bytes, and at least the
 /// first if it fits in `hard` bytes (what the peer accepts). Zero when the first is larger.
@@ -302,6 +310,8 @@ impl RaftNetworkFactory<TypeConfig> for QuorumNetwork {
             channel: Channel::new(addr),
             state: self.state.clone(),
             limits: self.limits.clone(),
+            batch_bytes: REPLICATION_BATCH_BYTES,
+            append_in_flight: false,
         }
     }
 }
@@ -359,8 +369,11 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         // openraft bounds a request by entry count; an entry can hold a large group commit, so
         // send only the leading entries that fit what the peer accepts and tell openraft how
         // far this got (PartialSuccess): it sends the rest next.
+        if self.append_in_flight {
+            self.batch_bytes = (self.batch_bytes / 2).max(MIN_REPLICATION_BATCH_BYTES);
+        }
         let hard = self.limits.payload_budget(self.target);
-        let fitting = entries_within(&rpc.entries, REPLICATION_BATCH_BYTES, hard);
+        let fitting = entries_within(&rpc.entries, self.batch_bytes, hard);
         let trimmed = fitting < rpc.entries.len();
         if trimmed {
             if fitting == 0 {
@@ -375,7 +388,16 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 tracing::warn!(error = %e, "cannot replicate");
                 return Err(RPCError::Unreachable(Unreachable::new(&e)));
             }
-            rpc.entries.truncate(fitting);
+            // Freeing the entries not sent (up to `max_payload_entries` large batches) takes
+            // a while; not inside the heartbeat-long deadline of this request.
+            tracing::debug!(
+                target = self.target,
+                sent = fitting,
+                batch_bytes = self.batch_bytes,
+                "AppendEntries trimmed to the peer's budget"
+            );
+            let unsent = rpc.entries.split_off(fitting);
+            tokio::task::spawn_blocking(move || drop(unsent));
         }
         let sent_last = rpc.entries.last().map(|e| e.log_id);
         let matched = rpc
@@ -384,12 +406,18 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             .map(|e| e.log_id.index)
             .or(rpc.prev_log_id.map(|l| l.index));
         let committed = rpc.leader_commit.map(|l| l.index);
-        match self
-            .send(QuorumRequest::AppendEntries(rpc), &option)
-            .await?
-        {
+        self.append_in_flight = true;
+        let answer = self.send(QuorumRequest::AppendEntries(rpc), &option).await;
+        self.append_in_flight = false;
+        if answer.is_err() {
+            // Our own deadline (the same heartbeat interval) may fire first.
+            self.batch_bytes = (self.batch_bytes / 2).max(MIN_REPLICATION_BATCH_BYTES);
+        }
+        match answer? {
             QuorumResponse::AppendEntries(Ok(response)) => {
                 if matches!(response, AppendEntriesResponse::Success) {
+                    self.batch_bytes =
+                        (self.batch_bytes + self.batch_bytes / 4).min(REPLICATION_BATCH_BYTES);
                     if let Some(state) = self.state.get() {
                         state.record_replicated(self.target, matched, committed);
                     }
