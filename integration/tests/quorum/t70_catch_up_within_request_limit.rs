@@ -4,7 +4,7 @@
 //! controller's (same digest at the same offset).
 
 use gregor_integration::admin::{creatable, create_topics};
-use gregor_integration::{prom, wait_until, GregorNode, KafkaConn};
+use gregor_integration::{binary_path, prom, wait_until, GregorNode, KafkaConn};
 
 use crate::{Cluster, FORM_TIMEOUT};
 
@@ -82,6 +82,31 @@ async fn a_late_broker_with_a_small_request_limit_catches_up() -> anyhow::Result
     )
     .await?;
     assert_eq!(partitions, (TOPICS as i32 * PARTITIONS_PER_TOPIC) as f64);
+
+    // `metadata-quorum describe --status` shows the same digest, asked of the late broker and
+    // of the active controller.
+    for (flag, addr) in [
+        ("--bootstrap-server", late.bootstrap()),
+        (
+            "--bootstrap-controller",
+            cluster.bootstrap_controllers.clone(),
+        ),
+    ] {
+        let output = std::process::Command::new(binary_path())
+            .args(["metadata-quorum", flag, &addr, "describe", "--status"])
+            .output()?;
+        let out = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{out}");
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix("MetadataImageDigest:"))
+            .ok_or_else(|| anyhow::anyhow!("no MetadataImageDigest line in {out}"))?;
+        let hex = line.split_whitespace().next().unwrap_or_default();
+        let full = u128::from_str_radix(hex, 16)?;
+        assert_eq!(hex.len(), 32, "{line}");
+        assert_eq!((full & ((1 << 52) - 1)) as f64, digest, "{line}");
+        assert!(line.ends_with(&format!("at offset {offset})")), "{line}");
+    }
     eprintln!("caught up: offset {offset}, digest {digest}, {partitions} partitions");
     Ok(())
 }

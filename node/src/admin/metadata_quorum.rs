@@ -127,6 +127,7 @@ async fn run(args: MetadataQuorumArgs) -> Result<(), String> {
                 for line in status_lines(&cluster_id, &quorum)? {
                     println!("{line}");
                 }
+                println!("{}", digest_line(&args, &quorum).await);
             } else {
                 print!("{}", replication_table(&quorum, *human_readable, now_ms())?);
             }
@@ -296,6 +297,37 @@ fn replica_list(quorum: &DescribeQuorumResponse, replicas: &[ReplicaState]) -> S
         })
         .collect();
     format!("[{}]", items.join(", "))
+}
+
+/// Gregor's extra `describe --status` line: the image digest of the node asked (the active
+/// controller with `--bootstrap-controller`, else the first bootstrap server), fetched with the
+/// private ImageDigest RPC. Kafka's lines above stay as Kafka prints them.
+async fn digest_line(args: &MetadataQuorumArgs, quorum: &DescribeQuorumResponse) -> String {
+    let leader = partition(quorum).map(|p| p.leader_id.0).ok();
+    let addr = match (&args.bootstrap_server, leader) {
+        (Some(servers), _) => servers.split(',').next().map(str::to_owned),
+        (None, Some(leader)) => endpoints_of(quorum, leader)
+            .first()
+            .and_then(|e| e.split_once("://").map(|(_, a)| a.to_owned())),
+        (None, None) => None,
+    };
+    let Some(addr) = addr else {
+        return "MetadataImageDigest:    unavailable (no node to ask)".to_owned();
+    };
+    let mut channel = crate::quorum::transport::Channel::new(addr.clone());
+    match channel
+        .call(
+            &crate::quorum::rpc::QuorumRequest::ImageDigest,
+            std::time::Duration::from_secs(10),
+        )
+        .await
+    {
+        Ok(crate::quorum::rpc::QuorumResponse::ImageDigest { offset, digest }) => {
+            format!("MetadataImageDigest:    {digest:032x} (image of {addr} at offset {offset})")
+        }
+        Ok(_) => format!("MetadataImageDigest:    unavailable ({addr} answered another kind)"),
+        Err(e) => format!("MetadataImageDigest:    unavailable ({e})"),
+    }
 }
 
 /// The lines of `describe --status`, as MetadataQuorumCommand prints them.

@@ -38,6 +38,9 @@ pub(crate) const JOIN: i16 = FIRST_API_KEY + 3;
 /// the client; here the whole connection says so once, and the controller never mutes it (one
 /// throttled client must not stall every request the broker forwards).
 pub(crate) const FORWARDING_CHANNEL: i16 = FIRST_API_KEY + 4;
+/// Gregor ImageDigest: the digest of the answering node's published image and its offset
+/// (`gregor metadata-quorum describe --status`; DescribeQuorum stays Kafka's).
+pub(crate) const IMAGE_DIGEST: i16 = FIRST_API_KEY + 5;
 /// One past the last key of the range.
 const END_API_KEY: i16 = FIRST_API_KEY + 16;
 
@@ -114,6 +117,8 @@ pub(crate) enum QuorumRequest {
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// See [`JOIN`].
     Join(JoinRequest),
+    /// See [`IMAGE_DIGEST`].
+    ImageDigest,
 }
 
 impl QuorumRequest {
@@ -123,6 +128,7 @@ impl QuorumRequest {
             QuorumRequest::Vote(_) => VOTE,
             QuorumRequest::InstallSnapshot(_) => INSTALL_SNAPSHOT,
             QuorumRequest::Join(_) => JOIN,
+            QuorumRequest::ImageDigest => IMAGE_DIGEST,
         }
     }
 }
@@ -138,6 +144,13 @@ pub(crate) enum QuorumResponse {
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     /// The join outcome.
     Join(JoinResponse),
+    /// The answering node's image: its offset (last applied log index) and digest.
+    ImageDigest {
+        /// Raft log index of the last entry in the image.
+        offset: u64,
+        /// `gregor_publishers::ImageDigest` of the image.
+        digest: u128,
+    },
 }
 
 /// Encodes a request frame (size prefix included).
@@ -245,6 +258,23 @@ mod tests {
             QuorumResponse::Join(JoinResponse::Joined { read_index: 12 })
         ));
         assert!(decode_request(&[0, 1, 2]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn image_digest_round_trips_all_128_bits() -> Result<(), String> {
+        let frame = encode_request(3, &QuorumRequest::ImageDigest)?;
+        assert_eq!(i16::from_be_bytes([frame[4], frame[5]]), IMAGE_DIGEST);
+        assert!(matches!(
+            decode_request(&frame[4..])?,
+            (3, QuorumRequest::ImageDigest)
+        ));
+        let digest = u128::MAX - 5;
+        let response = encode_response(3, &QuorumResponse::ImageDigest { offset: 9, digest })?;
+        assert!(matches!(
+            decode_response(&response[4..])?,
+            (3, QuorumResponse::ImageDigest { offset: 9, digest: d }) if d == digest
+        ));
         Ok(())
     }
 }

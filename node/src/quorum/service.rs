@@ -99,6 +99,13 @@ impl QuorumService {
                 QuorumResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
             }
             QuorumRequest::Join(join) => QuorumResponse::Join(self.join(join).await),
+            QuorumRequest::ImageDigest => {
+                let image = self.image.load();
+                QuorumResponse::ImageDigest {
+                    offset: image.provenance.last_log_index,
+                    digest: image.digest.value(),
+                }
+            }
         };
         match rpc::encode_response(correlation_id, &response) {
             Ok(bytes) => Some(bytes),
