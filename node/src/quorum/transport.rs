@@ -388,14 +388,14 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 tracing::warn!(error = %e, "cannot replicate");
                 return Err(RPCError::Unreachable(Unreachable::new(&e)));
             }
-            // Freeing the entries not sent (up to `max_payload_entries` large batches) takes
-            // a while; not inside the heartbeat-long deadline of this request.
             tracing::debug!(
                 target = self.target,
                 sent = fitting,
                 batch_bytes = self.batch_bytes,
                 "AppendEntries trimmed to the peer's budget"
             );
+            // Freeing the entries not sent (up to `max_payload_entries` large batches) takes
+            // a while; not inside the heartbeat-long deadline of this request.
             let unsent = rpc.entries.split_off(fitting);
             tokio::task::spawn_blocking(move || drop(unsent));
         }
