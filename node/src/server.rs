@@ -143,7 +143,14 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .map_err(StartError::Network)?;
 
     let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
-    let loader = Loader::new(image.clone()).start();
+    // A committed record that does not apply stops the node (Kafka's fatal fault handler halts
+    // the process): its image would otherwise differ from every other node's for good.
+    let loader = Loader::new(image.clone())
+        .with_fatal_fault_handler(Arc::new(|fault| {
+            tracing::error!(error = %fault, "stopping: the metadata log cannot be applied");
+            std::process::exit(1);
+        }))
+        .start();
     loader
         .send(InstallPublisher(Box::new(TopicChangeLogPublisher)))
         .await
