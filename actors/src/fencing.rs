@@ -2,23 +2,25 @@
 //! move leadership of its partitions to another in-sync replica, as Kafka's
 //! `ReplicationControlManager.handleBrokerFenced` does.
 //!
-//! The leader's liveness task (node/src/quorum) feeds this with the brokers it has not heard
-//! from within `broker.session.timeout.ms`, and writes the records through the controller.
+//! The leader's liveness task (node/src/quorum) names the brokers it has not heard from within
+//! `broker.session.timeout.ms`; the controller decides their records on its working image.
 
 use gregor_publishers::records::{
-    FenceBrokerRecord, MetadataRecord, PartitionChangeRecord, NO_LEADER,
+    FenceBrokerRecord, MetadataRecord, PartitionChangeRecord, BROKER_EPOCH_AT_OFFSET, NO_LEADER,
 };
 use gregor_publishers::MetadataImage;
 
 /// The records fencing `broker_id`: FenceBroker, then one PartitionChange per partition that
 /// names it in its ISR: it leaves the ISR, and where it led, the first other ISR replica that
 /// is not fenced leads (none left: no leader, the ISR keeps only this broker as Kafka keeps the
-/// last leader). Empty when the broker is unknown or already fenced.
+/// last leader). Empty when the broker is unknown, already fenced, or its registration is still
+/// in flight (the working image holds no epoch for it yet).
 pub fn fence_broker(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
     let Some(broker) = image.cluster.broker(broker_id) else {
         return Vec::new();
     };
-    if broker.fenced {
+    // A registration not committed yet has no epoch to name.
+    if broker.fenced || broker.epoch == BROKER_EPOCH_AT_OFFSET {
         return Vec::new();
     }
     let mut records = vec![MetadataRecord::FenceBroker(FenceBrokerRecord {

@@ -32,6 +32,11 @@ use crate::storage::{self, NodeIdentity};
 /// How long the metadata log may take to replay and elect itself at start-up.
 const METADATA_READY_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Test only: the environment variable naming a topic whose creation also writes a record that
+/// does not apply (see `ControllerSettings::invalid_record_on_create`), so integration tests can
+/// check that every node stops on it. Nothing sets it outside tests.
+const INVALID_RECORD_HOOK_ENV: &str = "GREGOR_TEST_ONLY_INVALID_RECORD_ON_CREATE";
+
 /// Kafka's id of the PLAINTEXT security protocol.
 const PLAINTEXT: i16 = 0;
 
@@ -215,11 +220,12 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
                 default_replication_factor: config.default_replication_factor,
             },
             delete_topic_enable: config.delete_topic_enable,
+            invalid_record_on_create: std::env::var(INVALID_RECORD_HOOK_ENV).ok(),
         },
     )
     .with_mutation_quotas(quotas.controller_mutation.shared.clone())
     .start();
-    let quorum = QuorumService::new(quorum_state, controller.clone(), image.clone());
+    let quorum = QuorumService::new(quorum_state, controller.clone());
     let handlers = HandlerContext {
         quorum: Some(quorum.state.clone()),
         forwarder: Some(quorum.clone()),

@@ -212,8 +212,9 @@ pub(crate) async fn join_cluster(
 
 /// While this node leads, fences brokers not heard from within `broker.session.timeout.ms`
 /// (observers by their heartbeats, voters by their last accepted AppendEntries) and moves the
-/// leadership of their partitions (see [`gregor_actors::fencing`]). A broker that comes back
-/// re-registers through its next heartbeat, which unfences it.
+/// leadership of their partitions (see [`gregor_actors::fencing`]); and unfences fenced
+/// brokers, voters and observers alike, once they are heard from and caught up again. The
+/// controller decides both on its working image.
 pub(crate) fn spawn_fencing(
     config: Arc<NodeConfig>,
     service: Arc<QuorumService>,
@@ -232,52 +233,100 @@ pub(crate) fn spawn_fencing(
                 continue;
             }
             let since = *leading_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < timeout {
-                continue;
-            }
             let current = image.load_full();
             let voters = service.voter_ids();
-            let now_ms = gregor_actors::quorum::now_ms();
-            let stale: Vec<i32> = current
-                .cluster
-                .brokers()
-                .filter(|b| !b.fenced && b.id != config.node_id)
-                .filter(|b| {
-                    if voters.contains(&(b.id as u64)) {
-                        let fetched = service
-                            .state
-                            .progress(b.id as u64)
-                            .map_or(-1, |p| p.last_fetch_ms);
-                        fetched < 0 || now_ms - fetched > timeout.as_millis() as i64
-                    } else {
-                        service
-                            .state
-                            .last_seen(b.id)
-                            .is_none_or(|seen| seen.elapsed() > timeout)
+            let liveness = |id: i32| broker_liveness(&service, &voters, id, timeout);
+            let mut changes: Vec<(i32, bool)> = Vec::new();
+            for broker in current.cluster.brokers() {
+                if broker.id == config.node_id {
+                    // The leader hears itself: a fenced leader is caught up by definition.
+                    if broker.fenced {
+                        changes.push((broker.id, false));
                     }
-                })
-                .map(|b| b.id)
-                .collect();
-            for id in stale {
-                let records = gregor_actors::fencing::fence_broker(&image.load_full(), id);
-                if records.is_empty() {
                     continue;
                 }
-                tracing::info!(
-                    broker_id = id,
-                    "fencing a broker not heard from within broker.session.timeout.ms"
-                );
-                match controller
-                    .send(gregor_actors::controller::WriteRecords { records })
-                    .await
-                {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(error)) => tracing::warn!(broker_id = id, %error, "cannot fence"),
-                    Err(error) => tracing::warn!(broker_id = id, %error, "cannot fence"),
+                match (broker.fenced, liveness(broker.id)) {
+                    (false, Liveness::Silent) if since.elapsed() >= timeout => {
+                        changes.push((broker.id, true))
+                    }
+                    (true, Liveness::CaughtUp) => changes.push((broker.id, false)),
+                    _ => {}
+                }
+            }
+            for (broker_id, fence) in changes {
+                let outcome = if fence {
+                    controller
+                        .send(gregor_actors::controller::FenceBroker { broker_id })
+                        .await
+                } else {
+                    controller
+                        .send(gregor_actors::controller::UnfenceBroker {
+                            broker_id,
+                            incarnation_id: None,
+                        })
+                        .await
+                };
+                let action = if fence { "fenced" } else { "unfenced" };
+                match outcome {
+                    Ok(Ok(true)) if fence => tracing::info!(
+                        broker_id,
+                        "fenced a broker not heard from within broker.session.timeout.ms"
+                    ),
+                    Ok(Ok(true)) => tracing::info!(broker_id, "unfenced a broker that caught up"),
+                    Ok(Ok(false)) => {}
+                    Ok(Err(error)) => tracing::warn!(broker_id, %error, "cannot be {action}"),
+                    Err(error) => tracing::warn!(broker_id, %error, "cannot be {action}"),
                 }
             }
         }
     });
+}
+
+/// What the leader knows of a broker's session.
+#[derive(Debug, PartialEq, Eq)]
+enum Liveness {
+    /// Not heard from within the session timeout.
+    Silent,
+    /// Heard from, but not known to hold everything committed.
+    Behind,
+    /// Heard from, and it matched the commit index within the session.
+    CaughtUp,
+}
+
+/// A voter is heard from through the AppendEntries it accepts; an observer (a learner) through
+/// its heartbeat. Either is caught up when an AppendEntries it accepted recently brought it to
+/// the commit index.
+fn broker_liveness(
+    service: &QuorumService,
+    voters: &std::collections::BTreeSet<u64>,
+    id: i32,
+    timeout: Duration,
+) -> Liveness {
+    let now_ms = gregor_actors::quorum::now_ms();
+    let timeout_ms = timeout.as_millis() as i64;
+    let recent = |ms: i64| ms >= 0 && now_ms - ms <= timeout_ms;
+    let progress = service.state.progress(id as u64);
+    let heard = if voters.contains(&(id as u64)) {
+        progress.is_some_and(|p| recent(p.last_fetch_ms))
+    } else {
+        service
+            .state
+            .last_seen(id)
+            .is_some_and(|seen| seen.elapsed() <= timeout)
+    };
+    if !heard {
+        return Liveness::Silent;
+    }
+    // Caught up within the last two liveness rounds, so a replica still catching up after a
+    // pause is not unfenced on an old match.
+    let caught_up_ms = (HEARTBEAT_INTERVAL * 2).as_millis() as i64;
+    if progress
+        .is_some_and(|p| p.last_caught_up_ms >= 0 && now_ms - p.last_caught_up_ms <= caught_up_ms)
+    {
+        Liveness::CaughtUp
+    } else {
+        Liveness::Behind
+    }
 }
 
 /// Keeps announcing this node to the leader while it is not a voter (observers' heartbeat),

@@ -6,16 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Addr;
-use arc_swap::ArcSwap;
 use bytes::Bytes;
-use gregor_actors::controller::{Controller, WriteRecords};
-use gregor_actors::features;
+use gregor_actors::controller::logic::registration::{BrokerRegistrationRequest, NodeRegistration};
+use gregor_actors::controller::{Controller, RegisterNode, UnfenceBroker};
 use gregor_actors::quorum::{QuorumState, OBSERVER_EXPIRY};
 use gregor_actors::raft::MetadataLogError;
-use gregor_publishers::records::{
-    Endpoint, MetadataRecord, RegisterBrokerRecord, RegisterControllerRecord, UnfenceBrokerRecord,
-};
-use gregor_publishers::MetadataImage;
+use gregor_publishers::records::Endpoint;
 use kafka_protocol::messages::ApiKey;
 use openraft::ChangeMembers;
 use tokio::sync::Mutex;
@@ -50,23 +46,17 @@ pub struct QuorumService {
     this: std::sync::Weak<QuorumService>,
     pub(crate) state: Arc<QuorumState>,
     controller: Addr<Controller>,
-    image: Arc<ArcSwap<MetadataImage>>,
     /// Connections to the active controller for forwarded requests, by address; each is used
     /// by one request at a time and returned afterwards.
     forward_pool: Mutex<BTreeMap<String, Vec<Channel>>>,
 }
 
 impl QuorumService {
-    pub(crate) fn new(
-        state: Arc<QuorumState>,
-        controller: Addr<Controller>,
-        image: Arc<ArcSwap<MetadataImage>>,
-    ) -> Arc<Self> {
+    pub(crate) fn new(state: Arc<QuorumState>, controller: Addr<Controller>) -> Arc<Self> {
         Arc::new_cyclic(|this| QuorumService {
             this: this.clone(),
             state,
             controller,
-            image,
             forward_pool: Mutex::new(BTreeMap::new()),
         })
     }
@@ -210,69 +200,36 @@ impl QuorumService {
             }
             Some(_) => {}
         }
-        let records = self.registration_records(join);
-        if !records.is_empty() {
-            let written = self
-                .controller
-                .send(WriteRecords { records })
+        let registration = NodeRegistration {
+            node_id: join.node_id,
+            incarnation_id: join.incarnation_id,
+            directory_id: join.raft_node.directory_id,
+            controller_endpoints: join.controller_endpoints.clone(),
+            broker: join.broker.as_ref().map(|b| BrokerRegistrationRequest {
+                endpoints: b.endpoints.clone(),
+                rack: b.rack.clone(),
+                log_dirs: b.log_dirs.clone(),
+            }),
+        };
+        let registered_broker = self
+            .controller
+            .send(RegisterNode(registration))
+            .await
+            .map_err(|e| MetadataLogError::Raft(e.to_string()))??;
+        if registered_broker {
+            // A new incarnation starts fenced; it is caught up once it has applied its read
+            // index, which it waits for before serving (Gregor brokers hold no partition data
+            // to catch up on), so it is unfenced at once. A broker fenced later is unfenced by
+            // the liveness task once it has caught up again.
+            self.controller
+                .send(UnfenceBroker {
+                    broker_id: join.node_id,
+                    incarnation_id: Some(join.incarnation_id),
+                })
                 .await
-                .map_err(|e| MetadataLogError::Raft(e.to_string()))?;
-            written?;
+                .map_err(|e| MetadataLogError::Raft(e.to_string()))??;
         }
         Ok(None)
-    }
-
-    /// The records registering `join`'s node, empty when its incarnation is registered.
-    fn registration_records(&self, join: &JoinRequest) -> Vec<MetadataRecord> {
-        let image = self.image.load_full();
-        let mut records = Vec::new();
-        if image.features.metadata_version().is_none() {
-            records.extend(features::bootstrap_records());
-        }
-        if let Some(endpoints) = &join.controller_endpoints {
-            let registered = image
-                .cluster
-                .controller(join.node_id)
-                .is_some_and(|c| c.incarnation_id == join.incarnation_id);
-            if !registered {
-                records.push(MetadataRecord::RegisterController(
-                    RegisterControllerRecord {
-                        controller_id: join.node_id,
-                        incarnation_id: join.incarnation_id,
-                        directory_id: join.raft_node.directory_id,
-                        endpoints: endpoints.clone(),
-                        features: features::supported_ranges(),
-                    },
-                ));
-            }
-        }
-        if let Some(broker) = &join.broker {
-            let registered = image
-                .cluster
-                .broker(join.node_id)
-                .is_some_and(|b| b.incarnation_id == join.incarnation_id && !b.fenced);
-            if !registered {
-                let epoch = image.provenance.last_log_index as i64 + 1;
-                records.push(MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-                    broker_id: join.node_id,
-                    incarnation_id: join.incarnation_id,
-                    broker_epoch: epoch,
-                    endpoints: broker.endpoints.clone(),
-                    features: features::supported_ranges(),
-                    rack: broker.rack.clone(),
-                    fenced: true,
-                    in_controlled_shutdown: false,
-                    log_dirs: broker.log_dirs.clone(),
-                }));
-                // The broker is caught up once it has applied its read index, which it waits
-                // for before serving; Gregor brokers hold no partition data to catch up on.
-                records.push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
-                    id: join.node_id,
-                    epoch,
-                }));
-            }
-        }
-        records
     }
 
     /// Whether a request of `key` on a client listener goes to the active controller instead

@@ -26,6 +26,7 @@ pub mod errors;
 mod partitions;
 pub mod placement;
 pub mod quota;
+pub mod registration;
 pub mod topic_configs;
 pub mod topic_name;
 pub mod view;
