@@ -109,6 +109,8 @@ pub struct GregorNode {
     starts: u32,
     /// Stderr lines of the current start until its ready line was seen.
     ready_lines: Option<mpsc::Receiver<String>>,
+    /// Environment variables set on every start from the next one (see [`GregorNode::set_env`]).
+    env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for GregorNode {
@@ -158,6 +160,7 @@ impl GregorNode {
             stdout: Log::default(),
             starts: 0,
             ready_lines: None,
+            env: Vec::new(),
         };
         node.spawn_and_wait(None)?;
         Ok(node)
@@ -220,6 +223,7 @@ impl GregorNode {
             stdout: Log::default(),
             starts: 0,
             ready_lines: None,
+            env: Vec::new(),
         };
         node.spawn(None)?;
         if wait_ready {
@@ -355,6 +359,38 @@ impl GregorNode {
         Ok(())
     }
 
+    /// Sets `key=value` in the environment of the node's next starts (test hooks).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.to_owned()));
+    }
+
+    /// Stops the process with SIGSTOP (it keeps its sockets but answers nothing), as a node
+    /// that stalls or is cut off would.
+    pub fn pause(&self) -> anyhow::Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// Resumes a process stopped by [`GregorNode::pause`] (SIGCONT).
+    pub fn resume(&self) -> anyhow::Result<()> {
+        self.signal("-CONT")
+    }
+
+    fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| anyhow!("the node is not running"))?;
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .context("running kill")?;
+        if !status.success() {
+            bail!("kill {signal} {pid} failed: {status}");
+        }
+        Ok(())
+    }
+
     /// Kills the node if it runs, then starts it again on the same data directory with new
     /// ephemeral ports.
     pub fn restart(&mut self) -> anyhow::Result<()> {
@@ -397,6 +433,7 @@ impl GregorNode {
             &overrides,
             self.config_file.as_deref(),
         )?;
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         self.starts += 1;
         let banner = format!("---- start #{} ----", self.starts);
         self.stderr.push(banner.clone());

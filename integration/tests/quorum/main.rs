@@ -7,8 +7,10 @@ mod t10_three_controllers_two_brokers;
 mod t20_add_remove_controller_by_id;
 mod t25_remove_the_active_controller;
 mod t30_broker_fencing;
+mod t35_combined_node_fencing;
 mod t40_config_forwarding;
 mod t50_quota_forwarding;
+mod t60_invalid_record_stops_the_node;
 
 use std::process::Command;
 use std::time::Duration;
