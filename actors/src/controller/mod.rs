@@ -7,6 +7,8 @@ mod client_quotas;
 mod configs;
 pub mod logic;
 mod submitter;
+#[cfg(test)]
+mod tests;
 
 pub use activation::Activation;
 pub use actor::{
