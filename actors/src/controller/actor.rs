@@ -180,6 +180,7 @@ pub struct Controller {
     /// The controller-mutation quota manager (KIP-599); `None` charges nothing.
     mutation_quotas: Option<Arc<QuotaManager>>,
     activation: watch::Receiver<Activation>,
+    log: Arc<MetadataLog>,
     /// The term the working image was rebuilt for; `None` while not active.
     active_term: Option<u64>,
     /// The generation of the working image; batches carry it to the submitter.
@@ -213,7 +214,7 @@ impl Controller {
         let valid_from = Arc::new(AtomicU64::new(0));
         tokio::spawn(submitter::run(log.clone(), queue, valid_from.clone()));
         let (activation_sender, activation) = watch::channel(Activation::Inactive);
-        tokio::spawn(activation::run(log, activation_sender));
+        tokio::spawn(activation::run(log.clone(), activation_sender));
         if let Some(topic) = &settings.invalid_record_on_create {
             tracing::warn!(
                 topic,
@@ -229,6 +230,7 @@ impl Controller {
             rng: StdRng::from_os_rng(),
             mutation_quotas: None,
             activation,
+            log,
             active_term: None,
             generation: 0,
             valid_from,
@@ -273,6 +275,11 @@ impl Controller {
         let activation = *self.activation.borrow();
         match activation {
             Activation::Active { .. } => Ok(msg),
+            // Raft made this node leader a moment ago and the activation task has not seen it
+            // yet: wait for it to (it then catches up, and the request waits again).
+            Activation::Inactive if self.raft_leads() => {
+                Err(self.wait_then_resend(msg, ctx, |a| *a != Activation::Inactive))
+            }
             Activation::Inactive => {
                 let answer = msg.refuse(
                     ResponseError::NotController,
@@ -281,33 +288,53 @@ impl Controller {
                 Err(Box::pin(async move { answer }))
             }
             Activation::CatchingUp { .. } => {
-                let mut activation = self.activation.clone();
-                let address = ctx.address();
-                Err(Box::pin(async move {
-                    let settled = tokio::time::timeout(
-                        ACTIVATION_WAIT,
-                        activation.wait_for(|a| !matches!(a, Activation::CatchingUp { .. })),
-                    )
-                    .await
-                    .map(|state| state.map(|a| *a));
-                    match settled {
-                        Ok(Ok(Activation::Active { .. })) => {
-                            let stopped =
-                                msg.refuse(ResponseError::NotController, "The controller stopped.");
-                            address.send(msg).await.unwrap_or(stopped)
-                        }
-                        Ok(_) => msg.refuse(
-                            ResponseError::NotController,
-                            "This node is no longer the active controller.",
-                        ),
-                        Err(_) => msg.refuse(
-                            ResponseError::RequestTimedOut,
-                            "The new active controller is still applying the metadata log.",
-                        ),
-                    }
-                }))
+                Err(self
+                    .wait_then_resend(msg, ctx, |a| !matches!(a, Activation::CatchingUp { .. })))
             }
         }
+    }
+
+    /// Whether openraft has this node as the leader right now.
+    fn raft_leads(&self) -> bool {
+        let metrics = self.log.metrics();
+        metrics.current_leader == Some(metrics.id)
+    }
+
+    /// Waits (at most [`ACTIVATION_WAIT`]) until the activation satisfies `settled`, then hands
+    /// `msg` to the actor again unless this node no longer leads.
+    fn wait_then_resend<M>(
+        &self,
+        msg: M,
+        ctx: &mut Context<Self>,
+        settled: impl Fn(&Activation) -> bool + Send + 'static,
+    ) -> ResponseFuture<M::Result>
+    where
+        M: Refusable,
+        M::Result: Send,
+        Self: Handler<M>,
+    {
+        let mut activation = self.activation.clone();
+        let address = ctx.address();
+        Box::pin(async move {
+            let outcome = tokio::time::timeout(ACTIVATION_WAIT, activation.wait_for(settled))
+                .await
+                .map(|state| state.map(|a| *a));
+            match outcome {
+                Ok(Ok(Activation::Inactive)) | Ok(Err(_)) => msg.refuse(
+                    ResponseError::NotController,
+                    "This node is no longer the active controller.",
+                ),
+                Ok(Ok(_)) => {
+                    let stopped =
+                        msg.refuse(ResponseError::NotController, "The controller stopped.");
+                    address.send(msg).await.unwrap_or(stopped)
+                }
+                Err(_) => msg.refuse(
+                    ResponseError::RequestTimedOut,
+                    "The new active controller is still applying the metadata log.",
+                ),
+            }
+        })
     }
 
     /// Charges CreateTopics, DeleteTopics and CreatePartitions to `quotas` (the node's
