@@ -1,7 +1,7 @@
 //! A node that is both broker and voter and stops answering (SIGSTOP) past
 //! `broker.session.timeout.ms` is fenced by the active controller (it leaves Metadata and
 //! DescribeCluster), and once it runs again (SIGCONT) and has caught up it is unfenced, without
-//! a restart.
+//! a restart. A broker-only observer is unfenced the same way.
 
 use std::collections::BTreeSet;
 
@@ -112,5 +112,28 @@ async fn a_combined_node_that_stalls_is_fenced_and_unfenced_after_it_heals() -> 
     )
     .await?;
     assert_eq!(nodes[victim].1.pid(), pid, "healed without a restart");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_that_stalls_is_fenced_and_unfenced_after_it_heals() -> anyhow::Result<()> {
+    let mut cluster = crate::Cluster::start_with(1, 2, &[("broker.session.timeout.ms", "3000")])?;
+    let survivor = cluster.brokers[1].1.bootstrap();
+    let both = BTreeSet::from([11, 12]);
+    wait_until("both brokers unfenced", FORM_TIMEOUT, || async {
+        Ok((brokers_in_metadata(&survivor).await? == both).then_some(()))
+    })
+    .await?;
+    cluster.brokers[0].1.pause()?;
+    let fenced = wait_until("broker 11 fenced", FORM_TIMEOUT, || async {
+        Ok((brokers_in_metadata(&survivor).await? == BTreeSet::from([12])).then_some(()))
+    })
+    .await;
+    cluster.brokers[0].1.resume()?;
+    fenced?;
+    wait_until("broker 11 unfenced", FORM_TIMEOUT, || async {
+        Ok((brokers_in_metadata(&survivor).await? == both).then_some(()))
+    })
+    .await?;
     Ok(())
 }
