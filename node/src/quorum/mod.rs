@@ -289,7 +289,7 @@ enum Liveness {
     Silent,
     /// Heard from, but not known to hold everything committed.
     Behind,
-    /// Heard from, and it matched the commit index within the session.
+    /// Heard from, and it matched the commit index within the last two liveness rounds.
     CaughtUp,
 }
 
