@@ -237,3 +237,44 @@ async fn batches_of_a_discarded_working_image_are_failed_not_written() {
     assert!(image.topics.get_by_name("stale-a").is_none());
     assert!(image.topics.get_by_name("stale-b").is_none());
 }
+
+#[actix_rt::test]
+async fn a_failed_write_fails_the_batches_validated_on_top_of_it() {
+    let node = node().await;
+    let (queue, submissions) = mpsc::unbounded_channel();
+    let valid_from = Arc::new(AtomicU64::new(0));
+    tokio::spawn(submitter::run(
+        node.log.clone(),
+        submissions,
+        valid_from.clone(),
+    ));
+    let submit = |name: &str, generation: u64| {
+        let (done, outcome) = oneshot::channel();
+        queue
+            .send(Submission {
+                batch: topic_batch(name),
+                generation,
+                done,
+            })
+            .unwrap();
+        outcome
+    };
+    // Not leading yet: the write fails.
+    let failed = submit("first", 0).await.unwrap();
+    assert!(matches!(failed, Err(MetadataLogError::NotLeader { .. })));
+    assert_eq!(valid_from.load(std::sync::atomic::Ordering::Acquire), 1);
+
+    lead(&node).await;
+    // A batch validated on top of the failed one fails too, though raft would take it now;
+    // a batch of the next generation (validated on the published image) commits.
+    let built_on_failure = submit("second", 0).await.unwrap();
+    assert!(matches!(
+        built_on_failure,
+        Err(MetadataLogError::NotLeader { .. })
+    ));
+    assert!(submit("third", 1).await.unwrap().is_ok());
+    let image = node.image.load();
+    assert!(image.topics.get_by_name("first").is_none());
+    assert!(image.topics.get_by_name("second").is_none());
+    assert!(image.topics.get_by_name("third").is_some());
+}
