@@ -50,14 +50,21 @@ where
     let timed = |size: usize| {
         let decide = decide.clone();
         let (done, finished) = mpsc::channel();
-        std::thread::spawn(move || {
+        let decider = std::thread::spawn(move || {
             let started = Instant::now();
             decide(size);
             let _ = done.send(started.elapsed());
         });
         match finished.recv_timeout(HANG_GUARD) {
             Ok(elapsed) => elapsed,
-            Err(_) => panic!("{name} with {size} entries did not finish in {HANG_GUARD:?}"),
+            // The decision's own assertion failed: report it, not a hang.
+            Err(mpsc::RecvTimeoutError::Disconnected) => match decider.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => panic!("{name} with {size} entries stopped without an answer"),
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("{name} with {size} entries did not finish in {HANG_GUARD:?}")
+            }
         }
     };
     // GREGOR_SCALE_N replaces n, to compare with a build too slow at the full size.
