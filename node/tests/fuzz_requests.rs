@@ -4,7 +4,10 @@
 //! encodings of every served (API, version) pair are the seeds; each case mutates a few of them
 //! (bit flips, overwritten or inserted bytes, cuts, huge length claims, a wrong size prefix)
 //! into one stream. Decoding may fail, never panic; what decodes re-encodes to bytes that decode
-//! to the same request (the node re-encodes requests it forwards to the controller).
+//! to the same request (the node re-encodes requests it forwards to the controller), and is
+//! then decided by the API's own pure decision (controller logic, or the handler's function
+//! over an image) against a small image: hostile values reach the logic too, which must answer
+//! rather than panic.
 //!
 //! A proptest property, so CI runs it as an ordinary test for a bounded number of cases;
 //! `GREGOR_FUZZ_CASES=N` runs N cases (the long run in BENCHMARKS.md). Failures are shrunk and
@@ -17,14 +20,26 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
 use std::path::Path;
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use gregor_actors::controller::logic::client_quotas::alter_client_quotas;
+use gregor_actors::controller::logic::configs::{alter_configs, incremental_alter_configs};
+use gregor_actors::controller::logic::{
+    create_partitions, create_topics, delete_topics, MutationContext, TopicDefaults, Unlimited,
+};
+use gregor_actors::handlers::configs::{
+    describe_configs, list_config_resources, ConfigSupport, LogLevels,
+};
 use gregor_actors::handlers::{ApiSpec, APIS};
 use gregor_node::network::{frame::read_frame, raft_voter_versions};
+use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use proptest::collection::vec;
 use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
 
 /// `socket.request.max.bytes`' default: frames up to it are read.
 const MAX_FRAME: i32 = 104_857_600;
@@ -218,7 +233,117 @@ fn decode_frame(mut frame: Bytes) -> bool {
     let mut second = BytesMut::new();
     again.encode(&mut second, version).unwrap();
     assert_eq!(first, second, "{key:?} v{version} does not round-trip");
+    decide(request, version);
     true
+}
+
+/// One broker (1, unfenced) and topic `orders` with two partitions.
+fn small_image() -> MetadataImage {
+    use gregor_publishers::records::*;
+    let topic_id = uuid::Uuid::from_u128(1);
+    let partition = |partition_id| {
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id,
+            topic_id,
+            replicas: vec![1],
+            isr: vec![1],
+            removing_replicas: vec![],
+            adding_replicas: vec![],
+            leader: 1,
+            leader_recovery_state: 0,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: vec![uuid::Uuid::nil()],
+        })
+    };
+    let records = [
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: 1,
+            incarnation_id: uuid::Uuid::from_u128(9),
+            broker_epoch: 1,
+            endpoints: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: "127.0.0.1".into(),
+                port: 9092,
+                security_protocol: 0,
+            }],
+            features: vec![],
+            rack: None,
+            fenced: true,
+            in_controlled_shutdown: false,
+            log_dirs: vec![],
+        }),
+        MetadataRecord::UnfenceBroker(UnfenceBrokerRecord { id: 1, epoch: 1 }),
+        MetadataRecord::Topic(TopicRecord {
+            name: "orders".into(),
+            topic_id,
+        }),
+        partition(0),
+        partition(1),
+    ];
+    let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+    delta.replay_all(&records).unwrap();
+    delta.apply(Provenance::default())
+}
+
+thread_local! {
+    static IMAGE: MetadataImage = small_image();
+}
+
+/// Runs the decision of a decoded request against the small image.
+fn decide(request: RequestKind, version: i16) {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut quota = Unlimited;
+    let mut ctx = MutationContext {
+        rng: &mut rng,
+        quota: &mut quota,
+    };
+    let support = ConfigSupport {
+        static_configs: Arc::new(Vec::new()),
+        loggers: Arc::new(NoLoggers),
+    };
+    IMAGE.with(|image| match request {
+        RequestKind::CreateTopics(r) => {
+            create_topics(image, &r, version, &TopicDefaults::default(), &mut ctx);
+        }
+        RequestKind::DeleteTopics(r) => {
+            delete_topics(image, &r, version, true, &mut ctx);
+        }
+        RequestKind::CreatePartitions(r) => {
+            create_partitions(image, &r, version, &mut ctx);
+        }
+        RequestKind::AlterClientQuotas(r) => {
+            alter_client_quotas(&image.client_quotas, &r);
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            incremental_alter_configs(image, &r, Some(1));
+        }
+        RequestKind::AlterConfigs(r) => {
+            alter_configs(image, &r, Some(1));
+        }
+        RequestKind::DescribeConfigs(r) => {
+            describe_configs(image, &r, 1, &support);
+        }
+        RequestKind::ListConfigResources(r) => {
+            list_config_resources(image, version, &r.resource_types, "PLAINTEXT");
+        }
+        _ => {}
+    });
+}
+
+/// No loggers: BROKER_LOGGER resources are applied by the handler, not decided here.
+struct NoLoggers;
+
+impl LogLevels for NoLoggers {
+    fn loggers(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    fn set_level(&self, _: &str, _: &str) -> Result<(), String> {
+        Err("no loggers".into())
+    }
+    fn unset_level(&self, _: &str) -> Result<(), String> {
+        Err("no loggers".into())
+    }
 }
 
 /// Cuts `stream` into frames with the front end's reader and decodes each; how many decoded.
