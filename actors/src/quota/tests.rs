@@ -227,8 +227,9 @@ fn idle_sensors_expire_after_an_hour() {
     let manager = manager(QuotaType::Produce, 11, &clock);
     manager.update_quotas([(QuotaEntity::new(None, Some(None)), Some(1e9))]);
     manager.record(USER, "a", 1.0);
-    clock.advance(SENSOR_IDLE_EXPIRY_MS - 1);
+    clock.advance(SENSOR_IDLE_EXPIRY_MS);
     manager.record(USER, "b", 1.0);
+    // Exactly an hour idle is not yet expired (Kafka: idle > expiry).
     assert_eq!(
         manager.expire_idle_sensors(clock.now_ms(), SENSOR_IDLE_EXPIRY_MS),
         0
@@ -271,7 +272,7 @@ fn an_expired_sensor_takes_its_series_out_of_the_scrape() {
         has(&body, "kafka_server_quota_throttle_time", "expiring-client"),
         "{body}"
     );
-    clock.advance(SENSOR_IDLE_EXPIRY_MS - 1);
+    clock.advance(SENSOR_IDLE_EXPIRY_MS);
     manager.record(USER, "staying-client", 1000.0);
     clock.advance(1);
     assert_eq!(
