@@ -102,6 +102,9 @@ pub struct GregorNode {
     /// The caller's overrides, applied over the harness defaults.
     overrides: Vec<(String, String)>,
     config_file: Option<PathBuf>,
+    /// Environment variables for the process (test knobs such as
+    /// `GREGOR_QUOTA_SENSOR_EXPIRY_MS`).
+    env: Vec<(String, String)>,
     child: Option<Child>,
     addrs: NodeAddrs,
     stderr: Log,
@@ -135,6 +138,16 @@ impl GregorNode {
         extra_overrides: &[(&str, &str)],
         config_file: Option<&Path>,
     ) -> anyhow::Result<Self> {
+        Self::start_with_env(extra_overrides, config_file, &[])
+    }
+
+    /// Like [`GregorNode::start_with`], with environment variables `env` set for the process
+    /// (and its restarts).
+    pub fn start_with_env(
+        extra_overrides: &[(&str, &str)],
+        config_file: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("gregor-it-")
             .tempdir()
@@ -149,6 +162,10 @@ impl GregorNode {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             config_file: config_file.map(Path::to_path_buf),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             child: None,
             addrs: NodeAddrs {
                 plaintext: String::new(),
@@ -212,6 +229,7 @@ impl GregorNode {
             _dir: dir,
             overrides,
             config_file: None,
+            env: Vec::new(),
             child: None,
             addrs: NodeAddrs {
                 plaintext: String::new(),

@@ -17,7 +17,8 @@ use gregor_actors::controller::{Controller, ControllerSettings};
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
 use gregor_actors::quorum::QuorumState;
 use gregor_actors::quota::{
-    ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SystemClock, WindowConfig,
+    ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SensorExpiry, SystemClock,
+    WindowConfig,
 };
 use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
 use gregor_publishers::quota_callback::{CallbackError, CallbackRegistry};
@@ -168,7 +169,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     // Client quotas: one actor per type, fed by the client-quota publisher from the image.
-    let quotas = QuotaManagers::start(
+    let quotas = QuotaManagers::start_with_expiry(
         WindowConfig::new(
             config.quota_window_num,
             u64::from(config.quota_window_size_seconds),
@@ -178,6 +179,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             u64::from(config.controller_quota_window_size_seconds),
         ),
         Arc::new(SystemClock::new()),
+        quota_sensor_expiry(),
     );
     loader
         .send(InstallPublisher(Box::new(ClientQuotaPublisher::new(
@@ -416,5 +418,26 @@ async fn wait_for_shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = interrupt.await;
+    }
+}
+
+/// Kafka's hour of idleness before a quota sensor (and its series) goes, unless the test knob
+/// `GREGOR_QUOTA_SENSOR_EXPIRY_MS` shortens it (tests cannot wait an hour).
+fn quota_sensor_expiry() -> SensorExpiry {
+    match std::env::var("GREGOR_QUOTA_SENSOR_EXPIRY_MS") {
+        Ok(value) => match value.parse() {
+            Ok(idle_ms) => {
+                tracing::warn!(
+                    idle_ms,
+                    "quota sensors expire early (GREGOR_QUOTA_SENSOR_EXPIRY_MS)"
+                );
+                SensorExpiry::after_idle_ms(idle_ms)
+            }
+            Err(_) => {
+                tracing::warn!(%value, "ignoring GREGOR_QUOTA_SENSOR_EXPIRY_MS: not a number of ms");
+                SensorExpiry::KAFKA
+            }
+        },
+        Err(_) => SensorExpiry::KAFKA,
     }
 }

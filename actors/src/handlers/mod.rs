@@ -12,6 +12,8 @@ mod client_quotas;
 mod cluster;
 pub mod configs;
 mod errors;
+#[cfg(test)]
+mod large_requests;
 mod metadata;
 pub mod quorum;
 mod raft_voters;

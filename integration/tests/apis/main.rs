@@ -13,6 +13,7 @@ mod t10_metadata;
 mod t30_auto_create;
 mod t30_concurrent_mutations;
 mod t30_create_topics_errors;
+mod t30_large_requests;
 
 use gregor_integration::admin::{creatable, create_topics, metadata, topics_of, TopicInfo};
 use gregor_integration::{GregorNode, KafkaConn};

@@ -12,7 +12,7 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Why no frame could be read.
 #[derive(Debug)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     /// The peer closed the connection between frames.
     Closed,
     /// The peer closed the connection inside a frame.
@@ -27,7 +27,7 @@ pub(crate) enum FrameError {
 
 impl FrameError {
     /// The metric label for closing the connection because of this error.
-    pub(crate) fn close_reason(&self) -> CloseReason {
+    pub fn close_reason(&self) -> CloseReason {
         match self {
             FrameError::Closed => CloseReason::ClientClosed,
             FrameError::Truncated => CloseReason::Truncated,
@@ -54,7 +54,7 @@ impl std::fmt::Display for FrameError {
 }
 
 /// Reads one frame body (without its size prefix). `buffer` is reused between frames.
-pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
+pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     buffer: &mut BytesMut,
     max_size: i32,

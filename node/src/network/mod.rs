@@ -3,7 +3,7 @@
 //! image.
 
 mod connection;
-mod frame;
+pub mod frame;
 pub mod raft_voter_versions;
 
 use std::net::SocketAddr;
