@@ -706,3 +706,243 @@ pub fn batches(buf: &[u8]) -> impl Iterator<Item = Result<RecordBatch<'_>, &'sta
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// kafka-python 3.0.12's `DefaultRecordBatchBuilder`: one record, key "k", value "v", timestamp 1000,
+    /// uncompressed, no producer id (it writes partition leader epoch 0 where Java writes −1).
+    const KAFKA_PYTHON_PLAIN: &str = "00000000000000000000003a0000000002716a618900000000000000000000000003e800000000000003e8ffffffffffffffffffffffffffff0000000110000000026b027600";
+    /// The same client: gzip, producer id 4000, epoch 2, base sequence 17, three records with two headers.
+    const KAFKA_PYTHON_GZIP: &str = "00000000000000000000007c00000000022c117d5b0001000000020000018bcfe568000000018bcfe568020000000000000fa0000200000011000000031f8b0800f2ab0d6b02ffcb636060e0ca4eadd435702b4bcc294dd535c047b1b064183255b0641831e631303181f51942f519e2a390f5b1b080f51941f519e1a310fa00eebb4884a8000000";
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn crc32c_known_vector() {
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn hand_encoded_batch_matches_the_spec_field_by_field() {
+        // Built by hand from §1.1/§1.2: header, then one record of 9 bytes.
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&0i64.to_be_bytes()); // base offset
+        bytes.extend_from_slice(&58i32.to_be_bytes()); // length = 70 − 12
+        bytes.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
+        bytes.push(2); // magic
+        bytes.extend_from_slice(&0x716a_6189u32.to_be_bytes()); // CRC-32C of bytes 21..
+        bytes.extend_from_slice(&0i16.to_be_bytes()); // attributes
+        bytes.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
+        bytes.extend_from_slice(&1000i64.to_be_bytes()); // base timestamp
+        bytes.extend_from_slice(&1000i64.to_be_bytes()); // max timestamp
+        bytes.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+        bytes.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+        bytes.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+        bytes.extend_from_slice(&1i32.to_be_bytes()); // records count
+                                                      // length 8 (zig-zag 0x10), attributes, ts delta 0, offset delta 0, key len 1 (0x02) "k",
+                                                      // value len 1 "v", 0 headers.
+        bytes.extend_from_slice(&[0x10, 0x00, 0x00, 0x00, 0x02, b'k', 0x02, b'v', 0x00]);
+        assert_eq!(
+            bytes,
+            hex(KAFKA_PYTHON_PLAIN),
+            "the spec and a real client agree"
+        );
+
+        let batch = RecordBatch::new(&bytes).unwrap();
+        assert_eq!(batch.base_offset(), 0);
+        assert_eq!(batch.length(), 58);
+        assert_eq!(batch.partition_leader_epoch(), 0);
+        assert_eq!(batch.magic(), 2);
+        assert_eq!(batch.crc(), 0x716a_6189);
+        assert_eq!(batch.compute_crc(), 0x716a_6189);
+        assert!(batch.is_valid_crc());
+        assert_eq!(batch.compression(), Some(Compression::None));
+        assert_eq!(batch.timestamp_type(), TimestampType::CreateTime);
+        assert!(!batch.is_transactional() && !batch.is_control() && !batch.has_delete_horizon());
+        assert_eq!(
+            (
+                batch.last_offset_delta(),
+                batch.last_offset(),
+                batch.next_offset()
+            ),
+            (0, 0, 1)
+        );
+        assert_eq!(
+            (batch.base_timestamp(), batch.max_timestamp()),
+            (1000, 1000)
+        );
+        assert_eq!(
+            (
+                batch.producer_id(),
+                batch.producer_epoch(),
+                batch.base_sequence()
+            ),
+            (-1, -1, -1)
+        );
+        assert_eq!(batch.records_count(), 1);
+        let payload = batch.decompressed_records().unwrap();
+        let records: Vec<Record<'_>> = batch.records_in(&payload).map(Result::unwrap).collect();
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].key, Some(&b"k"[..]));
+        assert_eq!(records[0].value, Some(&b"v"[..]));
+        assert_eq!(records[0].size_in_bytes, 9);
+        assert_eq!(batch.record_timestamp(&records[0]), 1000);
+
+        // The builder produces the same bytes.
+        let mut builder = BatchBuilder::new(Compression::None);
+        builder.partition_leader_epoch = 0;
+        builder.append(1000, Some(b"k"), Some(b"v"), &[]);
+        assert_eq!(builder.build().unwrap(), bytes);
+
+        // Offsets and epoch lie outside the CRC; the max timestamp does not.
+        let mut patched = bytes.clone();
+        set_base_offset(&mut patched, 1234);
+        set_partition_leader_epoch(&mut patched, 7);
+        let view = RecordBatch::new(&patched).unwrap();
+        assert!(view.is_valid_crc());
+        assert_eq!(
+            (view.base_offset(), view.partition_leader_epoch()),
+            (1234, 7)
+        );
+        set_max_timestamp(&mut patched, TimestampType::LogAppendTime, 5000);
+        let view = RecordBatch::new(&patched).unwrap();
+        assert!(view.is_valid_crc());
+        assert_ne!(view.crc(), 0x716a_6189);
+        assert_eq!(view.timestamp_type(), TimestampType::LogAppendTime);
+        assert_eq!(
+            view.record_timestamp(&records[0]),
+            5000,
+            "LogAppendTime readers see the max timestamp"
+        );
+    }
+
+    #[test]
+    fn real_client_gzip_batch_decodes() {
+        let bytes = hex(KAFKA_PYTHON_GZIP);
+        let batch = RecordBatch::new(&bytes).unwrap();
+        assert!(batch.is_valid_crc());
+        assert_eq!(batch.compression(), Some(Compression::Gzip));
+        assert_eq!(
+            (
+                batch.producer_id(),
+                batch.producer_epoch(),
+                batch.base_sequence()
+            ),
+            (4000, 2, 17)
+        );
+        assert_eq!((batch.last_offset_delta(), batch.last_sequence()), (2, 19));
+        let records = batch.owned_records().unwrap();
+        assert_eq!(records.len(), 3);
+        for (i, r) in records.iter().enumerate() {
+            assert_eq!(r.offset, i as i64);
+            assert_eq!(r.timestamp, 1_700_000_000_000 + i as i64);
+            assert_eq!(r.key.as_deref(), Some(format!("key-{i}").as_bytes()));
+            assert_eq!(
+                r.value.as_deref(),
+                Some(format!("value-{i}").repeat(5).as_bytes())
+            );
+            assert_eq!(
+                r.headers,
+                vec![
+                    (b"h1".to_vec(), Some(b"x".to_vec())),
+                    (b"h2".to_vec(), None)
+                ]
+            );
+        }
+        // Rebuilding with the same fields in every codec keeps the records.
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut builder = BatchBuilder::like(&batch, codec);
+            let payload = batch.decompressed_records().unwrap();
+            for record in batch.records_in(&payload) {
+                let record = record.unwrap();
+                builder.append_with_offset_delta(
+                    record.offset_delta,
+                    batch.record_timestamp(&record),
+                    record.key,
+                    record.value,
+                    &record.headers,
+                );
+            }
+            let rebuilt = builder.build().unwrap();
+            let view = RecordBatch::new(&rebuilt).unwrap();
+            assert!(view.is_valid_crc());
+            assert_eq!(view.compression(), Some(codec));
+            assert_eq!(view.owned_records().unwrap(), records, "{codec:?}");
+            assert_eq!(view.last_sequence(), 19);
+        }
+    }
+
+    #[test]
+    fn malformed_records_are_refused() {
+        // Negative header count.
+        let mut rec = vec![0x0c, 0x00, 0x00, 0x00, 0x01, 0x01, 0x01];
+        assert!(decode_record(&rec).unwrap_err().contains("header"));
+        // Length claims more than present.
+        rec[0] = 0x40;
+        assert!(decode_record(&rec).is_err());
+        // A record with one byte left over inside its length.
+        assert!(
+            decode_record(&[0x0e, 0x00, 0x00, 0x00, 0x01, 0x01, 0x00, 0x00])
+                .unwrap_err()
+                .contains("invalid record size")
+        );
+        // A batch whose count says 2 but holds 1 record, and one with leftover bytes.
+        let mut builder = BatchBuilder::new(Compression::None);
+        builder.append(1, None, Some(b"v"), &[]);
+        let mut bytes = builder.build().unwrap();
+        bytes[RECORDS_COUNT_OFFSET + 3] = 2;
+        let payload = bytes[RECORD_BATCH_OVERHEAD..].to_vec();
+        let batch = RecordBatch::new(&bytes).unwrap();
+        assert!(batch.records_in(&payload).any(|r| r.is_err()));
+        bytes[RECORDS_COUNT_OFFSET + 3] = 0;
+        let batch = RecordBatch::new(&bytes).unwrap();
+        assert!(batch
+            .records_in(&payload)
+            .next()
+            .unwrap()
+            .unwrap_err()
+            .contains("remain"));
+    }
+
+    #[test]
+    fn framing_of_buffers() {
+        let bytes = hex(KAFKA_PYTHON_PLAIN);
+        assert_eq!(framing(&bytes), BatchFraming::Complete(70));
+        assert_eq!(framing(&bytes[..69]), BatchFraming::Incomplete);
+        let mut short = bytes.clone();
+        short[8..12].copy_from_slice(&13i32.to_be_bytes());
+        assert!(matches!(framing(&short), BatchFraming::Corrupt(_)));
+        let mut two = bytes.clone();
+        two.extend_from_slice(&bytes);
+        two.extend_from_slice(&bytes[..30]);
+        assert_eq!(
+            batches(&two).count(),
+            2,
+            "the torn third batch is not yielded"
+        );
+    }
+
+    #[test]
+    fn delete_horizon_is_the_base_timestamp() {
+        let mut builder = BatchBuilder::new(Compression::None);
+        builder.delete_horizon_ms = Some(9_000);
+        builder.append(1_000, Some(b"k"), None, &[]);
+        let bytes = builder.build().unwrap();
+        let batch = RecordBatch::new(&bytes).unwrap();
+        assert_eq!(batch.delete_horizon_ms(), Some(9_000));
+        assert_eq!(batch.owned_records().unwrap()[0].timestamp, 1_000);
+    }
+}
