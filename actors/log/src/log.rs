@@ -148,10 +148,10 @@ impl PartitionLog {
         let mut recovered_any = false;
         for (i, &base) in bases.iter().enumerate() {
             let next_base = bases.get(i + 1).copied();
-            let mut segment = Segment::open(&dir, base, &files, now_ms)
-                .map_err(|e| LogError::io("open segment", &dir, e))?;
             let trusted =
                 clean_shutdown || next_base.is_some_and(|next| next <= self.recovery_point);
+            let mut segment = Segment::open(&dir, base, &files, now_ms, trusted)
+                .map_err(|e| LogError::io("open segment", &dir, e))?;
             if !trusted {
                 recovered_any = true;
                 let epochs = &mut self.epochs;
@@ -174,7 +174,7 @@ impl PartitionLog {
         if let Some(i) = truncated_at {
             for &base in &bases[i + 1..] {
                 tracing::warn!(partition = %self.tp.dir_name(), base, "deleting a segment after a torn tail");
-                let segment = Segment::open(&dir, base, &files, now_ms)
+                let segment = Segment::open(&dir, base, &files, now_ms, false)
                     .map_err(|e| LogError::io("open segment", &dir, e))?;
                 for path in segment
                     .rename_deleted(&files)

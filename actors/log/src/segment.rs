@@ -211,13 +211,15 @@ impl Segment {
         })
     }
 
-    /// Opens an existing segment trusting its contents (below the recovery point). Damaged indexes are
-    /// rebuilt; the next offset is found from the last index entry and a short scan.
+    /// Opens an existing segment. A `trusted` one (below the recovery point) keeps its indexes unless they
+    /// are damaged, and its next offset is found from the last index entry and a short scan; an untrusted
+    /// one is left for [`Segment::recover`].
     pub fn open(
         dir: &Path,
         base_offset: i64,
         files: &Arc<FileCache>,
         now_ms: i64,
+        trusted: bool,
     ) -> std::io::Result<Self> {
         let log_path = log_path(dir, base_offset);
         let file = files.get(&log_path, false)?;
@@ -248,6 +250,9 @@ impl Segment {
             created_ms,
             bytes_since_last_index: 0,
         };
+        if !trusted {
+            return Ok(segment);
+        }
         // Kafka's sanity check, plus: a non-empty segment without any index entry lost its index files
         // (or never got entries, which a rebuild of a small segment restores cheaply).
         let index_sane = segment
