@@ -1,6 +1,7 @@
 //! placeholder
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod compression;
 pub mod config;
 pub mod error;

@@ -269,7 +269,7 @@ impl PartitionLog {
     }
 
     /// Marks the log dir offline when `result` is a storage failure.
-    fn guard<T>(&self, result: Result<T>) -> Result<T> {
+    pub(crate) fn guard<T>(&self, result: Result<T>) -> Result<T> {
         if let Err(e) = &result {
             if e.is_storage_error() {
                 self.shared.mark_offline(e);
