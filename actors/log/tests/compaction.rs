@@ -157,7 +157,7 @@ fn an_emptied_batch_is_kept_when_it_is_its_producers_last() {
             ..compacted()
         },
     );
-    let mut producer_batch = |key: &str, seq: i32| {
+    let producer_batch = |key: &str, seq: i32| {
         let mut b = BatchBuilder::new(Compression::None);
         b.producer_id = 77;
         b.producer_epoch = 0;
