@@ -52,7 +52,7 @@ fn dump_index<E: IndexEntry>(
     for chunk in bytes.chunks_exact(E::SIZE) {
         writeln!(out, "{}", line(&E::decode(chunk)))?;
     }
-    if bytes.len() % E::SIZE != 0 {
+    if !bytes.len().is_multiple_of(E::SIZE) {
         writeln!(
             out,
             "Found {} trailing bytes that do not form an entry",
