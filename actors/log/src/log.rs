@@ -141,24 +141,53 @@ impl PartitionLog {
         &self.shared.files
     }
 
+    /// Opens every segment; those not wholly below the recovery point are rescanned (CRC, structure,
+    /// indexes) and cut at the first invalid batch. Producer state comes from the newest snapshot at or
+    /// below the first rescanned segment, then from the batches after it, replayed during the same scan.
     fn load_segments(&mut self, bases: &[i64], clean_shutdown: bool, now_ms: i64) -> Result<()> {
         let files = Arc::clone(self.files());
         let dir = self.dir.clone();
+        let recovery_point = self.recovery_point;
+        let trusted_at = |i: usize| {
+            clean_shutdown || bases.get(i + 1).is_some_and(|next| *next <= recovery_point)
+        };
+        let first_untrusted = (0..bases.len())
+            .find(|&i| !trusted_at(i))
+            .map_or(i64::MAX, |i| bases[i]);
+        let replay_from = self
+            .producers
+            .load_latest_snapshot(first_untrusted)?
+            .unwrap_or(self.log_start_offset);
         let mut truncated_at: Option<usize> = None;
         let mut recovered_any = false;
         for (i, &base) in bases.iter().enumerate() {
-            let next_base = bases.get(i + 1).copied();
-            let trusted =
-                clean_shutdown || next_base.is_some_and(|next| next <= self.recovery_point);
+            let trusted = trusted_at(i);
             let mut segment = Segment::open(&dir, base, &files, now_ms, trusted)
                 .map_err(|e| LogError::io("open segment", &dir, e))?;
-            if !trusted {
+            let producers = &mut self.producers;
+            if trusted {
+                if segment.next_offset() > replay_from {
+                    segment
+                        .for_each_batch(&files, 0, |_, batch| {
+                            if batch.base_offset() >= replay_from {
+                                producers.replay(batch);
+                            }
+                            true
+                        })
+                        .map_err(|e| {
+                            LogError::io("replay producer state from", segment.log_path(), e)
+                        })?;
+                }
+            } else {
                 recovered_any = true;
                 let epochs = &mut self.epochs;
                 let cut = segment
                     .recover(&files, self.config.index_interval_bytes, |batch| {
                         if batch.partition_leader_epoch() >= 0 {
                             epochs.assign(batch.partition_leader_epoch(), batch.base_offset());
+                        }
+                        if batch.base_offset() >= replay_from {
+                            producers.replay(batch);
                         }
                     })
                     .map_err(|e| LogError::io("recover segment", segment.log_path(), e))?;
@@ -190,10 +219,7 @@ impl PartitionLog {
             .next_back()
             .map_or(self.log_start_offset, Segment::next_offset);
         if self.segments.is_empty() || self.log_start_offset > leo {
-            self.reset_to(
-                self.log_start_offset.max(leo.min(self.log_start_offset)),
-                now_ms,
-            )?;
+            self.reset_to(self.log_start_offset, now_ms)?;
         }
         if let Some((&first_base, _)) = self.segments.iter().next() {
             self.log_start_offset = self.log_start_offset.max(first_base);
@@ -212,7 +238,9 @@ impl PartitionLog {
         if epochs_changed || recovered_any {
             self.epochs.flush()?;
         }
-        self.rebuild_producer_state(leo)?;
+        self.producers.evict_below(self.log_start_offset);
+        self.producers
+            .delete_snapshots_outside(self.log_start_offset, leo)?;
         Ok(())
     }
 
