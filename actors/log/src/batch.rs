@@ -275,7 +275,9 @@ impl<'a> RecordBatch<'a> {
         let payload = self
             .decompressed_records()
             .map_err(|e| format!("failed to decompress: {e}"))?;
-        let mut out = Vec::with_capacity(self.records_count().max(0) as usize);
+        // Every record takes at least 7 bytes, which bounds the allocation a hostile count can ask for.
+        let mut out =
+            Vec::with_capacity((self.records_count().max(0) as usize).min(payload.len() / 7));
         for record in self.records_in(&payload) {
             let record = record?;
             out.push(OwnedRecord {
@@ -716,6 +718,37 @@ mod tests {
     const KAFKA_PYTHON_PLAIN: &str = "00000000000000000000003a0000000002716a618900000000000000000000000003e800000000000003e8ffffffffffffffffffffffffffff0000000110000000026b027600";
     /// The same client: gzip, producer id 4000, epoch 2, base sequence 17, three records with two headers.
     const KAFKA_PYTHON_GZIP: &str = "00000000000000000000007c00000000022c117d5b0001000000020000018bcfe568000000018bcfe568020000000000000fa0000200000011000000031f8b0800f2ab0d6b02ffcb636060e0ca4eadd435702b4bcc294dd535c047b1b064183255b0641831e631303181f51942f519e2a390f5b1b080f51941f519e1a310fa00eebb4884a8000000";
+
+    /// kafka-python 3.0.12 with python-snappy (xerial framing), lz4 (LZ4 frame with content size) and
+    /// zstandard: three records `key-i` → `value-i` × 5 with header h1 = "x", timestamps 1700000000000 + i.
+    const KAFKA_PYTHON_SNAPPY: &str = "00000000000000000000008e000000000289db15e60002000000020000018bcfe568000000018bcfe56802ffffffffffffffffffffffffffff0000000382534e41505059000000000100000001000000499c0144660000000a6b65792d304676616c75652d306e07002402046831027866000202053400310d34003109345607001134040404053400320d340032093456070014020468310278";
+    const KAFKA_PYTHON_LZ4: &str = "0000000000000000000000930000000002ed299c710003000000020000018bcfe568000000018bcfe56802ffffffffffffffffffffffffffff0000000304224d1868409c00000000000000054b000000ff03660000000a6b65792d304676616c75652d30070009a102046831027866000202340013313400123134000f070003043400210404340013323400123234000f0700036002046831027800000000";
+    const KAFKA_PYTHON_ZSTD: &str = "00000000000000000000007a00000000021299bc4e0004000000020000018bcfe568000000018bcfe56802ffffffffffffffffffffffffffff0000000328b52ffd209c0502008402660000000a6b65792d304676616c75652d30020468310278660002023131040432320204683102780a00400118079281d6e035a0028c03c9ae6a3b31250c";
+
+    #[test]
+    fn real_client_batches_in_every_codec_decode() {
+        for (fixture, codec) in [
+            (KAFKA_PYTHON_SNAPPY, Compression::Snappy),
+            (KAFKA_PYTHON_LZ4, Compression::Lz4),
+            (KAFKA_PYTHON_ZSTD, Compression::Zstd),
+        ] {
+            let bytes = hex(fixture);
+            let batch = RecordBatch::new(&bytes).unwrap();
+            assert!(batch.is_valid_crc(), "{codec:?}");
+            assert_eq!(batch.compression(), Some(codec));
+            let records = batch.owned_records().unwrap();
+            assert_eq!(records.len(), 3, "{codec:?}");
+            for (i, r) in records.iter().enumerate() {
+                assert_eq!(r.timestamp, 1_700_000_000_000 + i as i64);
+                assert_eq!(r.key.as_deref(), Some(format!("key-{i}").as_bytes()));
+                assert_eq!(
+                    r.value.as_deref(),
+                    Some(format!("value-{i}").repeat(5).as_bytes())
+                );
+                assert_eq!(r.headers, vec![(b"h1".to_vec(), Some(b"x".to_vec()))]);
+            }
+        }
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         (0..s.len())

@@ -53,7 +53,7 @@ pub struct BatchRejection {
 }
 
 impl BatchRejection {
-    pub(crate) fn new(code: KafkaCode, message: impl Into<String>) -> Self {
+    pub fn new(code: KafkaCode, message: impl Into<String>) -> Self {
         BatchRejection {
             code,
             message: message.into(),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::batch::{RecordBatch, TimestampType, NO_TIMESTAMP};
 use crate::checkpoint::{self, TopicPartition};
 use crate::config::LogConfig;
-use crate::error::{LogError, Result};
+use crate::error::{BatchRejection, KafkaCode, LogError, Result};
 use crate::files::FileCache;
 use crate::leader_epoch::LeaderEpochCache;
 use crate::log_dir::LogDirShared;
@@ -391,6 +391,59 @@ impl PartitionLog {
             rebuilt: validated.rebuilt,
             bytes_appended: validated.bytes.len() as u64,
         })
+    }
+
+    /// Appends batches whose offsets the leader assigned (a follower's fetch result): each batch must
+    /// pass its CRC and start at or after the log end offset; nothing is rewritten. Producer state and
+    /// the leader-epoch cache follow the batches. Returns the first and last offsets appended.
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<Option<(i64, i64)>> {
+        self.check_online()?;
+        let mut appended: Option<(i64, i64)> = None;
+        for batch in crate::batch::batches(records) {
+            let batch =
+                batch.map_err(|reason| BatchRejection::new(KafkaCode::CorruptMessage, reason))?;
+            if !batch.is_valid_crc() {
+                return Err(BatchRejection::new(
+                    KafkaCode::CorruptMessage,
+                    "replicated batch fails its CRC",
+                )
+                .into());
+            }
+            let leo = self.log_end_offset();
+            if batch.base_offset() < leo || batch.last_offset_delta() < 0 {
+                return Err(BatchRejection::new(
+                    KafkaCode::InvalidRecord,
+                    format!(
+                        "replicated batch at offset {} is below the log end offset {leo}",
+                        batch.base_offset()
+                    ),
+                )
+                .into());
+            }
+            let result = self.write_batch(batch.bytes(), now_ms);
+            self.guard(result)?;
+            self.producers.replay(&batch);
+            if batch.partition_leader_epoch() >= 0
+                && self
+                    .epochs
+                    .assign(batch.partition_leader_epoch(), batch.base_offset())
+            {
+                let flushed = self.epochs.flush();
+                self.guard(flushed)?;
+            }
+            self.unflushed_messages += i64::from(batch.records_count().max(0));
+            appended = Some((
+                appended.map_or(batch.base_offset(), |a| a.0),
+                batch.last_offset(),
+            ));
+        }
+        let flushed = self.maybe_flush(now_ms);
+        self.guard(flushed)?;
+        Ok(appended)
     }
 
     /// Writes a batch with assigned offsets, rolling first when needed.

@@ -569,3 +569,57 @@ fn flush_messages_moves_the_recovery_point() {
         .unwrap();
     assert_eq!(timed.recovery_point(), 2);
 }
+
+#[test]
+fn a_follower_appends_the_leaders_batches_unchanged() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let (_l, mut leader) = open(leader_dir.path(), small_config());
+    for i in 0..20u64 {
+        leader
+            .append(&idempotent_batch(8, 0, 3 * i as i32, 3), NOW, 5)
+            .unwrap();
+    }
+    let fetched = leader
+        .read_batches(0, 1 << 20, leader.log_end_offset())
+        .unwrap();
+    let follower_dir = tempfile::tempdir().unwrap();
+    let (_f, mut follower) = open(follower_dir.path(), small_config());
+    let mut next = 0;
+    while next < leader.log_end_offset() {
+        let chunk = leader
+            .read_batches(next, 700, leader.log_end_offset())
+            .unwrap();
+        let (_, last) = follower.append_as_follower(&chunk, NOW).unwrap().unwrap();
+        next = last + 1;
+    }
+    assert_eq!(follower.log_end_offset(), 60);
+    assert_eq!(follower.read_batches(0, 1 << 20, 60).unwrap(), fetched);
+    assert_eq!(follower.leader_epochs().entries(), &[(5, 0)]);
+    assert!(
+        follower
+            .append(&idempotent_batch(8, 0, 57, 3), NOW, 5)
+            .unwrap()
+            .duplicate,
+        "producer state followed"
+    );
+    let again = follower.append_as_follower(&fetched, NOW).unwrap_err();
+    assert_eq!(
+        again.kafka_code(),
+        KafkaCode::InvalidRecord,
+        "offsets below the LEO"
+    );
+    let mut corrupt = leader.read_batches(0, 1, 60).unwrap();
+    corrupt[70] ^= 1;
+    batch_set_offset(&mut corrupt, 60);
+    assert_eq!(
+        follower
+            .append_as_follower(&corrupt, NOW)
+            .unwrap_err()
+            .kafka_code(),
+        KafkaCode::CorruptMessage
+    );
+}
+
+fn batch_set_offset(bytes: &mut [u8], offset: i64) {
+    gregor_log::batch::set_base_offset(bytes, offset);
+}
