@@ -623,3 +623,101 @@ fn a_follower_appends_the_leaders_batches_unchanged() {
 fn batch_set_offset(bytes: &mut [u8], offset: i64) {
     gregor_log::batch::set_base_offset(bytes, offset);
 }
+
+#[test]
+fn rolls_on_segment_ms_and_on_a_full_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            segment_ms: 1000,
+            ..LogConfig::default()
+        },
+    );
+    log.append(&client_batch(1, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    log.append(&client_batch(2, 1, Compression::None, NOW), NOW + 1000, 0)
+        .unwrap();
+    assert_eq!(log.segment_count(), 1, "not older than segment.ms yet");
+    log.append(
+        &client_batch(3, 1, Compression::None, NOW + 1001),
+        NOW + 1001,
+        0,
+    )
+    .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 2]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_index_bytes: 24,
+        index_interval_bytes: 0,
+        ..LogConfig::default()
+    };
+    let (_d, mut log) = open(dir.path(), config);
+    for i in 0..12 {
+        log.append(&client_batch(i, 1, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    // An index entry per append after a segment's first; 3 entries (24 / 8) fill the offset index.
+    assert_eq!(log.segment_base_offsets(), vec![0, 4, 8]);
+    assert_eq!(read_all(&mut log, 0).len(), 12);
+}
+
+#[test]
+fn deleted_segments_wait_for_file_delete_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_ms: 10,
+        file_delete_delay_ms: 60_000,
+        ..small_config()
+    };
+    let (_d, mut log) = open(dir.path(), config);
+    for i in 0..40u64 {
+        log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    let leo = log.log_end_offset();
+    let info = log.enforce_retention(NOW + 1000, leo).unwrap();
+    assert!(info.segments_deleted >= 2);
+    let count_deleted = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".deleted"))
+            .count()
+    };
+    assert_eq!(count_deleted(log.dir()), 3 * info.segments_deleted);
+    assert_eq!(
+        log.purge_deleted_files(NOW + 1000 + 59_999).unwrap(),
+        3 * info.segments_deleted
+    );
+    assert_eq!(log.purge_deleted_files(NOW + 1000 + 60_000).unwrap(), 0);
+    assert_eq!(count_deleted(log.dir()), 0);
+}
+
+#[test]
+fn dump_log_lists_every_batch_of_a_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), LogConfig::default());
+    for i in 0..5u64 {
+        log.append(&client_batch(i, 2, Compression::Zstd, NOW), NOW, 3)
+            .unwrap();
+    }
+    let mut out = Vec::new();
+    gregor_log::dump::dump_file(&segment::log_path(log.dir(), 0), true, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let batches: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("baseOffset:"))
+        .collect();
+    assert_eq!(batches.len(), 5);
+    assert!(batches.iter().all(|l| l.contains("isvalid: true")
+        && l.contains("compresscodec: zstd")
+        && l.contains("partitionLeaderEpoch: 3")));
+    assert!(batches[4].starts_with("baseOffset: 8 lastOffset: 9 count: 2 "));
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("| offset:")).count(),
+        10
+    );
+    assert!(text.contains("| offset: 9 CreateTime: 1700000000001 keySize: 4 valueSize: 14 sequence: -1 headerKeys: [] key: k4-1 payload: value 4/1 xxxx"));
+}
