@@ -52,15 +52,23 @@ impl TopicPartition {
 
 /// Writes `contents` to `path` atomically and durably.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    write_replacing(path, contents, true)
+}
+
+/// Writes `contents` to `path` through a renamed temporary file; `durable` adds the fsyncs (without
+/// them a crash may leave the old content, never a torn one).
+pub fn write_replacing(path: &Path, contents: &[u8], durable: bool) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(contents)?;
-        file.sync_all()?;
+        if durable {
+            file.sync_all()?;
+        }
         std::fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
+        if let (true, Some(dir)) = (durable, path.parent()) {
             std::fs::File::open(dir)?.sync_all()?;
         }
         Ok(())
@@ -149,12 +157,12 @@ pub fn read_epochs(path: &Path) -> Result<Vec<(i32, i64)>> {
     Ok(out)
 }
 
-pub fn write_epochs(path: &Path, epochs: &[(i32, i64)]) -> Result<()> {
+pub fn write_epochs(path: &Path, epochs: &[(i32, i64)], durable: bool) -> Result<()> {
     let mut text = format!("0\n{}\n", epochs.len());
     for (epoch, offset) in epochs {
         text.push_str(&format!("{epoch} {offset}\n"));
     }
-    write_atomically(path, text.as_bytes())
+    write_replacing(path, text.as_bytes(), durable)
 }
 
 /// Kafka's text form of a topic id: URL-safe base64 of the 16 bytes, without padding.
@@ -241,7 +249,7 @@ mod tests {
         assert_eq!(text, "version: 0\ntopic_id: S2o8HW0_TiqejxI0VniavA\n");
         assert_eq!(read_partition_metadata(dir.path()).unwrap(), Some(id));
         let path = dir.path().join(LEADER_EPOCH_CHECKPOINT);
-        write_epochs(&path, &[(0, 0), (3, 120)]).unwrap();
+        write_epochs(&path, &[(0, 0), (3, 120)], true).unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "0\n2\n0 0\n3 120\n"

@@ -10,6 +10,8 @@ use crate::error::Result;
 pub struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<(i32, i64)>,
+    /// The file holds the entries but may not be on disk yet.
+    unsynced: bool,
 }
 
 impl LeaderEpochCache {
@@ -17,7 +19,11 @@ impl LeaderEpochCache {
     pub fn load(dir: &std::path::Path) -> Result<Self> {
         let path = dir.join(checkpoint::LEADER_EPOCH_CHECKPOINT);
         let entries = checkpoint::read_epochs(&path)?;
-        Ok(LeaderEpochCache { path, entries })
+        Ok(LeaderEpochCache {
+            path,
+            entries,
+            unsynced: false,
+        })
     }
 
     pub fn entries(&self) -> &[(i32, i64)] {
@@ -77,9 +83,27 @@ impl LeaderEpochCache {
         }
     }
 
-    /// Writes the checkpoint file.
-    pub fn flush(&self) -> Result<()> {
-        checkpoint::write_epochs(&self.path, &self.entries)
+    /// Writes the checkpoint file durably.
+    pub fn flush(&mut self) -> Result<()> {
+        checkpoint::write_epochs(&self.path, &self.entries, true)?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Writes the checkpoint file without fsync (the append path, as Kafka since KAFKA-15046); the log
+    /// makes it durable before it moves its recovery point, and recovery rebuilds epochs above it.
+    pub fn persist(&mut self) -> Result<()> {
+        checkpoint::write_epochs(&self.path, &self.entries, false)?;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Makes an earlier [`Self::persist`] durable.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.unsynced {
+            self.flush()?;
+        }
+        Ok(())
     }
 }
 

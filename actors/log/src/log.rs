@@ -154,10 +154,14 @@ impl PartitionLog {
         let first_untrusted = (0..bases.len())
             .find(|&i| !trusted_at(i))
             .map_or(i64::MAX, |i| bases[i]);
-        let replay_from = self
-            .producers
-            .load_latest_snapshot(first_untrusted)?
-            .unwrap_or(self.log_start_offset);
+        let replay_from = match self.producers.load_latest_snapshot(first_untrusted)? {
+            Some(offset) => offset,
+            // A clean close without snapshot files means no producer was known: nothing to replay.
+            None if clean_shutdown && crate::producer_state::list_snapshots(&dir)?.is_empty() => {
+                i64::MAX
+            }
+            None => self.log_start_offset,
+        };
         let mut truncated_at: Option<usize> = None;
         let mut recovered_any = false;
         for (i, &base) in bases.iter().enumerate() {
@@ -375,8 +379,8 @@ impl PartitionLog {
         self.producers
             .update(&producer, base_offset, last_offset, validated.max_timestamp);
         if leader_epoch >= 0 && self.epochs.assign(leader_epoch, base_offset) {
-            let flushed = self.epochs.flush();
-            self.guard(flushed)?;
+            let persisted = self.epochs.persist();
+            self.guard(persisted)?;
         }
         self.unflushed_messages += i64::from(validated.record_count);
         let flushed = self.maybe_flush(now_ms);
@@ -432,8 +436,8 @@ impl PartitionLog {
                     .epochs
                     .assign(batch.partition_leader_epoch(), batch.base_offset())
             {
-                let flushed = self.epochs.flush();
-                self.guard(flushed)?;
+                let persisted = self.epochs.persist();
+                self.guard(persisted)?;
             }
             self.unflushed_messages += i64::from(batch.records_count().max(0));
             appended = Some((
@@ -522,7 +526,7 @@ impl PartitionLog {
             for segment in self
                 .segments
                 .values()
-                .filter(|s| s.next_offset() > recovery_point || s.is_empty())
+                .filter(|s| s.next_offset() > recovery_point)
             {
                 segment
                     .flush(&files)
@@ -531,6 +535,8 @@ impl PartitionLog {
             Ok(())
         })();
         self.guard(result)?;
+        let synced = self.epochs.sync();
+        self.guard(synced)?;
         self.recovery_point = self.log_end_offset();
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
@@ -865,19 +871,25 @@ impl PartitionLog {
             .remove_expired(now_ms, self.config.producer_id_expiration_ms)
     }
 
-    /// Clean close: a producer snapshot at the LEO, the final time-index entry, fsync of everything.
+    /// Clean close: a producer snapshot at the LEO (or none at all when no producer is known, which a
+    /// clean reopen reads as "no producers" without replaying the log), the final time-index entry,
+    /// and fsync of whatever is not yet durable. A log with nothing new costs no fsync.
     pub fn close(&mut self, now_ms: i64) -> Result<()> {
         self.check_online()?;
         let result = (|| {
             let leo = self.log_end_offset();
-            self.producers.take_snapshot(leo)?;
+            if self.producers.producers().is_empty() {
+                self.producers
+                    .delete_snapshots_outside(i64::MAX, i64::MIN)?;
+            } else {
+                self.producers.take_snapshot(leo)?;
+            }
             let files = Arc::clone(self.files());
             let active = self.active();
             active
-                .seal(&files)
-                .map_err(|e| LogError::io("flush", active.log_path(), e))?;
+                .finish_time_index(&files)
+                .map_err(|e| LogError::io("write", active.log_path(), e))?;
             self.flush(now_ms)?;
-            self.epochs.flush()?;
             self.purge_deleted_files(i64::MAX)?;
             Ok(())
         })();

@@ -277,10 +277,14 @@ impl ProducerStateManager {
     }
 
     /// Deletes snapshots above `max_offset` (after a truncation) and below `min_offset` (with their
-    /// segments), keeping the newest one below `min_offset`.
+    /// segments), keeping the newest one below `min_offset`; `(i64::MAX, i64::MIN)` deletes them all.
     pub fn delete_snapshots_outside(&self, min_offset: i64, max_offset: i64) -> Result<()> {
         let snapshots = list_snapshots(&self.dir)?;
-        let newest_below_min = snapshots.keys().rev().find(|o| **o <= min_offset).copied();
+        let newest_below_min = snapshots
+            .keys()
+            .rev()
+            .find(|o| **o <= min_offset && min_offset != i64::MAX)
+            .copied();
         for (offset, path) in snapshots {
             if offset > max_offset || (offset < min_offset && Some(offset) != newest_below_min) {
                 std::fs::remove_file(&path)

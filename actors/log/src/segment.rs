@@ -607,6 +607,11 @@ impl Segment {
         self.flush(files)
     }
 
+    /// Appends the final time-index entry without fsync (on close; the flush that follows covers it).
+    pub fn finish_time_index(&mut self, files: &Arc<FileCache>) -> std::io::Result<()> {
+        self.maybe_append_time_entry(files)
+    }
+
     pub fn flush(&self, files: &Arc<FileCache>) -> std::io::Result<()> {
         files.get(&self.log_path, false)?.sync_data()?;
         self.index.flush(files)?;

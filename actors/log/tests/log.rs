@@ -721,3 +721,28 @@ fn dump_log_lists_every_batch_of_a_segment() {
     );
     assert!(text.contains("| offset: 9 CreateTime: 1700000000001 keySize: 4 valueSize: 14 sequence: -1 headerKeys: [] key: k4-1 payload: value 4/1 xxxx"));
 }
+
+#[test]
+fn a_clean_close_without_producers_leaves_no_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (mut log_dir, mut log) = open(dir.path(), small_config());
+        for i in 0..40u64 {
+            log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+                .unwrap();
+        }
+        assert!(log.segment_count() > 1, "rolls took snapshots");
+        log_dir.shutdown([&mut log], 1, NOW).unwrap();
+        let snapshots = std::fs::read_dir(log.dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".snapshot"))
+            .count();
+        assert_eq!(snapshots, 0);
+    }
+    let (log_dir, mut log) = open(dir.path(), small_config());
+    assert!(log_dir.had_clean_shutdown());
+    assert_eq!(log.producers().count(), 0);
+    assert_eq!(read_all(&mut log, 0).len(), 80);
+    assert!(log.append(&idempotent_batch(1, 0, 0, 1), NOW, 0).is_ok());
+}
