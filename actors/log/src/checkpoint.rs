@@ -177,10 +177,12 @@ pub fn parse_topic_id(text: &str) -> Option<uuid::Uuid> {
     uuid::Uuid::from_slice(&bytes).ok()
 }
 
-/// Writes `partition.metadata`: `version: 0` and `topic_id: <id>`.
+/// Writes `partition.metadata`: `version: 0` and `topic_id: <id>`. Without fsync: the file is rewritten
+/// from the metadata image whenever it is missing, and creating 100,000 partitions must not cost
+/// 200,000 fsyncs.
 pub fn write_partition_metadata(dir: &Path, topic_id: &uuid::Uuid) -> Result<()> {
     let text = format!("version: 0\ntopic_id: {}\n", topic_id_string(topic_id));
-    write_atomically(&dir.join(PARTITION_METADATA), text.as_bytes())
+    write_replacing(&dir.join(PARTITION_METADATA), text.as_bytes(), false)
 }
 
 /// Reads `partition.metadata`; None when absent.

@@ -154,7 +154,7 @@ impl PartitionLog {
             let Some(bytes) = cleaned else { continue };
             stats.segments_rewritten += 1;
             let replaced = self.swap_in(base, &bytes, now_ms)?;
-            self.segments.insert(base, replaced);
+            self.segments.insert(base, Box::new(replaced));
         }
         self.cleaner_offset = Some(end);
         Ok(stats)

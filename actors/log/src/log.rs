@@ -72,7 +72,8 @@ pub struct PartitionLog {
     pub(crate) dir: PathBuf,
     pub(crate) shared: Arc<LogDirShared>,
     pub(crate) config: LogConfig,
-    pub(crate) segments: BTreeMap<i64, Segment>,
+    /// Boxed: a B-tree node holds 11 values, and most partitions have one segment.
+    pub(crate) segments: BTreeMap<i64, Box<Segment>>,
     pub(crate) log_start_offset: i64,
     pub(crate) recovery_point: i64,
     pub(crate) producers: ProducerStateManager,
@@ -197,12 +198,12 @@ impl PartitionLog {
                     .map_err(|e| LogError::io("recover segment", segment.log_path(), e))?;
                 self.recovered_truncated_bytes += cut;
                 if cut > 0 {
-                    self.segments.insert(base, segment);
+                    self.segments.insert(base, Box::new(segment));
                     truncated_at = Some(i);
                     break;
                 }
             }
-            self.segments.insert(base, segment);
+            self.segments.insert(base, Box::new(segment));
         }
         if let Some(i) = truncated_at {
             for &base in &bases[i + 1..] {
@@ -221,7 +222,7 @@ impl PartitionLog {
             .segments
             .values()
             .next_back()
-            .map_or(self.log_start_offset, Segment::next_offset);
+            .map_or(self.log_start_offset, |s| s.next_offset());
         if self.segments.is_empty() || self.log_start_offset > leo {
             self.reset_to(self.log_start_offset, now_ms)?;
         }
@@ -288,7 +289,7 @@ impl PartitionLog {
         }
         let segment = Segment::create(&self.dir, offset, &files, now_ms)
             .map_err(|e| LogError::io("create segment", &self.dir, e))?;
-        self.segments.insert(offset, segment);
+        self.segments.insert(offset, Box::new(segment));
         self.log_start_offset = offset;
         self.recovery_point = offset;
         self.producers.clear();
@@ -503,7 +504,7 @@ impl PartitionLog {
         self.producers.take_snapshot(base)?;
         let segment = Segment::create(&self.dir, base, &files, now_ms)
             .map_err(|e| LogError::io("create segment", &self.dir, e))?;
-        self.segments.insert(base, segment);
+        self.segments.insert(base, Box::new(segment));
         self.recovery_point = self.recovery_point.max(base);
         Ok(())
     }
@@ -773,7 +774,7 @@ impl PartitionLog {
             ..Default::default()
         };
         let leo = self.log_end_offset();
-        let total: u64 = self.segments.values().map(Segment::size).sum();
+        let total: u64 = self.segments.values().map(|s| s.size()).sum();
         let mut size_excess = if self.config.cleanup_delete && self.config.retention_bytes >= 0 {
             total as i64 - self.config.retention_bytes
         } else {
@@ -934,7 +935,7 @@ impl PartitionLog {
     }
     /// Sum of the segment sizes (DescribeLogDirs' PartitionSize).
     pub fn size(&self) -> u64 {
-        self.segments.values().map(Segment::size).sum()
+        self.segments.values().map(|s| s.size()).sum()
     }
     pub fn segment_count(&self) -> usize {
         self.segments.len()
