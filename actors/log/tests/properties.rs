@@ -107,3 +107,35 @@ proptest! {
         prop_assert_eq!(read_all(&mut log, 0), expected);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Hostile input: validation answers every mutation of a batch (CRC fixed up so the body is
+    /// examined) with Ok or a Kafka error, never a panic.
+    #[test]
+    fn validation_never_panics_on_mutated_batches(
+        records in proptest::collection::vec(gen_record(), 1..4),
+        codec in gen_codec(),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in any::<prop::sample::Index>(),
+        refix in any::<bool>(),
+    ) {
+        let mut bytes = build(&records, codec);
+        for (at, value) in flips {
+            let i = at.index(bytes.len());
+            if i >= 12 {
+                bytes[i] = value;
+            }
+        }
+        if refix {
+            let crc = crc32c::crc32c(&bytes[21..]);
+            bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+        }
+        let _ = gregor_log::validate::validate(&bytes, &LogConfig::default(), NOW);
+        let _ = gregor_log::validate::validate(&bytes[..cut.index(bytes.len())], &LogConfig::default(), NOW);
+        if let Ok(batch) = RecordBatch::new(&bytes) {
+            let _ = batch.owned_records();
+        }
+    }
+}
