@@ -9,6 +9,7 @@ mod t10_create_partitions;
 mod t10_create_topics;
 mod t10_delete_topics;
 mod t10_describe_cluster;
+mod t10_every_advertised_version;
 mod t10_metadata;
 mod t30_auto_create;
 mod t30_concurrent_mutations;
