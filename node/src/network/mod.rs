@@ -2,6 +2,7 @@
 //! connection (see [`connection`]). Handlers never touch bytes; this module never touches the
 //! image.
 
+mod busy_time;
 mod connection;
 mod frame;
 pub mod raft_voter_versions;
