@@ -35,6 +35,8 @@ pub(crate) struct ConnectionSettings {
     pub(crate) listener_kind: ListenerKind,
     pub(crate) max_request_size: i32,
     pub(crate) idle_timeout: Duration,
+    /// `queued.max.request.bytes`: each frame's bytes are reserved before its body is read.
+    pub(crate) memory: std::sync::Arc<super::memory_pool::MemoryPool>,
 }
 
 /// Why a request gets no answer and its connection closes.
@@ -64,9 +66,14 @@ pub(crate) async fn serve(
     // Set by a broker that forwards its clients' requests on this connection.
     let mut forwarding_channel = false;
     loop {
-        let frame = match tokio::time::timeout(
+        let (frame, _reserved) = match tokio::time::timeout(
             settings.idle_timeout,
-            read_frame(&mut stream, &mut buffer, settings.max_request_size),
+            read_frame(
+                &mut stream,
+                &mut buffer,
+                settings.max_request_size,
+                &settings.memory,
+            ),
         )
         .await
         {
