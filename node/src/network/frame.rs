@@ -87,6 +87,11 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     let size = size as usize;
     let reservation = memory.reserve(size).await;
     buffer.clear();
+    if size > READ_CHUNK {
+        // One allocation of exactly the frame: growing by doubling would copy the body and
+        // hold up to three times its size. Pages of it become resident only as data arrives.
+        *buffer = BytesMut::with_capacity(size);
+    }
     while buffer.len() < size {
         buffer.reserve((size - buffer.len()).min(READ_CHUNK));
         let wanted = size - buffer.len();

@@ -4,7 +4,8 @@
 //!
 //! * `max.connections`: a listener waits before accepting while the node holds that many
 //!   connections, so new ones queue in the kernel's backlog. Controller listeners are exempt
-//!   (Kafka exempts its inter-broker listener): quorum peers must always get in.
+//!   and not counted (Kafka exempts its inter-broker listener): quorum peers and the node's
+//!   own quorum traffic must always get in, and never use up the clients' connections.
 //! * `max.connections.per.ip`: a connection from an address that already has its maximum is
 //!   closed at once, without a response.
 //! * `connection_creation_rate`: each accepted connection is recorded in its address's rate
@@ -71,6 +72,7 @@ pub(crate) struct ConnectionLimits {
 pub(crate) struct Slot {
     limits: Arc<ConnectionLimits>,
     ip: Option<IpAddr>,
+    counted: bool,
 }
 
 impl ConnectionLimits {
@@ -88,7 +90,8 @@ impl ConnectionLimits {
         self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a connection slot, waiting for one unless `exempt` (controller listeners).
+    /// Takes a connection slot, waiting for one unless `exempt` (controller listeners, whose
+    /// connections are not counted either).
     pub(crate) async fn slot(self: &Arc<Self>, exempt: bool) -> Slot {
         loop {
             let freed = self.slot_freed.notified();
@@ -97,10 +100,11 @@ impl ConnectionLimits {
             {
                 let mut counts = self.counts();
                 if exempt || counts.total < self.settings.max_connections {
-                    counts.total += 1;
+                    counts.total += usize::from(!exempt);
                     return Slot {
                         limits: self.clone(),
                         ip: None,
+                        counted: !exempt,
                     };
                 }
             }
@@ -171,9 +175,9 @@ impl ConnectionLimits {
         Ok(())
     }
 
-    fn release(&self, ip: Option<IpAddr>) {
+    fn release(&self, ip: Option<IpAddr>, counted: bool) {
         let mut counts = self.counts();
-        counts.total = counts.total.saturating_sub(1);
+        counts.total = counts.total.saturating_sub(usize::from(counted));
         if let Some(ip) = ip {
             if let Some(count) = counts.per_ip.get_mut(&ip) {
                 *count -= 1;
@@ -189,7 +193,7 @@ impl ConnectionLimits {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.limits.release(self.ip);
+        self.limits.release(self.ip, self.counted);
     }
 }
 
@@ -254,14 +258,13 @@ mod tests {
             let limits = limits.clone();
             async move { limits.slot(false).await }
         });
-        let _controller = limits.slot(true).await;
+        let controller = limits.slot(true).await;
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
-        assert_eq!(limits.counts().total, 2);
+        assert_eq!(limits.counts().total, 1);
+        drop(controller);
+        assert_eq!(limits.counts().total, 1);
         drop(first);
-        // The controller connection still holds a slot, so one closing is not enough: the
-        // total is back to 1 only when the waiter got its own.
-        drop(_controller);
         let second = tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await;
         assert!(matches!(second, Ok(Ok(_))));
         assert_eq!(limits.counts().total, 1);
