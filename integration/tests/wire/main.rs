@@ -9,3 +9,4 @@ mod t10_pipelining;
 mod t30_bad_frames;
 mod t30_connection_limits;
 mod t30_idle_timeout;
+mod t30_request_memory;

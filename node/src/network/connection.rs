@@ -301,7 +301,9 @@ async fn process(
     }
 
     let request = decode_guarded(|| {
-        match super::raft_voter_versions::decode(api_key, &mut frame, api_version) {
+        match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
+            .or_else(|| super::dedup_decode::decode(api_key, &mut frame, api_version))
+        {
             Some(decoded) => decoded,
             None => RequestKind::decode(api_key, &mut frame, api_version),
         }

@@ -4,6 +4,7 @@
 
 mod busy_time;
 mod connection;
+mod dedup_decode;
 mod frame;
 mod limits;
 mod memory_pool;

@@ -1,0 +1,223 @@
+//! Decoders that deduplicate a request's list while reading it, for requests whose list may
+//! repeat one tiny element millions of times.
+//!
+//! Metadata is the worst case: a topic costs two bytes on the wire (an empty name) and a
+//! `MetadataRequestTopic` of about 70 bytes once decoded, then a response topic of about 150, so
+//! a 10 MB frame grew the node by more than a gigabyte. Kafka answers a set of the requested
+//! topics (`KafkaApis.handleTopicMetadataRequest`: `topics.asScala.toSet`), so the duplicates
+//! carry no meaning: they are dropped as they are read and never allocated. Written by hand on
+//! the wire primitives because the crate decodes whole lists at once.
+
+use std::collections::HashSet;
+
+use anyhow::{bail, Context};
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+/// Decodes `key` at `version` when this module has a deduplicating decoder for it.
+pub(crate) fn decode(
+    key: ApiKey,
+    buf: &mut Bytes,
+    version: i16,
+) -> Option<anyhow::Result<RequestKind>> {
+    match key {
+        ApiKey::Metadata => Some(decode_metadata(buf, version).map(RequestKind::Metadata)),
+        _ => None,
+    }
+}
+
+fn need(buf: &Bytes, n: usize) -> anyhow::Result<()> {
+    if buf.remaining() < n {
+        bail!("truncated: {n} bytes needed, {} left", buf.remaining());
+    }
+    Ok(())
+}
+
+fn uvarint(buf: &mut Bytes) -> anyhow::Result<u32> {
+    let mut value = 0u32;
+    for shift in (0..35).step_by(7) {
+        need(buf, 1)?;
+        let byte = buf.get_u8();
+        value |= u32::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    bail!("varint longer than 5 bytes")
+}
+
+fn skip_tagged_fields(buf: &mut Bytes) -> anyhow::Result<()> {
+    for _ in 0..uvarint(buf)? {
+        uvarint(buf)?;
+        let size = uvarint(buf)? as usize;
+        need(buf, size)?;
+        buf.advance(size);
+    }
+    Ok(())
+}
+
+/// A nullable string: compact (length + 1 as a varint) when `flexible`, else an i16 length.
+fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Bytes>> {
+    let length = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 2)?;
+        i64::from(buf.get_i16())
+    };
+    if length < 0 {
+        return Ok(None);
+    }
+    let length = length as usize;
+    need(buf, length)?;
+    Ok(Some(buf.split_to(length)))
+}
+
+fn boolean(buf: &mut Bytes) -> anyhow::Result<bool> {
+    need(buf, 1)?;
+    Ok(buf.get_u8() != 0)
+}
+
+/// Metadata v0-13 (Kafka's `MetadataRequest.json`), each distinct topic kept once, in the
+/// order of its first appearance.
+fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequest> {
+    if !(0..=13).contains(&version) {
+        bail!("Metadata v{version} is not supported");
+    }
+    let flexible = version >= 9;
+    let count: i64 = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 4)?;
+        i64::from(buf.get_i32())
+    };
+    let topics = if count < 0 {
+        if version < 1 {
+            bail!("Metadata v0 topics must not be null");
+        }
+        None
+    } else {
+        let mut seen: HashSet<(Option<Bytes>, Uuid)> = HashSet::new();
+        let mut topics = Vec::new();
+        for _ in 0..count {
+            let topic_id = if version >= 10 {
+                need(buf, 16)?;
+                let mut id = [0u8; 16];
+                buf.copy_to_slice(&mut id);
+                Uuid::from_bytes(id)
+            } else {
+                Uuid::nil()
+            };
+            let name = nullable_string(buf, flexible)?;
+            if name.is_none() && version < 10 {
+                bail!("Metadata v{version} topic names must not be null");
+            }
+            if flexible {
+                skip_tagged_fields(buf)?;
+            }
+            if seen.insert((name.clone(), topic_id)) {
+                let name = name
+                    .map(|n| StrBytes::from_utf8(n).map(TopicName))
+                    .transpose()
+                    .context("a topic name is not UTF-8")?;
+                topics.push(
+                    MetadataRequestTopic::default()
+                        .with_topic_id(topic_id)
+                        .with_name(name),
+                );
+            }
+        }
+        Some(topics)
+    };
+    let mut request = MetadataRequest::default().with_topics(topics);
+    if version >= 4 {
+        request.allow_auto_topic_creation = boolean(buf)?;
+    }
+    if (8..=10).contains(&version) {
+        request.include_cluster_authorized_operations = boolean(buf)?;
+    }
+    if version >= 8 {
+        request.include_topic_authorized_operations = boolean(buf)?;
+    }
+    if flexible {
+        skip_tagged_fields(buf)?;
+    }
+    Ok(request)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use super::*;
+
+    fn topic(name: Option<&str>, id: u128) -> MetadataRequestTopic {
+        MetadataRequestTopic::default()
+            .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_owned()))))
+            .with_topic_id(Uuid::from_u128(id))
+    }
+
+    #[test]
+    fn every_version_matches_the_crate_without_duplicates() -> anyhow::Result<()> {
+        for version in 0..=13i16 {
+            let ids = version >= 10;
+            let id = |n: u128| if ids { n } else { 0 };
+            let name_only = |n: &str| topic(Some(n), 0);
+            let mut listed = vec![
+                name_only("orders"),
+                topic(Some("orders"), id(0)),
+                name_only(""),
+                name_only("payments"),
+                name_only(""),
+                name_only("orders"),
+            ];
+            if ids {
+                listed.push(topic(None, 7));
+                listed.push(topic(None, 7));
+                listed.push(topic(None, 8));
+            }
+            let mut request = MetadataRequest::default().with_topics(Some(listed));
+            if version >= 4 {
+                request.allow_auto_topic_creation = false;
+            }
+            if (8..=10).contains(&version) {
+                request.include_cluster_authorized_operations = true;
+            }
+            if version >= 8 {
+                request.include_topic_authorized_operations = true;
+            }
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let wire = wire.freeze();
+            let ours = decode_metadata(&mut wire.clone(), version)?;
+            let mut expected = MetadataRequest::decode(&mut wire.clone(), version)?;
+            let mut seen = HashSet::new();
+            if let Some(topics) = expected.topics.as_mut() {
+                topics.retain(|t| seen.insert((t.name.clone(), t.topic_id)));
+            }
+            assert_eq!(ours, expected, "Metadata v{version}");
+            let distinct = 3 + if ids { 2 } else { 0 };
+            assert_eq!(ours.topics.map(|t| t.len()), Some(distinct), "v{version}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn null_lists_and_bad_input() -> anyhow::Result<()> {
+        for version in [1i16, 9, 13] {
+            let mut wire = BytesMut::new();
+            MetadataRequest::default()
+                .with_topics(None)
+                .encode(&mut wire, version)?;
+            assert_eq!(decode_metadata(&mut wire.freeze(), version)?.topics, None);
+        }
+        // v0 cannot say "null"; a truncated list and invalid UTF-8 are errors, not panics.
+        assert!(decode_metadata(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]), 0).is_err());
+        assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), 1).is_err());
+        assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 1, 0, 1, 0xff]), 1).is_err());
+        Ok(())
+    }
+}
