@@ -133,11 +133,12 @@ pub async fn run(
                             "Rejected connection from {}, address already has the configured maximum of {max} connections.",
                             peer.ip()
                         );
-                        drop((stream, slot));
+                        // Counted before the close, so whoever sees the close sees the count.
                         gregor_metrics::connection_closed(
                             &listener,
                             CloseReason::MaxConnectionsPerIp,
                         );
+                        drop((stream, slot));
                         continue;
                     }
                     Err(Refused::Throttled { ms }) => {
@@ -146,11 +147,11 @@ pub async fn run(
                         drop(slot);
                         tokio::spawn(async move {
                             tokio::time::sleep(Duration::from_millis(ms)).await;
-                            drop(stream);
                             gregor_metrics::connection_closed(
                                 &listener,
                                 CloseReason::ConnectionRateThrottled,
                             );
+                            drop(stream);
                         });
                         continue;
                     }
