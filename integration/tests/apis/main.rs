@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
+#[path = "../common/advertised.rs"]
+mod advertised;
 mod t10_api_versions;
 mod t10_create_partitions;
 mod t10_create_topics;
