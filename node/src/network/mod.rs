@@ -109,7 +109,14 @@ pub async fn run(
     let settings = ConnectionSettings {
         quorum,
         ready,
-        memory: limits.memory.clone(),
+        // Controller listeners carry the quorum: their frames never wait behind client frames
+        // (a full pool of forwarded CreateTopics waiting for a commit must not block the
+        // AppendEntries that commits them), as Kafka's controller has a socket server of its own.
+        memory: if bound.kind == ListenerKind::Controller {
+            MemoryPool::new(-1)
+        } else {
+            limits.memory.clone()
+        },
         listener_name: bound.spec.name.clone(),
         listener_kind: bound.kind,
         max_request_size: config.socket_request_max_bytes,
