@@ -5,15 +5,20 @@
 //! `MetadataRequestTopic` of about 70 bytes once decoded, then a response topic of about 150, so
 //! a 10 MB frame grew the node by more than a gigabyte. Kafka answers a set of the requested
 //! topics (`KafkaApis.handleTopicMetadataRequest`: `topics.asScala.toSet`), so the duplicates
-//! carry no meaning: they are dropped as they are read and never allocated. Written by hand on
-//! the wire primitives because the crate decodes whole lists at once.
+//! carry no meaning: they are dropped as they are read and never allocated. DeleteTopics v1-5
+//! names topics by name only, and the controller answers a repeated name once
+//! (INVALID_REQUEST "Duplicate topic name."), so a name is kept at most twice: the controller
+//! still sees the repetition and answers exactly as for the whole list. Written by hand on the
+//! wire primitives because the crate decodes whole lists at once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use anyhow::{bail, Context};
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestKind, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, DeleteTopicsRequest, MetadataRequest, RequestKind, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
@@ -25,6 +30,9 @@ pub(crate) fn decode(
 ) -> Option<anyhow::Result<RequestKind>> {
     match key {
         ApiKey::Metadata => Some(decode_metadata(buf, version).map(RequestKind::Metadata)),
+        ApiKey::DeleteTopics if (1..=5).contains(&version) => {
+            Some(decode_delete_topics_by_name(buf, version).map(RequestKind::DeleteTopics))
+        }
         _ => None,
     }
 }
@@ -147,6 +155,44 @@ fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequ
     Ok(request)
 }
 
+/// DeleteTopics v1-5 (`TopicNames`, `TimeoutMs`), each name kept at most twice.
+fn decode_delete_topics_by_name(
+    buf: &mut Bytes,
+    version: i16,
+) -> anyhow::Result<DeleteTopicsRequest> {
+    let flexible = version >= 4;
+    let count: i64 = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 4)?;
+        i64::from(buf.get_i32())
+    };
+    if count < 0 {
+        bail!("DeleteTopics topic names must not be null");
+    }
+    let mut times_seen: HashMap<Bytes, u8> = HashMap::new();
+    let mut names = Vec::new();
+    for _ in 0..count {
+        let name = nullable_string(buf, flexible)?
+            .ok_or_else(|| anyhow::anyhow!("DeleteTopics topic names must not be null"))?;
+        let seen = times_seen.entry(name.clone()).or_insert(0);
+        if *seen < 2 {
+            *seen += 1;
+            names.push(TopicName(
+                StrBytes::from_utf8(name).context("a topic name is not UTF-8")?,
+            ));
+        }
+    }
+    need(buf, 4)?;
+    let timeout_ms = buf.get_i32();
+    if flexible {
+        skip_tagged_fields(buf)?;
+    }
+    Ok(DeleteTopicsRequest::default()
+        .with_topic_names(names)
+        .with_timeout_ms(timeout_ms))
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
@@ -218,6 +264,27 @@ mod tests {
         assert!(decode_metadata(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]), 0).is_err());
         assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), 1).is_err());
         assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 1, 0, 1, 0xff]), 1).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn delete_topics_by_name_keeps_each_name_at_most_twice() -> anyhow::Result<()> {
+        let name = |n: &str| TopicName(StrBytes::from_string(n.to_owned()));
+        let listed = ["a", "b", "a", "a", "", "c", "a", "", ""]
+            .map(name)
+            .to_vec();
+        for version in 1..=5i16 {
+            let request = DeleteTopicsRequest::default()
+                .with_topic_names(listed.clone())
+                .with_timeout_ms(1234);
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let ours = decode_delete_topics_by_name(&mut wire.freeze(), version)?;
+            let kept: Vec<&str> = ours.topic_names.iter().map(|n| n.0.as_str()).collect();
+            assert_eq!(kept, ["a", "b", "a", "", "c", ""], "v{version}");
+            assert_eq!(ours.timeout_ms, 1234);
+        }
+        assert!(decode(ApiKey::DeleteTopics, &mut Bytes::new(), 6).is_none());
         Ok(())
     }
 }
