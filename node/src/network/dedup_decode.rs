@@ -8,18 +8,24 @@
 //! carry no meaning: they are dropped as they are read and never allocated. DeleteTopics v1-5
 //! names topics by name only, and the controller answers a repeated name once
 //! (INVALID_REQUEST "Duplicate topic name."), so a name is kept at most twice: the controller
-//! still sees the repetition and answers exactly as for the whole list. Written by hand on the
-//! wire primitives because the crate decodes whole lists at once.
+//! still sees the repetition and answers exactly as for the whole list. CreateTopics and
+//! CreatePartitions answer a repeated name once too (INVALID_REQUEST "Duplicate topic name."),
+//! so their topics are decoded one at a time with the crate's element decoder and a name is
+//! kept at most twice. Written on the wire primitives because the crate decodes whole lists at
+//! once.
 
 use std::collections::{HashMap, HashSet};
 
 use anyhow::{bail, Context};
 use bytes::{Buf, Bytes};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, DeleteTopicsRequest, MetadataRequest, RequestKind, TopicName,
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest,
+    RequestKind, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use uuid::Uuid;
 
 /// Decodes `key` at `version` when this module has a deduplicating decoder for it.
@@ -30,6 +36,31 @@ pub(crate) fn decode(
 ) -> Option<anyhow::Result<RequestKind>> {
     match key {
         ApiKey::Metadata => Some(decode_metadata(buf, version).map(RequestKind::Metadata)),
+        ApiKey::CreateTopics if (2..=7).contains(&version) => Some(
+            decode_topic_list::<CreatableTopic>(buf, version, version >= 5, |t| &t.name.0).map(
+                |list| {
+                    RequestKind::CreateTopics(
+                        CreateTopicsRequest::default()
+                            .with_topics(list.topics)
+                            .with_timeout_ms(list.timeout_ms)
+                            .with_validate_only(list.validate_only)
+                            .with_unknown_tagged_fields(list.tagged),
+                    )
+                },
+            ),
+        ),
+        ApiKey::CreatePartitions if (0..=3).contains(&version) => Some(
+            decode_topic_list::<CreatePartitionsTopic>(buf, version, version >= 2, |t| &t.name.0)
+                .map(|list| {
+                    RequestKind::CreatePartitions(
+                        CreatePartitionsRequest::default()
+                            .with_topics(list.topics)
+                            .with_timeout_ms(list.timeout_ms)
+                            .with_validate_only(list.validate_only)
+                            .with_unknown_tagged_fields(list.tagged),
+                    )
+                }),
+        ),
         ApiKey::DeleteTopics if (1..=5).contains(&version) => {
             Some(decode_delete_topics_by_name(buf, version).map(RequestKind::DeleteTopics))
         }
@@ -153,6 +184,60 @@ fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequ
         skip_tagged_fields(buf)?;
     }
     Ok(request)
+}
+
+/// The shape CreateTopics (v2-7) and CreatePartitions (v0-3) share: `Topics`, `TimeoutMs`,
+/// `ValidateOnly`, then tagged fields when flexible.
+struct TopicList<T> {
+    topics: Vec<T>,
+    timeout_ms: i32,
+    validate_only: bool,
+    tagged: std::collections::BTreeMap<i32, Bytes>,
+}
+
+fn decode_topic_list<T: Decodable>(
+    buf: &mut Bytes,
+    version: i16,
+    flexible: bool,
+    name_of: fn(&T) -> &StrBytes,
+) -> anyhow::Result<TopicList<T>> {
+    let count: i64 = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 4)?;
+        i64::from(buf.get_i32())
+    };
+    if count < 0 {
+        bail!("the topic list must not be null");
+    }
+    let mut times_seen: HashMap<StrBytes, u8> = HashMap::new();
+    let mut topics = Vec::new();
+    for _ in 0..count {
+        let topic = T::decode(buf, version)?;
+        let seen = times_seen.entry(name_of(&topic).clone()).or_insert(0);
+        if *seen < 2 {
+            *seen += 1;
+            topics.push(topic);
+        }
+    }
+    need(buf, 5)?;
+    let timeout_ms = buf.get_i32();
+    let validate_only = buf.get_u8() != 0;
+    let mut tagged = std::collections::BTreeMap::new();
+    if flexible {
+        for _ in 0..uvarint(buf)? {
+            let tag = uvarint(buf)?;
+            let size = uvarint(buf)? as usize;
+            need(buf, size)?;
+            tagged.insert(tag as i32, buf.split_to(size));
+        }
+    }
+    Ok(TopicList {
+        topics,
+        timeout_ms,
+        validate_only,
+        tagged,
+    })
 }
 
 /// DeleteTopics v1-5 (`TopicNames`, `TimeoutMs`), each name kept at most twice.
@@ -285,6 +370,69 @@ mod tests {
             assert_eq!(ours.timeout_ms, 1234);
         }
         assert!(decode(ApiKey::DeleteTopics, &mut Bytes::new(), 6).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn create_topics_and_partitions_keep_each_name_at_most_twice() -> anyhow::Result<()> {
+        let names = ["a", "b", "a", "a", "", "", "", "c"];
+        let kept = ["a", "b", "a", "", "", "c"];
+        for version in 2..=7i16 {
+            let topics = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    CreatableTopic::default()
+                        .with_name(TopicName(StrBytes::from_string((*n).to_owned())))
+                        .with_num_partitions(i as i32)
+                })
+                .collect();
+            let request = CreateTopicsRequest::default()
+                .with_topics(topics)
+                .with_timeout_ms(77)
+                .with_validate_only(true);
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let Some(Ok(RequestKind::CreateTopics(ours))) =
+                decode(ApiKey::CreateTopics, &mut wire.freeze(), version)
+            else {
+                panic!("CreateTopics v{version} decodes");
+            };
+            let got: Vec<(&str, i32)> = ours
+                .topics
+                .iter()
+                .map(|t| (t.name.0.as_str(), t.num_partitions))
+                .collect();
+            assert_eq!(
+                got,
+                [("a", 0), ("b", 1), ("a", 2), ("", 4), ("", 5), ("c", 7)],
+                "v{version}"
+            );
+            assert_eq!((ours.timeout_ms, ours.validate_only), (77, true));
+        }
+        for version in 0..=3i16 {
+            let topics = names
+                .iter()
+                .map(|n| {
+                    CreatePartitionsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string((*n).to_owned())))
+                        .with_count(3)
+                })
+                .collect();
+            let request = CreatePartitionsRequest::default()
+                .with_topics(topics)
+                .with_timeout_ms(5);
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let Some(Ok(RequestKind::CreatePartitions(ours))) =
+                decode(ApiKey::CreatePartitions, &mut wire.freeze(), version)
+            else {
+                panic!("CreatePartitions v{version} decodes");
+            };
+            let got: Vec<&str> = ours.topics.iter().map(|t| t.name.0.as_str()).collect();
+            assert_eq!(got, kept, "v{version}");
+            assert_eq!((ours.timeout_ms, ours.validate_only), (5, false));
+        }
         Ok(())
     }
 }
