@@ -31,6 +31,12 @@ pub enum CloseReason {
     IoError,
     /// The node is shutting down.
     Shutdown,
+    /// The client's address already had `max.connections.per.ip` (or its override)
+    /// connections; closed at once, as Kafka's acceptor does.
+    MaxConnectionsPerIp,
+    /// The client's address exceeded its `connection_creation_rate` quota (KIP-612); closed
+    /// after the throttle time, as Kafka's acceptor does.
+    ConnectionRateThrottled,
 }
 
 impl CloseReason {
@@ -47,6 +53,8 @@ impl CloseReason {
             CloseReason::Idle => "idle",
             CloseReason::IoError => "io_error",
             CloseReason::Shutdown => "shutdown",
+            CloseReason::MaxConnectionsPerIp => "max_connections_per_ip",
+            CloseReason::ConnectionRateThrottled => "connection_rate_throttled",
         }
     }
 }
@@ -55,6 +63,12 @@ impl CloseReason {
 pub fn connection_opened(listener: &str) {
     counter!(names::CONNECTIONS_ACCEPTED_TOTAL, "listener" => listener.to_owned()).increment(1);
     gauge!(names::CONNECTIONS_ACTIVE, "listener" => listener.to_owned()).increment(1.0);
+}
+
+/// Sets the request memory pool gauges (`queued.max.request.bytes`).
+pub fn memory_pool(available: i64, capacity: i64) {
+    gauge!(names::MEMORY_POOL_AVAILABLE).set(available as f64);
+    gauge!(names::MEMORY_POOL_USED).set(capacity.saturating_sub(available) as f64);
 }
 
 /// Records a closed connection and why.

@@ -270,12 +270,16 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     // Listeners accept before the node is ready: peers' raft traffic must reach this node for
     // it to catch up. Kafka requests wait for `ready`.
     let (ready_sender, ready) = tokio::sync::watch::channel(false);
+    let limits = network::NodeLimits::new(&config, &handlers);
     for listener in bound {
         let handlers = handlers.clone();
         let config = config.clone();
         let quorum = quorum.clone();
         let ready = ready.clone();
-        tokio::spawn(async move { network::run(listener, handlers, &config, quorum, ready).await });
+        let limits = limits.clone();
+        tokio::spawn(async move {
+            network::run(listener, handlers, &config, quorum, ready, limits).await
+        });
     }
     join_quorum(&config, &log, &quorum, &join).await?;
     quorum::spawn_heartbeats(config.clone(), quorum.clone(), join);

@@ -32,7 +32,7 @@ use gregor_actors::handlers::configs::{
     describe_configs, list_config_resources, ConfigSupport, LogLevels,
 };
 use gregor_actors::handlers::{ApiSpec, APIS};
-use gregor_node::network::{frame::read_frame, raft_voter_versions};
+use gregor_node::network::{frame::read_frame, memory_pool::MemoryPool, raft_voter_versions};
 use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -351,8 +351,11 @@ fn serve_stream(stream: &[u8]) -> usize {
     futures::executor::block_on(async {
         let mut reader = stream;
         let mut buffer = BytesMut::new();
+        let unbounded = MemoryPool::new(-1);
         let mut decoded = 0;
-        while let Ok(frame) = read_frame(&mut reader, &mut buffer, MAX_FRAME).await {
+        while let Ok((frame, _reservation)) =
+            read_frame(&mut reader, &mut buffer, MAX_FRAME, &unbounded).await
+        {
             decoded += usize::from(decode_frame(frame));
         }
         decoded

@@ -47,7 +47,9 @@ pub(super) async fn handle(
         None => true,
         Some(topics) => version == 0 && topics.is_empty(),
     };
-    let requested = request.topics.clone().unwrap_or_default();
+    // Moved, not cloned: the list may be as long as the frame allows (the front end has
+    // already dropped duplicate topics while decoding, as Kafka answers a set).
+    let requested = request.topics.unwrap_or_default();
     // Before v4 there is no flag and every Metadata request may create topics.
     let may_auto_create = ctx.settings.auto_create_topics_enable
         && (version < 4 || request.allow_auto_topic_creation);

@@ -4,11 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
+#[path = "../common/advertised.rs"]
+mod advertised;
 mod t10_api_versions;
 mod t10_create_partitions;
 mod t10_create_topics;
 mod t10_delete_topics;
 mod t10_describe_cluster;
+mod t10_every_advertised_version;
 mod t10_metadata;
 mod t30_auto_create;
 mod t30_concurrent_mutations;

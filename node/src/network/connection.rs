@@ -21,6 +21,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use super::busy_time::{timed, PollTimed};
 use super::frame::{read_frame, FrameError};
 
 /// Settings every connection of a listener shares.
@@ -34,6 +35,8 @@ pub(crate) struct ConnectionSettings {
     pub(crate) listener_kind: ListenerKind,
     pub(crate) max_request_size: i32,
     pub(crate) idle_timeout: Duration,
+    /// `queued.max.request.bytes`: each frame's bytes are reserved before its body is read.
+    pub(crate) memory: std::sync::Arc<super::memory_pool::MemoryPool>,
 }
 
 /// Why a request gets no answer and its connection closes.
@@ -63,9 +66,14 @@ pub(crate) async fn serve(
     // Set by a broker that forwards its clients' requests on this connection.
     let mut forwarding_channel = false;
     loop {
-        let frame = match tokio::time::timeout(
+        let (frame, _reserved) = match tokio::time::timeout(
             settings.idle_timeout,
-            read_frame(&mut stream, &mut buffer, settings.max_request_size),
+            read_frame(
+                &mut stream,
+                &mut buffer,
+                settings.max_request_size,
+                &settings.memory,
+            ),
         )
         .await
         {
@@ -226,17 +234,20 @@ async fn process(
     }
     if settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key) {
         let handler_started = Instant::now();
-        if let Some(bytes) = settings.quorum.forward(&frame).await {
+        // The round trip to the controller is waiting, not work: only the polls are charged.
+        if let (Some(bytes), forward_work) = PollTimed::new(settings.quorum.forward(&frame)).await {
             let handler_time = handler_started.elapsed();
-            let client_id = decode_guarded(|| {
-                RequestHeader::decode(
-                    &mut frame.clone(),
-                    api_key.request_header_version(api_version),
-                )
-            })
-            .ok()
-            .and_then(|header| header.client_id.map(|c| c.to_string()))
-            .unwrap_or_default();
+            let (client_id, decode_work) = timed(|| {
+                decode_guarded(|| {
+                    RequestHeader::decode(
+                        &mut frame.clone(),
+                        api_key.request_header_version(api_version),
+                    )
+                })
+                .ok()
+                .and_then(|header| header.client_id.map(|c| c.to_string()))
+                .unwrap_or_default()
+            });
             let (bytes, throttle_time_ms, mute) = throttle_forwarded(
                 bytes,
                 api_key,
@@ -244,7 +255,7 @@ async fn process(
                 handlers,
                 principal,
                 client_id,
-                handler_time,
+                forward_work + decode_work,
             );
             return Ok(Served {
                 bytes,
@@ -258,6 +269,7 @@ async fn process(
             });
         }
     }
+    let decode_started = Instant::now();
     let header_version = api_key.request_header_version(api_version);
     let header =
         decode_guarded(|| RequestHeader::decode(&mut frame, header_version)).map_err(|e| {
@@ -289,7 +301,9 @@ async fn process(
     }
 
     let request = decode_guarded(|| {
-        match super::raft_voter_versions::decode(api_key, &mut frame, api_version) {
+        match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
+            .or_else(|| super::dedup_decode::decode(api_key, &mut frame, api_version))
+        {
             Some(decoded) => decoded,
             None => RequestKind::decode(api_key, &mut frame, api_version),
         }
@@ -311,26 +325,27 @@ async fn process(
         listener_kind: settings.listener_kind,
         principal: principal.clone(),
     };
+    let decode_work = decode_started.elapsed();
+    let (handled, handler_work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;
     let ApiResponse {
         mut body,
         errors,
         throttle_time_ms,
-    } = handlers::handle(handlers, &info, request)
-        .await
-        .ok_or_else(|| {
-            refuse(
-                CloseReason::UnknownApiKey,
-                format!("no handler for {}", spec.name),
-            )
-        })?;
+    } = handled.ok_or_else(|| {
+        refuse(
+            CloseReason::UnknownApiKey,
+            format!("no handler for {}", spec.name),
+        )
+    })?;
     let handler_time = handler_started.elapsed();
-    // The request quota measures the time spent in the handler, as a percentage of one
-    // thread-second; its throttle competes with the one the handler set (the controller-mutation
-    // quota), and the larger one is sent and mutes the connection.
+    // The request quota charges the thread time spent on the request (decoding and the
+    // handler's polls, not its waits for raft or the controller), as a percentage of one
+    // thread-second; its throttle competes with the one the handler set (the
+    // controller-mutation quota), and the larger one is sent and mutes the connection.
     let request_throttle = handlers.quotas.request.shared.record(
         &principal.name,
         &info.client_id,
-        request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
+        request_time_percent(duration_nanos(decode_work + handler_work)),
     );
     let request_throttle = i32::try_from(request_throttle).unwrap_or(i32::MAX);
     let throttle_time_ms = raise_throttle_time(&mut body, throttle_time_ms.max(request_throttle))
@@ -344,16 +359,25 @@ async fn process(
         client_id: info.client_id.clone(),
         throttle_ms: throttle_time_ms as u64,
     });
-    let bytes = encode_response(
-        correlation_id,
-        api_key.response_header_version(api_version),
-        super::raft_voter_versions::response_layout(api_key, api_version),
-        &body,
-    )
-    .map_err(|e| {
+    let (encoded, encode_work) = timed(|| {
+        encode_response(
+            correlation_id,
+            api_key.response_header_version(api_version),
+            super::raft_voter_versions::response_layout(api_key, api_version),
+            &body,
+        )
+    });
+    let bytes = encoded.map_err(|e| {
         tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
         refuse(CloseReason::MalformedRequest, e)
     })?;
+    // Encoding happens after the throttle is decided; as Kafka records network-thread time
+    // once the response is done, it is charged without throttling this response.
+    handlers.quotas.request.shared.record(
+        &principal.name,
+        &info.client_id,
+        request_time_percent(duration_nanos(encode_work)),
+    );
     Ok(Served {
         bytes,
         api_name: spec.name,
@@ -376,12 +400,12 @@ fn throttle_forwarded(
     handlers: &HandlerContext,
     principal: &Principal,
     client_id: String,
-    handler_time: Duration,
+    work: Duration,
 ) -> (Bytes, i32, Option<Mute>) {
     let broker_throttle = handlers.quotas.request.shared.record(
         &principal.name,
         &client_id,
-        request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
+        request_time_percent(duration_nanos(work)),
     );
     let broker_throttle = i32::try_from(broker_throttle).unwrap_or(i32::MAX);
     let Some(offset) = throttle_offset(&bytes, api_key, api_version) else {
@@ -428,6 +452,10 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
     .ok()?;
     let offset = 4 + before - rest.len();
     (rest.len() >= 4).then_some(offset)
+}
+
+fn duration_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Runs a decoder, turning a panic inside it into an error: a frame must never take the node
