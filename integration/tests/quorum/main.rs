@@ -12,8 +12,8 @@ mod t30_broker_fencing;
 mod t35_combined_node_fencing;
 mod t40_config_forwarding;
 mod t50_quota_forwarding;
-mod t60_invalid_record_stops_the_node;
 mod t60_every_advertised_version;
+mod t60_invalid_record_stops_the_node;
 
 use std::process::Command;
 use std::time::Duration;
