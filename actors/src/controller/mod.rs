@@ -6,6 +6,7 @@ mod client_quotas;
 mod configs;
 pub mod logic;
 mod submitter;
+mod unregister;
 
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
@@ -14,3 +15,4 @@ pub use actor::{
 };
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
+pub use unregister::UnregisterBroker;
