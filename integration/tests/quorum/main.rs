@@ -9,6 +9,8 @@ mod t25_remove_the_active_controller;
 mod t30_broker_fencing;
 mod t40_config_forwarding;
 mod t50_quota_forwarding;
+mod t60_private_rpcs;
+mod t70_unregister_broker;
 
 use std::process::Command;
 use std::time::Duration;

@@ -95,6 +95,10 @@ pub(crate) async fn serve(
                     settings.quorum.serve_raft_link(stream, node_id).await;
                     return CloseReason::ClientClosed;
                 }
+                PrivateOutcome::Refuse(bytes) => {
+                    let _ = stream.write_all(&bytes).await;
+                    return CloseReason::MalformedRequest;
+                }
                 PrivateOutcome::Close(detail) => {
                     tracing::info!(%peer, listener = %settings.listener_name, %detail, "closing a quorum connection");
                     return CloseReason::MalformedRequest;

@@ -17,6 +17,8 @@
 
 pub(crate) mod rpc;
 pub(crate) mod service;
+#[doc(hidden)]
+pub mod testing;
 pub(crate) mod transport;
 
 use std::collections::BTreeMap;

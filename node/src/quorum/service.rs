@@ -75,6 +75,8 @@ pub(crate) enum PrivateOutcome {
     Reply(Bytes),
     /// Write this answer, then hand the connection to [`QuorumService::serve_raft_link`].
     RaftLink(Bytes, i32),
+    /// Write this refusal, then close the connection.
+    Refuse(Bytes),
     /// Close the connection without an answer (the reason, for the log).
     Close(String),
 }
@@ -304,11 +306,7 @@ impl QuorumService {
         match rpc::encode_response(correlation_id, &QuorumResponse::Hello(response)) {
             Ok(bytes) if link => PrivateOutcome::RaftLink(bytes, hello.node_id),
             Ok(bytes) if !refused => PrivateOutcome::Reply(bytes),
-            // The refusal's answer goes out, then the connection closes (no second hello).
-            Ok(bytes) => {
-                session.peer = None;
-                PrivateOutcome::Reply(bytes)
-            }
+            Ok(bytes) => PrivateOutcome::Refuse(bytes),
             Err(error) => PrivateOutcome::Close(error),
         }
     }
