@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use gregor_integration::admin::{creatable, create_topics, metadata, s};
-use gregor_integration::{prom, wait_until, Closed, KafkaConn};
+use gregor_integration::{prom, wait_until, Closed, GregorNode, KafkaConn};
 use gregor_node::quorum::testing;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, CreateTopicsRequest};
@@ -73,6 +73,76 @@ async fn unknown_api_key_closes(metrics: &str) -> anyhow::Result<f64> {
     .unwrap_or(0.0))
 }
 
+/// Sends every private frame a stranger can build, under each opening (no hello, a wrong
+/// cluster id, an unknown node, a voter's id with another directory), to every client and
+/// controller listener; checks each connection is closed (a join of a new id is refused with
+/// an answer instead). Returns how many connections went to client listeners.
+async fn probe_listeners(
+    clients: &[String],
+    controllers: &[String],
+    cluster_id: &str,
+    leader: i32,
+    stranger: Uuid,
+) -> anyhow::Result<f64> {
+    let mut frames = testing::raft_and_markers(leader as u64);
+    frames.push(testing::PrivateFrame {
+        name: "join",
+        bytes: testing::join(cluster_id, 77, stranger),
+    });
+    frames.push(testing::PrivateFrame {
+        name: "join-wrong-cluster",
+        bytes: testing::join("not-this-cluster", 77, stranger),
+    });
+    frames.push(testing::PrivateFrame {
+        name: "raft-link-hello",
+        bytes: testing::hello(cluster_id, 77, stranger, true),
+    });
+    let openings: Vec<(&str, Option<Vec<u8>>)> = vec![
+        ("no hello", None),
+        (
+            "wrong cluster id",
+            Some(testing::hello("not-this-cluster", 77, stranger, false)),
+        ),
+        (
+            "unknown node",
+            Some(testing::hello(cluster_id, 77, stranger, false)),
+        ),
+        (
+            "a voter's id with another directory",
+            Some(testing::hello(cluster_id, leader, stranger, false)),
+        ),
+    ];
+    let mut to_clients = 0.0;
+    for (opening, hello) in &openings {
+        for frame in &frames {
+            // A stranger's join of its own new id is how nodes join (right cluster id): it is
+            // sent only where it must be refused.
+            if frame.name == "join" && *opening == "unknown node" {
+                continue;
+            }
+            for client in clients {
+                let outcome = send_after_hello(client, hello.as_deref(), frame).await?;
+                assert!(
+                    matches!(outcome, Closed::Silently),
+                    "client listener {client}, {opening}, {}: {outcome:?}",
+                    frame.name
+                );
+                to_clients += 1.0;
+            }
+            for controller in controllers {
+                let outcome = send_after_hello(controller, hello.as_deref(), frame).await?;
+                let refused_join = frame.name.starts_with("join") && *opening != "no hello";
+                assert!(
+                    refused_join || matches!(outcome, Closed::Silently),
+                    "controller listener {controller}, {opening}, {}: {outcome:?}",
+                    frame.name
+                );
+            }
+        }
+    }
+    Ok(to_clients)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strangers_private_rpcs_change_nothing() -> anyhow::Result<()> {
     let cluster = Cluster::start_with(3, 1, &[("controller.quota.window.num", "10")])?;
@@ -132,61 +202,14 @@ async fn strangers_private_rpcs_change_nothing() -> anyhow::Result<()> {
     let closes_before = unknown_api_key_closes(&broker_metrics).await?;
     let cluster_id = cluster.cluster_id.clone();
     let stranger = Uuid::new_v4();
-    // Everything a stranger can send, under each opening.
-    let mut frames = testing::raft_and_markers(leader as u64);
-    frames.push(testing::PrivateFrame {
-        name: "join",
-        bytes: testing::join(&cluster_id, 77, stranger),
-    });
-    frames.push(testing::PrivateFrame {
-        name: "join-wrong-cluster",
-        bytes: testing::join("not-this-cluster", 77, stranger),
-    });
-    frames.push(testing::PrivateFrame {
-        name: "raft-link-hello",
-        bytes: testing::hello(&cluster_id, 77, stranger, true),
-    });
-    let openings: Vec<(&str, Option<Vec<u8>>)> = vec![
-        ("no hello", None),
-        (
-            "wrong cluster id",
-            Some(testing::hello("not-this-cluster", 77, stranger, false)),
-        ),
-        (
-            "unknown node",
-            Some(testing::hello(&cluster_id, 77, stranger, false)),
-        ),
-        (
-            "a voter's id with another directory",
-            Some(testing::hello(&cluster_id, leader, stranger, false)),
-        ),
-    ];
-    let mut to_broker = 0.0;
-    for (opening, hello) in &openings {
-        for frame in &frames {
-            // A stranger's join of its own new id is how nodes join (right cluster id): it is
-            // sent only where it must be refused.
-            if frame.name == "join" && *opening == "unknown node" {
-                continue;
-            }
-            let outcome = send_after_hello(&broker, hello.as_deref(), frame).await?;
-            assert!(
-                matches!(outcome, Closed::Silently),
-                "client listener, {opening}, {}: {outcome:?}",
-                frame.name
-            );
-            to_broker += 1.0;
-            for controller in &controllers {
-                let outcome = send_after_hello(controller, hello.as_deref(), frame).await?;
-                let refused_join = frame.name.starts_with("join") && *opening != "no hello";
-                assert!(
-                    refused_join || matches!(outcome, Closed::Silently),
-                    "controller listener {controller}, {opening}, {}: {outcome:?}",
-                    frame.name
-                );
-            }
-        }
-    }
+    let to_broker = probe_listeners(
+        &[broker.clone()],
+        &controllers,
+        &cluster_id,
+        leader,
+        stranger,
+    )
+    .await?;
     // A join claiming the live broker 11 with other directories is refused.
     for controller in &controllers {
         let mut conn = KafkaConn::connect(controller).await?;
@@ -221,6 +244,43 @@ async fn strangers_private_rpcs_change_nothing() -> anyhow::Result<()> {
     assert!(
         matches!(created.topics[0].error_code, 0 | 89),
         "{created:?}"
+    );
+    Ok(())
+}
+
+/// A combined broker+controller node: its client listener and its controller listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_combined_nodes_listeners_refuse_strangers() -> anyhow::Result<()> {
+    let node = GregorNode::start(&[])?;
+    let client = node.addrs().plaintext.clone();
+    let controller = node
+        .addrs()
+        .controller
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("the combined node has no controller listener"))?;
+    let mut conn = KafkaConn::connect(&client).await?;
+    let cluster_id = conn
+        .send(&metadata(12, Some(&[]), false), 12)
+        .await?
+        .cluster_id
+        .map(|c| c.to_string())
+        .unwrap_or_default();
+    let controllers = [controller];
+    let before = cluster_state(&controllers, &client).await?;
+    let leader = before.0;
+    let closes_before = unknown_api_key_closes(&node.metrics_addr()).await?;
+    let to_client = probe_listeners(
+        &[client.clone()],
+        &controllers,
+        &cluster_id,
+        leader,
+        Uuid::new_v4(),
+    )
+    .await?;
+    assert_eq!(cluster_state(&controllers, &client).await?, before);
+    assert_eq!(
+        unknown_api_key_closes(&node.metrics_addr()).await? - closes_before,
+        to_client
     );
     Ok(())
 }

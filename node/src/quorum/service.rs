@@ -51,6 +51,9 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How many raft-link requests may queue for one learner (openraft sends one at a time).
 const LINK_QUEUE: usize = 4;
+/// How long a learner may take to answer one request on its raft link (a snapshot chunk
+/// included) before the link is dropped.
+const LINK_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a connection has proved about its peer, for the private RPCs on it.
 #[derive(Default)]
@@ -336,7 +339,15 @@ impl QuorumService {
                         stream.write_all(&call.frame).await?;
                         read_peer_frame(&mut stream).await
                     };
-                    let answer = exchange.await;
+                    // A learner that stops answering ends its link (its caller gave up already).
+                    let answer = tokio::time::timeout(LINK_ANSWER_TIMEOUT, exchange)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                "the learner did not answer on its raft link",
+                            ))
+                        });
                     let failed = answer.is_err();
                     let _ = call.reply.send(answer);
                     if failed {

@@ -305,20 +305,19 @@ impl RaftLinks {
             }
         };
         let (reply, answer) = oneshot::channel();
-        sender
-            .send(LinkCall { frame, reply })
-            .await
-            .map_err(|_| CallError::Connect {
-                addr: addr.clone(),
-                reason: "the raft link closed".into(),
-            })?;
-        match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(Ok(body))) => Ok(body),
-            Ok(Ok(Err(e))) => Err(CallError::Io {
+        let exchange = async {
+            if sender.send(LinkCall { frame, reply }).await.is_err() {
+                return None;
+            }
+            answer.await.ok()
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Some(Ok(body))) => Ok(body),
+            Ok(Some(Err(e))) => Err(CallError::Io {
                 addr,
                 reason: e.to_string(),
             }),
-            Ok(Err(_)) => Err(CallError::Io {
+            Ok(None) => Err(CallError::Io {
                 addr,
                 reason: "the raft link closed".into(),
             }),
