@@ -203,7 +203,7 @@ async fn strangers_private_rpcs_change_nothing() -> anyhow::Result<()> {
     let cluster_id = cluster.cluster_id.clone();
     let stranger = Uuid::new_v4();
     let to_broker = probe_listeners(
-        &[broker.clone()],
+        std::slice::from_ref(&broker),
         &controllers,
         &cluster_id,
         leader,
@@ -270,7 +270,7 @@ async fn a_combined_nodes_listeners_refuse_strangers() -> anyhow::Result<()> {
     let leader = before.0;
     let closes_before = unknown_api_key_closes(&node.metrics_addr()).await?;
     let to_client = probe_listeners(
-        &[client.clone()],
+        std::slice::from_ref(&client),
         &controllers,
         &cluster_id,
         leader,
