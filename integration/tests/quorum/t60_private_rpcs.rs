@@ -45,11 +45,12 @@ async fn send_after_hello(
     Ok(conn.wait_closed(CLOSE_WITHIN).await)
 }
 
-/// What must not change: (leader id, leader epoch, voters, registered brokers).
+/// What must not change: (leader id, leader epoch, voters, registered brokers and their
+/// ports).
 async fn cluster_state(
     controllers: &[String],
     broker: &str,
-) -> anyhow::Result<(i32, i32, BTreeSet<i32>, BTreeSet<i32>)> {
+) -> anyhow::Result<(i32, i32, BTreeSet<i32>, BTreeSet<(i32, i32)>)> {
     let view = wait_leader(controllers).await?;
     let partition = &view.topics[0].partitions[0];
     let voters = partition
@@ -59,7 +60,11 @@ async fn cluster_state(
         .collect();
     let mut conn = KafkaConn::connect(broker).await?;
     let response = conn.send(&metadata(12, Some(&[]), false), 12).await?;
-    let brokers = response.brokers.iter().map(|b| b.node_id.0).collect();
+    let brokers = response
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, b.port))
+        .collect();
     Ok((leader_id(&view), partition.leader_epoch, voters, brokers))
 }
 
@@ -218,7 +223,14 @@ async fn strangers_private_rpcs_change_nothing() -> anyhow::Result<()> {
         conn.read_frame().await?;
         conn.write_raw(&testing::join(&cluster_id, 11, stranger))
             .await?;
-        conn.read_frame().await?;
+        let answer = conn.read_frame().await?.unwrap_or_default();
+        let answer = String::from_utf8_lossy(&answer);
+        // Followers point at the leader; the leader refuses.
+        assert!(
+            *controller != leader_addr
+                || answer.contains("Another broker is registered with that broker id"),
+            "{answer}"
+        );
     }
 
     // The quota still bites: spending again is throttled.
