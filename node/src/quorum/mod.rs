@@ -419,7 +419,9 @@ pub(crate) fn spawn_raft_link(
             match open_raft_link(&addr, &hello).await {
                 Ok(stream) => {
                     tracing::info!(%addr, "raft link to the leader opened");
+                    service.link_open.send_replace(true);
                     let ended = serve_raft_link(&service, stream, &mut address).await;
+                    service.link_open.send_replace(false);
                     tracing::info!(%addr, reason = %ended, "raft link to the leader ended");
                     if address.has_changed().unwrap_or(false) {
                         continue;

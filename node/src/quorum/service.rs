@@ -49,6 +49,8 @@ const FORWARDED: &[ApiKey] = &[
 /// is replaced).
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a forwarded request waits for this node's raft link to reopen to a new leader.
+const LINK_REOPEN_WAIT: Duration = Duration::from_secs(5);
 /// How many raft-link requests may queue for one learner (openraft sends one at a time).
 const LINK_QUEUE: usize = 4;
 /// How long a learner may take to answer one request on its raft link (a snapshot chunk
@@ -106,6 +108,8 @@ pub struct QuorumService {
     pub(crate) leader_address: tokio::sync::watch::Sender<Option<String>>,
     /// Set when this node keeps a raft link (it has no controller listener).
     pub(crate) raft_link: std::sync::atomic::AtomicBool,
+    /// Whether that raft link is open right now (to the controller at `leader_address`).
+    pub(crate) link_open: tokio::sync::watch::Sender<bool>,
 }
 
 impl QuorumService {
@@ -127,7 +131,20 @@ impl QuorumService {
             admitted_by: std::sync::Mutex::new(None),
             leader_address: tokio::sync::watch::Sender::new(None),
             raft_link: std::sync::atomic::AtomicBool::new(false),
+            link_open: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Whether this node leads and is one of the voters (a leader that removed itself keeps
+    /// leading in openraft's eyes until a voter takes over, but can commit nothing).
+    fn leads_as_voter(&self) -> bool {
+        let metrics = self.state.log.metrics();
+        metrics.current_leader == Some(metrics.id)
+            && metrics
+                .membership_config
+                .membership()
+                .voter_ids()
+                .any(|id| id == metrics.id)
     }
 
     /// Records who admitted this node and where (see [`QuorumService::admitted_by`]).
@@ -274,7 +291,7 @@ impl QuorumService {
         } else {
             let known = self.knows(hello.node_id, hello.directory_id);
             session.peer = Some((hello.node_id, hello.directory_id, known));
-            if hello.raft_link && !self.state.is_leader() {
+            if hello.raft_link && !self.leads_as_voter() {
                 (
                     HelloResponse::Refused {
                         message: format!("node {own_id} is not the leader"),
@@ -329,7 +346,7 @@ impl QuorumService {
                 // A link is for the leader's traffic: a node that stops leading closes it, so
                 // the learner finds the new leader at once.
                 changed = metrics.changed() => {
-                    if changed.is_err() || !self.state.is_leader() {
+                    if changed.is_err() || !self.leads_as_voter() {
                         break;
                     }
                 }
@@ -420,6 +437,10 @@ impl QuorumService {
             return JoinResponse::NotLeader {
                 leader: self.leader(),
             };
+        }
+        if !self.leads_as_voter() {
+            // It removed itself and is stepping down: it knows no other leader yet.
+            return JoinResponse::NotLeader { leader: None };
         }
         if let Some(message) = self.conflicting_incarnation(&join) {
             tracing::warn!(node_id = join.node_id, "{message}");
@@ -632,10 +653,15 @@ impl QuorumService {
     /// NOT_CONTROLLER so the client retries.
     pub(crate) async fn forward(&self, request: &[u8]) -> Option<Bytes> {
         // A node on a raft link learns of a new leader by joining it, before the leader's
-        // first entries reach it.
-        let linked = self
-            .raft_link
-            .load(std::sync::atomic::Ordering::Relaxed)
+        // first entries reach it. While the link is down (the leader stopped leading or died)
+        // the request waits for it to reopen to the new leader, as Kafka's broker holds a
+        // forwarded request until it finds the active controller.
+        let linked = self.raft_link.load(std::sync::atomic::Ordering::Relaxed);
+        if linked && !*self.link_open.borrow() {
+            let mut open = self.link_open.subscribe();
+            let _ = tokio::time::timeout(LINK_REOPEN_WAIT, open.wait_for(|open| *open)).await;
+        }
+        let linked = linked
             .then(|| self.leader_address.borrow().clone())
             .flatten();
         let addr = match linked {
