@@ -293,4 +293,41 @@ mod tests {
         assert!(decode_request(&[0, 1, 2]).is_err());
         Ok(())
     }
+
+    #[test]
+    fn hello_round_trips_and_a_key_must_match_its_body() -> Result<(), String> {
+        let hello = QuorumRequest::Hello(PeerHello {
+            cluster_id: "c".into(),
+            node_id: 11,
+            directory_id: Uuid::from_u128(5),
+            raft_link: true,
+        });
+        let frame = encode_request(3, &hello)?;
+        assert_eq!(i16::from_be_bytes([frame[4], frame[5]]), PEER_HELLO);
+        let (_, decoded) = decode_request(&frame[4..])?;
+        assert!(matches!(
+            decoded,
+            QuorumRequest::Hello(h) if h.node_id == 11 && h.raft_link && h.directory_id == Uuid::from_u128(5)
+        ));
+        // The same body under another key is refused (a frame cannot pass as another RPC).
+        let mut relabelled = frame.to_vec();
+        relabelled[4..6].copy_from_slice(&JOIN.to_be_bytes());
+        assert!(decode_request(&relabelled[4..]).is_err());
+        let answer = encode_response(
+            3,
+            &QuorumResponse::Hello(HelloResponse::Accepted {
+                node_id: 1,
+                known: false,
+            }),
+        )?;
+        let (_, decoded) = decode_response(&answer[4..])?;
+        assert!(matches!(
+            decoded,
+            QuorumResponse::Hello(HelloResponse::Accepted {
+                node_id: 1,
+                known: false
+            })
+        ));
+        Ok(())
+    }
 }
