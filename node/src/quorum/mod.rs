@@ -182,7 +182,8 @@ async fn join_leader(
     let bootstrap = &config.controller_quorum_bootstrap_servers;
     let mut next_bootstrap = 0usize;
     let mut pointed: Option<String> = None;
-    let mut failed: Option<String> = None;
+    // Addresses that failed or knew no leader during this call.
+    let mut failed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut last_error = String::from("no leader found yet");
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -205,7 +206,7 @@ async fn join_leader(
                     local_leader
                         .as_ref()
                         .and_then(|(_, endpoints)| endpoints.first().map(address_of))
-                        .filter(|addr| failed.as_ref() != Some(addr))
+                        .filter(|addr| !failed.contains(addr))
                 })
                 .or_else(|| {
                     let addr = bootstrap
@@ -237,7 +238,7 @@ async fn join_leader(
                         }
                         Err(e) => {
                             last_error = e.to_string();
-                            failed = Some(addr);
+                            failed.insert(addr);
                             JoinResponse::NotLeader { leader: None }
                         }
                     }
@@ -263,7 +264,7 @@ async fn join_leader(
                         last_error = format!("waiting for leader {id}");
                     }
                     // It knows no leader (it may have just stopped leading): ask elsewhere.
-                    None => failed = answered_by.or(failed),
+                    None => failed.extend(answered_by),
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
