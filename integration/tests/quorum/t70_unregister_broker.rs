@@ -2,8 +2,8 @@
 //! another broker (forwarded to the active controller); the image and Metadata no longer show
 //! it, its partitions keep naming it as a replica but not in their ISR or as leader (Kafka's
 //! `handleBrokerUnregistered`), and the leader drops it from the raft membership so it stops
-//! replicating to it. An unknown id gets BROKER_ID_NOT_REGISTERED, on the wire and from the
-//! tool.
+//! replicating to it; restarted, it joins and registers again. An unknown id gets
+//! BROKER_ID_NOT_REGISTERED, on the wire and from the tool.
 
 use std::process::Command;
 
@@ -105,6 +105,20 @@ async fn a_stopped_broker_is_unregistered_and_left_behind() -> anyhow::Result<()
             Some("")
         );
     }
+    // The departed broker comes back: it joins as a new learner, registers again and catches
+    // up over a new raft link (ready means it applied everything committed before its join).
+    cluster.brokers[1].1.restart()?;
+    let returned = cluster.brokers[1].1.bootstrap();
+    wait_until("12 registered again", FORM_TIMEOUT, || async {
+        let mut conn = KafkaConn::connect(&returned).await?;
+        let response = conn
+            .send(&metadata(12, Some(&["left-behind"]), false), 12)
+            .await?;
+        let brokers: Vec<i32> = response.brokers.iter().map(|b| b.node_id.0).collect();
+        Ok((brokers == [11, 12] && response.topics[0].error_code == 0).then_some(()))
+    })
+    .await?;
+
     let out = cluster_tool(&[
         "unregister",
         "--bootstrap-controller",
