@@ -217,6 +217,16 @@ impl QuorumService {
             answer.extend_from_slice(&frame[4..8]);
             return PrivateOutcome::Reply(Bytes::from(answer));
         }
+        // Refuse by key before decoding: a stranger's body is never parsed.
+        let allowed = match session.peer {
+            None => key == rpc::PEER_HELLO,
+            Some((_, _, known)) => known || key == rpc::JOIN,
+        };
+        if !allowed {
+            return PrivateOutcome::Close(format!(
+                "private api key {key} from a peer that is not allowed to send it"
+            ));
+        }
         let (correlation_id, request) = match rpc::decode_request(frame) {
             Ok(decoded) => decoded,
             Err(error) => return PrivateOutcome::Close(format!("a bad quorum frame: {error}")),
