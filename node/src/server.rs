@@ -208,7 +208,8 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
     }
-    let (network, quorum_cell) = quorum::network();
+    let hello = quorum::hello(&config, &identity);
+    let (network, quorum_cell, raft_links) = quorum::network(hello.clone());
     let log = open_metadata_log(&config, &identity, &bound, &image, &loader, network).await?;
     let quorum_state = Arc::new(QuorumState::new(log.clone(), identity.cluster_id.clone()));
     let _ = quorum_cell.set(quorum_state.clone());
@@ -227,7 +228,13 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     )
     .with_mutation_quotas(quotas.controller_mutation.shared.clone())
     .start();
-    let quorum = QuorumService::new(quorum_state, controller.clone());
+    let quorum = QuorumService::new(
+        quorum_state,
+        controller.clone(),
+        image.clone(),
+        hello,
+        raft_links,
+    );
     let handlers = HandlerContext {
         quorum: Some(quorum.state.clone()),
         forwarder: Some(quorum.clone()),
@@ -280,6 +287,10 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         tokio::spawn(async move {
             network::run(listener, handlers, &config, quorum, ready, limits).await
         });
+    }
+    if join.raft_node.endpoints.is_empty() {
+        // No controller listener: the leader reaches this node over the link it opens.
+        quorum::spawn_raft_link(config.clone(), quorum.clone(), join.clone());
     }
     join_quorum(&config, &log, &quorum, &join).await?;
     quorum::spawn_heartbeats(config.clone(), quorum.clone(), join);
@@ -348,19 +359,12 @@ async fn open_metadata_log(
 }
 
 /// How the leader reaches this node with raft traffic: its controller listener, or for a
-/// broker without one its first advertised listener (which accepts quorum RPCs too).
+/// broker without one no endpoint at all (it opens a raft link to the leader instead; private
+/// RPCs are never served on client listeners).
 fn raft_node(config: &NodeConfig, identity: &NodeIdentity, bound: &[BoundListener]) -> VoterNode {
-    let mut endpoints = controller_endpoints(config, bound);
-    if endpoints.is_empty() {
-        endpoints = config
-            .advertised_listeners
-            .iter()
-            .map(|l| advertised_endpoint(l, bound))
-            .collect();
-    }
     VoterNode {
         directory_id: identity.metadata_directory_id,
-        endpoints,
+        endpoints: controller_endpoints(config, bound),
     }
 }
 

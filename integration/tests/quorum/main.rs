@@ -14,6 +14,8 @@ mod t40_config_forwarding;
 mod t50_quota_forwarding;
 mod t60_every_advertised_version;
 mod t60_invalid_record_stops_the_node;
+mod t60_private_rpcs;
+mod t70_unregister_broker;
 
 use std::process::Command;
 use std::time::Duration;

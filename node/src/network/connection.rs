@@ -63,8 +63,8 @@ pub(crate) async fn serve(
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
     let principal = Principal::anonymous();
     let mut buffer = BytesMut::new();
-    // Set by a broker that forwards its clients' requests on this connection.
-    let mut forwarding_channel = false;
+    // What the peer proved for private RPCs (a broker's forwarding channel is one).
+    let mut session = crate::quorum::service::PeerSession::default();
     loop {
         let (frame, _reserved) = match tokio::time::timeout(
             settings.idle_timeout,
@@ -88,31 +88,30 @@ pub(crate) async fn serve(
             }
             Ok(Ok(frame)) => frame,
         };
-        if frame.len() >= 8
-            && i16::from_be_bytes([frame[0], frame[1]]) == crate::quorum::rpc::FORWARDING_CHANNEL
-        {
-            forwarding_channel = true;
-            // Answer with the correlation id, so the broker knows the channel is set.
-            let mut answer = Vec::with_capacity(8);
-            answer.extend_from_slice(&4_i32.to_be_bytes());
-            answer.extend_from_slice(&frame[4..8]);
-            if stream.write_all(&answer).await.is_err() {
-                return CloseReason::IoError;
-            }
-            continue;
-        }
-        // Quorum traffic (Gregor's private api keys) skips the Kafka path and the ready gate.
-        if frame.len() >= 2
+        // Private quorum RPCs (api keys 32000+) skip the Kafka path and the ready gate, on a
+        // controller listener only; elsewhere they are unknown api keys like any other.
+        if settings.listener_kind == ListenerKind::Controller
+            && frame.len() >= 2
             && crate::quorum::rpc::is_quorum_api_key(i16::from_be_bytes([frame[0], frame[1]]))
         {
-            match settings.quorum.serve_frame(&frame).await {
-                Some(bytes) => {
-                    if stream.write_all(&bytes).await.is_err() {
-                        return CloseReason::IoError;
-                    }
-                    continue;
+            use crate::quorum::service::PrivateOutcome;
+            match settings.quorum.serve_private(&mut session, &frame).await {
+                PrivateOutcome::Reply(bytes) if stream.write_all(&bytes).await.is_ok() => continue,
+                PrivateOutcome::RaftLink(bytes, node_id)
+                    if stream.write_all(&bytes).await.is_ok() =>
+                {
+                    settings.quorum.serve_raft_link(stream, node_id).await;
+                    return CloseReason::ClientClosed;
                 }
-                None => return CloseReason::MalformedRequest,
+                PrivateOutcome::Refuse(bytes) => {
+                    let _ = stream.write_all(&bytes).await;
+                    return CloseReason::MalformedRequest;
+                }
+                PrivateOutcome::Close(detail) => {
+                    tracing::info!(%peer, listener = %settings.listener_name, %detail, "closing a quorum connection");
+                    return CloseReason::MalformedRequest;
+                }
+                _ => return CloseReason::IoError,
             }
         }
         if !*settings.ready.borrow() {
@@ -152,7 +151,7 @@ pub(crate) async fn serve(
         };
         record_metrics(&served, &timings);
         // A broker's forwarding connection carries many clients: the broker throttles them.
-        if let Some(mute) = served.mute.filter(|_| !forwarding_channel) {
+        if let Some(mute) = served.mute.filter(|_| !session.is_forwarding()) {
             // KIP-219: the response went out at once with its throttle time; now stop
             // reading this connection for that long. Requests the client sends meanwhile wait
             // in the socket buffers, so nothing is lost, and the idle timer does not run.
@@ -437,6 +436,7 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         ApiKey::DeleteTopics => api_version >= 1,
         ApiKey::CreatePartitions
         | ApiKey::AlterClientQuotas
+        | ApiKey::UnregisterBroker
         | ApiKey::AddRaftVoter
         | ApiKey::RemoveRaftVoter => true,
         _ => false,
