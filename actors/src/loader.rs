@@ -6,6 +6,14 @@
 //! every publisher in install order. A publisher that fails or panics is logged and counted and
 //! the others still run. A publisher installed later first gets the whole image as a delta from
 //! the empty image.
+//!
+//! A record that does not replay stops metadata processing, as Kafka's fatal fault handler
+//! does: the controller validated every record before committing it, so such a record means a
+//! bug or an incompatible log, and skipping it would leave this node's image different from
+//! everyone else's for good. The loader logs it, counts it
+//! (`gregor_metadata_replay_errors_total`), calls the [`FatalFaultHandler`] the node installed
+//! (the node's exits the process with status 1), publishes nothing, and refuses every later
+//! batch.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -50,11 +58,18 @@ pub struct InstallSnapshot {
 #[rtype(result = "()")]
 pub struct InstallPublisher(pub Box<dyn MetadataPublisher>);
 
+/// What the loader calls once when a committed record cannot be replayed (the node's handler
+/// exits the process; tests record the fault instead).
+pub type FatalFaultHandler = Arc<dyn Fn(&ApplyError) + Send + Sync>;
+
 /// The loader. Its state is the publishers; the image lives in the shared `ArcSwap` that only
 /// this actor stores into.
 pub struct Loader {
     image: Arc<ArcSwap<MetadataImage>>,
     publishers: Vec<Box<dyn MetadataPublisher>>,
+    on_fatal: Option<FatalFaultHandler>,
+    /// Set by the first record that did not replay; every later apply is refused with it.
+    fault: Option<ApplyError>,
 }
 
 impl Loader {
@@ -63,7 +78,26 @@ impl Loader {
         Loader {
             image,
             publishers: Vec::new(),
+            on_fatal: None,
+            fault: None,
         }
+    }
+
+    /// Calls `handler` when a committed record cannot be replayed (see the module docs).
+    pub fn with_fatal_fault_handler(mut self, handler: FatalFaultHandler) -> Self {
+        self.on_fatal = Some(handler);
+        self
+    }
+
+    /// Records a replay failure as this loader's fatal fault and reports it.
+    fn fail(&mut self, fault: ApplyError) -> ApplyError {
+        gregor_metrics::replay_error();
+        tracing::error!(error = %fault, "metadata processing stopped: a committed record cannot be applied");
+        if let Some(handler) = &self.on_fatal {
+            handler(&fault);
+        }
+        self.fault = Some(fault.clone());
+        fault
     }
 
     fn publish(
@@ -114,15 +148,26 @@ fn publish_one(
     }
 }
 
-fn replay_into(delta: &mut MetadataDelta, offset: u64, records: &[MetadataRecord]) {
-    for record in records {
-        if let Err(error) = delta.replay(record) {
-            // The controller validated these records before committing them, so this is a bug
-            // or a log written by an incompatible build: skip the record, keep the node serving.
-            gregor_metrics::replay_error();
-            tracing::error!(offset, %error, "metadata record skipped");
+/// Replays `records` stored at log offset `offset` (`None`: snapshot records, whose epochs are
+/// resolved already). The first record that does not replay is the error.
+fn replay_into(
+    delta: &mut MetadataDelta,
+    offset: Option<u64>,
+    records: &[MetadataRecord],
+) -> Result<(), ApplyError> {
+    for (position, record) in records.iter().enumerate() {
+        let replayed = match offset {
+            Some(offset) => delta.replay_at(record, offset),
+            None => delta.replay(record),
+        };
+        if let Err(error) = replayed {
+            let at = offset.map_or_else(|| "the snapshot".to_owned(), |o| format!("offset {o}"));
+            return Err(ApplyError::new(format!(
+                "record {position} of the batch at {at} ({record:?}) does not apply: {error}"
+            )));
         }
     }
+    Ok(())
 }
 
 impl Actor for Loader {
@@ -133,12 +178,17 @@ impl Handler<ApplyBatches> for Loader {
     type Result = Result<(), ApplyError>;
 
     fn handle(&mut self, msg: ApplyBatches, _: &mut Self::Context) -> Self::Result {
+        if let Some(fault) = &self.fault {
+            return Err(fault.clone());
+        }
         let started = Instant::now();
         let mut delta = MetadataDelta::new(self.image.load_full());
         let mut num_records = 0;
         for (log_id, batch) in &msg.batches {
             num_records += batch.records.len();
-            replay_into(&mut delta, log_id.index, &batch.records);
+            if let Err(fault) = replay_into(&mut delta, Some(log_id.index), &batch.records) {
+                return Err(self.fail(fault));
+            }
         }
         let provenance = provenance_of(msg.last_applied);
         let image = Arc::new(delta.apply(provenance));
@@ -165,10 +215,15 @@ impl Handler<InstallSnapshot> for Loader {
     type Result = Result<(), ApplyError>;
 
     fn handle(&mut self, msg: InstallSnapshot, _: &mut Self::Context) -> Self::Result {
+        if let Some(fault) = &self.fault {
+            return Err(fault.clone());
+        }
         let started = Instant::now();
         // A snapshot replaces everything: replay it on the empty image, as Kafka's loader does.
         let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
-        replay_into(&mut delta, msg.last_applied.index, &msg.records);
+        if let Err(fault) = replay_into(&mut delta, None, &msg.records) {
+            return Err(self.fail(fault));
+        }
         let provenance = provenance_of(msg.last_applied);
         let image = Arc::new(delta.apply(provenance));
         self.image.store(image.clone());
@@ -308,7 +363,7 @@ impl MetadataPublisher for TopicChangeLogPublisher {
 mod tests {
     use std::sync::Mutex;
 
-    use gregor_publishers::records::TopicRecord;
+    use gregor_publishers::records::{RegisterBrokerRecord, TopicRecord, UnfenceBrokerRecord};
     use gregor_publishers::PublishError;
     use openraft::CommittedLeaderId;
     use uuid::Uuid;
@@ -491,5 +546,92 @@ mod tests {
         assert!(image.topics.get_by_name("old").is_none());
         assert!(image.topics.get_by_name("new").is_some());
         assert_eq!(image.provenance.last_log_index, 9);
+    }
+
+    #[actix_rt::test]
+    async fn a_record_that_does_not_apply_stops_the_loader() {
+        let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
+        let faults: Arc<Mutex<Vec<String>>> = Arc::default();
+        let recorded = faults.clone();
+        let loader = Loader::new(image.clone())
+            .with_fatal_fault_handler(Arc::new(move |fault: &ApplyError| {
+                if let Ok(mut faults) = recorded.lock() {
+                    faults.push(fault.to_string());
+                }
+            }))
+            .start();
+        let published: Seen = Arc::default();
+        loader
+            .send(InstallPublisher(Box::new(Recording(
+                "seen",
+                published.clone(),
+            ))))
+            .await
+            .unwrap();
+        // An unfencing of a broker that was never registered, after a valid topic.
+        let mut bad = topic_batch("a", 1);
+        bad.records
+            .push(MetadataRecord::UnfenceBroker(UnfenceBrokerRecord {
+                id: 7,
+                epoch: 3,
+            }));
+        let applied = loader
+            .send(ApplyBatches {
+                batches: vec![(log_id(5), bad)],
+                last_applied: log_id(5),
+            })
+            .await
+            .unwrap();
+        let error = applied.expect_err("the batch must not apply");
+        assert!(error.to_string().contains("offset 5"), "{error}");
+        assert_eq!(faults.lock().unwrap().len(), 1);
+        assert!(faults.lock().unwrap()[0].contains("UnfenceBroker"));
+        // Nothing of the batch was published, and nothing after it is accepted.
+        assert!(image.load().topics.get_by_name("a").is_none());
+        assert!(seen(&published).is_empty());
+        let next = loader
+            .send(ApplyBatches {
+                batches: vec![(log_id(6), topic_batch("b", 2))],
+                last_applied: log_id(6),
+            })
+            .await
+            .unwrap();
+        assert!(next.is_err());
+        assert!(image.load().topics.get_by_name("b").is_none());
+        assert_eq!(faults.lock().unwrap().len(), 1, "the handler runs once");
+    }
+
+    #[actix_rt::test]
+    async fn a_registration_takes_the_offset_of_its_entry_as_epoch() {
+        let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
+        let loader = Loader::new(image.clone()).start();
+        let registration = MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: 3,
+            incarnation_id: Uuid::from_u128(33),
+            broker_epoch: gregor_publishers::records::BROKER_EPOCH_AT_OFFSET,
+            endpoints: Vec::new(),
+            features: Vec::new(),
+            rack: None,
+            fenced: true,
+            in_controlled_shutdown: false,
+            log_dirs: Vec::new(),
+        });
+        loader
+            .send(ApplyBatches {
+                batches: vec![
+                    (log_id(8), topic_batch("a", 1)),
+                    (
+                        log_id(9),
+                        MetadataBatch {
+                            records: vec![registration],
+                        },
+                    ),
+                ],
+                last_applied: log_id(10),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(image.load().cluster.broker(3).map(|b| b.epoch), Some(9));
     }
 }

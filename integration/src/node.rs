@@ -58,6 +58,15 @@ pub struct NodeAddrs {
     pub listeners: BTreeMap<String, String>,
 }
 
+/// Resident memory of a node process, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResidentMemory {
+    /// Resident now (`VmRSS`).
+    pub current: u64,
+    /// The highest it has been (`VmHWM`).
+    pub peak: u64,
+}
+
 /// How a node process that was expected to fail ended.
 #[derive(Debug)]
 pub struct NodeExit {
@@ -102,6 +111,9 @@ pub struct GregorNode {
     /// The caller's overrides, applied over the harness defaults.
     overrides: Vec<(String, String)>,
     config_file: Option<PathBuf>,
+    /// Environment variables of the process from its next start (test knobs such as
+    /// `GREGOR_QUOTA_SENSOR_EXPIRY_MS`; see [`GregorNode::set_env`]).
+    env: Vec<(String, String)>,
     child: Option<Child>,
     addrs: NodeAddrs,
     stderr: Log,
@@ -133,6 +145,16 @@ impl GregorNode {
         extra_overrides: &[(&str, &str)],
         config_file: Option<&Path>,
     ) -> anyhow::Result<Self> {
+        Self::start_with_env(extra_overrides, config_file, &[])
+    }
+
+    /// Like [`GregorNode::start_with`], with environment variables `env` set for the process
+    /// (and its restarts).
+    pub fn start_with_env(
+        extra_overrides: &[(&str, &str)],
+        config_file: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("gregor-it-")
             .tempdir()
@@ -147,6 +169,10 @@ impl GregorNode {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             config_file: config_file.map(Path::to_path_buf),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             child: None,
             addrs: NodeAddrs {
                 plaintext: String::new(),
@@ -209,6 +235,7 @@ impl GregorNode {
             _dir: dir,
             overrides,
             config_file: None,
+            env: Vec::new(),
             child: None,
             addrs: NodeAddrs {
                 plaintext: String::new(),
@@ -327,6 +354,32 @@ impl GregorNode {
         self.child.as_ref().map(Child::id)
     }
 
+    /// The process's resident memory now and its peak so far, in bytes (`VmRSS`, `VmHWM` of
+    /// `/proc/<pid>/status`; Linux only).
+    pub fn resident_memory(&self) -> anyhow::Result<ResidentMemory> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| anyhow!("the node is not running"))?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .with_context(|| format!("reading /proc/{pid}/status"))?;
+        let field = |name: &str| -> anyhow::Result<u64> {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .ok_or_else(|| anyhow!("no {name} in /proc/{pid}/status"))?;
+            let kib: u64 = line
+                .split_whitespace()
+                .nth(1)
+                .ok_or_else(|| anyhow!("bad line {line:?}"))?
+                .parse()?;
+            Ok(kib * 1024)
+        };
+        Ok(ResidentMemory {
+            current: field("VmRSS:")?,
+            peak: field("VmHWM:")?,
+        })
+    }
+
     /// Everything the node processes wrote to stderr so far (all starts).
     pub fn stderr(&self) -> String {
         self.stderr.text()
@@ -351,6 +404,38 @@ impl GregorNode {
                 Err(e) => return Err(e).context("sending SIGKILL to gregor"),
             }
             child.wait().context("reaping gregor")?;
+        }
+        Ok(())
+    }
+
+    /// Sets `key=value` in the environment of the node's next starts (test hooks).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.to_owned()));
+    }
+
+    /// Stops the process with SIGSTOP (it keeps its sockets but answers nothing), as a node
+    /// that stalls or is cut off would.
+    pub fn pause(&self) -> anyhow::Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// Resumes a process stopped by [`GregorNode::pause`] (SIGCONT).
+    pub fn resume(&self) -> anyhow::Result<()> {
+        self.signal("-CONT")
+    }
+
+    fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| anyhow!("the node is not running"))?;
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .context("running kill")?;
+        if !status.success() {
+            bail!("kill {signal} {pid} failed: {status}");
         }
         Ok(())
     }
@@ -397,6 +482,7 @@ impl GregorNode {
             &overrides,
             self.config_file.as_deref(),
         )?;
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         self.starts += 1;
         let banner = format!("---- start #{} ----", self.starts);
         self.stderr.push(banner.clone());

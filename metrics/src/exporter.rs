@@ -89,6 +89,7 @@ async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Re
     let (status, body) = if request_line.starts_with(b"GET ") && path.starts_with(b"/metrics") {
         handle.run_upkeep();
         let mut body = handle.render();
+        crate::removable::render(&mut body);
         append_process_metrics(&mut body);
         ("200 OK", body)
     } else {

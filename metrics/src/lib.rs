@@ -9,5 +9,6 @@
 pub mod exporter;
 pub mod names;
 mod recorders;
+pub mod removable;
 
 pub use recorders::*;

@@ -34,6 +34,8 @@ enum Command {
     Topics(gregor_node::admin::topics::TopicsArgs),
     /// Describe the metadata quorum and add or remove controllers, as kafka-metadata-quorum.sh.
     MetadataQuorum(gregor_node::admin::metadata_quorum::MetadataQuorumArgs),
+    /// Get the cluster id, or unregister a broker (kafka-cluster.sh)
+    Cluster(gregor_node::admin::cluster::ClusterArgs),
 }
 
 #[derive(Args)]
@@ -114,6 +116,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::MetadataQuorum(args) => {
             gregor_node::admin::metadata_quorum::run_metadata_quorum(args)
         }
+        Command::Cluster(args) => gregor_node::admin::cluster::run_cluster(args),
         Command::Storage(StorageCommand::RandomUuid) => {
             println!("{}", storage::random_cluster_id());
             Ok(())

@@ -18,7 +18,8 @@ use gregor_actors::digest_publisher::DigestPublisher;
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
 use gregor_actors::quorum::QuorumState;
 use gregor_actors::quota::{
-    ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SystemClock, WindowConfig,
+    ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SensorExpiry, SystemClock,
+    WindowConfig,
 };
 use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
 use gregor_publishers::quota_callback::{CallbackError, CallbackRegistry};
@@ -32,6 +33,11 @@ use crate::storage::{self, NodeIdentity};
 
 /// How long the metadata log may take to replay and elect itself at start-up.
 const METADATA_READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Test only: the environment variable naming a topic whose creation also writes a record that
+/// does not apply (see `ControllerSettings::invalid_record_on_create`), so integration tests can
+/// check that every node stops on it. Nothing sets it outside tests.
+const INVALID_RECORD_HOOK_ENV: &str = "GREGOR_TEST_ONLY_INVALID_RECORD_ON_CREATE";
 
 /// Kafka's id of the PLAINTEXT security protocol.
 const PLAINTEXT: i16 = 0;
@@ -147,9 +153,14 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
     // The loader gets a thread of its own: building an image from a large snapshot or batch
     // must not stall the controller actor on this thread (it serves writes) nor a tokio worker.
+    // A committed record that does not apply stops the node (Kafka's fatal fault handler halts
+    // the process): its image would otherwise differ from every other node's for good.
     let loader_image = image.clone();
     let loader = Loader::start_in_arbiter(&actix::Arbiter::new().handle(), move |_| {
-        Loader::new(loader_image)
+        Loader::new(loader_image).with_fatal_fault_handler(Arc::new(|fault| {
+            tracing::error!(error = %fault, "stopping: the metadata log cannot be applied");
+            std::process::exit(1);
+        }))
     });
     loader
         .send(InstallPublisher(Box::new(DigestPublisher)))
@@ -167,7 +178,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     // Client quotas: one actor per type, fed by the client-quota publisher from the image.
-    let quotas = QuotaManagers::start(
+    let quotas = QuotaManagers::start_with_expiry(
         WindowConfig::new(
             config.quota_window_num,
             u64::from(config.quota_window_size_seconds),
@@ -177,6 +188,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             u64::from(config.controller_quota_window_size_seconds),
         ),
         Arc::new(SystemClock::new()),
+        quota_sensor_expiry(),
     );
     loader
         .send(InstallPublisher(Box::new(ClientQuotaPublisher::new(
@@ -205,7 +217,9 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
     }
-    let (network, quorum_cell) = quorum::network(config.socket_request_max_bytes);
+    let hello = quorum::hello(&config, &identity);
+    let (network, quorum_cell, raft_links) =
+        quorum::network(hello.clone(), config.socket_request_max_bytes);
     let peer_limits = network.limits.clone();
     let log = open_metadata_log(&config, &identity, &bound, &image, &loader, network).await?;
     let quorum_state = Arc::new(QuorumState::new(log.clone(), identity.cluster_id.clone()));
@@ -220,11 +234,19 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
                 default_replication_factor: config.default_replication_factor,
             },
             delete_topic_enable: config.delete_topic_enable,
+            invalid_record_on_create: std::env::var(INVALID_RECORD_HOOK_ENV).ok(),
         },
     )
     .with_mutation_quotas(quotas.controller_mutation.shared.clone())
     .start();
-    let quorum = QuorumService::new(quorum_state, controller.clone(), image.clone(), peer_limits);
+    let quorum = QuorumService::new(
+        quorum_state,
+        controller.clone(),
+        image.clone(),
+        peer_limits,
+        hello,
+        raft_links,
+    );
     let handlers = HandlerContext {
         quorum: Some(quorum.state.clone()),
         forwarder: Some(quorum.clone()),
@@ -267,12 +289,20 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     // Listeners accept before the node is ready: peers' raft traffic must reach this node for
     // it to catch up. Kafka requests wait for `ready`.
     let (ready_sender, ready) = tokio::sync::watch::channel(false);
+    let limits = network::NodeLimits::new(&config, &handlers);
     for listener in bound {
         let handlers = handlers.clone();
         let config = config.clone();
         let quorum = quorum.clone();
         let ready = ready.clone();
-        tokio::spawn(async move { network::run(listener, handlers, &config, quorum, ready).await });
+        let limits = limits.clone();
+        tokio::spawn(async move {
+            network::run(listener, handlers, &config, quorum, ready, limits).await
+        });
+    }
+    if join.raft_node.endpoints.is_empty() {
+        // No controller listener: the leader reaches this node over the link it opens.
+        quorum::spawn_raft_link(config.clone(), quorum.clone(), join.clone());
     }
     join_quorum(&config, &log, &quorum, &join).await?;
     quorum::spawn_heartbeats(config.clone(), quorum.clone(), join);
@@ -348,19 +378,12 @@ async fn open_metadata_log(
 }
 
 /// How the leader reaches this node with raft traffic: its controller listener, or for a
-/// broker without one its first advertised listener (which accepts quorum RPCs too).
+/// broker without one no endpoint at all (it opens a raft link to the leader instead; private
+/// RPCs are never served on client listeners).
 fn raft_node(config: &NodeConfig, identity: &NodeIdentity, bound: &[BoundListener]) -> VoterNode {
-    let mut endpoints = controller_endpoints(config, bound);
-    if endpoints.is_empty() {
-        endpoints = config
-            .advertised_listeners
-            .iter()
-            .map(|l| advertised_endpoint(l, bound))
-            .collect();
-    }
     VoterNode {
         directory_id: identity.metadata_directory_id,
-        endpoints,
+        endpoints: controller_endpoints(config, bound),
     }
 }
 
@@ -422,5 +445,26 @@ async fn wait_for_shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = interrupt.await;
+    }
+}
+
+/// Kafka's hour of idleness before a quota sensor (and its series) goes, unless the test knob
+/// `GREGOR_QUOTA_SENSOR_EXPIRY_MS` shortens it (tests cannot wait an hour).
+fn quota_sensor_expiry() -> SensorExpiry {
+    match std::env::var("GREGOR_QUOTA_SENSOR_EXPIRY_MS") {
+        Ok(value) => match value.parse() {
+            Ok(idle_ms) => {
+                tracing::warn!(
+                    idle_ms,
+                    "quota sensors expire early (GREGOR_QUOTA_SENSOR_EXPIRY_MS)"
+                );
+                SensorExpiry::after_idle_ms(idle_ms)
+            }
+            Err(_) => {
+                tracing::warn!(%value, "ignoring GREGOR_QUOTA_SENSOR_EXPIRY_MS: not a number of ms");
+                SensorExpiry::KAFKA
+            }
+        },
+        Err(_) => SensorExpiry::KAFKA,
     }
 }

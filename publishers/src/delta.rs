@@ -18,7 +18,9 @@ use crate::image::{
     BrokerRegistration, ControllerRegistration, ImageDigest, MetadataImage, PartitionRegistration,
     Provenance,
 };
-use crate::records::{ConfigRecord, MetadataRecord, TopicRecord};
+use crate::records::{
+    ConfigRecord, MetadataRecord, RegisterBrokerRecord, TopicRecord, BROKER_EPOCH_AT_OFFSET,
+};
 
 /// A record that cannot be applied to the image it was replayed on. The log is inconsistent
 /// with the image (a record lost or replayed twice, or a bug in the writer): the loader must
@@ -263,6 +265,22 @@ impl MetadataDelta {
             }
         }
         result
+    }
+
+    /// [`MetadataDelta::replay`] for a record stored at log offset `offset`: a
+    /// `RegisterBrokerRecord` written with [`BROKER_EPOCH_AT_OFFSET`] takes `offset` as its
+    /// epoch (Kafka's broker epoch is the offset of the registration record).
+    pub fn replay_at(&mut self, record: &MetadataRecord, offset: u64) -> Result<(), ReplayError> {
+        match record {
+            MetadataRecord::RegisterBroker(r) if r.broker_epoch == BROKER_EPOCH_AT_OFFSET => {
+                let resolved = RegisterBrokerRecord {
+                    broker_epoch: i64::try_from(offset).unwrap_or(i64::MAX),
+                    ..r.clone()
+                };
+                self.replay(&MetadataRecord::RegisterBroker(resolved))
+            }
+            _ => self.replay(record),
+        }
     }
 
     fn replay_record(&mut self, record: &MetadataRecord) -> Result<(), ReplayError> {
@@ -586,5 +604,33 @@ mod tests {
             .map(|t| t.name().to_string())
             .collect();
         assert_eq!(names, ["a"]);
+    }
+
+    #[test]
+    fn a_registration_written_with_the_offset_epoch_takes_its_offset() {
+        let registration = |epoch: i64| {
+            MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                broker_id: 4,
+                incarnation_id: Uuid::from_u128(44),
+                broker_epoch: epoch,
+                endpoints: Vec::new(),
+                features: Vec::new(),
+                rack: None,
+                fenced: true,
+                in_controlled_shutdown: false,
+                log_dirs: Vec::new(),
+            })
+        };
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        delta
+            .replay_at(&registration(BROKER_EPOCH_AT_OFFSET), 57)
+            .unwrap();
+        let image = delta.apply(Provenance::default());
+        assert_eq!(image.cluster.broker(4).map(|b| b.epoch), Some(57));
+        // An epoch already resolved (a snapshot) is kept whatever the offset.
+        let mut delta = MetadataDelta::new(Arc::new(image));
+        delta.replay_at(&registration(57), 900).unwrap();
+        let image = delta.apply(Provenance::default());
+        assert_eq!(image.cluster.broker(4).map(|b| b.epoch), Some(57));
     }
 }

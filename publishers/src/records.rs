@@ -12,6 +12,13 @@ use uuid::Uuid;
 /// Kafka's "no leader" value for `PartitionRecord::leader`.
 pub const NO_LEADER: i32 = -1;
 
+/// The `broker_epoch` a controller writes in a `RegisterBrokerRecord`: "the offset of this
+/// record". Kafka's epoch is the offset of the registration record; openraft assigns an entry's
+/// index only when it appends it, so the controller cannot write the number itself. Replaying
+/// the record at its offset ([`crate::MetadataDelta::replay_at`]) gives the registration that
+/// offset as its epoch, identically on every node; snapshots carry the resolved epoch.
+pub const BROKER_EPOCH_AT_OFFSET: i64 = -1;
+
 /// Name of the feature that versions the metadata format.
 pub const METADATA_VERSION_FEATURE: &str = "metadata.version";
 
@@ -49,7 +56,8 @@ pub struct RegisterBrokerRecord {
     pub broker_id: i32,
     /// Random id of this process's incarnation.
     pub incarnation_id: Uuid,
-    /// Epoch of this registration (the log offset at which it was written).
+    /// Epoch of this registration: the log offset at which it was written
+    /// ([`BROKER_EPOCH_AT_OFFSET`] until it is replayed at that offset).
     pub broker_epoch: i64,
     /// Advertised endpoints.
     pub endpoints: Vec<Endpoint>,

@@ -11,9 +11,21 @@
 //!     ▲                          │  working += records                            │ raft append
 //!     └──────── response ◀───────┴──────── WriteFinished ◀── committed + applied ──┘
 //! ```
+//!
+//! It decides only while it is the *active* controller ([`Activation`]): the leader of the
+//! quorum that has applied the log up to the start of its term. At that moment, and whenever a
+//! write fails, the working image is rebuilt from the published image and a new *generation*
+//! begins; batches validated on the discarded image are failed by the submitter, never
+//! committed. Requests that arrive while a new leader catches up wait for it (at most
+//! [`ACTIVATION_WAIT`], then REQUEST_TIMED_OUT); on a node that is not the leader they are
+//! refused with NOT_CONTROLLER.
+//!
+//! Node registrations and fencing are decided here too (`RegisterNode`, `FenceBroker`,
+//! `UnfenceBroker`), so every record that reaches the log was validated on the working image.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -28,11 +40,16 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
+use uuid::Uuid;
 
-use gregor_publishers::records::{MetadataBatch, MetadataRecord};
+use gregor_publishers::records::{
+    MetadataBatch, MetadataRecord, UnfenceBrokerRecord, BROKER_EPOCH_AT_OFFSET,
+};
 use gregor_publishers::{MetadataDelta, MetadataImage};
 
+use super::activation::{self, Activation};
+use super::logic::registration::{self, NodeRegistration};
 use super::logic::{self, MutationContext, MutationQuota, TopicDefaults, Unlimited};
 use super::submitter::{self, Submission};
 use crate::context::Principal;
@@ -42,6 +59,10 @@ use crate::raft::{MetadataLog, MetadataLogError, MetadataLogId};
 /// The CreateTopics version the controller's own requests (auto-creation) use.
 pub const LATEST_CREATE_TOPICS_VERSION: i16 = 7;
 
+/// How long a write waits for a newly elected controller to apply the log up to the start of
+/// its term before it is answered REQUEST_TIMED_OUT.
+pub const ACTIVATION_WAIT: Duration = Duration::from_secs(5);
+
 /// Settings the controller applies to mutations.
 #[derive(Clone, Debug)]
 pub struct ControllerSettings {
@@ -49,6 +70,10 @@ pub struct ControllerSettings {
     pub defaults: TopicDefaults,
     /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
+    /// Test only: creating a topic of this name also writes a record that does not apply,
+    /// bypassing validation, so tests can watch every node stop on it (the node sets it from
+    /// `GREGOR_TEST_ONLY_INVALID_RECORD_ON_CREATE`). Never set in production.
+    pub invalid_record_on_create: Option<String>,
 }
 
 /// Create topics. Answers with one result per requested topic, in request order.
@@ -93,7 +118,8 @@ pub struct CreatePartitions {
     pub client_id: String,
 }
 
-/// Append records the node itself produces (bootstrap features, registrations).
+/// Append records the node itself produces. They are replayed on the working image first and
+/// refused if they do not apply there.
 #[derive(Message)]
 #[rtype(result = "Result<MetadataLogId, MetadataLogError>")]
 pub struct WriteRecords {
@@ -101,11 +127,45 @@ pub struct WriteRecords {
     pub records: Vec<MetadataRecord>,
 }
 
+/// Register a node that joined the quorum (bootstrap features on an empty log,
+/// RegisterController, RegisterBroker fenced with its epoch at its offset), decided on the
+/// working image. Answers whether a broker registration was written (the broker then starts
+/// fenced).
+#[derive(Message)]
+#[rtype(result = "Result<bool, MetadataLogError>")]
+pub struct RegisterNode(pub NodeRegistration);
+
+/// Fence a broker not heard from within `broker.session.timeout.ms` and move the leadership of
+/// its partitions ([`crate::fencing::fence_broker`] on the working image). Answers whether
+/// anything was written.
+#[derive(Message)]
+#[rtype(result = "Result<bool, MetadataLogError>")]
+pub struct FenceBroker {
+    /// The broker.
+    pub broker_id: i32,
+}
+
+/// Unfence a broker that has caught up (of `incarnation_id`, when given). Answers whether
+/// anything was written.
+#[derive(Message)]
+#[rtype(result = "Result<bool, MetadataLogError>")]
+pub struct UnfenceBroker {
+    /// The broker.
+    pub broker_id: i32,
+    /// Only this incarnation of it.
+    pub incarnation_id: Option<Uuid>,
+}
+
 /// Internal: a write left the pipeline.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct WriteFinished {
-    succeeded: bool,
+    /// The generation of the working image it was validated on.
+    generation: u64,
+    /// The log index it was committed at; `None` when it failed.
+    committed_at: Option<u64>,
+    /// Brokers it registered (id, incarnation), whose epoch is that index.
+    registered: Vec<(i32, Uuid)>,
 }
 
 /// The controller. State is plain fields: the mailbox serialises access.
@@ -119,6 +179,25 @@ pub struct Controller {
     rng: StdRng,
     /// The controller-mutation quota manager (KIP-599); `None` charges nothing.
     mutation_quotas: Option<Arc<QuotaManager>>,
+    activation: watch::Receiver<Activation>,
+    log: Arc<MetadataLog>,
+    /// The term the working image was rebuilt for; `None` while not active.
+    active_term: Option<u64>,
+    /// The generation of the working image; batches carry it to the submitter.
+    generation: u64,
+    /// Generations below this are discarded (shared with the submitter, which raises it when
+    /// a write fails).
+    valid_from: Arc<AtomicU64>,
+}
+
+/// A request the controller answers with an error, without deciding it, when it is not the
+/// active controller.
+pub(super) trait Refusable: Message + Send + 'static
+where
+    Self::Result: Send,
+{
+    /// The answer refusing every part of this request with `code`.
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result;
 }
 
 impl Controller {
@@ -132,7 +211,16 @@ impl Controller {
         settings: ControllerSettings,
     ) -> Self {
         let (submissions, queue) = mpsc::unbounded_channel::<Submission>();
-        tokio::spawn(submitter::run(log, queue));
+        let valid_from = Arc::new(AtomicU64::new(0));
+        tokio::spawn(submitter::run(log.clone(), queue, valid_from.clone()));
+        let (activation_sender, activation) = watch::channel(Activation::Inactive);
+        tokio::spawn(activation::run(log.clone(), activation_sender));
+        if let Some(topic) = &settings.invalid_record_on_create {
+            tracing::warn!(
+                topic,
+                "TEST HOOK: creating this topic writes a record that does not apply and stops every node"
+            );
+        }
         Controller {
             committed,
             working: None,
@@ -141,7 +229,112 @@ impl Controller {
             settings,
             rng: StdRng::from_os_rng(),
             mutation_quotas: None,
+            activation,
+            log,
+            active_term: None,
+            generation: 0,
+            valid_from,
         }
+    }
+
+    /// Rebuilds the working image from the published one when the controller became active in
+    /// a new term or stopped being active.
+    fn follow_activation(&mut self) {
+        let term = match *self.activation.borrow() {
+            Activation::Active { term } => Some(term),
+            _ => None,
+        };
+        if term != self.active_term {
+            self.active_term = term;
+            self.discard_working();
+        }
+    }
+
+    /// Drops the working image (its writes failed or belong to another term) and starts a new
+    /// generation, so the batches validated on it are failed instead of written.
+    fn discard_working(&mut self) {
+        self.working = None;
+        self.generation = (self.generation + 1).max(self.valid_from.load(Ordering::Acquire));
+        self.valid_from.fetch_max(self.generation, Ordering::AcqRel);
+    }
+
+    /// Lets `msg` through when this controller is active; otherwise answers it: NOT_CONTROLLER
+    /// on a node that does not lead, or after waiting for a new leader to catch up (the message
+    /// is then handled again), REQUEST_TIMED_OUT if that takes longer than [`ACTIVATION_WAIT`].
+    pub(super) fn admit<M>(
+        &mut self,
+        msg: M,
+        ctx: &mut Context<Self>,
+    ) -> Result<M, ResponseFuture<M::Result>>
+    where
+        M: Refusable,
+        M::Result: Send,
+        Self: Handler<M>,
+    {
+        self.follow_activation();
+        let activation = *self.activation.borrow();
+        match activation {
+            Activation::Active { .. } => Ok(msg),
+            // Raft made this node leader a moment ago and the activation task has not seen it
+            // yet: wait for it to (it then catches up, and the request waits again).
+            Activation::Inactive if self.raft_leads() => {
+                Err(self.wait_then_resend(msg, ctx, |a| *a != Activation::Inactive))
+            }
+            Activation::Inactive => {
+                let answer = msg.refuse(
+                    ResponseError::NotController,
+                    "This node is not the active controller.",
+                );
+                Err(Box::pin(async move { answer }))
+            }
+            Activation::CatchingUp { .. } => {
+                Err(self
+                    .wait_then_resend(msg, ctx, |a| !matches!(a, Activation::CatchingUp { .. })))
+            }
+        }
+    }
+
+    /// Whether openraft has this node as the leader right now.
+    fn raft_leads(&self) -> bool {
+        let metrics = self.log.metrics();
+        metrics.current_leader == Some(metrics.id)
+    }
+
+    /// Waits (at most [`ACTIVATION_WAIT`]) until the activation satisfies `settled`, then hands
+    /// `msg` to the actor again unless this node no longer leads.
+    fn wait_then_resend<M>(
+        &self,
+        msg: M,
+        ctx: &mut Context<Self>,
+        settled: impl Fn(&Activation) -> bool + Send + 'static,
+    ) -> ResponseFuture<M::Result>
+    where
+        M: Refusable,
+        M::Result: Send,
+        Self: Handler<M>,
+    {
+        let mut activation = self.activation.clone();
+        let address = ctx.address();
+        Box::pin(async move {
+            let outcome = tokio::time::timeout(ACTIVATION_WAIT, activation.wait_for(settled))
+                .await
+                .map(|state| state.map(|a| *a));
+            match outcome {
+                Ok(Ok(Activation::Inactive)) | Ok(Err(_)) => msg.refuse(
+                    ResponseError::NotController,
+                    "This node is no longer the active controller.",
+                ),
+                Ok(Ok(_)) => {
+                    let stopped =
+                        msg.refuse(ResponseError::NotController, "The controller stopped.");
+                    address.send(msg).await.unwrap_or(stopped)
+                }
+                Err(_) => msg.refuse(
+                    ResponseError::RequestTimedOut,
+                    "The new active controller is still applying the metadata log.",
+                ),
+            }
+        })
     }
 
     /// Charges CreateTopics, DeleteTopics and CreatePartitions to `quotas` (the node's
@@ -190,12 +383,27 @@ impl Controller {
         }
         self.working = Some(Arc::new(delta.apply(base.provenance)));
         self.in_flight += 1;
+        let registered: Vec<(i32, Uuid)> = records
+            .iter()
+            .filter_map(|record| match record {
+                MetadataRecord::RegisterBroker(r) if r.broker_epoch == BROKER_EPOCH_AT_OFFSET => {
+                    Some((r.broker_id, r.incarnation_id))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut records = records;
+        if let Some(invalid) = self.test_invalid_record(&records) {
+            records.push(invalid);
+        }
         let (done, outcome) = oneshot::channel();
         let record_count = records.len();
+        let generation = self.generation;
         if self
             .submissions
             .send(Submission {
                 batch: MetadataBatch { records },
+                generation,
                 done,
             })
             .is_err()
@@ -211,7 +419,9 @@ impl Controller {
                 .await
                 .unwrap_or_else(|_| Err(MetadataLogError::Shutdown(String::new())));
             address.do_send(WriteFinished {
-                succeeded: outcome.is_ok(),
+                generation,
+                committed_at: outcome.as_ref().ok().map(|log_id| log_id.index),
+                registered,
             });
             if outcome.is_ok() {
                 gregor_metrics::controller_committed("metadata", record_count, started.elapsed());
@@ -219,6 +429,65 @@ impl Controller {
             let _ = forward.send(outcome);
         });
         Ok(result)
+    }
+
+    /// Test only (see [`ControllerSettings::invalid_record_on_create`]): the record that does
+    /// not apply, when `records` create the hook's topic. It is written without being replayed
+    /// on the working image: an unfencing of a broker id no broker can have.
+    fn test_invalid_record(&self, records: &[MetadataRecord]) -> Option<MetadataRecord> {
+        let topic = self.settings.invalid_record_on_create.as_deref()?;
+        let creates = records
+            .iter()
+            .any(|r| matches!(r, MetadataRecord::Topic(t) if t.name == topic));
+        creates.then(|| {
+            tracing::warn!(topic, "TEST HOOK: writing a record that does not apply");
+            MetadataRecord::UnfenceBroker(UnfenceBrokerRecord { id: -1, epoch: 0 })
+        })
+    }
+
+    /// Sets the epoch of brokers registered by a write committed at `index` in the working
+    /// image (which holds [`BROKER_EPOCH_AT_OFFSET`] for them until then).
+    fn resolve_epochs(&mut self, registered: &[(i32, Uuid)], index: u64) {
+        let Some(working) = self.working.clone() else {
+            return;
+        };
+        let mut delta = MetadataDelta::new(working.clone());
+        let mut changed = false;
+        for (broker_id, incarnation_id) in registered {
+            let Some(broker) = working.cluster.broker(*broker_id) else {
+                continue;
+            };
+            if broker.incarnation_id != *incarnation_id || broker.epoch != BROKER_EPOCH_AT_OFFSET {
+                continue;
+            }
+            let record = MetadataRecord::RegisterBroker(broker.to_record());
+            changed |= delta.replay_at(&record, index).is_ok();
+        }
+        if changed {
+            self.working = Some(Arc::new(delta.apply(working.provenance)));
+        }
+    }
+
+    /// Writes records decided by `decide` on the working image (registrations, fencing);
+    /// answers whether there was anything to write.
+    fn write_decided(
+        &mut self,
+        ctx: &mut Context<Self>,
+        decide: impl FnOnce(&MetadataImage) -> Vec<MetadataRecord>,
+    ) -> ResponseFuture<Result<bool, MetadataLogError>> {
+        let records = decide(&self.base_image());
+        if records.is_empty() {
+            return Box::pin(async { Ok(false) });
+        }
+        match self.append(records, ctx) {
+            Ok(outcome) => Box::pin(async move {
+                outcome
+                    .await
+                    .unwrap_or_else(|_| Err(MetadataLogError::Shutdown(String::new())))
+                    .map(|_| true)
+            }),
+            Err(bug) => Box::pin(async move { Err(MetadataLogError::Raft(bug)) }),
+        }
     }
 
     /// Runs one mutation: decide with `decide`, then either answer at once (no records) or
@@ -288,8 +557,16 @@ impl Handler<WriteFinished> for Controller {
 
     fn handle(&mut self, msg: WriteFinished, _: &mut Self::Context) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        // After a failure the working image holds records that never committed: drop it.
-        if self.in_flight == 0 || !msg.succeeded {
+        // A write of a discarded generation changes nothing: its image is gone already.
+        if msg.generation == self.generation {
+            match msg.committed_at {
+                Some(index) => self.resolve_epochs(&msg.registered, index),
+                // The working image holds records that never committed, and the batches
+                // behind them were validated on those: start over from the published image.
+                None => self.discard_working(),
+            }
+        }
+        if self.in_flight == 0 {
             self.working = None;
         }
     }
@@ -299,6 +576,10 @@ impl Handler<CreateTopics> for Controller {
     type Result = ResponseFuture<CreateTopicsResponse>;
 
     fn handle(&mut self, msg: CreateTopics, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
         let defaults = self.settings.defaults;
         let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 6);
         let response = self.mutate_charged(
@@ -329,6 +610,10 @@ impl Handler<DeleteTopics> for Controller {
     type Result = ResponseFuture<DeleteTopicsResponse>;
 
     fn handle(&mut self, msg: DeleteTopics, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
         let enabled = self.settings.delete_topic_enable;
         let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 5);
         let response = self.mutate_charged(
@@ -359,6 +644,10 @@ impl Handler<CreatePartitions> for Controller {
     type Result = ResponseFuture<CreatePartitionsResponse>;
 
     fn handle(&mut self, msg: CreatePartitions, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
         let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 3);
         let response = self.mutate_charged(
             ctx,
@@ -386,6 +675,10 @@ impl Handler<WriteRecords> for Controller {
     type Result = ResponseFuture<Result<MetadataLogId, MetadataLogError>>;
 
     fn handle(&mut self, msg: WriteRecords, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
         match self.append(msg.records, ctx) {
             Ok(outcome) => Box::pin(async move {
                 outcome
@@ -394,6 +687,101 @@ impl Handler<WriteRecords> for Controller {
             }),
             Err(bug) => Box::pin(async move { Err(MetadataLogError::Raft(bug)) }),
         }
+    }
+}
+
+impl Handler<RegisterNode> for Controller {
+    type Result = ResponseFuture<Result<bool, MetadataLogError>>;
+
+    fn handle(&mut self, msg: RegisterNode, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        let decision = registration::register_node(&self.base_image(), &msg.0);
+        let registers_broker = decision.registers_broker;
+        let written = self.write_decided(ctx, |_| decision.records);
+        Box::pin(async move { written.await.map(|_| registers_broker) })
+    }
+}
+
+impl Handler<FenceBroker> for Controller {
+    type Result = ResponseFuture<Result<bool, MetadataLogError>>;
+
+    fn handle(&mut self, msg: FenceBroker, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.write_decided(ctx, |image| {
+            crate::fencing::fence_broker(image, msg.broker_id)
+        })
+    }
+}
+
+impl Handler<UnfenceBroker> for Controller {
+    type Result = ResponseFuture<Result<bool, MetadataLogError>>;
+
+    fn handle(&mut self, msg: UnfenceBroker, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.write_decided(ctx, |image| {
+            registration::unfence_broker(image, msg.broker_id, msg.incarnation_id)
+        })
+    }
+}
+
+/// A log error for internal writes refused because this node is not the active controller.
+fn refused_write<T>(code: ResponseError, message: &str) -> Result<T, MetadataLogError> {
+    Err(match code {
+        ResponseError::NotController => MetadataLogError::NotLeader { leader_id: None },
+        _ => MetadataLogError::Raft(message.to_owned()),
+    })
+}
+
+impl Refusable for WriteRecords {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        refused_write(code, message)
+    }
+}
+
+impl Refusable for RegisterNode {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        refused_write(code, message)
+    }
+}
+
+impl Refusable for FenceBroker {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        refused_write(code, message)
+    }
+}
+
+impl Refusable for UnfenceBroker {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        refused_write(code, message)
+    }
+}
+
+impl Refusable for CreateTopics {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        let names = self.request.topics.iter().map(|t| t.name.clone()).collect();
+        failed_create_topics(names, code, message)
+    }
+}
+
+impl Refusable for DeleteTopics {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        failed_delete_topics_for(&self.request, self.version)(code, message)
+    }
+}
+
+impl Refusable for CreatePartitions {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        let names = self.request.topics.iter().map(|t| t.name.clone()).collect();
+        failed_create_partitions(names, code, message)
     }
 }
 

@@ -2,10 +2,12 @@
 //! working image, written as `ClientQuotaRecord`s, answered once committed.
 
 use actix::prelude::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::actor::Controller;
+use super::actor::{Controller, Refusable};
 use super::logic;
 use crate::context::Principal;
 
@@ -27,6 +29,10 @@ impl Handler<AlterClientQuotas> for Controller {
     type Result = ResponseFuture<AlterClientQuotasResponse>;
 
     fn handle(&mut self, msg: AlterClientQuotas, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
         self.mutate(
             ctx,
             |image, _| {
@@ -41,6 +47,33 @@ impl Handler<AlterClientQuotas> for Controller {
                 }
                 response
             },
+        )
+    }
+}
+
+impl Refusable for AlterClientQuotas {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        AlterClientQuotasResponse::default().with_entries(
+            self.request
+                .entries
+                .iter()
+                .map(|entry| {
+                    EntryData::default()
+                        .with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+                        .with_entity(
+                            entry
+                                .entity
+                                .iter()
+                                .map(|e| {
+                                    EntityData::default()
+                                        .with_entity_type(e.entity_type.clone())
+                                        .with_entity_name(e.entity_name.clone())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
         )
     }
 }

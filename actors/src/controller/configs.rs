@@ -3,13 +3,15 @@
 //! `ConfigRecord`s, like the topic mutations in `actor.rs`.
 
 use actix::prelude::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
+    alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::actor::Controller;
+use super::actor::{Controller, Refusable};
 use super::logic::configs;
 use super::logic::ControllerResult;
 
@@ -41,6 +43,10 @@ impl Handler<IncrementalAlterConfigs> for Controller {
     type Result = ResponseFuture<IncrementalAlterConfigsResponse>;
 
     fn handle(&mut self, msg: IncrementalAlterConfigs, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
         self.mutate(
             ctx,
             |image, _| -> ControllerResult<_> {
@@ -63,6 +69,10 @@ impl Handler<AlterConfigs> for Controller {
     type Result = ResponseFuture<AlterConfigsResponse>;
 
     fn handle(&mut self, msg: AlterConfigs, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
         self.mutate(
             ctx,
             |image, _| -> ControllerResult<_> {
@@ -77,6 +87,42 @@ impl Handler<AlterConfigs> for Controller {
                 }
                 response
             },
+        )
+    }
+}
+
+impl Refusable for IncrementalAlterConfigs {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        IncrementalAlterConfigsResponse::default().with_responses(
+            self.request
+                .resources
+                .iter()
+                .map(|r| {
+                    AlterConfigsResourceResponse::default()
+                        .with_resource_type(r.resource_type)
+                        .with_resource_name(r.resource_name.clone())
+                        .with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Refusable for AlterConfigs {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        AlterConfigsResponse::default().with_responses(
+            self.request
+                .resources
+                .iter()
+                .map(|r| {
+                    alter_configs_response::AlterConfigsResourceResponse::default()
+                        .with_resource_type(r.resource_type)
+                        .with_resource_name(r.resource_name.clone())
+                        .with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+                })
+                .collect(),
         )
     }
 }

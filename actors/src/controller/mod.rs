@@ -1,16 +1,22 @@
 //! The controller: the actor that owns the writable metadata state and the pure decisions it
 //! delegates to (`logic`).
 
+mod activation;
 mod actor;
 mod client_quotas;
 mod configs;
 pub mod logic;
 mod submitter;
+#[cfg(test)]
+mod tests;
+mod unregister;
 
+pub use activation::Activation;
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
-    ControllerSettings, CreatePartitions, CreateTopics, DeleteTopics, WriteRecords,
-    LATEST_CREATE_TOPICS_VERSION,
+    ControllerSettings, CreatePartitions, CreateTopics, DeleteTopics, FenceBroker, RegisterNode,
+    UnfenceBroker, WriteRecords, ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
 };
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
+pub use unregister::UnregisterBroker;

@@ -7,7 +7,14 @@
 //! one fsync. Grouping keeps the order (batches are concatenated in arrival order), and the
 //! records of each batch were validated against the working image that already held everything
 //! queued before them, so applying them together is applying them one after another.
+//!
+//! Because each batch was validated on top of the ones before it, a failed write poisons every
+//! batch of its *generation* (the working image they were validated on): they are failed with
+//! the same error, never handed to raft. The controller starts a new generation from the
+//! published image when it learns of the failure (or when it becomes active in a new term) and
+//! raises `valid_from`, so batches of an older generation still queued are failed too.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use gregor_publishers::records::MetadataBatch;
@@ -33,12 +40,21 @@ fn encoded_bytes(batch: &MetadataBatch) -> usize {
 /// One batch on its way to the metadata log, and who waits for its outcome.
 pub(super) struct Submission {
     pub(super) batch: MetadataBatch,
+    /// The generation of the working image the batch was validated on.
+    pub(super) generation: u64,
     pub(super) done: oneshot::Sender<Result<MetadataLogId, MetadataLogError>>,
 }
 
-/// Runs until the controller drops its sender.
-pub(super) async fn run(log: Arc<MetadataLog>, mut queue: mpsc::UnboundedReceiver<Submission>) {
+/// Runs until the controller drops its sender. Batches of a generation below `valid_from` are
+/// failed without being written.
+pub(super) async fn run(
+    log: Arc<MetadataLog>,
+    mut queue: mpsc::UnboundedReceiver<Submission>,
+    valid_from: Arc<AtomicU64>,
+) {
     let mut waiting: Option<Submission> = None;
+    // Why the batches of a poisoned generation fail: the error of the write they built on.
+    let mut poisoned_by: Option<MetadataLogError> = None;
     loop {
         let first = match waiting.take() {
             Some(submission) => submission,
@@ -47,12 +63,18 @@ pub(super) async fn run(log: Arc<MetadataLog>, mut queue: mpsc::UnboundedReceive
                 None => return,
             },
         };
+        if first.generation < valid_from.load(Ordering::Acquire) {
+            let _ = first.done.send(stale(poisoned_by.as_ref()));
+            continue;
+        }
+        let generation = first.generation;
         let mut bytes = encoded_bytes(&first.batch);
         let mut records = first.batch.records;
         let mut waiters = vec![first.done];
         while let Ok(next) = queue.try_recv() {
             let next_bytes = encoded_bytes(&next.batch);
-            if records.len() + next.batch.records.len() > MAX_GROUP_RECORDS
+            if next.generation != generation
+                || records.len() + next.batch.records.len() > MAX_GROUP_RECORDS
                 || bytes.saturating_add(next_bytes) > MAX_GROUP_BYTES
             {
                 waiting = Some(next);
@@ -66,10 +88,28 @@ pub(super) async fn run(log: Arc<MetadataLog>, mut queue: mpsc::UnboundedReceive
             Ok(commit) => commit.await,
             Err(error) => Err(error),
         };
+        if let Err(error) = share(&outcome) {
+            valid_from.fetch_max(generation + 1, Ordering::AcqRel);
+            poisoned_by = Some(error);
+        }
         for waiter in waiters {
             let _ = waiter.send(share(&outcome));
         }
     }
+}
+
+/// The outcome of a batch validated on a working image that was discarded: the error of the
+/// write that poisoned it, or NOT_CONTROLLER (a new term began).
+fn stale(poisoned_by: Option<&MetadataLogError>) -> Result<MetadataLogId, MetadataLogError> {
+    Err(match poisoned_by {
+        Some(MetadataLogError::NotLeader { leader_id }) => MetadataLogError::NotLeader {
+            leader_id: *leader_id,
+        },
+        Some(error) => {
+            MetadataLogError::Raft(format!("validated on top of a write that failed: {error}"))
+        }
+        None => MetadataLogError::NotLeader { leader_id: None },
+    })
 }
 
 /// The outcome for each waiter of a group: the same log id, or an error of the same meaning.

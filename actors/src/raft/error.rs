@@ -77,7 +77,7 @@ impl MetadataLogError {
 }
 
 /// The applier could not build or publish a new image.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("metadata applier failed: {message}")]
 pub struct ApplyError {
     message: String,

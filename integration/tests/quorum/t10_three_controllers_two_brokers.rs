@@ -125,6 +125,11 @@ async fn topics_survive_leader_kill9() -> anyhow::Result<()> {
         create_via(&brokers[1], "payments")
     })
     .await?;
+    // The new leader accepts writes only once it has applied the log up to its term's start.
+    eprintln!(
+        "write failover: first create committed {:?} after the kill",
+        killed_at.elapsed()
+    );
     for broker in &brokers {
         wait_until("both topics on every broker", FORM_TIMEOUT, || async {
             let topics = topics_on(broker).await?;

@@ -127,7 +127,7 @@ async fn run(args: MetadataQuorumArgs) -> Result<(), String> {
                 for line in status_lines(&cluster_id, &quorum)? {
                     println!("{line}");
                 }
-                println!("{}", digest_line(&args, &quorum).await);
+                println!("{}", digest_line(&cluster_id, &quorum).await);
             } else {
                 print!("{}", replication_table(&quorum, *human_readable, now_ms())?);
             }
@@ -299,22 +299,28 @@ fn replica_list(quorum: &DescribeQuorumResponse, replicas: &[ReplicaState]) -> S
     format!("[{}]", items.join(", "))
 }
 
-/// Gregor's extra `describe --status` line: the image digest of the node asked (the active
-/// controller with `--bootstrap-controller`, else the first bootstrap server), fetched with the
-/// private ImageDigest RPC. Kafka's lines above stay as Kafka prints them.
-async fn digest_line(args: &MetadataQuorumArgs, quorum: &DescribeQuorumResponse) -> String {
+/// Gregor's extra `describe --status` line: the image digest of the active controller, fetched
+/// from its controller listener (private RPCs are served nowhere else) with the private
+/// ImageDigest RPC after a hello naming this cluster; any node of the cluster may read it, so
+/// the tool introduces itself as node -1. Kafka's lines above stay as Kafka prints them.
+async fn digest_line(cluster_id: &str, quorum: &DescribeQuorumResponse) -> String {
     let leader = partition(quorum).map(|p| p.leader_id.0).ok();
-    let addr = match (&args.bootstrap_server, leader) {
-        (Some(servers), _) => servers.split(',').next().map(str::to_owned),
-        (None, Some(leader)) => endpoints_of(quorum, leader)
+    let addr = leader.and_then(|leader| {
+        endpoints_of(quorum, leader)
             .first()
-            .and_then(|e| e.split_once("://").map(|(_, a)| a.to_owned())),
-        (None, None) => None,
-    };
+            .and_then(|e| e.split_once("://").map(|(_, a)| a.to_owned()))
+    });
     let Some(addr) = addr else {
-        return "MetadataImageDigest:    unavailable (no node to ask)".to_owned();
+        return "MetadataImageDigest:    unavailable (the leader's controller endpoint is unknown)"
+            .to_owned();
     };
-    let mut channel = crate::quorum::transport::Channel::new(addr.clone());
+    let hello = crate::quorum::rpc::PeerHello {
+        cluster_id: cluster_id.to_owned(),
+        node_id: -1,
+        directory_id: uuid::Uuid::nil(),
+        raft_link: false,
+    };
+    let mut channel = crate::quorum::transport::Channel::new(addr.clone(), &hello);
     match channel
         .call(
             &crate::quorum::rpc::QuorumRequest::ImageDigest,

@@ -7,11 +7,18 @@
 //!  starting node ──Join (32003): id, directory id, endpoints, registration──▶ leader
 //!        ◀── Joined { read_index } │ NotLeader { leader endpoints } │ Refused { why }
 //!  observer ──Join every second (heartbeat)──▶ leader
+//!  broker without a controller listener ──Hello { raft_link }──▶ leader's controller listener
+//!        ◀── AppendEntries / InstallSnapshot down that same connection
 //!  broker listener: CreateTopics & co. ──same frame──▶ leader's controller listener
 //! ```
+//!
+//! Every connection for private RPCs opens with a Hello (32005: cluster id, node id, directory
+//! id); they are served on controller listeners only (see [`service::QuorumService::serve_private`]).
 
 pub(crate) mod rpc;
 pub(crate) mod service;
+#[doc(hidden)]
+pub mod testing;
 pub(crate) mod transport;
 
 use std::collections::BTreeMap;
@@ -27,30 +34,58 @@ pub use service::QuorumService;
 
 use crate::config::{NodeConfig, ProcessRole};
 use crate::storage::{self, NodeIdentity};
-use rpc::{BrokerJoin, JoinRequest, JoinResponse, QuorumRequest, QuorumResponse};
-use transport::{address_of, Channel, QuorumNetwork};
+use rpc::{BrokerJoin, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse};
+use transport::{address_of, read_peer_frame, Channel, QuorumNetwork, RaftLinks};
 
 /// How long one join attempt may wait for an answer.
 const JOIN_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Observers announce themselves this often.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+/// A learner not heard from for this long leaves the membership: the leader stops replicating
+/// to it (it joins back with its next heartbeat).
+const SILENT_LEARNER_EXPIRY: Duration = gregor_actors::quorum::OBSERVER_EXPIRY;
+/// A learner that is no longer registered (unregistered) leaves once silent for this long.
+const UNREGISTERED_LEARNER_EXPIRY: Duration = Duration::from_secs(5);
 
-/// The network openraft uses, and the cell the quorum state goes into once it exists (the
-/// transport records replication progress there).
-/// `max_request_bytes` is this node's `socket.request.max.bytes`, the stand-in for peers that
-/// have not announced theirs (see [`transport::PeerLimits`]).
+/// A raft link with no frame from the leader for this long is reopened (the leader sends
+/// heartbeats every 100 ms; silence means it stopped leading or the connection is dead).
+const LINK_IDLE: Duration = Duration::from_secs(5);
+
+/// The network openraft uses, the cell the quorum state goes into once it exists (the
+/// transport records replication progress there), and the raft links learners open to this
+/// node. `max_request_bytes` is this node's `socket.request.max.bytes`, the stand-in for peers
+/// that have not announced theirs (see [`transport::PeerLimits`]).
 pub(crate) fn network(
+    hello: PeerHello,
     max_request_bytes: i32,
-) -> (QuorumNetwork, Arc<std::sync::OnceLock<Arc<QuorumState>>>) {
+) -> (
+    QuorumNetwork,
+    Arc<std::sync::OnceLock<Arc<QuorumState>>>,
+    Arc<RaftLinks>,
+) {
     let cell = Arc::new(std::sync::OnceLock::new());
+    let links = Arc::new(RaftLinks::default());
     let own = usize::try_from(max_request_bytes).unwrap_or(usize::MAX);
     (
         QuorumNetwork {
             state: cell.clone(),
             limits: Arc::new(transport::PeerLimits::new(own)),
+            hello,
+            links: links.clone(),
         },
         cell,
+        links,
     )
+}
+
+/// How this node introduces itself on connections for private RPCs.
+pub(crate) fn hello(config: &NodeConfig, identity: &NodeIdentity) -> PeerHello {
+    PeerHello {
+        cluster_id: identity.cluster_id.clone(),
+        node_id: config.node_id,
+        directory_id: identity.metadata_directory_id,
+        raft_link: false,
+    }
 }
 
 /// Initializes a brand-new log from what `storage format` recorded: this node alone
@@ -131,9 +166,29 @@ pub(crate) async fn join_cluster(
     join: &JoinRequest,
     deadline: Instant,
 ) -> Result<(), String> {
+    let read_index = join_leader(config, service, join, deadline).await?;
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    service
+        .state
+        .log
+        .wait_applied(read_index, remaining)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Finds the leader and joins through it (see [`join_cluster`]); returns the read index of
+/// its answer without waiting to apply it.
+async fn join_leader(
+    config: &NodeConfig,
+    service: &QuorumService,
+    join: &JoinRequest,
+    deadline: Instant,
+) -> Result<u64, String> {
     let bootstrap = &config.controller_quorum_bootstrap_servers;
     let mut next_bootstrap = 0usize;
     let mut pointed: Option<String> = None;
+    // Addresses that failed or knew no leader during this call.
+    let mut failed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut last_error = String::from("no leader found yet");
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -144,15 +199,19 @@ pub(crate) async fn join_cluster(
         }
         let own_id = config.node_id as u64;
         let local_leader = service.leader();
+        let mut answered_by = None;
         let response = if local_leader.as_ref().is_some_and(|(id, _)| *id == own_id) {
             service.join(join.clone()).await
         } else {
             let addr = pointed
                 .take()
                 .or_else(|| {
+                    // A broker learns of a new leader only from it: after the known one failed
+                    // to answer, ask the bootstrap servers instead.
                     local_leader
                         .as_ref()
                         .and_then(|(_, endpoints)| endpoints.first().map(address_of))
+                        .filter(|addr| !failed.contains(addr))
                 })
                 .or_else(|| {
                     let addr = bootstrap
@@ -168,7 +227,8 @@ pub(crate) async fn join_cluster(
                     continue;
                 }
                 Some(addr) => {
-                    let mut channel = Channel::new(addr.clone());
+                    answered_by = Some(addr.clone());
+                    let mut channel = Channel::new(addr.clone(), &service.hello);
                     match channel
                         .call(
                             &QuorumRequest::Join(join.clone()),
@@ -183,6 +243,7 @@ pub(crate) async fn join_cluster(
                         }
                         Err(e) => {
                             last_error = e.to_string();
+                            failed.insert(addr);
                             JoinResponse::NotLeader { leader: None }
                         }
                     }
@@ -190,14 +251,9 @@ pub(crate) async fn join_cluster(
             }
         };
         match response {
-            JoinResponse::Joined { read_index } => {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                return service
-                    .state
-                    .log
-                    .wait_applied(read_index, remaining)
-                    .await
-                    .map_err(|e| e.to_string());
+            JoinResponse::Joined { read_index, leader } => {
+                service.admitted(leader, answered_by);
+                return Ok(read_index);
             }
             JoinResponse::Refused { message } => return Err(message),
             JoinResponse::Waiting { reason } => {
@@ -205,11 +261,15 @@ pub(crate) async fn join_cluster(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             JoinResponse::NotLeader { leader } => {
-                if let Some((id, endpoints)) = leader {
-                    if id != own_id {
-                        pointed = endpoints.first().map(address_of);
+                match leader {
+                    Some((id, endpoints)) => {
+                        if id != own_id {
+                            pointed = endpoints.first().map(address_of);
+                        }
+                        last_error = format!("waiting for leader {id}");
                     }
-                    last_error = format!("waiting for leader {id}");
+                    // It knows no leader (it may have just stopped leading): ask elsewhere.
+                    None => failed.extend(answered_by),
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -219,8 +279,9 @@ pub(crate) async fn join_cluster(
 
 /// While this node leads, fences brokers not heard from within `broker.session.timeout.ms`
 /// (observers by their heartbeats, voters by their last accepted AppendEntries) and moves the
-/// leadership of their partitions (see [`gregor_actors::fencing`]). A broker that comes back
-/// re-registers through its next heartbeat, which unfences it.
+/// leadership of their partitions (see [`gregor_actors::fencing`]); and unfences fenced
+/// brokers, voters and observers alike, once they are heard from and caught up again. The
+/// controller decides both on its working image.
 pub(crate) fn spawn_fencing(
     config: Arc<NodeConfig>,
     service: Arc<QuorumService>,
@@ -239,52 +300,248 @@ pub(crate) fn spawn_fencing(
                 continue;
             }
             let since = *leading_since.get_or_insert_with(Instant::now);
-            if since.elapsed() < timeout {
-                continue;
-            }
+            remove_departed_learners(&service, &image.load_full(), since.elapsed()).await;
             let current = image.load_full();
             let voters = service.voter_ids();
-            let now_ms = gregor_actors::quorum::now_ms();
-            let stale: Vec<i32> = current
-                .cluster
-                .brokers()
-                .filter(|b| !b.fenced && b.id != config.node_id)
-                .filter(|b| {
-                    if voters.contains(&(b.id as u64)) {
-                        let fetched = service
-                            .state
-                            .progress(b.id as u64)
-                            .map_or(-1, |p| p.last_fetch_ms);
-                        fetched < 0 || now_ms - fetched > timeout.as_millis() as i64
-                    } else {
-                        service
-                            .state
-                            .last_seen(b.id)
-                            .is_none_or(|seen| seen.elapsed() > timeout)
+            let liveness = |id: i32| broker_liveness(&service, &voters, id, timeout);
+            let mut changes: Vec<(i32, bool)> = Vec::new();
+            for broker in current.cluster.brokers() {
+                if broker.id == config.node_id {
+                    // The leader hears itself: a fenced leader is caught up by definition.
+                    if broker.fenced {
+                        changes.push((broker.id, false));
                     }
-                })
-                .map(|b| b.id)
-                .collect();
-            for id in stale {
-                let records = gregor_actors::fencing::fence_broker(&image.load_full(), id);
-                if records.is_empty() {
                     continue;
                 }
-                tracing::info!(
-                    broker_id = id,
-                    "fencing a broker not heard from within broker.session.timeout.ms"
-                );
-                match controller
-                    .send(gregor_actors::controller::WriteRecords { records })
-                    .await
-                {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(error)) => tracing::warn!(broker_id = id, %error, "cannot fence"),
-                    Err(error) => tracing::warn!(broker_id = id, %error, "cannot fence"),
+                match (broker.fenced, liveness(broker.id)) {
+                    (false, Liveness::Silent) if since.elapsed() >= timeout => {
+                        changes.push((broker.id, true))
+                    }
+                    (true, Liveness::CaughtUp) => changes.push((broker.id, false)),
+                    _ => {}
+                }
+            }
+            for (broker_id, fence) in changes {
+                let outcome = if fence {
+                    controller
+                        .send(gregor_actors::controller::FenceBroker { broker_id })
+                        .await
+                } else {
+                    controller
+                        .send(gregor_actors::controller::UnfenceBroker {
+                            broker_id,
+                            incarnation_id: None,
+                        })
+                        .await
+                };
+                let action = if fence { "fenced" } else { "unfenced" };
+                match outcome {
+                    Ok(Ok(true)) if fence => tracing::info!(
+                        broker_id,
+                        "fenced a broker not heard from within broker.session.timeout.ms"
+                    ),
+                    Ok(Ok(true)) => tracing::info!(broker_id, "unfenced a broker that caught up"),
+                    Ok(Ok(false)) => {}
+                    Ok(Err(error)) => tracing::warn!(broker_id, %error, "cannot be {action}"),
+                    Err(error) => tracing::warn!(broker_id, %error, "cannot be {action}"),
                 }
             }
         }
     });
+}
+
+/// What the leader knows of a broker's session.
+#[derive(Debug, PartialEq, Eq)]
+enum Liveness {
+    /// Not heard from within the session timeout.
+    Silent,
+    /// Heard from, but not known to hold everything committed.
+    Behind,
+    /// Heard from, and it matched the commit index within the last two liveness rounds.
+    CaughtUp,
+}
+
+/// A voter is heard from through the AppendEntries it accepts; an observer (a learner) through
+/// its heartbeat. Either is caught up when an AppendEntries it accepted recently brought it to
+/// the commit index.
+fn broker_liveness(
+    service: &QuorumService,
+    voters: &std::collections::BTreeSet<u64>,
+    id: i32,
+    timeout: Duration,
+) -> Liveness {
+    let now_ms = gregor_actors::quorum::now_ms();
+    let timeout_ms = timeout.as_millis() as i64;
+    let recent = |ms: i64| ms >= 0 && now_ms - ms <= timeout_ms;
+    let progress = service.state.progress(id as u64);
+    let heard = if voters.contains(&(id as u64)) {
+        progress.is_some_and(|p| recent(p.last_fetch_ms))
+    } else {
+        service
+            .state
+            .last_seen(id)
+            .is_some_and(|seen| seen.elapsed() <= timeout)
+    };
+    if !heard {
+        return Liveness::Silent;
+    }
+    // Caught up within the last two liveness rounds, so a replica still catching up after a
+    // pause is not unfenced on an old match.
+    let caught_up_ms = (HEARTBEAT_INTERVAL * 2).as_millis() as i64;
+    if progress
+        .is_some_and(|p| p.last_caught_up_ms >= 0 && now_ms - p.last_caught_up_ms <= caught_up_ms)
+    {
+        Liveness::CaughtUp
+    } else {
+        Liveness::Behind
+    }
+}
+
+/// Removes from the membership the learners that are gone: not registered any more and
+/// silent for [`UNREGISTERED_LEARNER_EXPIRY`], or silent for [`SILENT_LEARNER_EXPIRY`]
+/// (`leading_for` stands for silence when this leader has not heard from one yet). openraft
+/// then drops their replication streams, so a departed learner costs the leader nothing.
+async fn remove_departed_learners(
+    service: &QuorumService,
+    image: &gregor_publishers::MetadataImage,
+    leading_for: Duration,
+) {
+    let metrics = service.state.log.metrics();
+    let membership = metrics.membership_config.membership();
+    let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+    let departed: std::collections::BTreeSet<u64> = membership
+        .nodes()
+        .map(|(id, _)| *id)
+        .filter(|id| !voters.contains(id) && *id != metrics.id)
+        .filter(|id| {
+            let Ok(node_id) = i32::try_from(*id) else {
+                return true;
+            };
+            let silent_for = service
+                .state
+                .last_seen(node_id)
+                .map_or(leading_for, |seen| seen.elapsed().min(leading_for));
+            let registered = image.cluster.broker(node_id).is_some()
+                || image.cluster.controller(node_id).is_some();
+            silent_for >= SILENT_LEARNER_EXPIRY
+                || (!registered && silent_for >= UNREGISTERED_LEARNER_EXPIRY)
+        })
+        .collect();
+    if departed.is_empty() {
+        return;
+    }
+    // One membership change at a time (AddRaftVoter / RemoveRaftVoter take the same guard).
+    let Some(_guard) = service.state.begin_voter_change() else {
+        return;
+    };
+    tracing::info!(learners = ?departed, "removing departed learners from the metadata quorum");
+    if let Err(error) = service
+        .state
+        .log
+        .change_membership(openraft::ChangeMembers::RemoveNodes(departed), false)
+        .await
+    {
+        tracing::warn!(%error, "cannot remove departed learners");
+    }
+}
+
+/// Keeps a raft link open to the leader that admitted this node (a broker without a
+/// controller listener: the leader sends its AppendEntries and InstallSnapshot down the link,
+/// as Kafka's observers fetch from the leader). Follows the leader as joins and heartbeats
+/// find it.
+pub(crate) fn spawn_raft_link(
+    config: Arc<NodeConfig>,
+    service: Arc<QuorumService>,
+    join: JoinRequest,
+) {
+    service
+        .raft_link
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    tokio::spawn(async move {
+        let mut address = service.leader_address.subscribe();
+        let hello = PeerHello {
+            raft_link: true,
+            ..service.hello.clone()
+        };
+        loop {
+            let current = address.borrow_and_update().clone();
+            let Some(addr) = current else {
+                if address.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            match open_raft_link(&addr, &hello).await {
+                Ok(stream) => {
+                    tracing::info!(%addr, "raft link to the leader opened");
+                    service.link_open.send_replace(true);
+                    let ended = serve_raft_link(&service, stream, &mut address).await;
+                    service.link_open.send_replace(false);
+                    tracing::info!(%addr, reason = %ended, "raft link to the leader ended");
+                    if address.has_changed().unwrap_or(false) {
+                        continue;
+                    }
+                }
+                Err(error) => tracing::debug!(%addr, %error, "cannot open the raft link"),
+            }
+            // The leader may have moved: find it now rather than at the next heartbeat (a
+            // successful join points the link at it).
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let deadline = Instant::now() + HEARTBEAT_INTERVAL * 3;
+            if let Err(error) = join_leader(&config, &service, &join, deadline).await {
+                tracing::debug!(%error, "cannot find the leader for the raft link");
+            }
+        }
+    });
+}
+
+/// Connects to `addr` and opens a raft link with `hello`.
+async fn open_raft_link(addr: &str, hello: &PeerHello) -> Result<tokio::net::TcpStream, String> {
+    use tokio::io::AsyncWriteExt;
+    let frame = transport::hello_frame(hello)?;
+    let open = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        stream.write_all(&frame).await.map_err(|e| e.to_string())?;
+        let answer = read_peer_frame(&mut stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        transport::check_hello_answer(addr, &answer).map_err(|e| e.to_string())?;
+        Ok(stream)
+    };
+    tokio::time::timeout(JOIN_CALL_TIMEOUT, open)
+        .await
+        .map_err(|_| format!("no answer within {JOIN_CALL_TIMEOUT:?}"))?
+}
+
+/// Answers the leader's requests on the raft link until it fails, goes quiet for
+/// [`LINK_IDLE`], or the leader moves; returns why it ended.
+async fn serve_raft_link(
+    service: &QuorumService,
+    mut stream: tokio::net::TcpStream,
+    address: &mut tokio::sync::watch::Receiver<Option<String>>,
+) -> String {
+    use tokio::io::AsyncWriteExt;
+    loop {
+        let frame = tokio::select! {
+            frame = tokio::time::timeout(LINK_IDLE, read_peer_frame(&mut stream)) => frame,
+            _ = address.changed() => return "the leader moved".into(),
+        };
+        let frame = match frame {
+            Ok(Ok(frame)) if frame.len() >= 8 => frame,
+            Ok(Ok(frame)) => return format!("a {}-byte frame", frame.len()),
+            Ok(Err(error)) => return error.to_string(),
+            Err(_) => return format!("no request within {LINK_IDLE:?}"),
+        };
+        let Some(answer) = service.serve_link_frame(&frame).await else {
+            return "an unexpected request".into();
+        };
+        if let Err(error) = stream.write_all(&answer).await {
+            return error.to_string();
+        }
+    }
 }
 
 /// Keeps announcing this node to the leader while it is not a voter (observers' heartbeat),
@@ -301,7 +558,7 @@ pub(crate) fn spawn_heartbeats(
                 continue;
             }
             let deadline = Instant::now() + HEARTBEAT_INTERVAL * 3;
-            if let Err(error) = join_cluster(&config, &service, &join, deadline).await {
+            if let Err(error) = join_leader(&config, &service, &join, deadline).await {
                 tracing::debug!(%error, "observer heartbeat failed");
             }
         }

@@ -26,10 +26,13 @@ pub mod errors;
 mod partitions;
 pub mod placement;
 pub mod quota;
+pub mod registration;
 pub mod topic_configs;
 pub mod topic_name;
 pub mod view;
 
+#[cfg(test)]
+pub(crate) mod large_requests;
 #[cfg(test)]
 mod testing;
 
