@@ -92,6 +92,9 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::ListConfigResources => {
             RequestKind::ListConfigResources(ListConfigResourcesRequest::default())
         }
+        ApiKey::UnregisterBroker => RequestKind::UnregisterBroker(
+            UnregisterBrokerRequest::default().with_broker_id(BrokerId(1)),
+        ),
         other => panic!("{other:?} is served but has no seed here: add one"),
     }];
     match key {
@@ -326,6 +329,9 @@ fn decide(request: RequestKind, version: i16) {
         }
         RequestKind::ListConfigResources(r) => {
             list_config_resources(image, version, &r.resource_types, "PLAINTEXT");
+        }
+        RequestKind::UnregisterBroker(r) => {
+            gregor_actors::fencing::unregister_broker(image, r.broker_id.0);
         }
         _ => {}
     });

@@ -11,10 +11,10 @@ use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     AddRaftVoterRequest, AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, ApiVersionsRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClientQuotasRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeQuorumRequest,
-    IncrementalAlterConfigsRequest, ListConfigResourcesRequest, MetadataRequest,
-    RemoveRaftVoterRequest, TopicName,
+    BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeQuorumRequest, IncrementalAlterConfigsRequest, ListConfigResourcesRequest,
+    MetadataRequest, RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -127,6 +127,11 @@ async fn send_valid(
                     .with_voter_id(99)
                     .with_voter_directory_id(uuid::Uuid::from_u128(7)),
             );
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::UnregisterBroker => {
+            // An id nobody registered: answered BROKER_ID_NOT_REGISTERED, nothing changes.
+            let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(9_999));
             answers(conn, addr, &request, version, f, f_what).await;
         }
         ApiKey::DescribeConfigs => {
