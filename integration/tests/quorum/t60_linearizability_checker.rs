@@ -220,11 +220,6 @@ async fn wait_new_leader(addrs: &[String], old: (i32, i32)) -> anyhow::Result<(i
     .await
 }
 
-// Fails until a new leader stops deciding on a stale image (issue #10, branch quorum-core):
-// a DeleteTopics reaching a just-elected controller is answered UNKNOWN_TOPIC_OR_PARTITION for
-// a topic whose create the previous leader committed and acknowledged, because the new leader
-// validates before replaying the log to the start of its term.
-#[ignore = "a new leader validates on a stale image until it replays to its term start (issue #10)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_mutations_survive_leader_changes() -> anyhow::Result<()> {
     let target_changes = env_number("GREGOR_CHECKER_LEADER_CHANGES", 30);
