@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use mimalloc::MiMalloc;
 
 use gregor_node::config::NodeConfig;
-use gregor_node::{server, storage};
+use gregor_node::{log_levels, server, storage};
 
 #[derive(Parser)]
 #[command(name = "gregor", version, about = "A Kafka-compatible broker node")]
@@ -77,6 +77,7 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Node(args) => {
             let config = load(&args)?;
+            log_levels::init_logging_as(Some(config.log_format()));
             server::run(config).map_err(|e| e.to_string())
         }
         Command::Storage(StorageCommand::Format {
@@ -128,8 +129,13 @@ fn run(cli: Cli) -> Result<(), String> {
 static ALLOCATOR: MiMalloc = MiMalloc;
 
 fn main() -> ExitCode {
-    server::init_logging();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // A node logs in the format its configuration names, so it starts logging once that is
+    // loaded (a configuration error is printed on its own line either way).
+    if !matches!(cli.command, Command::Node(_)) {
+        server::init_logging();
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("gregor: {message}");
