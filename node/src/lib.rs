@@ -11,3 +11,4 @@ pub mod network;
 pub mod quorum;
 pub mod server;
 pub mod storage;
+pub mod storage_info;

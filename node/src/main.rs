@@ -1,16 +1,18 @@
 //! `gregor`: a Kafka-compatible broker node.
 //!
-//! Subcommands: `node` starts a node; `storage format` / `storage random-uuid` prepare data
-//! directories as `kafka-storage.sh` does.
+//! Subcommands: `node` starts a node; `storage format` / `storage info` / `storage random-uuid`
+//! prepare and inspect data directories as `kafka-storage.sh` does; `completions` prints a shell
+//! completion script.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
 use mimalloc::MiMalloc;
 
 use gregor_node::config::NodeConfig;
-use gregor_node::{log_levels, server, storage};
+use gregor_node::{log_levels, server, storage, storage_info};
 
 #[derive(Parser)]
 #[command(name = "gregor", version, about = "A Kafka-compatible broker node")]
@@ -34,12 +36,17 @@ enum Command {
     Topics(gregor_node::admin::topics::TopicsArgs),
     /// Describe the metadata quorum and add or remove controllers, as kafka-metadata-quorum.sh.
     MetadataQuorum(gregor_node::admin::metadata_quorum::MetadataQuorumArgs),
+    /// Print a completion script for a shell, e.g. `gregor completions bash > /etc/bash_completion.d/gregor`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: Shell,
+    },
 }
 
 #[derive(Args)]
 struct ConfigArgs {
     /// A server.properties file (Kafka's property names).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
     /// Set a property, `key=value`; repeatable, applied after the file in order.
     #[arg(long = "override", value_name = "KEY=VALUE")]
@@ -65,6 +72,8 @@ enum StorageCommand {
         #[arg(long, short = 'g')]
         ignore_formatted: bool,
     },
+    /// Describe the node's directories and their meta.properties, as kafka-storage.sh info.
+    Info(ConfigArgs),
     /// Print a new random cluster id.
     RandomUuid,
 }
@@ -114,6 +123,19 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Topics(args) => gregor_node::admin::topics::run_topics(args),
         Command::MetadataQuorum(args) => {
             gregor_node::admin::metadata_quorum::run_metadata_quorum(args)
+        }
+        Command::Storage(StorageCommand::Info(args)) => {
+            let config = load(&args)?;
+            let problems = storage_info::info(&config, &mut std::io::stdout().lock())
+                .map_err(|e| format!("cannot write the report: {e}"))?;
+            if problems {
+                return Err("the storage directories have problems (listed above)".into());
+            }
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "gregor", &mut std::io::stdout());
+            Ok(())
         }
         Command::Storage(StorageCommand::RandomUuid) => {
             println!("{}", storage::random_cluster_id());

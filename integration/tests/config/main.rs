@@ -8,3 +8,4 @@ mod t10_config_file;
 mod t20_kafka_keys;
 mod t30_startup_failures;
 mod t40_json_logs;
+mod t50_storage_info;
