@@ -1,12 +1,14 @@
-//! Kafka's configuration keys: a stock Kafka 4.1 `server.properties` starts a node; the Kafka
+//! Kafka's configuration keys: a stock Kafka 4.1 `server.properties` starts a node the way
+//! Kafka's quick start does (format, then start); the Kafka
 //! keys Gregor does not implement are listed in one start-up warning and counted in a metric;
 //! a key that is not Kafka's gets a "did you mean" warning and start-up goes on, as in Kafka.
 
 use std::path::PathBuf;
+use std::process::Command;
 
 use gregor_integration::admin::{creatable, create_topics};
 use gregor_integration::prom::{http_get, parse};
-use gregor_integration::{GregorNode, KafkaConn};
+use gregor_integration::{binary_path, GregorNode, KafkaConn};
 use gregor_node::config_keys::is_implemented;
 use kafka_protocol::messages::CreateTopicsRequest;
 
@@ -25,23 +27,55 @@ fn fixture_keys() -> Vec<String> {
         .collect()
 }
 
+/// A port free right now on 127.0.0.1: `controller.quorum.bootstrap.servers` must name the
+/// controller's port before it starts.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// Kafka's quick start with the stock file: `storage format --standalone -c server.properties`,
+/// then `node -c server.properties`, overriding only ports and directories.
 #[tokio::test]
 async fn stock_kafka_server_properties_starts_a_node() {
     let keys = fixture_keys();
     assert_eq!(keys.len(), 24, "Kafka 4.1's server.properties sets 24 keys");
-    // Only what a test needs: ephemeral ports (the harness sets listeners, log.dirs and
-    // metrics.listener) and a standalone quorum instead of a controller on localhost:9093.
-    let node = GregorNode::start_with(
-        &[
-            (
-                "advertised.listeners",
-                "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-            ),
-            ("controller.quorum.bootstrap.servers", ""),
-        ],
-        Some(&kafka_server_properties()),
-    )
-    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("kraft-combined-logs");
+    let (plaintext, controller) = (free_port(), free_port());
+    let listeners =
+        format!("PLAINTEXT://127.0.0.1:{plaintext},CONTROLLER://127.0.0.1:{controller}");
+    let bootstrap = format!("127.0.0.1:{controller}");
+    let overrides = [
+        ("log.dirs", data.to_str().unwrap()),
+        ("listeners", listeners.as_str()),
+        ("advertised.listeners", listeners.as_str()),
+        ("controller.quorum.bootstrap.servers", bootstrap.as_str()),
+    ];
+    let fixture = kafka_server_properties();
+    let cluster_id = Command::new(binary_path())
+        .args(["storage", "random-uuid"])
+        .output()
+        .unwrap();
+    let cluster_id = String::from_utf8(cluster_id.stdout).unwrap();
+    let mut format = Command::new(binary_path());
+    format
+        .args([
+            "storage",
+            "format",
+            "--standalone",
+            "-t",
+            cluster_id.trim(),
+            "-c",
+        ])
+        .arg(&fixture);
+    for (key, value) in overrides {
+        format.arg("--override").arg(format!("{key}={value}"));
+    }
+    let formatted = format.output().unwrap();
+    assert!(formatted.status.success(), "{formatted:?}");
+
+    let node = GregorNode::start_with(&overrides, Some(&fixture)).unwrap();
 
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
     let created = conn
