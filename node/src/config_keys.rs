@@ -10,8 +10,9 @@ use crate::config::{NodeConfig, DEFINITIONS};
 /// Every name in Kafka's broker/controller `ConfigDef` (AbstractKafkaConfig.CONFIG_DEF: server,
 /// KRaft, socket server, replication, group and share coordinators, log and cleaner, remote log,
 /// transaction, quorum, metric, quota, security, delegation-token and password-encoder configs,
-/// with the `log.*` synonyms of topic configs), extracted from Kafka's source; sorted, so that
-/// lookups are binary searches. The ZooKeeper keys Kafka 4 removed are not in it.
+/// with the `log.*` synonyms of topic configs), extracted from Kafka's source (trunk of late 2024)
+/// plus the streams-group, share-session and OAuth keys 4.1 added; sorted, so that lookups are
+/// binary searches. The ZooKeeper keys Kafka 4 removed are not in it.
 pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "advertised.listeners",
     "alter.config.policy.class.name",
@@ -84,6 +85,7 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "group.share.max.heartbeat.interval.ms",
     "group.share.max.record.lock.duration.ms",
     "group.share.max.session.timeout.ms",
+    "group.share.max.share.sessions",
     "group.share.max.size",
     "group.share.min.heartbeat.interval.ms",
     "group.share.min.record.lock.duration.ms",
@@ -91,6 +93,15 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "group.share.partition.max.record.locks",
     "group.share.record.lock.duration.ms",
     "group.share.session.timeout.ms",
+    "group.streams.heartbeat.interval.ms",
+    "group.streams.max.heartbeat.interval.ms",
+    "group.streams.max.session.timeout.ms",
+    "group.streams.max.size",
+    "group.streams.max.standby.replicas",
+    "group.streams.min.heartbeat.interval.ms",
+    "group.streams.min.session.timeout.ms",
+    "group.streams.num.standby.replicas",
+    "group.streams.session.timeout.ms",
     "initial.broker.registration.timeout.ms",
     "inter.broker.listener.name",
     "inter.broker.protocol.version",
@@ -204,6 +215,7 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "remote.log.manager.fetch.max.bytes.per.second",
     "remote.log.manager.fetch.quota.window.num",
     "remote.log.manager.fetch.quota.window.size.seconds",
+    "remote.log.manager.follower.thread.pool.size",
     "remote.log.manager.task.interval.ms",
     "remote.log.manager.thread.pool.size",
     "remote.log.metadata.custom.metadata.max.bytes",
@@ -262,6 +274,8 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
     "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.jwt.retriever.class",
+    "sasl.oauthbearer.jwt.validator.class",
     "sasl.oauthbearer.scope.claim.name",
     "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.token.endpoint.url",
@@ -321,6 +335,7 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "transaction.state.log.segment.bytes",
     "transactional.id.expiration.ms",
     "unclean.leader.election.enable",
+    "unstable.feature.versions.enable",
     "zookeeper.metadata.migration.enable",
 ];
 
