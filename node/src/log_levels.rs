@@ -179,9 +179,10 @@ pub fn init_logging_as(configured: Option<LogFormat>) {
     use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let from_env = std::env::var(LOG_FORMAT_ENV)
-        .ok()
-        .and_then(|text| LogFormat::parse(&text).ok());
+    let env_text = std::env::var(LOG_FORMAT_ENV).ok();
+    let from_env = env_text
+        .as_deref()
+        .and_then(|text| LogFormat::parse(text).ok());
     let format = from_env.or(configured).unwrap_or(LogFormat::Text);
     let base = std::env::var("RUST_LOG")
         .ok()
@@ -207,6 +208,9 @@ pub fn init_logging_as(configured: Option<LogFormat>) {
         .is_ok();
     let live = LiveFilter::new(base, installed.then_some(handle));
     let _ = INSTALLED.set(Arc::new(live));
+    if let (Some(text), None) = (env_text, from_env) {
+        tracing::warn!("{LOG_FORMAT_ENV}={text} is neither text nor json; ignored");
+    }
 }
 
 /// The live filter `init_logging` installed, or a detached one (changes only recorded) when
