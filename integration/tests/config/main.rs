@@ -9,3 +9,4 @@ mod t20_kafka_keys;
 mod t30_startup_failures;
 mod t40_json_logs;
 mod t50_storage_info;
+mod t60_cargo_install;

@@ -2,7 +2,8 @@
 //! shippers can read the `node ready` line's fields without parsing text.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,22 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// kills it.
 fn lines_until_ready(overrides: &[&str], env: &[(&str, &str)]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let log_dirs = format!("log.dirs={}", dir.path().join("data").display());
-    let mut command = Command::new(binary_path());
+    let (mut child, lines) = start_until_ready(&binary_path(), dir.path(), overrides, env);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    lines
+}
+
+/// Starts `bin` as a node on ephemeral ports with its data in `dir`, plus `overrides` and
+/// `env`; returns the running child and its stderr lines up to and including `node ready`.
+pub(crate) fn start_until_ready(
+    bin: &Path,
+    dir: &Path,
+    overrides: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, Vec<String>) {
+    let log_dirs = format!("log.dirs={}", dir.join("data").display());
+    let mut command = Command::new(bin);
     command.arg("node");
     for setting in [
         "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
@@ -62,9 +77,7 @@ fn lines_until_ready(overrides: &[&str], env: &[(&str, &str)]) -> Vec<String> {
             }
         }
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    lines
+    (child, lines)
 }
 
 fn assert_json_lines(lines: &[String]) {
