@@ -6,7 +6,8 @@
 //! `broker.session.timeout.ms`; the controller decides their records on its working image.
 
 use gregor_publishers::records::{
-    FenceBrokerRecord, MetadataRecord, PartitionChangeRecord, BROKER_EPOCH_AT_OFFSET, NO_LEADER,
+    FenceBrokerRecord, MetadataRecord, PartitionChangeRecord, UnregisterBrokerRecord,
+    BROKER_EPOCH_AT_OFFSET, NO_LEADER,
 };
 use gregor_publishers::MetadataImage;
 
@@ -27,6 +28,33 @@ pub fn fence_broker(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord
         id: broker_id,
         epoch: broker.epoch,
     })];
+    records.extend(leave_isrs(image, broker_id));
+    records
+}
+
+/// The records unregistering `broker_id`, as Kafka's `handleBrokerUnregistered`: it leaves
+/// every ISR as when fenced (leadership moves), then UnregisterBroker with its epoch. Replica
+/// lists keep naming it, as in Kafka. `None` when no broker of that id is registered.
+pub fn unregister_broker(image: &MetadataImage, broker_id: i32) -> Option<Vec<MetadataRecord>> {
+    let broker = image.cluster.broker(broker_id)?;
+    // A registration still in flight has no epoch to name yet: not registered until committed
+    // (an UnregisterBrokerRecord naming the placeholder would stop every node's loader).
+    if broker.epoch == BROKER_EPOCH_AT_OFFSET {
+        return None;
+    }
+    let mut records = leave_isrs(image, broker_id);
+    records.push(MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+        broker_id,
+        broker_epoch: broker.epoch,
+    }));
+    Some(records)
+}
+
+/// One PartitionChange per partition whose ISR names `broker_id`: it leaves the ISR, and
+/// where it led, the first other ISR replica that is not fenced leads (none left: no leader,
+/// the ISR keeps only this broker as Kafka keeps the last leader).
+fn leave_isrs(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
     let usable = |id: i32| id != broker_id && image.cluster.broker(id).is_some_and(|b| !b.fenced);
     for topic in image.topics.iter() {
         for (partition_id, partition) in topic.partitions() {
@@ -154,5 +182,63 @@ mod tests {
         );
         assert!(fence_broker(&image, 2).is_empty(), "already fenced");
         assert!(fence_broker(&image, 9).is_empty(), "unknown");
+    }
+
+    #[test]
+    fn unregistering_moves_leadership_and_drops_the_registration() {
+        let topic = Uuid::from_u128(7);
+        let records = vec![
+            broker(1, false),
+            broker(2, true),
+            broker(3, false),
+            MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: topic,
+            }),
+            partition(topic, 0, &[2, 3], 3),
+            partition(topic, 1, &[2], 2),
+        ];
+        let before = image(records.clone());
+        let unregister = unregister_broker(&before, 3).expect("3 is registered");
+        let change = |partition_id: i32, isr: Option<Vec<i32>>, leader: Option<i32>| {
+            MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id,
+                topic_id: topic,
+                isr,
+                leader,
+                replicas: None,
+                removing_replicas: None,
+                adding_replicas: None,
+                leader_recovery_state: None,
+                directories: None,
+            })
+        };
+        assert_eq!(
+            unregister,
+            vec![
+                // 2 is fenced: nobody usable leads.
+                change(0, Some(vec![2]), Some(NO_LEADER)),
+                MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+                    broker_id: 3,
+                    broker_epoch: 13,
+                }),
+            ]
+        );
+        // A fenced broker is unregistered too (Kafka does not refuse any registered broker).
+        let fenced = unregister_broker(&before, 2).expect("2 is registered");
+        assert_eq!(
+            fenced.last(),
+            Some(&MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+                broker_id: 2,
+                broker_epoch: 12,
+            }))
+        );
+        let after = image(records.into_iter().chain(unregister).collect());
+        assert!(after.cluster.broker(3).is_none());
+        assert!(
+            unregister_broker(&after, 3).is_none(),
+            "no longer registered"
+        );
+        assert!(unregister_broker(&before, 9).is_none(), "unknown");
     }
 }

@@ -112,6 +112,11 @@ impl KafkaConn {
         self.client_id = client_id.map(str::to_string);
     }
 
+    /// The client id sent in request headers.
+    pub fn client_id(&self) -> Option<&str> {
+        self.client_id.as_deref()
+    }
+
     /// Sets how long to wait for each response.
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;

@@ -20,5 +20,5 @@ pub mod prom;
 pub mod wait;
 
 pub use client::{decode_response, encode_request, Closed, KafkaConn};
-pub use node::{binary_path, GregorNode, NodeAddrs, NodeExit};
+pub use node::{binary_path, GregorNode, NodeAddrs, NodeExit, ResidentMemory};
 pub use wait::wait_until;

@@ -58,6 +58,15 @@ pub struct NodeAddrs {
     pub listeners: BTreeMap<String, String>,
 }
 
+/// Resident memory of a node process, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResidentMemory {
+    /// Resident now (`VmRSS`).
+    pub current: u64,
+    /// The highest it has been (`VmHWM`).
+    pub peak: u64,
+}
+
 /// How a node process that was expected to fail ended.
 #[derive(Debug)]
 pub struct NodeExit {
@@ -102,6 +111,9 @@ pub struct GregorNode {
     /// The caller's overrides, applied over the harness defaults.
     overrides: Vec<(String, String)>,
     config_file: Option<PathBuf>,
+    /// Environment variables of the process from its next start (test knobs such as
+    /// `GREGOR_QUOTA_SENSOR_EXPIRY_MS`; see [`GregorNode::set_env`]).
+    env: Vec<(String, String)>,
     child: Option<Child>,
     addrs: NodeAddrs,
     stderr: Log,
@@ -109,8 +121,6 @@ pub struct GregorNode {
     starts: u32,
     /// Stderr lines of the current start until its ready line was seen.
     ready_lines: Option<mpsc::Receiver<String>>,
-    /// Environment variables set on every start from the next one (see [`GregorNode::set_env`]).
-    env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for GregorNode {
@@ -135,6 +145,16 @@ impl GregorNode {
         extra_overrides: &[(&str, &str)],
         config_file: Option<&Path>,
     ) -> anyhow::Result<Self> {
+        Self::start_with_env(extra_overrides, config_file, &[])
+    }
+
+    /// Like [`GregorNode::start_with`], with environment variables `env` set for the process
+    /// (and its restarts).
+    pub fn start_with_env(
+        extra_overrides: &[(&str, &str)],
+        config_file: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("gregor-it-")
             .tempdir()
@@ -149,6 +169,10 @@ impl GregorNode {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             config_file: config_file.map(Path::to_path_buf),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             child: None,
             addrs: NodeAddrs {
                 plaintext: String::new(),
@@ -160,7 +184,6 @@ impl GregorNode {
             stdout: Log::default(),
             starts: 0,
             ready_lines: None,
-            env: Vec::new(),
         };
         node.spawn_and_wait(None)?;
         Ok(node)
@@ -212,6 +235,7 @@ impl GregorNode {
             _dir: dir,
             overrides,
             config_file: None,
+            env: Vec::new(),
             child: None,
             addrs: NodeAddrs {
                 plaintext: String::new(),
@@ -223,7 +247,6 @@ impl GregorNode {
             stdout: Log::default(),
             starts: 0,
             ready_lines: None,
-            env: Vec::new(),
         };
         node.spawn(None)?;
         if wait_ready {
@@ -329,6 +352,32 @@ impl GregorNode {
     /// The process id while a process is running.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// The process's resident memory now and its peak so far, in bytes (`VmRSS`, `VmHWM` of
+    /// `/proc/<pid>/status`; Linux only).
+    pub fn resident_memory(&self) -> anyhow::Result<ResidentMemory> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| anyhow!("the node is not running"))?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .with_context(|| format!("reading /proc/{pid}/status"))?;
+        let field = |name: &str| -> anyhow::Result<u64> {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .ok_or_else(|| anyhow!("no {name} in /proc/{pid}/status"))?;
+            let kib: u64 = line
+                .split_whitespace()
+                .nth(1)
+                .ok_or_else(|| anyhow!("bad line {line:?}"))?
+                .parse()?;
+            Ok(kib * 1024)
+        };
+        Ok(ResidentMemory {
+            current: field("VmRSS:")?,
+            peak: field("VmHWM:")?,
+        })
     }
 
     /// Everything the node processes wrote to stderr so far (all starts).

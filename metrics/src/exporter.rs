@@ -79,7 +79,10 @@ impl Scrape {
     fn render(&self) -> String {
         self.process.collect();
         self.handle.run_upkeep();
-        self.handle.render()
+        let mut body = self.handle.render();
+        // Series that leave with their quota sensor live outside the exporter's registry.
+        crate::removable::render(&mut body);
+        body
     }
 }
 

@@ -10,5 +10,6 @@ mod describe;
 pub mod exporter;
 pub mod names;
 mod recorders;
+pub mod removable;
 
 pub use recorders::*;

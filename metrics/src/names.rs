@@ -25,6 +25,11 @@ pub const CONNECTIONS_ACCEPTED_TOTAL: &str = "gregor_network_connections_accepte
 pub const CONNECTIONS_ACTIVE: &str = "gregor_network_connections_active";
 /// Connections closed, labels `listener` and `reason` (see [`CloseReason`](crate::CloseReason)).
 pub const CONNECTIONS_CLOSED_TOTAL: &str = "gregor_network_connections_closed_total";
+/// Bytes left in the `queued.max.request.bytes` pool (Kafka's SocketServer
+/// `MemoryPoolAvailable`, as the JMX exporter names it).
+pub const MEMORY_POOL_AVAILABLE: &str = "kafka_network_socketserver_memorypoolavailable";
+/// Bytes of the pool held by requests being read or served (`MemoryPoolUsed`).
+pub const MEMORY_POOL_USED: &str = "kafka_network_socketserver_memorypoolused";
 
 /// Raft log index of the last record applied to the published metadata image.
 pub const METADATA_IMAGE_OFFSET: &str = "gregor_metadata_image_offset";

@@ -5,6 +5,7 @@ use std::time::Duration;
 use metrics::{counter, gauge, histogram};
 
 use crate::names;
+use crate::removable::RemovableGauges;
 
 /// Why a connection was closed; the `reason` label of
 /// [`CONNECTIONS_CLOSED_TOTAL`](names::CONNECTIONS_CLOSED_TOTAL).
@@ -30,6 +31,12 @@ pub enum CloseReason {
     IoError,
     /// The node is shutting down.
     Shutdown,
+    /// The client's address already had `max.connections.per.ip` (or its override)
+    /// connections; closed at once, as Kafka's acceptor does.
+    MaxConnectionsPerIp,
+    /// The client's address exceeded its `connection_creation_rate` quota (KIP-612); closed
+    /// after the throttle time, as Kafka's acceptor does.
+    ConnectionRateThrottled,
 }
 
 impl CloseReason {
@@ -46,6 +53,8 @@ impl CloseReason {
             CloseReason::Idle => "idle",
             CloseReason::IoError => "io_error",
             CloseReason::Shutdown => "shutdown",
+            CloseReason::MaxConnectionsPerIp => "max_connections_per_ip",
+            CloseReason::ConnectionRateThrottled => "connection_rate_throttled",
         }
     }
 }
@@ -54,6 +63,12 @@ impl CloseReason {
 pub fn connection_opened(listener: &str) {
     counter!(names::CONNECTIONS_ACCEPTED_TOTAL, "listener" => listener.to_owned()).increment(1);
     gauge!(names::CONNECTIONS_ACTIVE, "listener" => listener.to_owned()).increment(1.0);
+}
+
+/// Sets the request memory pool gauges (`queued.max.request.bytes`).
+pub fn memory_pool(available: i64, capacity: i64) {
+    gauge!(names::MEMORY_POOL_AVAILABLE).set(available as f64);
+    gauge!(names::MEMORY_POOL_USED).set(capacity.saturating_sub(available) as f64);
 }
 
 /// Records a closed connection and why.
@@ -145,7 +160,9 @@ pub fn config_keys(unimplemented: usize, unknown: usize) {
 }
 
 /// The series of one quota sensor, registered once when the sensor is created so the
-/// per-request path only stores into atomics.
+/// per-request path only stores into atomics. Its labels come from clients, so the series are
+/// [removable](crate::removable): they leave the scrape when the sensor (its last clone of
+/// this value) is dropped.
 #[derive(Clone)]
 pub struct QuotaSensorMetrics {
     /// The quota-bearing value: byte rate, request time or tokens, by resource.
@@ -154,6 +171,7 @@ pub struct QuotaSensorMetrics {
     pub throttle_time: metrics::Gauge,
     /// Mutation rate (ControllerMutation only; a no-op gauge otherwise).
     pub mutation_rate: metrics::Gauge,
+    _series: RemovableGauges,
 }
 
 /// Registers the series of the sensor of `resource` (`Produce`, `Fetch`, `Request`,
@@ -163,25 +181,7 @@ pub fn quota_sensor_metrics(
     user: &str,
     client_id: &str,
 ) -> QuotaSensorMetrics {
-    let labels = [
-        ("resource", resource.to_owned()),
-        ("user", user.to_owned()),
-        ("client_id", client_id.to_owned()),
-    ];
-    let value_name = match resource {
-        "Produce" | "Fetch" => names::QUOTA_BYTE_RATE,
-        "Request" => names::QUOTA_REQUEST_TIME,
-        _ => names::QUOTA_TOKENS,
-    };
-    QuotaSensorMetrics {
-        value: gauge!(value_name, &labels),
-        throttle_time: gauge!(names::QUOTA_THROTTLE_TIME, &labels),
-        mutation_rate: if resource == "ControllerMutation" {
-            gauge!(names::QUOTA_MUTATION_RATE, &labels)
-        } else {
-            metrics::Gauge::noop()
-        },
-    }
+    quota_sensor_metrics_tagged(resource, [("user", user), ("client_id", client_id)])
 }
 
 /// The series of a sensor keyed by a quota callback's own tags (Kafka: custom tags replace
@@ -190,24 +190,41 @@ pub fn quota_sensor_metrics_tagged<'a>(
     resource: &'static str,
     tags: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> QuotaSensorMetrics {
-    let mut labels = vec![("resource".to_owned(), resource.to_owned())];
-    labels.extend(
-        tags.into_iter()
-            .map(|(key, value)| (key.replace(['-', '.'], "_"), value.to_owned())),
-    );
+    let tags: Vec<(String, &str)> = tags
+        .into_iter()
+        .map(|(key, value)| (key.replace(['-', '.'], "_"), value))
+        .collect();
+    let labels = std::iter::once(("resource", resource))
+        .chain(tags.iter().map(|(key, value)| (key.as_str(), *value)));
     let value_name = match resource {
         "Produce" | "Fetch" => names::QUOTA_BYTE_RATE,
         "Request" => names::QUOTA_REQUEST_TIME,
         _ => names::QUOTA_TOKENS,
     };
-    QuotaSensorMetrics {
-        value: gauge!(value_name, &labels),
-        throttle_time: gauge!(names::QUOTA_THROTTLE_TIME, &labels),
-        mutation_rate: if resource == "ControllerMutation" {
-            gauge!(names::QUOTA_MUTATION_RATE, &labels)
-        } else {
-            metrics::Gauge::noop()
-        },
+    if resource == "ControllerMutation" {
+        let (series, [value, throttle_time, mutation_rate]) = RemovableGauges::register(
+            [
+                value_name,
+                names::QUOTA_THROTTLE_TIME,
+                names::QUOTA_MUTATION_RATE,
+            ],
+            labels,
+        );
+        QuotaSensorMetrics {
+            value,
+            throttle_time,
+            mutation_rate,
+            _series: series,
+        }
+    } else {
+        let (series, [value, throttle_time]) =
+            RemovableGauges::register([value_name, names::QUOTA_THROTTLE_TIME], labels);
+        QuotaSensorMetrics {
+            value,
+            throttle_time,
+            mutation_rate: metrics::Gauge::noop(),
+            _series: series,
+        }
     }
 }
 

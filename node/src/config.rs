@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
 /// A configuration problem; the message names the key or file and is printed as is.
@@ -186,6 +186,32 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Idle connections are closed after this many ms.",
     ),
     def(
+        "queued.max.request.bytes",
+        ConfigType::Long,
+        Some("-1"),
+        "Memory pool of request frames being read and served; a connection waits for memory \
+         when it is used up. -1 (or 0) = unbounded.",
+    ),
+    def(
+        "max.connections",
+        ConfigType::Int,
+        Some("2147483647"),
+        "Connections the node holds at most; listeners wait to accept more (controller \
+         listeners are exempt).",
+    ),
+    def(
+        "max.connections.per.ip",
+        ConfigType::Int,
+        Some("2147483647"),
+        "Connections one address may hold; more are closed at once.",
+    ),
+    def(
+        "max.connections.per.ip.overrides",
+        ConfigType::String,
+        Some(""),
+        "Per-address exceptions to max.connections.per.ip: host:count,...",
+    ),
+    def(
         "quota.window.num",
         ConfigType::Int,
         Some("11"),
@@ -347,6 +373,14 @@ pub struct NodeConfig {
     pub socket_request_max_bytes: i32,
     /// `connections.max.idle.ms`.
     pub connections_max_idle_ms: i64,
+    /// `queued.max.request.bytes` (<= 0: unbounded).
+    pub queued_max_request_bytes: i64,
+    /// `max.connections`.
+    pub max_connections: i32,
+    /// `max.connections.per.ip`.
+    pub max_connections_per_ip: i32,
+    /// `max.connections.per.ip.overrides`, host names resolved to every address they have.
+    pub max_connections_per_ip_overrides: Vec<(IpAddr, i32)>,
     /// `quota.window.num`.
     pub quota_window_num: u32,
     /// `quota.window.size.seconds`.
@@ -528,6 +562,29 @@ impl NodeConfig {
         let socket_request_max_bytes =
             values.int("socket.request.max.bytes", 1, i32::MAX as i64)? as i32;
         let connections_max_idle_ms = values.int("connections.max.idle.ms", 1, i64::MAX)?;
+        let queued_max_request_bytes =
+            values.int("queued.max.request.bytes", i64::MIN, i64::MAX)?;
+        if queued_max_request_bytes > 0
+            && queued_max_request_bytes < i64::from(socket_request_max_bytes)
+        {
+            return Err(invalid(
+                "queued.max.request.bytes",
+                queued_max_request_bytes.to_string(),
+                "queued.max.request.bytes must be larger or equal to socket.request.max.bytes",
+            ));
+        }
+        let max_connections = values.int("max.connections", 0, i64::from(i32::MAX))? as i32;
+        let max_connections_per_ip =
+            values.int("max.connections.per.ip", 0, i64::from(i32::MAX))? as i32;
+        let max_connections_per_ip_overrides = per_ip_overrides(&values)?;
+        if max_connections_per_ip == 0 && max_connections_per_ip_overrides.is_empty() {
+            return Err(invalid(
+                "max.connections.per.ip",
+                "0".to_owned(),
+                "max.connections.per.ip can be set to zero only if \
+                 max.connections.per.ip.overrides property is set.",
+            ));
+        }
         // Kafka's quota window configs are `atLeast(1)` ints.
         let quota_window = |key| values.int(key, 1, i32::MAX as i64).map(|v| v as u32);
         let quota_window_num = quota_window("quota.window.num")?;
@@ -558,6 +615,10 @@ impl NodeConfig {
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             socket_request_max_bytes,
             connections_max_idle_ms,
+            queued_max_request_bytes,
+            max_connections,
+            max_connections_per_ip,
+            max_connections_per_ip_overrides,
             quota_window_num,
             quota_window_size_seconds,
             controller_quota_window_num,
@@ -599,6 +660,37 @@ fn bootstrap_servers(values: &Values<'_>) -> Result<Vec<String>, ConfigError> {
         servers.push(entry.to_owned());
     }
     Ok(servers)
+}
+
+/// Parses `max.connections.per.ip.overrides` (`host:count,...`), resolving each host as Kafka
+/// does when the config is read.
+fn per_ip_overrides(values: &Values<'_>) -> Result<Vec<(IpAddr, i32)>, ConfigError> {
+    const KEY: &str = "max.connections.per.ip.overrides";
+    let text = values.optional(KEY).unwrap_or("");
+    let mut overrides = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = |reason: String| invalid(KEY, text.to_owned(), &reason);
+        let (host, count) = entry
+            .rsplit_once(':')
+            .ok_or_else(|| bad(format!("'{entry}' is not host:count")))?;
+        let count: i32 = count
+            .trim()
+            .parse()
+            .ok()
+            .filter(|c| *c >= 0)
+            .ok_or_else(|| bad(format!("'{count}' in '{entry}' is not a connection count")))?;
+        let host = host.trim().trim_start_matches('[').trim_end_matches(']');
+        let addresses: Vec<IpAddr> = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => (host, 0)
+                .to_socket_addrs()
+                .map_err(|e| bad(format!("cannot resolve '{host}': {e}")))?
+                .map(|a| a.ip())
+                .collect(),
+        };
+        overrides.extend(addresses.into_iter().map(|ip| (ip, count)));
+    }
+    Ok(overrides)
 }
 
 fn invalid(key: &'static str, value: String, reason: &str) -> ConfigError {
@@ -914,6 +1006,55 @@ mod tests {
         assert!(message("listeners=PLAINTEXT://127.0.0.1:99999").contains("listeners"));
         assert!(message("metrics.listener=nowhere").contains("metrics.listener"));
         assert!(message("process.roles=broker,zookeeper").contains("process.roles"));
+    }
+
+    #[test]
+    fn connection_limits_are_kafkas() -> Result<(), ConfigError> {
+        let config = load(&[])?;
+        assert_eq!(
+            (
+                config.queued_max_request_bytes,
+                config.max_connections,
+                config.max_connections_per_ip,
+                config.max_connections_per_ip_overrides.len()
+            ),
+            (-1, i32::MAX, i32::MAX, 0)
+        );
+        let config = load(&[
+            "max.connections.per.ip=0",
+            "max.connections.per.ip.overrides=127.0.0.1:5, [::1]:2 ,localhost:3",
+            "queued.max.request.bytes=104857600",
+        ])?;
+        assert_eq!(config.max_connections_per_ip, 0);
+        assert_eq!(config.queued_max_request_bytes, 104_857_600);
+        let overrides = &config.max_connections_per_ip_overrides;
+        assert_eq!(
+            overrides[..2],
+            [
+                (IpAddr::from([127, 0, 0, 1]), 5),
+                (IpAddr::from(std::net::Ipv6Addr::LOCALHOST), 2)
+            ]
+        );
+        assert!(overrides[2..]
+            .iter()
+            .all(|(ip, n)| ip.is_loopback() && *n == 3));
+
+        let message = |o: &[&str]| load(o).map(|_| ()).unwrap_err().to_string();
+        assert_eq!(
+            message(&["queued.max.request.bytes=1000"]),
+            "Invalid value 1000 for configuration queued.max.request.bytes: \
+             queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+        );
+        assert_eq!(
+            message(&["max.connections.per.ip=0"]),
+            "Invalid value 0 for configuration max.connections.per.ip: max.connections.per.ip \
+             can be set to zero only if max.connections.per.ip.overrides property is set."
+        );
+        assert!(message(&["max.connections.per.ip.overrides=127.0.0.1"]).contains("host:count"));
+        assert!(message(&["max.connections.per.ip.overrides=127.0.0.1:x"])
+            .contains("not a connection count"));
+        assert!(message(&["max.connections=-1"]).contains("Value must be at least 0"));
+        Ok(())
     }
 
     #[test]

@@ -41,6 +41,8 @@ enum Command {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: Shell,
     },
+    /// Get the cluster id, or unregister a broker (kafka-cluster.sh)
+    Cluster(gregor_node::admin::cluster::ClusterArgs),
 }
 
 #[derive(Args)]
@@ -137,6 +139,7 @@ fn run(cli: Cli) -> Result<(), String> {
             clap_complete::generate(shell, &mut Cli::command(), "gregor", &mut std::io::stdout());
             Ok(())
         }
+        Command::Cluster(args) => gregor_node::admin::cluster::run_cluster(args),
         Command::Storage(StorageCommand::RandomUuid) => {
             println!("{}", storage::random_cluster_id());
             Ok(())

@@ -17,7 +17,8 @@ use gregor_actors::controller::{Controller, ControllerSettings};
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
 use gregor_actors::quorum::QuorumState;
 use gregor_actors::quota::{
-    ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SystemClock, WindowConfig,
+    ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SensorExpiry, SystemClock,
+    WindowConfig,
 };
 use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
 use gregor_publishers::quota_callback::{CallbackError, CallbackRegistry};
@@ -169,7 +170,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     // Client quotas: one actor per type, fed by the client-quota publisher from the image.
-    let quotas = QuotaManagers::start(
+    let quotas = QuotaManagers::start_with_expiry(
         WindowConfig::new(
             config.quota_window_num,
             u64::from(config.quota_window_size_seconds),
@@ -179,6 +180,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             u64::from(config.controller_quota_window_size_seconds),
         ),
         Arc::new(SystemClock::new()),
+        quota_sensor_expiry(),
     );
     loader
         .send(InstallPublisher(Box::new(ClientQuotaPublisher::new(
@@ -207,7 +209,8 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
     }
-    let (network, quorum_cell) = quorum::network();
+    let hello = quorum::hello(&config, &identity);
+    let (network, quorum_cell, raft_links) = quorum::network(hello.clone());
     let log = open_metadata_log(&config, &identity, &bound, &image, &loader, network).await?;
     let quorum_state = Arc::new(QuorumState::new(log.clone(), identity.cluster_id.clone()));
     let _ = quorum_cell.set(quorum_state.clone());
@@ -226,7 +229,13 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     )
     .with_mutation_quotas(quotas.controller_mutation.shared.clone())
     .start();
-    let quorum = QuorumService::new(quorum_state, controller.clone());
+    let quorum = QuorumService::new(
+        quorum_state,
+        controller.clone(),
+        image.clone(),
+        hello,
+        raft_links,
+    );
     let handlers = HandlerContext {
         quorum: Some(quorum.state.clone()),
         forwarder: Some(quorum.clone()),
@@ -269,12 +278,20 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     // Listeners accept before the node is ready: peers' raft traffic must reach this node for
     // it to catch up. Kafka requests wait for `ready`.
     let (ready_sender, ready) = tokio::sync::watch::channel(false);
+    let limits = network::NodeLimits::new(&config, &handlers);
     for listener in bound {
         let handlers = handlers.clone();
         let config = config.clone();
         let quorum = quorum.clone();
         let ready = ready.clone();
-        tokio::spawn(async move { network::run(listener, handlers, &config, quorum, ready).await });
+        let limits = limits.clone();
+        tokio::spawn(async move {
+            network::run(listener, handlers, &config, quorum, ready, limits).await
+        });
+    }
+    if join.raft_node.endpoints.is_empty() {
+        // No controller listener: the leader reaches this node over the link it opens.
+        quorum::spawn_raft_link(config.clone(), quorum.clone(), join.clone());
     }
     join_quorum(&config, &log, &quorum, &join).await?;
     quorum::spawn_heartbeats(config.clone(), quorum.clone(), join);
@@ -343,19 +360,12 @@ async fn open_metadata_log(
 }
 
 /// How the leader reaches this node with raft traffic: its controller listener, or for a
-/// broker without one its first advertised listener (which accepts quorum RPCs too).
+/// broker without one no endpoint at all (it opens a raft link to the leader instead; private
+/// RPCs are never served on client listeners).
 fn raft_node(config: &NodeConfig, identity: &NodeIdentity, bound: &[BoundListener]) -> VoterNode {
-    let mut endpoints = controller_endpoints(config, bound);
-    if endpoints.is_empty() {
-        endpoints = config
-            .advertised_listeners
-            .iter()
-            .map(|l| advertised_endpoint(l, bound))
-            .collect();
-    }
     VoterNode {
         directory_id: identity.metadata_directory_id,
-        endpoints,
+        endpoints: controller_endpoints(config, bound),
     }
 }
 
@@ -417,5 +427,26 @@ async fn wait_for_shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = interrupt.await;
+    }
+}
+
+/// Kafka's hour of idleness before a quota sensor (and its series) goes, unless the test knob
+/// `GREGOR_QUOTA_SENSOR_EXPIRY_MS` shortens it (tests cannot wait an hour).
+fn quota_sensor_expiry() -> SensorExpiry {
+    match std::env::var("GREGOR_QUOTA_SENSOR_EXPIRY_MS") {
+        Ok(value) => match value.parse() {
+            Ok(idle_ms) => {
+                tracing::warn!(
+                    idle_ms,
+                    "quota sensors expire early (GREGOR_QUOTA_SENSOR_EXPIRY_MS)"
+                );
+                SensorExpiry::after_idle_ms(idle_ms)
+            }
+            Err(_) => {
+                tracing::warn!(%value, "ignoring GREGOR_QUOTA_SENSOR_EXPIRY_MS: not a number of ms");
+                SensorExpiry::KAFKA
+            }
+        },
+        Err(_) => SensorExpiry::KAFKA,
     }
 }

@@ -9,6 +9,7 @@ pub mod logic;
 mod submitter;
 #[cfg(test)]
 mod tests;
+mod unregister;
 
 pub use activation::Activation;
 pub use actor::{
@@ -18,3 +19,4 @@ pub use actor::{
 };
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
+pub use unregister::UnregisterBroker;

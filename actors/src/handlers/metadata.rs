@@ -1,5 +1,6 @@
 //! Metadata (key 3): brokers, cluster id, controller id and topics, from one image snapshot.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
@@ -46,12 +47,14 @@ pub(super) async fn handle(
         None => true,
         Some(topics) => version == 0 && topics.is_empty(),
     };
-    let requested = request.topics.clone().unwrap_or_default();
+    // Moved, not cloned: the list may be as long as the frame allows (the front end has
+    // already dropped duplicate topics while decoding, as Kafka answers a set).
+    let requested = request.topics.unwrap_or_default();
     // Before v4 there is no flag and every Metadata request may create topics.
     let may_auto_create = ctx.settings.auto_create_topics_enable
         && (version < 4 || request.allow_auto_topic_creation);
 
-    let mut created = Vec::new();
+    let mut created = HashSet::new();
     if !all_topics && may_auto_create {
         let missing: Vec<String> = requested
             .iter()
@@ -61,7 +64,7 @@ pub(super) async fn handle(
             .collect();
         if !missing.is_empty() {
             auto_create(ctx, info, &missing).await;
-            created = missing;
+            created = missing.into_iter().collect();
             image = ctx.image.load_full();
         }
     }
@@ -84,7 +87,7 @@ pub(super) async fn handle(
             .map(|wanted| {
                 let by_name = wanted.name.as_ref().map(|n| n.as_str());
                 match (by_name, wanted.topic_id) {
-                    (Some(name), _) if created.iter().any(|c| c == name) => {
+                    (Some(name), _) if created.contains(name) => {
                         // Kafka answers a topic it has just asked the controller to create with
                         // LEADER_NOT_AVAILABLE; the client retries and finds it.
                         error_topic(Some(name), Uuid::nil(), ResponseError::LeaderNotAvailable)

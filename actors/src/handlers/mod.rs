@@ -12,11 +12,14 @@ mod client_quotas;
 mod cluster;
 pub mod configs;
 mod errors;
+#[cfg(test)]
+mod large_requests;
 mod metadata;
 pub mod quorum;
 mod raft_voters;
 pub mod throttle;
 mod topics;
+mod unregister_broker;
 
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
@@ -114,6 +117,13 @@ pub const APIS: &[ApiSpec] = &[
         ApiKey::DescribeQuorum,
         "DescribeQuorum",
         kafka_protocol::messages::DescribeQuorumRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::UnregisterBroker,
+        "UnregisterBroker",
+        kafka_protocol::messages::UnregisterBrokerRequest::VERSIONS,
         true,
         true,
     ),
@@ -252,6 +262,9 @@ pub async fn handle(
         }
         RequestKind::AlterClientQuotas(request) => {
             client_quotas::alter_client_quotas(ctx, info, request).await
+        }
+        RequestKind::UnregisterBroker(request) => {
+            unregister_broker::handle(ctx, info, request).await
         }
         other => {
             tracing::error!(request = ?other, "request reached the handlers without a route");

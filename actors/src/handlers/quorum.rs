@@ -26,13 +26,16 @@ pub const METADATA_TOPIC: &str = "__cluster_metadata";
 
 pub(super) fn handle(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: &DescribeQuorumRequest,
 ) -> ApiResponse {
-    let response = match &ctx.quorum {
+    let mut response = match &ctx.quorum {
         Some(state) => describe(state, request),
         None => single_error(ResponseError::NotLeaderOrFollower),
     };
+    if info.api_version < 2 {
+        without_v2_fields(&mut response);
+    }
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);
     for topic in &response.topics {
@@ -41,6 +44,25 @@ pub(super) fn handle(
         }
     }
     ApiResponse::new(ResponseKind::DescribeQuorum(response), errors)
+}
+
+/// Before v2 there are no directory ids and no voter endpoints (KIP-853): Kafka's
+/// `RaftUtil` leaves them out for older versions, and the encoder refuses them.
+fn without_v2_fields(response: &mut DescribeQuorumResponse) {
+    response.nodes.clear();
+    for partition in response
+        .topics
+        .iter_mut()
+        .flat_map(|t| t.partitions.iter_mut())
+    {
+        for replica in partition
+            .current_voters
+            .iter_mut()
+            .chain(partition.observers.iter_mut())
+        {
+            replica.replica_directory_id = Uuid::nil();
+        }
+    }
 }
 
 fn valid_partition(request: &DescribeQuorumRequest) -> bool {

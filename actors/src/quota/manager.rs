@@ -32,7 +32,7 @@ use super::token_bucket::{
 use super::QuotaType;
 use crate::controller::logic::{MutationQuota, QuotaExceeded};
 
-/// Sensors unused for this long are dropped (Kafka's 3600 s inactive-sensor expiry).
+/// Sensors unused for longer than this are dropped (Kafka's 3600 s inactive-sensor expiry).
 pub const SENSOR_IDLE_EXPIRY_MS: u64 = 3_600_000;
 
 /// Kafka reports an unlimited quota as `Long.MAX_VALUE`.
@@ -463,11 +463,12 @@ impl QuotaManager {
         }
     }
 
-    /// Drops sensors unused for `idle_ms` at `now_ms`; returns how many were dropped.
+    /// Drops sensors unused for more than `idle_ms` at `now_ms` (Kafka's `Sensor.hasExpired`),
+    /// and with them their metric series; returns how many were dropped.
     pub fn expire_idle_sensors(&self, now_ms: u64, idle_ms: u64) -> usize {
         let before = self.sensors.len();
         self.sensors.retain(|_, sensor| {
-            now_ms.saturating_sub(sensor.last_used_ms.load(Ordering::Relaxed)) < idle_ms
+            now_ms.saturating_sub(sensor.last_used_ms.load(Ordering::Relaxed)) <= idle_ms
         });
         before.saturating_sub(self.sensors.len())
     }

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use actix::{Actor, Addr};
 
-pub use actor::QuotaManagerActor;
+pub use actor::{QuotaManagerActor, SensorExpiry};
 pub use callback::QuotaCallbackPublisher;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use entity::{sanitize, EntityName, MetricTags, QuotaEntity, QuotaTable};
@@ -111,9 +111,19 @@ impl QuotaManagers {
     /// `quota.window.num` × `quota.window.size.seconds`, `controller` the
     /// `controller.quota.window.*` pair.
     pub fn start(client: WindowConfig, controller: WindowConfig, clock: Arc<dyn Clock>) -> Self {
+        Self::start_with_expiry(client, controller, clock, SensorExpiry::KAFKA)
+    }
+
+    /// [`start`](Self::start) with sensors expiring by `expiry` instead of Kafka's hour.
+    pub fn start_with_expiry(
+        client: WindowConfig,
+        controller: WindowConfig,
+        clock: Arc<dyn Clock>,
+        expiry: SensorExpiry,
+    ) -> Self {
         let handle = |quota_type: QuotaType, window: WindowConfig| {
             let shared = Arc::new(QuotaManager::new(quota_type, window, Arc::clone(&clock)));
-            let actor = QuotaManagerActor::new(Arc::clone(&shared)).start();
+            let actor = QuotaManagerActor::new(Arc::clone(&shared), expiry).start();
             QuotaHandle { shared, actor }
         };
         QuotaManagers {

@@ -227,8 +227,9 @@ fn idle_sensors_expire_after_an_hour() {
     let manager = manager(QuotaType::Produce, 11, &clock);
     manager.update_quotas([(QuotaEntity::new(None, Some(None)), Some(1e9))]);
     manager.record(USER, "a", 1.0);
-    clock.advance(SENSOR_IDLE_EXPIRY_MS - 1);
+    clock.advance(SENSOR_IDLE_EXPIRY_MS);
     manager.record(USER, "b", 1.0);
+    // Exactly an hour idle is not yet expired (Kafka: idle > expiry).
     assert_eq!(
         manager.expire_idle_sensors(clock.now_ms(), SENSOR_IDLE_EXPIRY_MS),
         0
@@ -239,6 +240,51 @@ fn idle_sensors_expire_after_an_hour() {
         1
     );
     assert_eq!(manager.sensor_count(), 1);
+}
+
+/// Kafka removes a sensor's metrics with the sensor: a client cycling through client ids must
+/// not grow the scrape without bound.
+#[test]
+fn an_expired_sensor_takes_its_series_out_of_the_scrape() {
+    let scrape = || {
+        let mut body = String::new();
+        gregor_metrics::removable::render(&mut body);
+        body
+    };
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Produce, 11, &clock);
+    manager.update_quotas([(QuotaEntity::new(None, Some(None)), Some(1e9))]);
+    manager.record(USER, "expiring-client", 1000.0);
+    manager.record(USER, "staying-client", 1000.0);
+    // Series of `name` labelled with `client` in a scrape.
+    let has = |body: &str, name: &str, client: &str| {
+        body.lines().any(|line| {
+            line.starts_with(&format!("{name}{{"))
+                && line.contains(&format!("client_id=\"{client}\""))
+        })
+    };
+    let body = scrape();
+    assert!(
+        has(&body, "kafka_server_quota_byte_rate", "expiring-client"),
+        "{body}"
+    );
+    assert!(
+        has(&body, "kafka_server_quota_throttle_time", "expiring-client"),
+        "{body}"
+    );
+    clock.advance(SENSOR_IDLE_EXPIRY_MS);
+    manager.record(USER, "staying-client", 1000.0);
+    clock.advance(1);
+    assert_eq!(
+        manager.expire_idle_sensors(clock.now_ms(), SENSOR_IDLE_EXPIRY_MS),
+        1
+    );
+    let body = scrape();
+    assert!(!body.contains("expiring-client"), "{body}");
+    assert!(
+        has(&body, "kafka_server_quota_byte_rate", "staying-client"),
+        "{body}"
+    );
 }
 
 fn quota_record(entity: &[(&str, Option<&str>)], key: &str, value: Option<f64>) -> MetadataRecord {

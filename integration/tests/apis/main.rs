@@ -4,15 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
+#[path = "../common/advertised.rs"]
+mod advertised;
 mod t10_api_versions;
 mod t10_create_partitions;
 mod t10_create_topics;
 mod t10_delete_topics;
 mod t10_describe_cluster;
+mod t10_every_advertised_version;
 mod t10_metadata;
 mod t30_auto_create;
 mod t30_concurrent_mutations;
 mod t30_create_topics_errors;
+mod t30_large_requests;
 
 use gregor_integration::admin::{creatable, create_topics, metadata, topics_of, TopicInfo};
 use gregor_integration::{GregorNode, KafkaConn};

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
+#[path = "../common/advertised.rs"]
+mod advertised;
 mod t10_three_controllers_two_brokers;
 mod t20_add_remove_controller_by_id;
 mod t25_remove_the_active_controller;
@@ -10,7 +12,10 @@ mod t30_broker_fencing;
 mod t35_combined_node_fencing;
 mod t40_config_forwarding;
 mod t50_quota_forwarding;
+mod t60_every_advertised_version;
 mod t60_invalid_record_stops_the_node;
+mod t60_private_rpcs;
+mod t70_unregister_broker;
 
 use std::process::Command;
 use std::time::Duration;

@@ -8,6 +8,8 @@
 
 mod t10_client_quotas;
 mod t10_controller_mutation;
+mod t10_request_quota_thread_time;
+mod t30_sensor_expiry;
 
 use gregor_integration::admin::s;
 use gregor_integration::{GregorNode, KafkaConn};

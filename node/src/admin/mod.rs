@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod client_metrics;
 pub mod client_quotas;
+pub mod cluster;
 pub mod configs;
 pub mod metadata_quorum;
 pub mod topics;
@@ -89,6 +90,7 @@ fn default_message(code: i16) -> Option<&'static str> {
         73 => "Topic deletion is disabled.",
         89 => "The throttling quota has been exceeded.",
         100 => "This server does not host this topic ID.",
+        102 => "The given broker ID was not registered.",
         _ => return None,
     })
 }

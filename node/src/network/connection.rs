@@ -21,6 +21,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use super::busy_time::{timed, PollTimed};
 use super::frame::{read_frame, FrameError};
 
 /// Settings every connection of a listener shares.
@@ -34,6 +35,8 @@ pub(crate) struct ConnectionSettings {
     pub(crate) listener_kind: ListenerKind,
     pub(crate) max_request_size: i32,
     pub(crate) idle_timeout: Duration,
+    /// `queued.max.request.bytes`: each frame's bytes are reserved before its body is read.
+    pub(crate) memory: std::sync::Arc<super::memory_pool::MemoryPool>,
 }
 
 /// Why a request gets no answer and its connection closes.
@@ -60,12 +63,17 @@ pub(crate) async fn serve(
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
     let principal = Principal::anonymous();
     let mut buffer = BytesMut::new();
-    // Set by a broker that forwards its clients' requests on this connection.
-    let mut forwarding_channel = false;
+    // What the peer proved for private RPCs (a broker's forwarding channel is one).
+    let mut session = crate::quorum::service::PeerSession::default();
     loop {
-        let frame = match tokio::time::timeout(
+        let (frame, _reserved) = match tokio::time::timeout(
             settings.idle_timeout,
-            read_frame(&mut stream, &mut buffer, settings.max_request_size),
+            read_frame(
+                &mut stream,
+                &mut buffer,
+                settings.max_request_size,
+                &settings.memory,
+            ),
         )
         .await
         {
@@ -80,31 +88,30 @@ pub(crate) async fn serve(
             }
             Ok(Ok(frame)) => frame,
         };
-        if frame.len() >= 8
-            && i16::from_be_bytes([frame[0], frame[1]]) == crate::quorum::rpc::FORWARDING_CHANNEL
-        {
-            forwarding_channel = true;
-            // Answer with the correlation id, so the broker knows the channel is set.
-            let mut answer = Vec::with_capacity(8);
-            answer.extend_from_slice(&4_i32.to_be_bytes());
-            answer.extend_from_slice(&frame[4..8]);
-            if stream.write_all(&answer).await.is_err() {
-                return CloseReason::IoError;
-            }
-            continue;
-        }
-        // Quorum traffic (Gregor's private api keys) skips the Kafka path and the ready gate.
-        if frame.len() >= 2
+        // Private quorum RPCs (api keys 32000+) skip the Kafka path and the ready gate, on a
+        // controller listener only; elsewhere they are unknown api keys like any other.
+        if settings.listener_kind == ListenerKind::Controller
+            && frame.len() >= 2
             && crate::quorum::rpc::is_quorum_api_key(i16::from_be_bytes([frame[0], frame[1]]))
         {
-            match settings.quorum.serve_frame(&frame).await {
-                Some(bytes) => {
-                    if stream.write_all(&bytes).await.is_err() {
-                        return CloseReason::IoError;
-                    }
-                    continue;
+            use crate::quorum::service::PrivateOutcome;
+            match settings.quorum.serve_private(&mut session, &frame).await {
+                PrivateOutcome::Reply(bytes) if stream.write_all(&bytes).await.is_ok() => continue,
+                PrivateOutcome::RaftLink(bytes, node_id)
+                    if stream.write_all(&bytes).await.is_ok() =>
+                {
+                    settings.quorum.serve_raft_link(stream, node_id).await;
+                    return CloseReason::ClientClosed;
                 }
-                None => return CloseReason::MalformedRequest,
+                PrivateOutcome::Refuse(bytes) => {
+                    let _ = stream.write_all(&bytes).await;
+                    return CloseReason::MalformedRequest;
+                }
+                PrivateOutcome::Close(detail) => {
+                    tracing::info!(%peer, listener = %settings.listener_name, %detail, "closing a quorum connection");
+                    return CloseReason::MalformedRequest;
+                }
+                _ => return CloseReason::IoError,
             }
         }
         if !*settings.ready.borrow() {
@@ -144,7 +151,7 @@ pub(crate) async fn serve(
         };
         record_metrics(&served, &timings);
         // A broker's forwarding connection carries many clients: the broker throttles them.
-        if let Some(mute) = served.mute.filter(|_| !forwarding_channel) {
+        if let Some(mute) = served.mute.filter(|_| !session.is_forwarding()) {
             // KIP-219: the response went out at once with its throttle time; now stop
             // reading this connection for that long. Requests the client sends meanwhile wait
             // in the socket buffers, so nothing is lost, and the idle timer does not run.
@@ -226,17 +233,20 @@ async fn process(
     }
     if settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key) {
         let handler_started = Instant::now();
-        if let Some(bytes) = settings.quorum.forward(&frame).await {
+        // The round trip to the controller is waiting, not work: only the polls are charged.
+        if let (Some(bytes), forward_work) = PollTimed::new(settings.quorum.forward(&frame)).await {
             let handler_time = handler_started.elapsed();
-            let client_id = decode_guarded(|| {
-                RequestHeader::decode(
-                    &mut frame.clone(),
-                    api_key.request_header_version(api_version),
-                )
-            })
-            .ok()
-            .and_then(|header| header.client_id.map(|c| c.to_string()))
-            .unwrap_or_default();
+            let (client_id, decode_work) = timed(|| {
+                decode_guarded(|| {
+                    RequestHeader::decode(
+                        &mut frame.clone(),
+                        api_key.request_header_version(api_version),
+                    )
+                })
+                .ok()
+                .and_then(|header| header.client_id.map(|c| c.to_string()))
+                .unwrap_or_default()
+            });
             let (bytes, throttle_time_ms, mute) = throttle_forwarded(
                 bytes,
                 api_key,
@@ -244,7 +254,7 @@ async fn process(
                 handlers,
                 principal,
                 client_id,
-                handler_time,
+                forward_work + decode_work,
             );
             return Ok(Served {
                 bytes,
@@ -258,6 +268,7 @@ async fn process(
             });
         }
     }
+    let decode_started = Instant::now();
     let header_version = api_key.request_header_version(api_version);
     let header =
         decode_guarded(|| RequestHeader::decode(&mut frame, header_version)).map_err(|e| {
@@ -289,7 +300,9 @@ async fn process(
     }
 
     let request = decode_guarded(|| {
-        match super::raft_voter_versions::decode(api_key, &mut frame, api_version) {
+        match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
+            .or_else(|| super::dedup_decode::decode(api_key, &mut frame, api_version))
+        {
             Some(decoded) => decoded,
             None => RequestKind::decode(api_key, &mut frame, api_version),
         }
@@ -311,26 +324,27 @@ async fn process(
         listener_kind: settings.listener_kind,
         principal: principal.clone(),
     };
+    let decode_work = decode_started.elapsed();
+    let (handled, handler_work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;
     let ApiResponse {
         mut body,
         errors,
         throttle_time_ms,
-    } = handlers::handle(handlers, &info, request)
-        .await
-        .ok_or_else(|| {
-            refuse(
-                CloseReason::UnknownApiKey,
-                format!("no handler for {}", spec.name),
-            )
-        })?;
+    } = handled.ok_or_else(|| {
+        refuse(
+            CloseReason::UnknownApiKey,
+            format!("no handler for {}", spec.name),
+        )
+    })?;
     let handler_time = handler_started.elapsed();
-    // The request quota measures the time spent in the handler, as a percentage of one
-    // thread-second; its throttle competes with the one the handler set (the controller-mutation
-    // quota), and the larger one is sent and mutes the connection.
+    // The request quota charges the thread time spent on the request (decoding and the
+    // handler's polls, not its waits for raft or the controller), as a percentage of one
+    // thread-second; its throttle competes with the one the handler set (the
+    // controller-mutation quota), and the larger one is sent and mutes the connection.
     let request_throttle = handlers.quotas.request.shared.record(
         &principal.name,
         &info.client_id,
-        request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
+        request_time_percent(duration_nanos(decode_work + handler_work)),
     );
     let request_throttle = i32::try_from(request_throttle).unwrap_or(i32::MAX);
     let throttle_time_ms = raise_throttle_time(&mut body, throttle_time_ms.max(request_throttle))
@@ -344,16 +358,25 @@ async fn process(
         client_id: info.client_id.clone(),
         throttle_ms: throttle_time_ms as u64,
     });
-    let bytes = encode_response(
-        correlation_id,
-        api_key.response_header_version(api_version),
-        super::raft_voter_versions::response_layout(api_key, api_version),
-        &body,
-    )
-    .map_err(|e| {
+    let (encoded, encode_work) = timed(|| {
+        encode_response(
+            correlation_id,
+            api_key.response_header_version(api_version),
+            super::raft_voter_versions::response_layout(api_key, api_version),
+            &body,
+        )
+    });
+    let bytes = encoded.map_err(|e| {
         tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
         refuse(CloseReason::MalformedRequest, e)
     })?;
+    // Encoding happens after the throttle is decided; as Kafka records network-thread time
+    // once the response is done, it is charged without throttling this response.
+    handlers.quotas.request.shared.record(
+        &principal.name,
+        &info.client_id,
+        request_time_percent(duration_nanos(encode_work)),
+    );
     Ok(Served {
         bytes,
         api_name: spec.name,
@@ -376,12 +399,12 @@ fn throttle_forwarded(
     handlers: &HandlerContext,
     principal: &Principal,
     client_id: String,
-    handler_time: Duration,
+    work: Duration,
 ) -> (Bytes, i32, Option<Mute>) {
     let broker_throttle = handlers.quotas.request.shared.record(
         &principal.name,
         &client_id,
-        request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
+        request_time_percent(duration_nanos(work)),
     );
     let broker_throttle = i32::try_from(broker_throttle).unwrap_or(i32::MAX);
     let Some(offset) = throttle_offset(&bytes, api_key, api_version) else {
@@ -413,6 +436,7 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         ApiKey::DeleteTopics => api_version >= 1,
         ApiKey::CreatePartitions
         | ApiKey::AlterClientQuotas
+        | ApiKey::UnregisterBroker
         | ApiKey::AddRaftVoter
         | ApiKey::RemoveRaftVoter => true,
         _ => false,
@@ -428,6 +452,10 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
     .ok()?;
     let offset = 4 + before - rest.len();
     (rest.len() >= 4).then_some(offset)
+}
+
+fn duration_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Runs a decoder, turning a panic inside it into an error: a frame must never take the node

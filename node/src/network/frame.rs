@@ -7,12 +7,14 @@ use bytes::{Bytes, BytesMut};
 use gregor_metrics::CloseReason;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::memory_pool::{MemoryPool, Reservation};
+
 /// Most bytes reserved per read while a body arrives; the buffer grows only as data does.
 const READ_CHUNK: usize = 64 * 1024;
 
 /// Why no frame could be read.
 #[derive(Debug)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     /// The peer closed the connection between frames.
     Closed,
     /// The peer closed the connection inside a frame.
@@ -27,7 +29,7 @@ pub(crate) enum FrameError {
 
 impl FrameError {
     /// The metric label for closing the connection because of this error.
-    pub(crate) fn close_reason(&self) -> CloseReason {
+    pub fn close_reason(&self) -> CloseReason {
         match self {
             FrameError::Closed => CloseReason::ClientClosed,
             FrameError::Truncated => CloseReason::Truncated,
@@ -53,12 +55,15 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-/// Reads one frame body (without its size prefix). `buffer` is reused between frames.
-pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
+/// Reads one frame body (without its size prefix). `buffer` is reused between frames. The body's
+/// size is reserved in `memory` before any of it is read (waiting while the pool is used up);
+/// the reservation comes back with the frame and is held until the request is done.
+pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     buffer: &mut BytesMut,
     max_size: i32,
-) -> Result<Bytes, FrameError> {
+    memory: &std::sync::Arc<MemoryPool>,
+) -> Result<(Bytes, Reservation), FrameError> {
     let mut prefix = [0u8; 4];
     let mut filled = 0;
     while filled < prefix.len() {
@@ -80,7 +85,13 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         });
     }
     let size = size as usize;
+    let reservation = memory.reserve(size).await;
     buffer.clear();
+    if size > READ_CHUNK {
+        // One allocation of exactly the frame: growing by doubling would copy the body and
+        // hold up to three times its size. Pages of it become resident only as data arrives.
+        *buffer = BytesMut::with_capacity(size);
+    }
     while buffer.len() < size {
         buffer.reserve((size - buffer.len()).min(READ_CHUNK));
         let wanted = size - buffer.len();
@@ -93,7 +104,7 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
             return Err(FrameError::Truncated);
         }
     }
-    Ok(buffer.split().freeze())
+    Ok((buffer.split().freeze(), reservation))
 }
 
 #[cfg(test)]
@@ -102,7 +113,9 @@ mod tests {
 
     async fn read(bytes: &[u8], max: i32) -> Result<Bytes, FrameError> {
         let mut reader = bytes;
-        read_frame(&mut reader, &mut BytesMut::new(), max).await
+        read_frame(&mut reader, &mut BytesMut::new(), max, &MemoryPool::new(-1))
+            .await
+            .map(|(frame, _)| frame)
     }
 
     #[tokio::test]
@@ -154,9 +167,32 @@ mod tests {
     async fn consecutive_frames_share_the_buffer() {
         let mut reader: &[u8] = &[0, 0, 0, 1, 42, 0, 0, 0, 2, 1, 2];
         let mut buffer = BytesMut::new();
-        let first = read_frame(&mut reader, &mut buffer, 10).await;
-        let second = read_frame(&mut reader, &mut buffer, 10).await;
-        assert_eq!(first.ok().as_deref(), Some(&[42u8][..]));
-        assert_eq!(second.ok().as_deref(), Some(&[1u8, 2][..]));
+        let pool = MemoryPool::new(-1);
+        let first = read_frame(&mut reader, &mut buffer, 10, &pool).await;
+        let second = read_frame(&mut reader, &mut buffer, 10, &pool).await;
+        assert_eq!(first.ok().map(|f| f.0).as_deref(), Some(&[42u8][..]));
+        assert_eq!(second.ok().map(|f| f.0).as_deref(), Some(&[1u8, 2][..]));
+    }
+
+    #[tokio::test]
+    async fn the_body_waits_for_memory_and_holds_it_until_dropped() {
+        let pool = MemoryPool::new(8);
+        let held = pool.reserve(8).await;
+        let mut reader: &[u8] = &[0, 0, 0, 3, 7, 8, 9];
+        let mut buffer = BytesMut::new();
+        let reading = read_frame(&mut reader, &mut buffer, 100, &pool);
+        tokio::pin!(reading);
+        let waiting =
+            tokio::time::timeout(std::time::Duration::from_millis(1), reading.as_mut()).await;
+        assert!(waiting.is_err(), "no memory left: the body is not read");
+        drop(held);
+        let (frame, reservation) = match reading.await {
+            Ok(read) => read,
+            Err(error) => panic!("{error}"),
+        };
+        assert_eq!(&frame[..], &[7u8, 8, 9][..]);
+        assert_eq!(pool.available(), Some(5));
+        drop(reservation);
+        assert_eq!(pool.available(), Some(8));
     }
 }

@@ -2,8 +2,12 @@
 //! connection (see [`connection`]). Handlers never touch bytes; this module never touches the
 //! image.
 
+mod busy_time;
 mod connection;
-mod frame;
+mod dedup_decode;
+pub mod frame;
+mod limits;
+pub mod memory_pool;
 pub mod raft_voter_versions;
 
 use std::net::SocketAddr;
@@ -11,11 +15,46 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gregor_actors::context::{HandlerContext, ListenerKind};
+use gregor_actors::quota::sampler::WindowConfig;
+use gregor_metrics::CloseReason;
 use tokio::net::TcpListener;
 
 use crate::config::{ListenerSpec, NodeConfig};
 use crate::quorum::QuorumService;
 use connection::ConnectionSettings;
+use limits::{ConnectionLimits, LimitSettings, Refused};
+use memory_pool::MemoryPool;
+
+/// What every listener of the node shares: the connection limits and the request memory pool.
+#[derive(Clone)]
+pub struct NodeLimits {
+    connections: Arc<ConnectionLimits>,
+    memory: Arc<MemoryPool>,
+}
+
+impl NodeLimits {
+    /// The limits of `config`; `ip` connection-rate quotas are read from `handlers`' image.
+    pub fn new(config: &NodeConfig, handlers: &HandlerContext) -> Self {
+        let count = |value: i32| usize::try_from(value).unwrap_or(0);
+        let settings = LimitSettings {
+            max_connections: count(config.max_connections),
+            max_connections_per_ip: count(config.max_connections_per_ip),
+            per_ip_overrides: config
+                .max_connections_per_ip_overrides
+                .iter()
+                .map(|(ip, max)| (*ip, count(*max)))
+                .collect(),
+            window: WindowConfig::new(
+                config.quota_window_num,
+                u64::from(config.quota_window_size_seconds),
+            ),
+        };
+        NodeLimits {
+            connections: ConnectionLimits::new(settings, handlers.image.clone()),
+            memory: MemoryPool::new(config.queued_max_request_bytes),
+        }
+    }
+}
 
 /// A listener bound to its socket, not yet accepting.
 pub struct BoundListener {
@@ -65,25 +104,70 @@ pub async fn run(
     config: &NodeConfig,
     quorum: Arc<QuorumService>,
     ready: tokio::sync::watch::Receiver<bool>,
+    limits: NodeLimits,
 ) {
     let settings = ConnectionSettings {
         quorum,
         ready,
+        // Controller listeners carry the quorum: their frames never wait behind client frames
+        // (a full pool of forwarded CreateTopics waiting for a commit must not block the
+        // AppendEntries that commits them), as Kafka's controller has a socket server of its own.
+        memory: if bound.kind == ListenerKind::Controller {
+            MemoryPool::new(-1)
+        } else {
+            limits.memory.clone()
+        },
         listener_name: bound.spec.name.clone(),
         listener_kind: bound.kind,
         max_request_size: config.socket_request_max_bytes,
         idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
     };
+    let exempt = bound.kind == ListenerKind::Controller;
     loop {
+        // max.connections: wait for a slot before accepting, so new connections queue in the
+        // kernel's backlog as they do behind Kafka's blocked acceptor.
+        let mut slot = limits.connections.slot(exempt).await;
         match bound.listener.accept().await {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
+                gregor_metrics::connection_opened(&settings.listener_name);
+                let listener = settings.listener_name.clone();
+                match limits.connections.admit(&mut slot, peer.ip()) {
+                    Ok(()) => {}
+                    Err(Refused::TooMany { max }) => {
+                        tracing::info!(
+                            listener = %listener,
+                            "Rejected connection from {}, address already has the configured maximum of {max} connections.",
+                            peer.ip()
+                        );
+                        // Counted before the close, so whoever sees the close sees the count.
+                        gregor_metrics::connection_closed(
+                            &listener,
+                            CloseReason::MaxConnectionsPerIp,
+                        );
+                        drop((stream, slot));
+                        continue;
+                    }
+                    Err(Refused::Throttled { ms }) => {
+                        tracing::debug!(%peer, ms, "Delaying closing of connection (connection_creation_rate)");
+                        // Not counted as a connection of its address; closed after the delay.
+                        drop(slot);
+                        tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                            gregor_metrics::connection_closed(
+                                &listener,
+                                CloseReason::ConnectionRateThrottled,
+                            );
+                            drop(stream);
+                        });
+                        continue;
+                    }
+                }
                 let handlers = handlers.clone();
                 let settings = settings.clone();
                 tokio::spawn(async move {
-                    gregor_metrics::connection_opened(&settings.listener_name);
-                    let listener = settings.listener_name.clone();
                     let reason = connection::serve(stream, handlers, settings).await;
+                    drop(slot);
                     gregor_metrics::connection_closed(&listener, reason);
                 });
             }

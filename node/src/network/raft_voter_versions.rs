@@ -92,7 +92,7 @@ pub const REMOVE_RAFT_VOTER_VERSIONS: VersionRange = VersionRange { min: 0, max:
 
 /// Decodes the body of a request of `key` at `version` when the crate cannot; `None` for
 /// everything the crate decodes itself.
-pub(crate) fn decode<B: ByteBuf>(
+pub fn decode<B: ByteBuf>(
     key: ApiKey,
     buf: &mut B,
     version: i16,

@@ -7,11 +7,18 @@
 //!  starting node ──Join (32003): id, directory id, endpoints, registration──▶ leader
 //!        ◀── Joined { read_index } │ NotLeader { leader endpoints } │ Refused { why }
 //!  observer ──Join every second (heartbeat)──▶ leader
+//!  broker without a controller listener ──Hello { raft_link }──▶ leader's controller listener
+//!        ◀── AppendEntries / InstallSnapshot down that same connection
 //!  broker listener: CreateTopics & co. ──same frame──▶ leader's controller listener
 //! ```
+//!
+//! Every connection for private RPCs opens with a Hello (32005: cluster id, node id, directory
+//! id); they are served on controller listeners only (see [`service::QuorumService::serve_private`]).
 
 pub(crate) mod rpc;
 pub(crate) mod service;
+#[doc(hidden)]
+pub mod testing;
 pub(crate) mod transport;
 
 use std::collections::BTreeMap;
@@ -27,24 +34,54 @@ pub use service::QuorumService;
 
 use crate::config::{NodeConfig, ProcessRole};
 use crate::storage::{self, NodeIdentity};
-use rpc::{BrokerJoin, JoinRequest, JoinResponse, QuorumRequest, QuorumResponse};
-use transport::{address_of, Channel, QuorumNetwork};
+use rpc::{BrokerJoin, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse};
+use transport::{address_of, read_peer_frame, Channel, QuorumNetwork, RaftLinks};
 
 /// How long one join attempt may wait for an answer.
 const JOIN_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Observers announce themselves this often.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+/// A learner not heard from for this long leaves the membership: the leader stops replicating
+/// to it (it joins back with its next heartbeat).
+const SILENT_LEARNER_EXPIRY: Duration = gregor_actors::quorum::OBSERVER_EXPIRY;
+/// A learner that is no longer registered (unregistered) leaves once silent for this long.
+const UNREGISTERED_LEARNER_EXPIRY: Duration = Duration::from_secs(5);
 
-/// The network openraft uses, and the cell the quorum state goes into once it exists (the
-/// transport records replication progress there).
-pub(crate) fn network() -> (QuorumNetwork, Arc<std::sync::OnceLock<Arc<QuorumState>>>) {
+/// A raft link with no frame from the leader for this long is reopened (the leader sends
+/// heartbeats every 100 ms; silence means it stopped leading or the connection is dead).
+const LINK_IDLE: Duration = Duration::from_secs(5);
+
+/// The network openraft uses, the cell the quorum state goes into once it exists (the
+/// transport records replication progress there), and the raft links learners open to this
+/// node.
+pub(crate) fn network(
+    hello: PeerHello,
+) -> (
+    QuorumNetwork,
+    Arc<std::sync::OnceLock<Arc<QuorumState>>>,
+    Arc<RaftLinks>,
+) {
     let cell = Arc::new(std::sync::OnceLock::new());
+    let links = Arc::new(RaftLinks::default());
     (
         QuorumNetwork {
             state: cell.clone(),
+            hello,
+            links: links.clone(),
         },
         cell,
+        links,
     )
+}
+
+/// How this node introduces itself on connections for private RPCs.
+pub(crate) fn hello(config: &NodeConfig, identity: &NodeIdentity) -> PeerHello {
+    PeerHello {
+        cluster_id: identity.cluster_id.clone(),
+        node_id: config.node_id,
+        directory_id: identity.metadata_directory_id,
+        raft_link: false,
+    }
 }
 
 /// Initializes a brand-new log from what `storage format` recorded: this node alone
@@ -124,9 +161,29 @@ pub(crate) async fn join_cluster(
     join: &JoinRequest,
     deadline: Instant,
 ) -> Result<(), String> {
+    let read_index = join_leader(config, service, join, deadline).await?;
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    service
+        .state
+        .log
+        .wait_applied(read_index, remaining)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Finds the leader and joins through it (see [`join_cluster`]); returns the read index of
+/// its answer without waiting to apply it.
+async fn join_leader(
+    config: &NodeConfig,
+    service: &QuorumService,
+    join: &JoinRequest,
+    deadline: Instant,
+) -> Result<u64, String> {
     let bootstrap = &config.controller_quorum_bootstrap_servers;
     let mut next_bootstrap = 0usize;
     let mut pointed: Option<String> = None;
+    // Addresses that failed or knew no leader during this call.
+    let mut failed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut last_error = String::from("no leader found yet");
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -137,15 +194,19 @@ pub(crate) async fn join_cluster(
         }
         let own_id = config.node_id as u64;
         let local_leader = service.leader();
+        let mut answered_by = None;
         let response = if local_leader.as_ref().is_some_and(|(id, _)| *id == own_id) {
             service.join(join.clone()).await
         } else {
             let addr = pointed
                 .take()
                 .or_else(|| {
+                    // A broker learns of a new leader only from it: after the known one failed
+                    // to answer, ask the bootstrap servers instead.
                     local_leader
                         .as_ref()
                         .and_then(|(_, endpoints)| endpoints.first().map(address_of))
+                        .filter(|addr| !failed.contains(addr))
                 })
                 .or_else(|| {
                     let addr = bootstrap
@@ -161,7 +222,8 @@ pub(crate) async fn join_cluster(
                     continue;
                 }
                 Some(addr) => {
-                    let mut channel = Channel::new(addr.clone());
+                    answered_by = Some(addr.clone());
+                    let mut channel = Channel::new(addr.clone(), &service.hello);
                     match channel
                         .call(
                             &QuorumRequest::Join(join.clone()),
@@ -176,6 +238,7 @@ pub(crate) async fn join_cluster(
                         }
                         Err(e) => {
                             last_error = e.to_string();
+                            failed.insert(addr);
                             JoinResponse::NotLeader { leader: None }
                         }
                     }
@@ -183,14 +246,9 @@ pub(crate) async fn join_cluster(
             }
         };
         match response {
-            JoinResponse::Joined { read_index } => {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                return service
-                    .state
-                    .log
-                    .wait_applied(read_index, remaining)
-                    .await
-                    .map_err(|e| e.to_string());
+            JoinResponse::Joined { read_index, leader } => {
+                service.admitted(leader, answered_by);
+                return Ok(read_index);
             }
             JoinResponse::Refused { message } => return Err(message),
             JoinResponse::Waiting { reason } => {
@@ -198,11 +256,15 @@ pub(crate) async fn join_cluster(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             JoinResponse::NotLeader { leader } => {
-                if let Some((id, endpoints)) = leader {
-                    if id != own_id {
-                        pointed = endpoints.first().map(address_of);
+                match leader {
+                    Some((id, endpoints)) => {
+                        if id != own_id {
+                            pointed = endpoints.first().map(address_of);
+                        }
+                        last_error = format!("waiting for leader {id}");
                     }
-                    last_error = format!("waiting for leader {id}");
+                    // It knows no leader (it may have just stopped leading): ask elsewhere.
+                    None => failed.extend(answered_by),
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -233,6 +295,7 @@ pub(crate) fn spawn_fencing(
                 continue;
             }
             let since = *leading_since.get_or_insert_with(Instant::now);
+            remove_departed_learners(&service, &image.load_full(), since.elapsed()).await;
             let current = image.load_full();
             let voters = service.voter_ids();
             let liveness = |id: i32| broker_liveness(&service, &voters, id, timeout);
@@ -329,6 +392,153 @@ fn broker_liveness(
     }
 }
 
+/// Removes from the membership the learners that are gone: not registered any more and
+/// silent for [`UNREGISTERED_LEARNER_EXPIRY`], or silent for [`SILENT_LEARNER_EXPIRY`]
+/// (`leading_for` stands for silence when this leader has not heard from one yet). openraft
+/// then drops their replication streams, so a departed learner costs the leader nothing.
+async fn remove_departed_learners(
+    service: &QuorumService,
+    image: &gregor_publishers::MetadataImage,
+    leading_for: Duration,
+) {
+    let metrics = service.state.log.metrics();
+    let membership = metrics.membership_config.membership();
+    let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+    let departed: std::collections::BTreeSet<u64> = membership
+        .nodes()
+        .map(|(id, _)| *id)
+        .filter(|id| !voters.contains(id) && *id != metrics.id)
+        .filter(|id| {
+            let Ok(node_id) = i32::try_from(*id) else {
+                return true;
+            };
+            let silent_for = service
+                .state
+                .last_seen(node_id)
+                .map_or(leading_for, |seen| seen.elapsed().min(leading_for));
+            let registered = image.cluster.broker(node_id).is_some()
+                || image.cluster.controller(node_id).is_some();
+            silent_for >= SILENT_LEARNER_EXPIRY
+                || (!registered && silent_for >= UNREGISTERED_LEARNER_EXPIRY)
+        })
+        .collect();
+    if departed.is_empty() {
+        return;
+    }
+    // One membership change at a time (AddRaftVoter / RemoveRaftVoter take the same guard).
+    let Some(_guard) = service.state.begin_voter_change() else {
+        return;
+    };
+    tracing::info!(learners = ?departed, "removing departed learners from the metadata quorum");
+    if let Err(error) = service
+        .state
+        .log
+        .change_membership(openraft::ChangeMembers::RemoveNodes(departed), false)
+        .await
+    {
+        tracing::warn!(%error, "cannot remove departed learners");
+    }
+}
+
+/// Keeps a raft link open to the leader that admitted this node (a broker without a
+/// controller listener: the leader sends its AppendEntries and InstallSnapshot down the link,
+/// as Kafka's observers fetch from the leader). Follows the leader as joins and heartbeats
+/// find it.
+pub(crate) fn spawn_raft_link(
+    config: Arc<NodeConfig>,
+    service: Arc<QuorumService>,
+    join: JoinRequest,
+) {
+    service
+        .raft_link
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    tokio::spawn(async move {
+        let mut address = service.leader_address.subscribe();
+        let hello = PeerHello {
+            raft_link: true,
+            ..service.hello.clone()
+        };
+        loop {
+            let current = address.borrow_and_update().clone();
+            let Some(addr) = current else {
+                if address.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            match open_raft_link(&addr, &hello).await {
+                Ok(stream) => {
+                    tracing::info!(%addr, "raft link to the leader opened");
+                    service.link_open.send_replace(true);
+                    let ended = serve_raft_link(&service, stream, &mut address).await;
+                    service.link_open.send_replace(false);
+                    tracing::info!(%addr, reason = %ended, "raft link to the leader ended");
+                    if address.has_changed().unwrap_or(false) {
+                        continue;
+                    }
+                }
+                Err(error) => tracing::debug!(%addr, %error, "cannot open the raft link"),
+            }
+            // The leader may have moved: find it now rather than at the next heartbeat (a
+            // successful join points the link at it).
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let deadline = Instant::now() + HEARTBEAT_INTERVAL * 3;
+            if let Err(error) = join_leader(&config, &service, &join, deadline).await {
+                tracing::debug!(%error, "cannot find the leader for the raft link");
+            }
+        }
+    });
+}
+
+/// Connects to `addr` and opens a raft link with `hello`.
+async fn open_raft_link(addr: &str, hello: &PeerHello) -> Result<tokio::net::TcpStream, String> {
+    use tokio::io::AsyncWriteExt;
+    let frame = transport::hello_frame(hello)?;
+    let open = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        stream.write_all(&frame).await.map_err(|e| e.to_string())?;
+        let answer = read_peer_frame(&mut stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        transport::check_hello_answer(addr, &answer).map_err(|e| e.to_string())?;
+        Ok(stream)
+    };
+    tokio::time::timeout(JOIN_CALL_TIMEOUT, open)
+        .await
+        .map_err(|_| format!("no answer within {JOIN_CALL_TIMEOUT:?}"))?
+}
+
+/// Answers the leader's requests on the raft link until it fails, goes quiet for
+/// [`LINK_IDLE`], or the leader moves; returns why it ended.
+async fn serve_raft_link(
+    service: &QuorumService,
+    mut stream: tokio::net::TcpStream,
+    address: &mut tokio::sync::watch::Receiver<Option<String>>,
+) -> String {
+    use tokio::io::AsyncWriteExt;
+    loop {
+        let frame = tokio::select! {
+            frame = tokio::time::timeout(LINK_IDLE, read_peer_frame(&mut stream)) => frame,
+            _ = address.changed() => return "the leader moved".into(),
+        };
+        let frame = match frame {
+            Ok(Ok(frame)) if frame.len() >= 8 => frame,
+            Ok(Ok(frame)) => return format!("a {}-byte frame", frame.len()),
+            Ok(Err(error)) => return error.to_string(),
+            Err(_) => return format!("no request within {LINK_IDLE:?}"),
+        };
+        let Some(answer) = service.serve_link_frame(&frame).await else {
+            return "an unexpected request".into();
+        };
+        if let Err(error) = stream.write_all(&answer).await {
+            return error.to_string();
+        }
+    }
+}
+
 /// Keeps announcing this node to the leader while it is not a voter (observers' heartbeat),
 /// so the leader knows which (id, directory id) pairs are alive.
 pub(crate) fn spawn_heartbeats(
@@ -343,7 +553,7 @@ pub(crate) fn spawn_heartbeats(
                 continue;
             }
             let deadline = Instant::now() + HEARTBEAT_INTERVAL * 3;
-            if let Err(error) = join_cluster(&config, &service, &join, deadline).await {
+            if let Err(error) = join_leader(&config, &service, &join, deadline).await {
                 tracing::debug!(%error, "observer heartbeat failed");
             }
         }

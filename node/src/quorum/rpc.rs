@@ -38,12 +38,50 @@ pub(crate) const JOIN: i16 = FIRST_API_KEY + 3;
 /// the client; here the whole connection says so once, and the controller never mutes it (one
 /// throttled client must not stall every request the broker forwards).
 pub(crate) const FORWARDING_CHANNEL: i16 = FIRST_API_KEY + 4;
+/// Gregor Hello: the first frame of every connection that carries private RPCs, naming the
+/// cluster and the node that opened it (see [`PeerHello`]).
+pub(crate) const PEER_HELLO: i16 = FIRST_API_KEY + 5;
 /// One past the last key of the range.
 const END_API_KEY: i16 = FIRST_API_KEY + 16;
 
 /// Whether a frame with this api key is a quorum RPC.
 pub(crate) fn is_quorum_api_key(key: i16) -> bool {
     (FIRST_API_KEY..END_API_KEY).contains(&key)
+}
+
+/// Who opened a connection for private RPCs. The receiver serves nothing private before it,
+/// and serves raft traffic, raft links and the forwarding marker only to a node it knows (see
+/// `QuorumService::serve_private`). Once SASL exists, the authenticated controller principal
+/// takes the place of this claim.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct PeerHello {
+    /// The cluster id the node was formatted with.
+    pub(crate) cluster_id: String,
+    /// Its node id.
+    pub(crate) node_id: i32,
+    /// Directory id of its metadata log dir.
+    pub(crate) directory_id: Uuid,
+    /// True: the connection becomes this node's raft link (a broker without a controller
+    /// listener asks the leader to send it AppendEntries and InstallSnapshot over it).
+    pub(crate) raft_link: bool,
+}
+
+/// The answer to a [`PeerHello`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum HelloResponse {
+    /// Accepted; `known` tells whether the node may send more than a Join.
+    Accepted {
+        /// The answering node's id.
+        node_id: i32,
+        /// Whether the answering node knows the sender (a member of its quorum or a registered
+        /// controller); only a Join is served otherwise.
+        known: bool,
+    },
+    /// Refused; the connection closes after this answer.
+    Refused {
+        /// For the operator.
+        message: String,
+    },
 }
 
 /// A node announcing itself to the leader: at start-up (to register and become a learner) and
@@ -83,6 +121,9 @@ pub(crate) enum JoinResponse {
     Joined {
         /// The index to apply before serving.
         read_index: u64,
+        /// The leader's node id and metadata directory id: a node without a membership yet
+        /// accepts raft traffic from this identity only.
+        leader: (u64, Uuid),
     },
     /// Ask `leader` instead (None: no leader known right now, retry).
     NotLeader {
@@ -112,6 +153,8 @@ pub(crate) enum QuorumRequest {
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// See [`JOIN`].
     Join(JoinRequest),
+    /// See [`PEER_HELLO`].
+    Hello(PeerHello),
 }
 
 impl QuorumRequest {
@@ -121,6 +164,7 @@ impl QuorumRequest {
             QuorumRequest::Vote(_) => VOTE,
             QuorumRequest::InstallSnapshot(_) => INSTALL_SNAPSHOT,
             QuorumRequest::Join(_) => JOIN,
+            QuorumRequest::Hello(_) => PEER_HELLO,
         }
     }
 }
@@ -136,6 +180,8 @@ pub(crate) enum QuorumResponse {
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     /// The join outcome.
     Join(JoinResponse),
+    /// The hello outcome.
+    Hello(HelloResponse),
 }
 
 /// Encodes a request frame (size prefix included).
@@ -233,15 +279,55 @@ mod tests {
         assert!(matches!(decoded, QuorumRequest::Join(j) if j.node_id == 4));
         let response = encode_response(
             5,
-            &QuorumResponse::Join(JoinResponse::Joined { read_index: 12 }),
+            &QuorumResponse::Join(JoinResponse::Joined {
+                read_index: 12,
+                leader: (1, Uuid::from_u128(3)),
+            }),
         )?;
         let (correlation, decoded) = decode_response(&response[4..])?;
         assert_eq!(correlation, 5);
         assert!(matches!(
             decoded,
-            QuorumResponse::Join(JoinResponse::Joined { read_index: 12 })
+            QuorumResponse::Join(JoinResponse::Joined { read_index: 12, .. })
         ));
         assert!(decode_request(&[0, 1, 2]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn hello_round_trips_and_a_key_must_match_its_body() -> Result<(), String> {
+        let hello = QuorumRequest::Hello(PeerHello {
+            cluster_id: "c".into(),
+            node_id: 11,
+            directory_id: Uuid::from_u128(5),
+            raft_link: true,
+        });
+        let frame = encode_request(3, &hello)?;
+        assert_eq!(i16::from_be_bytes([frame[4], frame[5]]), PEER_HELLO);
+        let (_, decoded) = decode_request(&frame[4..])?;
+        assert!(matches!(
+            decoded,
+            QuorumRequest::Hello(h) if h.node_id == 11 && h.raft_link && h.directory_id == Uuid::from_u128(5)
+        ));
+        // The same body under another key is refused (a frame cannot pass as another RPC).
+        let mut relabelled = frame.to_vec();
+        relabelled[4..6].copy_from_slice(&JOIN.to_be_bytes());
+        assert!(decode_request(&relabelled[4..]).is_err());
+        let answer = encode_response(
+            3,
+            &QuorumResponse::Hello(HelloResponse::Accepted {
+                node_id: 1,
+                known: false,
+            }),
+        )?;
+        let (_, decoded) = decode_response(&answer[4..])?;
+        assert!(matches!(
+            decoded,
+            QuorumResponse::Hello(HelloResponse::Accepted {
+                node_id: 1,
+                known: false
+            })
+        ));
         Ok(())
     }
 }

@@ -6,20 +6,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Addr;
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use gregor_actors::controller::logic::registration::{BrokerRegistrationRequest, NodeRegistration};
 use gregor_actors::controller::{Controller, RegisterNode, UnfenceBroker};
 use gregor_actors::quorum::{QuorumState, OBSERVER_EXPIRY};
 use gregor_actors::raft::MetadataLogError;
 use gregor_publishers::records::Endpoint;
+use gregor_publishers::MetadataImage;
 use kafka_protocol::messages::ApiKey;
 use openraft::ChangeMembers;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
+use uuid::Uuid;
 
 use crate::storage::uuid_to_kafka_string;
 
-use super::rpc::{self, JoinRequest, JoinResponse, QuorumRequest, QuorumResponse};
-use super::transport::{address_of, Channel};
+use super::rpc::{
+    self, HelloResponse, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse,
+};
+use super::transport::{address_of, read_peer_frame, Channel, LinkCall, RaftLinks};
 
 /// Mutations a broker hands to the active controller whole (Kafka's forwarded APIs, §1.7), when
 /// the routing table also serves them on the controller listener. The config APIs are split by
@@ -30,6 +36,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::AlterClientQuotas,
+    ApiKey::UnregisterBroker,
     ApiKey::DescribeQuorum,
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,
@@ -40,25 +47,346 @@ const FORWARDED: &[ApiKey] = &[
 /// is replaced).
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a forwarded request waits for this node's raft link to reopen to a new leader.
+const LINK_REOPEN_WAIT: Duration = Duration::from_secs(5);
+/// How many raft-link requests may queue for one learner (openraft sends one at a time).
+const LINK_QUEUE: usize = 4;
+/// How long a learner may take to answer one request on its raft link (a snapshot chunk
+/// included) before the link is dropped.
+const LINK_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a connection has proved about its peer, for the private RPCs on it.
+#[derive(Default)]
+pub(crate) struct PeerSession {
+    /// Set by an accepted hello: the peer's node id, and whether this node knows it.
+    peer: Option<(i32, Uuid, bool)>,
+    /// Set by the forwarding marker from a known peer: the connection carries a broker's
+    /// forwarded client requests, and the broker throttles those clients.
+    forwarding: bool,
+}
+
+impl PeerSession {
+    /// Whether a known peer marked this connection as its forwarding channel.
+    pub(crate) fn is_forwarding(&self) -> bool {
+        self.forwarding
+    }
+}
+
+/// What to do after a private frame.
+pub(crate) enum PrivateOutcome {
+    /// Write this answer and keep reading.
+    Reply(Bytes),
+    /// Write this answer, then hand the connection to [`QuorumService::serve_raft_link`].
+    RaftLink(Bytes, i32),
+    /// Write this refusal, then close the connection.
+    Refuse(Bytes),
+    /// Close the connection without an answer (the reason, for the log).
+    Close(String),
+}
+
 /// The node's quorum endpoint: serves quorum RPCs, handles joins while leading, forwards.
 pub struct QuorumService {
     /// A weak handle on itself, so futures that outlive a borrow (auto-creation) can forward.
     this: std::sync::Weak<QuorumService>,
     pub(crate) state: Arc<QuorumState>,
     controller: Addr<Controller>,
+    /// The published image: who is registered, for admitting peers and refusing joins that
+    /// claim a live broker's id (reads only; registrations are decided by the controller).
+    image: Arc<ArcSwap<MetadataImage>>,
     /// Connections to the active controller for forwarded requests, by address; each is used
     /// by one request at a time and returned afterwards.
     forward_pool: Mutex<BTreeMap<String, Vec<Channel>>>,
+    /// This node's hello, opening every connection it makes for private RPCs.
+    pub(crate) hello: PeerHello,
+    /// Raft links learners without a controller listener opened to this node.
+    links: Arc<RaftLinks>,
+    /// The leader that admitted this node (id, directory id): before its log holds a
+    /// membership, a joining node accepts raft traffic from this identity only.
+    admitted_by: std::sync::Mutex<Option<(u64, Uuid)>>,
+    /// The controller address whose join answer admitted this node last; a broker without a
+    /// controller listener keeps its raft link there.
+    pub(crate) leader_address: tokio::sync::watch::Sender<Option<String>>,
+    /// Set when this node keeps a raft link (it has no controller listener).
+    pub(crate) raft_link: std::sync::atomic::AtomicBool,
+    /// Whether that raft link is open right now (to the controller at `leader_address`).
+    pub(crate) link_open: tokio::sync::watch::Sender<bool>,
 }
 
 impl QuorumService {
-    pub(crate) fn new(state: Arc<QuorumState>, controller: Addr<Controller>) -> Arc<Self> {
+    pub(crate) fn new(
+        state: Arc<QuorumState>,
+        controller: Addr<Controller>,
+        image: Arc<ArcSwap<MetadataImage>>,
+        hello: PeerHello,
+        links: Arc<RaftLinks>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|this| QuorumService {
             this: this.clone(),
             state,
             controller,
+            image,
             forward_pool: Mutex::new(BTreeMap::new()),
+            hello,
+            links,
+            admitted_by: std::sync::Mutex::new(None),
+            leader_address: tokio::sync::watch::Sender::new(None),
+            raft_link: std::sync::atomic::AtomicBool::new(false),
+            link_open: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Whether this node leads and is one of the voters (a leader that removed itself keeps
+    /// leading in openraft's eyes until a voter takes over, but can commit nothing).
+    fn leads_as_voter(&self) -> bool {
+        let metrics = self.state.log.metrics();
+        metrics.current_leader == Some(metrics.id)
+            && metrics
+                .membership_config
+                .membership()
+                .voter_ids()
+                .any(|id| id == metrics.id)
+    }
+
+    /// Records who admitted this node and where (see [`QuorumService::admitted_by`]).
+    pub(crate) fn admitted(&self, leader: (u64, Uuid), address: Option<String>) {
+        if let Ok(mut admitted) = self.admitted_by.lock() {
+            *admitted = Some(leader);
+        }
+        if address.is_some() {
+            self.leader_address.send_if_modified(|current| {
+                let changed = *current != address;
+                *current = address.clone();
+                changed
+            });
+        }
+    }
+
+    /// Whether `(node_id, directory_id)` belongs to the quorum as this node knows it: a node of
+    /// its raft membership with that directory, a registered controller with that directory
+    /// (a leader that removed itself from the membership), or the leader that admitted this
+    /// node while its own log holds no membership yet.
+    fn knows(&self, node_id: i32, directory_id: Uuid) -> bool {
+        let Ok(id) = u64::try_from(node_id) else {
+            return false;
+        };
+        let metrics = self.state.log.metrics();
+        let membership = metrics.membership_config.membership();
+        if membership
+            .get_node(&id)
+            .is_some_and(|node| node.directory_id == directory_id)
+        {
+            return true;
+        }
+        let image = self.image.load();
+        if image
+            .cluster
+            .controller(node_id)
+            .is_some_and(|c| c.directory_id == directory_id)
+        {
+            return true;
+        }
+        membership.voter_ids().next().is_none()
+            && self
+                .admitted_by
+                .lock()
+                .ok()
+                .and_then(|admitted| *admitted)
+                .is_some_and(|leader| leader == (id, directory_id))
+    }
+
+    /// Serves one private frame (api keys 32000+, the bytes after the size prefix) on a
+    /// controller listener. A connection must open with a hello naming this cluster; then a
+    /// node this node knows may send raft traffic, open a raft link and mark the connection as
+    /// its forwarding channel, and any node of this cluster may ask to join.
+    pub(crate) async fn serve_private(
+        &self,
+        session: &mut PeerSession,
+        frame: &[u8],
+    ) -> PrivateOutcome {
+        let key = i16::from_be_bytes([frame[0], frame[1]]);
+        if key == rpc::FORWARDING_CHANNEL {
+            if frame.len() < 8 || !session.peer.is_some_and(|(_, _, known)| known) {
+                return PrivateOutcome::Close(
+                    "a forwarding marker from a peer this node does not know".into(),
+                );
+            }
+            session.forwarding = true;
+            // Answer with the correlation id, so the broker knows the channel is set.
+            let mut answer = Vec::with_capacity(8);
+            answer.extend_from_slice(&4_i32.to_be_bytes());
+            answer.extend_from_slice(&frame[4..8]);
+            return PrivateOutcome::Reply(Bytes::from(answer));
+        }
+        // Refuse by key before decoding: a stranger's body is never parsed.
+        let allowed = match session.peer {
+            None => key == rpc::PEER_HELLO,
+            Some((_, _, known)) => known || key == rpc::JOIN,
+        };
+        if !allowed {
+            return PrivateOutcome::Close(format!(
+                "private api key {key} from a peer that is not allowed to send it"
+            ));
+        }
+        let (correlation_id, request) = match rpc::decode_request(frame) {
+            Ok(decoded) => decoded,
+            Err(error) => return PrivateOutcome::Close(format!("a bad quorum frame: {error}")),
+        };
+        let known = match (&request, session.peer) {
+            (QuorumRequest::Hello(hello), None) => {
+                return self.hello(session, correlation_id, hello);
+            }
+            (QuorumRequest::Hello(_), Some(_)) => {
+                return PrivateOutcome::Close("a second hello".into());
+            }
+            (_, None) => {
+                return PrivateOutcome::Close("a quorum request before the hello".into());
+            }
+            (_, Some((_, _, known))) => known,
+        };
+        let raft = self.state.log.raft();
+        let response = match request {
+            QuorumRequest::Join(join) => {
+                let Some((node_id, directory_id, _)) = session.peer else {
+                    return PrivateOutcome::Close("a join before the hello".into());
+                };
+                if join.node_id != node_id || join.raft_node.directory_id != directory_id {
+                    return PrivateOutcome::Close(format!(
+                        "a join for node {} from a connection opened by node {node_id}",
+                        join.node_id
+                    ));
+                }
+                QuorumResponse::Join(self.join(join).await)
+            }
+            _ if !known => {
+                return PrivateOutcome::Close(
+                    "raft traffic from a node outside this quorum".into(),
+                );
+            }
+            QuorumRequest::AppendEntries(rpc) => {
+                QuorumResponse::AppendEntries(raft.append_entries(rpc).await)
+            }
+            QuorumRequest::Vote(rpc) => QuorumResponse::Vote(raft.vote(rpc).await),
+            QuorumRequest::InstallSnapshot(rpc) => {
+                QuorumResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
+            }
+            QuorumRequest::Hello(_) => return PrivateOutcome::Close("a second hello".into()),
+        };
+        match rpc::encode_response(correlation_id, &response) {
+            Ok(bytes) => PrivateOutcome::Reply(bytes),
+            Err(error) => {
+                tracing::error!(%error, "cannot encode a quorum response");
+                PrivateOutcome::Close(error)
+            }
+        }
+    }
+
+    /// Answers a hello: refused for another cluster, accepted otherwise (known or not).
+    fn hello(
+        &self,
+        session: &mut PeerSession,
+        correlation_id: i32,
+        hello: &PeerHello,
+    ) -> PrivateOutcome {
+        let own_id = self.hello.node_id;
+        let (response, link) = if hello.cluster_id != self.state.cluster_id {
+            (
+                HelloResponse::Refused {
+                    message: format!(
+                        "The given id \"{}\" doesn't match the cluster id \"{}\"",
+                        hello.cluster_id, self.state.cluster_id
+                    ),
+                },
+                false,
+            )
+        } else {
+            let known = self.knows(hello.node_id, hello.directory_id);
+            session.peer = Some((hello.node_id, hello.directory_id, known));
+            if hello.raft_link && !self.leads_as_voter() {
+                (
+                    HelloResponse::Refused {
+                        message: format!("node {own_id} is not the leader"),
+                    },
+                    false,
+                )
+            } else if hello.raft_link && !known {
+                (
+                    HelloResponse::Refused {
+                        message: format!(
+                            "node {} with directory id {} is not a member of the quorum; join first",
+                            hello.node_id,
+                            uuid_to_kafka_string(hello.directory_id)
+                        ),
+                    },
+                    false,
+                )
+            } else {
+                (
+                    HelloResponse::Accepted {
+                        node_id: own_id,
+                        known,
+                    },
+                    hello.raft_link,
+                )
+            }
+        };
+        let refused = matches!(response, HelloResponse::Refused { .. });
+        if refused {
+            tracing::info!(node_id = hello.node_id, ?response, "refusing a quorum peer");
+        }
+        match rpc::encode_response(correlation_id, &QuorumResponse::Hello(response)) {
+            Ok(bytes) if link => PrivateOutcome::RaftLink(bytes, hello.node_id),
+            Ok(bytes) if !refused => PrivateOutcome::Reply(bytes),
+            Ok(bytes) => PrivateOutcome::Refuse(bytes),
+            Err(error) => PrivateOutcome::Close(error),
+        }
+    }
+
+    /// Serves a learner's raft link on the connection it opened: openraft's requests for that
+    /// node go down it (see [`RaftLinks`]) until either side closes it or a newer link of the
+    /// node replaces it.
+    pub(crate) async fn serve_raft_link(&self, mut stream: tokio::net::TcpStream, node_id: i32) {
+        let id = node_id as u64;
+        let (sender, mut calls) = tokio::sync::mpsc::channel::<LinkCall>(LINK_QUEUE);
+        self.links.insert(id, sender.clone());
+        tracing::info!(node_id, "raft link opened");
+        let mut probe = [0u8; 1];
+        let mut metrics = self.state.log.metrics_watch();
+        loop {
+            tokio::select! {
+                // A link is for the leader's traffic: a node that stops leading closes it, so
+                // the learner finds the new leader at once.
+                changed = metrics.changed() => {
+                    if changed.is_err() || !self.leads_as_voter() {
+                        break;
+                    }
+                }
+                call = calls.recv() => {
+                    let Some(call) = call else { break };
+                    let exchange = async {
+                        stream.write_all(&call.frame).await?;
+                        read_peer_frame(&mut stream).await
+                    };
+                    // A learner that stops answering ends its link (its caller gave up already).
+                    let answer = tokio::time::timeout(LINK_ANSWER_TIMEOUT, exchange)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                "the learner did not answer on its raft link",
+                            ))
+                        });
+                    let failed = answer.is_err();
+                    let _ = call.reply.send(answer);
+                    if failed {
+                        break;
+                    }
+                }
+                // The learner writes nothing unasked: data or end of stream ends the link.
+                _ = stream.read(&mut probe) => break,
+            }
+        }
+        self.links.remove(id, &sender);
+        tracing::info!(node_id, "raft link closed");
     }
 
     /// An owned handle for futures that forward later.
@@ -66,12 +394,13 @@ impl QuorumService {
         ForwardingHandle(self.this.clone())
     }
 
-    /// Answers one quorum frame (the bytes after the size prefix); `None` closes the connection.
-    pub(crate) async fn serve_frame(&self, frame: &[u8]) -> Option<Bytes> {
+    /// Answers one frame the leader sent down this node's raft link (AppendEntries or
+    /// InstallSnapshot); `None` ends the link.
+    pub(crate) async fn serve_link_frame(&self, frame: &[u8]) -> Option<Bytes> {
         let (correlation_id, request) = match rpc::decode_request(frame) {
             Ok(decoded) => decoded,
             Err(error) => {
-                tracing::info!(%error, "closing a connection with a bad quorum frame");
+                tracing::info!(%error, "closing the raft link after a bad frame");
                 return None;
             }
         };
@@ -80,19 +409,20 @@ impl QuorumService {
             QuorumRequest::AppendEntries(rpc) => {
                 QuorumResponse::AppendEntries(raft.append_entries(rpc).await)
             }
-            QuorumRequest::Vote(rpc) => QuorumResponse::Vote(raft.vote(rpc).await),
             QuorumRequest::InstallSnapshot(rpc) => {
                 QuorumResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
             }
-            QuorumRequest::Join(join) => QuorumResponse::Join(self.join(join).await),
-        };
-        match rpc::encode_response(correlation_id, &response) {
-            Ok(bytes) => Some(bytes),
-            Err(error) => {
-                tracing::error!(%error, "cannot encode a quorum response");
-                None
+            other => {
+                tracing::info!(
+                    api_key = other.api_key(),
+                    "closing the raft link after an unexpected request"
+                );
+                return None;
             }
-        }
+        };
+        rpc::encode_response(correlation_id, &response)
+            .map_err(|error| tracing::error!(%error, "cannot encode a quorum response"))
+            .ok()
     }
 
     /// The leader id and its controller endpoints, from the local membership.
@@ -118,6 +448,14 @@ impl QuorumService {
                 leader: self.leader(),
             };
         }
+        if !self.leads_as_voter() {
+            // It removed itself and is stepping down: it knows no other leader yet.
+            return JoinResponse::NotLeader { leader: None };
+        }
+        if let Some(message) = self.conflicting_incarnation(&join) {
+            tracing::warn!(node_id = join.node_id, "{message}");
+            return JoinResponse::Refused { message };
+        }
         match self.admit(&join).await {
             Ok(None) => {}
             Ok(Some(reason)) => return JoinResponse::Waiting { reason },
@@ -132,7 +470,10 @@ impl QuorumService {
             }
         }
         match self.state.log.read_index().await {
-            Ok(read_index) => JoinResponse::Joined { read_index },
+            Ok(read_index) => JoinResponse::Joined {
+                read_index,
+                leader: (self.hello.node_id as u64, self.hello.directory_id),
+            },
             Err(MetadataLogError::NotLeader { .. }) => JoinResponse::NotLeader {
                 leader: self.leader(),
             },
@@ -141,6 +482,45 @@ impl QuorumService {
                 JoinResponse::NotLeader { leader: None }
             }
         }
+    }
+
+    /// Why `join` must be refused because another live incarnation holds its node id: a
+    /// voter of that id with another metadata directory, or a broker of that id registered by
+    /// another process with other log dirs that is unfenced and still heard from (Kafka's
+    /// DuplicateBrokerRegistrationException). A restart of the same node (same directories)
+    /// takes over its own registration.
+    fn conflicting_incarnation(&self, join: &JoinRequest) -> Option<String> {
+        let node_id = join.node_id as u64;
+        let metrics = self.state.log.metrics();
+        let membership = metrics.membership_config.membership();
+        if membership.voter_ids().any(|id| id == node_id) {
+            let voter = membership.get_node(&node_id)?;
+            return (voter.directory_id != join.raft_node.directory_id).then(|| {
+                format!(
+                    "node id {} is a voter with directory id {}; directory {} cannot join under that id",
+                    join.node_id,
+                    uuid_to_kafka_string(voter.directory_id),
+                    uuid_to_kafka_string(join.raft_node.directory_id)
+                )
+            });
+        }
+        let joining = join.broker.as_ref()?;
+        let image = self.image.load();
+        let registered = image.cluster.broker(join.node_id)?;
+        let alive = self
+            .state
+            .last_seen(join.node_id)
+            .is_some_and(|seen| seen.elapsed() < OBSERVER_EXPIRY / 3);
+        (registered.incarnation_id != join.incarnation_id
+            && !registered.fenced
+            && alive
+            && registered.log_dirs != joining.log_dirs)
+            .then(|| {
+                format!(
+                    "Another broker is registered with that broker id ({}): a live incarnation with other log dirs holds it",
+                    join.node_id
+                )
+            })
     }
 
     /// Makes the joining node a learner (unless it is a member already) and writes its
@@ -249,13 +629,27 @@ impl QuorumService {
     /// controller could be asked; the caller then handles the request locally, which answers
     /// NOT_CONTROLLER so the client retries.
     pub(crate) async fn forward(&self, request: &[u8]) -> Option<Bytes> {
-        let (_, endpoints) = self.leader()?;
-        let addr = address_of(endpoints.first()?);
+        // A node on a raft link learns of a new leader by joining it, before the leader's
+        // first entries reach it. While the link is down (the leader stopped leading or died)
+        // the request waits for it to reopen to the new leader, as Kafka's broker holds a
+        // forwarded request until it finds the active controller.
+        let linked = self.raft_link.load(std::sync::atomic::Ordering::Relaxed);
+        if linked && !*self.link_open.borrow() {
+            let mut open = self.link_open.subscribe();
+            let _ = tokio::time::timeout(LINK_REOPEN_WAIT, open.wait_for(|open| *open)).await;
+        }
+        let linked = linked
+            .then(|| self.leader_address.borrow().clone())
+            .flatten();
+        let addr = match linked {
+            Some(addr) => addr,
+            None => address_of(self.leader()?.1.first()?),
+        };
         let mut channel = {
             let mut pool = self.forward_pool.lock().await;
             pool.get_mut(&addr)
                 .and_then(Vec::pop)
-                .unwrap_or_else(|| Channel::forwarding(addr.clone()))
+                .unwrap_or_else(|| Channel::forwarding(addr.clone(), &self.hello))
         };
         let mut frame = Vec::with_capacity(request.len() + 4);
         frame.extend_from_slice(&(request.len() as i32).to_be_bytes());

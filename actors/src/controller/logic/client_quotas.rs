@@ -13,6 +13,7 @@
 //! One result per distinct entity, in first-appearance order (Kafka answers from a hash map,
 //! so its order is unspecified). `validate_only` returns the same results and no records.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
 use gregor_publishers::records::{ClientQuotaRecord, EntityData, MetadataRecord};
@@ -58,7 +59,7 @@ pub const IP_KEYS: &[(&str, QuotaKeyType)] = &[("connection_creation_rate", Quot
 
 /// An entity as Kafka's `ClientQuotaEntity` holds it: type → name, a repeated type keeping
 /// the last name (a Java map), ordered as Java's `HashMap` prints these three types.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Entity(Vec<(String, Option<String>)>);
 
 fn java_order(entity_type: &str) -> (u8, &str) {
@@ -72,15 +73,19 @@ fn java_order(entity_type: &str) -> (u8, &str) {
 
 impl Entity {
     fn from_wire(entry: &EntryData) -> Self {
-        let mut parts: Vec<(String, Option<String>)> = Vec::new();
+        // A map keeps a hostile entity with many parts O(p log p), as Java's map does.
+        let mut by_type: BTreeMap<(u8, &str), Option<&str>> = BTreeMap::new();
         for part in &entry.entity {
-            let entity_type = part.entity_type.to_string();
-            let name = part.entity_name.as_ref().map(|n| n.to_string());
-            parts.retain(|(t, _)| *t != entity_type);
-            parts.push((entity_type, name));
+            let entity_type = part.entity_type.as_str();
+            let name = part.entity_name.as_ref().map(|n| n.as_str());
+            by_type.insert(java_order(entity_type), name);
         }
-        parts.sort_by(|a, b| java_order(&a.0).cmp(&java_order(&b.0)));
-        Entity(parts)
+        Entity(
+            by_type
+                .into_iter()
+                .map(|((_, t), n)| (t.to_owned(), n.map(str::to_owned)))
+                .collect(),
+        )
     }
 
     fn has(&self, entity_type: &str) -> bool {
@@ -129,15 +134,14 @@ fn validate_entity(entry: &EntryData) -> Result<(), Refusal> {
     if entry.entity.is_empty() {
         return Err("Invalid empty client quota entity".to_owned());
     }
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::with_capacity(entry.entity.len());
     for part in &entry.entity {
         let entity_type = part.entity_type.as_str();
-        if seen.contains(&entity_type) {
+        if !seen.insert(entity_type) {
             return Err(format!(
                 "Invalid client quota entity, duplicate entity entry {entity_type}"
             ));
         }
-        seen.push(entity_type);
         if !matches!(entity_type, USER | CLIENT_ID | IP) {
             return Err(format!("Unhandled client quota entity type: {entity_type}"));
         }
@@ -210,27 +214,34 @@ pub fn alter_client_quotas(
     request: &AlterClientQuotasRequest,
 ) -> ControllerResult<AlterClientQuotasResponse> {
     let mut results: Vec<(Entity, Result<(), Refusal>)> = Vec::new();
+    // Entity → its index in `results`: duplicates are found in O(1), not by a scan.
+    let mut positions: HashMap<Entity, usize> = HashMap::new();
     let mut records = Vec::new();
     for entry in &request.entries {
         let entity = Entity::from_wire(entry);
+        let mut keys: HashSet<&str> = HashSet::with_capacity(entry.ops.len());
         let mut duplicate_key = false;
         let mut ops: Vec<(&str, Option<f64>)> = Vec::with_capacity(entry.ops.len());
         for op in &entry.ops {
-            if ops.iter().any(|(k, _)| *k == op.key.as_str()) {
-                duplicate_key = true;
-            } else {
+            if keys.insert(op.key.as_str()) {
                 ops.push((op.key.as_str(), (!op.remove).then_some(op.value)));
+            } else {
+                duplicate_key = true;
             }
         }
-        let seen = results.iter().position(|(e, _)| *e == entity);
+        let seen = positions.get(&entity).copied();
         if duplicate_key || seen.is_some() {
             let refusal = Err(format!("Ignoring duplicate entity {entity}"));
             match seen {
                 Some(index) => results[index].1 = refusal,
-                None => results.push((entity, refusal)),
+                None => {
+                    positions.insert(entity.clone(), results.len());
+                    results.push((entity, refusal));
+                }
             }
             continue;
         }
+        positions.insert(entity.clone(), results.len());
         let outcome = alter_entity(quotas, entry, &entity, &ops);
         match outcome {
             Ok(mut entity_records) => {

@@ -184,17 +184,25 @@ fn creation_configs(topic: &CreatableTopic) -> Result<Vec<(String, String)>, Con
     if !nulls.is_empty() {
         return Err(ControllerError::NullConfigValues { names: nulls });
     }
-    let mut configs: Vec<(String, String)> = Vec::with_capacity(topic.configs.len());
-    for config in &topic.configs {
-        let value = config
-            .value
-            .as_ref()
-            .map(|v| v.to_string())
-            .unwrap_or_default();
-        configs.retain(|(name, _)| name.as_str() != config.name.as_str());
-        configs.push((config.name.to_string(), value));
+    // The last occurrence of each key wins, kept in the order of those last occurrences.
+    let mut last: HashMap<&str, usize> = HashMap::with_capacity(topic.configs.len());
+    for (index, config) in topic.configs.iter().enumerate() {
+        last.insert(config.name.as_str(), index);
     }
-    Ok(configs)
+    Ok(topic
+        .configs
+        .iter()
+        .enumerate()
+        .filter(|(index, config)| last.get(config.name.as_str()) == Some(index))
+        .map(|(_, config)| {
+            let value = config
+                .value
+                .as_ref()
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            (config.name.to_string(), value)
+        })
+        .collect())
 }
 
 #[allow(clippy::too_many_arguments)]

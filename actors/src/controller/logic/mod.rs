@@ -32,6 +32,8 @@ pub mod topic_name;
 pub mod view;
 
 #[cfg(test)]
+pub(crate) mod large_requests;
+#[cfg(test)]
 mod testing;
 
 use gregor_publishers::records::MetadataRecord;

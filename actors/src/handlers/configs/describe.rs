@@ -1,6 +1,8 @@
 //! DescribeConfigs (32): every requested resource's configs with Kafka's sources and synonyms,
 //! from one image snapshot (Kafka's `ConfigHelper.describeConfigs`).
 
+use std::collections::HashSet;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -281,12 +283,16 @@ pub fn describe_configs(
                     .with_error_code(error.code.code())
                     .with_error_message(error.message.map(StrBytes::from_string)),
                 Ok(entries) => {
-                    let keys = resource.configuration_keys.as_deref().unwrap_or_default();
+                    let keys: HashSet<&str> = resource
+                        .configuration_keys
+                        .as_deref()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|k| k.as_str())
+                        .collect();
                     let configs = entries
                         .into_iter()
-                        .filter(|entry| {
-                            keys.is_empty() || keys.iter().any(|k| k.as_str() == entry.name)
-                        })
+                        .filter(|entry| keys.is_empty() || keys.contains(entry.name.as_str()))
                         .map(|entry| {
                             let value = if entry.sensitive { None } else { entry.value };
                             let synonyms = if request.include_synonyms {

@@ -301,14 +301,17 @@ fn apply_ops(
                 let base = next.get(&op.name).map_or(def.default, String::as_str);
                 let mut items = split_list(base);
                 let operands = split_list(&value);
+                // Sets keep long lists (a throttled-replicas list, say) linear.
                 if kind == OpType::Append {
+                    let mut present: HashSet<String> = items.iter().cloned().collect();
                     for item in operands {
-                        if !items.contains(&item) {
+                        if present.insert(item.clone()) {
                             items.push(item);
                         }
                     }
                 } else {
-                    items.retain(|item| !operands.contains(item));
+                    let removed: HashSet<String> = operands.into_iter().collect();
+                    items.retain(|item| !removed.contains(item));
                 }
                 next.insert(op.name.clone(), items.join(","));
             }

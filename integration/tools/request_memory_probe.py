@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Peak resident memory of a fresh node serving one large hand-built request per KIND.
+
+Starts `gregor node` on ephemeral ports, sends one request frame of about FRAME_MB megabytes,
+reads the answer, and prints the node's peak (VmHWM) against its resident memory before the
+request. Linux only. Kinds: see `build`."""
+import re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
+
+BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
+def start():
+    d = tempfile.mkdtemp(prefix="memprobe-")
+    p = subprocess.Popen([BIN, "node", "--override", f"log.dirs={d}/data",
+        "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "--override", "metrics.listener=127.0.0.1:0",
+        "--override", "auto.create.topics.enable=false"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    for line in p.stderr:
+        m = re.search(r"listeners=PLAINTEXT://([\d.]+):(\d+)", line)
+        if "node ready" in line and m:
+            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
+            return p, (m.group(1), int(m.group(2))), d
+    raise SystemExit("no ready line")
+
+def status(pid, key):
+    for l in open(f"/proc/{pid}/status"):
+        if l.startswith(key):
+            return int(l.split()[1]) * 1024
+
+def header(api, ver, flexible):
+    h = struct.pack(">hhi", api, ver, 7) + struct.pack(">h", 1) + b"x"
+    if flexible: h += b"\x00"
+    return h
+
+def uvarint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7f) | 0x80]); n >>= 7
+    return out + bytes([n])
+
+def build(kind, size):
+    # Returns a frame body of about `size` bytes.
+    if kind == "metadata_v1_empty":
+        n = (size - 20) // 2
+        return header(3, 1, False) + struct.pack(">i", n) + b"\x00\x00" * n
+    if kind == "metadata_v1_distinct":
+        # distinct 4-char names (6 bytes each)
+        n = (size - 20) // 6
+        import itertools
+        alpha = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        body = bytearray()
+        cnt = 0
+        for t in itertools.product(alpha, repeat=4):
+            if cnt == n: break
+            body += b"\x00\x04" + bytes(t); cnt += 1
+        return header(3, 1, False) + struct.pack(">i", cnt) + bytes(body)
+    if kind == "metadata_v12_ids":
+        # flexible: topics compact array of {topic_id uuid, name compact nullable (0 = null), tags}
+        n = (size - 30) // 18
+        body = uvarint(n + 1) + (b"\x00" * 16 + b"\x00" + b"\x00") * n
+        return header(3, 12, True) + body + b"\x00\x00\x00"  # allow_auto, include_topic_ops, tags
+    if kind == "create_topics_v7_empty":
+        # topics: name(compact "" = 0x01) num_partitions i32 rf i16 assignments(compact 0x01) configs(0x01) tags(0)
+        n = (size - 30) // 11
+        t = b"\x01" + struct.pack(">ih", 1, 1) + b"\x01\x01\x00"
+        return header(19, 7, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x01\x00"
+    if kind == "delete_topics_v6_empty":
+        # topics: name compact nullable "" (0x01), topic_id uuid, tags
+        n = (size - 30) // 18
+        t = b"\x01" + b"\x00" * 16 + b"\x00"
+        return header(20, 6, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x00"
+    if kind == "delete_topics_v4_empty":
+        n = (size - 30) // 2
+        return header(20, 4, True) + uvarint(n + 1) + b"\x01" * n + struct.pack(">i", 1000) + b"\x00"
+    if kind == "describe_configs_v4_empty":
+        # resources: type i8, name compact "" , config_names compact nullable null(0), tags
+        n = (size - 30) // 4
+        t = b"\x02" + b"\x01" + b"\x00" + b"\x00"
+        return header(32, 4, True) + uvarint(n + 1) + t * n + b"\x00\x00\x00"
+    if kind == "describe_configs_v4_names":
+        # one topic resource with N empty config names
+        n = (size - 40) // 1
+        return header(32, 4, True) + uvarint(2) + b"\x02\x02t" + uvarint(n + 1) + b"\x01" * n + b"\x00" + b"\x00\x00\x00"
+    if kind == "alter_client_quotas_v1_empty":
+        # entries: entity compact array(1 elem: type compact "ip"? ) ops compact empty, tags
+        n = (size - 30) // 3
+        t = b"\x01\x01\x00"  # entity empty, ops empty, tags
+        return header(49, 1, True) + uvarint(n + 1) + t * n + b"\x00\x00"
+    if kind == "describe_client_quotas_v1":
+        # components: entity_type compact "", match_type i8, match compact nullable null, tags
+        n = (size - 30) // 4
+        t = b"\x01\x01\x00\x00"
+        return header(48, 1, True) + uvarint(n + 1) + t * n + b"\x00\x00"
+    if kind == "incremental_alter_configs_v1":
+        n = (size - 30) // 4
+        t = b"\x02\x01\x01\x00"  # type topic, name "", configs empty, tags
+        return header(44, 1, True) + uvarint(n + 1) + t * n + b"\x00\x00"
+    if kind == "create_partitions_v3":
+        n = (size - 30) // 7
+        t = b"\x01" + struct.pack(">i", 2) + b"\x00\x00"  # name "", count, assignments null, tags
+        return header(37, 3, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x00\x00"
+    raise SystemExit(kind)
+
+def run(kind, size):
+    p, addr, data = start()
+    body = build(kind, size)
+    base = status(p.pid, "VmRSS")
+    s = socket.create_connection(addr)
+    s.sendall(struct.pack(">i", len(body)) + body)
+    del body
+    s.settimeout(600)
+    hdr = b""
+    t0 = time.time()
+    try:
+        while len(hdr) < 4:
+            c = s.recv(4 - len(hdr))
+            if not c: break
+            hdr += c
+        got = 0
+        if len(hdr) == 4:
+            want = struct.unpack(">i", hdr)[0]
+            while got < want:
+                c = s.recv(1 << 20)
+                if not c: break
+                got += len(c)
+        answered = f"response {got} B" if len(hdr) == 4 else "closed"
+    except Exception as e:
+        answered = f"error {e}"
+    peak = status(p.pid, "VmHWM")
+    p.kill(); p.wait()
+    shutil.rmtree(data, ignore_errors=True)
+    print(f"{kind:32} frame {size/1e6:7.1f} MB  base {base/1e6:6.1f} MB  peak {peak/1e6:8.1f} MB  ratio {(peak-base)/size:5.1f}x  {answered}  {time.time()-t0:.1f}s", flush=True)
+
+size = int(float(sys.argv[2]) * 1e6)
+for kind in sys.argv[3:]:
+    run(kind, size)

@@ -1,0 +1,438 @@
+//! Decoders that deduplicate a request's list while reading it, for requests whose list may
+//! repeat one tiny element millions of times.
+//!
+//! Metadata is the worst case: a topic costs two bytes on the wire (an empty name) and a
+//! `MetadataRequestTopic` of about 70 bytes once decoded, then a response topic of about 150, so
+//! a 10 MB frame grew the node by more than a gigabyte. Kafka answers a set of the requested
+//! topics (`KafkaApis.handleTopicMetadataRequest`: `topics.asScala.toSet`), so the duplicates
+//! carry no meaning: they are dropped as they are read and never allocated. DeleteTopics v1-5
+//! names topics by name only, and the controller answers a repeated name once
+//! (INVALID_REQUEST "Duplicate topic name."), so a name is kept at most twice: the controller
+//! still sees the repetition and answers exactly as for the whole list. CreateTopics and
+//! CreatePartitions answer a repeated name once too (INVALID_REQUEST "Duplicate topic name."),
+//! so their topics are decoded one at a time with the crate's element decoder and a name is
+//! kept at most twice. Written on the wire primitives because the crate decodes whole lists at
+//! once.
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::{bail, Context};
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest,
+    RequestKind, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use uuid::Uuid;
+
+/// Decodes `key` at `version` when this module has a deduplicating decoder for it.
+pub(crate) fn decode(
+    key: ApiKey,
+    buf: &mut Bytes,
+    version: i16,
+) -> Option<anyhow::Result<RequestKind>> {
+    match key {
+        ApiKey::Metadata => Some(decode_metadata(buf, version).map(RequestKind::Metadata)),
+        ApiKey::CreateTopics if (2..=7).contains(&version) => Some(
+            decode_topic_list::<CreatableTopic>(buf, version, version >= 5, |t| &t.name.0).map(
+                |list| {
+                    RequestKind::CreateTopics(
+                        CreateTopicsRequest::default()
+                            .with_topics(list.topics)
+                            .with_timeout_ms(list.timeout_ms)
+                            .with_validate_only(list.validate_only)
+                            .with_unknown_tagged_fields(list.tagged),
+                    )
+                },
+            ),
+        ),
+        ApiKey::CreatePartitions if (0..=3).contains(&version) => Some(
+            decode_topic_list::<CreatePartitionsTopic>(buf, version, version >= 2, |t| &t.name.0)
+                .map(|list| {
+                    RequestKind::CreatePartitions(
+                        CreatePartitionsRequest::default()
+                            .with_topics(list.topics)
+                            .with_timeout_ms(list.timeout_ms)
+                            .with_validate_only(list.validate_only)
+                            .with_unknown_tagged_fields(list.tagged),
+                    )
+                }),
+        ),
+        ApiKey::DeleteTopics if (1..=5).contains(&version) => {
+            Some(decode_delete_topics_by_name(buf, version).map(RequestKind::DeleteTopics))
+        }
+        _ => None,
+    }
+}
+
+fn need(buf: &Bytes, n: usize) -> anyhow::Result<()> {
+    if buf.remaining() < n {
+        bail!("truncated: {n} bytes needed, {} left", buf.remaining());
+    }
+    Ok(())
+}
+
+fn uvarint(buf: &mut Bytes) -> anyhow::Result<u32> {
+    let mut value = 0u32;
+    for shift in (0..35).step_by(7) {
+        need(buf, 1)?;
+        let byte = buf.get_u8();
+        value |= u32::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    bail!("varint longer than 5 bytes")
+}
+
+fn skip_tagged_fields(buf: &mut Bytes) -> anyhow::Result<()> {
+    for _ in 0..uvarint(buf)? {
+        uvarint(buf)?;
+        let size = uvarint(buf)? as usize;
+        need(buf, size)?;
+        buf.advance(size);
+    }
+    Ok(())
+}
+
+/// A nullable string: compact (length + 1 as a varint) when `flexible`, else an i16 length.
+fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Bytes>> {
+    let length = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 2)?;
+        i64::from(buf.get_i16())
+    };
+    if length < 0 {
+        return Ok(None);
+    }
+    let length = length as usize;
+    need(buf, length)?;
+    Ok(Some(buf.split_to(length)))
+}
+
+fn boolean(buf: &mut Bytes) -> anyhow::Result<bool> {
+    need(buf, 1)?;
+    Ok(buf.get_u8() != 0)
+}
+
+/// Metadata v0-13 (Kafka's `MetadataRequest.json`), each distinct topic kept once, in the
+/// order of its first appearance.
+fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequest> {
+    if !(0..=13).contains(&version) {
+        bail!("Metadata v{version} is not supported");
+    }
+    let flexible = version >= 9;
+    let count: i64 = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 4)?;
+        i64::from(buf.get_i32())
+    };
+    let topics = if count < 0 {
+        if version < 1 {
+            bail!("Metadata v0 topics must not be null");
+        }
+        None
+    } else {
+        let mut seen: HashSet<(Option<Bytes>, Uuid)> = HashSet::new();
+        let mut topics = Vec::new();
+        for _ in 0..count {
+            let topic_id = if version >= 10 {
+                need(buf, 16)?;
+                let mut id = [0u8; 16];
+                buf.copy_to_slice(&mut id);
+                Uuid::from_bytes(id)
+            } else {
+                Uuid::nil()
+            };
+            let name = nullable_string(buf, flexible)?;
+            if name.is_none() && version < 10 {
+                bail!("Metadata v{version} topic names must not be null");
+            }
+            if flexible {
+                skip_tagged_fields(buf)?;
+            }
+            if seen.insert((name.clone(), topic_id)) {
+                let name = name
+                    .map(|n| StrBytes::from_utf8(n).map(TopicName))
+                    .transpose()
+                    .context("a topic name is not UTF-8")?;
+                topics.push(
+                    MetadataRequestTopic::default()
+                        .with_topic_id(topic_id)
+                        .with_name(name),
+                );
+            }
+        }
+        Some(topics)
+    };
+    let mut request = MetadataRequest::default().with_topics(topics);
+    if version >= 4 {
+        request.allow_auto_topic_creation = boolean(buf)?;
+    }
+    if (8..=10).contains(&version) {
+        request.include_cluster_authorized_operations = boolean(buf)?;
+    }
+    if version >= 8 {
+        request.include_topic_authorized_operations = boolean(buf)?;
+    }
+    if flexible {
+        skip_tagged_fields(buf)?;
+    }
+    Ok(request)
+}
+
+/// The shape CreateTopics (v2-7) and CreatePartitions (v0-3) share: `Topics`, `TimeoutMs`,
+/// `ValidateOnly`, then tagged fields when flexible.
+struct TopicList<T> {
+    topics: Vec<T>,
+    timeout_ms: i32,
+    validate_only: bool,
+    tagged: std::collections::BTreeMap<i32, Bytes>,
+}
+
+fn decode_topic_list<T: Decodable>(
+    buf: &mut Bytes,
+    version: i16,
+    flexible: bool,
+    name_of: fn(&T) -> &StrBytes,
+) -> anyhow::Result<TopicList<T>> {
+    let count: i64 = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 4)?;
+        i64::from(buf.get_i32())
+    };
+    if count < 0 {
+        bail!("the topic list must not be null");
+    }
+    let mut times_seen: HashMap<StrBytes, u8> = HashMap::new();
+    let mut topics = Vec::new();
+    for _ in 0..count {
+        let topic = T::decode(buf, version)?;
+        let seen = times_seen.entry(name_of(&topic).clone()).or_insert(0);
+        if *seen < 2 {
+            *seen += 1;
+            topics.push(topic);
+        }
+    }
+    need(buf, 5)?;
+    let timeout_ms = buf.get_i32();
+    let validate_only = buf.get_u8() != 0;
+    let mut tagged = std::collections::BTreeMap::new();
+    if flexible {
+        for _ in 0..uvarint(buf)? {
+            let tag = uvarint(buf)?;
+            let size = uvarint(buf)? as usize;
+            need(buf, size)?;
+            tagged.insert(tag as i32, buf.split_to(size));
+        }
+    }
+    Ok(TopicList {
+        topics,
+        timeout_ms,
+        validate_only,
+        tagged,
+    })
+}
+
+/// DeleteTopics v1-5 (`TopicNames`, `TimeoutMs`), each name kept at most twice.
+fn decode_delete_topics_by_name(
+    buf: &mut Bytes,
+    version: i16,
+) -> anyhow::Result<DeleteTopicsRequest> {
+    let flexible = version >= 4;
+    let count: i64 = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 4)?;
+        i64::from(buf.get_i32())
+    };
+    if count < 0 {
+        bail!("DeleteTopics topic names must not be null");
+    }
+    let mut times_seen: HashMap<Bytes, u8> = HashMap::new();
+    let mut names = Vec::new();
+    for _ in 0..count {
+        let name = nullable_string(buf, flexible)?
+            .ok_or_else(|| anyhow::anyhow!("DeleteTopics topic names must not be null"))?;
+        let seen = times_seen.entry(name.clone()).or_insert(0);
+        if *seen < 2 {
+            *seen += 1;
+            names.push(TopicName(
+                StrBytes::from_utf8(name).context("a topic name is not UTF-8")?,
+            ));
+        }
+    }
+    need(buf, 4)?;
+    let timeout_ms = buf.get_i32();
+    if flexible {
+        skip_tagged_fields(buf)?;
+    }
+    Ok(DeleteTopicsRequest::default()
+        .with_topic_names(names)
+        .with_timeout_ms(timeout_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    use super::*;
+
+    fn topic(name: Option<&str>, id: u128) -> MetadataRequestTopic {
+        MetadataRequestTopic::default()
+            .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_owned()))))
+            .with_topic_id(Uuid::from_u128(id))
+    }
+
+    #[test]
+    fn every_version_matches_the_crate_without_duplicates() -> anyhow::Result<()> {
+        for version in 0..=13i16 {
+            let ids = version >= 10;
+            let id = |n: u128| if ids { n } else { 0 };
+            let name_only = |n: &str| topic(Some(n), 0);
+            let mut listed = vec![
+                name_only("orders"),
+                topic(Some("orders"), id(0)),
+                name_only(""),
+                name_only("payments"),
+                name_only(""),
+                name_only("orders"),
+            ];
+            if ids {
+                listed.push(topic(None, 7));
+                listed.push(topic(None, 7));
+                listed.push(topic(None, 8));
+            }
+            let mut request = MetadataRequest::default().with_topics(Some(listed));
+            if version >= 4 {
+                request.allow_auto_topic_creation = false;
+            }
+            if (8..=10).contains(&version) {
+                request.include_cluster_authorized_operations = true;
+            }
+            if version >= 8 {
+                request.include_topic_authorized_operations = true;
+            }
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let wire = wire.freeze();
+            let ours = decode_metadata(&mut wire.clone(), version)?;
+            let mut expected = MetadataRequest::decode(&mut wire.clone(), version)?;
+            let mut seen = HashSet::new();
+            if let Some(topics) = expected.topics.as_mut() {
+                topics.retain(|t| seen.insert((t.name.clone(), t.topic_id)));
+            }
+            assert_eq!(ours, expected, "Metadata v{version}");
+            let distinct = 3 + if ids { 2 } else { 0 };
+            assert_eq!(ours.topics.map(|t| t.len()), Some(distinct), "v{version}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn null_lists_and_bad_input() -> anyhow::Result<()> {
+        for version in [1i16, 9, 13] {
+            let mut wire = BytesMut::new();
+            MetadataRequest::default()
+                .with_topics(None)
+                .encode(&mut wire, version)?;
+            assert_eq!(decode_metadata(&mut wire.freeze(), version)?.topics, None);
+        }
+        // v0 cannot say "null"; a truncated list and invalid UTF-8 are errors, not panics.
+        assert!(decode_metadata(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]), 0).is_err());
+        assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), 1).is_err());
+        assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 1, 0, 1, 0xff]), 1).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn delete_topics_by_name_keeps_each_name_at_most_twice() -> anyhow::Result<()> {
+        let name = |n: &str| TopicName(StrBytes::from_string(n.to_owned()));
+        let listed = ["a", "b", "a", "a", "", "c", "a", "", ""]
+            .map(name)
+            .to_vec();
+        for version in 1..=5i16 {
+            let request = DeleteTopicsRequest::default()
+                .with_topic_names(listed.clone())
+                .with_timeout_ms(1234);
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let ours = decode_delete_topics_by_name(&mut wire.freeze(), version)?;
+            let kept: Vec<&str> = ours.topic_names.iter().map(|n| n.0.as_str()).collect();
+            assert_eq!(kept, ["a", "b", "a", "", "c", ""], "v{version}");
+            assert_eq!(ours.timeout_ms, 1234);
+        }
+        assert!(decode(ApiKey::DeleteTopics, &mut Bytes::new(), 6).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn create_topics_and_partitions_keep_each_name_at_most_twice() -> anyhow::Result<()> {
+        let names = ["a", "b", "a", "a", "", "", "", "c"];
+        let kept = ["a", "b", "a", "", "", "c"];
+        for version in 2..=7i16 {
+            let topics = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    CreatableTopic::default()
+                        .with_name(TopicName(StrBytes::from_string((*n).to_owned())))
+                        .with_num_partitions(i as i32)
+                })
+                .collect();
+            let request = CreateTopicsRequest::default()
+                .with_topics(topics)
+                .with_timeout_ms(77)
+                .with_validate_only(true);
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let Some(Ok(RequestKind::CreateTopics(ours))) =
+                decode(ApiKey::CreateTopics, &mut wire.freeze(), version)
+            else {
+                panic!("CreateTopics v{version} decodes");
+            };
+            let got: Vec<(&str, i32)> = ours
+                .topics
+                .iter()
+                .map(|t| (t.name.0.as_str(), t.num_partitions))
+                .collect();
+            assert_eq!(
+                got,
+                [("a", 0), ("b", 1), ("a", 2), ("", 4), ("", 5), ("c", 7)],
+                "v{version}"
+            );
+            assert_eq!((ours.timeout_ms, ours.validate_only), (77, true));
+        }
+        for version in 0..=3i16 {
+            let topics = names
+                .iter()
+                .map(|n| {
+                    CreatePartitionsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string((*n).to_owned())))
+                        .with_count(3)
+                })
+                .collect();
+            let request = CreatePartitionsRequest::default()
+                .with_topics(topics)
+                .with_timeout_ms(5);
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let Some(Ok(RequestKind::CreatePartitions(ours))) =
+                decode(ApiKey::CreatePartitions, &mut wire.freeze(), version)
+            else {
+                panic!("CreatePartitions v{version} decodes");
+            };
+            let got: Vec<&str> = ours.topics.iter().map(|t| t.name.0.as_str()).collect();
+            assert_eq!(got, kept, "v{version}");
+            assert_eq!((ours.timeout_ms, ours.validate_only), (5, false));
+        }
+        Ok(())
+    }
+}
