@@ -1,14 +1,25 @@
 //! The Prometheus exporter: a recorder installed once per process and a `/metrics` endpoint.
 //!
-//! The endpoint is served here rather than by the exporter crate's own HTTP listener because
-//! that listener does not report the address it bound, and `metrics.listener` may name port 0.
+//! The endpoint is served here with hyper rather than by the exporter crate's own HTTP listener
+//! because that listener does not report the address it bound (`metrics.listener` may name port
+//! 0) and has no connection limit or timeouts.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use metrics_process::Collector;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::names;
 
@@ -27,10 +38,25 @@ const SIZE_BUCKETS: &[f64] = &[
 /// How often histogram buffers are drained into the exporter's state.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Largest HTTP request head the endpoint reads; scrapers send a few hundred bytes.
-const MAX_HTTP_HEAD: usize = 8192;
+/// Scrapes served at once; more connections are closed at accept, so a flood of scrapers
+/// cannot exhaust the node's file descriptors.
+const MAX_SCRAPE_CONNECTIONS: usize = 16;
 
-/// Installs the Prometheus recorder as the process-wide `metrics` recorder.
+/// How long a client has to send its request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one connection may take from accept to the last byte written; a scraper that reads
+/// slower than this is cut off.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The only path served.
+const METRICS_PATH: &str = "/metrics";
+
+/// Prometheus text exposition format.
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Installs the Prometheus recorder as the process-wide `metrics` recorder and registers the
+/// HELP text of every metric.
 pub fn install_recorder() -> Result<PrometheusHandle, BuildError> {
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)?
@@ -38,31 +64,76 @@ pub fn install_recorder() -> Result<PrometheusHandle, BuildError> {
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(BuildError::FailedToSetGlobalRecorder)?;
+    crate::describe::describe_all();
     Ok(handle)
 }
 
-/// Serves `GET /metrics` on an already-bound listener until the task is dropped.
+/// What a scrape renders: the recorder's state plus the process metrics, read at scrape time.
+#[derive(Clone)]
+struct Scrape {
+    handle: PrometheusHandle,
+    process: Arc<Collector>,
+}
+
+impl Scrape {
+    fn render(&self) -> String {
+        self.process.collect();
+        self.handle.run_upkeep();
+        let mut body = self.handle.render();
+        // Series that leave with their quota sensor live outside the exporter's registry.
+        crate::removable::render(&mut body);
+        body
+    }
+}
+
+/// Serves `GET` and `HEAD /metrics` over HTTP/1.1 on an already-bound listener until the task
+/// is dropped. One request per connection; at most [`MAX_SCRAPE_CONNECTIONS`] at once, each cut
+/// off after [`CONNECTION_TIMEOUT`].
 pub async fn serve(listener: TcpListener, handle: PrometheusHandle) {
-    let upkeep = handle.clone();
+    let process = Collector::default();
+    process.describe();
+    let scrape = Scrape {
+        handle: handle.clone(),
+        process: Arc::new(process),
+    };
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
         loop {
             tick.tick().await;
-            upkeep.run_upkeep();
+            handle.run_upkeep();
         }
     });
+    let slots = Arc::new(Semaphore::new(MAX_SCRAPE_CONNECTIONS));
     loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let handle = handle.clone();
-                tokio::spawn(async move {
-                    if let Err(error) = answer(stream, &handle).await {
-                        tracing::debug!(%error, "metrics scrape failed");
-                    }
-                });
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "metrics listener accept failed");
+                continue;
             }
-            Err(error) => tracing::warn!(%error, "metrics listener accept failed"),
-        }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!("metrics endpoint busy: connection closed");
+            continue;
+        };
+        let scrape = scrape.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let response = respond(&request, &scrape);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), service);
+            match tokio::time::timeout(CONNECTION_TIMEOUT, connection).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::debug!(%error, "metrics connection failed"),
+                Err(_) => tracing::debug!("metrics connection timed out"),
+            }
+            drop(slot);
+        });
     }
 }
 
@@ -71,52 +142,28 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
-async fn answer(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(512);
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let read = stream.read(&mut chunk).await?;
-        if read == 0 || head.len() + read > MAX_HTTP_HEAD {
-            return Ok(());
-        }
-        head.extend_from_slice(&chunk[..read]);
-    }
-    let request_line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let path = request_line
-        .split(|b| *b == b' ')
-        .nth(1)
-        .unwrap_or_default();
-    let (status, body) = if request_line.starts_with(b"GET ") && path.starts_with(b"/metrics") {
-        handle.run_upkeep();
-        let mut body = handle.render();
-        crate::removable::render(&mut body);
-        append_process_metrics(&mut body);
-        ("200 OK", body)
+/// 200 with the exposition for GET and HEAD of `/metrics` (hyper leaves out the body of a HEAD
+/// answer and keeps its Content-Length), 405 for other methods there, 404 elsewhere.
+fn respond<B>(request: &Request<B>, scrape: &Scrape) -> Response<Full<Bytes>> {
+    let (status, body) = if request.uri().path() != METRICS_PATH {
+        (
+            StatusCode::NOT_FOUND,
+            "not found: try /metrics\n".to_owned(),
+        )
+    } else if request.method() == Method::GET || request.method() == Method::HEAD {
+        (StatusCode::OK, scrape.render())
     } else {
-        ("404 Not Found", "not found: try /metrics\n".to_owned())
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: use GET or HEAD\n".to_owned(),
+        )
     };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+    }
+    response
 }
-
-/// Appends the process's resident memory, read from `/proc/self/statm` at scrape time.
-fn append_process_metrics(body: &mut String) {
-    let Some(resident_pages) = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
-    else {
-        return;
-    };
-    let bytes = resident_pages * PAGE_SIZE;
-    let name = names::PROCESS_RESIDENT_MEMORY_BYTES;
-    body.push_str(&format!(
-        "# HELP {name} Resident memory size in bytes.\n# TYPE {name} gauge\n{name} {bytes}\n"
-    ));
-}
-
-/// statm counts pages; 4 KiB is the page size of Linux on x86_64 and of default aarch64 kernels.
-const PAGE_SIZE: u64 = 4096;

@@ -6,6 +6,7 @@
 //! (`kafka_network_requestmetrics_*`) so existing dashboards need little change, with real
 //! histograms in seconds instead of pre-computed quantiles.
 
+mod describe;
 pub mod exporter;
 pub mod names;
 mod recorders;

@@ -58,8 +58,12 @@ pub const CONTROLLER_RECORDS_TOTAL: &str = "gregor_controller_records_total";
 /// Time from submitting a batch to the metadata log until it was committed and applied.
 pub const CONTROLLER_COMMIT_SECONDS: &str = "gregor_controller_commit_seconds";
 
-/// Resident memory of the node process in bytes (read from /proc at scrape time).
-pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
+/// Kafka configuration keys given at start-up that Gregor accepts but does not act on.
+pub const CONFIG_UNIMPLEMENTED_KEYS: &str = "gregor_config_unimplemented_keys";
+/// Configuration keys given at start-up that are neither Kafka's nor Gregor's.
+pub const CONFIG_UNKNOWN_KEYS: &str = "gregor_config_unknown_keys";
+/// Gregor's version, as the label `version` of a gauge that is always 1.
+pub const BUILD_INFO: &str = "gregor_build_info";
 
 /// Client quotas (names after the JMX-exporter mapping of Kafka's quota metrics, labels
 /// `resource`, `user`, `client_id`): the measured byte rate of a Produce or Fetch sensor.

@@ -157,6 +157,14 @@ pub fn controller_committed(request: &'static str, records: usize, commit_time: 
     histogram!(names::CONTROLLER_COMMIT_SECONDS).record(commit_time.as_secs_f64());
 }
 
+/// Records how many given configuration keys were unimplemented Kafka keys and unknown keys,
+/// and the running version.
+pub fn config_keys(unimplemented: usize, unknown: usize) {
+    gauge!(names::CONFIG_UNIMPLEMENTED_KEYS).set(unimplemented as f64);
+    gauge!(names::CONFIG_UNKNOWN_KEYS).set(unknown as f64);
+    gauge!(names::BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
 /// The series of one quota sensor, registered once when the sensor is created so the
 /// per-request path only stores into atomics. Its labels come from clients, so the series are
 /// [removable](crate::removable): they leave the scrape when the sensor (its last clone of

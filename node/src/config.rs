@@ -1,8 +1,9 @@
 //! Node configuration: Kafka's property names and defaults, read from a `server.properties`
 //! file and `--override key=value` flags, validated once at start-up.
 //!
-//! Every key the node accepts is in [`DEFINITIONS`]; an unknown key, a bad value or an
-//! inconsistent combination is a [`ConfigError`] whose message names the key.
+//! Every key the node acts on is in [`DEFINITIONS`]; a bad value or an inconsistent combination
+//! of those is a [`ConfigError`] whose message names the key. Any other key is kept in
+//! `originals` and reported at start-up (see [`crate::config_keys`]), as Kafka does.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -13,14 +14,6 @@ use std::path::{Path, PathBuf};
 /// A configuration problem; the message names the key or file and is printed as is.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The key is not one Gregor knows.
-    #[error("Unknown configuration '{key}' (from {origin}); see README.md for the supported keys")]
-    UnknownKey {
-        /// The key as given.
-        key: String,
-        /// Where it came from.
-        origin: String,
-    },
     /// The value does not parse or is out of range (Kafka's ConfigException wording).
     #[error("Invalid value {value} for configuration {key}: {reason}")]
     InvalidValue {
@@ -91,7 +84,10 @@ const fn def(
 /// Name of Gregor's own key for the Prometheus endpoint.
 pub const METRICS_LISTENER: &str = "metrics.listener";
 
-/// Every key `gregor node` accepts.
+/// Name of Gregor's own key for the log format.
+pub const LOG_FORMAT: &str = "log.format";
+
+/// Every key `gregor node` acts on.
 pub const DEFINITIONS: &[ConfigDef] = &[
     def(
         "node.id",
@@ -265,12 +261,42 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "host:port of controllers to contact first (KIP-853); empty for a standalone node.",
     ),
     def(
+        LOG_FORMAT,
+        ConfigType::String,
+        Some("text"),
+        "Log line format on stderr: `text` or `json` (one object per line); RUST_LOG_FORMAT wins.",
+    ),
+    def(
         METRICS_LISTENER,
         ConfigType::String,
         Some("127.0.0.1:9644"),
         "host:port of the Prometheus /metrics endpoint.",
     ),
 ];
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+impl LogFormat {
+    /// Parses `text` or `json` (any case).
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(invalid(
+                LOG_FORMAT,
+                text.to_owned(),
+                "expected text or json",
+            )),
+        }
+    }
+}
 
 /// A role of the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -389,9 +415,17 @@ impl NodeConfig {
         self.controller_listener_names.iter().any(|n| n == name)
     }
 
+    /// `log.format` (validated at load).
+    pub fn log_format(&self) -> LogFormat {
+        self.originals
+            .get(LOG_FORMAT)
+            .and_then(|text| LogFormat::parse(text).ok())
+            .unwrap_or(LogFormat::Text)
+    }
+
     /// Reads a properties file (if any), applies overrides in order, and validates the result.
     pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Self, ConfigError> {
-        let mut given: BTreeMap<String, (String, String)> = BTreeMap::new();
+        let mut given: BTreeMap<String, String> = BTreeMap::new();
         if let Some(path) = file {
             let reader = File::open(path).map_err(|e| ConfigError::File {
                 path: path.to_path_buf(),
@@ -403,34 +437,19 @@ impl NodeConfig {
                     reason: e.to_string(),
                 })?;
             for (key, value) in properties {
-                given.insert(key, (value, path.display().to_string()));
+                given.insert(key, value);
             }
         }
         for item in overrides {
             let (key, value) = item
                 .split_once('=')
                 .ok_or_else(|| ConfigError::BadOverride(item.clone()))?;
-            given.insert(
-                key.trim().to_owned(),
-                (value.trim().to_owned(), "--override".to_owned()),
-            );
+            given.insert(key.trim().to_owned(), value.trim().to_owned());
         }
-        for (key, (_, origin)) in &given {
-            if !DEFINITIONS.iter().any(|d| d.name == key) {
-                return Err(ConfigError::UnknownKey {
-                    key: key.clone(),
-                    origin: origin.clone(),
-                });
-            }
-        }
-        let originals = given
-            .into_iter()
-            .map(|(key, (value, _))| (key, value))
-            .collect();
-        Self::from_values(originals)
+        Self::from_values(given)
     }
 
-    /// Validates explicitly given values (every key must be in [`DEFINITIONS`]).
+    /// Validates explicitly given values; keys not in [`DEFINITIONS`] are kept but not read.
     pub fn from_values(originals: BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let values = Values { given: &originals };
         let node_id = match (values.optional("node.id"), values.optional("broker.id")) {
@@ -573,6 +592,7 @@ impl NodeConfig {
         let controller_quota_window_num = quota_window("controller.quota.window.num")?;
         let controller_quota_window_size_seconds =
             quota_window("controller.quota.window.size.seconds")?;
+        LogFormat::parse(&values.raw(LOG_FORMAT).unwrap_or_default())?;
         let metrics_text = values.raw(METRICS_LISTENER).unwrap_or_default();
         let metrics_listener = metrics_text.parse::<SocketAddr>().map_err(|_| {
             invalid(
@@ -840,17 +860,23 @@ fn check_protocol_map(items: &[String], listeners: &[ListenerSpec]) -> Result<()
                 &format!("'{item}': expected NAME:PROTOCOL"),
             )
         })?;
-        if !protocol.eq_ignore_ascii_case("PLAINTEXT") {
+        mapped.push((name.to_ascii_uppercase(), protocol.to_ascii_uppercase()));
+    }
+    // Mappings of listeners that are not configured are harmless (Kafka's default maps SSL and
+    // SASL names too); only a listener Gregor would serve must be PLAINTEXT.
+    for listener in listeners {
+        let protocol = mapped.iter().find(|(name, _)| *name == listener.name);
+        if let Some((_, protocol)) = protocol.filter(|(_, p)| p != "PLAINTEXT") {
             return Err(invalid(
                 key,
                 items.join(","),
-                &format!("security protocol {protocol} is not supported; Gregor serves PLAINTEXT"),
+                &format!(
+                    "listener {} uses security protocol {protocol}; Gregor serves PLAINTEXT",
+                    listener.name
+                ),
             ));
         }
-        mapped.push(name.to_ascii_uppercase());
-    }
-    for listener in listeners {
-        if listener.name != "PLAINTEXT" && !mapped.contains(&listener.name) {
+        if listener.name != "PLAINTEXT" && protocol.is_none() {
             return Err(invalid(
                 key,
                 items.join(","),
@@ -922,15 +948,36 @@ mod tests {
     }
 
     #[test]
-    fn unknown_key_is_named() {
-        let error = load(&["num.partitons=3"])
+    fn unknown_keys_are_kept_not_refused() -> Result<(), ConfigError> {
+        let config = load(&["num.partitons=3", "num.io.threads=8"])?;
+        assert_eq!(config.num_partitions, 1);
+        assert_eq!(config.originals["num.partitons"], "3");
+        assert_eq!(config.originals["num.io.threads"], "8");
+        Ok(())
+    }
+
+    #[test]
+    fn protocol_map_may_name_listeners_that_are_not_configured() {
+        let kafka_default =
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,\
+                             SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+        assert!(load(&[kafka_default]).is_ok());
+        let error = load(&["listener.security.protocol.map=PLAINTEXT:SSL,CONTROLLER:PLAINTEXT"])
             .map(|_| ())
             .unwrap_err()
             .to_string();
-        assert_eq!(
-            error,
-            "Unknown configuration 'num.partitons' (from --override); see README.md for the supported keys"
+        assert!(
+            error.contains("listener PLAINTEXT uses security protocol SSL"),
+            "{error}"
         );
+    }
+
+    #[test]
+    fn log_format_is_text_or_json() -> Result<(), ConfigError> {
+        assert_eq!(load(&[])?.log_format(), LogFormat::Text);
+        assert_eq!(load(&["log.format=JSON"])?.log_format(), LogFormat::Json);
+        assert!(load(&["log.format=xml"]).is_err());
+        Ok(())
     }
 
     #[test]

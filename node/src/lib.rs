@@ -4,9 +4,11 @@
 
 pub mod admin;
 pub mod config;
+pub mod config_keys;
 pub mod config_support;
 pub mod log_levels;
 pub mod network;
 pub mod quorum;
 pub mod server;
 pub mod storage;
+pub mod storage_info;

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use gregor_actors::handlers::configs::{LogLevels, KNOWN_LOGGERS, ROOT_LOGGER};
+
+use crate::config::LogFormat;
 use tracing_subscriber::{reload, EnvFilter, Registry};
 
 /// The filter when `RUST_LOG` is not set: openraft narrates every election at info; its
@@ -164,26 +166,51 @@ impl LogLevels for LiveFilter {
 /// Installs the log formatter with a reloadable filter: `RUST_LOG` (else [`DEFAULT_FILTER`]),
 /// to stderr, coloured only on a terminal so that scripts can parse the lines.
 pub fn init_logging() {
+    init_logging_as(None);
+}
+
+/// The variable that picks the log format (`text` or `json`); it wins over `log.format`.
+pub const LOG_FORMAT_ENV: &str = "RUST_LOG_FORMAT";
+
+/// [`init_logging`] in the format `RUST_LOG_FORMAT` names, else `configured`, else text. JSON
+/// writes one object per line (`timestamp`, `level`, `fields.message`, the other fields, `target`)
+/// for log shippers; it is never coloured.
+pub fn init_logging_as(configured: Option<LogFormat>) {
     use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    let env_text = std::env::var(LOG_FORMAT_ENV).ok();
+    let from_env = env_text
+        .as_deref()
+        .and_then(|text| LogFormat::parse(text).ok());
+    let format = from_env.or(configured).unwrap_or(LogFormat::Text);
     let base = std::env::var("RUST_LOG")
         .ok()
         .filter(|text| EnvFilter::try_new(text).is_ok())
         .unwrap_or_else(|| DEFAULT_FILTER.to_owned());
     let filter = EnvFilter::try_new(&base).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let (layer, handle) = reload::Layer::new(filter);
+    let text = (format == LogFormat::Text).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+    });
+    let json = (format == LogFormat::Json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+    });
     let installed = tracing_subscriber::registry()
         .with(layer)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_ansi(std::io::stderr().is_terminal())
-                .with_writer(std::io::stderr),
-        )
+        .with(text)
+        .with(json)
         .try_init()
         .is_ok();
     let live = LiveFilter::new(base, installed.then_some(handle));
     let _ = INSTALLED.set(Arc::new(live));
+    if let (Some(text), None) = (env_text, from_env) {
+        tracing::warn!("{LOG_FORMAT_ENV}={text} is neither text nor json; ignored");
+    }
 }
 
 /// The live filter `init_logging` installed, or a detached one (changes only recorded) when

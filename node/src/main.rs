@@ -1,16 +1,18 @@
 //! `gregor`: a Kafka-compatible broker node.
 //!
-//! Subcommands: `node` starts a node; `storage format` / `storage random-uuid` prepare data
-//! directories as `kafka-storage.sh` does.
+//! Subcommands: `node` starts a node; `storage format` / `storage info` / `storage random-uuid`
+//! prepare and inspect data directories as `kafka-storage.sh` does; `completions` prints a shell
+//! completion script.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
 use mimalloc::MiMalloc;
 
 use gregor_node::config::NodeConfig;
-use gregor_node::{server, storage};
+use gregor_node::{log_levels, server, storage, storage_info};
 
 #[derive(Parser)]
 #[command(name = "gregor", version, about = "A Kafka-compatible broker node")]
@@ -34,6 +36,11 @@ enum Command {
     Topics(gregor_node::admin::topics::TopicsArgs),
     /// Describe the metadata quorum and add or remove controllers, as kafka-metadata-quorum.sh.
     MetadataQuorum(gregor_node::admin::metadata_quorum::MetadataQuorumArgs),
+    /// Print a completion script for a shell, e.g. `gregor completions bash > /etc/bash_completion.d/gregor`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: Shell,
+    },
     /// Get the cluster id, or unregister a broker (kafka-cluster.sh)
     Cluster(gregor_node::admin::cluster::ClusterArgs),
 }
@@ -41,7 +48,7 @@ enum Command {
 #[derive(Args)]
 struct ConfigArgs {
     /// A server.properties file (Kafka's property names).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
     /// Set a property, `key=value`; repeatable, applied after the file in order.
     #[arg(long = "override", value_name = "KEY=VALUE")]
@@ -67,6 +74,8 @@ enum StorageCommand {
         #[arg(long, short = 'g')]
         ignore_formatted: bool,
     },
+    /// Describe the node's directories and their meta.properties, as kafka-storage.sh info.
+    Info(ConfigArgs),
     /// Print a new random cluster id.
     RandomUuid,
 }
@@ -79,6 +88,7 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Node(args) => {
             let config = load(&args)?;
+            log_levels::init_logging_as(Some(config.log_format()));
             server::run(config).map_err(|e| e.to_string())
         }
         Command::Storage(StorageCommand::Format {
@@ -116,6 +126,19 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::MetadataQuorum(args) => {
             gregor_node::admin::metadata_quorum::run_metadata_quorum(args)
         }
+        Command::Storage(StorageCommand::Info(args)) => {
+            let config = load(&args)?;
+            let problems = storage_info::info(&config, &mut std::io::stdout().lock())
+                .map_err(|e| format!("cannot write the report: {e}"))?;
+            if problems {
+                return Err("the storage directories have problems (listed above)".into());
+            }
+            Ok(())
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "gregor", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Cluster(args) => gregor_node::admin::cluster::run_cluster(args),
         Command::Storage(StorageCommand::RandomUuid) => {
             println!("{}", storage::random_cluster_id());
@@ -131,8 +154,13 @@ fn run(cli: Cli) -> Result<(), String> {
 static ALLOCATOR: MiMalloc = MiMalloc;
 
 fn main() -> ExitCode {
-    server::init_logging();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // A node logs in the format its configuration names, so it starts logging once that is
+    // loaded (a configuration error is printed on its own line either way).
+    if !matches!(cli.command, Command::Node(_)) {
+        server::init_logging();
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("gregor: {message}");

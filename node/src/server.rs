@@ -132,9 +132,10 @@ fn advertised_endpoint(spec: &ListenerSpec, bound: &[BoundListener]) -> Endpoint
 }
 
 async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), StartError> {
-    let identity = storage::ensure_formatted(&config)?;
     let prometheus = gregor_metrics::exporter::install_recorder()
         .map_err(|e| StartError::Runtime(format!("metrics recorder: {e}")))?;
+    crate::config_keys::KeyReport::of(&config).log();
+    let identity = storage::ensure_formatted(&config)?;
     let metrics_listener = gregor_metrics::exporter::bind(config.metrics_listener)
         .await
         .map_err(|e| {

@@ -1,6 +1,7 @@
 //! The Prometheus endpoint: per-API request metrics named like the JMX exporter's mapping of
-//! Kafka's `kafka.network:type=RequestMetrics` beans.
+//! Kafka's `kafka.network:type=RequestMetrics` beans, and the endpoint's HTTP behaviour.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
 mod t10_request_metrics;
+mod t20_endpoint;

@@ -1,0 +1,92 @@
+//! HELP texts of every metric in [`names`], registered with the recorder so that each exported
+//! family has a `# HELP` line next to its `# TYPE` line. A test checks that no name is left out.
+
+use metrics::Unit;
+
+use crate::names;
+
+/// What kind of series a name is.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+use Kind::{Counter, Gauge, Histogram};
+
+/// Every name in [`names`] with its kind, unit and help text.
+const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
+    (names::REQUESTS_TOTAL, Counter, Unit::Count, "Completed requests by API (request) and version."),
+    (names::ERRORS_TOTAL, Counter, Unit::Count, "Error codes in responses by API (request) and Kafka error name (error), NONE included."),
+    (names::REQUEST_QUEUE_TIME_SECONDS, Histogram, Unit::Seconds, "Time from a complete request frame being read until its handler started."),
+    (names::LOCAL_TIME_SECONDS, Histogram, Unit::Seconds, "Time spent in the request's handler."),
+    (names::THROTTLE_TIME_SECONDS, Histogram, Unit::Seconds, "Throttle time carried by the response."),
+    (names::RESPONSE_SEND_TIME_SECONDS, Histogram, Unit::Seconds, "Time to write the response to the socket."),
+    (names::TOTAL_TIME_SECONDS, Histogram, Unit::Seconds, "Time from the request frame being read until its response was written."),
+    (names::REQUEST_BYTES, Histogram, Unit::Bytes, "Size of request frames (header and body)."),
+    (names::CONNECTIONS_ACCEPTED_TOTAL, Counter, Unit::Count, "Connections accepted, by listener."),
+    (names::CONNECTIONS_ACTIVE, Gauge, Unit::Count, "Connections currently open, by listener."),
+    (names::CONNECTIONS_CLOSED_TOTAL, Counter, Unit::Count, "Connections closed, by listener and reason."),
+    (names::METADATA_IMAGE_OFFSET, Gauge, Unit::Count, "Metadata log index of the last record applied to the published image."),
+    (names::METADATA_IMAGE_TOPICS, Gauge, Unit::Count, "Topics in the published metadata image."),
+    (names::METADATA_IMAGE_PARTITIONS, Gauge, Unit::Count, "Partitions in the published metadata image."),
+    (names::METADATA_IMAGE_APPLY_SECONDS, Histogram, Unit::Seconds, "Time to build a new metadata image from a batch of committed records."),
+    (names::METADATA_REPLAY_ERRORS_TOTAL, Counter, Unit::Count, "Metadata records that could not be replayed into the image."),
+    (names::PUBLISHER_PUBLISH_SECONDS, Histogram, Unit::Seconds, "Time each metadata publisher spent on one image, by publisher."),
+    (names::PUBLISHER_FAILURES_TOTAL, Counter, Unit::Count, "Metadata publisher errors and panics, by publisher."),
+    (names::CONTROLLER_MUTATIONS_TOTAL, Counter, Unit::Count, "Metadata mutations the controller committed, by API (request)."),
+    (names::CONTROLLER_RECORDS_TOTAL, Counter, Unit::Count, "Records the controller wrote to the metadata log."),
+    (names::CONTROLLER_COMMIT_SECONDS, Histogram, Unit::Seconds, "Time from submitting a batch to the metadata log until it was committed and applied."),
+    (names::CONFIG_UNIMPLEMENTED_KEYS, Gauge, Unit::Count, "Kafka configuration keys given at start-up that Gregor accepts but does not act on (listed in a start-up warning)."),
+    (names::CONFIG_UNKNOWN_KEYS, Gauge, Unit::Count, "Configuration keys given at start-up that are neither Kafka's nor Gregor's (each logged with a did-you-mean hint)."),
+    (names::BUILD_INFO, Gauge, Unit::Count, "Always 1; the version label is the running Gregor version."),
+    (names::QUOTA_BYTE_RATE, Gauge, Unit::Count, "Measured byte rate of a Produce or Fetch quota sensor, in bytes per second."),
+    (names::QUOTA_REQUEST_TIME, Gauge, Unit::Count, "Request-quota sensor: handler time as a percentage of one thread-second per second."),
+    (names::QUOTA_TOKENS, Gauge, Unit::Count, "Controller-mutation quota sensor: tokens left in the bucket (negative when throttled)."),
+    (names::QUOTA_MUTATION_RATE, Gauge, Unit::Count, "Controller-mutation quota sensor: partitions mutated per second."),
+    (names::QUOTA_THROTTLE_TIME, Gauge, Unit::Count, "Average throttle time in ms applied to a quota sensor's connections."),
+    (names::QUOTA_QUEUE_SIZE, Gauge, Unit::Count, "Connections currently muted by a quota manager, by resource."),
+    (names::QUOTA_CALLBACK_FAILURES_TOTAL, Counter, Unit::Count, "Quota-callback calls that panicked, by callback and method."),
+    (names::QUOTA_CALLBACK_CLUSTER_UPDATE_SECONDS, Histogram, Unit::Seconds, "Time a quota callback's update_cluster_metadata took, by callback."),
+];
+
+/// Registers every HELP text with the installed recorder.
+pub(crate) fn describe_all() {
+    for &(name, kind, unit, help) in DESCRIPTIONS {
+        match kind {
+            Counter => metrics::describe_counter!(name, unit, help),
+            Gauge => metrics::describe_gauge!(name, unit, help),
+            Histogram => metrics::describe_histogram!(name, unit, help),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every string constant of names.rs, read from its source so a new name cannot be missed.
+    fn declared_names() -> Vec<&'static str> {
+        include_str!("names.rs")
+            .split("pub const ")
+            .skip(1)
+            .filter_map(|declaration| declaration.split('"').nth(1))
+            .collect()
+    }
+
+    #[test]
+    fn every_name_has_a_description() {
+        let declared = declared_names();
+        assert!(declared.len() >= 30, "{declared:?}");
+        for name in declared {
+            assert!(
+                DESCRIPTIONS
+                    .iter()
+                    .any(|(described, ..)| *described == name),
+                "{name} has no HELP text in describe.rs"
+            );
+        }
+        assert!(DESCRIPTIONS.iter().all(|(_, _, _, help)| !help.is_empty()));
+    }
+}
