@@ -1,0 +1,319 @@
+//! Log compaction (`cleanup.policy=compact`, data-plane reference §6.3).
+//!
+//! One pass: the cleanable range runs from the log start to the first segment that is active, not wholly
+//! below the high watermark, or younger than `min.compaction.lag.ms`. The dirty part starts at the cleaner
+//! checkpoint (`cleaner-offset-checkpoint`). When dirty bytes / cleanable bytes ≥
+//! `min.cleanable.dirty.ratio`, a map key → latest offset is built over the dirty part, and every segment of
+//! the cleanable range is rewritten keeping, per key, only the latest record. Tombstones get a delete
+//! horizon (KIP-534: now + `delete.retention.ms`, stored in the batch) when first passed and are removed on
+//! a pass after it. Batches keep their offsets, producer fields and last offset delta; a batch emptied of
+//! records is kept only when it is its producer's last, so sequence numbers survive (as Kafka).
+//!
+//! Simpler than Kafka, on purpose: the offset map holds whole keys (Kafka hashes them into a fixed
+//! `log.cleaner.dedupe.buffer.size`), segments are rewritten one by one and never merged, and
+//! `max.compaction.lag.ms` is not enforced. Each rewrite goes through `<base>.log.cleaned` → `.log.swap` →
+//! `.log`, so a crash at any point leaves the old or the new segment ([`crate::log`] finishes a `.swap`).
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use crate::batch::{BatchBuilder, RecordBatch};
+use crate::error::{LogError, Result};
+use crate::log::PartitionLog;
+use crate::segment::{self, Segment};
+
+/// What one cleaning pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanerStats {
+    pub segments_rewritten: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_removed: u64,
+    pub tombstones_removed: u64,
+    /// The new cleaner checkpoint: offsets below it are clean.
+    pub first_dirty_offset: i64,
+}
+
+impl PartitionLog {
+    /// The segment-aligned end of the cleanable range.
+    fn first_uncleanable_offset(&self, now_ms: i64, high_watermark: i64) -> i64 {
+        let lag_limit = now_ms.saturating_sub(self.config.min_compaction_lag_ms);
+        let active_base = self.segments.keys().next_back().copied().unwrap_or(0);
+        for segment in self.segments.values() {
+            let base = segment.base_offset();
+            if base == active_base
+                || segment.next_offset() > high_watermark
+                || segment.max_timestamp() > lag_limit
+            {
+                return base;
+            }
+        }
+        active_base
+    }
+
+    /// Dirty bytes / cleanable bytes, and the range it was computed over.
+    pub fn dirty_ratio(&self, now_ms: i64, high_watermark: i64) -> f64 {
+        let end = self.first_uncleanable_offset(now_ms, high_watermark);
+        let first_dirty = self
+            .cleaner_offset
+            .unwrap_or(self.log_start_offset)
+            .max(self.log_start_offset);
+        let (mut clean, mut dirty) = (0u64, 0u64);
+        for segment in self.segments.values().filter(|s| s.base_offset() < end) {
+            if segment.next_offset() <= first_dirty {
+                clean += segment.size();
+            } else {
+                dirty += segment.size();
+            }
+        }
+        if clean + dirty == 0 {
+            0.0
+        } else {
+            dirty as f64 / (clean + dirty) as f64
+        }
+    }
+
+    /// One compaction pass when the topic is compacted and dirty enough; `None` when nothing was due.
+    pub fn compact(&mut self, now_ms: i64, high_watermark: i64) -> Result<Option<CleanerStats>> {
+        if self.shared.is_offline() {
+            return Err(LogError::LogDirOffline(self.shared.path.clone()));
+        }
+        if !self.config.cleanup_compact {
+            return Ok(None);
+        }
+        let end = self.first_uncleanable_offset(now_ms, high_watermark);
+        let first_dirty = self
+            .cleaner_offset
+            .unwrap_or(self.log_start_offset)
+            .max(self.log_start_offset);
+        if first_dirty >= end
+            || self.dirty_ratio(now_ms, high_watermark) < self.config.min_cleanable_dirty_ratio
+        {
+            return Ok(None);
+        }
+        let result = self.clean_range(first_dirty, end, now_ms);
+        self.guard(result).map(Some)
+    }
+
+    fn clean_range(&mut self, first_dirty: i64, end: i64, now_ms: i64) -> Result<CleanerStats> {
+        let files = Arc::clone(&self.shared.files);
+        let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
+        for segment in self
+            .segments
+            .values()
+            .filter(|s| s.base_offset() < end && s.next_offset() > first_dirty)
+        {
+            let mut decode_error = None;
+            segment
+                .for_each_batch(&files, 0, |_, batch| {
+                    if batch.is_control() || batch.last_offset() < first_dirty {
+                        return true;
+                    }
+                    match batch.decompressed_records() {
+                        Ok(payload) => {
+                            for record in batch.records_in(&payload) {
+                                match record {
+                                    Ok(record) => {
+                                        let offset =
+                                            batch.base_offset() + i64::from(record.offset_delta);
+                                        if let (Some(key), true) =
+                                            (record.key, offset >= first_dirty)
+                                        {
+                                            latest.insert(key.to_vec(), offset);
+                                        }
+                                    }
+                                    Err(e) => decode_error = Some(e),
+                                }
+                            }
+                        }
+                        Err(e) => decode_error = Some(e.to_string()),
+                    }
+                    decode_error.is_none()
+                })
+                .map_err(|e| LogError::io("read for compaction", segment.log_path(), e))?;
+            if let Some(message) = decode_error {
+                return Err(LogError::CorruptFile {
+                    path: segment.log_path().to_path_buf(),
+                    message,
+                });
+            }
+        }
+
+        let mut stats = CleanerStats {
+            first_dirty_offset: end,
+            ..Default::default()
+        };
+        let bases: Vec<i64> = self.segments.range(..end).map(|(b, _)| *b).collect();
+        let horizon = now_ms.saturating_add(self.config.delete_retention_ms);
+        for base in bases {
+            let Some(segment) = self.segments.get(&base) else {
+                continue;
+            };
+            let cleaned = self.clean_segment(segment, &latest, now_ms, horizon, &mut stats)?;
+            let Some(bytes) = cleaned else { continue };
+            stats.segments_rewritten += 1;
+            let replaced = self.swap_in(base, &bytes, now_ms)?;
+            self.segments.insert(base, replaced);
+        }
+        self.cleaner_offset = Some(end);
+        Ok(stats)
+    }
+
+    /// The new contents of `segment`, or None when it would not change.
+    fn clean_segment(
+        &self,
+        segment: &Segment,
+        latest: &HashMap<Vec<u8>, i64>,
+        now_ms: i64,
+        horizon: i64,
+        stats: &mut CleanerStats,
+    ) -> Result<Option<Vec<u8>>> {
+        let files = Arc::clone(&self.shared.files);
+        let mut out = Vec::with_capacity(segment.size() as usize);
+        let mut changed = false;
+        let mut failure = None;
+        segment
+            .for_each_batch(&files, 0, |_, batch| {
+                stats.bytes_before += batch.size() as u64;
+                match self.clean_batch(batch, latest, now_ms, horizon, stats) {
+                    Ok(None) => out.extend_from_slice(batch.bytes()),
+                    Ok(Some(rewritten)) => {
+                        changed = true;
+                        out.extend_from_slice(&rewritten);
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        return false;
+                    }
+                }
+                true
+            })
+            .map_err(|e| LogError::io("read for compaction", segment.log_path(), e))?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        stats.bytes_after += out.len() as u64;
+        Ok(changed.then_some(out))
+    }
+
+    /// A batch's retained form: None to keep it as is, Some(bytes) (possibly empty) otherwise.
+    fn clean_batch(
+        &self,
+        batch: &RecordBatch<'_>,
+        latest: &HashMap<Vec<u8>, i64>,
+        now_ms: i64,
+        horizon: i64,
+        stats: &mut CleanerStats,
+    ) -> Result<Option<Vec<u8>>> {
+        if batch.is_control() {
+            return Ok(None);
+        }
+        let corrupt = |message: String| LogError::CorruptFile {
+            path: self.dir.clone(),
+            message,
+        };
+        let payload = batch
+            .decompressed_records()
+            .map_err(|e| corrupt(e.to_string()))?;
+        let horizon_passed = batch.delete_horizon_ms().is_some_and(|h| h <= now_ms);
+        let mut kept = Vec::new();
+        let mut removed_any = false;
+        let mut tombstone_without_horizon = false;
+        for record in batch.records_in(&payload) {
+            let record = record.map_err(corrupt)?;
+            let offset = batch.base_offset() + i64::from(record.offset_delta);
+            let superseded = record
+                .key
+                .and_then(|k| latest.get(k))
+                .is_some_and(|&newest| offset < newest);
+            let expired_tombstone =
+                record.value.is_none() && record.key.is_some() && horizon_passed;
+            if superseded || expired_tombstone {
+                removed_any = true;
+                stats.records_removed += 1;
+                if record.value.is_none() {
+                    stats.tombstones_removed += 1;
+                }
+                continue;
+            }
+            if record.value.is_none() && batch.delete_horizon_ms().is_none() {
+                tombstone_without_horizon = true;
+            }
+            kept.push(record);
+        }
+        if !removed_any && !tombstone_without_horizon {
+            return Ok(None);
+        }
+        let producers_last = batch.has_producer_id()
+            && self
+                .producers
+                .entry(batch.producer_id())
+                .is_some_and(|e| e.last_offset() == batch.last_offset());
+        if kept.is_empty() && !producers_last {
+            return Ok(Some(Vec::new()));
+        }
+        let codec = batch
+            .compression()
+            .ok_or_else(|| corrupt("unknown compression codec".into()))?;
+        let mut builder = BatchBuilder::like(batch, codec);
+        builder.levels = self.config.compression_levels;
+        let keeps_tombstone = kept.iter().any(|r| r.value.is_none());
+        builder.delete_horizon_ms = match batch.delete_horizon_ms() {
+            Some(h) if keeps_tombstone => Some(h),
+            _ if keeps_tombstone => Some(horizon),
+            _ => None,
+        };
+        for record in &kept {
+            builder.append_with_offset_delta(
+                record.offset_delta,
+                batch.record_timestamp(record),
+                record.key,
+                record.value,
+                &record.headers,
+            );
+        }
+        builder
+            .build()
+            .map(Some)
+            .map_err(|e| corrupt(format!("failed to rebuild a batch: {e}")))
+    }
+
+    /// Replaces segment `base` with `bytes` through `.cleaned` and `.swap`, and reopens it.
+    fn swap_in(&mut self, base: i64, bytes: &[u8], now_ms: i64) -> Result<Segment> {
+        let files = Arc::clone(&self.shared.files);
+        let log_path = segment::log_path(&self.dir, base);
+        let with_suffix = |suffix: &str| {
+            let mut p = log_path.clone().into_os_string();
+            p.push(suffix);
+            std::path::PathBuf::from(p)
+        };
+        let cleaned = with_suffix(".cleaned");
+        let swap = with_suffix(".swap");
+        let write = || -> std::io::Result<()> {
+            let file = std::fs::File::create(&cleaned)?;
+            file.write_all_at(bytes, 0)?;
+            file.sync_all()?;
+            std::fs::rename(&cleaned, &swap)?;
+            for path in [
+                log_path.clone(),
+                segment::index_path(&self.dir, base),
+                segment::time_index_path(&self.dir, base),
+            ] {
+                files.forget(&path);
+            }
+            std::fs::rename(&swap, &log_path)?;
+            std::fs::File::open(&self.dir)?.sync_all()
+        };
+        write().map_err(|e| LogError::io("swap in a cleaned segment", &log_path, e))?;
+        let mut segment = Segment::open(&self.dir, base, &files, now_ms, false)
+            .map_err(|e| LogError::io("open", &log_path, e))?;
+        segment
+            .recover(&files, self.config.index_interval_bytes, |_| {})
+            .map_err(|e| LogError::io("index", &log_path, e))?;
+        segment
+            .seal(&files)
+            .map_err(|e| LogError::io("flush", &log_path, e))?;
+        Ok(segment)
+    }
+}

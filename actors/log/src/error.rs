@@ -1,0 +1,142 @@
+//! Errors of the log layer, each mapped to the Kafka error code a handler puts in its response.
+
+use std::path::{Path, PathBuf};
+
+/// Kafka error codes this crate produces (values from Kafka's `Errors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KafkaCode {
+    OffsetOutOfRange,
+    CorruptMessage,
+    MessageTooLarge,
+    RecordListTooLarge,
+    InvalidTimestamp,
+    OutOfOrderSequenceNumber,
+    InvalidProducerEpoch,
+    KafkaStorageError,
+    UnsupportedCompressionType,
+    InvalidRecord,
+}
+
+impl KafkaCode {
+    /// The wire value of the code.
+    pub fn code(self) -> i16 {
+        match self {
+            KafkaCode::OffsetOutOfRange => 1,
+            KafkaCode::CorruptMessage => 2,
+            KafkaCode::MessageTooLarge => 10,
+            KafkaCode::RecordListTooLarge => 18,
+            KafkaCode::InvalidTimestamp => 32,
+            KafkaCode::OutOfOrderSequenceNumber => 45,
+            KafkaCode::InvalidProducerEpoch => 47,
+            KafkaCode::KafkaStorageError => 56,
+            KafkaCode::UnsupportedCompressionType => 76,
+            KafkaCode::InvalidRecord => 87,
+        }
+    }
+}
+
+/// One rejected record of a batch, as Produce v8+ reports it in `record_errors`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// Index of the record inside its batch.
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// Why a produced batch was refused; nothing of it was appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRejection {
+    pub code: KafkaCode,
+    pub message: String,
+    /// Filled only for INVALID_RECORD and INVALID_TIMESTAMP raised per record, as Kafka does.
+    pub record_errors: Vec<RecordError>,
+}
+
+impl BatchRejection {
+    pub fn new(code: KafkaCode, message: impl Into<String>) -> Self {
+        BatchRejection {
+            code,
+            message: message.into(),
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for BatchRejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)
+    }
+}
+
+/// Every failure of a log operation.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A file operation failed; the log dir holding `path` is marked offline.
+    #[error("I/O error while trying to {op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The log dir was marked offline after an earlier I/O error.
+    #[error("log dir {} is offline", .0.display())]
+    LogDirOffline(PathBuf),
+    /// The batch failed validation (§1.3/§1.4 of the data-plane reference).
+    #[error("batch rejected: {0}")]
+    Rejected(BatchRejection),
+    /// The idempotence checks refused the batch.
+    #[error("producer state check failed ({code:?}): {message}")]
+    Producer { code: KafkaCode, message: String },
+    /// A read or offset request outside [log start offset, log end offset].
+    #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    /// A file of the log holds bytes this crate cannot interpret (a checkpoint, a snapshot).
+    #[error("corrupt file {}: {message}", path.display())]
+    CorruptFile { path: PathBuf, message: String },
+    /// A caller passed an argument the log cannot honour (e.g. a negative offset).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl LogError {
+    pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        LogError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// True for errors that mean the disk, not the request, failed.
+    pub fn is_storage_error(&self) -> bool {
+        matches!(
+            self,
+            LogError::Io { .. } | LogError::LogDirOffline(_) | LogError::CorruptFile { .. }
+        )
+    }
+
+    /// The Kafka error code for this failure.
+    pub fn kafka_code(&self) -> KafkaCode {
+        match self {
+            LogError::Io { .. } | LogError::LogDirOffline(_) | LogError::CorruptFile { .. } => {
+                KafkaCode::KafkaStorageError
+            }
+            LogError::Rejected(r) => r.code,
+            LogError::Producer { code, .. } => *code,
+            LogError::OffsetOutOfRange { .. } => KafkaCode::OffsetOutOfRange,
+            LogError::InvalidArgument(_) => KafkaCode::InvalidRecord,
+        }
+    }
+}
+
+impl From<BatchRejection> for LogError {
+    fn from(r: BatchRejection) -> Self {
+        LogError::Rejected(r)
+    }
+}
+
+pub type Result<T, E = LogError> = std::result::Result<T, E>;

@@ -1,0 +1,137 @@
+//! The leader-epoch cache (`leader-epoch-checkpoint`): the start offset of each leader epoch, for
+//! OffsetForLeaderEpoch and follower truncation (data-plane reference §5.2).
+
+use std::path::PathBuf;
+
+use crate::checkpoint;
+use crate::error::Result;
+
+#[derive(Debug)]
+pub struct LeaderEpochCache {
+    path: PathBuf,
+    entries: Vec<(i32, i64)>,
+    /// The file holds the entries but may not be on disk yet.
+    unsynced: bool,
+}
+
+impl LeaderEpochCache {
+    /// Loads the cache of a partition directory (empty when the file is absent).
+    pub fn load(dir: &std::path::Path) -> Result<Self> {
+        let path = dir.join(checkpoint::LEADER_EPOCH_CHECKPOINT);
+        let entries = checkpoint::read_epochs(&path)?;
+        Ok(LeaderEpochCache {
+            path,
+            entries,
+            unsynced: false,
+        })
+    }
+
+    pub fn entries(&self) -> &[(i32, i64)] {
+        &self.entries
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.entries.last().map(|e| e.0)
+    }
+
+    /// Records that `epoch` starts at `start_offset` when it is newer than the latest; entries that would
+    /// start at or after it are dropped first. Returns whether the cache changed.
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> bool {
+        if epoch < 0 || self.latest_epoch().is_some_and(|latest| latest >= epoch) {
+            return false;
+        }
+        self.entries.retain(|&(_, start)| start < start_offset);
+        self.entries.push((epoch, start_offset));
+        true
+    }
+
+    /// Removes epochs starting at or after `end_offset` (after a log truncation).
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {
+        let before = self.entries.len();
+        self.entries.retain(|&(_, start)| start < end_offset);
+        before != self.entries.len()
+    }
+
+    /// Drops epochs wholly below `start_offset`; the one covering it now starts there.
+    pub fn truncate_from_start(&mut self, start_offset: i64) -> bool {
+        let covering = self
+            .entries
+            .iter()
+            .rposition(|&(_, start)| start <= start_offset);
+        match covering {
+            Some(i) if i > 0 || self.entries[i].1 != start_offset => {
+                self.entries.drain(..i);
+                self.entries[0].1 = start_offset;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch ≤ `epoch` and its end offset (the next epoch's start, or
+    /// `log_end_offset` for the latest); `(-1, -1)` below the earliest epoch.
+    pub fn end_offset_for(&self, epoch: i32, log_end_offset: i64) -> (i32, i64) {
+        match self.entries.iter().rposition(|&(e, _)| e <= epoch) {
+            None => (-1, -1),
+            Some(i) => {
+                let end = self
+                    .entries
+                    .get(i + 1)
+                    .map_or(log_end_offset, |next| next.1);
+                (self.entries[i].0, end)
+            }
+        }
+    }
+
+    /// Writes the checkpoint file durably.
+    pub fn flush(&mut self) -> Result<()> {
+        checkpoint::write_epochs(&self.path, &self.entries, true)?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Writes the checkpoint file without fsync (the append path, as Kafka since KAFKA-15046); the log
+    /// makes it durable before it moves its recovery point, and recovery rebuilds epochs above it.
+    pub fn persist(&mut self) -> Result<()> {
+        checkpoint::write_epochs(&self.path, &self.entries, false)?;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Makes an earlier [`Self::persist`] durable.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.unsynced {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_follow_kafkas_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = LeaderEpochCache::load(dir.path()).unwrap();
+        assert!(cache.assign(0, 0));
+        assert!(!cache.assign(0, 5), "same epoch again");
+        assert!(cache.assign(2, 10));
+        assert!(cache.assign(4, 25));
+        assert_eq!(cache.end_offset_for(0, 40), (0, 10));
+        assert_eq!(cache.end_offset_for(1, 40), (0, 10));
+        assert_eq!(cache.end_offset_for(3, 40), (2, 25));
+        assert_eq!(cache.end_offset_for(9, 40), (4, 40));
+        cache.truncate_from_end(25);
+        assert_eq!(cache.entries(), &[(0, 0), (2, 10)]);
+        cache.truncate_from_start(12);
+        assert_eq!(cache.entries(), &[(2, 12)]);
+        assert_eq!(cache.end_offset_for(1, 40), (-1, -1));
+        cache.flush().unwrap();
+        assert_eq!(
+            LeaderEpochCache::load(dir.path()).unwrap().entries(),
+            &[(2, 12)]
+        );
+    }
+}

@@ -1,0 +1,1047 @@
+//! A partition log: the directory `<topic>-<partition>` with its segments, producer state, leader-epoch
+//! cache and `partition.metadata`.
+//!
+//! Not thread-safe by design: its owner (one thread, or one actor on a dedicated thread) serialises
+//! appends, which is Kafka's per-partition append lock. The high watermark is the caller's: reads take the
+//! offset they may not pass.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::{RecordBatch, TimestampType, NO_TIMESTAMP};
+use crate::checkpoint::{self, TopicPartition};
+use crate::config::LogConfig;
+use crate::error::{BatchRejection, KafkaCode, LogError, Result};
+use crate::files::FileCache;
+use crate::leader_epoch::LeaderEpochCache;
+use crate::log_dir::LogDirShared;
+use crate::producer_state::{ProducerBatch, ProducerCheck, ProducerEntry, ProducerStateManager};
+use crate::segment::{FileSlice, Segment};
+use crate::validate::{self, ValidatedBatch};
+
+/// What a log dir remembers of a partition between runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogCheckpoints {
+    pub recovery_point: i64,
+    pub log_start_offset: i64,
+    pub cleaner_offset: Option<i64>,
+    pub clean_shutdown: bool,
+}
+
+/// The result of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// `log_append_time_ms` of the Produce response: −1 for CreateTime topics.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    pub record_count: i32,
+    /// The batch repeated a cached one: nothing was appended and the offsets are the original ones.
+    pub duplicate: bool,
+    /// The batch was recompressed or rebuilt.
+    pub rebuilt: bool,
+    /// Bytes written to the log (0 for a duplicate).
+    pub bytes_appended: u64,
+}
+
+/// The result of a read.
+#[derive(Debug, Clone)]
+pub struct ReadInfo {
+    /// The byte range to send, None when there is nothing to read.
+    pub slice: Option<FileSlice>,
+    /// Base offset of the first batch in `slice` (it may be below the fetch offset).
+    pub first_batch_offset: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// What one retention pass removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionInfo {
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+    pub log_start_offset: i64,
+}
+
+/// A partition's log.
+#[derive(Debug)]
+pub struct PartitionLog {
+    pub(crate) tp: TopicPartition,
+    pub(crate) dir: PathBuf,
+    pub(crate) shared: Arc<LogDirShared>,
+    pub(crate) config: LogConfig,
+    pub(crate) segments: BTreeMap<i64, Segment>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) recovery_point: i64,
+    pub(crate) producers: ProducerStateManager,
+    pub(crate) epochs: LeaderEpochCache,
+    pub(crate) cleaner_offset: Option<i64>,
+    topic_id: Option<uuid::Uuid>,
+    unflushed_messages: i64,
+    last_flush_ms: i64,
+    pending_deletes: Vec<(i64, PathBuf)>,
+    /// Bytes cut from torn tails when the log was opened.
+    recovered_truncated_bytes: u64,
+}
+
+impl PartitionLog {
+    /// Opens or creates the log of `tp` under the log dir, recovering from `checkpoints.recovery_point`
+    /// after an unclean shutdown.
+    pub(crate) fn open(
+        shared: Arc<LogDirShared>,
+        tp: TopicPartition,
+        topic_id: Option<uuid::Uuid>,
+        config: LogConfig,
+        checkpoints: LogCheckpoints,
+        now_ms: i64,
+    ) -> Result<Self> {
+        let dir = shared.path.join(tp.dir_name());
+        std::fs::create_dir_all(&dir).map_err(|e| LogError::io("create", &dir, e))?;
+        let stored_id = checkpoint::read_partition_metadata(&dir)?;
+        match (stored_id, topic_id) {
+            (Some(stored), Some(given)) if stored != given => {
+                return Err(LogError::CorruptFile {
+                    path: dir.join(checkpoint::PARTITION_METADATA),
+                    message: format!(
+                        "topic id {} on disk differs from the metadata's {}",
+                        checkpoint::topic_id_string(&stored),
+                        checkpoint::topic_id_string(&given)
+                    ),
+                })
+            }
+            (None, Some(given)) => checkpoint::write_partition_metadata(&dir, &given)?,
+            _ => {}
+        }
+        let files = Arc::clone(&shared.files);
+        let bases = prepare_directory(&dir, &files)?;
+        let mut log = PartitionLog {
+            producers: ProducerStateManager::new(&dir),
+            epochs: LeaderEpochCache::load(&dir)?,
+            tp,
+            dir,
+            shared,
+            config,
+            segments: BTreeMap::new(),
+            log_start_offset: checkpoints.log_start_offset.max(0),
+            recovery_point: checkpoints.recovery_point.max(0),
+            cleaner_offset: checkpoints.cleaner_offset,
+            topic_id: stored_id.or(topic_id),
+            unflushed_messages: 0,
+            last_flush_ms: now_ms,
+            pending_deletes: Vec::new(),
+            recovered_truncated_bytes: 0,
+        };
+        log.load_segments(&bases, checkpoints.clean_shutdown, now_ms)?;
+        Ok(log)
+    }
+
+    fn files(&self) -> &Arc<FileCache> {
+        &self.shared.files
+    }
+
+    /// Opens every segment; those not wholly below the recovery point are rescanned (CRC, structure,
+    /// indexes) and cut at the first invalid batch. Producer state comes from the newest snapshot at or
+    /// below the first rescanned segment, then from the batches after it, replayed during the same scan.
+    fn load_segments(&mut self, bases: &[i64], clean_shutdown: bool, now_ms: i64) -> Result<()> {
+        let files = Arc::clone(self.files());
+        let dir = self.dir.clone();
+        let recovery_point = self.recovery_point;
+        let trusted_at = |i: usize| {
+            clean_shutdown || bases.get(i + 1).is_some_and(|next| *next <= recovery_point)
+        };
+        let first_untrusted = (0..bases.len())
+            .find(|&i| !trusted_at(i))
+            .map_or(i64::MAX, |i| bases[i]);
+        let replay_from = match self.producers.load_latest_snapshot(first_untrusted)? {
+            Some(offset) => offset,
+            // A clean close without snapshot files means no producer was known: nothing to replay.
+            None if clean_shutdown && crate::producer_state::list_snapshots(&dir)?.is_empty() => {
+                i64::MAX
+            }
+            None => self.log_start_offset,
+        };
+        let mut truncated_at: Option<usize> = None;
+        let mut recovered_any = false;
+        for (i, &base) in bases.iter().enumerate() {
+            let trusted = trusted_at(i);
+            let mut segment = Segment::open(&dir, base, &files, now_ms, trusted)
+                .map_err(|e| LogError::io("open segment", &dir, e))?;
+            let producers = &mut self.producers;
+            if trusted {
+                if segment.next_offset() > replay_from {
+                    segment
+                        .for_each_batch(&files, 0, |_, batch| {
+                            if batch.base_offset() >= replay_from {
+                                producers.replay(batch);
+                            }
+                            true
+                        })
+                        .map_err(|e| {
+                            LogError::io("replay producer state from", segment.log_path(), e)
+                        })?;
+                }
+            } else {
+                recovered_any = true;
+                let epochs = &mut self.epochs;
+                let cut = segment
+                    .recover(&files, self.config.index_interval_bytes, |batch| {
+                        if batch.partition_leader_epoch() >= 0 {
+                            epochs.assign(batch.partition_leader_epoch(), batch.base_offset());
+                        }
+                        if batch.base_offset() >= replay_from {
+                            producers.replay(batch);
+                        }
+                    })
+                    .map_err(|e| LogError::io("recover segment", segment.log_path(), e))?;
+                self.recovered_truncated_bytes += cut;
+                if cut > 0 {
+                    self.segments.insert(base, segment);
+                    truncated_at = Some(i);
+                    break;
+                }
+            }
+            self.segments.insert(base, segment);
+        }
+        if let Some(i) = truncated_at {
+            for &base in &bases[i + 1..] {
+                tracing::warn!(partition = %self.tp.dir_name(), base, "deleting a segment after a torn tail");
+                let segment = Segment::open(&dir, base, &files, now_ms, false)
+                    .map_err(|e| LogError::io("open segment", &dir, e))?;
+                for path in segment
+                    .rename_deleted(&files)
+                    .map_err(|e| LogError::io("delete segment", &dir, e))?
+                {
+                    std::fs::remove_file(&path).map_err(|e| LogError::io("delete", &path, e))?;
+                }
+            }
+        }
+        let leo = self
+            .segments
+            .values()
+            .next_back()
+            .map_or(self.log_start_offset, Segment::next_offset);
+        if self.segments.is_empty() || self.log_start_offset > leo {
+            self.reset_to(self.log_start_offset, now_ms)?;
+        }
+        if let Some((&first_base, _)) = self.segments.iter().next() {
+            self.log_start_offset = self.log_start_offset.max(first_base);
+        }
+        let leo = self.log_end_offset();
+        if recovered_any {
+            for segment in self.segments.values() {
+                segment
+                    .flush(&files)
+                    .map_err(|e| LogError::io("flush", segment.log_path(), e))?;
+            }
+        }
+        self.recovery_point = leo;
+        let mut epochs_changed = self.epochs.truncate_from_end(leo);
+        epochs_changed |= self.epochs.truncate_from_start(self.log_start_offset);
+        if epochs_changed || recovered_any {
+            self.epochs.flush()?;
+        }
+        self.producers.evict_below(self.log_start_offset);
+        self.producers
+            .delete_snapshots_outside(self.log_start_offset, leo)?;
+        Ok(())
+    }
+
+    /// Loads the newest snapshot ≤ `up_to` and replays the batches after it.
+    fn rebuild_producer_state(&mut self, up_to: i64) -> Result<()> {
+        let from = self
+            .producers
+            .load_latest_snapshot(up_to)?
+            .unwrap_or(self.log_start_offset);
+        self.producers.evict_below(self.log_start_offset);
+        let files = Arc::clone(self.files());
+        let producers = &mut self.producers;
+        for segment in self.segments.values() {
+            if segment.next_offset() <= from {
+                continue;
+            }
+            segment
+                .for_each_batch(&files, 0, |_, batch| {
+                    if batch.base_offset() >= from && batch.base_offset() < up_to {
+                        producers.replay(batch);
+                    }
+                    true
+                })
+                .map_err(|e| LogError::io("replay producer state from", segment.log_path(), e))?;
+        }
+        self.producers
+            .delete_snapshots_outside(self.log_start_offset, up_to)?;
+        Ok(())
+    }
+
+    /// Deletes every segment and starts an empty log at `offset`.
+    fn reset_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        let files = Arc::clone(self.files());
+        for segment in std::mem::take(&mut self.segments).into_values() {
+            for path in segment
+                .rename_deleted(&files)
+                .map_err(|e| LogError::io("delete segment", &self.dir, e))?
+            {
+                std::fs::remove_file(&path).map_err(|e| LogError::io("delete", &path, e))?;
+            }
+        }
+        let segment = Segment::create(&self.dir, offset, &files, now_ms)
+            .map_err(|e| LogError::io("create segment", &self.dir, e))?;
+        self.segments.insert(offset, segment);
+        self.log_start_offset = offset;
+        self.recovery_point = offset;
+        self.producers.clear();
+        self.producers
+            .delete_snapshots_outside(offset, offset - 1)?;
+        if self.epochs.truncate_from_end(offset) {
+            self.epochs.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Marks the log dir offline when `result` is a storage failure.
+    pub(crate) fn guard<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(e) = &result {
+            if e.is_storage_error() {
+                self.shared.mark_offline(e);
+            }
+        }
+        result
+    }
+
+    fn check_online(&self) -> Result<()> {
+        if self.shared.is_offline() {
+            return Err(LogError::LogDirOffline(self.shared.path.clone()));
+        }
+        Ok(())
+    }
+
+    fn active(&mut self) -> &mut Segment {
+        // The constructor and every mutation keep at least one segment.
+        self.segments
+            .values_mut()
+            .next_back()
+            .unwrap_or_else(|| unreachable!("a log always has a segment"))
+    }
+
+    fn active_ref(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .unwrap_or_else(|| unreachable!("a log always has a segment"))
+    }
+
+    /// Appends a produced batch (the `records` of one Produce partition): validation, idempotence checks,
+    /// offset assignment, roll, write, indexes, producer state, leader-epoch cache and the flush policy.
+    pub fn append(&mut self, records: &[u8], now_ms: i64, leader_epoch: i32) -> Result<AppendInfo> {
+        self.check_online()?;
+        let validated = validate::validate(records, &self.config, now_ms)?;
+        let result = self.append_validated(validated, now_ms, leader_epoch);
+        self.guard(result)
+    }
+
+    /// Appends a batch that already passed [`validate::validate`].
+    pub fn append_validated(
+        &mut self,
+        mut validated: ValidatedBatch,
+        now_ms: i64,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo> {
+        self.check_online()?;
+        let producer = ProducerBatch {
+            producer_id: validated.producer_id,
+            epoch: validated.producer_epoch,
+            first_seq: validated.base_sequence,
+            last_seq: validated.last_sequence(),
+        };
+        if let ProducerCheck::Duplicate(cached) = self.producers.check(&producer)? {
+            return Ok(AppendInfo {
+                first_offset: cached.first_offset(),
+                last_offset: cached.last_offset,
+                log_append_time: if self.config.timestamp_type == TimestampType::LogAppendTime {
+                    cached.timestamp
+                } else {
+                    NO_TIMESTAMP
+                },
+                log_start_offset: self.log_start_offset,
+                record_count: cached.offset_delta + 1,
+                duplicate: true,
+                rebuilt: false,
+                bytes_appended: 0,
+            });
+        }
+        let base_offset = self.log_end_offset();
+        validated.assign_offsets(base_offset, leader_epoch);
+        let last_offset = base_offset + i64::from(validated.last_offset_delta);
+        let result = self.write_batch(&validated.bytes, now_ms);
+        self.guard(result)?;
+        self.producers
+            .update(&producer, base_offset, last_offset, validated.max_timestamp);
+        if leader_epoch >= 0 && self.epochs.assign(leader_epoch, base_offset) {
+            let persisted = self.epochs.persist();
+            self.guard(persisted)?;
+        }
+        self.unflushed_messages += i64::from(validated.record_count);
+        let flushed = self.maybe_flush(now_ms);
+        self.guard(flushed)?;
+        Ok(AppendInfo {
+            first_offset: base_offset,
+            last_offset,
+            log_append_time: validated.log_append_time,
+            log_start_offset: self.log_start_offset,
+            record_count: validated.record_count,
+            duplicate: false,
+            rebuilt: validated.rebuilt,
+            bytes_appended: validated.bytes.len() as u64,
+        })
+    }
+
+    /// Appends batches whose offsets the leader assigned (a follower's fetch result): each batch must
+    /// pass its CRC and start at or after the log end offset; nothing is rewritten. Producer state and
+    /// the leader-epoch cache follow the batches. Returns the first and last offsets appended.
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<Option<(i64, i64)>> {
+        self.check_online()?;
+        let mut appended: Option<(i64, i64)> = None;
+        for batch in crate::batch::batches(records) {
+            let batch =
+                batch.map_err(|reason| BatchRejection::new(KafkaCode::CorruptMessage, reason))?;
+            if !batch.is_valid_crc() {
+                return Err(BatchRejection::new(
+                    KafkaCode::CorruptMessage,
+                    "replicated batch fails its CRC",
+                )
+                .into());
+            }
+            let leo = self.log_end_offset();
+            if batch.base_offset() < leo || batch.last_offset_delta() < 0 {
+                return Err(BatchRejection::new(
+                    KafkaCode::InvalidRecord,
+                    format!(
+                        "replicated batch at offset {} is below the log end offset {leo}",
+                        batch.base_offset()
+                    ),
+                )
+                .into());
+            }
+            let result = self.write_batch(batch.bytes(), now_ms);
+            self.guard(result)?;
+            self.producers.replay(&batch);
+            if batch.partition_leader_epoch() >= 0
+                && self
+                    .epochs
+                    .assign(batch.partition_leader_epoch(), batch.base_offset())
+            {
+                let persisted = self.epochs.persist();
+                self.guard(persisted)?;
+            }
+            self.unflushed_messages += i64::from(batch.records_count().max(0));
+            appended = Some((
+                appended.map_or(batch.base_offset(), |a| a.0),
+                batch.last_offset(),
+            ));
+        }
+        let flushed = self.maybe_flush(now_ms);
+        self.guard(flushed)?;
+        Ok(appended)
+    }
+
+    /// Writes a batch with assigned offsets, rolling first when needed.
+    fn write_batch(&mut self, bytes: &[u8], now_ms: i64) -> Result<()> {
+        let batch = RecordBatch::new(bytes)
+            .map_err(|reason| LogError::InvalidArgument(reason.to_string()))?;
+        self.maybe_roll(batch.size() as u64, batch.last_offset(), now_ms)?;
+        let files = Arc::clone(self.files());
+        let interval = self.config.index_interval_bytes;
+        let active = self.active();
+        active
+            .append(&files, &batch, interval)
+            .map_err(|e| LogError::io("append to", active.log_path(), e))
+    }
+
+    fn maybe_roll(&mut self, incoming: u64, last_offset: i64, now_ms: i64) -> Result<()> {
+        let config = &self.config;
+        let active = self.active_ref();
+        if active.is_empty() {
+            return Ok(());
+        }
+        let full = active.size() > config.segment_bytes.saturating_sub(incoming);
+        let old = now_ms.saturating_sub(active.roll_reference_ms())
+            > config.segment_ms.saturating_sub(config.segment_jitter_ms);
+        let index_full = active.index_entries() >= config.max_index_entries()
+            || active.time_index_entries() >= config.max_time_index_entries();
+        let offsets_overflow = last_offset - active.base_offset() > i64::from(i32::MAX);
+        if full || old || index_full || offsets_overflow {
+            self.roll(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Starts a new segment at the log end offset: the old one gets its final time-index entry and is
+    /// fsynced, and a producer-state snapshot is taken at the new base offset.
+    pub fn roll(&mut self, now_ms: i64) -> Result<()> {
+        self.check_online()?;
+        let result = self.roll_inner(now_ms);
+        self.guard(result)
+    }
+
+    fn roll_inner(&mut self, now_ms: i64) -> Result<()> {
+        let files = Arc::clone(self.files());
+        let base = self.log_end_offset();
+        if self.active_ref().base_offset() == base {
+            return Ok(());
+        }
+        let active = self.active();
+        active
+            .seal(&files)
+            .map_err(|e| LogError::io("flush", active.log_path(), e))?;
+        active.unload_indexes();
+        self.producers.take_snapshot(base)?;
+        let segment = Segment::create(&self.dir, base, &files, now_ms)
+            .map_err(|e| LogError::io("create segment", &self.dir, e))?;
+        self.segments.insert(base, segment);
+        self.recovery_point = self.recovery_point.max(base);
+        Ok(())
+    }
+
+    fn maybe_flush(&mut self, now_ms: i64) -> Result<()> {
+        if self.unflushed_messages >= self.config.flush_messages
+            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
+        {
+            self.flush(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// fsyncs every segment holding data above the recovery point and moves the recovery point to the LEO.
+    pub fn flush(&mut self, now_ms: i64) -> Result<()> {
+        self.check_online()?;
+        let files = Arc::clone(self.files());
+        let recovery_point = self.recovery_point;
+        let result = (|| {
+            for segment in self
+                .segments
+                .values()
+                .filter(|s| s.next_offset() > recovery_point)
+            {
+                segment
+                    .flush(&files)
+                    .map_err(|e| LogError::io("flush", segment.log_path(), e))?;
+            }
+            Ok(())
+        })();
+        self.guard(result)?;
+        let synced = self.epochs.sync();
+        self.guard(synced)?;
+        self.recovery_point = self.log_end_offset();
+        self.unflushed_messages = 0;
+        self.last_flush_ms = now_ms;
+        Ok(())
+    }
+
+    /// Reads from the batch holding `from_offset`: at most `max_bytes` (the whole first batch when
+    /// `min_one_batch`, Kafka's rule for the first partition with data), never at or past `max_offset`
+    /// (the high watermark for consumers, the LEO for followers).
+    pub fn read(
+        &mut self,
+        from_offset: i64,
+        max_bytes: u64,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadInfo> {
+        self.check_online()?;
+        let result = self.read_inner(from_offset, max_bytes, max_offset, min_one_batch);
+        self.guard(result)
+    }
+
+    fn read_inner(
+        &mut self,
+        from_offset: i64,
+        max_bytes: u64,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadInfo> {
+        let leo = self.log_end_offset();
+        if from_offset > leo || from_offset < self.log_start_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: leo,
+            });
+        }
+        let mut info = ReadInfo {
+            slice: None,
+            first_batch_offset: from_offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: leo,
+        };
+        let max_offset = max_offset.min(leo);
+        if from_offset >= max_offset {
+            return Ok(info);
+        }
+        let files = Arc::clone(self.files());
+        let start_base = self
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map_or(from_offset, |(b, _)| *b);
+        for segment in self.segments.range_mut(start_base..).map(|(_, s)| s) {
+            if segment.base_offset() >= max_offset {
+                break;
+            }
+            let max_position = if max_offset < segment.next_offset() {
+                match segment
+                    .translate_offset(&files, max_offset)
+                    .map_err(|e| LogError::io("read", segment.log_path(), e))?
+                {
+                    Some(loc) => loc.position,
+                    None => segment.size(),
+                }
+            } else {
+                segment.size()
+            };
+            let read = segment
+                .read(&files, from_offset, max_bytes, max_position, min_one_batch)
+                .map_err(|e| LogError::io("read", segment.log_path(), e))?;
+            if let Some((slice, loc)) = read {
+                info.first_batch_offset = loc.base_offset;
+                info.slice = (slice.len > 0).then_some(slice);
+                return Ok(info);
+            }
+        }
+        Ok(info)
+    }
+
+    /// Reads and copies whole batches from `from_offset` (a convenience over [`Self::read`]).
+    pub fn read_batches(
+        &mut self,
+        from_offset: i64,
+        max_bytes: u64,
+        max_offset: i64,
+    ) -> Result<Vec<u8>> {
+        let info = self.read(from_offset, max_bytes, max_offset, true)?;
+        match info.slice {
+            None => Ok(Vec::new()),
+            Some(slice) => {
+                let mut bytes = slice
+                    .read()
+                    .map_err(|e| LogError::io("read", &slice.path, e))?;
+                bytes.truncate(crate::segment::whole_batches_len(&bytes));
+                Ok(bytes)
+            }
+        }
+    }
+
+    /// ListOffsets by timestamp: the first record with timestamp ≥ `timestamp`, as (offset, timestamp).
+    pub fn offset_for_timestamp(&mut self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+        self.check_online()?;
+        let result = self.offset_for_timestamp_inner(timestamp);
+        self.guard(result)
+    }
+
+    fn offset_for_timestamp_inner(&mut self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+        let files = Arc::clone(self.files());
+        let start = self.log_start_offset;
+        for segment in self.segments.values_mut() {
+            if segment.next_offset() <= start || segment.max_timestamp() < timestamp {
+                continue;
+            }
+            let found = segment
+                .find_offset_by_timestamp(&files, timestamp, start)
+                .map_err(|e| LogError::io("search", segment.log_path(), e))?;
+            if let Some(loc) = found {
+                let bytes = read_batch_at(&files, segment, loc.position, loc.size)?;
+                return Ok(first_record_matching(&bytes, |offset, ts| {
+                    offset >= start && ts >= timestamp
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP (KIP-734): the record with the largest timestamp, as (offset, timestamp).
+    pub fn max_timestamp_offset(&mut self) -> Result<Option<(i64, i64)>> {
+        self.check_online()?;
+        let files = Arc::clone(self.files());
+        let Some(segment) =
+            self.segments
+                .values()
+                .filter(|s| !s.is_empty())
+                .fold(None::<&Segment>, |best, s| match best {
+                    Some(b) if b.max_timestamp() >= s.max_timestamp() => Some(b),
+                    _ => Some(s),
+                })
+        else {
+            return Ok(None);
+        };
+        let target = segment.max_timestamp();
+        let mut found = None;
+        let scanned = segment.for_each_batch(&files, 0, |_, batch| {
+            if batch.max_timestamp() == target {
+                found = Some(batch.bytes().to_vec());
+                return false;
+            }
+            true
+        });
+        self.guard(scanned.map_err(|e| LogError::io("scan", segment.log_path(), e)))?;
+        Ok(found.and_then(|bytes| first_record_matching(&bytes, |_, ts| ts == target)))
+    }
+
+    /// Truncates the log to `offset` (replication): batches from the one holding `offset` on are removed.
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        self.check_online()?;
+        let result = self.truncate_inner(offset, now_ms);
+        self.guard(result)
+    }
+
+    fn truncate_inner(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        if offset < 0 {
+            return Err(LogError::InvalidArgument(format!(
+                "cannot truncate to negative offset {offset}"
+            )));
+        }
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset < self.log_start_offset {
+            return self.reset_to(offset, now_ms);
+        }
+        let files = Arc::clone(self.files());
+        let doomed: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
+        for base in doomed {
+            if let Some(segment) = self.segments.remove(&base) {
+                for path in segment
+                    .rename_deleted(&files)
+                    .map_err(|e| LogError::io("delete segment", &self.dir, e))?
+                {
+                    std::fs::remove_file(&path).map_err(|e| LogError::io("delete", &path, e))?;
+                }
+            }
+        }
+        let interval = self.config.index_interval_bytes;
+        let active = self.active();
+        active
+            .truncate_to(&files, offset, interval)
+            .map_err(|e| LogError::io("truncate", active.log_path(), e))?;
+        let leo = self.log_end_offset();
+        self.recovery_point = self.recovery_point.min(leo);
+        if self.epochs.truncate_from_end(leo) {
+            self.epochs.flush()?;
+        }
+        self.rebuild_producer_state(leo)
+    }
+
+    /// DeleteRecords: raises the log start offset to `offset` (the caller checks it against the high
+    /// watermark). Segments below it go at the next retention pass, as in Kafka.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<i64> {
+        self.check_online()?;
+        let leo = self.log_end_offset();
+        if offset < 0 || offset > leo {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: leo,
+            });
+        }
+        if offset > self.log_start_offset {
+            self.log_start_offset = offset;
+            self.producers.evict_below(offset);
+            if self.epochs.truncate_from_start(offset) {
+                let flushed = self.epochs.flush();
+                self.guard(flushed)?;
+            }
+        }
+        Ok(self.log_start_offset)
+    }
+
+    /// One retention pass (data-plane reference §6.3): deletes whole segments, oldest first, below the log
+    /// start offset, beyond `retention.bytes` or older than `retention.ms` (the last two with
+    /// `cleanup.policy=delete`), never one ending above `high_watermark`.
+    pub fn enforce_retention(&mut self, now_ms: i64, high_watermark: i64) -> Result<RetentionInfo> {
+        self.check_online()?;
+        let result = self.retention_inner(now_ms, high_watermark);
+        self.guard(result)
+    }
+
+    fn retention_inner(&mut self, now_ms: i64, high_watermark: i64) -> Result<RetentionInfo> {
+        let mut info = RetentionInfo {
+            log_start_offset: self.log_start_offset,
+            ..Default::default()
+        };
+        let leo = self.log_end_offset();
+        let total: u64 = self.segments.values().map(Segment::size).sum();
+        let mut size_excess = if self.config.cleanup_delete && self.config.retention_bytes >= 0 {
+            total as i64 - self.config.retention_bytes
+        } else {
+            -1
+        };
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let mut doomed = Vec::new();
+        for (i, base) in bases.iter().enumerate() {
+            let segment = &self.segments[base];
+            let next_base = bases.get(i + 1).copied();
+            let upper = next_base.unwrap_or(leo);
+            if high_watermark < upper || (next_base.is_none() && segment.is_empty()) {
+                break;
+            }
+            let below_start = next_base.is_some_and(|next| next <= self.log_start_offset);
+            let by_size = size_excess >= segment.size() as i64
+                && size_excess >= 0
+                && self.config.cleanup_delete;
+            let largest = if segment.max_timestamp() >= 0 {
+                segment.max_timestamp()
+            } else {
+                segment.roll_reference_ms()
+            };
+            let by_time = self.config.cleanup_delete
+                && self.config.retention_ms >= 0
+                && now_ms.saturating_sub(largest) > self.config.retention_ms;
+            if !(below_start || by_size || by_time) {
+                break;
+            }
+            if by_size {
+                size_excess -= segment.size() as i64;
+            }
+            doomed.push(*base);
+        }
+        if doomed.is_empty() {
+            return Ok(info);
+        }
+        if doomed.len() == bases.len() {
+            self.roll_inner(now_ms)?;
+        }
+        let files = Arc::clone(self.files());
+        for base in doomed {
+            if let Some(segment) = self.segments.remove(&base) {
+                info.segments_deleted += 1;
+                info.bytes_deleted += segment.size();
+                let renamed = segment
+                    .rename_deleted(&files)
+                    .map_err(|e| LogError::io("delete segment", segment.log_path(), e))?;
+                let due = now_ms.saturating_add(self.config.file_delete_delay_ms);
+                self.pending_deletes
+                    .extend(renamed.into_iter().map(|p| (due, p)));
+            }
+        }
+        if let Some((&first, _)) = self.segments.iter().next() {
+            if first > self.log_start_offset {
+                self.log_start_offset = first;
+                self.producers.evict_below(first);
+                if self.epochs.truncate_from_start(first) {
+                    self.epochs.flush()?;
+                }
+            }
+        }
+        self.producers
+            .delete_snapshots_outside(self.log_start_offset, leo)?;
+        self.purge_deleted_files(now_ms)?;
+        info.log_start_offset = self.log_start_offset;
+        Ok(info)
+    }
+
+    /// Removes `.deleted` files whose `file.delete.delay.ms` has passed; returns how many remain.
+    pub fn purge_deleted_files(&mut self, now_ms: i64) -> Result<usize> {
+        let mut failure = None;
+        self.pending_deletes.retain(|(due, path)| {
+            if *due > now_ms || failure.is_some() {
+                return true;
+            }
+            match std::fs::remove_file(path) {
+                Ok(()) => false,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    failure = Some(LogError::io("delete", path, e));
+                    true
+                }
+            }
+        });
+        match failure {
+            Some(e) => self.guard(Err(e)),
+            None => Ok(self.pending_deletes.len()),
+        }
+    }
+
+    /// Expires producers idle for longer than `producer.id.expiration.ms`.
+    pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
+        self.producers
+            .remove_expired(now_ms, self.config.producer_id_expiration_ms)
+    }
+
+    /// Clean close: a producer snapshot at the LEO (or none at all when no producer is known, which a
+    /// clean reopen reads as "no producers" without replaying the log), the final time-index entry,
+    /// and fsync of whatever is not yet durable. A log with nothing new costs no fsync.
+    pub fn close(&mut self, now_ms: i64) -> Result<()> {
+        self.check_online()?;
+        let result = (|| {
+            let leo = self.log_end_offset();
+            if self.producers.producers().is_empty() {
+                self.producers
+                    .delete_snapshots_outside(i64::MAX, i64::MIN)?;
+            } else {
+                self.producers.take_snapshot(leo)?;
+            }
+            let files = Arc::clone(self.files());
+            let active = self.active();
+            active
+                .finish_time_index(&files)
+                .map_err(|e| LogError::io("write", active.log_path(), e))?;
+            self.flush(now_ms)?;
+            self.purge_deleted_files(i64::MAX)?;
+            Ok(())
+        })();
+        self.guard(result)
+    }
+
+    /// Drops the in-memory index entries of every segment (for partitions gone idle).
+    pub fn unload_indexes(&mut self) {
+        for segment in self.segments.values_mut() {
+            segment.unload_indexes();
+        }
+    }
+
+    /// Replaces the configuration (topic or broker config change); takes effect from the next operation.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+    pub fn topic_id(&self) -> Option<uuid::Uuid> {
+        self.topic_id
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.active_ref().next_offset()
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    pub fn cleaner_offset(&self) -> Option<i64> {
+        self.cleaner_offset
+    }
+    /// Sum of the segment sizes (DescribeLogDirs' PartitionSize).
+    pub fn size(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+    /// Bytes cut from a torn tail when the log was opened.
+    pub fn recovered_truncated_bytes(&self) -> u64 {
+        self.recovered_truncated_bytes
+    }
+    /// Active producers (DescribeProducers).
+    pub fn producers(&self) -> impl Iterator<Item = &ProducerEntry> {
+        self.producers.producers().values()
+    }
+    pub fn leader_epochs(&self) -> &LeaderEpochCache {
+        &self.epochs
+    }
+    /// OffsetForLeaderEpoch.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest_epoch()
+    }
+}
+
+fn read_batch_at(
+    files: &Arc<FileCache>,
+    segment: &Segment,
+    position: u64,
+    size: u64,
+) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let file = files
+        .get(segment.log_path(), false)
+        .map_err(|e| LogError::io("open", segment.log_path(), e))?;
+    let mut bytes = vec![0u8; size as usize];
+    file.read_exact_at(&mut bytes, position)
+        .map_err(|e| LogError::io("read", segment.log_path(), e))?;
+    Ok(bytes)
+}
+
+/// The first record of a stored batch matching `wanted(offset, timestamp)`.
+fn first_record_matching(bytes: &[u8], wanted: impl Fn(i64, i64) -> bool) -> Option<(i64, i64)> {
+    let batch = RecordBatch::new(bytes).ok()?;
+    let payload = batch.decompressed_records().ok()?;
+    batch
+        .records_in(&payload)
+        .map_while(|r| r.ok())
+        .find_map(|record| {
+            let offset = batch.base_offset() + i64::from(record.offset_delta);
+            let ts = batch.record_timestamp(&record);
+            wanted(offset, ts).then_some((offset, ts))
+        })
+}
+
+/// Cleans leftovers of interrupted operations and returns the base offsets of the segments: `.deleted`,
+/// `.cleaned` and `.tmp` files are removed; a `.swap` left by the cleaner after its `.cleaned` file was
+/// complete replaces its segment.
+fn prepare_directory(dir: &Path, files: &Arc<FileCache>) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    let mut swaps = Vec::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| LogError::io("list", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| LogError::io("list", dir, e))?;
+        let path = entry.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        if name.ends_with(".deleted") || name.ends_with(".cleaned") || name.ends_with(".tmp") {
+            files.forget(&path);
+            std::fs::remove_file(&path).map_err(|e| LogError::io("delete", &path, e))?;
+        } else if let Some(stem) = name.strip_suffix(".log.swap") {
+            swaps.push((stem.to_string(), path));
+        } else if let Some(stem) = name.strip_suffix(".log") {
+            if let Ok(base) = stem.parse::<i64>() {
+                bases.push(base);
+            }
+        }
+    }
+    for (stem, swap) in swaps {
+        let Ok(base) = stem.parse::<i64>() else {
+            continue;
+        };
+        let target = crate::segment::log_path(dir, base);
+        for index in [
+            crate::segment::index_path(dir, base),
+            crate::segment::time_index_path(dir, base),
+        ] {
+            files.forget(&index);
+            match std::fs::remove_file(&index) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(LogError::io("delete", &index, e)),
+            }
+        }
+        files.forget(&target);
+        std::fs::rename(&swap, &target).map_err(|e| LogError::io("rename", &swap, e))?;
+        if !bases.contains(&base) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}

@@ -1,0 +1,279 @@
+//! A log directory (`log.dirs` entry): its partition logs, per-dir checkpoints, the clean-shutdown marker
+//! and the offline flag.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::checkpoint::{self, TopicPartition};
+use crate::config::LogConfig;
+use crate::error::{LogError, Result};
+use crate::files::FileCache;
+use crate::log::{LogCheckpoints, PartitionLog};
+
+/// Kafka's clean-shutdown marker, written last on a clean shutdown and removed once logs are loaded.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// Suffix of a partition directory awaiting deletion.
+pub const DELETE_DIR_SUFFIX: &str = "-delete";
+
+/// State shared between a log dir and its logs.
+#[derive(Debug)]
+pub struct LogDirShared {
+    pub(crate) path: PathBuf,
+    pub(crate) files: Arc<FileCache>,
+    offline: AtomicBool,
+}
+
+impl LogDirShared {
+    pub(crate) fn mark_offline(&self, cause: &LogError) {
+        if !self.offline.swap(true, Ordering::SeqCst) {
+            tracing::error!(log_dir = %self.path.display(), error = %cause, "marking the log dir offline after a storage error");
+        }
+    }
+
+    pub(crate) fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::SeqCst)
+    }
+}
+
+/// One log directory.
+#[derive(Debug)]
+pub struct LogDir {
+    shared: Arc<LogDirShared>,
+    recovery_points: BTreeMap<TopicPartition, i64>,
+    log_start_offsets: BTreeMap<TopicPartition, i64>,
+    cleaner_offsets: BTreeMap<TopicPartition, i64>,
+    clean_shutdown: bool,
+}
+
+impl LogDir {
+    /// Opens (creating) the directory, reads its checkpoints and consumes the clean-shutdown marker.
+    pub fn open(path: impl Into<PathBuf>, files: Arc<FileCache>) -> Result<Self> {
+        let path = path.into();
+        std::fs::create_dir_all(&path).map_err(|e| LogError::io("create", &path, e))?;
+        let marker = path.join(CLEAN_SHUTDOWN_FILE);
+        let clean_shutdown = marker.exists();
+        let dir = LogDir {
+            recovery_points: checkpoint::read_offsets(
+                &path.join(checkpoint::RECOVERY_POINT_CHECKPOINT),
+            )?,
+            log_start_offsets: checkpoint::read_offsets(
+                &path.join(checkpoint::LOG_START_OFFSET_CHECKPOINT),
+            )?,
+            cleaner_offsets: checkpoint::read_offsets(
+                &path.join(checkpoint::CLEANER_OFFSET_CHECKPOINT),
+            )?,
+            shared: Arc::new(LogDirShared {
+                path,
+                files,
+                offline: AtomicBool::new(false),
+            }),
+            clean_shutdown,
+        };
+        if clean_shutdown {
+            // Deleting it now means a crash from here on is treated as unclean, as in Kafka.
+            std::fs::remove_file(&marker).map_err(|e| LogError::io("delete", &marker, e))?;
+        }
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// Whether the previous run ended with a clean shutdown (no recovery needed).
+    pub fn had_clean_shutdown(&self) -> bool {
+        self.clean_shutdown
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.shared.is_offline()
+    }
+
+    /// Marks the directory offline: every later operation on its logs fails with KAFKA_STORAGE_ERROR.
+    pub fn mark_offline(&self, reason: &str) {
+        self.shared
+            .mark_offline(&LogError::InvalidArgument(reason.to_string()));
+    }
+
+    /// Partitions with a directory here (skipping those being deleted).
+    pub fn partitions_on_disk(&self) -> Result<Vec<TopicPartition>> {
+        let path = &self.shared.path;
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| LogError::io("list", path, e))? {
+            let entry = entry.map_err(|e| LogError::io("list", path, e))?;
+            if !entry
+                .file_type()
+                .map_err(|e| LogError::io("stat", &entry.path(), e))?
+                .is_dir()
+            {
+                continue;
+            }
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if name.ends_with(DELETE_DIR_SUFFIX) {
+                continue;
+            }
+            if let Some(tp) = TopicPartition::from_dir_name(&name) {
+                out.push(tp);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Opens or creates a partition's log, recovering it when the last shutdown was unclean.
+    pub fn open_log(
+        &self,
+        tp: TopicPartition,
+        topic_id: Option<uuid::Uuid>,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<PartitionLog> {
+        if self.is_offline() {
+            return Err(LogError::LogDirOffline(self.shared.path.clone()));
+        }
+        let checkpoints = LogCheckpoints {
+            recovery_point: self.recovery_points.get(&tp).copied().unwrap_or(0),
+            log_start_offset: self.log_start_offsets.get(&tp).copied().unwrap_or(0),
+            cleaner_offset: self.cleaner_offsets.get(&tp).copied(),
+            clean_shutdown: self.clean_shutdown,
+        };
+        let result = PartitionLog::open(
+            Arc::clone(&self.shared),
+            tp,
+            topic_id,
+            config,
+            checkpoints,
+            now_ms,
+        );
+        if let Err(e) = &result {
+            if e.is_storage_error() {
+                self.shared.mark_offline(e);
+            }
+        }
+        result
+    }
+
+    /// Writes `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
+    /// `cleaner-offset-checkpoint` for `logs` (Kafka's periodic checkpoint tasks).
+    pub fn checkpoint<'a>(
+        &mut self,
+        logs: impl IntoIterator<Item = &'a PartitionLog>,
+    ) -> Result<()> {
+        for log in logs {
+            let tp = log.topic_partition().clone();
+            self.recovery_points
+                .insert(tp.clone(), log.recovery_point());
+            self.log_start_offsets
+                .insert(tp.clone(), log.log_start_offset());
+            if let Some(offset) = log.cleaner_offset() {
+                self.cleaner_offsets.insert(tp, offset);
+            }
+        }
+        let path = self.shared.path.clone();
+        let result = checkpoint::write_offsets(
+            &path.join(checkpoint::RECOVERY_POINT_CHECKPOINT),
+            &self.recovery_points,
+        )
+        .and_then(|()| {
+            checkpoint::write_offsets(
+                &path.join(checkpoint::LOG_START_OFFSET_CHECKPOINT),
+                &self.log_start_offsets,
+            )
+        })
+        .and_then(|()| {
+            checkpoint::write_offsets(
+                &path.join(checkpoint::CLEANER_OFFSET_CHECKPOINT),
+                &self.cleaner_offsets,
+            )
+        });
+        if let Err(e) = &result {
+            self.shared.mark_offline(e);
+        }
+        result
+    }
+
+    /// Clean shutdown: closes every log, writes the checkpoints, then the marker with the broker epoch.
+    pub fn shutdown<'a>(
+        &mut self,
+        logs: impl IntoIterator<Item = &'a mut PartitionLog>,
+        broker_epoch: i64,
+        now_ms: i64,
+    ) -> Result<()> {
+        // Closing is mostly fsyncs, which overlap well on one device: up to 8 threads share the logs.
+        let mut logs: Vec<&mut PartitionLog> = logs.into_iter().collect();
+        let per_thread = logs.len().div_ceil(8).max(1);
+        std::thread::scope(|scope| -> Result<()> {
+            let workers: Vec<_> = logs
+                .chunks_mut(per_thread)
+                .map(|chunk| {
+                    scope.spawn(move || chunk.iter_mut().try_for_each(|log| log.close(now_ms)))
+                })
+                .collect();
+            for worker in workers {
+                worker
+                    .join()
+                    .map_err(|_| LogError::InvalidArgument("a log close panicked".into()))??;
+            }
+            Ok(())
+        })?;
+        self.checkpoint(logs.iter().map(|log| &**log))?;
+        let marker = self.shared.path.join(CLEAN_SHUTDOWN_FILE);
+        checkpoint::write_atomically(
+            &marker,
+            format!("{{\"version\":0,\"brokerEpoch\":{broker_epoch}}}").as_bytes(),
+        )
+    }
+
+    /// Deletes a partition's log: its directory is renamed `<topic>-<partition>.<uuid>-delete` at once (so
+    /// a restart never loads it) and removed by [`Self::purge_deleted_dirs`].
+    pub fn delete_log(&mut self, log: PartitionLog) -> Result<PathBuf> {
+        let tp = log.topic_partition().clone();
+        let from = log.dir().to_path_buf();
+        for segment_path in std::fs::read_dir(&from)
+            .map_err(|e| LogError::io("list", &from, e))?
+            .flatten()
+        {
+            self.shared.files.forget(&segment_path.path());
+        }
+        let to = self.shared.path.join(format!(
+            "{}.{}{DELETE_DIR_SUFFIX}",
+            tp.dir_name(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::rename(&from, &to).map_err(|e| LogError::io("rename", &from, e))?;
+        self.recovery_points.remove(&tp);
+        self.log_start_offsets.remove(&tp);
+        self.cleaner_offsets.remove(&tp);
+        Ok(to)
+    }
+
+    /// Removes every `-delete` directory (the caller runs this after `file.delete.delay.ms`).
+    pub fn purge_deleted_dirs(&self) -> Result<usize> {
+        let path = &self.shared.path;
+        let mut removed = 0;
+        for entry in std::fs::read_dir(path)
+            .map_err(|e| LogError::io("list", path, e))?
+            .flatten()
+        {
+            let name = entry.file_name();
+            if name
+                .to_str()
+                .is_some_and(|n| n.ends_with(DELETE_DIR_SUFFIX))
+            {
+                std::fs::remove_dir_all(entry.path())
+                    .map_err(|e| LogError::io("delete", &entry.path(), e))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The file-handle cache its logs share.
+    pub fn files(&self) -> &Arc<FileCache> {
+        &self.shared.files
+    }
+}

@@ -1,0 +1,694 @@
+//! One segment: `<base offset, 20 digits>.log` with its `.index` and `.timeindex`.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::{self, framing, BatchFraming, RecordBatch, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
+use crate::files::FileCache;
+use crate::index::{IndexFile, OffsetEntry, TimeEntry};
+
+/// Bytes read at a time when scanning a segment.
+const SCAN_CHUNK: usize = 1 << 20;
+
+/// `<offset>` zero-padded to 20 digits, Kafka's file name stem.
+pub fn file_stem(offset: i64) -> String {
+    format!("{offset:020}")
+}
+
+pub fn log_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{}.log", file_stem(base_offset)))
+}
+pub fn index_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{}.index", file_stem(base_offset)))
+}
+pub fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{}.timeindex", file_stem(base_offset)))
+}
+
+/// A byte range of a segment file for a fetch: hand `file`, `position` and `len` to sendfile, or call
+/// [`FileSlice::read`].
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub path: PathBuf,
+    pub position: u64,
+    pub len: u64,
+}
+
+impl FileSlice {
+    /// Reads the bytes of the slice.
+    pub fn read(&self) -> std::io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.len as usize];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(buf)
+    }
+}
+
+/// Where a batch lies in a segment file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLocation {
+    pub position: u64,
+    pub size: u64,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+/// Why a scan stopped before the end of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanEnd {
+    /// Every byte up to the end belonged to a valid batch.
+    Clean,
+    /// The batch at `position` is invalid or cut short.
+    Invalid { position: u64, reason: String },
+}
+
+/// Reads batches sequentially from a file in large chunks.
+struct Scanner<'f> {
+    file: &'f File,
+    end: u64,
+    buf: Vec<u8>,
+    buf_start: u64,
+}
+
+impl<'f> Scanner<'f> {
+    fn new(file: &'f File, end: u64) -> Self {
+        Scanner {
+            file,
+            end,
+            buf: Vec::new(),
+            buf_start: 0,
+        }
+    }
+
+    /// The bytes [pos, pos + len), or None when the file ends first.
+    fn bytes(&mut self, pos: u64, len: usize) -> std::io::Result<Option<&[u8]>> {
+        if pos + len as u64 > self.end {
+            return Ok(None);
+        }
+        let buf_end = self.buf_start + self.buf.len() as u64;
+        if pos < self.buf_start || pos + len as u64 > buf_end {
+            let want = (len.max(SCAN_CHUNK) as u64).min(self.end - pos) as usize;
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, pos)?;
+            self.buf_start = pos;
+        }
+        let from = (pos - self.buf_start) as usize;
+        Ok(Some(&self.buf[from..from + len]))
+    }
+}
+
+/// Walks the batches of `file` from `start` to `end`. `full` hands each visitor the whole batch; otherwise
+/// only its 61-byte header. The visitor returns false to stop early.
+fn scan(
+    file: &File,
+    start: u64,
+    end: u64,
+    full: bool,
+    mut visit: impl FnMut(u64, &[u8]) -> bool,
+) -> std::io::Result<ScanEnd> {
+    let mut scanner = Scanner::new(file, end);
+    let mut pos = start;
+    while pos < end {
+        let Some(head) = scanner.bytes(pos, LOG_OVERHEAD.min((end - pos) as usize))? else {
+            break;
+        };
+        if head.len() < LOG_OVERHEAD {
+            return Ok(ScanEnd::Invalid {
+                position: pos,
+                reason: "a batch header is cut short".into(),
+            });
+        }
+        let length = i32::from_be_bytes([head[8], head[9], head[10], head[11]]);
+        if length < batch::MIN_LENGTH_FIELD
+            || (length as usize) + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD
+        {
+            return Ok(ScanEnd::Invalid {
+                position: pos,
+                reason: format!("invalid batch length {length}"),
+            });
+        }
+        let size = length as usize + LOG_OVERHEAD;
+        let want = if full { size } else { RECORD_BATCH_OVERHEAD };
+        let Some(bytes) = scanner.bytes(pos, want)? else {
+            return Ok(ScanEnd::Invalid {
+                position: pos,
+                reason: format!("a batch of {size} bytes is cut short"),
+            });
+        };
+        if pos + size as u64 > end {
+            return Ok(ScanEnd::Invalid {
+                position: pos,
+                reason: format!("a batch of {size} bytes is cut short"),
+            });
+        }
+        if !visit(pos, bytes) {
+            return Ok(ScanEnd::Clean);
+        }
+        pos += size as u64;
+    }
+    Ok(ScanEnd::Clean)
+}
+
+fn header_location(position: u64, header: &[u8]) -> BatchLocation {
+    let size = i32::from_be_bytes([header[8], header[9], header[10], header[11]]) as u64
+        + LOG_OVERHEAD as u64;
+    let mut b8 = [0u8; 8];
+    b8.copy_from_slice(&header[0..8]);
+    let base_offset = i64::from_be_bytes(b8);
+    let delta = i32::from_be_bytes([header[23], header[24], header[25], header[26]]);
+    b8.copy_from_slice(&header[batch::MAX_TIMESTAMP_OFFSET..batch::MAX_TIMESTAMP_OFFSET + 8]);
+    BatchLocation {
+        position,
+        size,
+        base_offset,
+        last_offset: base_offset + i64::from(delta),
+        max_timestamp: i64::from_be_bytes(b8),
+    }
+}
+
+/// A segment of a partition log.
+#[derive(Debug)]
+pub struct Segment {
+    base_offset: i64,
+    log_path: PathBuf,
+    index: IndexFile<OffsetEntry>,
+    time_index: IndexFile<TimeEntry>,
+    size: u64,
+    next_offset: i64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    /// The max timestamp of the first batch, which `segment.ms` counts from (else the creation time).
+    rolling_timestamp: Option<i64>,
+    created_ms: i64,
+    bytes_since_last_index: u64,
+}
+
+impl Segment {
+    /// Creates an empty segment (truncating leftovers of the same name).
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        files: &Arc<FileCache>,
+        now_ms: i64,
+    ) -> std::io::Result<Self> {
+        let log_path = log_path(dir, base_offset);
+        files.get(&log_path, true)?.set_len(0)?;
+        Ok(Segment {
+            base_offset,
+            index: IndexFile::create(index_path(dir, base_offset), files)?,
+            time_index: IndexFile::create(time_index_path(dir, base_offset), files)?,
+            log_path,
+            size: 0,
+            next_offset: base_offset,
+            max_timestamp: batch::NO_TIMESTAMP,
+            offset_of_max_timestamp: base_offset,
+            rolling_timestamp: None,
+            created_ms: now_ms,
+            bytes_since_last_index: 0,
+        })
+    }
+
+    /// Opens an existing segment. A `trusted` one (below the recovery point) keeps its indexes unless they
+    /// are damaged, and its next offset is found from the last index entry and a short scan; an untrusted
+    /// one is left for [`Segment::recover`].
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        files: &Arc<FileCache>,
+        now_ms: i64,
+        trusted: bool,
+    ) -> std::io::Result<Self> {
+        let log_path = log_path(dir, base_offset);
+        let file = files.get(&log_path, false)?;
+        let meta = file.metadata()?;
+        let created_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(now_ms, |d| d.as_millis() as i64);
+        let index = IndexFile::open(index_path(dir, base_offset), files)?;
+        let time_index = IndexFile::open(time_index_path(dir, base_offset), files)?;
+        let mut segment = Segment {
+            base_offset,
+            log_path,
+            index: match index {
+                Some(index) => index,
+                None => IndexFile::create(index_path(dir, base_offset), files)?,
+            },
+            time_index: match time_index {
+                Some(index) => index,
+                None => IndexFile::create(time_index_path(dir, base_offset), files)?,
+            },
+            size: meta.len(),
+            next_offset: base_offset,
+            max_timestamp: batch::NO_TIMESTAMP,
+            offset_of_max_timestamp: base_offset,
+            rolling_timestamp: None,
+            created_ms,
+            bytes_since_last_index: 0,
+        };
+        if !trusted {
+            return Ok(segment);
+        }
+        // Kafka's sanity check, plus: a non-empty segment without any index entry lost its index files
+        // (or never got entries, which a rebuild of a small segment restores cheaply).
+        let index_sane = segment
+            .index
+            .last()
+            .is_none_or(|e| u64::from(e.position) < segment.size)
+            && !(segment.size > 0 && segment.index.is_empty() && segment.time_index.is_empty());
+        if !index_sane {
+            segment.rebuild_indexes(files, 4096)?;
+            return Ok(segment);
+        }
+        if let Some(last) = segment.time_index.last() {
+            segment.max_timestamp = last.timestamp;
+            segment.offset_of_max_timestamp = base_offset + i64::from(last.relative_offset);
+        }
+        let start = segment.index.last().map_or(0, |e| u64::from(e.position));
+        let mut next = base_offset;
+        let mut first = true;
+        let mut max = (segment.max_timestamp, segment.offset_of_max_timestamp);
+        let mut rolling = None;
+        scan(&file, start, segment.size, false, |pos, header| {
+            let loc = header_location(pos, header);
+            if first && pos == 0 {
+                rolling = Some(loc.max_timestamp);
+            }
+            first = false;
+            next = loc.last_offset + 1;
+            if loc.max_timestamp > max.0 {
+                max = (loc.max_timestamp, loc.last_offset);
+            }
+            true
+        })?;
+        if segment.size > 0 && rolling.is_none() {
+            rolling = segment.first_batch_max_timestamp(files)?;
+        }
+        segment.rolling_timestamp = rolling;
+        (segment.max_timestamp, segment.offset_of_max_timestamp) = max;
+        segment.next_offset = next;
+        Ok(segment)
+    }
+
+    fn first_batch_max_timestamp(&self, files: &Arc<FileCache>) -> std::io::Result<Option<i64>> {
+        let mut header = [0u8; RECORD_BATCH_OVERHEAD];
+        if self.size < RECORD_BATCH_OVERHEAD as u64 {
+            return Ok(None);
+        }
+        files
+            .get(&self.log_path, false)?
+            .read_exact_at(&mut header, 0)?;
+        Ok(Some(header_location(0, &header).max_timestamp))
+    }
+
+    /// Re-reads every batch, validating CRCs and structure, rebuilding both indexes and passing each valid
+    /// batch to `visit`; truncates the file at the first invalid or partial batch. Returns the bytes cut.
+    pub fn recover(
+        &mut self,
+        files: &Arc<FileCache>,
+        index_interval_bytes: u64,
+        mut visit: impl FnMut(&RecordBatch<'_>),
+    ) -> std::io::Result<u64> {
+        let file = files.get(&self.log_path, false)?;
+        self.size = file.metadata()?.len();
+        self.index.reset(files)?;
+        self.time_index.reset(files)?;
+        self.reset_stats();
+        let base_offset = self.base_offset;
+        let mut previous_next = base_offset;
+        let mut invalid_at = None;
+        let mut index_error = None;
+        let end = scan(&file, 0, self.size, true, |pos, bytes| {
+            let reason = match RecordBatch::new(bytes) {
+                Err(reason) => reason.to_string(),
+                Ok(batch) if !batch.is_valid_crc() => "CRC mismatch".to_string(),
+                Ok(batch)
+                    if batch.base_offset() < previous_next || batch.last_offset_delta() < 0 =>
+                {
+                    "offsets go backwards".to_string()
+                }
+                Ok(batch) if batch.last_offset() - base_offset > i64::from(i32::MAX) => {
+                    "offset beyond the segment's relative range".to_string()
+                }
+                Ok(batch) => {
+                    previous_next = batch.next_offset();
+                    visit(&batch);
+                    if let Err(e) =
+                        self.record_append(files, header_location(pos, bytes), index_interval_bytes)
+                    {
+                        index_error = Some(e);
+                        return false;
+                    }
+                    return true;
+                }
+            };
+            invalid_at = Some((pos, reason));
+            false
+        })?;
+        if let Some(e) = index_error {
+            return Err(e);
+        }
+        let valid_end = match (&end, &invalid_at) {
+            (_, Some((pos, reason)))
+            | (
+                ScanEnd::Invalid {
+                    position: pos,
+                    reason,
+                },
+                None,
+            ) => {
+                tracing::warn!(segment = %self.log_path.display(), position = pos, reason = %reason, "truncating the log at an invalid batch");
+                *pos
+            }
+            (ScanEnd::Clean, None) => self.size,
+        };
+        let cut = self.size - valid_end;
+        if cut > 0 {
+            file.set_len(valid_end)?;
+            self.size = valid_end;
+        }
+        Ok(cut)
+    }
+
+    fn reset_stats(&mut self) {
+        self.next_offset = self.base_offset;
+        self.max_timestamp = batch::NO_TIMESTAMP;
+        self.offset_of_max_timestamp = self.base_offset;
+        self.rolling_timestamp = None;
+        self.bytes_since_last_index = 0;
+    }
+
+    /// Rebuilds the indexes of a trusted segment whose index files were damaged.
+    fn rebuild_indexes(
+        &mut self,
+        files: &Arc<FileCache>,
+        index_interval_bytes: u64,
+    ) -> std::io::Result<()> {
+        self.recover(files, index_interval_bytes, |_| {})
+            .map(|_| ())
+    }
+
+    /// Updates indexes and statistics for a batch written at `loc.position` (Kafka's `LogSegment.append`:
+    /// an index entry once more than `index.interval.bytes` were written since the last one).
+    fn record_append(
+        &mut self,
+        files: &Arc<FileCache>,
+        loc: BatchLocation,
+        index_interval_bytes: u64,
+    ) -> std::io::Result<()> {
+        if self.rolling_timestamp.is_none() {
+            self.rolling_timestamp = Some(loc.max_timestamp);
+        }
+        if loc.max_timestamp > self.max_timestamp {
+            self.max_timestamp = loc.max_timestamp;
+            self.offset_of_max_timestamp = loc.last_offset;
+        }
+        if self.bytes_since_last_index > index_interval_bytes {
+            self.index.append(
+                files,
+                OffsetEntry {
+                    relative_offset: self.relative(loc.last_offset),
+                    position: loc.position as u32,
+                },
+            )?;
+            self.maybe_append_time_entry(files)?;
+            self.bytes_since_last_index = 0;
+        }
+        self.bytes_since_last_index += loc.size;
+        self.next_offset = loc.last_offset + 1;
+        Ok(())
+    }
+
+    fn maybe_append_time_entry(&mut self, files: &Arc<FileCache>) -> std::io::Result<()> {
+        if self.max_timestamp > self.time_index.last().map_or(i64::MIN, |e| e.timestamp) {
+            let relative_offset = self.relative(self.offset_of_max_timestamp);
+            self.time_index.append(
+                files,
+                TimeEntry {
+                    timestamp: self.max_timestamp,
+                    relative_offset,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    fn relative(&self, offset: i64) -> u32 {
+        (offset - self.base_offset) as u32
+    }
+
+    /// Writes one batch whose offsets are already assigned.
+    pub fn append(
+        &mut self,
+        files: &Arc<FileCache>,
+        batch: &RecordBatch<'_>,
+        index_interval_bytes: u64,
+    ) -> std::io::Result<()> {
+        let file = files.get(&self.log_path, false)?;
+        let position = self.size;
+        file.write_all_at(batch.bytes(), position)?;
+        self.size += batch.size() as u64;
+        let loc = BatchLocation {
+            position,
+            size: batch.size() as u64,
+            base_offset: batch.base_offset(),
+            last_offset: batch.last_offset(),
+            max_timestamp: batch.max_timestamp(),
+        };
+        self.record_append(files, loc, index_interval_bytes)
+    }
+
+    /// The batch holding the first offset ≥ `offset` at or after `from_position` (Kafka's `translateOffset`).
+    pub fn translate_offset(
+        &mut self,
+        files: &Arc<FileCache>,
+        offset: i64,
+    ) -> std::io::Result<Option<BatchLocation>> {
+        let start = match self
+            .index
+            .floor(files, offset.saturating_sub(self.base_offset))?
+        {
+            Some(entry) => u64::from(entry.position),
+            None => 0,
+        };
+        let file = files.get(&self.log_path, false)?;
+        let mut found = None;
+        scan(&file, start, self.size, false, |pos, header| {
+            let loc = header_location(pos, header);
+            if loc.last_offset >= offset {
+                found = Some(loc);
+                return false;
+            }
+            true
+        })?;
+        Ok(found)
+    }
+
+    /// Kafka's `LogSegment.read`: bytes from the batch holding `start_offset`, at most `max_size` (or the
+    /// whole first batch when `min_one_batch`), never past `max_position`.
+    pub fn read(
+        &mut self,
+        files: &Arc<FileCache>,
+        start_offset: i64,
+        max_size: u64,
+        max_position: u64,
+        min_one_batch: bool,
+    ) -> std::io::Result<Option<(FileSlice, BatchLocation)>> {
+        let Some(loc) = self.translate_offset(files, start_offset)? else {
+            return Ok(None);
+        };
+        let adjusted = if min_one_batch {
+            max_size.max(loc.size)
+        } else {
+            max_size
+        };
+        let len = max_position
+            .min(self.size)
+            .saturating_sub(loc.position)
+            .min(adjusted);
+        let file = files.get(&self.log_path, false)?;
+        Ok(Some((
+            FileSlice {
+                file,
+                path: self.log_path.clone(),
+                position: loc.position,
+                len,
+            },
+            loc,
+        )))
+    }
+
+    /// The first batch whose max timestamp ≥ `timestamp` (for ListOffsets by time).
+    pub fn find_offset_by_timestamp(
+        &mut self,
+        files: &Arc<FileCache>,
+        timestamp: i64,
+        start_offset: i64,
+    ) -> std::io::Result<Option<BatchLocation>> {
+        let from_offset = match self.time_index.floor(files, timestamp.saturating_sub(1))? {
+            Some(entry) => self.base_offset + i64::from(entry.relative_offset),
+            None => self.base_offset,
+        }
+        .max(start_offset);
+        let start = match self.index.floor(files, from_offset - self.base_offset)? {
+            Some(entry) => u64::from(entry.position),
+            None => 0,
+        };
+        let file = files.get(&self.log_path, false)?;
+        let mut found = None;
+        scan(&file, start, self.size, false, |pos, header| {
+            let loc = header_location(pos, header);
+            if loc.max_timestamp >= timestamp && loc.last_offset >= start_offset {
+                found = Some(loc);
+                return false;
+            }
+            true
+        })?;
+        Ok(found)
+    }
+
+    /// Every batch location of the segment, in order.
+    pub fn locations(&self, files: &Arc<FileCache>) -> std::io::Result<Vec<BatchLocation>> {
+        let file = files.get(&self.log_path, false)?;
+        let mut out = Vec::new();
+        scan(&file, 0, self.size, false, |pos, header| {
+            out.push(header_location(pos, header));
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// Visits every whole batch from `from_position`.
+    pub fn for_each_batch(
+        &self,
+        files: &Arc<FileCache>,
+        from_position: u64,
+        mut visit: impl FnMut(u64, &RecordBatch<'_>) -> bool,
+    ) -> std::io::Result<ScanEnd> {
+        let file = files.get(&self.log_path, false)?;
+        scan(
+            &file,
+            from_position,
+            self.size,
+            true,
+            |pos, bytes| match RecordBatch::new(bytes) {
+                Ok(batch) => visit(pos, &batch),
+                Err(_) => false,
+            },
+        )
+    }
+
+    /// Removes every batch with last offset ≥ `offset`; returns the bytes removed.
+    pub fn truncate_to(
+        &mut self,
+        files: &Arc<FileCache>,
+        offset: i64,
+        index_interval_bytes: u64,
+    ) -> std::io::Result<u64> {
+        let Some(loc) = self.translate_offset(files, offset)? else {
+            return Ok(0);
+        };
+        let cut = self.size - loc.position;
+        files.get(&self.log_path, false)?.set_len(loc.position)?;
+        self.size = loc.position;
+        // The indexes and statistics are rebuilt from what remains: cheap next to a truncation's rarity.
+        self.recover(files, index_interval_bytes, |_| {})?;
+        Ok(cut)
+    }
+
+    /// On roll and close: the time index gets the segment's final max timestamp (Kafka's
+    /// `onBecomeInactiveSegment`), and everything is fsynced.
+    pub fn seal(&mut self, files: &Arc<FileCache>) -> std::io::Result<()> {
+        self.maybe_append_time_entry(files)?;
+        self.flush(files)
+    }
+
+    /// Appends the final time-index entry without fsync (on close; the flush that follows covers it).
+    pub fn finish_time_index(&mut self, files: &Arc<FileCache>) -> std::io::Result<()> {
+        self.maybe_append_time_entry(files)
+    }
+
+    pub fn flush(&self, files: &Arc<FileCache>) -> std::io::Result<()> {
+        files.get(&self.log_path, false)?.sync_data()?;
+        self.index.flush(files)?;
+        self.time_index.flush(files)
+    }
+
+    /// Renames the segment's files with the `.deleted` suffix; returns the new paths.
+    pub fn rename_deleted(&self, files: &Arc<FileCache>) -> std::io::Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        for path in [
+            self.log_path.clone(),
+            self.index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+        ] {
+            files.forget(&path);
+            let mut deleted = path.clone().into_os_string();
+            deleted.push(".deleted");
+            let deleted = PathBuf::from(deleted);
+            match std::fs::rename(&path, &deleted) {
+                Ok(()) => out.push(deleted),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Drops cached index entries (memory for idle partitions).
+    pub fn unload_indexes(&mut self) {
+        self.index.unload();
+        self.time_index.unload();
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+    pub fn offset_of_max_timestamp(&self) -> i64 {
+        self.offset_of_max_timestamp
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+    pub fn index_entries(&self) -> u64 {
+        self.index.len()
+    }
+    pub fn time_index_entries(&self) -> u64 {
+        self.time_index.len()
+    }
+    /// The timestamp `segment.ms` counts from.
+    pub fn roll_reference_ms(&self) -> i64 {
+        self.rolling_timestamp.unwrap_or(self.created_ms)
+    }
+    pub fn offset_index(&mut self) -> &mut IndexFile<OffsetEntry> {
+        &mut self.index
+    }
+    pub fn time_index(&mut self) -> &mut IndexFile<TimeEntry> {
+        &mut self.time_index
+    }
+}
+
+/// Where the whole batches of a byte buffer end (the rest is a torn tail).
+pub fn whole_batches_len(buf: &[u8]) -> usize {
+    let mut pos = 0;
+    while let BatchFraming::Complete(size) = framing(&buf[pos..]) {
+        pos += size;
+    }
+    pos
+}

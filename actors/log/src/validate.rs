@@ -1,0 +1,345 @@
+//! The leader's validation of a produced batch (data-plane reference §1.3–§1.5), as a pure function.
+//!
+//! [`validate`] takes the `records` field of one Produce partition, the topic's [`LogConfig`] and the clock,
+//! and either refuses the batch with Kafka's error code (and `record_errors` where Kafka gives them) or
+//! returns the batch ready to append: max timestamp and LogAppendTime applied, CRC updated, recompressed when
+//! the topic's `compression.type` asks for it. Offsets and the leader epoch are assigned later, under the
+//! log's append lock, by [`ValidatedBatch::assign_offsets`]; both lie outside the CRC.
+
+use crate::batch::{
+    self, framing, BatchBuilder, BatchFraming, RecordBatch, TimestampType, CURRENT_MAGIC,
+};
+use crate::compression::Compression;
+use crate::config::{LogConfig, TopicCompression};
+use crate::error::{BatchRejection, KafkaCode, RecordError};
+
+/// A batch that passed validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidatedBatch {
+    /// The bytes to append; base offset 0 until [`Self::assign_offsets`].
+    pub bytes: Vec<u8>,
+    pub record_count: i32,
+    pub last_offset_delta: i32,
+    /// The batch's max timestamp as stored (now for LogAppendTime topics).
+    pub max_timestamp: i64,
+    /// `now` for LogAppendTime topics, −1 otherwise (Produce's `log_append_time_ms`).
+    pub log_append_time: i64,
+    /// The batch was decompressed and re-encoded (codec change or bad inner offsets).
+    pub rebuilt: bool,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub transactional: bool,
+}
+
+impl ValidatedBatch {
+    /// Sets the base offset and partition leader epoch; the CRC stays valid (neither is covered).
+    pub fn assign_offsets(&mut self, base_offset: i64, partition_leader_epoch: i32) {
+        batch::set_base_offset(&mut self.bytes, base_offset);
+        batch::set_partition_leader_epoch(&mut self.bytes, partition_leader_epoch);
+    }
+
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence < 0 {
+            return self.base_sequence;
+        }
+        batch::increment_sequence(self.base_sequence, self.last_offset_delta)
+    }
+}
+
+fn reject(code: KafkaCode, message: impl Into<String>) -> BatchRejection {
+    BatchRejection::new(code, message)
+}
+
+/// Splits a Produce partition's `records` into its single v2 batch as `ProduceRequest.validateRecords`
+/// does: a trailing partial batch is dropped silently; none, a first batch not of magic 2, or a second
+/// whole batch → INVALID_RECORD; unreadable framing → CORRUPT_MESSAGE.
+pub fn single_batch(records: &[u8]) -> Result<&[u8], BatchRejection> {
+    let first = match framing(records) {
+        BatchFraming::Complete(size) => &records[..size],
+        BatchFraming::Incomplete => {
+            return Err(reject(
+                KafkaCode::InvalidRecord,
+                "produce request has no record batch",
+            ))
+        }
+        BatchFraming::Corrupt(reason) => return Err(reject(KafkaCode::CorruptMessage, reason)),
+    };
+    if first[batch::MAGIC_OFFSET] as i8 != CURRENT_MAGIC {
+        return Err(reject(
+            KafkaCode::InvalidRecord,
+            "produce requests v3+ may only carry record batches of magic 2",
+        ));
+    }
+    match framing(&records[first.len()..]) {
+        BatchFraming::Incomplete => Ok(first),
+        BatchFraming::Complete(_) => Err(reject(
+            KafkaCode::InvalidRecord,
+            "produce requests v3+ must carry exactly one record batch per partition",
+        )),
+        BatchFraming::Corrupt(reason) => Err(reject(KafkaCode::CorruptMessage, reason)),
+    }
+}
+
+/// Validates one produced partition's records for a client append.
+pub fn validate(
+    records: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<ValidatedBatch, BatchRejection> {
+    let bytes = single_batch(records)?;
+    let base_offset = i64::from_be_bytes(bytes[0..8].try_into().unwrap_or_default());
+    if base_offset != 0 {
+        return Err(reject(
+            KafkaCode::InvalidRecord,
+            format!(
+                "the base offset of a produced record batch must be 0, but it is {base_offset}"
+            ),
+        ));
+    }
+    if bytes.len() as u64 > config.max_message_bytes {
+        return Err(reject(
+            KafkaCode::MessageTooLarge,
+            format!(
+                "the record batch is {} bytes, larger than the topic's max.message.bytes ({})",
+                bytes.len(),
+                config.max_message_bytes
+            ),
+        ));
+    }
+    let batch =
+        RecordBatch::new(bytes).map_err(|reason| reject(KafkaCode::CorruptMessage, reason))?;
+    if !batch.is_valid_crc() {
+        return Err(reject(
+            KafkaCode::CorruptMessage,
+            format!(
+                "record batch is corrupt (stored crc = {}, computed crc = {})",
+                batch.crc(),
+                batch.compute_crc()
+            ),
+        ));
+    }
+    let source_codec = batch.compression().ok_or_else(|| {
+        reject(
+            KafkaCode::UnsupportedCompressionType,
+            format!("unknown compression type id {}", batch.compression_id()),
+        )
+    })?;
+    if batch.is_control() {
+        return Err(reject(
+            KafkaCode::InvalidRecord,
+            "clients may not send control batches",
+        ));
+    }
+    if batch.has_producer_id() && batch.base_sequence() < 0 {
+        return Err(reject(
+            KafkaCode::InvalidRecord,
+            format!(
+                "invalid sequence number {} in a batch with producer id {}",
+                batch.base_sequence(),
+                batch.producer_id()
+            ),
+        ));
+    }
+    let count_from_offsets = i64::from(batch.last_offset_delta()) + 1;
+    if count_from_offsets <= 0 {
+        return Err(reject(
+            KafkaCode::InvalidRecord,
+            format!(
+                "batch has an invalid offset range: last offset delta {}",
+                batch.last_offset_delta()
+            ),
+        ));
+    }
+    let count = batch.records_count();
+    if count <= 0 {
+        return Err(reject(
+            KafkaCode::InvalidRecord,
+            format!("invalid reported count for record batch: {count}"),
+        ));
+    }
+    if count_from_offsets != i64::from(count) {
+        return Err(reject(
+            KafkaCode::InvalidRecord,
+            format!("inconsistent batch offset range ({count_from_offsets} offsets) and record count ({count})"),
+        ));
+    }
+
+    let payload = batch.decompressed_records().map_err(|e| {
+        reject(
+            KafkaCode::CorruptMessage,
+            format!(
+                "failed to decompress the {} record batch: {e}",
+                source_codec.name()
+            ),
+        )
+    })?;
+    let mut record_errors = Vec::new();
+    let mut max_timestamp = batch::NO_TIMESTAMP;
+    let mut inner_deltas_in_order = true;
+    for (index, record) in batch.records_in(&payload).enumerate() {
+        let record = record.map_err(|e| reject(KafkaCode::InvalidRecord, e))?;
+        let index = index as i32;
+        if record.offset_delta != index {
+            inner_deltas_in_order = false;
+        }
+        if config.cleanup_compact && record.key.is_none() {
+            record_errors.push((
+                KafkaCode::InvalidRecord,
+                RecordError {
+                    batch_index: index,
+                    message: "compacted topic cannot accept a record without a key".into(),
+                },
+            ));
+        }
+        let timestamp = batch.base_timestamp().wrapping_add(record.timestamp_delta);
+        if let Some(message) = timestamp_error(&batch, timestamp, index, config, now_ms) {
+            record_errors.push((
+                KafkaCode::InvalidTimestamp,
+                RecordError {
+                    batch_index: index,
+                    message,
+                },
+            ));
+        }
+        max_timestamp = max_timestamp.max(timestamp);
+    }
+    if !record_errors.is_empty() {
+        return Err(record_rejection(record_errors));
+    }
+
+    let target_codec = match config.compression {
+        TopicCompression::Producer => source_codec,
+        TopicCompression::Codec(codec) => codec,
+    };
+    let log_append_time = match config.timestamp_type {
+        TimestampType::LogAppendTime => now_ms,
+        TimestampType::CreateTime => batch::NO_TIMESTAMP,
+    };
+    let in_place = target_codec == source_codec
+        && (source_codec == Compression::None || inner_deltas_in_order);
+    let (out, rebuilt) = if in_place {
+        let mut out = bytes.to_vec();
+        match config.timestamp_type {
+            TimestampType::LogAppendTime => {
+                batch::set_max_timestamp(&mut out, TimestampType::LogAppendTime, now_ms)
+            }
+            TimestampType::CreateTime => {
+                batch::set_max_timestamp(&mut out, TimestampType::CreateTime, max_timestamp)
+            }
+        }
+        (out, false)
+    } else {
+        let mut builder = BatchBuilder::new(target_codec);
+        builder.levels = config.compression_levels;
+        builder.log_append_time =
+            (config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
+        builder.transactional = batch.is_transactional();
+        builder.producer_id = batch.producer_id();
+        builder.producer_epoch = batch.producer_epoch();
+        builder.base_sequence = batch.base_sequence();
+        for record in batch.records_in(&payload) {
+            let record = record.map_err(|e| reject(KafkaCode::InvalidRecord, e))?;
+            let timestamp = batch.base_timestamp().wrapping_add(record.timestamp_delta);
+            builder.append(timestamp, record.key, record.value, &record.headers);
+        }
+        let out = builder.build().map_err(|e| {
+            reject(
+                KafkaCode::CorruptMessage,
+                format!("failed to recompress the batch: {e}"),
+            )
+        })?;
+        if out.len() as u64 > config.max_message_bytes {
+            return Err(reject(
+                KafkaCode::MessageTooLarge,
+                format!(
+                    "the batch is {} bytes after recompression to {}, larger than max.message.bytes ({})",
+                    out.len(),
+                    target_codec.name(),
+                    config.max_message_bytes
+                ),
+            ));
+        }
+        (out, true)
+    };
+    if out.len() as u64 > config.segment_bytes {
+        return Err(reject(
+            KafkaCode::RecordListTooLarge,
+            format!(
+                "the batch is {} bytes, larger than the topic's segment.bytes ({})",
+                out.len(),
+                config.segment_bytes
+            ),
+        ));
+    }
+    Ok(ValidatedBatch {
+        record_count: count,
+        last_offset_delta: count - 1,
+        max_timestamp: if log_append_time >= 0 {
+            now_ms
+        } else {
+            max_timestamp
+        },
+        log_append_time,
+        rebuilt,
+        producer_id: batch.producer_id(),
+        producer_epoch: batch.producer_epoch(),
+        base_sequence: batch.base_sequence(),
+        transactional: batch.is_transactional(),
+        bytes: out,
+    })
+}
+
+fn timestamp_error(
+    batch: &RecordBatch<'_>,
+    timestamp: i64,
+    index: i32,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Option<String> {
+    if config.timestamp_type == TimestampType::CreateTime && timestamp != batch::NO_TIMESTAMP {
+        let lower = now_ms.saturating_sub(config.timestamp_before_max_ms);
+        let upper = now_ms.saturating_add(config.timestamp_after_max_ms);
+        if timestamp < lower || timestamp > upper {
+            return Some(format!(
+                "timestamp {timestamp} of the record at index {index} is out of range: it must lie within [{lower}, {upper}]"
+            ));
+        }
+        return None;
+    }
+    (batch.timestamp_type() == TimestampType::LogAppendTime)
+        .then(|| format!("the record at index {index} has timestamp type LogAppendTime, which producers may not set"))
+}
+
+/// Kafka's `processRecordErrors`: INVALID_TIMESTAMP wins over INVALID_RECORD; the message names at most 3.
+fn record_rejection(errors: Vec<(KafkaCode, RecordError)>) -> BatchRejection {
+    let any_timestamp = errors
+        .iter()
+        .any(|(code, _)| *code == KafkaCode::InvalidTimestamp);
+    let record_errors: Vec<RecordError> = errors.into_iter().map(|(_, e)| e).collect();
+    let (code, message) = if any_timestamp {
+        (
+            KafkaCode::InvalidTimestamp,
+            "one or more records have been rejected due to invalid timestamp".to_string(),
+        )
+    } else {
+        let shown: Vec<String> = record_errors
+            .iter()
+            .take(3)
+            .map(|e| format!("[{}] {}", e.batch_index, e.message))
+            .collect();
+        (
+            KafkaCode::InvalidRecord,
+            format!(
+                "one or more records have been rejected due to {} record errors in total, showing the first three at most: {}",
+                record_errors.len(),
+                shown.join("; ")
+            ),
+        )
+    };
+    BatchRejection {
+        code,
+        message,
+        record_errors,
+    }
+}

@@ -1,0 +1,748 @@
+//! Partition logs on disk: append, read, roll, indexes, recovery, retention, truncation, idempotence.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use gregor_log::batch::RecordBatch;
+use gregor_log::compression::Compression;
+use gregor_log::config::LogConfig;
+use gregor_log::error::{KafkaCode, LogError};
+use gregor_log::files::FileCache;
+use gregor_log::segment;
+
+#[test]
+fn appends_assign_offsets_roll_segments_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, mut log) = open(dir.path(), small_config());
+    let mut expected = Vec::new();
+    for i in 0..60u64 {
+        let bytes = client_batch(i, 3, Compression::None, NOW);
+        expected.extend(
+            RecordBatch::new(&bytes)
+                .unwrap()
+                .owned_records()
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.key, r.value)),
+        );
+        let info = log.append(&bytes, NOW, 0).unwrap();
+        assert_eq!(
+            (info.first_offset, info.last_offset, info.log_append_time),
+            (3 * i as i64, 3 * i as i64 + 2, -1)
+        );
+        assert!(!info.duplicate);
+    }
+    assert_eq!(log.log_end_offset(), 180);
+    assert!(log.segment_count() >= 3, "4 KiB segments roll");
+    let part = dir.path().join("orders-3");
+    for base in log.segment_base_offsets() {
+        assert!(part.join(format!("{base:020}.log")).exists());
+        assert!(part.join(format!("{base:020}.index")).exists());
+        assert!(part.join(format!("{base:020}.timeindex")).exists());
+    }
+    assert!(
+        part.join(format!("{:020}.snapshot", log.segment_base_offsets()[1]))
+            .exists(),
+        "a snapshot per roll"
+    );
+    let records = read_all(&mut log, 0);
+    assert_eq!(
+        records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        (0..180).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        records
+            .into_iter()
+            .map(|r| (r.key, r.value))
+            .collect::<Vec<_>>(),
+        expected
+    );
+    // Every offset finds the batch that holds it.
+    for offset in 0..180 {
+        let info = log.read(offset, 1, 180, true).unwrap();
+        let bytes = info.slice.unwrap().read().unwrap();
+        let batch = RecordBatch::new(&bytes).unwrap();
+        assert!(batch.base_offset() <= offset && offset <= batch.last_offset());
+        assert_eq!(info.first_batch_offset, batch.base_offset());
+    }
+}
+
+#[test]
+fn read_limits_follow_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), LogConfig::default());
+    let sizes: Vec<u64> = (0..5)
+        .map(|i| {
+            log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+                .unwrap()
+                .bytes_appended
+        })
+        .collect();
+    assert_eq!(log.log_end_offset(), 10);
+    assert!(
+        log.read(10, 100, 10, true).unwrap().slice.is_none(),
+        "at the LEO: nothing, no error"
+    );
+    assert!(matches!(
+        log.read(11, 100, 10, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(
+        log.read(11, 100, 10, true).unwrap_err().kafka_code(),
+        KafkaCode::OffsetOutOfRange
+    );
+    // The first batch is returned whole even when larger than max bytes.
+    let info = log.read(0, 1, 10, true).unwrap();
+    assert_eq!(info.slice.unwrap().len, sizes[0]);
+    // Without min-one-batch the limit is strict (Kafka slices raw bytes).
+    assert_eq!(log.read(0, 1, 10, false).unwrap().slice.unwrap().len, 1);
+    // The high watermark bounds what is returned.
+    let info = log.read(0, 1 << 20, 4, true).unwrap();
+    assert_eq!(info.slice.unwrap().len, sizes[0] + sizes[1]);
+    assert!(
+        log.read(4, 1 << 20, 4, true).unwrap().slice.is_none(),
+        "in (HW, LEO]: empty"
+    );
+    // A fetch from the middle of a batch starts at that batch.
+    let info = log.read(3, 1 << 20, 10, true).unwrap();
+    assert_eq!(info.first_batch_offset, 2);
+    assert_eq!(info.slice.unwrap().len, sizes[1..].iter().sum::<u64>());
+}
+
+#[test]
+fn lookups_by_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), small_config());
+    for i in 0..40u64 {
+        log.append(
+            &client_batch(i, 2, Compression::Gzip, NOW + 10 * i as i64),
+            NOW + 1000,
+            0,
+        )
+        .unwrap();
+    }
+    // Batch i holds offsets 2i, 2i+1 with timestamps NOW+10i, NOW+10i+1.
+    assert_eq!(log.offset_for_timestamp(NOW).unwrap(), Some((0, NOW)));
+    assert_eq!(
+        log.offset_for_timestamp(NOW + 101).unwrap(),
+        Some((21, NOW + 101))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(NOW + 102).unwrap(),
+        Some((22, NOW + 110))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(NOW + 391).unwrap(),
+        Some((79, NOW + 391))
+    );
+    assert_eq!(log.offset_for_timestamp(NOW + 392).unwrap(), None);
+    assert_eq!(log.max_timestamp_offset().unwrap(), Some((79, NOW + 391)));
+}
+
+#[test]
+fn idempotent_retries_get_the_original_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), LogConfig::default());
+    log.append(&client_batch(1, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    let first = log.append(&idempotent_batch(42, 0, 0, 3), NOW, 0).unwrap();
+    assert_eq!((first.first_offset, first.last_offset), (1, 3));
+    let second = log.append(&idempotent_batch(42, 0, 3, 2), NOW, 0).unwrap();
+    assert_eq!(second.first_offset, 4);
+    let retry = log
+        .append(&idempotent_batch(42, 0, 0, 3), NOW + 5, 0)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(
+        (retry.first_offset, retry.last_offset, retry.bytes_appended),
+        (1, 3, 0)
+    );
+    assert_eq!(log.log_end_offset(), 6, "nothing appended for a duplicate");
+    let gap = log
+        .append(&idempotent_batch(42, 0, 9, 1), NOW, 0)
+        .unwrap_err();
+    assert_eq!(gap.kafka_code(), KafkaCode::OutOfOrderSequenceNumber);
+    let fenced = log.append(&idempotent_batch(42, -1, 5, 1), NOW, 0);
+    assert!(
+        fenced.is_err(),
+        "a validated batch with epoch −1 and producer id ≥ 0"
+    );
+    log.append(&idempotent_batch(42, 1, 0, 1), NOW, 0).unwrap();
+    assert_eq!(
+        log.append(&idempotent_batch(42, 0, 5, 1), NOW, 0)
+            .unwrap_err()
+            .kafka_code(),
+        KafkaCode::InvalidProducerEpoch
+    );
+    let producers: Vec<_> = log.producers().collect();
+    assert_eq!(producers.len(), 1);
+    assert_eq!((producers[0].epoch, producers[0].last_seq()), (1, 0));
+}
+
+#[test]
+fn unclean_shutdown_truncates_a_torn_tail_and_keeps_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let active_path;
+    {
+        let (_d, mut log) = open(dir.path(), small_config());
+        for i in 0..30u64 {
+            log.append(&client_batch(i, 2, Compression::Snappy, NOW), NOW, 0)
+                .unwrap();
+        }
+        log.append(&idempotent_batch(7, 0, 0, 2), NOW, 0).unwrap();
+        assert_eq!(log.log_end_offset(), 62);
+        active_path = segment::log_path(log.dir(), *log.segment_base_offsets().last().unwrap());
+        // Dropped without close: a kill -9 (the OS keeps what was written).
+    }
+    let good_len = std::fs::metadata(&active_path).unwrap().len();
+    let mut garbage = std::fs::read(&active_path).unwrap();
+    garbage.extend_from_slice(&[0u8, 0, 0, 0, 0, 0, 0, 99, 0, 0, 1, 0, 0xff, 0xff]);
+    std::fs::write(&active_path, &garbage).unwrap();
+
+    let (log_dir, mut log) = open(dir.path(), small_config());
+    assert!(!log_dir.had_clean_shutdown());
+    assert_eq!(log.log_end_offset(), 62);
+    assert_eq!(log.recovered_truncated_bytes(), 14);
+    assert_eq!(std::fs::metadata(&active_path).unwrap().len(), good_len);
+    assert_eq!(read_all(&mut log, 0).len(), 62);
+    let retry = log.append(&idempotent_batch(7, 0, 0, 2), NOW, 0).unwrap();
+    assert!(
+        retry.duplicate,
+        "producer state was rebuilt by replaying the log"
+    );
+    assert_eq!(retry.first_offset, 60);
+    assert_eq!(
+        log.append(&client_batch(99, 1, Compression::None, NOW), NOW, 0)
+            .unwrap()
+            .first_offset,
+        62
+    );
+}
+
+#[test]
+fn recovery_after_cutting_the_last_batch_at_every_byte() {
+    let batches: Vec<Vec<u8>> = (0..3)
+        .map(|i| client_batch(i, 2, Compression::Zstd, NOW))
+        .collect();
+    let total: usize = batches.iter().map(Vec::len).sum();
+    let last_len = batches[2].len();
+    for cut in 1..=last_len {
+        let dir = tempfile::tempdir().unwrap();
+        let path;
+        {
+            let (_d, mut log) = open(dir.path(), LogConfig::default());
+            for b in &batches {
+                log.append(b, NOW, 0).unwrap();
+            }
+            path = segment::log_path(log.dir(), 0);
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len((total - cut) as u64)
+            .unwrap();
+        let (_d, mut log) = open(dir.path(), LogConfig::default());
+        assert_eq!(log.log_end_offset(), 4, "cut {cut}");
+        assert_eq!(
+            log.recovered_truncated_bytes(),
+            (last_len - cut) as u64,
+            "cut {cut}"
+        );
+        assert_eq!(read_all(&mut log, 0).len(), 4);
+        assert_eq!(log.append(&batches[2], NOW, 0).unwrap().first_offset, 4);
+    }
+}
+
+#[test]
+fn a_corrupt_batch_in_the_middle_drops_everything_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sizes: Vec<u64>;
+    {
+        let (_d, mut log) = open(dir.path(), LogConfig::default());
+        sizes = (0..5)
+            .map(|i| {
+                log.append(&client_batch(i, 1, Compression::None, NOW), NOW, 0)
+                    .unwrap()
+                    .bytes_appended
+            })
+            .collect();
+    }
+    let path = segment::log_path(&dir.path().join("orders-3"), 0);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let third = (sizes[0] + sizes[1]) as usize;
+    bytes[third + 70] ^= 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    let (_d, mut log) = open(dir.path(), LogConfig::default());
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(read_all(&mut log, 0).len(), 2);
+}
+
+#[test]
+fn only_segments_from_the_recovery_point_are_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    let first_segment;
+    {
+        let (mut log_dir, mut log) = open(dir.path(), small_config());
+        for i in 0..80u64 {
+            log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+                .unwrap();
+        }
+        assert!(log.segment_count() >= 3);
+        assert!(
+            log.recovery_point() >= log.segment_base_offsets()[1],
+            "rolls flush and move the recovery point"
+        );
+        log_dir.checkpoint([&log]).unwrap();
+        first_segment = segment::log_path(log.dir(), 0);
+    }
+    // Damage the first segment (below the recovery point): it is trusted, not rescanned.
+    let mut bytes = std::fs::read(&first_segment).unwrap();
+    let len = bytes.len();
+    bytes[len - 5] ^= 0xff;
+    std::fs::write(&first_segment, &bytes).unwrap();
+    let (_d, log) = open(dir.path(), small_config());
+    assert_eq!(log.log_end_offset(), 160);
+    assert_eq!(log.recovered_truncated_bytes(), 0);
+    assert_eq!(std::fs::metadata(&first_segment).unwrap().len(), len as u64);
+}
+
+#[test]
+fn clean_shutdown_writes_the_marker_and_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (mut log_dir, mut log) = open(dir.path(), small_config());
+        for i in 0..10u64 {
+            log.append(&idempotent_batch(5, 0, 2 * i as i32, 2), NOW, 4)
+                .unwrap();
+        }
+        log_dir.shutdown([&mut log], 17, NOW).unwrap();
+        assert!(log.dir().join(format!("{:020}.snapshot", 20)).exists());
+    }
+    let marker = dir.path().join(gregor_log::log_dir::CLEAN_SHUTDOWN_FILE);
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "{\"version\":0,\"brokerEpoch\":17}"
+    );
+    let rp = std::fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint")).unwrap();
+    assert_eq!(rp, "0\n1\norders 3 20\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("log-start-offset-checkpoint")).unwrap(),
+        "0\n1\norders 3 0\n"
+    );
+    let (log_dir, mut log) = open(dir.path(), small_config());
+    assert!(log_dir.had_clean_shutdown());
+    assert!(!marker.exists(), "consumed on open");
+    assert!(
+        log.append(&idempotent_batch(5, 0, 18, 2), NOW, 4)
+            .unwrap()
+            .duplicate
+    );
+    assert_eq!(
+        std::fs::read_to_string(log.dir().join("leader-epoch-checkpoint")).unwrap(),
+        "0\n1\n4 0\n"
+    );
+    assert!(
+        std::fs::read_to_string(log.dir().join("partition.metadata"))
+            .unwrap()
+            .starts_with("version: 0\ntopic_id: ")
+    );
+}
+
+#[test]
+fn retention_by_size_time_and_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_bytes: 8192,
+        file_delete_delay_ms: 0,
+        ..small_config()
+    };
+    let (_d, mut log) = open(dir.path(), config);
+    for i in 0..100u64 {
+        log.append(
+            &client_batch(i, 2, Compression::None, NOW + i as i64),
+            NOW,
+            0,
+        )
+        .unwrap();
+    }
+    let before = log.size();
+    let leo = log.log_end_offset();
+    // Nothing above the high watermark goes.
+    assert_eq!(log.enforce_retention(NOW, 0).unwrap().segments_deleted, 0);
+    let info = log.enforce_retention(NOW, leo).unwrap();
+    assert!(info.segments_deleted > 0);
+    assert!(
+        log.size() <= 8192 + 4096 && log.size() >= 8192 - 4096,
+        "{} of {before}",
+        log.size()
+    );
+    assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
+    assert_eq!(info.log_start_offset, log.log_start_offset());
+    assert!(matches!(
+        log.read(0, 100, leo, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+
+    // DeleteRecords moves the log start; the segments below it go at the next pass.
+    let start = log.log_start_offset();
+    log.delete_records_before(start + 50).unwrap();
+    assert_eq!(log.log_start_offset(), start + 50);
+    log.enforce_retention(NOW, leo).unwrap();
+    assert!(log.segment_base_offsets()[0] <= start + 50);
+    assert_eq!(
+        read_all(&mut log, start + 50).first().unwrap().offset,
+        start + 50
+    );
+
+    // By time: every segment is older than retention.ms; a new active segment remains.
+    let mut config = log.config().clone();
+    config.retention_ms = 1000;
+    config.retention_bytes = -1;
+    log.set_config(config);
+    log.enforce_retention(NOW + 100_000, leo).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.log_start_offset(), leo);
+    assert_eq!(log.log_end_offset(), leo);
+    assert_eq!(log.size(), 0);
+    assert_eq!(
+        log.append(&client_batch(1, 1, Compression::None, NOW), NOW, 0)
+            .unwrap()
+            .first_offset,
+        leo
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(log.dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".deleted"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "file.delete.delay.ms 0 removes them at once"
+    );
+}
+
+#[test]
+fn truncate_to_rewinds_the_log_epochs_and_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), small_config());
+    for i in 0..40 {
+        log.append(
+            &idempotent_batch(3, 0, 2 * i, 2),
+            NOW,
+            if i < 20 { 1 } else { 2 },
+        )
+        .unwrap();
+    }
+    assert_eq!(log.leader_epochs().entries(), &[(1, 0), (2, 40)]);
+    log.truncate_to(30, NOW).unwrap();
+    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(log.leader_epochs().entries(), &[(1, 0)]);
+    assert_eq!(log.end_offset_for_epoch(1), (1, 30));
+    // Producer state rolled back: sequence 30 is next again.
+    assert_eq!(
+        log.append(&idempotent_batch(3, 0, 30, 2), NOW, 3)
+            .unwrap()
+            .first_offset,
+        30
+    );
+    assert_eq!(read_all(&mut log, 0).len(), 32);
+    // Truncating below the log start empties the log at that offset.
+    log.delete_records_before(20).unwrap();
+    log.truncate_to(10, NOW).unwrap();
+    assert_eq!(
+        (
+            log.log_start_offset(),
+            log.log_end_offset(),
+            log.segment_count()
+        ),
+        (10, 10, 1)
+    );
+}
+
+#[test]
+fn io_failures_mark_the_log_dir_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log_dir, mut log) = open_with_cache(dir.path(), LogConfig::default(), FileCache::new(1));
+    log.append(&client_batch(1, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    // Losing the segment file under the broker: the next write cannot reopen it.
+    std::fs::remove_file(segment::log_path(log.dir(), 0)).unwrap();
+    log_dir.files().forget(&segment::log_path(log.dir(), 0));
+    let err = log
+        .append(&client_batch(2, 1, Compression::None, NOW), NOW, 0)
+        .unwrap_err();
+    assert_eq!(err.kafka_code(), KafkaCode::KafkaStorageError);
+    assert!(log_dir.is_offline());
+    let err = log.read(0, 100, 1, true).unwrap_err();
+    assert!(matches!(err, LogError::LogDirOffline(_)));
+    assert_eq!(err.kafka_code(), KafkaCode::KafkaStorageError);
+    assert!(log_dir
+        .open_log(
+            gregor_log::checkpoint::TopicPartition::new("other", 0),
+            None,
+            LogConfig::default(),
+            NOW
+        )
+        .is_err());
+}
+
+#[test]
+fn many_partitions_share_a_bounded_handle_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = FileCache::new(32);
+    let log_dir = gregor_log::log_dir::LogDir::open(dir.path(), files.clone()).unwrap();
+    let mut logs: Vec<_> = (0..200)
+        .map(|p| {
+            log_dir
+                .open_log(
+                    gregor_log::checkpoint::TopicPartition::new("wide", p),
+                    None,
+                    LogConfig::default(),
+                    NOW,
+                )
+                .unwrap()
+        })
+        .collect();
+    for (i, log) in logs.iter_mut().enumerate() {
+        log.append(&client_batch(i as u64, 2, Compression::None, NOW), NOW, 0)
+            .unwrap();
+        assert!(files.open_files() <= 32);
+    }
+    for (i, log) in logs.iter_mut().enumerate() {
+        let records = read_all(log, 0);
+        assert_eq!(
+            records[1].key.as_deref(),
+            Some(format!("k{i}-1").as_bytes())
+        );
+    }
+    assert!(files.open_files() <= 32);
+}
+
+#[test]
+fn a_different_topic_id_on_disk_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path(), LogConfig::default()));
+    let log_dir = gregor_log::log_dir::LogDir::open(dir.path(), FileCache::new(8)).unwrap();
+    let err = log_dir
+        .open_log(
+            tp(),
+            Some(uuid::Uuid::from_u128(99)),
+            LogConfig::default(),
+            NOW,
+        )
+        .unwrap_err();
+    assert!(matches!(err, LogError::CorruptFile { .. }));
+}
+
+#[test]
+fn flush_messages_moves_the_recovery_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            flush_messages: 4,
+            ..LogConfig::default()
+        },
+    );
+    log.append(&client_batch(1, 3, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    assert_eq!(log.recovery_point(), 0);
+    log.append(&client_batch(2, 3, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    assert_eq!(log.recovery_point(), 6);
+    let dir2 = tempfile::tempdir().unwrap();
+    let (_d2, mut timed) = open(
+        dir2.path(),
+        LogConfig {
+            flush_ms: 1000,
+            ..LogConfig::default()
+        },
+    );
+    timed
+        .append(&client_batch(1, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    assert_eq!(timed.recovery_point(), 0);
+    timed
+        .append(&client_batch(1, 1, Compression::None, NOW), NOW + 1000, 0)
+        .unwrap();
+    assert_eq!(timed.recovery_point(), 2);
+}
+
+#[test]
+fn a_follower_appends_the_leaders_batches_unchanged() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let (_l, mut leader) = open(leader_dir.path(), small_config());
+    for i in 0..20u64 {
+        leader
+            .append(&idempotent_batch(8, 0, 3 * i as i32, 3), NOW, 5)
+            .unwrap();
+    }
+    let fetched = leader
+        .read_batches(0, 1 << 20, leader.log_end_offset())
+        .unwrap();
+    let follower_dir = tempfile::tempdir().unwrap();
+    let (_f, mut follower) = open(follower_dir.path(), small_config());
+    let mut next = 0;
+    while next < leader.log_end_offset() {
+        let chunk = leader
+            .read_batches(next, 700, leader.log_end_offset())
+            .unwrap();
+        let (_, last) = follower.append_as_follower(&chunk, NOW).unwrap().unwrap();
+        next = last + 1;
+    }
+    assert_eq!(follower.log_end_offset(), 60);
+    assert_eq!(follower.read_batches(0, 1 << 20, 60).unwrap(), fetched);
+    assert_eq!(follower.leader_epochs().entries(), &[(5, 0)]);
+    assert!(
+        follower
+            .append(&idempotent_batch(8, 0, 57, 3), NOW, 5)
+            .unwrap()
+            .duplicate,
+        "producer state followed"
+    );
+    let again = follower.append_as_follower(&fetched, NOW).unwrap_err();
+    assert_eq!(
+        again.kafka_code(),
+        KafkaCode::InvalidRecord,
+        "offsets below the LEO"
+    );
+    let mut corrupt = leader.read_batches(0, 1, 60).unwrap();
+    corrupt[70] ^= 1;
+    batch_set_offset(&mut corrupt, 60);
+    assert_eq!(
+        follower
+            .append_as_follower(&corrupt, NOW)
+            .unwrap_err()
+            .kafka_code(),
+        KafkaCode::CorruptMessage
+    );
+}
+
+fn batch_set_offset(bytes: &mut [u8], offset: i64) {
+    gregor_log::batch::set_base_offset(bytes, offset);
+}
+
+#[test]
+fn rolls_on_segment_ms_and_on_a_full_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            segment_ms: 1000,
+            ..LogConfig::default()
+        },
+    );
+    log.append(&client_batch(1, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    log.append(&client_batch(2, 1, Compression::None, NOW), NOW + 1000, 0)
+        .unwrap();
+    assert_eq!(log.segment_count(), 1, "not older than segment.ms yet");
+    log.append(
+        &client_batch(3, 1, Compression::None, NOW + 1001),
+        NOW + 1001,
+        0,
+    )
+    .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 2]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_index_bytes: 24,
+        index_interval_bytes: 0,
+        ..LogConfig::default()
+    };
+    let (_d, mut log) = open(dir.path(), config);
+    for i in 0..12 {
+        log.append(&client_batch(i, 1, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    // An index entry per append after a segment's first; 3 entries (24 / 8) fill the offset index.
+    assert_eq!(log.segment_base_offsets(), vec![0, 4, 8]);
+    assert_eq!(read_all(&mut log, 0).len(), 12);
+}
+
+#[test]
+fn deleted_segments_wait_for_file_delete_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_ms: 10,
+        file_delete_delay_ms: 60_000,
+        ..small_config()
+    };
+    let (_d, mut log) = open(dir.path(), config);
+    for i in 0..40u64 {
+        log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    let leo = log.log_end_offset();
+    let info = log.enforce_retention(NOW + 1000, leo).unwrap();
+    assert!(info.segments_deleted >= 2);
+    let count_deleted = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".deleted"))
+            .count()
+    };
+    assert_eq!(count_deleted(log.dir()), 3 * info.segments_deleted);
+    assert_eq!(
+        log.purge_deleted_files(NOW + 1000 + 59_999).unwrap(),
+        3 * info.segments_deleted
+    );
+    assert_eq!(log.purge_deleted_files(NOW + 1000 + 60_000).unwrap(), 0);
+    assert_eq!(count_deleted(log.dir()), 0);
+}
+
+#[test]
+fn dump_log_lists_every_batch_of_a_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), LogConfig::default());
+    for i in 0..5u64 {
+        log.append(&client_batch(i, 2, Compression::Zstd, NOW), NOW, 3)
+            .unwrap();
+    }
+    let mut out = Vec::new();
+    gregor_log::dump::dump_file(&segment::log_path(log.dir(), 0), true, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let batches: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("baseOffset:"))
+        .collect();
+    assert_eq!(batches.len(), 5);
+    assert!(batches.iter().all(|l| l.contains("isvalid: true")
+        && l.contains("compresscodec: zstd")
+        && l.contains("partitionLeaderEpoch: 3")));
+    assert!(batches[4].starts_with("baseOffset: 8 lastOffset: 9 count: 2 "));
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("| offset:")).count(),
+        10
+    );
+    assert!(text.contains("| offset: 9 CreateTime: 1700000000001 keySize: 4 valueSize: 14 sequence: -1 headerKeys: [] key: k4-1 payload: value 4/1 xxxx"));
+}
+
+#[test]
+fn a_clean_close_without_producers_leaves_no_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (mut log_dir, mut log) = open(dir.path(), small_config());
+        for i in 0..40u64 {
+            log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+                .unwrap();
+        }
+        assert!(log.segment_count() > 1, "rolls took snapshots");
+        log_dir.shutdown([&mut log], 1, NOW).unwrap();
+        let snapshots = std::fs::read_dir(log.dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".snapshot"))
+            .count();
+        assert_eq!(snapshots, 0);
+    }
+    let (log_dir, mut log) = open(dir.path(), small_config());
+    assert!(log_dir.had_clean_shutdown());
+    assert_eq!(log.producers().count(), 0);
+    assert_eq!(read_all(&mut log, 0).len(), 80);
+    assert!(log.append(&idempotent_batch(1, 0, 0, 1), NOW, 0).is_ok());
+}
