@@ -52,6 +52,8 @@ pub struct HandlerContext {
     pub configs: crate::handlers::configs::ConfigSupport,
     /// The client-quota managers (produce, fetch, request, controller mutation).
     pub quotas: crate::quota::QuotaManagers,
+    /// The partition logs of this node; `None` on a controller-only node.
+    pub logs: Option<Arc<crate::log_manager::LogManager>>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller

@@ -30,6 +30,9 @@ pub enum CloseReason {
     IoError,
     /// The node is shutting down.
     Shutdown,
+    /// A Produce with acks=0 failed on some partition: Kafka closes the connection so the
+    /// client, which gets no response, refreshes its metadata.
+    ProduceFailedWithoutAcks,
 }
 
 impl CloseReason {
@@ -46,6 +49,7 @@ impl CloseReason {
             CloseReason::Idle => "idle",
             CloseReason::IoError => "io_error",
             CloseReason::Shutdown => "shutdown",
+            CloseReason::ProduceFailedWithoutAcks => "produce_failed_without_acks",
         }
     }
 }

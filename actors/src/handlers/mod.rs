@@ -11,8 +11,12 @@ mod api_versions;
 mod client_quotas;
 mod cluster;
 pub mod configs;
+mod data;
 mod errors;
+mod fetch;
+mod list_offsets;
 mod metadata;
+mod produce;
 pub mod quorum;
 mod raft_voters;
 pub mod throttle;
@@ -20,9 +24,9 @@ mod topics;
 
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest, ListConfigResourcesRequest, MetadataRequest, RequestKind,
-    ResponseKind,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, ListConfigResourcesRequest, ListOffsetsRequest,
+    MetadataRequest, ProduceRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::{Message, VersionRange};
 
@@ -68,6 +72,27 @@ const fn api(
 
 /// Every API Gregor serves, in api-key order.
 pub const APIS: &[ApiSpec] = &[
+    // Advertised from v0 although v0-v2 are refused (the crate cannot decode them, so the
+    // connection closes, as Kafka 4 does): librdkafka enables compression only when the
+    // advertised range reaches v0 (KAFKA-18659, librdkafka #4956).
+    api(
+        ApiKey::Produce,
+        "Produce",
+        VersionRange {
+            min: 0,
+            max: ProduceRequest::VERSIONS.max,
+        },
+        true,
+        false,
+    ),
+    api(ApiKey::Fetch, "Fetch", FetchRequest::VERSIONS, true, false),
+    api(
+        ApiKey::ListOffsets,
+        "ListOffsets",
+        ListOffsetsRequest::VERSIONS,
+        true,
+        false,
+    ),
     api(
         ApiKey::Metadata,
         "Metadata",
@@ -208,6 +233,20 @@ pub struct ApiResponse {
     pub errors: ErrorCounts,
     /// The response's `throttle_time_ms`.
     pub throttle_time_ms: i32,
+    /// Whether the response is sent (Produce with acks=0 sends none).
+    pub delivery: Delivery,
+}
+
+/// What the front end does with a handler's response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Write it.
+    Send,
+    /// Write nothing (Produce acks=0 without errors).
+    Silent,
+    /// Write nothing and close the connection (Produce acks=0 with a partition error, so the
+    /// client refreshes its metadata).
+    Close,
 }
 
 impl ApiResponse {
@@ -216,6 +255,7 @@ impl ApiResponse {
             body,
             errors,
             throttle_time_ms: 0,
+            delivery: Delivery::Send,
         }
     }
 }
@@ -231,6 +271,9 @@ pub async fn handle(
 ) -> Option<ApiResponse> {
     Some(match request {
         RequestKind::ApiVersions(request) => api_versions::handle(ctx, info, &request),
+        RequestKind::Produce(request) => produce::handle(ctx, info, request).await,
+        RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
+        RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
         RequestKind::Metadata(request) => metadata::handle(ctx, info, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
@@ -271,6 +314,12 @@ mod tests {
             if matches!(spec.key, ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter) {
                 continue;
             }
+            // Advertised from v0 for librdkafka, served from the crate's minimum (3).
+            if spec.key == ApiKey::Produce {
+                assert_eq!((spec.versions.min, spec.versions.max), (0, 13));
+                assert_eq!(spec.key.valid_versions().min, 3);
+                continue;
+            }
             let crate_range = spec.key.valid_versions();
             assert_eq!(
                 (spec.versions.min, spec.versions.max),
@@ -308,6 +357,9 @@ mod tests {
         assert_eq!(also_counted_as("ListConfigResources", 1), None);
         assert_eq!(also_counted_as("Metadata", 0), None);
         assert!(lookup(ApiKey::Metadata, ListenerKind::Controller).is_none());
-        assert!(lookup(ApiKey::Produce, ListenerKind::Broker).is_none());
+        assert_eq!(range(ApiKey::Produce), Some((0, 13)));
+        assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
+        assert_eq!(range(ApiKey::ListOffsets), Some((1, 10)));
+        assert!(lookup(ApiKey::Produce, ListenerKind::Controller).is_none());
     }
 }

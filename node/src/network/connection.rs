@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use gregor_actors::context::{HandlerContext, ListenerKind, Principal, RequestInfo};
 use gregor_actors::handlers::throttle::raise_throttle_time;
-use gregor_actors::handlers::{self, error_name, unsupported_version_response, ApiResponse};
+use gregor_actors::handlers::{
+    self, error_name, unsupported_version_response, ApiResponse, Delivery,
+};
 use gregor_actors::quota::sampler::request_time_percent;
 use gregor_actors::quota::QuotaManager;
 use gregor_metrics::{CloseReason, RequestTimings};
@@ -129,9 +131,29 @@ pub(crate) async fn serve(
             }
         };
         let send_started = Instant::now();
-        if let Err(error) = stream.write_all(&served.bytes).await {
-            tracing::debug!(%peer, %error, "response write failed");
-            return CloseReason::IoError;
+        match served.delivery {
+            Delivery::Send => {
+                if let Err(error) = stream.write_all(&served.bytes).await {
+                    tracing::debug!(%peer, %error, "response write failed");
+                    return CloseReason::IoError;
+                }
+            }
+            Delivery::Silent => {}
+            Delivery::Close => {
+                record_metrics(
+                    &served,
+                    &RequestTimings {
+                        queue: served.handler_started.duration_since(received),
+                        local: served.handler_time,
+                        throttle: Duration::ZERO,
+                        send: Duration::ZERO,
+                        total: received.elapsed(),
+                        request_bytes,
+                    },
+                );
+                tracing::debug!(%peer, "closing the connection after a failed acks=0 produce");
+                return CloseReason::ProduceFailedWithoutAcks;
+            }
         }
         let done = Instant::now();
         let timings = RequestTimings {
@@ -159,6 +181,7 @@ pub(crate) async fn serve(
 /// A response ready to write, and what the metrics need to know about it.
 struct Served {
     bytes: Bytes,
+    delivery: Delivery,
     api_name: &'static str,
     api_version: i16,
     errors: handlers::ErrorCounts,
@@ -248,6 +271,7 @@ async fn process(
             );
             return Ok(Served {
                 bytes,
+                delivery: Delivery::Send,
                 api_name: spec.name,
                 api_version,
                 errors: handlers::ErrorCounts::default(),
@@ -278,6 +302,7 @@ async fn process(
             .map_err(|e| refuse(CloseReason::MalformedRequest, e))?;
         return Ok(Served {
             bytes,
+            delivery: Delivery::Send,
             api_name: spec.name,
             api_version,
             errors,
@@ -315,6 +340,7 @@ async fn process(
         mut body,
         errors,
         throttle_time_ms,
+        delivery,
     } = handlers::handle(handlers, &info, request)
         .await
         .ok_or_else(|| {
@@ -327,11 +353,16 @@ async fn process(
     // The request quota measures the time spent in the handler, as a percentage of one
     // thread-second; its throttle competes with the one the handler set (the controller-mutation
     // quota), and the larger one is sent and mutes the connection.
-    let request_throttle = handlers.quotas.request.shared.record(
-        &principal.name,
-        &info.client_id,
-        request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
-    );
+    // Produce with acks=0 is exempt from the request quota (it gets no response to carry it).
+    let request_throttle = if delivery == Delivery::Send {
+        handlers.quotas.request.shared.record(
+            &principal.name,
+            &info.client_id,
+            request_time_percent(u64::try_from(handler_time.as_nanos()).unwrap_or(u64::MAX)),
+        )
+    } else {
+        0
+    };
     let request_throttle = i32::try_from(request_throttle).unwrap_or(i32::MAX);
     let throttle_time_ms = raise_throttle_time(&mut body, throttle_time_ms.max(request_throttle))
         .max(throttle_time_ms);
@@ -356,6 +387,7 @@ async fn process(
     })?;
     Ok(Served {
         bytes,
+        delivery,
         api_name: spec.name,
         api_version,
         errors,
