@@ -54,6 +54,8 @@ pub struct HandlerContext {
     pub quotas: crate::quota::QuotaManagers,
     /// The partition logs of this node; `None` on a controller-only node.
     pub logs: Option<Arc<crate::log_manager::LogManager>>,
+    /// The block of producer ids this broker issues from (InitProducerId).
+    pub producer_ids: Arc<crate::handlers::init_producer_id::ProducerIdManager>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller

@@ -267,6 +267,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         configs: crate::config_support::config_support(&config),
         quotas,
         logs: logs.clone(),
+        producer_ids: Arc::default(),
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,

@@ -14,6 +14,7 @@ pub mod configs;
 mod data;
 mod errors;
 mod fetch;
+pub mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -25,8 +26,8 @@ mod topics;
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
     DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
-    IncrementalAlterConfigsRequest, ListConfigResourcesRequest, ListOffsetsRequest,
-    MetadataRequest, ProduceRequest, RequestKind, ResponseKind,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListConfigResourcesRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::{Message, VersionRange};
 
@@ -90,6 +91,13 @@ pub const APIS: &[ApiSpec] = &[
         ApiKey::ListOffsets,
         "ListOffsets",
         ListOffsetsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::InitProducerId,
+        "InitProducerId",
+        InitProducerIdRequest::VERSIONS,
         true,
         false,
     ),
@@ -274,6 +282,7 @@ pub async fn handle(
         RequestKind::Produce(request) => produce::handle(ctx, info, request).await,
         RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
         RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
+        RequestKind::InitProducerId(request) => init_producer_id::handle(ctx, info, request).await,
         RequestKind::Metadata(request) => metadata::handle(ctx, info, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
@@ -360,6 +369,7 @@ mod tests {
         assert_eq!(range(ApiKey::Produce), Some((0, 13)));
         assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(range(ApiKey::ListOffsets), Some((1, 10)));
+        assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
         assert!(lookup(ApiKey::Produce, ListenerKind::Controller).is_none());
     }
 }
