@@ -323,6 +323,12 @@ mod tests {
             if matches!(spec.key, ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter) {
                 continue;
             }
+            // The crate's ApiKey table lists v6 (KIP-939), newer than Kafka 4.1 and than
+            // the request struct it decodes with (v0-v5).
+            if spec.key == ApiKey::InitProducerId {
+                assert_eq!((spec.versions.min, spec.versions.max), (0, 5));
+                continue;
+            }
             // Advertised from v0 for librdkafka, served from the crate's minimum (3).
             if spec.key == ApiKey::Produce {
                 assert_eq!((spec.versions.min, spec.versions.max), (0, 13));
