@@ -38,13 +38,14 @@ pub(super) struct NotServed {
 }
 
 /// The partition `partition` of `topic` (a name; `None` when the topic is unknown) if this node
-/// leads it and serves its log.
+/// leads it and serves its log (`or_opening`: or is opening it, which appends may wait for).
 pub(super) fn led_partition<'a>(
     ctx: &HandlerContext,
     image: &'a MetadataImage,
     topic: Option<&str>,
     partition: i32,
     unknown_topic_code: i16,
+    or_opening: bool,
 ) -> Result<Led<'a>, NotServed> {
     let not_served = |code, leader| Err(NotServed { code, leader });
     let Some(topic) = topic.and_then(|name| image.topics.get_by_name(name)) else {
@@ -62,10 +63,15 @@ pub(super) fn led_partition<'a>(
         .as_ref()
         .and_then(|logs| logs.partition(&topic.name, partition));
     match state {
-        Some(state) if state.topic_id == topic.id && state.is_serving() => Ok(Led {
-            registration,
-            state,
-        }),
+        Some(state)
+            if state.topic_id == topic.id
+                && (state.is_serving() || or_opening && state.is_opening()) =>
+        {
+            Ok(Led {
+                registration,
+                state,
+            })
+        }
         Some(state) if state.is_offline() => not_served(KAFKA_STORAGE_ERROR, leader),
         // Not open yet (the image is ahead of the log manager): retriable.
         _ => not_served(NOT_LEADER_OR_FOLLOWER, leader),

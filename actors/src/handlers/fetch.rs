@@ -155,7 +155,8 @@ async fn read_all(
                 partitions.push(partition_error(index, NOT_LEADER_OR_FOLLOWER));
                 continue;
             }
-            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic) {
+            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, false)
+            {
                 Ok(led) => led,
                 Err(not_served) => {
                     // Fetch v5 and older know no storage error.

@@ -72,7 +72,14 @@ async fn lookup(
     wanted: &kafka_protocol::messages::list_offsets_request::ListOffsetsPartition,
 ) -> ListOffsetsPartitionResponse {
     let index = wanted.partition_index;
-    let led = match led_partition(ctx, image, Some(topic), index, UNKNOWN_TOPIC_OR_PARTITION) {
+    let led = match led_partition(
+        ctx,
+        image,
+        Some(topic),
+        index,
+        UNKNOWN_TOPIC_OR_PARTITION,
+        false,
+    ) {
         Ok(led) => led,
         Err(not_served) => return answer(index, not_served.code),
     };

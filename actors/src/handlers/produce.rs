@@ -69,7 +69,8 @@ pub(super) async fn handle(
                 partitions.push(failed(index, INVALID_REQUIRED_ACKS));
                 continue;
             }
-            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic) {
+            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, true)
+            {
                 Ok(led) => led,
                 Err(not_served) => {
                     let mut response = failed(index, not_served.code);

@@ -77,6 +77,11 @@ impl PartitionState {
     pub fn is_offline(&self) -> bool {
         self.offline.load(Ordering::Acquire)
     }
+    /// Being opened (recovered) by its shard. Appends may already be queued: the shard opens the
+    /// log before it serves any later command. Offsets are not known yet.
+    pub fn is_opening(&self) -> bool {
+        !self.open.load(Ordering::Acquire) && !self.offline.load(Ordering::Acquire)
+    }
 
     fn publish_offsets(&self, log_start: i64, log_end: i64) {
         self.log_start_offset.store(log_start, Ordering::Release);
@@ -304,7 +309,7 @@ impl LogManager {
         leader_epoch: i32,
     ) -> Result<AppendInfo, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
-        let state = self.serving(&tp)?;
+        let state = self.serving(&tp, true)?;
         self.submit(&state, |reply| DataCommand::Append {
             tp,
             records,
@@ -325,7 +330,7 @@ impl LogManager {
         min_one_batch: bool,
     ) -> Result<ReadResult, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
-        let state = self.serving(&tp)?;
+        let state = self.serving(&tp, false)?;
         self.submit(&state, |reply| DataCommand::Read {
             tp,
             offset,
@@ -345,12 +350,17 @@ impl LogManager {
         query: OffsetQuery,
     ) -> Result<Option<(i64, i64)>, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
-        let state = self.serving(&tp)?;
+        let state = self.serving(&tp, false)?;
         self.submit(&state, |reply| DataCommand::Lookup { tp, query, reply })
             .await
     }
 
-    fn serving(&self, tp: &TopicPartition) -> Result<Arc<PartitionState>, LogManagerError> {
+    /// The state of a log that serves requests (`or_opening`: or is being opened).
+    fn serving(
+        &self,
+        tp: &TopicPartition,
+        or_opening: bool,
+    ) -> Result<Arc<PartitionState>, LogManagerError> {
         let state = self
             .partitions
             .get(tp)
@@ -361,7 +371,7 @@ impl LogManager {
                 PathBuf::from(tp.dir_name()),
             )));
         }
-        if !state.is_serving() {
+        if !(state.is_serving() || or_opening && state.is_opening()) {
             return Err(LogManagerError::NoLog(tp.dir_name()));
         }
         Ok(state)
