@@ -331,3 +331,36 @@ def test_kill9_keeps_every_acknowledged_record(start_node):
         got = {offset: value for offset, _, value, _, _ in confluent_read(node, "dp-crash", partition, last + 1)}
         for offset, value in mine.items():
             assert got.get(offset) == value, f"partition {partition} offset {offset}"
+
+
+def test_produce_and_fetch_byte_rate_quotas(start_node):
+    from kafka.protocol.admin import AlterClientQuotasRequest, AlterClientQuotasResponse
+
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("dp-quota", 1))
+    conn = RawConn(node.bootstrap)
+    Entry = AlterClientQuotasRequest.EntryData
+    ops = [Entry.OpData(key=k, value=100.0, remove=False) for k in ("producer_byte_rate", "consumer_byte_rate")]
+    resp = conn.send(AlterClientQuotasRequest[1](
+        entries=[Entry(entity=[Entry.EntityData(entity_type="client-id", entity_name="pytest-raw")], ops=ops)],
+        validate_only=False), AlterClientQuotasResponse)
+    assert [e.error_code for e in resp.entries] == [0]
+    big = batch([(b"k", bytes(4000), [], 1)])
+    P = ProduceRequest[9]
+    produced = RawConn(node.bootstrap).send(P(
+        transactional_id=None, acks=1, timeout_ms=10000,
+        topic_data=[P.TopicProduceData(name="dp-quota", partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=0, records=big)])]), ProduceResponse)
+    # Throttled after the append: the record is in, the response carries the throttle time.
+    (partition,) = produced.responses[0].partition_responses
+    assert (partition.error_code, partition.base_offset) == (0, 0)
+    assert produced.throttle_time_ms > 0
+    F = FetchRequest[12]
+    fetched = RawConn(node.bootstrap).send(F(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[F.FetchTopic(topic="dp-quota", partitions=[F.FetchTopic.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id=""), FetchResponse)
+    # Over the fetch quota: an empty answer with the throttle time.
+    assert fetched.throttle_time_ms > 0
+    assert (fetched.error_code, list(fetched.responses)) == (0, [])

@@ -14,6 +14,7 @@ use kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
+use kafka_protocol::protocol::Encodable;
 use tokio::sync::futures::Notified;
 
 use super::data::{
@@ -71,14 +72,27 @@ pub(super) async fn handle(
             for partition in read.topics.iter().flat_map(|t| &t.partitions) {
                 errors.add(partition.error_code);
             }
-            return ApiResponse::new(
-                ResponseKind::Fetch(
-                    FetchResponse::default()
-                        .with_session_id(0)
-                        .with_responses(read.topics),
-                ),
-                errors,
-            );
+            let mut body = FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(read.topics);
+            // The fetch byte-rate quota counts the response this would send (size prefix
+            // included); over quota, the answer is empty and carries the throttle time (Kafka
+            // also un-records those bytes, which Gregor's sensors cannot, so a throttled client
+            // waits a little longer than with Kafka).
+            let size = body.compute_size(version).unwrap_or(0) + 4;
+            let throttle =
+                ctx.quotas
+                    .fetch
+                    .shared
+                    .record(&info.principal.name, &info.client_id, size as f64);
+            let throttle = i32::try_from(throttle).unwrap_or(i32::MAX);
+            if throttle > 0 {
+                body.responses.clear();
+                body.throttle_time_ms = throttle;
+            }
+            let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
+            response.throttle_time_ms = throttle;
+            return response;
         }
         // Arm the wake-ups, then look once more: an append between the read and the arming
         // would otherwise be missed until the deadline.

@@ -216,6 +216,7 @@ async fn process(
     settings: &ConnectionSettings,
     principal: &Principal,
 ) -> Result<Served, Refusal> {
+    let request_size = frame.len();
     if frame.len() < 4 {
         return Err(refuse(
             CloseReason::MalformedRequest,
@@ -364,14 +365,38 @@ async fn process(
         0
     };
     let request_throttle = i32::try_from(request_throttle).unwrap_or(i32::MAX);
-    let throttle_time_ms = raise_throttle_time(&mut body, throttle_time_ms.max(request_throttle))
-        .max(throttle_time_ms);
+    // Produce: the whole request's bytes count against the produce byte-rate quota after the
+    // append (acks=0 included); the append itself is never refused or delayed.
+    let produce_throttle = if api_key == ApiKey::Produce {
+        let throttle = handlers.quotas.produce.shared.record(
+            &principal.name,
+            &info.client_id,
+            request_size as f64,
+        );
+        i32::try_from(throttle).unwrap_or(i32::MAX)
+    } else {
+        0
+    };
+    // The handler's own throttle is Fetch's byte-rate quota or the controller-mutation quota.
+    let handler_manager = if api_key == ApiKey::Fetch {
+        &handlers.quotas.fetch
+    } else {
+        &handlers.quotas.controller_mutation
+    };
+    let candidates = [
+        (throttle_time_ms, handler_manager),
+        (request_throttle, &handlers.quotas.request),
+        (produce_throttle, &handlers.quotas.produce),
+    ];
+    // The largest throttle is sent and mutes the connection, through its manager.
+    let (largest, manager) = candidates
+        .iter()
+        .copied()
+        .max_by_key(|(throttle, _)| *throttle)
+        .unwrap_or((0, &handlers.quotas.request));
+    let throttle_time_ms = raise_throttle_time(&mut body, largest).max(throttle_time_ms);
     let mute = (throttle_time_ms > 0).then(|| Mute {
-        manager: if throttle_time_ms > request_throttle {
-            handlers.quotas.controller_mutation.shared.clone()
-        } else {
-            handlers.quotas.request.shared.clone()
-        },
+        manager: manager.shared.clone(),
         client_id: info.client_id.clone(),
         throttle_ms: throttle_time_ms as u64,
     });
