@@ -20,6 +20,8 @@
 
 mod publisher;
 mod shard;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
