@@ -364,3 +364,26 @@ def test_produce_and_fetch_byte_rate_quotas(start_node):
     # Over the fetch quota: an empty answer with the throttle time.
     assert fetched.throttle_time_ms > 0
     assert (fetched.error_code, list(fetched.responses)) == (0, [])
+
+
+def test_deleted_topic_log_is_removed_and_produce_refused(start_node):
+    import os
+
+    node = start_node({"auto.create.topics.enable": "false"})
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic("dp-deleted", 1, 1, topic_configs={"file.delete.delay.ms": "0"})])
+        conn = RawConn(node.bootstrap)
+        assert produce(conn, "dp-deleted", 0, batch([(b"k", b"v", [], 1)])).error_code == 0
+        assert os.path.isdir(os.path.join(node.data_dir, "dp-deleted-0"))
+        admin.delete_topics(["dp-deleted"])
+    finally:
+        admin.close()
+    assert produce(conn, "dp-deleted", 0, batch([(b"k", b"v", [], 1)])).error_code == 3
+    # Renamed `dp-deleted-0.<uuid>-delete` at once, removed after file.delete.delay.ms.
+    wait_for("the deleted log to be removed",
+             lambda: not any(n.startswith("dp-deleted-0") for n in os.listdir(node.data_dir)))
+    # Re-created under the same name: a new, empty log.
+    create(node, ("dp-deleted", 1))
+    wait_for("the new log", lambda: list_offset(RawConn(node.bootstrap), "dp-deleted", 0, -1).error_code == 0)
+    assert list_offset(RawConn(node.bootstrap), "dp-deleted", 0, -1).offset == 0
