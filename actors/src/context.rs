@@ -78,6 +78,16 @@ pub trait ControllerForwarder: Send + Sync {
         Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
     >;
 
+    /// AllocateProducerIds (v0), for the producer-id block of a broker that is not the active
+    /// controller.
+    fn allocate_producer_ids(
+        &self,
+        request: kafka_protocol::messages::AllocateProducerIdsRequest,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
+    >;
+
     /// AlterConfigs at `version`.
     fn alter_configs(
         &self,

@@ -94,6 +94,14 @@ pub const APIS: &[ApiSpec] = &[
         true,
         false,
     ),
+    // Brokers ask the active controller for producer-id blocks (KIP-730).
+    api(
+        ApiKey::AllocateProducerIds,
+        "AllocateProducerIds",
+        kafka_protocol::messages::AllocateProducerIdsRequest::VERSIONS,
+        false,
+        true,
+    ),
     api(
         ApiKey::InitProducerId,
         "InitProducerId",
@@ -283,6 +291,7 @@ pub async fn handle(
         RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
         RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
         RequestKind::InitProducerId(request) => init_producer_id::handle(ctx, info, request).await,
+        RequestKind::AllocateProducerIds(request) => init_producer_id::allocate(ctx, request).await,
         RequestKind::Metadata(request) => metadata::handle(ctx, info, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
