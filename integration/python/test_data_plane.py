@@ -387,3 +387,26 @@ def test_deleted_topic_log_is_removed_and_produce_refused(start_node):
     create(node, ("dp-deleted", 1))
     wait_for("the new log", lambda: list_offset(RawConn(node.bootstrap), "dp-deleted", 0, -1).error_code == 0)
     assert list_offset(RawConn(node.bootstrap), "dp-deleted", 0, -1).offset == 0
+
+
+def test_broker_topic_metrics(node, raw):
+    create(node, ("dp-metrics", 1))
+    conn = raw()
+    records = batch([(b"k", b"v" * 10, [], 1), (b"k", b"w", [], 2), (b"k", b"x", [], 3)])
+    assert produce(conn, "dp-metrics", 0, records).error_code == 0
+    wait_for("the log", lambda: list_offset(raw(), "dp-metrics", 0, -1).error_code == 0)
+    _, partition = fetch(conn, "dp-metrics", 0, 0)
+    assert partition.error_code == 0
+
+    def value(name):
+        for line in node.metrics_text().splitlines():
+            if line.startswith(f'{name}{{topic="dp-metrics"}} '):
+                return float(line.split()[-1])
+        return None
+
+    assert value("kafka_server_brokertopicmetrics_messagesin_total") == 3
+    assert value("kafka_server_brokertopicmetrics_bytesin_total") == len(records)
+    assert value("kafka_server_brokertopicmetrics_totalproducerequests_total") == 1
+    assert value("kafka_server_brokertopicmetrics_bytesout_total") == len(records)
+    assert value("kafka_server_brokertopicmetrics_totalfetchrequests_total") == 1
+    assert "kafka_server_brokertopicmetrics_messagesin_total " in node.metrics_text()

@@ -109,6 +109,32 @@ pub fn record_errors(request: &'static str, error: &'static str, count: u64) {
     counter!(names::ERRORS_TOTAL, "request" => request, "error" => error).increment(count);
 }
 
+/// Counts one partition of a Produce request for `topic`: on success the records and bytes
+/// appended (0 and 0 for a duplicate), on failure a failed request.
+pub fn topic_produce(topic: &str, appended: Option<(u64, u64)>) {
+    for labels in [vec![("topic", topic.to_owned())], Vec::new()] {
+        counter!(names::TOPIC_PRODUCE_REQUESTS_TOTAL, &labels).increment(1);
+        match appended {
+            Some((messages, bytes)) => {
+                counter!(names::TOPIC_MESSAGES_IN_TOTAL, &labels).increment(messages);
+                counter!(names::TOPIC_BYTES_IN_TOTAL, &labels).increment(bytes);
+            }
+            None => counter!(names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, &labels).increment(1),
+        }
+    }
+}
+
+/// Counts one partition of a Fetch response for `topic`: the record bytes sent, or a failure.
+pub fn topic_fetch(topic: &str, sent_bytes: Option<u64>) {
+    for labels in [vec![("topic", topic.to_owned())], Vec::new()] {
+        counter!(names::TOPIC_FETCH_REQUESTS_TOTAL, &labels).increment(1);
+        match sent_bytes {
+            Some(bytes) => counter!(names::TOPIC_BYTES_OUT_TOTAL, &labels).increment(bytes),
+            None => counter!(names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, &labels).increment(1),
+        }
+    }
+}
+
 /// Records the state of a newly published image.
 pub fn image_published(offset: u64, topics: usize, partitions: usize, apply_time: Duration) {
     gauge!(names::METADATA_IMAGE_OFFSET).set(offset as f64);

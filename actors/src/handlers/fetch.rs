@@ -69,8 +69,26 @@ pub(super) async fn handle(
             || tokio::time::Instant::now() >= deadline;
         if done {
             let mut errors = ErrorCounts::default();
-            for partition in read.topics.iter().flat_map(|t| &t.partitions) {
-                errors.add(partition.error_code);
+            let image = ctx.image.load();
+            for topic in &read.topics {
+                let name = if topic.topic.is_empty() {
+                    image
+                        .topics
+                        .get_by_id(&topic.topic_id)
+                        .map(|t| t.name.to_string())
+                } else {
+                    Some(topic.topic.to_string())
+                };
+                for partition in &topic.partitions {
+                    errors.add(partition.error_code);
+                    if let Some(name) = &name {
+                        gregor_metrics::topic_fetch(
+                            name,
+                            (partition.error_code == NONE)
+                                .then(|| partition.records.as_ref().map_or(0, |r| r.len() as u64)),
+                        );
+                    }
+                }
             }
             let mut body = FetchResponse::default()
                 .with_session_id(0)

@@ -121,6 +121,17 @@ pub(super) async fn handle(
             let name = name.clone().unwrap_or_default();
             appends.push(async move {
                 let result = logs.append(&name, index, records, epoch).await;
+                gregor_metrics::topic_produce(
+                    &name,
+                    result.as_ref().ok().map(|appended| {
+                        let messages = if appended.duplicate {
+                            0
+                        } else {
+                            u64::try_from(appended.record_count).unwrap_or(0)
+                        };
+                        (messages, appended.bytes_appended)
+                    }),
+                );
                 (slot, log_start, result)
             });
         }
