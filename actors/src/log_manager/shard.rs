@@ -263,8 +263,12 @@ impl Worker {
     }
 
     fn open(&mut self, tp: TopicPartition, config: LogConfig, state: Arc<PartitionState>) {
-        if let Some(old) = self.logs.get(&tp) {
-            if old.state.topic_id == state.topic_id {
+        if let Some(hosted) = self.logs.get_mut(&tp) {
+            if hosted.state.topic_id == state.topic_id {
+                // Already open: the new state takes over serving it.
+                state.publish_offsets(hosted.log.log_start_offset(), hosted.log.log_end_offset());
+                state.open.store(true, Ordering::Release);
+                hosted.state = state;
                 return;
             }
             self.delete(&tp);
