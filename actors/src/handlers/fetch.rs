@@ -69,26 +69,8 @@ pub(super) async fn handle(
             || tokio::time::Instant::now() >= deadline;
         if done {
             let mut errors = ErrorCounts::default();
-            let image = ctx.image.load();
-            for topic in &read.topics {
-                let name = if topic.topic.is_empty() {
-                    image
-                        .topics
-                        .get_by_id(&topic.topic_id)
-                        .map(|t| t.name.to_string())
-                } else {
-                    Some(topic.topic.to_string())
-                };
-                for partition in &topic.partitions {
-                    errors.add(partition.error_code);
-                    if let Some(name) = &name {
-                        gregor_metrics::topic_fetch(
-                            name,
-                            (partition.error_code == NONE)
-                                .then(|| partition.records.as_ref().map_or(0, |r| r.len() as u64)),
-                        );
-                    }
-                }
+            for partition in read.topics.iter().flat_map(|t| &t.partitions) {
+                errors.add(partition.error_code);
             }
             let mut body = FetchResponse::default()
                 .with_session_id(0)
@@ -108,6 +90,7 @@ pub(super) async fn handle(
                 body.responses.clear();
                 body.throttle_time_ms = throttle;
             }
+            record_topic_metrics(ctx, &body);
             let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
             response.throttle_time_ms = throttle;
             return response;
@@ -133,6 +116,31 @@ pub(super) async fn handle(
         tokio::select! {
             _ = futures::future::select_all(wakeups) => {}
             _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// Broker topic metrics for the partitions a response carries (none when throttled).
+fn record_topic_metrics(ctx: &HandlerContext, body: &FetchResponse) {
+    let image = ctx.image.load();
+    for topic in &body.responses {
+        let name = if topic.topic.is_empty() {
+            image
+                .topics
+                .get_by_id(&topic.topic_id)
+                .map(|t| t.name.to_string())
+        } else {
+            Some(topic.topic.to_string())
+        };
+        let Some(name) = name else {
+            continue;
+        };
+        for partition in &topic.partitions {
+            gregor_metrics::topic_fetch(
+                &name,
+                (partition.error_code == NONE)
+                    .then(|| partition.records.as_ref().map_or(0, |r| r.len() as u64)),
+            );
         }
     }
 }
