@@ -52,6 +52,10 @@ pub struct HandlerContext {
     pub configs: crate::handlers::configs::ConfigSupport,
     /// The client-quota managers (produce, fetch, request, controller mutation).
     pub quotas: crate::quota::QuotaManagers,
+    /// The partition logs of this node; `None` on a controller-only node.
+    pub logs: Option<Arc<crate::log_manager::LogManager>>,
+    /// The block of producer ids this broker issues from (InitProducerId).
+    pub producer_ids: Arc<crate::handlers::init_producer_id::ProducerIdManager>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller
@@ -72,6 +76,16 @@ pub trait ControllerForwarder: Send + Sync {
     ) -> futures::future::BoxFuture<
         'static,
         Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
+    >;
+
+    /// AllocateProducerIds (v0), for the producer-id block of a broker that is not the active
+    /// controller.
+    fn allocate_producer_ids(
+        &self,
+        request: kafka_protocol::messages::AllocateProducerIdsRequest,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
     >;
 
     /// AlterConfigs at `version`.

@@ -16,6 +16,7 @@ pub mod features;
 pub mod fencing;
 pub mod handlers;
 pub mod loader;
+pub mod log_manager;
 pub mod quorum;
 pub mod quota;
 pub mod raft;

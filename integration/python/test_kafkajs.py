@@ -39,3 +39,26 @@ def test_kafkajs_admin_round_trip(start_node):
     assert steps["cluster"] == {"controller": 1, "brokers": [1]}
     assert steps["list-after-delete"] == ["js-a"]
     assert steps["shrink"]["type"] == "INVALID_PARTITIONS"
+
+
+def test_kafkajs_idempotent_producer_read_by_confluent(start_node):
+    """kafkajs sends InitProducerId and Produce v7 (plain and gzip); confluent-kafka reads the
+    records back at the offsets kafkajs was given."""
+    from test_data_plane import confluent_read, create
+
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("js-produce", 1))
+    result = subprocess.run(
+        [NODE, str(JS / "produce.js"), node.bootstrap, "js-produce"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr + node.log()
+    offsets = json.loads(result.stdout.strip().splitlines()[-1])
+    assert offsets == {"plain": ["0"], "gzip": ["5"]}
+    got = confluent_read(node, "js-produce", 0, 10)
+    assert got == [
+        (i, f"js-key-{i}".encode(), f"js-value-{i}".encode(), [("origin", b"kafkajs")], 1_700_000_000_000 + i)
+        for i in range(10)
+    ]

@@ -19,6 +19,26 @@ pub const TOTAL_TIME_SECONDS: &str = "kafka_network_requestmetrics_total_time_se
 /// Size of request frames (header + body), label `request`.
 pub const REQUEST_BYTES: &str = "kafka_network_requestmetrics_request_bytes";
 
+/// Records appended by Produce, label `topic` (and a total without it), as the JMX exporter
+/// names Kafka's `BrokerTopicMetrics.MessagesInPerSec`.
+pub const TOPIC_MESSAGES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_messagesin_total";
+/// Produced batch bytes appended, label `topic` (and a total without it).
+pub const TOPIC_BYTES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesin_total";
+/// Record bytes sent to consumers, label `topic` (and a total without it).
+pub const TOPIC_BYTES_OUT_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesout_total";
+/// Produce requests per partition, label `topic` (and a total without it).
+pub const TOPIC_PRODUCE_REQUESTS_TOTAL: &str =
+    "kafka_server_brokertopicmetrics_totalproducerequests_total";
+/// Failed produce requests per partition, label `topic` (and a total without it).
+pub const TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL: &str =
+    "kafka_server_brokertopicmetrics_failedproducerequests_total";
+/// Fetch requests per partition, label `topic` (and a total without it).
+pub const TOPIC_FETCH_REQUESTS_TOTAL: &str =
+    "kafka_server_brokertopicmetrics_totalfetchrequests_total";
+/// Failed fetch requests per partition, label `topic` (and a total without it).
+pub const TOPIC_FAILED_FETCH_REQUESTS_TOTAL: &str =
+    "kafka_server_brokertopicmetrics_failedfetchrequests_total";
+
 /// Connections accepted, label `listener`.
 pub const CONNECTIONS_ACCEPTED_TOTAL: &str = "gregor_network_connections_accepted_total";
 /// Connections currently open, label `listener`.

@@ -37,6 +37,9 @@ pub enum CloseReason {
     /// The client's address exceeded its `connection_creation_rate` quota (KIP-612); closed
     /// after the throttle time, as Kafka's acceptor does.
     ConnectionRateThrottled,
+    /// A Produce with acks=0 failed on some partition: Kafka closes the connection so the
+    /// client, which gets no response, refreshes its metadata.
+    ProduceFailedWithoutAcks,
 }
 
 impl CloseReason {
@@ -55,6 +58,7 @@ impl CloseReason {
             CloseReason::Shutdown => "shutdown",
             CloseReason::MaxConnectionsPerIp => "max_connections_per_ip",
             CloseReason::ConnectionRateThrottled => "connection_rate_throttled",
+            CloseReason::ProduceFailedWithoutAcks => "produce_failed_without_acks",
         }
     }
 }
@@ -118,6 +122,32 @@ pub fn record_request(request: &'static str, version: i16, timings: &RequestTimi
 /// Adds `count` occurrences of the error named `error` (Kafka's name, e.g. `NONE`) to `request`.
 pub fn record_errors(request: &'static str, error: &'static str, count: u64) {
     counter!(names::ERRORS_TOTAL, "request" => request, "error" => error).increment(count);
+}
+
+/// Counts one partition of a Produce request for `topic`: on success the records and bytes
+/// appended (0 and 0 for a duplicate), on failure a failed request.
+pub fn topic_produce(topic: &str, appended: Option<(u64, u64)>) {
+    for labels in [vec![("topic", topic.to_owned())], Vec::new()] {
+        counter!(names::TOPIC_PRODUCE_REQUESTS_TOTAL, &labels).increment(1);
+        match appended {
+            Some((messages, bytes)) => {
+                counter!(names::TOPIC_MESSAGES_IN_TOTAL, &labels).increment(messages);
+                counter!(names::TOPIC_BYTES_IN_TOTAL, &labels).increment(bytes);
+            }
+            None => counter!(names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, &labels).increment(1),
+        }
+    }
+}
+
+/// Counts one partition of a Fetch response for `topic`: the record bytes sent, or a failure.
+pub fn topic_fetch(topic: &str, sent_bytes: Option<u64>) {
+    for labels in [vec![("topic", topic.to_owned())], Vec::new()] {
+        counter!(names::TOPIC_FETCH_REQUESTS_TOTAL, &labels).increment(1);
+        match sent_bytes {
+            Some(bytes) => counter!(names::TOPIC_BYTES_OUT_TOTAL, &labels).increment(bytes),
+            None => counter!(names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, &labels).increment(1),
+        }
+    }
 }
 
 /// Records the state of a newly published image.

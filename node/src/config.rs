@@ -144,6 +144,18 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Single data directory, used when log.dirs is not set.",
     ),
     def(
+        "log.retention.check.interval.ms",
+        ConfigType::Long,
+        Some("300000"),
+        "How often each partition log is checked for segments to delete by retention.",
+    ),
+    def(
+        "log.flush.offset.checkpoint.interval.ms",
+        ConfigType::Int,
+        Some("60000"),
+        "How often the recovery-point and log-start-offset checkpoints of each log dir are written.",
+    ),
+    def(
         "metadata.log.dir",
         ConfigType::String,
         None,

@@ -16,6 +16,7 @@ use gregor_actors::controller::logic::TopicDefaults;
 use gregor_actors::controller::{Controller, ControllerSettings};
 use gregor_actors::digest_publisher::DigestPublisher;
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
+use gregor_actors::log_manager::{LogManager, LogManagerSettings, LogPublisher, StaticLogDefaults};
 use gregor_actors::quorum::QuorumState;
 use gregor_actors::quota::{
     ClientQuotaPublisher, QuotaCallbackPublisher, QuotaManagers, SensorExpiry, SystemClock,
@@ -218,6 +219,27 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
     }
+    // The partition logs of a broker, following the image (opened and recovered as the image
+    // names them).
+    let logs = if config.has_role(ProcessRole::Broker) {
+        let logs = start_log_manager(&config)?;
+        loader
+            .send(InstallPublisher(Box::new(LogPublisher::new(
+                logs.clone(),
+                config.node_id,
+                StaticLogDefaults::from_broker_configs(
+                    config
+                        .originals
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                ),
+            ))))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
+        Some(logs)
+    } else {
+        None
+    };
     let hello = quorum::hello(&config, &identity);
     let (network, quorum_cell, raft_links) =
         quorum::network(hello.clone(), config.socket_request_max_bytes);
@@ -266,6 +288,8 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         }),
         configs: crate::config_support::config_support(&config),
         quotas,
+        logs: logs.clone(),
+        producer_ids: Arc::default(),
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,
@@ -326,11 +350,44 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
 
     wait_for_shutdown_signal().await;
     tracing::info!("shutting down");
+    if let Some(logs) = logs {
+        let broker_epoch = image
+            .load()
+            .cluster
+            .broker(config.node_id)
+            .map_or(-1, |b| b.epoch);
+        if tokio::task::spawn_blocking(move || logs.shutdown(broker_epoch))
+            .await
+            .is_err()
+        {
+            tracing::error!("the log manager did not shut down cleanly");
+        }
+    }
     if let Err(error) = log.shutdown().await {
         tracing::warn!(%error, "metadata log did not stop cleanly");
     }
     actix_rt::System::current().stop();
     Ok(())
+}
+
+/// Opens `log.dirs` and starts the log shard threads (one per core, at most 8).
+fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError> {
+    let number = |key: &str, default: u64| {
+        config
+            .originals
+            .get(key)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    let shards = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    LogManager::start(LogManagerSettings {
+        log_dirs: config.log_dirs.clone(),
+        shards,
+        retention_check_interval_ms: number("log.retention.check.interval.ms", 300_000),
+        checkpoint_interval_ms: number("log.flush.offset.checkpoint.interval.ms", 60_000),
+        max_open_files: 4096,
+    })
+    .map_err(StartError::Runtime)
 }
 
 async fn open_metadata_log(

@@ -315,6 +315,7 @@ impl MetadataDelta {
             MetadataRecord::Config(r) => self.configs_mut().replay(r),
             MetadataRecord::FeatureLevel(r) => self.features_mut().replay(r)?,
             MetadataRecord::ClientQuota(r) => self.client_quotas_mut().replay(r)?,
+            MetadataRecord::ProducerIds(r) => self.cluster_mut().replay_producer_ids(r),
             MetadataRecord::NoOp => {}
         }
         Ok(())

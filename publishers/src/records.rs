@@ -210,6 +210,18 @@ pub struct FeatureLevelRecord {
     pub feature_level: i16,
 }
 
+/// ProducerIdsRecord (Kafka type 15): the controller handed producer ids below
+/// `next_producer_id` to a broker (KIP-730), so none is ever issued twice, across restarts too.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdsRecord {
+    /// The broker that got the block (-1 in a snapshot).
+    pub broker_id: i32,
+    /// Its broker epoch (-1 in a snapshot).
+    pub broker_epoch: i64,
+    /// The first producer id not yet handed out.
+    pub next_producer_id: i64,
+}
+
 /// BrokerRegistrationChangeRecord (Kafka type 17).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistrationChangeRecord {
@@ -268,6 +280,8 @@ pub enum MetadataRecord {
     BrokerRegistrationChange(BrokerRegistrationChangeRecord),
     /// See [`RegisterControllerRecord`].
     RegisterController(RegisterControllerRecord),
+    /// See [`ProducerIdsRecord`].
+    ProducerIds(ProducerIdsRecord),
     /// NoOpRecord (Kafka type 20): only advances the offset (written by a new leader).
     NoOp,
 }
@@ -325,6 +339,7 @@ mod type_ids {
     pub(super) const REMOVE_TOPIC: u16 = 9;
     pub(super) const FEATURE_LEVEL: u16 = 12;
     pub(super) const CLIENT_QUOTA: u16 = 14;
+    pub(super) const PRODUCER_IDS: u16 = 15;
     pub(super) const BROKER_REGISTRATION_CHANGE: u16 = 17;
     pub(super) const NO_OP: u16 = 20;
     pub(super) const REGISTER_CONTROLLER: u16 = 27;
@@ -361,6 +376,7 @@ impl MetadataRecord {
             MetadataRecord::ClientQuota(_) => CLIENT_QUOTA,
             MetadataRecord::BrokerRegistrationChange(_) => BROKER_REGISTRATION_CHANGE,
             MetadataRecord::RegisterController(_) => REGISTER_CONTROLLER,
+            MetadataRecord::ProducerIds(_) => PRODUCER_IDS,
             MetadataRecord::NoOp => NO_OP,
         }
     }
@@ -382,6 +398,7 @@ impl MetadataRecord {
             MetadataRecord::ClientQuota(r) => frame(record_type, r),
             MetadataRecord::BrokerRegistrationChange(r) => frame(record_type, r),
             MetadataRecord::RegisterController(r) => frame(record_type, r),
+            MetadataRecord::ProducerIds(r) => frame(record_type, r),
             MetadataRecord::NoOp => frame(record_type, &()),
         }
     }
@@ -419,6 +436,7 @@ impl MetadataRecord {
             CLIENT_QUOTA => MetadataRecord::ClientQuota(decode(frame)?),
             BROKER_REGISTRATION_CHANGE => MetadataRecord::BrokerRegistrationChange(decode(frame)?),
             REGISTER_CONTROLLER => MetadataRecord::RegisterController(decode(frame)?),
+            PRODUCER_IDS => MetadataRecord::ProducerIds(decode(frame)?),
             NO_OP => {
                 decode::<()>(frame)?;
                 MetadataRecord::NoOp

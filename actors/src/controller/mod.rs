@@ -6,6 +6,7 @@ mod actor;
 mod client_quotas;
 mod configs;
 pub mod logic;
+mod producer_ids;
 mod submitter;
 #[cfg(test)]
 mod tests;
@@ -19,4 +20,5 @@ pub use actor::{
 };
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
+pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use unregister::UnregisterBroker;

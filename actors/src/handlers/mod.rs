@@ -11,10 +11,15 @@ mod api_versions;
 mod client_quotas;
 mod cluster;
 pub mod configs;
+mod data;
 mod errors;
+mod fetch;
+pub mod init_producer_id;
 #[cfg(test)]
 mod large_requests;
+mod list_offsets;
 mod metadata;
+mod produce;
 pub mod quorum;
 mod raft_voters;
 pub mod throttle;
@@ -23,9 +28,9 @@ mod unregister_broker;
 
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest, ListConfigResourcesRequest, MetadataRequest, RequestKind,
-    ResponseKind,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListConfigResourcesRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::{Message, VersionRange};
 
@@ -71,6 +76,42 @@ const fn api(
 
 /// Every API Gregor serves, in api-key order.
 pub const APIS: &[ApiSpec] = &[
+    // Advertised from v0 although v0-v2 are refused (the crate cannot decode them, so the
+    // connection closes, as Kafka 4 does): librdkafka enables compression only when the
+    // advertised range reaches v0 (KAFKA-18659, librdkafka #4956).
+    api(
+        ApiKey::Produce,
+        "Produce",
+        VersionRange {
+            min: 0,
+            max: ProduceRequest::VERSIONS.max,
+        },
+        true,
+        false,
+    ),
+    api(ApiKey::Fetch, "Fetch", FetchRequest::VERSIONS, true, false),
+    api(
+        ApiKey::ListOffsets,
+        "ListOffsets",
+        ListOffsetsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    // Brokers ask the active controller for producer-id blocks (KIP-730).
+    api(
+        ApiKey::AllocateProducerIds,
+        "AllocateProducerIds",
+        kafka_protocol::messages::AllocateProducerIdsRequest::VERSIONS,
+        false,
+        true,
+    ),
+    api(
+        ApiKey::InitProducerId,
+        "InitProducerId",
+        InitProducerIdRequest::VERSIONS,
+        true,
+        false,
+    ),
     api(
         ApiKey::Metadata,
         "Metadata",
@@ -218,6 +259,20 @@ pub struct ApiResponse {
     pub errors: ErrorCounts,
     /// The response's `throttle_time_ms`.
     pub throttle_time_ms: i32,
+    /// Whether the response is sent (Produce with acks=0 sends none).
+    pub delivery: Delivery,
+}
+
+/// What the front end does with a handler's response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Write it.
+    Send,
+    /// Write nothing (Produce acks=0 without errors).
+    Silent,
+    /// Write nothing and close the connection (Produce acks=0 with a partition error, so the
+    /// client refreshes its metadata).
+    Close,
 }
 
 impl ApiResponse {
@@ -226,6 +281,7 @@ impl ApiResponse {
             body,
             errors,
             throttle_time_ms: 0,
+            delivery: Delivery::Send,
         }
     }
 }
@@ -241,6 +297,11 @@ pub async fn handle(
 ) -> Option<ApiResponse> {
     Some(match request {
         RequestKind::ApiVersions(request) => api_versions::handle(ctx, info, &request),
+        RequestKind::Produce(request) => produce::handle(ctx, info, request).await,
+        RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
+        RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
+        RequestKind::InitProducerId(request) => init_producer_id::handle(ctx, info, request).await,
+        RequestKind::AllocateProducerIds(request) => init_producer_id::allocate(ctx, request).await,
         RequestKind::Metadata(request) => metadata::handle(ctx, info, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
@@ -284,6 +345,18 @@ mod tests {
             if matches!(spec.key, ApiKey::AddRaftVoter | ApiKey::RemoveRaftVoter) {
                 continue;
             }
+            // The crate's ApiKey table lists v6 (KIP-939), newer than Kafka 4.1 and than
+            // the request struct it decodes with (v0-v5).
+            if spec.key == ApiKey::InitProducerId {
+                assert_eq!((spec.versions.min, spec.versions.max), (0, 5));
+                continue;
+            }
+            // Advertised from v0 for librdkafka, served from the crate's minimum (3).
+            if spec.key == ApiKey::Produce {
+                assert_eq!((spec.versions.min, spec.versions.max), (0, 13));
+                assert_eq!(spec.key.valid_versions().min, 3);
+                continue;
+            }
             let crate_range = spec.key.valid_versions();
             assert_eq!(
                 (spec.versions.min, spec.versions.max),
@@ -321,6 +394,10 @@ mod tests {
         assert_eq!(also_counted_as("ListConfigResources", 1), None);
         assert_eq!(also_counted_as("Metadata", 0), None);
         assert!(lookup(ApiKey::Metadata, ListenerKind::Controller).is_none());
-        assert!(lookup(ApiKey::Produce, ListenerKind::Broker).is_none());
+        assert_eq!(range(ApiKey::Produce), Some((0, 13)));
+        assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
+        assert_eq!(range(ApiKey::ListOffsets), Some((1, 10)));
+        assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
+        assert!(lookup(ApiKey::Produce, ListenerKind::Controller).is_none());
     }
 }

@@ -47,6 +47,7 @@ pub(super) async fn create_topics(
         throttle_time_ms: response.throttle_time_ms,
         body: ResponseKind::CreateTopics(response),
         errors,
+        delivery: super::Delivery::Send,
     }
 }
 
@@ -78,6 +79,7 @@ pub(super) async fn delete_topics(
         throttle_time_ms: response.throttle_time_ms,
         body: ResponseKind::DeleteTopics(response),
         errors,
+        delivery: super::Delivery::Send,
     }
 }
 
@@ -109,5 +111,6 @@ pub(super) async fn create_partitions(
         throttle_time_ms: response.throttle_time_ms,
         body: ResponseKind::CreatePartitions(response),
         errors,
+        delivery: super::Delivery::Send,
     }
 }

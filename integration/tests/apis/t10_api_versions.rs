@@ -17,6 +17,10 @@ const REQUIRED: &[(i16, i16, i16)] = &[
     (19, 2, 7), // CreateTopics
     (20, 1, 6), // DeleteTopics
     (37, 0, 3), // CreatePartitions
+    (0, 0, 13), // Produce
+    (1, 4, 18), // Fetch
+    (2, 1, 10), // ListOffsets
+    (22, 0, 5), // InitProducerId
 ];
 
 fn request(version: i16) -> ApiVersionsRequest {
@@ -75,6 +79,12 @@ async fn every_version_advertises_the_required_ranges() {
                     let valid = match key {
                         ApiKey::AddRaftVoter => VersionRange { min: 0, max: 2 },
                         ApiKey::RemoveRaftVoter => VersionRange { min: 0, max: 1 },
+                        // Advertised from v0 (KAFKA-18659) for librdkafka's compression; v0-v2
+                        // are refused by closing the connection, as Kafka 4 does.
+                        ApiKey::Produce => VersionRange {
+                            min: 0,
+                            max: key.valid_versions().max,
+                        },
                         _ => key.valid_versions(),
                     };
                     f.check(

@@ -3,7 +3,7 @@
 //! a body that decodes strictly). Shared by the `apis` suite (a combined node) and the `quorum`
 //! suite (a broker that forwards to the active controller), which include it by path.
 
-use gregor_integration::client::KafkaConn;
+use gregor_integration::client::{encode_request, Closed, KafkaConn};
 use gregor_node::network::raft_voter_versions::{AddRaftVoterRequestV, RemoveRaftVoterRequestV};
 use kafka_protocol::messages::add_raft_voter_request::Listener;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -13,8 +13,9 @@ use kafka_protocol::messages::{
     AddRaftVoterRequest, AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, ApiVersionsRequest,
     BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
     DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeQuorumRequest, IncrementalAlterConfigsRequest, ListConfigResourcesRequest,
-    MetadataRequest, RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
+    DescribeQuorumRequest, FetchRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -34,6 +35,32 @@ async fn answers<R: Request>(
         *conn = KafkaConn::connect(addr).await.unwrap();
         conn.set_client_id(client_id.as_deref());
     }
+}
+
+/// Sends a Produce frame of `version` (v0-v2, which Kafka advertises but refuses by closing the
+/// connection; the crate cannot encode them, so the body is v3's, which the node must not read)
+/// and reports an answer; the closed connection is replaced.
+async fn produce_closes(
+    conn: &mut KafkaConn,
+    addr: &str,
+    request: &ProduceRequest,
+    version: i16,
+    f: &mut Vec<String>,
+    what: &str,
+) {
+    let mut frame = encode_request(request, 3, 1, Some("every-version")).unwrap();
+    // The header's api version sits after the 4-byte size and the 2-byte api key.
+    frame[6..8].copy_from_slice(&version.to_be_bytes());
+    conn.write_raw(&frame).await.unwrap();
+    match conn.wait_closed(std::time::Duration::from_secs(10)).await {
+        Closed::Silently => {}
+        other => f.push(format!(
+            "{what} v{version}: {other:?}, but Kafka closes the connection"
+        )),
+    }
+    let client_id = conn.client_id().map(str::to_owned);
+    *conn = KafkaConn::connect(addr).await.unwrap();
+    conn.set_client_id(client_id.as_deref());
 }
 
 fn str(s: &str) -> StrBytes {
@@ -127,6 +154,44 @@ async fn send_valid(
                     .with_voter_id(99)
                     .with_voter_directory_id(uuid::Uuid::from_u128(7)),
             );
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::Produce => {
+            // acks=1 with no partitions: an empty answer, nothing written.
+            let request = ProduceRequest::default()
+                .with_acks(1)
+                .with_timeout_ms(30_000);
+            if version < 3 {
+                // Advertised from v0 so that librdkafka compresses (KAFKA-18659); a real v0-v2
+                // request closes the connection, as in Kafka 4.
+                produce_closes(conn, addr, &request, version, f, f_what).await;
+            } else {
+                answers(conn, addr, &request, version, f, f_what).await;
+            }
+        }
+        ApiKey::Fetch => {
+            let request = FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(0)
+                .with_session_epoch(-1);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::ListOffsets => {
+            let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::InitProducerId => {
+            // An idempotent producer's first call: one producer id is used up, nothing else.
+            let request = InitProducerIdRequest::default()
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+                .with_producer_epoch(-1);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::AllocateProducerIds => {
+            let request = kafka_protocol::messages::AllocateProducerIdsRequest::default()
+                .with_broker_id(BrokerId(9_999))
+                .with_broker_epoch(-1);
             answers(conn, addr, &request, version, f, f_what).await;
         }
         ApiKey::UnregisterBroker => {

@@ -11,6 +11,7 @@ mod t25_remove_the_active_controller;
 mod t30_broker_fencing;
 mod t35_combined_node_fencing;
 mod t40_config_forwarding;
+mod t45_producer_id_blocks;
 mod t50_quota_forwarding;
 mod t60_every_advertised_version;
 mod t60_invalid_record_stops_the_node;

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use bytes::{BufMut, Bytes, BytesMut};
 use gregor_actors::context::{HandlerContext, ListenerKind, Principal, RequestInfo};
 use gregor_actors::handlers::throttle::raise_throttle_time;
-use gregor_actors::handlers::{self, error_name, unsupported_version_response, ApiResponse};
+use gregor_actors::handlers::{
+    self, error_name, unsupported_version_response, ApiResponse, Delivery,
+};
 use gregor_actors::quota::sampler::request_time_percent;
 use gregor_actors::quota::QuotaManager;
 use gregor_metrics::{CloseReason, RequestTimings};
@@ -136,9 +138,29 @@ pub(crate) async fn serve(
             }
         };
         let send_started = Instant::now();
-        if let Err(error) = stream.write_all(&served.bytes).await {
-            tracing::debug!(%peer, %error, "response write failed");
-            return CloseReason::IoError;
+        match served.delivery {
+            Delivery::Send => {
+                if let Err(error) = stream.write_all(&served.bytes).await {
+                    tracing::debug!(%peer, %error, "response write failed");
+                    return CloseReason::IoError;
+                }
+            }
+            Delivery::Silent => {}
+            Delivery::Close => {
+                record_metrics(
+                    &served,
+                    &RequestTimings {
+                        queue: served.handler_started.duration_since(received),
+                        local: served.handler_time,
+                        throttle: Duration::ZERO,
+                        send: Duration::ZERO,
+                        total: received.elapsed(),
+                        request_bytes,
+                    },
+                );
+                tracing::debug!(%peer, "closing the connection after a failed acks=0 produce");
+                return CloseReason::ProduceFailedWithoutAcks;
+            }
         }
         let done = Instant::now();
         let timings = RequestTimings {
@@ -166,6 +188,7 @@ pub(crate) async fn serve(
 /// A response ready to write, and what the metrics need to know about it.
 struct Served {
     bytes: Bytes,
+    delivery: Delivery,
     api_name: &'static str,
     api_version: i16,
     errors: handlers::ErrorCounts,
@@ -200,6 +223,7 @@ async fn process(
     settings: &ConnectionSettings,
     principal: &Principal,
 ) -> Result<Served, Refusal> {
+    let request_size = frame.len();
     if frame.len() < 4 {
         return Err(refuse(
             CloseReason::MalformedRequest,
@@ -258,6 +282,7 @@ async fn process(
             );
             return Ok(Served {
                 bytes,
+                delivery: Delivery::Send,
                 api_name: spec.name,
                 api_version,
                 errors: handlers::ErrorCounts::default(),
@@ -289,6 +314,7 @@ async fn process(
             .map_err(|e| refuse(CloseReason::MalformedRequest, e))?;
         return Ok(Served {
             bytes,
+            delivery: Delivery::Send,
             api_name: spec.name,
             api_version,
             errors,
@@ -330,6 +356,7 @@ async fn process(
         mut body,
         errors,
         throttle_time_ms,
+        delivery,
     } = handled.ok_or_else(|| {
         refuse(
             CloseReason::UnknownApiKey,
@@ -341,20 +368,49 @@ async fn process(
     // handler's polls, not its waits for raft or the controller), as a percentage of one
     // thread-second; its throttle competes with the one the handler set (the
     // controller-mutation quota), and the larger one is sent and mutes the connection.
-    let request_throttle = handlers.quotas.request.shared.record(
-        &principal.name,
-        &info.client_id,
-        request_time_percent(duration_nanos(decode_work + handler_work)),
-    );
+    // Produce with acks=0 is exempt from the request quota (it gets no response to carry it).
+    let request_throttle = if delivery == Delivery::Send {
+        handlers.quotas.request.shared.record(
+            &principal.name,
+            &info.client_id,
+            request_time_percent(duration_nanos(decode_work + handler_work)),
+        )
+    } else {
+        0
+    };
     let request_throttle = i32::try_from(request_throttle).unwrap_or(i32::MAX);
-    let throttle_time_ms = raise_throttle_time(&mut body, throttle_time_ms.max(request_throttle))
-        .max(throttle_time_ms);
+    // Produce: the whole request's bytes count against the produce byte-rate quota after the
+    // append (acks=0 included); the append itself is never refused or delayed.
+    let produce_throttle = if api_key == ApiKey::Produce {
+        let throttle = handlers.quotas.produce.shared.record(
+            &principal.name,
+            &info.client_id,
+            request_size as f64,
+        );
+        i32::try_from(throttle).unwrap_or(i32::MAX)
+    } else {
+        0
+    };
+    // The handler's own throttle is Fetch's byte-rate quota or the controller-mutation quota.
+    let handler_manager = if api_key == ApiKey::Fetch {
+        &handlers.quotas.fetch
+    } else {
+        &handlers.quotas.controller_mutation
+    };
+    let candidates = [
+        (throttle_time_ms, handler_manager),
+        (request_throttle, &handlers.quotas.request),
+        (produce_throttle, &handlers.quotas.produce),
+    ];
+    // The largest throttle is sent and mutes the connection, through its manager.
+    let (largest, manager) = candidates
+        .iter()
+        .copied()
+        .max_by_key(|(throttle, _)| *throttle)
+        .unwrap_or((0, &handlers.quotas.request));
+    let throttle_time_ms = raise_throttle_time(&mut body, largest).max(throttle_time_ms);
     let mute = (throttle_time_ms > 0).then(|| Mute {
-        manager: if throttle_time_ms > request_throttle {
-            handlers.quotas.controller_mutation.shared.clone()
-        } else {
-            handlers.quotas.request.shared.clone()
-        },
+        manager: manager.shared.clone(),
         client_id: info.client_id.clone(),
         throttle_ms: throttle_time_ms as u64,
     });
@@ -379,6 +435,7 @@ async fn process(
     );
     Ok(Served {
         bytes,
+        delivery,
         api_name: spec.name,
         api_version,
         errors,

@@ -781,4 +781,14 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
     {
         self.forward_typed(request, version)
     }
+
+    fn allocate_producer_ids(
+        &self,
+        request: kafka_protocol::messages::AllocateProducerIdsRequest,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
+    > {
+        self.forward_typed(request, 0)
+    }
 }

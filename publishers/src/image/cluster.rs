@@ -8,7 +8,8 @@ use uuid::Uuid;
 use crate::delta::ReplayError;
 use crate::records::{
     BrokerRegistrationChangeRecord, Endpoint, FeatureRange, FenceBrokerRecord, MetadataRecord,
-    RegisterBrokerRecord, RegisterControllerRecord, UnfenceBrokerRecord, UnregisterBrokerRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RegisterControllerRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 };
 
 /// A registered broker, as in Kafka's `BrokerRegistration`.
@@ -118,6 +119,8 @@ impl ControllerRegistration {
 pub struct ClusterImage {
     brokers: imbl::OrdMap<i32, Arc<BrokerRegistration>>,
     controllers: imbl::OrdMap<i32, Arc<ControllerRegistration>>,
+    /// The first producer id the controller has not handed out (ProducerIdsRecord).
+    next_producer_id: i64,
 }
 
 impl ClusterImage {
@@ -161,6 +164,18 @@ impl ClusterImage {
             self.controllers()
                 .map(|controller| MetadataRecord::RegisterController(controller.to_record())),
         );
+        if self.next_producer_id > 0 {
+            out.push(MetadataRecord::ProducerIds(ProducerIdsRecord {
+                broker_id: -1,
+                broker_epoch: -1,
+                next_producer_id: self.next_producer_id,
+            }));
+        }
+    }
+
+    /// The first producer id not yet handed out to a broker.
+    pub fn next_producer_id(&self) -> i64 {
+        self.next_producer_id
     }
 }
 
@@ -172,6 +187,8 @@ pub struct ClusterDelta {
     brokers: BTreeMap<i32, Option<Arc<BrokerRegistration>>>,
     /// New registration per changed controller.
     controllers: BTreeMap<i32, Arc<ControllerRegistration>>,
+    /// The next producer id after a ProducerIdsRecord.
+    next_producer_id: Option<i64>,
 }
 
 impl ClusterDelta {
@@ -181,6 +198,7 @@ impl ClusterDelta {
             base,
             brokers: BTreeMap::new(),
             controllers: BTreeMap::new(),
+            next_producer_id: None,
         }
     }
 
@@ -198,6 +216,7 @@ impl ClusterDelta {
                 .iter()
                 .map(|(id, controller)| (*id, Arc::clone(controller)))
                 .collect(),
+            next_producer_id: (image.next_producer_id > 0).then_some(image.next_producer_id),
         }
     }
 
@@ -259,6 +278,10 @@ impl ClusterDelta {
         change(&mut broker);
         self.brokers.insert(id, Some(Arc::new(broker)));
         Ok(())
+    }
+
+    pub(crate) fn replay_producer_ids(&mut self, record: &ProducerIdsRecord) {
+        self.next_producer_id = Some(record.next_producer_id);
     }
 
     pub(crate) fn replay_register_broker(&mut self, record: &RegisterBrokerRecord) {
@@ -336,6 +359,7 @@ impl ClusterDelta {
         ClusterImage {
             brokers,
             controllers,
+            next_producer_id: self.next_producer_id.unwrap_or(self.base.next_producer_id),
         }
     }
 }
@@ -347,6 +371,35 @@ mod tests {
     use crate::delta::MetadataDelta;
     use crate::image::test_util::*;
     use crate::image::MetadataImage;
+
+    #[test]
+    fn producer_id_blocks_replay_and_survive_a_snapshot() {
+        let record = MetadataRecord::ProducerIds(ProducerIdsRecord {
+            broker_id: 1,
+            broker_epoch: 5,
+            next_producer_id: 2000,
+        });
+        assert_eq!(
+            MetadataRecord::from_frame(&record.to_frame()).unwrap(),
+            record
+        );
+        let empty = Arc::new(MetadataImage::empty());
+        assert_eq!(empty.cluster.next_producer_id(), 0);
+        let mut delta = MetadataDelta::new(empty.clone());
+        delta.replay(&record).unwrap();
+        let image = delta.apply(empty.provenance);
+        assert_eq!(image.cluster.next_producer_id(), 2000);
+        let mut records = Vec::new();
+        image.cluster.to_records(&mut records);
+        let mut reloaded = MetadataDelta::new(empty.clone());
+        for r in &records {
+            reloaded.replay(r).unwrap();
+        }
+        assert_eq!(
+            reloaded.apply(empty.provenance).cluster.next_producer_id(),
+            2000
+        );
+    }
 
     fn register_controller(id: i32) -> MetadataRecord {
         MetadataRecord::RegisterController(RegisterControllerRecord {

@@ -1,0 +1,90 @@
+//! What Produce, Fetch and ListOffsets share: finding the log of a partition this node leads.
+
+use std::sync::Arc;
+
+use gregor_publishers::image::PartitionRegistration;
+use gregor_publishers::MetadataImage;
+
+use crate::context::HandlerContext;
+use crate::log_manager::PartitionState;
+
+pub(super) const NONE: i16 = 0;
+pub(super) const OFFSET_OUT_OF_RANGE: i16 = 1;
+pub(super) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+pub(super) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub(super) const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub(super) const INVALID_REQUIRED_ACKS: i16 = 21;
+pub(super) const UNSUPPORTED_VERSION: i16 = 35;
+pub(super) const INVALID_REQUEST: i16 = 42;
+pub(super) const KAFKA_STORAGE_ERROR: i16 = 56;
+pub(super) const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+pub(super) const FENCED_LEADER_EPOCH: i16 = 74;
+pub(super) const UNKNOWN_LEADER_EPOCH: i16 = 75;
+pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
+pub(super) const INVALID_RECORD: i16 = 87;
+pub(super) const UNKNOWN_TOPIC_ID: i16 = 100;
+
+/// A partition this node leads and whose log is open.
+pub(super) struct Led<'a> {
+    pub(super) registration: &'a PartitionRegistration,
+    pub(super) state: Arc<PartitionState>,
+}
+
+/// Why a partition cannot be served here.
+pub(super) struct NotServed {
+    pub(super) code: i16,
+    /// The leader as the image knows it (id, epoch), for `current_leader`.
+    pub(super) leader: Option<(i32, i32)>,
+}
+
+/// The partition `partition` of `topic` (a name; `None` when the topic is unknown) if this node
+/// leads it and serves its log (`or_opening`: or is opening it, which appends may wait for).
+pub(super) fn led_partition<'a>(
+    ctx: &HandlerContext,
+    image: &'a MetadataImage,
+    topic: Option<&str>,
+    partition: i32,
+    unknown_topic_code: i16,
+    or_opening: bool,
+) -> Result<Led<'a>, NotServed> {
+    let not_served = |code, leader| Err(NotServed { code, leader });
+    let Some(topic) = topic.and_then(|name| image.topics.get_by_name(name)) else {
+        return not_served(unknown_topic_code, None);
+    };
+    let Some(registration) = topic.partition(partition) else {
+        return not_served(UNKNOWN_TOPIC_OR_PARTITION, None);
+    };
+    let leader = Some((registration.leader, registration.leader_epoch));
+    if registration.leader != ctx.node.node_id {
+        return not_served(NOT_LEADER_OR_FOLLOWER, leader);
+    }
+    let state = ctx
+        .logs
+        .as_ref()
+        .and_then(|logs| logs.partition(&topic.name, partition));
+    match state {
+        Some(state)
+            if state.topic_id == topic.id
+                && (state.is_serving() || or_opening && state.is_opening()) =>
+        {
+            Ok(Led {
+                registration,
+                state,
+            })
+        }
+        Some(state) if state.is_offline() => not_served(KAFKA_STORAGE_ERROR, leader),
+        // Not open yet (the image is ahead of the log manager): retriable.
+        _ => not_served(NOT_LEADER_OR_FOLLOWER, leader),
+    }
+}
+
+/// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a request's current leader epoch (−1: unchecked).
+pub(super) fn check_leader_epoch(requested: i32, current: i32) -> Result<(), i16> {
+    if requested < 0 || requested == current {
+        Ok(())
+    } else if requested < current {
+        Err(FENCED_LEADER_EPOCH)
+    } else {
+        Err(UNKNOWN_LEADER_EPOCH)
+    }
+}

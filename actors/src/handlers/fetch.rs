@@ -1,0 +1,293 @@
+//! Fetch (key 1): read each partition from its log, long-polling until `min_bytes` are there.
+//!
+//! A fetch that finds fewer than `min_bytes` waits on the `Notify` of every partition it asked
+//! for (woken by appends, never a timer loop) until `max_wait_ms`, then reads again. Fetch
+//! sessions (KIP-227) are answered as Kafka answers with no room in its session cache: every
+//! full fetch gets session id 0 (sessionless), and an incremental fetch of a session this node
+//! does not know gets FETCH_SESSION_ID_NOT_FOUND, after which clients send full fetches.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
+use kafka_protocol::protocol::Encodable;
+use tokio::sync::futures::Notified;
+
+use super::data::{
+    check_leader_epoch, led_partition, FETCH_SESSION_ID_NOT_FOUND, KAFKA_STORAGE_ERROR, NONE,
+    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+};
+use super::{ApiResponse, ErrorCounts};
+use crate::context::{HandlerContext, RequestInfo};
+use crate::log_manager::PartitionState;
+
+/// Kafka's `fetch.max.bytes` default: the most one response carries.
+const FETCH_MAX_BYTES: i64 = 57_671_680;
+
+fn partition_error(index: i32, code: i16) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_preferred_read_replica(BrokerId(-1))
+}
+
+pub(super) async fn handle(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: FetchRequest,
+) -> ApiResponse {
+    let version = info.api_version;
+    if version >= 7 && request.session_id != 0 && request.session_epoch > 0 {
+        let mut errors = ErrorCounts::default();
+        errors.add(FETCH_SESSION_ID_NOT_FOUND);
+        return ApiResponse::new(
+            ResponseKind::Fetch(
+                FetchResponse::default()
+                    .with_error_code(FETCH_SESSION_ID_NOT_FOUND)
+                    .with_session_id(0),
+            ),
+            errors,
+        );
+    }
+    let max_bytes = i64::from(request.max_bytes).clamp(0, FETCH_MAX_BYTES);
+    let min_bytes = i64::from(request.min_bytes).min(max_bytes);
+    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let read = read_all(ctx, info, &request, max_bytes).await;
+        let done = wait.is_zero()
+            || read.bytes >= min_bytes
+            || read.any_error
+            || read.waiting_on.is_empty()
+            || tokio::time::Instant::now() >= deadline;
+        if done {
+            let mut errors = ErrorCounts::default();
+            for partition in read.topics.iter().flat_map(|t| &t.partitions) {
+                errors.add(partition.error_code);
+            }
+            let mut body = FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(read.topics);
+            // The fetch byte-rate quota counts the response this would send (size prefix
+            // included); over quota, the answer is empty and carries the throttle time (Kafka
+            // also un-records those bytes, which Gregor's sensors cannot, so a throttled client
+            // waits a little longer than with Kafka).
+            let size = body.compute_size(version).unwrap_or(0) + 4;
+            let throttle =
+                ctx.quotas
+                    .fetch
+                    .shared
+                    .record(&info.principal.name, &info.client_id, size as f64);
+            let throttle = i32::try_from(throttle).unwrap_or(i32::MAX);
+            if throttle > 0 {
+                body.responses.clear();
+                body.throttle_time_ms = throttle;
+            }
+            record_topic_metrics(ctx, &body);
+            let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
+            response.throttle_time_ms = throttle;
+            return response;
+        }
+        // Arm the wake-ups, then look once more: an append between the read and the arming
+        // would otherwise be missed until the deadline.
+        let mut wakeups: Vec<Pin<Box<Notified<'_>>>> = read
+            .waiting_on
+            .iter()
+            .map(|state| Box::pin(state.appended.notified()))
+            .collect();
+        for wakeup in &mut wakeups {
+            wakeup.as_mut().enable();
+        }
+        let moved = read
+            .waiting_on
+            .iter()
+            .zip(&read.sampled_high_watermarks)
+            .any(|(state, hw)| state.high_watermark() != *hw || !state.is_serving());
+        if moved {
+            continue;
+        }
+        tokio::select! {
+            _ = futures::future::select_all(wakeups) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// Broker topic metrics for the partitions a response carries (none when throttled).
+fn record_topic_metrics(ctx: &HandlerContext, body: &FetchResponse) {
+    let image = ctx.image.load();
+    for topic in &body.responses {
+        let name = if topic.topic.is_empty() {
+            image
+                .topics
+                .get_by_id(&topic.topic_id)
+                .map(|t| t.name.to_string())
+        } else {
+            Some(topic.topic.to_string())
+        };
+        let Some(name) = name else {
+            continue;
+        };
+        for partition in &topic.partitions {
+            gregor_metrics::topic_fetch(
+                &name,
+                (partition.error_code == NONE)
+                    .then(|| partition.records.as_ref().map_or(0, |r| r.len() as u64)),
+            );
+        }
+    }
+}
+
+/// One pass over every requested partition.
+struct ReadPass {
+    topics: Vec<FetchableTopicResponse>,
+    bytes: i64,
+    any_error: bool,
+    /// Partitions a waiting fetch listens to, with the high watermarks this pass saw.
+    waiting_on: Vec<Arc<PartitionState>>,
+    sampled_high_watermarks: Vec<i64>,
+}
+
+async fn read_all(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &FetchRequest,
+    max_bytes: i64,
+) -> ReadPass {
+    let version = info.api_version;
+    let image = ctx.image.load_full();
+    let mut pass = ReadPass {
+        topics: Vec::with_capacity(request.topics.len()),
+        bytes: 0,
+        any_error: false,
+        waiting_on: Vec::new(),
+        sampled_high_watermarks: Vec::new(),
+    };
+    // Follower fetches need replication, which Gregor does not have yet.
+    let replica_id = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    for topic in &request.topics {
+        let (name, unknown_topic) = if version >= 13 {
+            (
+                image
+                    .topics
+                    .get_by_id(&topic.topic_id)
+                    .map(|t| t.name.to_string()),
+                UNKNOWN_TOPIC_ID,
+            )
+        } else {
+            (Some(topic.topic.to_string()), UNKNOWN_TOPIC_OR_PARTITION)
+        };
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for wanted in &topic.partitions {
+            let index = wanted.partition;
+            if replica_id >= 0 {
+                partitions.push(partition_error(index, NOT_LEADER_OR_FOLLOWER));
+                continue;
+            }
+            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, false)
+            {
+                Ok(led) => led,
+                Err(not_served) => {
+                    // Fetch v5 and older know no storage error.
+                    let code = if not_served.code == KAFKA_STORAGE_ERROR && version <= 5 {
+                        NOT_LEADER_OR_FOLLOWER
+                    } else {
+                        not_served.code
+                    };
+                    let mut response = partition_error(index, code);
+                    if let Some((leader, epoch)) = not_served.leader {
+                        response.current_leader = LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(leader))
+                            .with_leader_epoch(epoch);
+                    }
+                    partitions.push(response);
+                    continue;
+                }
+            };
+            if let Err(code) =
+                check_leader_epoch(wanted.current_leader_epoch, led.registration.leader_epoch)
+            {
+                partitions.push(partition_error(index, code));
+                continue;
+            }
+            let state = led.state;
+            let high_watermark = state.high_watermark();
+            let log_start = state.log_start_offset();
+            if wanted.fetch_offset > state.log_end_offset() || wanted.fetch_offset < log_start {
+                partitions.push(partition_error(index, OFFSET_OUT_OF_RANGE));
+                continue;
+            }
+            let mut response = PartitionData::default()
+                .with_partition_index(index)
+                .with_error_code(NONE)
+                .with_high_watermark(high_watermark)
+                .with_last_stable_offset(high_watermark)
+                .with_log_start_offset(log_start)
+                .with_preferred_read_replica(BrokerId(-1))
+                .with_aborted_transactions((request.isolation_level == 1).then(Vec::new))
+                .with_records(Some(bytes::Bytes::new()));
+            let budget = (max_bytes - pass.bytes).max(0);
+            let limit = i64::from(wanted.partition_max_bytes).clamp(0, budget);
+            let first_data = pass.bytes == 0;
+            if wanted.fetch_offset < high_watermark && (limit > 0 || first_data) {
+                let read = match ctx.logs.as_ref() {
+                    Some(logs) => {
+                        logs.read(
+                            &led_name(&name),
+                            index,
+                            wanted.fetch_offset,
+                            limit as u64,
+                            first_data,
+                        )
+                        .await
+                    }
+                    None => Err(crate::log_manager::LogManagerError::NoLog(String::new())),
+                };
+                match read {
+                    Ok(read) => {
+                        pass.bytes += read.records.len() as i64;
+                        response.high_watermark = read.high_watermark;
+                        response.last_stable_offset = read.high_watermark;
+                        response.log_start_offset = read.log_start_offset;
+                        response.records = Some(read.records);
+                    }
+                    Err(error) => {
+                        tracing::debug!(partition = index, %error, "fetch read failed");
+                        partitions.push(partition_error(index, error.code()));
+                        continue;
+                    }
+                }
+            }
+            pass.sampled_high_watermarks.push(high_watermark);
+            pass.waiting_on.push(state);
+            partitions.push(response);
+        }
+        pass.topics.push(
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    pass.any_error = pass
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| p.error_code != NONE);
+    pass
+}
+
+fn led_name(name: &Option<String>) -> String {
+    name.clone().unwrap_or_default()
+}

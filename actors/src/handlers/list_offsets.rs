@@ -1,0 +1,121 @@
+//! ListOffsets (key 2): earliest, latest, by timestamp and max timestamp.
+
+use std::collections::HashSet;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+
+use super::data::{
+    check_leader_epoch, led_partition, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_VERSION,
+};
+use super::{ApiResponse, ErrorCounts};
+use crate::context::{HandlerContext, RequestInfo};
+use crate::log_manager::{LogManagerError, OffsetQuery};
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+fn answer(index: i32, code: i16) -> ListOffsetsPartitionResponse {
+    ListOffsetsPartitionResponse::default()
+        .with_partition_index(index)
+        .with_error_code(code)
+        .with_timestamp(-1)
+        .with_offset(-1)
+        .with_leader_epoch(-1)
+}
+
+pub(super) async fn handle(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: ListOffsetsRequest,
+) -> ApiResponse {
+    let version = info.api_version;
+    let image = ctx.image.load_full();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    let mut errors = ErrorCounts::default();
+    let mut seen = HashSet::new();
+    for topic in &request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for wanted in &topic.partitions {
+            let index = wanted.partition_index;
+            let response = if !seen.insert((topic.name.to_string(), index)) {
+                answer(index, INVALID_REQUEST)
+            } else {
+                lookup(ctx, &image, version, &topic.name, wanted).await
+            };
+            errors.add(response.error_code);
+            partitions.push(response);
+        }
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions),
+        );
+    }
+    ApiResponse::new(
+        ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(topics)),
+        errors,
+    )
+}
+
+async fn lookup(
+    ctx: &HandlerContext,
+    image: &gregor_publishers::MetadataImage,
+    version: i16,
+    topic: &str,
+    wanted: &kafka_protocol::messages::list_offsets_request::ListOffsetsPartition,
+) -> ListOffsetsPartitionResponse {
+    let index = wanted.partition_index;
+    let led = match led_partition(
+        ctx,
+        image,
+        Some(topic),
+        index,
+        UNKNOWN_TOPIC_OR_PARTITION,
+        false,
+    ) {
+        Ok(led) => led,
+        Err(not_served) => return answer(index, not_served.code),
+    };
+    if version >= 4 {
+        if let Err(code) =
+            check_leader_epoch(wanted.current_leader_epoch, led.registration.leader_epoch)
+        {
+            return answer(index, code);
+        }
+    }
+    let state = &led.state;
+    let epoch = led.registration.leader_epoch;
+    let found = |offset: i64, timestamp: i64, leader_epoch: i32| {
+        answer(index, NONE)
+            .with_offset(offset)
+            .with_timestamp(timestamp)
+            .with_leader_epoch(leader_epoch)
+    };
+    let query = match wanted.timestamp {
+        LATEST => return found(state.high_watermark(), -1, epoch),
+        EARLIEST => return found(state.log_start_offset(), -1, -1),
+        EARLIEST_LOCAL if version >= 8 => return found(state.log_start_offset(), -1, -1),
+        LATEST_TIERED if version >= 9 => return answer(index, NONE),
+        MAX_TIMESTAMP if version >= 7 => OffsetQuery::MaxTimestamp,
+        ts if ts >= 0 => OffsetQuery::Timestamp(ts),
+        _ => return answer(index, UNSUPPORTED_VERSION),
+    };
+    let Some(logs) = ctx.logs.as_ref() else {
+        return answer(index, LogManagerError::NoLog(String::new()).code());
+    };
+    match logs.offset_lookup(topic, index, query).await {
+        // A match at or past the high watermark is not visible yet: no match.
+        Ok(Some((offset, timestamp))) if offset < state.high_watermark() => {
+            found(offset, timestamp, -1)
+        }
+        Ok(_) => answer(index, NONE),
+        Err(error) => answer(index, error.code()),
+    }
+}

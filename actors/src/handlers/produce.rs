@@ -1,0 +1,216 @@
+//! Produce (key 0): validate and append each partition's batch to its log.
+//!
+//! The `records` bytes go to the log library untouched (kafka-protocol hands them over as
+//! `Bytes`); it validates, assigns offsets and writes them on the partition's shard thread. All
+//! partitions of a request are queued first and awaited together, so they are appended in
+//! parallel across shards. With one replica, acks=-1 is answered after the local append once
+//! `min.insync.replicas` is satisfied by the ISR.
+
+use futures::future::join_all;
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
+};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+
+use super::data::{
+    led_partition, INVALID_RECORD, INVALID_REQUIRED_ACKS, NONE, NOT_ENOUGH_REPLICAS,
+    NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_COMPRESSION_TYPE,
+};
+use super::{ApiResponse, Delivery, ErrorCounts};
+use crate::context::{HandlerContext, RequestInfo};
+use crate::log_manager::LogManagerError;
+
+/// Codec id of zstd in a batch's attributes.
+const ZSTD: u8 = 4;
+/// Offset of the low byte of the attributes in a record batch v2 header.
+const ATTRIBUTES_LOW_BYTE: usize = 22;
+const INVALID_TIMESTAMP: i16 = 32;
+
+fn failed(index: i32, code: i16) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+}
+
+pub(super) async fn handle(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: ProduceRequest,
+) -> ApiResponse {
+    let version = info.api_version;
+    let image = ctx.image.load_full();
+    let acks = request.acks;
+    let acks_valid = matches!(acks, -1..=1);
+    let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(request.topic_data.len());
+    let mut appends = Vec::new();
+    let mut leaders = Vec::new();
+    for (topic_index, topic) in request.topic_data.into_iter().enumerate() {
+        let (name, unknown_topic) = if version >= 13 {
+            (
+                image
+                    .topics
+                    .get_by_id(&topic.topic_id)
+                    .map(|t| t.name.to_string()),
+                UNKNOWN_TOPIC_ID,
+            )
+        } else {
+            (Some(topic.name.to_string()), UNKNOWN_TOPIC_OR_PARTITION)
+        };
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let index = data.index;
+            if !acks_valid {
+                partitions.push(failed(index, INVALID_REQUIRED_ACKS));
+                continue;
+            }
+            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, true)
+            {
+                Ok(led) => led,
+                Err(not_served) => {
+                    let mut response = failed(index, not_served.code);
+                    if let (Some((leader, epoch)), true) =
+                        (not_served.leader, not_served.code == NOT_LEADER_OR_FOLLOWER)
+                    {
+                        response.current_leader = LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(leader))
+                            .with_leader_epoch(epoch);
+                        leaders.push(leader);
+                    }
+                    partitions.push(response);
+                    continue;
+                }
+            };
+            let log_start = led.state.log_start_offset();
+            let records = data.records.unwrap_or_default();
+            if version < 7
+                && records
+                    .get(ATTRIBUTES_LOW_BYTE)
+                    .is_some_and(|a| a & 7 == ZSTD)
+            {
+                partitions.push(
+                    failed(index, UNSUPPORTED_COMPRESSION_TYPE).with_log_start_offset(log_start),
+                );
+                continue;
+            }
+            let replicas = led.registration.replicas.as_slice().len() as i32;
+            let isr = led.registration.isr.as_slice().len() as i32;
+            if acks == -1 && isr < led.state.min_insync_replicas().min(replicas) {
+                partitions.push(
+                    failed(index, NOT_ENOUGH_REPLICAS)
+                        .with_log_start_offset(log_start)
+                        .with_error_message(Some(StrBytes::from_string(format!(
+                            "The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {}",
+                            led.state.min_insync_replicas()
+                        )))),
+                );
+                continue;
+            }
+            let epoch = led.registration.leader_epoch;
+            let Some(logs) = ctx.logs.clone() else {
+                partitions.push(failed(index, NOT_LEADER_OR_FOLLOWER));
+                continue;
+            };
+            let slot = (topic_index, partitions.len());
+            partitions.push(failed(index, NONE));
+            let name = name.clone().unwrap_or_default();
+            appends.push(async move {
+                let result = logs.append(&name, index, records, epoch).await;
+                gregor_metrics::topic_produce(
+                    &name,
+                    result.as_ref().ok().map(|appended| {
+                        let messages = if appended.duplicate {
+                            0
+                        } else {
+                            u64::try_from(appended.record_count).unwrap_or(0)
+                        };
+                        (messages, appended.bytes_appended)
+                    }),
+                );
+                (slot, log_start, result)
+            });
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    for ((topic_index, slot), log_start, result) in join_all(appends).await {
+        let response = &mut responses[topic_index].partition_responses[slot];
+        match result {
+            Ok(appended) => {
+                response.error_code = NONE;
+                response.base_offset = appended.first_offset;
+                response.log_append_time_ms = appended.log_append_time;
+                response.log_start_offset = appended.log_start_offset;
+            }
+            Err(error) => {
+                response.error_code = error.code();
+                response.log_start_offset = log_start;
+                if let LogManagerError::Log(gregor_log::error::LogError::Rejected(rejection)) =
+                    &error
+                {
+                    if matches!(response.error_code, INVALID_RECORD | INVALID_TIMESTAMP) {
+                        response.record_errors = rejection
+                            .record_errors
+                            .iter()
+                            .map(|e| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(e.batch_index)
+                                    .with_batch_index_error_message(Some(StrBytes::from_string(
+                                        e.message.clone(),
+                                    )))
+                            })
+                            .collect();
+                        response.error_message =
+                            Some(StrBytes::from_string(rejection.message.clone()));
+                    }
+                }
+                tracing::debug!(partition = response.index, %error, "produce refused");
+            }
+        }
+    }
+    let mut errors = ErrorCounts::default();
+    let mut any_error = false;
+    for partition in responses.iter().flat_map(|t| &t.partition_responses) {
+        errors.add(partition.error_code);
+        any_error |= partition.error_code != NONE;
+    }
+    let mut body = ProduceResponse::default().with_responses(responses);
+    if version >= 10 {
+        leaders.sort_unstable();
+        leaders.dedup();
+        body.node_endpoints = leaders
+            .into_iter()
+            .filter_map(|id| image.cluster.broker(id))
+            .filter_map(|broker| {
+                let endpoint = broker.endpoint(&info.listener_name)?;
+                Some(
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(broker.id))
+                        .with_host(StrBytes::from_string(endpoint.host.clone()))
+                        .with_port(i32::from(endpoint.port))
+                        .with_rack(broker.rack.clone().map(StrBytes::from_string)),
+                )
+            })
+            .collect();
+    }
+    let mut response = ApiResponse::new(ResponseKind::Produce(body), errors);
+    if acks == 0 {
+        // No answer at all; on an error Kafka closes the connection so the client refreshes
+        // its metadata.
+        response.delivery = if any_error {
+            Delivery::Close
+        } else {
+            Delivery::Silent
+        };
+    }
+    response
+}

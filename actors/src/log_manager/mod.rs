@@ -1,0 +1,428 @@
+//! The log manager: the partition logs of this node, on dedicated threads.
+//!
+//! `gregor-log` is plain blocking file I/O, so it never runs on the async runtime or the actix
+//! arbiter. Partitions are spread over a few **shard threads** (hash of topic and partition);
+//! each shard owns its `PartitionLog`s outright, which is Kafka's per-partition append lock
+//! without a lock. Handlers talk to a shard through two channels:
+//!
+//! * a bounded **data** channel (append, read, offset lookups), each command answered through a
+//!   oneshot channel the handler awaits. When it is full the handler waits on a blocking-pool
+//!   thread, so back pressure never stalls the runtime;
+//! * an unbounded **control** channel fed by [`LogPublisher`] from the metadata image (open,
+//!   reconfigure, delete, shut down). A shard drains it before every data command, so a log
+//!   opened before a request was sent is there when the request is served.
+//!
+//! What the network side needs without a round trip lives in [`PartitionState`] (atomics for
+//! the high watermark, log start and log end offsets, the effective `min.insync.replicas`) with
+//! a `Notify` that every append wakes: a waiting Fetch sleeps on it, not on a timer.
+//!
+//! Gregor has no replication yet: the high watermark is the log end offset.
+
+mod publisher;
+mod shard;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use gregor_log::checkpoint::TopicPartition;
+use gregor_log::config::LogConfig;
+use gregor_log::error::LogError;
+use gregor_log::log::AppendInfo;
+use tokio::sync::{oneshot, Notify};
+
+pub use publisher::{effective_log_config, LogPublisher, StaticLogDefaults};
+use shard::{Control, DataCommand, Shard};
+
+/// Commands that may wait in one shard's data channel.
+const DATA_CHANNEL_CAPACITY: usize = 1024;
+
+/// What the network side knows of one partition log without asking its shard.
+#[derive(Debug)]
+pub struct PartitionState {
+    /// The topic id the log was opened with.
+    pub topic_id: uuid::Uuid,
+    shard: usize,
+    high_watermark: AtomicI64,
+    log_start_offset: AtomicI64,
+    log_end_offset: AtomicI64,
+    min_insync_replicas: AtomicI32,
+    /// Set once the log is open (recovered) and serving.
+    open: AtomicBool,
+    /// Set when the log could not be opened or its log dir went offline.
+    offline: AtomicBool,
+    /// Woken after every append (and when the log goes away), for waiting fetches.
+    pub appended: Notify,
+}
+
+impl PartitionState {
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset.load(Ordering::Acquire)
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset.load(Ordering::Acquire)
+    }
+    pub fn min_insync_replicas(&self) -> i32 {
+        self.min_insync_replicas.load(Ordering::Acquire)
+    }
+    /// Open and online: it can serve requests.
+    pub fn is_serving(&self) -> bool {
+        self.open.load(Ordering::Acquire) && !self.offline.load(Ordering::Acquire)
+    }
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Acquire)
+    }
+    /// Being opened (recovered) by its shard. Appends may already be queued: the shard opens the
+    /// log before it serves any later command. Offsets are not known yet.
+    pub fn is_opening(&self) -> bool {
+        !self.open.load(Ordering::Acquire) && !self.offline.load(Ordering::Acquire)
+    }
+
+    fn publish_offsets(&self, log_start: i64, log_end: i64) {
+        self.log_start_offset.store(log_start, Ordering::Release);
+        self.log_end_offset.store(log_end, Ordering::Release);
+        // Single replica: everything appended is committed.
+        self.high_watermark.store(log_end, Ordering::Release);
+    }
+}
+
+/// Bytes read from a log, and the offsets sampled with them.
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// Whole batches, starting with the one holding the fetch offset (empty when none).
+    pub records: Bytes,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+/// Why the log manager could not run a command.
+#[derive(Debug, thiserror::Error)]
+pub enum LogManagerError {
+    /// The log failed the operation (its Kafka code says why).
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// This node has no (open) log for the partition.
+    #[error("no log for {0} on this node")]
+    NoLog(String),
+    /// The log manager is shutting down.
+    #[error("the log manager is shutting down")]
+    ShuttingDown,
+}
+
+impl LogManagerError {
+    /// The Kafka error code a response carries for this failure.
+    pub fn code(&self) -> i16 {
+        match self {
+            LogManagerError::Log(e) => e.kafka_code().code(),
+            // NOT_LEADER_OR_FOLLOWER: retriable, the client refreshes its metadata.
+            LogManagerError::NoLog(_) => 6,
+            LogManagerError::ShuttingDown => 6,
+        }
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, LogManagerError>>;
+
+/// The partition logs of this node. Cheap to share (`Arc`).
+pub struct LogManager {
+    shards: Vec<Shard>,
+    partitions: DashMap<TopicPartition, Arc<PartitionState>>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for LogManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogManager")
+            .field("shards", &self.shards.len())
+            .field("partitions", &self.partitions.len())
+            .finish()
+    }
+}
+
+/// Settings of the log manager (broker configs, not per topic).
+#[derive(Debug, Clone)]
+pub struct LogManagerSettings {
+    /// `log.dirs`.
+    pub log_dirs: Vec<PathBuf>,
+    /// Shard threads (at least 1).
+    pub shards: usize,
+    /// `log.retention.check.interval.ms`.
+    pub retention_check_interval_ms: u64,
+    /// `log.flush.offset.checkpoint.interval.ms`.
+    pub checkpoint_interval_ms: u64,
+    /// Open file handles shared by every segment.
+    pub max_open_files: usize,
+}
+
+impl LogManager {
+    /// Opens every log dir and starts the shard threads. Logs are opened (and recovered) when the
+    /// metadata image says this node hosts them. A log dir that cannot be opened is skipped
+    /// (offline) with an error in the log; with no usable dir this fails.
+    pub fn start(settings: LogManagerSettings) -> Result<Arc<Self>, String> {
+        let files = gregor_log::files::FileCache::new(settings.max_open_files.max(16));
+        let mut dirs = Vec::new();
+        for path in &settings.log_dirs {
+            match gregor_log::log_dir::LogDir::open(path.clone(), Arc::clone(&files)) {
+                Ok(dir) => {
+                    // Leftovers of deletions interrupted by the last shutdown.
+                    if let Err(error) = dir.purge_deleted_dirs() {
+                        tracing::warn!(log_dir = %path.display(), %error, "cannot remove deleted logs");
+                    }
+                    dirs.push(dir);
+                }
+                Err(error) => {
+                    tracing::error!(log_dir = %path.display(), %error, "log dir unusable; skipping it");
+                }
+            }
+        }
+        if dirs.is_empty() {
+            return Err(format!(
+                "no usable log dir among {:?} (log.dirs)",
+                settings.log_dirs
+            ));
+        }
+        let dirs = Arc::new(shard::LogDirs::new(dirs));
+        let count = settings.shards.max(1);
+        let mut shards = Vec::with_capacity(count);
+        let mut threads = Vec::with_capacity(count);
+        for index in 0..count {
+            let (shard, worker) = shard::spawn(index, Arc::clone(&dirs), &settings)
+                .map_err(|e| format!("cannot start log shard thread {index}: {e}"))?;
+            shards.push(shard);
+            threads.push(worker);
+        }
+        Ok(Arc::new(LogManager {
+            shards,
+            partitions: DashMap::new(),
+            threads: Mutex::new(threads),
+        }))
+    }
+
+    /// The state of a partition's log, if this node hosts it.
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Arc<PartitionState>> {
+        self.partitions
+            .get(&TopicPartition::new(topic, partition))
+            .map(|s| Arc::clone(s.value()))
+    }
+
+    /// Number of partition logs this node hosts.
+    pub fn partition_count(&self) -> usize {
+        self.partitions.len()
+    }
+
+    fn shard_of(&self, tp: &TopicPartition) -> usize {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        tp.hash(&mut hasher);
+        (hasher.finish() % self.shards.len() as u64) as usize
+    }
+
+    /// Opens (or reconfigures) the log of a hosted partition.
+    pub(crate) fn ensure(
+        &self,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+        min_insync_replicas: i32,
+    ) {
+        let shard = self.shard_of(&tp);
+        let existing = self.partitions.get(&tp).map(|s| Arc::clone(s.value()));
+        let state = match existing {
+            Some(state) if state.topic_id == topic_id => {
+                state
+                    .min_insync_replicas
+                    .store(min_insync_replicas, Ordering::Release);
+                self.shards[shard].control(Control::Configure { tp, config });
+                return;
+            }
+            Some(_) => {
+                // Same name, new topic id: the old topic was deleted and recreated.
+                self.remove(&tp);
+                self.new_state(&tp, topic_id, shard, min_insync_replicas)
+            }
+            None => self.new_state(&tp, topic_id, shard, min_insync_replicas),
+        };
+        self.shards[shard].control(Control::Open { tp, config, state });
+    }
+
+    fn new_state(
+        &self,
+        tp: &TopicPartition,
+        topic_id: uuid::Uuid,
+        shard: usize,
+        min_insync_replicas: i32,
+    ) -> Arc<PartitionState> {
+        let state = Arc::new(PartitionState {
+            topic_id,
+            shard,
+            high_watermark: AtomicI64::new(0),
+            log_start_offset: AtomicI64::new(0),
+            log_end_offset: AtomicI64::new(0),
+            min_insync_replicas: AtomicI32::new(min_insync_replicas),
+            open: AtomicBool::new(false),
+            offline: AtomicBool::new(false),
+            appended: Notify::new(),
+        });
+        self.partitions.insert(tp.clone(), Arc::clone(&state));
+        state
+    }
+
+    /// Stops serving a partition and deletes its log (rename to `-delete`, removal after
+    /// `file.delete.delay.ms`).
+    pub(crate) fn remove(&self, tp: &TopicPartition) {
+        if let Some((tp, state)) = self.partitions.remove(tp) {
+            state.open.store(false, Ordering::Release);
+            state.appended.notify_waiters();
+            self.shards[state.shard].control(Control::Delete { tp });
+        }
+    }
+
+    /// Topic-partitions currently hosted.
+    pub(crate) fn hosted(&self) -> Vec<(TopicPartition, uuid::Uuid)> {
+        self.partitions
+            .iter()
+            .map(|e| (e.key().clone(), e.value().topic_id))
+            .collect()
+    }
+
+    async fn submit<T>(
+        &self,
+        state: &PartitionState,
+        make: impl FnOnce(Reply<T>) -> DataCommand,
+    ) -> Result<T, LogManagerError> {
+        let (reply, answer) = oneshot::channel();
+        self.shards[state.shard].send(make(reply)).await?;
+        answer.await.map_err(|_| LogManagerError::ShuttingDown)?
+    }
+
+    /// Appends a produced batch (validated by the library) at `leader_epoch`.
+    pub async fn append(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, true)?;
+        self.submit(&state, |reply| DataCommand::Append {
+            tp,
+            records,
+            leader_epoch,
+            reply,
+        })
+        .await
+    }
+
+    /// Reads whole batches from `offset`, up to `max_bytes` (the whole first batch when
+    /// `min_one_batch`), below the high watermark.
+    pub async fn read(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::Read {
+            tp,
+            offset,
+            max_bytes,
+            min_one_batch,
+            reply,
+        })
+        .await
+    }
+
+    /// ListOffsets: the first record with a timestamp ≥ `timestamp` (`Some((offset, ts))`), or
+    /// for [`OffsetQuery::MaxTimestamp`] the record with the largest timestamp.
+    pub async fn offset_lookup(
+        &self,
+        topic: &str,
+        partition: i32,
+        query: OffsetQuery,
+    ) -> Result<Option<(i64, i64)>, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::Lookup { tp, query, reply })
+            .await
+    }
+
+    /// The state of a log that serves requests (`or_opening`: or is being opened).
+    fn serving(
+        &self,
+        tp: &TopicPartition,
+        or_opening: bool,
+    ) -> Result<Arc<PartitionState>, LogManagerError> {
+        let state = self
+            .partitions
+            .get(tp)
+            .map(|s| Arc::clone(s.value()))
+            .ok_or_else(|| LogManagerError::NoLog(tp.dir_name()))?;
+        if state.is_offline() {
+            return Err(LogManagerError::Log(LogError::LogDirOffline(
+                PathBuf::from(tp.dir_name()),
+            )));
+        }
+        if !(state.is_serving() || or_opening && state.is_opening()) {
+            return Err(LogManagerError::NoLog(tp.dir_name()));
+        }
+        Ok(state)
+    }
+
+    /// Clean shutdown: every shard closes its logs, then each log dir writes its checkpoints and
+    /// the clean-shutdown marker. Blocking: call it from a blocking thread.
+    pub fn shutdown(&self, broker_epoch: i64) {
+        let (done, finished) = std::sync::mpsc::channel();
+        for shard in &self.shards {
+            shard.control(Control::Shutdown {
+                broker_epoch,
+                done: done.clone(),
+            });
+        }
+        drop(done);
+        let mut logs = Vec::new();
+        while let Ok(shard_logs) = finished.recv() {
+            logs.extend(shard_logs);
+        }
+        if let Some(first) = self.shards.first() {
+            first.dirs.shutdown(logs, broker_epoch);
+        }
+        let threads = std::mem::take(
+            &mut *self
+                .threads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for thread in threads {
+            if thread.join().is_err() {
+                tracing::error!("a log shard thread panicked");
+            }
+        }
+    }
+}
+
+/// A ListOffsets lookup the log answers from its indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetQuery {
+    /// The first record with timestamp ≥ this.
+    Timestamp(i64),
+    /// The record with the largest timestamp (KIP-734).
+    MaxTimestamp,
+}
+
+/// Now, in milliseconds since the epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,173 @@
+//! [`LogPublisher`]: makes the log manager follow the metadata image.
+
+use std::sync::Arc;
+
+use gregor_log::checkpoint::TopicPartition;
+use gregor_log::config::LogConfig;
+use gregor_publishers::image::topics::TopicImage;
+use gregor_publishers::{
+    LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, PublishError,
+};
+
+use super::LogManager;
+use crate::controller::logic::configs::broker::TOPIC_SYNONYMS;
+use crate::controller::logic::configs::resource_type::{BROKER, TOPIC};
+
+/// The topic-level values of this node's static broker configs (`log.segment.bytes` becomes
+/// `segment.bytes`...), the bottom of the precedence: topic config, then the dynamic broker
+/// default of this node, then the cluster-wide one, then these.
+#[derive(Debug, Clone, Default)]
+pub struct StaticLogDefaults(pub Vec<(String, String)>);
+
+impl StaticLogDefaults {
+    /// From `(broker key, value)` pairs; keys that are not topic-config synonyms are ignored.
+    pub fn from_broker_configs<'a>(configs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        StaticLogDefaults(
+            configs
+                .into_iter()
+                .filter_map(|(key, value)| {
+                    TOPIC_SYNONYMS
+                        .iter()
+                        .find(|(broker, _)| *broker == key)
+                        .map(|(_, topic)| ((*topic).to_owned(), value.to_owned()))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The effective log config of `topic` on node `node` and its `min.insync.replicas`.
+pub fn effective_log_config(
+    image: &MetadataImage,
+    statics: &StaticLogDefaults,
+    node: &str,
+    topic: &str,
+) -> (LogConfig, i32) {
+    let mut config = LogConfig::default();
+    let mut min_insync_replicas = 1;
+    let mut apply = |key: &str, value: &str| {
+        if key == "min.insync.replicas" {
+            if let Ok(v) = value.trim().parse::<i32>() {
+                min_insync_replicas = v;
+            }
+            return;
+        }
+        // Values in the image were validated by the controller; a stale one is skipped.
+        if let Err(error) = config.apply(key, value) {
+            tracing::warn!(topic, %error, "ignoring a config value the log cannot use");
+        }
+    };
+    for (key, value) in &statics.0 {
+        apply(key, value);
+    }
+    for resource in ["", node] {
+        if let Some(configs) = image.configs.get(BROKER, resource) {
+            for (key, value) in configs.iter() {
+                if let Some((_, topic_key)) = TOPIC_SYNONYMS.iter().find(|(b, _)| *b == key) {
+                    apply(topic_key, value);
+                }
+            }
+        }
+    }
+    if let Some(configs) = image.configs.get(TOPIC, topic) {
+        for (key, value) in configs.iter() {
+            apply(key, value);
+        }
+    }
+    (config, min_insync_replicas)
+}
+
+/// Opens the logs of partitions this node hosts (replicas containing its id), deletes those of
+/// deleted topics or of partitions moved away, and applies config changes.
+pub struct LogPublisher {
+    manager: Arc<LogManager>,
+    node_id: i32,
+    node: String,
+    statics: StaticLogDefaults,
+}
+
+impl LogPublisher {
+    pub fn new(manager: Arc<LogManager>, node_id: i32, statics: StaticLogDefaults) -> Self {
+        LogPublisher {
+            manager,
+            node_id,
+            node: node_id.to_string(),
+            statics,
+        }
+    }
+
+    fn sync_topic(&self, image: &MetadataImage, topic: &TopicImage) {
+        let (config, min_isr) = effective_log_config(image, &self.statics, &self.node, &topic.name);
+        for (partition, registration) in topic.partitions() {
+            let tp = TopicPartition::new(topic.name.to_string(), partition);
+            if registration.replicas.as_slice().contains(&self.node_id) {
+                self.manager.ensure(tp, topic.id, config.clone(), min_isr);
+            } else if self.manager.partition(&topic.name, partition).is_some() {
+                self.manager.remove(&tp);
+            }
+        }
+    }
+
+    fn sync_all(&self, image: &MetadataImage) {
+        for topic in image.topics.iter() {
+            self.sync_topic(image, topic);
+        }
+        for (tp, topic_id) in self.manager.hosted() {
+            let current = image.topics.get_by_name(&tp.topic);
+            let keep = current.is_some_and(|t| {
+                t.id == topic_id
+                    && t.partition(tp.partition)
+                        .is_some_and(|p| p.replicas.as_slice().contains(&self.node_id))
+            });
+            if !keep {
+                self.manager.remove(&tp);
+            }
+        }
+    }
+}
+
+impl MetadataPublisher for LogPublisher {
+    fn name(&self) -> &str {
+        "log-manager"
+    }
+
+    fn on_metadata_update(
+        &mut self,
+        delta: &MetadataDelta,
+        image: &Arc<MetadataImage>,
+        manifest: &LoaderManifest,
+    ) -> Result<(), PublishError> {
+        let broker_defaults_changed = delta.configs_delta().is_some_and(|c| {
+            c.changed_resources()
+                .any(|(t, name, _)| t == BROKER && (name.is_empty() || name == self.node))
+        });
+        if matches!(manifest, LoaderManifest::Snapshot { .. }) || broker_defaults_changed {
+            self.sync_all(image);
+            return Ok(());
+        }
+        if let Some(topics) = delta.topics_delta() {
+            for (id, name) in topics.deleted_topics() {
+                for (tp, topic_id) in self.manager.hosted() {
+                    if topic_id == id && tp.topic == name {
+                        self.manager.remove(&tp);
+                    }
+                }
+            }
+            for changed in topics.changed_topics() {
+                if let Some(topic) = image.topics.get_by_id(&changed.id()) {
+                    self.sync_topic(image, topic);
+                }
+            }
+        }
+        if let Some(configs) = delta.configs_delta() {
+            for (resource_type, name, _) in configs.changed_resources() {
+                if resource_type == TOPIC {
+                    if let Some(topic) = image.topics.get_by_name(name) {
+                        self.sync_topic(image, topic);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

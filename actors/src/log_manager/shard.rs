@@ -1,0 +1,468 @@
+//! One shard thread: owns some partition logs and runs every file operation on them.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use crossbeam::channel::{self, Receiver, Sender, TrySendError};
+use gregor_log::checkpoint::TopicPartition;
+use gregor_log::config::LogConfig;
+use gregor_log::log::{AppendInfo, PartitionLog};
+use gregor_log::log_dir::LogDir;
+
+use super::{
+    now_ms, LogManagerError, LogManagerSettings, OffsetQuery, PartitionState, ReadResult, Reply,
+    DATA_CHANNEL_CAPACITY,
+};
+
+/// Requests from handlers.
+pub(super) enum DataCommand {
+    Append {
+        tp: TopicPartition,
+        records: Bytes,
+        leader_epoch: i32,
+        reply: Reply<AppendInfo>,
+    },
+    Read {
+        tp: TopicPartition,
+        offset: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+        reply: Reply<ReadResult>,
+    },
+    Lookup {
+        tp: TopicPartition,
+        query: OffsetQuery,
+        reply: Reply<Option<(i64, i64)>>,
+    },
+}
+
+/// Changes from the metadata image, and shutdown.
+pub(super) enum Control {
+    Open {
+        tp: TopicPartition,
+        config: LogConfig,
+        state: Arc<PartitionState>,
+    },
+    Configure {
+        tp: TopicPartition,
+        config: LogConfig,
+    },
+    Delete {
+        tp: TopicPartition,
+    },
+    Shutdown {
+        broker_epoch: i64,
+        done: std::sync::mpsc::Sender<Vec<(usize, PartitionLog)>>,
+    },
+}
+
+/// The log dirs, shared by the shards (locked only to open, delete and checkpoint logs).
+pub(super) struct LogDirs {
+    dirs: Vec<Mutex<LogDir>>,
+    hosted: Vec<std::sync::atomic::AtomicUsize>,
+}
+
+impl LogDirs {
+    pub(super) fn new(dirs: Vec<LogDir>) -> Self {
+        LogDirs {
+            hosted: dirs
+                .iter()
+                .map(|_| std::sync::atomic::AtomicUsize::new(0))
+                .collect(),
+            dirs: dirs.into_iter().map(Mutex::new).collect(),
+        }
+    }
+
+    fn lock(&self, index: usize) -> std::sync::MutexGuard<'_, LogDir> {
+        self.dirs[index]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The dir already holding the partition, else the online one hosting the fewest logs.
+    fn place(&self, tp: &TopicPartition) -> Option<usize> {
+        let name = tp.dir_name();
+        let online = |i: &usize| !self.lock(*i).is_offline();
+        (0..self.dirs.len())
+            .filter(online)
+            .find(|i| self.lock(*i).path().join(&name).is_dir())
+            .or_else(|| {
+                (0..self.dirs.len())
+                    .filter(online)
+                    .min_by_key(|i| self.hosted[*i].load(Ordering::Relaxed))
+            })
+    }
+
+    /// Clean shutdown of every dir with the logs it holds.
+    pub(super) fn shutdown(&self, mut logs: Vec<(usize, PartitionLog)>, broker_epoch: i64) {
+        let now = now_ms();
+        for index in 0..self.dirs.len() {
+            let mut dir = self.lock(index);
+            if dir.is_offline() {
+                continue;
+            }
+            let result = dir.shutdown(
+                logs.iter_mut()
+                    .filter(|(d, _)| *d == index)
+                    .map(|(_, log)| log),
+                broker_epoch,
+                now,
+            );
+            match result {
+                Ok(()) => tracing::info!(log_dir = %dir.path().display(), "log dir closed cleanly"),
+                Err(error) => {
+                    tracing::error!(log_dir = %dir.path().display(), %error, "log dir did not close cleanly")
+                }
+            }
+        }
+    }
+}
+
+/// The handle of one shard thread.
+pub(super) struct Shard {
+    data: Sender<DataCommand>,
+    control: Sender<Control>,
+    pub(super) dirs: Arc<LogDirs>,
+}
+
+impl Shard {
+    pub(super) fn control(&self, command: Control) {
+        if self.control.send(command).is_err() {
+            tracing::warn!("log shard stopped; dropping a metadata change");
+        }
+    }
+
+    /// Queues a data command; when the queue is full the wait happens on a blocking-pool thread.
+    pub(super) async fn send(&self, command: DataCommand) -> Result<(), LogManagerError> {
+        match self.data.try_send(command) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Disconnected(_)) => Err(LogManagerError::ShuttingDown),
+            Err(TrySendError::Full(command)) => {
+                let data = self.data.clone();
+                tokio::task::spawn_blocking(move || data.send(command))
+                    .await
+                    .map_err(|_| LogManagerError::ShuttingDown)?
+                    .map_err(|_| LogManagerError::ShuttingDown)
+            }
+        }
+    }
+}
+
+struct Hosted {
+    dir: usize,
+    log: PartitionLog,
+    state: Arc<PartitionState>,
+}
+
+struct Worker {
+    index: usize,
+    dirs: Arc<LogDirs>,
+    logs: HashMap<TopicPartition, Hosted>,
+    /// Renamed `-delete` directories and when to remove them.
+    pending_deletes: Vec<(Instant, PathBuf)>,
+    retention_every: Duration,
+    checkpoint_every: Duration,
+    next_retention: Instant,
+    next_checkpoint: Instant,
+}
+
+/// Starts shard `index`.
+pub(super) fn spawn(
+    index: usize,
+    dirs: Arc<LogDirs>,
+    settings: &LogManagerSettings,
+) -> std::io::Result<(Shard, std::thread::JoinHandle<()>)> {
+    let (data_tx, data_rx) = channel::bounded(DATA_CHANNEL_CAPACITY);
+    let (control_tx, control_rx) = channel::unbounded();
+    let now = Instant::now();
+    let retention_every = Duration::from_millis(settings.retention_check_interval_ms.max(1000));
+    let checkpoint_every = Duration::from_millis(settings.checkpoint_interval_ms.max(1000));
+    let worker = Worker {
+        index,
+        dirs: Arc::clone(&dirs),
+        logs: HashMap::new(),
+        pending_deletes: Vec::new(),
+        retention_every,
+        checkpoint_every,
+        next_retention: now + retention_every,
+        next_checkpoint: now + checkpoint_every,
+    };
+    let thread = std::thread::Builder::new()
+        .name(format!("log-shard-{index}"))
+        .spawn(move || worker.run(&data_rx, &control_rx))?;
+    Ok((
+        Shard {
+            data: data_tx,
+            control: control_tx,
+            dirs,
+        },
+        thread,
+    ))
+}
+
+/// How often a shard wakes for its periodic work when idle.
+const TICK: Duration = Duration::from_millis(500);
+
+impl Worker {
+    fn run(mut self, data: &Receiver<DataCommand>, control: &Receiver<Control>) {
+        loop {
+            // Metadata first: a log opened before a request was sent must be there to serve it.
+            while let Ok(command) = control.try_recv() {
+                if !self.on_control(command) {
+                    return;
+                }
+            }
+            crossbeam::select! {
+                recv(control) -> command => match command {
+                    Ok(command) => {
+                        if !self.on_control(command) {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                },
+                recv(data) -> command => match command {
+                    Ok(command) => self.on_data(command),
+                    Err(_) => return,
+                },
+                default(TICK) => {}
+            }
+            self.periodic();
+        }
+    }
+
+    fn on_control(&mut self, command: Control) -> bool {
+        match command {
+            Control::Open { tp, config, state } => self.open(tp, config, state),
+            Control::Configure { tp, config } => {
+                if let Some(hosted) = self.logs.get_mut(&tp) {
+                    hosted.log.set_config(config);
+                }
+            }
+            Control::Delete { tp } => self.delete(&tp),
+            Control::Shutdown { done, broker_epoch } => {
+                tracing::debug!(shard = self.index, broker_epoch, "log shard stopping");
+                let logs = self
+                    .logs
+                    .drain()
+                    .map(|(_, hosted)| {
+                        hosted.state.open.store(false, Ordering::Release);
+                        hosted.state.appended.notify_waiters();
+                        (hosted.dir, hosted.log)
+                    })
+                    .collect();
+                let _ = done.send(logs);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn open(&mut self, tp: TopicPartition, config: LogConfig, state: Arc<PartitionState>) {
+        if let Some(hosted) = self.logs.get_mut(&tp) {
+            if hosted.state.topic_id == state.topic_id {
+                // Already open: the new state takes over serving it.
+                state.publish_offsets(hosted.log.log_start_offset(), hosted.log.log_end_offset());
+                state.open.store(true, Ordering::Release);
+                hosted.state = state;
+                return;
+            }
+            self.delete(&tp);
+        }
+        let Some(dir) = self.dirs.place(&tp) else {
+            tracing::error!(partition = %tp.dir_name(), "no online log dir for the partition");
+            state.offline.store(true, Ordering::Release);
+            return;
+        };
+        let started = Instant::now();
+        let opened =
+            self.dirs
+                .lock(dir)
+                .open_log(tp.clone(), Some(state.topic_id), config, now_ms());
+        match opened {
+            Ok(log) => {
+                state.publish_offsets(log.log_start_offset(), log.log_end_offset());
+                state.open.store(true, Ordering::Release);
+                self.dirs.hosted[dir].fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(
+                    partition = %tp.dir_name(),
+                    log_end_offset = log.log_end_offset(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "partition log open"
+                );
+                self.logs.insert(tp, Hosted { dir, log, state });
+            }
+            Err(error) => {
+                tracing::error!(partition = %tp.dir_name(), %error, "cannot open the partition log");
+                state.offline.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn delete(&mut self, tp: &TopicPartition) {
+        let Some(hosted) = self.logs.remove(tp) else {
+            return;
+        };
+        hosted.state.open.store(false, Ordering::Release);
+        hosted.state.appended.notify_waiters();
+        let delay = hosted.log.config().file_delete_delay_ms.max(0) as u64;
+        self.dirs.hosted[hosted.dir].fetch_sub(1, Ordering::Relaxed);
+        let renamed = self.dirs.lock(hosted.dir).delete_log(hosted.log);
+        match renamed {
+            Ok(path) => {
+                tracing::info!(partition = %tp.dir_name(), renamed = %path.display(), delay_ms = delay, "partition log scheduled for deletion");
+                self.pending_deletes
+                    .push((Instant::now() + Duration::from_millis(delay), path));
+            }
+            Err(error) => {
+                tracing::error!(partition = %tp.dir_name(), %error, "cannot delete the partition log")
+            }
+        }
+    }
+
+    fn on_data(&mut self, command: DataCommand) {
+        match command {
+            DataCommand::Append {
+                tp,
+                records,
+                leader_epoch,
+                reply,
+            } => {
+                let result = self.with_log(&tp, |hosted| {
+                    let info = hosted.log.append(&records, now_ms(), leader_epoch)?;
+                    hosted.state.publish_offsets(
+                        hosted.log.log_start_offset(),
+                        hosted.log.log_end_offset(),
+                    );
+                    if !info.duplicate {
+                        hosted.state.appended.notify_waiters();
+                    }
+                    Ok(info)
+                });
+                let _ = reply.send(result);
+            }
+            DataCommand::Read {
+                tp,
+                offset,
+                max_bytes,
+                min_one_batch,
+                reply,
+            } => {
+                let result = self.with_log(&tp, |hosted| {
+                    let high_watermark = hosted.state.high_watermark();
+                    let log_start_offset = hosted.log.log_start_offset();
+                    let info = hosted
+                        .log
+                        .read(offset, max_bytes, high_watermark, min_one_batch)?;
+                    let records = match info.slice {
+                        None => Bytes::new(),
+                        Some(slice) => {
+                            let mut bytes =
+                                slice.read().map_err(|e| gregor_log::error::LogError::Io {
+                                    op: "read",
+                                    path: slice.path.clone(),
+                                    source: e,
+                                })?;
+                            bytes.truncate(gregor_log::segment::whole_batches_len(&bytes));
+                            Bytes::from(bytes)
+                        }
+                    };
+                    Ok(ReadResult {
+                        records,
+                        high_watermark,
+                        log_start_offset,
+                    })
+                });
+                let _ = reply.send(result);
+            }
+            DataCommand::Lookup { tp, query, reply } => {
+                let result = self.with_log(&tp, |hosted| match query {
+                    OffsetQuery::Timestamp(ts) => hosted.log.offset_for_timestamp(ts),
+                    OffsetQuery::MaxTimestamp => hosted.log.max_timestamp_offset(),
+                });
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    fn with_log<T>(
+        &mut self,
+        tp: &TopicPartition,
+        operation: impl FnOnce(&mut Hosted) -> Result<T, gregor_log::error::LogError>,
+    ) -> Result<T, LogManagerError> {
+        let hosted = self
+            .logs
+            .get_mut(tp)
+            .ok_or_else(|| LogManagerError::NoLog(tp.dir_name()))?;
+        operation(hosted).map_err(|error| {
+            if error.is_storage_error() {
+                hosted.state.offline.store(true, Ordering::Release);
+                hosted.state.appended.notify_waiters();
+            }
+            LogManagerError::Log(error)
+        })
+    }
+
+    fn periodic(&mut self) {
+        let now = Instant::now();
+        if now >= self.next_retention {
+            self.next_retention = now + self.retention_every;
+            let now_ms = now_ms();
+            for (tp, hosted) in &mut self.logs {
+                let high_watermark = hosted.state.high_watermark();
+                match hosted.log.enforce_retention(now_ms, high_watermark) {
+                    Ok(removed) if removed.segments_deleted > 0 => {
+                        tracing::info!(partition = %tp.dir_name(), segments = removed.segments_deleted, bytes = removed.bytes_deleted, log_start_offset = removed.log_start_offset, "retention deleted segments");
+                        hosted.state.publish_offsets(
+                            hosted.log.log_start_offset(),
+                            hosted.log.log_end_offset(),
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(partition = %tp.dir_name(), %error, "retention failed")
+                    }
+                }
+                if let Err(error) = hosted.log.purge_deleted_files(now_ms) {
+                    tracing::warn!(partition = %tp.dir_name(), %error, "cannot remove deleted segments");
+                }
+            }
+        }
+        if now >= self.next_checkpoint {
+            self.next_checkpoint = now + self.checkpoint_every;
+            for dir in 0..self.dirs.dirs.len() {
+                let logs = self.logs.values().filter(|h| h.dir == dir).map(|h| &h.log);
+                let mut log_dir = self.dirs.lock(dir);
+                if log_dir.is_offline() {
+                    continue;
+                }
+                if let Err(error) = log_dir.checkpoint(logs) {
+                    tracing::error!(log_dir = %log_dir.path().display(), %error, "checkpoint failed");
+                }
+            }
+        }
+        let due: Vec<PathBuf> = self
+            .pending_deletes
+            .iter()
+            .filter(|(at, _)| *at <= now)
+            .map(|(_, path)| path.clone())
+            .collect();
+        if !due.is_empty() {
+            self.pending_deletes.retain(|(at, _)| *at > now);
+            for path in due {
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), "deleted partition log removed")
+                    }
+                    Err(error) => {
+                        tracing::warn!(path = %path.display(), %error, "cannot remove a deleted partition log")
+                    }
+                }
+            }
+        }
+    }
+}

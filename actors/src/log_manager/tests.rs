@@ -1,0 +1,167 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use gregor_log::batch::BatchBuilder;
+use gregor_log::checkpoint::TopicPartition;
+use gregor_log::compression::Compression;
+use gregor_log::config::LogConfig;
+use gregor_publishers::records::ConfigRecord;
+use gregor_publishers::{MetadataDelta, MetadataImage, MetadataRecord};
+
+use super::*;
+
+fn config(resource_type: i8, resource_name: &str, name: &str, value: &str) -> MetadataRecord {
+    MetadataRecord::Config(ConfigRecord {
+        resource_type,
+        resource_name: resource_name.into(),
+        name: name.into(),
+        value: Some(value.into()),
+    })
+}
+
+#[test]
+fn topic_configs_override_node_then_cluster_defaults_then_static_ones() {
+    let empty = Arc::new(MetadataImage::empty());
+    let mut delta = MetadataDelta::new(empty.clone());
+    for record in [
+        config(4, "", "log.retention.ms", "1000"),
+        config(4, "", "log.segment.bytes", "2000000"),
+        config(4, "7", "log.segment.bytes", "3000000"),
+        config(4, "8", "log.roll.ms", "5"),
+        config(2, "t", "retention.ms", "42"),
+        config(2, "t", "min.insync.replicas", "2"),
+        config(2, "other", "retention.ms", "1"),
+    ] {
+        delta.replay(&record).unwrap();
+    }
+    let image = delta.apply(empty.provenance);
+    let statics = StaticLogDefaults::from_broker_configs([
+        ("log.segment.bytes", "4000000"),
+        ("message.max.bytes", "5000"),
+        ("num.partitions", "3"),
+    ]);
+    let (log, min_isr) = effective_log_config(&image, &statics, "7", "t");
+    assert_eq!(log.retention_ms, 42);
+    assert_eq!(log.segment_bytes, 3_000_000);
+    assert_eq!(log.max_message_bytes, 5000);
+    assert_eq!(log.segment_ms, LogConfig::default().segment_ms);
+    assert_eq!(min_isr, 2);
+    let (log, min_isr) = effective_log_config(&image, &statics, "9", "u");
+    assert_eq!(
+        (log.retention_ms, log.segment_bytes, min_isr),
+        (1000, 2_000_000, 1)
+    );
+}
+
+fn records(values: &[&str], producer: Option<(i64, i32)>) -> Bytes {
+    let mut builder = BatchBuilder::new(Compression::None);
+    if let Some((id, sequence)) = producer {
+        builder.producer_id = id;
+        builder.producer_epoch = 0;
+        builder.base_sequence = sequence;
+    }
+    for value in values {
+        // Now: an old timestamp would roll a segment per append (segment.ms counts from the
+        // first batch's timestamp), and a read stops at a segment's end.
+        builder.append(now_ms(), Some(b"k"), Some(value.as_bytes()), &[]);
+    }
+    Bytes::from(builder.build().unwrap())
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_open_append_read_dedupe_and_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::start(LogManagerSettings {
+        log_dirs: vec![dir.path().to_path_buf()],
+        shards: 2,
+        retention_check_interval_ms: 300_000,
+        checkpoint_interval_ms: 60_000,
+        max_open_files: 64,
+    })
+    .unwrap();
+    let id = uuid::Uuid::from_u128(7);
+    let config = LogConfig {
+        file_delete_delay_ms: 0,
+        ..LogConfig::default()
+    };
+    manager.ensure(TopicPartition::new("t", 0), id, config, 1);
+    // Appends queued while the log is being opened are served once it is.
+    let first = manager
+        .append("t", 0, records(&["a", "b"], Some((5, 0))), 3)
+        .await
+        .unwrap();
+    let second = manager
+        .append("t", 0, records(&["c"], Some((5, 2))), 3)
+        .await
+        .unwrap();
+    assert_eq!((first.first_offset, first.last_offset), (0, 1));
+    assert_eq!((second.first_offset, second.duplicate), (2, false));
+    let retry = manager
+        .append("t", 0, records(&["c"], Some((5, 2))), 3)
+        .await
+        .unwrap();
+    assert_eq!((retry.first_offset, retry.duplicate), (2, true));
+    let out_of_order = manager
+        .append("t", 0, records(&["e"], Some((5, 9))), 3)
+        .await
+        .unwrap_err();
+    assert_eq!(out_of_order.code(), 45);
+    let state = manager.partition("t", 0).unwrap();
+    assert_eq!((state.high_watermark(), state.log_start_offset()), (3, 0));
+
+    let all = manager.read("t", 0, 0, 1 << 20, true).await.unwrap();
+    assert_eq!(all.high_watermark, 3);
+    let batches: Vec<_> = gregor_log::batch::batches(&all.records)
+        .map(|b| b.unwrap().base_offset())
+        .collect();
+    assert_eq!(batches, vec![0, 2]);
+    // From inside the first batch: the batch holding the offset comes first.
+    let from_one = manager.read("t", 0, 1, 1, true).await.unwrap();
+    assert_eq!(
+        gregor_log::batch::batches(&from_one.records).count(),
+        1,
+        "only the first batch when the limit is below it"
+    );
+    let past_end = manager.read("t", 0, 4, 1 << 20, true).await.unwrap_err();
+    assert_eq!(past_end.code(), 1);
+    let (offset, _) = manager
+        .offset_lookup("t", 0, OffsetQuery::Timestamp(0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(offset, 0);
+
+    manager.remove(&TopicPartition::new("t", 0));
+    assert!(manager.partition("t", 0).is_none());
+    assert_eq!(
+        manager
+            .append("t", 0, records(&["x"], None), 3)
+            .await
+            .unwrap_err()
+            .code(),
+        6
+    );
+    // Renamed to `-delete` at once, removed after file.delete.delay.ms (0 here).
+    wait_until("the deleted log to be removed", || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("t-0"))
+    });
+    let manager_for_shutdown = manager.clone();
+    tokio::task::spawn_blocking(move || manager_for_shutdown.shutdown(1))
+        .await
+        .unwrap();
+    assert!(dir.path().join(".kafka_cleanshutdown").exists());
+}

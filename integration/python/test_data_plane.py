@@ -1,0 +1,412 @@
+"""The data plane end to end: Produce, Fetch, ListOffsets and InitProducerId with real clients.
+
+Records go in with one client and come out with another (kafka-python, confluent-kafka, kcat),
+compared field by field: offset, key, value, headers, timestamp. Raw requests (kafka-python's
+message classes on a bare socket) check the error codes, acks=0 and the long poll. A kill -9
+while producers write checks that every acknowledged record survives at its offset.
+
+kafka-python in the test venv has no snappy/lz4/zstd libraries, so compressed batches are read
+back with librdkafka (confluent-kafka and kcat).
+"""
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from conftest import RawConn, wait_for
+
+KCAT = shutil.which("kcat")
+
+
+def create(node, *topics):
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1) for name, partitions in topics])
+    finally:
+        admin.close()
+
+
+def batch(records, compression=0):
+    """One record batch v2: records are (key, value, headers, timestamp)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=compression, is_transactional=False,
+        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+    )
+    for offset, (key, value, headers, timestamp) in enumerate(records):
+        builder.append(offset, timestamp=timestamp, key=key, value=value, headers=headers)
+    return bytes(builder.build())
+
+
+def produce(conn, topic, partition, records_bytes, version=9, acks=-1):
+    P = ProduceRequest[version]
+    request = P(
+        transactional_id=None, acks=acks, timeout_ms=10000,
+        topic_data=[P.TopicProduceData(name=topic, partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=partition, records=records_bytes)])],
+    )
+    if acks == 0:
+        conn.correlation_id += 1
+        request.with_header(correlation_id=conn.correlation_id, client_id="pytest-raw")
+        conn.send_bytes(bytes(request.encode(header=True, framed=True)))
+        return None
+    (topic_response,) = conn.send(request, ProduceResponse).responses
+    (partition_response,) = topic_response.partition_responses
+    return partition_response
+
+
+def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1):
+    F = FetchRequest[version]
+    request = F(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+            partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id="",
+    )
+    response = conn.send(request, FetchResponse)
+    (topic_response,) = response.responses
+    (partition_response,) = topic_response.partitions
+    return response, partition_response
+
+
+def list_offset(conn, topic, partition, timestamp, version=7):
+    L = ListOffsetsRequest[version]
+    request = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+        name=topic, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
+    (topic_response,) = conn.send(request, ListOffsetsResponse).topics
+    (partition_response,) = topic_response.partitions
+    return partition_response
+
+
+def confluent_read(node, topic, partition, count, start=0):
+    """Reads `count` records from `start` with an assign-mode confluent consumer."""
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([CTopicPartition(topic, partition, start)])
+        out = []
+        deadline = time.monotonic() + 30
+        while len(out) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            out.append((message.offset(), message.key(), message.value(),
+                        [(k, bytes(v)) for k, v in (message.headers() or [])],
+                        message.timestamp()[1]))
+        assert len(out) == count, f"read {len(out)} of {count} records"
+        return out
+    finally:
+        consumer.close()
+
+
+def kafka_python_read(node, topic, partition, count):
+    consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id=None,
+                             enable_auto_commit=False, consumer_timeout_ms=10000)
+    try:
+        consumer.assign([TopicPartition(topic, partition)])
+        consumer.seek_to_beginning()
+        out = []
+        for message in consumer:
+            out.append((message.offset, message.key, message.value,
+                        [(k, bytes(v)) for k, v in message.headers], message.timestamp))
+            if len(out) == count:
+                break
+        assert len(out) == count, f"read {len(out)} of {count} records"
+        return out
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_idempotent_producer_to_confluent_and_kcat(node):
+    create(node, ("dp-kp", 2))
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, acks="all")  # idempotent by default
+    sent = []
+    try:
+        for i in range(20):
+            key, value = f"key-{i}".encode(), bytes(range(i % 7)) + f"value-{i}".encode()
+            headers = [("h1", b"\x00\x01"), ("trace", f"t{i}".encode())]
+            timestamp = 1_700_000_000_000 + i
+            meta = producer.send("dp-kp", key=key, value=value, headers=headers,
+                                 partition=i % 2, timestamp_ms=timestamp).get(timeout=30)
+            sent.append((meta.partition, meta.offset, key, value, headers, timestamp))
+    finally:
+        producer.close()
+    for partition in (0, 1):
+        want = [(o, k, v, h, t) for p, o, k, v, h, t in sent if p == partition]
+        assert [w[0] for w in want] == list(range(10)), "offsets are assigned densely from 0"
+        assert confluent_read(node, "dp-kp", partition, len(want)) == want
+    if KCAT:
+        out = subprocess.run([KCAT, "-b", node.bootstrap, "-C", "-t", "dp-kp", "-p", "1", "-o", "beginning",
+                              "-e", "-J"], capture_output=True, text=True, timeout=30, check=True)
+        got = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        want = [(o, k.decode(), t) for p, o, k, v, h, t in sent if p == 1]
+        assert [(m["offset"], m["key"], m["ts"]) for m in got] == want
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_confluent_producer_each_codec(node, codec):
+    topic = f"dp-codec-{codec}"
+    create(node, (topic, 1))
+    producer = Producer({"bootstrap.servers": node.bootstrap, "compression.type": codec,
+                         "linger.ms": 20, "enable.idempotence": True})
+    acked = []
+    for i in range(50):
+        producer.produce(topic, key=f"k{i}".encode(), value=(codec * 40 + str(i)).encode(),
+                         headers=[("codec", codec.encode())], timestamp=1_600_000_000_000 + i,
+                         on_delivery=lambda err, msg: acked.append((err, msg.offset())))
+    assert producer.flush(30) == 0
+    assert [err for err, _ in acked] == [None] * 50
+    assert sorted(offset for _, offset in acked) == list(range(50))
+    got = confluent_read(node, topic, 0, 50)
+    assert got == [(i, f"k{i}".encode(), (codec * 40 + str(i)).encode(), [("codec", codec.encode())],
+                    1_600_000_000_000 + i) for i in range(50)]
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
+def test_kcat_produce_kafka_python_consume(node):
+    create(node, ("dp-kcat", 1))
+    lines = "".join(f"k{i}:value {i}\n" for i in range(10))
+    subprocess.run([KCAT, "-b", node.bootstrap, "-P", "-t", "dp-kcat", "-p", "0", "-K:", "-H", "src=kcat"],
+                   input=lines, text=True, timeout=30, check=True)
+    got = kafka_python_read(node, "dp-kcat", 0, 10)
+    assert [(o, k, v, h) for o, k, v, h, _ in got] == [
+        (i, f"k{i}".encode(), f"value {i}".encode(), [("src", b"kcat")]) for i in range(10)]
+    assert all(ts > 0 for *_, ts in got)
+    # kcat reads back what it wrote, with the same offsets and timestamps.
+    out = subprocess.run([KCAT, "-b", node.bootstrap, "-C", "-t", "dp-kcat", "-o", "beginning", "-e", "-J"],
+                         capture_output=True, text=True, timeout=30, check=True)
+    back = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [(m["offset"], m["key"], m["payload"], m["ts"]) for m in back] == [
+        (o, k.decode(), v.decode(), ts) for o, k, v, _, ts in got]
+
+
+def test_produce_errors(node, raw):
+    create(node, ("dp-errors", 1))
+    conn = raw()
+    good = batch([(b"k", b"v", [], 1000)])
+    assert produce(conn, "dp-missing-topic", 0, good).error_code == 3
+    missing = produce(conn, "dp-errors", 7, good)
+    assert (missing.error_code, missing.base_offset) == (3, -1)
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0xFF
+    assert produce(conn, "dp-errors", 0, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
+    assert produce(conn, "dp-errors", 0, good, acks=2).error_code == 21  # INVALID_REQUIRED_ACKS
+    # Nothing of the above was appended; the next good batch gets offset 0.
+    ok = produce(conn, "dp-errors", 0, good)
+    assert (ok.error_code, ok.base_offset, ok.log_start_offset) == (0, 0, 0)
+    for version in (3, 7, 8, 9, 10, 11, 12):
+        assert produce(raw(), "dp-errors", 0, good, version=version).error_code == 0, version
+
+
+def test_fetch_and_list_offsets(node, raw):
+    create(node, ("dp-offsets", 1))
+    conn = raw()
+    records = [(f"k{i}".encode(), f"v{i}".encode(), [], ts) for i, ts in enumerate([1000, 3000, 2000])]
+    assert produce(conn, "dp-offsets", 0, batch(records)).error_code == 0
+    assert produce(conn, "dp-offsets", 0, batch([(b"k3", b"v3", [], 4000)])).error_code == 0
+
+    def offset(ts, version=7):
+        r = list_offset(conn, "dp-offsets", 0, ts, version)
+        return r.error_code, r.offset, r.timestamp
+
+    assert offset(-2) == (0, 0, -1)
+    assert offset(-1) == (0, 4, -1)
+    assert offset(2500) == (0, 1, 3000)
+    assert offset(1000) == (0, 0, 1000)
+    assert offset(-3) == (0, 3, 4000)
+    assert offset(5000) == (0, -1, -1)
+    assert offset(-3, version=6)[0] == 35  # MAX_TIMESTAMP needs v7
+
+    response, partition = fetch(conn, "dp-offsets", 0, 10)
+    assert (response.error_code, partition.error_code) == (0, 1)  # OFFSET_OUT_OF_RANGE
+    assert partition.high_watermark == -1
+    _, partition = fetch(conn, "dp-offsets", 0, 4)
+    assert (partition.error_code, partition.high_watermark, partition.log_start_offset) == (0, 4, 0)
+    assert not partition.records
+    for version in (4, 7, 11, 12):
+        response, partition = fetch(raw(), "dp-offsets", 0, 1, version=version)
+        assert (partition.error_code, partition.high_watermark) == (0, 4), version
+        assert partition.records, version
+        if version >= 7:
+            assert response.session_id == 0
+    # An incremental fetch of a session this node never created.
+    F = FetchRequest[12]
+    stale = conn.send(F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1024, isolation_level=0,
+                        session_id=1234, session_epoch=3, topics=[], forgotten_topics_data=[], rack_id=""),
+                      FetchResponse)
+    assert (stale.error_code, stale.session_id, list(stale.responses)) == (70, 0, [])
+
+
+def test_long_poll_is_woken_by_an_append(node, raw):
+    create(node, ("dp-poll", 1))
+    # The log is opened by the node right after the topic is created; until then a fetch gets the
+    # retriable NOT_LEADER_OR_FOLLOWER, as from Kafka.
+    wait_for("the log of dp-poll", lambda: list_offset(raw(), "dp-poll", 0, -1).error_code == 0)
+    result = {}
+
+    def poll():
+        result["fetch"] = fetch(RawConn(node.bootstrap), "dp-poll", 0, 0, max_wait_ms=60000)
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    # Whether the append lands before or while the fetch waits, the fetch must come back with
+    # the record long before its 60 s wait is over.
+    assert produce(raw(), "dp-poll", 0, batch([(b"k", b"woken", [], 5)])).error_code == 0
+    waiter.join(timeout=30)
+    assert not waiter.is_alive(), "the waiting fetch was not woken by the append"
+    _, partition = result["fetch"]
+    assert (partition.error_code, partition.high_watermark) == (0, 1)
+    assert b"woken" in bytes(partition.records)
+
+
+def test_acks_zero_sends_no_response(node, raw):
+    create(node, ("dp-acks0", 1))
+    conn = raw()
+    produce(conn, "dp-acks0", 0, batch([(b"k", b"fire-and-forget", [], 7)]), acks=0)
+    # The next response on the connection answers the next request: none came for the produce.
+    metadata = conn.send(MetadataRequest[9](topics=None, allow_auto_topic_creation=False,
+                                            include_topic_authorized_operations=False), MetadataResponse)
+    assert any(t.name == "dp-acks0" for t in metadata.topics)
+    wait_for("the acks=0 record", lambda: list_offset(raw(), "dp-acks0", 0, -1).offset == 1)
+    # acks=0 with a partition error: Kafka closes the connection so the client refreshes.
+    produce(conn, "dp-acks0", 9, batch([(b"k", b"v", [], 7)]), acks=0)
+    with pytest.raises((ConnectionError, OSError)):
+        conn.send(MetadataRequest[9](topics=None, allow_auto_topic_creation=False,
+                                     include_topic_authorized_operations=False), MetadataResponse)
+
+
+def test_kill9_keeps_every_acknowledged_record(start_node):
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("dp-crash", 2))
+    acked = {}  # acks setting -> [(partition, offset, value)]
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def write(acks):
+        producer = KafkaProducer(bootstrap_servers=node.bootstrap, acks=acks, enable_idempotence=False,
+                                 retries=0, max_block_ms=2000, request_timeout_ms=3000)
+        i = 0
+        while not stop.is_set():
+            value = f"{acks}-{i}".encode()
+            try:
+                meta = producer.send("dp-crash", value=value, partition=i % 2).get(timeout=5)
+            except Exception:  # noqa: BLE001 - the node is gone: stop writing
+                break
+            with lock:
+                acked.setdefault(acks, []).append((meta.partition, meta.offset, value))
+            i += 1
+        producer.close(timeout=1)
+
+    writers = [threading.Thread(target=write, args=(acks,)) for acks in (1, "all")]
+    for w in writers:
+        w.start()
+    wait_for("both producers acknowledged records",
+             lambda: all(len(acked.get(a, [])) >= 100 for a in (1, "all")), timeout=60)
+    node.kill9()
+    stop.set()
+    for w in writers:
+        w.join(timeout=30)
+    node.start()
+    with lock:
+        expected = [r for records in acked.values() for r in records]
+    for partition in (0, 1):
+        mine = {offset: value for p, offset, value in expected if p == partition}
+        last = max(mine)
+        got = {offset: value for offset, _, value, _, _ in confluent_read(node, "dp-crash", partition, last + 1)}
+        for offset, value in mine.items():
+            assert got.get(offset) == value, f"partition {partition} offset {offset}"
+
+
+def test_produce_and_fetch_byte_rate_quotas(start_node):
+    from kafka.protocol.admin import AlterClientQuotasRequest, AlterClientQuotasResponse
+
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("dp-quota", 1))
+    conn = RawConn(node.bootstrap)
+    Entry = AlterClientQuotasRequest.EntryData
+    ops = [Entry.OpData(key=k, value=100.0, remove=False) for k in ("producer_byte_rate", "consumer_byte_rate")]
+    resp = conn.send(AlterClientQuotasRequest[1](
+        entries=[Entry(entity=[Entry.EntityData(entity_type="client-id", entity_name="pytest-raw")], ops=ops)],
+        validate_only=False), AlterClientQuotasResponse)
+    assert [e.error_code for e in resp.entries] == [0]
+    big = batch([(b"k", bytes(4000), [], 1)])
+    P = ProduceRequest[9]
+    produced = RawConn(node.bootstrap).send(P(
+        transactional_id=None, acks=1, timeout_ms=10000,
+        topic_data=[P.TopicProduceData(name="dp-quota", partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=0, records=big)])]), ProduceResponse)
+    # Throttled after the append: the record is in, the response carries the throttle time.
+    (partition,) = produced.responses[0].partition_responses
+    assert (partition.error_code, partition.base_offset) == (0, 0)
+    assert produced.throttle_time_ms > 0
+    F = FetchRequest[12]
+    fetched = RawConn(node.bootstrap).send(F(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[F.FetchTopic(topic="dp-quota", partitions=[F.FetchTopic.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id=""), FetchResponse)
+    # Over the fetch quota: an empty answer with the throttle time.
+    assert fetched.throttle_time_ms > 0
+    assert (fetched.error_code, list(fetched.responses)) == (0, [])
+
+
+def test_deleted_topic_log_is_removed_and_produce_refused(start_node):
+    import os
+
+    node = start_node({"auto.create.topics.enable": "false"})
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic("dp-deleted", 1, 1, topic_configs={"file.delete.delay.ms": "0"})])
+        conn = RawConn(node.bootstrap)
+        assert produce(conn, "dp-deleted", 0, batch([(b"k", b"v", [], 1)])).error_code == 0
+        assert os.path.isdir(os.path.join(node.data_dir, "dp-deleted-0"))
+        admin.delete_topics(["dp-deleted"])
+    finally:
+        admin.close()
+    assert produce(conn, "dp-deleted", 0, batch([(b"k", b"v", [], 1)])).error_code == 3
+    # Renamed `dp-deleted-0.<uuid>-delete` at once, removed after file.delete.delay.ms.
+    wait_for("the deleted log to be removed",
+             lambda: not any(n.startswith("dp-deleted-0") for n in os.listdir(node.data_dir)))
+    # Re-created under the same name: a new, empty log.
+    create(node, ("dp-deleted", 1))
+    wait_for("the new log", lambda: list_offset(RawConn(node.bootstrap), "dp-deleted", 0, -1).error_code == 0)
+    assert list_offset(RawConn(node.bootstrap), "dp-deleted", 0, -1).offset == 0
+
+
+def test_broker_topic_metrics(node, raw):
+    create(node, ("dp-metrics", 1))
+    conn = raw()
+    records = batch([(b"k", b"v" * 10, [], 1), (b"k", b"w", [], 2), (b"k", b"x", [], 3)])
+    assert produce(conn, "dp-metrics", 0, records).error_code == 0
+    wait_for("the log", lambda: list_offset(raw(), "dp-metrics", 0, -1).error_code == 0)
+    _, partition = fetch(conn, "dp-metrics", 0, 0)
+    assert partition.error_code == 0
+
+    def value(name):
+        for line in node.metrics_text().splitlines():
+            if line.startswith(f'{name}{{topic="dp-metrics"}} '):
+                return float(line.split()[-1])
+        return None
+
+    assert value("kafka_server_brokertopicmetrics_messagesin_total") == 3
+    assert value("kafka_server_brokertopicmetrics_bytesin_total") == len(records)
+    assert value("kafka_server_brokertopicmetrics_totalproducerequests_total") == 1
+    assert value("kafka_server_brokertopicmetrics_bytesout_total") == len(records)
+    assert value("kafka_server_brokertopicmetrics_totalfetchrequests_total") == 1
+    assert "kafka_server_brokertopicmetrics_messagesin_total " in node.metrics_text()
