@@ -463,6 +463,7 @@ impl NodeConfig {
 
     /// Validates explicitly given values; keys not in [`DEFINITIONS`] are kept but not read.
     pub fn from_values(originals: BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        check_static_log_defaults(&originals)?;
         let values = Values { given: &originals };
         let node_id = match (values.optional("node.id"), values.optional("broker.id")) {
             (None, Some(_)) => values.int("broker.id", 0, i32::MAX as i64)?,
@@ -902,6 +903,31 @@ fn check_protocol_map(items: &[String], listeners: &[ListenerSpec]) -> Result<()
     Ok(())
 }
 
+/// The broker-level defaults of topic configs (`log.segment.bytes`, `log.retention.ms`, ...)
+/// given statically are this broker's log defaults: a bad value stops start-up, as in Kafka.
+fn check_static_log_defaults(originals: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    use gregor_actors::controller::logic::configs::broker::broker_config;
+    use gregor_actors::controller::logic::topic_configs::{
+        check_value, parse_value, ConfigError as TopicConfigError,
+    };
+    for (key, raw) in originals {
+        let Some(def) = broker_config(key) else {
+            continue;
+        };
+        parse_value(&def, raw)
+            .and_then(|value| check_value(&def, &value))
+            .map_err(|e| ConfigError::InvalidValue {
+                key: def.name,
+                value: raw.clone(),
+                reason: match e {
+                    TopicConfigError::InvalidValue { reason, .. } => reason,
+                    other => other.to_string(),
+                },
+            })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1120,5 +1146,24 @@ mod tests {
             "{error}"
         );
         Ok(())
+    }
+
+    #[test]
+    fn static_log_defaults_are_validated() {
+        let with = |k: &str, v: &str| {
+            let mut originals = BTreeMap::new();
+            originals.insert(k.to_owned(), v.to_owned());
+            NodeConfig::from_values(originals)
+        };
+        assert!(with("log.segment.bytes", "1048576").is_ok());
+        let error = with("log.segment.bytes", "10").err().map(|e| e.to_string());
+        assert_eq!(
+            error
+                .as_deref()
+                .map(|e| e.starts_with("Invalid value 10 for configuration log.segment.bytes")),
+            Some(true),
+            "{error:?}"
+        );
+        assert!(with("log.retention.ms", "soon").is_err());
     }
 }

@@ -350,7 +350,12 @@ pub fn is_kafka_key(key: &str) -> bool {
 
 /// Whether Gregor acts on `key`.
 pub fn is_implemented(key: &str) -> bool {
+    // The broker-level defaults of topic configs (`log.segment.bytes`, ...) take effect as the
+    // static defaults of this broker's partition logs (the log manager reads them).
     DEFINITIONS.iter().any(|d| d.name == key)
+        || gregor_actors::controller::logic::configs::broker::TOPIC_SYNONYMS
+            .iter()
+            .any(|(broker, _)| *broker == key)
 }
 
 /// The known name (Gregor's or Kafka's) nearest to `key`, if it is near enough to be a typo:
