@@ -24,6 +24,24 @@ pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 pub(super) const INVALID_RECORD: i16 = 87;
 pub(super) const UNKNOWN_TOPIC_ID: i16 = 100;
 
+/// The name of a requested topic and the code for an unknown one: from v13 on, Produce and
+/// Fetch name topics by id (UNKNOWN_TOPIC_ID), before that by name.
+pub(super) fn requested_topic(
+    image: &MetadataImage,
+    by_id: bool,
+    id: &uuid::Uuid,
+    name: &str,
+) -> (Option<String>, i16) {
+    if by_id {
+        (
+            image.topics.get_by_id(id).map(|t| t.name.to_string()),
+            UNKNOWN_TOPIC_ID,
+        )
+    } else {
+        (Some(name.to_owned()), UNKNOWN_TOPIC_OR_PARTITION)
+    }
+}
+
 /// A partition this node leads and whose log is open.
 pub(super) struct Led<'a> {
     pub(super) registration: &'a PartitionRegistration,

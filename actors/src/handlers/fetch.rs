@@ -18,8 +18,8 @@ use kafka_protocol::protocol::Encodable;
 use tokio::sync::futures::Notified;
 
 use super::data::{
-    check_leader_epoch, led_partition, FETCH_SESSION_ID_NOT_FOUND, KAFKA_STORAGE_ERROR, NONE,
-    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    check_leader_epoch, led_partition, requested_topic, FETCH_SESSION_ID_NOT_FOUND,
+    KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::context::{HandlerContext, RequestInfo};
@@ -177,17 +177,8 @@ async fn read_all(
         request.replica_id.0
     };
     for topic in &request.topics {
-        let (name, unknown_topic) = if version >= 13 {
-            (
-                image
-                    .topics
-                    .get_by_id(&topic.topic_id)
-                    .map(|t| t.name.to_string()),
-                UNKNOWN_TOPIC_ID,
-            )
-        } else {
-            (Some(topic.topic.to_string()), UNKNOWN_TOPIC_OR_PARTITION)
-        };
+        let (name, unknown_topic) =
+            requested_topic(&image, version >= 13, &topic.topic_id, &topic.topic);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for wanted in &topic.partitions {
             let index = wanted.partition;

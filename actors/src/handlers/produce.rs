@@ -15,9 +15,8 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, Respon
 use kafka_protocol::protocol::StrBytes;
 
 use super::data::{
-    led_partition, INVALID_RECORD, INVALID_REQUIRED_ACKS, NONE, NOT_ENOUGH_REPLICAS,
-    NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-    UNSUPPORTED_COMPRESSION_TYPE,
+    led_partition, requested_topic, INVALID_RECORD, INVALID_REQUIRED_ACKS, NONE,
+    NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, UNSUPPORTED_COMPRESSION_TYPE,
 };
 use super::{ApiResponse, Delivery, ErrorCounts};
 use crate::context::{HandlerContext, RequestInfo};
@@ -51,17 +50,8 @@ pub(super) async fn handle(
     let mut appends = Vec::new();
     let mut leaders = Vec::new();
     for (topic_index, topic) in request.topic_data.into_iter().enumerate() {
-        let (name, unknown_topic) = if version >= 13 {
-            (
-                image
-                    .topics
-                    .get_by_id(&topic.topic_id)
-                    .map(|t| t.name.to_string()),
-                UNKNOWN_TOPIC_ID,
-            )
-        } else {
-            (Some(topic.name.to_string()), UNKNOWN_TOPIC_OR_PARTITION)
-        };
+        let (name, unknown_topic) =
+            requested_topic(&image, version >= 13, &topic.topic_id, &topic.name);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let index = data.index;
