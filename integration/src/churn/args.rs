@@ -95,6 +95,7 @@ pub struct ChurnArgs {
     #[arg(
         short = 'b',
         long,
+        visible_alias = "bootstrap-server",
         value_delimiter = ',',
         default_value = "127.0.0.1:9092"
     )]
@@ -366,6 +367,14 @@ mod tests {
         let ok = ChurnArgs::try_parse_from(["gregor-churn", "-b", "127.0.0.1:9092"]).unwrap();
         ok.validate().unwrap();
         assert_eq!(ok.effective_duration(), Some(Duration::from_secs(10)));
+        // Like every other Gregor tool, `--bootstrap-server` names the brokers.
+        let long = ChurnArgs::try_parse_from([
+            "gregor-churn",
+            "--bootstrap-server",
+            "127.0.0.1:9092,127.0.0.1:9093",
+        ])
+        .unwrap();
+        assert_eq!(long.bootstrap_servers, ["127.0.0.1:9092", "127.0.0.1:9093"]);
         let bad = ChurnArgs::try_parse_from(["gregor-churn", "-b", "nohost"]).unwrap();
         assert!(bad.validate().is_err());
         let bad = ChurnArgs::try_parse_from(["gregor-churn", "--concurrency", "0"]).unwrap();
