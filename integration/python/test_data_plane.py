@@ -10,6 +10,7 @@ back with librdkafka (confluent-kafka and kcat).
 """
 
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -26,7 +27,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from conftest import RawConn, wait_for
+from conftest import RawConn, gregor_bin, wait_for
 
 KCAT = shutil.which("kcat")
 
@@ -194,6 +195,27 @@ def test_kcat_produce_kafka_python_consume(node):
     back = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert [(m["offset"], m["key"], m["payload"], m["ts"]) for m in back] == [
         (o, k.decode(), v.decode(), ts) for o, k, v, _, ts in got]
+
+
+def test_dump_log_shows_what_was_produced(node):
+    """`gregor dump-log` prints a partition's segment as kafka-dump-log.sh does."""
+    create(node, ("dp-dump", 1))
+    subprocess.run([KCAT, "-b", node.bootstrap, "-P", "-t", "dp-dump", "-p", "0", "-K:"],
+                   input="a:first\nb:second\n", text=True, timeout=30, check=True)
+    segment = os.path.join(node.data_dir, "dp-dump-0", "00000000000000000000.log")
+    out = subprocess.run([gregor_bin(), "dump-log", "--files", segment, "--print-data-log"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    lines = out.splitlines()
+    assert lines[0] == f"Dumping {segment}"
+    assert lines[1] == "Log starting offset: 0"
+    batches = [line for line in lines if line.startswith("baseOffset:")]
+    assert batches and all("isvalid: true" in b and "magic: 2" in b for b in batches)
+    records = [line for line in lines if line.startswith("| offset:")]
+    assert [(r.split()[2], r.split("key: ")[1].split()[0], r.split("payload: ")[1]) for r in records] == [
+        ("0", "a", "first"), ("1", "b", "second")]
+    missing = subprocess.run([gregor_bin(), "dump-log", "--files", segment + ".absent"],
+                             capture_output=True, text=True, timeout=30)
+    assert missing.returncode == 1 and "cannot dump" in missing.stderr
 
 
 def test_produce_errors(node, raw):

@@ -43,6 +43,16 @@ enum Command {
     },
     /// Get the cluster id, or unregister a broker (kafka-cluster.sh)
     Cluster(gregor_node::admin::cluster::ClusterArgs),
+    /// Print the contents of log segment, index, time index and producer snapshot files, as
+    /// kafka-dump-log.sh.
+    DumpLog {
+        /// Comma-separated files to dump (`.log`, `.index`, `.timeindex`, `.snapshot`).
+        #[arg(long, required = true, value_delimiter = ',', value_name = "FILES")]
+        files: Vec<PathBuf>,
+        /// Print each record's key, value and headers too.
+        #[arg(long)]
+        print_data_log: bool,
+    },
 }
 
 #[derive(Args)]
@@ -140,6 +150,17 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Cluster(args) => gregor_node::admin::cluster::run_cluster(args),
+        Command::DumpLog {
+            files,
+            print_data_log,
+        } => {
+            let mut out = std::io::stdout().lock();
+            for file in &files {
+                gregor_log::dump::dump_file(file, print_data_log, &mut out)
+                    .map_err(|e| format!("cannot dump {}: {e}", file.display()))?;
+            }
+            Ok(())
+        }
         Command::Storage(StorageCommand::RandomUuid) => {
             println!("{}", storage::random_cluster_id());
             Ok(())
