@@ -11,10 +11,7 @@ use clap::{ArgGroup, Args, Subcommand};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, UnregisterBrokerRequest};
 
-use super::{block_on, check, java_message, AdminClient, AdminError};
-
-/// DescribeCluster `endpoint_type` of controllers (KIP-919).
-const CONTROLLER_ENDPOINTS: i8 = 2;
+use super::{block_on, check, java_message, to_active_controller, AdminClient, AdminError};
 
 /// How long NOT_CONTROLLER answers are retried (a leader election in progress).
 const RETRY_FOR: Duration = Duration::from_secs(15);
@@ -161,24 +158,11 @@ async fn connect(connection: &Connection) -> Result<AdminClient, String> {
 /// Connects to the bootstrap address; with `--bootstrap-controller`, then to the active
 /// controller named by DescribeCluster.
 async fn connect_active(connection: &Connection) -> Result<AdminClient, String> {
-    let mut client = connect(connection).await?;
+    let client = connect(connection).await?;
     if connection.bootstrap_controller.is_none() {
         return Ok(client);
     }
-    let (_, cluster) = client
-        .send(&DescribeClusterRequest::default().with_endpoint_type(CONTROLLER_ENDPOINTS))
-        .await
-        .map_err(|e| e.to_string())?;
-    check(cluster.error_code, cluster.error_message.as_ref()).map_err(|e| e.to_string())?;
-    let active = cluster
-        .brokers
-        .iter()
-        .find(|c| c.broker_id == cluster.controller_id)
-        .map(|c| format!("{}:{}", c.host, c.port));
-    match active {
-        Some(addr) => AdminClient::connect(&addr).await.map_err(|e| e.to_string()),
-        None => Ok(client),
-    }
+    to_active_controller(client).await
 }
 
 #[cfg(test)]

@@ -180,25 +180,10 @@ async fn connect_leader(args: &MetadataQuorumArgs) -> Result<AdminClient, String
             .map_err(|e| e.to_string());
     }
     let servers = args.bootstrap_controller.clone().unwrap_or_default();
-    let mut client = AdminClient::connect(&servers)
+    let client = AdminClient::connect(&servers)
         .await
         .map_err(|e| e.to_string())?;
-    let (_, cluster) = client
-        .send(&DescribeClusterRequest::default().with_endpoint_type(2))
-        .await
-        .map_err(|e| e.to_string())?;
-    check(cluster.error_code, cluster.error_message.as_ref()).map_err(|e| e.to_string())?;
-    let active = cluster
-        .brokers
-        .iter()
-        .find(|c| c.broker_id == cluster.controller_id)
-        .map(|c| format!("{}:{}", c.host, c.port));
-    // Quorum requests must reach the active controller, which need not be the bootstrap
-    // server that answered.
-    match active {
-        Some(addr) => AdminClient::connect(&addr).await.map_err(|e| e.to_string()),
-        None => Ok(client),
-    }
+    super::to_active_controller(client).await
 }
 
 fn describe_request() -> DescribeQuorumRequest {

@@ -280,3 +280,29 @@ pub fn block_on<T>(future: impl std::future::Future<Output = T>) -> Result<T, St
         .map(|runtime| runtime.block_on(future))
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
+
+/// DescribeCluster `endpoint_type` of controllers (KIP-919).
+const CONTROLLER_ENDPOINTS: i8 = 2;
+
+/// From a client connected to a controller, a client of the active controller named by
+/// DescribeCluster (KIP-919): quorum and cluster requests must reach it, and it need not be the
+/// bootstrap controller that answered. Keeps `client` when no active controller is named.
+pub(crate) async fn to_active_controller(mut client: AdminClient) -> Result<AdminClient, String> {
+    let (_, cluster) = client
+        .send(
+            &kafka_protocol::messages::DescribeClusterRequest::default()
+                .with_endpoint_type(CONTROLLER_ENDPOINTS),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    check(cluster.error_code, cluster.error_message.as_ref()).map_err(|e| e.to_string())?;
+    let active = cluster
+        .brokers
+        .iter()
+        .find(|c| c.broker_id == cluster.controller_id)
+        .map(|c| format!("{}:{}", c.host, c.port));
+    match active {
+        Some(addr) => AdminClient::connect(&addr).await.map_err(|e| e.to_string()),
+        None => Ok(client),
+    }
+}
