@@ -101,6 +101,26 @@ mod tests {
     use std::sync::Arc;
     use uuid::Uuid;
 
+    /// The PartitionChange that moves only the ISR and the leader.
+    fn isr_change(
+        topic_id: Uuid,
+        partition_id: i32,
+        isr: Option<Vec<i32>>,
+        leader: Option<i32>,
+    ) -> MetadataRecord {
+        MetadataRecord::PartitionChange(PartitionChangeRecord {
+            partition_id,
+            topic_id,
+            isr,
+            leader,
+            replicas: None,
+            removing_replicas: None,
+            adding_replicas: None,
+            leader_recovery_state: None,
+            directories: None,
+        })
+    }
+
     fn broker(id: i32, fenced: bool) -> MetadataRecord {
         MetadataRecord::RegisterBroker(RegisterBrokerRecord {
             broker_id: id,
@@ -157,19 +177,7 @@ mod tests {
             partition(topic, 3, &[3], 3),
         ]);
         let records = fence_broker(&image, 1);
-        let change = |partition_id: i32, isr: Option<Vec<i32>>, leader: Option<i32>| {
-            MetadataRecord::PartitionChange(PartitionChangeRecord {
-                partition_id,
-                topic_id: topic,
-                isr,
-                leader,
-                replicas: None,
-                removing_replicas: None,
-                adding_replicas: None,
-                leader_recovery_state: None,
-                directories: None,
-            })
-        };
+        let change = |partition_id, isr, leader| isr_change(topic, partition_id, isr, leader);
         assert_eq!(
             records,
             vec![
@@ -200,19 +208,7 @@ mod tests {
         ];
         let before = image(records.clone());
         let unregister = unregister_broker(&before, 3).expect("3 is registered");
-        let change = |partition_id: i32, isr: Option<Vec<i32>>, leader: Option<i32>| {
-            MetadataRecord::PartitionChange(PartitionChangeRecord {
-                partition_id,
-                topic_id: topic,
-                isr,
-                leader,
-                replicas: None,
-                removing_replicas: None,
-                adding_replicas: None,
-                leader_recovery_state: None,
-                directories: None,
-            })
-        };
+        let change = |partition_id, isr, leader| isr_change(topic, partition_id, isr, leader);
         assert_eq!(
             unregister,
             vec![
