@@ -114,6 +114,29 @@ fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Byt
     Ok(Some(buf.split_to(length)))
 }
 
+/// An array's length (-1 for null): compact (length + 1 as a varint) when `flexible`, else an
+/// i32.
+fn array_length(buf: &mut Bytes, flexible: bool) -> anyhow::Result<i64> {
+    if flexible {
+        Ok(i64::from(uvarint(buf)?) - 1)
+    } else {
+        need(buf, 4)?;
+        Ok(i64::from(buf.get_i32()))
+    }
+}
+
+/// Whether an element named `key` is kept: at most two copies of a name, so the decision still
+/// sees (and refuses) a repeat without memory growing with the number of copies.
+fn keep_at_most_twice<K: std::hash::Hash + Eq>(times_seen: &mut HashMap<K, u8>, key: K) -> bool {
+    let seen = times_seen.entry(key).or_insert(0);
+    if *seen < 2 {
+        *seen += 1;
+        true
+    } else {
+        false
+    }
+}
+
 fn boolean(buf: &mut Bytes) -> anyhow::Result<bool> {
     need(buf, 1)?;
     Ok(buf.get_u8() != 0)
@@ -126,12 +149,7 @@ fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequ
         bail!("Metadata v{version} is not supported");
     }
     let flexible = version >= 9;
-    let count: i64 = if flexible {
-        i64::from(uvarint(buf)?) - 1
-    } else {
-        need(buf, 4)?;
-        i64::from(buf.get_i32())
-    };
+    let count = array_length(buf, flexible)?;
     let topics = if count < 0 {
         if version < 1 {
             bail!("Metadata v0 topics must not be null");
@@ -201,12 +219,7 @@ fn decode_topic_list<T: Decodable>(
     flexible: bool,
     name_of: fn(&T) -> &StrBytes,
 ) -> anyhow::Result<TopicList<T>> {
-    let count: i64 = if flexible {
-        i64::from(uvarint(buf)?) - 1
-    } else {
-        need(buf, 4)?;
-        i64::from(buf.get_i32())
-    };
+    let count = array_length(buf, flexible)?;
     if count < 0 {
         bail!("the topic list must not be null");
     }
@@ -214,9 +227,7 @@ fn decode_topic_list<T: Decodable>(
     let mut topics = Vec::new();
     for _ in 0..count {
         let topic = T::decode(buf, version)?;
-        let seen = times_seen.entry(name_of(&topic).clone()).or_insert(0);
-        if *seen < 2 {
-            *seen += 1;
+        if keep_at_most_twice(&mut times_seen, name_of(&topic).clone()) {
             topics.push(topic);
         }
     }
@@ -246,12 +257,7 @@ fn decode_delete_topics_by_name(
     version: i16,
 ) -> anyhow::Result<DeleteTopicsRequest> {
     let flexible = version >= 4;
-    let count: i64 = if flexible {
-        i64::from(uvarint(buf)?) - 1
-    } else {
-        need(buf, 4)?;
-        i64::from(buf.get_i32())
-    };
+    let count = array_length(buf, flexible)?;
     if count < 0 {
         bail!("DeleteTopics topic names must not be null");
     }
@@ -260,9 +266,7 @@ fn decode_delete_topics_by_name(
     for _ in 0..count {
         let name = nullable_string(buf, flexible)?
             .ok_or_else(|| anyhow::anyhow!("DeleteTopics topic names must not be null"))?;
-        let seen = times_seen.entry(name.clone()).or_insert(0);
-        if *seen < 2 {
-            *seen += 1;
+        if keep_at_most_twice(&mut times_seen, name.clone()) {
             names.push(TopicName(
                 StrBytes::from_utf8(name).context("a topic name is not UTF-8")?,
             ));
