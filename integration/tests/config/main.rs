@@ -10,3 +10,4 @@ mod t30_startup_failures;
 mod t40_json_logs;
 mod t50_storage_info;
 mod t60_cargo_install;
+mod t70_container;
