@@ -2,8 +2,10 @@
 //! `gregor_integration::churn` and `gregor-churn --help`.
 //!
 //! Exit status: 0 after a complete run, 1 when the run could not start or ended early (the
-//! report of what was measured is still printed), 2 for bad arguments.
+//! report of what was measured is still printed, but no report file is written, so a file
+//! always describes a complete run), 2 for bad arguments.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -22,9 +24,9 @@ fn main() -> ExitCode {
         eprintln!("gregor-churn: {e:#}");
         return ExitCode::from(2);
     }
-    // Files are opened before the run, so an unwritable path fails in a second, not after it.
+    // Checked before the run, so an unwritable path fails in a second, not after it.
     for path in [&args.json, &args.plot].into_iter().flatten() {
-        if let Err(e) = std::fs::File::create(path) {
+        if let Err(e) = check_writable(path) {
             eprintln!("gregor-churn: cannot write {}: {e}", path.display());
             return ExitCode::from(2);
         }
@@ -49,7 +51,13 @@ fn main() -> ExitCode {
         }
     };
     print!("{}", report.table());
-    let mut status = if report.error.is_some() { 1 } else { 0 };
+    if report.error.is_some() {
+        if json.is_some() || plot.is_some() {
+            eprintln!("gregor-churn: the run ended early; no report file was written");
+        }
+        return ExitCode::from(1);
+    }
+    let mut status = 0;
     if let Some(path) = json {
         let written = serde_json::to_vec_pretty(&report)
             .map_err(anyhow::Error::from)
@@ -66,4 +74,18 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::from(status)
+}
+
+/// Whether `path` can be written, leaving the file system as it was: an existing file is
+/// opened for appending (not truncated), a new one is created and removed again.
+fn check_writable(path: &Path) -> std::io::Result<()> {
+    if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map(drop)
+    } else {
+        std::fs::File::create(path)?;
+        std::fs::remove_file(path)
+    }
 }

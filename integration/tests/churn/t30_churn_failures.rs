@@ -66,3 +66,28 @@ fn unsupported_create_topics_version_is_reported() {
         "CreateTopics v99 is not supported",
     );
 }
+
+#[test]
+fn a_run_that_fails_leaves_no_report_files() {
+    let node = GregorNode::start(&[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, svg) = (dir.path().join("run.json"), dir.path().join("run.svg"));
+    assert_clean_failure(
+        &[
+            "-b",
+            &node.bootstrap(),
+            "--create-topics-version",
+            "99",
+            "-d",
+            "1s",
+            "--json",
+            json.to_str().unwrap(),
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        1,
+        "CreateTopics v99 is not supported",
+    );
+    assert!(!json.exists(), "a failed run wrote {}", json.display());
+    assert!(!svg.exists(), "a failed run wrote {}", svg.display());
+}
