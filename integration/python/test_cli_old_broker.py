@@ -119,3 +119,22 @@ def test_broker_without_api_74_is_reported(old_broker):
     failed(run("configs", broker, "--describe", "--entity-type", "client-metrics", "--entity-name", "sub-all"),
            "gregor: The broker does not support ListConfigResources (Kafka 3.7+ is needed)\n")
     v0_only(broker, 0)
+
+
+def test_command_config_sets_the_client_id_of_every_request(old_broker, tmp_path):
+    """`--command-config` of configs and client-metrics: `client.id` reaches every request header
+    after ApiVersions (checked on the wire); a security protocol the tools cannot speak is refused
+    before connecting."""
+    broker = old_broker(client_metrics=SUBSCRIPTIONS)
+    props = tmp_path / "admin.properties"
+    props.write_text("client.id=ops-console\n")
+    run("client-metrics", broker, "--list", "--command-config", str(props))
+    run("configs", broker, "--describe", "--entity-type", "client-metrics", "--entity-name", "sub-all",
+        "--command-config", str(props))
+    after_negotiation = [r.client_id for r in broker.received if r.api_key != 18]
+    assert after_negotiation and set(after_negotiation) == {"ops-console"}, broker.received
+    props.write_text("security.protocol=SASL_SSL\n")
+    before = len(broker.received)
+    failed(run("configs", broker, "--describe", "--entity-type", "client-metrics", "--command-config", str(props)),
+           f"gregor: security.protocol=SASL_SSL in {props} is not supported by Gregor's tools (PLAINTEXT only)\n")
+    assert len(broker.received) == before, "nothing is sent with a refused command config"

@@ -21,7 +21,13 @@ def ok(done, stdout):
 
 
 def failed(done, stderr):
-    assert done.returncode != 0 and (done.stdout, done.stderr) == ("", stderr), done
+    assert done.returncode == 1 and (done.stdout, done.stderr) == ("", stderr), done
+
+
+def usage_error(done, message):
+    """A wrong command line: exit 2, clap's `error:` line, then the tool's usage."""
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.startswith(f"error: {message}\n\nUsage: gregor configs "), done.stderr
 
 
 def test_user_quotas_alter_and_describe(node):
@@ -109,17 +115,17 @@ def test_kafka_configs_refusals(node):
     # The broker's validation message.
     bad = configs(node, "--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config", "producer_byte_rate=-1")
     assert bad.returncode != 0 and bad.stdout == "" and "producer_byte_rate" in bad.stderr, bad
-    failed(configs(node, "--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "carol",
+    usage_error(configs(node, "--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "carol",
                    "--add-config", "producer_byte_rate=1"),
-           "gregor: An entity name must be specified for every entity type\n")
-    failed(configs(node, "--describe", "--entity-type", "users", "--entity-type", "ips"),
-           "gregor: Only 'users' and 'clients' entity types may be specified together\n")
-    failed(configs(node, "--describe", "--entity-type", "users", "--entity-type", "users"),
-           "gregor: Duplicate entity type(s) specified: users\n")
-    failed(configs(node, "--alter", "--entity-type", "users", "--add-config", "producer_byte_rate=1"),
-           "gregor: An entity-name or default entity must be specified with --alter of users, clients, brokers or ips\n")
-    failed(configs(node, "--describe", "--entity-type", "users", "--entity-name", "a", "--entity-name", "b"),
-           "gregor: More entity names specified than entity types\n")
+           "An entity name must be specified for every entity type")
+    usage_error(configs(node, "--describe", "--entity-type", "users", "--entity-type", "ips"),
+           "Only 'users' and 'clients' entity types may be specified together")
+    usage_error(configs(node, "--describe", "--entity-type", "users", "--entity-type", "users"),
+           "Duplicate entity type(s) specified: users")
+    usage_error(configs(node, "--alter", "--entity-type", "users", "--add-config", "producer_byte_rate=1"),
+           "An entity-name or default entity must be specified with --alter of users, clients, brokers or ips")
+    usage_error(configs(node, "--describe", "--entity-type", "users", "--entity-name", "a", "--entity-name", "b"),
+                "More entity names specified than entity types")
     usage = configs(node, "--describe", "--entity-type", "people")
     assert usage.returncode != 0 and usage.stderr.startswith("error: invalid value 'people' for '--entity-type")
     assert "possible values: topics, brokers, broker-loggers, groups, client-metrics, users, clients, ips" in usage.stderr

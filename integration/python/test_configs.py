@@ -112,3 +112,34 @@ def test_confluent_kafka_group_configs(node):
         configs = future.result(timeout=30)
         assert configs["consumer.heartbeat.interval.ms"].value == "7000"
         assert configs["consumer.session.timeout.ms"].value == "45000"
+
+
+def test_add_config_file_with_add_config_winning(node, admin, tmp_path):
+    """kafka-configs.sh's `--add-config-file`: the file's pairs, with `--add-config` winning for a
+    key in both; `--describe` refuses it."""
+    from kafka.admin import NewTopic
+    admin.create_topics([NewTopic("cfg-file", 1, 1)])
+    props = tmp_path / "add.properties"
+    props.write_text("# topic overrides\nretention.ms=1000\nsegment.bytes=1048576\n")
+    done = cli(node, "configs", "--alter", "--entity-type", "topics", "--entity-name", "cfg-file",
+               "--add-config-file", str(props), "--add-config", "retention.ms=2000")
+    assert (done.returncode, done.stdout) == (0, "Completed updating config for topic cfg-file.\n"), done.stderr
+    described = cli(node, "configs", "--describe", "--entity-type", "topics", "--entity-name", "cfg-file").stdout
+    assert "  retention.ms=2000 sensitive=false" in described, described
+    assert "  segment.bytes=1048576 sensitive=false" in described, described
+    refused = cli(node, "configs", "--describe", "--entity-type", "topics", "--add-config-file", str(props))
+    assert refused.returncode == 2 and "only valid with --alter" in refused.stderr
+    missing = cli(node, "configs", "--alter", "--entity-type", "topics", "--entity-name", "cfg-file",
+                  "--add-config-file", str(tmp_path / "nope.properties"))
+    assert missing.returncode == 1 and "cannot read" in missing.stderr and missing.stdout == ""
+
+
+def test_client_metrics_generate_name(node):
+    out = cli(node, "client-metrics", "--alter", "--generate-name", "--metrics", "org.apache.kafka.")
+    assert out.returncode == 0, out.stderr
+    name = re.fullmatch(r"Altered client metrics config for ([A-Za-z0-9_-]{22})\.\n", out.stdout).group(1)
+    assert name in cli(node, "client-metrics", "--list").stdout.split("\n")
+    neither = cli(node, "client-metrics", "--alter", "--metrics", "x")
+    assert neither.returncode == 2
+    assert neither.stderr.startswith("error: One of --name or --generate-name must be specified with --alter.\n\n"
+                                     "Usage: gregor client-metrics "), neither.stderr

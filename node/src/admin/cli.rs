@@ -3,9 +3,12 @@
 
 use clap::{ArgAction, ArgGroup, ArgMatches, Args, FromArgMatches};
 
-use super::block_on;
+use std::path::PathBuf;
+
 use super::client_metrics::{self, ClientMetricsAction};
 use super::configs::{self, ConfigsCommand, EntityType};
+use super::{block_on, usage_exit, CommandConfig};
+use crate::storage::random_cluster_id;
 
 /// `gregor configs`: kafka-configs.sh.
 #[derive(Args, Debug)]
@@ -38,9 +41,15 @@ pub struct ConfigsOptions {
     /// Configs to add: `k1=v1,k2=[v1,v2,v2],k3=v3`.
     #[arg(long, value_name = "K=V,...")]
     pub add_config: Option<String>,
+    /// A properties file of configs to add; `--add-config` wins for a key in both.
+    #[arg(long, value_name = "FILE")]
+    pub add_config_file: Option<PathBuf>,
     /// Config keys to remove: `k1,k2`.
     #[arg(long, value_name = "K,...")]
     pub delete_config: Option<String>,
+    /// Admin client properties (`client.id`, `security.protocol`).
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
 }
 
 /// [`ConfigsOptions`] plus the `--entity-name` / `--entity-default` occurrences in command-line
@@ -109,8 +118,12 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
     let options = &args.options;
     let types = &options.entity_type;
     let names = &args.entity_names;
-    if options.describe && (options.add_config.is_some() || options.delete_config.is_some()) {
-        return Err("--add-config and --delete-config are only valid with --alter".into());
+    let adds = options.add_config.is_some() || options.add_config_file.is_some();
+    if options.describe && (adds || options.delete_config.is_some()) {
+        return Err(
+            "--add-config, --add-config-file and --delete-config are only valid with --alter"
+                .into(),
+        );
     }
     let mut duplicates: Vec<&str> = Vec::new();
     for (i, t) in types.iter().enumerate() {
@@ -123,6 +136,9 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
             "Duplicate entity type(s) specified: {}",
             duplicates.join(",")
         ));
+    }
+    if names.len() > types.len() {
+        return Err("More entity names specified than entity types".into());
     }
     let pair = [EntityType::Users, EntityType::Clients];
     if types.len() > 1 && !(types.len() == 2 && pair.iter().all(|t| types.contains(t))) {
@@ -165,7 +181,7 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
                 type_list()
             ));
         }
-        if options.add_config.is_none() && options.delete_config.is_none() {
+        if !adds && options.delete_config.is_none() {
             return Err(
                 "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter".into(),
             );
@@ -190,7 +206,9 @@ fn check_ip(name: &str) -> Result<(), String> {
 
 /// Runs `gregor configs`; `Err` is the message for stderr.
 pub fn run_configs(args: ConfigsArgs) -> Result<(), String> {
-    check_configs_args(&args)?;
+    if let Err(message) = check_configs_args(&args) {
+        usage_exit::<ConfigsArgs>("configs", &message);
+    }
     let ConfigsArgs {
         options,
         entity_names,
@@ -207,7 +225,9 @@ pub fn run_configs(args: ConfigsArgs) -> Result<(), String> {
         entity_name: entity_names.first().cloned(),
         all: options.all,
         add_config: options.add_config,
+        add_config_file: options.add_config_file,
         delete_config: options.delete_config,
+        command_config: options.command_config,
         entity_types: options.entity_type,
         entity_names,
     };
@@ -239,6 +259,9 @@ pub struct ClientMetricsArgs {
     /// The client-metrics resource name.
     #[arg(long)]
     pub name: Option<String>,
+    /// With --alter: create a resource with a generated unique name (printed).
+    #[arg(long, conflicts_with = "name")]
+    pub generate_name: bool,
     /// Metric-name prefixes to collect, comma-separated (`*` for all; empty to remove).
     #[arg(long)]
     pub metrics: Option<String>,
@@ -248,6 +271,9 @@ pub struct ClientMetricsArgs {
     /// Client matching patterns, `selector=regex,...` (empty to remove).
     #[arg(long, value_name = "K=REGEX,...")]
     pub r#match: Option<String>,
+    /// Admin client properties (`client.id`, `security.protocol`).
+    #[arg(long, value_name = "FILE")]
+    pub command_config: Option<PathBuf>,
 }
 
 /// Runs `gregor client-metrics`; `Err` is the message for stderr.
@@ -257,9 +283,14 @@ pub fn run_client_metrics(args: ClientMetricsArgs) -> Result<(), String> {
     } else if args.describe {
         ClientMetricsAction::Describe(args.name)
     } else if args.alter {
-        let name = args
-            .name
-            .ok_or("A client metrics resource name must be specified with --alter.")?;
+        let name = match (args.name, args.generate_name) {
+            (Some(name), false) => name,
+            (None, true) => random_cluster_id(),
+            _ => usage_exit::<ClientMetricsArgs>(
+                "client-metrics",
+                "One of --name or --generate-name must be specified with --alter.",
+            ),
+        };
         let mut configs = Vec::new();
         if let Some(interval) = args.interval {
             configs.push(("interval.ms".to_owned(), interval.to_string()));
@@ -272,13 +303,18 @@ pub fn run_client_metrics(args: ClientMetricsArgs) -> Result<(), String> {
         }
         ClientMetricsAction::Alter { name, configs }
     } else {
-        let name = args
-            .name
-            .ok_or("A client metrics resource name must be specified with --delete.")?;
+        let Some(name) = args.name else {
+            usage_exit::<ClientMetricsArgs>(
+                "client-metrics",
+                "A client metrics resource name must be specified with --delete.",
+            )
+        };
         ClientMetricsAction::Delete(name)
     };
     let mut out = String::new();
+    let config = CommandConfig::load(args.command_config.as_deref()).map_err(|e| e.to_string())?;
     let result = block_on(client_metrics::run(
+        &config,
         &args.bootstrap_server,
         &action,
         &mut out,

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, IncrementalAlterConfigsRe
 use kafka_protocol::protocol::StrBytes;
 
 use super::configs::list_config_resources;
-use super::{check, AdminClient, AdminError};
+use super::{check, AdminClient, AdminError, CommandConfig};
 
 const CLIENT_METRICS: i8 = 16;
 
@@ -68,11 +68,12 @@ fn not_found(name: &str) -> String {
 
 /// Runs `action` against `bootstrap`; the output goes to `out`.
 pub async fn run(
+    config: &CommandConfig,
     bootstrap: &str,
     action: &ClientMetricsAction,
     out: &mut String,
 ) -> Result<(), AdminError> {
-    let mut client = AdminClient::connect(bootstrap).await?;
+    let mut client = config.connect(bootstrap).await?;
     match action {
         ClientMetricsAction::List => {
             let names = list_config_resources(&mut client, &[CLIENT_METRICS]).await?;

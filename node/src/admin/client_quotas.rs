@@ -69,11 +69,6 @@ async fn describe_entities(
     types: &[EntityType],
     names: &[String],
 ) -> Result<Vec<Described>, AdminError> {
-    if names.len() > types.len() {
-        return Err(AdminError::Io(
-            "More entity names specified than entity types".into(),
-        ));
-    }
     let mut components = Vec::new();
     for (i, entity_type) in types.iter().enumerate() {
         let component = ComponentData::default()

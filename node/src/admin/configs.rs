@@ -3,6 +3,7 @@
 //! neither exist nor have dynamic configs).
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -14,7 +15,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{check, AdminClient, AdminError};
+use super::{check, AdminClient, AdminError, CommandConfig};
 
 /// ConfigResource type ids.
 const TOPIC: i8 = 2;
@@ -36,7 +37,7 @@ pub enum EntityType {
     Groups,
     /// Client-metrics subscriptions.
     ClientMetrics,
-    /// Client quotas of user principals (`client_quotas.rs`).
+    /// Client quotas of user principals.
     Users,
     /// Client quotas of client ids.
     Clients,
@@ -119,12 +120,19 @@ pub fn source_name(source: i8) -> &'static str {
 /// The `--add-config` pairs and the `--delete-config` keys of an `--alter`.
 pub(crate) type Alterations = (Vec<(String, String)>, Vec<String>);
 
-/// The `--add-config` pairs and `--delete-config` keys of an `--alter`.
+/// The `--add-config-file` and `--add-config` pairs (the latter win for a key in both, as in
+/// kafka-configs.sh) and the `--delete-config` keys of an `--alter`.
 pub(crate) fn alterations(command: &ConfigsCommand) -> Result<Alterations, AdminError> {
-    let added = match &command.add_config {
-        Some(text) => parse_add_config(text).map_err(AdminError::Io)?,
+    let mut added = match &command.add_config_file {
+        Some(path) => read_add_config_file(path)?,
         None => Vec::new(),
     };
+    if let Some(text) = &command.add_config {
+        for (key, value) in parse_add_config(text).map_err(AdminError::Io)? {
+            added.retain(|(existing, _)| *existing != key);
+            added.push((key, value));
+        }
+    }
     let deleted = command
         .delete_config
         .as_deref()
@@ -135,6 +143,18 @@ pub(crate) fn alterations(command: &ConfigsCommand) -> Result<Alterations, Admin
         .map(str::to_owned)
         .collect();
     Ok((added, deleted))
+}
+
+/// The pairs of an `--add-config-file` (Java properties), in file order.
+fn read_add_config_file(path: &Path) -> Result<Vec<(String, String)>, AdminError> {
+    let unreadable =
+        |e: &dyn std::fmt::Display| AdminError::Io(format!("cannot read {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| unreadable(&e))?;
+    let mut pairs = Vec::new();
+    java_properties::PropertiesIter::new(std::io::BufReader::new(file))
+        .read_into(|key, value| pairs.push((key, value)))
+        .map_err(|e| unreadable(&e))?;
+    Ok(pairs)
 }
 
 pub fn parse_add_config(text: &str) -> Result<Vec<(String, String)>, String> {
@@ -186,8 +206,12 @@ pub struct ConfigsCommand {
     pub all: bool,
     /// `--add-config`.
     pub add_config: Option<String>,
+    /// `--add-config-file`.
+    pub add_config_file: Option<PathBuf>,
     /// `--delete-config`.
     pub delete_config: Option<String>,
+    /// `--command-config`.
+    pub command_config: Option<PathBuf>,
     /// Every `--entity-type` in order (a user + client pair has two).
     pub entity_types: Vec<EntityType>,
     /// Every `--entity-name` / `--entity-default` (`""`) in order, paired by index with
@@ -197,7 +221,9 @@ pub struct ConfigsCommand {
 
 /// Runs the command; the output goes to `out`.
 pub async fn run(command: &ConfigsCommand, out: &mut String) -> Result<(), AdminError> {
-    let mut client = AdminClient::connect(&command.bootstrap_server).await?;
+    let mut client = CommandConfig::load(command.command_config.as_deref())?
+        .connect(&command.bootstrap_server)
+        .await?;
     if command.entity_type.is_client_quota() {
         return super::client_quotas::run(&mut client, command, out).await;
     }

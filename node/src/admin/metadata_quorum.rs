@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::{block_on, check, AdminClient, AdminError};
+use super::{block_on, check, usage_exit, AdminClient, AdminError};
 use crate::network::raft_voter_versions::{AddRaftVoterRequestV, RemoveRaftVoterRequestV};
 use crate::storage::{uuid_from_kafka_string, uuid_to_kafka_string};
 
@@ -86,6 +86,11 @@ pub enum QuorumCommand {
     },
 }
 
+/// A wrong command line: the message and the usage, exit 2.
+fn usage(message: &str) -> ! {
+    usage_exit::<MetadataQuorumArgs>("metadata-quorum", message)
+}
+
 /// Runs `gregor metadata-quorum`; `Err` is the message for stderr (exit 1).
 pub fn run_metadata_quorum(args: MetadataQuorumArgs) -> Result<(), String> {
     block_on(run(args))?
@@ -107,17 +112,14 @@ async fn run(args: MetadataQuorumArgs) -> Result<(), String> {
             human_readable,
         } => {
             if *status && *replication {
-                return Err("Only one of --status or --replication should be specified with describe sub-command".into());
+                usage("Only one of --status or --replication should be specified with describe sub-command");
             }
             if *status && *human_readable {
-                return Err(
-                    "The option --human-readable is only supported along with --replication".into(),
-                );
+                usage("The option --human-readable is only supported along with --replication");
             }
             if !*status && !*replication {
-                return Err(
-                    "One of --status or --replication must be specified with describe sub-command"
-                        .into(),
+                usage(
+                    "One of --status or --replication must be specified with describe sub-command",
                 );
             }
             let mut client = connect_leader(&args).await?;
@@ -139,9 +141,8 @@ async fn run(args: MetadataQuorumArgs) -> Result<(), String> {
         } => match (controller_id, &args.command_config) {
             (Some(id), _) => add_controller(&args, *id, *dry_run).await,
             (None, Some(file)) => add_controller_from_properties(&args, file, *dry_run).await,
-            (None, None) => Err(
-                "You must use --command-config or --controller-id option to add a controller."
-                    .into(),
+            (None, None) => usage(
+                "You must use --command-config or --controller-id option to add a controller.",
             ),
         },
         QuorumCommand::RemoveController {
@@ -150,7 +151,9 @@ async fn run(args: MetadataQuorumArgs) -> Result<(), String> {
             dry_run,
         } => {
             if *controller_id < 0 {
-                return Err(format!("Invalid negative --controller-id: {controller_id}"));
+                usage(&format!(
+                    "Invalid negative --controller-id: {controller_id}"
+                ));
             }
             let directory = match controller_directory_id {
                 None => None,

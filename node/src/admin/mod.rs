@@ -46,6 +46,16 @@ pub enum AdminError {
     },
 }
 
+/// Reports a usage mistake found after the command line was parsed exactly as clap reports one
+/// it cannot parse: `error: <message>`, the tool's usage, exit status 2. Every `gregor` tool
+/// exits 2 for a wrong command line and 1 for an operation that failed (`gregor: <message>`).
+pub fn usage_exit<A: clap::Args>(tool: &'static str, message: &str) -> ! {
+    A::augment_args(clap::Command::new(tool))
+        .bin_name(format!("gregor {tool}"))
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit()
+}
+
 /// Kafka's exception text for a code: the broker's message, or the code's default one.
 pub fn kafka_message(code: i16, message: Option<&str>) -> String {
     let error = ResponseError::try_from_code(code);
@@ -104,6 +114,53 @@ pub fn check(code: i16, message: Option<&StrBytes>) -> Result<(), AdminError> {
         code,
         message: message.map(|m| m.to_string()),
     })
+}
+
+/// The settings of a `--command-config` file that Gregor's tools honour: Kafka's admin-client
+/// properties. Only PLAINTEXT connections are made, so any other `security.protocol` is refused
+/// rather than silently sent in the clear.
+#[derive(Debug, Default)]
+pub struct CommandConfig {
+    /// `client.id`: the request header's client id, which quotas are charged to.
+    pub client_id: Option<String>,
+}
+
+impl CommandConfig {
+    /// Reads `path` (Java properties); `None` gives the defaults.
+    pub fn load(path: Option<&std::path::Path>) -> Result<Self, AdminError> {
+        let Some(path) = path else {
+            return Ok(CommandConfig::default());
+        };
+        let unreadable = |e: &dyn std::fmt::Display| {
+            AdminError::Io(format!(
+                "cannot read the command config {}: {e}",
+                path.display()
+            ))
+        };
+        let file = std::fs::File::open(path).map_err(|e| unreadable(&e))?;
+        let properties =
+            java_properties::read(std::io::BufReader::new(file)).map_err(|e| unreadable(&e))?;
+        if let Some(protocol) = properties.get("security.protocol") {
+            if !protocol.eq_ignore_ascii_case("PLAINTEXT") {
+                return Err(AdminError::Io(format!(
+                    "security.protocol={protocol} in {} is not supported by Gregor's tools (PLAINTEXT only)",
+                    path.display()
+                )));
+            }
+        }
+        Ok(CommandConfig {
+            client_id: properties.get("client.id").cloned(),
+        })
+    }
+
+    /// Connects to `bootstrap` with these settings.
+    pub async fn connect(&self, bootstrap: &str) -> Result<AdminClient, AdminError> {
+        let mut client = AdminClient::connect(bootstrap).await?;
+        if let Some(client_id) = &self.client_id {
+            client.set_client_id(client_id);
+        }
+        Ok(client)
+    }
 }
 
 /// One connection with its negotiated version ranges.

@@ -32,7 +32,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::client_quotas::{java_hash_order, java_string_hash};
-use super::{block_on, java_message, AdminClient, AdminError};
+use super::{block_on, java_message, usage_exit, AdminClient, AdminError, CommandConfig};
 use crate::storage::uuid_to_kafka_string;
 
 /// How long the broker may take over a create, delete or alter (the admin client's default).
@@ -393,7 +393,7 @@ pub fn run_topics(args: TopicsArgs) -> Result<(), String> {
     print!("{out}");
     match result {
         Ok(()) => Ok(()),
-        Err(TopicsError::Usage(message)) => usage_exit(&message),
+        Err(TopicsError::Usage(message)) => usage_exit::<TopicsArgs>("topics", &message),
         Err(TopicsError::Invalid(message)) => Err(message),
         Err(TopicsError::Command(message)) => {
             Err(format!("Error while executing topic command : {message}"))
@@ -401,39 +401,12 @@ pub fn run_topics(args: TopicsArgs) -> Result<(), String> {
     }
 }
 
-/// Prints `message` and the usage to stderr and exits non-zero, as kafka-topics.sh does.
-fn usage_exit(message: &str) -> ! {
-    let mut command = TopicsArgs::augment_args(clap::Command::new("topics"))
-        .bin_name("gregor topics")
-        .about("Create, delete, describe, or change a topic.");
-    command
-        .error(clap::error::ErrorKind::ArgumentConflict, message)
-        .exit()
-}
-
 /// Connects with the `--command-config` settings that apply.
 async fn connect(args: &TopicsArgs) -> Result<AdminClient, TopicsError> {
     let bootstrap = args.bootstrap_server.as_deref().unwrap_or_default();
-    let mut client_id = None;
-    if let Some(path) = &args.command_config {
-        let file = std::fs::File::open(path)
-            .map_err(|e| TopicsError::Command(format!("{}: {e}", path.display())))?;
-        let properties = java_properties::read(std::io::BufReader::new(file))
-            .map_err(|e| TopicsError::Command(format!("{}: {e}", path.display())))?;
-        if let Some(protocol) = properties.get("security.protocol") {
-            if !protocol.eq_ignore_ascii_case("PLAINTEXT") {
-                return Err(TopicsError::Command(format!(
-                    "security.protocol {protocol} is not supported by gregor topics (PLAINTEXT only)"
-                )));
-            }
-        }
-        client_id = properties.get("client.id").cloned();
-    }
-    let mut client = AdminClient::connect(bootstrap).await?;
-    if let Some(client_id) = client_id {
-        client.set_client_id(&client_id);
-    }
-    Ok(client)
+    let config = CommandConfig::load(args.command_config.as_deref())
+        .map_err(|e| TopicsError::Command(e.to_string()))?;
+    Ok(config.connect(bootstrap).await?)
 }
 
 async fn run(args: &TopicsArgs, action: Action, out: &mut String) -> Result<(), TopicsError> {
