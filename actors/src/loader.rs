@@ -25,6 +25,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use openraft::LogId;
 
+use gregor_publishers::kafka_uuid::KafkaUuid;
 use gregor_publishers::records::{MetadataBatch, MetadataRecord};
 use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, Provenance,
@@ -350,10 +351,10 @@ impl MetadataPublisher for TopicChangeLogPublisher {
             return Ok(());
         }
         for topic in topics.created_topics() {
-            tracing::info!(topic = topic.name(), id = %topic.id(), "topic created");
+            tracing::info!(topic = topic.name(), id = %KafkaUuid(topic.id()), "topic created");
         }
         for (id, name) in topics.deleted_topics() {
-            tracing::info!(topic = name, %id, "topic deleted");
+            tracing::info!(topic = name, id = %KafkaUuid(id), "topic deleted");
         }
         Ok(())
     }

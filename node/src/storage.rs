@@ -6,8 +6,6 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use uuid::Uuid;
 
 use crate::config::NodeConfig;
@@ -81,16 +79,9 @@ pub struct NodeIdentity {
     pub log_dir_ids: Vec<Uuid>,
 }
 
-/// Kafka's textual form of a UUID: 22 base64url characters without padding.
-pub fn uuid_to_kafka_string(id: Uuid) -> String {
-    URL_SAFE_NO_PAD.encode(id.as_bytes())
-}
-
-/// Parses Kafka's textual UUID form.
-pub fn uuid_from_kafka_string(text: &str) -> Option<Uuid> {
-    let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
-    Uuid::from_slice(&bytes).ok()
-}
+pub use gregor_publishers::kafka_uuid::{
+    from_kafka_string as uuid_from_kafka_string, to_kafka_string as uuid_to_kafka_string,
+};
 
 /// A new random id whose text does not start with '-', as Kafka's `Uuid.randomUuid` ensures:
 /// such a string would read as an option on a command line (`--cluster-id -x...`).

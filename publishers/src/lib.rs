@@ -35,6 +35,7 @@
 
 pub mod delta;
 pub mod image;
+pub mod kafka_uuid;
 pub mod publisher;
 pub mod quota_callback;
 pub mod records;

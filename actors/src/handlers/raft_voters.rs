@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use gregor_publishers::kafka_uuid::to_kafka_string;
 use gregor_publishers::records::Endpoint;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
@@ -32,33 +33,12 @@ use crate::raft::{MetadataLogError, VoterNode};
 /// "Caught up" must be recent (Kafka: a fetch within the last hour and a caught-up time set).
 const CAUGHT_UP_WITHIN_MS: i64 = 3_600_000;
 
-/// Kafka's textual UUID (base64url, no padding).
-fn kafka_uuid(id: Uuid) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let bytes = id.as_bytes();
-    let mut out = String::with_capacity(22);
-    let mut bits = 0u32;
-    let mut count = 0;
-    for byte in bytes {
-        bits = (bits << 8) | u32::from(*byte);
-        count += 8;
-        while count >= 6 {
-            count -= 6;
-            out.push(ALPHABET[((bits >> count) & 0x3f) as usize] as char);
-        }
-    }
-    if count > 0 {
-        out.push(ALPHABET[((bits << (6 - count)) & 0x3f) as usize] as char);
-    }
-    out
-}
-
 /// Kafka's `ReplicaKey.toString()`.
 fn replica_key(id: i32, directory_id: Uuid) -> String {
     let directory = if directory_id.is_nil() {
         "<undefined>".to_owned()
     } else {
-        kafka_uuid(directory_id)
+        to_kafka_string(directory_id)
     };
     format!("ReplicaKey(id={id}, directoryId={directory})")
 }
@@ -264,7 +244,7 @@ async fn add_voter(
                 ))
             }
             many => {
-                let ids: Vec<String> = many.iter().map(|o| kafka_uuid(o.directory_id)).collect();
+                let ids: Vec<String> = many.iter().map(|o| to_kafka_string(o.directory_id)).collect();
                 return Err(refuse(
                     ResponseError::InvalidRequest,
                     format!(
@@ -477,12 +457,9 @@ mod tests {
 
     #[test]
     fn replica_keys_print_as_kafka_does() {
-        assert_eq!(kafka_uuid(Uuid::nil()), "AAAAAAAAAAAAAAAAAAAAAA");
         assert_eq!(
             replica_key(4, Uuid::nil()),
             "ReplicaKey(id=4, directoryId=<undefined>)"
         );
-        let id = Uuid::from_u128(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
-        assert_eq!(kafka_uuid(id), "AQIDBAUGBwgJCgsMDQ4PEA");
     }
 }

@@ -106,3 +106,34 @@ fn rust_log_format_env_wins_over_the_key() {
     let lines = lines_until_ready(&["log.format=text"], &[("RUST_LOG_FORMAT", "json")]);
     assert_json_lines(&lines);
 }
+
+/// Topic ids appear in logs in Kafka's base64 form, the form CreateTopics answers with and
+/// `gregor topics --describe` prints, so a log line can be matched against Kafka's tools.
+#[tokio::test]
+async fn topic_ids_are_logged_in_kafkas_form() {
+    use gregor_integration::admin::{creatable, create_topics};
+    use gregor_integration::wait::wait_until;
+    use gregor_integration::{GregorNode, KafkaConn};
+    use gregor_publishers::kafka_uuid::KafkaUuid;
+    use kafka_protocol::messages::CreateTopicsRequest;
+
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let created = conn
+        .send::<CreateTopicsRequest>(&create_topics(vec![creatable("logged", 1, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0, "{:?}", created.topics[0]);
+    let expected = format!("id={}", KafkaUuid(created.topics[0].topic_id));
+    wait_until("the topic created line", Duration::from_secs(30), || {
+        let stderr = node.stderr();
+        let line = stderr
+            .lines()
+            .find(|line| line.contains("topic created") && line.contains("topic=\"logged\""))
+            .map(str::to_owned);
+        async move { Ok(line) }
+    })
+    .await
+    .map(|line| assert!(line.contains(&expected), "{line} lacks {expected}"))
+    .unwrap();
+}
