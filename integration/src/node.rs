@@ -121,6 +121,8 @@ pub struct GregorNode {
     starts: u32,
     /// Stderr lines of the current start until its ready line was seen.
     ready_lines: Option<mpsc::Receiver<String>>,
+    /// The network namespace the process runs in (`None`: the test's own).
+    netns: Option<String>,
 }
 
 impl std::fmt::Debug for GregorNode {
@@ -184,6 +186,7 @@ impl GregorNode {
             stdout: Log::default(),
             starts: 0,
             ready_lines: None,
+            netns: None,
         };
         node.spawn_and_wait(None)?;
         Ok(node)
@@ -199,6 +202,18 @@ impl GregorNode {
         format_args: &[&str],
         wait_ready: bool,
     ) -> anyhow::Result<Self> {
+        Self::start_formatted_in(None, extra_overrides, format_args, wait_ready)
+    }
+
+    /// [`GregorNode::start_formatted`] with the process (and its restarts) inside the network
+    /// namespace `netns` (see [`crate::netns::NetLab`]); its listeners must then bind that
+    /// namespace's address.
+    pub fn start_formatted_in(
+        netns: Option<&str>,
+        extra_overrides: &[(&str, &str)],
+        format_args: &[&str],
+        wait_ready: bool,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new()
             .prefix("gregor-it-")
             .tempdir()
@@ -209,7 +224,7 @@ impl GregorNode {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let bin = binary_path();
-        let format = node_command(&bin, &data_dir, &overrides, None)?;
+        let format = node_command(&bin, &data_dir, &overrides, None, None)?;
         // node_command builds `gregor node --override ...`; reuse its overrides for `storage format`.
         let args: Vec<std::ffi::OsString> =
             format.get_args().skip(1).map(|a| a.to_owned()).collect();
@@ -247,6 +262,7 @@ impl GregorNode {
             stdout: Log::default(),
             starts: 0,
             ready_lines: None,
+            netns: netns.map(str::to_owned),
         };
         node.spawn(None)?;
         if wait_ready {
@@ -284,7 +300,7 @@ impl GregorNode {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let bin = binary_path();
-        let mut cmd = node_command(&bin, &data_dir, &overrides, config_file)?;
+        let mut cmd = node_command(&bin, &data_dir, &overrides, config_file, None)?;
         let stderr = Log::default();
         let stdout = Log::default();
         let mut child = cmd
@@ -481,6 +497,7 @@ impl GregorNode {
             &self.data_dir,
             &overrides,
             self.config_file.as_deref(),
+            self.netns.as_deref(),
         )?;
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         self.starts += 1;
@@ -546,12 +563,13 @@ impl Drop for GregorNode {
 }
 
 /// Builds `gregor node --override ...` with the harness defaults (fresh ports, `log.dirs`)
-/// replaced by `overrides` where the keys match.
+/// replaced by `overrides` where the keys match, run inside `netns` when given.
 fn node_command(
     bin: &Path,
     data_dir: &Path,
     overrides: &[(String, String)],
     config_file: Option<&Path>,
+    netns: Option<&str>,
 ) -> anyhow::Result<Command> {
     if !bin.exists() {
         bail!(
@@ -577,7 +595,10 @@ fn node_command(
             None => settings.push((k.clone(), v.clone())),
         }
     }
-    let mut cmd = Command::new(bin);
+    let mut cmd = match netns {
+        Some(netns) => crate::netns::command_in(netns, bin),
+        None => Command::new(bin),
+    };
     cmd.arg("node");
     if let Some(config) = config_file {
         cmd.arg("--config").arg(config);

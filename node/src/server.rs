@@ -40,6 +40,11 @@ const METADATA_READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// check that every node stops on it. Nothing sets it outside tests.
 const INVALID_RECORD_HOOK_ENV: &str = "GREGOR_TEST_ONLY_INVALID_RECORD_ON_CREATE";
 
+/// Test only: the environment variable that makes the metadata log take a snapshot every N
+/// entries and keep no entry behind it, so that a replica lagging a few entries must be sent
+/// the snapshot (integration tests of InstallSnapshot). Nothing sets it outside tests.
+const SNAPSHOT_EVERY_HOOK_ENV: &str = "GREGOR_TEST_ONLY_SNAPSHOT_EVERY";
+
 /// Kafka's id of the PLAINTEXT security protocol.
 const PLAINTEXT: i16 = 0;
 
@@ -404,6 +409,17 @@ async fn open_metadata_log(
         reason,
     };
     let applier = Arc::new(LoaderApplier::new(loader.clone(), image.clone()));
+    let defaults = MetadataLogOptions::default();
+    let snapshot_every_hook = std::env::var(SNAPSHOT_EVERY_HOOK_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|every| *every > 0);
+    if let Some(every) = snapshot_every_hook {
+        tracing::warn!(
+            every,
+            "{SNAPSHOT_EVERY_HOOK_ENV} is set: a metadata snapshot every {every} entries, no log kept behind it (test only)"
+        );
+    }
     let log = MetadataLog::open_with_network(
         config.node_id as u64,
         &dir,
@@ -414,7 +430,11 @@ async fn open_metadata_log(
                 usize::try_from(config.socket_request_max_bytes).unwrap_or(usize::MAX),
             )
             .min(8 * 1024 * 1024) as u64,
-            ..MetadataLogOptions::default()
+            snapshot_every: snapshot_every_hook.unwrap_or(defaults.snapshot_every),
+            logs_kept_after_snapshot: match snapshot_every_hook {
+                Some(_) => 0,
+                None => defaults.logs_kept_after_snapshot,
+            },
         },
         network,
     )

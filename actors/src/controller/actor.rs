@@ -490,25 +490,42 @@ impl Controller {
         }
     }
 
-    /// Runs one mutation: decide with `decide`, then either answer at once (no records) or
-    /// append and answer when committed, turning a failed commit into `fail`'s response.
-    pub(super) fn mutate<R: Send + 'static>(
+    /// Runs one mutation for `msg`: decide with `decide`, then either answer once leadership is
+    /// confirmed (no records) or append and answer when committed, turning a failed commit into
+    /// `fail`'s response.
+    pub(super) fn mutate<M>(
         &mut self,
         ctx: &mut Context<Self>,
-        decide: impl FnOnce(&MetadataImage, &mut MutationContext<'_>) -> logic::ControllerResult<R>,
-        fail: impl FnOnce(R, ResponseError, &str) -> R + Send + 'static,
-    ) -> ResponseFuture<R> {
-        self.mutate_charged(ctx, &mut Unlimited, decide, fail)
+        msg: &M,
+        decide: impl FnOnce(
+            &MetadataImage,
+            &mut MutationContext<'_>,
+        ) -> logic::ControllerResult<M::Result>,
+        fail: impl FnOnce(M::Result, ResponseError, &str) -> M::Result + Send + 'static,
+    ) -> ResponseFuture<M::Result>
+    where
+        M: Refusable,
+        M::Result: Send,
+    {
+        self.mutate_charged(ctx, msg, &mut Unlimited, decide, fail)
     }
 
     /// [`Controller::mutate`] charging `quota` for the mutations `decide` makes.
-    fn mutate_charged<R: Send + 'static>(
+    fn mutate_charged<M>(
         &mut self,
         ctx: &mut Context<Self>,
+        msg: &M,
         quota: &mut dyn MutationQuota,
-        decide: impl FnOnce(&MetadataImage, &mut MutationContext<'_>) -> logic::ControllerResult<R>,
-        fail: impl FnOnce(R, ResponseError, &str) -> R + Send + 'static,
-    ) -> ResponseFuture<R> {
+        decide: impl FnOnce(
+            &MetadataImage,
+            &mut MutationContext<'_>,
+        ) -> logic::ControllerResult<M::Result>,
+        fail: impl FnOnce(M::Result, ResponseError, &str) -> M::Result + Send + 'static,
+    ) -> ResponseFuture<M::Result>
+    where
+        M: Refusable,
+        M::Result: Send,
+    {
         let base = self.base_image();
         let result = {
             let mut mutation = MutationContext {
@@ -518,7 +535,7 @@ impl Controller {
             decide(&base, &mut mutation)
         };
         if result.records.is_empty() {
-            return Box::pin(async move { result.response });
+            return self.answer_when_still_leading(msg, result.response);
         }
         let response = result.response;
         match self.append(result.records, ctx) {
@@ -545,6 +562,37 @@ impl Controller {
                 Box::pin(async move { fail(response, ResponseError::UnknownServerError, &bug) })
             }
         }
+    }
+    /// Answers `response`, decided without writing anything, once a quorum has confirmed that
+    /// this node still leads (openraft's read index); else refuses `msg` with NOT_CONTROLLER.
+    /// A leader cut off from the quorum keeps leading in openraft's eyes until it hears a
+    /// higher term, while the others elect a new leader and commit without it: its image can
+    /// then lack a topic it would answer UNKNOWN_TOPIC_OR_PARTITION for (Kafka's leader
+    /// resigns after its check-quorum timeout; confirming each such answer closes the window).
+    fn answer_when_still_leading<M>(
+        &self,
+        msg: &M,
+        response: M::Result,
+    ) -> ResponseFuture<M::Result>
+    where
+        M: Refusable,
+        M::Result: Send,
+    {
+        let stale = msg.refuse(
+            ResponseError::NotController,
+            "This node could not confirm that it is still the active controller.",
+        );
+        let log = self.log.clone();
+        Box::pin(async move {
+            match tokio::time::timeout(ACTIVATION_WAIT, log.read_index()).await {
+                Ok(Ok(_)) => response,
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "leadership not confirmed; refusing an answer that writes nothing");
+                    stale
+                }
+                Err(_) => stale,
+            }
+        })
     }
 }
 
@@ -584,6 +632,7 @@ impl Handler<CreateTopics> for Controller {
         let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 6);
         let response = self.mutate_charged(
             ctx,
+            &msg,
             &mut quota,
             |image, mutation| {
                 logic::create_topics(image, &msg.request, msg.version, &defaults, mutation)
@@ -618,6 +667,7 @@ impl Handler<DeleteTopics> for Controller {
         let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 5);
         let response = self.mutate_charged(
             ctx,
+            &msg,
             &mut quota,
             |image, mutation| {
                 logic::delete_topics(image, &msg.request, msg.version, enabled, mutation)
@@ -651,6 +701,7 @@ impl Handler<CreatePartitions> for Controller {
         let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 3);
         let response = self.mutate_charged(
             ctx,
+            &msg,
             &mut quota,
             |image, mutation| logic::create_partitions(image, &msg.request, msg.version, mutation),
             |mut response: CreatePartitionsResponse, code, message| {

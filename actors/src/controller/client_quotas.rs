@@ -35,6 +35,7 @@ impl Handler<AlterClientQuotas> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| {
                 logic::client_quotas::alter_client_quotas(&image.client_quotas, &msg.request)
             },

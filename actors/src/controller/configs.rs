@@ -49,6 +49,7 @@ impl Handler<IncrementalAlterConfigs> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| -> ControllerResult<_> {
                 configs::incremental_alter_configs(image, &msg.request, msg.node_id)
             },
@@ -75,6 +76,7 @@ impl Handler<AlterConfigs> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| -> ControllerResult<_> {
                 configs::alter_configs(image, &msg.request, msg.node_id)
             },

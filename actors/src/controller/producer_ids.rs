@@ -44,6 +44,7 @@ impl Handler<AllocateProducerIds> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| {
                 let start = image.cluster.next_producer_id();
                 match start.checked_add(PRODUCER_ID_BLOCK_SIZE) {

@@ -28,6 +28,7 @@ impl Handler<UnregisterBroker> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| match fencing::unregister_broker(image, msg.broker_id) {
                 Some(records) => ControllerResult {
                     records,

@@ -261,11 +261,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.install(&source, meta, records)
             .await
             .map_err(write_err)?;
-        self.snapshots
-            .save(received)
-            .await
-            .map(drop)
-            .map_err(write_err)
+        let bytes = received.data.len();
+        self.snapshots.save(received).await.map_err(write_err)?;
+        tracing::info!(
+            snapshot = %meta.snapshot_id,
+            last_log_id = ?meta.last_log_id,
+            bytes,
+            "installed a metadata snapshot received from the leader"
+        );
+        Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {

@@ -18,12 +18,16 @@ mod t60_invalid_record_stops_the_node;
 mod t60_linearizability_checker;
 mod t60_private_rpcs;
 mod t70_catch_up_within_request_limit;
+mod t70_snapshot_catch_up;
 mod t70_unregister_broker;
 
+use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use gregor_integration::netns::{Host, NetLab};
 use gregor_integration::{binary_path, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
@@ -60,7 +64,16 @@ pub struct Cluster {
     pub controllers: Vec<(i32, GregorNode)>,
     pub brokers: Vec<(i32, GregorNode)>,
     pub bootstrap_controllers: String,
+    /// Each node's namespace, by node id, when the cluster runs in a lab.
+    pub hosts: BTreeMap<i32, Host>,
+    /// The namespaces the nodes run in; declared last so that it is dropped (its namespaces
+    /// deleted) after the nodes are killed.
+    pub lab: Option<Arc<NetLab>>,
 }
+
+/// The controller port inside a lab: each node has an address of its own there, so a fixed
+/// port cannot collide with anything.
+const LAB_CONTROLLER_PORT: u16 = 9093;
 
 impl Cluster {
     /// Starts `controllers` voters (ids 1..) and `brokers` brokers (ids 11..).
@@ -74,25 +87,58 @@ impl Cluster {
         brokers: usize,
         controller_overrides: &[(&str, &str)],
     ) -> anyhow::Result<Cluster> {
+        Self::start_inner(controllers, brokers, controller_overrides, None)
+    }
+
+    /// [`Cluster::start`] with every node in a namespace of its own in `lab` (node `id` at
+    /// host `id + 1` for controllers, `id` for brokers), so that nodes can be partitioned. The
+    /// calling thread must be in the lab's hub to reach them (`NetLab::enter_hub`).
+    pub fn start_in_lab(
+        lab: Arc<NetLab>,
+        controllers: usize,
+        brokers: usize,
+    ) -> anyhow::Result<Cluster> {
+        Self::start_inner(controllers, brokers, &[], Some(lab))
+    }
+
+    fn start_inner(
+        controllers: usize,
+        brokers: usize,
+        controller_overrides: &[(&str, &str)],
+        lab: Option<Arc<NetLab>>,
+    ) -> anyhow::Result<Cluster> {
         let cluster_id = random_uuid()?;
+        let mut hosts = BTreeMap::new();
         let mut specs = Vec::new();
         for i in 0..controllers {
-            specs.push((i as i32 + 1, free_port()?, random_uuid()?));
+            let id = i as i32 + 1;
+            let addr = match &lab {
+                Some(lab) => {
+                    let host = lab.add_host(id as u8 + 1)?;
+                    let addr = format!("{}:{LAB_CONTROLLER_PORT}", host.addr);
+                    hosts.insert(id, host);
+                    addr
+                }
+                None => format!("127.0.0.1:{}", free_port()?),
+            };
+            specs.push((id, addr, random_uuid()?));
         }
         let initial = specs
             .iter()
-            .map(|(id, port, dir)| format!("{id}@127.0.0.1:{port}:{dir}"))
+            .map(|(id, addr, dir)| format!("{id}@{addr}:{dir}"))
             .collect::<Vec<_>>()
             .join(",");
         let bootstrap_controllers = specs
             .iter()
-            .map(|(_, port, _)| format!("127.0.0.1:{port}"))
+            .map(|(_, addr, _)| addr.clone())
             .collect::<Vec<_>>()
             .join(",");
         let mut started = Vec::new();
-        for (id, port, _) in &specs {
+        for (id, addr, _) in &specs {
             let id_text = id.to_string();
-            let listeners = format!("CONTROLLER://127.0.0.1:{port}");
+            let listeners = format!("CONTROLLER://{addr}");
+            let host = hosts.get(id);
+            let metrics = host.map(|h| format!("{}:0", h.addr));
             let mut overrides = vec![
                 ("node.id", id_text.as_str()),
                 ("process.roles", "controller"),
@@ -102,8 +148,12 @@ impl Cluster {
                     bootstrap_controllers.as_str(),
                 ),
             ];
+            if let Some(metrics) = &metrics {
+                overrides.push(("metrics.listener", metrics));
+            }
             overrides.extend_from_slice(controller_overrides);
-            let node = GregorNode::start_formatted(
+            let node = GregorNode::start_formatted_in(
+                host.map(|h| h.netns.as_str()),
                 &overrides,
                 &[
                     "--cluster-id",
@@ -123,6 +173,8 @@ impl Cluster {
             controllers: started,
             brokers: Vec::new(),
             bootstrap_controllers,
+            hosts,
+            lab,
         };
         for i in 0..brokers {
             cluster.add_broker(11 + i as i32)?;
@@ -132,11 +184,20 @@ impl Cluster {
 
     /// Starts a broker that joins as an observer.
     pub fn add_broker(&mut self, id: i32) -> anyhow::Result<()> {
-        let node = GregorNode::start_formatted(
+        let host = match &self.lab {
+            Some(lab) => Some(lab.add_host(u8::try_from(id)?)?),
+            None => None,
+        };
+        let ip = host
+            .as_ref()
+            .map_or_else(|| "127.0.0.1".to_owned(), |h| h.addr.to_string());
+        let node = GregorNode::start_formatted_in(
+            host.as_ref().map(|h| h.netns.as_str()),
             &[
                 ("node.id", &id.to_string()),
                 ("process.roles", "broker"),
-                ("listeners", "PLAINTEXT://127.0.0.1:0"),
+                ("listeners", &format!("PLAINTEXT://{ip}:0")),
+                ("metrics.listener", &format!("{ip}:0")),
                 (
                     "controller.quorum.bootstrap.servers",
                     &self.bootstrap_controllers,
@@ -145,6 +206,9 @@ impl Cluster {
             &["--cluster-id", &self.cluster_id],
             true,
         )?;
+        if let Some(host) = host {
+            self.hosts.insert(id, host);
+        }
         self.brokers.push((id, node));
         Ok(())
     }

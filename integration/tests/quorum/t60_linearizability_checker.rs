@@ -1,8 +1,10 @@
 //! A linearizability-style checker of the metadata quorum: clients create and delete topics with
 //! unique names, through both brokers and all three controllers, while controllers are killed
-//! with SIGKILL and restarted, and leaders are frozen with SIGSTOP (the stand-in for a network
-//! partition: isolating a process on loopback needs network namespaces, which the test harness
-//! does not set up) and resumed. Then the history is checked against what the cluster holds:
+//! with SIGKILL and restarted, leaders are frozen with SIGSTOP and resumed, and, where the
+//! machine allows network namespaces (root and `ip netns`), leaders are cut off from every
+//! other node by a real network partition while they keep running, and healed. Without
+//! namespaces the run says why on stderr and does everything but the partitions, on loopback.
+//! Then the history is checked against what the cluster holds:
 //!
 //! - every acknowledged create is present with the topic id it was acknowledged with, unless
 //!   a delete of it was acknowledged (or may have happened: its outcome is unknown);
@@ -16,6 +18,13 @@
 //! Requests whose outcome is unknown (timeouts, lost connections, NOT_CONTROLLER after a write
 //! may already be in the log) may go either way. The run ends after `GREGOR_CHECKER_LEADER_CHANGES`
 //! leader changes (30 by default); `GREGOR_CHECKER_SEED` replays a run's choice of victims.
+//!
+//! A partition (`NetLab::partition`): every node runs in a namespace of its own on a private
+//! bridge, the test in the hub namespace that reaches them all. The leader loses every packet
+//! to and from the other controllers and the brokers, but the clients still reach it (writes
+//! sent to it must never be acknowledged: it cannot commit them). The majority elects a new
+//! leader and acknowledges a create; then the partition heals and the old leader must follow
+//! the new one, its image reaching the new leader's offset, before the next disruption.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +34,7 @@ use std::time::{Duration, Instant};
 use gregor_integration::admin::{
     creatable, create_topics, delete_topics_by_name, metadata, topics_of,
 };
+use gregor_integration::netns::{Host, NetLab};
 use gregor_integration::{prom, wait_until, GregorNode, KafkaConn};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -220,8 +230,108 @@ async fn wait_new_leader(addrs: &[String], old: (i32, i32)) -> anyhow::Result<(i
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_mutations_survive_leader_changes() -> anyhow::Result<()> {
+/// Acknowledged creates so far.
+fn acknowledged_creates(history: &Mutex<History>) -> usize {
+    history.lock().map_or(0, |h| {
+        h.creates
+            .values()
+            .filter(|o| matches!(o, Outcome::Ok(_)))
+            .count()
+    })
+}
+
+/// Cuts the leader (at `leader_index`) off from every other node, waits for the others to
+/// elect a new leader and acknowledge a create, checks that the cut-off leader still runs,
+/// heals, and waits for the old leader's image to reach the new leader's. Returns the new
+/// leader.
+async fn partition_leader(
+    cluster: &mut Cluster,
+    leader_index: usize,
+    leader: (i32, i32),
+    others: &[String],
+    history: &Mutex<History>,
+) -> anyhow::Result<(i32, i32)> {
+    let lab = cluster
+        .lab
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("no lab"))?;
+    let isolated = cluster
+        .hosts
+        .get(&leader.0)
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("no host for node {}", leader.0))?;
+    let rest: Vec<&Host> = cluster
+        .hosts
+        .iter()
+        .filter(|(id, _)| **id != leader.0)
+        .map(|(_, host)| host)
+        .collect();
+    lab.partition(&isolated, &rest)?;
+    let during = async {
+        let next = wait_new_leader(others, leader).await?;
+        let acknowledged = acknowledged_creates(history);
+        wait_until(
+            "a create acknowledged by the majority side",
+            FORM_TIMEOUT,
+            || async { Ok((acknowledged_creates(history) > acknowledged).then_some(())) },
+        )
+        .await?;
+        // Cut off, not stopped: the old leader runs and still answers the test (the hub).
+        let node = &mut cluster.controllers[leader_index].1;
+        anyhow::ensure!(
+            node.try_exit_status()?.is_none(),
+            "the partitioned leader exited"
+        );
+        digest_of(node).await?;
+        Ok(next)
+    };
+    let next = during.await;
+    // Heal whatever happened, so that a failure leaves a cluster that can still be inspected.
+    lab.heal()?;
+    let next = next?;
+    let new_index = cluster
+        .controllers
+        .iter()
+        .position(|(id, _)| *id == next.0)
+        .ok_or_else(|| anyhow::anyhow!("leader {} is not a controller", next.0))?;
+    let (target, _) = digest_of(&cluster.controllers[new_index].1).await?;
+    let healed = &cluster.controllers[leader_index].1;
+    wait_until(
+        "the healed old leader to follow the new one",
+        FORM_TIMEOUT,
+        || async { Ok((digest_of(healed).await?.0 >= target).then_some(())) },
+    )
+    .await?;
+    Ok(next)
+}
+
+/// Runs the checker on its own thread: inside the lab's hub namespace when namespaces are
+/// available (every thread of its runtime enters the hub too), else on loopback.
+#[test]
+fn acknowledged_mutations_survive_leader_changes() -> anyhow::Result<()> {
+    let lab = match NetLab::new() {
+        Ok(lab) => Some(Arc::new(lab)),
+        Err(reason) => {
+            eprintln!("checker: no leader partitions, only kills and freezes: {reason}");
+            None
+        }
+    };
+    let runner = std::thread::spawn(move || -> anyhow::Result<()> {
+        let mut runtime = tokio::runtime::Builder::new_multi_thread();
+        runtime.worker_threads(2).enable_all();
+        if let Some(lab) = &lab {
+            lab.enter_hub()?;
+            runtime.on_thread_start(lab.hub_entry());
+        }
+        runtime.build()?.block_on(check(lab))
+    });
+    match runner.join() {
+        Ok(result) => result,
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+async fn check(lab: Option<Arc<NetLab>>) -> anyhow::Result<()> {
     let target_changes = env_number("GREGOR_CHECKER_LEADER_CHANGES", 30);
     let clients = env_number("GREGOR_CHECKER_CLIENTS", 3) as usize;
     let seed = env_number(
@@ -232,7 +342,11 @@ async fn acknowledged_mutations_survive_leader_changes() -> anyhow::Result<()> {
     );
     eprintln!("checker: seed {seed}, {target_changes} leader changes, {clients} clients");
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut cluster = Cluster::start(3, 2)?;
+    let partitions_possible = lab.is_some();
+    let mut cluster = tokio::task::block_in_place(|| match lab {
+        Some(lab) => Cluster::start_in_lab(lab, 3, 2),
+        None => Cluster::start(3, 2),
+    })?;
     let controller_addrs: Vec<String> = cluster
         .controllers
         .iter()
@@ -261,7 +375,13 @@ async fn acknowledged_mutations_survive_leader_changes() -> anyhow::Result<()> {
         current_leader(&controller_addrs)
     })
     .await?;
-    let (mut changes, mut kills, mut freezes, mut follower_kills) = (0, 0, 0, 0);
+    let (mut changes, mut kills, mut freezes, mut partitions, mut follower_kills) = (0, 0, 0, 0, 0);
+    // With namespaces, 30% of disruptions are partitions, taken from the kills and freezes.
+    let (partition_below, freeze_below) = if partitions_possible {
+        (0.45, 0.6)
+    } else {
+        (0.15, 0.35)
+    };
     while changes < target_changes {
         let leader_index = cluster
             .controllers
@@ -283,7 +403,11 @@ async fn acknowledged_mutations_survive_leader_changes() -> anyhow::Result<()> {
             follower_kills += 1;
             continue;
         }
-        if roll < 0.35 {
+        if roll < partition_below {
+            leader =
+                partition_leader(&mut cluster, leader_index, leader, &others, &history).await?;
+            partitions += 1;
+        } else if roll < freeze_below {
             // The leader freezes past the election timeout, as if cut off, then resumes and
             // must step down without deciding anything on its stale view.
             signal(&cluster.controllers[leader_index].1, "-STOP")?;
@@ -370,7 +494,7 @@ async fn acknowledged_mutations_survive_leader_changes() -> anyhow::Result<()> {
     let count = |f: fn(&Outcome<Uuid>) -> bool| history.creates.values().filter(|o| f(o)).count();
     eprintln!(
         "checker: {chaos:?} of chaos, {changes} leader changes ({kills} leader kills, {freezes} \
-         leader freezes) and {follower_kills} follower kills; creates: {} acknowledged, {} \
+         leader freezes, {partitions} leader partitions) and {follower_kills} follower kills; creates: {} acknowledged, {} \
          refused, {} unknown; deletes: {} acknowledged, {} unknown; {} topics at the end; \
          converged at {converged:?}; create answers by error code: {:?}",
         count(|o| matches!(o, Outcome::Ok(_))),

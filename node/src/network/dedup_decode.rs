@@ -11,8 +11,12 @@
 //! still sees the repetition and answers exactly as for the whole list. CreateTopics and
 //! CreatePartitions answer a repeated name once too (INVALID_REQUEST "Duplicate topic name."),
 //! so their topics are decoded one at a time with the crate's element decoder and a name is
-//! kept at most twice. Written on the wire primitives because the crate decodes whole lists at
-//! once.
+//! kept at most twice. DescribeClientQuotas is decided by its first four filter components at
+//! most (a valid filter names each of Kafka's three entity types at most once, so a fourth
+//! component is always refused and the filter stops there), so only those are kept; later ones
+//! are read and dropped. DescribeConfigs filters each resource's configs by the set of
+//! requested keys, so each key is kept once per resource. Written on the wire primitives
+//! because the crate decodes whole lists at once.
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,10 +24,12 @@ use anyhow::{bail, Context};
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest,
-    RequestKind, TopicName,
+    ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClientQuotasRequest, DescribeConfigsRequest, MetadataRequest, RequestKind, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use uuid::Uuid;
@@ -64,6 +70,12 @@ pub(crate) fn decode(
         ApiKey::DeleteTopics if (1..=5).contains(&version) => {
             Some(decode_delete_topics_by_name(buf, version).map(RequestKind::DeleteTopics))
         }
+        ApiKey::DescribeClientQuotas if (0..=1).contains(&version) => {
+            Some(decode_describe_client_quotas(buf, version).map(RequestKind::DescribeClientQuotas))
+        }
+        ApiKey::DescribeConfigs if (1..=4).contains(&version) => {
+            Some(decode_describe_configs(buf, version).map(RequestKind::DescribeConfigs))
+        }
         _ => None,
     }
 }
@@ -86,6 +98,18 @@ fn uvarint(buf: &mut Bytes) -> anyhow::Result<u32> {
         }
     }
     bail!("varint longer than 5 bytes")
+}
+
+/// Tagged fields, kept (unknown to this version, they are carried as the crate carries them).
+fn tagged_fields(buf: &mut Bytes) -> anyhow::Result<std::collections::BTreeMap<i32, Bytes>> {
+    let mut tagged = std::collections::BTreeMap::new();
+    for _ in 0..uvarint(buf)? {
+        let tag = uvarint(buf)?;
+        let size = uvarint(buf)? as usize;
+        need(buf, size)?;
+        tagged.insert(tag as i32, buf.split_to(size));
+    }
+    Ok(tagged)
 }
 
 fn skip_tagged_fields(buf: &mut Bytes) -> anyhow::Result<()> {
@@ -282,6 +306,106 @@ fn decode_delete_topics_by_name(
         .with_timeout_ms(timeout_ms))
 }
 
+/// Filter components of DescribeClientQuotas that can decide its answer: one per entity type
+/// (user, client-id, ip) and the one after them, which is always refused.
+const DECIDING_QUOTA_COMPONENTS: usize = 4;
+
+/// DescribeClientQuotas v0-1 (`Components`, `Strict`), keeping the first
+/// [`DECIDING_QUOTA_COMPONENTS`] components.
+fn decode_describe_client_quotas(
+    buf: &mut Bytes,
+    version: i16,
+) -> anyhow::Result<DescribeClientQuotasRequest> {
+    let flexible = version >= 1;
+    let count = array_length(buf, flexible)?;
+    if count < 0 {
+        bail!("DescribeClientQuotas components must not be null");
+    }
+    let mut components = Vec::new();
+    for _ in 0..count {
+        let component = ComponentData::decode(buf, version)?;
+        if components.len() < DECIDING_QUOTA_COMPONENTS {
+            components.push(component);
+        }
+    }
+    let strict = boolean(buf)?;
+    let tagged = if flexible {
+        tagged_fields(buf)?
+    } else {
+        Default::default()
+    };
+    Ok(DescribeClientQuotasRequest::default()
+        .with_components(components)
+        .with_strict(strict)
+        .with_unknown_tagged_fields(tagged))
+}
+
+/// A string that must not be null.
+fn string(buf: &mut Bytes, flexible: bool, what: &str) -> anyhow::Result<StrBytes> {
+    let bytes = nullable_string(buf, flexible)?
+        .ok_or_else(|| anyhow::anyhow!("{what} must not be null"))?;
+    StrBytes::from_utf8(bytes).with_context(|| format!("{what} is not UTF-8"))
+}
+
+/// DescribeConfigs v1-4 (`Resources`, `IncludeSynonyms`, `IncludeDocumentation`), each
+/// resource's configuration keys kept once, in the order of their first appearance.
+fn decode_describe_configs(
+    buf: &mut Bytes,
+    version: i16,
+) -> anyhow::Result<DescribeConfigsRequest> {
+    let flexible = version >= 4;
+    let count = array_length(buf, flexible)?;
+    if count < 0 {
+        bail!("DescribeConfigs resources must not be null");
+    }
+    let mut resources = Vec::new();
+    for _ in 0..count {
+        need(buf, 1)?;
+        let resource_type = buf.get_i8();
+        let resource_name = string(buf, flexible, "a resource name")?;
+        let keys = array_length(buf, flexible)?;
+        let configuration_keys = if keys < 0 {
+            None
+        } else {
+            let mut seen: HashSet<Bytes> = HashSet::new();
+            let mut kept = Vec::new();
+            for _ in 0..keys {
+                let key = nullable_string(buf, flexible)?
+                    .ok_or_else(|| anyhow::anyhow!("a configuration key must not be null"))?;
+                if seen.insert(key.clone()) {
+                    kept.push(
+                        StrBytes::from_utf8(key).context("a configuration key is not UTF-8")?,
+                    );
+                }
+            }
+            Some(kept)
+        };
+        let tagged = if flexible {
+            tagged_fields(buf)?
+        } else {
+            Default::default()
+        };
+        resources.push(
+            DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(resource_name)
+                .with_configuration_keys(configuration_keys)
+                .with_unknown_tagged_fields(tagged),
+        );
+    }
+    let mut request = DescribeConfigsRequest::default().with_resources(resources);
+    if version >= 1 {
+        request.include_synonyms = boolean(buf)?;
+    }
+    if version >= 3 {
+        request.include_documentation = boolean(buf)?;
+    }
+    if flexible {
+        request.unknown_tagged_fields = tagged_fields(buf)?;
+    }
+    Ok(request)
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
@@ -353,6 +477,78 @@ mod tests {
         assert!(decode_metadata(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]), 0).is_err());
         assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), 1).is_err());
         assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 1, 0, 1, 0xff]), 1).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn describe_client_quotas_keeps_the_four_deciding_components() -> anyhow::Result<()> {
+        let component = |t: &str, m: Option<&str>| {
+            ComponentData::default()
+                .with_entity_type(StrBytes::from_string(t.to_owned()))
+                .with_match_type(if m.is_some() { 0 } else { 2 })
+                .with_match(m.map(|m| StrBytes::from_string(m.to_owned())))
+        };
+        let listed = [
+            component("user", Some("alice")),
+            component("client-id", None),
+            component("ip", Some("10.0.0.1")),
+            component("user", None),
+            component("", None),
+            component("ip", None),
+        ];
+        for version in 0..=1i16 {
+            for n in [0, 3, 4, 6] {
+                let request = DescribeClientQuotasRequest::default()
+                    .with_components(listed[..n].to_vec())
+                    .with_strict(true);
+                let mut wire = BytesMut::new();
+                request.encode(&mut wire, version)?;
+                let wire = wire.freeze();
+                let ours = decode_describe_client_quotas(&mut wire.clone(), version)?;
+                let mut expected = DescribeClientQuotasRequest::decode(&mut wire.clone(), version)?;
+                expected.components.truncate(DECIDING_QUOTA_COMPONENTS);
+                assert_eq!(ours, expected, "v{version} with {n} components");
+            }
+        }
+        assert!(decode_describe_client_quotas(&mut Bytes::from_static(&[0, 0, 0, 1]), 0).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn describe_configs_keeps_each_key_once_per_resource() -> anyhow::Result<()> {
+        let key = |k: &str| StrBytes::from_string(k.to_owned());
+        let resource = |name: &str, keys: Option<&[&str]>| {
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(key(name))
+                .with_configuration_keys(keys.map(|keys| keys.iter().map(|k| key(k)).collect()))
+        };
+        for version in 1..=4i16 {
+            let request = DescribeConfigsRequest::default()
+                .with_resources(vec![
+                    resource(
+                        "t",
+                        Some(&["retention.ms", "", "retention.ms", "", "cleanup.policy"]),
+                    ),
+                    resource("t", None),
+                    resource("", Some(&[])),
+                    resource("u", Some(&["a", "b"])),
+                ])
+                .with_include_synonyms(true)
+                .with_include_documentation(version >= 3);
+            let mut wire = BytesMut::new();
+            request.encode(&mut wire, version)?;
+            let wire = wire.freeze();
+            let ours = decode_describe_configs(&mut wire.clone(), version)?;
+            let mut expected = DescribeConfigsRequest::decode(&mut wire.clone(), version)?;
+            expected.resources[0].configuration_keys =
+                Some(vec![key("retention.ms"), key(""), key("cleanup.policy")]);
+            assert_eq!(ours, expected, "DescribeConfigs v{version}");
+        }
+        assert!(
+            decode_describe_configs(&mut Bytes::from_static(&[0, 0, 0, 1, 2, 0xff, 0xff]), 0)
+                .is_err()
+        );
         Ok(())
     }
 
