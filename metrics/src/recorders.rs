@@ -150,6 +150,22 @@ pub fn topic_fetch(topic: &str, sent_bytes: Option<u64>) {
     }
 }
 
+/// Records the size of the fetch session cache: its sessions and the partitions they hold.
+pub fn fetch_session_cache(sessions: usize, partitions: usize) {
+    gauge!(names::FETCH_SESSIONS).set(sessions as f64);
+    gauge!(names::FETCH_SESSION_PARTITIONS).set(partitions as f64);
+}
+
+/// Counts one fetch session evicted from the cache.
+pub fn fetch_session_evicted() {
+    counter!(names::FETCH_SESSION_EVICTIONS_TOTAL).increment(1);
+}
+
+/// Counts one incremental fetch served by a fetch session.
+pub fn incremental_fetch() {
+    counter!(names::INCREMENTAL_FETCHES_TOTAL).increment(1);
+}
+
 /// Records the state of a newly published image.
 pub fn image_published(offset: u64, topics: usize, partitions: usize, apply_time: Duration) {
     gauge!(names::METADATA_IMAGE_OFFSET).set(offset as f64);

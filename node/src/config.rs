@@ -156,6 +156,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "How often the recovery-point and log-start-offset checkpoints of each log dir are written.",
     ),
     def(
+        "max.incremental.fetch.session.cache.slots",
+        ConfigType::Int,
+        Some("1000"),
+        "Incremental fetch sessions (KIP-227) the broker keeps, over 8 shards of slots/8 each.",
+    ),
+    def(
         "metadata.log.dir",
         ConfigType::String,
         None,
@@ -373,6 +379,8 @@ pub struct NodeConfig {
     pub log_dirs: Vec<PathBuf>,
     /// `metadata.log.dir`.
     pub metadata_log_dir: PathBuf,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub max_incremental_fetch_session_cache_slots: usize,
     /// `num.partitions`.
     pub num_partitions: i32,
     /// `default.replication.factor`.
@@ -622,6 +630,11 @@ impl NodeConfig {
             controller_listener_names,
             log_dirs,
             metadata_log_dir,
+            max_incremental_fetch_session_cache_slots: values.int(
+                "max.incremental.fetch.session.cache.slots",
+                0,
+                i64::from(i32::MAX),
+            )? as usize,
             num_partitions,
             default_replication_factor,
             delete_topic_enable: values.boolean("delete.topic.enable")?,
@@ -974,6 +987,7 @@ mod tests {
             (11, 1, 11, 1)
         );
         assert_eq!(config.metrics_listener.to_string(), "127.0.0.1:9644");
+        assert_eq!(config.max_incremental_fetch_session_cache_slots, 1000);
         Ok(())
     }
 

@@ -290,6 +290,9 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         quotas,
         logs: logs.clone(),
         producer_ids: Arc::default(),
+        fetch_sessions: Arc::new(gregor_actors::fetch_session::FetchSessionCache::new(
+            config.max_incremental_fetch_session_cache_slots,
+        )),
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,
