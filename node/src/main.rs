@@ -43,6 +43,10 @@ enum Command {
     },
     /// Get the cluster id, or unregister a broker (kafka-cluster.sh)
     Cluster(gregor_node::admin::cluster::ClusterArgs),
+    /// Delete records of partitions down to an offset, as kafka-delete-records.sh.
+    DeleteRecords(gregor_node::admin::records::DeleteRecordsArgs),
+    /// Describe the log directories of brokers, as kafka-log-dirs.sh.
+    LogDirs(gregor_node::admin::records::LogDirsArgs),
     /// Print the contents of log segment, index, time index and producer snapshot files, as
     /// kafka-dump-log.sh.
     DumpLog {
@@ -150,6 +154,8 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Cluster(args) => gregor_node::admin::cluster::run_cluster(args),
+        Command::DeleteRecords(args) => gregor_node::admin::records::run_delete_records(args),
+        Command::LogDirs(args) => gregor_node::admin::records::run_log_dirs(args),
         Command::DumpLog {
             files,
             print_data_log,

@@ -13,6 +13,9 @@ use gregor_log::config::LogConfig;
 use gregor_log::log::{AppendInfo, PartitionLog};
 use gregor_log::log_dir::LogDir;
 
+use gregor_log::producer_state::ProducerEntry;
+
+use super::admin::LogSize;
 use super::{
     now_ms, LogManagerError, LogManagerSettings, OffsetQuery, PartitionState, ReadResult, Reply,
     DATA_CHANNEL_CAPACITY,
@@ -38,6 +41,19 @@ pub(super) enum DataCommand {
         query: OffsetQuery,
         reply: Reply<Option<(i64, i64)>>,
     },
+    /// DeleteRecords: raise the log start offset (`-1`: to the high watermark).
+    DeleteRecords {
+        tp: TopicPartition,
+        offset: i64,
+        reply: Reply<i64>,
+    },
+    /// DescribeProducers: the producers the log remembers.
+    Producers {
+        tp: TopicPartition,
+        reply: Reply<Vec<ProducerEntry>>,
+    },
+    /// DescribeLogDirs: every log of this shard, with its dir and size.
+    Sizes { reply: Reply<Vec<LogSize>> },
 }
 
 /// Changes from the metadata image, and shutdown.
@@ -95,6 +111,16 @@ impl LogDirs {
                     .filter(online)
                     .min_by_key(|i| self.hosted[*i].load(Ordering::Relaxed))
             })
+    }
+
+    /// Each opened dir's path and whether it is online, in index order.
+    pub(super) fn describe(&self) -> Vec<(PathBuf, bool)> {
+        (0..self.dirs.len())
+            .map(|i| {
+                let dir = self.lock(i);
+                (dir.path().to_path_buf(), !dir.is_offline())
+            })
+            .collect()
     }
 
     /// Clean shutdown of every dir with the logs it holds.
@@ -386,7 +412,61 @@ impl Worker {
                 });
                 let _ = reply.send(result);
             }
+            DataCommand::DeleteRecords { tp, offset, reply } => {
+                let result = self.delete_records(&tp, offset);
+                let _ = reply.send(result);
+            }
+            DataCommand::Producers { tp, reply } => {
+                let result =
+                    self.with_log(&tp, |hosted| Ok(hosted.log.producers().cloned().collect()));
+                let _ = reply.send(result);
+            }
+            DataCommand::Sizes { reply } => {
+                let sizes = self
+                    .logs
+                    .iter()
+                    .map(|(tp, hosted)| LogSize {
+                        tp: tp.clone(),
+                        dir: hosted.dir,
+                        size: hosted.log.size(),
+                    })
+                    .collect();
+                let _ = reply.send(Ok(sizes));
+            }
         }
+    }
+
+    /// Kafka's `Partition.deleteRecordsOnLeader`: only with `cleanup.policy` delete, at most to
+    /// the high watermark; the new log start offset is the answer (the low watermark).
+    fn delete_records(&mut self, tp: &TopicPartition, offset: i64) -> Result<i64, LogManagerError> {
+        let hosted = self
+            .logs
+            .get(tp)
+            .ok_or_else(|| LogManagerError::NoLog(tp.dir_name()))?;
+        if !hosted.log.config().cleanup_delete {
+            return Err(LogManagerError::PolicyViolation(format!(
+                "Records of partition {} can not be deleted due to the configured policy",
+                tp.dir_name()
+            )));
+        }
+        let high_watermark = hosted.state.high_watermark();
+        let offset = if offset == -1 { high_watermark } else { offset };
+        if offset < 0 || offset > high_watermark {
+            return Err(LogManagerError::Log(
+                gregor_log::error::LogError::OffsetOutOfRange {
+                    offset,
+                    log_start_offset: hosted.log.log_start_offset(),
+                    log_end_offset: high_watermark,
+                },
+            ));
+        }
+        self.with_log(tp, |hosted| {
+            let low_watermark = hosted.log.delete_records_before(offset)?;
+            hosted
+                .state
+                .publish_offsets(low_watermark, hosted.log.log_end_offset());
+            Ok(low_watermark)
+        })
     }
 
     fn with_log<T>(
