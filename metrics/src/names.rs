@@ -51,6 +51,13 @@ pub const FETCH_SESSION_EVICTIONS_TOTAL: &str =
 /// Incremental fetches served by a session (each one advanced a session epoch).
 pub const INCREMENTAL_FETCHES_TOTAL: &str = "gregor_fetch_session_incremental_fetches_total";
 
+/// Log cleaner passes that rewrote a compacted log.
+pub const LOG_CLEANER_PASSES_TOTAL: &str = "gregor_log_cleaner_passes_total";
+/// Bytes the log cleaner removed from compacted logs.
+pub const LOG_CLEANER_BYTES_REMOVED_TOTAL: &str = "gregor_log_cleaner_bytes_removed_total";
+/// Time of one log cleaning pass over one log.
+pub const LOG_CLEANER_CLEAN_SECONDS: &str = "gregor_log_cleaner_clean_seconds";
+
 /// Connections accepted, label `listener`.
 pub const CONNECTIONS_ACCEPTED_TOTAL: &str = "gregor_network_connections_accepted_total";
 /// Connections currently open, label `listener`.

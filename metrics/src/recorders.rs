@@ -150,6 +150,13 @@ pub fn topic_fetch(topic: &str, sent_bytes: Option<u64>) {
     }
 }
 
+/// Counts one log cleaning pass that removed `bytes_removed` bytes in `elapsed`.
+pub fn log_cleaned(bytes_removed: u64, elapsed: Duration) {
+    counter!(names::LOG_CLEANER_PASSES_TOTAL).increment(1);
+    counter!(names::LOG_CLEANER_BYTES_REMOVED_TOTAL).increment(bytes_removed);
+    histogram!(names::LOG_CLEANER_CLEAN_SECONDS).record(elapsed.as_secs_f64());
+}
+
 /// Records the size of the fetch session cache: its sessions and the partitions they hold.
 pub fn fetch_session_cache(sessions: usize, partitions: usize) {
     gauge!(names::FETCH_SESSIONS).set(sessions as f64);

@@ -167,6 +167,10 @@ pub struct LogManagerSettings {
     pub checkpoint_interval_ms: u64,
     /// Open file handles shared by every segment.
     pub max_open_files: usize,
+    /// `log.cleaner.enable`: compact `cleanup.policy=compact` logs.
+    pub cleaner_enable: bool,
+    /// `log.cleaner.backoff.ms`: how often each shard looks for logs to compact.
+    pub cleaner_backoff_ms: u64,
 }
 
 impl LogManager {

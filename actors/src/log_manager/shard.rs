@@ -194,6 +194,9 @@ struct Worker {
     checkpoint_every: Duration,
     next_retention: Instant,
     next_checkpoint: Instant,
+    /// `None` with `log.cleaner.enable=false`.
+    clean_every: Option<Duration>,
+    next_clean: Instant,
 }
 
 /// Starts shard `index`.
@@ -216,6 +219,10 @@ pub(super) fn spawn(
         checkpoint_every,
         next_retention: now + retention_every,
         next_checkpoint: now + checkpoint_every,
+        clean_every: settings
+            .cleaner_enable
+            .then(|| Duration::from_millis(settings.cleaner_backoff_ms.max(100))),
+        next_clean: now,
     };
     let thread = std::thread::Builder::new()
         .name(format!("log-shard-{index}"))
@@ -487,6 +494,46 @@ impl Worker {
         })
     }
 
+    /// One cleaner pass over the compacted logs of this shard (Kafka's log cleaner runs on its
+    /// own threads and locks segments; here the shard that owns the log cleans it, between
+    /// commands, so appends to this shard wait while a log is rewritten).
+    fn compact_logs(&mut self) {
+        let now_ms = now_ms();
+        for (tp, hosted) in &mut self.logs {
+            if !hosted.log.config().cleanup_compact || !hosted.state.is_serving() {
+                continue;
+            }
+            let started = Instant::now();
+            match hosted.log.compact(now_ms, hosted.state.high_watermark()) {
+                Ok(Some(stats)) => {
+                    tracing::info!(
+                        partition = %tp.dir_name(),
+                        segments = stats.segments_rewritten,
+                        bytes_before = stats.bytes_before,
+                        bytes_after = stats.bytes_after,
+                        records_removed = stats.records_removed,
+                        tombstones_removed = stats.tombstones_removed,
+                        first_dirty_offset = stats.first_dirty_offset,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "log cleaned"
+                    );
+                    gregor_metrics::log_cleaned(
+                        stats.bytes_before.saturating_sub(stats.bytes_after),
+                        started.elapsed(),
+                    );
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(partition = %tp.dir_name(), %error, "log cleaning failed");
+                    if error.is_storage_error() {
+                        hosted.state.offline.store(true, Ordering::Release);
+                        hosted.state.appended.notify_waiters();
+                    }
+                }
+            }
+        }
+    }
+
     fn periodic(&mut self) {
         let now = Instant::now();
         if now >= self.next_retention {
@@ -511,6 +558,10 @@ impl Worker {
                     tracing::warn!(partition = %tp.dir_name(), %error, "cannot remove deleted segments");
                 }
             }
+        }
+        if let Some(every) = self.clean_every.filter(|_| now >= self.next_clean) {
+            self.next_clean = now + every;
+            self.compact_logs();
         }
         if now >= self.next_checkpoint {
             self.next_checkpoint = now + self.checkpoint_every;
