@@ -56,6 +56,8 @@ pub struct HandlerContext {
     pub logs: Option<Arc<crate::log_manager::LogManager>>,
     /// The block of producer ids this broker issues from (InitProducerId).
     pub producer_ids: Arc<crate::handlers::init_producer_id::ProducerIdManager>,
+    /// Fetch sessions (KIP-227).
+    pub fetch_sessions: Arc<crate::fetch_session::FetchSessionCache>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller

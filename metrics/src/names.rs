@@ -39,6 +39,25 @@ pub const TOPIC_FETCH_REQUESTS_TOTAL: &str =
 pub const TOPIC_FAILED_FETCH_REQUESTS_TOTAL: &str =
     "kafka_server_brokertopicmetrics_failedfetchrequests_total";
 
+/// Incremental fetch sessions in the cache (KIP-227), as the JMX exporter names Kafka's
+/// `FetchSessionCache.NumIncrementalFetchSessions`.
+pub const FETCH_SESSIONS: &str = "kafka_server_fetchsessioncache_numincrementalfetchsessions";
+/// Partitions held by all cached fetch sessions (`NumIncrementalFetchPartitionsCached`).
+pub const FETCH_SESSION_PARTITIONS: &str =
+    "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached";
+/// Fetch sessions evicted to make room (`IncrementalFetchSessionEvictionsPerSec`).
+pub const FETCH_SESSION_EVICTIONS_TOTAL: &str =
+    "kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total";
+/// Incremental fetches served by a session (each one advanced a session epoch).
+pub const INCREMENTAL_FETCHES_TOTAL: &str = "gregor_fetch_session_incremental_fetches_total";
+
+/// Log cleaner passes that rewrote a compacted log.
+pub const LOG_CLEANER_PASSES_TOTAL: &str = "gregor_log_cleaner_passes_total";
+/// Bytes the log cleaner removed from compacted logs.
+pub const LOG_CLEANER_BYTES_REMOVED_TOTAL: &str = "gregor_log_cleaner_bytes_removed_total";
+/// Time of one log cleaning pass over one log.
+pub const LOG_CLEANER_CLEAN_SECONDS: &str = "gregor_log_cleaner_clean_seconds";
+
 /// Connections accepted, label `listener`.
 pub const CONNECTIONS_ACCEPTED_TOTAL: &str = "gregor_network_connections_accepted_total";
 /// Connections currently open, label `listener`.

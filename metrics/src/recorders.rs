@@ -150,6 +150,29 @@ pub fn topic_fetch(topic: &str, sent_bytes: Option<u64>) {
     }
 }
 
+/// Counts one log cleaning pass that removed `bytes_removed` bytes in `elapsed`.
+pub fn log_cleaned(bytes_removed: u64, elapsed: Duration) {
+    counter!(names::LOG_CLEANER_PASSES_TOTAL).increment(1);
+    counter!(names::LOG_CLEANER_BYTES_REMOVED_TOTAL).increment(bytes_removed);
+    histogram!(names::LOG_CLEANER_CLEAN_SECONDS).record(elapsed.as_secs_f64());
+}
+
+/// Records the size of the fetch session cache: its sessions and the partitions they hold.
+pub fn fetch_session_cache(sessions: usize, partitions: usize) {
+    gauge!(names::FETCH_SESSIONS).set(sessions as f64);
+    gauge!(names::FETCH_SESSION_PARTITIONS).set(partitions as f64);
+}
+
+/// Counts one fetch session evicted from the cache.
+pub fn fetch_session_evicted() {
+    counter!(names::FETCH_SESSION_EVICTIONS_TOTAL).increment(1);
+}
+
+/// Counts one incremental fetch served by a fetch session.
+pub fn incremental_fetch() {
+    counter!(names::INCREMENTAL_FETCHES_TOTAL).increment(1);
+}
+
 /// Records the state of a newly published image.
 pub fn image_published(offset: u64, topics: usize, partitions: usize, apply_time: Duration) {
     gauge!(names::METADATA_IMAGE_OFFSET).set(offset as f64);

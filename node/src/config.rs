@@ -156,6 +156,24 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "How often the recovery-point and log-start-offset checkpoints of each log dir are written.",
     ),
     def(
+        "log.cleaner.enable",
+        ConfigType::Boolean,
+        Some("true"),
+        "Whether the log cleaner compacts logs with cleanup.policy=compact.",
+    ),
+    def(
+        "log.cleaner.backoff.ms",
+        ConfigType::Long,
+        Some("15000"),
+        "How often each log shard looks for compacted logs dirty enough to clean.",
+    ),
+    def(
+        "max.incremental.fetch.session.cache.slots",
+        ConfigType::Int,
+        Some("1000"),
+        "Incremental fetch sessions (KIP-227) the broker keeps, over 8 shards of slots/8 each.",
+    ),
+    def(
         "metadata.log.dir",
         ConfigType::String,
         None,
@@ -373,6 +391,12 @@ pub struct NodeConfig {
     pub log_dirs: Vec<PathBuf>,
     /// `metadata.log.dir`.
     pub metadata_log_dir: PathBuf,
+    /// `log.cleaner.enable`.
+    pub log_cleaner_enable: bool,
+    /// `log.cleaner.backoff.ms`.
+    pub log_cleaner_backoff_ms: i64,
+    /// `max.incremental.fetch.session.cache.slots`.
+    pub max_incremental_fetch_session_cache_slots: usize,
     /// `num.partitions`.
     pub num_partitions: i32,
     /// `default.replication.factor`.
@@ -622,6 +646,14 @@ impl NodeConfig {
             controller_listener_names,
             log_dirs,
             metadata_log_dir,
+            // Read again by the log manager; checked here so that a bad value stops start-up.
+            log_cleaner_enable: values.boolean("log.cleaner.enable")?,
+            log_cleaner_backoff_ms: values.int("log.cleaner.backoff.ms", 0, i64::MAX)?,
+            max_incremental_fetch_session_cache_slots: values.int(
+                "max.incremental.fetch.session.cache.slots",
+                0,
+                i64::from(i32::MAX),
+            )? as usize,
             num_partitions,
             default_replication_factor,
             delete_topic_enable: values.boolean("delete.topic.enable")?,
@@ -974,6 +1006,7 @@ mod tests {
             (11, 1, 11, 1)
         );
         assert_eq!(config.metrics_listener.to_string(), "127.0.0.1:9644");
+        assert_eq!(config.max_incremental_fetch_session_cache_slots, 1000);
         Ok(())
     }
 

@@ -43,6 +43,16 @@ enum Command {
     },
     /// Get the cluster id, or unregister a broker (kafka-cluster.sh)
     Cluster(gregor_node::admin::cluster::ClusterArgs),
+    /// Write stdin lines as records to a topic, as kafka-console-producer.sh.
+    ConsoleProducer(gregor_node::admin::console::ConsoleProducerArgs),
+    /// Print the records of a topic, as kafka-console-consumer.sh (without consumer groups).
+    ConsoleConsumer(gregor_node::admin::console::ConsoleConsumerArgs),
+    /// Print partition offsets (latest, earliest, by time), as kafka-get-offsets.sh.
+    GetOffsets(gregor_node::admin::console::GetOffsetsArgs),
+    /// Delete records of partitions down to an offset, as kafka-delete-records.sh.
+    DeleteRecords(gregor_node::admin::records::DeleteRecordsArgs),
+    /// Describe the log directories of brokers, as kafka-log-dirs.sh.
+    LogDirs(gregor_node::admin::records::LogDirsArgs),
     /// Print the contents of log segment, index, time index and producer snapshot files, as
     /// kafka-dump-log.sh.
     DumpLog {
@@ -150,6 +160,11 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Cluster(args) => gregor_node::admin::cluster::run_cluster(args),
+        Command::ConsoleProducer(args) => gregor_node::admin::console::run_console_producer(args),
+        Command::ConsoleConsumer(args) => gregor_node::admin::console::run_console_consumer(args),
+        Command::GetOffsets(args) => gregor_node::admin::console::run_get_offsets(args),
+        Command::DeleteRecords(args) => gregor_node::admin::records::run_delete_records(args),
+        Command::LogDirs(args) => gregor_node::admin::records::run_log_dirs(args),
         Command::DumpLog {
             files,
             print_data_log,

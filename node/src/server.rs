@@ -295,6 +295,9 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         quotas,
         logs: logs.clone(),
         producer_ids: Arc::default(),
+        fetch_sessions: Arc::new(gregor_actors::fetch_session::FetchSessionCache::new(
+            config.max_incremental_fetch_session_cache_slots,
+        )),
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,
@@ -391,6 +394,11 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
         retention_check_interval_ms: number("log.retention.check.interval.ms", 300_000),
         checkpoint_interval_ms: number("log.flush.offset.checkpoint.interval.ms", 60_000),
         max_open_files: 4096,
+        cleaner_enable: config
+            .originals
+            .get("log.cleaner.enable")
+            .is_none_or(|v| v.trim().eq_ignore_ascii_case("true")),
+        cleaner_backoff_ms: number("log.cleaner.backoff.ms", 15_000),
     })
     .map_err(StartError::Runtime)
 }

@@ -95,6 +95,15 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::Produce => RequestKind::Produce(ProduceRequest::default()),
         ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
         ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default()),
+        ApiKey::DeleteRecords => {
+            RequestKind::DeleteRecords(kafka_protocol::messages::DeleteRecordsRequest::default())
+        }
+        ApiKey::DescribeLogDirs => {
+            RequestKind::DescribeLogDirs(kafka_protocol::messages::DescribeLogDirsRequest::default())
+        }
+        ApiKey::DescribeProducers => RequestKind::DescribeProducers(
+            kafka_protocol::messages::DescribeProducersRequest::default(),
+        ),
         ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
         ApiKey::AllocateProducerIds => {
             RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default())
@@ -123,6 +132,31 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_partition(0)
                     .with_fetch_offset(5)])],
         ))),
+        ApiKey::DeleteRecords => out.push(RequestKind::DeleteRecords(
+            kafka_protocol::messages::DeleteRecordsRequest::default().with_topics(vec![
+                kafka_protocol::messages::delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::delete_records_request::DeleteRecordsPartition::default()
+                            .with_partition_index(0)
+                            .with_offset(-1),
+                    ]),
+            ]),
+        )),
+        ApiKey::DescribeLogDirs => out.push(RequestKind::DescribeLogDirs(
+            kafka_protocol::messages::DescribeLogDirsRequest::default().with_topics(Some(vec![
+                kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic::default()
+                    .with_topic(TopicName(s("t")))
+                    .with_partitions(vec![0, 1]),
+            ])),
+        )),
+        ApiKey::DescribeProducers => out.push(RequestKind::DescribeProducers(
+            kafka_protocol::messages::DescribeProducersRequest::default().with_topics(vec![
+                kafka_protocol::messages::describe_producers_request::TopicRequest::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partition_indexes(vec![0]),
+            ]),
+        )),
         ApiKey::Metadata => out.push(RequestKind::Metadata(
             MetadataRequest::default()
                 .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(

@@ -17,7 +17,6 @@ pub(super) const INVALID_REQUIRED_ACKS: i16 = 21;
 pub(super) const UNSUPPORTED_VERSION: i16 = 35;
 pub(super) const INVALID_REQUEST: i16 = 42;
 pub(super) const KAFKA_STORAGE_ERROR: i16 = 56;
-pub(super) const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
 pub(super) const FENCED_LEADER_EPOCH: i16 = 74;
 pub(super) const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;

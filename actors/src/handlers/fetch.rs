@@ -2,9 +2,8 @@
 //!
 //! A fetch that finds fewer than `min_bytes` waits on the `Notify` of every partition it asked
 //! for (woken by appends, never a timer loop) until `max_wait_ms`, then reads again. Fetch
-//! sessions (KIP-227) are answered as Kafka answers with no room in its session cache: every
-//! full fetch gets session id 0 (sessionless), and an incremental fetch of a session this node
-//! does not know gets FETCH_SESSION_ID_NOT_FOUND, after which clients send full fetches.
+//! sessions (KIP-227) live in [`crate::fetch_session`]: an incremental fetch reads every
+//! partition of its session and answers only those with news.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,11 +17,12 @@ use kafka_protocol::protocol::Encodable;
 use tokio::sync::futures::Notified;
 
 use super::data::{
-    check_leader_epoch, led_partition, requested_topic, FETCH_SESSION_ID_NOT_FOUND,
-    KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+    check_leader_epoch, led_partition, requested_topic, KAFKA_STORAGE_ERROR, NONE,
+    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::context::{HandlerContext, RequestInfo};
+use crate::fetch_session::FetchContext;
 use crate::log_manager::PartitionState;
 
 /// Kafka's `fetch.max.bytes` default: the most one response carries.
@@ -44,42 +44,52 @@ pub(super) async fn handle(
     request: FetchRequest,
 ) -> ApiResponse {
     let version = info.api_version;
-    if version >= 7 && request.session_id != 0 && request.session_epoch > 0 {
-        let mut errors = ErrorCounts::default();
-        errors.add(FETCH_SESSION_ID_NOT_FOUND);
-        return ApiResponse::new(
-            ResponseKind::Fetch(
-                FetchResponse::default()
-                    .with_error_code(FETCH_SESSION_ID_NOT_FOUND)
-                    .with_session_id(0),
-            ),
-            errors,
-        );
-    }
+    let begun =
+        match ctx
+            .fetch_sessions
+            .begin(version, &request, replica_id(version, &request) >= 0)
+        {
+            Ok(begun) => begun,
+            Err(code) => return session_error(code, 0),
+        };
+    let session = begun.context;
+    // An incremental fetch reads its whole session; a full one, what it names.
+    let session_request = begun
+        .topics
+        .map(|topics| request.clone().with_topics(topics));
+    let read_request = session_request.as_ref().unwrap_or(&request);
     let max_bytes = i64::from(request.max_bytes).clamp(0, FETCH_MAX_BYTES);
     let min_bytes = i64::from(request.min_bytes).min(max_bytes);
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let read = read_all(ctx, info, &request, max_bytes).await;
+        let read = read_all(ctx, info, read_request, max_bytes).await;
         let done = wait.is_zero()
             || read.bytes >= min_bytes
             || read.any_error
             || read.waiting_on.is_empty()
             || tokio::time::Instant::now() >= deadline;
         if done {
-            let mut errors = ErrorCounts::default();
-            for partition in read.topics.iter().flat_map(|t| &t.partitions) {
-                errors.add(partition.error_code);
-            }
-            let mut body = FetchResponse::default()
-                .with_session_id(0)
-                .with_responses(read.topics);
+            let mut body = FetchResponse::default().with_responses(read.topics);
             // The fetch byte-rate quota counts the response this would send (size prefix
-            // included); over quota, the answer is empty and carries the throttle time (Kafka
-            // also un-records those bytes, which Gregor's sensors cannot, so a throttled client
-            // waits a little longer than with Kafka).
-            let size = body.compute_size(version).unwrap_or(0) + 4;
+            // included, the partitions a session omits excluded); over quota, the answer is
+            // empty and carries the throttle time (Kafka also un-records those bytes, which
+            // Gregor's sensors cannot, so a throttled client waits a little longer than with
+            // Kafka).
+            let size = if matches!(session, FetchContext::Incremental { .. }) {
+                let mut sized = body.clone();
+                if let Err(code) =
+                    ctx.fetch_sessions
+                        .respond(&session, &request, &mut sized.responses, false)
+                {
+                    return session_error(code, session.throttled_session_id());
+                }
+                sized.compute_size(version)
+            } else {
+                body.compute_size(version)
+            }
+            .unwrap_or(0)
+                + 4;
             let throttle =
                 ctx.quotas
                     .fetch
@@ -88,7 +98,20 @@ pub(super) async fn handle(
             let throttle = i32::try_from(throttle).unwrap_or(i32::MAX);
             if throttle > 0 {
                 body.responses.clear();
+                body.session_id = session.throttled_session_id();
                 body.throttle_time_ms = throttle;
+            } else {
+                match ctx
+                    .fetch_sessions
+                    .respond(&session, &request, &mut body.responses, true)
+                {
+                    Ok(id) => body.session_id = id,
+                    Err(code) => return session_error(code, session.throttled_session_id()),
+                }
+            }
+            let mut errors = ErrorCounts::default();
+            for partition in body.responses.iter().flat_map(|t| &t.partitions) {
+                errors.add(partition.error_code);
             }
             record_topic_metrics(ctx, &body);
             let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
@@ -118,6 +141,29 @@ pub(super) async fn handle(
             _ = tokio::time::sleep_until(deadline) => {}
         }
     }
+}
+
+/// The replica id of a fetch: −1 for consumers, the broker's id for followers.
+fn replica_id(version: i16, request: &FetchRequest) -> i32 {
+    if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    }
+}
+
+/// A top-level fetch session error: no partitions.
+fn session_error(code: i16, session_id: i32) -> ApiResponse {
+    let mut errors = ErrorCounts::default();
+    errors.add(code);
+    ApiResponse::new(
+        ResponseKind::Fetch(
+            FetchResponse::default()
+                .with_error_code(code)
+                .with_session_id(session_id),
+        ),
+        errors,
+    )
 }
 
 /// Broker topic metrics for the partitions a response carries (none when throttled).

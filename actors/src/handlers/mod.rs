@@ -18,6 +18,7 @@ pub mod init_producer_id;
 #[cfg(test)]
 mod large_requests;
 mod list_offsets;
+mod log_admin;
 mod metadata;
 mod produce;
 pub mod quorum;
@@ -94,6 +95,27 @@ pub const APIS: &[ApiSpec] = &[
         ApiKey::ListOffsets,
         "ListOffsets",
         ListOffsetsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::DeleteRecords,
+        "DeleteRecords",
+        kafka_protocol::messages::DeleteRecordsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::DescribeLogDirs,
+        "DescribeLogDirs",
+        kafka_protocol::messages::DescribeLogDirsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::DescribeProducers,
+        "DescribeProducers",
+        kafka_protocol::messages::DescribeProducersRequest::VERSIONS,
         true,
         false,
     ),
@@ -301,6 +323,13 @@ pub async fn handle(
         RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
         RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
         RequestKind::InitProducerId(request) => init_producer_id::handle(ctx, info, request).await,
+        RequestKind::DeleteRecords(request) => log_admin::delete_records(ctx, info, request).await,
+        RequestKind::DescribeLogDirs(request) => {
+            log_admin::describe_log_dirs(ctx, info, request).await
+        }
+        RequestKind::DescribeProducers(request) => {
+            log_admin::describe_producers(ctx, info, request).await
+        }
         RequestKind::AllocateProducerIds(request) => init_producer_id::allocate(ctx, request).await,
         RequestKind::Metadata(request) => metadata::handle(ctx, info, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
@@ -398,6 +427,9 @@ mod tests {
         assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(range(ApiKey::ListOffsets), Some((1, 10)));
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
+        assert_eq!(range(ApiKey::DeleteRecords), Some((0, 2)));
+        assert_eq!(range(ApiKey::DescribeLogDirs), Some((1, 4)));
+        assert_eq!(range(ApiKey::DescribeProducers), Some((0, 0)));
         assert!(lookup(ApiKey::Produce, ListenerKind::Controller).is_none());
     }
 }

@@ -18,6 +18,7 @@
 //!
 //! Gregor has no replication yet: the high watermark is the log end offset.
 
+mod admin;
 mod publisher;
 mod shard;
 #[cfg(test)]
@@ -35,6 +36,7 @@ use gregor_log::error::LogError;
 use gregor_log::log::AppendInfo;
 use tokio::sync::{oneshot, Notify};
 
+pub use admin::LogDirDescription;
 pub use publisher::{effective_log_config, LogPublisher, StaticLogDefaults};
 use shard::{Control, DataCommand, Shard};
 
@@ -114,6 +116,9 @@ pub enum LogManagerError {
     /// The log manager is shutting down.
     #[error("the log manager is shutting down")]
     ShuttingDown,
+    /// The topic's configuration forbids the operation (POLICY_VIOLATION).
+    #[error("{0}")]
+    PolicyViolation(String),
 }
 
 impl LogManagerError {
@@ -124,6 +129,7 @@ impl LogManagerError {
             // NOT_LEADER_OR_FOLLOWER: retriable, the client refreshes its metadata.
             LogManagerError::NoLog(_) => 6,
             LogManagerError::ShuttingDown => 6,
+            LogManagerError::PolicyViolation(_) => 44,
         }
     }
 }
@@ -132,6 +138,8 @@ type Reply<T> = oneshot::Sender<Result<T, LogManagerError>>;
 
 /// The partition logs of this node. Cheap to share (`Arc`).
 pub struct LogManager {
+    /// `log.dirs` as configured, usable or not (DescribeLogDirs lists them all).
+    log_dirs: Vec<PathBuf>,
     shards: Vec<Shard>,
     partitions: DashMap<TopicPartition, Arc<PartitionState>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -159,6 +167,10 @@ pub struct LogManagerSettings {
     pub checkpoint_interval_ms: u64,
     /// Open file handles shared by every segment.
     pub max_open_files: usize,
+    /// `log.cleaner.enable`: compact `cleanup.policy=compact` logs.
+    pub cleaner_enable: bool,
+    /// `log.cleaner.backoff.ms`: how often each shard looks for logs to compact.
+    pub cleaner_backoff_ms: u64,
 }
 
 impl LogManager {
@@ -199,6 +211,7 @@ impl LogManager {
             threads.push(worker);
         }
         Ok(Arc::new(LogManager {
+            log_dirs: settings.log_dirs.clone(),
             shards,
             partitions: DashMap::new(),
             threads: Mutex::new(threads),

@@ -13,6 +13,9 @@ use gregor_log::config::LogConfig;
 use gregor_log::log::{AppendInfo, PartitionLog};
 use gregor_log::log_dir::LogDir;
 
+use gregor_log::producer_state::ProducerEntry;
+
+use super::admin::LogSize;
 use super::{
     now_ms, LogManagerError, LogManagerSettings, OffsetQuery, PartitionState, ReadResult, Reply,
     DATA_CHANNEL_CAPACITY,
@@ -38,6 +41,19 @@ pub(super) enum DataCommand {
         query: OffsetQuery,
         reply: Reply<Option<(i64, i64)>>,
     },
+    /// DeleteRecords: raise the log start offset (`-1`: to the high watermark).
+    DeleteRecords {
+        tp: TopicPartition,
+        offset: i64,
+        reply: Reply<i64>,
+    },
+    /// DescribeProducers: the producers the log remembers.
+    Producers {
+        tp: TopicPartition,
+        reply: Reply<Vec<ProducerEntry>>,
+    },
+    /// DescribeLogDirs: every log of this shard, with its dir and size.
+    Sizes { reply: Reply<Vec<LogSize>> },
 }
 
 /// Changes from the metadata image, and shutdown.
@@ -95,6 +111,16 @@ impl LogDirs {
                     .filter(online)
                     .min_by_key(|i| self.hosted[*i].load(Ordering::Relaxed))
             })
+    }
+
+    /// Each opened dir's path and whether it is online, in index order.
+    pub(super) fn describe(&self) -> Vec<(PathBuf, bool)> {
+        (0..self.dirs.len())
+            .map(|i| {
+                let dir = self.lock(i);
+                (dir.path().to_path_buf(), !dir.is_offline())
+            })
+            .collect()
     }
 
     /// Clean shutdown of every dir with the logs it holds.
@@ -168,6 +194,9 @@ struct Worker {
     checkpoint_every: Duration,
     next_retention: Instant,
     next_checkpoint: Instant,
+    /// `None` with `log.cleaner.enable=false`.
+    clean_every: Option<Duration>,
+    next_clean: Instant,
 }
 
 /// Starts shard `index`.
@@ -190,6 +219,10 @@ pub(super) fn spawn(
         checkpoint_every,
         next_retention: now + retention_every,
         next_checkpoint: now + checkpoint_every,
+        clean_every: settings
+            .cleaner_enable
+            .then(|| Duration::from_millis(settings.cleaner_backoff_ms.max(100))),
+        next_clean: now,
     };
     let thread = std::thread::Builder::new()
         .name(format!("log-shard-{index}"))
@@ -386,7 +419,61 @@ impl Worker {
                 });
                 let _ = reply.send(result);
             }
+            DataCommand::DeleteRecords { tp, offset, reply } => {
+                let result = self.delete_records(&tp, offset);
+                let _ = reply.send(result);
+            }
+            DataCommand::Producers { tp, reply } => {
+                let result =
+                    self.with_log(&tp, |hosted| Ok(hosted.log.producers().cloned().collect()));
+                let _ = reply.send(result);
+            }
+            DataCommand::Sizes { reply } => {
+                let sizes = self
+                    .logs
+                    .iter()
+                    .map(|(tp, hosted)| LogSize {
+                        tp: tp.clone(),
+                        dir: hosted.dir,
+                        size: hosted.log.size(),
+                    })
+                    .collect();
+                let _ = reply.send(Ok(sizes));
+            }
         }
+    }
+
+    /// Kafka's `Partition.deleteRecordsOnLeader`: only with `cleanup.policy` delete, at most to
+    /// the high watermark; the new log start offset is the answer (the low watermark).
+    fn delete_records(&mut self, tp: &TopicPartition, offset: i64) -> Result<i64, LogManagerError> {
+        let hosted = self
+            .logs
+            .get(tp)
+            .ok_or_else(|| LogManagerError::NoLog(tp.dir_name()))?;
+        if !hosted.log.config().cleanup_delete {
+            return Err(LogManagerError::PolicyViolation(format!(
+                "Records of partition {} can not be deleted due to the configured policy",
+                tp.dir_name()
+            )));
+        }
+        let high_watermark = hosted.state.high_watermark();
+        let offset = if offset == -1 { high_watermark } else { offset };
+        if offset < 0 || offset > high_watermark {
+            return Err(LogManagerError::Log(
+                gregor_log::error::LogError::OffsetOutOfRange {
+                    offset,
+                    log_start_offset: hosted.log.log_start_offset(),
+                    log_end_offset: high_watermark,
+                },
+            ));
+        }
+        self.with_log(tp, |hosted| {
+            let low_watermark = hosted.log.delete_records_before(offset)?;
+            hosted
+                .state
+                .publish_offsets(low_watermark, hosted.log.log_end_offset());
+            Ok(low_watermark)
+        })
     }
 
     fn with_log<T>(
@@ -405,6 +492,46 @@ impl Worker {
             }
             LogManagerError::Log(error)
         })
+    }
+
+    /// One cleaner pass over the compacted logs of this shard (Kafka's log cleaner runs on its
+    /// own threads and locks segments; here the shard that owns the log cleans it, between
+    /// commands, so appends to this shard wait while a log is rewritten).
+    fn compact_logs(&mut self) {
+        let now_ms = now_ms();
+        for (tp, hosted) in &mut self.logs {
+            if !hosted.log.config().cleanup_compact || !hosted.state.is_serving() {
+                continue;
+            }
+            let started = Instant::now();
+            match hosted.log.compact(now_ms, hosted.state.high_watermark()) {
+                Ok(Some(stats)) => {
+                    tracing::info!(
+                        partition = %tp.dir_name(),
+                        segments = stats.segments_rewritten,
+                        bytes_before = stats.bytes_before,
+                        bytes_after = stats.bytes_after,
+                        records_removed = stats.records_removed,
+                        tombstones_removed = stats.tombstones_removed,
+                        first_dirty_offset = stats.first_dirty_offset,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "log cleaned"
+                    );
+                    gregor_metrics::log_cleaned(
+                        stats.bytes_before.saturating_sub(stats.bytes_after),
+                        started.elapsed(),
+                    );
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(partition = %tp.dir_name(), %error, "log cleaning failed");
+                    if error.is_storage_error() {
+                        hosted.state.offline.store(true, Ordering::Release);
+                        hosted.state.appended.notify_waiters();
+                    }
+                }
+            }
+        }
     }
 
     fn periodic(&mut self) {
@@ -431,6 +558,10 @@ impl Worker {
                     tracing::warn!(partition = %tp.dir_name(), %error, "cannot remove deleted segments");
                 }
             }
+        }
+        if let Some(every) = self.clean_every.filter(|_| now >= self.next_clean) {
+            self.next_clean = now + every;
+            self.compact_logs();
         }
         if now >= self.next_checkpoint {
             self.next_checkpoint = now + self.checkpoint_every;

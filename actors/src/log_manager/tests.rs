@@ -88,6 +88,8 @@ async fn logs_open_append_read_dedupe_and_delete() {
         retention_check_interval_ms: 300_000,
         checkpoint_interval_ms: 60_000,
         max_open_files: 64,
+        cleaner_enable: true,
+        cleaner_backoff_ms: 15_000,
     })
     .unwrap();
     let id = uuid::Uuid::from_u128(7);

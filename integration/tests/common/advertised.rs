@@ -199,6 +199,28 @@ async fn send_valid(
             let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(9_999));
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        ApiKey::DeleteRecords => {
+            // A topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION, nothing deleted.
+            let request = kafka_protocol::messages::DeleteRecordsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topics(vec![
+                    kafka_protocol::messages::delete_records_request::DeleteRecordsTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("no-such-topic")))
+                        .with_partitions(vec![
+                            kafka_protocol::messages::delete_records_request::DeleteRecordsPartition::default()
+                                .with_offset(-1),
+                        ]),
+                ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::DescribeLogDirs => {
+            let request = kafka_protocol::messages::DescribeLogDirsRequest::default();
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::DescribeProducers => {
+            let request = kafka_protocol::messages::DescribeProducersRequest::default();
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         ApiKey::DescribeConfigs => {
             let request = DescribeConfigsRequest::default();
             answers(conn, addr, &request, version, f, f_what).await;

@@ -8,7 +8,9 @@ pub mod client_metrics;
 pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
+pub mod console;
 pub mod metadata_quorum;
+pub mod records;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -250,12 +252,22 @@ impl AdminClient {
         Ok((version, self.send_at(request, version).await?))
     }
 
-    /// Sends `request` at exactly `version`.
-    pub async fn send_at<R: Request>(
+    /// Sends `request` at exactly `version` without reading a response (Produce with acks=0,
+    /// which the broker does not answer).
+    pub async fn send_only<R: Request>(
         &mut self,
         request: &R,
         version: i16,
-    ) -> Result<R::Response, AdminError> {
+    ) -> Result<(), AdminError> {
+        let buf = self.frame(request, version)?;
+        tokio::time::timeout(REQUEST_TIMEOUT, self.stream.write_all(&buf))
+            .await
+            .map_err(|_| AdminError::Io("the broker did not take the request in time".into()))?
+            .map_err(|e| AdminError::Io(format!("sending: {e}")))
+    }
+
+    /// The frame of `request` at `version` under the next correlation id.
+    fn frame<R: Request>(&mut self, request: &R, version: i16) -> Result<BytesMut, AdminError> {
         self.correlation_id += 1;
         let io = |what: &str, e: &dyn std::fmt::Display| AdminError::Io(format!("{what}: {e}"));
         let header = RequestHeader::default()
@@ -273,6 +285,17 @@ impl AdminClient {
             .map_err(|e| io("encoding the request", &e))?;
         let size = i32::try_from(buf.len() - 4).map_err(|e| io("request size", &e))?;
         buf[..4].copy_from_slice(&size.to_be_bytes());
+        Ok(buf)
+    }
+
+    /// Sends `request` at exactly `version`.
+    pub async fn send_at<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, AdminError> {
+        let buf = self.frame(request, version)?;
+        let io = |what: &str, e: &dyn std::fmt::Display| AdminError::Io(format!("{what}: {e}"));
         let exchange = async {
             self.stream
                 .write_all(&buf)

@@ -1,0 +1,113 @@
+"""Log compaction (`cleanup.policy=compact`) end to end: kafka-python writes keys several times
+and tombstones, the node's cleaner rewrites the rolled segments, and confluent-kafka reads back
+one record per key at its original offset; tombstones stay for `delete.retention.ms`."""
+
+import os
+import time
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTopicPartition
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from conftest import RawConn, wait_for
+from test_data_plane import list_offset
+
+KEYS = [f"k{i}".encode() for i in range(10)]
+
+
+def read_from_start(node, topic):
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([CTopicPartition(topic, 0, 0)])
+        end = list_offset(RawConn(node.bootstrap), topic, 0, -1).offset
+        out = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (not out or out[-1][0] < end - 1):
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            out.append((message.offset(), message.key(), message.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def segments(node, topic):
+    return sorted(f for f in os.listdir(os.path.join(node.data_dir, f"{topic}-0")) if f.endswith(".log"))
+
+
+def write_history(node, topic, delete_retention_ms):
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={
+            "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": str(delete_retention_ms)})])
+    finally:
+        admin.close()
+    wait_for("the log", lambda: list_offset(RawConn(node.bootstrap), topic, 0, -1).error_code == 0)
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=0)
+    try:
+        for round_ in range(3):
+            for key in KEYS:
+                producer.send(topic, key=key, value=f"{key.decode()}-v{round_}".encode(), partition=0).get(timeout=30)
+        producer.send(topic, key=b"k0", value=None, partition=0).get(timeout=30)
+        # Rolled by segment.ms as writes go on, the history leaves the active segment, which
+        # the cleaner never touches.
+        filler = iter(range(10_000))
+
+        def rolled():
+            producer.send(topic, key=f"filler-{next(filler)}".encode(), value=b"f", partition=0).get(timeout=30)
+            return len(segments(node, topic)) >= 3
+
+        wait_for("rolled segments", rolled, timeout=30, interval=0.1)
+    finally:
+        producer.close()
+
+
+def latest_per_key(records):
+    return {key: (offset, value) for offset, key, value in records if key in KEYS}
+
+
+def test_compaction_keeps_the_latest_record_per_key_and_tombstones(start_node):
+    node = start_node({"log.cleaner.backoff.ms": "100"})
+    write_history(node, "cp-keep", delete_retention_ms=3_600_000)
+    before = read_from_start(node, "cp-keep")
+    expected = latest_per_key(before)
+
+    def cleaned():
+        records = read_from_start(node, "cp-keep")
+        history = [r for r in records if r[1] in KEYS]
+        return records if len(history) == len(KEYS) else None
+
+    after = wait_for("the cleaner to compact cp-keep", cleaned, timeout=60, interval=0.2)
+    # One record per key, the latest, at the offset it was written at; k0's tombstone stays.
+    assert latest_per_key(after) == expected
+    assert expected[b"k0"][1] is None
+    assert expected[b"k1"][1] == b"k1-v2"
+    # Records of other keys are untouched.
+    assert [r for r in after if r[1] not in KEYS] == [r for r in before if r[1] not in KEYS]
+    metrics = node.metrics_text()
+    assert "gregor_log_cleaner_passes_total" in metrics
+
+
+def test_tombstones_go_after_delete_retention_ms(start_node):
+    node = start_node({"log.cleaner.backoff.ms": "100"})
+    write_history(node, "cp-drop", delete_retention_ms=0)
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=0)
+    filler = iter(range(10_000))
+
+    def tombstone_gone():
+        # A later pass removes the tombstone; new dirty segments keep passes coming.
+        producer.send("cp-drop", key=f"more-{next(filler)}".encode(), value=b"f", partition=0).get(timeout=30)
+        records = read_from_start(node, "cp-drop")
+        keys = [r[1] for r in records if r[1] in KEYS]
+        return records if b"k0" not in keys and len(keys) == len(KEYS) - 1 else None
+
+    try:
+        after = wait_for("the tombstone to be removed", tombstone_gone, timeout=60, interval=0.2)
+    finally:
+        producer.close()
+    assert latest_per_key(after)[b"k9"][1] == b"k9-v2"
