@@ -56,6 +56,8 @@ pub struct HandlerContext {
     pub logs: Option<Arc<crate::log_manager::LogManager>>,
     /// The block of producer ids this broker issues from (InitProducerId).
     pub producer_ids: Arc<crate::handlers::init_producer_id::ProducerIdManager>,
+    /// The group coordinator; `None` on a controller-only node.
+    pub groups: Option<crate::groups::Groups>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller
@@ -146,4 +148,6 @@ pub struct RequestInfo {
     pub listener_kind: ListenerKind,
     /// The connection's principal.
     pub principal: Principal,
+    /// The client's address in Kafka's form (`/127.0.0.1`), "" when unknown.
+    pub client_host: String,
 }

@@ -14,6 +14,7 @@ pub mod controller;
 pub mod digest_publisher;
 pub mod features;
 pub mod fencing;
+pub mod groups;
 pub mod handlers;
 pub mod loader;
 pub mod log_manager;
