@@ -1380,6 +1380,12 @@ impl Coordinator {
                 return vec![code; request.partitions.len()];
             }
         };
+        // Kafka drops unknown partitions before the coordinator sees the commit: with none
+        // left, the group is neither checked nor created.
+        if request.partitions.iter().all(|p| p.error != codes::NONE) {
+            let _ = done.send(codes::NONE);
+            return request.partitions.iter().map(|p| p.error).collect();
+        }
         let group_error = self.validate_commit(&request, partition, now, now_ms);
         let mut out = Vec::with_capacity(request.partitions.len());
         let mut writes = Vec::new();
