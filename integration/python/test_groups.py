@@ -397,3 +397,53 @@ def test_bad_group_input_gets_kafkas_codes(start_node):
     assert commit(conn, "grp-raw", generation=1, member_id="stranger") == 25
     # Another protocol type: INCONSISTENT_GROUP_PROTOCOL (23).
     assert join(conn, protocol_type="connect").error_code == 23
+
+
+def test_consumer_groups_tool(start_node):
+    """`gregor consumer-groups` prints kafka-consumer-groups.sh's views and changes offsets."""
+    from conftest import gregor_bin
+
+    node = start_node(FAST)
+    create(node, "grp-tool", 2)
+    produce(node, "grp-tool", 2, 10)
+
+    def tool(*args):
+        return subprocess.run(
+            [str(gregor_bin()), "consumer-groups", "--bootstrap-server", node.bootstrap, *args],
+            capture_output=True, text=True, timeout=60,
+        )
+
+    member = Polling(consumer(node, "grp-tool", "grp-tool"))
+    try:
+        drain([member], 10)
+        wait_for("the group listed as Stable", lambda: "grp-tool        Stable" in tool("--list", "--state").stdout)
+        members = tool("--describe", "--group", "grp-tool", "--members", "--verbose").stdout.splitlines()
+        assert members[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert members[2].split()[2:] == ["/127.0.0.1", "kafka-python-3.0.12", "2", "grp-tool(0,1)"]
+        deleted = tool("--delete", "--group", "grp-tool")
+        assert deleted.returncode == 1
+        assert "* Group 'grp-tool' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty." in deleted.stdout
+    finally:
+        member.stop(commit=True)
+
+    offsets = tool("--describe", "--group", "grp-tool")
+    lines = offsets.stdout.splitlines()
+    assert lines[1] == "Consumer group 'grp-tool' has no active members."
+    assert lines[3].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert [line.split() for line in lines[4:]] == [
+        ["grp-tool", "grp-tool", "0", "5", "5", "0", "-", "-", "-"],
+        ["grp-tool", "grp-tool", "1", "5", "5", "0", "-", "-", "-"],
+    ]
+    reset = tool("--reset-offsets", "--group", "grp-tool", "--topic", "grp-tool", "--shift-by", "-2", "--execute")
+    assert reset.returncode == 0, reset.stderr
+    assert [line.split() for line in reset.stdout.splitlines()[2:]] == [
+        ["grp-tool", "grp-tool", "0", "3"],
+        ["grp-tool", "grp-tool", "1", "3"],
+    ]
+    lag = [line.split()[5] for line in tool("--describe", "--group", "grp-tool").stdout.splitlines()[4:]]
+    assert lag == ["2", "2"]
+    removed = tool("--delete-offsets", "--group", "grp-tool", "--topic", "grp-tool:1")
+    assert removed.stdout.splitlines()[0] == "Request succeed for deleting offsets with topic grp-tool group grp-tool"
+    assert tool("--delete", "--group", "grp-tool").stdout == "Deletion of requested consumer groups ('grp-tool') was successful.\n"
+    missing = tool("--describe", "--group", "grp-tool")
+    assert (missing.returncode, missing.stderr.strip()) == (1, "gregor: Error: Consumer group 'grp-tool' does not exist.")

@@ -8,6 +8,7 @@ pub mod client_metrics;
 pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
+pub mod consumer_groups;
 pub mod metadata_quorum;
 pub mod topics;
 
