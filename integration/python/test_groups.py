@@ -447,3 +447,32 @@ def test_consumer_groups_tool(start_node):
     assert tool("--delete", "--group", "grp-tool").stdout == "Deletion of requested consumer groups ('grp-tool') was successful.\n"
     missing = tool("--describe", "--group", "grp-tool")
     assert (missing.returncode, missing.stderr.strip()) == (1, "gregor: Error: Consumer group 'grp-tool' does not exist.")
+
+
+def test_configs_lists_live_groups_with_the_configured_ones(start_node):
+    """KIP-1142: `gregor configs --describe --entity-type groups` covers ListGroups ∪
+    ListConfigResources(GROUP), and a live group without configs has (empty) dynamic configs."""
+    from conftest import gregor_bin
+
+    node = start_node(FAST)
+    create(node, "grp-cfg", 1)
+
+    def configs(*args):
+        return subprocess.run(
+            [str(gregor_bin()), "configs", "--bootstrap-server", node.bootstrap, *args],
+            capture_output=True, text=True, timeout=60,
+        )
+
+    done = configs("--alter", "--entity-type", "groups", "--entity-name", "configured-only",
+                   "--add-config", "consumer.session.timeout.ms=50000")
+    assert done.returncode == 0, done.stderr
+    member = Polling(consumer(node, "live-group", "grp-cfg"))
+    try:
+        wait_for("live-group assigned", lambda: member.snapshot()[1] == {0}, timeout=60)
+        every = configs("--describe", "--entity-type", "groups").stdout
+        assert "Dynamic configs for group live-group are:\n" in every
+        assert "Dynamic configs for group configured-only are:\n" in every
+        one = configs("--describe", "--entity-type", "groups", "--entity-name", "live-group")
+        assert one.stdout == "Dynamic configs for group live-group are:\n"
+    finally:
+        member.stop()
