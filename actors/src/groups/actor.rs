@@ -33,6 +33,43 @@ pub struct GroupCoordinator {
     logs: Option<Arc<LogManager>>,
     /// Led partitions and their leader epochs (appends carry the epoch).
     led: HashMap<i32, i32>,
+    /// One writer task per partition: its appends happen one after the other, in the order
+    /// the state decided them, so the log replays to the same state.
+    writers: HashMap<i32, tokio::sync::mpsc::UnboundedSender<PreparedWrite>>,
+}
+
+/// An encoded batch for a partition's writer task.
+struct PreparedWrite {
+    batch: Bytes,
+    epoch: i32,
+    done: Option<oneshot::Sender<i16>>,
+}
+
+/// Appends one partition's batches in order and tells each write's waiter its code.
+async fn partition_writer(
+    logs: Arc<LogManager>,
+    partition: i32,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<PreparedWrite>,
+) {
+    while let Some(write) = queue.recv().await {
+        let code = match logs
+            .append(OFFSETS_TOPIC, partition, write.batch, write.epoch)
+            .await
+        {
+            Ok(_) => codes::NONE,
+            Err(error) => {
+                tracing::warn!(partition, %error, "append to __consumer_offsets failed");
+                // The client retries against the (new) coordinator.
+                match error.code() {
+                    6 => codes::NOT_COORDINATOR,
+                    _ => codes::COORDINATOR_NOT_AVAILABLE,
+                }
+            }
+        };
+        if let Some(done) = write.done {
+            let _ = done.send(code);
+        }
+    }
 }
 
 impl GroupCoordinator {
@@ -41,6 +78,7 @@ impl GroupCoordinator {
             state: Coordinator::new(settings),
             logs,
             led: HashMap::new(),
+            writers: HashMap::new(),
         }
     }
 
@@ -59,20 +97,20 @@ impl GroupCoordinator {
         }
     }
 
-    fn spawn_write(&self, write: Write) {
+    fn spawn_write(&mut self, write: Write) {
         let Write {
             partition,
             records,
             done,
         } = write;
-        let answer = |code| {
+        let answer = |done: Option<oneshot::Sender<i16>>, code| {
             if let Some(done) = done {
                 let _ = done.send(code);
             }
         };
         let (Some(logs), Some(epoch)) = (self.logs.clone(), self.led.get(&partition).copied())
         else {
-            answer(codes::NOT_COORDINATOR);
+            answer(done, codes::NOT_COORDINATOR);
             return;
         };
         let mut builder = BatchBuilder::new(Compression::None);
@@ -84,24 +122,19 @@ impl GroupCoordinator {
             Ok(batch) => Bytes::from(batch),
             Err(error) => {
                 tracing::error!(%error, "cannot encode a __consumer_offsets batch");
-                answer(codes::COORDINATOR_NOT_AVAILABLE);
+                answer(done, codes::COORDINATOR_NOT_AVAILABLE);
                 return;
             }
         };
-        actix::spawn(async move {
-            let code = match logs.append(OFFSETS_TOPIC, partition, batch, epoch).await {
-                Ok(_) => codes::NONE,
-                Err(error) => {
-                    tracing::warn!(partition, %error, "append to __consumer_offsets failed");
-                    // The client retries against the (new) coordinator.
-                    match error.code() {
-                        6 => codes::NOT_COORDINATOR,
-                        _ => codes::COORDINATOR_NOT_AVAILABLE,
-                    }
-                }
-            };
-            answer(code);
+        let writer = self.writers.entry(partition).or_insert_with(|| {
+            let (sender, queue) = tokio::sync::mpsc::unbounded_channel();
+            actix::spawn(partition_writer(logs, partition, queue));
+            sender
         });
+        if let Err(failed) = writer.send(PreparedWrite { batch, epoch, done }) {
+            self.writers.remove(&partition);
+            answer(failed.0.done, codes::COORDINATOR_NOT_AVAILABLE);
+        }
     }
 
     fn spawn_load(&self, partition: i32, epoch: i32, ctx: &mut Context<Self>) {
@@ -224,6 +257,8 @@ impl Handler<Leadership> for GroupCoordinator {
             self.state.unload(partition);
         }
         self.led = msg.led;
+        // A writer of a partition no longer led ends once its queue is drained.
+        self.writers.retain(|p, _| self.led.contains_key(p));
         let all: HashSet<i32> = self.led.keys().copied().collect();
         for partition in self.state.lead(&all) {
             let epoch = self.led.get(&partition).copied().unwrap_or(-1);
