@@ -476,3 +476,14 @@ def test_configs_lists_live_groups_with_the_configured_ones(start_node):
         assert one.stdout == "Dynamic configs for group live-group are:\n"
     finally:
         member.stop()
+
+
+def test_clients_cannot_produce_to_consumer_offsets(start_node):
+    """Only the coordinator writes __consumer_offsets: a client's Produce gets
+    INVALID_TOPIC_EXCEPTION (17), as Kafka answers appends to internal topics."""
+    from test_data_plane import batch, produce as produce_raw
+
+    node = start_node(FAST)
+    conn = find_coordinator(node)
+    partition = produce_raw(conn, "__consumer_offsets", 0, batch([(b"k", b"v", [], 1)]), acks=1)
+    assert (partition.error_code, partition.error_message) == (17, "Cannot append to internal topic __consumer_offsets")
