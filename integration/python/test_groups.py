@@ -487,3 +487,40 @@ def test_clients_cannot_produce_to_consumer_offsets(start_node):
     conn = find_coordinator(node)
     partition = produce_raw(conn, "__consumer_offsets", 0, batch([(b"k", b"v", [], 1)]), acks=1)
     assert (partition.error_code, partition.error_message) == (17, "Cannot append to internal topic __consumer_offsets")
+
+
+def test_a_static_member_rejoining_fences_its_old_id(start_node):
+    """KIP-345: a join with a known group.instance.id and no member id replaces the member; the
+    old id is FENCED_INSTANCE_ID (82) from then on."""
+    node = start_node(FAST)
+    conn = find_coordinator(node)
+    wait_for("the group's partition loaded", lambda: conn.send(
+        HeartbeatRequest[1](group_id="raw-group", generation_id=1, member_id="m"), HeartbeatResponse).error_code != 14)
+
+    def static_join(member_id=""):
+        protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
+        request = JoinGroupRequest[5](
+            group_id="raw-group", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=member_id,
+            group_instance_id="instance-1", protocol_type="consumer", protocols=[protocol],
+        )
+        return conn.send(request, JoinGroupResponse)
+
+    first = static_join()
+    # Static members get no MEMBER_ID_REQUIRED; the id starts with the instance id.
+    assert (first.error_code, first.generation_id) == (0, 1)
+    assert first.member_id.startswith("instance-1-")
+    sync = conn.send(
+        SyncGroupRequest[3](group_id="raw-group", generation_id=1, member_id=first.member_id,
+                            group_instance_id="instance-1", assignments=[
+                                SyncGroupRequest.SyncGroupRequestAssignment(member_id=first.member_id, assignment=b"a")]),
+        SyncGroupResponse,
+    )
+    assert (sync.error_code, sync.assignment) == (0, b"a")
+    second = static_join()
+    assert second.error_code == 0 and second.member_id != first.member_id
+    old = conn.send(
+        HeartbeatRequest[3](group_id="raw-group", generation_id=second.generation_id, member_id=first.member_id,
+                            group_instance_id="instance-1"),
+        HeartbeatResponse,
+    )
+    assert old.error_code == 82
