@@ -454,6 +454,11 @@ impl Coordinator {
     /// The partition of `group_id` if this node serves it: NOT_COORDINATOR when another node
     /// leads it, COORDINATOR_LOAD_IN_PROGRESS while it is being loaded.
     pub fn coordinator_for(&self, group_id: &str) -> Result<i32, i16> {
+        // The records store ids with an int16 length; a longer one (possible in flexible
+        // requests) could not be written, so it is refused before anything changes.
+        if group_id.len() > i16::MAX as usize {
+            return Err(codes::INVALID_GROUP_ID);
+        }
         let partition = partition_for(group_id, self.settings.offsets_topic_partitions);
         match self.partitions.get(&partition) {
             None => Err(codes::NOT_COORDINATOR),
@@ -664,6 +669,14 @@ impl Coordinator {
             Ok(p) => p,
             Err(code) => return fail(code, sender),
         };
+        if request
+            .group_instance_id
+            .as_ref()
+            .is_some_and(|i| i.len() > i16::MAX as usize / 2)
+        {
+            // The member id is `<instance id>-<uuid>` and is stored with an int16 length.
+            return fail(codes::INVALID_REQUEST, sender);
+        }
         if request.session_timeout_ms < self.settings.min_session_timeout_ms
             || request.session_timeout_ms > self.settings.max_session_timeout_ms
         {

@@ -262,6 +262,12 @@ fn join_errors_follow_kafka() {
         UNKNOWN_MEMBER_ID
     );
     let mut request = join_request("", 5);
+    request.group_id = "g".repeat(32_768);
+    assert_eq!(answered(c.join(request, t0, 0)).error, INVALID_GROUP_ID);
+    let mut request = join_request("", 5);
+    request.group_instance_id = Some("i".repeat(20_000));
+    assert_eq!(answered(c.join(request, t0, 0)).error, INVALID_REQUEST);
+    let mut request = join_request("", 5);
     request.protocols.clear();
     assert_eq!(
         answered(c.join(request, t0, 0)).error,
