@@ -442,6 +442,10 @@ def test_consumer_groups_tool(start_node):
     ]
     lag = [line.split()[5] for line in tool("--describe", "--group", "grp-tool").stdout.splitlines()[4:]]
     assert lag == ["2", "2"]
+    # By time: before every record is the log start, after every record the log end.
+    for when, offset in (("2000-01-01T00:00:00.000", "0"), ("2999-01-01T00:00:00.000Z", "5")):
+        dry = tool("--reset-offsets", "--group", "grp-tool", "--all-topics", "--to-datetime", when, "--dry-run")
+        assert [line.split()[3] for line in dry.stdout.splitlines()[2:]] == [offset, offset], dry.stderr
     removed = tool("--delete-offsets", "--group", "grp-tool", "--topic", "grp-tool:1")
     assert removed.stdout.splitlines()[0] == "Request succeed for deleting offsets with topic grp-tool group grp-tool"
     assert tool("--delete", "--group", "grp-tool").stdout == "Deletion of requested consumer groups ('grp-tool') was successful.\n"

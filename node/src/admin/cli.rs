@@ -304,6 +304,10 @@ pub struct ConsumerGroupsArgs {
     /// Move the current offsets by this much (may be negative).
     #[arg(long, allow_hyphen_values = true)]
     pub shift_by: Option<i64>,
+    /// Reset to the first offset at or after this time, `YYYY-MM-DDTHH:mm:SS.sss[Z|±HH:mm]`
+    /// (UTC without a zone).
+    #[arg(long)]
+    pub to_datetime: Option<String>,
     /// Show the new offsets without committing them (the default).
     #[arg(long)]
     pub dry_run: bool,
@@ -346,13 +350,26 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
             groups: args.group.clone(),
         }
     } else if args.reset_offsets {
-        let spec = match (args.to_earliest, args.to_latest, args.to_offset, args.shift_by) {
-            (true, false, None, None) => ResetSpec::Earliest,
-            (false, true, None, None) => ResetSpec::Latest,
-            (false, false, Some(o), None) => ResetSpec::Offset(o),
-            (false, false, None, Some(n)) => ResetSpec::ShiftBy(n),
+        let datetime = match &args.to_datetime {
+            None => None,
+            Some(text) => Some(super::consumer_groups::parse_datetime(text).ok_or_else(|| {
+                format!("Error parsing timestamp. It does not contain a valid format: {text}. Expected format: YYYY-MM-DDTHH:mm:SS.sss")
+            })?),
+        };
+        let spec = match (
+            args.to_earliest,
+            args.to_latest,
+            args.to_offset,
+            args.shift_by,
+            datetime,
+        ) {
+            (true, false, None, None, None) => ResetSpec::Earliest,
+            (false, true, None, None, None) => ResetSpec::Latest,
+            (false, false, Some(o), None, None) => ResetSpec::Offset(o),
+            (false, false, None, Some(n), None) => ResetSpec::ShiftBy(n),
+            (false, false, None, None, Some(ms)) => ResetSpec::Timestamp(ms),
             _ => {
-                return Err("Option [reset-offsets] takes exactly one of these options: [to-earliest], [to-latest], [to-offset], [shift-by]".into())
+                return Err("Option [reset-offsets] takes exactly one of these options: [to-earliest], [to-latest], [to-offset], [shift-by], [to-datetime]".into())
             }
         };
         if args.all_topics != args.topic.is_empty() {

@@ -62,6 +62,51 @@ pub enum ResetSpec {
     Latest,
     Offset(i64),
     ShiftBy(i64),
+    /// The first offset whose timestamp is at or after this (epoch ms).
+    Timestamp(i64),
+}
+
+/// Parses kafka-consumer-groups.sh's `--to-datetime` value, `YYYY-MM-DDTHH:mm:SS.sss` with an
+/// optional `Z` or `±HH:mm` zone, into epoch milliseconds. Without a zone the time is UTC
+/// (Kafka takes the JVM's zone). Hand-written: the days-from-civil arithmetic is a few lines and
+/// no date crate is in the build.
+pub fn parse_datetime(text: &str) -> Option<i64> {
+    let (date, rest) = text.split_once('T')?;
+    let mut date_parts = date.split('-');
+    let year: i64 = date_parts.next()?.parse().ok()?;
+    let month: i64 = date_parts.next()?.parse().ok()?;
+    let day: i64 = date_parts.next()?.parse().ok()?;
+    if date_parts.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let (time, offset_minutes) = if let Some(time) = rest.strip_suffix('Z') {
+        (time, 0)
+    } else if let Some(at) = rest.rfind(['+', '-']).filter(|at| *at >= 8) {
+        let (time, zone) = rest.split_at(at);
+        let sign = if zone.starts_with('-') { -1 } else { 1 };
+        let (hours, minutes) = zone[1..].split_once(':').unwrap_or((&zone[1..], "0"));
+        let minutes = hours.parse::<i64>().ok()? * 60 + minutes.parse::<i64>().ok()?;
+        (time, sign * minutes)
+    } else {
+        (rest, 0)
+    };
+    let (hms, millis) = time.split_once('.').unwrap_or((time, "0"));
+    let mut hms = hms.split(':');
+    let hour: i64 = hms.next()?.parse().ok()?;
+    let minute: i64 = hms.next()?.parse().ok()?;
+    let second: i64 = hms.next().unwrap_or("0").parse().ok()?;
+    let millis: i64 = millis.parse().ok()?;
+    if hour > 23 || minute > 59 || second > 59 || millis > 999 {
+        return None;
+    }
+    // Days from 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(((days * 24 + hour) * 60 + minute - offset_minutes) * 60_000 + second * 1000 + millis)
 }
 
 fn text(s: &str) -> StrBytes {
@@ -629,6 +674,10 @@ async fn reset(
     };
     let earliest = log_offsets(bootstrap, &partitions, -2).await?;
     let latest = log_offsets(bootstrap, &partitions, -1).await?;
+    let by_time = match spec {
+        ResetSpec::Timestamp(ms) => log_offsets(bootstrap, &partitions, ms).await?,
+        _ => BTreeMap::new(),
+    };
     let mut targets = Vec::new();
     for tp in &partitions {
         let (low, high) = (
@@ -640,6 +689,8 @@ async fn reset(
             ResetSpec::Latest => high,
             ResetSpec::Offset(o) => o,
             ResetSpec::ShiftBy(n) => current.get(tp).copied().unwrap_or(low).saturating_add(n),
+            // No record at or after the time: the log end.
+            ResetSpec::Timestamp(_) => by_time.get(tp).copied().filter(|o| *o >= 0).unwrap_or(high),
         };
         // Kafka clamps a target outside the log to its start or end.
         targets.push((tp.clone(), wanted.clamp(low, high.max(low))));
@@ -807,6 +858,25 @@ async fn delete_offsets(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn datetimes_are_read_as_kafka_writes_them() {
+        assert_eq!(parse_datetime("1970-01-01T00:00:00.000"), Some(0));
+        assert_eq!(
+            parse_datetime("2024-03-01T12:30:15.250Z"),
+            Some(1_709_296_215_250)
+        );
+        assert_eq!(
+            parse_datetime("2024-03-01T14:30:15.250+02:00"),
+            Some(1_709_296_215_250)
+        );
+        assert_eq!(
+            parse_datetime("2024-02-29T23:59:59"),
+            Some(1_709_251_199_000)
+        );
+        assert_eq!(parse_datetime("2024-13-01T00:00:00"), None);
+        assert_eq!(parse_datetime("yesterday"), None);
+    }
 
     #[test]
     fn assignments_are_read() {
