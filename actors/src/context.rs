@@ -58,6 +58,8 @@ pub struct HandlerContext {
     pub producer_ids: Arc<crate::handlers::init_producer_id::ProducerIdManager>,
     /// Fetch sessions (KIP-227).
     pub fetch_sessions: Arc<crate::fetch_session::FetchSessionCache>,
+    /// The group coordinator; `None` on a controller-only node.
+    pub groups: Option<crate::groups::Groups>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller
@@ -148,4 +150,6 @@ pub struct RequestInfo {
     pub listener_kind: ListenerKind,
     /// The connection's principal.
     pub principal: Principal,
+    /// The client's address in Kafka's form (`/127.0.0.1`), "" when unknown.
+    pub client_host: String,
 }

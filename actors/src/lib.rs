@@ -15,6 +15,7 @@ pub mod digest_publisher;
 pub mod features;
 pub mod fencing;
 pub mod fetch_session;
+pub mod groups;
 pub mod handlers;
 pub mod loader;
 pub mod log_manager;

@@ -297,6 +297,72 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Log line format on stderr: `text` or `json` (one object per line); RUST_LOG_FORMAT wins.",
     ),
     def(
+        "offsets.topic.num.partitions",
+        ConfigType::Int,
+        Some("50"),
+        "Partitions of __consumer_offsets when it is created.",
+    ),
+    def(
+        "offsets.topic.replication.factor",
+        ConfigType::Short,
+        Some("3"),
+        "Replication factor of __consumer_offsets when it is created (capped at the live brokers).",
+    ),
+    def(
+        "offsets.topic.segment.bytes",
+        ConfigType::Int,
+        Some("104857600"),
+        "segment.bytes of __consumer_offsets.",
+    ),
+    def(
+        "offsets.retention.minutes",
+        ConfigType::Int,
+        Some("10080"),
+        "Committed offsets of a group that has been empty this long are deleted.",
+    ),
+    def(
+        "offsets.retention.check.interval.ms",
+        ConfigType::Long,
+        Some("600000"),
+        "How often offsets are checked for expiry.",
+    ),
+    def(
+        "offsets.commit.timeout.ms",
+        ConfigType::Int,
+        Some("5000"),
+        "How long an OffsetCommit waits for its write before REQUEST_TIMED_OUT.",
+    ),
+    def(
+        "offset.metadata.max.bytes",
+        ConfigType::Int,
+        Some("4096"),
+        "Largest metadata string of a committed offset.",
+    ),
+    def(
+        "group.min.session.timeout.ms",
+        ConfigType::Int,
+        Some("6000"),
+        "Smallest session timeout a group member may ask for.",
+    ),
+    def(
+        "group.max.session.timeout.ms",
+        ConfigType::Int,
+        Some("1800000"),
+        "Largest session timeout a group member may ask for.",
+    ),
+    def(
+        "group.initial.rebalance.delay.ms",
+        ConfigType::Int,
+        Some("3000"),
+        "How long the first rebalance of an empty group waits for more members.",
+    ),
+    def(
+        "group.max.size",
+        ConfigType::Int,
+        Some("2147483647"),
+        "Most members a classic group may have.",
+    ),
+    def(
         METRICS_LISTENER,
         ConfigType::String,
         Some("127.0.0.1:9644"),
@@ -432,6 +498,8 @@ pub struct NodeConfig {
     pub client_quota_callback_class: Option<String>,
     /// `broker.session.timeout.ms`.
     pub broker_session_timeout_ms: i32,
+    /// The group coordinator's settings (`offsets.*`, `group.*`).
+    pub groups: gregor_actors::groups::GroupSettings,
     /// `controller.quorum.bootstrap.servers`: `host:port` entries, in order.
     pub controller_quorum_bootstrap_servers: Vec<String>,
     /// `metrics.listener`.
@@ -680,10 +748,40 @@ impl NodeConfig {
                 1,
                 i64::from(i32::MAX),
             )? as i32,
+            groups: group_settings(&values)?,
             metrics_listener,
             originals,
         })
     }
+}
+
+/// The group coordinator's keys, with Kafka's bounds.
+fn group_settings(
+    values: &Values<'_>,
+) -> Result<gregor_actors::groups::GroupSettings, ConfigError> {
+    let int = |key, min| values.int(key, min, i64::from(i32::MAX));
+    let millis = |ms: i64| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    Ok(gregor_actors::groups::GroupSettings {
+        offsets_topic_partitions: int("offsets.topic.num.partitions", 1)? as i32,
+        offsets_topic_replication_factor: values.int(
+            "offsets.topic.replication.factor",
+            1,
+            i64::from(i16::MAX),
+        )? as i16,
+        offsets_topic_segment_bytes: int("offsets.topic.segment.bytes", 1)? as i32,
+        min_session_timeout_ms: int("group.min.session.timeout.ms", 0)? as i32,
+        max_session_timeout_ms: int("group.max.session.timeout.ms", 0)? as i32,
+        initial_rebalance_delay: millis(int("group.initial.rebalance.delay.ms", 0)?),
+        max_size: int("group.max.size", 1)? as usize,
+        offset_metadata_max_bytes: int("offset.metadata.max.bytes", 0)? as usize,
+        offsets_retention_ms: int("offsets.retention.minutes", 1)? * 60_000,
+        offsets_retention_check_interval: millis(values.int(
+            "offsets.retention.check.interval.ms",
+            1,
+            i64::MAX,
+        )?),
+        offsets_commit_timeout: millis(int("offsets.commit.timeout.ms", 1)?),
+    })
 }
 
 /// Parses `controller.quorum.bootstrap.servers` (`host:port,...`); each port must be a number.

@@ -34,6 +34,9 @@ enum Command {
     ClientMetrics(gregor_node::admin::cli::ClientMetricsArgs),
     /// Create, delete, alter, list or describe topics, as kafka-topics.sh.
     Topics(gregor_node::admin::topics::TopicsArgs),
+    /// List, describe or delete consumer groups and reset or delete their offsets, as
+    /// kafka-consumer-groups.sh.
+    ConsumerGroups(gregor_node::admin::cli::ConsumerGroupsArgs),
     /// Describe the metadata quorum and add or remove controllers, as kafka-metadata-quorum.sh.
     MetadataQuorum(gregor_node::admin::metadata_quorum::MetadataQuorumArgs),
     /// Print a completion script for a shell, e.g. `gregor completions bash > /etc/bash_completion.d/gregor`.
@@ -143,6 +146,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Configs(args) => gregor_node::admin::cli::run_configs(args),
         Command::ClientMetrics(args) => gregor_node::admin::cli::run_client_metrics(args),
         Command::Topics(args) => gregor_node::admin::topics::run_topics(args),
+        Command::ConsumerGroups(args) => gregor_node::admin::cli::run_consumer_groups(args),
         Command::MetadataQuorum(args) => {
             gregor_node::admin::metadata_quorum::run_metadata_quorum(args)
         }

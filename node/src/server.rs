@@ -15,6 +15,7 @@ use gregor_actors::context::{BrokerSettings, HandlerContext, NodeInfo};
 use gregor_actors::controller::logic::TopicDefaults;
 use gregor_actors::controller::{Controller, ControllerSettings};
 use gregor_actors::digest_publisher::DigestPublisher;
+use gregor_actors::groups::{GroupCoordinator, GroupPublisher, Groups};
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
 use gregor_actors::log_manager::{LogManager, LogManagerSettings, LogPublisher, StaticLogDefaults};
 use gregor_actors::quorum::QuorumState;
@@ -245,6 +246,32 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     } else {
         None
     };
+    // The group coordinator of a broker: its own thread (arbiter), following the leadership
+    // of __consumer_offsets through its publisher (installed after the log manager's, so a
+    // partition's log is opening when its load starts).
+    let groups = match &logs {
+        Some(logs) => {
+            let settings = config.groups.clone();
+            let coordinator_logs = logs.clone();
+            let coordinator_settings = settings.clone();
+            let coordinator =
+                GroupCoordinator::start_in_arbiter(&actix::Arbiter::new().handle(), move |_| {
+                    GroupCoordinator::new(coordinator_settings, Some(coordinator_logs))
+                });
+            loader
+                .send(InstallPublisher(Box::new(GroupPublisher::new(
+                    coordinator.clone(),
+                    config.node_id,
+                ))))
+                .await
+                .map_err(|e| StartError::Runtime(e.to_string()))?;
+            Some(Groups {
+                coordinator,
+                settings,
+            })
+        }
+        None => None,
+    };
     let hello = quorum::hello(&config, &identity);
     let (network, quorum_cell, raft_links) =
         quorum::network(hello.clone(), config.socket_request_max_bytes);
@@ -298,6 +325,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         fetch_sessions: Arc::new(gregor_actors::fetch_session::FetchSessionCache::new(
             config.max_incremental_fetch_session_cache_slots,
         )),
+        groups,
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,

@@ -111,6 +111,39 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::UnregisterBroker => RequestKind::UnregisterBroker(
             UnregisterBrokerRequest::default().with_broker_id(BrokerId(1)),
         ),
+        ApiKey::FindCoordinator => {
+            RequestKind::FindCoordinator(kafka_protocol::messages::FindCoordinatorRequest::default())
+        }
+        ApiKey::JoinGroup => {
+            RequestKind::JoinGroup(kafka_protocol::messages::JoinGroupRequest::default())
+        }
+        ApiKey::SyncGroup => {
+            RequestKind::SyncGroup(kafka_protocol::messages::SyncGroupRequest::default())
+        }
+        ApiKey::Heartbeat => {
+            RequestKind::Heartbeat(kafka_protocol::messages::HeartbeatRequest::default())
+        }
+        ApiKey::LeaveGroup => {
+            RequestKind::LeaveGroup(kafka_protocol::messages::LeaveGroupRequest::default())
+        }
+        ApiKey::OffsetCommit => {
+            RequestKind::OffsetCommit(kafka_protocol::messages::OffsetCommitRequest::default())
+        }
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(
+            kafka_protocol::messages::OffsetFetchRequest::default().with_topics(Some(Vec::new())),
+        ),
+        ApiKey::ListGroups => {
+            RequestKind::ListGroups(kafka_protocol::messages::ListGroupsRequest::default())
+        }
+        ApiKey::DescribeGroups => {
+            RequestKind::DescribeGroups(kafka_protocol::messages::DescribeGroupsRequest::default())
+        }
+        ApiKey::DeleteGroups => {
+            RequestKind::DeleteGroups(kafka_protocol::messages::DeleteGroupsRequest::default())
+        }
+        ApiKey::OffsetDelete => {
+            RequestKind::OffsetDelete(kafka_protocol::messages::OffsetDeleteRequest::default())
+        }
         other => panic!("{other:?} is served but has no seed here: add one"),
     }];
     match key {

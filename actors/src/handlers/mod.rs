@@ -14,6 +14,7 @@ pub mod configs;
 mod data;
 mod errors;
 mod fetch;
+mod groups;
 pub mod init_producer_id;
 #[cfg(test)]
 mod large_requests;
@@ -126,6 +127,83 @@ pub const APIS: &[ApiSpec] = &[
         kafka_protocol::messages::AllocateProducerIdsRequest::VERSIONS,
         false,
         true,
+    ),
+    api(
+        ApiKey::OffsetCommit,
+        "OffsetCommit",
+        kafka_protocol::messages::OffsetCommitRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::OffsetFetch,
+        "OffsetFetch",
+        kafka_protocol::messages::OffsetFetchRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::FindCoordinator,
+        "FindCoordinator",
+        kafka_protocol::messages::FindCoordinatorRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::JoinGroup,
+        "JoinGroup",
+        kafka_protocol::messages::JoinGroupRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::Heartbeat,
+        "Heartbeat",
+        kafka_protocol::messages::HeartbeatRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::LeaveGroup,
+        "LeaveGroup",
+        kafka_protocol::messages::LeaveGroupRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::SyncGroup,
+        "SyncGroup",
+        kafka_protocol::messages::SyncGroupRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::DescribeGroups,
+        "DescribeGroups",
+        kafka_protocol::messages::DescribeGroupsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::ListGroups,
+        "ListGroups",
+        kafka_protocol::messages::ListGroupsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::DeleteGroups,
+        "DeleteGroups",
+        kafka_protocol::messages::DeleteGroupsRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::OffsetDelete,
+        "OffsetDelete",
+        kafka_protocol::messages::OffsetDeleteRequest::VERSIONS,
+        true,
+        false,
     ),
     api(
         ApiKey::InitProducerId,
@@ -332,6 +410,17 @@ pub async fn handle(
         }
         RequestKind::AllocateProducerIds(request) => init_producer_id::allocate(ctx, request).await,
         RequestKind::Metadata(request) => metadata::handle(ctx, info, request).await,
+        RequestKind::FindCoordinator(request) => groups::find_coordinator(ctx, info, request).await,
+        RequestKind::JoinGroup(request) => groups::join_group(ctx, info, request).await,
+        RequestKind::SyncGroup(request) => groups::sync_group(ctx, info, request).await,
+        RequestKind::Heartbeat(request) => groups::heartbeat(ctx, request).await,
+        RequestKind::LeaveGroup(request) => groups::leave_group(ctx, info, request).await,
+        RequestKind::OffsetCommit(request) => groups::offset_commit(ctx, info, request).await,
+        RequestKind::OffsetFetch(request) => groups::offset_fetch(ctx, info, request).await,
+        RequestKind::ListGroups(request) => groups::list_groups(ctx, info, request).await,
+        RequestKind::DescribeGroups(request) => groups::describe_groups(ctx, info, request).await,
+        RequestKind::DeleteGroups(request) => groups::delete_groups(ctx, request).await,
+        RequestKind::OffsetDelete(request) => groups::offset_delete(ctx, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
         RequestKind::DeleteTopics(request) => topics::delete_topics(ctx, info, request).await,
@@ -378,6 +467,16 @@ mod tests {
             // the request struct it decodes with (v0-v5).
             if spec.key == ApiKey::InitProducerId {
                 assert_eq!((spec.versions.min, spec.versions.max), (0, 5));
+                continue;
+            }
+            // The crate's ApiKey table lists v10 (topic ids, newer than Kafka 4.1); the request
+            // structs it decodes with stop at v9.
+            if spec.key == ApiKey::OffsetCommit {
+                assert_eq!((spec.versions.min, spec.versions.max), (2, 9));
+                continue;
+            }
+            if spec.key == ApiKey::OffsetFetch {
+                assert_eq!((spec.versions.min, spec.versions.max), (1, 9));
                 continue;
             }
             // Advertised from v0 for librdkafka, served from the crate's minimum (3).
@@ -431,5 +530,15 @@ mod tests {
         assert_eq!(range(ApiKey::DescribeLogDirs), Some((1, 4)));
         assert_eq!(range(ApiKey::DescribeProducers), Some((0, 0)));
         assert!(lookup(ApiKey::Produce, ListenerKind::Controller).is_none());
+        assert_eq!(range(ApiKey::FindCoordinator), Some((0, 6)));
+        assert_eq!(range(ApiKey::JoinGroup), Some((0, 9)));
+        assert_eq!(range(ApiKey::SyncGroup), Some((0, 5)));
+        assert_eq!(range(ApiKey::Heartbeat), Some((0, 4)));
+        assert_eq!(range(ApiKey::LeaveGroup), Some((0, 5)));
+        assert_eq!(range(ApiKey::DescribeGroups), Some((0, 6)));
+        assert_eq!(range(ApiKey::ListGroups), Some((0, 5)));
+        assert_eq!(range(ApiKey::DeleteGroups), Some((0, 2)));
+        assert_eq!(range(ApiKey::OffsetDelete), Some((0, 0)));
+        assert!(lookup(ApiKey::JoinGroup, ListenerKind::Controller).is_none());
     }
 }

@@ -27,6 +27,7 @@ const ZSTD: u8 = 4;
 /// Offset of the low byte of the attributes in a record batch v2 header.
 const ATTRIBUTES_LOW_BYTE: usize = 22;
 const INVALID_TIMESTAMP: i16 = 32;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
 
 fn failed(index: i32, code: i16) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -57,6 +58,18 @@ pub(super) async fn handle(
             let index = data.index;
             if !acks_valid {
                 partitions.push(failed(index, INVALID_REQUIRED_ACKS));
+                continue;
+            }
+            // Only the group coordinator writes __consumer_offsets (Kafka's internal topics
+            // refuse client appends).
+            if name.as_deref() == Some(crate::groups::OFFSETS_TOPIC) {
+                partitions.push(
+                    failed(index, INVALID_TOPIC_EXCEPTION).with_error_message(Some(
+                        StrBytes::from_static_str(
+                            "Cannot append to internal topic __consumer_offsets",
+                        ),
+                    )),
+                );
                 continue;
             }
             let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, true)

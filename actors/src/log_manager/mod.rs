@@ -356,6 +356,27 @@ impl LogManager {
         .await
     }
 
+    /// Like [`LogManager::read`], for a log that may still be being opened: the shard opens it
+    /// before it serves the read (the group coordinator loads a partition as soon as it leads it).
+    pub async fn read_when_open(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+    ) -> Result<ReadResult, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, true)?;
+        self.submit(&state, |reply| DataCommand::Read {
+            tp,
+            offset,
+            max_bytes,
+            min_one_batch: true,
+            reply,
+        })
+        .await
+    }
+
     /// ListOffsets: the first record with a timestamp ≥ `timestamp` (`Some((offset, ts))`), or
     /// for [`OffsetQuery::MaxTimestamp`] the record with the largest timestamp.
     pub async fn offset_lookup(

@@ -13,9 +13,9 @@ use kafka_protocol::messages::{
     AddRaftVoterRequest, AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, ApiVersionsRequest,
     BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
     DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeQuorumRequest, FetchRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
-    RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
+    DescribeQuorumRequest, FetchRequest, GroupId, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -243,6 +243,97 @@ async fn send_valid(
         }
         ApiKey::ListConfigResources => {
             let request = ListConfigResourcesRequest::default();
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        // The group APIs, each answered at once without changing a group: an unknown group, a
+        // session timeout below the minimum, a generation that does not exist.
+        ApiKey::FindCoordinator => {
+            let request = kafka_protocol::messages::FindCoordinatorRequest::default()
+                .with_key(str(if version < 4 { "advertised-group" } else { "" }))
+                .with_coordinator_keys(if version >= 4 {
+                    vec![str("advertised-group")]
+                } else {
+                    Vec::new()
+                });
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::JoinGroup => {
+            let request = kafka_protocol::messages::JoinGroupRequest::default()
+                .with_group_id(GroupId(str("advertised-group")))
+                .with_session_timeout_ms(1)
+                .with_rebalance_timeout_ms(1)
+                .with_protocol_type(str("consumer"))
+                .with_protocols(vec![
+                    kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol::default()
+                        .with_name(str("range")),
+                ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::SyncGroup => {
+            let request = kafka_protocol::messages::SyncGroupRequest::default()
+                .with_group_id(GroupId(str("advertised-group")))
+                .with_generation_id(1)
+                .with_member_id(str("nobody"));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::Heartbeat => {
+            let request = kafka_protocol::messages::HeartbeatRequest::default()
+                .with_group_id(GroupId(str("advertised-group")))
+                .with_generation_id(1)
+                .with_member_id(str("nobody"));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::LeaveGroup => {
+            let mut request = kafka_protocol::messages::LeaveGroupRequest::default()
+                .with_group_id(GroupId(str("advertised-group")));
+            if version < 3 {
+                request.member_id = str("nobody");
+            } else {
+                request.members = vec![
+                    kafka_protocol::messages::leave_group_request::MemberIdentity::default()
+                        .with_member_id(str("nobody")),
+                ];
+            }
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::OffsetCommit => {
+            let request = kafka_protocol::messages::OffsetCommitRequest::default()
+                .with_group_id(GroupId(str("advertised-group")))
+                .with_generation_id_or_member_epoch(5)
+                .with_member_id(str("nobody"));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::OffsetFetch => {
+            let mut request = kafka_protocol::messages::OffsetFetchRequest::default();
+            if version < 8 {
+                request.group_id = GroupId(str("advertised-group"));
+                request.topics = Some(Vec::new());
+            } else {
+                request.groups = vec![
+                    kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup::default()
+                        .with_group_id(GroupId(str("advertised-group")))
+                        .with_topics(None),
+                ];
+            }
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::ListGroups => {
+            let request = kafka_protocol::messages::ListGroupsRequest::default();
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::DescribeGroups => {
+            let request = kafka_protocol::messages::DescribeGroupsRequest::default()
+                .with_groups(vec![GroupId(str("advertised-group"))]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::DeleteGroups => {
+            let request = kafka_protocol::messages::DeleteGroupsRequest::default()
+                .with_groups_names(vec![GroupId(str("advertised-group"))]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::OffsetDelete => {
+            let request = kafka_protocol::messages::OffsetDeleteRequest::default()
+                .with_group_id(GroupId(str("advertised-group")));
             answers(conn, addr, &request, version, f, f_what).await;
         }
         other => f.push(format!(

@@ -276,6 +276,174 @@ pub struct ClientMetricsArgs {
     pub command_config: Option<PathBuf>,
 }
 
+/// `gregor consumer-groups`: kafka-consumer-groups.sh.
+#[derive(Debug, clap::Args)]
+pub struct ConsumerGroupsArgs {
+    /// The server(s) to connect to, `host:port[,host:port]`.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap_server: String,
+    /// List all consumer groups.
+    #[arg(long)]
+    pub list: bool,
+    /// Describe a consumer group: its offsets and lag (default), --members or --state.
+    #[arg(long)]
+    pub describe: bool,
+    /// Delete the consumer group(s) (they must have no members).
+    #[arg(long)]
+    pub delete: bool,
+    /// Reset the group's committed offsets (the group must be inactive).
+    #[arg(long)]
+    pub reset_offsets: bool,
+    /// Delete the group's offsets of --topic.
+    #[arg(long)]
+    pub delete_offsets: bool,
+    /// The consumer group (repeatable with --delete).
+    #[arg(long)]
+    pub group: Vec<String>,
+    /// With --describe: the members. With --list: nothing (accepted for kafka-consumer-groups.sh).
+    #[arg(long)]
+    pub members: bool,
+    /// With --describe: the offsets view (the default).
+    #[arg(long)]
+    pub offsets: bool,
+    /// With --describe: the group's state. With --list: a STATE column.
+    #[arg(long)]
+    pub state: bool,
+    /// With --describe --members: each member's assignment.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The topic(s) of --reset-offsets (`T`) or --delete-offsets (`T` or `T:p,p`).
+    #[arg(long)]
+    pub topic: Vec<String>,
+    /// --reset-offsets of every topic the group has offsets for.
+    #[arg(long)]
+    pub all_topics: bool,
+    /// Reset to the earliest offsets.
+    #[arg(long)]
+    pub to_earliest: bool,
+    /// Reset to the latest offsets.
+    #[arg(long)]
+    pub to_latest: bool,
+    /// Reset to this offset.
+    #[arg(long)]
+    pub to_offset: Option<i64>,
+    /// Move the current offsets by this much (may be negative).
+    #[arg(long, allow_hyphen_values = true)]
+    pub shift_by: Option<i64>,
+    /// Reset to the first offset at or after this time, `YYYY-MM-DDTHH:mm:SS.sss[Z|±HH:mm]`
+    /// (UTC without a zone).
+    #[arg(long)]
+    pub to_datetime: Option<String>,
+    /// Show the new offsets without committing them (the default).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Commit the new offsets.
+    #[arg(long)]
+    pub execute: bool,
+}
+
+/// Runs `gregor consumer-groups`; `Err` is the message for stderr.
+pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
+    use super::consumer_groups::{GroupsAction, ResetSpec, View};
+    let one_group = |what: &str| -> Result<String, String> {
+        args.group.first().cloned().ok_or_else(|| {
+            format!("Option [{what}] takes one of these options: [all-groups], [group]")
+        })
+    };
+    let action = if args.list {
+        GroupsAction::List {
+            with_state: args.state,
+        }
+    } else if args.describe {
+        let view = if args.members {
+            View::Members {
+                verbose: args.verbose,
+            }
+        } else if args.state {
+            View::State
+        } else {
+            View::Offsets
+        };
+        GroupsAction::Describe {
+            group: one_group("describe")?,
+            view,
+        }
+    } else if args.delete {
+        if args.group.is_empty() {
+            return Err("Option [delete] takes one of these options: [all-groups], [group]".into());
+        }
+        GroupsAction::Delete {
+            groups: args.group.clone(),
+        }
+    } else if args.reset_offsets {
+        let datetime = match &args.to_datetime {
+            None => None,
+            Some(text) => Some(super::consumer_groups::parse_datetime(text).ok_or_else(|| {
+                format!("Error parsing timestamp. It does not contain a valid format: {text}. Expected format: YYYY-MM-DDTHH:mm:SS.sss")
+            })?),
+        };
+        let spec = match (
+            args.to_earliest,
+            args.to_latest,
+            args.to_offset,
+            args.shift_by,
+            datetime,
+        ) {
+            (true, false, None, None, None) => ResetSpec::Earliest,
+            (false, true, None, None, None) => ResetSpec::Latest,
+            (false, false, Some(o), None, None) => ResetSpec::Offset(o),
+            (false, false, None, Some(n), None) => ResetSpec::ShiftBy(n),
+            (false, false, None, None, Some(ms)) => ResetSpec::Timestamp(ms),
+            _ => {
+                return Err("Option [reset-offsets] takes exactly one of these options: [to-earliest], [to-latest], [to-offset], [shift-by], [to-datetime]".into())
+            }
+        };
+        if args.all_topics != args.topic.is_empty() {
+            return Err(
+                "Option [reset-offsets] takes one of these options: [all-topics], [topic]".into(),
+            );
+        }
+        GroupsAction::Reset {
+            group: one_group("reset-offsets")?,
+            topics: (!args.all_topics).then(|| args.topic.clone()),
+            spec,
+            execute: args.execute,
+        }
+    } else if args.delete_offsets {
+        let mut topics = Vec::new();
+        for topic in &args.topic {
+            match topic.split_once(':') {
+                None => topics.push((topic.clone(), None)),
+                Some((name, list)) => {
+                    let partitions = list
+                        .split(',')
+                        .map(|p| p.trim().parse::<i32>())
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|_| format!("Invalid partitions in --topic {topic}"))?;
+                    topics.push((name.to_owned(), Some(partitions)));
+                }
+            }
+        }
+        if topics.is_empty() {
+            return Err("Option [delete-offsets] takes the following options: [topic]".into());
+        }
+        GroupsAction::DeleteOffsets {
+            group: one_group("delete-offsets")?,
+            topics,
+        }
+    } else {
+        return Err("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets".into());
+    };
+    let mut out = String::new();
+    let result = block_on(super::consumer_groups::run(
+        &args.bootstrap_server,
+        &action,
+        &mut out,
+    ))?;
+    print!("{out}");
+    result.map_err(|e| format!("Error: {e}"))
+}
+
 /// Runs `gregor client-metrics`; `Err` is the message for stderr.
 pub fn run_client_metrics(args: ClientMetricsArgs) -> Result<(), String> {
     let action = if args.list {

@@ -286,18 +286,29 @@ async fn topic_and_broker_names(
     Ok((topics, brokers))
 }
 
-/// Existing group ids, if the broker serves ListGroups (Gregor has no group coordinator yet).
+/// Existing group ids: ListGroups of every broker (each lists the groups it coordinates), as
+/// kafka-configs.sh's admin client does; none when the brokers do not serve ListGroups.
 async fn group_ids(client: &mut AdminClient) -> Result<Vec<String>, AdminError> {
     if client.version_of::<ListGroupsRequest>().is_none() {
         return Ok(Vec::new());
     }
-    let (_, response) = client.send(&ListGroupsRequest::default()).await?;
-    check(response.error_code, None)?;
-    Ok(response
-        .groups
-        .iter()
-        .map(|g| g.group_id.to_string())
-        .collect())
+    let (_, metadata) = client
+        .send(&MetadataRequest::default().with_topics(Some(Vec::new())))
+        .await?;
+    let mut ids = Vec::new();
+    for broker in &metadata.brokers {
+        let mut broker_client =
+            AdminClient::connect(&format!("{}:{}", broker.host, broker.port)).await?;
+        let (_, response) = broker_client.send(&ListGroupsRequest::default()).await?;
+        check(response.error_code, None)?;
+        for group in response.groups {
+            let id = group.group_id.to_string();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    Ok(ids)
 }
 
 /// The names `--describe` without `--entity-name` covers, or whether a named one exists.

@@ -9,6 +9,7 @@ pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
 pub mod console;
+pub mod consumer_groups;
 pub mod metadata_quorum;
 pub mod records;
 pub mod topics;

@@ -63,6 +63,10 @@ pub(crate) async fn serve(
     let peer = stream
         .peer_addr()
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
+    // Kafka's form of the client address (DescribeGroups' client host).
+    let client_host = stream
+        .peer_addr()
+        .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
     let principal = Principal::anonymous();
     let mut buffer = BytesMut::new();
     // What the peer proved for private RPCs (a broker's forwarding channel is one).
@@ -124,7 +128,7 @@ pub(crate) async fn serve(
         }
         let received = Instant::now();
         let request_bytes = frame.len();
-        let served = match process(frame, &handlers, &settings, &principal).await {
+        let served = match process(frame, &handlers, &settings, &principal, &client_host).await {
             Ok(served) => served,
             Err(refusal) => {
                 tracing::info!(
@@ -222,6 +226,7 @@ async fn process(
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     principal: &Principal,
+    client_host: &str,
 ) -> Result<Served, Refusal> {
     let request_size = frame.len();
     if frame.len() < 4 {
@@ -349,6 +354,7 @@ async fn process(
         listener_name: settings.listener_name.clone(),
         listener_kind: settings.listener_kind,
         principal: principal.clone(),
+        client_host: client_host.to_owned(),
     };
     let decode_work = decode_started.elapsed();
     let (handled, handler_work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;

@@ -1,0 +1,515 @@
+//! [`GroupCoordinator`]: the actor that owns [`Coordinator`] and carries out its effects.
+//!
+//! Requests arrive as messages; a JoinGroup or SyncGroup answer is a oneshot receiver the
+//! handler awaits, so a parked request costs the actor nothing. Timers are `run_later` calls at
+//! the deadlines the state asks for. Writes to `__consumer_offsets` and partition loads are
+//! tasks on the actor's runtime that talk to the log manager's shard threads: the actor never
+//! waits for file I/O.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use bytes::Bytes;
+use gregor_log::batch::{batches, BatchBuilder};
+use gregor_log::compression::Compression;
+use tokio::sync::oneshot;
+
+use super::records::{self, CoordinatorRecord};
+use super::state::{
+    CommitRequest, Committed, Coordinator, Effect, GroupDescription, GroupListing, JoinRequest,
+    JoinResult, Leaving, SyncRequest, SyncResult, Write,
+};
+use super::{codes, GroupSettings, OFFSETS_TOPIC};
+use crate::log_manager::LogManager;
+
+/// Bytes read from a partition's log per step while loading it.
+const LOAD_READ_BYTES: u64 = 1 << 20;
+
+/// Owns the groups of the `__consumer_offsets` partitions this node leads.
+pub struct GroupCoordinator {
+    state: Coordinator,
+    logs: Option<Arc<LogManager>>,
+    /// Led partitions and their leader epochs (appends carry the epoch).
+    led: HashMap<i32, i32>,
+    /// One writer task per partition: its appends happen one after the other, in the order
+    /// the state decided them, so the log replays to the same state.
+    writers: HashMap<i32, tokio::sync::mpsc::UnboundedSender<PreparedWrite>>,
+}
+
+/// An encoded batch for a partition's writer task.
+struct PreparedWrite {
+    batch: Bytes,
+    epoch: i32,
+    done: Option<oneshot::Sender<i16>>,
+}
+
+/// Appends one partition's batches in order and tells each write's waiter its code.
+async fn partition_writer(
+    logs: Arc<LogManager>,
+    partition: i32,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<PreparedWrite>,
+) {
+    while let Some(write) = queue.recv().await {
+        let code = match logs
+            .append(OFFSETS_TOPIC, partition, write.batch, write.epoch)
+            .await
+        {
+            Ok(_) => codes::NONE,
+            Err(error) => {
+                tracing::warn!(partition, %error, "append to __consumer_offsets failed");
+                // The client retries against the (new) coordinator.
+                match error.code() {
+                    6 => codes::NOT_COORDINATOR,
+                    _ => codes::COORDINATOR_NOT_AVAILABLE,
+                }
+            }
+        };
+        if let Some(done) = write.done {
+            let _ = done.send(code);
+        }
+    }
+}
+
+impl GroupCoordinator {
+    pub fn new(settings: GroupSettings, logs: Option<Arc<LogManager>>) -> Self {
+        GroupCoordinator {
+            state: Coordinator::new(settings),
+            logs,
+            led: HashMap::new(),
+            writers: HashMap::new(),
+        }
+    }
+
+    fn run_effects(&mut self, ctx: &mut Context<Self>) {
+        for effect in self.state.take_effects() {
+            match effect {
+                Effect::Timer { at, timer } => {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    ctx.run_later(wait, move |act, ctx| {
+                        act.state.fire(timer, Instant::now(), now_ms());
+                        act.run_effects(ctx);
+                    });
+                }
+                Effect::Write(write) => self.spawn_write(write),
+            }
+        }
+    }
+
+    fn spawn_write(&mut self, write: Write) {
+        let Write {
+            partition,
+            records,
+            done,
+        } = write;
+        let answer = |done: Option<oneshot::Sender<i16>>, code| {
+            if let Some(done) = done {
+                let _ = done.send(code);
+            }
+        };
+        let (Some(logs), Some(epoch)) = (self.logs.clone(), self.led.get(&partition).copied())
+        else {
+            answer(done, codes::NOT_COORDINATOR);
+            return;
+        };
+        let mut builder = BatchBuilder::new(Compression::None);
+        let timestamp = now_ms();
+        for (key, value) in &records {
+            builder.append(timestamp, Some(key), value.as_deref(), &[]);
+        }
+        let batch = match builder.build() {
+            Ok(batch) => Bytes::from(batch),
+            Err(error) => {
+                tracing::error!(%error, "cannot encode a __consumer_offsets batch");
+                answer(done, codes::COORDINATOR_NOT_AVAILABLE);
+                return;
+            }
+        };
+        let writer = self.writers.entry(partition).or_insert_with(|| {
+            let (sender, queue) = tokio::sync::mpsc::unbounded_channel();
+            actix::spawn(partition_writer(logs, partition, queue));
+            sender
+        });
+        if let Err(failed) = writer.send(PreparedWrite { batch, epoch, done }) {
+            self.writers.remove(&partition);
+            answer(failed.0.done, codes::COORDINATOR_NOT_AVAILABLE);
+        }
+    }
+
+    fn spawn_load(&self, partition: i32, epoch: i32, ctx: &mut Context<Self>) {
+        let Some(logs) = self.logs.clone() else {
+            return;
+        };
+        let me = ctx.address();
+        actix::spawn(async move {
+            let started = Instant::now();
+            let result = read_partition(&logs, partition).await;
+            if let Ok(records) = &result {
+                tracing::debug!(
+                    partition,
+                    records = records.len(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "read __consumer_offsets partition"
+                );
+            }
+            me.do_send(Loaded {
+                partition,
+                epoch,
+                result,
+            });
+        });
+    }
+}
+
+/// Every coordinator record of one partition, in log order.
+async fn read_partition(
+    logs: &LogManager,
+    partition: i32,
+) -> Result<Vec<CoordinatorRecord>, String> {
+    let mut out = Vec::new();
+    let mut offset = 0i64;
+    loop {
+        let read = match logs
+            .read_when_open(OFFSETS_TOPIC, partition, offset, LOAD_READ_BYTES)
+            .await
+        {
+            Ok(read) => read,
+            // Offset 0 is below a log start that retention or DeleteRecords moved.
+            Err(error) if error.code() == 1 && offset == 0 => {
+                match logs.partition(OFFSETS_TOPIC, partition) {
+                    Some(state) if state.log_start_offset() > 0 => {
+                        offset = state.log_start_offset();
+                        continue;
+                    }
+                    _ => return Err(error.to_string()),
+                }
+            }
+            Err(error) => return Err(error.to_string()),
+        };
+        let mut progressed = false;
+        for batch in batches(&read.records) {
+            let batch = batch.map_err(|e| format!("corrupt batch at offset {offset}: {e}"))?;
+            offset = batch.next_offset();
+            progressed = true;
+            if batch.is_control() {
+                continue;
+            }
+            let owned = batch.owned_records()?;
+            for record in owned {
+                let Some(key) = record.key else {
+                    continue;
+                };
+                match records::decode(&key, record.value.as_deref()) {
+                    Ok(decoded) => out.push(decoded),
+                    Err(error) => tracing::warn!(
+                        partition,
+                        offset = record.offset,
+                        %error,
+                        "skipping an undecodable __consumer_offsets record"
+                    ),
+                }
+            }
+        }
+        if !progressed || offset >= read.high_watermark {
+            return Ok(out);
+        }
+    }
+}
+
+impl Actor for GroupCoordinator {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let interval = self.state.settings().offsets_retention_check_interval;
+        ctx.run_interval(interval, |act, ctx| {
+            let expired = act.state.expire_offsets(now_ms());
+            if expired > 0 {
+                tracing::info!(expired, "expired committed offsets");
+            }
+            act.run_effects(ctx);
+        });
+    }
+}
+
+/// Which `__consumer_offsets` partitions this node leads (partition → leader epoch), and how
+/// many the topic has; from [`super::GroupPublisher`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Leadership {
+    pub led: HashMap<i32, i32>,
+    pub partitions: i32,
+}
+
+impl Handler<Leadership> for GroupCoordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: Leadership, ctx: &mut Context<Self>) {
+        self.state.set_partition_count(msg.partitions);
+        let changed_epochs: Vec<i32> = msg
+            .led
+            .iter()
+            .filter(|(p, e)| self.led.get(p).is_some_and(|old| old != *e))
+            .map(|(p, _)| *p)
+            .collect();
+        // A new leader epoch means leadership moved away and back: reload.
+        for partition in changed_epochs {
+            self.state.unload(partition);
+        }
+        self.led = msg.led;
+        // A writer of a partition no longer led ends once its queue is drained.
+        self.writers.retain(|p, _| self.led.contains_key(p));
+        let all: HashSet<i32> = self.led.keys().copied().collect();
+        for partition in self.state.lead(&all) {
+            let epoch = self.led.get(&partition).copied().unwrap_or(-1);
+            tracing::debug!(partition, epoch, "loading __consumer_offsets partition");
+            self.spawn_load(partition, epoch, ctx);
+        }
+        self.run_effects(ctx);
+    }
+}
+
+/// A partition's records, read by a load task.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Loaded {
+    partition: i32,
+    epoch: i32,
+    result: Result<Vec<CoordinatorRecord>, String>,
+}
+
+impl Handler<Loaded> for GroupCoordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: Loaded, ctx: &mut Context<Self>) {
+        if self.led.get(&msg.partition) != Some(&msg.epoch) {
+            return;
+        }
+        match msg.result {
+            Ok(records) => {
+                self.state
+                    .loaded(msg.partition, records, Instant::now(), now_ms());
+                self.run_effects(ctx);
+            }
+            Err(error) => {
+                // The partition stays loading (COORDINATOR_LOAD_IN_PROGRESS, retriable) until
+                // leadership changes; a log that cannot be read is a storage fault.
+                tracing::error!(partition = msg.partition, %error, "cannot load __consumer_offsets partition");
+            }
+        }
+    }
+}
+
+/// JoinGroup; the answer comes through the receiver.
+#[derive(Message)]
+#[rtype(result = "oneshot::Receiver<JoinResult>")]
+pub struct JoinGroup(pub JoinRequest);
+
+impl Handler<JoinGroup> for GroupCoordinator {
+    type Result = MessageResult<JoinGroup>;
+
+    fn handle(&mut self, msg: JoinGroup, ctx: &mut Context<Self>) -> Self::Result {
+        let receiver = self.state.join(msg.0, Instant::now(), now_ms());
+        self.run_effects(ctx);
+        MessageResult(receiver)
+    }
+}
+
+/// SyncGroup; the answer comes through the receiver.
+#[derive(Message)]
+#[rtype(result = "oneshot::Receiver<SyncResult>")]
+pub struct SyncGroup(pub SyncRequest);
+
+impl Handler<SyncGroup> for GroupCoordinator {
+    type Result = MessageResult<SyncGroup>;
+
+    fn handle(&mut self, msg: SyncGroup, ctx: &mut Context<Self>) -> Self::Result {
+        let receiver = self.state.sync(msg.0, Instant::now(), now_ms());
+        self.run_effects(ctx);
+        MessageResult(receiver)
+    }
+}
+
+/// Heartbeat → its error code.
+#[derive(Message)]
+#[rtype(result = "i16")]
+pub struct Heartbeat {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation: i32,
+}
+
+impl Handler<Heartbeat> for GroupCoordinator {
+    type Result = i16;
+
+    fn handle(&mut self, msg: Heartbeat, ctx: &mut Context<Self>) -> i16 {
+        let code = self.state.heartbeat(
+            &msg.group_id,
+            &msg.member_id,
+            msg.group_instance_id.as_deref(),
+            msg.generation,
+            Instant::now(),
+        );
+        self.run_effects(ctx);
+        code
+    }
+}
+
+/// LeaveGroup → (top-level code, one code per member).
+#[derive(Message)]
+#[rtype(result = "(i16, Vec<i16>)")]
+pub struct LeaveGroup {
+    pub group_id: String,
+    pub members: Vec<Leaving>,
+}
+
+impl Handler<LeaveGroup> for GroupCoordinator {
+    type Result = MessageResult<LeaveGroup>;
+
+    fn handle(&mut self, msg: LeaveGroup, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self
+            .state
+            .leave(&msg.group_id, &msg.members, Instant::now(), now_ms());
+        self.run_effects(ctx);
+        MessageResult(result)
+    }
+}
+
+/// OffsetCommit → one code per partition, and a receiver told when the records are written.
+#[derive(Message)]
+#[rtype(result = "(Vec<i16>, oneshot::Receiver<i16>)")]
+pub struct CommitOffsets(pub CommitRequest);
+
+impl Handler<CommitOffsets> for GroupCoordinator {
+    type Result = MessageResult<CommitOffsets>;
+
+    fn handle(&mut self, msg: CommitOffsets, ctx: &mut Context<Self>) -> Self::Result {
+        let (done, written) = oneshot::channel();
+        let codes = self.state.commit(msg.0, done, Instant::now(), now_ms());
+        self.run_effects(ctx);
+        MessageResult((codes, written))
+    }
+}
+
+/// OffsetFetch of one group.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<(String, i32, Option<Committed>)>, i16>")]
+pub struct FetchOffsets {
+    pub group_id: String,
+    /// `None`: every committed partition.
+    pub partitions: Option<Vec<(String, i32)>>,
+}
+
+impl Handler<FetchOffsets> for GroupCoordinator {
+    type Result = MessageResult<FetchOffsets>;
+
+    fn handle(&mut self, msg: FetchOffsets, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            self.state
+                .fetch_offsets(&msg.group_id, msg.partitions.as_deref()),
+        )
+    }
+}
+
+/// ListGroups (state filter); COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<GroupListing>, i16>")]
+pub struct ListGroups {
+    pub states: Vec<String>,
+}
+
+impl Handler<ListGroups> for GroupCoordinator {
+    type Result = MessageResult<ListGroups>;
+
+    fn handle(&mut self, msg: ListGroups, _: &mut Context<Self>) -> Self::Result {
+        if self.state.is_loading() {
+            return MessageResult(Err(codes::COORDINATOR_LOAD_IN_PROGRESS));
+        }
+        MessageResult(Ok(self.state.list(&msg.states)))
+    }
+}
+
+/// DescribeGroups of one group.
+#[derive(Message)]
+#[rtype(result = "GroupDescription")]
+pub struct DescribeGroup {
+    pub group_id: String,
+    /// The code for a group that does not exist (NONE before v6, GROUP_ID_NOT_FOUND from v6).
+    pub unknown_code: i16,
+}
+
+impl Handler<DescribeGroup> for GroupCoordinator {
+    type Result = MessageResult<DescribeGroup>;
+
+    fn handle(&mut self, msg: DescribeGroup, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.describe(&msg.group_id, msg.unknown_code))
+    }
+}
+
+/// DeleteGroups of one group → its code.
+#[derive(Message)]
+#[rtype(result = "i16")]
+pub struct DeleteGroup(pub String);
+
+impl Handler<DeleteGroup> for GroupCoordinator {
+    type Result = i16;
+
+    fn handle(&mut self, msg: DeleteGroup, ctx: &mut Context<Self>) -> i16 {
+        let code = self.state.delete_group(&msg.0);
+        self.run_effects(ctx);
+        code
+    }
+}
+
+/// OffsetDelete → the group's error or one code per partition.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<i16>, i16>")]
+pub struct DeleteOffsets {
+    pub group_id: String,
+    pub partitions: Vec<(String, i32)>,
+}
+
+impl Handler<DeleteOffsets> for GroupCoordinator {
+    type Result = MessageResult<DeleteOffsets>;
+
+    fn handle(&mut self, msg: DeleteOffsets, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.state.delete_offsets(&msg.group_id, &msg.partitions);
+        self.run_effects(ctx);
+        MessageResult(result)
+    }
+}
+
+/// Runs the offset expiry now → how many offsets expired.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct ExpireOffsets;
+
+impl Handler<ExpireOffsets> for GroupCoordinator {
+    type Result = usize;
+
+    fn handle(&mut self, _: ExpireOffsets, ctx: &mut Context<Self>) -> usize {
+        let expired = self.state.expire_offsets(now_ms());
+        self.run_effects(ctx);
+        expired
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::log_manager::now_ms()
+}
+
+/// What handlers use to reach the coordinator.
+#[derive(Clone)]
+pub struct Groups {
+    pub coordinator: Addr<GroupCoordinator>,
+    pub settings: GroupSettings,
+}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Groups")
+            .field("settings", &self.settings)
+            .finish()
+    }
+}

@@ -1,0 +1,138 @@
+//! The group coordinator: consumer groups (classic protocol) and their committed offsets.
+//!
+//! Groups live in the partitions of `__consumer_offsets`, an internal compacted topic; the
+//! coordinator of a group is the leader of partition `abs(javaHash(group id)) % n`. This node's
+//! [`GroupCoordinator`] actor owns every group of the partitions it leads ([`state::Coordinator`],
+//! the pure state machine), learns which those are from [`GroupPublisher`] (the metadata image),
+//! loads a partition from its log when it starts leading it and drops its groups when it stops.
+//! Offsets and group records are appended to the partition's log through the log manager, so
+//! file I/O stays on the shard threads; parked JoinGroup/SyncGroup requests are woken by events
+//! (another member joining, a leader's assignment) or by the one timer the state asked for.
+
+mod actor;
+mod publisher;
+pub mod records;
+pub mod state;
+
+use std::time::Duration;
+
+pub use actor::{
+    CommitOffsets, DeleteGroup, DeleteOffsets, DescribeGroup, ExpireOffsets, FetchOffsets,
+    GroupCoordinator, Groups, Heartbeat, JoinGroup, Leadership, LeaveGroup, ListGroups, SyncGroup,
+};
+pub use publisher::GroupPublisher;
+
+/// The internal topic holding offsets and group metadata.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Kafka's error codes the coordinator answers with.
+pub mod codes {
+    pub const NONE: i16 = 0;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_COORDINATOR: i16 = 16;
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    pub const INVALID_GROUP_ID: i16 = 24;
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub const INVALID_SESSION_TIMEOUT: i16 = 26;
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const NON_EMPTY_GROUP: i16 = 68;
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    pub const FENCED_INSTANCE_ID: i16 = 82;
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+}
+
+/// The broker configs of the group coordinator (Kafka's names and defaults, except where noted).
+#[derive(Clone, Debug)]
+pub struct GroupSettings {
+    /// `offsets.topic.num.partitions` (50).
+    pub offsets_topic_partitions: i32,
+    /// `offsets.topic.replication.factor` (3 in Kafka; capped at the live brokers on creation).
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes` (104857600).
+    pub offsets_topic_segment_bytes: i32,
+    /// `group.min.session.timeout.ms` (6000).
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms` (1800000).
+    pub max_session_timeout_ms: i32,
+    /// `group.initial.rebalance.delay.ms` (3000).
+    pub initial_rebalance_delay: Duration,
+    /// `group.max.size` (Integer.MAX_VALUE).
+    pub max_size: usize,
+    /// `offset.metadata.max.bytes` (4096).
+    pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes` (10080), in ms.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms` (600000).
+    pub offsets_retention_check_interval: Duration,
+    /// `offsets.commit.timeout.ms` (5000).
+    pub offsets_commit_timeout: Duration,
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        GroupSettings {
+            offsets_topic_partitions: 50,
+            offsets_topic_replication_factor: 3,
+            offsets_topic_segment_bytes: 104_857_600,
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 1_800_000,
+            initial_rebalance_delay: Duration::from_millis(3000),
+            max_size: i32::MAX as usize,
+            offset_metadata_max_bytes: 4096,
+            offsets_retention_ms: 10080 * 60_000,
+            offsets_retention_check_interval: Duration::from_millis(600_000),
+            offsets_commit_timeout: Duration::from_millis(5000),
+        }
+    }
+}
+
+/// Java's `String.hashCode`: h = 31·h + c over UTF-16 code units, wrapping.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The `__consumer_offsets` partition of a group: Kafka's `Utils.abs(hash) % partitions`, where
+/// `abs(Integer.MIN_VALUE)` is 0.
+pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
+    let hash = java_string_hash(group_id);
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+
+    #[test]
+    fn hash_matches_java() {
+        // Values of "...".hashCode() in Java.
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("a"), 97);
+        assert_eq!(java_string_hash("hello"), 99_162_322);
+        assert_eq!(java_string_hash("my-group"), -1_906_497_762);
+        // Beyond the BMP: two UTF-16 code units (U+1F600 = D83D DE00).
+        assert_eq!(java_string_hash("😀"), 0xD83D * 31 + 0xDE00);
+        // "polygenelubricants".hashCode() == Integer.MIN_VALUE.
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+    }
+
+    #[test]
+    fn partition_follows_kafka() {
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("hello", 50), 99_162_322 % 50);
+        // A negative hash uses its absolute value.
+        assert_eq!(partition_for("my-group", 50), 12);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,510 @@
+//! The key and value schemas of `__consumer_offsets`, as Kafka writes them.
+//!
+//! kafka-protocol 0.18 has no types for these coordinator records, so they are encoded here from
+//! Kafka's `OffsetCommitKey/Value` and `GroupMetadataKey/Value` message definitions. Key and value
+//! each start with an int16 version; the key version says which record it is. Gregor writes
+//! OffsetCommitKey v1 + OffsetCommitValue v3 (v1 when an explicit expire time is set) and
+//! GroupMetadataKey v2 + GroupMetadataValue v3, as Kafka does; it reads every non-flexible value
+//! version and the flexible v4 of both values (Kafka 3.x+/4.x writers).
+
+use bytes::{Buf, BufMut, Bytes};
+
+/// Key of an OffsetCommit record (key versions 0 and 1).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OffsetKey {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+}
+
+/// One committed offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffsetValue {
+    pub offset: i64,
+    /// −1 when unknown.
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp: i64,
+    /// Set only by a commit with an explicit retention (OffsetCommit v2–v4).
+    pub expire_timestamp: Option<i64>,
+}
+
+/// One member as the group record stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberValue {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout_ms: i32,
+    pub session_timeout_ms: i32,
+    pub subscription: Bytes,
+    pub assignment: Bytes,
+}
+
+/// The state of a classic group (GroupMetadataValue).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupValue {
+    pub protocol_type: String,
+    pub generation: i32,
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    pub current_state_timestamp: i64,
+    pub members: Vec<MemberValue>,
+}
+
+/// A decoded record of `__consumer_offsets`; `None` values are tombstones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoordinatorRecord {
+    Offset(OffsetKey, Option<OffsetValue>),
+    Group(String, Option<GroupValue>),
+    /// A record type Gregor does not load (KIP-848 and share-group records).
+    Other(i16),
+}
+
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    // Group ids, topic names, member ids and metadata all fit an int16 length: their requests
+    // carry them with one (or with a shorter compact length), and commit metadata is bounded by
+    // `offset.metadata.max.bytes`.
+    let len = i16::try_from(s.len()).unwrap_or(i16::MAX);
+    out.put_i16(len);
+    out.extend_from_slice(&s.as_bytes()[..len as usize]);
+}
+
+fn put_nullable_string(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => put_string(out, s),
+        None => out.put_i16(-1),
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.put_i32(b.len() as i32);
+    out.extend_from_slice(b);
+}
+
+/// OffsetCommitKey v1.
+pub fn offset_key(key: &OffsetKey) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + key.group.len() + key.topic.len());
+    out.put_i16(1);
+    put_string(&mut out, &key.group);
+    put_string(&mut out, &key.topic);
+    out.put_i32(key.partition);
+    out
+}
+
+/// OffsetCommitValue v3, or v1 when the commit carries an explicit expire time.
+pub fn offset_value(value: &OffsetValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + value.metadata.len());
+    match value.expire_timestamp {
+        Some(expire) => {
+            out.put_i16(1);
+            out.put_i64(value.offset);
+            put_string(&mut out, &value.metadata);
+            out.put_i64(value.commit_timestamp);
+            out.put_i64(expire);
+        }
+        None => {
+            out.put_i16(3);
+            out.put_i64(value.offset);
+            out.put_i32(value.leader_epoch);
+            put_string(&mut out, &value.metadata);
+            out.put_i64(value.commit_timestamp);
+        }
+    }
+    out
+}
+
+/// GroupMetadataKey v2.
+pub fn group_key(group: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + group.len());
+    out.put_i16(2);
+    put_string(&mut out, group);
+    out
+}
+
+/// GroupMetadataValue v3.
+pub fn group_value(value: &GroupValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.put_i16(3);
+    put_string(&mut out, &value.protocol_type);
+    out.put_i32(value.generation);
+    put_nullable_string(&mut out, value.protocol.as_deref());
+    put_nullable_string(&mut out, value.leader.as_deref());
+    out.put_i64(value.current_state_timestamp);
+    out.put_i32(value.members.len() as i32);
+    for member in &value.members {
+        put_string(&mut out, &member.member_id);
+        put_nullable_string(&mut out, member.group_instance_id.as_deref());
+        put_string(&mut out, &member.client_id);
+        put_string(&mut out, &member.client_host);
+        out.put_i32(member.rebalance_timeout_ms);
+        out.put_i32(member.session_timeout_ms);
+        put_bytes(&mut out, &member.subscription);
+        put_bytes(&mut out, &member.assignment);
+    }
+    out
+}
+
+/// A cursor over a record's key or value that fails instead of panicking on short input.
+struct Reader<'a> {
+    buf: &'a [u8],
+    flexible: bool,
+}
+
+type Decoded<T> = Result<T, String>;
+
+impl<'a> Reader<'a> {
+    fn need(&self, n: usize) -> Decoded<()> {
+        if self.buf.remaining() < n {
+            Err(format!(
+                "record ends early: {n} bytes needed, {} left",
+                self.buf.len()
+            ))
+        } else {
+            Ok(())
+        }
+    }
+    fn i16(&mut self) -> Decoded<i16> {
+        self.need(2)?;
+        Ok(self.buf.get_i16())
+    }
+    fn i32(&mut self) -> Decoded<i32> {
+        self.need(4)?;
+        Ok(self.buf.get_i32())
+    }
+    fn i64(&mut self) -> Decoded<i64> {
+        self.need(8)?;
+        Ok(self.buf.get_i64())
+    }
+    fn unsigned_varint(&mut self) -> Decoded<u32> {
+        let mut value = 0u32;
+        for shift in (0..35).step_by(7) {
+            self.need(1)?;
+            let byte = self.buf.get_u8();
+            value |= u32::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("varint longer than 5 bytes".to_owned())
+    }
+    /// A length: −1 is null. Flexible versions store length + 1 as an unsigned varint.
+    fn length(&mut self, wide: bool) -> Decoded<Option<usize>> {
+        let len = if self.flexible {
+            i64::from(self.unsigned_varint()?) - 1
+        } else if wide {
+            i64::from(self.i32()?)
+        } else {
+            i64::from(self.i16()?)
+        };
+        if len < 0 {
+            return Ok(None);
+        }
+        let len = len as usize;
+        self.need(len)?;
+        Ok(Some(len))
+    }
+    fn take(&mut self, len: usize) -> &'a [u8] {
+        let (head, tail) = self.buf.split_at(len);
+        self.buf = tail;
+        head
+    }
+    fn nullable_string(&mut self) -> Decoded<Option<String>> {
+        match self.length(false)? {
+            None => Ok(None),
+            Some(len) => String::from_utf8(self.take(len).to_vec())
+                .map(Some)
+                .map_err(|_| "string is not UTF-8".to_owned()),
+        }
+    }
+    fn string(&mut self) -> Decoded<String> {
+        self.nullable_string()?
+            .ok_or_else(|| "null in a non-nullable string".to_owned())
+    }
+    fn bytes(&mut self) -> Decoded<Bytes> {
+        match self.length(true)? {
+            None => Ok(Bytes::new()),
+            Some(len) => Ok(Bytes::copy_from_slice(self.take(len))),
+        }
+    }
+    fn array_len(&mut self) -> Decoded<usize> {
+        let len = if self.flexible {
+            i64::from(self.unsigned_varint()?) - 1
+        } else {
+            i64::from(self.i32()?)
+        };
+        // Every element takes at least one byte, which bounds what a corrupt count can claim.
+        Ok(usize::try_from(len).unwrap_or(0).min(self.buf.len()))
+    }
+    /// Skips a flexible struct's tagged fields.
+    fn tagged_fields(&mut self) -> Decoded<()> {
+        if !self.flexible {
+            return Ok(());
+        }
+        let count = self.unsigned_varint()?;
+        for _ in 0..count {
+            self.unsigned_varint()?;
+            let size = self.unsigned_varint()? as usize;
+            self.need(size)?;
+            self.take(size);
+        }
+        Ok(())
+    }
+}
+
+/// Decodes one record of `__consumer_offsets` from its key and value.
+pub fn decode(key: &[u8], value: Option<&[u8]>) -> Decoded<CoordinatorRecord> {
+    let mut k = Reader {
+        buf: key,
+        flexible: false,
+    };
+    let key_version = k.i16()?;
+    match key_version {
+        0 | 1 => {
+            let key = OffsetKey {
+                group: k.string()?,
+                topic: k.string()?,
+                partition: k.i32()?,
+            };
+            let value = value.map(decode_offset_value).transpose()?;
+            Ok(CoordinatorRecord::Offset(key, value))
+        }
+        2 => {
+            let group = k.string()?;
+            let value = value.map(decode_group_value).transpose()?;
+            Ok(CoordinatorRecord::Group(group, value))
+        }
+        other => Ok(CoordinatorRecord::Other(other)),
+    }
+}
+
+fn decode_offset_value(value: &[u8]) -> Decoded<OffsetValue> {
+    let mut r = Reader {
+        buf: value,
+        flexible: false,
+    };
+    let version = r.i16()?;
+    if !(0..=4).contains(&version) {
+        return Err(format!("unknown OffsetCommitValue version {version}"));
+    }
+    r.flexible = version >= 4;
+    let offset = r.i64()?;
+    let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+    let metadata = r.string()?;
+    let commit_timestamp = r.i64()?;
+    let expire_timestamp = if version == 1 { Some(r.i64()?) } else { None };
+    r.tagged_fields()?;
+    Ok(OffsetValue {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp,
+        expire_timestamp,
+    })
+}
+
+fn decode_group_value(value: &[u8]) -> Decoded<GroupValue> {
+    let mut r = Reader {
+        buf: value,
+        flexible: false,
+    };
+    let version = r.i16()?;
+    if !(0..=4).contains(&version) {
+        return Err(format!("unknown GroupMetadataValue version {version}"));
+    }
+    r.flexible = version >= 4;
+    let protocol_type = r.string()?;
+    let generation = r.i32()?;
+    let protocol = r.nullable_string()?;
+    let leader = r.nullable_string()?;
+    let current_state_timestamp = if version >= 2 { r.i64()? } else { -1 };
+    let count = r.array_len()?;
+    let mut members = Vec::with_capacity(count);
+    for _ in 0..count {
+        let member_id = r.string()?;
+        let group_instance_id = if version >= 3 {
+            r.nullable_string()?
+        } else {
+            None
+        };
+        let client_id = r.string()?;
+        let client_host = r.string()?;
+        let rebalance_timeout_ms = if version >= 1 { r.i32()? } else { -1 };
+        let session_timeout_ms = r.i32()?;
+        let subscription = r.bytes()?;
+        let assignment = r.bytes()?;
+        r.tagged_fields()?;
+        members.push(MemberValue {
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms: if rebalance_timeout_ms < 0 {
+                session_timeout_ms
+            } else {
+                rebalance_timeout_ms
+            },
+            session_timeout_ms,
+            subscription,
+            assignment,
+        });
+    }
+    r.tagged_fields()?;
+    Ok(GroupValue {
+        protocol_type,
+        generation,
+        protocol,
+        leader,
+        current_state_timestamp,
+        members,
+    })
+}
+
+/// The topics of a consumer-protocol subscription (`ConsumerProtocolSubscription`, any version:
+/// they all start with the int16 version and the topic array); `None` when the bytes are not one.
+pub fn subscribed_topics(subscription: &[u8]) -> Option<Vec<String>> {
+    let mut r = Reader {
+        buf: subscription,
+        flexible: false,
+    };
+    r.i16().ok()?;
+    let count = r.array_len().ok()?;
+    (0..count).map(|_| r.string().ok()).collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_records_match_kafkas_bytes() {
+        let key = OffsetKey {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 3,
+        };
+        assert_eq!(
+            offset_key(&key),
+            vec![0, 1, 0, 1, b'g', 0, 1, b't', 0, 0, 0, 3]
+        );
+        let value = OffsetValue {
+            offset: 42,
+            leader_epoch: 7,
+            metadata: "m".into(),
+            commit_timestamp: 1000,
+            expire_timestamp: None,
+        };
+        let bytes = offset_value(&value);
+        assert_eq!(
+            bytes,
+            vec![0, 3, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 7, 0, 1, b'm', 0, 0, 0, 0, 0, 0, 3, 232]
+        );
+        assert_eq!(
+            decode(&offset_key(&key), Some(&bytes)).unwrap(),
+            CoordinatorRecord::Offset(key.clone(), Some(value))
+        );
+        assert_eq!(
+            decode(&offset_key(&key), None).unwrap(),
+            CoordinatorRecord::Offset(key, None)
+        );
+    }
+
+    #[test]
+    fn v1_offset_value_keeps_the_expire_time() {
+        let value = OffsetValue {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 10,
+            expire_timestamp: Some(20),
+        };
+        let bytes = offset_value(&value);
+        assert_eq!(&bytes[..2], &[0, 1]);
+        assert_eq!(bytes.len(), 2 + 8 + 2 + 8 + 8);
+        assert_eq!(decode_offset_value(&bytes).unwrap(), value);
+    }
+
+    #[test]
+    fn flexible_v4_offset_value_decodes() {
+        // version 4, offset 9, epoch 1, compact "ab", timestamp 2, one tagged field (tag 0, 16
+        // bytes: a topic id), then nothing.
+        let mut bytes = vec![0, 4];
+        bytes.extend_from_slice(&9i64.to_be_bytes());
+        bytes.extend_from_slice(&1i32.to_be_bytes());
+        bytes.extend_from_slice(&[3, b'a', b'b']);
+        bytes.extend_from_slice(&2i64.to_be_bytes());
+        bytes.extend_from_slice(&[1, 0, 16]);
+        bytes.extend_from_slice(&[0xAA; 16]);
+        let value = decode_offset_value(&bytes).unwrap();
+        assert_eq!(
+            (value.offset, value.leader_epoch, value.metadata.as_str()),
+            (9, 1, "ab")
+        );
+        assert_eq!(value.commit_timestamp, 2);
+    }
+
+    #[test]
+    fn group_records_round_trip() {
+        let value = GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 4,
+            protocol: Some("range".into()),
+            leader: Some("m-1".into()),
+            current_state_timestamp: 99,
+            members: vec![MemberValue {
+                member_id: "m-1".into(),
+                group_instance_id: Some("i".into()),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                rebalance_timeout_ms: 300_000,
+                session_timeout_ms: 45_000,
+                subscription: Bytes::from_static(&[1, 2]),
+                assignment: Bytes::from_static(&[3]),
+            }],
+        };
+        let key = group_key("grp");
+        assert_eq!(key, vec![0, 2, 0, 3, b'g', b'r', b'p']);
+        assert_eq!(
+            decode(&key, Some(&group_value(&value))).unwrap(),
+            CoordinatorRecord::Group("grp".into(), Some(value))
+        );
+    }
+
+    #[test]
+    fn truncated_records_are_errors_not_panics() {
+        let value = group_value(&GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 1,
+            protocol: None,
+            leader: None,
+            current_state_timestamp: 0,
+            members: vec![],
+        });
+        for cut in 0..value.len() - 1 {
+            assert!(
+                decode(&group_key("g"), Some(&value[..cut])).is_err(),
+                "{cut}"
+            );
+        }
+        assert!(decode(&[0], None).is_err());
+        assert_eq!(
+            decode(&[0, 5, 0, 0], None).unwrap(),
+            CoordinatorRecord::Other(5)
+        );
+    }
+
+    #[test]
+    fn subscription_topics_are_read() {
+        // ConsumerProtocolSubscription v0: version 0, ["a", "bc"], user data null.
+        let bytes = [
+            0, 0, 0, 0, 0, 2, 0, 1, b'a', 0, 2, b'b', b'c', 255, 255, 255, 255,
+        ];
+        assert_eq!(
+            subscribed_topics(&bytes),
+            Some(vec!["a".to_owned(), "bc".to_owned()])
+        );
+        assert_eq!(subscribed_topics(&[0]), None);
+    }
+}

@@ -1,0 +1,545 @@
+//! The classic protocol's decisions with exact values: no actor, runtime or log.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::codes::*;
+use super::records::{self, CoordinatorRecord, OffsetKey, OffsetValue};
+use super::state::*;
+use super::GroupSettings;
+
+fn settings() -> GroupSettings {
+    GroupSettings {
+        offsets_topic_partitions: 1,
+        initial_rebalance_delay: Duration::from_millis(3000),
+        ..GroupSettings::default()
+    }
+}
+
+fn loaded(now: Instant) -> Coordinator {
+    let mut c = Coordinator::new(settings());
+    assert_eq!(c.lead(&HashSet::from([0])), vec![0]);
+    c.loaded(0, Vec::new(), now, 0);
+    c
+}
+
+fn join_request(member_id: &str, version: i16) -> JoinRequest {
+    JoinRequest {
+        version,
+        group_id: "g".into(),
+        member_id: member_id.into(),
+        group_instance_id: None,
+        client_id: "client".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 60_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::from_static(b"sub"))],
+    }
+}
+
+fn answered<T>(mut receiver: oneshot::Receiver<T>) -> T {
+    receiver.try_recv().expect("answered")
+}
+
+fn pending<T: std::fmt::Debug>(receiver: &mut oneshot::Receiver<T>) {
+    assert!(matches!(
+        receiver.try_recv(),
+        Err(oneshot::error::TryRecvError::Empty)
+    ));
+}
+
+/// The Join timers queued since the last call, as instants.
+fn join_timers(c: &mut Coordinator) -> Vec<Instant> {
+    c.take_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Timer {
+                at,
+                timer: Timer::Join { .. },
+            } => Some(at),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A member joins an empty group: MEMBER_ID_REQUIRED, then a parked join answered after the
+/// initial delay. Returns the member id and the join result.
+fn first_member(c: &mut Coordinator, t0: Instant) -> (String, JoinResult) {
+    let required = answered(c.join(join_request("", 5), t0, 0));
+    assert_eq!(required.error, MEMBER_ID_REQUIRED);
+    assert!(required.member_id.starts_with("client-"));
+    let mut join = c.join(join_request(&required.member_id, 5), t0, 0);
+    pending(&mut join);
+    assert_eq!(join_timers(c), vec![t0 + Duration::from_millis(3000)]);
+    let later = t0 + Duration::from_millis(3000);
+    c.fire(Timer::Join { group: "g".into() }, later, 3000);
+    (required.member_id, answered(join))
+}
+
+#[test]
+fn first_join_waits_the_initial_delay_then_leads() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let mut early = c.join(join_request("", 5), t0, 0);
+    let id = early.try_recv().unwrap().member_id;
+    let mut join = c.join(join_request(&id, 5), t0, 0);
+    // Before the delay has passed, the timer changes nothing.
+    c.fire(
+        Timer::Join { group: "g".into() },
+        t0 + Duration::from_millis(2999),
+        2999,
+    );
+    pending(&mut join);
+    c.fire(
+        Timer::Join { group: "g".into() },
+        t0 + Duration::from_millis(3000),
+        3000,
+    );
+    let result = answered(join);
+    assert_eq!(result.error, NONE);
+    assert_eq!(result.generation, 1);
+    assert_eq!(result.leader, id);
+    assert_eq!(result.protocol_name.as_deref(), Some("range"));
+    assert_eq!(
+        result.members,
+        vec![JoinedMember {
+            member_id: id.clone(),
+            group_instance_id: None,
+            metadata: Bytes::from_static(b"sub"),
+        }]
+    );
+    let sync = c.sync(
+        SyncRequest {
+            group_id: "g".into(),
+            generation: 1,
+            member_id: id.clone(),
+            group_instance_id: None,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignments: vec![(id.clone(), Bytes::from_static(b"a0"))],
+        },
+        t0,
+        3000,
+    );
+    assert_eq!(answered(sync).assignment, Bytes::from_static(b"a0"));
+    assert_eq!(c.heartbeat("g", &id, None, 1, t0), NONE);
+    assert_eq!(c.heartbeat("g", &id, None, 0, t0), ILLEGAL_GENERATION);
+    assert_eq!(c.heartbeat("g", "other", None, 1, t0), UNKNOWN_MEMBER_ID);
+    let described = c.describe("g", GROUP_ID_NOT_FOUND);
+    assert_eq!(described.state, "Stable");
+    assert_eq!(described.protocol_data, "range");
+    assert_eq!(described.members[0].assignment, Bytes::from_static(b"a0"));
+    // The group record is written once the group is stable.
+    let writes = c
+        .take_effects()
+        .into_iter()
+        .filter(|e| matches!(e, Effect::Write(_)))
+        .count();
+    assert_eq!(writes, 1);
+}
+
+#[test]
+fn a_second_member_rebalances_and_the_leader_assigns_both() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let (first, _) = first_member(&mut c, t0);
+    let sync = c.sync(
+        SyncRequest {
+            group_id: "g".into(),
+            generation: 1,
+            member_id: first.clone(),
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![(first.clone(), Bytes::from_static(b"all"))],
+        },
+        t0,
+        0,
+    );
+    assert_eq!(answered(sync).error, NONE);
+    let second = answered(c.join(join_request("", 5), t0, 0)).member_id;
+    let mut second_join = c.join(join_request(&second, 5), t0, 0);
+    pending(&mut second_join);
+    // The first member learns of the rebalance from its heartbeat and rejoins.
+    assert_eq!(c.heartbeat("g", &first, None, 1, t0), REBALANCE_IN_PROGRESS);
+    let first_join = c.join(join_request(&first, 5), t0, 0);
+    let leader = answered(first_join);
+    let follower = answered(second_join);
+    assert_eq!((leader.generation, follower.generation), (2, 2));
+    assert_eq!(leader.leader, first);
+    assert_eq!(leader.members.len(), 2);
+    assert!(follower.members.is_empty());
+    let mut follower_sync = c.sync(
+        SyncRequest {
+            group_id: "g".into(),
+            generation: 2,
+            member_id: second.clone(),
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: Vec::new(),
+        },
+        t0,
+        0,
+    );
+    pending(&mut follower_sync);
+    let leader_sync = c.sync(
+        SyncRequest {
+            group_id: "g".into(),
+            generation: 2,
+            member_id: first.clone(),
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![
+                (first.clone(), Bytes::from_static(b"p0")),
+                (second.clone(), Bytes::from_static(b"p1")),
+            ],
+        },
+        t0,
+        0,
+    );
+    assert_eq!(answered(leader_sync).assignment, Bytes::from_static(b"p0"));
+    assert_eq!(
+        answered(follower_sync).assignment,
+        Bytes::from_static(b"p1")
+    );
+}
+
+#[test]
+fn an_expired_session_removes_the_member_and_empties_the_group() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let (id, joined) = first_member(&mut c, t0);
+    assert_eq!(joined.error, NONE);
+    let session = Duration::from_millis(10_000);
+    let at_join = t0 + Duration::from_millis(3000);
+    // A timer before the deadline only re-arms itself.
+    c.fire(
+        Timer::Session {
+            group: "g".into(),
+            member: id.clone(),
+        },
+        at_join + session - Duration::from_millis(1),
+        0,
+    );
+    assert_eq!(c.describe("g", NONE).members.len(), 1);
+    c.fire(
+        Timer::Session {
+            group: "g".into(),
+            member: id.clone(),
+        },
+        at_join + session,
+        20_000,
+    );
+    let described = c.describe("g", NONE);
+    assert_eq!(described.state, "Empty");
+    assert!(described.members.is_empty());
+    assert_eq!(c.heartbeat("g", &id, None, 1, t0), UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn join_errors_follow_kafka() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let mut request = join_request("", 5);
+    request.group_id = String::new();
+    assert_eq!(answered(c.join(request, t0, 0)).error, INVALID_GROUP_ID);
+    let mut request = join_request("", 5);
+    request.session_timeout_ms = 5999;
+    assert_eq!(
+        answered(c.join(request, t0, 0)).error,
+        INVALID_SESSION_TIMEOUT
+    );
+    assert_eq!(
+        answered(c.join(join_request("stranger", 5), t0, 0)).error,
+        UNKNOWN_MEMBER_ID
+    );
+    let mut request = join_request("", 5);
+    request.group_id = "g".repeat(32_768);
+    assert_eq!(answered(c.join(request, t0, 0)).error, INVALID_GROUP_ID);
+    let mut request = join_request("", 5);
+    request.group_instance_id = Some("i".repeat(20_000));
+    assert_eq!(answered(c.join(request, t0, 0)).error, INVALID_REQUEST);
+    let mut request = join_request("", 5);
+    request.protocols.clear();
+    assert_eq!(
+        answered(c.join(request, t0, 0)).error,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
+    let (_, _) = first_member(&mut c, t0);
+    let mut other = join_request("", 3);
+    other.protocol_type = "connect".into();
+    assert_eq!(
+        answered(c.join(other, t0, 0)).error,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
+}
+
+#[test]
+fn groups_of_unled_or_loading_partitions_are_refused() {
+    let t0 = Instant::now();
+    let mut c = Coordinator::new(settings());
+    assert_eq!(c.heartbeat("g", "m", None, 1, t0), NOT_COORDINATOR);
+    c.lead(&HashSet::from([0]));
+    assert_eq!(
+        c.heartbeat("g", "m", None, 1, t0),
+        COORDINATOR_LOAD_IN_PROGRESS
+    );
+    assert_eq!(
+        answered(c.join(join_request("", 5), t0, 0)).error,
+        COORDINATOR_LOAD_IN_PROGRESS
+    );
+    c.loaded(0, Vec::new(), t0, 0);
+    assert_eq!(c.heartbeat("g", "m", None, 1, t0), UNKNOWN_MEMBER_ID);
+}
+
+fn commit(generation: i32, member: &str, version: i16, metadata: &str) -> CommitRequest {
+    CommitRequest {
+        version,
+        group_id: "g".into(),
+        generation,
+        member_id: member.into(),
+        group_instance_id: None,
+        retention_ms: -1,
+        partitions: vec![CommitPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 42,
+            leader_epoch: 3,
+            metadata: Some(metadata.into()),
+            error: NONE,
+        }],
+    }
+}
+
+#[test]
+fn commits_check_generation_and_member() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let (done, _) = oneshot::channel();
+    // No group: a generation ≥ 0 is refused (the code depends on the version).
+    assert_eq!(
+        c.commit(commit(5, "m", 8, ""), done, t0, 0),
+        vec![ILLEGAL_GENERATION]
+    );
+    let (done, _) = oneshot::channel();
+    assert_eq!(
+        c.commit(commit(5, "m", 9, ""), done, t0, 0),
+        vec![GROUP_ID_NOT_FOUND]
+    );
+    // Generation -1 creates a simple group and stores the offset.
+    let (done, mut written) = oneshot::channel();
+    assert_eq!(
+        c.commit(commit(-1, "", 8, "meta"), done, t0, 1000),
+        vec![NONE]
+    );
+    pending(&mut written);
+    let write = c
+        .take_effects()
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Write(w) => Some(w),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(write.partition, 0);
+    assert_eq!(
+        records::decode(&write.records[0].0, write.records[0].1.as_deref()).unwrap(),
+        CoordinatorRecord::Offset(
+            OffsetKey {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 0
+            },
+            Some(OffsetValue {
+                offset: 42,
+                leader_epoch: 3,
+                metadata: "meta".into(),
+                commit_timestamp: 1000,
+                expire_timestamp: None,
+            })
+        )
+    );
+    let fetched = c.fetch_offsets("g", None).unwrap();
+    assert_eq!(fetched.len(), 1);
+    assert_eq!(fetched[0].2.as_ref().map(|o| o.offset), Some(42));
+    // Metadata above offset.metadata.max.bytes.
+    let (done, _) = oneshot::channel();
+    assert_eq!(
+        c.commit(commit(-1, "", 8, &"x".repeat(4097)), done, t0, 0),
+        vec![OFFSET_METADATA_TOO_LARGE]
+    );
+    // A live group: the member and generation must match.
+    let (id, _) = first_member(&mut c, t0);
+    let (done, _) = oneshot::channel();
+    assert_eq!(
+        c.commit(commit(1, "nobody", 8, ""), done, t0, 0),
+        vec![UNKNOWN_MEMBER_ID]
+    );
+    let (done, _) = oneshot::channel();
+    assert_eq!(
+        c.commit(commit(7, &id, 8, ""), done, t0, 0),
+        vec![ILLEGAL_GENERATION]
+    );
+    // CompletingRebalance: the member must sync first.
+    let (done, _) = oneshot::channel();
+    assert_eq!(
+        c.commit(commit(1, &id, 8, ""), done, t0, 0),
+        vec![REBALANCE_IN_PROGRESS]
+    );
+    let (done, _) = oneshot::channel();
+    assert_eq!(
+        c.commit(commit(-1, "", 8, ""), done, t0, 0),
+        vec![UNKNOWN_MEMBER_ID]
+    );
+    // Unknown groups fetch nothing, without error.
+    assert_eq!(
+        c.fetch_offsets("other", Some(&[("t".into(), 0)])).unwrap()[0].2,
+        None
+    );
+}
+
+#[test]
+fn delete_refuses_live_groups_and_subscribed_topics() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    assert_eq!(c.delete_group("g"), GROUP_ID_NOT_FOUND);
+    let mut request = join_request("", 5);
+    // ConsumerProtocolSubscription v0 for topic "t".
+    request.protocols = vec![(
+        "range".into(),
+        Bytes::from_static(&[0, 0, 0, 0, 0, 1, 0, 1, b't', 255, 255, 255, 255]),
+    )];
+    let id = answered(c.join(request.clone(), t0, 0)).member_id;
+    request.member_id = id.clone();
+    let join = c.join(request, t0, 0);
+    c.fire(
+        Timer::Join { group: "g".into() },
+        t0 + Duration::from_secs(3),
+        0,
+    );
+    assert_eq!(answered(join).error, NONE);
+    let sync = c.sync(
+        SyncRequest {
+            group_id: "g".into(),
+            generation: 1,
+            member_id: id.clone(),
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: Vec::new(),
+        },
+        t0,
+        0,
+    );
+    assert_eq!(answered(sync).error, NONE);
+    assert_eq!(c.delete_group("g"), NON_EMPTY_GROUP);
+    assert_eq!(
+        c.delete_offsets("g", &[("t".into(), 0), ("u".into(), 0)]),
+        Ok(vec![GROUP_SUBSCRIBED_TO_TOPIC, NONE])
+    );
+    let (codes, members) = c.leave(
+        "g",
+        &[
+            Leaving {
+                member_id: id,
+                group_instance_id: None,
+            },
+            Leaving {
+                member_id: "ghost".into(),
+                group_instance_id: None,
+            },
+        ],
+        t0,
+        0,
+    );
+    assert_eq!((codes, members), (NONE, vec![NONE, UNKNOWN_MEMBER_ID]));
+    assert_eq!(c.describe("g", NONE).state, "Empty");
+    assert_eq!(c.delete_group("g"), NONE);
+    assert_eq!(
+        c.describe("g", GROUP_ID_NOT_FOUND).error,
+        GROUP_ID_NOT_FOUND
+    );
+}
+
+#[test]
+fn a_loaded_partition_restores_offsets_and_members() {
+    let t0 = Instant::now();
+    let mut c = Coordinator::new(settings());
+    c.lead(&HashSet::from([0]));
+    let key = |p| OffsetKey {
+        group: "g".into(),
+        topic: "t".into(),
+        partition: p,
+    };
+    let value = |offset| OffsetValue {
+        offset,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp: 5,
+        expire_timestamp: None,
+    };
+    c.loaded(
+        0,
+        vec![
+            CoordinatorRecord::Offset(key(0), Some(value(1))),
+            CoordinatorRecord::Offset(key(0), Some(value(2))),
+            CoordinatorRecord::Offset(key(1), Some(value(9))),
+            CoordinatorRecord::Offset(key(1), None),
+            CoordinatorRecord::Group(
+                "gone".into(),
+                Some(records::GroupValue {
+                    protocol_type: "consumer".into(),
+                    generation: 1,
+                    protocol: None,
+                    leader: None,
+                    current_state_timestamp: 0,
+                    members: Vec::new(),
+                }),
+            ),
+            CoordinatorRecord::Group("gone".into(), None),
+        ],
+        t0,
+        10,
+    );
+    let fetched = c.fetch_offsets("g", None).unwrap();
+    assert_eq!(fetched.len(), 1);
+    assert_eq!(
+        (fetched[0].1, fetched[0].2.as_ref().map(|o| o.offset)),
+        (0, Some(2))
+    );
+    let listed: Vec<String> = c.list(&[]).into_iter().map(|g| g.group_id).collect();
+    assert_eq!(listed, vec!["g".to_owned()]);
+    assert_eq!(c.list(&["stable".into()]), Vec::new());
+}
+
+#[test]
+fn offsets_of_empty_groups_expire_after_the_retention() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let (done, _) = oneshot::channel();
+    assert_eq!(c.commit(commit(-1, "", 8, ""), done, t0, 1_000), vec![NONE]);
+    c.take_effects();
+    let retention = GroupSettings::default().offsets_retention_ms;
+    assert_eq!(c.expire_offsets(1_000 + retention - 1), 0);
+    assert_eq!(c.expire_offsets(1_000 + retention), 1);
+    // The offset's tombstone and the group's.
+    let write = c
+        .take_effects()
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Write(w) => Some(w),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(write.records.len(), 2);
+    assert!(write.records.iter().all(|(_, v)| v.is_none()));
+    assert!(c.list(&[]).is_empty());
+}

@@ -1,0 +1,947 @@
+//! The group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+//! SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9),
+//! DeleteGroups (42) and OffsetDelete (47).
+//!
+//! FindCoordinator is answered from the image (the leader of the group's `__consumer_offsets`
+//! partition), creating that topic through the controller on first use. Everything else goes to
+//! the [`GroupCoordinator`](crate::groups::GroupCoordinator) actor, which owns the groups.
+
+use std::collections::HashSet;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DeleteGroupsResponse,
+    DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
+    GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, ResponseKind, SyncGroupRequest, SyncGroupResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use gregor_publishers::MetadataImage;
+
+use super::{ApiResponse, ErrorCounts};
+use crate::context::{HandlerContext, RequestInfo};
+use crate::controller::CreateTopics;
+use crate::groups::state::{
+    CommitPartition, CommitRequest, JoinRequest, JoinResult, Leaving, SyncRequest, SyncResult,
+};
+use crate::groups::{self, codes, partition_for, Groups, OFFSETS_TOPIC};
+
+/// FindCoordinator key types.
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+const KEY_TYPE_SHARE: i8 = 2;
+
+/// Without an authorizer every principal may do everything a group supports: READ(3),
+/// DELETE(6), DESCRIBE(8).
+const ALL_GROUP_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8;
+/// `authorized_operations` when the client did not ask for them.
+const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+fn text(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Kafka's `Errors.message()`: the exception's default message, "NONE" for success.
+fn error_message(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        None => "NONE".to_owned(),
+        Some(error) => error.to_string(),
+    }
+}
+
+fn no_coordinator(ctx: &HandlerContext) -> Option<&Groups> {
+    ctx.groups.as_ref()
+}
+
+/// Why the coordinator actor could not be asked: the node is shutting down.
+fn mailbox_closed(error: &actix::MailboxError) -> i16 {
+    tracing::error!(%error, "group coordinator unavailable");
+    codes::COORDINATOR_NOT_AVAILABLE
+}
+
+pub(super) async fn find_coordinator(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: FindCoordinatorRequest,
+) -> ApiResponse {
+    let version = info.api_version;
+    let keys: Vec<String> = if version >= 4 {
+        request
+            .coordinator_keys
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect()
+    } else {
+        vec![request.key.as_str().to_owned()]
+    };
+    let mut image = ctx.image.load_full();
+    let wants_groups = request.key_type == KEY_TYPE_GROUP;
+    if wants_groups && image.topics.get_by_name(OFFSETS_TOPIC).is_none() && !keys.is_empty() {
+        create_offsets_topic(ctx, info, &image).await;
+        image = ctx.image.load_full();
+    }
+    let answers: Vec<Located> = keys
+        .iter()
+        .map(|key| match request.key_type {
+            KEY_TYPE_GROUP => group_coordinator(ctx, info, &image, key),
+            KEY_TYPE_TRANSACTION => Err((
+                codes::COORDINATOR_NOT_AVAILABLE,
+                "Transactions are not supported by this broker yet; the transaction coordinator is not available.".to_owned(),
+            )),
+            KEY_TYPE_SHARE if version >= 6 => Err((
+                codes::COORDINATOR_NOT_AVAILABLE,
+                "Share groups are not supported by this broker; the share coordinator is not available.".to_owned(),
+            )),
+            other => Err((
+                codes::INVALID_REQUEST,
+                format!("Unknown coordinator type {other} in request"),
+            )),
+        })
+        .collect();
+    let mut errors = ErrorCounts::default();
+    let mut response = FindCoordinatorResponse::default();
+    if version >= 4 {
+        response.coordinators = keys
+            .into_iter()
+            .zip(answers)
+            .map(|(key, answer)| {
+                let coordinator = Coordinator::default().with_key(text(key));
+                match answer {
+                    Ok((node, host, port)) => {
+                        errors.add(codes::NONE);
+                        coordinator
+                            .with_node_id(BrokerId(node))
+                            .with_host(text(host))
+                            .with_port(port)
+                            .with_error_message(Some(text(error_message(codes::NONE))))
+                    }
+                    Err((code, message)) => {
+                        errors.add(code);
+                        coordinator
+                            .with_node_id(BrokerId(-1))
+                            .with_host(text(""))
+                            .with_port(-1)
+                            .with_error_code(code)
+                            .with_error_message(Some(text(message)))
+                    }
+                }
+            })
+            .collect();
+    } else {
+        match answers.into_iter().next() {
+            Some(Ok((node, host, port))) => {
+                errors.add(codes::NONE);
+                response = response
+                    .with_node_id(BrokerId(node))
+                    .with_host(text(host))
+                    .with_port(port)
+                    .with_error_message(Some(text(error_message(codes::NONE))));
+            }
+            Some(Err((code, message))) => {
+                errors.add(code);
+                response = response
+                    .with_error_code(code)
+                    .with_error_message(Some(text(message)))
+                    .with_node_id(BrokerId(-1))
+                    .with_host(text(""))
+                    .with_port(-1);
+            }
+            None => {}
+        }
+    }
+    ApiResponse::new(ResponseKind::FindCoordinator(response), errors)
+}
+
+/// A coordinator's (node id, host, port), or why there is none (code, message).
+type Located = Result<(i32, String, i32), (i16, String)>;
+
+/// The leader of the group's partition, reachable on the request's listener.
+fn group_coordinator(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    image: &MetadataImage,
+    group_id: &str,
+) -> Located {
+    let unavailable = |why: &str| {
+        Err((
+            codes::COORDINATOR_NOT_AVAILABLE,
+            format!("The coordinator is not available: {why}"),
+        ))
+    };
+    if no_coordinator(ctx).is_none() {
+        return unavailable("this node is not a broker");
+    }
+    let Some(topic) = image.topics.get_by_name(OFFSETS_TOPIC) else {
+        return unavailable("the __consumer_offsets topic is being created");
+    };
+    let count = topic.partitions().count() as i32;
+    let partition = partition_for(group_id, count);
+    let Some(registration) = topic.partition(partition) else {
+        return unavailable("the group's partition does not exist");
+    };
+    let Some(broker) = image
+        .cluster
+        .broker(registration.leader)
+        .filter(|b| !b.fenced)
+    else {
+        return unavailable("the group's partition has no live leader");
+    };
+    let Some(endpoint) = broker.endpoint(&info.listener_name) else {
+        return unavailable("the coordinator has no endpoint on this listener");
+    };
+    Ok((broker.id, endpoint.host.clone(), i32::from(endpoint.port)))
+}
+
+/// Asks the controller to create `__consumer_offsets` (compacted, `offsets.topic.*`). The
+/// replication factor is capped at the live brokers, so a cluster smaller than
+/// `offsets.topic.replication.factor` still gets one (Kafka keeps failing instead).
+async fn create_offsets_topic(ctx: &HandlerContext, info: &RequestInfo, image: &MetadataImage) {
+    let Some(groups) = no_coordinator(ctx) else {
+        return;
+    };
+    let settings = &groups.settings;
+    let live = image.cluster.brokers().filter(|b| !b.fenced).count();
+    let replication = settings
+        .offsets_topic_replication_factor
+        .min(i16::try_from(live).unwrap_or(i16::MAX))
+        .max(1);
+    let config = |name: &str, value: String| {
+        CreatableTopicConfig::default()
+            .with_name(text(name))
+            .with_value(Some(text(value)))
+    };
+    let topic = CreatableTopic::default()
+        .with_name(TopicName(text(OFFSETS_TOPIC)))
+        .with_num_partitions(settings.offsets_topic_partitions)
+        .with_replication_factor(replication)
+        .with_configs(vec![
+            config("cleanup.policy", "compact".to_owned()),
+            config("compression.type", "producer".to_owned()),
+            config(
+                "segment.bytes",
+                settings.offsets_topic_segment_bytes.to_string(),
+            ),
+        ]);
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![topic])
+        .with_timeout_ms(30_000);
+    let version = crate::controller::LATEST_CREATE_TOPICS_VERSION;
+    tracing::info!(
+        partitions = settings.offsets_topic_partitions,
+        replication,
+        "creating __consumer_offsets"
+    );
+    let forwarder = ctx
+        .forwarder
+        .as_ref()
+        .filter(|_| ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()));
+    let response = match forwarder {
+        Some(forwarder) => forwarder.create_topics(request, version).await,
+        None => ctx
+            .controller
+            .send(CreateTopics {
+                request,
+                version,
+                principal: info.principal.clone(),
+                client_id: info.client_id.clone(),
+            })
+            .await
+            .ok(),
+    };
+    match response {
+        Some(response) => {
+            for topic in response.topics {
+                if topic.error_code != 0
+                    && topic.error_code != ResponseError::TopicAlreadyExists.code()
+                {
+                    tracing::warn!(code = topic.error_code, message = ?topic.error_message, "creating __consumer_offsets failed");
+                }
+            }
+        }
+        None => tracing::warn!("no controller reachable to create __consumer_offsets"),
+    }
+}
+
+pub(super) async fn join_group(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: JoinGroupRequest,
+) -> ApiResponse {
+    let member_id = request.member_id.as_str().to_owned();
+    let join = JoinRequest {
+        version: info.api_version,
+        group_id: request.group_id.0.as_str().to_owned(),
+        member_id: member_id.clone(),
+        group_instance_id: request.group_instance_id.map(|i| i.as_str().to_owned()),
+        client_id: info.client_id.clone(),
+        client_host: info.client_host.clone(),
+        session_timeout_ms: request.session_timeout_ms,
+        // v0 has no rebalance timeout: the session timeout serves as both.
+        rebalance_timeout_ms: if info.api_version == 0 {
+            request.session_timeout_ms
+        } else {
+            request.rebalance_timeout_ms
+        },
+        protocol_type: request.protocol_type.as_str().to_owned(),
+        protocols: request
+            .protocols
+            .into_iter()
+            .map(|p| (p.name.as_str().to_owned(), p.metadata))
+            .collect(),
+    };
+    let result = match no_coordinator(ctx) {
+        None => JoinResult::error(codes::COORDINATOR_NOT_AVAILABLE, &member_id),
+        Some(groups) => match groups.coordinator.send(groups::JoinGroup(join)).await {
+            Ok(receiver) => receiver.await.unwrap_or_else(|_| {
+                JoinResult::error(codes::COORDINATOR_NOT_AVAILABLE, &member_id)
+            }),
+            Err(error) => JoinResult::error(mailbox_closed(&error), &member_id),
+        },
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add(result.error);
+    let response = JoinGroupResponse::default()
+        .with_error_code(result.error)
+        .with_generation_id(result.generation)
+        .with_protocol_type(result.protocol_type.map(text))
+        // v0-v6 have no nullable name: an empty string stands for none.
+        .with_protocol_name(Some(text(result.protocol_name.unwrap_or_default())))
+        .with_leader(text(result.leader))
+        .with_skip_assignment(result.skip_assignment)
+        .with_member_id(text(result.member_id))
+        .with_members(
+            result
+                .members
+                .into_iter()
+                .map(|m| {
+                    JoinGroupResponseMember::default()
+                        .with_member_id(text(m.member_id))
+                        .with_group_instance_id(m.group_instance_id.map(text))
+                        .with_metadata(m.metadata)
+                })
+                .collect(),
+        );
+    ApiResponse::new(ResponseKind::JoinGroup(response), errors)
+}
+
+pub(super) async fn sync_group(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: SyncGroupRequest,
+) -> ApiResponse {
+    let sync = SyncRequest {
+        group_id: request.group_id.0.as_str().to_owned(),
+        generation: request.generation_id,
+        member_id: request.member_id.as_str().to_owned(),
+        group_instance_id: request.group_instance_id.map(|i| i.as_str().to_owned()),
+        protocol_type: request
+            .protocol_type
+            .filter(|_| info.api_version >= 5)
+            .map(|t| t.as_str().to_owned()),
+        protocol_name: request
+            .protocol_name
+            .filter(|_| info.api_version >= 5)
+            .map(|t| t.as_str().to_owned()),
+        assignments: request
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.as_str().to_owned(), a.assignment))
+            .collect(),
+    };
+    let result = match no_coordinator(ctx) {
+        None => SyncResult::error(codes::COORDINATOR_NOT_AVAILABLE),
+        Some(groups) => match groups.coordinator.send(groups::SyncGroup(sync)).await {
+            Ok(receiver) => receiver
+                .await
+                .unwrap_or_else(|_| SyncResult::error(codes::COORDINATOR_NOT_AVAILABLE)),
+            Err(error) => SyncResult::error(mailbox_closed(&error)),
+        },
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add(result.error);
+    let response = SyncGroupResponse::default()
+        .with_error_code(result.error)
+        .with_protocol_type(result.protocol_type.map(text))
+        .with_protocol_name(result.protocol_name.map(text))
+        .with_assignment(result.assignment);
+    ApiResponse::new(ResponseKind::SyncGroup(response), errors)
+}
+
+pub(super) async fn heartbeat(ctx: &HandlerContext, request: HeartbeatRequest) -> ApiResponse {
+    let code = match no_coordinator(ctx) {
+        None => codes::COORDINATOR_NOT_AVAILABLE,
+        Some(groups) => groups
+            .coordinator
+            .send(groups::Heartbeat {
+                group_id: request.group_id.0.as_str().to_owned(),
+                member_id: request.member_id.as_str().to_owned(),
+                group_instance_id: request.group_instance_id.map(|i| i.as_str().to_owned()),
+                generation: request.generation_id,
+            })
+            .await
+            .unwrap_or_else(|e| mailbox_closed(&e)),
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add(code);
+    ApiResponse::new(
+        ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code)),
+        errors,
+    )
+}
+
+pub(super) async fn leave_group(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: LeaveGroupRequest,
+) -> ApiResponse {
+    let leaving: Vec<Leaving> = if info.api_version >= 3 {
+        request
+            .members
+            .iter()
+            .map(|m| Leaving {
+                member_id: m.member_id.as_str().to_owned(),
+                group_instance_id: m.group_instance_id.as_ref().map(|i| i.as_str().to_owned()),
+            })
+            .collect()
+    } else {
+        vec![Leaving {
+            member_id: request.member_id.as_str().to_owned(),
+            group_instance_id: None,
+        }]
+    };
+    let (top, per_member) = match no_coordinator(ctx) {
+        None => (
+            codes::COORDINATOR_NOT_AVAILABLE,
+            vec![codes::COORDINATOR_NOT_AVAILABLE; leaving.len()],
+        ),
+        Some(groups) => groups
+            .coordinator
+            .send(groups::LeaveGroup {
+                group_id: request.group_id.0.as_str().to_owned(),
+                members: leaving.clone(),
+            })
+            .await
+            .unwrap_or_else(|e| {
+                let code = mailbox_closed(&e);
+                (code, vec![code; leaving.len()])
+            }),
+    };
+    let mut errors = ErrorCounts::default();
+    let mut response = LeaveGroupResponse::default();
+    if info.api_version >= 3 {
+        errors.add(top);
+        errors.add_all(per_member.iter().copied());
+        response.error_code = top;
+        response.members = leaving
+            .into_iter()
+            .zip(per_member)
+            .map(|(m, code)| {
+                MemberResponse::default()
+                    .with_member_id(text(m.member_id))
+                    .with_group_instance_id(m.group_instance_id.map(text))
+                    .with_error_code(code)
+            })
+            .collect();
+    } else {
+        // One member: its code is the response's.
+        let code = if top != codes::NONE {
+            top
+        } else {
+            per_member.first().copied().unwrap_or(codes::NONE)
+        };
+        errors.add(code);
+        response.error_code = code;
+    }
+    ApiResponse::new(ResponseKind::LeaveGroup(response), errors)
+}
+
+/// Whether the image has the partition (commits for unknown partitions are refused).
+fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
+    image
+        .topics
+        .get_by_name(topic)
+        .is_some_and(|t| t.partition(partition).is_some())
+}
+
+pub(super) async fn offset_commit(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: OffsetCommitRequest,
+) -> ApiResponse {
+    let image = ctx.image.load_full();
+    let partitions: Vec<CommitPartition> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let image = &image;
+            t.partitions.iter().map(move |p| CommitPartition {
+                topic: t.name.0.as_str().to_owned(),
+                partition: p.partition_index,
+                offset: p.committed_offset,
+                leader_epoch: p.committed_leader_epoch,
+                metadata: p.committed_metadata.as_ref().map(|m| m.as_str().to_owned()),
+                error: if partition_exists(image, t.name.0.as_str(), p.partition_index) {
+                    codes::NONE
+                } else {
+                    codes::UNKNOWN_TOPIC_OR_PARTITION
+                },
+            })
+        })
+        .collect();
+    let count = partitions.len();
+    let commit = CommitRequest {
+        version: info.api_version,
+        group_id: request.group_id.0.as_str().to_owned(),
+        generation: request.generation_id_or_member_epoch,
+        member_id: request.member_id.as_str().to_owned(),
+        group_instance_id: request.group_instance_id.map(|i| i.as_str().to_owned()),
+        retention_ms: if (2..=4).contains(&info.api_version) {
+            request.retention_time_ms
+        } else {
+            -1
+        },
+        partitions,
+    };
+    let results: Vec<i16> = match no_coordinator(ctx) {
+        None => vec![codes::COORDINATOR_NOT_AVAILABLE; count],
+        Some(groups) => match groups.coordinator.send(groups::CommitOffsets(commit)).await {
+            Ok((mut results, written)) => {
+                // Kafka answers once the records are written, within offsets.commit.timeout.ms.
+                let outcome = tokio::time::timeout(groups.settings.offsets_commit_timeout, written)
+                    .await
+                    .map(|r| r.unwrap_or(codes::COORDINATOR_NOT_AVAILABLE))
+                    .unwrap_or(codes::REQUEST_TIMED_OUT);
+                if outcome != codes::NONE {
+                    for code in results.iter_mut().filter(|c| **c == codes::NONE) {
+                        *code = outcome;
+                    }
+                }
+                results
+            }
+            Err(error) => vec![mailbox_closed(&error); count],
+        },
+    };
+    let mut results = results.into_iter();
+    let mut errors = ErrorCounts::default();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name)
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            let code = results.next().unwrap_or(codes::NONE);
+                            errors.add(code);
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ApiResponse::new(
+        ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)),
+        errors,
+    )
+}
+
+/// The committed offsets of one group for OffsetFetch: (group error, [(topic, [(partition,
+/// offset, epoch, metadata, error)])]).
+type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
+
+async fn fetch_group_offsets(
+    ctx: &HandlerContext,
+    group_id: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> (i16, FetchedTopics) {
+    let Some(groups) = no_coordinator(ctx) else {
+        return (codes::COORDINATOR_NOT_AVAILABLE, Vec::new());
+    };
+    let asked = topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+            .collect::<Vec<_>>()
+    });
+    let result = groups
+        .coordinator
+        .send(groups::FetchOffsets {
+            group_id: group_id.to_owned(),
+            partitions: asked,
+        })
+        .await
+        .unwrap_or_else(|e| Err(mailbox_closed(&e)));
+    let found = match result {
+        Ok(found) => found,
+        Err(code) => {
+            // The group's error; asked partitions are listed with it too (before v8 the
+            // top-level code arrived in v2, so the partitions carry it as well).
+            let listed = topics
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, -1, -1, None, code)).collect()))
+                .collect();
+            return (code, listed);
+        }
+    };
+    let mut out: FetchedTopics = Vec::new();
+    for (topic, partition, committed) in found {
+        let entry = match committed {
+            Some(c) => (
+                partition,
+                c.offset,
+                c.leader_epoch,
+                Some(c.metadata),
+                codes::NONE,
+            ),
+            None => (partition, -1, -1, Some(String::new()), codes::NONE),
+        };
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, partitions)) => partitions.push(entry),
+            None => out.push((topic, vec![entry])),
+        }
+    }
+    (codes::NONE, out)
+}
+
+pub(super) async fn offset_fetch(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: OffsetFetchRequest,
+) -> ApiResponse {
+    let version = info.api_version;
+    let mut errors = ErrorCounts::default();
+    let mut response = OffsetFetchResponse::default();
+    if version >= 8 {
+        for group in request.groups {
+            let topics = group.topics.map(|topics| {
+                topics
+                    .into_iter()
+                    .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
+                    .collect()
+            });
+            let (code, found) = fetch_group_offsets(ctx, group.group_id.0.as_str(), topics).await;
+            errors.add(code);
+            let topics = if code == codes::NONE {
+                found
+            } else {
+                Vec::new()
+            };
+            response.groups.push(
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(group.group_id)
+                    .with_error_code(code)
+                    .with_topics(
+                        topics
+                            .into_iter()
+                            .map(|(name, partitions)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(text(name)))
+                                    .with_partitions(
+                                        partitions
+                                            .into_iter()
+                                            .map(|(p, offset, epoch, metadata, code)| {
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(offset)
+                                                    .with_committed_leader_epoch(epoch)
+                                                    .with_metadata(metadata.map(text))
+                                                    .with_error_code(code)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+            );
+        }
+    } else {
+        let topics = request.topics.map(|topics| {
+            topics
+                .into_iter()
+                .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
+                .collect()
+        });
+        let (code, found) = fetch_group_offsets(ctx, request.group_id.0.as_str(), topics).await;
+        errors.add(code);
+        response.error_code = code;
+        response.topics = found
+            .into_iter()
+            .map(|(name, partitions)| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(TopicName(text(name)))
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|(p, offset, epoch, metadata, code)| {
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch)
+                                    .with_metadata(metadata.map(text))
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+    }
+    ApiResponse::new(ResponseKind::OffsetFetch(response), errors)
+}
+
+pub(super) async fn list_groups(
+    ctx: &HandlerContext,
+    _info: &RequestInfo,
+    request: ListGroupsRequest,
+) -> ApiResponse {
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    let types: HashSet<String> = request
+        .types_filter
+        .iter()
+        .map(|t| t.as_str().to_ascii_lowercase())
+        .collect();
+    let result = match no_coordinator(ctx) {
+        None => Ok(Vec::new()),
+        Some(groups) => groups
+            .coordinator
+            .send(groups::ListGroups { states })
+            .await
+            .unwrap_or_else(|e| Err(mailbox_closed(&e))),
+    };
+    let mut errors = ErrorCounts::default();
+    let response = match result {
+        Ok(listed) => {
+            errors.add(codes::NONE);
+            // Every group here is a classic group.
+            let wanted = types.is_empty() || types.contains("classic");
+            ListGroupsResponse::default().with_groups(
+                listed
+                    .into_iter()
+                    .filter(|_| wanted)
+                    .map(|g| {
+                        ListedGroup::default()
+                            .with_group_id(GroupId(text(g.group_id)))
+                            .with_protocol_type(text(g.protocol_type))
+                            .with_group_state(text(g.state))
+                            .with_group_type(text("classic"))
+                    })
+                    .collect(),
+            )
+        }
+        Err(code) => {
+            errors.add(code);
+            ListGroupsResponse::default().with_error_code(code)
+        }
+    };
+    ApiResponse::new(ResponseKind::ListGroups(response), errors)
+}
+
+pub(super) async fn describe_groups(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: DescribeGroupsRequest,
+) -> ApiResponse {
+    let unknown_code = if info.api_version >= 6 {
+        codes::GROUP_ID_NOT_FOUND
+    } else {
+        codes::NONE
+    };
+    let operations = if request.include_authorized_operations {
+        ALL_GROUP_OPERATIONS
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    let mut errors = ErrorCounts::default();
+    let mut described = Vec::with_capacity(request.groups.len());
+    for group_id in request.groups {
+        let description = match no_coordinator(ctx) {
+            None => None,
+            Some(groups) => groups
+                .coordinator
+                .send(groups::DescribeGroup {
+                    group_id: group_id.0.as_str().to_owned(),
+                    unknown_code,
+                })
+                .await
+                .ok(),
+        };
+        let Some(d) = description else {
+            errors.add(codes::COORDINATOR_NOT_AVAILABLE);
+            described.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+                    .with_group_state(text("Dead"))
+                    .with_authorized_operations(operations),
+            );
+            continue;
+        };
+        errors.add(d.error);
+        let message = (d.error != codes::NONE && info.api_version >= 6).then(|| {
+            if d.error == codes::GROUP_ID_NOT_FOUND {
+                format!("Group {} not found.", group_id.0.as_str())
+            } else {
+                error_message(d.error)
+            }
+        });
+        described.push(
+            DescribedGroup::default()
+                .with_group_id(group_id)
+                .with_error_code(d.error)
+                .with_error_message(message.map(text))
+                .with_group_state(text(d.state))
+                .with_protocol_type(text(d.protocol_type))
+                .with_protocol_data(text(d.protocol_data))
+                .with_authorized_operations(operations)
+                .with_members(
+                    d.members
+                        .into_iter()
+                        .map(|m| {
+                            DescribedGroupMember::default()
+                                .with_member_id(text(m.member_id))
+                                .with_group_instance_id(m.group_instance_id.map(text))
+                                .with_client_id(text(m.client_id))
+                                .with_client_host(text(m.client_host))
+                                .with_member_metadata(m.metadata)
+                                .with_member_assignment(m.assignment)
+                        })
+                        .collect(),
+                ),
+        );
+    }
+    ApiResponse::new(
+        ResponseKind::DescribeGroups(DescribeGroupsResponse::default().with_groups(described)),
+        errors,
+    )
+}
+
+pub(super) async fn delete_groups(
+    ctx: &HandlerContext,
+    request: DeleteGroupsRequest,
+) -> ApiResponse {
+    let mut errors = ErrorCounts::default();
+    let mut results = Vec::with_capacity(request.groups_names.len());
+    for group_id in request.groups_names {
+        let code = match no_coordinator(ctx) {
+            None => codes::COORDINATOR_NOT_AVAILABLE,
+            Some(groups) => groups
+                .coordinator
+                .send(groups::DeleteGroup(group_id.0.as_str().to_owned()))
+                .await
+                .unwrap_or_else(|e| mailbox_closed(&e)),
+        };
+        errors.add(code);
+        results.push(
+            DeletableGroupResult::default()
+                .with_group_id(group_id)
+                .with_error_code(code),
+        );
+    }
+    ApiResponse::new(
+        ResponseKind::DeleteGroups(DeleteGroupsResponse::default().with_results(results)),
+        errors,
+    )
+}
+
+pub(super) async fn offset_delete(
+    ctx: &HandlerContext,
+    request: OffsetDeleteRequest,
+) -> ApiResponse {
+    let image = ctx.image.load_full();
+    // Unknown partitions are answered UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator.
+    let asked: Vec<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.name.0.as_str().to_owned(), p.partition_index))
+        })
+        .filter(|(t, p)| partition_exists(&image, t, *p))
+        .collect();
+    let result = match no_coordinator(ctx) {
+        None => Err(codes::COORDINATOR_NOT_AVAILABLE),
+        Some(groups) => groups
+            .coordinator
+            .send(groups::DeleteOffsets {
+                group_id: request.group_id.0.as_str().to_owned(),
+                partitions: asked.clone(),
+            })
+            .await
+            .unwrap_or_else(|e| Err(mailbox_closed(&e))),
+    };
+    let mut errors = ErrorCounts::default();
+    let response = match result {
+        Err(code) => {
+            errors.add(code);
+            OffsetDeleteResponse::default().with_error_code(code)
+        }
+        Ok(codes_out) => {
+            errors.add(codes::NONE);
+            let mut answered = asked.into_iter().zip(codes_out);
+            let mut next = answered.next();
+            let topics = request
+                .topics
+                .into_iter()
+                .map(|t| {
+                    let partitions = t
+                        .partitions
+                        .iter()
+                        .map(|p| {
+                            let code = match &next {
+                                Some(((topic, index), code))
+                                    if topic == t.name.0.as_str()
+                                        && *index == p.partition_index =>
+                                {
+                                    let code = *code;
+                                    next = answered.next();
+                                    code
+                                }
+                                _ => codes::UNKNOWN_TOPIC_OR_PARTITION,
+                            };
+                            errors.add(code);
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect();
+                    OffsetDeleteResponseTopic::default()
+                        .with_name(t.name)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            OffsetDeleteResponse::default().with_topics(topics)
+        }
+    };
+    ApiResponse::new(ResponseKind::OffsetDelete(response), errors)
+}

@@ -1,0 +1,530 @@
+"""Consumer groups (classic protocol) with real clients: kafka-python 3.0.12, confluent-kafka
+2.16.1 with `group.protocol=classic`, kcat -G and kafkajs 2.2.4 join groups on the node, which
+creates `__consumer_offsets` on the first FindCoordinator, spreads partitions, moves a killed
+member's partitions after its session timeout and keeps committed offsets across a restart.
+Bad input is answered with Kafka's codes on a raw socket.
+
+Nodes run with `group.initial.rebalance.delay.ms=0` so a lone member's first rebalance is not
+held for Kafka's 3 s; one test keeps the delay to check it groups members that join together.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+from confluent_kafka import Consumer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from conftest import RawConn, wait_for
+
+FAST = {"group.initial.rebalance.delay.ms": "0", "auto.create.topics.enable": "false"}
+KCAT = shutil.which("kcat")
+NODE_JS = shutil.which("node")
+JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "js")
+
+
+def create(node, name, partitions):
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def produce(node, topic, partitions, count, start=0):
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    try:
+        for i in range(start, start + count):
+            producer.send(topic, f"v{i}".encode(), partition=i % partitions)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+
+
+def consumer(node, group, topic, **extra):
+    settings = dict(
+        bootstrap_servers=node.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    settings.update(extra)
+    c = KafkaConsumer(**settings)
+    c.subscribe([topic])
+    return c
+
+
+class Polling:
+    """One kafka-python consumer polled on its own thread (a consumer is single-threaded, and
+    two consumers polled in turn on one thread keep interrupting each other's rebalance), with
+    what it received and its current assignment."""
+
+    def __init__(self, c):
+        self.consumer = c
+        self.values = []
+        self.assignment = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._commit = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            while not self._stop.is_set():
+                batch = self.consumer.poll(timeout_ms=200)
+                with self._lock:
+                    for records in batch.values():
+                        self.values.extend(r.value.decode() for r in records)
+                    self.assignment = {tp.partition for tp in self.consumer.assignment()}
+            if self._commit:
+                self.consumer.commit()
+        finally:
+            self.consumer.close(autocommit=False)
+
+    def snapshot(self):
+        with self._lock:
+            return list(self.values), set(self.assignment)
+
+    def stop(self, commit=False):
+        self._commit = commit
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def drain(pollers, want, timeout=60):
+    """Waits until the pollers together received `want` records; returns them per poller."""
+    wait_for(f"{want} records", lambda: sum(len(p.snapshot()[0]) for p in pollers) >= want, timeout=timeout)
+    return [p.snapshot()[0] for p in pollers]
+
+
+def test_kafka_python_members_share_partitions_and_resume_from_commits(start_node):
+    node = start_node(FAST)
+    create(node, "grp-t", 4)
+    produce(node, "grp-t", 4, 100)
+    a = Polling(consumer(node, "grp-a", "grp-t"))
+    b = Polling(consumer(node, "grp-a", "grp-t"))
+    try:
+        got = drain([a, b], 100)
+        assert sorted(got[0] + got[1]) == sorted(f"v{i}" for i in range(100))
+
+        def spread():
+            parts_a, parts_b = a.snapshot()[1], b.snapshot()[1]
+            return len(parts_a) == 2 and len(parts_b) == 2 and not parts_a & parts_b
+
+        wait_for("both members assigned two partitions", spread, timeout=60)
+    finally:
+        b.stop(commit=True)
+        a.stop(commit=True)
+
+    produce(node, "grp-t", 4, 20, start=100)
+    c = consumer(node, "grp-a", "grp-t")
+    try:
+        got = []
+
+        def twenty():
+            got.extend(r.value.decode() for rs in c.poll(timeout_ms=500).values() for r in rs)
+            return len(got) >= 20
+
+        wait_for("20 new records", twenty, timeout=60)
+        # Nothing consumed twice: the new member starts at the committed offsets.
+        assert sorted(got) == sorted(f"v{i}" for i in range(100, 120))
+        committed = {p: c.committed(TopicPartition("grp-t", p)) for p in range(4)}
+        assert committed == {p: 25 for p in range(4)}
+    finally:
+        c.close(autocommit=False)
+
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        assert admin.list_groups() == [
+            {"group_id": "grp-a", "protocol_type": "consumer", "group_state": "Empty", "group_type": "classic"}
+        ]
+        offsets = admin.list_group_offsets("grp-a")["grp-a"]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {p: 25 for p in range(4)}
+    finally:
+        admin.close()
+
+
+MEMBER = textwrap.dedent(
+    """
+    import sys
+    from kafka import KafkaConsumer
+    c = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], session_timeout_ms=6000,
+                      heartbeat_interval_ms=500, enable_auto_commit=False)
+    c.subscribe([sys.argv[3]])
+    while True:
+        c.poll(timeout_ms=200)
+        print(sorted(tp.partition for tp in c.assignment()), flush=True)
+    """
+)
+
+
+def test_a_killed_members_partitions_move_after_its_session(start_node):
+    node = start_node(FAST)
+    create(node, "grp-kill", 4)
+    other = subprocess.Popen(
+        [sys.executable, "-c", MEMBER, node.bootstrap, "grp-kill", "grp-kill"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    survivor = Polling(consumer(node, "grp-kill", "grp-kill"))
+    try:
+        wait_for("the partitions split between two members", lambda: len(survivor.snapshot()[1]) == 2, timeout=60)
+        admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+        try:
+            described = admin.describe_groups(["grp-kill"])["grp-kill"]
+            assert described["group_state"] == "Stable"
+            assert len(described["members"]) == 2
+            assert all(m["client_host"] == "/127.0.0.1" for m in described["members"])
+        finally:
+            admin.close()
+        other.send_signal(signal.SIGKILL)
+        other.wait(timeout=10)
+        # The session timeout is 6 s; the rebalance that follows waits for the survivor only.
+        wait_for("the survivor owning all four partitions", lambda: len(survivor.snapshot()[1]) == 4, timeout=60)
+    finally:
+        other.kill()
+        survivor.stop()
+
+
+def test_initial_rebalance_delay_gathers_members_joining_together(start_node):
+    node = start_node({"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "2000"})
+    create(node, "grp-delay", 2)
+    a = Polling(consumer(node, "grp-delay", "grp-delay"))
+    b = Polling(consumer(node, "grp-delay", "grp-delay"))
+    try:
+        wait_for("one partition each", lambda: len(a.snapshot()[1]) == 1 and len(b.snapshot()[1]) == 1, timeout=60)
+    finally:
+        a.stop()
+        b.stop()
+    # Both joined within the delay: one generation for the pair, then Empty after they left.
+    assert "generation=1 members=2" in node.log()
+
+
+def test_confluent_classic_group_commits_and_restart_resumes(start_node):
+    node = start_node(FAST)
+    create(node, "grp-cf", 3)
+    produce(node, "grp-cf", 3, 30)
+
+    def confluent_consumer():
+        return Consumer(
+            {
+                "bootstrap.servers": node.bootstrap,
+                "group.id": "grp-cf",
+                "group.protocol": "classic",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+            }
+        )
+
+    def read(c, want):
+        got = []
+
+        def enough():
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value().decode())
+            return len(got) >= want
+
+        wait_for(f"{want} records", enough, timeout=60)
+        return got
+
+    c = confluent_consumer()
+    c.subscribe(["grp-cf"])
+    try:
+        got = read(c, 30)
+        assert sorted(got) == sorted(f"v{i}" for i in range(30))
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+
+    node.restart()
+    produce(node, "grp-cf", 3, 6, start=30)
+    c = confluent_consumer()
+    c.subscribe(["grp-cf"])
+    try:
+        got = read(c, 6)
+        assert sorted(got) == sorted(f"v{i}" for i in range(30, 36))
+        committed = c.committed([TopicPartitionC("grp-cf", p) for p in range(3)], timeout=30)
+        assert sorted(tp.offset for tp in committed) == [10, 10, 10]
+    finally:
+        c.close()
+
+
+def TopicPartitionC(topic, partition):  # noqa: N802 - mirrors the class it builds
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    return CTopicPartition(topic, partition)
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
+def test_kcat_balanced_consumer_reads_and_commits(start_node):
+    node = start_node(FAST)
+    create(node, "grp-kcat", 2)
+    produce(node, "grp-kcat", 2, 10)
+    out = subprocess.run(
+        [KCAT, "-b", node.bootstrap, "-G", "grp-kcat", "-X", "auto.offset.reset=earliest",
+         "-X", "session.timeout.ms=6000", "-e", "-f", "%s\n", "grp-kcat"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr + node.log()
+    assert sorted(out.stdout.split()) == sorted(f"v{i}" for i in range(10))
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        offsets = admin.list_group_offsets("grp-kcat")["grp-kcat"]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {0: 5, 1: 5}
+    finally:
+        admin.close()
+
+
+@pytest.mark.skipif(
+    NODE_JS is None or not os.path.isdir(os.path.join(JS, "node_modules", "kafkajs")),
+    reason="Node.js or kafkajs is missing (cd integration/js && npm ci)",
+)
+def test_kafkajs_consumer_group(start_node):
+    node = start_node(FAST)
+    create(node, "grp-js", 2)
+    produce(node, "grp-js", 2, 10)
+    result = subprocess.run(
+        [NODE_JS, os.path.join(JS, "consume.js"), node.bootstrap, "grp-js", "grp-js", "10"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert result.returncode == 0, result.stderr + node.log()
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(got) == sorted(f"v{i}" for i in range(10))
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        offsets = admin.list_group_offsets("grp-js")["grp-js"]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {0: 5, 1: 5}
+    finally:
+        admin.close()
+
+
+def find_coordinator(node):
+    """Creates __consumer_offsets through FindCoordinator and waits until the group is served."""
+    conn = RawConn(node.bootstrap)
+
+    def served():
+        resp = conn.send(FindCoordinatorRequest[2](key="raw-group", key_type=0), FindCoordinatorResponse)
+        return resp.error_code == 0 and resp
+
+    resp = wait_for("a coordinator for raw-group", served, timeout=30)
+    assert (resp.node_id, resp.port) == (1, int(node.bootstrap.split(":")[1]))
+    # Transactions do not exist yet: their coordinator is not available (15).
+    txn = conn.send(FindCoordinatorRequest[4](key_type=1, coordinator_keys=["t"]), FindCoordinatorResponse)
+    assert [(c.key, c.error_code, c.node_id) for c in txn.coordinators] == [("t", 15, -1)]
+    return conn
+
+
+def join(conn, member_id="", session=10000, protocol_type="consumer"):
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
+    request = JoinGroupRequest[5](
+        group_id="raw-group", session_timeout_ms=session, rebalance_timeout_ms=10000, member_id=member_id,
+        group_instance_id=None, protocol_type=protocol_type, protocols=[protocol],
+    )
+    return conn.send(request, JoinGroupResponse)
+
+
+def commit(conn, topic, generation=-1, member_id=""):
+    partition = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata=None
+    )
+    request = OffsetCommitRequest[8](
+        group_id="raw-group", generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[partition])],
+    )
+    return conn.send(request, OffsetCommitResponse).topics[0].partitions[0].error_code
+
+
+def test_bad_group_input_gets_kafkas_codes(start_node):
+    node = start_node(FAST)
+    create(node, "grp-raw", 1)
+    conn = find_coordinator(node)
+    # Heartbeat of an unknown group: UNKNOWN_MEMBER_ID (25), once the partition is loaded
+    # (COORDINATOR_LOAD_IN_PROGRESS (14) until then).
+    def heartbeat():
+        request = HeartbeatRequest[1](group_id="raw-group", generation_id=1, member_id="m")
+        return conn.send(request, HeartbeatResponse).error_code
+
+    assert wait_for("the group's partition loaded", lambda: heartbeat() != 14, timeout=30)
+    assert heartbeat() == 25
+    # A commit for a partition that does not exist: UNKNOWN_TOPIC_OR_PARTITION (3).
+    assert commit(conn, "no-such-topic") == 3
+    # Generation ≥ 0 for a group that does not exist: ILLEGAL_GENERATION (22) before v9.
+    assert commit(conn, "grp-raw", generation=3, member_id="m") == 22
+    # Session timeout below group.min.session.timeout.ms: INVALID_SESSION_TIMEOUT (26).
+    assert join(conn, session=100).error_code == 26
+    # A dynamic member's first join (v4+): MEMBER_ID_REQUIRED (79) with its id.
+    first = join(conn)
+    assert first.error_code == 79 and first.member_id.startswith("pytest-raw-")
+    joined = join(conn, member_id=first.member_id)
+    assert (joined.error_code, joined.generation_id, joined.leader) == (0, 1, first.member_id)
+    # SyncGroup with the wrong generation: ILLEGAL_GENERATION (22).
+    sync = conn.send(
+        SyncGroupRequest[3](group_id="raw-group", generation_id=7, member_id=first.member_id,
+                            group_instance_id=None, assignments=[]),
+        SyncGroupResponse,
+    )
+    assert sync.error_code == 22
+    # Before the leader's SyncGroup the group is CompletingRebalance: REBALANCE_IN_PROGRESS (27).
+    assert commit(conn, "grp-raw", generation=1, member_id=first.member_id) == 27
+    # An unknown member of a live group: UNKNOWN_MEMBER_ID (25).
+    assert commit(conn, "grp-raw", generation=1, member_id="stranger") == 25
+    # Another protocol type: INCONSISTENT_GROUP_PROTOCOL (23).
+    assert join(conn, protocol_type="connect").error_code == 23
+
+
+def test_consumer_groups_tool(start_node):
+    """`gregor consumer-groups` prints kafka-consumer-groups.sh's views and changes offsets."""
+    from conftest import gregor_bin
+
+    node = start_node(FAST)
+    create(node, "grp-tool", 2)
+    produce(node, "grp-tool", 2, 10)
+
+    def tool(*args):
+        return subprocess.run(
+            [str(gregor_bin()), "consumer-groups", "--bootstrap-server", node.bootstrap, *args],
+            capture_output=True, text=True, timeout=60,
+        )
+
+    member = Polling(consumer(node, "grp-tool", "grp-tool"))
+    try:
+        drain([member], 10)
+        wait_for("the group listed as Stable", lambda: "grp-tool        Stable" in tool("--list", "--state").stdout)
+        members = tool("--describe", "--group", "grp-tool", "--members", "--verbose").stdout.splitlines()
+        assert members[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert members[2].split()[2:] == ["/127.0.0.1", "kafka-python-3.0.12", "2", "grp-tool(0,1)"]
+        deleted = tool("--delete", "--group", "grp-tool")
+        assert deleted.returncode == 1
+        assert "* Group 'grp-tool' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty." in deleted.stdout
+    finally:
+        member.stop(commit=True)
+
+    offsets = tool("--describe", "--group", "grp-tool")
+    lines = offsets.stdout.splitlines()
+    assert lines[1] == "Consumer group 'grp-tool' has no active members."
+    assert lines[3].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert [line.split() for line in lines[4:]] == [
+        ["grp-tool", "grp-tool", "0", "5", "5", "0", "-", "-", "-"],
+        ["grp-tool", "grp-tool", "1", "5", "5", "0", "-", "-", "-"],
+    ]
+    reset = tool("--reset-offsets", "--group", "grp-tool", "--topic", "grp-tool", "--shift-by", "-2", "--execute")
+    assert reset.returncode == 0, reset.stderr
+    assert [line.split() for line in reset.stdout.splitlines()[2:]] == [
+        ["grp-tool", "grp-tool", "0", "3"],
+        ["grp-tool", "grp-tool", "1", "3"],
+    ]
+    lag = [line.split()[5] for line in tool("--describe", "--group", "grp-tool").stdout.splitlines()[4:]]
+    assert lag == ["2", "2"]
+    # By time: before every record is the log start, after every record the log end.
+    for when, offset in (("2000-01-01T00:00:00.000", "0"), ("2999-01-01T00:00:00.000Z", "5")):
+        dry = tool("--reset-offsets", "--group", "grp-tool", "--all-topics", "--to-datetime", when, "--dry-run")
+        assert [line.split()[3] for line in dry.stdout.splitlines()[2:]] == [offset, offset], dry.stderr
+    removed = tool("--delete-offsets", "--group", "grp-tool", "--topic", "grp-tool:1")
+    assert removed.stdout.splitlines()[0] == "Request succeed for deleting offsets with topic grp-tool group grp-tool"
+    assert tool("--delete", "--group", "grp-tool").stdout == "Deletion of requested consumer groups ('grp-tool') was successful.\n"
+    missing = tool("--describe", "--group", "grp-tool")
+    assert (missing.returncode, missing.stderr.strip()) == (1, "gregor: Error: Consumer group 'grp-tool' does not exist.")
+
+
+def test_configs_lists_live_groups_with_the_configured_ones(start_node):
+    """KIP-1142: `gregor configs --describe --entity-type groups` covers ListGroups ∪
+    ListConfigResources(GROUP), and a live group without configs has (empty) dynamic configs."""
+    from conftest import gregor_bin
+
+    node = start_node(FAST)
+    create(node, "grp-cfg", 1)
+
+    def configs(*args):
+        return subprocess.run(
+            [str(gregor_bin()), "configs", "--bootstrap-server", node.bootstrap, *args],
+            capture_output=True, text=True, timeout=60,
+        )
+
+    done = configs("--alter", "--entity-type", "groups", "--entity-name", "configured-only",
+                   "--add-config", "consumer.session.timeout.ms=50000")
+    assert done.returncode == 0, done.stderr
+    member = Polling(consumer(node, "live-group", "grp-cfg"))
+    try:
+        wait_for("live-group assigned", lambda: member.snapshot()[1] == {0}, timeout=60)
+        every = configs("--describe", "--entity-type", "groups").stdout
+        assert "Dynamic configs for group live-group are:\n" in every
+        assert "Dynamic configs for group configured-only are:\n" in every
+        one = configs("--describe", "--entity-type", "groups", "--entity-name", "live-group")
+        assert one.stdout == "Dynamic configs for group live-group are:\n"
+    finally:
+        member.stop()
+
+
+def test_clients_cannot_produce_to_consumer_offsets(start_node):
+    """Only the coordinator writes __consumer_offsets: a client's Produce gets
+    INVALID_TOPIC_EXCEPTION (17), as Kafka answers appends to internal topics."""
+    from test_data_plane import batch, produce as produce_raw
+
+    node = start_node(FAST)
+    conn = find_coordinator(node)
+    partition = produce_raw(conn, "__consumer_offsets", 0, batch([(b"k", b"v", [], 1)]), acks=1)
+    assert (partition.error_code, partition.error_message) == (17, "Cannot append to internal topic __consumer_offsets")
+
+
+def test_a_static_member_rejoining_fences_its_old_id(start_node):
+    """KIP-345: a join with a known group.instance.id and no member id replaces the member; the
+    old id is FENCED_INSTANCE_ID (82) from then on."""
+    node = start_node(FAST)
+    conn = find_coordinator(node)
+    wait_for("the group's partition loaded", lambda: conn.send(
+        HeartbeatRequest[1](group_id="raw-group", generation_id=1, member_id="m"), HeartbeatResponse).error_code != 14)
+
+    def static_join(member_id=""):
+        protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
+        request = JoinGroupRequest[5](
+            group_id="raw-group", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=member_id,
+            group_instance_id="instance-1", protocol_type="consumer", protocols=[protocol],
+        )
+        return conn.send(request, JoinGroupResponse)
+
+    first = static_join()
+    # Static members get no MEMBER_ID_REQUIRED; the id starts with the instance id.
+    assert (first.error_code, first.generation_id) == (0, 1)
+    assert first.member_id.startswith("instance-1-")
+    sync = conn.send(
+        SyncGroupRequest[3](group_id="raw-group", generation_id=1, member_id=first.member_id,
+                            group_instance_id="instance-1", assignments=[
+                                SyncGroupRequest.SyncGroupRequestAssignment(member_id=first.member_id, assignment=b"a")]),
+        SyncGroupResponse,
+    )
+    assert (sync.error_code, sync.assignment) == (0, b"a")
+    second = static_join()
+    assert second.error_code == 0 and second.member_id != first.member_id
+    old = conn.send(
+        HeartbeatRequest[3](group_id="raw-group", generation_id=second.generation_id, member_id=first.member_id,
+                            group_instance_id="instance-1"),
+        HeartbeatResponse,
+    )
+    assert old.error_code == 82
