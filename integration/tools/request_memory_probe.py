@@ -68,6 +68,11 @@ def build(kind, size):
         n = (size - 30) // 18
         t = b"\x01" + b"\x00" * 16 + b"\x00"
         return header(20, 6, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x00"
+    if kind == "delete_topics_v6_null":
+        # topics: name compact nullable null (0x00), topic_id zero uuid, tags: each answered on its own
+        n = (size - 30) // 18
+        t = b"\x00" + b"\x00" * 16 + b"\x00"
+        return header(20, 6, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x00"
     if kind == "delete_topics_v4_empty":
         n = (size - 30) // 2
         return header(20, 4, True) + uvarint(n + 1) + b"\x01" * n + struct.pack(">i", 1000) + b"\x00"

@@ -240,6 +240,13 @@ fn acknowledged_creates(history: &Mutex<History>) -> usize {
     })
 }
 
+/// Create answers by error code so far (`None`: no answer).
+fn answers(history: &Mutex<History>) -> BTreeMap<Option<i16>, usize> {
+    history
+        .lock()
+        .map_or_else(|_| BTreeMap::new(), |h| h.answers.clone())
+}
+
 /// Cuts the leader (at `leader_index`) off from every other node, waits for the others to
 /// elect a new leader and acknowledge a create, checks that the cut-off leader still runs,
 /// heals, and waits for the old leader's image to reach the new leader's. Returns the new
@@ -270,12 +277,20 @@ async fn partition_leader(
     let during = async {
         let next = wait_new_leader(others, leader).await?;
         let acknowledged = acknowledged_creates(history);
-        wait_until(
+        let answers_before = answers(history);
+        let progress = wait_until(
             "a create acknowledged by the majority side",
             FORM_TIMEOUT,
             || async { Ok((acknowledged_creates(history) > acknowledged).then_some(())) },
         )
-        .await?;
+        .await;
+        if let Err(e) = progress {
+            anyhow::bail!(
+                "{e:#}: leader {next:?} elected after cutting off {leader:?}; create answers \
+                 by error code before {answers_before:?}, now {:?}",
+                answers(history)
+            );
+        }
         // Cut off, not stopped: the old leader runs and still answers the test (the hub).
         let node = &mut cluster.controllers[leader_index].1;
         anyhow::ensure!(

@@ -8,7 +8,9 @@
 //! carry no meaning: they are dropped as they are read and never allocated. DeleteTopics v1-5
 //! names topics by name only, and the controller answers a repeated name once
 //! (INVALID_REQUEST "Duplicate topic name."), so a name is kept at most twice: the controller
-//! still sees the repetition and answers exactly as for the whole list. CreateTopics and
+//! still sees the repetition and answers exactly as for the whole list; DeleteTopics v6 does
+//! the same for entries naming a topic by name only or by id only (an entry with both or
+//! neither is answered on its own, so each is kept). CreateTopics and
 //! CreatePartitions answer a repeated name once too (INVALID_REQUEST "Duplicate topic name."),
 //! so their topics are decoded one at a time with the crate's element decoder and a name is
 //! kept at most twice. DescribeClientQuotas is decided by its first four filter components at
@@ -24,6 +26,7 @@ use anyhow::{bail, Context};
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -69,6 +72,9 @@ pub(crate) fn decode(
         ),
         ApiKey::DeleteTopics if (1..=5).contains(&version) => {
             Some(decode_delete_topics_by_name(buf, version).map(RequestKind::DeleteTopics))
+        }
+        ApiKey::DeleteTopics if version == 6 => {
+            Some(decode_delete_topics_v6(buf, version).map(RequestKind::DeleteTopics))
         }
         ApiKey::DescribeClientQuotas if (0..=1).contains(&version) => {
             Some(decode_describe_client_quotas(buf, version).map(RequestKind::DescribeClientQuotas))
@@ -306,6 +312,44 @@ fn decode_delete_topics_by_name(
         .with_timeout_ms(timeout_ms))
 }
 
+/// What a DeleteTopics v6 entry names, for keeping repeats at most twice.
+#[derive(Hash, PartialEq, Eq)]
+enum NamedBy {
+    Name(StrBytes),
+    Id(Uuid),
+}
+
+/// DeleteTopics v6 (`Topics`, each a name or an id, then `TimeoutMs`): an entry with only a
+/// name is kept at most twice per name and one with only an id at most twice per id (the
+/// controller answers a repeat once, INVALID_REQUEST); an entry with both or neither is
+/// answered on its own, so every one is kept.
+fn decode_delete_topics_v6(buf: &mut Bytes, version: i16) -> anyhow::Result<DeleteTopicsRequest> {
+    let count = array_length(buf, true)?;
+    if count < 0 {
+        bail!("DeleteTopics topics must not be null");
+    }
+    let mut times_seen: HashMap<NamedBy, u8> = HashMap::new();
+    let mut topics = Vec::new();
+    for _ in 0..count {
+        let topic = DeleteTopicState::decode(buf, version)?;
+        let named_by = match (&topic.name, topic.topic_id.is_nil()) {
+            (Some(name), true) => Some(NamedBy::Name(name.0.clone())),
+            (None, false) => Some(NamedBy::Id(topic.topic_id)),
+            _ => None,
+        };
+        if named_by.is_none_or(|key| keep_at_most_twice(&mut times_seen, key)) {
+            topics.push(topic);
+        }
+    }
+    need(buf, 4)?;
+    let timeout_ms = buf.get_i32();
+    let tagged = tagged_fields(buf)?;
+    Ok(DeleteTopicsRequest::default()
+        .with_topics(topics)
+        .with_timeout_ms(timeout_ms)
+        .with_unknown_tagged_fields(tagged))
+}
+
 /// Filter components of DescribeClientQuotas that can decide its answer: one per entity type
 /// (user, client-id, ip) and the one after them, which is always refused.
 const DECIDING_QUOTA_COMPONENTS: usize = 4;
@@ -481,6 +525,48 @@ mod tests {
     }
 
     #[test]
+    fn delete_topics_v6_keeps_each_name_and_id_at_most_twice() -> anyhow::Result<()> {
+        let state = |name: Option<&str>, id: u128| {
+            DeleteTopicState::default()
+                .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_owned()))))
+                .with_topic_id(Uuid::from_u128(id))
+        };
+        let listed = vec![
+            state(Some("a"), 0),
+            state(None, 7),
+            state(Some("a"), 0),
+            state(Some("a"), 0),
+            state(None, 7),
+            state(None, 7),
+            state(None, 0),
+            state(None, 0),
+            state(None, 0),
+            state(Some("a"), 7),
+            state(Some("a"), 7),
+            state(Some("a"), 7),
+            state(Some(""), 0),
+        ];
+        let request = DeleteTopicsRequest::default()
+            .with_topics(listed.clone())
+            .with_timeout_ms(99);
+        let mut wire = BytesMut::new();
+        request.encode(&mut wire, 6)?;
+        let Some(Ok(RequestKind::DeleteTopics(ours))) =
+            decode(ApiKey::DeleteTopics, &mut wire.freeze(), 6)
+        else {
+            panic!("DeleteTopics v6 decodes");
+        };
+        let expected: Vec<DeleteTopicState> = [0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12]
+            .iter()
+            .map(|i| listed[*i].clone())
+            .collect();
+        assert_eq!(ours.topics, expected);
+        assert_eq!(ours.timeout_ms, 99);
+        assert!(decode_delete_topics_v6(&mut Bytes::from_static(&[2, 0]), 6).is_err());
+        Ok(())
+    }
+
+    #[test]
     fn describe_client_quotas_keeps_the_four_deciding_components() -> anyhow::Result<()> {
         let component = |t: &str, m: Option<&str>| {
             ComponentData::default()
@@ -569,7 +655,7 @@ mod tests {
             assert_eq!(kept, ["a", "b", "a", "", "c", ""], "v{version}");
             assert_eq!(ours.timeout_ms, 1234);
         }
-        assert!(decode(ApiKey::DeleteTopics, &mut Bytes::new(), 6).is_none());
+        assert!(decode(ApiKey::DeleteTopics, &mut Bytes::new(), 0).is_none());
         Ok(())
     }
 
