@@ -88,6 +88,13 @@ pub trait ControllerForwarder: Send + Sync {
         Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
     >;
 
+    /// AlterPartition at `version`: a leader's ISR change for the active controller.
+    fn alter_partition(
+        &self,
+        request: kafka_protocol::messages::AlterPartitionRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterPartitionResponse>>;
+
     /// AlterConfigs at `version`.
     fn alter_configs(
         &self,

@@ -23,6 +23,7 @@ use gregor_actors::quota::{
     WindowConfig,
 };
 use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
+use gregor_actors::replication::{IsrTask, ReplicationPublisher};
 use gregor_publishers::quota_callback::{CallbackError, CallbackRegistry};
 use gregor_publishers::records::Endpoint;
 use gregor_publishers::MetadataImage;
@@ -236,9 +237,19 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             ))))
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
-        Some(logs)
+        // Leaders and followers of the hosted partitions, after their logs (above) exist.
+        let (replication, followed) = ReplicationPublisher::new(logs.clone(), config.node_id);
+        loader
+            .send(InstallPublisher(Box::new(replication)))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
+        Some((logs, followed))
     } else {
         None
+    };
+    let (logs, followed) = match logs {
+        Some((logs, followed)) => (Some(logs), Some(followed)),
+        None => (None, None),
     };
     let hello = quorum::hello(&config, &identity);
     let (network, quorum_cell, raft_links) =
@@ -339,6 +350,32 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             handlers.controller.clone(),
         );
     }
+    if let (Some(logs), Some(followed)) = (handlers.logs.clone(), followed) {
+        IsrTask {
+            logs: logs.clone(),
+            image: image.clone(),
+            controller: handlers.controller.clone(),
+            forwarder: handlers.forwarder.clone(),
+            node_id: config.node_id,
+            replica_lag_time_max_ms: config.replica_lag_time_max_ms,
+        }
+        .spawn();
+        crate::replica_fetcher::spawn(
+            logs,
+            image.clone(),
+            followed,
+            crate::replica_fetcher::FetcherSettings {
+                node_id: config.node_id,
+                listener_name: inter_broker_listener(&config),
+                max_wait_ms: config.replica_fetch_wait_max_ms,
+                partition_max_bytes: config.replica_fetch_max_bytes,
+                response_max_bytes: config.replica_fetch_response_max_bytes,
+                backoff: std::time::Duration::from_millis(
+                    u64::try_from(config.replica_fetch_backoff_ms).unwrap_or(0),
+                ),
+            },
+        );
+    }
     let _ = ready_sender.send(true);
     tracing::info!(
         node_id = config.node_id,
@@ -371,6 +408,17 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
 }
 
 /// Opens `log.dirs` and starts the log shard threads (one per core, at most 8).
+/// The listener followers fetch over: the first advertised listener that is not a controller
+/// listener (Kafka's `inter.broker.listener.name` default is the security protocol's listener).
+fn inter_broker_listener(config: &NodeConfig) -> String {
+    config
+        .advertised_listeners
+        .iter()
+        .find(|l| !config.controller_listener_names.contains(&l.name))
+        .map(|l| l.name.clone())
+        .unwrap_or_default()
+}
+
 fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError> {
     let number = |key: &str, default: u64| {
         config

@@ -96,6 +96,9 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
         ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default()),
         ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(
+            kafka_protocol::messages::OffsetForLeaderEpochRequest::default(),
+        ),
         ApiKey::AllocateProducerIds => {
             RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default())
         }
@@ -115,6 +118,18 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
                             .with_index(0)
                             .with_records(Some(Bytes::from_static(&[0u8; 70]))),
                     ])]),
+        )),
+        ApiKey::OffsetForLeaderEpoch => out.push(RequestKind::OffsetForLeaderEpoch(
+            kafka_protocol::messages::OffsetForLeaderEpochRequest::default().with_topics(vec![
+                kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(s("t")))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                            .with_partition(0)
+                            .with_current_leader_epoch(3)
+                            .with_leader_epoch(2),
+                    ]),
+            ]),
         )),
         ApiKey::Fetch => out.push(RequestKind::Fetch(FetchRequest::default().with_topics(
             vec![fetch_request::FetchTopic::default()

@@ -3,6 +3,7 @@
 
 mod activation;
 mod actor;
+mod alter_partition;
 mod client_quotas;
 mod configs;
 pub mod logic;
@@ -18,6 +19,7 @@ pub use actor::{
     ControllerSettings, CreatePartitions, CreateTopics, DeleteTopics, FenceBroker, RegisterNode,
     UnfenceBroker, WriteRecords, ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
 };
+pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};

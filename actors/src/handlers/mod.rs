@@ -7,6 +7,7 @@
 //!
 //! Handlers never touch bytes: they get a decoded request and return a typed response.
 
+mod alter_partition;
 mod api_versions;
 mod client_quotas;
 mod cluster;
@@ -19,9 +20,11 @@ pub mod init_producer_id;
 mod large_requests;
 mod list_offsets;
 mod metadata;
+mod offset_for_leader_epoch;
 mod produce;
 pub mod quorum;
 mod raft_voters;
+mod replica_fetch;
 pub mod throttle;
 mod topics;
 mod unregister_broker;
@@ -97,6 +100,13 @@ pub const APIS: &[ApiSpec] = &[
         true,
         false,
     ),
+    api(
+        ApiKey::OffsetForLeaderEpoch,
+        "OffsetForLeaderEpoch",
+        kafka_protocol::messages::OffsetForLeaderEpochRequest::VERSIONS,
+        true,
+        false,
+    ),
     // Brokers ask the active controller for producer-id blocks (KIP-730).
     api(
         ApiKey::AllocateProducerIds,
@@ -145,6 +155,14 @@ pub const APIS: &[ApiSpec] = &[
         "CreatePartitions",
         CreatePartitionsRequest::VERSIONS,
         true,
+        true,
+    ),
+    // Partition leaders send their ISR changes to the active controller.
+    api(
+        ApiKey::AlterPartition,
+        "AlterPartition",
+        kafka_protocol::messages::AlterPartitionRequest::VERSIONS,
+        false,
         true,
     ),
     api(
@@ -300,6 +318,9 @@ pub async fn handle(
         RequestKind::Produce(request) => produce::handle(ctx, info, request).await,
         RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
         RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
+        RequestKind::OffsetForLeaderEpoch(request) => {
+            offset_for_leader_epoch::handle(ctx, info, request).await
+        }
         RequestKind::InitProducerId(request) => init_producer_id::handle(ctx, info, request).await,
         RequestKind::AllocateProducerIds(request) => init_producer_id::allocate(ctx, request).await,
         RequestKind::Metadata(request) => metadata::handle(ctx, info, request).await,
@@ -324,6 +345,7 @@ pub async fn handle(
         RequestKind::AlterClientQuotas(request) => {
             client_quotas::alter_client_quotas(ctx, info, request).await
         }
+        RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }
@@ -397,7 +419,14 @@ mod tests {
         assert_eq!(range(ApiKey::Produce), Some((0, 13)));
         assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(range(ApiKey::ListOffsets), Some((1, 10)));
+        assert_eq!(range(ApiKey::OffsetForLeaderEpoch), Some((2, 4)));
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
         assert!(lookup(ApiKey::Produce, ListenerKind::Controller).is_none());
+        assert!(lookup(ApiKey::AlterPartition, ListenerKind::Broker).is_none());
+        assert_eq!(
+            lookup(ApiKey::AlterPartition, ListenerKind::Controller)
+                .map(|s| (s.versions.min, s.versions.max)),
+            Some((2, 3))
+        );
     }
 }

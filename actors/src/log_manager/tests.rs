@@ -96,6 +96,19 @@ async fn logs_open_append_read_dedupe_and_delete() {
         ..LogConfig::default()
     };
     manager.ensure(TopicPartition::new("t", 0), id, config, 1);
+    // This node leads the partition alone: what it appends is committed.
+    manager.partition("t", 0).unwrap().replication().assign(
+        1,
+        &crate::replication::Assignment {
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        0,
+        0,
+    );
     // Appends queued while the log is being opened are served once it is.
     let first = manager
         .append("t", 0, records(&["a", "b"], Some((5, 0))), 3)
