@@ -127,7 +127,21 @@ impl Fetcher {
                     continue;
                 }
             }
-            let Some(request) = self.request(&partitions).await else {
+            let Some(connection) = client.as_mut() else {
+                continue;
+            };
+            // The diverging-epoch fields need Fetch v12 or later.
+            let version = connection.version_of::<FetchRequest>().filter(|v| *v >= 12);
+            let Some(version) = version else {
+                tracing::error!(
+                    leader = self.leader,
+                    "the leader does not serve Fetch v12 or later"
+                );
+                client = None;
+                self.pause(self.settings.backoff).await;
+                continue;
+            };
+            let Some(request) = self.request(&partitions, version).await else {
                 // Nothing fetchable now (logs opening, partitions backing off).
                 self.pause(Duration::from_millis(100)).await;
                 continue;
@@ -135,8 +149,8 @@ impl Fetcher {
             let Some(connection) = client.as_mut() else {
                 continue;
             };
-            let response = match connection.send(&request).await {
-                Ok((_, response)) => response,
+            let response = match connection.send_at(&request, version).await {
+                Ok(response) => response,
                 Err(error) => {
                     tracing::warn!(leader = self.leader, %error, "replica fetch failed; reconnecting");
                     client = None;
@@ -200,7 +214,11 @@ impl Fetcher {
 
     /// The Fetch request for every followed partition whose log serves and that is not backing
     /// off; `None` when there is none.
-    async fn request(&mut self, partitions: &[FollowedPartition]) -> Option<FetchRequest> {
+    async fn request(
+        &mut self,
+        partitions: &[FollowedPartition],
+        version: i16,
+    ) -> Option<FetchRequest> {
         let now = Instant::now();
         self.delayed.retain(|_, until| *until > now);
         let mut topics: BTreeMap<(String, uuid::Uuid), Vec<FetchPartition>> = BTreeMap::new();
@@ -251,14 +269,17 @@ impl Fetcher {
             .cluster
             .broker(self.settings.node_id)
             .map_or(-1, |b| b.epoch);
-        Some(
-            FetchRequest::default()
+        let mut request = FetchRequest::default();
+        // The replica id moved into the tagged ReplicaState in v15 (KIP-903).
+        if version >= 15 {
+            request.replica_state = ReplicaState::default()
                 .with_replica_id(BrokerId(self.settings.node_id))
-                .with_replica_state(
-                    ReplicaState::default()
-                        .with_replica_id(BrokerId(self.settings.node_id))
-                        .with_replica_epoch(broker_epoch),
-                )
+                .with_replica_epoch(broker_epoch);
+        } else {
+            request.replica_id = BrokerId(self.settings.node_id);
+        }
+        Some(
+            request
                 .with_max_wait_ms(self.settings.max_wait_ms)
                 .with_min_bytes(1)
                 .with_max_bytes(self.settings.response_max_bytes)
@@ -269,10 +290,13 @@ impl Fetcher {
                     topics
                         .into_iter()
                         .map(|((name, id), partitions)| {
-                            FetchTopic::default()
-                                .with_topic(TopicName(StrBytes::from_string(name)))
-                                .with_topic_id(id)
-                                .with_partitions(partitions)
+                            // Topics are named by id from v13 on.
+                            let topic = FetchTopic::default().with_partitions(partitions);
+                            if version >= 13 {
+                                topic.with_topic_id(id)
+                            } else {
+                                topic.with_topic(TopicName(StrBytes::from_string(name)))
+                            }
                         })
                         .collect(),
                 ),

@@ -107,7 +107,6 @@ impl IsrTask {
                     .with_partition_index(change.partition)
                     .with_leader_epoch(change.leader_epoch)
                     .with_partition_epoch(change.partition_epoch)
-                    .with_new_isr(change.new_isr.iter().copied().map(BrokerId).collect())
                     .with_new_isr_with_epochs(
                         change
                             .new_isr
