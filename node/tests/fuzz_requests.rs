@@ -96,6 +96,9 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
         ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default()),
         ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::AlterPartition => {
+            RequestKind::AlterPartition(kafka_protocol::messages::AlterPartitionRequest::default())
+        }
         ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(
             kafka_protocol::messages::OffsetForLeaderEpochRequest::default(),
         ),
@@ -119,6 +122,25 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
                             .with_records(Some(Bytes::from_static(&[0u8; 70]))),
                     ])]),
         )),
+        ApiKey::AlterPartition => {
+            use kafka_protocol::messages::alter_partition_request::{
+                BrokerState, PartitionData, TopicData,
+            };
+            out.push(RequestKind::AlterPartition(
+                kafka_protocol::messages::AlterPartitionRequest::default()
+                    .with_broker_id(BrokerId(1))
+                    .with_broker_epoch(1)
+                    .with_topics(vec![TopicData::default()
+                        .with_topic_id(uuid::Uuid::from_u128(1))
+                        .with_partitions(vec![PartitionData::default()
+                            .with_partition_index(0)
+                            .with_leader_epoch(0)
+                            .with_partition_epoch(0)
+                            .with_new_isr_with_epochs(vec![BrokerState::default()
+                                .with_broker_id(BrokerId(1))
+                                .with_broker_epoch(1)])])]),
+            ))
+        }
         ApiKey::OffsetForLeaderEpoch => out.push(RequestKind::OffsetForLeaderEpoch(
             kafka_protocol::messages::OffsetForLeaderEpochRequest::default().with_topics(vec![
                 kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
@@ -379,6 +401,9 @@ fn decide(request: RequestKind, version: i16) {
         }
         RequestKind::UnregisterBroker(r) => {
             gregor_actors::fencing::unregister_broker(image, r.broker_id.0);
+        }
+        RequestKind::AlterPartition(r) => {
+            gregor_actors::controller::logic::alter_partition::alter_partition(image, &r, version);
         }
         _ => {}
     });
