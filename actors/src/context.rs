@@ -95,6 +95,16 @@ pub trait ControllerForwarder: Send + Sync {
         version: i16,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterPartitionResponse>>;
 
+    /// BrokerHeartbeat at `version` (a controlled shutdown) for the active controller.
+    fn broker_heartbeat(
+        &self,
+        request: kafka_protocol::messages::BrokerHeartbeatRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::BrokerHeartbeatResponse>,
+    >;
+
     /// AlterConfigs at `version`.
     fn alter_configs(
         &self,

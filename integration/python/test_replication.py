@@ -8,6 +8,7 @@ Nothing sleeps to synchronise: every wait is `wait_for` on a condition with a de
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -59,6 +60,12 @@ class ClusterNode(Node):
         self._log = open(self.log_path, "ab")
         self._log_start = self._log.tell()
         self.proc = subprocess.Popen([args[0], "node"] + args[1:], stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, env=env)
+
+    def terminate(self):
+        """SIGTERM, then wait for the process to exit (a controlled shutdown)."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=FAILOVER_TIMEOUT)
+        self._log.close()
 
     def wait_ready(self):
         line = wait_for("node ready", self._ready_line, timeout=FAILOVER_TIMEOUT)
@@ -186,6 +193,72 @@ def test_acks_all_survives_repeated_leader_kills():
         assert len(values) == len(set(values)), "a record was written twice"
         numbers = [int(v.split(b"-")[1]) for v in values]
         assert numbers == sorted(numbers), "records out of order"
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_controlled_shutdown_of_each_broker_under_load():
+    """SIGTERM each broker in turn while an acks=all producer writes: leaderships move before
+    the broker stops, so only retriable errors reach the producer and nothing acknowledged is
+    lost."""
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "shutdowns"
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+        wait_for("a full ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        acked, errors = [], []
+        stop = threading.Event()
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 120000, "topic.metadata.refresh.interval.ms": 1000})
+
+        def delivered(err, msg):
+            if err is None:
+                acked.append((msg.offset(), msg.value()))
+            else:
+                errors.append(err)
+
+        def produce():
+            i = 0
+            while not stop.is_set():
+                try:
+                    producer.produce(topic, value=f"v-{i}".encode(), partition=0, on_delivery=delivered)
+                    i += 1
+                except BufferError:
+                    pass
+                producer.poll(0.01)
+            producer.flush(120)
+
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            for node_id in (1, 2, 3):
+                before = len(acked)
+                wait_for("acknowledged writes", lambda: len(acked) >= before + 20, timeout=FAILOVER_TIMEOUT)
+                node = by_id[node_id]
+                led = partition_state(admin, topic)[0] == node_id
+                node.terminate()
+                if led:
+                    assert "controlled shutdown: no leaderships left" in node.log(), node.log()
+                alive = [n for n in nodes if n is not node]
+                survivors = AdminClient({"bootstrap.servers": bootstrap(nodes, alive)})
+                wait_for("a leader among the others", lambda: partition_state(survivors, topic)[0] not in (-1, node_id), timeout=FAILOVER_TIMEOUT)
+                after = len(acked)
+                wait_for("writes acknowledged meanwhile", lambda: len(acked) >= after + 20, timeout=FAILOVER_TIMEOUT)
+                node.start()
+                node.wait_ready()
+                admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+                wait_for("the broker back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        finally:
+            stop.set()
+            writer.join(180)
+        assert not errors, f"non-retriable errors reached the producer: {errors[:5]}"
+        offsets = [offset for offset, _ in acked]
+        twice = sorted({o for o in offsets if offsets.count(o) > 1})
+        assert not twice, f"offsets acknowledged twice: {[(o, [v for x, v in acked if x == o]) for o in twice[:5]]}"
     finally:
         for node in nodes:
             node.close()

@@ -387,6 +387,16 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
 
     wait_for_shutdown_signal().await;
     tracing::info!("shutting down");
+    if config.has_role(ProcessRole::Broker) {
+        gregor_actors::replication::controlled_shutdown(
+            &image,
+            &handlers.controller,
+            handlers.forwarder.as_ref(),
+            config.node_id,
+            CONTROLLED_SHUTDOWN_TIMEOUT,
+        )
+        .await;
+    }
     if let Some(logs) = logs {
         let broker_epoch = image
             .load()
@@ -408,6 +418,10 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
 }
 
 /// Opens `log.dirs` and starts the log shard threads (one per core, at most 8).
+/// How long a stopping broker waits for its leaderships to move (Kafka retries its controlled
+/// shutdown for about as long with its defaults).
+const CONTROLLED_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The listener followers fetch over: the first advertised listener that is not a controller
 /// listener (Kafka's `inter.broker.listener.name` default is the security protocol's listener).
 fn inter_broker_listener(config: &NodeConfig) -> String {

@@ -96,6 +96,12 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::Fetch => RequestKind::Fetch(FetchRequest::default()),
         ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default()),
         ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::BrokerHeartbeat => RequestKind::BrokerHeartbeat(
+            kafka_protocol::messages::BrokerHeartbeatRequest::default()
+                .with_broker_id(BrokerId(1))
+                .with_broker_epoch(1)
+                .with_want_shut_down(true),
+        ),
         ApiKey::AlterPartition => {
             RequestKind::AlterPartition(kafka_protocol::messages::AlterPartitionRequest::default())
         }
@@ -401,6 +407,10 @@ fn decide(request: RequestKind, version: i16) {
         }
         RequestKind::UnregisterBroker(r) => {
             gregor_actors::fencing::unregister_broker(image, r.broker_id.0);
+        }
+        RequestKind::BrokerHeartbeat(r) => {
+            let _ =
+                gregor_actors::fencing::controlled_shutdown(image, r.broker_id.0, r.broker_epoch);
         }
         RequestKind::AlterPartition(r) => {
             gregor_actors::controller::logic::alter_partition::alter_partition(image, &r, version);

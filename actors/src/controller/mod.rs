@@ -6,6 +6,7 @@ mod actor;
 mod alter_partition;
 mod client_quotas;
 mod configs;
+mod controlled_shutdown;
 pub mod logic;
 mod producer_ids;
 mod submitter;
@@ -22,5 +23,6 @@ pub use actor::{
 pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
+pub use controlled_shutdown::ControlledShutdown;
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use unregister::UnregisterBroker;

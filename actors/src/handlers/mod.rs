@@ -9,6 +9,7 @@
 
 mod alter_partition;
 mod api_versions;
+mod broker_heartbeat;
 mod client_quotas;
 mod cluster;
 pub mod configs;
@@ -155,6 +156,14 @@ pub const APIS: &[ApiSpec] = &[
         "CreatePartitions",
         CreatePartitionsRequest::VERSIONS,
         true,
+        true,
+    ),
+    // Only `want_shut_down` acts: a broker's controlled shutdown.
+    api(
+        ApiKey::BrokerHeartbeat,
+        "BrokerHeartbeat",
+        kafka_protocol::messages::BrokerHeartbeatRequest::VERSIONS,
+        false,
         true,
     ),
     // Partition leaders send their ISR changes to the active controller.
@@ -345,6 +354,7 @@ pub async fn handle(
         RequestKind::AlterClientQuotas(request) => {
             client_quotas::alter_client_quotas(ctx, info, request).await
         }
+        RequestKind::BrokerHeartbeat(request) => broker_heartbeat::handle(ctx, info, request).await,
         RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await

@@ -15,11 +15,13 @@
 
 mod isr;
 mod publisher;
+mod shutdown;
 
 use std::collections::HashMap;
 
 pub use isr::IsrTask;
 pub use publisher::{FollowedPartition, FollowerAssignments, ReplicationPublisher};
+pub use shutdown::controlled_shutdown;
 
 /// What this node is for one partition.
 #[derive(Debug, Default)]

@@ -180,6 +180,13 @@ async fn send_valid(
             let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1));
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        ApiKey::BrokerHeartbeat => {
+            // A broker id nobody registered: STALE_BROKER_EPOCH, nothing written.
+            let request = kafka_protocol::messages::BrokerHeartbeatRequest::default()
+                .with_broker_id(BrokerId(9_999))
+                .with_broker_epoch(-1);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         ApiKey::AlterPartition => {
             // From a broker id nobody registered: STALE_BROKER_EPOCH, nothing written.
             let request = kafka_protocol::messages::AlterPartitionRequest::default()
