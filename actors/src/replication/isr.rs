@@ -118,6 +118,10 @@ impl IsrTask {
                             })
                             .collect(),
                     )])]);
+        let committed_isr_size = self
+            .logs
+            .partition(&change.topic, change.partition)
+            .and_then(|state| state.replication().isr_size());
         let response = self.ask(request).await;
         let answer = response.as_ref().map(|r| {
             (
@@ -133,6 +137,9 @@ impl IsrTask {
             // Written: the image carrying the new partition epoch ends the pending change.
             Some((0, Some((0, epoch)))) if epoch > change.partition_epoch => {
                 tracing::info!(topic = %change.topic, partition = change.partition, isr = ?change.new_isr, "ISR change committed");
+                if let Some(size) = committed_isr_size {
+                    gregor_metrics::isr_changed(change.new_isr.len() > size);
+                }
                 false
             }
             Some((0, Some((0, _)))) => true,

@@ -32,6 +32,8 @@ pub struct ReplicationPublisher {
     node_id: i32,
     /// Followed partitions: (topic, partition) → (leader, partition).
     followed: HashMap<(String, i32), (i32, FollowedPartition)>,
+    /// Led partitions: (topic, partition) → under-replicated (ISR smaller than the replicas).
+    led: HashMap<(String, i32), bool>,
     assignments: watch::Sender<Arc<FollowerAssignments>>,
 }
 
@@ -47,6 +49,7 @@ impl ReplicationPublisher {
                 logs,
                 node_id,
                 followed: HashMap::new(),
+                led: HashMap::new(),
                 assignments,
             },
             receiver,
@@ -64,8 +67,17 @@ impl ReplicationPublisher {
                 .filter(|s| s.topic_id == topic.id);
             let (true, Some(state)) = (hosted, state) else {
                 self.followed.remove(&key);
+                self.led.remove(&key);
                 continue;
             };
+            if registration.leader == self.node_id {
+                self.led.insert(
+                    key.clone(),
+                    registration.isr.as_slice().len() < registration.replicas.as_slice().len(),
+                );
+            } else {
+                self.led.remove(&key);
+            }
             let assignment = Assignment {
                 leader: registration.leader,
                 leader_epoch: registration.leader_epoch,
@@ -142,6 +154,7 @@ impl MetadataPublisher for ReplicationPublisher {
     ) -> Result<(), PublishError> {
         if matches!(manifest, LoaderManifest::Snapshot { .. }) {
             self.followed.clear();
+            self.led.clear();
             for topic in image.topics.iter() {
                 self.sync_topic(topic);
             }
@@ -149,6 +162,8 @@ impl MetadataPublisher for ReplicationPublisher {
             let deleted: std::collections::HashSet<&str> =
                 topics.deleted_topics().map(|(_, name)| name).collect();
             self.followed
+                .retain(|(topic, _), _| !deleted.contains(topic.as_str()));
+            self.led
                 .retain(|(topic, _), _| !deleted.contains(topic.as_str()));
             for changed in topics.changed_topics() {
                 if let Some(topic) = image.topics.get_by_id(&changed.id()) {
@@ -159,6 +174,10 @@ impl MetadataPublisher for ReplicationPublisher {
             return Ok(());
         }
         self.publish_assignments();
+        gregor_metrics::replica_leadership(
+            self.led.len(),
+            self.led.values().filter(|under| **under).count(),
+        );
         Ok(())
     }
 }
