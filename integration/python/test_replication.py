@@ -108,6 +108,16 @@ def partition_state(admin, topic):
     return p.leader, sorted(p.replicas), sorted(p.isrs)
 
 
+def log_bytes(node, topic):
+    partition_dir = os.path.join(node.data_dir, f"{topic}-0")
+    segments = sorted(f for f in os.listdir(partition_dir) if f.endswith(".log"))
+    data = b""
+    for segment in segments:
+        with open(os.path.join(partition_dir, segment), "rb") as f:
+            data += f.read()
+    return data
+
+
 def check_log(nodes, topic, acked):
     """Reads partition 0 from the start: every acknowledged (offset, value) is there (at its
     offset when librdkafka reported one: a retried batch the broker already had may be
@@ -210,6 +220,11 @@ def test_acks_all_survives_repeated_leader_kills():
         wait_for("one leader and a full ISR in the metrics", lambda: sum(metric(n, "kafka_server_replicamanager_leadercount") for n in nodes) == 1
                  and sum(metric(n, "kafka_server_replicamanager_underreplicatedpartitions") for n in nodes) == 0, timeout=FAILOVER_TIMEOUT)
         assert sum(metric(n, "kafka_server_replicamanager_isrexpands_total") for n in nodes) >= 1
+        # Followers append the leader's batches as they are: once they have caught up, every
+        # replica's log holds the same bytes (segments concatenated in offset order).
+        wait_for("byte-identical replica logs", lambda: len({log_bytes(n, topic) for n in nodes}) == 1, timeout=FAILOVER_TIMEOUT)
+        last = max((o, v) for o, v in acked if o is not None)[1]
+        assert last in log_bytes(nodes[0], topic), f"the logs end with {last!r}"
 
         check_log(nodes, topic, acked)
     finally:
