@@ -43,16 +43,17 @@ class ClusterNode(Node):
     start, and started without waiting (no voter is ready before a quorum forms): call
     `wait_ready` after `start`."""
 
-    def __init__(self, overrides, format_args):
+    def __init__(self, overrides, format_args, env=None):
         self.format_args = format_args
         self.formatted = False
+        self.env = env or {}
         super().__init__(overrides)
 
     def start(self):
         args = [str(gregor_bin())]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
-        env = dict(os.environ, NO_COLOR="1")
+        env = dict(os.environ, NO_COLOR="1", **self.env)
         env.pop("RUST_LOG", None)
         if not self.formatted:
             subprocess.run([args[0], "storage", "format"] + args[1:] + self.format_args, check=True, capture_output=True, env=env)
@@ -75,7 +76,7 @@ class ClusterNode(Node):
         self.metrics = re.search(r"(?:^|\s)metrics=(\S+)", line).group(1).strip('"')
 
 
-def start_cluster(extra=None):
+def start_cluster(extra=None, env=None):
     cluster_id = random_uuid()
     specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
     initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
@@ -91,7 +92,7 @@ def start_cluster(extra=None):
             "replica.lag.time.max.ms": "10000",
         }
         overrides.update(extra or {})
-        nodes.append(ClusterNode(overrides, ["--cluster-id", cluster_id, "--initial-controllers", initial]))
+        nodes.append(ClusterNode(overrides, ["--cluster-id", cluster_id, "--initial-controllers", initial], env(node_id) if env else None))
     for node in nodes:
         node.wait_ready()
     return nodes
@@ -291,6 +292,58 @@ def test_controlled_shutdown_of_each_broker_under_load():
             writer.join(180)
         assert not errors, f"non-retriable errors reached the producer: {errors[:5]}"
         check_log(nodes, topic, acked)
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_a_former_leader_truncates_what_only_it_had(tmp_path):
+    """The followers stop fetching (test-only pause file), the leader takes acks=1 records only
+    it has, then is killed; once it comes back as a follower of the new leader it finds its tail
+    diverging and truncates it, and its log becomes byte-identical to the others'."""
+    pause = {node_id: tmp_path / f"pause-{node_id}" for node_id in (1, 2, 3)}
+    nodes = start_cluster(env=lambda node_id: {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause[node_id])})
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "truncation"
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+        wait_for("a full ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+
+        def send(values, acks):
+            producer = Producer({"bootstrap.servers": bootstrap(nodes, [n for n in nodes if n.proc.poll() is None]),
+                                 "acks": acks, "enable.idempotence": False, "message.timeout.ms": 60000})
+            results = []
+            for value in values:
+                producer.produce(topic, value=value, partition=0, on_delivery=lambda err, msg: results.append(err))
+            producer.flush(60)
+            assert results == [None] * len(values), results
+
+        send([f"committed-{i}".encode() for i in range(10)], "all")
+        leader = partition_state(admin, topic)[0]
+        for node_id in by_id:
+            if node_id != leader:
+                pause[node_id].touch()
+        send([f"only-leader-{i}".encode() for i in range(5)], 1)
+        by_id[leader].kill9()
+        for node_id in by_id:
+            pause[node_id].unlink(missing_ok=True)
+        survivors = AdminClient({"bootstrap.servers": bootstrap(nodes, [n for n in nodes if n is not by_id[leader]])})
+        wait_for("a new leader", lambda: partition_state(survivors, topic)[0] not in (-1, leader), timeout=FAILOVER_TIMEOUT)
+        send([f"new-leader-{i}".encode() for i in range(5)], "all")
+
+        former = by_id[leader]
+        assert b"only-leader" in log_bytes(former, topic)
+        former.start()
+        former.wait_ready()
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("the former leader back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        wait_for("byte-identical replica logs", lambda: len({log_bytes(n, topic) for n in nodes}) == 1, timeout=FAILOVER_TIMEOUT)
+        assert b"only-leader" not in log_bytes(former, topic)
+        assert b"new-leader-4" in log_bytes(former, topic)
+        with open(former.log_path, errors="replace") as log:
+            assert "truncated a divergent log tail" in log.read()
     finally:
         for node in nodes:
             node.close()

@@ -38,6 +38,20 @@ pub struct FetcherSettings {
     pub partition_max_bytes: i32,
     pub response_max_bytes: i32,
     pub backoff: Duration,
+    /// Test only (`GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE`): while this file exists the
+    /// fetchers neither fetch nor append, so a test can give a leader records its followers
+    /// never get (then kill it, and check that it truncates them when it comes back).
+    pub pause_file: Option<std::path::PathBuf>,
+}
+
+/// The environment variable naming [`FetcherSettings::pause_file`]. Nothing sets it outside
+/// tests.
+pub const PAUSE_HOOK_ENV: &str = "GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE";
+
+impl FetcherSettings {
+    fn paused(&self) -> bool {
+        self.pause_file.as_ref().is_some_and(|file| file.exists())
+    }
 }
 
 /// Starts the fetcher manager: it follows `assignments` and runs one task per leader.
@@ -119,6 +133,10 @@ impl Fetcher {
             let partitions = self.partitions.borrow_and_update().clone();
             if partitions.is_empty() {
                 return;
+            }
+            if self.settings.paused() {
+                self.pause(Duration::from_millis(50)).await;
+                continue;
             }
             if client.is_none() {
                 client = self.connect().await;
@@ -309,6 +327,9 @@ impl Fetcher {
         let Some(state) = self.logs.partition(topic, index) else {
             return;
         };
+        if self.settings.paused() {
+            return;
+        }
         match partition.error_code {
             NONE => {}
             OFFSET_OUT_OF_RANGE => {

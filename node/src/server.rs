@@ -373,6 +373,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
                 backoff: std::time::Duration::from_millis(
                     u64::try_from(config.replica_fetch_backoff_ms).unwrap_or(0),
                 ),
+                pause_file: replica_fetch_pause_file(),
             },
         );
     }
@@ -418,6 +419,17 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
 }
 
 /// Opens `log.dirs` and starts the log shard threads (one per core, at most 8).
+/// The test-only file that pauses replica fetching (`replica_fetcher::PAUSE_HOOK_ENV`), with a
+/// warning when set.
+fn replica_fetch_pause_file() -> Option<std::path::PathBuf> {
+    let file = std::env::var_os(crate::replica_fetcher::PAUSE_HOOK_ENV)?;
+    tracing::warn!(
+        file = %std::path::Path::new(&file).display(),
+        "test-only hook set: replica fetching pauses while this file exists"
+    );
+    Some(file.into())
+}
+
 /// How long a stopping broker waits for its leaderships to move (Kafka retries its controlled
 /// shutdown for about as long with its defaults).
 const CONTROLLED_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
