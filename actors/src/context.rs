@@ -92,6 +92,23 @@ pub trait ControllerForwarder: Send + Sync {
         Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
     >;
 
+    /// AlterPartition at `version`: a leader's ISR change for the active controller.
+    fn alter_partition(
+        &self,
+        request: kafka_protocol::messages::AlterPartitionRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterPartitionResponse>>;
+
+    /// BrokerHeartbeat at `version` (a controlled shutdown) for the active controller.
+    fn broker_heartbeat(
+        &self,
+        request: kafka_protocol::messages::BrokerHeartbeatRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::BrokerHeartbeatResponse>,
+    >;
+
     /// AlterConfigs at `version`.
     fn alter_configs(
         &self,

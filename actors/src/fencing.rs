@@ -6,8 +6,8 @@
 //! `broker.session.timeout.ms`; the controller decides their records on its working image.
 
 use gregor_publishers::records::{
-    FenceBrokerRecord, MetadataRecord, PartitionChangeRecord, UnregisterBrokerRecord,
-    BROKER_EPOCH_AT_OFFSET, NO_LEADER,
+    BrokerRegistrationChangeRecord, FenceBrokerRecord, MetadataRecord, PartitionChangeRecord,
+    UnregisterBrokerRecord, BROKER_EPOCH_AT_OFFSET, NO_LEADER,
 };
 use gregor_publishers::MetadataImage;
 
@@ -50,12 +50,52 @@ pub fn unregister_broker(image: &MetadataImage, broker_id: i32) -> Option<Vec<Me
     Some(records)
 }
 
+/// Why a controlled shutdown was refused: Kafka's STALE_BROKER_EPOCH for an unknown broker or
+/// another epoch than the registered one.
+pub const STALE_BROKER_EPOCH: i16 = 77;
+
+/// The records of a broker entering controlled shutdown (BrokerHeartbeat with
+/// `want_shut_down`, Kafka's `handleBrokerInControlledShutdown`): it is marked in controlled
+/// shutdown, leaves every ISR, and its leaderships move to an unfenced in-sync replica not
+/// shutting down; asked again, only what still names it. Refused with STALE_BROKER_EPOCH for an
+/// unknown broker or another epoch.
+pub fn controlled_shutdown(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<Vec<MetadataRecord>, i16> {
+    let broker = image
+        .cluster
+        .broker(broker_id)
+        .filter(|b| b.epoch == broker_epoch && b.epoch != BROKER_EPOCH_AT_OFFSET)
+        .ok_or(STALE_BROKER_EPOCH)?;
+    let mut records = Vec::new();
+    if !broker.in_controlled_shutdown {
+        records.push(MetadataRecord::BrokerRegistrationChange(
+            BrokerRegistrationChangeRecord {
+                broker_id,
+                broker_epoch,
+                fenced: None,
+                in_controlled_shutdown: Some(true),
+            },
+        ));
+    }
+    records.extend(leave_isrs(image, broker_id));
+    Ok(records)
+}
+
 /// One PartitionChange per partition whose ISR names `broker_id`: it leaves the ISR, and
 /// where it led, the first other ISR replica that is not fenced leads (none left: no leader,
 /// the ISR keeps only this broker as Kafka keeps the last leader).
 fn leave_isrs(image: &MetadataImage, broker_id: i32) -> Vec<MetadataRecord> {
     let mut records = Vec::new();
-    let usable = |id: i32| id != broker_id && image.cluster.broker(id).is_some_and(|b| !b.fenced);
+    let usable = |id: i32| {
+        id != broker_id
+            && image
+                .cluster
+                .broker(id)
+                .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+    };
     for topic in image.topics.iter() {
         for (partition_id, partition) in topic.partitions() {
             let isr = partition.isr.as_slice();
@@ -190,6 +230,40 @@ mod tests {
         );
         assert!(fence_broker(&image, 2).is_empty(), "already fenced");
         assert!(fence_broker(&image, 9).is_empty(), "unknown");
+    }
+
+    #[test]
+    fn controlled_shutdown_moves_leadership_away_from_the_broker() {
+        let topic = Uuid::from_u128(7);
+        let image = image(vec![
+            broker(1, false),
+            broker(2, false),
+            broker(3, false),
+            MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: topic,
+            }),
+            partition(topic, 0, &[1, 2, 3], 1),
+            partition(topic, 1, &[2, 1], 2),
+            partition(topic, 2, &[1], 1),
+        ]);
+        let change = |partition_id, isr, leader| isr_change(topic, partition_id, isr, leader);
+        assert_eq!(
+            controlled_shutdown(&image, 1, 11),
+            Ok(vec![
+                MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+                    broker_id: 1,
+                    broker_epoch: 11,
+                    fenced: None,
+                    in_controlled_shutdown: Some(true),
+                }),
+                change(0, Some(vec![2, 3]), Some(2)),
+                change(1, Some(vec![2]), None),
+                change(2, None, Some(NO_LEADER)),
+            ])
+        );
+        assert_eq!(controlled_shutdown(&image, 1, 10), Err(STALE_BROKER_EPOCH));
+        assert_eq!(controlled_shutdown(&image, 9, 19), Err(STALE_BROKER_EPOCH));
     }
 
     #[test]

@@ -22,3 +22,4 @@ pub mod log_manager;
 pub mod quorum;
 pub mod quota;
 pub mod raft;
+pub mod replication;

@@ -123,3 +123,14 @@ pub const QUOTA_CALLBACK_FAILURES_TOTAL: &str = "gregor_quota_callback_failures_
 /// Time a quota callback's `update_cluster_metadata` took, label `callback`.
 pub const QUOTA_CALLBACK_CLUSTER_UPDATE_SECONDS: &str =
     "gregor_quota_callback_cluster_update_seconds";
+
+/// Partitions this broker leads (Kafka's `ReplicaManager.LeaderCount`).
+pub const REPLICA_LEADER_COUNT: &str = "kafka_server_replicamanager_leadercount";
+/// Partitions this broker leads whose ISR is smaller than their replica set (Kafka's
+/// `ReplicaManager.UnderReplicatedPartitions`).
+pub const REPLICA_UNDER_REPLICATED_PARTITIONS: &str =
+    "kafka_server_replicamanager_underreplicatedpartitions";
+/// ISR shrinks this broker's leaders committed through AlterPartition (`IsrShrinksPerSec`).
+pub const REPLICA_ISR_SHRINKS_TOTAL: &str = "kafka_server_replicamanager_isrshrinks_total";
+/// ISR expansions this broker's leaders committed through AlterPartition (`IsrExpandsPerSec`).
+pub const REPLICA_ISR_EXPANDS_TOTAL: &str = "kafka_server_replicamanager_isrexpands_total";

@@ -304,6 +304,21 @@ pub fn quota_queue_size(resource: &'static str) -> metrics::Gauge {
     gauge!(names::QUOTA_QUEUE_SIZE, "resource" => resource)
 }
 
+/// The partitions this broker leads and how many of them are under-replicated.
+pub fn replica_leadership(leaders: usize, under_replicated: usize) {
+    gauge!(names::REPLICA_LEADER_COUNT).set(leaders as f64);
+    gauge!(names::REPLICA_UNDER_REPLICATED_PARTITIONS).set(under_replicated as f64);
+}
+
+/// Counts one committed ISR change of a partition this broker leads.
+pub fn isr_changed(expanded: bool) {
+    if expanded {
+        counter!(names::REPLICA_ISR_EXPANDS_TOTAL).increment(1);
+    } else {
+        counter!(names::REPLICA_ISR_SHRINKS_TOTAL).increment(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

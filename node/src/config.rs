@@ -192,6 +192,36 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Default replication factor of new topics.",
     ),
     def(
+        "replica.lag.time.max.ms",
+        ConfigType::Long,
+        Some("30000"),
+        "A follower that has not caught up with its leader for this long leaves the ISR (checked every half of it).",
+    ),
+    def(
+        "replica.fetch.wait.max.ms",
+        ConfigType::Int,
+        Some("500"),
+        "The longest a follower's fetch waits at the leader for new records.",
+    ),
+    def(
+        "replica.fetch.max.bytes",
+        ConfigType::Int,
+        Some("1048576"),
+        "Bytes a follower asks for per partition in one fetch (the first batch always comes whole).",
+    ),
+    def(
+        "replica.fetch.response.max.bytes",
+        ConfigType::Int,
+        Some("10485760"),
+        "Bytes a follower asks for in one fetch response.",
+    ),
+    def(
+        "replica.fetch.backoff.ms",
+        ConfigType::Int,
+        Some("1000"),
+        "How long a follower waits before fetching a partition again after an error.",
+    ),
+    def(
         "delete.topic.enable",
         ConfigType::Boolean,
         Some("true"),
@@ -467,6 +497,16 @@ pub struct NodeConfig {
     pub num_partitions: i32,
     /// `default.replication.factor`.
     pub default_replication_factor: i16,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_time_max_ms: i64,
+    /// `replica.fetch.wait.max.ms`.
+    pub replica_fetch_wait_max_ms: i32,
+    /// `replica.fetch.max.bytes`.
+    pub replica_fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`.
+    pub replica_fetch_response_max_bytes: i32,
+    /// `replica.fetch.backoff.ms`.
+    pub replica_fetch_backoff_ms: i32,
     /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
     /// `auto.create.topics.enable`.
@@ -724,6 +764,21 @@ impl NodeConfig {
             )? as usize,
             num_partitions,
             default_replication_factor,
+            replica_lag_time_max_ms: values.int("replica.lag.time.max.ms", 1, i64::MAX)?,
+            replica_fetch_wait_max_ms: values.int(
+                "replica.fetch.wait.max.ms",
+                0,
+                i32::MAX as i64,
+            )? as i32,
+            replica_fetch_max_bytes: values.int("replica.fetch.max.bytes", 0, i32::MAX as i64)?
+                as i32,
+            replica_fetch_response_max_bytes: values.int(
+                "replica.fetch.response.max.bytes",
+                0,
+                i32::MAX as i64,
+            )? as i32,
+            replica_fetch_backoff_ms: values.int("replica.fetch.backoff.ms", 0, i32::MAX as i64)?
+                as i32,
             delete_topic_enable: values.boolean("delete.topic.enable")?,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             socket_request_max_bytes,

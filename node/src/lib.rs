@@ -9,6 +9,7 @@ pub mod config_support;
 pub mod log_levels;
 pub mod network;
 pub mod quorum;
+pub mod replica_fetcher;
 pub mod server;
 pub mod storage;
 pub mod storage_info;

@@ -24,6 +24,7 @@ use gregor_actors::quota::{
     WindowConfig,
 };
 use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
+use gregor_actors::replication::{IsrTask, ReplicationPublisher};
 use gregor_publishers::quota_callback::{CallbackError, CallbackRegistry};
 use gregor_publishers::records::Endpoint;
 use gregor_publishers::MetadataImage;
@@ -242,9 +243,19 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             ))))
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
-        Some(logs)
+        // Leaders and followers of the hosted partitions, after their logs (above) exist.
+        let (replication, followed) = ReplicationPublisher::new(logs.clone(), config.node_id);
+        loader
+            .send(InstallPublisher(Box::new(replication)))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
+        Some((logs, followed))
     } else {
         None
+    };
+    let (logs, followed) = match logs {
+        Some((logs, followed)) => (Some(logs), Some(followed)),
+        None => (None, None),
     };
     // The group coordinator of a broker: its own thread (arbiter), following the leadership
     // of __consumer_offsets through its publisher (installed after the log manager's, so a
@@ -375,6 +386,33 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             handlers.controller.clone(),
         );
     }
+    if let (Some(logs), Some(followed)) = (handlers.logs.clone(), followed) {
+        IsrTask {
+            logs: logs.clone(),
+            image: image.clone(),
+            controller: handlers.controller.clone(),
+            forwarder: handlers.forwarder.clone(),
+            node_id: config.node_id,
+            replica_lag_time_max_ms: config.replica_lag_time_max_ms,
+        }
+        .spawn();
+        crate::replica_fetcher::spawn(
+            logs,
+            image.clone(),
+            followed,
+            crate::replica_fetcher::FetcherSettings {
+                node_id: config.node_id,
+                listener_name: inter_broker_listener(&config),
+                max_wait_ms: config.replica_fetch_wait_max_ms,
+                partition_max_bytes: config.replica_fetch_max_bytes,
+                response_max_bytes: config.replica_fetch_response_max_bytes,
+                backoff: std::time::Duration::from_millis(
+                    u64::try_from(config.replica_fetch_backoff_ms).unwrap_or(0),
+                ),
+                pause_file: replica_fetch_pause_file(),
+            },
+        );
+    }
     let _ = ready_sender.send(true);
     tracing::info!(
         node_id = config.node_id,
@@ -386,6 +424,16 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
 
     wait_for_shutdown_signal().await;
     tracing::info!("shutting down");
+    if config.has_role(ProcessRole::Broker) {
+        gregor_actors::replication::controlled_shutdown(
+            &image,
+            &handlers.controller,
+            handlers.forwarder.as_ref(),
+            config.node_id,
+            CONTROLLED_SHUTDOWN_TIMEOUT,
+        )
+        .await;
+    }
     if let Some(logs) = logs {
         let broker_epoch = image
             .load()
@@ -407,6 +455,32 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
 }
 
 /// Opens `log.dirs` and starts the log shard threads (one per core, at most 8).
+/// The test-only file that pauses replica fetching (`replica_fetcher::PAUSE_HOOK_ENV`), with a
+/// warning when set.
+fn replica_fetch_pause_file() -> Option<std::path::PathBuf> {
+    let file = std::env::var_os(crate::replica_fetcher::PAUSE_HOOK_ENV)?;
+    tracing::warn!(
+        file = %std::path::Path::new(&file).display(),
+        "test-only hook set: replica fetching pauses while this file exists"
+    );
+    Some(file.into())
+}
+
+/// How long a stopping broker waits for its leaderships to move (Kafka retries its controlled
+/// shutdown for about as long with its defaults).
+const CONTROLLED_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The listener followers fetch over: the first advertised listener that is not a controller
+/// listener (Kafka's `inter.broker.listener.name` default is the security protocol's listener).
+fn inter_broker_listener(config: &NodeConfig) -> String {
+    config
+        .advertised_listeners
+        .iter()
+        .find(|l| !config.controller_listener_names.contains(&l.name))
+        .map(|l| l.name.clone())
+        .unwrap_or_default()
+}
+
 fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError> {
     let number = |key: &str, default: u64| {
         config

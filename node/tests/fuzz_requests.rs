@@ -105,6 +105,18 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
             kafka_protocol::messages::DescribeProducersRequest::default(),
         ),
         ApiKey::InitProducerId => RequestKind::InitProducerId(InitProducerIdRequest::default()),
+        ApiKey::BrokerHeartbeat => RequestKind::BrokerHeartbeat(
+            kafka_protocol::messages::BrokerHeartbeatRequest::default()
+                .with_broker_id(BrokerId(1))
+                .with_broker_epoch(1)
+                .with_want_shut_down(true),
+        ),
+        ApiKey::AlterPartition => {
+            RequestKind::AlterPartition(kafka_protocol::messages::AlterPartitionRequest::default())
+        }
+        ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(
+            kafka_protocol::messages::OffsetForLeaderEpochRequest::default(),
+        ),
         ApiKey::AllocateProducerIds => {
             RequestKind::AllocateProducerIds(AllocateProducerIdsRequest::default())
         }
@@ -157,6 +169,37 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
                             .with_index(0)
                             .with_records(Some(Bytes::from_static(&[0u8; 70]))),
                     ])]),
+        )),
+        ApiKey::AlterPartition => {
+            use kafka_protocol::messages::alter_partition_request::{
+                BrokerState, PartitionData, TopicData,
+            };
+            out.push(RequestKind::AlterPartition(
+                kafka_protocol::messages::AlterPartitionRequest::default()
+                    .with_broker_id(BrokerId(1))
+                    .with_broker_epoch(1)
+                    .with_topics(vec![TopicData::default()
+                        .with_topic_id(uuid::Uuid::from_u128(1))
+                        .with_partitions(vec![PartitionData::default()
+                            .with_partition_index(0)
+                            .with_leader_epoch(0)
+                            .with_partition_epoch(0)
+                            .with_new_isr_with_epochs(vec![BrokerState::default()
+                                .with_broker_id(BrokerId(1))
+                                .with_broker_epoch(1)])])]),
+            ))
+        }
+        ApiKey::OffsetForLeaderEpoch => out.push(RequestKind::OffsetForLeaderEpoch(
+            kafka_protocol::messages::OffsetForLeaderEpochRequest::default().with_topics(vec![
+                kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(s("t")))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                            .with_partition(0)
+                            .with_current_leader_epoch(3)
+                            .with_leader_epoch(2),
+                    ]),
+            ]),
         )),
         ApiKey::Fetch => out.push(RequestKind::Fetch(FetchRequest::default().with_topics(
             vec![fetch_request::FetchTopic::default()
@@ -431,6 +474,13 @@ fn decide(request: RequestKind, version: i16) {
         }
         RequestKind::UnregisterBroker(r) => {
             gregor_actors::fencing::unregister_broker(image, r.broker_id.0);
+        }
+        RequestKind::BrokerHeartbeat(r) => {
+            let _ =
+                gregor_actors::fencing::controlled_shutdown(image, r.broker_id.0, r.broker_epoch);
+        }
+        RequestKind::AlterPartition(r) => {
+            gregor_actors::controller::logic::alter_partition::alter_partition(image, &r, version);
         }
         _ => {}
     });

@@ -68,18 +68,24 @@ impl LeaderEpochCache {
         }
     }
 
-    /// OffsetForLeaderEpoch: the largest epoch ≤ `epoch` and its end offset (the next epoch's start, or
-    /// `log_end_offset` for the latest); `(-1, -1)` below the earliest epoch.
+    /// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`: for the latest epoch
+    /// `(epoch, log_end_offset)`; otherwise the largest epoch ≤ `epoch` (or `epoch` itself when it
+    /// is older than the cache) and the start of the next epoch; `(-1, -1)` for −1 or an epoch
+    /// newer than the latest.
     pub fn end_offset_for(&self, epoch: i32, log_end_offset: i64) -> (i32, i64) {
-        match self.entries.iter().rposition(|&(e, _)| e <= epoch) {
-            None => (-1, -1),
-            Some(i) => {
-                let end = self
-                    .entries
-                    .get(i + 1)
-                    .map_or(log_end_offset, |next| next.1);
-                (self.entries[i].0, end)
-            }
+        if epoch < 0 {
+            return (-1, -1);
+        }
+        if self.latest_epoch() == Some(epoch) {
+            return (epoch, log_end_offset);
+        }
+        let Some(higher) = self.entries.iter().position(|&(e, _)| e > epoch) else {
+            return (-1, -1);
+        };
+        let next_start = self.entries[higher].1;
+        match higher.checked_sub(1) {
+            Some(floor) => (self.entries[floor].0, next_start),
+            None => (epoch, next_start),
         }
     }
 
@@ -122,12 +128,14 @@ mod tests {
         assert_eq!(cache.end_offset_for(0, 40), (0, 10));
         assert_eq!(cache.end_offset_for(1, 40), (0, 10));
         assert_eq!(cache.end_offset_for(3, 40), (2, 25));
-        assert_eq!(cache.end_offset_for(9, 40), (4, 40));
+        assert_eq!(cache.end_offset_for(4, 40), (4, 40));
+        assert_eq!(cache.end_offset_for(9, 40), (-1, -1));
+        assert_eq!(cache.end_offset_for(-1, 40), (-1, -1));
         cache.truncate_from_end(25);
         assert_eq!(cache.entries(), &[(0, 0), (2, 10)]);
         cache.truncate_from_start(12);
         assert_eq!(cache.entries(), &[(2, 12)]);
-        assert_eq!(cache.end_offset_for(1, 40), (-1, -1));
+        assert_eq!(cache.end_offset_for(1, 40), (1, 12));
         cache.flush().unwrap();
         assert_eq!(
             LeaderEpochCache::load(dir.path()).unwrap().entries(),

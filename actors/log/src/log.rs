@@ -961,6 +961,17 @@ impl PartitionLog {
     pub fn latest_epoch(&self) -> Option<i32> {
         self.epochs.latest_epoch()
     }
+    /// A new leader records its epoch at its log end offset at once (Kafka's `onBecomeLeader`), so
+    /// followers always find the boundary of the epoch even before its first append.
+    pub fn assign_leader_epoch(&mut self, epoch: i32) -> Result<()> {
+        self.check_online()?;
+        let leo = self.log_end_offset();
+        if self.epochs.assign(epoch, leo) {
+            let flushed = self.epochs.flush();
+            self.guard(flushed)?;
+        }
+        Ok(())
+    }
 }
 
 fn read_batch_at(

@@ -3,8 +3,10 @@
 
 mod activation;
 mod actor;
+mod alter_partition;
 mod client_quotas;
 mod configs;
+mod controlled_shutdown;
 pub mod logic;
 mod producer_ids;
 mod submitter;
@@ -18,7 +20,9 @@ pub use actor::{
     ControllerSettings, CreatePartitions, CreateTopics, DeleteTopics, FenceBroker, RegisterNode,
     UnfenceBroker, WriteRecords, ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
 };
+pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
+pub use controlled_shutdown::ControlledShutdown;
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use unregister::UnregisterBroker;

@@ -44,14 +44,11 @@ pub(super) async fn handle(
     request: FetchRequest,
 ) -> ApiResponse {
     let version = info.api_version;
-    let begun =
-        match ctx
-            .fetch_sessions
-            .begin(version, &request, replica_id(version, &request) >= 0)
-        {
-            Ok(begun) => begun,
-            Err(code) => return session_error(code, 0),
-        };
+    let follower = super::replica_fetch::replica_id(&request, version) >= 0;
+    let begun = match ctx.fetch_sessions.begin(version, &request, follower) {
+        Ok(begun) => begun,
+        Err(code) => return session_error(code, 0),
+    };
     let session = begun.context;
     // An incremental fetch reads its whole session; a full one, what it names.
     let session_request = begun
@@ -67,6 +64,7 @@ pub(super) async fn handle(
         let done = wait.is_zero()
             || read.bytes >= min_bytes
             || read.any_error
+            || read.urgent
             || read.waiting_on.is_empty()
             || tokio::time::Instant::now() >= deadline;
         if done {
@@ -90,11 +88,15 @@ pub(super) async fn handle(
             }
             .unwrap_or(0)
                 + 4;
-            let throttle =
+            // Replication is not charged to client quotas.
+            let throttle = if follower {
+                0
+            } else {
                 ctx.quotas
                     .fetch
                     .shared
-                    .record(&info.principal.name, &info.client_id, size as f64);
+                    .record(&info.principal.name, &info.client_id, size as f64)
+            };
             let throttle = i32::try_from(throttle).unwrap_or(i32::MAX);
             if throttle > 0 {
                 body.responses.clear();
@@ -132,7 +134,10 @@ pub(super) async fn handle(
             .waiting_on
             .iter()
             .zip(&read.sampled_high_watermarks)
-            .any(|(state, hw)| state.high_watermark() != *hw || !state.is_serving());
+            .any(|(state, sampled)| {
+                super::replica_fetch::watched_offset(state, follower) != *sampled
+                    || !state.is_serving()
+            });
         if moved {
             continue;
         }
@@ -140,15 +145,6 @@ pub(super) async fn handle(
             _ = futures::future::select_all(wakeups) => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
-    }
-}
-
-/// The replica id of a fetch: −1 for consumers, the broker's id for followers.
-fn replica_id(version: i16, request: &FetchRequest) -> i32 {
-    if version >= 15 {
-        request.replica_state.replica_id.0
-    } else {
-        request.replica_id.0
     }
 }
 
@@ -199,6 +195,8 @@ struct ReadPass {
     /// Partitions a waiting fetch listens to, with the high watermarks this pass saw.
     waiting_on: Vec<Arc<PartitionState>>,
     sampled_high_watermarks: Vec<i64>,
+    /// A follower must hear now (a diverging epoch).
+    urgent: bool,
 }
 
 async fn read_all(
@@ -215,13 +213,9 @@ async fn read_all(
         any_error: false,
         waiting_on: Vec::new(),
         sampled_high_watermarks: Vec::new(),
+        urgent: false,
     };
-    // Follower fetches need replication, which Gregor does not have yet.
-    let replica_id = if version >= 15 {
-        request.replica_state.replica_id.0
-    } else {
-        request.replica_id.0
-    };
+    let replica_id = super::replica_fetch::replica_id(request, version);
     for topic in &request.topics {
         let (name, unknown_topic) =
             requested_topic(&image, version >= 13, &topic.topic_id, &topic.topic);
@@ -229,7 +223,26 @@ async fn read_all(
         for wanted in &topic.partitions {
             let index = wanted.partition;
             if replica_id >= 0 {
-                partitions.push(partition_error(index, NOT_LEADER_OR_FOLLOWER));
+                let budget = (max_bytes - pass.bytes).max(0);
+                let read = super::replica_fetch::read_partition(
+                    ctx,
+                    &image,
+                    name.as_deref(),
+                    unknown_topic,
+                    wanted,
+                    replica_id,
+                    request.replica_state.replica_epoch,
+                    i64::from(wanted.partition_max_bytes).clamp(0, budget),
+                    pass.bytes == 0,
+                )
+                .await;
+                pass.bytes += read.bytes;
+                pass.urgent |= read.urgent;
+                if let Some((state, log_end)) = read.wait_on {
+                    pass.sampled_high_watermarks.push(log_end);
+                    pass.waiting_on.push(state);
+                }
+                partitions.push(read.response);
                 continue;
             }
             let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, false)

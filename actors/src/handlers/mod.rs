@@ -7,7 +7,9 @@
 //!
 //! Handlers never touch bytes: they get a decoded request and return a typed response.
 
+mod alter_partition;
 mod api_versions;
+mod broker_heartbeat;
 mod client_quotas;
 mod cluster;
 pub mod configs;
@@ -21,9 +23,11 @@ mod large_requests;
 mod list_offsets;
 mod log_admin;
 mod metadata;
+mod offset_for_leader_epoch;
 mod produce;
 pub mod quorum;
 mod raft_voters;
+mod replica_fetch;
 pub mod throttle;
 mod topics;
 mod unregister_broker;
@@ -117,6 +121,9 @@ pub const APIS: &[ApiSpec] = &[
         ApiKey::DescribeProducers,
         "DescribeProducers",
         kafka_protocol::messages::DescribeProducersRequest::VERSIONS,
+        ApiKey::OffsetForLeaderEpoch,
+        "OffsetForLeaderEpoch",
+        kafka_protocol::messages::OffsetForLeaderEpochRequest::VERSIONS,
         true,
         false,
     ),
@@ -245,6 +252,22 @@ pub const APIS: &[ApiSpec] = &[
         "CreatePartitions",
         CreatePartitionsRequest::VERSIONS,
         true,
+        true,
+    ),
+    // Only `want_shut_down` acts: a broker's controlled shutdown.
+    api(
+        ApiKey::BrokerHeartbeat,
+        "BrokerHeartbeat",
+        kafka_protocol::messages::BrokerHeartbeatRequest::VERSIONS,
+        false,
+        true,
+    ),
+    // Partition leaders send their ISR changes to the active controller.
+    api(
+        ApiKey::AlterPartition,
+        "AlterPartition",
+        kafka_protocol::messages::AlterPartitionRequest::VERSIONS,
+        false,
         true,
     ),
     api(
@@ -400,6 +423,9 @@ pub async fn handle(
         RequestKind::Produce(request) => produce::handle(ctx, info, request).await,
         RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
         RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
+        RequestKind::OffsetForLeaderEpoch(request) => {
+            offset_for_leader_epoch::handle(ctx, info, request).await
+        }
         RequestKind::InitProducerId(request) => init_producer_id::handle(ctx, info, request).await,
         RequestKind::DeleteRecords(request) => log_admin::delete_records(ctx, info, request).await,
         RequestKind::DescribeLogDirs(request) => {
@@ -442,6 +468,8 @@ pub async fn handle(
         RequestKind::AlterClientQuotas(request) => {
             client_quotas::alter_client_quotas(ctx, info, request).await
         }
+        RequestKind::BrokerHeartbeat(request) => broker_heartbeat::handle(ctx, info, request).await,
+        RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }
@@ -525,6 +553,7 @@ mod tests {
         assert_eq!(range(ApiKey::Produce), Some((0, 13)));
         assert_eq!(range(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(range(ApiKey::ListOffsets), Some((1, 10)));
+        assert_eq!(range(ApiKey::OffsetForLeaderEpoch), Some((2, 4)));
         assert_eq!(range(ApiKey::InitProducerId), Some((0, 5)));
         assert_eq!(range(ApiKey::DeleteRecords), Some((0, 2)));
         assert_eq!(range(ApiKey::DescribeLogDirs), Some((1, 4)));
@@ -540,5 +569,11 @@ mod tests {
         assert_eq!(range(ApiKey::DeleteGroups), Some((0, 2)));
         assert_eq!(range(ApiKey::OffsetDelete), Some((0, 0)));
         assert!(lookup(ApiKey::JoinGroup, ListenerKind::Controller).is_none());
+        assert!(lookup(ApiKey::AlterPartition, ListenerKind::Broker).is_none());
+        assert_eq!(
+            lookup(ApiKey::AlterPartition, ListenerKind::Controller)
+                .map(|s| (s.versions.min, s.versions.max)),
+            Some((2, 3))
+        );
     }
 }

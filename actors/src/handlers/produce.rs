@@ -3,8 +3,9 @@
 //! The `records` bytes go to the log library untouched (kafka-protocol hands them over as
 //! `Bytes`); it validates, assigns offsets and writes them on the partition's shard thread. All
 //! partitions of a request are queued first and awaited together, so they are appended in
-//! parallel across shards. With one replica, acks=-1 is answered after the local append once
-//! `min.insync.replicas` is satisfied by the ISR.
+//! parallel across shards. acks=-1 is refused before the append when the ISR is smaller than
+//! `min.insync.replicas`, and answered once the high watermark has passed the batch (every ISR
+//! member has it; see `crate::replication::await_replication`).
 
 use futures::future::join_all;
 use kafka_protocol::messages::produce_response::{
@@ -46,6 +47,8 @@ pub(super) async fn handle(
     let version = info.api_version;
     let image = ctx.image.load_full();
     let acks = request.acks;
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let acks_valid = matches!(acks, -1..=1);
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(request.topic_data.len());
     let mut appends = Vec::new();
@@ -122,8 +125,21 @@ pub(super) async fn handle(
             let slot = (topic_index, partitions.len());
             partitions.push(failed(index, NONE));
             let name = name.clone().unwrap_or_default();
+            let state = led.state;
             appends.push(async move {
                 let result = logs.append(&name, index, records, epoch).await;
+                let replicated = match &result {
+                    Ok(appended) if acks == -1 => {
+                        crate::replication::await_replication(
+                            &state,
+                            epoch,
+                            appended.last_offset + 1,
+                            deadline,
+                        )
+                        .await
+                    }
+                    _ => Ok(()),
+                };
                 gregor_metrics::topic_produce(
                     &name,
                     result.as_ref().ok().map(|appended| {
@@ -135,7 +151,7 @@ pub(super) async fn handle(
                         (messages, appended.bytes_appended)
                     }),
                 );
-                (slot, log_start, result)
+                (slot, log_start, result, replicated)
             });
         }
         responses.push(
@@ -145,9 +161,13 @@ pub(super) async fn handle(
                 .with_partition_responses(partitions),
         );
     }
-    for ((topic_index, slot), log_start, result) in join_all(appends).await {
+    for ((topic_index, slot), log_start, result, replicated) in join_all(appends).await {
         let response = &mut responses[topic_index].partition_responses[slot];
         match result {
+            Ok(_) if replicated.is_err() => {
+                response.error_code = replicated.err().unwrap_or(NONE);
+                response.log_start_offset = log_start;
+            }
             Ok(appended) => {
                 response.error_code = NONE;
                 response.base_offset = appended.first_offset;

@@ -38,6 +38,8 @@ use tokio::sync::{oneshot, Notify};
 
 pub use admin::LogDirDescription;
 pub use publisher::{effective_log_config, LogPublisher, StaticLogDefaults};
+
+use crate::replication::Replication;
 use shard::{Control, DataCommand, Shard};
 
 /// Commands that may wait in one shard's data channel.
@@ -57,8 +59,11 @@ pub struct PartitionState {
     open: AtomicBool,
     /// Set when the log could not be opened or its log dir went offline.
     offline: AtomicBool,
-    /// Woken after every append (and when the log goes away), for waiting fetches.
+    /// Woken after every append, every high-watermark move and when the log goes away or
+    /// changes leader, for waiting fetches and acks=all produces.
     pub appended: Notify,
+    /// Leader or follower, with the followers' progress (see [`crate::replication`]).
+    replication: Mutex<Replication>,
 }
 
 impl PartitionState {
@@ -90,8 +95,40 @@ impl PartitionState {
     fn publish_offsets(&self, log_start: i64, log_end: i64) {
         self.log_start_offset.store(log_start, Ordering::Release);
         self.log_end_offset.store(log_end, Ordering::Release);
-        // Single replica: everything appended is committed.
-        self.high_watermark.store(log_end, Ordering::Release);
+        self.refresh_high_watermark();
+    }
+
+    /// The replication state, locked (briefly: no I/O is done under it).
+    pub fn replication(&self) -> std::sync::MutexGuard<'_, Replication> {
+        self.replication
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Recomputes the high watermark from the replication state: on a leader the smallest log
+    /// end offset of the ISR (never backwards), elsewhere at most the log end offset. Returns
+    /// whether it moved.
+    pub fn refresh_high_watermark(&self) -> bool {
+        let replication = self.replication();
+        let log_end = self.log_end_offset();
+        let current = self.high_watermark();
+        let next = replication
+            .leader_high_watermark(log_end, current, self.min_insync_replicas())
+            .unwrap_or_else(|| current.min(log_end));
+        self.high_watermark.store(next, Ordering::Release);
+        next != current
+    }
+
+    /// A follower's high watermark: the leader's, clamped to the local log. Returns whether it
+    /// moved.
+    pub fn set_follower_high_watermark(&self, leader_high_watermark: i64) -> bool {
+        let replication = self.replication();
+        if replication.leader_epoch().is_some() {
+            return false;
+        }
+        let next = leader_high_watermark.min(self.log_end_offset()).max(0);
+        let previous = self.high_watermark.swap(next, Ordering::AcqRel);
+        previous != next
     }
 }
 
@@ -102,6 +139,14 @@ pub struct ReadResult {
     pub records: Bytes,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+}
+
+/// A follower's log after an append or a truncation: what its next fetch sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerLog {
+    pub log_end_offset: i64,
+    /// The latest epoch of its leader-epoch cache (`None` when empty).
+    pub latest_epoch: Option<i32>,
 }
 
 /// Why the log manager could not run a command.
@@ -143,6 +188,8 @@ pub struct LogManager {
     shards: Vec<Shard>,
     partitions: DashMap<TopicPartition, Arc<PartitionState>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Where leaders send ISR changes (set once by the node that sends AlterPartition).
+    isr_changes: std::sync::OnceLock<crate::replication::IsrChanges>,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -215,6 +262,7 @@ impl LogManager {
             shards,
             partitions: DashMap::new(),
             threads: Mutex::new(threads),
+            isr_changes: std::sync::OnceLock::new(),
         }))
     }
 
@@ -282,6 +330,7 @@ impl LogManager {
             open: AtomicBool::new(false),
             offline: AtomicBool::new(false),
             appended: Notify::new(),
+            replication: Mutex::new(Replication::default()),
         });
         self.partitions.insert(tp.clone(), Arc::clone(&state));
         state
@@ -411,6 +460,118 @@ impl LogManager {
             return Err(LogManagerError::NoLog(tp.dir_name()));
         }
         Ok(state)
+    }
+
+    /// Reads whole batches from `offset` for a follower: up to the log end offset, not the high
+    /// watermark.
+    pub async fn read_for_follower(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::ReadToLogEnd {
+            tp,
+            offset,
+            max_bytes,
+            min_one_batch,
+            reply,
+        })
+        .await
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch ≤ `epoch` this log knows and where it ends.
+    pub async fn end_offset_for_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        epoch: i32,
+    ) -> Result<(i32, i64), LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::EpochEndOffset {
+            tp,
+            epoch,
+            reply,
+        })
+        .await
+    }
+
+    /// Appends batches fetched from the leader as they are (offsets and epochs kept).
+    pub async fn append_as_follower(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<FollowerLog, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::AppendReplicated {
+            tp,
+            records,
+            reply,
+        })
+        .await
+    }
+
+    /// Removes every record at or past `offset` (a follower's divergent tail).
+    pub async fn truncate_to(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<FollowerLog, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::Truncate { tp, offset, reply })
+            .await
+    }
+
+    /// Where a follower's log ends and the epoch of its last batch.
+    pub async fn follower_log(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<FollowerLog, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::FollowerLog { tp, reply })
+            .await
+    }
+
+    /// Sets where leaders send ISR changes (once; later calls are ignored).
+    pub fn set_isr_changes(&self, changes: crate::replication::IsrChanges) {
+        let _ = self.isr_changes.set(changes);
+    }
+
+    /// Asks for an ISR change; `false` when nobody sends them (a single node without peers).
+    pub fn request_isr_change(&self, change: crate::replication::IsrChange) -> bool {
+        self.isr_changes
+            .get()
+            .is_some_and(|changes| changes.send(change).is_ok())
+    }
+
+    /// Every hosted partition with its state (for the ISR shrink scan).
+    pub fn partitions(&self) -> Vec<(TopicPartition, Arc<PartitionState>)> {
+        self.partitions
+            .iter()
+            .map(|e| (e.key().clone(), Arc::clone(e.value())))
+            .collect()
+    }
+
+    /// Records that this node leads the partition from `epoch` on (in its leader-epoch cache, at
+    /// its log end offset).
+    pub(crate) fn become_leader(&self, tp: &TopicPartition, epoch: i32) {
+        if let Some(state) = self.partitions.get(tp) {
+            self.shards[state.shard].control(Control::BecomeLeader {
+                tp: tp.clone(),
+                epoch,
+            });
+        }
     }
 
     /// Clean shutdown: every shard closes its logs, then each log dir writes its checkpoints and

@@ -17,8 +17,8 @@ use gregor_log::producer_state::ProducerEntry;
 
 use super::admin::LogSize;
 use super::{
-    now_ms, LogManagerError, LogManagerSettings, OffsetQuery, PartitionState, ReadResult, Reply,
-    DATA_CHANNEL_CAPACITY,
+    now_ms, FollowerLog, LogManagerError, LogManagerSettings, OffsetQuery, PartitionState,
+    ReadResult, Reply, DATA_CHANNEL_CAPACITY,
 };
 
 /// Requests from handlers.
@@ -54,6 +54,33 @@ pub(super) enum DataCommand {
     },
     /// DescribeLogDirs: every log of this shard, with its dir and size.
     Sizes { reply: Reply<Vec<LogSize>> },
+    /// A follower's read: up to the log end offset.
+    ReadToLogEnd {
+        tp: TopicPartition,
+        offset: i64,
+        max_bytes: u64,
+        min_one_batch: bool,
+        reply: Reply<ReadResult>,
+    },
+    EpochEndOffset {
+        tp: TopicPartition,
+        epoch: i32,
+        reply: Reply<(i32, i64)>,
+    },
+    AppendReplicated {
+        tp: TopicPartition,
+        records: Bytes,
+        reply: Reply<FollowerLog>,
+    },
+    Truncate {
+        tp: TopicPartition,
+        offset: i64,
+        reply: Reply<FollowerLog>,
+    },
+    FollowerLog {
+        tp: TopicPartition,
+        reply: Reply<FollowerLog>,
+    },
 }
 
 /// Changes from the metadata image, and shutdown.
@@ -69,6 +96,10 @@ pub(super) enum Control {
     },
     Delete {
         tp: TopicPartition,
+    },
+    BecomeLeader {
+        tp: TopicPartition,
+        epoch: i32,
     },
     Shutdown {
         broker_epoch: i64,
@@ -277,6 +308,13 @@ impl Worker {
                 }
             }
             Control::Delete { tp } => self.delete(&tp),
+            Control::BecomeLeader { tp, epoch } => {
+                if let Some(hosted) = self.logs.get_mut(&tp) {
+                    if let Err(error) = hosted.log.assign_leader_epoch(epoch) {
+                        tracing::error!(partition = %tp.dir_name(), %error, "cannot record the new leader epoch");
+                    }
+                }
+            }
             Control::Shutdown { done, broker_epoch } => {
                 tracing::debug!(shard = self.index, broker_epoch, "log shard stopping");
                 let logs = self
@@ -387,29 +425,57 @@ impl Worker {
             } => {
                 let result = self.with_log(&tp, |hosted| {
                     let high_watermark = hosted.state.high_watermark();
-                    let log_start_offset = hosted.log.log_start_offset();
-                    let info = hosted
-                        .log
-                        .read(offset, max_bytes, high_watermark, min_one_batch)?;
-                    let records = match info.slice {
-                        None => Bytes::new(),
-                        Some(slice) => {
-                            let mut bytes =
-                                slice.read().map_err(|e| gregor_log::error::LogError::Io {
-                                    op: "read",
-                                    path: slice.path.clone(),
-                                    source: e,
-                                })?;
-                            bytes.truncate(gregor_log::segment::whole_batches_len(&bytes));
-                            Bytes::from(bytes)
-                        }
-                    };
-                    Ok(ReadResult {
-                        records,
-                        high_watermark,
-                        log_start_offset,
-                    })
+                    read_records(hosted, offset, max_bytes, high_watermark, min_one_batch)
                 });
+                let _ = reply.send(result);
+            }
+            DataCommand::ReadToLogEnd {
+                tp,
+                offset,
+                max_bytes,
+                min_one_batch,
+                reply,
+            } => {
+                let result = self.with_log(&tp, |hosted| {
+                    let log_end = hosted.log.log_end_offset();
+                    read_records(hosted, offset, max_bytes, log_end, min_one_batch)
+                });
+                let _ = reply.send(result);
+            }
+            DataCommand::EpochEndOffset { tp, epoch, reply } => {
+                let result =
+                    self.with_log(&tp, |hosted| Ok(hosted.log.end_offset_for_epoch(epoch)));
+                let _ = reply.send(result);
+            }
+            DataCommand::AppendReplicated { tp, records, reply } => {
+                let result = self.with_log(&tp, |hosted| {
+                    hosted.log.append_as_follower(&records, now_ms())?;
+                    hosted.state.publish_offsets(
+                        hosted.log.log_start_offset(),
+                        hosted.log.log_end_offset(),
+                    );
+                    hosted.state.appended.notify_waiters();
+                    Ok(follower_log(&hosted.log))
+                });
+                let _ = reply.send(result);
+            }
+            DataCommand::Truncate { tp, offset, reply } => {
+                let result = self.with_log(&tp, |hosted| {
+                    let before = hosted.log.log_end_offset();
+                    hosted.log.truncate_to(offset, now_ms())?;
+                    let after = hosted.log.log_end_offset();
+                    if after < before {
+                        tracing::info!(partition = %tp.dir_name(), from = before, to = after, "truncated a divergent log tail");
+                    }
+                    hosted
+                        .state
+                        .publish_offsets(hosted.log.log_start_offset(), after);
+                    Ok(follower_log(&hosted.log))
+                });
+                let _ = reply.send(result);
+            }
+            DataCommand::FollowerLog { tp, reply } => {
+                let result = self.with_log(&tp, |hosted| Ok(follower_log(&hosted.log)));
                 let _ = reply.send(result);
             }
             DataCommand::Lookup { tp, query, reply } => {
@@ -595,5 +661,44 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+/// Whole batches from the one holding `offset`, never at or past `max_offset`.
+fn read_records(
+    hosted: &mut Hosted,
+    offset: i64,
+    max_bytes: u64,
+    max_offset: i64,
+    min_one_batch: bool,
+) -> Result<ReadResult, gregor_log::error::LogError> {
+    let high_watermark = hosted.state.high_watermark();
+    let log_start_offset = hosted.log.log_start_offset();
+    let info = hosted
+        .log
+        .read(offset, max_bytes, max_offset, min_one_batch)?;
+    let records = match info.slice {
+        None => Bytes::new(),
+        Some(slice) => {
+            let mut bytes = slice.read().map_err(|e| gregor_log::error::LogError::Io {
+                op: "read",
+                path: slice.path.clone(),
+                source: e,
+            })?;
+            bytes.truncate(gregor_log::segment::whole_batches_len(&bytes));
+            Bytes::from(bytes)
+        }
+    };
+    Ok(ReadResult {
+        records,
+        high_watermark,
+        log_start_offset,
+    })
+}
+
+fn follower_log(log: &PartitionLog) -> FollowerLog {
+    FollowerLog {
+        log_end_offset: log.log_end_offset(),
+        latest_epoch: log.latest_epoch(),
     }
 }

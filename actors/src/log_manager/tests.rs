@@ -98,6 +98,19 @@ async fn logs_open_append_read_dedupe_and_delete() {
         ..LogConfig::default()
     };
     manager.ensure(TopicPartition::new("t", 0), id, config, 1);
+    // This node leads the partition alone: what it appends is committed.
+    manager.partition("t", 0).unwrap().replication().assign(
+        1,
+        &crate::replication::Assignment {
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        0,
+        0,
+    );
     // Appends queued while the log is being opened are served once it is.
     let first = manager
         .append("t", 0, records(&["a", "b"], Some((5, 0))), 3)
@@ -166,4 +179,97 @@ async fn logs_open_append_read_dedupe_and_delete() {
         .await
         .unwrap();
     assert!(dir.path().join(".kafka_cleanshutdown").exists());
+}
+
+/// A log manager over one temporary dir hosting partition `t-0` of topic id 7, with this node
+/// (id 1) in `leader`'s partition of replicas 1 and 2.
+async fn hosting(dir: &tempfile::TempDir, leader: i32, epoch: i32) -> Arc<LogManager> {
+    let manager = LogManager::start(LogManagerSettings {
+        log_dirs: vec![dir.path().to_path_buf()],
+        shards: 1,
+        retention_check_interval_ms: 300_000,
+        checkpoint_interval_ms: 60_000,
+        max_open_files: 64,
+    })
+    .unwrap();
+    manager.ensure(
+        TopicPartition::new("t", 0),
+        uuid::Uuid::from_u128(7),
+        LogConfig::default(),
+        1,
+    );
+    let state = manager.partition("t", 0).unwrap();
+    state.replication().assign(
+        1,
+        &crate::replication::Assignment {
+            leader,
+            leader_epoch: epoch,
+            partition_epoch: 0,
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+        },
+        0,
+        0,
+    );
+    wait_until("the log open", || state.is_serving());
+    manager
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_appends_the_leaders_batches_and_truncates_a_divergent_tail() {
+    let (leader_dir, follower_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = hosting(&leader_dir, 1, 1).await;
+    let follower = hosting(&follower_dir, 2, 1).await;
+    leader
+        .append("t", 0, records(&["a", "b"], None), 1)
+        .await
+        .unwrap();
+    leader
+        .append("t", 0, records(&["c"], None), 2)
+        .await
+        .unwrap();
+    // Not committed yet: follower 2 has not fetched.
+    assert_eq!(leader.partition("t", 0).unwrap().high_watermark(), 0);
+    let batches = leader
+        .read_for_follower("t", 0, 0, 1 << 20, true)
+        .await
+        .unwrap();
+    let appended = follower
+        .append_as_follower("t", 0, batches.records)
+        .await
+        .unwrap();
+    assert_eq!(
+        appended,
+        FollowerLog {
+            log_end_offset: 3,
+            latest_epoch: Some(2),
+        }
+    );
+    assert_eq!(
+        follower.end_offset_for_epoch("t", 0, 1).await.unwrap(),
+        (1, 2)
+    );
+    assert_eq!(
+        follower.end_offset_for_epoch("t", 0, 2).await.unwrap(),
+        (2, 3)
+    );
+    // The leader says epoch 1 ends at 2 in its history: the epoch-2 batch goes.
+    let truncated = follower.truncate_to("t", 0, 2).await.unwrap();
+    assert_eq!(
+        truncated,
+        FollowerLog {
+            log_end_offset: 2,
+            latest_epoch: Some(1),
+        }
+    );
+    let state = follower.partition("t", 0).unwrap();
+    assert_eq!(state.log_end_offset(), 2);
+    // A follower's high watermark is the leader's, never past its own log.
+    assert!(state.set_follower_high_watermark(3));
+    assert_eq!(state.high_watermark(), 2);
+    for manager in [leader, follower] {
+        tokio::task::spawn_blocking(move || manager.shutdown(1))
+            .await
+            .unwrap();
+    }
 }

@@ -180,6 +180,35 @@ async fn send_valid(
             let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1));
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        ApiKey::BrokerHeartbeat => {
+            // A broker id nobody registered: STALE_BROKER_EPOCH, nothing written.
+            let request = kafka_protocol::messages::BrokerHeartbeatRequest::default()
+                .with_broker_id(BrokerId(9_999))
+                .with_broker_epoch(-1);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::AlterPartition => {
+            // From a broker id nobody registered: STALE_BROKER_EPOCH, nothing written.
+            let request = kafka_protocol::messages::AlterPartitionRequest::default()
+                .with_broker_id(BrokerId(9_999))
+                .with_broker_epoch(-1);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            // A topic nobody created: UNKNOWN_TOPIC_OR_PARTITION, nothing read.
+            let request = kafka_protocol::messages::OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![
+                    kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                        .with_topic(TopicName(str("no-such-topic")))
+                        .with_partitions(vec![
+                            kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                                .with_partition(0)
+                                .with_leader_epoch(0),
+                        ]),
+                ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         ApiKey::InitProducerId => {
             // An idempotent producer's first call: one producer id is used up, nothing else.
             let request = InitProducerIdRequest::default()

@@ -782,6 +782,26 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         self.forward_typed(request, version)
     }
 
+    fn alter_partition(
+        &self,
+        request: kafka_protocol::messages::AlterPartitionRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterPartitionResponse>>
+    {
+        self.forward_typed(request, version)
+    }
+
+    fn broker_heartbeat(
+        &self,
+        request: kafka_protocol::messages::BrokerHeartbeatRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::BrokerHeartbeatResponse>,
+    > {
+        self.forward_typed(request, version)
+    }
+
     fn allocate_producer_ids(
         &self,
         request: kafka_protocol::messages::AllocateProducerIdsRequest,

@@ -1,0 +1,82 @@
+//! OffsetForLeaderEpoch (key 23): where a leader epoch ends in this leader's log, from its
+//! leader-epoch cache (KIP-101; consumers use it after a leader change, KIP-320).
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
+};
+
+use super::data::{check_leader_epoch, led_partition, NONE, UNKNOWN_TOPIC_OR_PARTITION};
+use super::{ApiResponse, ErrorCounts};
+use crate::context::{HandlerContext, RequestInfo};
+
+fn answer(partition: i32, code: i16) -> EpochEndOffset {
+    EpochEndOffset::default()
+        .with_partition(partition)
+        .with_error_code(code)
+        .with_leader_epoch(-1)
+        .with_end_offset(-1)
+}
+
+pub(super) async fn handle(
+    ctx: &HandlerContext,
+    _info: &RequestInfo,
+    request: OffsetForLeaderEpochRequest,
+) -> ApiResponse {
+    let image = ctx.image.load_full();
+    let mut errors = ErrorCounts::default();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for wanted in &topic.partitions {
+            let index = wanted.partition;
+            let result = match led_partition(
+                ctx,
+                &image,
+                Some(topic.topic.as_str()),
+                index,
+                UNKNOWN_TOPIC_OR_PARTITION,
+                false,
+            ) {
+                Err(not_served) => answer(index, not_served.code),
+                Ok(led) => match check_leader_epoch(
+                    wanted.current_leader_epoch,
+                    led.registration.leader_epoch,
+                ) {
+                    Err(code) => answer(index, code),
+                    Ok(()) => end_offset(ctx, &topic.topic, index, wanted.leader_epoch).await,
+                },
+            };
+            errors.add(result.error_code);
+            partitions.push(result);
+        }
+        topics.push(
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions),
+        );
+    }
+    ApiResponse::new(
+        ResponseKind::OffsetForLeaderEpoch(
+            OffsetForLeaderEpochResponse::default().with_topics(topics),
+        ),
+        errors,
+    )
+}
+
+async fn end_offset(ctx: &HandlerContext, topic: &str, index: i32, epoch: i32) -> EpochEndOffset {
+    let Some(logs) = ctx.logs.as_ref() else {
+        return answer(
+            index,
+            crate::log_manager::LogManagerError::NoLog(String::new()).code(),
+        );
+    };
+    match logs.end_offset_for_epoch(topic, index, epoch).await {
+        Ok((leader_epoch, end_offset)) => answer(index, NONE)
+            .with_leader_epoch(leader_epoch)
+            .with_end_offset(end_offset),
+        Err(error) => answer(index, error.code()),
+    }
+}

@@ -1,0 +1,477 @@
+//! Replica fetchers: this broker's followers. One task per leader broker (Kafka's
+//! `ReplicaFetcherThread` with `num.replica.fetchers` = 1) fetches every partition this node
+//! follows from that leader over one connection to the leader's listener, appends what it gets
+//! as it is (offsets and leader epochs kept), follows the leader's high watermark, and
+//! truncates a divergent tail when the leader answers with a diverging epoch (KIP-595 fields,
+//! KIP-101/279 rules), so a former leader never keeps records the new leader does not have.
+//!
+//! The set of followed partitions comes from `ReplicationPublisher` through a watch channel;
+//! a leader change moves a partition from one task to another.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use gregor_actors::log_manager::{FollowerLog, LogManager};
+use gregor_actors::replication::{FollowedPartition, FollowerAssignments};
+use gregor_publishers::MetadataImage;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::admin::AdminClient;
+
+const NONE: i16 = 0;
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+
+/// The follower's fetch settings (`replica.fetch.*`).
+#[derive(Debug, Clone)]
+pub struct FetcherSettings {
+    pub node_id: i32,
+    /// The listener whose endpoint of the leader the fetcher connects to.
+    pub listener_name: String,
+    pub max_wait_ms: i32,
+    pub partition_max_bytes: i32,
+    pub response_max_bytes: i32,
+    pub backoff: Duration,
+    /// Test only (`GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE`): while this file exists the
+    /// fetchers neither fetch nor append, so a test can give a leader records its followers
+    /// never get (then kill it, and check that it truncates them when it comes back).
+    pub pause_file: Option<std::path::PathBuf>,
+}
+
+/// The environment variable naming [`FetcherSettings::pause_file`]. Nothing sets it outside
+/// tests.
+pub const PAUSE_HOOK_ENV: &str = "GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE";
+
+impl FetcherSettings {
+    fn paused(&self) -> bool {
+        self.pause_file.as_ref().is_some_and(|file| file.exists())
+    }
+}
+
+/// Starts the fetcher manager: it follows `assignments` and runs one task per leader.
+pub fn spawn(
+    logs: Arc<LogManager>,
+    image: Arc<ArcSwap<MetadataImage>>,
+    mut assignments: watch::Receiver<Arc<FollowerAssignments>>,
+    settings: FetcherSettings,
+) {
+    tokio::spawn(async move {
+        let mut fetchers: BTreeMap<i32, watch::Sender<Vec<FollowedPartition>>> = BTreeMap::new();
+        loop {
+            let current = assignments.borrow_and_update().clone();
+            fetchers.retain(|leader, sender| {
+                let keep = current.contains_key(leader);
+                if !keep {
+                    tracing::info!(leader, "no more partitions to fetch from this leader");
+                    sender.send_replace(Vec::new());
+                }
+                keep
+            });
+            for (leader, partitions) in current.iter() {
+                match fetchers.get(leader) {
+                    Some(sender) => {
+                        sender.send_if_modified(|old| {
+                            if old == partitions {
+                                return false;
+                            }
+                            old.clone_from(partitions);
+                            true
+                        });
+                    }
+                    None => {
+                        let (sender, receiver) = watch::channel(partitions.clone());
+                        tracing::info!(
+                            leader,
+                            partitions = partitions.len(),
+                            "starting a replica fetcher"
+                        );
+                        let fetcher = Fetcher {
+                            leader: *leader,
+                            logs: logs.clone(),
+                            image: image.clone(),
+                            settings: settings.clone(),
+                            partitions: receiver,
+                            delayed: HashMap::new(),
+                            epochs: HashMap::new(),
+                        };
+                        tokio::spawn(fetcher.run());
+                        fetchers.insert(*leader, sender);
+                    }
+                }
+            }
+            if assignments.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+type Key = (String, i32);
+
+struct Fetcher {
+    leader: i32,
+    logs: Arc<LogManager>,
+    image: Arc<ArcSwap<MetadataImage>>,
+    settings: FetcherSettings,
+    partitions: watch::Receiver<Vec<FollowedPartition>>,
+    /// Partitions left alone until then after an error (`replica.fetch.backoff.ms`).
+    delayed: HashMap<Key, Instant>,
+    /// The latest epoch of each follower log (its last batch's), for `LastFetchedEpoch`.
+    epochs: HashMap<Key, Option<i32>>,
+}
+
+impl Fetcher {
+    async fn run(mut self) {
+        let mut client: Option<AdminClient> = None;
+        loop {
+            let partitions = self.partitions.borrow_and_update().clone();
+            if partitions.is_empty() {
+                return;
+            }
+            if self.settings.paused() {
+                self.pause(Duration::from_millis(50)).await;
+                continue;
+            }
+            if client.is_none() {
+                client = self.connect().await;
+                if client.is_none() {
+                    self.pause(self.settings.backoff).await;
+                    continue;
+                }
+            }
+            let Some(connection) = client.as_mut() else {
+                continue;
+            };
+            // The diverging-epoch fields need Fetch v12 or later.
+            let version = connection.version_of::<FetchRequest>().filter(|v| *v >= 12);
+            let Some(version) = version else {
+                tracing::error!(
+                    leader = self.leader,
+                    "the leader does not serve Fetch v12 or later"
+                );
+                client = None;
+                self.pause(self.settings.backoff).await;
+                continue;
+            };
+            let Some(request) = self.request(&partitions, version).await else {
+                // Nothing fetchable now (logs opening, partitions backing off).
+                self.pause(Duration::from_millis(100)).await;
+                continue;
+            };
+            let Some(connection) = client.as_mut() else {
+                continue;
+            };
+            let response = match connection.send_at(&request, version).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::warn!(leader = self.leader, %error, "replica fetch failed; reconnecting");
+                    client = None;
+                    self.pause(self.settings.backoff).await;
+                    continue;
+                }
+            };
+            if response.error_code != NONE {
+                tracing::warn!(
+                    leader = self.leader,
+                    error_code = response.error_code,
+                    "replica fetch refused"
+                );
+                self.pause(self.settings.backoff).await;
+                continue;
+            }
+            let image = self.image.load_full();
+            for topic in response.responses {
+                let name = if topic.topic.is_empty() {
+                    image
+                        .topics
+                        .get_by_id(&topic.topic_id)
+                        .map(|t| t.name.to_string())
+                } else {
+                    Some(topic.topic.to_string())
+                };
+                let Some(name) = name else {
+                    continue;
+                };
+                for partition in topic.partitions {
+                    self.process(&name, partition).await;
+                }
+            }
+        }
+    }
+
+    /// Sleeps `duration`, or less when the followed partitions change.
+    async fn pause(&mut self, duration: Duration) {
+        let _ = tokio::time::timeout(duration, self.partitions.changed()).await;
+    }
+
+    async fn connect(&self) -> Option<AdminClient> {
+        let image = self.image.load();
+        let broker = image.cluster.broker(self.leader)?;
+        let endpoint = broker
+            .endpoint(&self.settings.listener_name)
+            .or_else(|| broker.endpoints.first())?;
+        let address = format!("{}:{}", endpoint.host, endpoint.port);
+        match AdminClient::connect(&address).await {
+            Ok(mut client) => {
+                client.set_client_id(&format!("broker-{}-fetcher-0", self.settings.node_id));
+                tracing::info!(leader = self.leader, %address, "replica fetcher connected");
+                Some(client)
+            }
+            Err(error) => {
+                tracing::warn!(leader = self.leader, %address, %error, "cannot connect to the leader");
+                None
+            }
+        }
+    }
+
+    /// The Fetch request for every followed partition whose log serves and that is not backing
+    /// off; `None` when there is none.
+    async fn request(
+        &mut self,
+        partitions: &[FollowedPartition],
+        version: i16,
+    ) -> Option<FetchRequest> {
+        let now = Instant::now();
+        self.delayed.retain(|_, until| *until > now);
+        let mut topics: BTreeMap<(String, uuid::Uuid), Vec<FetchPartition>> = BTreeMap::new();
+        for followed in partitions {
+            let key = (followed.topic.clone(), followed.partition);
+            if self.delayed.contains_key(&key) {
+                continue;
+            }
+            let Some(state) = self.logs.partition(&followed.topic, followed.partition) else {
+                continue;
+            };
+            if !state.is_serving() || state.topic_id != followed.topic_id {
+                continue;
+            }
+            let latest_epoch = match self.epochs.get(&key) {
+                Some(epoch) => *epoch,
+                None => match self
+                    .logs
+                    .follower_log(&followed.topic, followed.partition)
+                    .await
+                {
+                    Ok(log) => {
+                        self.epochs.insert(key.clone(), log.latest_epoch);
+                        log.latest_epoch
+                    }
+                    Err(_) => continue,
+                },
+            };
+            topics
+                .entry((followed.topic.clone(), followed.topic_id))
+                .or_default()
+                .push(
+                    FetchPartition::default()
+                        .with_partition(followed.partition)
+                        .with_current_leader_epoch(followed.leader_epoch)
+                        .with_fetch_offset(state.log_end_offset())
+                        .with_last_fetched_epoch(latest_epoch.unwrap_or(-1))
+                        .with_log_start_offset(state.log_start_offset())
+                        .with_partition_max_bytes(self.settings.partition_max_bytes),
+                );
+        }
+        if topics.is_empty() {
+            return None;
+        }
+        let broker_epoch = self
+            .image
+            .load()
+            .cluster
+            .broker(self.settings.node_id)
+            .map_or(-1, |b| b.epoch);
+        let mut request = FetchRequest::default();
+        // The replica id moved into the tagged ReplicaState in v15 (KIP-903).
+        if version >= 15 {
+            request.replica_state = ReplicaState::default()
+                .with_replica_id(BrokerId(self.settings.node_id))
+                .with_replica_epoch(broker_epoch);
+        } else {
+            request.replica_id = BrokerId(self.settings.node_id);
+        }
+        Some(
+            request
+                .with_max_wait_ms(self.settings.max_wait_ms)
+                .with_min_bytes(1)
+                .with_max_bytes(self.settings.response_max_bytes)
+                .with_isolation_level(0)
+                .with_session_id(0)
+                .with_session_epoch(-1)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|((name, id), partitions)| {
+                            // Topics are named by id from v13 on.
+                            let topic = FetchTopic::default().with_partitions(partitions);
+                            if version >= 13 {
+                                topic.with_topic_id(id)
+                            } else {
+                                topic.with_topic(TopicName(StrBytes::from_string(name)))
+                            }
+                        })
+                        .collect(),
+                ),
+        )
+    }
+
+    async fn process(&mut self, topic: &str, partition: PartitionData) {
+        let index = partition.partition_index;
+        let key = (topic.to_owned(), index);
+        let Some(state) = self.logs.partition(topic, index) else {
+            return;
+        };
+        if self.settings.paused() {
+            return;
+        }
+        match partition.error_code {
+            NONE => {}
+            OFFSET_OUT_OF_RANGE => {
+                // The leader has no history to compare ours with (our epoch cache is empty or
+                // its log starts later): start again from what is known committed.
+                let high_watermark = state.high_watermark();
+                tracing::warn!(
+                    topic,
+                    partition = index,
+                    high_watermark,
+                    "fetch offset out of range at the leader; truncating to the high watermark"
+                );
+                self.truncate(topic, index, high_watermark).await;
+                self.delayed
+                    .insert(key, Instant::now() + self.settings.backoff);
+                return;
+            }
+            code => {
+                tracing::debug!(
+                    topic,
+                    partition = index,
+                    leader = self.leader,
+                    error_code = code,
+                    "replica fetch of a partition failed"
+                );
+                self.delayed
+                    .insert(key, Instant::now() + self.settings.backoff);
+                return;
+            }
+        }
+        let diverging = partition.diverging_epoch;
+        if diverging.epoch >= 0 || diverging.end_offset >= 0 {
+            let target = self
+                .truncation_offset(topic, index, diverging.epoch, diverging.end_offset)
+                .await;
+            if let Some(target) = target {
+                self.truncate(topic, index, target).await;
+            }
+            return;
+        }
+        if let Some(records) = partition.records.filter(|r| !r.is_empty()) {
+            match self.logs.append_as_follower(topic, index, records).await {
+                Ok(log) => {
+                    self.epochs.insert(key.clone(), log.latest_epoch);
+                }
+                Err(error) => {
+                    tracing::warn!(topic, partition = index, %error, "cannot append replicated records");
+                    self.delayed
+                        .insert(key, Instant::now() + self.settings.backoff);
+                    return;
+                }
+            }
+        }
+        if state.set_follower_high_watermark(partition.high_watermark) {
+            state.appended.notify_waiters();
+        }
+    }
+
+    /// Where to cut the local log for the leader's (epoch, end offset) answer, by KIP-279's
+    /// rules: the end of the largest local epoch ≤ the leader's, capped at the leader's end
+    /// offset when both know that epoch.
+    async fn truncation_offset(
+        &self,
+        topic: &str,
+        index: i32,
+        leader_epoch: i32,
+        leader_end_offset: i64,
+    ) -> Option<i64> {
+        let state = self.logs.partition(topic, index)?;
+        let log_end = state.log_end_offset();
+        if leader_end_offset < 0 {
+            return Some(state.high_watermark());
+        }
+        if leader_epoch < 0 {
+            return Some(leader_end_offset.min(log_end));
+        }
+        let local = self
+            .logs
+            .end_offset_for_epoch(topic, index, leader_epoch)
+            .await
+            .ok()?;
+        Some(truncation_target(
+            local,
+            (leader_epoch, leader_end_offset),
+            log_end,
+        ))
+    }
+
+    async fn truncate(&mut self, topic: &str, index: i32, offset: i64) {
+        match self.logs.truncate_to(topic, index, offset).await {
+            Ok(FollowerLog {
+                log_end_offset,
+                latest_epoch,
+            }) => {
+                tracing::info!(
+                    topic,
+                    partition = index,
+                    leader = self.leader,
+                    log_end_offset,
+                    "follower log truncated to the leader's history"
+                );
+                self.epochs.insert((topic.to_owned(), index), latest_epoch);
+            }
+            Err(error) => {
+                tracing::warn!(topic, partition = index, %error, "cannot truncate the follower log");
+                self.delayed.insert(
+                    (topic.to_owned(), index),
+                    Instant::now() + self.settings.backoff,
+                );
+            }
+        }
+    }
+}
+
+/// KIP-279: with the follower's own (epoch, end) for the leader's epoch, the offset to truncate
+/// to. When the follower never had the leader's epoch it cuts at the end of its own largest
+/// earlier epoch and asks again (its next fetch carries its new last epoch).
+fn truncation_target(local: (i32, i64), leader: (i32, i64), log_end: i64) -> i64 {
+    let (local_epoch, local_end) = local;
+    let (leader_epoch, leader_end) = leader;
+    if local_epoch < 0 || local_end < 0 {
+        leader_end.min(log_end)
+    } else if local_epoch == leader_epoch {
+        local_end.min(leader_end).min(log_end)
+    } else {
+        local_end.min(log_end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncation_target;
+
+    #[test]
+    fn truncation_follows_kip_279() {
+        // Both have epoch 3: cut at the smaller end.
+        assert_eq!(truncation_target((3, 120), (3, 100), 130), 100);
+        // The follower never had epoch 4: cut at the end of its epoch 2, ask again.
+        assert_eq!(truncation_target((2, 90), (4, 100), 130), 90);
+        // Nothing local to compare: the leader's end.
+        assert_eq!(truncation_target((-1, -1), (3, 100), 130), 100);
+        // Never past the local log end.
+        assert_eq!(truncation_target((3, 200), (3, 150), 130), 130);
+    }
+}
