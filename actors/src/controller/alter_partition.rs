@@ -37,6 +37,7 @@ impl Handler<AlterPartition> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| alter_partition(image, &msg.request, msg.version),
             |_, code, _| failed_alter_partition(code),
         )

@@ -33,6 +33,7 @@ impl Handler<ControlledShutdown> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| {
                 match crate::fencing::controlled_shutdown(image, msg.broker_id, msg.broker_epoch) {
                     // Every leadership moves in this one batch: once it is committed the broker

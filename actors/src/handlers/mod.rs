@@ -121,6 +121,10 @@ pub const APIS: &[ApiSpec] = &[
         ApiKey::DescribeProducers,
         "DescribeProducers",
         kafka_protocol::messages::DescribeProducersRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
         ApiKey::OffsetForLeaderEpoch,
         "OffsetForLeaderEpoch",
         kafka_protocol::messages::OffsetForLeaderEpochRequest::VERSIONS,

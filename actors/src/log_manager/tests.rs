@@ -190,6 +190,8 @@ async fn hosting(dir: &tempfile::TempDir, leader: i32, epoch: i32) -> Arc<LogMan
         retention_check_interval_ms: 300_000,
         checkpoint_interval_ms: 60_000,
         max_open_files: 64,
+        cleaner_enable: true,
+        cleaner_backoff_ms: 15_000,
     })
     .unwrap();
     manager.ensure(
