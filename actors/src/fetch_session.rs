@@ -89,10 +89,18 @@ struct CachedPartition {
     log_start_offset: i64,
 }
 
+/// What a session keeps of a requested partition: its fields, not the unknown tagged fields a
+/// client may have stuffed into it (they would otherwise live as long as the session).
+fn kept(request: &FetchPartition) -> FetchPartition {
+    let mut kept = request.clone();
+    kept.unknown_tagged_fields.clear();
+    kept
+}
+
 impl CachedPartition {
     fn from_request(request: &FetchPartition) -> Self {
         CachedPartition {
-            request: request.clone(),
+            request: kept(request),
             high_watermark: -1,
             log_start_offset: -1,
         }
@@ -497,7 +505,7 @@ impl FetchSessionCache {
                     partition.partition,
                 );
                 match session.partitions.get_mut(&key) {
-                    Some(cached) => cached.request = partition.clone(),
+                    Some(cached) => cached.request = kept(partition),
                     None => {
                         session
                             .partitions

@@ -3,7 +3,7 @@ one makes Produce answer KAFKA_STORAGE_ERROR for its partitions and marks the di
 (DescribeLogDirs), while the node stays up and keeps serving the partitions of the other dir;
 with room again, a restart finds every acknowledged batch at its offset.
 
-Mounting a tmpfs needs root (CI runs as root); elsewhere the test is skipped.
+Mounting a tmpfs needs root; without it the test is skipped.
 """
 
 import os
