@@ -353,6 +353,7 @@ pub fn is_implemented(key: &str) -> bool {
     // The broker-level defaults of topic configs (`log.segment.bytes`, ...) take effect as the
     // static defaults of this broker's partition logs (the log manager reads them).
     DEFINITIONS.iter().any(|d| d.name == key)
+        || crate::config_security::is_implemented_listener_key(key)
         || gregor_actors::controller::logic::configs::broker::TOPIC_SYNONYMS
             .iter()
             .any(|(broker, _)| *broker == key)

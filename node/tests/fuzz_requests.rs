@@ -102,6 +102,13 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::UnregisterBroker => RequestKind::UnregisterBroker(
             UnregisterBrokerRequest::default().with_broker_id(BrokerId(1)),
         ),
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+        ),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateRequest::default()
+                .with_auth_bytes(Bytes::from_static(b"\0alice\0secret")),
+        ),
         other => panic!("{other:?} is served but has no seed here: add one"),
     }];
     match key {

@@ -38,6 +38,7 @@ pub mod image;
 pub mod publisher;
 pub mod quota_callback;
 pub mod records;
+pub mod scram;
 
 pub use delta::{MetadataDelta, ReplayError};
 pub use image::client_quotas::{canonical_entity, ClientQuotasDelta};

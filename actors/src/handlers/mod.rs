@@ -22,6 +22,7 @@ mod metadata;
 mod produce;
 pub mod quorum;
 mod raft_voters;
+mod sasl;
 pub mod throttle;
 mod topics;
 mod unregister_broker;
@@ -119,6 +120,15 @@ pub const APIS: &[ApiSpec] = &[
         true,
         false,
     ),
+    // Served on every listener, as Kafka advertises them; SASL listeners run the exchange in the
+    // front end, and what reaches the handlers is answered ILLEGAL_SASL_STATE.
+    api(
+        ApiKey::SaslHandshake,
+        "SaslHandshake",
+        kafka_protocol::messages::SaslHandshakeRequest::VERSIONS,
+        true,
+        true,
+    ),
     api(
         ApiKey::ApiVersions,
         "ApiVersions",
@@ -194,6 +204,13 @@ pub const APIS: &[ApiSpec] = &[
         ApiKey::AlterConfigs,
         "AlterConfigs",
         AlterConfigsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::SaslAuthenticate,
+        "SaslAuthenticate",
+        kafka_protocol::messages::SaslAuthenticateRequest::VERSIONS,
         true,
         true,
     ),
@@ -297,6 +314,8 @@ pub async fn handle(
 ) -> Option<ApiResponse> {
     Some(match request {
         RequestKind::ApiVersions(request) => api_versions::handle(ctx, info, &request),
+        RequestKind::SaslHandshake(_) => sasl::handshake(),
+        RequestKind::SaslAuthenticate(_) => sasl::authenticate(),
         RequestKind::Produce(request) => produce::handle(ctx, info, request).await,
         RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
         RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,

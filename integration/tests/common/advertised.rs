@@ -15,7 +15,8 @@ use kafka_protocol::messages::{
     DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
     DescribeQuorumRequest, FetchRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
     ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
-    RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
+    RemoveRaftVoterRequest, SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
+    UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -221,6 +222,15 @@ async fn send_valid(
         }
         ApiKey::ListConfigResources => {
             let request = ListConfigResourcesRequest::default();
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        // On a PLAINTEXT listener both are answered ILLEGAL_SASL_STATE, as Kafka does.
+        ApiKey::SaslHandshake => {
+            let request = SaslHandshakeRequest::default().with_mechanism(str("PLAIN"));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::SaslAuthenticate => {
+            let request = SaslAuthenticateRequest::default();
             answers(conn, addr, &request, version, f, f_what).await;
         }
         other => f.push(format!(

@@ -9,6 +9,7 @@ pub mod frame;
 mod limits;
 pub mod memory_pool;
 pub mod raft_voter_versions;
+mod sasl;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -121,6 +122,10 @@ pub async fn run(
         listener_kind: bound.kind,
         max_request_size: config.socket_request_max_bytes,
         idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
+        sasl: config
+            .listener_security
+            .get(&bound.spec.name)
+            .and_then(|security| security.sasl.clone()),
     };
     let exempt = bound.kind == ListenerKind::Controller;
     loop {

@@ -1,0 +1,255 @@
+"""SASL on a SASL_PLAINTEXT listener (reference replication-security.md §3) with real clients:
+kafka-python, confluent-kafka and kcat authenticate with PLAIN (users from the listener's JAAS
+config) and SCRAM-SHA-256/512 (credentials created with AlterUserScramCredentials), produce and
+consume; wrong passwords and unknown users get SASL_AUTHENTICATION_FAILED and a closed
+connection, counted by reason; requests before authentication close the connection; the
+authenticated user is the principal user quotas apply to.
+"""
+
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import uuid
+
+import pytest
+from conftest import RawConn, decode_strict, wait_for
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaError as PyKafkaError
+from kafka.protocol.admin import AlterClientQuotasRequest, AlterClientQuotasResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse
+
+KCAT = shutil.which("kcat")
+TIMEOUT = 30
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+)
+
+
+def sasl_node(start_node, mechanisms="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", extra=None):
+    overrides = {
+        "auto.create.topics.enable": "false",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": mechanisms,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    }
+    overrides.update(extra or {})
+    node = start_node(overrides)
+    node.sasl = listener_address(node, "SASL_PLAINTEXT")
+    return node
+
+
+def listener_address(node, name):
+    line = node._ready_line()
+    entries = dict(e.split("://", 1) for e in re.search(r"listeners=(\S+)", line).group(1).strip('"').split(","))
+    return entries[name]
+
+
+def failures(node, reason):
+    """gregor_sasl_authentication_failures_total summed over the series with `reason`."""
+    total = 0.0
+    for line in node.metrics_text().splitlines():
+        if line.startswith("gregor_sasl_authentication_failures_total{") and f'reason="{reason}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def create_topic(node, name):
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(TIMEOUT)
+
+
+def confluent_conf(node, mechanism, user, password, **extra):
+    conf = {
+        "bootstrap.servers": node.sasl,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+    conf.update(extra)
+    return conf
+
+
+def confluent_produce(node, mechanism, user, password, topic, values):
+    producer = Producer(confluent_conf(node, mechanism, user, password))
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(TIMEOUT) == 0
+
+
+def kafka_python_consume(node, mechanism, user, password, topic, count):
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=node.sasl,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user,
+        sasl_plain_password=password,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+        consumer_timeout_ms=TIMEOUT * 1000,
+    )
+    try:
+        values = []
+        for message in consumer:
+            values.append(message.value)
+            if len(values) == count:
+                break
+        return values
+    finally:
+        consumer.close()
+
+
+def kcat(node, mechanism, user, password, *args):
+    return subprocess.run(
+        [KCAT, "-b", node.sasl, "-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanism={mechanism}",
+         "-X", f"sasl.username={user}", "-X", f"sasl.password={password}", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+def confluent_auth_error(node, mechanism, user, password):
+    """The first error confluent-kafka reports for these credentials (its error_cb)."""
+    errors = []
+    admin = AdminClient(confluent_conf(node, mechanism, user, password, error_cb=errors.append))
+    # error_cb runs from poll().
+    wait_for("an authentication error", lambda: admin.poll(0.1) >= 0 and errors, timeout=TIMEOUT)
+    return errors[0]
+
+
+def kafka_python_fails(node, mechanism, user, password):
+    with pytest.raises(PyKafkaError) as raised:
+        producer = KafkaProducer(
+            bootstrap_servers=node.sasl,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=mechanism,
+            sasl_plain_username=user,
+            sasl_plain_password=password,
+            request_timeout_ms=5000,
+            max_block_ms=5000,
+        )
+        producer.close()
+    return raised.value
+
+
+def test_plain_users_produce_and_consume_with_every_client(start_node):
+    node = sasl_node(start_node, mechanisms="PLAIN")
+    topic = f"sasl-plain-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    confluent_produce(node, "PLAIN", "alice", "alice-secret", topic, [b"one", b"two"])
+    assert kafka_python_consume(node, "PLAIN", "admin", "admin-secret", topic, 2) == [b"one", b"two"]
+    if KCAT:
+        out = kcat(node, "PLAIN", "alice", "alice-secret", "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["one", "two"]
+    text = node.metrics_text()
+    assert re.search(r'gregor_sasl_authentications_total\{listener="SASL_PLAINTEXT",mechanism="PLAIN"\} [1-9]', text), text
+
+
+def test_plain_wrong_password_or_unknown_user_is_refused(start_node):
+    node = sasl_node(start_node, mechanisms="PLAIN")
+    error = confluent_auth_error(node, "PLAIN", "alice", "wrong")
+    assert error.code() == KafkaError._AUTHENTICATION
+    assert "Authentication failed: Invalid username or password" in error.str()
+    error = confluent_auth_error(node, "PLAIN", "mallory", "alice-secret")
+    assert "Authentication failed: Invalid username or password" in error.str()
+    # kafka-python logs the broker's message and reports that it could not bootstrap.
+    before = failures(node, "invalid_credentials")
+    raised = kafka_python_fails(node, "PLAIN", "alice", "wrong")
+    assert "Unable to bootstrap" in str(raised), repr(raised)
+    assert failures(node, "invalid_credentials") > before
+    if KCAT:
+        out = kcat(node, "PLAIN", "alice", "wrong", "-L", "-m", "3")
+        assert out.returncode != 0
+        assert "Authentication failed: Invalid username or password" in out.stderr
+    wait_for("failures counted", lambda: failures(node, "invalid_credentials") >= 3, timeout=TIMEOUT)
+
+
+def raw_frame(sock, frame):
+    sock.sendall(struct.pack(">i", len(frame)) + frame)
+
+
+def closed_without_answer(sock):
+    sock.settimeout(TIMEOUT)
+    return sock.recv(1) == b""
+
+
+def test_the_exchange_follows_kafkas_rules(start_node):
+    node = sasl_node(start_node, mechanisms="PLAIN,SCRAM-SHA-512")
+    # ApiVersions before the handshake is answered and advertises both SASL APIs.
+    conn = RawConn(node.sasl)
+    versions = conn.send(ApiVersionsRequest[3](client_software_name="pytest", client_software_version="1"), ApiVersionsResponse)
+    keys = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+    assert keys[17] == (0, 1) and keys[36] == (0, 2)
+    # A mechanism not enabled: UNSUPPORTED_SASL_MECHANISM with the enabled list, then close.
+    handshake = conn.send(SaslHandshakeRequest[1](mechanism="SCRAM-SHA-256"), SaslHandshakeResponse)
+    assert (handshake.error_code, handshake.mechanisms) == (33, ["PLAIN", "SCRAM-SHA-512"])
+    assert closed_without_answer(conn.sock)
+    conn.close()
+    # Any other request before authentication closes the connection without an answer.
+    conn = RawConn(node.sasl)
+    request = MetadataRequest[12](topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    request.with_header(correlation_id=1, client_id="pytest-raw")
+    conn.send_bytes(bytes(request.encode(header=True, framed=True)))
+    assert closed_without_answer(conn.sock)
+    conn.close()
+    # PLAIN through SaslAuthenticate v2 with a bad password: error 58 with Kafka's message.
+    conn = RawConn(node.sasl)
+    handshake = conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
+    assert handshake.error_code == 0
+    answer = conn.send(SaslAuthenticateRequest[2](auth_bytes=b"\0alice\0nope"), SaslAuthenticateResponse)
+    assert (answer.error_code, answer.error_message) == (58, "Authentication failed: Invalid username or password")
+    assert closed_without_answer(conn.sock)
+    conn.close()
+    # The right password: authenticated, then the connection serves Kafka requests, and a
+    # second SaslAuthenticate is ILLEGAL_SASL_STATE.
+    conn = RawConn(node.sasl)
+    conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
+    answer = conn.send(SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0alice-secret"), SaslAuthenticateResponse)
+    assert (answer.error_code, answer.auth_bytes, answer.session_lifetime_ms) == (0, b"", 0)
+    again = conn.send(SaslAuthenticateRequest[2](auth_bytes=b"\0alice\0alice-secret"), SaslAuthenticateResponse)
+    assert (again.error_code, again.error_message) == (34, "SaslAuthenticate request received after successful authentication")
+    conn.close()
+    # A v0 handshake: the token travels as a raw frame and the reply is a raw (empty) frame.
+    conn = RawConn(node.sasl)
+    assert conn.send(SaslHandshakeRequest[0](mechanism="PLAIN"), SaslHandshakeResponse).error_code == 0
+    raw_frame(conn.sock, b"\0alice\0alice-secret")
+    assert conn.recv_frame() == b""
+    versions = conn.send(ApiVersionsRequest[0](), ApiVersionsResponse)
+    assert versions.error_code == 0
+    conn.close()
+    assert failures(node, "unsupported_mechanism") == 1
+    assert failures(node, "illegal_sasl_state") == 1
+    assert failures(node, "invalid_credentials") == 1
+
+
+def test_user_quotas_apply_to_the_authenticated_user(start_node):
+    node = sasl_node(start_node, mechanisms="PLAIN")
+    topic = f"sasl-quota-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    conn = RawConn(node.bootstrap)
+    Entry = AlterClientQuotasRequest.EntryData
+    answer = conn.send(AlterClientQuotasRequest[1](
+        entries=[Entry(entity=[Entry.EntityData(entity_type="user", entity_name="alice")],
+                       ops=[Entry.OpData(key="producer_byte_rate", value=1000.0, remove=False)])],
+        validate_only=False,
+    ), AlterClientQuotasResponse)
+    assert [e.error_code for e in answer.entries] == [0]
+    conn.close()
+    confluent_produce(node, "PLAIN", "alice", "alice-secret", topic, [b"x" * 5000])
+    # The produce sensor of User:alice carries her quota; nobody else's does.
+    series = wait_for("alice's produce sensor", lambda: [
+        line for line in node.metrics_text().splitlines()
+        if line.startswith("kafka_server_quota_byte_rate{") and 'resource="Produce"' in line and 'user="alice"' in line
+    ], timeout=TIMEOUT)
+    assert series
