@@ -16,7 +16,14 @@ import uuid
 import pytest
 from conftest import RawConn, decode_strict, wait_for
 from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError as PyKafkaError
 from kafka.protocol.admin import AlterClientQuotasRequest, AlterClientQuotasResponse
@@ -253,3 +260,66 @@ def test_user_quotas_apply_to_the_authenticated_user(start_node):
         if line.startswith("kafka_server_quota_byte_rate{") and 'resource="Produce"' in line and 'user="alice"' in line
     ], timeout=TIMEOUT)
     assert series
+
+
+def alter_scram(node, alterations):
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    for user, future in admin.alter_user_scram_credentials(alterations).items():
+        future.result(TIMEOUT)
+
+
+def scram_users(node):
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    described = admin.describe_user_scram_credentials().result(TIMEOUT)
+    return {
+        user: sorted((info.mechanism.name, info.iterations) for info in description.scram_credential_infos)
+        for user, description in described.items()
+    }
+
+
+def test_scram_users_created_with_the_admin_api_authenticate_with_every_client(start_node):
+    node = sasl_node(start_node, mechanisms="SCRAM-SHA-256,SCRAM-SHA-512")
+    alter_scram(node, [
+        UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"alice-pw"),
+        UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bob-pw", b"bob-salt"),
+    ])
+    assert scram_users(node) == {"alice": [("SCRAM_SHA_256", 8192)], "bob": [("SCRAM_SHA_512", 4096)]}
+    topic = f"sasl-scram-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    confluent_produce(node, "SCRAM-SHA-256", "alice", "alice-pw", topic, [b"a", b"b", b"c"])
+    assert kafka_python_consume(node, "SCRAM-SHA-512", "bob", "bob-pw", topic, 3) == [b"a", b"b", b"c"]
+    if KCAT:
+        out = kcat(node, "SCRAM-SHA-512", "bob", "bob-pw", "-C", "-t", topic, "-o", "beginning", "-c", "3", "-e")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["a", "b", "c"]
+    text = node.metrics_text()
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        assert re.search(rf'gregor_sasl_authentications_total\{{listener="SASL_PLAINTEXT",mechanism="{mechanism}"\}} [1-9]', text), text
+
+
+def test_scram_wrong_passwords_unknown_users_and_deleted_credentials_are_refused(start_node):
+    node = sasl_node(start_node, mechanisms="SCRAM-SHA-256,SCRAM-SHA-512")
+    alter_scram(node, [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-pw")])
+    generic = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"
+    # A wrong password and an unknown user get the same message, so users cannot be probed.
+    for user, password in [("alice", "wrong"), ("mallory", "alice-pw")]:
+        error = confluent_auth_error(node, "SCRAM-SHA-512", user, password)
+        assert error.code() == KafkaError._AUTHENTICATION
+        assert generic in error.str(), error.str()
+    # The credential is for SCRAM-SHA-512 only.
+    error = confluent_auth_error(node, "SCRAM-SHA-256", "alice", "alice-pw")
+    assert "SCRAM-SHA-256" in error.str()
+    before = failures(node, "invalid_credentials")
+    raised = kafka_python_fails(node, "SCRAM-SHA-512", "alice", "wrong")
+    assert "Unable to bootstrap" in str(raised), repr(raised)
+    assert failures(node, "invalid_credentials") > before
+    if KCAT:
+        out = kcat(node, "SCRAM-SHA-512", "alice", "wrong", "-L", "-m", "3")
+        assert out.returncode != 0
+        assert generic in out.stderr
+        assert kcat(node, "SCRAM-SHA-512", "alice", "alice-pw", "-L", "-m", "10").returncode == 0
+    # Deleting the credential locks the user out of new connections.
+    alter_scram(node, [UserScramCredentialDeletion("alice", ScramMechanism.SCRAM_SHA_512)])
+    assert scram_users(node) == {}
+    error = confluent_auth_error(node, "SCRAM-SHA-512", "alice", "alice-pw")
+    assert generic in error.str()

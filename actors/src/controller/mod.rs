@@ -7,6 +7,7 @@ mod client_quotas;
 mod configs;
 pub mod logic;
 mod producer_ids;
+mod scram;
 mod submitter;
 #[cfg(test)]
 mod tests;
@@ -21,4 +22,5 @@ pub use actor::{
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
+pub use scram::{refused as refused_scram_alteration, AlterUserScramCredentials};
 pub use unregister::UnregisterBroker;

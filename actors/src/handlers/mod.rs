@@ -23,6 +23,7 @@ mod produce;
 pub mod quorum;
 mod raft_voters;
 mod sasl;
+mod scram;
 pub mod throttle;
 mod topics;
 mod unregister_broker;
@@ -222,6 +223,20 @@ pub const APIS: &[ApiSpec] = &[
         true,
     ),
     api(
+        ApiKey::DescribeUserScramCredentials,
+        "DescribeUserScramCredentials",
+        kafka_protocol::messages::DescribeUserScramCredentialsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::AlterUserScramCredentials,
+        "AlterUserScramCredentials",
+        kafka_protocol::messages::AlterUserScramCredentialsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
         ApiKey::DescribeClientQuotas,
         "DescribeClientQuotas",
         kafka_protocol::messages::DescribeClientQuotasRequest::VERSIONS,
@@ -343,6 +358,8 @@ pub async fn handle(
         RequestKind::AlterClientQuotas(request) => {
             client_quotas::alter_client_quotas(ctx, info, request).await
         }
+        RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
+        RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }

@@ -551,6 +551,7 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         ApiKey::DeleteTopics => api_version >= 1,
         ApiKey::CreatePartitions
         | ApiKey::AlterClientQuotas
+        | ApiKey::AlterUserScramCredentials
         | ApiKey::UnregisterBroker
         | ApiKey::AddRaftVoter
         | ApiKey::RemoveRaftVoter => true,

@@ -102,7 +102,9 @@ impl ScramServer {
                     .next()
                     .and_then(|a| a.strip_prefix("r="))
                     .ok_or_else(|| AuthError::internal("Invalid SCRAM client final message"))?;
-                if final_nonce != nonce {
+                // Kafka checks that the nonce ends with the server-first nonce: librdkafka
+                // before 2.x's fix (kcat 1.7.1 here) repeats its client nonce in front of it.
+                if !final_nonce.ends_with(&nonce) {
                     return Err(AuthError::internal(
                         "Invalid client nonce in the final client message.",
                     ));
@@ -240,6 +242,7 @@ mod tests {
         client_first_bare: &str,
         server_first: &str,
         password: &[u8],
+        nonce_prefix: &str,
     ) -> Result<String, String> {
         let attribute = |key: &str| {
             server_first
@@ -252,7 +255,7 @@ mod tests {
         let salt = BASE64.decode(attribute("s=")?).map_err(|e| e.to_string())?;
         let iterations: u32 = attribute("i=")?.parse().map_err(|_| "iterations")?;
         let salted = MECHANISM.salted_password(password, &salt, iterations);
-        let without_proof = format!("c=biws,r={nonce}");
+        let without_proof = format!("c=biws,r={nonce_prefix}{nonce}");
         let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
         let client_key = MECHANISM.client_key(&salted);
         let signature = MECHANISM.hmac(&MECHANISM.stored_key(&client_key), auth_message.as_bytes());
@@ -263,6 +266,10 @@ mod tests {
     }
 
     fn exchange(user: &str, password: &[u8]) -> Result<String, String> {
+        exchange_with(user, password, "")
+    }
+
+    fn exchange_with(user: &str, password: &[u8], nonce_prefix: &str) -> Result<String, String> {
         let mut server = ScramServer::Start;
         let bare = format!("n={user},r=fyko+d2lbbFgONRv9qkxdawL");
         let first = server
@@ -273,7 +280,7 @@ mod tests {
         };
         let server_first = String::from_utf8(challenge).map_err(|e| e.to_string())?;
         assert!(server_first.starts_with("r=fyko+d2lbbFgONRv9qkxdawL"));
-        let last = client_final(&bare, &server_first, password)?;
+        let last = client_final(&bare, &server_first, password, nonce_prefix)?;
         match server
             .step(MECHANISM, last.as_bytes(), &lookup)
             .map_err(|e| e.detail)?
@@ -297,6 +304,16 @@ mod tests {
         assert_eq!(
             exchange("nobody", b"pencil"),
             Err("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256".to_owned())
+        );
+    }
+
+    /// librdkafka 2.0 (kcat 1.7.1) sends its client nonce again in front of the server's
+    /// nonce; Kafka accepts a final nonce that ends with the server's.
+    #[test]
+    fn a_repeated_client_nonce_is_accepted_as_kafka_accepts_it() {
+        assert_eq!(
+            exchange_with("user", b"pencil", "fyko+d2lbbFgONRv9qkxdawL"),
+            Ok("user".to_owned())
         );
     }
 
@@ -337,7 +354,7 @@ mod tests {
                 return Err("no challenge".to_owned());
             };
             let server_first = String::from_utf8(challenge).map_err(|e| e.to_string())?;
-            let last = client_final(bare, &server_first, b"pencil")?;
+            let last = client_final(bare, &server_first, b"pencil", "")?;
             let tampered = if tamper == "r=" {
                 last.replacen(",r=abc", ",r=abd", 1)
             } else {
