@@ -6,15 +6,15 @@ connection, counted by reason; requests before authentication close the connecti
 authenticated user is the principal user quotas apply to.
 """
 
+import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import uuid
 
 import pytest
-from conftest import RawConn, decode_strict, wait_for
+from conftest import RawConn, gregor_bin, wait_for
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
@@ -323,3 +323,33 @@ def test_scram_wrong_passwords_unknown_users_and_deleted_credentials_are_refused
     assert scram_users(node) == {}
     error = confluent_auth_error(node, "SCRAM-SHA-512", "alice", "alice-pw")
     assert generic in error.str()
+
+
+def gregor_configs(node, *args):
+    env = dict(os.environ, RUST_LOG="error", NO_COLOR="1")
+    return subprocess.run([str(gregor_bin()), "configs", "--bootstrap-server", node.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_gregor_configs_sets_and_deletes_scram_credentials(start_node):
+    node = sasl_node(start_node, mechanisms="SCRAM-SHA-256")
+    for credential in ("SCRAM-SHA-256=[iterations=8192,password=carol-pw]", "SCRAM-SHA-512=[password=carol-pw]"):
+        done = gregor_configs(node, "--alter", "--entity-type", "users", "--entity-name", "carol", "--add-config", credential)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "Completed updating config for user carol.\n", ""), done
+    # As Kafka's controller: one request may alter a user once (DUPLICATE_RESOURCE otherwise).
+    done = gregor_configs(node, "--alter", "--entity-type", "users", "--entity-name", "carol",
+                          "--add-config", "SCRAM-SHA-256=[password=a],SCRAM-SHA-512=[password=b]")
+    assert done.stderr == "gregor: A user credential cannot be altered twice in the same request (DuplicateResource)\n", done
+    assert scram_users(node) == {"carol": [("SCRAM_SHA_256", 8192), ("SCRAM_SHA_512", 4096)]}
+    # The salted password went over the wire; the password is in no log line.
+    assert "carol-pw" not in node.log()
+    topic = f"sasl-cli-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    confluent_produce(node, "SCRAM-SHA-256", "carol", "carol-pw", topic, [b"hello"])
+    done = gregor_configs(node, "--alter", "--entity-type", "users", "--entity-name", "carol",
+                          "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]")
+    assert done.returncode != 0
+    assert done.stderr == "gregor: Iterations 100 is less than the minimum 4096 required for SCRAM-SHA-256\n", done.stderr
+    done = gregor_configs(node, "--alter", "--entity-type", "users", "--entity-name", "carol", "--delete-config", "SCRAM-SHA-512")
+    assert done.returncode == 0, done
+    assert scram_users(node) == {"carol": [("SCRAM_SHA_256", 8192)]}
