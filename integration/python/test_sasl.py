@@ -353,3 +353,24 @@ def test_gregor_configs_sets_and_deletes_scram_credentials(start_node):
     done = gregor_configs(node, "--alter", "--entity-type", "users", "--entity-name", "carol", "--delete-config", "SCRAM-SHA-512")
     assert done.returncode == 0, done
     assert scram_users(node) == {"carol": [("SCRAM_SHA_256", 8192)]}
+
+
+def test_storage_format_add_scram_bootstraps_credentials(start_node, tmp_path):
+    data = tmp_path / "data"
+    env = dict(os.environ, RUST_LOG="error", NO_COLOR="1")
+    cluster_id = subprocess.run([str(gregor_bin()), "storage", "random-uuid"], capture_output=True, text=True,
+                                timeout=30, env=env, check=True).stdout.strip()
+    done = subprocess.run([str(gregor_bin()), "storage", "format", "--cluster-id", cluster_id, "--standalone",
+                           "--override", f"log.dirs={data}",
+                           "--add-scram", "SCRAM-SHA-512=[name=admin,iterations=8192,password=admin-pw]",
+                           "--add-scram", "SCRAM-SHA-256=[name=dave,password=dave-pw]"],
+                          capture_output=True, text=True, timeout=30, env=env)
+    assert done.returncode == 0, done
+    # The bootstrap file holds derived keys, never the passwords.
+    assert not any("admin-pw" in p.read_text() or "dave-pw" in p.read_text() for p in data.rglob("*.properties"))
+    node = sasl_node(start_node, mechanisms="SCRAM-SHA-256,SCRAM-SHA-512", extra={"log.dirs": str(data)})
+    assert scram_users(node) == {"admin": [("SCRAM_SHA_512", 8192)], "dave": [("SCRAM_SHA_256", 4096)]}
+    topic = f"sasl-boot-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    confluent_produce(node, "SCRAM-SHA-512", "admin", "admin-pw", topic, [b"first"])
+    assert kafka_python_consume(node, "SCRAM-SHA-256", "dave", "dave-pw", topic, 1) == [b"first"]
