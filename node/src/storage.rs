@@ -709,7 +709,7 @@ mod tests {
             false,
             true,
             None,
-            &[record.clone()],
+            std::slice::from_ref(&record),
         )?;
         assert_eq!(
             bootstrap_scram_records(&config)?,
