@@ -59,10 +59,10 @@ def listener_address(node, name):
 
 
 def failures(node, reason):
-    """gregor_sasl_authentication_failures_total summed over the series with `reason`."""
+    """gregor_authentication_failures_total summed over the series with `reason`."""
     total = 0.0
     for line in node.metrics_text().splitlines():
-        if line.startswith("gregor_sasl_authentication_failures_total{") and f'reason="{reason}"' in line:
+        if line.startswith("gregor_authentication_failures_total{") and f'reason="{reason}"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -160,7 +160,7 @@ def test_plain_users_produce_and_consume_with_every_client(start_node):
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == ["one", "two"]
     text = node.metrics_text()
-    assert re.search(r'gregor_sasl_authentications_total\{listener="SASL_PLAINTEXT",mechanism="PLAIN"\} [1-9]', text), text
+    assert re.search(r'gregor_authentications_total\{listener="SASL_PLAINTEXT",mechanism="PLAIN"\} [1-9]', text), text
 
 
 def test_plain_wrong_password_or_unknown_user_is_refused(start_node):
@@ -294,7 +294,7 @@ def test_scram_users_created_with_the_admin_api_authenticate_with_every_client(s
         assert out.stdout.split() == ["a", "b", "c"]
     text = node.metrics_text()
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        assert re.search(rf'gregor_sasl_authentications_total\{{listener="SASL_PLAINTEXT",mechanism="{mechanism}"\}} [1-9]', text), text
+        assert re.search(rf'gregor_authentications_total\{{listener="SASL_PLAINTEXT",mechanism="{mechanism}"\}} [1-9]', text), text
 
 
 def test_scram_wrong_passwords_unknown_users_and_deleted_credentials_are_refused(start_node):

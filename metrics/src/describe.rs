@@ -29,7 +29,7 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::CONNECTIONS_ACTIVE, Gauge, Unit::Count, "Connections currently open, by listener."),
     (names::CONNECTIONS_CLOSED_TOTAL, Counter, Unit::Count, "Connections closed, by listener and reason."),
     (names::SASL_AUTHENTICATIONS_TOTAL, Counter, Unit::Count, "Successful SASL authentications, by listener and mechanism."),
-    (names::SASL_AUTHENTICATION_FAILURES_TOTAL, Counter, Unit::Count, "Failed SASL authentications (each closes its connection), by listener, mechanism and reason."),
+    (names::SASL_AUTHENTICATION_FAILURES_TOTAL, Counter, Unit::Count, "Failed authentications, SASL or TLS (each closes its connection), by listener, mechanism and reason."),
     (names::TOPIC_MESSAGES_IN_TOTAL, Counter, Unit::Count, "Records appended by Produce, by topic (the series without a topic is the total)."),
     (names::TOPIC_BYTES_IN_TOTAL, Counter, Unit::Bytes, "Produced batch bytes appended, by topic (the series without a topic is the total)."),
     (names::TOPIC_BYTES_OUT_TOTAL, Counter, Unit::Bytes, "Record bytes sent to consumers, by topic (the series without a topic is the total)."),

@@ -68,7 +68,7 @@ impl CloseReason {
 }
 
 /// Records a successful SASL authentication.
-pub fn sasl_authenticated(listener: &str, mechanism: &str) {
+pub fn authenticated(listener: &str, mechanism: &str) {
     counter!(
         names::SASL_AUTHENTICATIONS_TOTAL,
         "listener" => listener.to_owned(),
@@ -77,8 +77,9 @@ pub fn sasl_authenticated(listener: &str, mechanism: &str) {
     .increment(1);
 }
 
-/// Records a failed SASL authentication; `mechanism` is empty when none was agreed on.
-pub fn sasl_failed(listener: &str, mechanism: &str, reason: &'static str) {
+/// Records a failed authentication (SASL, or a TLS handshake); `mechanism` is empty when none
+/// was agreed on.
+pub fn authentication_failed(listener: &str, mechanism: &str, reason: &'static str) {
     counter!(
         names::SASL_AUTHENTICATION_FAILURES_TOTAL,
         "listener" => listener.to_owned(),

@@ -966,23 +966,13 @@ fn check_protocol_map(
                 listener.name
             ))
         })?;
-        match protocol {
-            SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
-                return Err(refuse(format!(
-                    "listener {} uses security protocol {text}; Gregor serves PLAINTEXT and \
-                     SASL_PLAINTEXT (TLS is not implemented)",
-                    listener.name
-                )))
-            }
-            SecurityProtocol::SaslPlaintext
-                if controller_listener_names.contains(&listener.name) =>
-            {
-                return Err(refuse(format!(
-                    "controller listener {} uses {text}; Gregor's quorum RPCs need PLAINTEXT",
-                    listener.name
-                )))
-            }
-            _ => {}
+        if protocol != SecurityProtocol::Plaintext
+            && controller_listener_names.contains(&listener.name)
+        {
+            return Err(refuse(format!(
+                "controller listener {} uses {text}; Gregor's quorum RPCs need PLAINTEXT",
+                listener.name
+            )));
         }
         protocols.push((listener.name.clone(), protocol));
     }
@@ -1091,7 +1081,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("listener PLAINTEXT uses security protocol SSL"),
+            error.contains("listener PLAINTEXT uses SSL and needs a PEM keystore"),
             "{error}"
         );
     }

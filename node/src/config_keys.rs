@@ -354,6 +354,7 @@ pub fn is_implemented(key: &str) -> bool {
     // static defaults of this broker's partition logs (the log manager reads them).
     DEFINITIONS.iter().any(|d| d.name == key)
         || crate::config_security::is_implemented_listener_key(key)
+        || crate::config_security::TLS_KEYS.contains(&key)
         || gregor_actors::controller::logic::configs::broker::TOPIC_SYNONYMS
             .iter()
             .any(|(broker, _)| *broker == key)

@@ -118,13 +118,51 @@ pub struct SaslSettings {
     pub failed_authentication_delay_ms: u64,
 }
 
+/// `ssl.client.auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    None,
+    /// Asked for; a client without one is `User:ANONYMOUS`.
+    Requested,
+    /// A client without a trusted certificate fails the handshake.
+    Required,
+}
+
+/// What a TLS listener serves with: PEM text read at start-up.
+#[derive(Clone)]
+pub struct TlsSettings {
+    /// The certificate chain (PEM), leaf first.
+    pub keystore_chain: String,
+    /// The private key (PEM, unencrypted).
+    pub keystore_key: String,
+    /// Trusted CA certificates (PEM), for client certificates.
+    pub truststore: Option<String>,
+    /// `ssl.client.auth`.
+    pub client_auth: ClientAuth,
+    /// `ssl.principal.mapping.rules`.
+    pub principal_rules: Vec<crate::network::tls::PrincipalRule>,
+}
+
+// The key is a secret: debug output names the settings, not the PEM text.
+impl std::fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSettings")
+            .field("client_auth", &self.client_auth)
+            .field("truststore", &self.truststore.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The security of one listener.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ListenerSecurity {
     /// Its protocol.
     pub protocol: SecurityProtocol,
     /// SASL settings, for SASL protocols.
     pub sasl: Option<Arc<SaslSettings>>,
+    /// TLS settings, for SSL protocols.
+    pub tls: Option<Arc<TlsSettings>>,
 }
 
 impl ListenerSecurity {
@@ -133,6 +171,7 @@ impl ListenerSecurity {
         ListenerSecurity {
             protocol: SecurityProtocol::Plaintext,
             sasl: None,
+            tls: None,
         }
     }
 }
@@ -158,7 +197,137 @@ pub fn is_implemented_listener_key(key: &str) -> bool {
     let Some((_, suffix)) = rest.split_once('.') else {
         return false;
     };
-    suffix == "sasl.enabled.mechanisms" || suffix == "plain.sasl.jaas.config"
+    suffix == "sasl.enabled.mechanisms"
+        || suffix == "plain.sasl.jaas.config"
+        || TLS_KEYS.contains(&suffix)
+}
+
+/// The `ssl.*` keys Gregor reads, node-wide or per listener.
+pub const TLS_KEYS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
+];
+
+/// The value of `key` for listener `name`: `listener.name.<l>.<key>`, else the node-wide key.
+fn listener_or_node<'a>(
+    originals: &'a BTreeMap<String, String>,
+    name: &str,
+    key: &str,
+) -> Option<(String, &'a str)> {
+    let prefixed = listener_key(name, key);
+    match originals.get(&prefixed) {
+        Some(value) => Some((prefixed, value.as_str())),
+        None => originals
+            .get(key)
+            .map(|value| (key.to_owned(), value.as_str())),
+    }
+}
+
+/// PEM text from `<inline key>` or the file named by `<location key>`.
+fn pem(
+    originals: &BTreeMap<String, String>,
+    name: &str,
+    inline: &str,
+    location: &str,
+) -> Result<Option<String>, ConfigError> {
+    if let Some((_, text)) = listener_or_node(originals, name, inline) {
+        return Ok(Some(text.to_owned()));
+    }
+    match listener_or_node(originals, name, location) {
+        Some((key, path)) => std::fs::read_to_string(path)
+            .map(Some)
+            .map_err(|e| invalid(key, path, format!("cannot read the PEM file: {e}"))),
+        None => Ok(None),
+    }
+}
+
+/// The TLS settings of listener `name` (Kafka's PEM key stores).
+fn tls_settings(
+    name: &str,
+    protocol: SecurityProtocol,
+    originals: &BTreeMap<String, String>,
+) -> Result<TlsSettings, ConfigError> {
+    for store in ["ssl.keystore.type", "ssl.truststore.type"] {
+        if let Some((key, kind)) = listener_or_node(originals, name, store) {
+            if !kind.eq_ignore_ascii_case("PEM") {
+                return Err(invalid(
+                    key,
+                    kind,
+                    "Gregor reads PEM stores only (convert JKS/PKCS12 with keytool or openssl)"
+                        .to_owned(),
+                ));
+            }
+        }
+    }
+    let location = listener_key(name, "ssl.keystore.location");
+    let keystore = pem(
+        originals,
+        name,
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.location",
+    )?
+    .ok_or_else(|| {
+        invalid(
+            location.clone(),
+            "",
+            format!(
+                "listener {name} uses {} and needs a PEM keystore",
+                protocol.name()
+            ),
+        )
+    })?;
+    // A keystore file holds the key and its chain; inline, they are two keys.
+    let key = match listener_or_node(originals, name, "ssl.keystore.key") {
+        Some((_, key)) => key.to_owned(),
+        None => keystore.clone(),
+    };
+    let truststore = pem(
+        originals,
+        name,
+        "ssl.truststore.certificates",
+        "ssl.truststore.location",
+    )?;
+    // Kafka honours ssl.client.auth on SASL_SSL listeners only with the listener prefix.
+    let client_auth = match protocol {
+        SecurityProtocol::SaslSsl => originals
+            .get(&listener_key(name, "ssl.client.auth"))
+            .map(|v| (listener_key(name, "ssl.client.auth"), v.as_str())),
+        _ => listener_or_node(originals, name, "ssl.client.auth"),
+    };
+    let client_auth = match client_auth {
+        None => ClientAuth::None,
+        Some((key, value)) => match value.trim().to_ascii_lowercase().as_str() {
+            "none" => ClientAuth::None,
+            "requested" => ClientAuth::Requested,
+            "required" => ClientAuth::Required,
+            _ => {
+                return Err(invalid(
+                    key,
+                    value,
+                    "expected required, requested or none".to_owned(),
+                ))
+            }
+        },
+    };
+    let principal_rules = match listener_or_node(originals, name, "ssl.principal.mapping.rules") {
+        Some((key, text)) => crate::network::tls::parse_principal_rules(text)
+            .map_err(|reason| invalid(key, text, reason))?,
+        None => vec![crate::network::tls::PrincipalRule::Default],
+    };
+    Ok(TlsSettings {
+        keystore_chain: keystore,
+        keystore_key: key,
+        truststore,
+        client_auth,
+        principal_rules,
+    })
 }
 
 /// The security of the listener `name` with protocol `protocol`.
@@ -168,10 +337,17 @@ pub fn listener_security(
     originals: &BTreeMap<String, String>,
     defaults: &SaslDefaults,
 ) -> Result<ListenerSecurity, ConfigError> {
+    let tls = match protocol {
+        SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
+            Some(Arc::new(tls_settings(name, protocol, originals)?))
+        }
+        _ => None,
+    };
     if !protocol.is_sasl() {
         return Ok(ListenerSecurity {
             protocol,
             sasl: None,
+            tls,
         });
     }
     let mechanisms_key = listener_key(name, "sasl.enabled.mechanisms");
@@ -232,6 +408,7 @@ pub fn listener_security(
             max_receive_size: defaults.max_receive_size,
             failed_authentication_delay_ms: defaults.failed_authentication_delay_ms,
         })),
+        tls,
     })
 }
 
@@ -493,8 +670,11 @@ mod tests {
         assert!(is_implemented_listener_key(
             "listener.name.sasl.plain.sasl.jaas.config"
         ));
+        assert!(is_implemented_listener_key(
+            "listener.name.ssl.ssl.keystore.location"
+        ));
         assert!(!is_implemented_listener_key(
-            "listener.name.sasl.ssl.keystore.location"
+            "listener.name.ssl.ssl.cipher.suites"
         ));
     }
 }

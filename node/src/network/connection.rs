@@ -21,11 +21,11 @@ use gregor_metrics::{CloseReason, RequestTimings};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use super::busy_time::{timed, PollTimed};
 use super::frame::{read_frame, FrameError};
 use super::sasl::{SaslSession, SaslStep};
+use super::tls::Stream;
 
 /// Settings every connection of a listener shares.
 #[derive(Clone)]
@@ -59,14 +59,14 @@ fn refuse(reason: CloseReason, detail: impl Into<String>) -> Refusal {
 
 /// Serves one connection until it closes; returns why it closed.
 pub(crate) async fn serve(
-    mut stream: TcpStream,
+    mut stream: Stream,
+    mut principal: Principal,
     handlers: HandlerContext,
     settings: ConnectionSettings,
 ) -> CloseReason {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
-    let mut principal = Principal::anonymous();
     let mut sasl = settings.sasl.clone().map(SaslSession::new);
     let mut buffer = BytesMut::new();
     // What the peer proved for private RPCs (a broker's forwarding channel is one).
@@ -106,7 +106,10 @@ pub(crate) async fn serve(
                 PrivateOutcome::RaftLink(bytes, node_id)
                     if stream.write_all(&bytes).await.is_ok() =>
                 {
-                    settings.quorum.serve_raft_link(stream, node_id).await;
+                    // Controller listeners are PLAINTEXT (checked at start-up).
+                    if let Stream::Plain(tcp) = stream {
+                        settings.quorum.serve_raft_link(tcp, node_id).await;
+                    }
                     return CloseReason::ClientClosed;
                 }
                 PrivateOutcome::Refuse(bytes) => {
@@ -143,7 +146,7 @@ pub(crate) async fn serve(
                     mechanism,
                 } => {
                     tracing::debug!(%peer, listener = %settings.listener_name, %authenticated, mechanism, "authenticated");
-                    gregor_metrics::sasl_authenticated(&settings.listener_name, mechanism);
+                    gregor_metrics::authenticated(&settings.listener_name, mechanism);
                     principal = authenticated;
                     if stream.write_all(&reply).await.is_err() {
                         return CloseReason::IoError;
@@ -157,7 +160,7 @@ pub(crate) async fn serve(
                     detail,
                 } => {
                     tracing::info!(%peer, listener = %settings.listener_name, mechanism, reason = reason.as_str(), %detail, "failed authentication");
-                    gregor_metrics::sasl_failed(
+                    gregor_metrics::authentication_failed(
                         &settings.listener_name,
                         mechanism.unwrap_or(""),
                         reason.as_str(),
