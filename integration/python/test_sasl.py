@@ -6,12 +6,14 @@ connection, counted by reason; requests before authentication close the connecti
 authenticated user is the principal user quotas apply to.
 """
 
+import json
 import os
 import re
 import shutil
 import struct
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import RawConn, gregor_bin, wait_for
@@ -374,3 +376,32 @@ def test_storage_format_add_scram_bootstraps_credentials(start_node, tmp_path):
     create_topic(node, topic)
     confluent_produce(node, "SCRAM-SHA-512", "admin", "admin-pw", topic, [b"first"])
     assert kafka_python_consume(node, "SCRAM-SHA-256", "dave", "dave-pw", topic, 1) == [b"first"]
+
+
+NODE_JS = shutil.which("node")
+JS = Path(__file__).resolve().parents[1] / "js"
+
+
+def kafkajs(node, mechanism, user, password):
+    done = subprocess.run([NODE_JS, str(JS / "sasl.js"), node.sasl, mechanism, user, password],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(NODE_JS is None or not (JS / "node_modules" / "kafkajs").exists(), reason="kafkajs is not installed (npm ci in integration/js)")
+def test_kafkajs_authenticates_with_plain_and_scram(start_node):
+    node = sasl_node(start_node)
+    alter_scram(node, [
+        UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-pw"),
+        UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"bob-pw"),
+    ])
+    create_topic(node, "js-sasl")
+    assert kafkajs(node, "plain", "alice", "alice-secret") == {"topics": ["js-sasl"]}
+    assert kafkajs(node, "scram-sha-256", "alice", "alice-pw") == {"topics": ["js-sasl"]}
+    assert kafkajs(node, "scram-sha-512", "bob", "bob-pw") == {"topics": ["js-sasl"]}
+    refused = kafkajs(node, "scram-sha-512", "bob", "wrong")
+    assert refused["error"] == "KafkaJSSASLAuthenticationError", refused
+    assert "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512" in refused["message"]
+    refused = kafkajs(node, "plain", "alice", "wrong")
+    assert "Authentication failed: Invalid username or password" in refused["message"], refused
