@@ -38,23 +38,25 @@ def signed(dir, name, subject, ca, usage):
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     dir = tmp_path_factory.mktemp("certs")
-    for ca in ("ca", "rogue-ca"):
+    for ca in ("ca", "rogue-ca", "next-ca"):
         openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2",
                 "-subj", f"/CN={ca}", cwd=dir)
     signed(dir, "server", "/CN=localhost", "ca", "serverAuth")
+    signed(dir, "next-server", "/CN=localhost", "next-ca", "serverAuth")
     signed(dir, "alice", "/C=US/O=acme/CN=Alice", "ca", "clientAuth")
     signed(dir, "mallory", "/C=US/O=evil/CN=mallory", "rogue-ca", "clientAuth")
-    (dir / "server-store.pem").write_text((dir / "server.pem").read_text() + (dir / "server.key").read_text())
+    for server in ("server", "next-server"):
+        (dir / f"{server}-store.pem").write_text((dir / f"{server}.pem").read_text() + (dir / f"{server}.key").read_text())
     return dir
 
 
-def tls_node(start_node, certs):
+def tls_node(start_node, certs, keystore=None):
     node = start_node({
         "auto.create.topics.enable": "false",
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
         "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs / "server-store.pem"),
+        "ssl.keystore.location": str(keystore or certs / "server-store.pem"),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(certs / "ca.pem"),
         "listener.name.ssl.ssl.client.auth": "required",
@@ -153,3 +155,24 @@ def test_sasl_ssl_authenticates_plain_users_over_tls(start_node, certs):
     admin = AdminClient(dict(conf, **{"sasl.password": "wrong", "error_cb": errors.append}))
     wait_for("an authentication error", lambda: admin.poll(0.1) >= 0 and errors, timeout=TIMEOUT)
     assert "Authentication failed: Invalid username or password" in errors[0].str()
+
+
+def connects(conf):
+    """Whether a client with `conf` gets metadata (a TLS failure means no)."""
+    admin = AdminClient(conf)
+    try:
+        return bool(admin.list_topics(timeout=3).brokers)
+    except Exception:  # noqa: BLE001 - any failure is "no"
+        return False
+
+
+def test_a_changed_keystore_file_is_used_without_a_restart(start_node, certs, tmp_path):
+    keystore = tmp_path / "keystore.pem"
+    keystore.write_text((certs / "server-store.pem").read_text())
+    node = tls_node(start_node, certs, keystore=keystore)
+    trusting_next = ssl_conf(node, certs, **{"ssl.ca.location": str(certs / "next-ca.pem")})
+    assert connects(ssl_conf(node, certs))
+    assert not connects(trusting_next)
+    keystore.write_text((certs / "next-server-store.pem").read_text())
+    wait_for("the new certificate", lambda: connects(trusting_next), timeout=TIMEOUT)
+    assert "reloaded the TLS key and trust stores" in node.log()

@@ -142,6 +142,33 @@ pub struct TlsSettings {
     pub client_auth: ClientAuth,
     /// `ssl.principal.mapping.rules`.
     pub principal_rules: Vec<crate::network::tls::PrincipalRule>,
+    /// The keystore file, when the keystore is one (watched for changes).
+    pub keystore_path: Option<std::path::PathBuf>,
+    /// The truststore file, when the truststore is one (watched for changes).
+    pub truststore_path: Option<std::path::PathBuf>,
+}
+
+impl TlsSettings {
+    /// These settings with the stores read again from their files.
+    pub fn reread(&self) -> Result<TlsSettings, String> {
+        let read = |path: &std::path::Path| {
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        let mut next = self.clone();
+        if let Some(path) = &self.keystore_path {
+            let text = read(path)?;
+            // The key lives in the keystore file unless it was given inline.
+            if self.keystore_key == self.keystore_chain {
+                next.keystore_key = text.clone();
+            }
+            next.keystore_chain = text;
+        }
+        if let Some(path) = &self.truststore_path {
+            next.truststore = Some(read(path)?);
+        }
+        Ok(next)
+    }
 }
 
 // The key is a secret: debug output names the settings, not the PEM text.
@@ -321,12 +348,21 @@ fn tls_settings(
             .map_err(|reason| invalid(key, text, reason))?,
         None => vec![crate::network::tls::PrincipalRule::Default],
     };
+    let path_of = |inline: &str, location: &str| {
+        listener_or_node(originals, name, inline)
+            .is_none()
+            .then(|| listener_or_node(originals, name, location))
+            .flatten()
+            .map(|(_, path)| std::path::PathBuf::from(path))
+    };
     Ok(TlsSettings {
         keystore_chain: keystore,
         keystore_key: key,
         truststore,
         client_auth,
         principal_rules,
+        keystore_path: path_of("ssl.keystore.certificate.chain", "ssl.keystore.location"),
+        truststore_path: path_of("ssl.truststore.certificates", "ssl.truststore.location"),
     })
 }
 

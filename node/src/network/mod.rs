@@ -142,6 +142,9 @@ pub async fn run(
             .get(&bound.spec.name)
             .and_then(|security| security.sasl.clone()),
     };
+    if let Some(tls) = &bound.tls {
+        tls.watch(bound.spec.name.clone());
+    }
     let exempt = bound.kind == ListenerKind::Controller;
     loop {
         // max.connections: wait for a slot before accepting, so new connections queue in the

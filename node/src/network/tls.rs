@@ -74,67 +74,122 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// A TLS listener's acceptor and how it names its clients.
+/// How often the key and trust store files are checked for changes.
+const RELOAD_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A TLS listener's acceptor (replaced when its store files change) and how it names its
+/// clients.
 #[derive(Clone)]
 pub(crate) struct TlsListener {
-    acceptor: TlsAcceptor,
+    acceptor: Arc<arc_swap::ArcSwap<TlsAcceptor>>,
     settings: Arc<TlsSettings>,
 }
 
 impl TlsListener {
-    /// The rustls server configuration of `settings`; the error names what is wrong.
+    /// The acceptor of `settings`; the error names what is wrong.
     pub(crate) fn new(settings: Arc<TlsSettings>) -> Result<Self, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let certs: Vec<CertificateDer<'static>> =
-            rustls_pemfile::certs(&mut settings.keystore_chain.as_bytes())
-                .collect::<Result<_, _>>()
-                .map_err(|e| format!("cannot read the keystore certificates: {e}"))?;
-        if certs.is_empty() {
-            return Err("the keystore has no certificate".to_owned());
-        }
-        let key = rustls_pemfile::private_key(&mut settings.keystore_key.as_bytes())
-            .map_err(|e| format!("cannot read the keystore key: {e}"))?
-            .ok_or("the keystore has no unencrypted PKCS#8, PKCS#1 or SEC1 private key")?;
-        let builder = ServerConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
-        let builder = match settings.client_auth {
-            ClientAuth::None => builder.with_no_client_auth(),
-            ClientAuth::Requested | ClientAuth::Required => {
-                let mut roots = RootCertStore::empty();
-                let trusted = settings.truststore.as_deref().ok_or(
-                    "ssl.client.auth requested or required needs a truststore (ssl.truststore.location)",
-                )?;
-                for cert in rustls_pemfile::certs(&mut trusted.as_bytes()) {
-                    let cert = cert.map_err(|e| format!("cannot read the truststore: {e}"))?;
-                    roots
-                        .add(cert)
-                        .map_err(|e| format!("bad truststore certificate: {e}"))?;
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-                let verifier = if settings.client_auth == ClientAuth::Requested {
-                    verifier.allow_unauthenticated()
-                } else {
-                    verifier
-                };
-                builder.with_client_cert_verifier(verifier.build().map_err(|e| e.to_string())?)
-            }
-        };
-        let config = builder
-            .with_single_cert(certs, key)
-            .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+        let acceptor = acceptor(&settings)?;
         Ok(TlsListener {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
+            acceptor: Arc::new(arc_swap::ArcSwap::from_pointee(acceptor)),
             settings,
         })
     }
 
+    /// Watches the store files: when one changes, the listener's new connections use the new
+    /// certificates (a store that does not load is logged and the old one kept). Connections
+    /// already open keep theirs.
+    pub(crate) fn watch(&self, listener: String) {
+        let paths: Vec<std::path::PathBuf> =
+            [&self.settings.keystore_path, &self.settings.truststore_path]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
+        if paths.is_empty() {
+            return;
+        }
+        let stamps = move || {
+            paths
+                .iter()
+                .map(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+                .collect::<Vec<_>>()
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut seen = stamps();
+            loop {
+                tokio::time::sleep(RELOAD_CHECK).await;
+                let now = stamps();
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                match this.settings.reread().and_then(|s| acceptor(&s)) {
+                    Ok(next) => {
+                        this.acceptor.store(Arc::new(next));
+                        tracing::info!(%listener, "reloaded the TLS key and trust stores");
+                    }
+                    Err(error) => tracing::warn!(
+                        %listener,
+                        %error,
+                        "the changed TLS stores do not load; keeping the previous ones"
+                    ),
+                }
+            }
+        });
+    }
+}
+
+/// The rustls server configuration of `settings`; the error names what is wrong.
+fn acceptor(settings: &TlsSettings) -> Result<TlsAcceptor, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs: Vec<CertificateDer<'static>> =
+        rustls_pemfile::certs(&mut settings.keystore_chain.as_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("cannot read the keystore certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err("the keystore has no certificate".to_owned());
+    }
+    let key = rustls_pemfile::private_key(&mut settings.keystore_key.as_bytes())
+        .map_err(|e| format!("cannot read the keystore key: {e}"))?
+        .ok_or("the keystore has no unencrypted PKCS#8, PKCS#1 or SEC1 private key")?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = match settings.client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        ClientAuth::Requested | ClientAuth::Required => {
+            let mut roots = RootCertStore::empty();
+            let trusted = settings.truststore.as_deref().ok_or(
+                    "ssl.client.auth requested or required needs a truststore (ssl.truststore.location)",
+                )?;
+            for cert in rustls_pemfile::certs(&mut trusted.as_bytes()) {
+                let cert = cert.map_err(|e| format!("cannot read the truststore: {e}"))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("bad truststore certificate: {e}"))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = if settings.client_auth == ClientAuth::Requested {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| e.to_string())?)
+        }
+    };
+    let config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("the keystore's key does not fit its certificate: {e}"))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+impl TlsListener {
     /// Runs the server handshake; the stream and the principal of the client certificate
     /// (`User:ANONYMOUS` without one).
     pub(crate) async fn accept(&self, tcp: TcpStream) -> Result<(Stream, Principal), String> {
-        let tls = self
-            .acceptor
+        let acceptor = TlsAcceptor::clone(&self.acceptor.load());
+        let tls = acceptor
             .accept(tcp)
             .await
             .map_err(|e| format!("TLS handshake failed: {e}"))?;
