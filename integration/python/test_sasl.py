@@ -405,3 +405,48 @@ def test_kafkajs_authenticates_with_plain_and_scram(start_node):
     assert "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512" in refused["message"]
     refused = kafkajs(node, "plain", "alice", "wrong")
     assert "Authentication failed: Invalid username or password" in refused["message"], refused
+
+
+def test_sessions_expire_and_clients_reauthenticate(start_node):
+    node = sasl_node(start_node, mechanisms="PLAIN", extra={"connections.max.reauth.ms": "1500"})
+    # The lifetime is announced; a re-authentication keeps the principal or fails.
+    conn = RawConn(node.sasl)
+    conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
+    answer = conn.send(SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0alice-secret"), SaslAuthenticateResponse)
+    assert (answer.error_code, answer.session_lifetime_ms) == (0, 1500)
+    assert conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse).error_code == 0
+    answer = conn.send(SaslAuthenticateRequest[1](auth_bytes=b"\0admin\0admin-secret"), SaslAuthenticateResponse)
+    assert (answer.error_code, answer.error_message) == (58, "Cannot change principals during re-authentication from User.alice: User.admin")
+    conn.close()
+    # A connection that does not re-authenticate is closed at its first request after expiry.
+    conn = RawConn(node.sasl)
+    conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse)
+    conn.send(SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0alice-secret"), SaslAuthenticateResponse)
+
+    def closed():
+        try:
+            conn.send(ApiVersionsRequest[0](), ApiVersionsResponse)
+            return False
+        except (ConnectionError, OSError):
+            return True
+
+    wait_for("the expired session to close", closed, timeout=TIMEOUT)
+    conn.close()
+    # librdkafka re-authenticates before the lifetime ends and keeps producing on its connection.
+    topic = f"sasl-reauth-{uuid.uuid4().hex[:8]}"
+    create_topic(node, topic)
+    producer = Producer(confluent_conf(node, "PLAIN", "alice", "alice-secret"))
+
+    def reauthenticated():
+        producer.produce(topic, b"tick")
+        assert producer.flush(TIMEOUT) == 0
+        text = node.metrics_text()
+        count = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                    if line.startswith('gregor_authentications_total{listener="SASL_PLAINTEXT",mechanism="PLAIN"}'))
+        return count >= 6
+
+    wait_for("re-authentications", reauthenticated, timeout=TIMEOUT, interval=0.2)
+    # Only the raw connection above expired: the producer's were never cut.
+    expired = [line for line in node.metrics_text().splitlines()
+               if line.startswith("gregor_network_connections_closed_total{") and 'reason="session_expired"' in line]
+    assert [line.rsplit(" ", 1)[1] for line in expired] == ["1"], expired

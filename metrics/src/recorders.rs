@@ -43,6 +43,9 @@ pub enum CloseReason {
     /// SASL authentication failed (or the exchange broke its rules); closed after
     /// `connection.failed.authentication.delay.ms`.
     AuthenticationFailed,
+    /// A request arrived after the connection's SASL session expired without re-authentication
+    /// (KIP-368, Kafka's `expired-connections-killed-count`).
+    SessionExpired,
 }
 
 impl CloseReason {
@@ -63,6 +66,7 @@ impl CloseReason {
             CloseReason::ConnectionRateThrottled => "connection_rate_throttled",
             CloseReason::ProduceFailedWithoutAcks => "produce_failed_without_acks",
             CloseReason::AuthenticationFailed => "authentication_failed",
+            CloseReason::SessionExpired => "session_expired",
         }
     }
 }

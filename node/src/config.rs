@@ -159,6 +159,13 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Largest frame accepted before a SASL connection has authenticated.",
     ),
     def(
+        "connections.max.reauth.ms",
+        ConfigType::Long,
+        Some("0"),
+        "Lifetime of an authenticated SASL session; the client must re-authenticate before it \
+         ends or its connection is closed (KIP-368). 0 = sessions never expire.",
+    ),
+    def(
         "connection.failed.authentication.delay.ms",
         ConfigType::Int,
         Some("100"),
@@ -537,6 +544,7 @@ impl NodeConfig {
                 0,
                 i32::MAX as i64,
             )? as u64,
+            reauth_ms: values.int("connections.max.reauth.ms", 0, i64::MAX)?,
         };
         let mut listener_security = BTreeMap::new();
         for (name, protocol) in protocols {

@@ -116,6 +116,9 @@ pub struct SaslSettings {
     /// `connection.failed.authentication.delay.ms`: how long a failed connection stays open
     /// after its error response, so a client cannot retry in a tight loop.
     pub failed_authentication_delay_ms: u64,
+    /// `connections.max.reauth.ms` (0 = sessions never expire): the session lifetime sent in
+    /// SaslAuthenticate, after which a connection must re-authenticate (KIP-368).
+    pub reauth_ms: i64,
 }
 
 /// `ssl.client.auth`.
@@ -443,6 +446,7 @@ pub fn listener_security(
             plain_users,
             max_receive_size: defaults.max_receive_size,
             failed_authentication_delay_ms: defaults.failed_authentication_delay_ms,
+            reauth_ms: defaults.reauth_ms,
         })),
         tls,
     })
@@ -457,6 +461,8 @@ pub struct SaslDefaults {
     pub max_receive_size: i32,
     /// `connection.failed.authentication.delay.ms`.
     pub failed_authentication_delay_ms: u64,
+    /// `connections.max.reauth.ms`.
+    pub reauth_ms: i64,
 }
 
 /// The `user_<name>="<password>"` options of a `PlainLoginModule` JAAS entry.
@@ -596,6 +602,7 @@ mod tests {
             enabled_mechanisms: mechanisms.to_owned(),
             max_receive_size: 524288,
             failed_authentication_delay_ms: 100,
+            reauth_ms: 0,
         }
     }
 

@@ -129,6 +129,14 @@ pub(crate) async fn serve(
                 return CloseReason::IoError;
             }
         }
+        if let Some(session) = sasl.as_mut().filter(|s| s.is_authenticated()) {
+            // KIP-368: a SaslHandshake starts a re-authentication; any other request after the
+            // session's lifetime closes the connection.
+            if !session.begin_reauthentication(&frame) && session.expired(Instant::now()) {
+                tracing::info!(%peer, listener = %settings.listener_name, "closing a connection whose SASL session expired without re-authentication");
+                return CloseReason::SessionExpired;
+            }
+        }
         if let Some(session) = sasl.as_mut().filter(|s| !s.is_authenticated()) {
             let image = handlers.image.load();
             let lookup = |user: &str, mechanism| image.scram.credential(user, mechanism).cloned();

@@ -16,6 +16,7 @@ mod plain;
 mod scram;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use gregor_actors::context::Principal;
@@ -129,10 +130,18 @@ enum State {
     Done,
 }
 
+/// What a connection authenticated as, and until when (KIP-368).
+struct Established {
+    mechanism: SaslMechanism,
+    username: String,
+    expires_at: Option<Instant>,
+}
+
 /// The SASL state of one connection.
 pub(crate) struct SaslSession {
     settings: Arc<SaslSettings>,
     state: State,
+    established: Option<Established>,
 }
 
 impl SaslSession {
@@ -140,12 +149,58 @@ impl SaslSession {
         SaslSession {
             settings,
             state: State::Handshake,
+            established: None,
         }
     }
 
-    /// Whether the connection has authenticated.
+    /// Whether the connection has authenticated (and is not re-authenticating).
     pub(crate) fn is_authenticated(&self) -> bool {
         matches!(self.state, State::Done)
+    }
+
+    /// Whether the session of an authenticated connection has outlived
+    /// `connections.max.reauth.ms` without re-authenticating (KIP-368).
+    pub(crate) fn expired(&self, now: Instant) -> bool {
+        self.established
+            .as_ref()
+            .and_then(|e| e.expires_at)
+            .is_some_and(|at| now >= at)
+    }
+
+    /// Starts a re-authentication if `frame` is a SaslHandshake on an authenticated connection
+    /// of a listener with `connections.max.reauth.ms` set; true if it did.
+    pub(crate) fn begin_reauthentication(&mut self, frame: &Bytes) -> bool {
+        let handshake = frame.len() >= 2
+            && i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::SaslHandshake as i16;
+        if !handshake || self.settings.reauth_ms <= 0 || !self.is_authenticated() {
+            return false;
+        }
+        self.state = State::Handshake;
+        true
+    }
+
+    /// Records a successful (re-)authentication of `username` with `mechanism`; a
+    /// re-authentication must keep the principal, as Kafka's `ReauthInfo` requires.
+    fn establish(&mut self, mechanism: SaslMechanism, username: &str) -> Result<(), String> {
+        if let Some(previous) = &self.established {
+            if previous.username != username {
+                return Err(format!(
+                    "Cannot change principals during re-authentication from User.{}: User.{username}",
+                    previous.username
+                ));
+            }
+        }
+        let now = Instant::now();
+        self.established = Some(Established {
+            mechanism,
+            username: username.to_owned(),
+            expires_at: u64::try_from(self.settings.reauth_ms)
+                .ok()
+                .filter(|ms| *ms > 0)
+                .map(|ms| now + Duration::from_millis(ms)),
+        });
+        self.state = State::Done;
+        Ok(())
     }
 
     /// `sasl.server.max.receive.size`, the frame limit until authentication.
@@ -172,7 +227,14 @@ impl SaslSession {
                 match evaluate(&self.settings, mechanism, scram, frame, lookup) {
                     Ok(Evaluated::Challenge(token)) => SaslStep::Reply(size_prefixed(&token)),
                     Ok(Evaluated::Done { username, token }) => {
-                        self.state = State::Done;
+                        if let Err(message) = self.establish(mechanism, &username) {
+                            return SaslStep::Fail {
+                                reply: None,
+                                reason: SaslFailure::InvalidCredentials,
+                                mechanism: Some(mechanism.name()),
+                                detail: message,
+                            };
+                        }
                         SaslStep::Authenticated {
                             reply: size_prefixed(&token),
                             principal: user(username),
@@ -214,16 +276,31 @@ impl SaslSession {
                         reply_or_fail(&header, ResponseKind::SaslAuthenticate(body), version)
                     }
                     Ok(Evaluated::Done { username, token }) => {
-                        let body = response.with_auth_bytes(Bytes::from(token));
+                        if let Err(message) = self.establish(mechanism, &username) {
+                            let body = response
+                                .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                                .with_error_message(Some(StrBytes::from_string(message.clone())));
+                            return SaslStep::Fail {
+                                reply: encode(
+                                    &header,
+                                    ResponseKind::SaslAuthenticate(body),
+                                    version,
+                                )
+                                .ok(),
+                                reason: SaslFailure::InvalidCredentials,
+                                mechanism: Some(mechanism.name()),
+                                detail: message,
+                            };
+                        }
+                        let body = response
+                            .with_auth_bytes(Bytes::from(token))
+                            .with_session_lifetime_ms(self.settings.reauth_ms);
                         match encode(&header, ResponseKind::SaslAuthenticate(body), version) {
-                            Ok(reply) => {
-                                self.state = State::Done;
-                                SaslStep::Authenticated {
-                                    reply,
-                                    principal: user(username),
-                                    mechanism: mechanism.name(),
-                                }
-                            }
+                            Ok(reply) => SaslStep::Authenticated {
+                                reply,
+                                principal: user(username),
+                                mechanism: mechanism.name(),
+                            },
                             Err(detail) => malformed(detail),
                         }
                     }
@@ -267,6 +344,29 @@ impl SaslSession {
         let requested = request.mechanism.as_str();
         let mechanism =
             SaslMechanism::from_name(requested).filter(|m| self.settings.mechanisms.contains(m));
+        if let Some(previous) = self
+            .established
+            .as_ref()
+            .filter(|e| Some(e.mechanism) != mechanism)
+        {
+            return SaslStep::Fail {
+                reply: encode(
+                    &header,
+                    ResponseKind::SaslHandshake(
+                        SaslHandshakeResponse::default()
+                            .with_error_code(ResponseError::UnsupportedSaslMechanism.code()),
+                    ),
+                    version,
+                )
+                .ok(),
+                reason: SaslFailure::UnsupportedMechanism,
+                mechanism: Some(previous.mechanism.name()),
+                detail: format!(
+                    "SASL mechanism '{requested}' requested by client is not supported for re-authentication of mechanism '{}'",
+                    previous.mechanism.name()
+                ),
+            };
+        }
         let response = SaslHandshakeResponse::default().with_mechanisms(enabled);
         match mechanism {
             Some(mechanism) => {
