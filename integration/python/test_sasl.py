@@ -343,6 +343,9 @@ def test_gregor_configs_sets_and_deletes_scram_credentials(start_node):
                           "--add-config", "SCRAM-SHA-256=[password=a],SCRAM-SHA-512=[password=b]")
     assert done.stderr == "gregor: A user credential cannot be altered twice in the same request (DuplicateResource)\n", done
     assert scram_users(node) == {"carol": [("SCRAM_SHA_256", 8192), ("SCRAM_SHA_512", 4096)]}
+    done = gregor_configs(node, "--describe", "--entity-type", "users", "--entity-name", "carol")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0, "SCRAM credential configs for user-principal 'carol' are SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n", ""), done
     # The salted password went over the wire; the password is in no log line.
     assert "carol-pw" not in node.log()
     topic = f"sasl-cli-{uuid.uuid4().hex[:8]}"

@@ -13,8 +13,10 @@ use kafka_protocol::messages::alter_user_scram_credentials_request::{
     ScramCredentialDeletion, ScramCredentialUpsertion,
 };
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterUserScramCredentialsRequest, DescribeClientQuotasRequest,
+    DescribeUserScramCredentialsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -154,6 +156,45 @@ async fn describe(
 ) -> Result<(), AdminError> {
     for (entity, values) in describe_entities(client, types, names).await? {
         let _ = writeln!(out, "{}", describe_line(&entity, &values));
+    }
+    // As kafka-configs.sh: SCRAM credentials of users, unless clients or defaults are described.
+    let users_only = types.iter().all(|t| *t == EntityType::Users);
+    if users_only && !names.iter().any(String::is_empty) {
+        describe_scram(client, names, out).await?;
+    }
+    Ok(())
+}
+
+/// kafka-configs.sh's `SCRAM credential configs for user-principal 'alice' are
+/// SCRAM-SHA-256=iterations=8192` line for each named user (every user when none is named)
+/// that has credentials.
+async fn describe_scram(
+    client: &mut AdminClient,
+    names: &[String],
+    out: &mut String,
+) -> Result<(), AdminError> {
+    let users = names
+        .iter()
+        .map(|name| UserName::default().with_name(StrBytes::from_string(name.clone())))
+        .collect();
+    let request = DescribeUserScramCredentialsRequest::default().with_users(Some(users));
+    let (_, response) = client.send(&request).await?;
+    check(response.error_code, response.error_message.as_ref())?;
+    for result in response.results.iter().filter(|r| r.error_code == 0) {
+        let credentials: Vec<String> = result
+            .credential_infos
+            .iter()
+            .filter_map(|info| {
+                let mechanism = ScramMechanism::from_type(info.mechanism)?;
+                Some(format!("{mechanism}=iterations={}", info.iterations))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "SCRAM credential configs for user-principal '{}' are {}",
+            result.user,
+            credentials.join(", ")
+        );
     }
     Ok(())
 }
