@@ -237,6 +237,11 @@ def test_the_exchange_follows_kafkas_rules(start_node):
     versions = conn.send(ApiVersionsRequest[0](), ApiVersionsResponse)
     assert versions.error_code == 0
     conn.close()
+    # Before authentication a frame may not exceed sasl.server.max.receive.size (524288).
+    conn = RawConn(node.sasl)
+    conn.send_bytes(struct.pack(">i", 524289))
+    assert closed_without_answer(conn.sock)
+    conn.close()
     assert failures(node, "unsupported_mechanism") == 1
     assert failures(node, "illegal_sasl_state") == 1
     assert failures(node, "invalid_credentials") == 1
