@@ -64,6 +64,13 @@ pub const CONNECTIONS_ACCEPTED_TOTAL: &str = "gregor_network_connections_accepte
 pub const CONNECTIONS_ACTIVE: &str = "gregor_network_connections_active";
 /// Connections closed, labels `listener` and `reason` (see [`CloseReason`](crate::CloseReason)).
 pub const CONNECTIONS_CLOSED_TOTAL: &str = "gregor_network_connections_closed_total";
+/// Successful SASL authentications, labels `listener` and `mechanism` (Kafka's
+/// `successful-authentication-total`).
+pub const SASL_AUTHENTICATIONS_TOTAL: &str = "gregor_authentications_total";
+/// Failed authentications (Kafka's `failed-authentication-total`), labels `listener`,
+/// `mechanism` (empty before one is agreed, and for TLS) and `reason` (`invalid_credentials`,
+/// `unsupported_mechanism`, `illegal_sasl_state`, `malformed_request`, `ssl_handshake_failed`).
+pub const SASL_AUTHENTICATION_FAILURES_TOTAL: &str = "gregor_authentication_failures_total";
 /// Bytes left in the `queued.max.request.bytes` pool (Kafka's SocketServer
 /// `MemoryPoolAvailable`, as the JMX exporter names it).
 pub const MEMORY_POOL_AVAILABLE: &str = "kafka_network_socketserver_memorypoolavailable";

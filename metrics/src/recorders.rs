@@ -40,6 +40,12 @@ pub enum CloseReason {
     /// A Produce with acks=0 failed on some partition: Kafka closes the connection so the
     /// client, which gets no response, refreshes its metadata.
     ProduceFailedWithoutAcks,
+    /// SASL authentication failed (or the exchange broke its rules); closed after
+    /// `connection.failed.authentication.delay.ms`.
+    AuthenticationFailed,
+    /// A request arrived after the connection's SASL session expired without re-authentication
+    /// (KIP-368, Kafka's `expired-connections-killed-count`).
+    SessionExpired,
 }
 
 impl CloseReason {
@@ -59,8 +65,32 @@ impl CloseReason {
             CloseReason::MaxConnectionsPerIp => "max_connections_per_ip",
             CloseReason::ConnectionRateThrottled => "connection_rate_throttled",
             CloseReason::ProduceFailedWithoutAcks => "produce_failed_without_acks",
+            CloseReason::AuthenticationFailed => "authentication_failed",
+            CloseReason::SessionExpired => "session_expired",
         }
     }
+}
+
+/// Records a successful SASL authentication.
+pub fn authenticated(listener: &str, mechanism: &str) {
+    counter!(
+        names::SASL_AUTHENTICATIONS_TOTAL,
+        "listener" => listener.to_owned(),
+        "mechanism" => mechanism.to_owned()
+    )
+    .increment(1);
+}
+
+/// Records a failed authentication (SASL, or a TLS handshake); `mechanism` is empty when none
+/// was agreed on.
+pub fn authentication_failed(listener: &str, mechanism: &str, reason: &'static str) {
+    counter!(
+        names::SASL_AUTHENTICATION_FAILURES_TOTAL,
+        "listener" => listener.to_owned(),
+        "mechanism" => mechanism.to_owned(),
+        "reason" => reason
+    )
+    .increment(1);
 }
 
 /// Records a new connection on a listener.

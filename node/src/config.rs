@@ -11,6 +11,9 @@ use std::io::BufReader;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
+use crate::config_security::{listener_security as listener_security_of, SaslDefaults};
+pub use crate::config_security::{ListenerSecurity, SaslMechanism, SecurityProtocol};
+
 /// A configuration problem; the message names the key or file and is printed as is.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -30,6 +33,16 @@ pub enum ConfigError {
         /// The file.
         path: PathBuf,
         /// The I/O or syntax error.
+        reason: String,
+    },
+    /// A per-listener key (`listener.name.<l>.*`) has a bad value.
+    #[error("Invalid value {value} for configuration {key}: {reason}")]
+    InvalidListenerValue {
+        /// The key.
+        key: String,
+        /// The value as given (hidden when it may hold a credential).
+        value: String,
+        /// What is wrong with it.
         reason: String,
     },
     /// An override is not of the form `key=value`.
@@ -129,7 +142,34 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "listener.security.protocol.map",
         ConfigType::List,
         Some("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
-        "Security protocol per listener name; Gregor supports PLAINTEXT.",
+        "Security protocol per listener name: PLAINTEXT or SASL_PLAINTEXT (controller \
+         listeners: PLAINTEXT).",
+    ),
+    def(
+        "sasl.enabled.mechanisms",
+        ConfigType::List,
+        Some("GSSAPI"),
+        "SASL mechanisms of SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); \
+         listener.name.<l>.sasl.enabled.mechanisms overrides it per listener.",
+    ),
+    def(
+        "sasl.server.max.receive.size",
+        ConfigType::Int,
+        Some("524288"),
+        "Largest frame accepted before a SASL connection has authenticated.",
+    ),
+    def(
+        "connections.max.reauth.ms",
+        ConfigType::Long,
+        Some("0"),
+        "Lifetime of an authenticated SASL session; the client must re-authenticate before it \
+         ends or its connection is closed (KIP-368). 0 = sessions never expire.",
+    ),
+    def(
+        "connection.failed.authentication.delay.ms",
+        ConfigType::Int,
+        Some("100"),
+        "How long a connection that failed authentication stays open after its error response.",
     ),
     def(
         "log.dirs",
@@ -483,6 +523,8 @@ pub struct NodeConfig {
     pub advertised_listeners: Vec<ListenerSpec>,
     /// `controller.listener.names`.
     pub controller_listener_names: Vec<String>,
+    /// The security of each listener of `listeners`, by name.
+    pub listener_security: BTreeMap<String, ListenerSecurity>,
     /// `log.dirs`.
     pub log_dirs: Vec<PathBuf>,
     /// `metadata.log.dir`.
@@ -620,7 +662,27 @@ impl NodeConfig {
             .map(|n| n.to_ascii_uppercase())
             .collect();
         let listeners = parse_listeners("listeners", &values.list("listeners")?)?;
-        check_protocol_map(&values.list("listener.security.protocol.map")?, &listeners)?;
+        let protocols = check_protocol_map(
+            &values.list("listener.security.protocol.map")?,
+            &listeners,
+            &controller_listener_names,
+        )?;
+        let sasl_defaults = SaslDefaults {
+            enabled_mechanisms: values.raw("sasl.enabled.mechanisms").unwrap_or_default(),
+            max_receive_size: values.int("sasl.server.max.receive.size", 1, i32::MAX as i64)?
+                as i32,
+            failed_authentication_delay_ms: values.int(
+                "connection.failed.authentication.delay.ms",
+                0,
+                i32::MAX as i64,
+            )? as u64,
+            reauth_ms: values.int("connections.max.reauth.ms", 0, i64::MAX)?,
+        };
+        let mut listener_security = BTreeMap::new();
+        for (name, protocol) in protocols {
+            let security = listener_security_of(&name, protocol, values.given, &sasl_defaults)?;
+            listener_security.insert(name, security);
+        }
         let advertised_listeners = match values.optional("advertised.listeners") {
             Some(_) => {
                 let advertised = parse_listeners(
@@ -752,6 +814,7 @@ impl NodeConfig {
             listeners,
             advertised_listeners,
             controller_listener_names,
+            listener_security,
             log_dirs,
             metadata_log_dir,
             // Read again by the log manager; checked here so that a bad value stops start-up.
@@ -1047,7 +1110,13 @@ fn parse_listeners(key: &'static str, items: &[String]) -> Result<Vec<ListenerSp
     Ok(listeners)
 }
 
-fn check_protocol_map(items: &[String], listeners: &[ListenerSpec]) -> Result<(), ConfigError> {
+/// The protocol of each listener; controller listeners carry the quorum's private RPCs, which
+/// are not authenticated, so they must be PLAINTEXT.
+fn check_protocol_map(
+    items: &[String],
+    listeners: &[ListenerSpec],
+    controller_listener_names: &[String],
+) -> Result<Vec<(String, SecurityProtocol)>, ConfigError> {
     let key = "listener.security.protocol.map";
     let mut mapped = Vec::new();
     for item in items {
@@ -1061,31 +1130,46 @@ fn check_protocol_map(items: &[String], listeners: &[ListenerSpec]) -> Result<()
         mapped.push((name.to_ascii_uppercase(), protocol.to_ascii_uppercase()));
     }
     // Mappings of listeners that are not configured are harmless (Kafka's default maps SSL and
-    // SASL names too); only a listener Gregor would serve must be PLAINTEXT.
+    // SASL names too); only the protocols of listeners Gregor serves are checked.
+    let mut protocols = Vec::new();
     for listener in listeners {
-        let protocol = mapped.iter().find(|(name, _)| *name == listener.name);
-        if let Some((_, protocol)) = protocol.filter(|(_, p)| p != "PLAINTEXT") {
-            return Err(invalid(
-                key,
-                items.join(","),
-                &format!(
-                    "listener {} uses security protocol {protocol}; Gregor serves PLAINTEXT",
-                    listener.name
-                ),
-            ));
+        let given = mapped
+            .iter()
+            .find(|(name, _)| *name == listener.name)
+            .map(|(_, protocol)| protocol.as_str());
+        // Kafka's default map names each protocol after itself.
+        let text = match given {
+            Some(text) => text,
+            None if SecurityProtocol::parse(&listener.name).is_some() => listener.name.as_str(),
+            None => {
+                return Err(invalid(
+                    key,
+                    items.join(","),
+                    &format!(
+                        "no security protocol is defined for listener {}",
+                        listener.name
+                    ),
+                ))
+            }
+        };
+        let refuse = |reason: String| invalid(key, items.join(","), &reason);
+        let protocol = SecurityProtocol::parse(text).ok_or_else(|| {
+            refuse(format!(
+                "listener {} uses unknown security protocol {text}",
+                listener.name
+            ))
+        })?;
+        if protocol != SecurityProtocol::Plaintext
+            && controller_listener_names.contains(&listener.name)
+        {
+            return Err(refuse(format!(
+                "controller listener {} uses {text}; Gregor's quorum RPCs need PLAINTEXT",
+                listener.name
+            )));
         }
-        if listener.name != "PLAINTEXT" && protocol.is_none() {
-            return Err(invalid(
-                key,
-                items.join(","),
-                &format!(
-                    "no security protocol is defined for listener {}",
-                    listener.name
-                ),
-            ));
-        }
+        protocols.push((listener.name.clone(), protocol));
     }
-    Ok(())
+    Ok(protocols)
 }
 
 /// The broker-level defaults of topic configs (`log.segment.bytes`, `log.retention.ms`, ...)
@@ -1191,9 +1275,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            error.contains("listener PLAINTEXT uses security protocol SSL"),
+            error.contains("listener PLAINTEXT uses SSL and needs a PEM keystore"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn sasl_listeners_get_their_security() -> Result<(), ConfigError> {
+        let sasl = [
+            "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            "sasl.enabled.mechanisms=SCRAM-SHA-256",
+        ];
+        let config = load(&sasl)?;
+        let protocol = |name: &str| config.listener_security.get(name).map(|s| s.protocol);
+        assert_eq!(protocol("PLAINTEXT"), Some(SecurityProtocol::Plaintext));
+        assert_eq!(
+            protocol("SASL_PLAINTEXT"),
+            Some(SecurityProtocol::SaslPlaintext)
+        );
+        assert_eq!(protocol("CONTROLLER"), Some(SecurityProtocol::Plaintext));
+        let error = |overrides: &[&str]| load(overrides).err().map(|e| e.to_string());
+        assert!(error(&[
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
+        ])
+        .is_some_and(|e| e.contains("controller listener CONTROLLER uses SASL_PLAINTEXT")));
+        assert!(error(&["listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"])
+            .is_some_and(|e| e.contains("SASL mechanism GSSAPI is not supported")));
+        assert!(error(&[
+            "listeners=PLAINTEXT://127.0.0.1:0,X://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,X:TLS",
+        ])
+        .is_some_and(|e| e.contains("listener X uses unknown security protocol TLS")));
+        Ok(())
     }
 
     #[test]

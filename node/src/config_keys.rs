@@ -353,6 +353,8 @@ pub fn is_implemented(key: &str) -> bool {
     // The broker-level defaults of topic configs (`log.segment.bytes`, ...) take effect as the
     // static defaults of this broker's partition logs (the log manager reads them).
     DEFINITIONS.iter().any(|d| d.name == key)
+        || crate::config_security::is_implemented_listener_key(key)
+        || crate::config_security::TLS_KEYS.contains(&key)
         || gregor_actors::controller::logic::configs::broker::TOPIC_SYNONYMS
             .iter()
             .any(|(broker, _)| *broker == key)
@@ -378,7 +380,12 @@ pub const HIDDEN: &str = "[hidden]";
 /// The value to log for `key`: [`HIDDEN`] for passwords, secrets and JAAS configs.
 pub fn loggable<'a>(key: &str, value: &'a str) -> &'a str {
     let key = key.to_ascii_lowercase();
-    if key.contains("password") || key.contains("secret") || key.contains("sasl.jaas.config") {
+    // `ssl.keystore.key` holds an inline private key (Kafka's PASSWORD type).
+    if key.contains("password")
+        || key.contains("secret")
+        || key.contains("sasl.jaas.config")
+        || key.ends_with("ssl.keystore.key")
+    {
         HIDDEN
     } else {
         value
@@ -489,6 +496,17 @@ mod tests {
         assert_eq!(loggable("ssl.keystore.password", "s3cret"), HIDDEN);
         assert_eq!(loggable("listener.name.x.sasl.jaas.config", "x"), HIDDEN);
         assert_eq!(loggable("delegation.token.secret.key", "k"), HIDDEN);
+        assert_eq!(
+            loggable("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----"),
+            HIDDEN
+        );
+        assert_eq!(
+            loggable(
+                "listener.name.ssl.ssl.keystore.key",
+                "-----BEGIN PRIVATE KEY-----"
+            ),
+            HIDDEN
+        );
         assert_eq!(loggable("num.partitions", "3"), "3");
     }
 

@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod config;
 pub mod config_keys;
+pub mod config_security;
 pub mod config_support;
 pub mod log_levels;
 pub mod network;

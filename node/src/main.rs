@@ -96,6 +96,11 @@ enum StorageCommand {
         /// Skip directories that are already formatted instead of failing.
         #[arg(long, short = 'g')]
         ignore_formatted: bool,
+        /// A SCRAM credential the new cluster starts with, as kafka-storage.sh:
+        /// `SCRAM-SHA-256=[name=alice,password=alice-secret]` (optional iterations, salt, or
+        /// salt and saltedpassword instead of password); repeatable.
+        #[arg(long, short = 'S', value_name = "CREDENTIAL")]
+        add_scram: Vec<String>,
     },
     /// Describe the node's directories and their meta.properties, as kafka-storage.sh info.
     Info(ConfigArgs),
@@ -120,8 +125,14 @@ fn run(cli: Cli) -> Result<(), String> {
             standalone,
             initial_controllers,
             ignore_formatted,
+            add_scram,
         }) => {
             let config = load(&config)?;
+            let scram = add_scram
+                .iter()
+                .map(|entry| storage::parse_add_scram(entry))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
             let initial = initial_controllers
                 .as_deref()
                 .map(storage::parse_initial_controllers)
@@ -133,6 +144,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 ignore_formatted,
                 standalone,
                 initial.as_deref(),
+                &scram,
             )
             .map_err(|e| e.to_string())?;
             for dir in formatted {

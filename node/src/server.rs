@@ -301,6 +301,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             },
             delete_topic_enable: config.delete_topic_enable,
             invalid_record_on_create: std::env::var(INVALID_RECORD_HOOK_ENV).ok(),
+            bootstrap_records: crate::storage::bootstrap_scram_records(&config)?,
         },
     )
     .with_mutation_quotas(quotas.controller_mutation.shared.clone())

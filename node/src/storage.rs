@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
 
+use gregor_publishers::records::{MetadataRecord, UserScramCredentialRecord};
+use gregor_publishers::scram::{ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
+
 use crate::config::NodeConfig;
 
 const META_PROPERTIES: &str = "meta.properties";
@@ -15,6 +18,11 @@ const META_PROPERTIES: &str = "meta.properties";
 /// Written in `metadata.log.dir` by `storage format --standalone` (and by a node that formats
 /// its own empty directory): the metadata log starts as a quorum of this node alone.
 const BOOTSTRAP_FILE: &str = "gregor-bootstrap.properties";
+
+/// Written in `metadata.log.dir` by `storage format --add-scram`: the SCRAM credentials a new
+/// metadata log starts with, one `scram=<mechanism type>,<iterations>,<name>,<salt>,<stored
+/// key>,<server key>` line each (name and keys in base64). Derived keys only, never a password.
+const SCRAM_BOOTSTRAP_FILE: &str = "gregor-bootstrap-scram.properties";
 
 /// A data directory problem; the message names the path.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +60,22 @@ pub enum StorageError {
     /// `--initial-controllers` is malformed or does not fit this node.
     #[error("Invalid --initial-controllers: {0}")]
     BadInitialControllers(String),
+    /// An `--add-scram` entry is malformed.
+    #[error("Invalid --add-scram {entry}: {reason}")]
+    BadScram {
+        /// The entry, with any password hidden.
+        entry: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The SCRAM bootstrap file is unreadable or corrupt.
+    #[error("Cannot read {path}: {reason}")]
+    BadScramBootstrap {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The cluster id is not a Kafka UUID string.
     #[error("Cluster ID string {0} does not appear to be a valid UUID: expected 22 base64url characters encoding 16 bytes (generate one with `gregor storage random-uuid`)")]
     BadClusterId(String),
@@ -279,7 +303,7 @@ pub fn format(
     ignore_formatted: bool,
     standalone: bool,
 ) -> Result<Vec<PathBuf>, StorageError> {
-    format_with(config, cluster_id, ignore_formatted, standalone, None)
+    format_with(config, cluster_id, ignore_formatted, standalone, None, &[])
 }
 
 /// [`format`] with `--initial-controllers`: the metadata log starts as a quorum of those
@@ -291,6 +315,7 @@ pub fn format_with(
     ignore_formatted: bool,
     standalone: bool,
     initial_controllers: Option<&[InitialController]>,
+    scram: &[UserScramCredentialRecord],
 ) -> Result<Vec<PathBuf>, StorageError> {
     if uuid_from_kafka_string(cluster_id).is_none() {
         return Err(StorageError::BadClusterId(cluster_id.to_owned()));
@@ -328,6 +353,9 @@ pub fn format_with(
     if standalone {
         write_bootstrap(&config.metadata_log_dir)?;
     }
+    if !scram.is_empty() && formatted.contains(&config.metadata_log_dir) {
+        write_scram_bootstrap(&config.metadata_log_dir, scram)?;
+    }
     if let Some(controllers) = initial_controllers {
         fs::write(
             config.metadata_log_dir.join(BOOTSTRAP_FILE),
@@ -342,6 +370,162 @@ pub fn format_with(
         })?;
     }
     Ok(formatted)
+}
+
+/// Parses one `--add-scram` entry as kafka-storage.sh does:
+/// `SCRAM-SHA-256=[name=alice,password=alice-secret]`, with optional `iterations` (4096) and
+/// `salt` (base64), or `salt` and `saltedpassword` (base64) instead of `password`. Values may be
+/// quoted.
+pub fn parse_add_scram(entry: &str) -> Result<UserScramCredentialRecord, StorageError> {
+    let shown = if entry.contains("password") {
+        entry
+            .split_once('=')
+            .map_or("[hidden]".to_owned(), |(m, _)| format!("{m}=[hidden]"))
+    } else {
+        entry.to_owned()
+    };
+    let bad = |reason: &str| StorageError::BadScram {
+        entry: shown.clone(),
+        reason: reason.to_owned(),
+    };
+    let (mechanism, body) = entry
+        .split_once('=')
+        .ok_or_else(|| bad("expected MECHANISM=[key=value,...]"))?;
+    let mechanism = ScramMechanism::from_name(mechanism.trim())
+        .ok_or_else(|| bad("the mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+    let body = body
+        .trim()
+        .strip_prefix('[')
+        .and_then(|b| b.strip_suffix(']'))
+        .ok_or_else(|| bad("expected the settings in square brackets"))?;
+    let mut settings = BTreeMap::new();
+    for pair in body.split(',').filter(|p| !p.trim().is_empty()) {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| bad("expected key=value settings"))?;
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(value);
+        settings.insert(key.trim().to_ascii_lowercase(), value.to_owned());
+    }
+    let base64 = |key: &str| -> Result<Option<Vec<u8>>, StorageError> {
+        settings
+            .get(key)
+            .map(|v| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(v)
+                    .map_err(|_| bad(&format!("{key} is not base64")))
+            })
+            .transpose()
+    };
+    let name = settings
+        .get("name")
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad("name is required"))?
+        .clone();
+    let iterations = match settings.get("iterations") {
+        Some(text) => text
+            .parse::<i32>()
+            .map_err(|_| bad("iterations is not a number"))?,
+        None => MIN_ITERATIONS,
+    };
+    if !(MIN_ITERATIONS..=MAX_ITERATIONS).contains(&iterations) {
+        return Err(bad(&format!(
+            "iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}"
+        )));
+    }
+    let salt = match base64("salt")? {
+        Some(salt) => salt,
+        None => {
+            use rand::RngCore;
+            let mut salt = vec![0u8; 32];
+            rand::rng().fill_bytes(&mut salt);
+            salt
+        }
+    };
+    let credential = match (settings.get("password"), base64("saltedpassword")?) {
+        (Some(password), None) => mechanism.credential(password.as_bytes(), salt, iterations),
+        (None, Some(salted)) if settings.contains_key("salt") => {
+            mechanism.credential_from_salted(salt, &salted, iterations)
+        }
+        (None, Some(_)) => return Err(bad("saltedpassword needs salt")),
+        _ => {
+            return Err(bad(
+                "exactly one of password and saltedpassword is required",
+            ))
+        }
+    };
+    Ok(UserScramCredentialRecord {
+        name,
+        mechanism: mechanism.type_code(),
+        salt: credential.salt,
+        stored_key: credential.stored_key,
+        server_key: credential.server_key,
+        iterations,
+    })
+}
+
+fn write_scram_bootstrap(
+    dir: &Path,
+    credentials: &[UserScramCredentialRecord],
+) -> Result<(), StorageError> {
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let mut text = String::from(
+        "# SCRAM credentials the metadata log starts with (storage format --add-scram).\n",
+    );
+    for c in credentials {
+        text.push_str(&format!(
+            "scram={},{},{},{},{},{}\n",
+            c.mechanism,
+            c.iterations,
+            b64(c.name.as_bytes()),
+            b64(&c.salt),
+            b64(&c.stored_key),
+            b64(&c.server_key)
+        ));
+    }
+    fs::write(dir.join(SCRAM_BOOTSTRAP_FILE), text).map_err(|e| StorageError::NotWritable {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// The SCRAM credential records of `storage format --add-scram`, for a new metadata log.
+pub fn bootstrap_scram_records(config: &NodeConfig) -> Result<Vec<MetadataRecord>, StorageError> {
+    let path = config.metadata_log_dir.join(SCRAM_BOOTSTRAP_FILE);
+    let Ok(text) = fs::read_to_string(&path) else {
+        return Ok(Vec::new());
+    };
+    let corrupt = |line: usize| StorageError::BadScramBootstrap {
+        path: path.clone(),
+        reason: format!("line {line} is not a credential"),
+    };
+    let decode = |text: &str| base64::engine::general_purpose::STANDARD.decode(text).ok();
+    let mut records = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let Some(fields) = line.trim().strip_prefix("scram=") else {
+            continue;
+        };
+        let fields: Vec<&str> = fields.split(',').collect();
+        let [mechanism, iterations, name, salt, stored, server] = fields[..] else {
+            return Err(corrupt(index + 1));
+        };
+        let record = (|| {
+            Some(UserScramCredentialRecord {
+                mechanism: ScramMechanism::from_type(mechanism.parse().ok()?)?.type_code(),
+                iterations: iterations.parse().ok()?,
+                name: String::from_utf8(decode(name)?).ok()?,
+                salt: decode(salt)?,
+                stored_key: decode(stored)?,
+                server_key: decode(server)?,
+            })
+        })()
+        .ok_or_else(|| corrupt(index + 1))?;
+        records.push(MetadataRecord::UserScramCredential(record));
+    }
+    Ok(records)
 }
 
 /// The directory id in `dir`'s `meta.properties`, `None` when it is not formatted.
@@ -472,6 +656,60 @@ mod tests {
     }
 
     #[test]
+    fn add_scram_entries_as_kafka_storage_reads_them() -> Result<(), Box<dyn std::error::Error>> {
+        let record = parse_add_scram(
+            "SCRAM-SHA-512=[name=alice,iterations=8192,salt=\"c2FsdA==\",password=alice-secret]",
+        )?;
+        let expected = ScramMechanism::Sha512.credential(b"alice-secret", b"salt".to_vec(), 8192);
+        assert_eq!(
+            (record.name.as_str(), record.mechanism, record.iterations),
+            ("alice", 2, 8192)
+        );
+        assert_eq!(
+            (
+                record.salt.clone(),
+                record.stored_key.clone(),
+                record.server_key.clone()
+            ),
+            (expected.salt, expected.stored_key, expected.server_key)
+        );
+        let salted = base64::engine::general_purpose::STANDARD
+            .encode(ScramMechanism::Sha256.salted_password(b"pw", b"salt", 4096));
+        let from_salted = parse_add_scram(&format!(
+            "SCRAM-SHA-256=[name=bob,salt=\"c2FsdA==\",saltedpassword=\"{salted}\"]"
+        ))?;
+        let expected = ScramMechanism::Sha256.credential(b"pw", b"salt".to_vec(), 4096);
+        assert_eq!(from_salted.stored_key, expected.stored_key);
+        for bad in [
+            "SCRAM-SHA-1=[name=a,password=b]",
+            "SCRAM-SHA-256=[password=b]",
+            "SCRAM-SHA-256=[name=a]",
+            "SCRAM-SHA-256=[name=a,password=b,iterations=100]",
+            "SCRAM-SHA-256=[name=a,saltedpassword=AAAA]",
+            "SCRAM-SHA-256=name=a,password=b",
+        ] {
+            let error = parse_add_scram(bad).map(|_| ()).unwrap_err().to_string();
+            assert!(!error.contains("password=b"), "{error}");
+        }
+        // Written at format time, read back as the records a new log starts with.
+        let dir = tempfile::tempdir()?;
+        let config = config_in(dir.path(), 1)?;
+        format_with(
+            &config,
+            &random_cluster_id(),
+            false,
+            true,
+            None,
+            std::slice::from_ref(&record),
+        )?;
+        assert_eq!(
+            bootstrap_scram_records(&config)?,
+            vec![MetadataRecord::UserScramCredential(record)]
+        );
+        Ok(())
+    }
+
+    #[test]
     fn random_ids_never_read_as_options() {
         for _ in 0..2_000 {
             assert!(!random_cluster_id().starts_with('-'));
@@ -548,7 +786,14 @@ mod tests {
         // A listed node takes its directory id; the list is kept for start-up.
         let dir = tempfile::tempdir()?;
         let config = config_in(dir.path(), 1)?;
-        format_with(&config, &random_cluster_id(), false, false, Some(&parsed))?;
+        format_with(
+            &config,
+            &random_cluster_id(),
+            false,
+            false,
+            Some(&parsed),
+            &[],
+        )?;
         assert_eq!(read_meta(dir.path())?.map(|m| m.directory_id), Some(d1));
         assert_eq!(initial_controllers(&config)?, Some(parsed));
         assert!(!is_standalone(&config));

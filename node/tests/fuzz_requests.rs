@@ -156,6 +156,26 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::OffsetDelete => {
             RequestKind::OffsetDelete(kafka_protocol::messages::OffsetDeleteRequest::default())
         }
+        ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
+            kafka_protocol::messages::DescribeUserScramCredentialsRequest::default(),
+        ),
+        ApiKey::AlterUserScramCredentials => RequestKind::AlterUserScramCredentials(
+            kafka_protocol::messages::AlterUserScramCredentialsRequest::default().with_upsertions(
+                vec![kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(s("alice"))
+                    .with_mechanism(2)
+                    .with_iterations(8192)
+                    .with_salt(Bytes::from_static(b"salt"))
+                    .with_salted_password(Bytes::from_static(&[7; 64]))],
+            ),
+        ),
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+        ),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateRequest::default()
+                .with_auth_bytes(Bytes::from_static(b"\0alice\0secret")),
+        ),
         other => panic!("{other:?} is served but has no seed here: add one"),
     }];
     match key {

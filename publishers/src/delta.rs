@@ -13,6 +13,7 @@ use crate::image::client_quotas::ClientQuotasDelta;
 use crate::image::cluster::ClusterDelta;
 use crate::image::configs::{ConfigsDelta, ConfigsImage, TOPIC_RESOURCE};
 use crate::image::features::FeaturesDelta;
+use crate::image::scram::ScramDelta;
 use crate::image::topics::TopicsDelta;
 use crate::image::{
     BrokerRegistration, ControllerRegistration, ImageDigest, MetadataImage, PartitionRegistration,
@@ -110,6 +111,12 @@ pub enum ReplayError {
         /// The rejected level.
         level: i16,
     },
+    /// A SCRAM credential record with a mechanism type other than 1 or 2.
+    #[error("SCRAM credential record has unknown mechanism type {mechanism}")]
+    UnknownScramMechanism {
+        /// The mechanism type.
+        mechanism: i8,
+    },
     /// A `ClientQuotaRecord` whose entity has no part.
     #[error("ClientQuotaRecord for key '{key}' has an empty entity; it must name at least one of user, client-id, ip")]
     EmptyQuotaEntity {
@@ -133,6 +140,7 @@ pub struct MetadataDelta {
     topics: Option<TopicsDelta>,
     configs: Option<ConfigsDelta>,
     client_quotas: Option<ClientQuotasDelta>,
+    scram: Option<ScramDelta>,
 }
 
 impl MetadataDelta {
@@ -145,6 +153,7 @@ impl MetadataDelta {
             topics: None,
             configs: None,
             client_quotas: None,
+            scram: None,
         }
     }
 
@@ -175,6 +184,9 @@ impl MetadataDelta {
         }
         if !image.client_quotas.is_empty() {
             delta.client_quotas = Some(ClientQuotasDelta::from_image(&image.client_quotas));
+        }
+        if !image.scram.is_empty() {
+            delta.scram = Some(ScramDelta::new(&image.scram));
         }
         delta
     }
@@ -207,6 +219,17 @@ impl MetadataDelta {
     /// Client quota changes, `None` if none.
     pub fn client_quotas_delta(&self) -> Option<&ClientQuotasDelta> {
         self.client_quotas.as_ref()
+    }
+
+    /// SCRAM credential changes, `None` if none.
+    pub fn scram_delta(&self) -> Option<&ScramDelta> {
+        self.scram.as_ref()
+    }
+
+    fn scram_mut(&mut self) -> &mut ScramDelta {
+        let base = &self.base;
+        self.scram
+            .get_or_insert_with(|| ScramDelta::new(&base.scram))
     }
 
     fn features_mut(&mut self) -> &mut FeaturesDelta {
@@ -246,6 +269,7 @@ impl MetadataDelta {
             self.cluster.is_some(),
             self.topics.is_some(),
             self.client_quotas.is_some(),
+            self.scram.is_some(),
         );
         let result = self.replay_record(record);
         if result.is_err() {
@@ -262,6 +286,9 @@ impl MetadataDelta {
             }
             if !had_area.3 {
                 self.client_quotas = None;
+            }
+            if !had_area.4 {
+                self.scram = None;
             }
         }
         result
@@ -316,6 +343,8 @@ impl MetadataDelta {
             MetadataRecord::FeatureLevel(r) => self.features_mut().replay(r)?,
             MetadataRecord::ClientQuota(r) => self.client_quotas_mut().replay(r)?,
             MetadataRecord::ProducerIds(r) => self.cluster_mut().replay_producer_ids(r),
+            MetadataRecord::UserScramCredential(r) => self.scram_mut().replay_upsert(r)?,
+            MetadataRecord::RemoveUserScramCredential(r) => self.scram_mut().replay_remove(r)?,
             MetadataRecord::NoOp => {}
         }
         Ok(())
@@ -354,6 +383,10 @@ impl MetadataDelta {
             || Arc::clone(&self.base.client_quotas),
             |d| Arc::new(d.apply()),
         );
+        let scram = self
+            .scram
+            .as_ref()
+            .map_or_else(|| Arc::clone(&self.base.scram), |d| Arc::new(d.apply()));
         let mut image = MetadataImage {
             provenance,
             features,
@@ -361,6 +394,7 @@ impl MetadataDelta {
             topics,
             configs,
             client_quotas,
+            scram,
             digest: self.base.digest,
         };
         image.digest = self.next_digest(&image);
@@ -387,6 +421,12 @@ impl MetadataDelta {
             replace(
                 ImageDigest::of(|out| base.client_quotas.to_records(out)),
                 ImageDigest::of(|out| next.client_quotas.to_records(out)),
+            );
+        }
+        if self.scram.is_some() {
+            replace(
+                ImageDigest::of(|out| base.scram.to_records(out)),
+                ImageDigest::of(|out| next.scram.to_records(out)),
             );
         }
         if let Some(cluster) = &self.cluster {

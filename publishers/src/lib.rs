@@ -39,6 +39,7 @@ pub mod kafka_uuid;
 pub mod publisher;
 pub mod quota_callback;
 pub mod records;
+pub mod scram;
 
 pub use delta::{MetadataDelta, ReplayError};
 pub use image::client_quotas::{canonical_entity, ClientQuotasDelta};

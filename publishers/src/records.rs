@@ -222,6 +222,44 @@ pub struct ProducerIdsRecord {
     pub next_producer_id: i64,
 }
 
+/// UserScramCredentialRecord (Kafka type 11): a user's SCRAM credential for one mechanism.
+/// Only what the server needs to verify a proof; never the password.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserScramCredentialRecord {
+    /// User name.
+    pub name: String,
+    /// Kafka's mechanism type: 1 = SCRAM-SHA-256, 2 = SCRAM-SHA-512.
+    pub mechanism: i8,
+    /// Salt.
+    pub salt: Vec<u8>,
+    /// `H(ClientKey)`.
+    pub stored_key: Vec<u8>,
+    /// `HMAC(SaltedPassword, "Server Key")`.
+    pub server_key: Vec<u8>,
+    /// PBKDF2 iterations.
+    pub iterations: i32,
+}
+
+// The keys are secrets: logs and fault reports show the user, mechanism and iterations only.
+impl std::fmt::Debug for UserScramCredentialRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserScramCredentialRecord")
+            .field("name", &self.name)
+            .field("mechanism", &self.mechanism)
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+/// RemoveUserScramCredentialRecord (Kafka type 22).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveUserScramCredentialRecord {
+    /// User name.
+    pub name: String,
+    /// Mechanism type.
+    pub mechanism: i8,
+}
+
 /// BrokerRegistrationChangeRecord (Kafka type 17).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistrationChangeRecord {
@@ -282,6 +320,10 @@ pub enum MetadataRecord {
     RegisterController(RegisterControllerRecord),
     /// See [`ProducerIdsRecord`].
     ProducerIds(ProducerIdsRecord),
+    /// See [`UserScramCredentialRecord`].
+    UserScramCredential(UserScramCredentialRecord),
+    /// See [`RemoveUserScramCredentialRecord`].
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
     /// NoOpRecord (Kafka type 20): only advances the offset (written by a new leader).
     NoOp,
 }
@@ -338,10 +380,12 @@ mod type_ids {
     pub(super) const UNFENCE_BROKER: u16 = 8;
     pub(super) const REMOVE_TOPIC: u16 = 9;
     pub(super) const FEATURE_LEVEL: u16 = 12;
+    pub(super) const USER_SCRAM_CREDENTIAL: u16 = 11;
     pub(super) const CLIENT_QUOTA: u16 = 14;
     pub(super) const PRODUCER_IDS: u16 = 15;
     pub(super) const BROKER_REGISTRATION_CHANGE: u16 = 17;
     pub(super) const NO_OP: u16 = 20;
+    pub(super) const REMOVE_USER_SCRAM_CREDENTIAL: u16 = 22;
     pub(super) const REGISTER_CONTROLLER: u16 = 27;
 }
 
@@ -377,6 +421,8 @@ impl MetadataRecord {
             MetadataRecord::BrokerRegistrationChange(_) => BROKER_REGISTRATION_CHANGE,
             MetadataRecord::RegisterController(_) => REGISTER_CONTROLLER,
             MetadataRecord::ProducerIds(_) => PRODUCER_IDS,
+            MetadataRecord::UserScramCredential(_) => USER_SCRAM_CREDENTIAL,
+            MetadataRecord::RemoveUserScramCredential(_) => REMOVE_USER_SCRAM_CREDENTIAL,
             MetadataRecord::NoOp => NO_OP,
         }
     }
@@ -399,6 +445,8 @@ impl MetadataRecord {
             MetadataRecord::BrokerRegistrationChange(r) => frame(record_type, r),
             MetadataRecord::RegisterController(r) => frame(record_type, r),
             MetadataRecord::ProducerIds(r) => frame(record_type, r),
+            MetadataRecord::UserScramCredential(r) => frame(record_type, r),
+            MetadataRecord::RemoveUserScramCredential(r) => frame(record_type, r),
             MetadataRecord::NoOp => frame(record_type, &()),
         }
     }
@@ -437,6 +485,10 @@ impl MetadataRecord {
             BROKER_REGISTRATION_CHANGE => MetadataRecord::BrokerRegistrationChange(decode(frame)?),
             REGISTER_CONTROLLER => MetadataRecord::RegisterController(decode(frame)?),
             PRODUCER_IDS => MetadataRecord::ProducerIds(decode(frame)?),
+            USER_SCRAM_CREDENTIAL => MetadataRecord::UserScramCredential(decode(frame)?),
+            REMOVE_USER_SCRAM_CREDENTIAL => {
+                MetadataRecord::RemoveUserScramCredential(decode(frame)?)
+            }
             NO_OP => {
                 decode::<()>(frame)?;
                 MetadataRecord::NoOp
@@ -504,6 +556,18 @@ mod tests {
                 key: "producer_byte_rate".into(),
                 value: 1024.0,
                 remove: false,
+            }),
+            MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+                name: "alice".into(),
+                mechanism: 2,
+                salt: vec![1, 2],
+                stored_key: vec![3; 64],
+                server_key: vec![4; 64],
+                iterations: 8192,
+            }),
+            MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
+                name: "alice".into(),
+                mechanism: 2,
             }),
             MetadataRecord::NoOp,
         ]

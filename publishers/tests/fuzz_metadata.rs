@@ -267,6 +267,24 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
                     features,
                 })
             }),
+        (name(), 0i8..4, vec(any::<u8>(), 0..8), 0i32..20_000).prop_map(
+            |(name, mechanism, key, iterations)| {
+                MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+                    name,
+                    mechanism,
+                    salt: key.clone(),
+                    stored_key: key.clone(),
+                    server_key: key,
+                    iterations,
+                })
+            }
+        ),
+        (name(), 0i8..4).prop_map(|(name, mechanism)| {
+            MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
+                name,
+                mechanism,
+            })
+        }),
         Just(MetadataRecord::NoOp),
     ]
 }

@@ -74,6 +74,9 @@ pub struct ControllerSettings {
     /// bypassing validation, so tests can watch every node stop on it (the node sets it from
     /// `GREGOR_TEST_ONLY_INVALID_RECORD_ON_CREATE`). Never set in production.
     pub invalid_record_on_create: Option<String>,
+    /// Records a brand-new metadata log starts with after the feature levels: the SCRAM
+    /// credentials of `storage format --add-scram` (KIP-900).
+    pub bootstrap_records: Vec<MetadataRecord>,
 }
 
 /// Create topics. Answers with one result per requested topic, in request order.
@@ -749,7 +752,11 @@ impl Handler<RegisterNode> for Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
-        let decision = registration::register_node(&self.base_image(), &msg.0);
+        let decision = registration::register_node(
+            &self.base_image(),
+            &msg.0,
+            &self.settings.bootstrap_records,
+        );
         let registers_broker = decision.registers_broker;
         let written = self.write_decided(ctx, |_| decision.records);
         Box::pin(async move { written.await.map(|_| registers_broker) })

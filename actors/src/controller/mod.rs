@@ -9,6 +9,7 @@ mod configs;
 mod controlled_shutdown;
 pub mod logic;
 mod producer_ids;
+mod scram;
 mod submitter;
 #[cfg(test)]
 mod tests;
@@ -25,4 +26,5 @@ pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
 pub use controlled_shutdown::ControlledShutdown;
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
+pub use scram::{refused as refused_scram_alteration, AlterUserScramCredentials};
 pub use unregister::UnregisterBroker;

@@ -52,6 +52,7 @@ async fn node() -> Node {
             defaults: TopicDefaults::default(),
             delete_topic_enable: true,
             invalid_record_on_create: None,
+            bootstrap_records: Vec::new(),
         },
     )
     .start();

@@ -28,6 +28,8 @@ mod produce;
 pub mod quorum;
 mod raft_voters;
 mod replica_fetch;
+mod sasl;
+mod scram;
 pub mod throttle;
 mod topics;
 mod unregister_broker;
@@ -230,6 +232,15 @@ pub const APIS: &[ApiSpec] = &[
         true,
         false,
     ),
+    // Served on every listener, as Kafka advertises them; SASL listeners run the exchange in the
+    // front end, and what reaches the handlers is answered ILLEGAL_SASL_STATE.
+    api(
+        ApiKey::SaslHandshake,
+        "SaslHandshake",
+        kafka_protocol::messages::SaslHandshakeRequest::VERSIONS,
+        true,
+        true,
+    ),
     api(
         ApiKey::ApiVersions,
         "ApiVersions",
@@ -325,9 +336,30 @@ pub const APIS: &[ApiSpec] = &[
         true,
     ),
     api(
+        ApiKey::SaslAuthenticate,
+        "SaslAuthenticate",
+        kafka_protocol::messages::SaslAuthenticateRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
         ApiKey::IncrementalAlterConfigs,
         "IncrementalAlterConfigs",
         IncrementalAlterConfigsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::DescribeUserScramCredentials,
+        "DescribeUserScramCredentials",
+        kafka_protocol::messages::DescribeUserScramCredentialsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::AlterUserScramCredentials,
+        "AlterUserScramCredentials",
+        kafka_protocol::messages::AlterUserScramCredentialsRequest::VERSIONS,
         true,
         true,
     ),
@@ -424,6 +456,8 @@ pub async fn handle(
 ) -> Option<ApiResponse> {
     Some(match request {
         RequestKind::ApiVersions(request) => api_versions::handle(ctx, info, &request),
+        RequestKind::SaslHandshake(_) => sasl::handshake(),
+        RequestKind::SaslAuthenticate(_) => sasl::authenticate(),
         RequestKind::Produce(request) => produce::handle(ctx, info, request).await,
         RequestKind::Fetch(request) => fetch::handle(ctx, info, request).await,
         RequestKind::ListOffsets(request) => list_offsets::handle(ctx, info, request).await,
@@ -474,6 +508,8 @@ pub async fn handle(
         }
         RequestKind::BrokerHeartbeat(request) => broker_heartbeat::handle(ctx, info, request).await,
         RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
+        RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
+        RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }

@@ -6,16 +6,19 @@
 use gregor_integration::client::{encode_request, Closed, KafkaConn};
 use gregor_node::network::raft_voter_versions::{AddRaftVoterRequestV, RemoveRaftVoterRequestV};
 use kafka_protocol::messages::add_raft_voter_request::Listener;
+use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    AddRaftVoterRequest, AlterClientQuotasRequest, AlterConfigsRequest, ApiKey, ApiVersionsRequest,
-    BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeQuorumRequest, FetchRequest, GroupId, IncrementalAlterConfigsRequest,
+    AddRaftVoterRequest, AlterClientQuotasRequest, AlterConfigsRequest,
+    AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, BrokerId,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClientQuotasRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeQuorumRequest,
+    DescribeUserScramCredentialsRequest, FetchRequest, GroupId, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, RemoveRaftVoterRequest, TopicName, UnregisterBrokerRequest,
+    ProduceRequest, RemoveRaftVoterRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
+    TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -363,6 +366,26 @@ async fn send_valid(
         ApiKey::OffsetDelete => {
             let request = kafka_protocol::messages::OffsetDeleteRequest::default()
                 .with_group_id(GroupId(str("advertised-group")));
+        ApiKey::DescribeUserScramCredentials => {
+            let request = DescribeUserScramCredentialsRequest::default();
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::AlterUserScramCredentials => {
+            // Deleting a credential nobody has: RESOURCE_NOT_FOUND, nothing changes.
+            let request = AlterUserScramCredentialsRequest::default().with_deletions(vec![
+                ScramCredentialDeletion::default()
+                    .with_name(str("nobody"))
+                    .with_mechanism(1),
+            ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        // On a PLAINTEXT listener both are answered ILLEGAL_SASL_STATE, as Kafka does.
+        ApiKey::SaslHandshake => {
+            let request = SaslHandshakeRequest::default().with_mechanism(str("PLAIN"));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::SaslAuthenticate => {
+            let request = SaslAuthenticateRequest::default();
             answers(conn, addr, &request, version, f, f_what).await;
         }
         other => f.push(format!(

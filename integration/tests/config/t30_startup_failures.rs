@@ -57,8 +57,13 @@ fn bad_values() {
         ("log.format", "xml"),
         (
             "listener.security.protocol.map",
-            "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT",
+            "PLAINTEXT:TLS,CONTROLLER:PLAINTEXT",
         ),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        ),
+        ("connections.max.reauth.ms", "-1"),
     ] {
         let exit = run(&[(key, value)]);
         assert_failed_naming(&exit, &format!("{key}={value}"), &[key]);

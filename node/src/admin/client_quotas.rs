@@ -7,9 +7,17 @@
 
 use std::fmt::Write as _;
 
+use gregor_publishers::scram::{ScramMechanism, MIN_ITERATIONS};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::alter_user_scram_credentials_request::{
+    ScramCredentialDeletion, ScramCredentialUpsertion,
+};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
-use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
+use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+use kafka_protocol::messages::{
+    AlterClientQuotasRequest, AlterUserScramCredentialsRequest, DescribeClientQuotasRequest,
+    DescribeUserScramCredentialsRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::configs::{ConfigsCommand, EntityType};
@@ -144,6 +152,45 @@ async fn describe(
     for (entity, values) in describe_entities(client, types, names).await? {
         let _ = writeln!(out, "{}", describe_line(&entity, &values));
     }
+    // As kafka-configs.sh: SCRAM credentials of users, unless clients or defaults are described.
+    let users_only = types.iter().all(|t| *t == EntityType::Users);
+    if users_only && !names.iter().any(String::is_empty) {
+        describe_scram(client, names, out).await?;
+    }
+    Ok(())
+}
+
+/// kafka-configs.sh's `SCRAM credential configs for user-principal 'alice' are
+/// SCRAM-SHA-256=iterations=8192` line for each named user (every user when none is named)
+/// that has credentials.
+async fn describe_scram(
+    client: &mut AdminClient,
+    names: &[String],
+    out: &mut String,
+) -> Result<(), AdminError> {
+    let users = names
+        .iter()
+        .map(|name| UserName::default().with_name(StrBytes::from_string(name.clone())))
+        .collect();
+    let request = DescribeUserScramCredentialsRequest::default().with_users(Some(users));
+    let (_, response) = client.send(&request).await?;
+    check(response.error_code, response.error_message.as_ref())?;
+    for result in response.results.iter().filter(|r| r.error_code == 0) {
+        let credentials: Vec<String> = result
+            .credential_infos
+            .iter()
+            .filter_map(|info| {
+                let mechanism = ScramMechanism::from_type(info.mechanism)?;
+                Some(format!("{mechanism}=iterations={}", info.iterations))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "SCRAM credential configs for user-principal '{}' are {}",
+            result.user,
+            credentials.join(", ")
+        );
+    }
     Ok(())
 }
 
@@ -191,6 +238,9 @@ async fn alter(
     };
     let (added, deleted) = super::configs::alterations(command)?;
     check_keys(types, names, &added, &deleted)?;
+    if alters_scram(&added, &deleted) {
+        return alter_scram(client, first_name, &added, &deleted, out).await;
+    }
     if types.len() != names.len() {
         return Err(AdminError::Io(
             "Exactly one entity name must be specified for every entity type".into(),
@@ -337,11 +387,105 @@ fn check_keys(
         if quota {
             return Err(AdminError::Io("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using --bootstrap-server.".into()));
         }
-        // Gregor has no SASL/SCRAM yet, so this tool does not send AlterUserScramCredentials.
-        return Err(AdminError::UnsupportedVersion(
-            "SCRAM credentials are not supported by gregor configs".into(),
-        ));
     }
+    Ok(())
+}
+
+/// Whether an alteration of users changes SCRAM credentials (then it changes nothing else).
+fn alters_scram(added: &[(String, String)], deleted: &[String]) -> bool {
+    added
+        .iter()
+        .map(|(k, _)| k)
+        .chain(deleted)
+        .any(|k| SCRAM_KEYS.contains(&k.as_str()))
+}
+
+/// kafka-configs.sh's `iterations=N,password=P` (iterations optional, 4096 by default, -1 too).
+fn iterations_and_password(
+    mechanism: ScramMechanism,
+    text: &str,
+) -> Result<(i32, String), AdminError> {
+    let invalid = || AdminError::Io(format!("Invalid credential property {mechanism}={text}"));
+    let (iterations, password) = match text.strip_prefix("iterations=") {
+        Some(rest) => {
+            let (iterations, password) = rest.split_once(',').ok_or_else(invalid)?;
+            let password = password.strip_prefix("password=").ok_or_else(invalid)?;
+            let iterations: i32 = match iterations {
+                "" | "-1" => DEFAULT_SCRAM_ITERATIONS,
+                number => number.parse().map_err(|_| invalid())?,
+            };
+            (iterations, password)
+        }
+        None => (
+            DEFAULT_SCRAM_ITERATIONS,
+            text.strip_prefix("password=").ok_or_else(invalid)?,
+        ),
+    };
+    if iterations < MIN_ITERATIONS {
+        return Err(AdminError::Io(format!(
+            "Iterations {iterations} is less than the minimum {MIN_ITERATIONS} required for {mechanism}"
+        )));
+    }
+    Ok((iterations, password.to_owned()))
+}
+
+/// kafka-configs.sh's default SCRAM iteration count.
+const DEFAULT_SCRAM_ITERATIONS: i32 = 4096;
+
+/// A random salt as Kafka's admin client makes one: the UTF-8 bytes of a random 130-bit number
+/// in base 36.
+fn random_salt() -> Vec<u8> {
+    use rand::Rng;
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut random = rand::rng();
+    (0..26)
+        .map(|_| DIGITS[random.random_range(0..DIGITS.len())])
+        .collect()
+}
+
+/// The SCRAM part of `--alter --entity-type users`: AlterUserScramCredentials with the salted
+/// password computed here, as Kafka's admin client does, so the password never leaves the tool.
+async fn alter_scram(
+    client: &mut AdminClient,
+    user: &str,
+    added: &[(String, String)],
+    deleted: &[String],
+    out: &mut String,
+) -> Result<(), AdminError> {
+    let mut upsertions = Vec::new();
+    for (key, value) in added {
+        let mechanism = ScramMechanism::from_name(key)
+            .ok_or_else(|| AdminError::Io(format!("Unknown SCRAM mechanism {key}")))?;
+        let (iterations, password) = iterations_and_password(mechanism, value)?;
+        let salt = random_salt();
+        let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations as u32);
+        upsertions.push(
+            ScramCredentialUpsertion::default()
+                .with_name(StrBytes::from_string(user.to_owned()))
+                .with_mechanism(mechanism.type_code())
+                .with_iterations(iterations)
+                .with_salt(salt.into())
+                .with_salted_password(salted.into()),
+        );
+    }
+    let mut deletions = Vec::new();
+    for key in deleted {
+        let mechanism = ScramMechanism::from_name(key)
+            .ok_or_else(|| AdminError::Io(format!("Unknown SCRAM mechanism {key}")))?;
+        deletions.push(
+            ScramCredentialDeletion::default()
+                .with_name(StrBytes::from_string(user.to_owned()))
+                .with_mechanism(mechanism.type_code()),
+        );
+    }
+    let request = AlterUserScramCredentialsRequest::default()
+        .with_upsertions(upsertions)
+        .with_deletions(deletions);
+    let (_, response) = client.send(&request).await?;
+    for result in &response.results {
+        check(result.error_code, result.error_message.as_ref())?;
+    }
+    let _ = writeln!(out, "Completed updating config for user {user}.");
     Ok(())
 }
 
@@ -549,6 +693,33 @@ mod tests {
             describe_line(&entity, &[("connection_creation_rate".into(), 1e7)]),
             "Quota configs for ip '1.2.3.4' are connection_creation_rate=1.0E7"
         );
+    }
+
+    #[test]
+    fn scram_credential_properties_as_kafka_configs_reads_them() {
+        let parse = |text: &str| {
+            iterations_and_password(ScramMechanism::Sha256, text).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            parse("iterations=8192,password=a,b=c"),
+            Ok((8192, "a,b=c".to_owned()))
+        );
+        assert_eq!(parse("password=pw"), Ok((4096, "pw".to_owned())));
+        assert_eq!(
+            parse("iterations=-1,password=pw"),
+            Ok((4096, "pw".to_owned()))
+        );
+        assert_eq!(
+            parse("iterations=10,password=pw"),
+            Err(
+                "Iterations 10 is less than the minimum 4096 required for SCRAM-SHA-256".to_owned()
+            )
+        );
+        assert_eq!(
+            parse("pass=pw"),
+            Err("Invalid credential property SCRAM-SHA-256=pass=pw".to_owned())
+        );
+        assert_eq!(random_salt().len(), 26);
     }
 
     #[test]

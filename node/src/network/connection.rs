@@ -21,10 +21,11 @@ use gregor_metrics::{CloseReason, RequestTimings};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use super::busy_time::{timed, PollTimed};
 use super::frame::{read_frame, FrameError};
+use super::sasl::{SaslSession, SaslStep};
+use super::tls::Stream;
 
 /// Settings every connection of a listener shares.
 #[derive(Clone)]
@@ -39,6 +40,8 @@ pub(crate) struct ConnectionSettings {
     pub(crate) idle_timeout: Duration,
     /// `queued.max.request.bytes`: each frame's bytes are reserved before its body is read.
     pub(crate) memory: std::sync::Arc<super::memory_pool::MemoryPool>,
+    /// The listener's SASL settings, on SASL listeners (connections authenticate first).
+    pub(crate) sasl: Option<std::sync::Arc<crate::config_security::SaslSettings>>,
 }
 
 /// Why a request gets no answer and its connection closes.
@@ -56,7 +59,8 @@ fn refuse(reason: CloseReason, detail: impl Into<String>) -> Refusal {
 
 /// Serves one connection until it closes; returns why it closed.
 pub(crate) async fn serve(
-    mut stream: TcpStream,
+    mut stream: Stream,
+    mut principal: Principal,
     handlers: HandlerContext,
     settings: ConnectionSettings,
 ) -> CloseReason {
@@ -67,7 +71,7 @@ pub(crate) async fn serve(
     let client_host = stream
         .peer_addr()
         .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
-    let principal = Principal::anonymous();
+    let mut sasl = settings.sasl.clone().map(SaslSession::new);
     let mut buffer = BytesMut::new();
     // What the peer proved for private RPCs (a broker's forwarding channel is one).
     let mut session = crate::quorum::service::PeerSession::default();
@@ -77,7 +81,7 @@ pub(crate) async fn serve(
             read_frame(
                 &mut stream,
                 &mut buffer,
-                settings.max_request_size,
+                frame_limit(&settings, sasl.as_ref()),
                 &settings.memory,
             ),
         )
@@ -106,7 +110,10 @@ pub(crate) async fn serve(
                 PrivateOutcome::RaftLink(bytes, node_id)
                     if stream.write_all(&bytes).await.is_ok() =>
                 {
-                    settings.quorum.serve_raft_link(stream, node_id).await;
+                    // Controller listeners are PLAINTEXT (checked at start-up).
+                    if let Stream::Plain(tcp) = stream {
+                        settings.quorum.serve_raft_link(tcp, node_id).await;
+                    }
                     return CloseReason::ClientClosed;
                 }
                 PrivateOutcome::Refuse(bytes) => {
@@ -124,6 +131,59 @@ pub(crate) async fn serve(
             let mut ready = settings.ready.clone();
             if ready.wait_for(|ready| *ready).await.is_err() {
                 return CloseReason::IoError;
+            }
+        }
+        if let Some(session) = sasl.as_mut().filter(|s| s.is_authenticated()) {
+            // KIP-368: a SaslHandshake starts a re-authentication; any other request after the
+            // session's lifetime closes the connection.
+            if !session.begin_reauthentication(&frame) && session.expired(Instant::now()) {
+                tracing::info!(%peer, listener = %settings.listener_name, "closing a connection whose SASL session expired without re-authentication");
+                return CloseReason::SessionExpired;
+            }
+        }
+        if let Some(session) = sasl.as_mut().filter(|s| !s.is_authenticated()) {
+            let image = handlers.image.load();
+            let lookup = |user: &str, mechanism| image.scram.credential(user, mechanism).cloned();
+            match session.on_frame(&frame, &lookup) {
+                SaslStep::Serve => {}
+                SaslStep::Reply(bytes) => {
+                    if stream.write_all(&bytes).await.is_err() {
+                        return CloseReason::IoError;
+                    }
+                    continue;
+                }
+                SaslStep::Authenticated {
+                    reply,
+                    principal: authenticated,
+                    mechanism,
+                } => {
+                    tracing::debug!(%peer, listener = %settings.listener_name, %authenticated, mechanism, "authenticated");
+                    gregor_metrics::authenticated(&settings.listener_name, mechanism);
+                    principal = authenticated;
+                    if stream.write_all(&reply).await.is_err() {
+                        return CloseReason::IoError;
+                    }
+                    continue;
+                }
+                SaslStep::Fail {
+                    reply,
+                    reason,
+                    mechanism,
+                    detail,
+                } => {
+                    tracing::info!(%peer, listener = %settings.listener_name, mechanism, reason = reason.as_str(), %detail, "failed authentication");
+                    gregor_metrics::authentication_failed(
+                        &settings.listener_name,
+                        mechanism.unwrap_or(""),
+                        reason.as_str(),
+                    );
+                    if let Some(reply) = reply {
+                        let _ = stream.write_all(&reply).await;
+                    }
+                    // Kafka delays the close so a client cannot retry in a tight loop.
+                    tokio::time::sleep(Duration::from_millis(session.failure_delay_ms())).await;
+                    return CloseReason::AuthenticationFailed;
+                }
             }
         }
         let received = Instant::now();
@@ -186,6 +246,15 @@ pub(crate) async fn serve(
                 .throttle(&principal.name, &mute.client_id, mute.throttle_ms);
             tokio::time::sleep(Duration::from_millis(mute.throttle_ms)).await;
         }
+    }
+}
+
+/// The largest frame accepted next: `sasl.server.max.receive.size` until a SASL connection has
+/// authenticated, `socket.request.max.bytes` after.
+fn frame_limit(settings: &ConnectionSettings, sasl: Option<&SaslSession>) -> i32 {
+    match sasl.filter(|s| !s.is_authenticated()) {
+        Some(session) => session.max_receive_size().min(settings.max_request_size),
+        None => settings.max_request_size,
     }
 }
 
@@ -499,6 +568,7 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         ApiKey::DeleteTopics => api_version >= 1,
         ApiKey::CreatePartitions
         | ApiKey::AlterClientQuotas
+        | ApiKey::AlterUserScramCredentials
         | ApiKey::UnregisterBroker
         | ApiKey::AddRaftVoter
         | ApiKey::RemoveRaftVoter => true,
@@ -523,7 +593,7 @@ fn duration_nanos(duration: Duration) -> u64 {
 
 /// Runs a decoder, turning a panic inside it into an error: a frame must never take the node
 /// down, whatever bytes it holds.
-fn decode_guarded<T>(decode: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
+pub(super) fn decode_guarded<T>(decode: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(decode)) {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(error.to_string()),
@@ -532,7 +602,7 @@ fn decode_guarded<T>(decode: impl FnOnce() -> anyhow::Result<T>) -> Result<T, St
 }
 
 /// Encodes `size | response header | body` for one response.
-fn encode_response(
+pub(super) fn encode_response(
     correlation_id: i32,
     header_version: i16,
     api_version: i16,

@@ -9,12 +9,14 @@ pub mod frame;
 mod limits;
 pub mod memory_pool;
 pub mod raft_voter_versions;
+mod sasl;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gregor_actors::context::{HandlerContext, ListenerKind};
+use gregor_actors::context::{HandlerContext, ListenerKind, Principal};
 use gregor_actors::quota::sampler::WindowConfig;
 use gregor_metrics::CloseReason;
 use tokio::net::TcpListener;
@@ -65,6 +67,8 @@ pub struct BoundListener {
     /// The address actually bound (the real port when the configured one is 0).
     pub local_addr: SocketAddr,
     listener: TcpListener,
+    /// The TLS acceptor of an SSL or SASL_SSL listener.
+    tls: Option<tls::TlsListener>,
 }
 
 /// Binds every configured listener; the error names the listener and address.
@@ -81,6 +85,17 @@ pub async fn bind_all(config: &NodeConfig) -> Result<Vec<BoundListener>, String>
         let local_addr = listener
             .local_addr()
             .map_err(|e| format!("Cannot read the address of listener {}: {e}", spec.name))?;
+        let tls = match config
+            .listener_security
+            .get(&spec.name)
+            .and_then(|security| security.tls.clone())
+        {
+            Some(settings) => Some(
+                tls::TlsListener::new(settings)
+                    .map_err(|e| format!("Cannot serve TLS on listener {}: {e}", spec.name))?,
+            ),
+            None => None,
+        };
         let kind = if config.is_controller_listener(&spec.name) {
             ListenerKind::Controller
         } else {
@@ -91,6 +106,7 @@ pub async fn bind_all(config: &NodeConfig) -> Result<Vec<BoundListener>, String>
             kind,
             local_addr,
             listener,
+            tls,
         });
     }
     Ok(bound)
@@ -121,7 +137,14 @@ pub async fn run(
         listener_kind: bound.kind,
         max_request_size: config.socket_request_max_bytes,
         idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
+        sasl: config
+            .listener_security
+            .get(&bound.spec.name)
+            .and_then(|security| security.sasl.clone()),
     };
+    if let Some(tls) = &bound.tls {
+        tls.watch(bound.spec.name.clone());
+    }
     let exempt = bound.kind == ListenerKind::Controller;
     loop {
         // max.connections: wait for a slot before accepting, so new connections queue in the
@@ -165,8 +188,36 @@ pub async fn run(
                 }
                 let handlers = handlers.clone();
                 let settings = settings.clone();
+                let tls = bound.tls.clone();
                 tokio::spawn(async move {
-                    let reason = connection::serve(stream, handlers, settings).await;
+                    let reason = match tls {
+                        None => {
+                            let stream = tls::Stream::Plain(stream);
+                            connection::serve(stream, Principal::anonymous(), handlers, settings)
+                                .await
+                        }
+                        // The handshake gets the idle timeout: a peer that sends nothing cannot
+                        // hold the slot longer than an idle connection.
+                        Some(tls) => {
+                            match tokio::time::timeout(settings.idle_timeout, tls.accept(stream))
+                                .await
+                            {
+                                Ok(Ok((stream, principal))) => {
+                                    connection::serve(stream, principal, handlers, settings).await
+                                }
+                                Ok(Err(detail)) => {
+                                    tracing::info!(%peer, listener = %listener, %detail, "closing connection");
+                                    gregor_metrics::authentication_failed(
+                                        &listener,
+                                        "",
+                                        "ssl_handshake_failed",
+                                    );
+                                    CloseReason::AuthenticationFailed
+                                }
+                                Err(_) => CloseReason::Idle,
+                            }
+                        }
+                    };
                     drop(slot);
                     gregor_metrics::connection_closed(&listener, reason);
                 });

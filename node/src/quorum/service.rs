@@ -36,6 +36,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::AlterClientQuotas,
+    ApiKey::AlterUserScramCredentials,
     ApiKey::UnregisterBroker,
     ApiKey::DescribeQuorum,
     ApiKey::AddRaftVoter,

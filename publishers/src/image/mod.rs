@@ -16,6 +16,7 @@ pub mod configs;
 pub mod digest;
 pub mod features;
 pub mod partition;
+pub mod scram;
 pub mod topics;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use configs::{ConfigsImage, ResourceConfigs};
 pub use digest::ImageDigest;
 pub use features::FeaturesImage;
 pub use partition::{BrokerIds, DirectoryIds, PartitionRegistration};
+pub use scram::ScramImage;
 pub use topics::{TopicImage, TopicsImage};
 
 /// Where an image comes from: the raft log id of the last entry applied to it.
@@ -57,6 +59,8 @@ pub struct MetadataImage {
     pub configs: Arc<ConfigsImage>,
     /// Client quotas.
     pub client_quotas: Arc<ClientQuotasImage>,
+    /// SCRAM credentials.
+    pub scram: Arc<ScramImage>,
     /// The digest of everything above but the provenance, kept up to date by each delta (equal
     /// on every node that applied the same log prefix; see [`digest`]).
     pub digest: ImageDigest,
@@ -75,6 +79,7 @@ impl MetadataImage {
             && self.topics.is_empty()
             && self.configs.is_empty()
             && self.client_quotas.is_empty()
+            && self.scram.is_empty()
     }
 
     /// The digest computed from scratch over [`MetadataImage::to_records`]: O(image), for
@@ -94,6 +99,7 @@ impl MetadataImage {
         self.topics.to_records(&mut out);
         self.configs.to_records(&mut out);
         self.client_quotas.to_records(&mut out);
+        self.scram.to_records(&mut out);
         out
     }
 }

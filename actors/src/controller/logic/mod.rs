@@ -28,6 +28,7 @@ mod partitions;
 pub mod placement;
 pub mod quota;
 pub mod registration;
+pub mod scram;
 pub mod topic_configs;
 pub mod topic_name;
 pub mod view;

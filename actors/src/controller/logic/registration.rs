@@ -51,13 +51,19 @@ pub struct RegistrationDecision {
     pub registers_broker: bool,
 }
 
-/// The records registering `request`'s node: the bootstrap features on an empty log, its
-/// controller registration and its broker registration (fenced, epoch at its offset), each
-/// unless this incarnation is registered already.
-pub fn register_node(image: &MetadataImage, request: &NodeRegistration) -> RegistrationDecision {
+/// The records registering `request`'s node: the bootstrap features (then `bootstrap`, the
+/// formatted SCRAM credentials) on an empty log, its controller registration and its broker
+/// registration (fenced, epoch at its offset), each unless this incarnation is registered
+/// already.
+pub fn register_node(
+    image: &MetadataImage,
+    request: &NodeRegistration,
+    bootstrap: &[MetadataRecord],
+) -> RegistrationDecision {
     let mut records = Vec::new();
     if image.features.metadata_version().is_none() {
         records.extend(features::bootstrap_records());
+        records.extend(bootstrap.iter().cloned());
     }
     if let Some(endpoints) = &request.controller_endpoints {
         let registered = image
@@ -157,7 +163,7 @@ mod tests {
 
     #[test]
     fn a_new_node_is_registered_fenced_with_the_offset_as_epoch_then_unfenced() {
-        let first = register_node(&MetadataImage::empty(), &combined(1, 1));
+        let first = register_node(&MetadataImage::empty(), &combined(1, 1), &[]);
         assert!(first.registers_broker);
         let kinds: Vec<&str> = first
             .records
@@ -195,7 +201,7 @@ mod tests {
         assert!(unfence_broker(&committed, 9, None).is_empty());
 
         // The same incarnation again (a heartbeat): nothing to write, even while fenced.
-        let again = register_node(&committed, &combined(1, 1));
+        let again = register_node(&committed, &combined(1, 1), &[]);
         assert_eq!(
             again,
             RegistrationDecision {
@@ -207,7 +213,7 @@ mod tests {
         assert!(unfence_broker(&unfenced, 1, None).is_empty());
 
         // A restart (new incarnation) registers again, with a new epoch.
-        let restart = register_node(&unfenced, &combined(1, 2));
+        let restart = register_node(&unfenced, &combined(1, 2), &[]);
         assert!(restart.registers_broker);
         assert_eq!(restart.records.len(), 2);
         let restarted = apply(unfenced, &restart.records, 90);

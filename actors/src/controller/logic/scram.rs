@@ -1,0 +1,252 @@
+//! AlterUserScramCredentials (KIP-554) as Kafka's `ScramControlManager` decides it: a user named
+//! twice in one request (deletion and/or upsertion, whatever the mechanisms) is
+//! DUPLICATE_RESOURCE; each other entry is validated alone, and the valid ones are written
+//! together. The client sends the salted password; the controller derives the stored and server
+//! keys, so the password never reaches the controller or the log.
+
+use gregor_publishers::image::ScramImage;
+use gregor_publishers::records::{
+    MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord,
+};
+use gregor_publishers::scram::{ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::ControllerResult;
+
+type Refusal = (ResponseError, &'static str);
+
+fn user_and_mechanism(name: &str, mechanism: i8) -> Result<ScramMechanism, Refusal> {
+    if name.is_empty() {
+        return Err((
+            ResponseError::UnacceptableCredential,
+            "Username must not be empty",
+        ));
+    }
+    ScramMechanism::from_type(mechanism).ok_or((
+        ResponseError::UnsupportedSaslMechanism,
+        "Unknown SCRAM mechanism",
+    ))
+}
+
+/// Decides an AlterUserScramCredentials request against `image`.
+pub fn alter_user_scram_credentials(
+    image: &ScramImage,
+    request: &AlterUserScramCredentialsRequest,
+) -> ControllerResult<AlterUserScramCredentialsResponse> {
+    // Per user, in order of first appearance: its record, or why it is refused.
+    let mut users: Vec<(String, Result<MetadataRecord, Refusal>)> = Vec::new();
+    const DUPLICATE: Refusal = (
+        ResponseError::DuplicateResource,
+        "A user credential cannot be altered twice in the same request",
+    );
+    let mut decide = |name: &str, decision: &dyn Fn() -> Result<MetadataRecord, Refusal>| {
+        match users.iter_mut().find(|(user, _)| user == name) {
+            // A user that already failed keeps its first error.
+            Some((_, outcome)) if outcome.is_ok() => *outcome = Err(DUPLICATE),
+            Some(_) => {}
+            None => users.push((name.to_owned(), decision())),
+        }
+    };
+    for deletion in &request.deletions {
+        decide(deletion.name.as_str(), &|| {
+            let mechanism = user_and_mechanism(&deletion.name, deletion.mechanism)?;
+            if image.credential(&deletion.name, mechanism).is_none() {
+                return Err((
+                    ResponseError::ResourceNotFound,
+                    "Attempt to delete a user credential that does not exist",
+                ));
+            }
+            Ok(MetadataRecord::RemoveUserScramCredential(
+                RemoveUserScramCredentialRecord {
+                    name: deletion.name.to_string(),
+                    mechanism: mechanism.type_code(),
+                },
+            ))
+        });
+    }
+    for upsertion in &request.upsertions {
+        decide(upsertion.name.as_str(), &|| {
+            let mechanism = user_and_mechanism(&upsertion.name, upsertion.mechanism)?;
+            if upsertion.iterations < MIN_ITERATIONS {
+                return Err((ResponseError::UnacceptableCredential, "Too few iterations"));
+            }
+            if upsertion.iterations > MAX_ITERATIONS {
+                return Err((ResponseError::UnacceptableCredential, "Too many iterations"));
+            }
+            let credential = mechanism.credential_from_salted(
+                upsertion.salt.to_vec(),
+                &upsertion.salted_password,
+                upsertion.iterations,
+            );
+            Ok(MetadataRecord::UserScramCredential(
+                UserScramCredentialRecord {
+                    name: upsertion.name.to_string(),
+                    mechanism: mechanism.type_code(),
+                    salt: credential.salt,
+                    stored_key: credential.stored_key,
+                    server_key: credential.server_key,
+                    iterations: credential.iterations,
+                },
+            ))
+        });
+    }
+    let mut records = Vec::new();
+    let mut results = Vec::new();
+    for (user, outcome) in users {
+        let result =
+            AlterUserScramCredentialsResult::default().with_user(StrBytes::from_string(user));
+        results.push(match outcome {
+            Ok(record) => {
+                records.push(record);
+                result
+            }
+            Err((code, message)) => result
+                .with_error_code(code.code())
+                .with_error_message(Some(StrBytes::from_static_str(message))),
+        });
+    }
+    ControllerResult {
+        records,
+        response: AlterUserScramCredentialsResponse::default().with_results(results),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
+    use kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+
+    use super::*;
+
+    fn upsert(name: &str, mechanism: i8, iterations: i32) -> ScramCredentialUpsertion {
+        ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_string(name.to_owned()))
+            .with_mechanism(mechanism)
+            .with_iterations(iterations)
+            .with_salt(bytes::Bytes::from_static(b"salt"))
+            .with_salted_password(bytes::Bytes::from_static(&[7; 32]))
+    }
+
+    fn delete(name: &str, mechanism: i8) -> ScramCredentialDeletion {
+        ScramCredentialDeletion::default()
+            .with_name(StrBytes::from_string(name.to_owned()))
+            .with_mechanism(mechanism)
+    }
+
+    fn outcome(
+        result: &ControllerResult<AlterUserScramCredentialsResponse>,
+    ) -> Vec<(String, i16, Option<String>)> {
+        result
+            .response
+            .results
+            .iter()
+            .map(|r| {
+                (
+                    r.user.to_string(),
+                    r.error_code,
+                    r.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+            .collect()
+    }
+
+    fn with_alice() -> MetadataImage {
+        let request = AlterUserScramCredentialsRequest::default()
+            .with_upsertions(vec![upsert("alice", 1, 4096)]);
+        let result = alter_user_scram_credentials(&ScramImage::default(), &request);
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        for record in &result.records {
+            assert!(delta.replay(record).is_ok());
+        }
+        delta.apply(Provenance::default())
+    }
+
+    #[test]
+    fn kafkas_errors_per_user() {
+        let image = with_alice();
+        let request = AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![
+                delete("alice", 2),
+                delete("", 1),
+                delete("bob", 3),
+                delete("carol", 1),
+                delete("carol", 2),
+            ])
+            .with_upsertions(vec![
+                upsert("dave", 1, 4095),
+                upsert("erin", 2, 16385),
+                upsert("frank", 2, 16384),
+                upsert("alice", 1, 4096),
+            ]);
+        let result = alter_user_scram_credentials(&image.scram, &request);
+        let not_found = Some("Attempt to delete a user credential that does not exist".to_owned());
+        assert_eq!(
+            outcome(&result),
+            vec![
+                ("alice".into(), 91, not_found.clone()),
+                ("".into(), 93, Some("Username must not be empty".into())),
+                ("bob".into(), 33, Some("Unknown SCRAM mechanism".into())),
+                ("carol".into(), 91, not_found),
+                ("dave".into(), 93, Some("Too few iterations".into())),
+                ("erin".into(), 93, Some("Too many iterations".into())),
+                ("frank".into(), 0, Some(String::new())),
+            ]
+        );
+        assert_eq!(result.records.len(), 1);
+    }
+
+    #[test]
+    fn a_user_named_twice_is_a_duplicate_and_writes_nothing() {
+        let image = with_alice();
+        let request = AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![delete("alice", 1)])
+            .with_upsertions(vec![upsert("alice", 2, 8192), upsert("bob", 1, 4096)]);
+        let result = alter_user_scram_credentials(&image.scram, &request);
+        assert_eq!(
+            outcome(&result),
+            vec![
+                (
+                    "alice".into(),
+                    92,
+                    Some("A user credential cannot be altered twice in the same request".into())
+                ),
+                ("bob".into(), 0, Some(String::new())),
+            ]
+        );
+        assert_eq!(result.records.len(), 1);
+    }
+
+    #[test]
+    fn upserts_store_keys_derived_from_the_salted_password() {
+        let image = with_alice();
+        let credential = image.scram.credential("alice", ScramMechanism::Sha256);
+        let expected =
+            ScramMechanism::Sha256.credential_from_salted(b"salt".to_vec(), &[7; 32], 4096);
+        assert_eq!(credential, Some(&expected));
+        let request =
+            AlterUserScramCredentialsRequest::default().with_deletions(vec![delete("alice", 1)]);
+        let result = alter_user_scram_credentials(&image.scram, &request);
+        assert_eq!(
+            outcome(&result),
+            vec![("alice".into(), 0, Some(String::new()))]
+        );
+        assert_eq!(
+            result.records,
+            vec![MetadataRecord::RemoveUserScramCredential(
+                RemoveUserScramCredentialRecord {
+                    name: "alice".into(),
+                    mechanism: 1
+                }
+            )]
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! AlterUserScramCredentials on the controller: decided by [`logic::scram`] against the working
+//! image, written as SCRAM credential records, answered once committed.
+
+use actix::prelude::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::actor::{Controller, Refusable};
+use super::logic;
+
+/// Alter SCRAM credentials. Answers one result per distinct user.
+#[derive(Message)]
+#[rtype(result = "AlterUserScramCredentialsResponse")]
+pub struct AlterUserScramCredentials {
+    /// The request as the client sent it.
+    pub request: AlterUserScramCredentialsRequest,
+}
+
+impl Handler<AlterUserScramCredentials> for Controller {
+    type Result = ResponseFuture<AlterUserScramCredentialsResponse>;
+
+    fn handle(&mut self, msg: AlterUserScramCredentials, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.mutate(
+            ctx,
+            |image, _| logic::scram::alter_user_scram_credentials(&image.scram, &msg.request),
+            |mut response: AlterUserScramCredentialsResponse, code, message| {
+                for result in &mut response.results {
+                    if result.error_code == 0 {
+                        result.error_code = code.code();
+                        result.error_message = Some(StrBytes::from_string(message.to_owned()));
+                    }
+                }
+                response
+            },
+        )
+    }
+}
+
+impl Refusable for AlterUserScramCredentials {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        refused(&self.request, code, message)
+    }
+}
+
+/// The answer to `request` when it cannot be decided: every distinct user gets `code`.
+pub fn refused(
+    request: &AlterUserScramCredentialsRequest,
+    code: ResponseError,
+    message: &str,
+) -> AlterUserScramCredentialsResponse {
+    let mut users: Vec<&StrBytes> = Vec::new();
+    let names = request
+        .deletions
+        .iter()
+        .map(|d| &d.name)
+        .chain(request.upsertions.iter().map(|u| &u.name));
+    for name in names {
+        if !users.contains(&name) {
+            users.push(name);
+        }
+    }
+    AlterUserScramCredentialsResponse::default().with_results(
+        users
+            .into_iter()
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(user.clone())
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,218 @@
+//! DescribeUserScramCredentials (50), served from the image as Kafka's `ScramImage.describe`,
+//! and AlterUserScramCredentials (51), decided by the controller (a broker forwards it). Only
+//! mechanisms and iteration counts are ever described, never salts or keys.
+
+use gregor_publishers::image::ScramImage;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_user_scram_credentials_response::{
+    CredentialInfo, DescribeUserScramCredentialsResult,
+};
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{ApiResponse, ErrorCounts};
+use crate::context::HandlerContext;
+use crate::controller::{refused_scram_alteration, AlterUserScramCredentials};
+
+/// Kafka's `ScramImage.describe`: every user when the list is null or empty; a user named twice
+/// is DUPLICATE_RESOURCE, an unknown one RESOURCE_NOT_FOUND.
+pub(super) fn describe_credentials(
+    image: &ScramImage,
+    request: &DescribeUserScramCredentialsRequest,
+) -> DescribeUserScramCredentialsResponse {
+    // (user, named more than once), in request order (or user order for "all").
+    let mut users: Vec<(String, bool)> = Vec::new();
+    match request.users.as_deref() {
+        None | Some([]) => {
+            for (user, _, _) in image.iter() {
+                if users.last().is_none_or(|(last, _)| last != user) {
+                    users.push((user.to_owned(), false));
+                }
+            }
+        }
+        Some(named) => {
+            for user in named {
+                match users.iter_mut().find(|(u, _)| u == user.name.as_str()) {
+                    Some((_, twice)) => *twice = true,
+                    None => users.push((user.name.to_string(), false)),
+                }
+            }
+        }
+    }
+    let results = users
+        .into_iter()
+        .map(|(user, twice)| {
+            let result =
+                DescribeUserScramCredentialsResult::default().with_user(StrBytes::from_string(user.clone()));
+            if twice {
+                return result
+                    .with_error_code(ResponseError::DuplicateResource.code())
+                    .with_error_message(Some(StrBytes::from_string(format!(
+                        "Cannot describe SCRAM credentials for the same user twice in a single request: {user}"
+                    ))));
+            }
+            let infos: Vec<CredentialInfo> = image
+                .of_user(&user)
+                .map(|(mechanism, credential)| {
+                    CredentialInfo::default()
+                        .with_mechanism(mechanism.type_code())
+                        .with_iterations(credential.iterations)
+                })
+                .collect();
+            if infos.is_empty() {
+                result
+                    .with_error_code(ResponseError::ResourceNotFound.code())
+                    .with_error_message(Some(StrBytes::from_string(format!(
+                        "Attempt to describe a user credential that does not exist: {user}"
+                    ))))
+            } else {
+                result.with_credential_infos(infos)
+            }
+        })
+        .collect();
+    DescribeUserScramCredentialsResponse::default().with_results(results)
+}
+
+pub(super) fn describe(
+    ctx: &HandlerContext,
+    request: &DescribeUserScramCredentialsRequest,
+) -> ApiResponse {
+    let image = ctx.image.load();
+    let response = describe_credentials(&image.scram, request);
+    let mut errors = ErrorCounts::default();
+    errors.add(response.error_code);
+    errors.add_all(response.results.iter().map(|r| r.error_code));
+    ApiResponse::new(ResponseKind::DescribeUserScramCredentials(response), errors)
+}
+
+pub(super) async fn alter(
+    ctx: &HandlerContext,
+    request: AlterUserScramCredentialsRequest,
+) -> ApiResponse {
+    let response = if ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) {
+        // Only the active controller decides (a broker forwards; this is what is left when no
+        // active controller could be reached).
+        refused_scram_alteration(
+            &request,
+            ResponseError::NotController,
+            "This node is not the active controller",
+        )
+    } else {
+        let fallback = refused_scram_alteration(
+            &request,
+            ResponseError::NotController,
+            "The controller is not available; retry against another node",
+        );
+        match ctx
+            .controller
+            .send(AlterUserScramCredentials { request })
+            .await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::error!(%error, "controller actor unavailable");
+                fallback
+            }
+        }
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add_all(response.results.iter().map(|r| r.error_code));
+    ApiResponse::new(ResponseKind::AlterUserScramCredentials(response), errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use gregor_publishers::records::{MetadataRecord, UserScramCredentialRecord};
+    use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+
+    use super::*;
+
+    fn image() -> MetadataImage {
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        for (name, mechanism, iterations) in
+            [("bob", 2, 8192), ("alice", 1, 4096), ("alice", 2, 5000)]
+        {
+            let record = MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+                name: name.into(),
+                mechanism,
+                salt: vec![1],
+                stored_key: vec![2],
+                server_key: vec![3],
+                iterations,
+            });
+            assert!(delta.replay(&record).is_ok());
+        }
+        delta.apply(Provenance::default())
+    }
+
+    /// (user, error code, error message, (mechanism, iterations) per credential).
+    type Described = (String, i16, Option<String>, Vec<(i8, i32)>);
+
+    fn described(users: Option<&[&str]>) -> Vec<Described> {
+        let request = DescribeUserScramCredentialsRequest::default().with_users(users.map(|u| {
+            u.iter()
+                .map(|name| {
+                    UserName::default().with_name(StrBytes::from_string((*name).to_owned()))
+                })
+                .collect()
+        }));
+        describe_credentials(&image().scram, &request)
+            .results
+            .into_iter()
+            .map(|r| {
+                (
+                    r.user.to_string(),
+                    r.error_code,
+                    r.error_message.map(|m| m.to_string()),
+                    r.credential_infos
+                        .iter()
+                        .map(|c| (c.mechanism, c.iterations))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_user_when_none_is_named() {
+        let all = vec![
+            (
+                "alice".to_owned(),
+                0,
+                Some(String::new()),
+                vec![(1, 4096), (2, 5000)],
+            ),
+            ("bob".to_owned(), 0, Some(String::new()), vec![(2, 8192)]),
+        ];
+        assert_eq!(described(None), all);
+        assert_eq!(described(Some(&[])), all);
+    }
+
+    #[test]
+    fn named_users_unknown_and_twice() {
+        assert_eq!(
+            described(Some(&["bob", "carol", "alice", "bob"])),
+            vec![
+                (
+                    "bob".to_owned(),
+                    92,
+                    Some("Cannot describe SCRAM credentials for the same user twice in a single request: bob".to_owned()),
+                    vec![]
+                ),
+                (
+                    "carol".to_owned(),
+                    91,
+                    Some("Attempt to describe a user credential that does not exist: carol".to_owned()),
+                    vec![]
+                ),
+                ("alice".to_owned(), 0, Some(String::new()), vec![(1, 4096), (2, 5000)]),
+            ]
+        );
+    }
+}
