@@ -1,6 +1,7 @@
 //! Data directory formatting: `meta.properties` in every log dir, as `kafka-storage.sh format`
 //! writes it (version 1: `cluster.id`, `node.id`, `directory.id`).
 
+use base64::Engine as _;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;

@@ -30,6 +30,7 @@ impl Handler<AlterUserScramCredentials> for Controller {
         };
         self.mutate(
             ctx,
+            &msg,
             |image, _| logic::scram::alter_user_scram_credentials(&image.scram, &msg.request),
             |mut response: AlterUserScramCredentialsResponse, code, message| {
                 for result in &mut response.results {

@@ -366,6 +366,8 @@ async fn send_valid(
         ApiKey::OffsetDelete => {
             let request = kafka_protocol::messages::OffsetDeleteRequest::default()
                 .with_group_id(GroupId(str("advertised-group")));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         ApiKey::DescribeUserScramCredentials => {
             let request = DescribeUserScramCredentialsRequest::default();
             answers(conn, addr, &request, version, f, f_what).await;
