@@ -11,6 +11,7 @@
 pub mod config_publisher;
 pub mod context;
 pub mod controller;
+pub mod controller_metrics_publisher;
 pub mod digest_publisher;
 pub mod features;
 pub mod fencing;

@@ -131,6 +131,25 @@ pub const QUOTA_CALLBACK_FAILURES_TOTAL: &str = "gregor_quota_callback_failures_
 pub const QUOTA_CALLBACK_CLUSTER_UPDATE_SECONDS: &str =
     "gregor_quota_callback_cluster_update_seconds";
 
+/// 1 on the active controller, 0 on every other node (Kafka's
+/// `KafkaController.ActiveControllerCount`).
+pub const CONTROLLER_ACTIVE_CONTROLLER_COUNT: &str =
+    "kafka_controller_kafkacontroller_activecontrollercount";
+/// Topics in the metadata image (`KafkaController.GlobalTopicCount`).
+pub const CONTROLLER_GLOBAL_TOPIC_COUNT: &str = "kafka_controller_kafkacontroller_globaltopiccount";
+/// Partitions in the metadata image (`KafkaController.GlobalPartitionCount`).
+pub const CONTROLLER_GLOBAL_PARTITION_COUNT: &str =
+    "kafka_controller_kafkacontroller_globalpartitioncount";
+/// Partitions without a leader (`KafkaController.OfflinePartitionsCount`).
+pub const CONTROLLER_OFFLINE_PARTITIONS_COUNT: &str =
+    "kafka_controller_kafkacontroller_offlinepartitionscount";
+/// Registered brokers that are fenced (`KafkaController.FencedBrokerCount`).
+pub const CONTROLLER_FENCED_BROKER_COUNT: &str =
+    "kafka_controller_kafkacontroller_fencedbrokercount";
+/// Registered brokers that are not fenced (`KafkaController.ActiveBrokerCount`).
+pub const CONTROLLER_ACTIVE_BROKER_COUNT: &str =
+    "kafka_controller_kafkacontroller_activebrokercount";
+
 /// Partitions this broker leads (Kafka's `ReplicaManager.LeaderCount`).
 pub const REPLICA_LEADER_COUNT: &str = "kafka_server_replicamanager_leadercount";
 /// Partitions this broker leads whose ISR is smaller than their replica set (Kafka's

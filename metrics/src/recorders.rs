@@ -217,6 +217,35 @@ pub fn image_digest(offset: u64, digest: f64) {
     gauge!(names::METADATA_IMAGE_DIGEST).set(digest);
 }
 
+/// Whether this node is the active controller.
+pub fn active_controller(active: bool) {
+    gauge!(names::CONTROLLER_ACTIVE_CONTROLLER_COUNT).set(if active { 1.0 } else { 0.0 });
+}
+
+/// The cluster-wide counts a controller reports from its image.
+pub fn controller_image_counts(counts: ControllerImageCounts) {
+    gauge!(names::CONTROLLER_GLOBAL_TOPIC_COUNT).set(counts.topics as f64);
+    gauge!(names::CONTROLLER_GLOBAL_PARTITION_COUNT).set(counts.partitions as f64);
+    gauge!(names::CONTROLLER_OFFLINE_PARTITIONS_COUNT).set(counts.offline_partitions as f64);
+    gauge!(names::CONTROLLER_FENCED_BROKER_COUNT).set(counts.fenced_brokers as f64);
+    gauge!(names::CONTROLLER_ACTIVE_BROKER_COUNT).set(counts.active_brokers as f64);
+}
+
+/// What [`controller_image_counts`] reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ControllerImageCounts {
+    /// Topics.
+    pub topics: usize,
+    /// Partitions.
+    pub partitions: usize,
+    /// Partitions without a leader.
+    pub offline_partitions: usize,
+    /// Fenced brokers.
+    pub fenced_brokers: usize,
+    /// Unfenced brokers.
+    pub active_brokers: usize,
+}
+
 /// Records a record that could not be replayed into the image.
 pub fn replay_error() {
     counter!(names::METADATA_REPLAY_ERRORS_TOTAL).increment(1);

@@ -14,6 +14,7 @@ use gregor_actors::config_publisher::ConfigPublisher;
 use gregor_actors::context::{BrokerSettings, HandlerContext, NodeInfo};
 use gregor_actors::controller::logic::TopicDefaults;
 use gregor_actors::controller::{Controller, ControllerSettings};
+use gregor_actors::controller_metrics_publisher::ControllerMetricsPublisher;
 use gregor_actors::digest_publisher::DigestPublisher;
 use gregor_actors::groups::{GroupCoordinator, GroupPublisher, Groups};
 use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
@@ -175,6 +176,14 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .send(InstallPublisher(Box::new(DigestPublisher)))
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
+    if config.has_role(ProcessRole::Controller) {
+        loader
+            .send(InstallPublisher(Box::new(
+                ControllerMetricsPublisher::default(),
+            )))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
+    }
     loader
         .send(InstallPublisher(Box::new(TopicChangeLogPublisher)))
         .await

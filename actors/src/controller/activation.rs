@@ -63,6 +63,7 @@ pub(super) async fn run(log: Arc<MetadataLog>, sender: watch::Sender<Activation>
                         if m.current_leader == Some(m.id) && m.current_term == term {
                             tracing::info!(term, "active controller: the log is applied up to the start of this term");
                             sender.send_if_modified(|a| replace(a, Activation::Active { term }));
+                            gregor_metrics::active_controller(true);
                         }
                         continue;
                     }
@@ -75,6 +76,7 @@ pub(super) async fn run(log: Arc<MetadataLog>, sender: watch::Sender<Activation>
                 }
             }
         }
+        gregor_metrics::active_controller(matches!(*sender.borrow(), Activation::Active { .. }));
         if metrics.changed().await.is_err() {
             return;
         }

@@ -5,3 +5,4 @@
 
 mod t10_request_metrics;
 mod t20_endpoint;
+mod t30_controller_metrics;
