@@ -232,7 +232,7 @@ async fn join_leader(
                     match channel
                         .call(
                             &QuorumRequest::Join(join.clone()),
-                            JOIN_CALL_TIMEOUT.min(remaining),
+                            join_call_timeout(remaining),
                         )
                         .await
                     {
@@ -275,6 +275,18 @@ async fn join_leader(
             }
         }
     }
+}
+
+/// How long one join call of an attempt with `remaining` time left may take: at most half of
+/// it, so an address that swallows packets (a leader cut off from the network keeps its
+/// sockets) leaves time to ask the next one. Each attempt starts with the leader this node
+/// last knew, so a whole attempt spent on it would never reach the voters that know the new
+/// one.
+fn join_call_timeout(remaining: Duration) -> Duration {
+    JOIN_CALL_TIMEOUT
+        .min(remaining / 2)
+        .max(Duration::from_millis(250))
+        .min(remaining)
 }
 
 /// While this node leads, fences brokers not heard from within `broker.session.timeout.ms`
@@ -563,4 +575,33 @@ pub(crate) fn spawn_heartbeats(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_join_call_leaves_time_for_another_address() {
+        let attempt = HEARTBEAT_INTERVAL * 3;
+        assert_eq!(join_call_timeout(attempt), Duration::from_millis(1500));
+        assert_eq!(
+            join_call_timeout(Duration::from_millis(1500)),
+            Duration::from_millis(750)
+        );
+        // Never below 250 ms (a call needs a round trip), never past the attempt's end.
+        assert_eq!(
+            join_call_timeout(Duration::from_millis(400)),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            join_call_timeout(Duration::from_millis(100)),
+            Duration::from_millis(100)
+        );
+        // A long start-up join still waits JOIN_CALL_TIMEOUT per call.
+        assert_eq!(
+            join_call_timeout(Duration::from_secs(60)),
+            JOIN_CALL_TIMEOUT
+        );
+    }
 }
