@@ -142,8 +142,8 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "listener.security.protocol.map",
         ConfigType::List,
         Some("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
-        "Security protocol per listener name: PLAINTEXT or SASL_PLAINTEXT (controller \
-         listeners: PLAINTEXT).",
+        "Security protocol per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL \
+         (controller listeners: PLAINTEXT).",
     ),
     def(
         "sasl.enabled.mechanisms",
