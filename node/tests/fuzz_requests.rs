@@ -393,8 +393,10 @@ fn decode_frame(mut frame: Bytes) -> bool {
     if request.encode(&mut first, version).is_err() {
         return true;
     }
-    let again = RequestKind::decode(key, &mut first.clone().freeze(), version)
-        .unwrap_or_else(|e| panic!("{key:?} v{version} re-encoded does not decode: {e}"));
+    let again =
+        RequestKind::decode(key, &mut first.clone().freeze(), version).unwrap_or_else(|e| {
+            panic!("{key:?} v{version} re-encoded does not decode: {e}; decoded {request:?}")
+        });
     let mut second = BytesMut::new();
     again.encode(&mut second, version).unwrap();
     assert_eq!(first, second, "{key:?} v{version} does not round-trip");

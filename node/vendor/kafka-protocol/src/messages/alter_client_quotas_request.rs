@@ -136,7 +136,10 @@ impl Decodable for AlterClientQuotasRequest {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -292,7 +295,10 @@ impl Decodable for EntityData {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -449,7 +455,10 @@ impl Decodable for EntryData {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -610,7 +619,10 @@ impl Decodable for OpData {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {

@@ -135,7 +135,10 @@ impl Decodable for AlterPartitionRequest {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             broker_id,
@@ -295,7 +298,10 @@ impl Decodable for BrokerState {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             broker_id,
@@ -523,7 +529,10 @@ impl Decodable for PartitionData {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             partition_index,
@@ -658,7 +667,10 @@ impl Decodable for TopicData {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             topic_id,

@@ -199,7 +199,10 @@ impl Decodable for BeginQuorumEpochRequest {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -400,7 +403,10 @@ impl Decodable for LeaderEndpoint {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -576,7 +582,10 @@ impl Decodable for PartitionData {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -737,7 +746,10 @@ impl Decodable for TopicData {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {

@@ -343,7 +343,10 @@ impl Decodable for FetchPartition {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let Ok(tag) = i32::try_from(tag) else {
+                            anyhow::bail!("tagged field {tag} does not fit an int32");
+                        };
+                        unknown_tagged_fields.insert(tag, unknown_value);
                     }
                 }
             }
@@ -831,7 +834,10 @@ impl Decodable for FetchRequest {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let Ok(tag) = i32::try_from(tag) else {
+                            anyhow::bail!("tagged field {tag} does not fit an int32");
+                        };
+                        unknown_tagged_fields.insert(tag, unknown_value);
                     }
                 }
             }
@@ -1043,7 +1049,10 @@ impl Decodable for FetchTopic {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -1250,7 +1259,10 @@ impl Decodable for ForgottenTopic {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -1416,7 +1428,10 @@ impl Decodable for ReplicaState {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {

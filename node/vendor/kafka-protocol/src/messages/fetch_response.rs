@@ -123,7 +123,10 @@ impl Decodable for AbortedTransaction {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -287,7 +290,10 @@ impl Decodable for EpochEndOffset {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -554,7 +560,10 @@ impl Decodable for FetchResponse {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let Ok(tag) = i32::try_from(tag) else {
+                            anyhow::bail!("tagged field {tag} does not fit an int32");
+                        };
+                        unknown_tagged_fields.insert(tag, unknown_value);
                     }
                 }
             }
@@ -752,7 +761,10 @@ impl Decodable for FetchableTopicResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -918,7 +930,10 @@ impl Decodable for LeaderIdAndEpoch {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -1148,7 +1163,10 @@ impl Decodable for NodeEndpoint {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -1585,7 +1603,10 @@ impl Decodable for PartitionData {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let Ok(tag) = i32::try_from(tag) else {
+                            anyhow::bail!("tagged field {tag} does not fit an int32");
+                        };
+                        unknown_tagged_fields.insert(tag, unknown_value);
                     }
                 }
             }
@@ -1737,7 +1758,10 @@ impl Decodable for SnapshotId {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {

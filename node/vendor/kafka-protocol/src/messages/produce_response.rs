@@ -167,7 +167,10 @@ impl Decodable for BatchIndexAndErrorMessage {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -331,7 +334,10 @@ impl Decodable for LeaderIdAndEpoch {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -561,7 +567,10 @@ impl Decodable for NodeEndpoint {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {
@@ -894,7 +903,10 @@ impl Decodable for PartitionProduceResponse {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let Ok(tag) = i32::try_from(tag) else {
+                            anyhow::bail!("tagged field {tag} does not fit an int32");
+                        };
+                        unknown_tagged_fields.insert(tag, unknown_value);
                     }
                 }
             }
@@ -1117,7 +1129,10 @@ impl Decodable for ProduceResponse {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
-                        unknown_tagged_fields.insert(tag as i32, unknown_value);
+                        let Ok(tag) = i32::try_from(tag) else {
+                            anyhow::bail!("tagged field {tag} does not fit an int32");
+                        };
+                        unknown_tagged_fields.insert(tag, unknown_value);
                     }
                 }
             }
@@ -1313,7 +1328,10 @@ impl Decodable for TopicProduceResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
-                unknown_tagged_fields.insert(tag as i32, unknown_value);
+                let Ok(tag) = i32::try_from(tag) else {
+                    anyhow::bail!("tagged field {tag} does not fit an int32");
+                };
+                unknown_tagged_fields.insert(tag, unknown_value);
             }
         }
         Ok(Self {

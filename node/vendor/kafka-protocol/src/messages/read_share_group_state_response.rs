@@ -187,7 +187,10 @@ impl Decodable for PartitionResult {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             partition,
@@ -304,7 +307,10 @@ impl Decodable for ReadShareGroupStateResponse {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             results,
@@ -429,7 +435,10 @@ impl Decodable for ReadStateResult {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             topic_id,
@@ -589,7 +598,10 @@ impl Decodable for StateBatch {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             first_offset,

@@ -120,7 +120,10 @@ impl Decodable for AcknowledgePartition {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             partition_index,
@@ -247,7 +250,10 @@ impl Decodable for AcknowledgeTopic {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             topic_id,
@@ -390,7 +396,10 @@ impl Decodable for AcknowledgementBatch {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             first_offset,
@@ -552,7 +561,10 @@ impl Decodable for ShareAcknowledgeRequest {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             group_id,

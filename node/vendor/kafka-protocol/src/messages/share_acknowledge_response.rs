@@ -118,7 +118,10 @@ impl Decodable for LeaderIdAndEpoch {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             leader_id,
@@ -278,7 +281,10 @@ impl Decodable for NodeEndpoint {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             node_id,
@@ -442,7 +448,10 @@ impl Decodable for PartitionData {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             partition_index,
@@ -625,7 +634,10 @@ impl Decodable for ShareAcknowledgeResponse {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             throttle_time_ms,
@@ -758,7 +770,10 @@ impl Decodable for ShareAcknowledgeTopicResponse {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             topic_id,

@@ -135,7 +135,10 @@ impl Decodable for AcquiredRecords {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             first_offset,
@@ -263,7 +266,10 @@ impl Decodable for LeaderIdAndEpoch {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             leader_id,
@@ -423,7 +429,10 @@ impl Decodable for NodeEndpoint {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             node_id,
@@ -656,7 +665,10 @@ impl Decodable for PartitionData {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             partition_index,
@@ -864,7 +876,10 @@ impl Decodable for ShareFetchResponse {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             throttle_time_ms,
@@ -999,7 +1014,10 @@ impl Decodable for ShareFetchableTopicResponse {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
-            unknown_tagged_fields.insert(tag as i32, unknown_value);
+            let Ok(tag) = i32::try_from(tag) else {
+                anyhow::bail!("tagged field {tag} does not fit an int32");
+            };
+            unknown_tagged_fields.insert(tag, unknown_value);
         }
         Ok(Self {
             topic_id,
