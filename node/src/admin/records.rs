@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::Value;
 
-use super::{block_on, java_message, AdminClient, AdminError};
+use super::{block_on, java_message, AdminClient, AdminError, CommandConfig};
 
 /// `gregor delete-records`: kafka-delete-records.sh.
 #[derive(Args, Debug)]
@@ -189,35 +189,16 @@ pub(crate) async fn cluster_view(
     Ok(view)
 }
 
-/// The `client.id` of a `--command-config` file, if any.
-fn client_id_of(command_config: Option<&PathBuf>) -> Result<Option<String>, String> {
-    let Some(path) = command_config else {
-        return Ok(None);
-    };
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let properties = java_properties::read(std::io::BufReader::new(file))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(properties.get("client.id").cloned())
-}
-
-async fn connect(bootstrap: &str, client_id: Option<&str>) -> Result<AdminClient, AdminError> {
-    let mut client = AdminClient::connect(bootstrap).await?;
-    if let Some(client_id) = client_id {
-        client.set_client_id(client_id);
-    }
-    Ok(client)
-}
-
 /// Runs `gregor delete-records`; `Err` is the message for stderr.
 pub fn run_delete_records(args: DeleteRecordsArgs) -> Result<(), String> {
     let text = std::fs::read_to_string(&args.offset_json_file)
         .map_err(|e| format!("{}: {e}", args.offset_json_file.display()))?;
     let wanted = parse_offset_json(&text)?;
-    let client_id = client_id_of(args.command_config.as_ref())?;
+    let config = CommandConfig::load(args.command_config.as_deref()).map_err(|e| e.to_string())?;
     let mut out = String::new();
     let result = block_on(delete_records(
         &args.bootstrap_server,
-        client_id.as_deref(),
+        &config,
         &wanted,
         &mut out,
     ))?;
@@ -227,11 +208,11 @@ pub fn run_delete_records(args: DeleteRecordsArgs) -> Result<(), String> {
 
 async fn delete_records(
     bootstrap: &str,
-    client_id: Option<&str>,
+    config: &CommandConfig,
     wanted: &[(String, i32, i64)],
     out: &mut String,
 ) -> Result<(), AdminError> {
-    let mut client = connect(bootstrap, client_id).await?;
+    let mut client = config.connect(bootstrap).await?;
     let topics: Vec<String> = wanted
         .iter()
         .map(|(t, _, _)| t.clone())
@@ -259,8 +240,8 @@ async fn delete_records(
     }
     for (leader, entries) in by_leader {
         let mut leader_client = match view.brokers.get(&leader) {
-            Some(address) => connect(address, client_id).await?,
-            None => connect(bootstrap, client_id).await?,
+            Some(address) => config.connect(address).await?,
+            None => config.connect(bootstrap).await?,
         };
         let mut topics: BTreeMap<&str, Vec<DeleteRecordsPartition>> = BTreeMap::new();
         for (topic, partition, offset) in &entries {
@@ -324,7 +305,11 @@ async fn delete_records(
 
 /// Runs `gregor log-dirs --describe`; `Err` is the message for stderr.
 pub fn run_log_dirs(args: LogDirsArgs) -> Result<(), String> {
-    let client_id = client_id_of(args.command_config.as_ref())?;
+    let mut config =
+        CommandConfig::load(args.command_config.as_deref()).map_err(|e| e.to_string())?;
+    config
+        .client_id
+        .get_or_insert_with(|| "log-dirs-tool".to_owned());
     let topics: BTreeSet<String> = args
         .topic_list
         .split(',')
@@ -344,7 +329,7 @@ pub fn run_log_dirs(args: LogDirsArgs) -> Result<(), String> {
     let mut out = String::new();
     let result = block_on(log_dirs(
         &args.bootstrap_server,
-        client_id.as_deref().unwrap_or("log-dirs-tool"),
+        &config,
         &topics,
         &brokers,
         &mut out,
@@ -355,14 +340,12 @@ pub fn run_log_dirs(args: LogDirsArgs) -> Result<(), String> {
 
 async fn log_dirs(
     bootstrap: &str,
-    client_id: &str,
+    config: &CommandConfig,
     topics: &BTreeSet<String>,
     wanted_brokers: &BTreeSet<i32>,
     out: &mut String,
 ) -> Result<(), String> {
-    let mut client = connect(bootstrap, Some(client_id))
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut client = config.connect(bootstrap).await.map_err(|e| e.to_string())?;
     let view = cluster_view(&mut client, Some(&[]))
         .await
         .map_err(|e| e.to_string())?;
@@ -387,9 +370,7 @@ async fn log_dirs(
     let mut brokers_json = Vec::new();
     for broker in &queried {
         let address = view.brokers.get(broker).cloned().unwrap_or_default();
-        let mut broker_client = connect(&address, Some(client_id))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut broker_client = config.connect(&address).await.map_err(|e| e.to_string())?;
         let (_, response) = broker_client
             .send(&DescribeLogDirsRequest::default().with_topics(None))
             .await
