@@ -41,7 +41,7 @@ pub enum Activation {
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Follows the raft metrics of `log` and publishes the controller's activation into `sender`
-/// until the log shuts down.
+/// (and `kafka_controller_kafkacontroller_activecontrollercount`) until the log shuts down.
 pub(super) async fn run(log: Arc<MetadataLog>, sender: watch::Sender<Activation>) {
     let mut metrics = log.metrics_watch();
     loop {
@@ -63,7 +63,6 @@ pub(super) async fn run(log: Arc<MetadataLog>, sender: watch::Sender<Activation>
                         if m.current_leader == Some(m.id) && m.current_term == term {
                             tracing::info!(term, "active controller: the log is applied up to the start of this term");
                             sender.send_if_modified(|a| replace(a, Activation::Active { term }));
-                            gregor_metrics::active_controller(true);
                         }
                         continue;
                     }
