@@ -56,6 +56,8 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::LOG_CLEANER_CLEAN_SECONDS, Histogram, Unit::Seconds, "Time of one log cleaning pass over one log."),
     (names::MEMORY_POOL_AVAILABLE, Gauge, Unit::Bytes, "Bytes left in the queued.max.request.bytes request memory pool (below 0 by at most one frame)."),
     (names::MEMORY_POOL_USED, Gauge, Unit::Bytes, "Bytes of the request memory pool held by requests being read or served."),
+    (names::REQUEST_QUEUE_SIZE, Gauge, Unit::Count, "Requests read from client connections and not yet answered (queued for or held by their handlers)."),
+    (names::NETWORK_PROCESSOR_AVG_IDLE, Gauge, Unit::Count, "Fraction of recent time the worker threads serving connections were idle, averaged over the workers (1 = idle)."),
     (names::METADATA_IMAGE_DIGEST, Gauge, Unit::Count, "Low 52 bits of the published image's content digest; equal on every node at the same offset."),
     (names::METADATA_IMAGE_DIGEST_OFFSET, Gauge, Unit::Count, "Metadata log index of the image gregor_metadata_image_digest describes."),
     (names::METADATA_IMAGE_OFFSET, Gauge, Unit::Count, "Metadata log index of the last record applied to the published image."),

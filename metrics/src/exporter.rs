@@ -38,6 +38,13 @@ const SIZE_BUCKETS: &[f64] = &[
 /// How often histogram buffers are drained into the exporter's state.
 const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
+/// How often the worker threads' busy time is sampled for the idle ratio.
+const IDLE_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Samples the idle ratio spans, so one busy or quiet second moves it by a fifth (Kafka's
+/// processor idle meter also averages over a window of samples).
+const IDLE_WINDOW_SAMPLES: usize = 5;
+
 /// Scrapes served at once; more connections are closed at accept, so a flood of scrapers
 /// cannot exhaust the node's file descriptors.
 const MAX_SCRAPE_CONNECTIONS: usize = 16;
@@ -103,6 +110,8 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle) {
             handle.run_upkeep();
         }
     });
+    metrics::gauge!(names::REQUEST_QUEUE_SIZE).increment(0.0);
+    tokio::spawn(sample_worker_idle(tokio::runtime::Handle::current()));
     let slots = Arc::new(Semaphore::new(MAX_SCRAPE_CONNECTIONS));
     loop {
         let stream = match listener.accept().await {
@@ -137,6 +146,51 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle) {
     }
 }
 
+/// Keeps `kafka_network_socketserver_networkprocessoravgidlepercent` up to date from the
+/// runtime's per-worker busy time. Gregor's connections run on the runtime's worker threads,
+/// which play the part of Kafka's network processors.
+async fn sample_worker_idle(runtime: tokio::runtime::Handle) {
+    let gauge = metrics::gauge!(names::NETWORK_PROCESSOR_AVG_IDLE);
+    gauge.set(1.0);
+    let busy_total = || {
+        let metrics = runtime.metrics();
+        let workers = metrics.num_workers();
+        let busy: Duration = (0..workers)
+            .map(|worker| metrics.worker_total_busy_duration(worker))
+            .sum();
+        (busy, workers)
+    };
+    let mut window = std::collections::VecDeque::with_capacity(IDLE_WINDOW_SAMPLES + 1);
+    window.push_back((std::time::Instant::now(), busy_total().0));
+    let mut tick = tokio::time::interval(IDLE_SAMPLE_INTERVAL);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let (busy, workers) = busy_total();
+        let now = std::time::Instant::now();
+        window.push_back((now, busy));
+        if window.len() > IDLE_WINDOW_SAMPLES + 1 {
+            window.pop_front();
+        }
+        if let Some(&(since, busy_then)) = window.front() {
+            gauge.set(idle_ratio(
+                busy.saturating_sub(busy_then),
+                now.duration_since(since),
+                workers,
+            ));
+        }
+    }
+}
+
+/// The share of `workers` threads' time over `elapsed` not spent busy, in 0..=1.
+fn idle_ratio(busy: Duration, elapsed: Duration, workers: usize) -> f64 {
+    let capacity = elapsed.as_secs_f64() * workers as f64;
+    if capacity <= 0.0 {
+        return 1.0;
+    }
+    (1.0 - busy.as_secs_f64() / capacity).clamp(0.0, 1.0)
+}
+
 /// Binds `addr` for the metrics endpoint.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
@@ -166,4 +220,21 @@ fn respond<B>(request: &Request<B>, scrape: &Scrape) -> Response<Full<Bytes>> {
         headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_ratio_is_the_share_of_worker_time_not_busy() {
+        let second = Duration::from_secs(1);
+        // Two workers over 5 s have 10 s of time; 2.5 s busy leaves 75% idle.
+        assert_eq!(idle_ratio(Duration::from_millis(2500), second * 5, 2), 0.75);
+        assert_eq!(idle_ratio(Duration::ZERO, second, 2), 1.0);
+        // Busy time sampled a little after the clock can exceed the window: never below 0.
+        assert_eq!(idle_ratio(second * 3, second, 2), 0.0);
+        assert_eq!(idle_ratio(Duration::ZERO, Duration::ZERO, 2), 1.0);
+        assert_eq!(idle_ratio(Duration::ZERO, second, 0), 1.0);
+    }
 }

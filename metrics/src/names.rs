@@ -77,6 +77,17 @@ pub const MEMORY_POOL_AVAILABLE: &str = "kafka_network_socketserver_memorypoolav
 /// Bytes of the pool held by requests being read or served (`MemoryPoolUsed`).
 pub const MEMORY_POOL_USED: &str = "kafka_network_socketserver_memorypoolused";
 
+/// Requests read from client connections and not yet answered (Kafka's RequestChannel
+/// `RequestQueueSize`, as the JMX exporter names it). Gregor has no queue between network and
+/// I/O threads: a request's handler runs on its connection's task and waits in the actors'
+/// queues, so this counts what Kafka's request queue and its busy I/O threads hold together.
+pub const REQUEST_QUEUE_SIZE: &str = "kafka_network_requestchannel_requestqueuesize";
+/// Fraction of the last few seconds the runtime's worker threads, which read, decode and
+/// answer client requests, spent idle, averaged over the workers (Kafka's SocketServer
+/// `NetworkProcessorAvgIdlePercent`: 1 is fully idle).
+pub const NETWORK_PROCESSOR_AVG_IDLE: &str =
+    "kafka_network_socketserver_networkprocessoravgidlepercent";
+
 /// Raft log index of the last record applied to the published metadata image.
 pub const METADATA_IMAGE_OFFSET: &str = "gregor_metadata_image_offset";
 /// Topics in the published image.

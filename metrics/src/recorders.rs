@@ -105,6 +105,25 @@ pub fn memory_pool(available: i64, capacity: i64) {
     gauge!(names::MEMORY_POOL_USED).set(capacity.saturating_sub(available) as f64);
 }
 
+/// A request between being read from its connection and its answer (or its connection's
+/// close); counted in `kafka_network_requestchannel_requestqueuesize` while it lives.
+#[must_use = "the request counts as queued only while the guard lives"]
+pub struct QueuedRequest(());
+
+impl QueuedRequest {
+    /// Counts one more request in the queue until the guard is dropped.
+    pub fn enter() -> Self {
+        gauge!(names::REQUEST_QUEUE_SIZE).increment(1.0);
+        QueuedRequest(())
+    }
+}
+
+impl Drop for QueuedRequest {
+    fn drop(&mut self) {
+        gauge!(names::REQUEST_QUEUE_SIZE).decrement(1.0);
+    }
+}
+
 /// Records a closed connection and why.
 pub fn connection_closed(listener: &str, reason: CloseReason) {
     gauge!(names::CONNECTIONS_ACTIVE, "listener" => listener.to_owned()).decrement(1.0);

@@ -6,3 +6,4 @@
 mod t10_request_metrics;
 mod t20_endpoint;
 mod t30_controller_metrics;
+mod t40_network_metrics;

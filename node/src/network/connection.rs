@@ -187,6 +187,7 @@ pub(crate) async fn serve(
             }
         }
         let received = Instant::now();
+        let queued = gregor_metrics::QueuedRequest::enter();
         let request_bytes = frame.len();
         let served = match process(frame, &handlers, &settings, &principal, &client_host).await {
             Ok(served) => served,
@@ -236,6 +237,7 @@ pub(crate) async fn serve(
             request_bytes,
         };
         record_metrics(&served, &timings);
+        drop(queued);
         // A broker's forwarding connection carries many clients: the broker throttles them.
         if let Some(mute) = served.mute.filter(|_| !session.is_forwarding()) {
             // KIP-219: the response went out at once with its throttle time; now stop
