@@ -58,4 +58,8 @@ echo "==> python end-to-end tests"
 GREGOR_BIN="${GREGOR_BIN:-$ROOT/target/debug/gregor}" \
     .venv/bin/python -m pytest integration/python -q -n 2 || status=1
 
+# Last and alone: it relinks target/debug/gregor, which the tests above run.
+echo "==> cargo install --path node into a temporary root"
+cargo test -p gregor-integration --test config -- --ignored cargo_install || status=1
+
 exit "$status"
