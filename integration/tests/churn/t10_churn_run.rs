@@ -139,7 +139,8 @@ async fn library_run_with_a_permissive_create_version_and_several_client_ids() {
     let node = GregorNode::start(&[]).unwrap();
     let args = ChurnArgs::try_parse_from([
         "gregor-churn",
-        "-b",
+        // Kafka's tools' spelling, as every other Gregor tool takes it.
+        "--bootstrap-server",
         &node.bootstrap(),
         "--live-partitions",
         "10",
