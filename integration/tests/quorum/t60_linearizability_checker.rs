@@ -365,12 +365,55 @@ async fn check(lab: Option<Arc<NetLab>>) -> anyhow::Result<()> {
             .map_or(1, |d| d.as_nanos() as u64),
     );
     eprintln!("checker: seed {seed}, {target_changes} leader changes, {clients} clients");
-    let mut rng = StdRng::seed_from_u64(seed);
+    let rng = StdRng::seed_from_u64(seed);
     let partitions_possible = lab.is_some();
     let mut cluster = tokio::task::block_in_place(|| match lab {
         Some(lab) => Cluster::start_in_lab(lab, 3, 2),
         None => Cluster::start(3, 2),
     })?;
+    let outcome = check_cluster(
+        &mut cluster,
+        seed,
+        target_changes,
+        clients,
+        rng,
+        partitions_possible,
+    )
+    .await;
+    if outcome.is_err() {
+        keep_node_logs(&cluster, seed);
+    }
+    outcome
+}
+
+/// Writes every node's log to a directory named after the seed and prints where, so a failed
+/// run (in CI too) can be read after the nodes are gone.
+fn keep_node_logs(cluster: &Cluster, seed: u64) {
+    let dir = std::env::temp_dir().join(format!("gregor-checker-{seed}"));
+    if let Err(error) = std::fs::create_dir_all(&dir) {
+        eprintln!(
+            "checker: cannot keep the node logs in {}: {error}",
+            dir.display()
+        );
+        return;
+    }
+    for (id, node) in cluster.controllers.iter().chain(cluster.brokers.iter()) {
+        let path = dir.join(format!("node-{id}.log"));
+        if let Err(error) = std::fs::write(&path, node.stderr()) {
+            eprintln!("checker: cannot write {}: {error}", path.display());
+        }
+    }
+    eprintln!("checker: node logs kept in {}", dir.display());
+}
+
+async fn check_cluster(
+    cluster: &mut Cluster,
+    seed: u64,
+    target_changes: u64,
+    clients: usize,
+    mut rng: StdRng,
+    partitions_possible: bool,
+) -> anyhow::Result<()> {
     let controller_addrs: Vec<String> = cluster
         .controllers
         .iter()
@@ -428,8 +471,7 @@ async fn check(lab: Option<Arc<NetLab>>) -> anyhow::Result<()> {
             continue;
         }
         if roll < partition_below {
-            leader =
-                partition_leader(&mut cluster, leader_index, leader, &others, &history).await?;
+            leader = partition_leader(cluster, leader_index, leader, &others, &history).await?;
             partitions += 1;
         } else if roll < freeze_below {
             // The leader freezes past the election timeout, as if cut off, then resumes and
@@ -537,13 +579,13 @@ async fn check(lab: Option<Arc<NetLab>>) -> anyhow::Result<()> {
         present.len(),
         history.answers,
     );
-    assert!(
+    anyhow::ensure!(
         violations.is_empty(),
         "{} violations (seed {seed}):\n{}",
         violations.len(),
         violations.join("\n")
     );
-    assert!(
+    anyhow::ensure!(
         count(|o| matches!(o, Outcome::Ok(_))) > 0,
         "no create was acknowledged"
     );
