@@ -203,26 +203,26 @@ async fn join_leader(
         let response = if local_leader.as_ref().is_some_and(|(id, _)| *id == own_id) {
             service.join(join.clone()).await
         } else {
-            let addr = pointed
-                .take()
-                .or_else(|| {
-                    // A broker learns of a new leader only from it: after the known one failed
-                    // to answer, ask the bootstrap servers instead.
-                    local_leader
-                        .as_ref()
-                        .and_then(|(_, endpoints)| endpoints.first().map(address_of))
-                        .filter(|addr| !failed.contains(addr))
-                })
-                .or_else(|| {
-                    let addr = bootstrap
-                        .get(next_bootstrap % bootstrap.len().max(1))
-                        .cloned();
-                    next_bootstrap += 1;
-                    addr
-                });
+            let leader_addr = local_leader
+                .as_ref()
+                .and_then(|(_, endpoints)| endpoints.first().map(address_of));
+            let addr = next_join_address(
+                pointed.take(),
+                leader_addr,
+                bootstrap,
+                &mut next_bootstrap,
+                &failed,
+                |addr| service.is_unresponsive(addr),
+            );
             match addr {
-                None => {
+                None if bootstrap.is_empty() && local_leader.is_none() => {
                     last_error = "no leader elected yet and no bootstrap servers".into();
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                None => {
+                    // Every address failed once in this call: start over after a pause.
+                    failed.clear();
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -236,13 +236,17 @@ async fn join_leader(
                         )
                         .await
                     {
-                        Ok(QuorumResponse::Join(response)) => response,
+                        Ok(QuorumResponse::Join(response)) => {
+                            service.mark_responsive(&addr);
+                            response
+                        }
                         Ok(_) => {
                             last_error = format!("{addr} answered a join with another message");
                             JoinResponse::NotLeader { leader: None }
                         }
                         Err(e) => {
                             last_error = e.to_string();
+                            service.mark_unresponsive(&addr);
                             failed.insert(addr);
                             JoinResponse::NotLeader { leader: None }
                         }
@@ -275,6 +279,43 @@ async fn join_leader(
             }
         }
     }
+}
+
+/// Where the next join call of an attempt goes: where a non-leader pointed, else the leader
+/// this node knows, else the next bootstrap server, skipping the addresses that failed in this
+/// attempt and, while others remain, those that failed recently (`unresponsive`). A leader cut
+/// off from the network keeps its sockets and swallows calls until they time out; after an
+/// election every node still names it as the leader until the new one reaches it, so without
+/// the memory each attempt would spend its first call, and half its time, on it again.
+/// `None` when every address failed in this attempt.
+fn next_join_address(
+    pointed: Option<String>,
+    known_leader: Option<String>,
+    bootstrap: &[String],
+    next_bootstrap: &mut usize,
+    failed: &std::collections::BTreeSet<String>,
+    unresponsive: impl Fn(&str) -> bool,
+) -> Option<String> {
+    if pointed.is_some() {
+        return pointed;
+    }
+    let untried = |addr: &String| !failed.contains(addr);
+    let mut candidates: Vec<String> = known_leader.into_iter().collect();
+    for step in 0..bootstrap.len() {
+        let addr = &bootstrap[(*next_bootstrap + step) % bootstrap.len()];
+        if !candidates.contains(addr) {
+            candidates.push(addr.clone());
+        }
+    }
+    let chosen = candidates
+        .iter()
+        .find(|addr| untried(addr) && !unresponsive(addr))
+        .or_else(|| candidates.iter().find(|addr| untried(addr)))
+        .cloned()?;
+    if let Some(position) = bootstrap.iter().position(|addr| *addr == chosen) {
+        *next_bootstrap = position + 1;
+    }
+    Some(chosen)
 }
 
 /// How long one join call of an attempt with `remaining` time left may take: at most half of
@@ -580,6 +621,84 @@ pub(crate) fn spawn_heartbeats(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn addrs(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn a_join_asks_where_it_was_pointed_then_the_known_leader_then_the_bootstrap_servers() {
+        let bootstrap = addrs(&["c1:9093", "c2:9093", "c3:9093"]);
+        let failed = std::collections::BTreeSet::new();
+        let mut cursor = 0;
+        let next = |pointed: Option<&str>, leader: Option<&str>, cursor: &mut usize| {
+            next_join_address(
+                pointed.map(str::to_owned),
+                leader.map(str::to_owned),
+                &bootstrap,
+                cursor,
+                &failed,
+                |_| false,
+            )
+        };
+        assert_eq!(
+            next(Some("c3:9093"), Some("c1:9093"), &mut cursor).as_deref(),
+            Some("c3:9093")
+        );
+        assert_eq!(
+            next(None, Some("c2:9093"), &mut cursor).as_deref(),
+            Some("c2:9093")
+        );
+        // Asking an address of the bootstrap list moves the cursor past it.
+        assert_eq!(cursor, 2);
+        assert_eq!(next(None, None, &mut cursor).as_deref(), Some("c3:9093"));
+        assert_eq!(next(None, None, &mut cursor).as_deref(), Some("c1:9093"));
+        assert_eq!(next(None, None, &mut cursor).as_deref(), Some("c2:9093"));
+    }
+
+    #[test]
+    fn a_cut_off_leader_is_asked_last_and_failed_addresses_not_again() {
+        let bootstrap = addrs(&["c1:9093", "c2:9093", "c3:9093"]);
+        let mut failed = std::collections::BTreeSet::new();
+        let mut cursor = 0;
+        let cut_off = |addr: &str| addr == "c1:9093";
+        // Every node still names c1, which swallowed the last attempt's calls: c2 first.
+        let first = next_join_address(
+            None,
+            Some("c1:9093".into()),
+            &bootstrap,
+            &mut cursor,
+            &failed,
+            cut_off,
+        );
+        assert_eq!(first.as_deref(), Some("c2:9093"));
+        failed.insert("c2:9093".to_owned());
+        let second = next_join_address(
+            None,
+            Some("c1:9093".into()),
+            &bootstrap,
+            &mut cursor,
+            &failed,
+            cut_off,
+        );
+        assert_eq!(second.as_deref(), Some("c3:9093"));
+        failed.insert("c3:9093".to_owned());
+        // Only the unresponsive one is left: it is still worth one call.
+        let third = next_join_address(
+            None,
+            Some("c1:9093".into()),
+            &bootstrap,
+            &mut cursor,
+            &failed,
+            cut_off,
+        );
+        assert_eq!(third.as_deref(), Some("c1:9093"));
+        failed.insert("c1:9093".to_owned());
+        assert_eq!(
+            next_join_address(None, None, &bootstrap, &mut cursor, &failed, cut_off),
+            None
+        );
+    }
 
     #[test]
     fn one_join_call_leaves_time_for_another_address() {

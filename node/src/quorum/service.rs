@@ -113,7 +113,13 @@ pub struct QuorumService {
     pub(crate) raft_link: std::sync::atomic::AtomicBool,
     /// Whether that raft link is open right now (to the controller at `leader_address`).
     pub(crate) link_open: tokio::sync::watch::Sender<bool>,
+    /// Controller addresses whose last join call failed, and when (see
+    /// [`QuorumService::is_unresponsive`]).
+    unresponsive: std::sync::Mutex<BTreeMap<String, std::time::Instant>>,
 }
+
+/// How long an address whose join call failed is asked only after the others.
+const UNRESPONSIVE_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl QuorumService {
     pub(crate) fn new(
@@ -137,6 +143,31 @@ impl QuorumService {
             leader_address: tokio::sync::watch::Sender::new(None),
             raft_link: std::sync::atomic::AtomicBool::new(false),
             link_open: tokio::sync::watch::Sender::new(false),
+            unresponsive: std::sync::Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Records that a join call to `addr` failed (no answer in time, or no connection).
+    pub(crate) fn mark_unresponsive(&self, addr: &str) {
+        if let Ok(mut unresponsive) = self.unresponsive.lock() {
+            unresponsive.insert(addr.to_owned(), std::time::Instant::now());
+        }
+    }
+
+    /// Records that `addr` answered a join call.
+    pub(crate) fn mark_responsive(&self, addr: &str) {
+        if let Ok(mut unresponsive) = self.unresponsive.lock() {
+            unresponsive.remove(addr);
+        }
+    }
+
+    /// Whether a join call to `addr` failed within [`UNRESPONSIVE_FOR`] and it has not
+    /// answered one since: joins ask it only after every other address.
+    pub(crate) fn is_unresponsive(&self, addr: &str) -> bool {
+        self.unresponsive.lock().is_ok_and(|unresponsive| {
+            unresponsive
+                .get(addr)
+                .is_some_and(|since| since.elapsed() < UNRESPONSIVE_FOR)
         })
     }
 
