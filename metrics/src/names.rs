@@ -101,7 +101,8 @@ pub const METADATA_IMAGE_DIGEST: &str = "gregor_metadata_image_digest";
 pub const METADATA_IMAGE_DIGEST_OFFSET: &str = "gregor_metadata_image_digest_offset";
 /// Time to build a new image from a batch of committed records.
 pub const METADATA_IMAGE_APPLY_SECONDS: &str = "gregor_metadata_image_apply_seconds";
-/// Records that could not be replayed into the image (logged and skipped).
+/// Committed records that could not be applied to the image; each one stops metadata processing
+/// and the node exits (Kafka's fatal fault handler).
 pub const METADATA_REPLAY_ERRORS_TOTAL: &str = "gregor_metadata_replay_errors_total";
 /// Time each publisher spent on one image, label `publisher`.
 pub const PUBLISHER_PUBLISH_SECONDS: &str = "gregor_metadata_publisher_publish_seconds";
