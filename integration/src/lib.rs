@@ -17,6 +17,7 @@ pub mod churn;
 pub mod client;
 pub mod netns;
 pub mod node;
+pub mod perf;
 pub mod prom;
 pub mod wait;
 
