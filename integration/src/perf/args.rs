@@ -1,0 +1,145 @@
+//! Command line of `gregor-perf`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gregor-perf",
+    about = "Produce, consume and end-to-end latency load against a Kafka-compatible broker",
+    after_help = "Examples:\n  gregor-perf produce --bootstrap-server 127.0.0.1:9092 --topic t \
+                  --num-records 1000000 --record-size 1024 --throughput -1 --producer-props acks=1\n  \
+                  gregor-perf consume --bootstrap-server 127.0.0.1:9092 --topic t --messages 1000000\n  \
+                  gregor-perf latency --bootstrap-server 127.0.0.1:9092 --topic lat --num-records 10000 \
+                  --producer-acks 1 --record-size 1024"
+)]
+pub struct PerfArgs {
+    #[command(subcommand)]
+    pub mode: Mode,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Mode {
+    /// As kafka-producer-perf-test.sh: sends records as fast as allowed and reports throughput
+    /// and send-to-acknowledgement latency.
+    Produce(ProduceArgs),
+    /// As kafka-consumer-perf-test.sh: reads records in a consumer group and reports throughput.
+    Consume(ConsumeArgs),
+    /// As Kafka's EndToEndLatency: one record at a time, from send until a consumer reads it.
+    Latency(LatencyArgs),
+}
+
+/// What every mode shares.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// `host:port` of one or more brokers, comma-separated.
+    #[arg(
+        long,
+        visible_alias = "bootstrap-servers",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub bootstrap_server: String,
+    /// The topic to use (it must exist).
+    #[arg(long)]
+    pub topic: String,
+    /// Also write the final figures as JSON to this file (after a complete run only).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Records to send.
+    #[arg(long)]
+    pub num_records: u64,
+    /// Value size in bytes (one random payload, sent in every record, as Kafka's tool does).
+    #[arg(long)]
+    pub record_size: usize,
+    /// Records per second at most; -1 for no limit.
+    #[arg(long, allow_negative_numbers = true)]
+    pub throughput: f64,
+    /// Producer properties, `key=value` (librdkafka names; `acks`, `linger.ms`,
+    /// `batch.size`, `compression.type`, `enable.idempotence` are Kafka's).
+    #[arg(long, num_args = 1..)]
+    pub producer_props: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Records to read.
+    #[arg(long)]
+    pub messages: u64,
+    /// Consumer group (a new one per run by default, so it reads from the beginning).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Give up after this many milliseconds without a record.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout: u64,
+    /// Consumer properties, `key=value`.
+    #[arg(long, num_args = 1..)]
+    pub consumer_props: Vec<String>,
+    /// Print a line per reporting interval, as Kafka's `--show-detailed-stats`.
+    #[arg(long)]
+    pub show_detailed_stats: bool,
+    /// The interval of `--show-detailed-stats` lines (milliseconds).
+    #[arg(long, default_value_t = 5_000)]
+    pub reporting_interval: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Round trips to measure.
+    #[arg(long)]
+    pub num_records: u64,
+    /// `acks` of the producer: 1 or all.
+    #[arg(long, default_value = "1")]
+    pub producer_acks: String,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    pub record_size: usize,
+    /// Producer and consumer properties, `key=value`.
+    #[arg(long, num_args = 1..)]
+    pub props: Vec<String>,
+}
+
+impl PerfArgs {
+    /// Checks what clap cannot: sizes and counts that make a run.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        match &self.mode {
+            Mode::Produce(args) => {
+                anyhow::ensure!(args.num_records > 0, "--num-records must be at least 1");
+                anyhow::ensure!(
+                    args.throughput == -1.0 || args.throughput > 0.0,
+                    "--throughput must be positive, or -1 for no limit"
+                );
+            }
+            Mode::Consume(args) => {
+                anyhow::ensure!(args.messages > 0, "--messages must be at least 1");
+            }
+            Mode::Latency(args) => {
+                anyhow::ensure!(args.num_records > 0, "--num-records must be at least 1");
+                anyhow::ensure!(
+                    matches!(args.producer_acks.as_str(), "1" | "all" | "-1"),
+                    "--producer-acks must be 1 or all"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the JSON report goes, if anywhere.
+    pub fn json(&self) -> Option<&PathBuf> {
+        match &self.mode {
+            Mode::Produce(args) => args.common.json.as_ref(),
+            Mode::Consume(args) => args.common.json.as_ref(),
+            Mode::Latency(args) => args.common.json.as_ref(),
+        }
+    }
+}

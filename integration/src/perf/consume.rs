@@ -1,0 +1,183 @@
+//! `gregor-perf consume`: kafka-consumer-perf-test.sh on librdkafka.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::{ClientContext, Message};
+
+use super::args::ConsumeArgs;
+use super::report::Report;
+use super::{client_config, megabytes, millis};
+
+/// A progress bar on stderr, drawn only when stderr is a terminal.
+pub fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} records ({per_sec})")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// When the group first assigned partitions to this consumer (kafka-consumer-perf-test's
+/// rebalance time ends there).
+struct PerfContext {
+    assigned_at: Arc<Mutex<Option<Instant>>>,
+}
+
+impl ClientContext for PerfContext {}
+
+impl ConsumerContext for PerfContext {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(_) = rebalance {
+            if let Ok(mut assigned) = self.assigned_at.lock() {
+                assigned.get_or_insert_with(Instant::now);
+            }
+        }
+    }
+}
+
+/// Runs the consume test; prints Kafka's header and result line and returns the report.
+pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
+    let group = args
+        .group
+        .clone()
+        .unwrap_or_else(|| format!("perf-consumer-{}", rand::random::<u32>()));
+    let mut config = client_config(&args.common.bootstrap_server, &[])?;
+    config
+        .set("group.id", &group)
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "true");
+    for prop in &args.consumer_props {
+        let (key, value) = prop
+            .split_once('=')
+            .with_context(|| format!("property {prop:?} is not key=value"))?;
+        config.set(key.trim(), value.trim());
+    }
+    let assigned_at = Arc::new(Mutex::new(None));
+    let consumer: BaseConsumer<PerfContext> = config
+        .create_with_context(PerfContext {
+            assigned_at: assigned_at.clone(),
+        })
+        .context("creating the consumer")?;
+    consumer
+        .subscribe(&[&args.common.topic])
+        .context("subscribing")?;
+    let progress = progress_bar(args.messages);
+    let timeout = Duration::from_millis(args.timeout);
+    let interval = Duration::from_millis(args.reporting_interval);
+
+    let started = Instant::now();
+    let (mut records, mut bytes) = (0u64, 0u64);
+    let mut last_record = Instant::now();
+    let mut window = (Instant::now(), 0u64, 0u64);
+    while records < args.messages {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                records += 1;
+                bytes += (message.payload_len() + message.key().map_or(0, <[u8]>::len)) as u64;
+                last_record = Instant::now();
+                progress.set_position(records);
+            }
+            Some(Err(error)) => return Err(error).context("consuming"),
+            None => {}
+        }
+        if last_record.elapsed() > timeout {
+            progress.finish_and_clear();
+            anyhow::bail!(
+                "no record for {} ms after {records} of {} records; raise --timeout or check the topic",
+                args.timeout,
+                args.messages
+            );
+        }
+        if args.show_detailed_stats && window.0.elapsed() >= interval {
+            let seconds = window.0.elapsed().as_secs_f64();
+            progress.suspend(|| {
+                println!(
+                    "{records} records consumed, {:.1} records/sec ({:.4} MB/sec)",
+                    (records - window.1) as f64 / seconds,
+                    megabytes(bytes - window.2) / seconds
+                )
+            });
+            window = (Instant::now(), records, bytes);
+        }
+    }
+    let ended = Instant::now();
+    let elapsed = ended.duration_since(started);
+    progress.finish_and_clear();
+    let join = assigned_at
+        .lock()
+        .ok()
+        .and_then(|at| *at)
+        .map_or(Duration::ZERO, |at| at.duration_since(started));
+    let fetch = elapsed.saturating_sub(join);
+    let report = Report::new("consume", &args.common.topic, records, bytes, elapsed);
+    let fetch_seconds = fetch.as_secs_f64().max(f64::MIN_POSITIVE);
+    println!(
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, \
+         rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    );
+    println!(
+        "{}, {}, {:.4}, {:.4}, {}, {:.4}, {:.0}, {:.0}, {:.4}, {:.4}",
+        timestamp(started),
+        timestamp(ended),
+        megabytes(bytes),
+        report.mb_per_s,
+        records,
+        report.records_per_s,
+        millis(join),
+        millis(fetch),
+        megabytes(bytes) / fetch_seconds,
+        records as f64 / fetch_seconds,
+    );
+    Ok(report)
+}
+
+/// Kafka's `yyyy-MM-dd HH:mm:ss:SSS` (UTC here) for an instant of this run.
+fn timestamp(at: Instant) -> String {
+    let wall = std::time::SystemTime::now() - Instant::now().saturating_duration_since(at);
+    let since_epoch = wall
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since_epoch.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}:{:03}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since_epoch.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm; no date
+/// crate is a dependency of the tools for one line of output).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_787), (2026, 11, 30));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+}

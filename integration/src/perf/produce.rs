@@ -1,0 +1,170 @@
+//! `gregor-perf produce`: kafka-producer-perf-test.sh on librdkafka.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use rand::RngCore;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+
+use super::args::ProduceArgs;
+use super::report::{Latencies, Report};
+use super::{client_config, megabytes};
+
+/// How often a progress line is printed (Kafka's tool: every 5 s).
+const REPORTING_INTERVAL: Duration = Duration::from_secs(5);
+/// How long the final flush may take.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Delivery reports, counted by librdkafka's poll thread (this one, through `poll`).
+#[derive(Default)]
+struct Deliveries {
+    /// Since the last progress line.
+    window: Latencies,
+    window_records: u64,
+    window_bytes: u64,
+    total: Latencies,
+    acknowledged: u64,
+    bytes: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+struct PerfContext {
+    deliveries: Arc<Mutex<Deliveries>>,
+}
+
+impl ClientContext for PerfContext {}
+
+impl ProducerContext for PerfContext {
+    type DeliveryOpaque = Box<Instant>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Self::DeliveryOpaque) {
+        let latency = sent.elapsed();
+        let Ok(mut deliveries) = self.deliveries.lock() else {
+            return;
+        };
+        match result {
+            Ok(message) => {
+                let bytes = message.payload_len() as u64;
+                deliveries.window.record(latency);
+                deliveries.total.record(latency);
+                deliveries.window_records += 1;
+                deliveries.window_bytes += bytes;
+                deliveries.acknowledged += 1;
+                deliveries.bytes += bytes;
+            }
+            Err((error, _)) => {
+                deliveries.errors += 1;
+                deliveries
+                    .first_error
+                    .get_or_insert_with(|| error.to_string());
+            }
+        }
+    }
+}
+
+/// Runs the produce test; prints Kafka's progress and final lines and returns the report.
+pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
+    let deliveries = Arc::new(Mutex::new(Deliveries::default()));
+    let producer: BaseProducer<PerfContext> =
+        client_config(&args.common.bootstrap_server, &args.producer_props)?
+            .create_with_context(PerfContext {
+                deliveries: deliveries.clone(),
+            })
+            .context("creating the producer")?;
+    let mut payload = vec![0u8; args.record_size];
+    rand::rng().fill_bytes(&mut payload);
+    let progress = super::consume::progress_bar(args.num_records);
+
+    let started = Instant::now();
+    let mut window_started = started;
+    for sent in 0..args.num_records {
+        if args.throughput > 0.0 {
+            // Kafka's ThroughputThrottler: sleep until this record's turn.
+            let due = started + Duration::from_secs_f64(sent as f64 / args.throughput);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                producer.poll(Duration::ZERO);
+                std::thread::sleep(wait);
+            }
+        }
+        let mut record = BaseRecord::with_opaque_to(&args.common.topic, Box::new(Instant::now()))
+            .payload(payload.as_slice());
+        loop {
+            match producer.send::<[u8], [u8]>(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(10));
+                }
+                Err((error, _)) => return Err(error).context("sending a record"),
+            }
+        }
+        producer.poll(Duration::ZERO);
+        if window_started.elapsed() >= REPORTING_INTERVAL {
+            print_window(&deliveries, window_started.elapsed());
+            window_started = Instant::now();
+        }
+        progress.set_position(sent + 1);
+    }
+    producer
+        .flush(FLUSH_TIMEOUT)
+        .context("waiting for every record to be acknowledged")?;
+    let elapsed = started.elapsed();
+    progress.finish_and_clear();
+
+    let deliveries = deliveries
+        .lock()
+        .map_err(|_| anyhow::anyhow!("delivery statistics poisoned"))?;
+    let mut report = Report::new(
+        "produce",
+        &args.common.topic,
+        deliveries.acknowledged,
+        deliveries.bytes,
+        elapsed,
+    );
+    report.errors = deliveries.errors;
+    let latency = deliveries.total.summary();
+    report.latency = Some(latency);
+    println!(
+        "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, \
+         {:.0} ms 50th, {:.0} ms 95th, {:.0} ms 99th, {:.0} ms 99.9th.",
+        report.records,
+        report.records_per_s,
+        report.mb_per_s,
+        latency.avg_ms,
+        latency.max_ms,
+        latency.p50_ms,
+        latency.p95_ms,
+        latency.p99_ms,
+        latency.p999_ms,
+    );
+    if let Some(error) = &deliveries.first_error {
+        eprintln!(
+            "gregor-perf: {} of {} records were not acknowledged; the first error: {error}",
+            deliveries.errors, args.num_records
+        );
+    }
+    Ok(report)
+}
+
+/// Kafka's periodic line: what was acknowledged since the previous one.
+fn print_window(deliveries: &Mutex<Deliveries>, elapsed: Duration) {
+    let Ok(mut deliveries) = deliveries.lock() else {
+        return;
+    };
+    let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+    println!(
+        "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.1} ms avg latency, {:.1} ms max latency.",
+        deliveries.window_records,
+        deliveries.window_records as f64 / seconds,
+        megabytes(deliveries.window_bytes) / seconds,
+        deliveries.window.mean_ms(),
+        deliveries.window.max_ms(),
+    );
+    deliveries.window.reset();
+    deliveries.window_records = 0;
+    deliveries.window_bytes = 0;
+}

@@ -1,0 +1,244 @@
+//! `gregor-perf` end to end: each mode against a node started by the harness, its output lines
+//! and JSON report, and the failures a user meets first.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use gregor_integration::admin::{creatable, create_topics};
+use gregor_integration::{GregorNode, KafkaConn};
+use kafka_protocol::messages::CreateTopicsRequest;
+
+/// Runs `gregor-perf` with `args` on a blocking thread, failing the test past `timeout`.
+async fn perf(args: &[&str], timeout: Duration) -> Output {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gregor-perf"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawning gregor-perf");
+        let deadline = Instant::now() + timeout;
+        while child.try_wait().expect("waiting for gregor-perf").is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("collecting output");
+                panic!(
+                    "gregor-perf {args:?} ran over {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+            .wait_with_output()
+            .expect("collecting gregor-perf output")
+    })
+    .await
+    .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn report(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+async fn create(node: &GregorNode, topics: &[(&str, i32)]) {
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let request = create_topics(
+        topics
+            .iter()
+            .map(|(name, n)| creatable(name, *n, 1))
+            .collect(),
+        false,
+    );
+    let response = conn.send::<CreateTopicsRequest>(&request, 7).await.unwrap();
+    assert!(
+        response.topics.iter().all(|t| t.error_code == 0),
+        "{response:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_consume_and_latency_runs_report_what_went_through() {
+    let node = GregorNode::start(&[("group.initial.rebalance.delay.ms", "0")]).unwrap();
+    create(&node, &[("perf", 3), ("round-trip", 1)]).await;
+    let bootstrap = node.bootstrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    let produced = dir.path().join("produce.json");
+    let out = perf(
+        &[
+            "produce",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "perf",
+            "--num-records",
+            "3000",
+            "--record-size",
+            "200",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            "acks=all",
+            "enable.idempotence=true",
+            "--json",
+            produced.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("3000 records sent, ") && last.ends_with(" ms 99.9th."),
+        "{stdout}"
+    );
+    let produce = report(&produced);
+    assert_eq!(produce["records"], 3000);
+    assert_eq!(produce["bytes"], 600_000);
+    assert_eq!(produce["errors"], 0);
+    assert!(produce["latency"]["p99_ms"].as_f64().unwrap() > 0.0);
+
+    let consumed = dir.path().join("consume.json");
+    let out = perf(
+        &[
+            "consume",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "perf",
+            "--messages",
+            "3000",
+            "--json",
+            consumed.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with(
+            "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg"
+        ),
+        "{stdout}"
+    );
+    let consume = report(&consumed);
+    assert_eq!(consume["records"], 3000);
+    assert_eq!(consume["bytes"], 600_000);
+
+    let round_trips = dir.path().join("latency.json");
+    let out = perf(
+        &[
+            "latency",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "round-trip",
+            "--num-records",
+            "50",
+            "--producer-acks",
+            "all",
+            "--json",
+            round_trips.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Avg latency: "), "{stdout}");
+    assert!(stdout.contains("Percentiles: 50th = "), "{stdout}");
+    let latency = report(&round_trips);
+    assert_eq!(latency["records"], 50);
+    assert!(latency["latency"]["p50_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_exit_non_zero_and_write_no_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let json = json.to_str().unwrap();
+
+    // A usage error: exit status 2 with the reason.
+    let out = perf(
+        &[
+            "produce",
+            "--topic",
+            "t",
+            "--num-records",
+            "0",
+            "--record-size",
+            "1",
+            "--throughput",
+            "-1",
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--num-records must be at least 1"));
+
+    // Nobody listens: every record times out, exit status 1, no report file.
+    let out = perf(
+        &[
+            "produce",
+            "--bootstrap-server",
+            "127.0.0.1:1",
+            "--topic",
+            "t",
+            "--num-records",
+            "5",
+            "--record-size",
+            "10",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            "message.timeout.ms=1000",
+            "--json",
+            json,
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("5 of 5 records were not acknowledged"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!std::path::Path::new(json).exists());
+
+    // The latency test needs a single-partition topic.
+    let node = GregorNode::start(&[]).unwrap();
+    create(&node, &[("spread", 2)]).await;
+    let out = perf(
+        &[
+            "latency",
+            "--bootstrap-server",
+            &node.bootstrap(),
+            "--topic",
+            "spread",
+            "--num-records",
+            "5",
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("topic spread has 2 partitions; the latency test needs exactly one"),
+        "{}",
+        text(&out.stderr)
+    );
+}
