@@ -123,6 +123,14 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::UnregisterBroker => RequestKind::UnregisterBroker(
             UnregisterBrokerRequest::default().with_broker_id(BrokerId(1)),
         ),
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(
+            kafka_protocol::messages::ElectLeadersRequest::default()
+                .with_topic_partitions(Some(vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(TopicName(s("t")))
+                        .with_partitions(vec![0, 1]),
+                ])),
+        ),
         ApiKey::FindCoordinator => {
             RequestKind::FindCoordinator(kafka_protocol::messages::FindCoordinatorRequest::default())
         }
@@ -503,6 +511,9 @@ fn decide(request: RequestKind, version: i16) {
         }
         RequestKind::AlterPartition(r) => {
             gregor_actors::controller::logic::alter_partition::alter_partition(image, &r, version);
+        }
+        RequestKind::ElectLeaders(r) => {
+            gregor_actors::controller::logic::election::elect_leaders(image, &r, version);
         }
         _ => {}
     });

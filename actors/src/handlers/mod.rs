@@ -14,6 +14,7 @@ mod client_quotas;
 mod cluster;
 pub mod configs;
 mod data;
+mod elect_leaders;
 mod errors;
 mod fetch;
 mod groups;
@@ -342,6 +343,14 @@ pub const APIS: &[ApiSpec] = &[
         true,
         true,
     ),
+    // Forwarded by brokers to the active controller.
+    api(
+        ApiKey::ElectLeaders,
+        "ElectLeaders",
+        kafka_protocol::messages::ElectLeadersRequest::VERSIONS,
+        true,
+        true,
+    ),
     api(
         ApiKey::IncrementalAlterConfigs,
         "IncrementalAlterConfigs",
@@ -510,6 +519,7 @@ pub async fn handle(
         RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
         RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
         RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
+        RequestKind::ElectLeaders(request) => elect_leaders::handle(ctx, info, request).await,
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }

@@ -570,6 +570,7 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         | ApiKey::AlterClientQuotas
         | ApiKey::AlterUserScramCredentials
         | ApiKey::UnregisterBroker
+        | ApiKey::ElectLeaders
         | ApiKey::AddRaftVoter
         | ApiKey::RemoveRaftVoter => true,
         _ => false,

@@ -38,6 +38,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterClientQuotas,
     ApiKey::AlterUserScramCredentials,
     ApiKey::UnregisterBroker,
+    ApiKey::ElectLeaders,
     ApiKey::DescribeQuorum,
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,

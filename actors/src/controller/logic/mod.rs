@@ -23,6 +23,7 @@ pub mod configs;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_topics;
+pub mod election;
 pub mod errors;
 mod partitions;
 pub mod placement;

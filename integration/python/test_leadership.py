@@ -1,0 +1,143 @@
+"""Leadership management across three real combined nodes: preferred leader election with
+`gregor leader-election` (ElectLeaders) and by the controller's auto-rebalance after a leader
+comes back, and unclean leader election only once `unclean.leader.election.enable` allows it.
+
+Nothing sleeps to synchronise: every wait is `wait_for` on a condition with a deadline.
+"""
+
+import subprocess
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from conftest import gregor_bin, wait_for
+from test_replication import FAILOVER_TIMEOUT, bootstrap, partition_state, start_cluster
+
+
+def leader_election(nodes, *args):
+    return subprocess.run([str(gregor_bin()), "leader-election", "--bootstrap-server", bootstrap(nodes), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def describe(nodes, topic):
+    out = subprocess.run([str(gregor_bin()), "topics", "--bootstrap-server", bootstrap(nodes), "--describe", "--topic", topic],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout
+
+
+def restart_first_replica_elsewhere(nodes, admin, topic):
+    """Kills broker 1 (the first replica) until another replica leads, then restarts it and
+    waits until it is back in the ISR; returns a fresh admin client."""
+    nodes[0].kill9()
+    survivors = AdminClient({"bootstrap.servers": bootstrap(nodes, nodes[1:])})
+    wait_for("a leader other than broker 1", lambda: partition_state(survivors, topic)[0] in (2, 3), timeout=FAILOVER_TIMEOUT)
+    nodes[0].start()
+    nodes[0].wait_ready()
+    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+    wait_for("broker 1 back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+    return admin
+
+
+def create_on_1_2_3(admin, topic):
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])])[topic].result(30)
+    wait_for("broker 1 leading with a full ISR", lambda: partition_state(admin, topic) == (1, [1, 2, 3], [1, 2, 3]), timeout=FAILOVER_TIMEOUT)
+
+
+def test_leader_election_tool_brings_leadership_back_to_the_preferred_replica():
+    nodes = start_cluster({"auto.leader.rebalance.enable": "false"})
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        topic = "preferred"
+        create_on_1_2_3(admin, topic)
+        admin = restart_first_replica_elsewhere(nodes, admin, topic)
+        moved_to = partition_state(admin, topic)[0]
+        assert moved_to in (2, 3), "without auto rebalance leadership stays where it moved"
+        assert f"Leader: {moved_to}\tReplicas: 1,2,3" in describe(nodes, topic)
+
+        done = leader_election(nodes, "--election-type", "preferred", "--topic", topic, "--partition", "0")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"Successfully completed leader election (PREFERRED) for partitions {topic}-0\n"
+        wait_for("broker 1 leading again", lambda: partition_state(admin, topic)[0] == 1, timeout=FAILOVER_TIMEOUT)
+        assert "Leader: 1\tReplicas: 1,2,3\tIsr: " in describe(nodes, topic)
+
+        again = leader_election(nodes, "--election-type", "PREFERRED", "--topic", topic, "--partition", "0")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout == f"Valid replica already elected for partitions {topic}-0\n"
+        # Every partition: those already led by their first replica are left out of the answer.
+        everything = leader_election(nodes, "--election-type", "preferred", "--all-topic-partitions")
+        assert (everything.returncode, everything.stdout) == (0, ""), everything.stderr
+
+        missing = leader_election(nodes, "--election-type", "preferred", "--topic", topic, "--partition", "7")
+        assert missing.returncode == 1
+        assert missing.stdout == (f"Error completing leader election (PREFERRED) for partition: {topic}-7: "
+                                  f"org.apache.kafka.common.errors.UnknownTopicOrPartitionException: No such partition as {topic}-7\n")
+        assert "1 replica(s) could not be elected" in missing.stderr
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_auto_rebalance_moves_leadership_back_to_the_preferred_replica():
+    nodes = start_cluster({"auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "1"})
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        topic = "rebalanced"
+        create_on_1_2_3(admin, topic)
+        admin = restart_first_replica_elsewhere(nodes, admin, topic)
+        wait_for("the controller moving leadership back to broker 1", lambda: partition_state(admin, topic)[0] == 1, timeout=FAILOVER_TIMEOUT)
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_unclean_election_only_when_enabled(tmp_path):
+    """Broker 3's follower is paused until it leaves the ISR, then the leader (broker 2) is
+    killed: the partition has no leader and no in-sync replica left. Nothing is elected while
+    unclean election is disabled (a preferred election finds no leader either); once the topic
+    enables it, broker 3 leads with an ISR of itself, takes writes, and broker 2 rejoins after
+    its restart."""
+    pause = {node_id: tmp_path / f"pause-{node_id}" for node_id in (1, 2, 3)}
+    nodes = start_cluster({"replica.lag.time.max.ms": "1000", "unclean.leader.election.interval.ms": "300"},
+                          env=lambda node_id: {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause[node_id])})
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        topic = "unclean"
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[2, 3]])])[topic].result(30)
+        wait_for("broker 2 leading with a full ISR", lambda: partition_state(admin, topic) == (2, [2, 3], [2, 3]), timeout=FAILOVER_TIMEOUT)
+
+        pause[3].touch()
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": 1, "enable.idempotence": False})
+        producer.produce(topic, value=b"only-on-2", partition=0)
+        producer.flush(30)
+        wait_for("broker 3 out of the ISR", lambda: partition_state(admin, topic)[2] == [2], timeout=FAILOVER_TIMEOUT)
+        pause[3].unlink()
+
+        nodes[1].kill9()
+        survivors = [nodes[0], nodes[2]]
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes, survivors)})
+        wait_for("no leader", lambda: partition_state(admin, topic) == (-1, [2, 3], [2]), timeout=FAILOVER_TIMEOUT)
+        preferred = leader_election(survivors, "--election-type", "preferred", "--topic", topic, "--partition", "0")
+        assert preferred.returncode == 1
+        assert "PreferredLeaderNotAvailableException" in preferred.stdout
+        assert partition_state(admin, topic)[0] == -1, "unclean election is disabled"
+
+        resource = ConfigResource("topic", topic, set_config={"unclean.leader.election.enable": "true"})
+        for future in admin.alter_configs([resource]).values():
+            future.result(30)
+        wait_for("broker 3 elected uncleanly", lambda: partition_state(admin, topic) == (3, [2, 3], [3]), timeout=FAILOVER_TIMEOUT)
+        acked = []
+        producer = Producer({"bootstrap.servers": bootstrap(nodes, survivors), "acks": "all"})
+        producer.produce(topic, value=b"after-unclean", partition=0, on_delivery=lambda err, msg: acked.append(err))
+        producer.flush(30)
+        assert acked == [None]
+
+        nodes[1].start()
+        nodes[1].wait_ready()
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("broker 2 back in the ISR", lambda: partition_state(admin, topic)[2] == [2, 3], timeout=FAILOVER_TIMEOUT)
+    finally:
+        for node in nodes:
+            node.close()
