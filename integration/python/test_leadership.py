@@ -141,3 +141,105 @@ def test_unclean_election_only_when_enabled(tmp_path):
     finally:
         for node in nodes:
             node.close()
+
+
+def start_cluster_and_broker(extra=None):
+    """Three combined broker+controller nodes (1-3) and a broker-only node 4 that joins them."""
+    from test_replication import SESSION_TIMEOUT_MS, ClusterNode, free_port, random_uuid
+    cluster_id = random_uuid()
+    specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
+    initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
+    voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
+    common = {
+        "controller.quorum.bootstrap.servers": voters,
+        "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
+        "replica.lag.time.max.ms": "10000",
+        **(extra or {}),
+    }
+    nodes = []
+    for node_id, port, _ in specs:
+        overrides = {"node.id": str(node_id), "process.roles": "broker,controller",
+                     "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}", **common}
+        nodes.append(ClusterNode(overrides, ["--cluster-id", cluster_id, "--initial-controllers", initial]))
+    for node in nodes:
+        node.wait_ready()
+    broker = ClusterNode({"node.id": "4", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
+                          "controller.listener.names": "CONTROLLER", **common}, ["--cluster-id", cluster_id])
+    broker.wait_ready()
+    return nodes + [broker]
+
+
+def reassign(nodes, *args):
+    return subprocess.run([str(gregor_bin()), "reassign-partitions", "--bootstrap-server", bootstrap(nodes), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_reassignment_under_load_loses_nothing(tmp_path):
+    """{1,2,3} → {2,3,4} with `gregor reassign-partitions --execute` while an idempotent
+    acks=all producer writes: broker 4 catches up and joins, broker 1 leaves and deletes its
+    log, leadership moves off broker 1, `--verify` reports completion, and every acknowledged
+    record is there exactly once, in order."""
+    import os
+    import threading
+    from test_replication import check_log
+    nodes = start_cluster_and_broker({"file.delete.delay.ms": "0"})
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("four unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 4, timeout=FAILOVER_TIMEOUT)
+        topic = "moving"
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]],
+                                      config={"min.insync.replicas": "2"})])[topic].result(30)
+        wait_for("broker 1 leading with a full ISR", lambda: partition_state(admin, topic) == (1, [1, 2, 3], [1, 2, 3]), timeout=FAILOVER_TIMEOUT)
+        assert reassign(nodes, "--list").stdout == "No partition reassignments found.\n"
+
+        acked, errors, stop = [], [], threading.Event()
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 120000, "topic.metadata.refresh.interval.ms": 1000})
+
+        def delivered(err, msg):
+            (errors.append(err) if err is not None else acked.append((msg.offset(), msg.value())))
+
+        def produce():
+            i = 0
+            while not stop.is_set():
+                try:
+                    producer.produce(topic, value=f"v-{i}".encode(), partition=0, on_delivery=delivered)
+                    i += 1
+                except BufferError:
+                    pass
+                producer.poll(0.01)
+            producer.flush(120)
+
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            wait_for("acknowledged writes", lambda: len(acked) >= 200, timeout=FAILOVER_TIMEOUT)
+            plan = tmp_path / "plan.json"
+            plan.write_text('{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[2,3,4]}]}')
+            started = reassign(nodes, "--execute", "--reassignment-json-file", str(plan))
+            assert started.returncode == 0, started.stdout + started.stderr
+            assert started.stdout == (
+                "Current partition replica assignment\n\n"
+                '{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[1,2,3],"log_dirs":["any","any","any"]}]}\n\n'
+                "Save this to use as the --reassignment-json-file option during rollback\n"
+                "Successfully started partition reassignment for moving-0\n")
+            wait_for("--verify reporting completion",
+                     lambda: "Reassignment of partition moving-0 is completed." in reassign(nodes, "--verify", "--reassignment-json-file", str(plan)).stdout,
+                     timeout=FAILOVER_TIMEOUT)
+            leader, replicas, isr = partition_state(admin, topic)
+            assert (replicas, isr) == ([2, 3, 4], [2, 3, 4]) and leader in (2, 3, 4)
+            assert "Replicas: 2,3,4" in describe(nodes, topic)
+            after = len(acked)
+            wait_for("writes acknowledged after the move", lambda: len(acked) >= after + 200, timeout=FAILOVER_TIMEOUT)
+        finally:
+            stop.set()
+            writer.join(180)
+        assert not errors, f"non-retriable errors reached the producer: {errors[:5]}"
+        check_log(nodes, topic, acked)
+        wait_for("broker 1's replica deleted", lambda: not os.path.exists(os.path.join(nodes[0].data_dir, f"{topic}-0")), timeout=FAILOVER_TIMEOUT)
+        assert reassign(nodes, "--list").stdout == "No partition reassignments found.\n"
+        cancelled = reassign(nodes, "--cancel", "--reassignment-json-file", str(plan))
+        assert cancelled.stdout == "None of the specified partition reassignments are active.\nNone of the specified partition moves are active."
+    finally:
+        for node in nodes:
+            node.close()

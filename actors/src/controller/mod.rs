@@ -10,6 +10,7 @@ mod controlled_shutdown;
 mod elections;
 pub mod logic;
 mod producer_ids;
+mod reassignment;
 mod scram;
 mod submitter;
 #[cfg(test)]
@@ -28,5 +29,9 @@ pub use configs::{AlterConfigs, IncrementalAlterConfigs};
 pub use controlled_shutdown::ControlledShutdown;
 pub use elections::{failed_elect_leaders, ElectLeaders, LeadershipSettings};
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
+pub use reassignment::{
+    failed_alter_partition_reassignments, failed_list_partition_reassignments,
+    AlterPartitionReassignments, ListPartitionReassignments,
+};
 pub use scram::{refused as refused_scram_alteration, AlterUserScramCredentials};
 pub use unregister::UnregisterBroker;

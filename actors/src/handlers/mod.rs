@@ -28,6 +28,7 @@ mod offset_for_leader_epoch;
 mod produce;
 pub mod quorum;
 mod raft_voters;
+mod reassignments;
 mod replica_fetch;
 mod sasl;
 mod scram;
@@ -358,6 +359,21 @@ pub const APIS: &[ApiSpec] = &[
         true,
         true,
     ),
+    // Forwarded by brokers to the active controller.
+    api(
+        ApiKey::AlterPartitionReassignments,
+        "AlterPartitionReassignments",
+        kafka_protocol::messages::AlterPartitionReassignmentsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::ListPartitionReassignments,
+        "ListPartitionReassignments",
+        kafka_protocol::messages::ListPartitionReassignmentsRequest::VERSIONS,
+        true,
+        true,
+    ),
     api(
         ApiKey::DescribeUserScramCredentials,
         "DescribeUserScramCredentials",
@@ -520,6 +536,12 @@ pub async fn handle(
         RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
         RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
         RequestKind::ElectLeaders(request) => elect_leaders::handle(ctx, info, request).await,
+        RequestKind::AlterPartitionReassignments(request) => {
+            reassignments::alter(ctx, info, request).await
+        }
+        RequestKind::ListPartitionReassignments(request) => {
+            reassignments::list(ctx, info, request).await
+        }
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }

@@ -39,6 +39,8 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::AlterUserScramCredentials,
     ApiKey::UnregisterBroker,
     ApiKey::ElectLeaders,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
     ApiKey::DescribeQuorum,
     ApiKey::AddRaftVoter,
     ApiKey::RemoveRaftVoter,

@@ -28,6 +28,7 @@ pub mod errors;
 mod partitions;
 pub mod placement;
 pub mod quota;
+pub mod reassignment;
 pub mod registration;
 pub mod scram;
 pub mod topic_configs;
