@@ -53,13 +53,14 @@ def test_leader_election_tool_brings_leadership_back_to_the_preferred_replica():
         admin = restart_first_replica_elsewhere(nodes, admin, topic)
         moved_to = partition_state(admin, topic)[0]
         assert moved_to in (2, 3), "without auto rebalance leadership stays where it moved"
-        assert f"Leader: {moved_to}\tReplicas: 1,2,3" in describe(nodes, topic)
+        wait_for("--describe showing the moved leader", lambda: f"Leader: {moved_to}\tReplicas: 1,2,3" in describe(nodes, topic), timeout=FAILOVER_TIMEOUT)
 
         done = leader_election(nodes, "--election-type", "preferred", "--topic", topic, "--partition", "0")
         assert done.returncode == 0, done.stderr
         assert done.stdout == f"Successfully completed leader election (PREFERRED) for partitions {topic}-0\n"
         wait_for("broker 1 leading again", lambda: partition_state(admin, topic)[0] == 1, timeout=FAILOVER_TIMEOUT)
-        assert "Leader: 1\tReplicas: 1,2,3\tIsr: " in describe(nodes, topic)
+        # Every broker's image follows; the one `--describe` asks may be a moment behind.
+        wait_for("--describe showing broker 1 leading", lambda: "Leader: 1\tReplicas: 1,2,3\tIsr: " in describe(nodes, topic), timeout=FAILOVER_TIMEOUT)
 
         again = leader_election(nodes, "--election-type", "PREFERRED", "--topic", topic, "--partition", "0")
         assert again.returncode == 0, again.stderr
@@ -226,9 +227,10 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
             wait_for("--verify reporting completion",
                      lambda: "Reassignment of partition moving-0 is completed." in reassign(nodes, "--verify", "--reassignment-json-file", str(plan)).stdout,
                      timeout=FAILOVER_TIMEOUT)
-            leader, replicas, isr = partition_state(admin, topic)
-            assert (replicas, isr) == ([2, 3, 4], [2, 3, 4]) and leader in (2, 3, 4)
-            assert "Replicas: 2,3,4" in describe(nodes, topic)
+            wait_for("replicas and ISR {2,3,4} with a new leader",
+                     lambda: (lambda st: st[1:] == ([2, 3, 4], [2, 3, 4]) and st[0] in (2, 3, 4))(partition_state(admin, topic)),
+                     timeout=FAILOVER_TIMEOUT)
+            wait_for("--describe showing the new replicas", lambda: "Replicas: 2,3,4\t" in describe(nodes, topic), timeout=FAILOVER_TIMEOUT)
             after = len(acked)
             wait_for("writes acknowledged after the move", lambda: len(acked) >= after + 200, timeout=FAILOVER_TIMEOUT)
         finally:
