@@ -25,6 +25,14 @@ def describe(nodes, topic):
     return out.stdout
 
 
+def imbalance(node):
+    """The node's `PreferredReplicaImbalanceCount` gauge."""
+    for line in node.metrics_text().splitlines():
+        if line.startswith("kafka_controller_kafkacontroller_preferredreplicaimbalancecount "):
+            return float(line.split()[1])
+    return None
+
+
 def restart_first_replica_elsewhere(nodes, admin, topic):
     """Kills broker 1 (the first replica) until another replica leads, then restarts it and
     waits until it is back in the ISR; returns a fresh admin client."""
@@ -55,6 +63,7 @@ def test_leader_election_tool_brings_leadership_back_to_the_preferred_replica():
         assert moved_to in (2, 3), "without auto rebalance leadership stays where it moved"
         wait_for("--describe showing the moved leader", lambda: f"Leader: {moved_to}\tReplicas: 1,2,3" in describe(nodes, topic), timeout=FAILOVER_TIMEOUT)
 
+        wait_for("one imbalanced partition on every controller", lambda: all(imbalance(n) == 1 for n in nodes), timeout=FAILOVER_TIMEOUT)
         done = leader_election(nodes, "--election-type", "preferred", "--topic", topic, "--partition", "0")
         assert done.returncode == 0, done.stderr
         assert done.stdout == f"Successfully completed leader election (PREFERRED) for partitions {topic}-0\n"
@@ -62,6 +71,7 @@ def test_leader_election_tool_brings_leadership_back_to_the_preferred_replica():
         # Every broker's image follows; the one `--describe` asks may be a moment behind.
         wait_for("--describe showing broker 1 leading", lambda: "Leader: 1\tReplicas: 1,2,3\tIsr: " in describe(nodes, topic), timeout=FAILOVER_TIMEOUT)
 
+        wait_for("no imbalance left", lambda: all(imbalance(n) == 0 for n in nodes), timeout=FAILOVER_TIMEOUT)
         again = leader_election(nodes, "--election-type", "PREFERRED", "--topic", topic, "--partition", "0")
         assert again.returncode == 0, again.stderr
         assert again.stdout == f"Valid replica already elected for partitions {topic}-0\n"
