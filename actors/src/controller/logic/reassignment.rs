@@ -10,8 +10,6 @@
 //!            leadership moves off 1 (NEW_LEADER_ELECTED to 1), the leader epoch is bumped
 //! ```
 
-use std::collections::HashSet;
-
 use gregor_publishers::image::partition::PartitionRegistration;
 use gregor_publishers::records::{PartitionChangeRecord, NO_LEADER};
 use gregor_publishers::MetadataImage;
@@ -311,9 +309,9 @@ pub fn alter_partition_reassignments(
 ) -> ControllerResult<AlterPartitionReassignmentsResponse> {
     let allow_rf_change = version < 1 || request.allow_replication_factor_change;
     let mut records = Vec::new();
-    let mut decided: HashSet<(&str, i32)> = HashSet::new();
     let mut responses = Vec::with_capacity(request.topics.len());
-    let mut working: Option<MetadataImage> = None;
+    // Every partition is decided on the image before this request, as Kafka's controller
+    // decides them (a partition named twice gets two records, the second applied last).
     for topic in &request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for wanted in &topic.partitions {
@@ -321,13 +319,8 @@ pub fn alter_partition_reassignments(
                 .replicas
                 .as_ref()
                 .map(|ids| ids.iter().map(|id| id.0).collect());
-            if !decided.insert((&topic.name, wanted.partition_index)) {
-                // Named again: decided on the image the earlier changes of this request make.
-                working = Some(apply(image, &records));
-            }
-            let current = working.as_ref().unwrap_or(image);
             let outcome = alter_one(
-                current,
+                image,
                 &topic.name,
                 wanted.partition_index,
                 target.as_deref(),
@@ -360,18 +353,6 @@ pub fn alter_partition_reassignments(
             .with_allow_replication_factor_change(allow_rf_change)
             .with_responses(responses),
     }
-}
-
-/// `base` with `records` applied (records built on it always apply).
-fn apply(base: &MetadataImage, records: &[MetadataRecord]) -> MetadataImage {
-    let base = std::sync::Arc::new(base.clone());
-    let mut delta = gregor_publishers::MetadataDelta::new(base.clone());
-    for record in records {
-        if let Err(error) = delta.replay(record) {
-            tracing::error!(%error, "a reassignment record does not apply to its own image");
-        }
-    }
-    delta.apply(base.provenance)
 }
 
 /// Decides ListPartitionReassignments: the partitions with a reassignment in progress (all, or
