@@ -154,7 +154,7 @@ def test_unclean_election_only_when_enabled(tmp_path):
             node.close()
 
 
-def start_cluster_and_broker(extra=None):
+def start_cluster_and_broker(extra=None, broker_env=None):
     """Three combined broker+controller nodes (1-3) and a broker-only node 4 that joins them."""
     from test_replication import SESSION_TIMEOUT_MS, ClusterNode, free_port, random_uuid
     cluster_id = random_uuid()
@@ -175,7 +175,7 @@ def start_cluster_and_broker(extra=None):
     for node in nodes:
         node.wait_ready()
     broker = ClusterNode({"node.id": "4", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
-                          "controller.listener.names": "CONTROLLER", **common}, ["--cluster-id", cluster_id])
+                          "controller.listener.names": "CONTROLLER", **common}, ["--cluster-id", cluster_id], broker_env)
     broker.wait_ready()
     return nodes + [broker]
 
@@ -193,7 +193,8 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
     import os
     import threading
     from test_replication import check_log
-    nodes = start_cluster_and_broker({"file.delete.delay.ms": "0"})
+    pause = tmp_path / "pause-4"
+    nodes = start_cluster_and_broker({"file.delete.delay.ms": "0"}, {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause)})
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         wait_for("four unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 4, timeout=FAILOVER_TIMEOUT)
@@ -252,6 +253,25 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
         assert reassign(nodes, "--list").stdout == "No partition reassignments found.\n"
         cancelled = reassign(nodes, "--cancel", "--reassignment-json-file", str(plan))
         assert cancelled.stdout == "None of the specified partition reassignments are active.\nNone of the specified partition moves are active."
+
+        # A move to a broker that does not fetch stays in progress: listed, described, verified
+        # as running, then cancelled back to the old replicas.
+        pause.touch()
+        stuck = "stuck"
+        admin.create_topics([NewTopic(stuck, num_partitions=1, replica_assignment=[[1, 2, 3]])])[stuck].result(30)
+        wait_for("a full ISR", lambda: partition_state(admin, stuck)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        plan = tmp_path / "stuck.json"
+        plan.write_text('{"version":1,"partitions":[{"topic":"stuck","partition":0,"replicas":[1,2,4]}]}')
+        assert reassign(nodes, "--execute", "--reassignment-json-file", str(plan)).returncode == 0
+        assert reassign(nodes, "--list").stdout == "Current partition reassignments:\nstuck-0: replicas: 1,2,4,3. adding: 4. removing: 3.\n"
+        wait_for("--describe showing the move", lambda: "Replicas: 1,2,4,3\tIsr: 1,2,3\tAdding Replicas: 4\tRemoving Replicas: 3\t" in describe(nodes, stuck), timeout=FAILOVER_TIMEOUT)
+        assert "Reassignment of partition stuck-0 is still in progress." in reassign(nodes, "--verify", "--reassignment-json-file", str(plan)).stdout
+        again = reassign(nodes, "--execute", "--reassignment-json-file", str(plan))
+        assert again.returncode == 1 and "Cannot execute because there is an existing partition assignment." in again.stderr
+        cancelled = reassign(nodes, "--cancel", "--reassignment-json-file", str(plan))
+        assert cancelled.stdout == "Successfully cancelled partition reassignment for: stuck-0\nNone of the specified partition moves are active."
+        wait_for("the old replicas back", lambda: partition_state(admin, stuck)[1:] == ([1, 2, 3], [1, 2, 3]), timeout=FAILOVER_TIMEOUT)
+        assert reassign(nodes, "--list").stdout == "No partition reassignments found.\n"
     finally:
         for node in nodes:
             node.close()
