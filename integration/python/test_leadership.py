@@ -249,6 +249,20 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
             writer.join(180)
         assert not errors, f"non-retriable errors reached the producer: {errors[:5]}"
         check_log(nodes, topic, acked)
+        # The replicas checkpoint their high watermark (replication-offset-checkpoint): every
+        # acknowledged record is below it on 2, 3 and 4.
+        last = max(offset for offset, _ in acked if offset is not None)
+
+        def checkpointed(node):
+            try:
+                with open(os.path.join(node.data_dir, "replication-offset-checkpoint")) as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                return None
+            return next((int(line.split()[2]) for line in lines[2:] if line.startswith(f"{topic} 0 ")), None)
+
+        wait_for("high watermarks checkpointed past every acknowledged record",
+                 lambda: all((checkpointed(n) or 0) > last for n in nodes[1:]), timeout=FAILOVER_TIMEOUT)
         wait_for("broker 1's replica deleted", lambda: not os.path.exists(os.path.join(nodes[0].data_dir, f"{topic}-0")), timeout=FAILOVER_TIMEOUT)
         assert reassign(nodes, "--list").stdout == "No partition reassignments found.\n"
         cancelled = reassign(nodes, "--cancel", "--reassignment-json-file", str(plan))

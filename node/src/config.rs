@@ -196,6 +196,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "How often the recovery-point and log-start-offset checkpoints of each log dir are written.",
     ),
     def(
+        "replica.high.watermark.checkpoint.interval.ms",
+        ConfigType::Long,
+        Some("5000"),
+        "How often each log dir's replication-offset-checkpoint (the replicas' high watermarks) is written.",
+    ),
+    def(
         "log.cleaner.enable",
         ConfigType::Boolean,
         Some("true"),

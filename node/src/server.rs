@@ -521,6 +521,10 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
         shards,
         retention_check_interval_ms: number("log.retention.check.interval.ms", 300_000),
         checkpoint_interval_ms: number("log.flush.offset.checkpoint.interval.ms", 60_000),
+        high_watermark_checkpoint_interval_ms: number(
+            "replica.high.watermark.checkpoint.interval.ms",
+            5_000,
+        ),
         max_open_files: 4096,
         cleaner_enable: config
             .originals
