@@ -105,31 +105,40 @@ def test_auto_rebalance_moves_leadership_back_to_the_preferred_replica():
 
 def test_unclean_election_only_when_enabled(tmp_path):
     """Broker 3's follower is paused until it leaves the ISR, then the leader (broker 2) is
-    killed: the partition has no leader and no in-sync replica left. Nothing is elected while
-    unclean election is disabled (a preferred election finds no leader either); once the topic
-    enables it, broker 3 leads with an ISR of itself, takes writes, and broker 2 rejoins after
-    its restart."""
+    killed: two partitions have no leader and no in-sync replica left. An explicit UNCLEAN
+    ElectLeaders elects broker 3 for one of them; the other stays leaderless while unclean
+    election is disabled (a preferred election finds no leader either) until the topic enables
+    it; then broker 3 leads with an ISR of itself, takes writes, and broker 2 rejoins after its
+    restart."""
     pause = {node_id: tmp_path / f"pause-{node_id}" for node_id in (1, 2, 3)}
     nodes = start_cluster({"replica.lag.time.max.ms": "1000", "unclean.leader.election.interval.ms": "300"},
                           env=lambda node_id: {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause[node_id])})
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
-        topic = "unclean"
-        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[2, 3]])])[topic].result(30)
-        wait_for("broker 2 leading with a full ISR", lambda: partition_state(admin, topic) == (2, [2, 3], [2, 3]), timeout=FAILOVER_TIMEOUT)
+        topic, forced = "unclean", "forced"
+        for name in (topic, forced):
+            admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=[[2, 3]])])[name].result(30)
+            wait_for("broker 2 leading with a full ISR", lambda: partition_state(admin, name) == (2, [2, 3], [2, 3]), timeout=FAILOVER_TIMEOUT)
 
         pause[3].touch()
         producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": 1, "enable.idempotence": False})
-        producer.produce(topic, value=b"only-on-2", partition=0)
+        for name in (topic, forced):
+            producer.produce(name, value=b"only-on-2", partition=0)
         producer.flush(30)
-        wait_for("broker 3 out of the ISR", lambda: partition_state(admin, topic)[2] == [2], timeout=FAILOVER_TIMEOUT)
+        for name in (topic, forced):
+            wait_for("broker 3 out of the ISR", lambda: partition_state(admin, name)[2] == [2], timeout=FAILOVER_TIMEOUT)
         pause[3].unlink()
 
         nodes[1].kill9()
         survivors = [nodes[0], nodes[2]]
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes, survivors)})
-        wait_for("no leader", lambda: partition_state(admin, topic) == (-1, [2, 3], [2]), timeout=FAILOVER_TIMEOUT)
+        for name in (topic, forced):
+            wait_for("no leader", lambda: partition_state(admin, name) == (-1, [2, 3], [2]), timeout=FAILOVER_TIMEOUT)
+        # An explicit UNCLEAN election elects broker 3 whatever the config says.
+        unclean = leader_election(survivors, "--election-type", "unclean", "--topic", forced, "--partition", "0")
+        assert (unclean.returncode, unclean.stdout) == (0, f"Successfully completed leader election (UNCLEAN) for partitions {forced}-0\n"), unclean.stderr
+        wait_for("broker 3 leading the forced partition", lambda: partition_state(admin, forced) == (3, [2, 3], [3]), timeout=FAILOVER_TIMEOUT)
         preferred = leader_election(survivors, "--election-type", "preferred", "--topic", topic, "--partition", "0")
         assert preferred.returncode == 1
         assert "PreferredLeaderNotAvailableException" in preferred.stdout
