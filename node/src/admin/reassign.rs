@@ -5,8 +5,8 @@
 //! Differences from Kafka's tool: no replication throttles (`--throttle`,
 //! `--replica-alter-log-dirs-throttle`: Gregor has no replication quotas, so `--verify` and
 //! `--cancel` have none to clear and print no "Clearing ... throttles" lines), no moves between
-//! log dirs (a `log_dirs` entry other than "any" is refused), and `--generate` places replicas
-//! with Kafka's rack-unaware algorithm whatever the brokers' racks.
+//! log dirs (a `log_dirs` entry other than "any" is refused). `--generate` places replicas with
+//! Kafka's `AdminUtils` algorithms (rack-aware when every listed broker has a rack).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -76,7 +76,7 @@ pub struct ReassignArgs {
     /// Execute this reassignment in addition to any other ongoing ones.
     #[arg(long)]
     pub additional: bool,
-    /// Accepted for compatibility: `--generate` places replicas without racks anyway.
+    /// `--generate` ignores the brokers' racks.
     #[arg(long)]
     pub disable_rack_aware: bool,
     /// Accepted for compatibility: there are no throttles to keep or clear.
@@ -270,6 +270,90 @@ pub fn assign_rack_unaware(
     Ok(out)
 }
 
+/// Kafka's `AdminUtils.getRackAlternatedBrokerList`: one broker of each rack in turn (racks
+/// sorted, brokers sorted within their rack), so consecutive brokers sit in different racks.
+fn rack_alternated(brokers: &[(i32, Option<String>)]) -> Vec<(i32, String)> {
+    let mut by_rack: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (id, rack) in brokers {
+        by_rack
+            .entry(rack.clone().unwrap_or_default())
+            .or_default()
+            .push(*id);
+    }
+    let mut lists: Vec<(String, std::vec::IntoIter<i32>)> = by_rack
+        .into_iter()
+        .map(|(rack, mut ids)| {
+            ids.sort_unstable();
+            (rack, ids.into_iter())
+        })
+        .collect();
+    let mut out = Vec::with_capacity(brokers.len());
+    let mut rack = 0;
+    while out.len() < brokers.len() && !lists.is_empty() {
+        if let Some((name, ids)) = lists.get_mut(rack) {
+            if let Some(id) = ids.next() {
+                out.push((id, name.clone()));
+            }
+        }
+        rack = (rack + 1) % lists.len();
+    }
+    out
+}
+
+/// Kafka's `AdminUtils.assignReplicasToBrokersRackAware` from `start` and `shift`: leaders walk
+/// the rack-alternated broker list; each follower is the next broker (at the growing shift) in
+/// a rack that has no replica yet, and not already a replica, until every rack (then every
+/// broker) has one.
+pub fn assign_rack_aware(
+    partitions: usize,
+    replication_factor: usize,
+    brokers: &[(i32, Option<String>)],
+    start: usize,
+    shift: usize,
+) -> Result<Vec<Vec<i32>>, String> {
+    if replication_factor == 0 {
+        return Err("Replication factor must be larger than 0.".to_owned());
+    }
+    if replication_factor > brokers.len() {
+        return Err(format!(
+            "Replication factor: {replication_factor} larger than available brokers: {}.",
+            brokers.len()
+        ));
+    }
+    let arranged = rack_alternated(brokers);
+    let n = arranged.len();
+    let racks = arranged
+        .iter()
+        .map(|(_, rack)| rack)
+        .collect::<BTreeSet<_>>()
+        .len();
+    let mut shift = shift;
+    let mut out = Vec::with_capacity(partitions);
+    for partition in 0..partitions {
+        if partition > 0 && partition % n == 0 {
+            shift += 1;
+        }
+        let first = (partition + start) % n;
+        let (leader, leader_rack) = &arranged[first];
+        let mut replicas = vec![*leader];
+        let mut racks_used: BTreeSet<&String> = BTreeSet::from([leader_rack]);
+        let mut k = 0;
+        while replicas.len() < replication_factor {
+            let step = 1 + (shift * racks + k) % (n - 1);
+            let (broker, rack) = &arranged[(first + step) % n];
+            k += 1;
+            let rack_ok = !racks_used.contains(rack) || racks_used.len() == racks;
+            let broker_ok = !replicas.contains(broker) || replicas.len() == n;
+            if rack_ok && broker_ok {
+                replicas.push(*broker);
+                racks_used.insert(rack);
+            }
+        }
+        out.push(replicas);
+    }
+    Ok(out)
+}
+
 /// Runs `gregor reassign-partitions`; `Err` is the message for stderr.
 pub fn run_reassign(args: ReassignArgs) -> Result<(), String> {
     let actions = [
@@ -314,7 +398,14 @@ pub fn run_reassign(args: ReassignArgs) -> Result<(), String> {
                 "Missing required argument \"[broker-list]\"",
             );
         };
-        block_on(generate(&bootstrap, &config, &topics, &brokers, &mut out))?
+        block_on(generate(
+            &bootstrap,
+            &config,
+            &topics,
+            &brokers,
+            !args.disable_rack_aware,
+            &mut out,
+        ))?
     } else if args.execute {
         let json = read(&args.reassignment_json_file, "reassignment-json-file")?;
         block_on(execute(
@@ -386,12 +477,21 @@ async fn replicas_of(
 
 /// The broker ids DescribeCluster lists.
 async fn broker_ids(client: &mut AdminClient) -> Result<BTreeSet<i32>, String> {
+    Ok(broker_racks(client).await?.into_keys().collect())
+}
+
+/// The brokers DescribeCluster lists, with their racks.
+async fn broker_racks(client: &mut AdminClient) -> Result<BTreeMap<i32, Option<String>>, String> {
     let (_, cluster) = client
         .send(&DescribeClusterRequest::default())
         .await
         .map_err(admin)?;
     super::check(cluster.error_code, cluster.error_message.as_ref()).map_err(admin)?;
-    Ok(cluster.brokers.iter().map(|b| b.broker_id.0).collect())
+    Ok(cluster
+        .brokers
+        .iter()
+        .map(|b| (b.broker_id.0, b.rack.as_ref().map(|r| r.to_string())))
+        .collect())
 }
 
 /// Every ongoing reassignment: partition → (replicas, adding, removing).
@@ -471,6 +571,7 @@ async fn generate(
     config: &CommandConfig,
     topics_json: &str,
     broker_list: &str,
+    rack_aware: bool,
     out: &mut String,
 ) -> Result<(), String> {
     let brokers: Vec<i32> = broker_list
@@ -521,12 +622,17 @@ async fn generate(
     }
     let mut client = config.connect(bootstrap).await.map_err(admin)?;
     let current = replicas_of(&mut client, &topics.iter().cloned().collect()).await?;
-    let registered = broker_ids(&mut client).await?;
-    let usable: Vec<i32> = brokers
-        .iter()
-        .copied()
-        .filter(|b| registered.contains(b))
+    let registered = broker_racks(&mut client).await?;
+    // Kafka's `getBrokerMetadata`: the listed brokers the cluster knows, in its order.
+    let usable: Vec<(i32, Option<String>)> = registered
+        .into_iter()
+        .filter(|(id, _)| brokers.contains(id))
+        .map(|(id, rack)| (id, rack.filter(|_| rack_aware)))
         .collect();
+    let rackless = usable.iter().filter(|(_, rack)| rack.is_none()).count();
+    if rackless != 0 && rackless != usable.len() {
+        return Err("Not all brokers have rack information. Add --disable-rack-aware in command line to make replica assignment without rack information.".to_owned());
+    }
     let mut proposed = Assignment::new();
     let mut rng = rand::rng();
     for topic in topics.iter().collect::<BTreeSet<_>>() {
@@ -536,13 +642,13 @@ async fn generate(
             continue;
         };
         let n = usable.len().max(1);
-        let placed = assign_rack_unaware(
-            partitions.len(),
-            first.len(),
-            &usable,
-            rng.random_range(0..n),
-            rng.random_range(0..n),
-        )
+        let (start, shift) = (rng.random_range(0..n), rng.random_range(0..n));
+        let placed = if rackless == 0 && !usable.is_empty() {
+            assign_rack_aware(partitions.len(), first.len(), &usable, start, shift)
+        } else {
+            let ids: Vec<i32> = usable.iter().map(|(id, _)| *id).collect();
+            assign_rack_unaware(partitions.len(), first.len(), &ids, start, shift)
+        }
         .map_err(|e| {
             format!("org.apache.kafka.common.errors.InvalidReplicationFactorException: {e}")
         })?;
@@ -824,6 +930,35 @@ mod tests {
             assign_rack_unaware(1, 3, &[1, 2], 0, 0),
             Err("Replication factor: 3 larger than available brokers: 2.".to_owned())
         );
+    }
+
+    #[test]
+    fn rack_aware_assignment_spreads_each_partition_over_the_racks() {
+        let brokers: Vec<(i32, Option<String>)> =
+            [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c"), (6, "c")]
+                .into_iter()
+                .map(|(id, rack)| (id, Some(rack.to_owned())))
+                .collect();
+        assert_eq!(
+            rack_alternated(&brokers),
+            [(1, "a"), (3, "b"), (5, "c"), (2, "a"), (4, "b"), (6, "c")]
+                .map(|(id, rack)| (id, rack.to_owned()))
+                .to_vec()
+        );
+        let placed = assign_rack_aware(12, 3, &brokers, 0, 0).unwrap_or_default();
+        assert_eq!(
+            placed[..4],
+            [vec![1, 3, 5], vec![3, 5, 2], vec![5, 2, 4], vec![2, 4, 6]]
+        );
+        let rack = |id: &i32| (id + 1) / 2;
+        for replicas in &placed {
+            let racks: BTreeSet<i32> = replicas.iter().map(rack).collect();
+            assert_eq!(racks.len(), 3, "{replicas:?}");
+        }
+        for broker in 1..=6 {
+            assert_eq!(placed.iter().filter(|r| r[0] == broker).count(), 2);
+            assert_eq!(placed.iter().flatten().filter(|b| **b == broker).count(), 6);
+        }
     }
 
     #[test]
