@@ -5,6 +5,7 @@ comes back, and unclean leader election only once `unclean.leader.election.enabl
 Nothing sleeps to synchronise: every wait is `wait_for` on a condition with a deadline.
 """
 
+import json
 import subprocess
 
 from confluent_kafka import Producer
@@ -212,6 +213,16 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
                                       config={"min.insync.replicas": "2"})])[topic].result(30)
         wait_for("broker 1 leading with a full ISR", lambda: partition_state(admin, topic) == (1, [1, 2, 3], [1, 2, 3]), timeout=FAILOVER_TIMEOUT)
         assert reassign(nodes, "--list").stdout == "No partition reassignments found.\n"
+        to_move = tmp_path / "topics.json"
+        to_move.write_text('{"version":1,"topics":[{"topic":"moving"}]}')
+        generated = reassign(nodes, "--generate", "--topics-to-move-json-file", str(to_move), "--broker-list", "2,3,4")
+        assert generated.returncode == 0, generated.stderr
+        lines = generated.stdout.split("\n")
+        assert lines[0] == "Current partition replica assignment"
+        assert lines[1] == '{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[1,2,3],"log_dirs":["any","any","any"]}]}'
+        assert (lines[2], lines[3]) == ("", "Proposed partition reassignment configuration")
+        proposal = json.loads(lines[4])["partitions"]
+        assert len(proposal) == 1 and sorted(proposal[0]["replicas"]) == [2, 3, 4], proposal
 
         acked, errors, stop = [], [], threading.Event()
         producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all", "enable.idempotence": True,
