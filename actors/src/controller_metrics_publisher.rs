@@ -1,11 +1,13 @@
 //! Publishes what a Kafka controller reports about the cluster from its metadata image
-//! (`kafka.controller:type=KafkaController` gauges): topic, partition and offline-partition
-//! counts and fenced/active broker counts. The offline count follows each delta's changed
-//! partitions, so an image change costs O(change), not a walk of every partition.
+//! (`kafka.controller:type=KafkaController` gauges): topic, partition, offline-partition and
+//! preferred-replica-imbalance counts and fenced/active broker counts. The partition counts
+//! follow each delta's changed partitions, so an image change costs O(change), not a walk of
+//! every partition.
 
 use std::sync::Arc;
 
 use gregor_metrics::ControllerImageCounts;
+use gregor_publishers::image::PartitionRegistration;
 use gregor_publishers::records::NO_LEADER;
 use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, PublishError,
@@ -26,21 +28,33 @@ impl ControllerMetricsPublisher {
         counts.partitions = image.topics.partition_count();
         if let Some(topics) = delta.topics_delta() {
             let base = topics.base();
-            let offline = |leader: i32| usize::from(leader == NO_LEADER);
+            let offline = |p: &PartitionRegistration| usize::from(p.leader == NO_LEADER);
+            // Kafka's `hasPreferredLeader` negated: leaderless partitions count too.
+            let imbalanced = |p: &PartitionRegistration| {
+                usize::from(p.leader == NO_LEADER || p.replicas.first() != Some(&p.leader))
+            };
             for (id, _) in topics.deleted_topics() {
                 if let Some(topic) = base.get_by_id(&id) {
-                    let gone: usize = topic.partitions().map(|(_, p)| offline(p.leader)).sum();
-                    counts.offline_partitions = counts.offline_partitions.saturating_sub(gone);
+                    for (_, p) in topic.partitions() {
+                        counts.offline_partitions =
+                            counts.offline_partitions.saturating_sub(offline(p));
+                        counts.preferred_replica_imbalance = counts
+                            .preferred_replica_imbalance
+                            .saturating_sub(imbalanced(p));
+                    }
                 }
             }
             for topic in topics.changed_topics() {
                 for (id, partition) in topic.changed_partitions() {
-                    let before = topic
-                        .base()
-                        .and_then(|base| base.partition(id))
-                        .map_or(0, |p| offline(p.leader));
-                    counts.offline_partitions = counts.offline_partitions.saturating_sub(before)
-                        + offline(partition.leader);
+                    let before = topic.base().and_then(|base| base.partition(id));
+                    counts.offline_partitions = counts
+                        .offline_partitions
+                        .saturating_sub(before.map_or(0, offline))
+                        + offline(partition);
+                    counts.preferred_replica_imbalance = counts
+                        .preferred_replica_imbalance
+                        .saturating_sub(before.map_or(0, imbalanced))
+                        + imbalanced(partition);
                 }
             }
         }
@@ -158,6 +172,7 @@ mod tests {
             offline_partitions: 0,
             fenced_brokers: 0,
             active_brokers: 2,
+            preferred_replica_imbalance: 0,
         };
         assert_eq!(publisher.counts, expected);
 
@@ -185,6 +200,7 @@ mod tests {
                 offline_partitions: 2,
                 fenced_brokers: 1,
                 active_brokers: 1,
+                preferred_replica_imbalance: 2,
                 ..expected
             }
         );
@@ -205,6 +221,7 @@ mod tests {
                 offline_partitions: 1,
                 fenced_brokers: 1,
                 active_brokers: 1,
+                preferred_replica_imbalance: 1,
             }
         );
     }

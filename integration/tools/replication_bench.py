@@ -1,12 +1,15 @@
 """Replication figures on three local combined nodes (BENCHMARKS.md, "Replication"):
 produce throughput with acks=all to an RF 3 topic as a fraction of the same run's RF 1 figure,
 and the time from a partition leader's kill -9 to the producer's first acknowledgement of a
-record sent after the kill.
+record sent after the kill, split at the moment a surviving controller logged the fencing of
+the killed broker (detection, then election and client recovery).
 
     .venv/bin/python integration/tools/replication_bench.py [seconds per throughput run] [kills]
 """
 
+import datetime
 import os
+import re
 import sys
 import threading
 import time
@@ -39,6 +42,23 @@ def throughput(nodes, topic, seconds):
     return acked[0] / seconds
 
 
+def fenced_at(nodes, victim, broker_id, after):
+    """Wall-clock time of the first `fenced a broker` log line for `broker_id` after `after`."""
+    stamps = []
+    for node in nodes:
+        if node is victim:
+            continue
+        with open(node.log_path, errors="replace") as log:
+            for line in log:
+                if "fenced a broker not heard from" in line and f"broker_id={broker_id}" in line:
+                    match = re.search(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z", line)
+                    if match:
+                        at = datetime.datetime.fromisoformat(match.group(1)).replace(tzinfo=datetime.timezone.utc).timestamp()
+                        if at > after:
+                            stamps.append(at)
+    return min(stamps, default=None)
+
+
 def failover(nodes, topic):
     by_id = {i + 1: n for i, n in enumerate(nodes)}
     admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
@@ -51,6 +71,7 @@ def failover(nodes, topic):
     acked_at = []
     victim.kill9()
     killed = time.monotonic()
+    killed_wall = time.time()
     stop = threading.Event()
 
     def produce():
@@ -65,11 +86,14 @@ def failover(nodes, topic):
     wait_for("an acknowledgement after the kill", lambda: acked_at, timeout=FAILOVER_TIMEOUT)
     stop.set()
     writer.join(60)
+    fenced = fenced_at(nodes, victim, leader, killed_wall)
+    detection = fenced - killed_wall if fenced else float("nan")
     victim.start()
     victim.wait_ready()
     admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
     wait_for("a full ISR again", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
-    return acked_at[0] - killed
+    total = acked_at[0] - killed
+    return total, detection
 
 
 def main():
@@ -86,7 +110,8 @@ def main():
         rf3 = throughput(nodes, "rf3", seconds)
         print(f"acks=all records/s: RF1 {rf1:.0f}, RF3 {rf3:.0f} ({rf3 / rf1:.2f} of RF1)")
         times = [failover(nodes, "rf3") for _ in range(kills)]
-        print("kill -9 of the leader to the first acknowledgement: " + ", ".join(f"{t:.2f} s" for t in times))
+        print("kill -9 of the leader to the first acknowledgement (of which until fenced): "
+              + ", ".join(f"{t:.2f} s ({d:.2f} s)" for t, d in times))
     finally:
         for node in nodes:
             node.close()

@@ -32,6 +32,7 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::CONTROLLER_GLOBAL_TOPIC_COUNT, Gauge, Unit::Count, "Topics in this controller's metadata image."),
     (names::CONTROLLER_GLOBAL_PARTITION_COUNT, Gauge, Unit::Count, "Partitions in this controller's metadata image."),
     (names::CONTROLLER_OFFLINE_PARTITIONS_COUNT, Gauge, Unit::Count, "Partitions without a leader in this controller's metadata image."),
+    (names::CONTROLLER_PREFERRED_REPLICA_IMBALANCE_COUNT, Gauge, Unit::Count, "Partitions not led by their first (preferred) replica, leaderless ones included."),
     (names::CONTROLLER_FENCED_BROKER_COUNT, Gauge, Unit::Count, "Registered brokers that are fenced."),
     (names::CONTROLLER_ACTIVE_BROKER_COUNT, Gauge, Unit::Count, "Registered brokers that are not fenced."),
     (names::REPLICA_LEADER_COUNT, Gauge, Unit::Count, "Partitions this broker leads."),

@@ -155,6 +155,10 @@ pub const CONTROLLER_GLOBAL_PARTITION_COUNT: &str =
 /// Partitions without a leader (`KafkaController.OfflinePartitionsCount`).
 pub const CONTROLLER_OFFLINE_PARTITIONS_COUNT: &str =
     "kafka_controller_kafkacontroller_offlinepartitionscount";
+/// Partitions not led by their first replica, leaderless ones included
+/// (`KafkaController.PreferredReplicaImbalanceCount`).
+pub const CONTROLLER_PREFERRED_REPLICA_IMBALANCE_COUNT: &str =
+    "kafka_controller_kafkacontroller_preferredreplicaimbalancecount";
 /// Registered brokers that are fenced (`KafkaController.FencedBrokerCount`).
 pub const CONTROLLER_FENCED_BROKER_COUNT: &str =
     "kafka_controller_kafkacontroller_fencedbrokercount";

@@ -248,6 +248,8 @@ pub fn controller_image_counts(counts: ControllerImageCounts) {
     gauge!(names::CONTROLLER_OFFLINE_PARTITIONS_COUNT).set(counts.offline_partitions as f64);
     gauge!(names::CONTROLLER_FENCED_BROKER_COUNT).set(counts.fenced_brokers as f64);
     gauge!(names::CONTROLLER_ACTIVE_BROKER_COUNT).set(counts.active_brokers as f64);
+    gauge!(names::CONTROLLER_PREFERRED_REPLICA_IMBALANCE_COUNT)
+        .set(counts.preferred_replica_imbalance as f64);
 }
 
 /// What [`controller_image_counts`] reports.
@@ -263,6 +265,8 @@ pub struct ControllerImageCounts {
     pub fenced_brokers: usize,
     /// Unfenced brokers.
     pub active_brokers: usize,
+    /// Partitions not led by their first (preferred) replica.
+    pub preferred_replica_imbalance: usize,
 }
 
 /// Records a record that could not be replayed into the image.

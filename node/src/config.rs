@@ -196,6 +196,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "How often the recovery-point and log-start-offset checkpoints of each log dir are written.",
     ),
     def(
+        "replica.high.watermark.checkpoint.interval.ms",
+        ConfigType::Long,
+        Some("5000"),
+        "How often each log dir's replication-offset-checkpoint (the replicas' high watermarks) is written.",
+    ),
+    def(
         "log.cleaner.enable",
         ConfigType::Boolean,
         Some("true"),
@@ -260,6 +266,36 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         ConfigType::Int,
         Some("1000"),
         "How long a follower waits before fetching a partition again after an error.",
+    ),
+    def(
+        "auto.leader.rebalance.enable",
+        ConfigType::Boolean,
+        Some("true"),
+        "Whether the active controller moves leadership back to each partition's first replica.",
+    ),
+    def(
+        "leader.imbalance.check.interval.seconds",
+        ConfigType::Long,
+        Some("300"),
+        "How often the active controller looks for partitions not led by their first replica.",
+    ),
+    def(
+        "leader.imbalance.per.broker.percentage",
+        ConfigType::Int,
+        Some("10"),
+        "Accepted and ignored, as by Kafka's KRaft controller (only its ZooKeeper controller used it).",
+    ),
+    def(
+        "unclean.leader.election.enable",
+        ConfigType::Boolean,
+        Some("false"),
+        "Whether a partition whose in-sync replicas are all gone may elect a replica outside the ISR (records may be lost); topic and dynamic broker configs override it.",
+    ),
+    def(
+        "unclean.leader.election.interval.ms",
+        ConfigType::Long,
+        Some("300000"),
+        "How often the active controller elects leaders for leaderless partitions (Kafka's internal setting).",
     ),
     def(
         "delete.topic.enable",
@@ -551,6 +587,14 @@ pub struct NodeConfig {
     pub replica_fetch_backoff_ms: i32,
     /// `delete.topic.enable`.
     pub delete_topic_enable: bool,
+    /// `auto.leader.rebalance.enable`.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`.
+    pub leader_imbalance_check_interval_seconds: i64,
+    /// `unclean.leader.election.enable`.
+    pub unclean_leader_election_enable: bool,
+    /// `unclean.leader.election.interval.ms`.
+    pub unclean_leader_election_interval_ms: i64,
     /// `auto.create.topics.enable`.
     pub auto_create_topics_enable: bool,
     /// `socket.request.max.bytes`.
@@ -843,6 +887,18 @@ impl NodeConfig {
             replica_fetch_backoff_ms: values.int("replica.fetch.backoff.ms", 0, i32::MAX as i64)?
                 as i32,
             delete_topic_enable: values.boolean("delete.topic.enable")?,
+            auto_leader_rebalance_enable: values.boolean("auto.leader.rebalance.enable")?,
+            leader_imbalance_check_interval_seconds: values.int(
+                "leader.imbalance.check.interval.seconds",
+                1,
+                i64::from(i32::MAX),
+            )?,
+            unclean_leader_election_enable: values.boolean("unclean.leader.election.enable")?,
+            unclean_leader_election_interval_ms: values.int(
+                "unclean.leader.election.interval.ms",
+                1,
+                i64::MAX / 1_000_000,
+            )?,
             auto_create_topics_enable: values.boolean("auto.create.topics.enable")?,
             socket_request_max_bytes,
             connections_max_idle_ms,

@@ -335,6 +335,9 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "transaction.state.log.segment.bytes",
     "transactional.id.expiration.ms",
     "unclean.leader.election.enable",
+    // Internal in Kafka (`ReplicationConfigs`), set by tests that want leaderless partitions
+    // elected sooner than every five minutes.
+    "unclean.leader.election.interval.ms",
     "unstable.feature.versions.enable",
     "zookeeper.metadata.migration.enable",
 ];

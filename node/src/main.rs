@@ -56,6 +56,10 @@ enum Command {
     DeleteRecords(gregor_node::admin::records::DeleteRecordsArgs),
     /// Describe the log directories of brokers, as kafka-log-dirs.sh.
     LogDirs(gregor_node::admin::records::LogDirsArgs),
+    /// Elect partition leaders (preferred or unclean), as kafka-leader-election.sh.
+    LeaderElection(gregor_node::admin::leader_election::LeaderElectionArgs),
+    /// Move partition replicas between brokers, as kafka-reassign-partitions.sh.
+    ReassignPartitions(gregor_node::admin::reassign::ReassignArgs),
     /// Print the contents of log segment, index, time index and producer snapshot files, as
     /// kafka-dump-log.sh.
     DumpLog {
@@ -181,6 +185,10 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::GetOffsets(args) => gregor_node::admin::console::run_get_offsets(args),
         Command::DeleteRecords(args) => gregor_node::admin::records::run_delete_records(args),
         Command::LogDirs(args) => gregor_node::admin::records::run_log_dirs(args),
+        Command::ReassignPartitions(args) => gregor_node::admin::reassign::run_reassign(args),
+        Command::LeaderElection(args) => {
+            gregor_node::admin::leader_election::run_leader_election(args)
+        }
         Command::DumpLog {
             files,
             print_data_log,

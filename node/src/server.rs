@@ -12,8 +12,9 @@ use actix::{Actor, Addr};
 use arc_swap::ArcSwap;
 use gregor_actors::config_publisher::ConfigPublisher;
 use gregor_actors::context::{BrokerSettings, HandlerContext, NodeInfo};
+use gregor_actors::controller::logic::election::UncleanPolicy;
 use gregor_actors::controller::logic::TopicDefaults;
-use gregor_actors::controller::{Controller, ControllerSettings};
+use gregor_actors::controller::{Controller, ControllerSettings, LeadershipSettings};
 use gregor_actors::controller_metrics_publisher::ControllerMetricsPublisher;
 use gregor_actors::digest_publisher::DigestPublisher;
 use gregor_actors::groups::{GroupCoordinator, GroupPublisher, Groups};
@@ -311,6 +312,21 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             delete_topic_enable: config.delete_topic_enable,
             invalid_record_on_create: std::env::var(INVALID_RECORD_HOOK_ENV).ok(),
             bootstrap_records: crate::storage::bootstrap_scram_records(&config)?,
+            leadership: LeadershipSettings {
+                auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+                leader_imbalance_check_interval: std::time::Duration::from_secs(
+                    config
+                        .leader_imbalance_check_interval_seconds
+                        .unsigned_abs(),
+                ),
+                unclean_leader_election_interval: std::time::Duration::from_millis(
+                    config.unclean_leader_election_interval_ms.unsigned_abs(),
+                ),
+                unclean: UncleanPolicy {
+                    node_id: config.node_id,
+                    static_enabled: config.unclean_leader_election_enable,
+                },
+            },
         },
     )
     .with_mutation_quotas(quotas.controller_mutation.shared.clone())
@@ -505,6 +521,10 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
         shards,
         retention_check_interval_ms: number("log.retention.check.interval.ms", 300_000),
         checkpoint_interval_ms: number("log.flush.offset.checkpoint.interval.ms", 60_000),
+        high_watermark_checkpoint_interval_ms: number(
+            "replica.high.watermark.checkpoint.interval.ms",
+            5_000,
+        ),
         max_open_files: 4096,
         cleaner_enable: config
             .originals

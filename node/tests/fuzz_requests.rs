@@ -123,6 +123,34 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::UnregisterBroker => RequestKind::UnregisterBroker(
             UnregisterBrokerRequest::default().with_broker_id(BrokerId(1)),
         ),
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(
+            kafka_protocol::messages::ElectLeadersRequest::default()
+                .with_topic_partitions(Some(vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(TopicName(s("t")))
+                        .with_partitions(vec![0, 1]),
+                ])),
+        ),
+        ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
+            kafka_protocol::messages::AlterPartitionReassignmentsRequest::default().with_topics(
+                vec![kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic::default()
+                    .with_name(TopicName(s("orders")))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition::default()
+                            .with_partition_index(0)
+                            .with_replicas(Some(vec![BrokerId(1)])),
+                        kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition::default()
+                            .with_partition_index(1),
+                    ])],
+            ),
+        ),
+        ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
+            kafka_protocol::messages::ListPartitionReassignmentsRequest::default().with_topics(
+                Some(vec![kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics::default()
+                    .with_name(TopicName(s("orders")))
+                    .with_partition_indexes(vec![0, 1])]),
+            ),
+        ),
         ApiKey::FindCoordinator => {
             RequestKind::FindCoordinator(kafka_protocol::messages::FindCoordinatorRequest::default())
         }
@@ -503,6 +531,20 @@ fn decide(request: RequestKind, version: i16) {
         }
         RequestKind::AlterPartition(r) => {
             gregor_actors::controller::logic::alter_partition::alter_partition(image, &r, version);
+        }
+        RequestKind::ElectLeaders(r) => {
+            gregor_actors::controller::logic::election::elect_leaders(image, &r, version);
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            gregor_actors::controller::logic::reassignment::alter_partition_reassignments(
+                image,
+                &r,
+                version,
+                &Default::default(),
+            );
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            gregor_actors::controller::logic::reassignment::list_partition_reassignments(image, &r);
         }
         _ => {}
     });

@@ -14,6 +14,9 @@ use crate::error::{LogError, Result};
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
+/// The high watermark of each replica in the dir (Kafka's `ReplicaManager` checkpoint, written
+/// every `replica.high.watermark.checkpoint.interval.ms` and at a clean shutdown).
+pub const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
 pub const LEADER_EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
 pub const PARTITION_METADATA: &str = "partition.metadata";
 

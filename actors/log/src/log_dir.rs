@@ -44,6 +44,7 @@ pub struct LogDir {
     recovery_points: BTreeMap<TopicPartition, i64>,
     log_start_offsets: BTreeMap<TopicPartition, i64>,
     cleaner_offsets: BTreeMap<TopicPartition, i64>,
+    high_watermarks: BTreeMap<TopicPartition, i64>,
     clean_shutdown: bool,
 }
 
@@ -63,6 +64,9 @@ impl LogDir {
             )?,
             cleaner_offsets: checkpoint::read_offsets(
                 &path.join(checkpoint::CLEANER_OFFSET_CHECKPOINT),
+            )?,
+            high_watermarks: checkpoint::read_offsets(
+                &path.join(checkpoint::REPLICATION_OFFSET_CHECKPOINT),
             )?,
             shared: Arc::new(LogDirShared {
                 path,
@@ -196,6 +200,29 @@ impl LogDir {
         result
     }
 
+    /// The high watermark `replication-offset-checkpoint` last recorded for `tp`.
+    pub fn high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
+        self.high_watermarks.get(tp).copied()
+    }
+
+    /// Records the high watermarks of replicas in this dir and writes
+    /// `replication-offset-checkpoint` (durably: a restarted broker starts from it).
+    pub fn checkpoint_high_watermarks(
+        &mut self,
+        high_watermarks: impl IntoIterator<Item = (TopicPartition, i64)>,
+    ) -> Result<()> {
+        self.high_watermarks.extend(high_watermarks);
+        let path = self
+            .shared
+            .path
+            .join(checkpoint::REPLICATION_OFFSET_CHECKPOINT);
+        let result = checkpoint::write_offsets(&path, &self.high_watermarks);
+        if let Err(e) = &result {
+            self.shared.mark_offline(e);
+        }
+        result
+    }
+
     /// Clean shutdown: closes every log, writes the checkpoints, then the marker with the broker epoch.
     pub fn shutdown<'a>(
         &mut self,
@@ -248,6 +275,7 @@ impl LogDir {
         self.recovery_points.remove(&tp);
         self.log_start_offsets.remove(&tp);
         self.cleaner_offsets.remove(&tp);
+        self.high_watermarks.remove(&tp);
         Ok(to)
     }
 

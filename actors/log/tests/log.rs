@@ -746,3 +746,30 @@ fn a_clean_close_without_producers_leaves_no_snapshot() {
     assert_eq!(read_all(&mut log, 0).len(), 80);
     assert!(log.append(&idempotent_batch(1, 0, 0, 1), NOW, 0).is_ok());
 }
+
+#[test]
+fn high_watermarks_survive_a_reopen_until_the_log_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path(), LogConfig::default()));
+    let mut log_dir = gregor_log::log_dir::LogDir::open(dir.path(), FileCache::new(8)).unwrap();
+    assert_eq!(log_dir.high_watermark(&tp()), None);
+    log_dir.checkpoint_high_watermarks([(tp(), 42)]).unwrap();
+    let text = std::fs::read_to_string(
+        dir.path()
+            .join(gregor_log::checkpoint::REPLICATION_OFFSET_CHECKPOINT),
+    )
+    .unwrap();
+    assert_eq!(
+        text,
+        format!("0\n1\n{} {} 42\n", tp().topic, tp().partition)
+    );
+    drop(log_dir);
+
+    let mut log_dir = gregor_log::log_dir::LogDir::open(dir.path(), FileCache::new(8)).unwrap();
+    assert_eq!(log_dir.high_watermark(&tp()), Some(42));
+    let log = log_dir
+        .open_log(tp(), None, LogConfig::default(), NOW)
+        .unwrap();
+    log_dir.delete_log(log).unwrap();
+    assert_eq!(log_dir.high_watermark(&tp()), None);
+}

@@ -49,6 +49,7 @@ use gregor_publishers::records::{
 use gregor_publishers::{MetadataDelta, MetadataImage};
 
 use super::activation::{self, Activation};
+use super::elections::{self, LeadershipSettings};
 use super::logic::registration::{self, NodeRegistration};
 use super::logic::{self, MutationContext, MutationQuota, TopicDefaults, Unlimited};
 use super::submitter::{self, Submission};
@@ -77,6 +78,8 @@ pub struct ControllerSettings {
     /// Records a brand-new metadata log starts with after the feature levels: the SCRAM
     /// credentials of `storage format --add-scram` (KIP-900).
     pub bootstrap_records: Vec<MetadataRecord>,
+    /// Preferred-leader rebalancing and unclean elections.
+    pub leadership: LeadershipSettings,
 }
 
 /// Create topics. Answers with one result per requested topic, in request order.
@@ -297,6 +300,18 @@ impl Controller {
         }
     }
 
+    /// Whether this node is the active controller now (for its own periodic decisions, which
+    /// are skipped rather than held while it is not).
+    pub(super) fn is_active(&mut self) -> bool {
+        self.follow_activation();
+        matches!(*self.activation.borrow(), Activation::Active { .. })
+    }
+
+    /// Preferred-leader rebalancing and unclean-election settings.
+    pub(super) fn leadership(&self) -> &LeadershipSettings {
+        &self.settings.leadership
+    }
+
     /// Whether openraft has this node as the leader right now.
     fn raft_leads(&self) -> bool {
         let metrics = self.log.metrics();
@@ -473,7 +488,7 @@ impl Controller {
 
     /// Writes records decided by `decide` on the working image (registrations, fencing);
     /// answers whether there was anything to write.
-    fn write_decided(
+    pub(super) fn write_decided(
         &mut self,
         ctx: &mut Context<Self>,
         decide: impl FnOnce(&MetadataImage) -> Vec<MetadataRecord>,
@@ -601,6 +616,10 @@ impl Controller {
 
 impl Actor for Controller {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        elections::start_timers(&self.settings.leadership, ctx);
+    }
 }
 
 impl Handler<WriteFinished> for Controller {
@@ -771,9 +790,14 @@ impl Handler<FenceBroker> for Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
-        self.write_decided(ctx, |image| {
-            crate::fencing::fence_broker(image, msg.broker_id)
-        })
+        let image = self.base_image();
+        let policy = self.settings.leadership.unclean;
+        let records = elections::with_leaderless_elections(
+            &image,
+            crate::fencing::fence_broker(&image, msg.broker_id),
+            &policy,
+        );
+        self.write_decided(ctx, |_| records)
     }
 }
 
@@ -785,9 +809,14 @@ impl Handler<UnfenceBroker> for Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
-        self.write_decided(ctx, |image| {
-            registration::unfence_broker(image, msg.broker_id, msg.incarnation_id)
-        })
+        let image = self.base_image();
+        let policy = self.settings.leadership.unclean;
+        let records = elections::with_leaderless_elections(
+            &image,
+            registration::unfence_broker(&image, msg.broker_id, msg.incarnation_id),
+            &policy,
+        );
+        self.write_decided(ctx, |_| records)
     }
 }
 

@@ -7,8 +7,10 @@ mod alter_partition;
 mod client_quotas;
 mod configs;
 mod controlled_shutdown;
+mod elections;
 pub mod logic;
 mod producer_ids;
+mod reassignment;
 mod scram;
 mod submitter;
 #[cfg(test)]
@@ -25,6 +27,11 @@ pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::AlterClientQuotas;
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
 pub use controlled_shutdown::ControlledShutdown;
+pub use elections::{failed_elect_leaders, ElectLeaders, LeadershipSettings};
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
+pub use reassignment::{
+    failed_alter_partition_reassignments, failed_list_partition_reassignments,
+    AlterPartitionReassignments, ListPartitionReassignments,
+};
 pub use scram::{refused as refused_scram_alteration, AlterUserScramCredentials};
 pub use unregister::UnregisterBroker;

@@ -53,6 +53,7 @@ async fn node() -> Node {
             delete_topic_enable: true,
             invalid_record_on_create: None,
             bootstrap_records: Vec::new(),
+            leadership: crate::controller::LeadershipSettings::default(),
         },
     )
     .start();

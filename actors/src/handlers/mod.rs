@@ -14,6 +14,7 @@ mod client_quotas;
 mod cluster;
 pub mod configs;
 mod data;
+mod elect_leaders;
 mod errors;
 mod fetch;
 mod groups;
@@ -27,6 +28,7 @@ mod offset_for_leader_epoch;
 mod produce;
 pub mod quorum;
 mod raft_voters;
+mod reassignments;
 mod replica_fetch;
 mod sasl;
 mod scram;
@@ -342,10 +344,33 @@ pub const APIS: &[ApiSpec] = &[
         true,
         true,
     ),
+    // Forwarded by brokers to the active controller.
+    api(
+        ApiKey::ElectLeaders,
+        "ElectLeaders",
+        kafka_protocol::messages::ElectLeadersRequest::VERSIONS,
+        true,
+        true,
+    ),
     api(
         ApiKey::IncrementalAlterConfigs,
         "IncrementalAlterConfigs",
         IncrementalAlterConfigsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    // Forwarded by brokers to the active controller.
+    api(
+        ApiKey::AlterPartitionReassignments,
+        "AlterPartitionReassignments",
+        kafka_protocol::messages::AlterPartitionReassignmentsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::ListPartitionReassignments,
+        "ListPartitionReassignments",
+        kafka_protocol::messages::ListPartitionReassignmentsRequest::VERSIONS,
         true,
         true,
     ),
@@ -510,6 +535,13 @@ pub async fn handle(
         RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
         RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
         RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
+        RequestKind::ElectLeaders(request) => elect_leaders::handle(ctx, info, request).await,
+        RequestKind::AlterPartitionReassignments(request) => {
+            reassignments::alter(ctx, info, request).await
+        }
+        RequestKind::ListPartitionReassignments(request) => {
+            reassignments::list(ctx, info, request).await
+        }
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }

@@ -119,6 +119,15 @@ impl PartitionState {
         next != current
     }
 
+    /// Starts the high watermark of a log just opened at its checkpointed value (clamped to
+    /// the log end offset), unless replication has already set one.
+    pub(crate) fn restore_high_watermark(&self, checkpointed: i64, log_end_offset: i64) {
+        let restored = checkpointed.clamp(0, log_end_offset.max(0));
+        let _ =
+            self.high_watermark
+                .compare_exchange(0, restored, Ordering::AcqRel, Ordering::Acquire);
+    }
+
     /// A follower's high watermark: the leader's, clamped to the local log. Returns whether it
     /// moved.
     pub fn set_follower_high_watermark(&self, leader_high_watermark: i64) -> bool {
@@ -212,6 +221,9 @@ pub struct LogManagerSettings {
     pub retention_check_interval_ms: u64,
     /// `log.flush.offset.checkpoint.interval.ms`.
     pub checkpoint_interval_ms: u64,
+    /// `replica.high.watermark.checkpoint.interval.ms`: how often `replication-offset-checkpoint`
+    /// is written.
+    pub high_watermark_checkpoint_interval_ms: u64,
     /// Open file handles shared by every segment.
     pub max_open_files: usize,
     /// `log.cleaner.enable`: compact `cleanup.policy=compact` logs.

@@ -223,6 +223,8 @@ struct Worker {
     pending_deletes: Vec<(Instant, PathBuf)>,
     retention_every: Duration,
     checkpoint_every: Duration,
+    high_watermark_checkpoint_every: Duration,
+    next_high_watermark_checkpoint: Instant,
     next_retention: Instant,
     next_checkpoint: Instant,
     /// `None` with `log.cleaner.enable=false`.
@@ -241,6 +243,8 @@ pub(super) fn spawn(
     let now = Instant::now();
     let retention_every = Duration::from_millis(settings.retention_check_interval_ms.max(1000));
     let checkpoint_every = Duration::from_millis(settings.checkpoint_interval_ms.max(1000));
+    let high_watermark_checkpoint_every =
+        Duration::from_millis(settings.high_watermark_checkpoint_interval_ms.max(100));
     let worker = Worker {
         index,
         dirs: Arc::clone(&dirs),
@@ -250,6 +254,8 @@ pub(super) fn spawn(
         checkpoint_every,
         next_retention: now + retention_every,
         next_checkpoint: now + checkpoint_every,
+        high_watermark_checkpoint_every,
+        next_high_watermark_checkpoint: now + high_watermark_checkpoint_every,
         clean_every: settings
             .cleaner_enable
             .then(|| Duration::from_millis(settings.cleaner_backoff_ms.max(100))),
@@ -317,6 +323,7 @@ impl Worker {
             }
             Control::Shutdown { done, broker_epoch } => {
                 tracing::debug!(shard = self.index, broker_epoch, "log shard stopping");
+                self.checkpoint_high_watermarks();
                 let logs = self
                     .logs
                     .drain()
@@ -331,6 +338,26 @@ impl Worker {
             }
         }
         true
+    }
+
+    /// Writes every dir's `replication-offset-checkpoint` with this shard's high watermarks
+    /// (every `replica.high.watermark.checkpoint.interval.ms`, and at a clean shutdown before
+    /// the logs are handed back).
+    fn checkpoint_high_watermarks(&mut self) {
+        for dir in 0..self.dirs.dirs.len() {
+            let mut log_dir = self.dirs.lock(dir);
+            if log_dir.is_offline() {
+                continue;
+            }
+            let high_watermarks = self
+                .logs
+                .iter()
+                .filter(|(_, h)| h.dir == dir)
+                .map(|(tp, h)| (tp.clone(), h.state.high_watermark()));
+            if let Err(error) = log_dir.checkpoint_high_watermarks(high_watermarks) {
+                tracing::error!(log_dir = %log_dir.path().display(), %error, "high watermark checkpoint failed");
+            }
+        }
     }
 
     fn open(&mut self, tp: TopicPartition, config: LogConfig, state: Arc<PartitionState>) {
@@ -350,13 +377,20 @@ impl Worker {
             return;
         };
         let started = Instant::now();
-        let opened =
-            self.dirs
-                .lock(dir)
-                .open_log(tp.clone(), Some(state.topic_id), config, now_ms());
+        let (opened, checkpointed_high_watermark) = {
+            let log_dir = self.dirs.lock(dir);
+            let high_watermark = log_dir.high_watermark(&tp);
+            let opened = log_dir.open_log(tp.clone(), Some(state.topic_id), config, now_ms());
+            (opened, high_watermark)
+        };
         match opened {
             Ok(log) => {
                 state.publish_offsets(log.log_start_offset(), log.log_end_offset());
+                // A restarted replica serves what it knew to be committed before its first
+                // fetch or ISR report moves it (Kafka's high-watermark checkpoint).
+                if let Some(high_watermark) = checkpointed_high_watermark {
+                    state.restore_high_watermark(high_watermark, log.log_end_offset());
+                }
                 state.open.store(true, Ordering::Release);
                 self.dirs.hosted[dir].fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
@@ -628,6 +662,10 @@ impl Worker {
         if let Some(every) = self.clean_every.filter(|_| now >= self.next_clean) {
             self.next_clean = now + every;
             self.compact_logs();
+        }
+        if now >= self.next_high_watermark_checkpoint {
+            self.next_high_watermark_checkpoint = now + self.high_watermark_checkpoint_every;
+            self.checkpoint_high_watermarks();
         }
         if now >= self.next_checkpoint {
             self.next_checkpoint = now + self.checkpoint_every;

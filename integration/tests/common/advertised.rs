@@ -231,6 +231,36 @@ async fn send_valid(
             let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(9_999));
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        ApiKey::ElectLeaders => {
+            // A topic nobody created: UNKNOWN_TOPIC_OR_PARTITION, nothing elected.
+            let request = kafka_protocol::messages::ElectLeadersRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topic_partitions(Some(vec![
+                    kafka_protocol::messages::elect_leaders_request::TopicPartitions::default()
+                        .with_topic(TopicName(str("no-such-topic")))
+                        .with_partitions(vec![0]),
+                ]));
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::AlterPartitionReassignments => {
+            // A topic nobody created: UNKNOWN_TOPIC_OR_PARTITION, nothing moves.
+            let request = kafka_protocol::messages::AlterPartitionReassignmentsRequest::default()
+                .with_timeout_ms(30_000)
+                .with_topics(vec![
+                    kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic::default()
+                        .with_name(TopicName(str("no-such-topic")))
+                        .with_partitions(vec![
+                            kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_replicas(Some(vec![BrokerId(1)])),
+                        ]),
+                ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::ListPartitionReassignments => {
+            let request = kafka_protocol::messages::ListPartitionReassignmentsRequest::default()
+                .with_timeout_ms(30_000);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         ApiKey::DeleteRecords => {
             // A topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION, nothing deleted.
             let request = kafka_protocol::messages::DeleteRecordsRequest::default()

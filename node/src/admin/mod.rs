@@ -10,7 +10,9 @@ pub mod cluster;
 pub mod configs;
 pub mod console;
 pub mod consumer_groups;
+pub mod leader_election;
 pub mod metadata_quorum;
+pub mod reassign;
 pub mod records;
 pub mod topics;
 

@@ -23,10 +23,11 @@ use kafka_protocol::messages::create_topics_request::{
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
 use kafka_protocol::messages::{
     BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeConfigsRequest, MetadataRequest, TopicName,
+    DescribeConfigsRequest, ListPartitionReassignmentsRequest, MetadataRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -735,6 +736,7 @@ async fn describe(args: &TopicsArgs, out: &mut String) -> Result<(), TopicsError
     let order = java_hash_order(&hashes, Some(topics.len()));
     let names: Vec<&str> = topics.iter().map(|(name, _, _)| name.as_str()).collect();
     let configs = topic_configs(&mut client, &names).await?;
+    let moving = reassignments(&mut client, &topics).await?;
     let reporting = args.under_replicated_partitions
         || args.unavailable_partitions
         || args.under_min_isr_partitions
@@ -779,24 +781,76 @@ async fn describe(args: &TopicsArgs, out: &mut String) -> Result<(), TopicsError
                     && (!has_leader || partition.isr.len() < min_isr))
                 || (args.at_min_isr_partitions && partition.isr.len() == min_isr);
             if shown {
-                let _ = writeln!(out, "{}", partition_line(name, partition));
+                let reassignment = moving.get(&(name.clone(), partition.id));
+                let _ = writeln!(out, "{}", partition_line(name, partition, reassignment));
             }
         }
     }
     Ok(())
 }
 
+/// Adding and removing replicas of a partition being reassigned.
+type Moving = (Vec<i32>, Vec<i32>);
+
+/// The reassignments in progress among `topics`' partitions (Kafka's `listAllReassignments`):
+/// none when the broker does not serve ListPartitionReassignments.
+async fn reassignments(
+    client: &mut AdminClient,
+    topics: &[TopicInfo],
+) -> Result<BTreeMap<(String, i32), Moving>, TopicsError> {
+    if client
+        .version_of::<ListPartitionReassignmentsRequest>()
+        .is_none()
+    {
+        return Ok(BTreeMap::new());
+    }
+    let request = ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(Some(
+            topics
+                .iter()
+                .map(|(name, _, partitions)| {
+                    ListPartitionReassignmentsTopics::default()
+                        .with_name(TopicName(StrBytes::from_string(name.clone())))
+                        .with_partition_indexes(partitions.iter().map(|p| p.id).collect())
+                })
+                .collect(),
+        ));
+    let (_, response) = client.send(&request).await?;
+    let ids = |list: &[BrokerId]| list.iter().map(|b| b.0).collect::<Vec<_>>();
+    Ok(response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    (t.name.to_string(), p.partition_index),
+                    (ids(&p.adding_replicas), ids(&p.removing_replicas)),
+                )
+            })
+        })
+        .collect())
+}
+
 /// `\tTopic: T\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: N/A\tLastKnownElr: N/A`
-/// (Metadata carries no ELR, which the Java client shows as N/A).
-fn partition_line(topic: &str, partition: &PartitionInfo) -> String {
+/// (Metadata carries no ELR, which the Java client shows as N/A), with
+/// `\tAdding Replicas: 4\tRemoving Replicas: 1` before `Elr` while a reassignment runs.
+fn partition_line(topic: &str, partition: &PartitionInfo, moving: Option<&Moving>) -> String {
     let join = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
     let leader = if partition.leader >= 0 {
         partition.leader.to_string()
     } else {
         "none".to_owned()
     };
+    let reassignment = moving.map_or_else(String::new, |(adding, removing)| {
+        format!(
+            "\tAdding Replicas: {}\tRemoving Replicas: {}",
+            join(adding),
+            join(removing)
+        )
+    });
     format!(
-        "\tTopic: {topic}\tPartition: {}\tLeader: {leader}\tReplicas: {}\tIsr: {}\tElr: N/A\tLastKnownElr: N/A",
+        "\tTopic: {topic}\tPartition: {}\tLeader: {leader}\tReplicas: {}\tIsr: {}{reassignment}\tElr: N/A\tLastKnownElr: N/A",
         partition.id,
         join(&partition.replicas),
         join(&partition.isr)
@@ -978,8 +1032,12 @@ mod tests {
             isr: vec![2],
         };
         assert_eq!(
-            partition_line("t", &partition),
+            partition_line("t", &partition, None),
             "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1,2\tIsr: 2\tElr: N/A\tLastKnownElr: N/A"
+        );
+        assert_eq!(
+            partition_line("t", &partition, Some(&(vec![2], vec![3, 4]))),
+            "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1,2\tIsr: 2\tAdding Replicas: 2\tRemoving Replicas: 3,4\tElr: N/A\tLastKnownElr: N/A"
         );
     }
 

@@ -572,6 +572,9 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         | ApiKey::AlterClientQuotas
         | ApiKey::AlterUserScramCredentials
         | ApiKey::UnregisterBroker
+        | ApiKey::ElectLeaders
+        | ApiKey::AlterPartitionReassignments
+        | ApiKey::ListPartitionReassignments
         | ApiKey::AddRaftVoter
         | ApiKey::RemoveRaftVoter => true,
         _ => false,

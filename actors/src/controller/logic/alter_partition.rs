@@ -11,6 +11,7 @@ use kafka_protocol::messages::alter_partition_request::PartitionData as RequestP
 use kafka_protocol::messages::alter_partition_response::{PartitionData, TopicData};
 use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, BrokerId};
 
+use super::reassignment::{self, build_change, ChangeTarget};
 use super::ControllerResult;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -21,6 +22,7 @@ const STALE_BROKER_EPOCH: i16 = 77;
 const INVALID_UPDATE_VERSION: i16 = 95;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 const INELIGIBLE_REPLICA: i16 = 107;
+const NEW_LEADER_ELECTED: i16 = 108;
 
 fn failed(partition: i32, code: i16) -> PartitionData {
     PartitionData::default()
@@ -115,6 +117,39 @@ pub fn alter_partition(
             if let Some(code) = code {
                 partitions.push(failed(index, code));
                 continue;
+            }
+            if reassignment::in_progress(registration) {
+                let mut target = ChangeTarget::of(registration);
+                target.isr = ids.clone();
+                if let (Some(mut record), leader) =
+                    build_change(image, current.id, index, registration, target)
+                {
+                    if wanted.leader_recovery_state != registration.leader_recovery_state {
+                        record.leader_recovery_state = Some(wanted.leader_recovery_state);
+                    }
+                    let isr = record.isr.clone().unwrap_or_else(|| ids.clone());
+                    let leader_epoch =
+                        registration.leader_epoch + i32::from(record.leader.is_some());
+                    records.push(MetadataRecord::PartitionChange(record));
+                    // Written either way; a leader that lost the partition learns it from
+                    // the code (Kafka's NEW_LEADER_ELECTED after a completed reassignment).
+                    let code = if leader == sender {
+                        0
+                    } else {
+                        NEW_LEADER_ELECTED
+                    };
+                    partitions.push(
+                        PartitionData::default()
+                            .with_partition_index(index)
+                            .with_error_code(code)
+                            .with_leader_id(BrokerId(leader))
+                            .with_leader_epoch(leader_epoch)
+                            .with_isr(isr.into_iter().map(BrokerId).collect())
+                            .with_leader_recovery_state(wanted.leader_recovery_state)
+                            .with_partition_epoch(registration.partition_epoch + 1),
+                    );
+                    continue;
+                }
             }
             let isr_changes = ids.as_slice() != registration.isr.as_slice();
             let recovery_changes =

@@ -341,6 +341,38 @@ mod tests {
     }
 
     #[test]
+    fn six_brokers_in_three_racks_share_leaders_and_replicas_evenly() {
+        let list = brokers(&[
+            (1, Some("a"), false),
+            (2, Some("a"), false),
+            (3, Some("b"), false),
+            (4, Some("b"), false),
+            (5, Some("c"), false),
+            (6, Some("c"), false),
+        ]);
+        let rack = |id: i32| (id + 1) / 2;
+        let mut rng = CountingRng::default();
+        let placed = place(&list, 600, 3, &mut rng).expect("placed");
+        for replicas in &placed {
+            let racks: std::collections::BTreeSet<i32> =
+                replicas.iter().map(|id| rack(*id)).collect();
+            assert_eq!(
+                racks.len(),
+                3,
+                "every partition spans the three racks: {replicas:?}"
+            );
+        }
+        let leaders: Vec<usize> = (1..=6)
+            .map(|id| placed.iter().filter(|r| r[0] == id).count())
+            .collect();
+        let replicas: Vec<usize> = (1..=6)
+            .map(|id| placed.iter().flatten().filter(|b| **b == id).count())
+            .collect();
+        assert_eq!(leaders, vec![100; 6], "leaders per broker");
+        assert_eq!(replicas, vec![300; 6], "replicas per broker");
+    }
+
+    #[test]
     fn fenced_brokers_are_followers_only() {
         let list = brokers(&[(1, None, false), (2, None, true)]);
         let mut rng = CountingRng::default();

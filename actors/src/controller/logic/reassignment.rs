@@ -1,0 +1,648 @@
+//! Partition reassignment on the controller (pure), after Kafka's `ReplicationControlManager`,
+//! `PartitionReassignmentReplicas`, `PartitionReassignmentRevert` and the reassignment part of
+//! `PartitionChangeBuilder` (KIP-455, KIP-860).
+//!
+//! ```text
+//!  AlterPartitionReassignments {1,2,3} → {2,3,4}
+//!    step 1: replicas [2,3,4,1], adding [4], removing [1]   (4 starts fetching)
+//!    step 2: 4 catches up; the leader's AlterPartition puts it in the ISR
+//!    step 3: that same change completes: replicas [2,3,4], ISR minus 1, adding/removing cleared,
+//!            leadership moves off 1 (NEW_LEADER_ELECTED to 1), the leader epoch is bumped
+//! ```
+
+use gregor_publishers::image::partition::PartitionRegistration;
+use gregor_publishers::records::{PartitionChangeRecord, NO_LEADER};
+use gregor_publishers::MetadataImage;
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::list_partition_reassignments_response::{
+    OngoingPartitionReassignment, OngoingTopicReassignment,
+};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, BrokerId,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::election::{UncleanPolicy, RECOVERING};
+use super::{ControllerResult, MetadataRecord};
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const INVALID_REPLICATION_FACTOR: i16 = 38;
+const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
+
+/// Whether a reassignment of `partition` is in progress.
+pub fn in_progress(partition: &PartitionRegistration) -> bool {
+    !partition.adding_replicas.is_empty() || !partition.removing_replicas.is_empty()
+}
+
+/// What a partition change aims at; the builder turns it into the smallest record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangeTarget {
+    /// Replicas, in preference order.
+    pub replicas: Vec<i32>,
+    /// In-sync replicas.
+    pub isr: Vec<i32>,
+    /// Replicas being added by a reassignment.
+    pub adding: Vec<i32>,
+    /// Replicas being removed by a reassignment.
+    pub removing: Vec<i32>,
+    /// Whether the leader may come from outside the ISR.
+    pub unclean: bool,
+}
+
+impl ChangeTarget {
+    /// The partition as it is.
+    pub fn of(partition: &PartitionRegistration) -> Self {
+        ChangeTarget {
+            replicas: partition.replicas.to_vec(),
+            isr: partition.isr.to_vec(),
+            adding: partition.adding_replicas.to_vec(),
+            removing: partition.removing_replicas.to_vec(),
+            unclean: false,
+        }
+    }
+
+    /// Completes a reassignment in progress when the ISR allows it (Kafka's
+    /// `maybeCompleteReassignment`): every adding replica is in the ISR and the ISR keeps a
+    /// member once the removing replicas leave. Returns whether it completed.
+    fn complete_if_ready(&mut self) -> bool {
+        if self.adding.is_empty() && self.removing.is_empty() {
+            return false;
+        }
+        let isr: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| !self.removing.contains(id))
+            .collect();
+        if isr.is_empty() || !self.adding.iter().all(|id| isr.contains(id)) {
+            return false;
+        }
+        self.replicas.retain(|id| !self.removing.contains(id));
+        self.isr = isr;
+        self.adding.clear();
+        self.removing.clear();
+        true
+    }
+}
+
+fn acceptable(image: &MetadataImage, id: i32) -> bool {
+    image
+        .cluster
+        .broker(id)
+        .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+}
+
+/// The record taking `partition` to `target` (reassignment completed first when it can be),
+/// with the leader the change leaves; `None` when nothing changes. The current leader stays
+/// while it is a valid leader of the target; otherwise the first valid replica in target order
+/// leads, else (unclean) the first acceptable replica with an ISR of itself. A replica set that
+/// loses members bumps the leader epoch, so removed followers stop (Kafka's
+/// `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`).
+pub fn build_change(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition_id: i32,
+    partition: &PartitionRegistration,
+    mut target: ChangeTarget,
+) -> (Option<PartitionChangeRecord>, i32) {
+    target.complete_if_ready();
+    let valid = |id: i32| {
+        target.isr.contains(&id) && target.replicas.contains(&id) && acceptable(image, id)
+    };
+    let mut recovering = false;
+    let leader = if partition.leader != NO_LEADER && valid(partition.leader) {
+        partition.leader
+    } else if let Some(id) = target.replicas.iter().copied().find(|id| valid(*id)) {
+        id
+    } else if let Some(id) = target
+        .unclean
+        .then(|| {
+            target
+                .replicas
+                .iter()
+                .copied()
+                .find(|id| acceptable(image, *id))
+        })
+        .flatten()
+    {
+        target.isr = vec![id];
+        recovering = true;
+        id
+    } else {
+        NO_LEADER
+    };
+    let shrinks = !partition
+        .replicas
+        .iter()
+        .all(|id| target.replicas.contains(id));
+    let set =
+        |current: &[i32], wanted: &Vec<i32>| (current != wanted.as_slice()).then(|| wanted.clone());
+    let record = PartitionChangeRecord {
+        partition_id,
+        topic_id,
+        isr: set(&partition.isr, &target.isr),
+        leader: (leader != partition.leader || shrinks).then_some(leader),
+        replicas: set(&partition.replicas, &target.replicas),
+        removing_replicas: set(&partition.removing_replicas, &target.removing),
+        adding_replicas: set(&partition.adding_replicas, &target.adding),
+        leader_recovery_state: recovering.then_some(RECOVERING),
+        directories: None,
+    };
+    let changes = record.isr.is_some()
+        || record.leader.is_some()
+        || record.replicas.is_some()
+        || record.removing_replicas.is_some()
+        || record.adding_replicas.is_some()
+        || record.leader_recovery_state.is_some();
+    (changes.then_some(record), leader)
+}
+
+/// Kafka's `validateManualPartitionAssignment` without a replication factor: the message of
+/// the first problem, brokers checked in id order.
+fn validate_target(image: &MetadataImage, target: &[i32]) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("The manual partition assignment includes an empty replica list.".to_owned());
+    }
+    let mut sorted = target.to_vec();
+    sorted.sort_unstable();
+    let mut previous = None;
+    for id in sorted {
+        if image.cluster.broker(id).is_none() {
+            return Err(format!(
+                "The manual partition assignment includes broker {id}, but no such broker is registered."
+            ));
+        }
+        if previous == Some(id) {
+            return Err(format!(
+                "The manual partition assignment includes the broker {id} more than once."
+            ));
+        }
+        previous = Some(id);
+    }
+    Ok(())
+}
+
+/// One partition's outcome: Kafka's code and message, or the record (if anything changes).
+type Outcome = Result<Option<PartitionChangeRecord>, (i16, String)>;
+
+fn alter_one(
+    image: &MetadataImage,
+    topic: &str,
+    partition_id: i32,
+    wanted: Option<&[i32]>,
+    allow_replication_factor_change: bool,
+    policy: &UncleanPolicy,
+) -> Outcome {
+    let current = image.topics.get_by_name(topic).ok_or_else(|| {
+        (
+            UNKNOWN_TOPIC_OR_PARTITION,
+            format!("Unable to find a topic named {topic}."),
+        )
+    })?;
+    let partition = current.partition(partition_id).ok_or_else(|| {
+        (
+            UNKNOWN_TOPIC_OR_PARTITION,
+            format!("Unable to find partition {topic}:{partition_id}."),
+        )
+    })?;
+    let Some(wanted) = wanted else {
+        return cancel(image, topic, current.id, partition_id, partition, policy);
+    };
+    validate_target(image, wanted).map_err(|message| (INVALID_REPLICA_ASSIGNMENT, message))?;
+    let original = partition.replicas.len() - partition.adding_replicas.len();
+    if !allow_replication_factor_change && wanted.len() != original {
+        return Err((
+            INVALID_REPLICATION_FACTOR,
+            format!(
+                "The replication factor is changed from {original} to {} but allowReplicationFactorChange is false",
+                wanted.len()
+            ),
+        ));
+    }
+    // Kafka's `PartitionReassignmentReplicas`: the target first, then the replicas leaving.
+    let removing: Vec<i32> = partition
+        .replicas
+        .iter()
+        .copied()
+        .filter(|id| !wanted.contains(id))
+        .collect();
+    let adding: Vec<i32> = wanted
+        .iter()
+        .copied()
+        .filter(|id| !partition.replicas.contains(id))
+        .collect();
+    let mut target = ChangeTarget::of(partition);
+    target.replicas = wanted
+        .iter()
+        .copied()
+        .chain(removing.iter().copied())
+        .collect();
+    if !removing.is_empty() {
+        target.removing = removing;
+    }
+    if !adding.is_empty() {
+        target.adding = adding;
+    }
+    Ok(build_change(image, current.id, partition_id, partition, target).0)
+}
+
+/// Kafka's `cancelPartitionReassignment` with `PartitionReassignmentRevert`: back to the
+/// replicas before the reassignment, the adding replicas leaving the ISR.
+fn cancel(
+    image: &MetadataImage,
+    topic: &str,
+    topic_id: Uuid,
+    partition_id: i32,
+    partition: &PartitionRegistration,
+    policy: &UncleanPolicy,
+) -> Outcome {
+    if !in_progress(partition) {
+        return Err((
+            NO_REASSIGNMENT_IN_PROGRESS,
+            "No partition reassignment is in progress.".to_owned(),
+        ));
+    }
+    let adding = &partition.adding_replicas;
+    let replicas: Vec<i32> = partition
+        .replicas
+        .iter()
+        .copied()
+        .filter(|id| !adding.contains(id))
+        .collect();
+    let isr: Vec<i32> = partition
+        .isr
+        .iter()
+        .copied()
+        .filter(|id| !adding.contains(id))
+        .collect();
+    let unclean = policy.enabled(image, topic);
+    if isr.is_empty() && !unclean {
+        return Err((
+            INVALID_REPLICA_ASSIGNMENT,
+            format!(
+                "Unable to revert partition assignment for {topic}:{partition_id} because it would require an unclean leader election."
+            ),
+        ));
+    }
+    let target = ChangeTarget {
+        replicas,
+        isr,
+        adding: Vec::new(),
+        removing: Vec::new(),
+        unclean,
+    };
+    Ok(build_change(image, topic_id, partition_id, partition, target).0)
+}
+
+/// Decides AlterPartitionReassignments at `version`: one result per requested partition in
+/// request order; every record of the request is written atomically.
+pub fn alter_partition_reassignments(
+    image: &MetadataImage,
+    request: &AlterPartitionReassignmentsRequest,
+    version: i16,
+    policy: &UncleanPolicy,
+) -> ControllerResult<AlterPartitionReassignmentsResponse> {
+    let allow_rf_change = version < 1 || request.allow_replication_factor_change;
+    let mut records = Vec::new();
+    let mut responses = Vec::with_capacity(request.topics.len());
+    // Every partition is decided on the image before this request, as Kafka's controller
+    // decides them (a partition named twice gets two records, the second applied last).
+    for topic in &request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for wanted in &topic.partitions {
+            let target: Option<Vec<i32>> = wanted
+                .replicas
+                .as_ref()
+                .map(|ids| ids.iter().map(|id| id.0).collect());
+            let outcome = alter_one(
+                image,
+                &topic.name,
+                wanted.partition_index,
+                target.as_deref(),
+                allow_rf_change,
+                policy,
+            );
+            let (code, message) = match outcome {
+                Ok(record) => {
+                    records.extend(record.map(MetadataRecord::PartitionChange));
+                    (0, None)
+                }
+                Err((code, message)) => (code, Some(message)),
+            };
+            partitions.push(
+                ReassignablePartitionResponse::default()
+                    .with_partition_index(wanted.partition_index)
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string)),
+            );
+        }
+        responses.push(
+            ReassignableTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions),
+        );
+    }
+    ControllerResult {
+        records,
+        response: AlterPartitionReassignmentsResponse::default()
+            .with_allow_replication_factor_change(allow_rf_change)
+            .with_responses(responses),
+    }
+}
+
+/// Decides ListPartitionReassignments: the partitions with a reassignment in progress (all, or
+/// among those named); unknown topics and idle partitions are left out, as are topics with
+/// nothing in progress.
+pub fn list_partition_reassignments(
+    image: &MetadataImage,
+    request: &ListPartitionReassignmentsRequest,
+) -> ListPartitionReassignmentsResponse {
+    let ongoing = |partition_id: i32, partition: &PartitionRegistration| {
+        in_progress(partition).then(|| {
+            let ids = |list: &[i32]| list.iter().copied().map(BrokerId).collect::<Vec<_>>();
+            OngoingPartitionReassignment::default()
+                .with_partition_index(partition_id)
+                .with_replicas(ids(&partition.replicas))
+                .with_adding_replicas(ids(&partition.adding_replicas))
+                .with_removing_replicas(ids(&partition.removing_replicas))
+        })
+    };
+    let mut topics = Vec::new();
+    match &request.topics {
+        None => {
+            for topic in image.topics.iter() {
+                let partitions: Vec<_> = topic
+                    .partitions()
+                    .filter_map(|(id, partition)| ongoing(id, partition))
+                    .collect();
+                if !partitions.is_empty() {
+                    topics.push(
+                        OngoingTopicReassignment::default()
+                            .with_name(TopicName(StrBytes::from_string(topic.name.to_string())))
+                            .with_partitions(partitions),
+                    );
+                }
+            }
+        }
+        Some(wanted) => {
+            for entry in wanted {
+                let Some(topic) = image.topics.get_by_name(&entry.name) else {
+                    continue;
+                };
+                let partitions: Vec<_> = entry
+                    .partition_indexes
+                    .iter()
+                    .filter_map(|id| topic.partition(*id).and_then(|p| ongoing(*id, p)))
+                    .collect();
+                if !partitions.is_empty() {
+                    topics.push(
+                        OngoingTopicReassignment::default()
+                            .with_name(entry.name.clone())
+                            .with_partitions(partitions),
+                    );
+                }
+            }
+        }
+    }
+    ListPartitionReassignmentsResponse::default().with_topics(topics)
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+    use gregor_publishers::records::{PartitionRecord, RegisterBrokerRecord, TopicRecord};
+    use gregor_publishers::MetadataDelta;
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use std::sync::Arc;
+
+    const TOPIC: Uuid = Uuid::from_u128(7);
+
+    fn image(partition: PartitionRecord) -> MetadataImage {
+        let mut records: Vec<MetadataRecord> = (1..=4)
+            .map(|id| {
+                MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                    broker_id: id,
+                    incarnation_id: Uuid::from_u128(id as u128),
+                    broker_epoch: 10 + i64::from(id),
+                    endpoints: Vec::new(),
+                    features: Vec::new(),
+                    rack: None,
+                    fenced: false,
+                    in_controlled_shutdown: false,
+                    log_dirs: Vec::new(),
+                })
+            })
+            .collect();
+        records.push(MetadataRecord::Topic(TopicRecord {
+            name: "t".into(),
+            topic_id: TOPIC,
+        }));
+        records.push(MetadataRecord::Partition(partition));
+        apply_all(MetadataImage::empty(), &records)
+    }
+
+    fn apply_all(image: MetadataImage, records: &[MetadataRecord]) -> MetadataImage {
+        let base = Arc::new(image);
+        let mut delta = MetadataDelta::new(base.clone());
+        for record in records {
+            delta.replay(record).expect("replays");
+        }
+        delta.apply(base.provenance)
+    }
+
+    fn partition(replicas: &[i32], isr: &[i32], leader: i32) -> PartitionRecord {
+        PartitionRecord {
+            partition_id: 0,
+            topic_id: TOPIC,
+            replicas: replicas.to_vec(),
+            isr: isr.to_vec(),
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader,
+            leader_recovery_state: 0,
+            leader_epoch: 3,
+            partition_epoch: 5,
+            directories: Vec::new(),
+        }
+    }
+
+    fn request(replicas: Option<&[i32]>) -> AlterPartitionReassignmentsRequest {
+        AlterPartitionReassignmentsRequest::default().with_topics(vec![ReassignableTopic::default(
+        )
+        .with_name(TopicName(StrBytes::from_static_str("t")))
+        .with_partitions(vec![ReassignablePartition::default()
+            .with_partition_index(0)
+            .with_replicas(
+                replicas.map(|ids| ids.iter().copied().map(BrokerId).collect()),
+            )])])
+    }
+
+    fn code(response: &AlterPartitionReassignmentsResponse) -> (i16, Option<String>) {
+        let p = &response.responses[0].partitions[0];
+        (
+            p.error_code,
+            p.error_message.as_ref().map(|m| m.to_string()),
+        )
+    }
+
+    const POLICY: UncleanPolicy = UncleanPolicy {
+        node_id: 1,
+        static_enabled: false,
+    };
+
+    #[test]
+    fn a_move_adds_then_completes_once_the_new_replica_is_in_sync() {
+        let before = image(partition(&[1, 2, 3], &[1, 2, 3], 1));
+        let step1 = alter_partition_reassignments(&before, &request(Some(&[2, 3, 4])), 1, &POLICY);
+        assert_eq!(code(&step1.response), (0, None));
+        assert_eq!(
+            step1.records,
+            vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: TOPIC,
+                replicas: Some(vec![2, 3, 4, 1]),
+                removing_replicas: Some(vec![1]),
+                adding_replicas: Some(vec![4]),
+                ..PartitionChangeRecord::default()
+            })]
+        );
+        let moving = apply_all(before, &step1.records);
+        let registration = moving
+            .topics
+            .get_by_name("t")
+            .and_then(|t| t.partition(0).cloned())
+            .expect("partition");
+        assert!(in_progress(&registration));
+        let listed =
+            list_partition_reassignments(&moving, &ListPartitionReassignmentsRequest::default());
+        let ongoing = &listed.topics[0].partitions[0];
+        assert_eq!(ongoing.replicas, [2, 3, 4, 1].map(BrokerId).to_vec());
+        assert_eq!(ongoing.adding_replicas, vec![BrokerId(4)]);
+        assert_eq!(ongoing.removing_replicas, vec![BrokerId(1)]);
+
+        // Broker 4 joins the ISR: the change completes the move and leadership leaves 1.
+        let mut target = ChangeTarget::of(&registration);
+        target.isr = vec![1, 2, 3, 4];
+        let (record, leader) = build_change(&moving, TOPIC, 0, &registration, target);
+        assert_eq!(leader, 2);
+        assert_eq!(
+            record,
+            Some(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: TOPIC,
+                isr: Some(vec![2, 3, 4]),
+                leader: Some(2),
+                replicas: Some(vec![2, 3, 4]),
+                removing_replicas: Some(vec![]),
+                adding_replicas: Some(vec![]),
+                ..PartitionChangeRecord::default()
+            })
+        );
+        // Not yet in the ISR: nothing completes.
+        let (record, leader) = build_change(
+            &moving,
+            TOPIC,
+            0,
+            &registration,
+            ChangeTarget::of(&registration),
+        );
+        assert_eq!((record, leader), (None, 1));
+    }
+
+    #[test]
+    fn a_pure_reorder_or_removal_completes_at_once_and_bumps_the_epoch() {
+        let before = image(partition(&[1, 2, 3], &[1, 2, 3], 1));
+        let reorder =
+            alter_partition_reassignments(&before, &request(Some(&[3, 2, 1])), 0, &POLICY);
+        assert_eq!(
+            reorder.records,
+            vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: TOPIC,
+                replicas: Some(vec![3, 2, 1]),
+                ..PartitionChangeRecord::default()
+            })]
+        );
+        let shrink = alter_partition_reassignments(&before, &request(Some(&[1, 2])), 1, &POLICY);
+        assert_eq!(
+            shrink.records,
+            vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: TOPIC,
+                isr: Some(vec![1, 2]),
+                leader: Some(1),
+                replicas: Some(vec![1, 2]),
+                ..PartitionChangeRecord::default()
+            })]
+        );
+        let refused = alter_partition_reassignments(&before, &request(Some(&[1, 2])), 1, &POLICY);
+        assert_eq!(code(&refused.response).0, 0);
+        let mut no_rf_change = request(Some(&[1, 2]));
+        no_rf_change.allow_replication_factor_change = false;
+        let refused = alter_partition_reassignments(&before, &no_rf_change, 1, &POLICY);
+        assert_eq!(code(&refused.response).0, INVALID_REPLICATION_FACTOR);
+        assert!(refused.records.is_empty());
+    }
+
+    #[test]
+    fn invalid_targets_and_cancellation_get_kafkas_answers() {
+        let before = image(partition(&[1, 2, 3], &[1, 2, 3], 1));
+        for (target, message) in [
+            (&[][..], "The manual partition assignment includes an empty replica list."),
+            (&[1, 9], "The manual partition assignment includes broker 9, but no such broker is registered."),
+            (&[2, 2, 1], "The manual partition assignment includes the broker 2 more than once."),
+        ] {
+            let result = alter_partition_reassignments(&before, &request(Some(target)), 1, &POLICY);
+            assert_eq!(
+                code(&result.response),
+                (INVALID_REPLICA_ASSIGNMENT, Some(message.to_owned()))
+            );
+        }
+        assert_eq!(
+            code(&alter_partition_reassignments(&before, &request(None), 1, &POLICY).response),
+            (
+                NO_REASSIGNMENT_IN_PROGRESS,
+                Some("No partition reassignment is in progress.".to_owned())
+            )
+        );
+        let mut unknown = request(None);
+        unknown.topics[0].partitions[0].partition_index = 5;
+        assert_eq!(
+            code(&alter_partition_reassignments(&before, &unknown, 1, &POLICY).response),
+            (
+                UNKNOWN_TOPIC_OR_PARTITION,
+                Some("Unable to find partition t:5.".to_owned())
+            )
+        );
+
+        // Cancelling {1,2,3} → {2,3,4} while 4 is still catching up reverts to {1,2,3}.
+        let step1 = alter_partition_reassignments(&before, &request(Some(&[2, 3, 4])), 1, &POLICY);
+        let moving = apply_all(before, &step1.records);
+        let cancel = alter_partition_reassignments(&moving, &request(None), 1, &POLICY);
+        assert_eq!(code(&cancel.response), (0, None));
+        assert_eq!(
+            cancel.records,
+            vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: TOPIC,
+                leader: Some(1),
+                replicas: Some(vec![2, 3, 1]),
+                removing_replicas: Some(vec![]),
+                adding_replicas: Some(vec![]),
+                ..PartitionChangeRecord::default()
+            })]
+        );
+        let reverted = apply_all(moving, &cancel.records);
+        let listed =
+            list_partition_reassignments(&reverted, &ListPartitionReassignmentsRequest::default());
+        assert!(listed.topics.is_empty());
+    }
+}
