@@ -285,6 +285,31 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
                 mechanism,
             })
         }),
+        (topic_id(), 0i8..9, name(), 0i8..6, name(), 0i8..16, 0i8..5).prop_map(
+            |(
+                id,
+                resource_type,
+                resource_name,
+                pattern_type,
+                principal,
+                operation,
+                permission_type,
+            )| {
+                MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                    id,
+                    resource_type,
+                    resource_name,
+                    pattern_type,
+                    principal,
+                    host: "*".into(),
+                    operation,
+                    permission_type,
+                })
+            }
+        ),
+        topic_id().prop_map(|id| {
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id })
+        }),
         Just(MetadataRecord::NoOp),
     ]
 }
