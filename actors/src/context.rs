@@ -60,6 +60,9 @@ pub struct HandlerContext {
     pub fetch_sessions: Arc<crate::fetch_session::FetchSessionCache>,
     /// The group coordinator; `None` on a controller-only node.
     pub groups: Option<crate::groups::Groups>,
+    /// The ACL authorizer (`authorizer.class.name`); `None`: every request is allowed and the
+    /// ACL APIs answer SECURITY_DISABLED.
+    pub authorizer: Option<Arc<crate::authorizer::Authorizer>>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller
@@ -169,4 +172,7 @@ pub struct RequestInfo {
     pub principal: Principal,
     /// The client's address in Kafka's form (`/127.0.0.1`), "" when unknown.
     pub client_host: String,
+    /// The request came from a broker's forwarding channel (a peer that proved itself with the
+    /// quorum's hello): that broker authorized it as its client's principal.
+    pub forwarded: bool,
 }

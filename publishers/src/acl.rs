@@ -248,9 +248,141 @@ pub fn operation_bit(operation: AclOperation) -> i32 {
     1i32 << operation.code()
 }
 
+/// Kafka's `AclBindingFilter`: which ACLs DescribeAcls and DeleteAcls select. `None` fields
+/// match anything.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AclFilter {
+    /// A type, or ANY.
+    pub resource_type: ResourceType,
+    /// The resource name.
+    pub name: Option<String>,
+    /// LITERAL or PREFIXED (that pattern, that exact name), ANY (any pattern, exact name) or
+    /// MATCH (every ACL that applies to the named resource).
+    pub pattern_type: PatternType,
+    /// The principal, compared as a string.
+    pub principal: Option<String>,
+    /// The host, compared as a string.
+    pub host: Option<String>,
+    /// An operation, or ANY.
+    pub operation: AclOperation,
+    /// A permission, or ANY.
+    pub permission: AclPermission,
+}
+
+impl AclFilter {
+    /// The filter of a request's codes; `None` when a code is UNKNOWN or not a code at all
+    /// (Kafka refuses such a filter when it parses the request).
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_codes(
+        resource_type: i8,
+        name: Option<&str>,
+        pattern_type: i8,
+        principal: Option<&str>,
+        host: Option<&str>,
+        operation: i8,
+        permission: i8,
+    ) -> Option<Self> {
+        Some(AclFilter {
+            resource_type: ResourceType::from_code(resource_type)
+                .filter(|t| *t != ResourceType::Unknown)?,
+            name: name.map(str::to_owned),
+            pattern_type: PatternType::from_code(pattern_type)
+                .filter(|p| *p != PatternType::Unknown)?,
+            principal: principal.map(str::to_owned),
+            host: host.map(str::to_owned),
+            operation: AclOperation::from_code(operation)
+                .filter(|o| *o != AclOperation::Unknown)?,
+            permission: AclPermission::from_code(permission)
+                .filter(|p| *p != AclPermission::Unknown)?,
+        })
+    }
+
+    /// Whether the ACL `acl` is selected (Kafka's `AclBindingFilter.matches`).
+    pub fn matches(&self, acl: &crate::image::StandardAcl) -> bool {
+        self.matches_pattern(acl.resource_type, &acl.resource_name, acl.pattern_type)
+            && self.principal.as_deref().is_none_or(|p| p == acl.principal)
+            && self.host.as_deref().is_none_or(|h| h == acl.host)
+            && (self.operation == AclOperation::Any || self.operation == acl.operation)
+            && (self.permission == AclPermission::Any || self.permission == acl.permission)
+    }
+
+    /// Kafka's `ResourcePatternFilter.matches`.
+    fn matches_pattern(
+        &self,
+        resource_type: ResourceType,
+        name: &str,
+        pattern: PatternType,
+    ) -> bool {
+        if self.resource_type != ResourceType::Any && self.resource_type != resource_type {
+            return false;
+        }
+        if !matches!(self.pattern_type, PatternType::Any | PatternType::Match)
+            && self.pattern_type != pattern
+        {
+            return false;
+        }
+        let Some(wanted) = self.name.as_deref() else {
+            return true;
+        };
+        if self.pattern_type == PatternType::Any || self.pattern_type == pattern {
+            return wanted == name;
+        }
+        match pattern {
+            PatternType::Literal => wanted == name || name == WILDCARD,
+            PatternType::Prefixed => wanted.starts_with(name),
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::StandardAcl;
+
+    fn acl(name: &str, pattern: PatternType) -> StandardAcl {
+        StandardAcl {
+            resource_type: ResourceType::Topic,
+            resource_name: name.into(),
+            pattern_type: pattern,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: AclOperation::Read,
+            permission: AclPermission::Allow,
+        }
+    }
+
+    #[test]
+    fn filters_match_as_kafka_binding_filters() {
+        let filter =
+            |t: i8, name: Option<&str>, p: i8| AclFilter::from_codes(t, name, p, None, None, 1, 1);
+        let literal = acl("orders", PatternType::Literal);
+        let prefixed = acl("ord", PatternType::Prefixed);
+        let wildcard = acl("*", PatternType::Literal);
+        let any = filter(1, None, 1).filter(|f| f.matches(&literal) && f.matches(&prefixed));
+        assert!(any.is_some());
+        let exact = filter(2, Some("orders"), 3);
+        assert!(exact
+            .as_ref()
+            .is_some_and(|f| f.matches(&literal) && !f.matches(&prefixed)));
+        let by_name = filter(2, Some("orders"), 1);
+        assert!(by_name
+            .as_ref()
+            .is_some_and(|f| f.matches(&literal) && !f.matches(&wildcard)));
+        let matching = filter(1, Some("orders"), 2);
+        assert!(matching
+            .as_ref()
+            .is_some_and(|f| f.matches(&literal) && f.matches(&prefixed) && f.matches(&wildcard)));
+        assert!(filter(2, Some("other"), 2)
+            .is_some_and(|f| !f.matches(&prefixed) && f.matches(&wildcard)));
+        assert!(filter(3, None, 1).is_some_and(|f| !f.matches(&literal)));
+        assert_eq!(filter(0, None, 1), None, "UNKNOWN resource type");
+        assert_eq!(filter(2, None, 9), None, "not a pattern type code");
+        let by_principal = AclFilter::from_codes(1, None, 1, Some("User:bob"), None, 1, 1);
+        assert!(by_principal.is_some_and(|f| !f.matches(&literal)));
+        let by_op = AclFilter::from_codes(1, None, 1, None, Some("*"), 4, 3);
+        assert!(by_op.is_some_and(|f| !f.matches(&literal)));
+    }
 
     #[test]
     fn codes_and_names_round_trip() {

@@ -7,8 +7,10 @@
 //!
 //! Handlers never touch bytes: they get a decoded request and return a typed response.
 
+mod acls;
 mod alter_partition;
 mod api_versions;
+mod authorize;
 mod broker_heartbeat;
 mod client_quotas;
 mod cluster;
@@ -43,6 +45,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Message, VersionRange};
 
 pub use api_versions::unsupported_version_response;
+pub use authorize::fully_authorized;
 pub use errors::{error_name, ErrorCounts};
 
 use crate::context::{HandlerContext, ListenerKind, RequestInfo};
@@ -322,6 +325,27 @@ pub const APIS: &[ApiSpec] = &[
         true,
     ),
     api(
+        ApiKey::DescribeAcls,
+        "DescribeAcls",
+        kafka_protocol::messages::DescribeAclsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::CreateAcls,
+        "CreateAcls",
+        kafka_protocol::messages::CreateAclsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::DeleteAcls,
+        "DeleteAcls",
+        kafka_protocol::messages::DeleteAclsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
         ApiKey::DescribeConfigs,
         "DescribeConfigs",
         DescribeConfigsRequest::VERSIONS,
@@ -510,6 +534,9 @@ pub async fn handle(
         RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
         RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
         RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
+        RequestKind::DescribeAcls(request) => acls::describe(ctx, info, &request),
+        RequestKind::CreateAcls(request) => acls::create(ctx, info, request).await,
+        RequestKind::DeleteAcls(request) => acls::delete(ctx, info, request).await,
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }
@@ -608,6 +635,9 @@ mod tests {
         assert_eq!(range(ApiKey::ListGroups), Some((0, 5)));
         assert_eq!(range(ApiKey::DeleteGroups), Some((0, 2)));
         assert_eq!(range(ApiKey::OffsetDelete), Some((0, 0)));
+        assert_eq!(range(ApiKey::DescribeAcls), Some((1, 3)));
+        assert_eq!(range(ApiKey::CreateAcls), Some((1, 3)));
+        assert_eq!(range(ApiKey::DeleteAcls), Some((1, 3)));
         assert!(lookup(ApiKey::JoinGroup, ListenerKind::Controller).is_none());
         assert!(lookup(ApiKey::AlterPartition, ListenerKind::Broker).is_none());
         assert_eq!(

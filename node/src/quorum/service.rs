@@ -37,6 +37,8 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::AlterClientQuotas,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
     ApiKey::UnregisterBroker,
     ApiKey::DescribeQuorum,
     ApiKey::AddRaftVoter,
