@@ -51,6 +51,14 @@ pub fn fully_authorized(ctx: &HandlerContext, info: &RequestInfo, request: &Requ
             .iter()
             .all(|t| access.allows(Alter, topic, &t.name)),
         RequestKind::AlterClientQuotas(_) => access.allows_cluster(AlterConfigs),
+        RequestKind::IncrementalAlterConfigs(r) => r.resources.iter().all(|res| {
+            config_resource_denied(&access, AlterConfigs, res.resource_type, &res.resource_name)
+                .is_none()
+        }),
+        RequestKind::AlterConfigs(r) => r.resources.iter().all(|res| {
+            config_resource_denied(&access, AlterConfigs, res.resource_type, &res.resource_name)
+                .is_none()
+        }),
         RequestKind::DescribeQuorum(_) => access.allows_cluster(Describe),
         RequestKind::AlterUserScramCredentials(_)
         | RequestKind::CreateAcls(_)
@@ -78,4 +86,104 @@ pub(super) fn denied_once<'a>(
         .filter(|(name, count)| *count == 1 && !access.allows(operation, ResourceType::Topic, name))
         .map(|(name, _)| name.to_owned())
         .collect()
+}
+
+/// Kafka's authorization of a config resource (DescribeConfigs, AlterConfigs,
+/// IncrementalAlterConfigs): TOPIC on the topic, BROKER, BROKER_LOGGER and CLIENT_METRICS on
+/// the cluster, GROUP on the group. The error and message when `operation` is refused.
+pub(super) fn config_resource_denied(
+    access: &Access<'_>,
+    operation: AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Option<(kafka_protocol::error::ResponseError, &'static str)> {
+    use kafka_protocol::error::ResponseError;
+    const TOPIC: i8 = 2;
+    const BROKER: i8 = 4;
+    const BROKER_LOGGER: i8 = 8;
+    const CLIENT_METRICS: i8 = 16;
+    const GROUP: i8 = 32;
+    match resource_type {
+        TOPIC if !access.allows(operation, ResourceType::Topic, name) => Some((
+            ResponseError::TopicAuthorizationFailed,
+            "Topic authorization failed.",
+        )),
+        BROKER | BROKER_LOGGER | CLIENT_METRICS if !access.allows_cluster(operation) => Some((
+            ResponseError::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        )),
+        GROUP if !access.allows(operation, ResourceType::Group, name) => Some((
+            ResponseError::GroupAuthorizationFailed,
+            "Group authorization failed.",
+        )),
+        _ => None,
+    }
+}
+
+/// The answer to an API whose whole request needs one operation on the cluster (Kafka's
+/// `authorizeClusterOperation`) when it is refused: the private broker APIs need
+/// CLUSTER_ACTION, UnregisterBroker and the voter changes ALTER, DescribeQuorum DESCRIBE.
+/// `None`: the request may go on (APIs not listed check their own resources).
+pub(super) fn cluster_denial(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &RequestKind,
+) -> Option<super::ApiResponse> {
+    use kafka_protocol::messages::*;
+    use AclOperation::*;
+    let operation = match request {
+        RequestKind::BrokerHeartbeat(_)
+        | RequestKind::AlterPartition(_)
+        | RequestKind::AllocateProducerIds(_) => ClusterAction,
+        RequestKind::UnregisterBroker(_)
+        | RequestKind::AddRaftVoter(_)
+        | RequestKind::RemoveRaftVoter(_) => Alter,
+        RequestKind::DescribeQuorum(_) => Describe,
+        _ => return None,
+    };
+    if Access::new(ctx, info).allows_cluster(operation) {
+        return None;
+    }
+    let code = kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code();
+    let message = || {
+        Some(kafka_protocol::protocol::StrBytes::from_static_str(
+            "Cluster authorization failed.",
+        ))
+    };
+    let body = match request {
+        RequestKind::BrokerHeartbeat(_) => {
+            ResponseKind::BrokerHeartbeat(BrokerHeartbeatResponse::default().with_error_code(code))
+        }
+        RequestKind::AlterPartition(_) => {
+            ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code))
+        }
+        RequestKind::AllocateProducerIds(_) => ResponseKind::AllocateProducerIds(
+            AllocateProducerIdsResponse::default()
+                .with_error_code(code)
+                .with_producer_id_start(ProducerId(-1)),
+        ),
+        RequestKind::UnregisterBroker(_) => ResponseKind::UnregisterBroker(
+            UnregisterBrokerResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        RequestKind::AddRaftVoter(_) => ResponseKind::AddRaftVoter(
+            AddRaftVoterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        RequestKind::RemoveRaftVoter(_) => ResponseKind::RemoveRaftVoter(
+            RemoveRaftVoterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        _ => ResponseKind::DescribeQuorum(
+            DescribeQuorumResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+    };
+    let mut errors = super::ErrorCounts::default();
+    errors.add(code);
+    Some(super::ApiResponse::new(body, errors))
 }

@@ -18,6 +18,8 @@ use crate::controller::AllocateProducerIds;
 
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 /// The block of producer ids this broker is issuing from: `[next, end)`.
 #[derive(Debug, Default)]
@@ -125,7 +127,29 @@ pub(super) async fn handle(
     info: &RequestInfo,
     request: InitProducerIdRequest,
 ) -> ApiResponse {
+    // Kafka: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on the
+    // cluster or WRITE on some topic (KIP-679).
+    let access = crate::authorizer::Access::new(ctx, info);
+    let denied = match request.transactional_id.as_deref() {
+        Some(id) if !id.is_empty() => (!access.allows(
+            gregor_publishers::acl::AclOperation::Write,
+            gregor_publishers::acl::ResourceType::TransactionalId,
+            id,
+        ))
+        .then_some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        Some(_) => None,
+        None => (!access.quietly_allows(
+            gregor_publishers::acl::AclOperation::IdempotentWrite,
+            gregor_publishers::acl::ResourceType::Cluster,
+            gregor_publishers::acl::CLUSTER_NAME,
+        ) && !access.allows_any(
+            gregor_publishers::acl::AclOperation::Write,
+            gregor_publishers::acl::ResourceType::Topic,
+        ))
+        .then_some(CLUSTER_AUTHORIZATION_FAILED),
+    };
     let result = match request.transactional_id.as_ref().map(|t| t.is_empty()) {
+        _ if denied.is_some() => Err(denied.unwrap_or_default()),
         Some(true) => Err(INVALID_REQUEST),
         Some(false) => Err(COORDINATOR_NOT_AVAILABLE),
         // v3+: an existing producer may name itself; exactly one of the two unset is malformed.

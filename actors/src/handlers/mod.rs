@@ -478,6 +478,9 @@ pub async fn handle(
     info: &RequestInfo,
     request: RequestKind,
 ) -> Option<ApiResponse> {
+    if let Some(denied) = authorize::cluster_denial(ctx, info, &request) {
+        return Some(denied);
+    }
     Some(match request {
         RequestKind::ApiVersions(request) => api_versions::handle(ctx, info, &request),
         RequestKind::SaslHandshake(_) => sasl::handshake(),
@@ -501,14 +504,14 @@ pub async fn handle(
         RequestKind::FindCoordinator(request) => groups::find_coordinator(ctx, info, request).await,
         RequestKind::JoinGroup(request) => groups::join_group(ctx, info, request).await,
         RequestKind::SyncGroup(request) => groups::sync_group(ctx, info, request).await,
-        RequestKind::Heartbeat(request) => groups::heartbeat(ctx, request).await,
+        RequestKind::Heartbeat(request) => groups::heartbeat(ctx, info, request).await,
         RequestKind::LeaveGroup(request) => groups::leave_group(ctx, info, request).await,
         RequestKind::OffsetCommit(request) => groups::offset_commit(ctx, info, request).await,
         RequestKind::OffsetFetch(request) => groups::offset_fetch(ctx, info, request).await,
         RequestKind::ListGroups(request) => groups::list_groups(ctx, info, request).await,
         RequestKind::DescribeGroups(request) => groups::describe_groups(ctx, info, request).await,
-        RequestKind::DeleteGroups(request) => groups::delete_groups(ctx, request).await,
-        RequestKind::OffsetDelete(request) => groups::offset_delete(ctx, request).await,
+        RequestKind::DeleteGroups(request) => groups::delete_groups(ctx, info, request).await,
+        RequestKind::OffsetDelete(request) => groups::offset_delete(ctx, info, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
         RequestKind::DeleteTopics(request) => topics::delete_topics(ctx, info, request).await,
@@ -532,8 +535,8 @@ pub async fn handle(
         }
         RequestKind::BrokerHeartbeat(request) => broker_heartbeat::handle(ctx, info, request).await,
         RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
-        RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
-        RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
+        RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, info, &request),
+        RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, info, request).await,
         RequestKind::DescribeAcls(request) => acls::describe(ctx, info, &request),
         RequestKind::CreateAcls(request) => acls::create(ctx, info, request).await,
         RequestKind::DeleteAcls(request) => acls::delete(ctx, info, request).await,
