@@ -10,7 +10,7 @@ import subprocess
 import uuid
 
 import pytest
-from conftest import gregor_bin, wait_for
+from conftest import RawConn, gregor_bin, wait_for
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -32,6 +32,13 @@ from kafka.admin import (
     ResourcePatternFilter,
 )
 from kafka.admin import ResourceType as ResourceTypePy
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka.errors import (
     ClusterAuthorizationFailedError,
     SecurityDisabledError,
@@ -258,3 +265,104 @@ def test_acl_apis_without_an_authorizer_are_security_disabled(start_node):
                                                  ResourceTypePy.ANY, None, ACLResourcePatternType.ANY)))
     finally:
         py_admin.close()
+
+
+def test_gregor_acls_adds_lists_and_removes_as_kafka_acls(start_node):
+    node = acl_node(start_node)
+    out = gregor_acls(node, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                      "--operation", "Describe", "--topic", "orders", "--resource-pattern-type", "prefixed")
+    assert out.stdout == (
+        "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=PREFIXED)`: \n"
+        " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)\n"
+        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)\n\n"
+    ), out.stdout
+    again = gregor_acls(node, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                        "--topic", "orders", "--resource-pattern-type", "prefixed")
+    assert again.stdout == (
+        "Acl (pattern=ResourcePattern(resourceType=TOPIC, name=orders, patternType=PREFIXED), "
+        "entry=(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)) already exists.\n"
+    ), again.stdout
+    gregor_acls(node, "--add", "--producer", "--consumer", "--topic", "payments", "--group", "billing",
+                "--allow-principal", "User:bob")
+    listed = gregor_acls(node, "--list", "--topic", "payments").stdout
+    assert listed == (
+        "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=payments, patternType=LITERAL)`:\n"
+        "\t(principal=User:bob, host=*, operation=READ, permissionType=ALLOW)\n"
+        "\t(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)\n"
+        "\t(principal=User:bob, host=*, operation=CREATE, permissionType=ALLOW)\n"
+        "\t(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)\n\n"
+    ), listed
+    by_principal = gregor_acls(node, "--list", "--principal", "User:bob").stdout
+    assert by_principal.startswith("ACLs for principal `User:bob`\n"), by_principal
+    assert "name=billing, patternType=LITERAL" in by_principal and "name=orders" not in by_principal
+    # MATCH lists every ACL that applies to a topic: the prefixed one covers orders-eu.
+    matched = gregor_acls(node, "--list", "--topic", "orders-eu", "--resource-pattern-type", "match").stdout
+    assert "name=orders, patternType=PREFIXED" in matched, matched
+    gregor_acls(node, "--remove", "--force", "--topic", "payments")
+    assert "name=payments" not in gregor_acls(node, "--list").stdout
+    # Without rights the broker's refusal is the tool's error.
+    refused = gregor_acls(node, "--list", user="alice", check=False)
+    assert refused.returncode == 1
+    assert "Error while executing ACL command: Cluster authorization failed." in refused.stderr, refused.stderr
+    usage = gregor_acls(node, "--add", "--topic", "t", check=False)
+    assert usage.returncode == 2
+    assert "You must specify one of: --allow-principal, --deny-principal" in usage.stderr
+
+
+def sasl_metadata_error(addr, user, topic):
+    """The Metadata v1 error code of `topic` for `user` (SASL/PLAIN on a raw socket)."""
+    conn = RawConn(addr)
+    try:
+        assert conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse).error_code == 0
+        token = b"\0" + user.encode() + b"\0" + PASSWORDS[user].encode()
+        assert conn.send(SaslAuthenticateRequest[1](auth_bytes=token), SaslAuthenticateResponse).error_code == 0
+        response = conn.send(MetadataRequest[1](topics=[topic]), MetadataResponse[1])
+        return response.topics[0][0]
+    finally:
+        conn.close()
+
+
+def test_an_acl_change_reaches_every_node_without_restart():
+    from test_replication import ClusterNode, free_port, random_uuid
+
+    cluster_id = random_uuid()
+    specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
+    initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
+    voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
+    nodes = []
+    try:
+        for node_id, port, _ in specs:
+            nodes.append(ClusterNode({
+                "node.id": str(node_id),
+                "process.roles": "broker,controller",
+                "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "controller.quorum.bootstrap.servers": voters,
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+                "authorizer.class.name": "StandardAuthorizer",
+                # Followers fetch over the PLAINTEXT listener as User:ANONYMOUS.
+                "super.users": "User:admin;User:ANONYMOUS",
+                "auto.create.topics.enable": "false",
+            }, ["--cluster-id", cluster_id, "--initial-controllers", initial]))
+        for node in nodes:
+            node.wait_ready()
+            node.sasl = listener_address(node, "SASL_PLAINTEXT")
+        topic = f"spread-{uuid.uuid4().hex[:6]}"
+        create_topic(nodes[0], topic)
+        for node in nodes:
+            wait_for("the topic on every node", lambda: sasl_metadata_error(node.sasl, "admin", topic) == 0,
+                     timeout=TIMEOUT)
+            assert sasl_metadata_error(node.sasl, "bob", topic) == 29
+        # Created through the second node (forwarded to the active controller when it is not).
+        gregor_acls(nodes[1], "--add", "--allow-principal", "User:bob", "--operation", "Describe", "--topic", topic)
+        for node in nodes:
+            wait_for(f"bob may describe the topic on {node.sasl}",
+                     lambda: sasl_metadata_error(node.sasl, "bob", topic) == 0, timeout=TIMEOUT)
+        gregor_acls(nodes[2], "--remove", "--force", "--topic", topic)
+        for node in nodes:
+            wait_for(f"bob is refused again on {node.sasl}",
+                     lambda: sasl_metadata_error(node.sasl, "bob", topic) == 29, timeout=TIMEOUT)
+    finally:
+        for node in nodes:
+            node.close()

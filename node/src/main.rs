@@ -56,6 +56,8 @@ enum Command {
     DeleteRecords(gregor_node::admin::records::DeleteRecordsArgs),
     /// Describe the log directories of brokers, as kafka-log-dirs.sh.
     LogDirs(gregor_node::admin::records::LogDirsArgs),
+    /// Add, remove and list ACLs, as kafka-acls.sh.
+    Acls(gregor_node::admin::acls::AclsArgs),
     /// Print the contents of log segment, index, time index and producer snapshot files, as
     /// kafka-dump-log.sh.
     DumpLog {
@@ -181,6 +183,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::GetOffsets(args) => gregor_node::admin::console::run_get_offsets(args),
         Command::DeleteRecords(args) => gregor_node::admin::records::run_delete_records(args),
         Command::LogDirs(args) => gregor_node::admin::records::run_log_dirs(args),
+        Command::Acls(args) => gregor_node::admin::acls::run_acls(args),
         Command::DumpLog {
             files,
             print_data_log,

@@ -98,10 +98,19 @@ impl StandardAcl {
 /// The ACLs of one resource pattern, by id.
 type PatternAcls = imbl::OrdMap<Uuid, Arc<StandardAcl>>;
 
+/// LITERAL patterns by name. foldhash rather than SipHash: a probe per check is on every
+/// request's path, and the keys are the operators' ACL names (probes cannot grow the map).
+type LiteralMap = imbl::GenericHashMap<
+    String,
+    PatternAcls,
+    foldhash::fast::RandomState,
+    imbl::shared_ptr::DefaultSharedPtr,
+>;
+
 /// The index of one resource type.
 #[derive(Clone, Debug, Default)]
 struct TypeIndex {
-    literal: imbl::HashMap<String, PatternAcls>,
+    literal: LiteralMap,
     prefixed: imbl::OrdMap<String, PatternAcls>,
 }
 
