@@ -1300,6 +1300,36 @@ mod tests {
     }
 
     #[test]
+    fn the_authorizer_is_kafkas_standard_one_or_none() -> Result<(), ConfigError> {
+        assert!(load(&[])?.authorizer.is_none());
+        let config = load(&[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:admin; User:broker ;",
+            "allow.everyone.if.no.acl.found=true",
+        ])?;
+        let settings = config
+            .authorizer
+            .ok_or_else(|| invalid("authorizer.class.name", String::new(), "no authorizer"))?;
+        let mut super_users: Vec<&str> = settings.super_users.iter().map(String::as_str).collect();
+        super_users.sort_unstable();
+        assert_eq!(super_users, vec!["User:admin", "User:broker"]);
+        assert!(settings.allow_everyone_if_no_acl_found);
+        assert!(load(&["authorizer.class.name=StandardAuthorizer"])?
+            .authorizer
+            .is_some_and(|a| !a.allow_everyone_if_no_acl_found && a.super_users.is_empty()));
+        let error = load(&["authorizer.class.name=kafka.security.authorizer.AclAuthorizer"])
+            .map(|_| ())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("Class kafka.security.authorizer.AclAuthorizer cannot be found"),
+            "{error}"
+        );
+        Ok(())
+    }
+
+    #[test]
     fn overrides_apply_in_order() -> Result<(), ConfigError> {
         let config = load(&["num.partitions=3", "num.partitions=5", "node.id=7"])?;
         assert_eq!(config.num_partitions, 5);
