@@ -366,3 +366,62 @@ def test_an_acl_change_reaches_every_node_without_restart():
     finally:
         for node in nodes:
             node.close()
+
+
+def test_topic_admin_and_fetch_apis_check_their_operation(start_node):
+    from confluent_kafka.admin import ConfigResource, NewPartitions
+
+    node = acl_node(start_node)
+    bob = admin(node, "bob")
+
+    def error_of(future):
+        try:
+            future.result(TIMEOUT)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    # CreateTopics: CREATE on the cluster or on the topic (a PREFIXED ACL covers bob-*).
+    name = f"bob-{uuid.uuid4().hex[:6]}"
+    assert error_of(bob.create_topics([NewTopic(name, 1, 1)])[name]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    add_acls(node, binding(ResourceType.TOPIC, "bob-", "User:bob", AclOperation.CREATE,
+                           pattern=ResourcePatternType.PREFIXED))
+    assert error_of(bob.create_topics([NewTopic(name, 1, 1)])[name]) is None
+    other = f"other-{uuid.uuid4().hex[:6]}"
+    results = bob.create_topics([NewTopic(other, 1, 1), NewTopic(name + "-2", 1, 1)])
+    assert error_of(results[other]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert error_of(results[name + "-2"]) is None
+    # CreatePartitions: ALTER on the topic.
+    assert error_of(bob.create_partitions([NewPartitions(name, 2)])[name]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    add_acls(node, binding(ResourceType.TOPIC, name, "User:bob", AclOperation.ALTER))
+    assert error_of(bob.create_partitions([NewPartitions(name, 2)])[name]) is None
+    # DescribeConfigs: DESCRIBE_CONFIGS on the topic (ALTER_CONFIGS implies it).
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    assert error_of(bob.describe_configs([resource])[resource]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    add_acls(node, binding(ResourceType.TOPIC, name, "User:bob", AclOperation.ALTER_CONFIGS))
+    assert error_of(bob.describe_configs([resource])[resource]) is None
+    # Fetch: READ on the topic (librdkafka's consumer also looks up its group: READ on it).
+    add_acls(node, binding(ResourceType.GROUP, "unused", "User:bob", AclOperation.READ))
+    producer = Producer(conf(node, "admin"))
+    producer.produce(name, b"x", partition=0)
+    assert producer.flush(TIMEOUT) == 0
+
+    def fetch_as_bob():
+        consumer = Consumer(conf(node, "bob", **{"group.id": "unused", "enable.auto.commit": False}))
+        consumer.assign([TopicPartition(name, 0, 0)])
+        try:
+            for _ in range(40):
+                msg = consumer.poll(0.5)
+                if msg is not None:
+                    return msg.error().code() if msg.error() else msg.value()
+            return None
+        finally:
+            consumer.close()
+
+    assert fetch_as_bob() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    add_acls(node, binding(ResourceType.TOPIC, name, "User:bob", AclOperation.READ))
+    assert fetch_as_bob() == b"x"
+    # DeleteTopics: DELETE on the topic.
+    assert error_of(bob.delete_topics([name])[name]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    add_acls(node, binding(ResourceType.TOPIC, name, "User:bob", AclOperation.DELETE))
+    assert error_of(bob.delete_topics([name])[name]) is None
