@@ -75,6 +75,23 @@ pub trait ControllerForwarder: Send + Sync {
         version: i16,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>;
 
+    /// DeleteTopics at `version` (the topics a broker let through when it refused others).
+    fn delete_topics(
+        &self,
+        request: kafka_protocol::messages::DeleteTopicsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>;
+
+    /// CreatePartitions at `version` (the topics a broker let through when it refused others).
+    fn create_partitions(
+        &self,
+        request: kafka_protocol::messages::CreatePartitionsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::CreatePartitionsResponse>,
+    >;
+
     /// IncrementalAlterConfigs at `version` (the resources the broker does not handle itself).
     fn incremental_alter_configs(
         &self,

@@ -359,6 +359,26 @@ def test_an_acl_change_reaches_every_node_without_restart():
         for node in nodes:
             wait_for(f"bob may describe the topic on {node.sasl}",
                      lambda: sasl_metadata_error(node.sasl, "bob", topic) == 0, timeout=TIMEOUT)
+        # A CreateTopics naming an allowed and a refused topic, through each node: the broker
+        # answers the refused one and hands the other to the active controller.
+        gregor_acls(nodes[0], "--add", "--allow-principal", "User:bob", "--operation", "Create",
+                    "--topic", "bob-", "--resource-pattern-type", "prefixed")
+        for index, node in enumerate(nodes):
+            client = AdminClient(conf(node, "bob"))
+
+            def mixed_create():
+                suffix = uuid.uuid4().hex[:6]
+                results = client.create_topics([NewTopic(f"bob-{suffix}", 1, 3), NewTopic(f"nope-{suffix}", 1, 3)])
+                outcome = []
+                for name in (f"bob-{suffix}", f"nope-{suffix}"):
+                    try:
+                        results[name].result(TIMEOUT)
+                        outcome.append(None)
+                    except KafkaException as e:
+                        outcome.append(e.args[0].code())
+                return outcome == [None, KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+            wait_for(f"a mixed CreateTopics through node {index + 1}", mixed_create, timeout=TIMEOUT)
         gregor_acls(nodes[2], "--remove", "--force", "--topic", topic)
         for node in nodes:
             wait_for(f"bob is refused again on {node.sasl}",

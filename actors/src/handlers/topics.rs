@@ -2,6 +2,7 @@
 //! which validates against its working image, commits the records and answers.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use gregor_publishers::acl::{AclOperation, ResourceType};
 use kafka_protocol::error::ResponseError;
@@ -16,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::authorize::{denied_once, AUTHORIZATION_FAILED};
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
-use crate::context::{HandlerContext, RequestInfo};
+use crate::context::{ControllerForwarder, HandlerContext, RequestInfo};
 use crate::controller::{self, CreatePartitions, CreateTopics, DeleteTopics};
 
 /// Why the controller could not be asked: its mailbox is gone, so the node is shutting down.
@@ -26,6 +27,17 @@ fn unavailable(error: &actix::MailboxError) -> (ResponseError, String) {
         ResponseError::NotController,
         format!("The controller is not available ({error}); retry against another node"),
     )
+}
+
+/// The active controller to hand the authorized part of a request to, when this broker refused
+/// another part (so it did not forward the request whole) and another node leads the quorum.
+fn remote_controller(
+    ctx: &HandlerContext,
+    refused_some: bool,
+) -> Option<&Arc<dyn ControllerForwarder>> {
+    ctx.forwarder
+        .as_ref()
+        .filter(|_| refused_some && ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()))
 }
 
 /// Puts results for the `denied` names back among the controller's, in request order (one per
@@ -73,21 +85,32 @@ pub(super) async fn create_topics(
         HashSet::new()
     };
     request.topics.retain(|t| !denied.contains(t.name.as_str()));
-    let response = match ctx
-        .controller
-        .send(CreateTopics {
-            request,
-            version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
-        })
-        .await
-    {
-        Ok(response) => response,
-        Err(error) => {
-            let (code, message) = unavailable(&error);
-            controller::failed_create_topics(names.clone(), code, &message)
+    let forwarded = match remote_controller(ctx, !denied.is_empty()) {
+        Some(forwarder) => {
+            forwarder
+                .create_topics(request.clone(), info.api_version)
+                .await
         }
+        None => None,
+    };
+    let response = match forwarded {
+        Some(response) => response,
+        None => match ctx
+            .controller
+            .send(CreateTopics {
+                request,
+                version: info.api_version,
+                principal: info.principal.clone(),
+                client_id: info.client_id.clone(),
+            })
+            .await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                let (code, message) = unavailable(&error);
+                controller::failed_create_topics(names.clone(), code, &message)
+            }
+        },
     };
     let mut response = response;
     response.topics = merge_in_request_order(
@@ -188,21 +211,32 @@ pub(super) async fn delete_topics(
         });
     }
     let fallback = controller::failed_delete_topics_for(&request, info.api_version);
-    let response = match ctx
-        .controller
-        .send(DeleteTopics {
-            request,
-            version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
-        })
-        .await
-    {
-        Ok(response) => response,
-        Err(error) => {
-            let (code, message) = unavailable(&error);
-            fallback(code, &message)
+    let forwarded = match remote_controller(ctx, !refused.is_empty()) {
+        Some(forwarder) => {
+            forwarder
+                .delete_topics(request.clone(), info.api_version)
+                .await
         }
+        None => None,
+    };
+    let response = match forwarded {
+        Some(response) => response,
+        None => match ctx
+            .controller
+            .send(DeleteTopics {
+                request,
+                version: info.api_version,
+                principal: info.principal.clone(),
+                client_id: info.client_id.clone(),
+            })
+            .await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                let (code, message) = unavailable(&error);
+                fallback(code, &message)
+            }
+        },
     };
     let mut response = response;
     response.responses.extend(refused);
@@ -234,21 +268,32 @@ pub(super) async fn create_partitions(
         HashSet::new()
     };
     request.topics.retain(|t| !denied.contains(t.name.as_str()));
-    let response = match ctx
-        .controller
-        .send(CreatePartitions {
-            request,
-            version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
-        })
-        .await
-    {
-        Ok(response) => response,
-        Err(error) => {
-            let (code, message) = unavailable(&error);
-            controller::failed_create_partitions(names.clone(), code, &message)
+    let forwarded = match remote_controller(ctx, !denied.is_empty()) {
+        Some(forwarder) => {
+            forwarder
+                .create_partitions(request.clone(), info.api_version)
+                .await
         }
+        None => None,
+    };
+    let response = match forwarded {
+        Some(response) => response,
+        None => match ctx
+            .controller
+            .send(CreatePartitions {
+                request,
+                version: info.api_version,
+                principal: info.principal.clone(),
+                client_id: info.client_id.clone(),
+            })
+            .await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                let (code, message) = unavailable(&error);
+                controller::failed_create_partitions(names.clone(), code, &message)
+            }
+        },
     };
     let mut response = response;
     response.results = merge_in_request_order(

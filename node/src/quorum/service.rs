@@ -765,6 +765,26 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         self.forward_typed(request, version)
     }
 
+    fn delete_topics(
+        &self,
+        request: kafka_protocol::messages::DeleteTopicsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>
+    {
+        self.forward_typed(request, version)
+    }
+
+    fn create_partitions(
+        &self,
+        request: kafka_protocol::messages::CreatePartitionsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::CreatePartitionsResponse>,
+    > {
+        self.forward_typed(request, version)
+    }
+
     fn incremental_alter_configs(
         &self,
         request: kafka_protocol::messages::IncrementalAlterConfigsRequest,
