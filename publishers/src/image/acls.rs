@@ -585,6 +585,82 @@ mod tests {
         Ok(())
     }
 
+    /// The rule by brute force over every ACL: the reference the index must agree with.
+    fn reference_rule(
+        acls: &[AccessControlEntryRecord],
+        principal: &str,
+        operation: AclOperation,
+        name: &str,
+    ) -> AclRule {
+        let (mut allow, mut deny, mut any) = (false, false, false);
+        for acl in acls.iter().filter_map(StandardAcl::from_record) {
+            let applies = acl.resource_type == T
+                && match acl.pattern_type {
+                    PatternType::Literal => {
+                        acl.resource_name == name || acl.resource_name == WILDCARD
+                    }
+                    _ => name.starts_with(&acl.resource_name),
+                };
+            if !applies {
+                continue;
+            }
+            any = true;
+            match acl.result(principal, "h", operation) {
+                Some(AclPermission::Deny) => deny = true,
+                Some(_) => allow = true,
+                None => {}
+            }
+        }
+        match (deny, allow, any) {
+            (true, ..) => AclRule::Deny,
+            (_, true, _) => AclRule::Allow,
+            (_, _, true) => AclRule::NoMatch,
+            _ => AclRule::NoAcls,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_index_agrees_with_brute_force(
+            acls in proptest::collection::vec(
+                ("[abé]{1,4}", proptest::bool::ANY, 0usize..3, 0usize..3, proptest::bool::ANY),
+                0..40,
+            ),
+            names in proptest::collection::vec("[abé]{1,5}", 1..8),
+        ) {
+            let principals = ["User:x", "User:y", "User:*"];
+            let operations = [Read, Write, All];
+            let records: Vec<AccessControlEntryRecord> = acls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, prefixed, who, op, allow))| {
+                    record(
+                        i as u128 + 1,
+                        T,
+                        if *prefixed || name != "a" { name } else { "*" },
+                        if *prefixed { P } else { L },
+                        principals[*who],
+                        "*",
+                        operations[*op],
+                        if *allow { Allow } else { Deny },
+                    )
+                })
+                .collect();
+            let index = image(&records).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            for name in &names {
+                for principal in ["User:x", "User:y"] {
+                    for operation in [Read, Write, Describe] {
+                        proptest::prop_assert_eq!(
+                            index.find_rule(principal, "h", operation, T, name),
+                            reference_rule(&records, principal, operation, name),
+                            "{} {} {}", name, principal, operation
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn allows_any_follows_authorize_by_resource_type() -> Result<(), ReplayError> {
         let acls = image(&[
