@@ -399,6 +399,7 @@ fn replay_batches(batches: &[Vec<MetadataRecord>]) -> Result<(), TestCaseError> 
             last_applied_time_ms: 0,
         };
         image = Arc::new(delta.apply(provenance));
+        prop_assert_eq!(image.digest, image.compute_digest());
         let mut reload = MetadataDelta::new(Arc::new(MetadataImage::empty()));
         let snapshot = image.to_records();
         for record in &snapshot {
