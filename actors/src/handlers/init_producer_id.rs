@@ -11,8 +11,11 @@ use kafka_protocol::messages::{
     InitProducerIdResponse, ProducerId, ResponseKind,
 };
 
+use gregor_publishers::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+
 use super::data::{INVALID_REQUEST, NONE};
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::AllocateProducerIds;
 
@@ -129,27 +132,23 @@ pub(super) async fn handle(
 ) -> ApiResponse {
     // Kafka: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on the
     // cluster or WRITE on some topic (KIP-679).
-    let access = crate::authorizer::Access::new(ctx, info);
+    let access = Access::new(ctx, info);
     let denied = match request.transactional_id.as_deref() {
-        Some(id) if !id.is_empty() => (!access.allows(
-            gregor_publishers::acl::AclOperation::Write,
-            gregor_publishers::acl::ResourceType::TransactionalId,
-            id,
-        ))
-        .then_some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-        Some(_) => None,
-        None => (!access.quietly_allows(
-            gregor_publishers::acl::AclOperation::IdempotentWrite,
-            gregor_publishers::acl::ResourceType::Cluster,
-            gregor_publishers::acl::CLUSTER_NAME,
-        ) && !access.allows_any(
-            gregor_publishers::acl::AclOperation::Write,
-            gregor_publishers::acl::ResourceType::Topic,
-        ))
-        .then_some(CLUSTER_AUTHORIZATION_FAILED),
+        Some(id) if !id.is_empty() => {
+            !access.allows(AclOperation::Write, ResourceType::TransactionalId, id)
+        }
+        Some(_) => false,
+        None => {
+            !access.quietly_allows(
+                AclOperation::IdempotentWrite,
+                ResourceType::Cluster,
+                CLUSTER_NAME,
+            ) && !access.allows_any(AclOperation::Write, ResourceType::Topic)
+        }
     };
     let result = match request.transactional_id.as_ref().map(|t| t.is_empty()) {
-        _ if denied.is_some() => Err(denied.unwrap_or_default()),
+        Some(false) if denied => Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        None if denied => Err(CLUSTER_AUTHORIZATION_FAILED),
         Some(true) => Err(INVALID_REQUEST),
         Some(false) => Err(COORDINATOR_NOT_AVAILABLE),
         // v3+: an existing producer may name itself; exactly one of the two unset is malformed.
