@@ -33,6 +33,7 @@ from kafka.admin import (
 )
 from kafka.admin import ResourceType as ResourceTypePy
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -445,3 +446,48 @@ def test_topic_admin_and_fetch_apis_check_their_operation(start_node):
     assert error_of(bob.delete_topics([name])[name]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     add_acls(node, binding(ResourceType.TOPIC, name, "User:bob", AclOperation.DELETE))
     assert error_of(bob.delete_topics([name])[name]) is None
+
+
+def test_authorized_operations_and_idempotent_producers(start_node):
+    node = acl_node(start_node)
+    topic = f"ops-{uuid.uuid4().hex[:6]}"
+    create_topic(node, topic)
+    add_acls(node, binding(ResourceType.TOPIC, topic, "User:bob", AclOperation.READ),
+             binding(ResourceType.TOPIC, topic, "User:bob", AclOperation.ALTER_CONFIGS))
+    conn = RawConn(node.sasl)
+    try:
+        assert conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse).error_code == 0
+        assert conn.send(SaslAuthenticateRequest[1](auth_bytes=b"\0bob\0bob-pw"), SaslAuthenticateResponse).error_code == 0
+        request = MetadataRequest[8](
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+            include_cluster_authorized_operations=True, include_topic_authorized_operations=True)
+        response = conn.send(request, MetadataResponse)
+    finally:
+        conn.close()
+    # READ(3) and its implied DESCRIBE(8); ALTER_CONFIGS(11) and its implied DESCRIBE_CONFIGS(10).
+    # (kafka-python decodes the bit field into the set of operation codes.)
+    assert response.topics[0].authorized_operations == {3, 8, 10, 11}
+    # No DESCRIBE on the cluster: no cluster operations (the field is 0).
+    assert response.authorized_operations == set()
+    # InitProducerId for an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on
+    # some topic (KIP-679).
+    def init_producer_id(user):
+        conn = RawConn(node.sasl)
+        try:
+            assert conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse).error_code == 0
+            token = b"\0" + user.encode() + b"\0" + PASSWORDS[user].encode()
+            assert conn.send(SaslAuthenticateRequest[1](auth_bytes=token), SaslAuthenticateResponse).error_code == 0
+            request = InitProducerIdRequest[2](transactional_id=None, transaction_timeout_ms=-1)
+            return conn.send(request, InitProducerIdResponse).error_code
+        finally:
+            conn.close()
+
+    assert init_producer_id("alice") == 31
+    add_acls(node, binding(ResourceType.TOPIC, "anything-", "User:alice", AclOperation.WRITE,
+                           pattern=ResourcePatternType.PREFIXED))
+    assert init_producer_id("alice") == 0
+    assert init_producer_id("admin") == 0
+    assert init_producer_id("bob") == 31
+    # (confluent-kafka names the cluster resource type BROKER.)
+    add_acls(node, binding(ResourceType.BROKER, "kafka-cluster", "User:bob", AclOperation.IDEMPOTENT_WRITE))
+    assert init_producer_id("bob") == 0
