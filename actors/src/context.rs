@@ -60,6 +60,9 @@ pub struct HandlerContext {
     pub fetch_sessions: Arc<crate::fetch_session::FetchSessionCache>,
     /// The group coordinator; `None` on a controller-only node.
     pub groups: Option<crate::groups::Groups>,
+    /// The ACL authorizer (`authorizer.class.name`); `None`: every request is allowed and the
+    /// ACL APIs answer SECURITY_DISABLED.
+    pub authorizer: Option<Arc<crate::authorizer::Authorizer>>,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller
@@ -71,6 +74,23 @@ pub trait ControllerForwarder: Send + Sync {
         request: kafka_protocol::messages::CreateTopicsRequest,
         version: i16,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>;
+
+    /// DeleteTopics at `version` (the topics a broker let through when it refused others).
+    fn delete_topics(
+        &self,
+        request: kafka_protocol::messages::DeleteTopicsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>;
+
+    /// CreatePartitions at `version` (the topics a broker let through when it refused others).
+    fn create_partitions(
+        &self,
+        request: kafka_protocol::messages::CreatePartitionsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::CreatePartitionsResponse>,
+    >;
 
     /// IncrementalAlterConfigs at `version` (the resources the broker does not handle itself).
     fn incremental_alter_configs(
@@ -169,4 +189,7 @@ pub struct RequestInfo {
     pub principal: Principal,
     /// The client's address in Kafka's form (`/127.0.0.1`), "" when unknown.
     pub client_host: String,
+    /// The request came from a broker's forwarding channel (a peer that proved itself with the
+    /// quorum's hello): that broker authorized it as its client's principal.
+    pub forwarded: bool,
 }

@@ -8,6 +8,7 @@
 //! Architecture invariant: nothing here reads or writes sockets; the network front end in
 //! `node/` owns connections and bytes.
 
+pub mod authorizer;
 pub mod config_publisher;
 pub mod context;
 pub mod controller;

@@ -136,5 +136,5 @@ def test_command_config_sets_the_client_id_of_every_request(old_broker, tmp_path
     props.write_text("security.protocol=SASL_SSL\n")
     before = len(broker.received)
     failed(run("configs", broker, "--describe", "--entity-type", "client-metrics", "--command-config", str(props)),
-           f"gregor: security.protocol=SASL_SSL in {props} is not supported by Gregor's tools (PLAINTEXT only)\n")
+           f"gregor: security.protocol=SASL_SSL in {props} is not supported by Gregor's tools (PLAINTEXT or SASL_PLAINTEXT only)\n")
     assert len(broker.received) == before, "nothing is sent with a refused command config"

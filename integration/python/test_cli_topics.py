@@ -124,7 +124,7 @@ def test_command_config_client_id(node, tmp_path):
     ok(topics(node, "--create", "--topic", "cli-cc", "--command-config", str(props)), "Created topic cli-cc.\n")
     props.write_text("security.protocol=SASL_SSL\n")
     failed(topics(node, "--list", "--command-config", str(props)),
-           f"gregor: Error while executing topic command : security.protocol=SASL_SSL in {props} is not supported by Gregor's tools (PLAINTEXT only)\n")
+           f"gregor: Error while executing topic command : security.protocol=SASL_SSL in {props} is not supported by Gregor's tools (PLAINTEXT or SASL_PLAINTEXT only)\n")
 
 
 def test_quota_violation_is_reported_not_retried(start_node):

@@ -385,6 +385,26 @@ pub const DEFINITIONS: &[ConfigDef] = &[
          `default` = Kafka's built-in quota rules.",
     ),
     def(
+        "authorizer.class.name",
+        ConfigType::String,
+        Some(""),
+        "The ACL authorizer: `org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or \
+         `StandardAuthorizer`) enforces the ACLs of the metadata log; empty = no authorization \
+         (the ACL APIs answer SECURITY_DISABLED).",
+    ),
+    def(
+        "super.users",
+        ConfigType::String,
+        Some(""),
+        "Principals allowed everything, separated by semicolons (`User:admin;User:broker`).",
+    ),
+    def(
+        "allow.everyone.if.no.acl.found",
+        ConfigType::Boolean,
+        Some("false"),
+        "Whether an action on a resource that has no ACL at all is allowed.",
+    ),
+    def(
         "broker.session.timeout.ms",
         ConfigType::Int,
         Some("9000"),
@@ -622,6 +642,9 @@ pub struct NodeConfig {
     /// `client.quota.callback.class`: the registered name of a quota callback plug-in, `None`
     /// for Kafka's built-in rules (also for `default`).
     pub client_quota_callback_class: Option<String>,
+    /// `authorizer.class.name`, `super.users` and `allow.everyone.if.no.acl.found`; `None`
+    /// without an authorizer.
+    pub authorizer: Option<gregor_actors::authorizer::AuthorizerSettings>,
     /// `broker.session.timeout.ms`.
     pub broker_session_timeout_ms: i32,
     /// The group coordinator's settings (`offsets.*`, `group.*`).
@@ -917,6 +940,7 @@ impl NodeConfig {
                 .filter(|name| !name.is_empty() && *name != "default")
                 .map(str::to_owned),
             controller_quorum_bootstrap_servers: bootstrap_servers(&values)?,
+            authorizer: authorizer_settings(&values)?,
             broker_session_timeout_ms: values.int(
                 "broker.session.timeout.ms",
                 1,
@@ -1090,6 +1114,34 @@ impl Values<'_> {
             .map(str::to_owned)
             .collect())
     }
+}
+
+fn authorizer_settings(
+    values: &Values<'_>,
+) -> Result<Option<gregor_actors::authorizer::AuthorizerSettings>, ConfigError> {
+    use gregor_actors::authorizer::{AuthorizerSettings, AUTHORIZER_CLASS_NAMES};
+    let class = values.raw("authorizer.class.name").unwrap_or_default();
+    let allow_everyone_if_no_acl_found = values.boolean("allow.everyone.if.no.acl.found")?;
+    let class_name = class.trim();
+    if class_name.is_empty() {
+        return Ok(None);
+    }
+    if !AUTHORIZER_CLASS_NAMES.contains(&class_name) {
+        return Err(invalid(
+            "authorizer.class.name",
+            class.clone(),
+            &format!(
+                "Class {class_name} cannot be found; the only authorizer is {}",
+                AUTHORIZER_CLASS_NAMES[0]
+            ),
+        ));
+    }
+    Ok(Some(AuthorizerSettings {
+        super_users: AuthorizerSettings::parse_super_users(
+            &values.raw("super.users").unwrap_or_default(),
+        ),
+        allow_everyone_if_no_acl_found,
+    }))
 }
 
 fn parse_roles(items: &[String]) -> Result<Vec<ProcessRole>, ConfigError> {
@@ -1300,6 +1352,36 @@ mod tests {
         );
         assert_eq!(config.metrics_listener.to_string(), "127.0.0.1:9644");
         assert_eq!(config.max_incremental_fetch_session_cache_slots, 1000);
+        Ok(())
+    }
+
+    #[test]
+    fn the_authorizer_is_kafkas_standard_one_or_none() -> Result<(), ConfigError> {
+        assert!(load(&[])?.authorizer.is_none());
+        let config = load(&[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:admin; User:broker ;",
+            "allow.everyone.if.no.acl.found=true",
+        ])?;
+        let settings = config
+            .authorizer
+            .ok_or_else(|| invalid("authorizer.class.name", String::new(), "no authorizer"))?;
+        let mut super_users: Vec<&str> = settings.super_users.iter().map(String::as_str).collect();
+        super_users.sort_unstable();
+        assert_eq!(super_users, vec!["User:admin", "User:broker"]);
+        assert!(settings.allow_everyone_if_no_acl_found);
+        assert!(load(&["authorizer.class.name=StandardAuthorizer"])?
+            .authorizer
+            .is_some_and(|a| !a.allow_everyone_if_no_acl_found && a.super_users.is_empty()));
+        let error = load(&["authorizer.class.name=kafka.security.authorizer.AclAuthorizer"])
+            .map(|_| ())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("Class kafka.security.authorizer.AclAuthorizer cannot be found"),
+            "{error}"
+        );
         Ok(())
     }
 

@@ -11,10 +11,12 @@ use crate::config::{NodeConfig, DEFINITIONS};
 /// KRaft, socket server, replication, group and share coordinators, log and cleaner, remote log,
 /// transaction, quorum, metric, quota, security, delegation-token and password-encoder configs,
 /// with the `log.*` synonyms of topic configs), extracted from Kafka's source (trunk of late 2024)
-/// plus the streams-group, share-session and OAuth keys 4.1 added; sorted, so that lookups are
-/// binary searches. The ZooKeeper keys Kafka 4 removed are not in it.
+/// plus the streams-group, share-session and OAuth keys 4.1 added and the two keys Kafka's
+/// `StandardAuthorizer` reads itself (`super.users`, `allow.everyone.if.no.acl.found`); sorted, so
+/// that lookups are binary searches. The ZooKeeper keys Kafka 4 removed are not in it.
 pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "advertised.listeners",
+    "allow.everyone.if.no.acl.found",
     "alter.config.policy.class.name",
     "alter.log.dirs.replication.quota.window.num",
     "alter.log.dirs.replication.quota.window.size.seconds",
@@ -323,6 +325,7 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "ssl.truststore.location",
     "ssl.truststore.password",
     "ssl.truststore.type",
+    "super.users",
     "telemetry.max.bytes",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.max.timeout.ms",

@@ -60,6 +60,8 @@ enum Command {
     LeaderElection(gregor_node::admin::leader_election::LeaderElectionArgs),
     /// Move partition replicas between brokers, as kafka-reassign-partitions.sh.
     ReassignPartitions(gregor_node::admin::reassign::ReassignArgs),
+    /// Add, remove and list ACLs, as kafka-acls.sh.
+    Acls(gregor_node::admin::acls::AclsArgs),
     /// Print the contents of log segment, index, time index and producer snapshot files, as
     /// kafka-dump-log.sh.
     DumpLog {
@@ -189,6 +191,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::LeaderElection(args) => {
             gregor_node::admin::leader_election::run_leader_election(args)
         }
+        Command::Acls(args) => gregor_node::admin::acls::run_acls(args),
         Command::DumpLog {
             files,
             print_data_log,

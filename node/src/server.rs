@@ -196,6 +196,19 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         ))))
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
+    // authorizer.class.name: the ACL authorizer, fed the image's ACLs by its publisher.
+    let authorizer = config
+        .authorizer
+        .clone()
+        .map(|settings| Arc::new(gregor_actors::authorizer::Authorizer::new(settings)));
+    if let Some(authorizer) = &authorizer {
+        loader
+            .send(InstallPublisher(Box::new(
+                gregor_actors::authorizer::AclPublisher::new(authorizer.clone()),
+            )))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
+    }
     // Client quotas: one actor per type, fed by the client-quota publisher from the image.
     let quotas = QuotaManagers::start_with_expiry(
         WindowConfig::new(
@@ -363,6 +376,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             config.max_incremental_fetch_session_cache_slots,
         )),
         groups,
+        authorizer,
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,

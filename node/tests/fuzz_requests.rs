@@ -197,6 +197,40 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_salted_password(Bytes::from_static(&[7; 64]))],
             ),
         ),
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(
+            kafka_protocol::messages::DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_resource_name_filter(Some(s("orders")))
+                .with_pattern_type_filter(2)
+                .with_principal_filter(Some(s("User:alice")))
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1),
+        ),
+        ApiKey::CreateAcls => RequestKind::CreateAcls(
+            kafka_protocol::messages::CreateAclsRequest::default().with_creations(vec![
+                kafka_protocol::messages::create_acls_request::AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s("orders-"))
+                    .with_resource_pattern_type(4)
+                    .with_principal(s("User:alice"))
+                    .with_host(s("*"))
+                    .with_operation(3)
+                    .with_permission_type(3),
+            ]),
+        ),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(
+            kafka_protocol::messages::DeleteAclsRequest::default().with_filters(vec![
+                kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default()
+                    .with_resource_type_filter(2)
+                    .with_resource_name_filter(None)
+                    .with_pattern_type_filter(1)
+                    .with_principal_filter(Some(s("User:alice")))
+                    .with_host_filter(Some(s("*")))
+                    .with_operation(3)
+                    .with_permission_type(1),
+            ]),
+        ),
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
         ),
@@ -528,6 +562,12 @@ fn decide(request: RequestKind, version: i16) {
         RequestKind::BrokerHeartbeat(r) => {
             let _ =
                 gregor_actors::fencing::controlled_shutdown(image, r.broker_id.0, r.broker_epoch);
+        }
+        RequestKind::CreateAcls(r) => {
+            gregor_actors::controller::logic::acls::create_acls(&image.acls, &r, ctx.rng);
+        }
+        RequestKind::DeleteAcls(r) => {
+            gregor_actors::controller::logic::acls::delete_acls(&image.acls, &r);
         }
         RequestKind::AlterPartition(r) => {
             gregor_actors::controller::logic::alter_partition::alter_partition(image, &r, version);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use crate::image::acls::{AclsDelta, StandardAcl};
 use crate::image::client_quotas::ClientQuotasDelta;
 use crate::image::cluster::ClusterDelta;
 use crate::image::configs::{ConfigsDelta, ConfigsImage, TOPIC_RESOURCE};
@@ -117,6 +118,24 @@ pub enum ReplayError {
         /// The mechanism type.
         mechanism: i8,
     },
+    /// An `AccessControlEntryRecord` with a code an ACL may not carry (UNKNOWN, ANY, MATCH).
+    #[error("AccessControlEntryRecord {id} has an invalid resource type, pattern type, operation or permission type")]
+    InvalidAcl {
+        /// The ACL id.
+        id: uuid::Uuid,
+    },
+    /// An `AccessControlEntryRecord` whose id is already in use.
+    #[error("an ACL with id {id} already exists")]
+    DuplicateAclId {
+        /// The ACL id.
+        id: uuid::Uuid,
+    },
+    /// A `RemoveAccessControlEntryRecord` naming no ACL.
+    #[error("no ACL with id {id} to remove")]
+    UnknownAclId {
+        /// The ACL id.
+        id: uuid::Uuid,
+    },
     /// A `ClientQuotaRecord` whose entity has no part.
     #[error("ClientQuotaRecord for key '{key}' has an empty entity; it must name at least one of user, client-id, ip")]
     EmptyQuotaEntity {
@@ -141,6 +160,7 @@ pub struct MetadataDelta {
     configs: Option<ConfigsDelta>,
     client_quotas: Option<ClientQuotasDelta>,
     scram: Option<ScramDelta>,
+    acls: Option<AclsDelta>,
 }
 
 impl MetadataDelta {
@@ -154,6 +174,7 @@ impl MetadataDelta {
             configs: None,
             client_quotas: None,
             scram: None,
+            acls: None,
         }
     }
 
@@ -187,6 +208,9 @@ impl MetadataDelta {
         }
         if !image.scram.is_empty() {
             delta.scram = Some(ScramDelta::new(&image.scram));
+        }
+        if !image.acls.is_empty() {
+            delta.acls = Some(AclsDelta::from_image(&image.acls));
         }
         delta
     }
@@ -224,6 +248,16 @@ impl MetadataDelta {
     /// SCRAM credential changes, `None` if none.
     pub fn scram_delta(&self) -> Option<&ScramDelta> {
         self.scram.as_ref()
+    }
+
+    /// ACL changes, `None` if none.
+    pub fn acls_delta(&self) -> Option<&AclsDelta> {
+        self.acls.as_ref()
+    }
+
+    fn acls_mut(&mut self) -> &mut AclsDelta {
+        let base = &self.base;
+        self.acls.get_or_insert_with(|| AclsDelta::new(&base.acls))
     }
 
     fn scram_mut(&mut self) -> &mut ScramDelta {
@@ -270,6 +304,7 @@ impl MetadataDelta {
             self.topics.is_some(),
             self.client_quotas.is_some(),
             self.scram.is_some(),
+            self.acls.is_some(),
         );
         let result = self.replay_record(record);
         if result.is_err() {
@@ -289,6 +324,9 @@ impl MetadataDelta {
             }
             if !had_area.4 {
                 self.scram = None;
+            }
+            if !had_area.5 {
+                self.acls = None;
             }
         }
         result
@@ -345,6 +383,8 @@ impl MetadataDelta {
             MetadataRecord::ProducerIds(r) => self.cluster_mut().replay_producer_ids(r),
             MetadataRecord::UserScramCredential(r) => self.scram_mut().replay_upsert(r)?,
             MetadataRecord::RemoveUserScramCredential(r) => self.scram_mut().replay_remove(r)?,
+            MetadataRecord::AccessControlEntry(r) => self.acls_mut().replay_add(r)?,
+            MetadataRecord::RemoveAccessControlEntry(r) => self.acls_mut().replay_remove(r)?,
             MetadataRecord::NoOp => {}
         }
         Ok(())
@@ -387,6 +427,10 @@ impl MetadataDelta {
             .scram
             .as_ref()
             .map_or_else(|| Arc::clone(&self.base.scram), |d| Arc::new(d.apply()));
+        let acls = self
+            .acls
+            .as_ref()
+            .map_or_else(|| Arc::clone(&self.base.acls), |d| Arc::new(d.apply()));
         let mut image = MetadataImage {
             provenance,
             features,
@@ -395,6 +439,7 @@ impl MetadataDelta {
             configs,
             client_quotas,
             scram,
+            acls,
             digest: self.base.digest,
         };
         image.digest = self.next_digest(&image);
@@ -428,6 +473,16 @@ impl MetadataDelta {
                 ImageDigest::of(|out| base.scram.to_records(out)),
                 ImageDigest::of(|out| next.scram.to_records(out)),
             );
+        }
+        if let Some(acls) = &self.acls {
+            for id in acls.changed_ids() {
+                let record =
+                    |acl: &StandardAcl| MetadataRecord::AccessControlEntry(acl.to_record(*id));
+                replace(
+                    ImageDigest::of(|out| out.extend(base.acls.get(id).map(record))),
+                    ImageDigest::of(|out| out.extend(next.acls.get(id).map(record))),
+                );
+            }
         }
         if let Some(cluster) = &self.cluster {
             for (id, broker) in cluster.changed_brokers() {

@@ -33,6 +33,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod acl;
 pub mod delta;
 pub mod image;
 pub mod kafka_uuid;

@@ -260,6 +260,37 @@ pub struct RemoveUserScramCredentialRecord {
     pub mechanism: i8,
 }
 
+/// AccessControlEntryRecord (Kafka type 18): one ACL binding, as Kafka's StandardAcl. The enum
+/// fields hold Kafka's codes (`ResourceType`, `PatternType`, `AclOperation`,
+/// `AclPermissionType`); the controller writes only valid ones and replay refuses any other.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessControlEntryRecord {
+    /// Unique id of the ACL (random, chosen by the controller).
+    pub id: Uuid,
+    /// Resource type code (TOPIC 2, GROUP 3, CLUSTER 4, TRANSACTIONAL_ID 5, DELEGATION_TOKEN 6,
+    /// USER 7).
+    pub resource_type: i8,
+    /// Resource name (`*` with LITERAL: every name).
+    pub resource_name: String,
+    /// Pattern type code (LITERAL 3, PREFIXED 4).
+    pub pattern_type: i8,
+    /// Principal, `Type:Name` (`User:*` matches every principal).
+    pub principal: String,
+    /// Host address, or `*`.
+    pub host: String,
+    /// Operation code (ALL 2 ... DESCRIBE_TOKENS 14).
+    pub operation: i8,
+    /// Permission type code (DENY 2, ALLOW 3).
+    pub permission_type: i8,
+}
+
+/// RemoveAccessControlEntryRecord (Kafka type 19).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveAccessControlEntryRecord {
+    /// Id of the ACL removed.
+    pub id: Uuid,
+}
+
 /// BrokerRegistrationChangeRecord (Kafka type 17).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistrationChangeRecord {
@@ -324,6 +355,10 @@ pub enum MetadataRecord {
     UserScramCredential(UserScramCredentialRecord),
     /// See [`RemoveUserScramCredentialRecord`].
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    /// See [`AccessControlEntryRecord`].
+    AccessControlEntry(AccessControlEntryRecord),
+    /// See [`RemoveAccessControlEntryRecord`].
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
     /// NoOpRecord (Kafka type 20): only advances the offset (written by a new leader).
     NoOp,
 }
@@ -384,6 +419,8 @@ mod type_ids {
     pub(super) const CLIENT_QUOTA: u16 = 14;
     pub(super) const PRODUCER_IDS: u16 = 15;
     pub(super) const BROKER_REGISTRATION_CHANGE: u16 = 17;
+    pub(super) const ACCESS_CONTROL_ENTRY: u16 = 18;
+    pub(super) const REMOVE_ACCESS_CONTROL_ENTRY: u16 = 19;
     pub(super) const NO_OP: u16 = 20;
     pub(super) const REMOVE_USER_SCRAM_CREDENTIAL: u16 = 22;
     pub(super) const REGISTER_CONTROLLER: u16 = 27;
@@ -423,6 +460,8 @@ impl MetadataRecord {
             MetadataRecord::ProducerIds(_) => PRODUCER_IDS,
             MetadataRecord::UserScramCredential(_) => USER_SCRAM_CREDENTIAL,
             MetadataRecord::RemoveUserScramCredential(_) => REMOVE_USER_SCRAM_CREDENTIAL,
+            MetadataRecord::AccessControlEntry(_) => ACCESS_CONTROL_ENTRY,
+            MetadataRecord::RemoveAccessControlEntry(_) => REMOVE_ACCESS_CONTROL_ENTRY,
             MetadataRecord::NoOp => NO_OP,
         }
     }
@@ -447,6 +486,8 @@ impl MetadataRecord {
             MetadataRecord::ProducerIds(r) => frame(record_type, r),
             MetadataRecord::UserScramCredential(r) => frame(record_type, r),
             MetadataRecord::RemoveUserScramCredential(r) => frame(record_type, r),
+            MetadataRecord::AccessControlEntry(r) => frame(record_type, r),
+            MetadataRecord::RemoveAccessControlEntry(r) => frame(record_type, r),
             MetadataRecord::NoOp => frame(record_type, &()),
         }
     }
@@ -489,6 +530,8 @@ impl MetadataRecord {
             REMOVE_USER_SCRAM_CREDENTIAL => {
                 MetadataRecord::RemoveUserScramCredential(decode(frame)?)
             }
+            ACCESS_CONTROL_ENTRY => MetadataRecord::AccessControlEntry(decode(frame)?),
+            REMOVE_ACCESS_CONTROL_ENTRY => MetadataRecord::RemoveAccessControlEntry(decode(frame)?),
             NO_OP => {
                 decode::<()>(frame)?;
                 MetadataRecord::NoOp
@@ -568,6 +611,19 @@ mod tests {
             MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
                 name: "alice".into(),
                 mechanism: 2,
+            }),
+            MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                id: Uuid::from_u128(0xac1),
+                resource_type: 2,
+                resource_name: "orders-".into(),
+                pattern_type: 4,
+                principal: "User:alice".into(),
+                host: "*".into(),
+                operation: 3,
+                permission_type: 3,
+            }),
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord {
+                id: Uuid::from_u128(0xac1),
             }),
             MetadataRecord::NoOp,
         ]

@@ -285,6 +285,31 @@ fn record() -> impl Strategy<Value = MetadataRecord> {
                 mechanism,
             })
         }),
+        (topic_id(), 0i8..9, name(), 0i8..6, name(), 0i8..16, 0i8..5).prop_map(
+            |(
+                id,
+                resource_type,
+                resource_name,
+                pattern_type,
+                principal,
+                operation,
+                permission_type,
+            )| {
+                MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                    id,
+                    resource_type,
+                    resource_name,
+                    pattern_type,
+                    principal,
+                    host: "*".into(),
+                    operation,
+                    permission_type,
+                })
+            }
+        ),
+        topic_id().prop_map(|id| {
+            MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id })
+        }),
         Just(MetadataRecord::NoOp),
     ]
 }
@@ -374,6 +399,7 @@ fn replay_batches(batches: &[Vec<MetadataRecord>]) -> Result<(), TestCaseError> 
             last_applied_time_ms: 0,
         };
         image = Arc::new(delta.apply(provenance));
+        prop_assert_eq!(image.digest, image.compute_digest());
         let mut reload = MetadataDelta::new(Arc::new(MetadataImage::empty()));
         let snapshot = image.to_records();
         for record in &snapshot {

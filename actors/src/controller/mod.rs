@@ -1,6 +1,7 @@
 //! The controller: the actor that owns the writable metadata state and the pure decisions it
 //! delegates to (`logic`).
 
+mod acls;
 mod activation;
 mod actor;
 mod alter_partition;
@@ -17,6 +18,10 @@ mod submitter;
 mod tests;
 mod unregister;
 
+pub use acls::{
+    refused_create as refused_create_acls, refused_delete as refused_delete_acls, CreateAcls,
+    DeleteAcls,
+};
 pub use activation::Activation;
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,

@@ -143,12 +143,23 @@ pub(super) fn describe(
 
 pub(super) fn describe_client_quotas(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: &DescribeClientQuotasRequest,
 ) -> ApiResponse {
     let image = ctx.image.load();
     let mut errors = ErrorCounts::default();
-    let response = match describe(&image.client_quotas, request) {
+    // Kafka: DESCRIBE_CONFIGS on the cluster.
+    let allowed = crate::authorizer::Access::new(ctx, info)
+        .allows_cluster(gregor_publishers::acl::AclOperation::DescribeConfigs);
+    let described = if allowed {
+        describe(&image.client_quotas, request)
+    } else {
+        Err(FilterError {
+            code: kafka_protocol::error::ResponseError::ClusterAuthorizationFailed,
+            message: "Cluster authorization failed.".to_owned(),
+        })
+    };
+    let response = match described {
         Ok(entries) => {
             errors.add(0);
             DescribeClientQuotasResponse::default()
@@ -186,6 +197,28 @@ pub(super) async fn alter_client_quotas(
                 .collect()
         })
         .collect();
+    // Kafka: ALTER_CONFIGS on the cluster, else every entry is refused.
+    if !crate::authorizer::Access::new(ctx, info)
+        .allows_cluster(gregor_publishers::acl::AclOperation::AlterConfigs)
+    {
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        let response = AlterClientQuotasResponse::default().with_entries(
+            entities
+                .into_iter()
+                .map(|entity| {
+                    AlterEntry::default()
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Cluster authorization failed.",
+                        )))
+                        .with_entity(entity)
+                })
+                .collect(),
+        );
+        let mut errors = ErrorCounts::default();
+        errors.add_all(response.entries.iter().map(|e| e.error_code));
+        return ApiResponse::new(ResponseKind::AlterClientQuotas(response), errors);
+    }
     let response = match ctx
         .controller
         .send(AlterClientQuotas {

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::metadata::{client_facing_controller_id, ALL_CLUSTER_OPERATIONS};
+use super::metadata::{client_facing_controller_id, cluster_operations};
 use super::{ApiResponse, ErrorCounts};
 use crate::context::{HandlerContext, ListenerKind, RequestInfo};
 
@@ -124,7 +124,9 @@ pub(super) fn handle(
         .with_controller_id(BrokerId(controller_id))
         .with_brokers(brokers);
     if request.include_cluster_authorized_operations {
-        response = response.with_cluster_authorized_operations(ALL_CLUSTER_OPERATIONS);
+        response = response.with_cluster_authorized_operations(cluster_operations(
+            &crate::authorizer::Access::new(ctx, info),
+        ));
     }
     errors.add(0);
     ApiResponse::new(ResponseKind::DescribeCluster(response), errors)

@@ -24,7 +24,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use gregor_publishers::acl::AclOperation;
+
+use super::authorize::config_resource_denied;
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{ControllerForwarder, HandlerContext, ListenerKind, RequestInfo};
 use crate::controller::logic::configs::{precheck_incremental, ApiError, Precheck};
 use crate::controller::{AlterConfigs, IncrementalAlterConfigs};
@@ -85,10 +89,24 @@ pub(super) fn describe(
     request: &DescribeConfigsRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
-    let response = describe_configs(&image, request, ctx.node.node_id, &ctx.configs);
+    let mut response = describe_configs(&image, request, ctx.node.node_id, &ctx.configs);
+    let access = Access::new(ctx, info);
+    if access.is_enforced() {
+        for result in &mut response.results {
+            if let Some((code, text)) = config_resource_denied(
+                &access,
+                AclOperation::DescribeConfigs,
+                result.resource_type,
+                &result.resource_name,
+            ) {
+                result.error_code = code.code();
+                result.error_message = Some(StrBytes::from_static_str(text));
+                result.configs.clear();
+            }
+        }
+    }
     let mut errors = ErrorCounts::default();
     errors.add_all(response.results.iter().map(|r| r.error_code));
-    let _ = info;
     ApiResponse::new(ResponseKind::DescribeConfigs(response), errors)
 }
 
@@ -98,12 +116,18 @@ pub(super) fn list(
     request: &ListConfigResourcesRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
-    let response = list_config_resources(
-        &image,
-        info.api_version,
-        &request.resource_types,
-        &info.listener_name,
-    );
+    let response = if Access::new(ctx, info).allows_cluster(AclOperation::DescribeConfigs) {
+        list_config_resources(
+            &image,
+            info.api_version,
+            &request.resource_types,
+            &info.listener_name,
+        )
+    } else {
+        kafka_protocol::messages::ListConfigResourcesResponse::default().with_error_code(
+            kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code(),
+        )
+    };
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);
     ApiResponse::new(ResponseKind::ListConfigResources(response), errors)
@@ -134,7 +158,17 @@ pub(super) async fn incremental_alter(
     let prechecks = precheck_incremental(&request, broker_node);
     let mut results: Vec<Option<Result<(), ApiError>>> = Vec::with_capacity(prechecks.len());
     let mut forwarded = Vec::new();
+    let access = Access::new(ctx, info);
     for (resource, precheck) in request.resources.iter().zip(&prechecks) {
+        if let Some((code, text)) = config_resource_denied(
+            &access,
+            AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        ) {
+            results.push(Some(Err(ApiError::new(code, text))));
+            continue;
+        }
         results.push(match precheck {
             Precheck::Failed(error) => Some(Err(error.clone())),
             Precheck::BrokerLogger => Some(alter_loggers(
@@ -235,6 +269,30 @@ pub(super) async fn alter(
     request: AlterConfigsRequest,
 ) -> ApiResponse {
     let node_id = broker_side_node(ctx, info);
+    let mut request = request;
+    // Refused resources are answered here; the controller decides the others.
+    let access = Access::new(ctx, info);
+    let refused: Vec<Option<(kafka_protocol::error::ResponseError, &str)>> = request
+        .resources
+        .iter()
+        .map(|r| {
+            config_resource_denied(
+                &access,
+                AclOperation::AlterConfigs,
+                r.resource_type,
+                &r.resource_name,
+            )
+        })
+        .collect();
+    let all_resources: Vec<(i8, StrBytes)> = request
+        .resources
+        .iter()
+        .map(|r| (r.resource_type, r.resource_name.clone()))
+        .collect();
+    let mut kept = refused.iter();
+    request
+        .resources
+        .retain(|_| kept.next().is_some_and(Option::is_none));
     let resources: Vec<(i8, StrBytes)> = request
         .resources
         .iter()
@@ -269,6 +327,24 @@ pub(super) async fn alter(
             }
         },
     };
+    let mut response = response;
+    if refused.iter().any(Option::is_some) {
+        let mut decided = std::mem::take(&mut response.responses).into_iter();
+        response.responses = all_resources
+            .into_iter()
+            .zip(refused)
+            .filter_map(|((resource_type, name), refusal)| match refusal {
+                Some((code, text)) => Some(
+                    alter_configs_response::AlterConfigsResourceResponse::default()
+                        .with_error_code(code.code())
+                        .with_error_message(Some(StrBytes::from_static_str(text)))
+                        .with_resource_type(resource_type)
+                        .with_resource_name(name),
+                ),
+                None => decided.next(),
+            })
+            .collect();
+    }
     let mut errors = ErrorCounts::default();
     errors.add_all(response.responses.iter().map(|r| r.error_code));
     ApiResponse::new(ResponseKind::AlterConfigs(response), errors)

@@ -22,6 +22,7 @@ pub(super) const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 pub(super) const INVALID_RECORD: i16 = 87;
 pub(super) const UNKNOWN_TOPIC_ID: i16 = 100;
+pub(super) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 
 /// The name of a requested topic and the code for an unknown one: from v13 on, Produce and
 /// Fetch name topics by id (UNKNOWN_TOPIC_ID), before that by name.

@@ -16,11 +16,14 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKi
 use kafka_protocol::protocol::Encodable;
 use tokio::sync::futures::Notified;
 
+use gregor_publishers::acl::{AclOperation, ResourceType};
+
 use super::data::{
     check_leader_epoch, led_partition, requested_topic, KAFKA_STORAGE_ERROR, NONE,
-    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED,
 };
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::fetch_session::FetchContext;
 use crate::log_manager::PartitionState;
@@ -216,12 +219,26 @@ async fn read_all(
         urgent: false,
     };
     let replica_id = super::replica_fetch::replica_id(request, version);
+    // Kafka: a follower needs CLUSTER_ACTION on the cluster (else every partition is refused),
+    // a consumer READ on each topic.
+    let access = Access::new(ctx, info);
+    let follower_denied = replica_id >= 0 && !access.allows_cluster(AclOperation::ClusterAction);
     for topic in &request.topics {
         let (name, unknown_topic) =
             requested_topic(&image, version >= 13, &topic.topic_id, &topic.topic);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        let denied = follower_denied
+            || (replica_id < 0
+                && name
+                    .as_deref()
+                    .is_some_and(|n| !access.allows(AclOperation::Read, ResourceType::Topic, n)));
         for wanted in &topic.partitions {
             let index = wanted.partition;
+            if denied {
+                pass.any_error = true;
+                partitions.push(partition_error(index, TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             if replica_id >= 0 {
                 let budget = (max_bytes - pass.bytes).max(0);
                 let read = super::replica_fetch::read_partition(

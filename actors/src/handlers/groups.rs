@@ -37,9 +37,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use gregor_publishers::acl::{AclOperation, ResourceType};
 use gregor_publishers::MetadataImage;
 
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::CreateTopics;
 use crate::groups::state::{
@@ -57,6 +59,9 @@ const KEY_TYPE_SHARE: i8 = 2;
 const ALL_GROUP_OPERATIONS: i32 = 1 << 3 | 1 << 6 | 1 << 8;
 /// `authorized_operations` when the client did not ask for them.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -101,9 +106,22 @@ pub(super) async fn find_coordinator(
         create_offsets_topic(ctx, info, &image).await;
         image = ctx.image.load_full();
     }
+    // Kafka: DESCRIBE on the group or transactional id, per key.
+    let access = Access::new(ctx, info);
     let answers: Vec<Located> = keys
         .iter()
         .map(|key| match request.key_type {
+            KEY_TYPE_GROUP if !access.allows(AclOperation::Describe, ResourceType::Group, key) => {
+                Err((GROUP_AUTHORIZATION_FAILED, error_message(GROUP_AUTHORIZATION_FAILED)))
+            }
+            KEY_TYPE_TRANSACTION
+                if !access.allows(AclOperation::Describe, ResourceType::TransactionalId, key) =>
+            {
+                Err((
+                    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    error_message(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                ))
+            }
             KEY_TYPE_GROUP => group_coordinator(ctx, info, &image, key),
             KEY_TYPE_TRANSACTION => Err((
                 codes::COORDINATOR_NOT_AVAILABLE,
@@ -310,7 +328,10 @@ pub(super) async fn join_group(
             .map(|p| (p.name.as_str().to_owned(), p.metadata))
             .collect(),
     };
+    let allowed =
+        Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &join.group_id);
     let result = match no_coordinator(ctx) {
+        _ if !allowed => JoinResult::error(GROUP_AUTHORIZATION_FAILED, &member_id),
         None => JoinResult::error(codes::COORDINATOR_NOT_AVAILABLE, &member_id),
         Some(groups) => match groups.coordinator.send(groups::JoinGroup(join)).await {
             Ok(receiver) => receiver.await.unwrap_or_else(|_| {
@@ -369,7 +390,10 @@ pub(super) async fn sync_group(
             .map(|a| (a.member_id.as_str().to_owned(), a.assignment))
             .collect(),
     };
+    let allowed =
+        Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &sync.group_id);
     let result = match no_coordinator(ctx) {
+        _ if !allowed => SyncResult::error(GROUP_AUTHORIZATION_FAILED),
         None => SyncResult::error(codes::COORDINATOR_NOT_AVAILABLE),
         Some(groups) => match groups.coordinator.send(groups::SyncGroup(sync)).await {
             Ok(receiver) => receiver
@@ -388,8 +412,15 @@ pub(super) async fn sync_group(
     ApiResponse::new(ResponseKind::SyncGroup(response), errors)
 }
 
-pub(super) async fn heartbeat(ctx: &HandlerContext, request: HeartbeatRequest) -> ApiResponse {
+pub(super) async fn heartbeat(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: HeartbeatRequest,
+) -> ApiResponse {
+    let allowed =
+        Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &request.group_id);
     let code = match no_coordinator(ctx) {
+        _ if !allowed => GROUP_AUTHORIZATION_FAILED,
         None => codes::COORDINATOR_NOT_AVAILABLE,
         Some(groups) => groups
             .coordinator
@@ -430,7 +461,13 @@ pub(super) async fn leave_group(
             group_instance_id: None,
         }]
     };
+    let allowed =
+        Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &request.group_id);
     let (top, per_member) = match no_coordinator(ctx) {
+        _ if !allowed => (
+            GROUP_AUTHORIZATION_FAILED,
+            vec![GROUP_AUTHORIZATION_FAILED; leaving.len()],
+        ),
         None => (
             codes::COORDINATOR_NOT_AVAILABLE,
             vec![codes::COORDINATOR_NOT_AVAILABLE; leaving.len()],
@@ -490,10 +527,19 @@ pub(super) async fn offset_commit(
     request: OffsetCommitRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
+    // Kafka: READ on the group refuses the whole commit, READ on each topic its partitions.
+    let access = Access::new(ctx, info);
+    let group_allowed = access.allows(AclOperation::Read, ResourceType::Group, &request.group_id);
+    let topic_allowed: Vec<bool> = request
+        .topics
+        .iter()
+        .map(|t| !group_allowed || access.allows(AclOperation::Read, ResourceType::Topic, &t.name))
+        .collect();
     let partitions: Vec<CommitPartition> = request
         .topics
         .iter()
-        .flat_map(|t| {
+        .zip(&topic_allowed)
+        .flat_map(|(t, &allowed)| {
             let image = &image;
             t.partitions.iter().map(move |p| CommitPartition {
                 topic: t.name.0.as_str().to_owned(),
@@ -501,7 +547,9 @@ pub(super) async fn offset_commit(
                 offset: p.committed_offset,
                 leader_epoch: p.committed_leader_epoch,
                 metadata: p.committed_metadata.as_ref().map(|m| m.as_str().to_owned()),
-                error: if partition_exists(image, t.name.0.as_str(), p.partition_index) {
+                error: if !allowed {
+                    TOPIC_AUTHORIZATION_FAILED
+                } else if partition_exists(image, t.name.0.as_str(), p.partition_index) {
                     codes::NONE
                 } else {
                     codes::UNKNOWN_TOPIC_OR_PARTITION
@@ -524,6 +572,7 @@ pub(super) async fn offset_commit(
         partitions,
     };
     let results: Vec<i16> = match no_coordinator(ctx) {
+        _ if !group_allowed => vec![GROUP_AUTHORIZATION_FAILED; count],
         None => vec![codes::COORDINATOR_NOT_AVAILABLE; count],
         Some(groups) => match groups.coordinator.send(groups::CommitOffsets(commit)).await {
             Ok((mut results, written)) => {
@@ -630,6 +679,53 @@ async fn fetch_group_offsets(
     (codes::NONE, out)
 }
 
+/// [`fetch_group_offsets`] as Kafka authorizes it: DESCRIBE on the group, else
+/// GROUP_AUTHORIZATION_FAILED; topics without DESCRIBE are left out of an all-topics answer and
+/// answered TOPIC_AUTHORIZATION_FAILED when named.
+async fn authorized_group_offsets(
+    ctx: &HandlerContext,
+    access: &Access<'_>,
+    group_id: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> (i16, FetchedTopics) {
+    if !access.allows(AclOperation::Describe, ResourceType::Group, group_id) {
+        let listed = topics
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, ps)| {
+                let partitions = ps
+                    .into_iter()
+                    .map(|p| (p, -1, -1, None, GROUP_AUTHORIZATION_FAILED))
+                    .collect();
+                (t, partitions)
+            })
+            .collect();
+        return (GROUP_AUTHORIZATION_FAILED, listed);
+    }
+    let named = topics.is_some();
+    let (code, found) = fetch_group_offsets(ctx, group_id, topics).await;
+    if !access.is_enforced() {
+        return (code, found);
+    }
+    let found = found
+        .into_iter()
+        .filter_map(|(topic, partitions)| {
+            if access.quietly_allows(AclOperation::Describe, ResourceType::Topic, &topic) {
+                Some((topic, partitions))
+            } else if named {
+                let refused = partitions
+                    .into_iter()
+                    .map(|(p, ..)| (p, -1, -1, None, TOPIC_AUTHORIZATION_FAILED))
+                    .collect();
+                Some((topic, refused))
+            } else {
+                None
+            }
+        })
+        .collect();
+    (code, found)
+}
+
 pub(super) async fn offset_fetch(
     ctx: &HandlerContext,
     info: &RequestInfo,
@@ -638,6 +734,7 @@ pub(super) async fn offset_fetch(
     let version = info.api_version;
     let mut errors = ErrorCounts::default();
     let mut response = OffsetFetchResponse::default();
+    let access = Access::new(ctx, info);
     if version >= 8 {
         for group in request.groups {
             let topics = group.topics.map(|topics| {
@@ -646,7 +743,8 @@ pub(super) async fn offset_fetch(
                     .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
                     .collect()
             });
-            let (code, found) = fetch_group_offsets(ctx, group.group_id.0.as_str(), topics).await;
+            let (code, found) =
+                authorized_group_offsets(ctx, &access, group.group_id.0.as_str(), topics).await;
             errors.add(code);
             let topics = if code == codes::NONE {
                 found
@@ -688,7 +786,8 @@ pub(super) async fn offset_fetch(
                 .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
                 .collect()
         });
-        let (code, found) = fetch_group_offsets(ctx, request.group_id.0.as_str(), topics).await;
+        let (code, found) =
+            authorized_group_offsets(ctx, &access, request.group_id.0.as_str(), topics).await;
         errors.add(code);
         response.error_code = code;
         response.topics = found
@@ -717,7 +816,7 @@ pub(super) async fn offset_fetch(
 
 pub(super) async fn list_groups(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: ListGroupsRequest,
 ) -> ApiResponse {
     let states: Vec<String> = request
@@ -744,10 +843,24 @@ pub(super) async fn list_groups(
             errors.add(codes::NONE);
             // Every group here is a classic group.
             let wanted = types.is_empty() || types.contains("classic");
+            // Kafka: DESCRIBE on the cluster lists every group, else those with DESCRIBE.
+            let access = Access::new(ctx, info);
+            let all = access.quietly_allows(
+                AclOperation::Describe,
+                ResourceType::Cluster,
+                gregor_publishers::acl::CLUSTER_NAME,
+            );
             ListGroupsResponse::default().with_groups(
                 listed
                     .into_iter()
                     .filter(|_| wanted)
+                    .filter(|g| {
+                        all || access.quietly_allows(
+                            AclOperation::Describe,
+                            ResourceType::Group,
+                            &g.group_id,
+                        )
+                    })
                     .map(|g| {
                         ListedGroup::default()
                             .with_group_id(GroupId(text(g.group_id)))
@@ -776,14 +889,29 @@ pub(super) async fn describe_groups(
     } else {
         codes::NONE
     };
-    let operations = if request.include_authorized_operations {
-        ALL_GROUP_OPERATIONS
-    } else {
-        OPERATIONS_NOT_REQUESTED
-    };
+    let access = Access::new(ctx, info);
+    let include_operations = request.include_authorized_operations;
     let mut errors = ErrorCounts::default();
     let mut described = Vec::with_capacity(request.groups.len());
     for group_id in request.groups {
+        let operations = match (include_operations, access.is_enforced()) {
+            (false, _) => OPERATIONS_NOT_REQUESTED,
+            (true, false) => ALL_GROUP_OPERATIONS,
+            (true, true) => access.authorized_operations(ResourceType::Group, &group_id),
+        };
+        if !access.allows(AclOperation::Describe, ResourceType::Group, &group_id) {
+            errors.add(GROUP_AUTHORIZATION_FAILED);
+            described.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                    .with_error_message(
+                        (info.api_version >= 6)
+                            .then(|| text(error_message(GROUP_AUTHORIZATION_FAILED))),
+                    ),
+            );
+            continue;
+        }
         let description = match no_coordinator(ctx) {
             None => None,
             Some(groups) => groups
@@ -847,12 +975,16 @@ pub(super) async fn describe_groups(
 
 pub(super) async fn delete_groups(
     ctx: &HandlerContext,
+    info: &RequestInfo,
     request: DeleteGroupsRequest,
 ) -> ApiResponse {
     let mut errors = ErrorCounts::default();
     let mut results = Vec::with_capacity(request.groups_names.len());
+    let access = Access::new(ctx, info);
     for group_id in request.groups_names {
+        let allowed = access.allows(AclOperation::Delete, ResourceType::Group, &group_id);
         let code = match no_coordinator(ctx) {
+            _ if !allowed => GROUP_AUTHORIZATION_FAILED,
             None => codes::COORDINATOR_NOT_AVAILABLE,
             Some(groups) => groups
                 .coordinator
@@ -875,13 +1007,26 @@ pub(super) async fn delete_groups(
 
 pub(super) async fn offset_delete(
     ctx: &HandlerContext,
+    info: &RequestInfo,
     request: OffsetDeleteRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
+    // Kafka: DELETE on the group refuses the request, READ on each topic its partitions.
+    let access = Access::new(ctx, info);
+    let group_allowed = access.allows(AclOperation::Delete, ResourceType::Group, &request.group_id);
+    let unreadable: HashSet<String> = request
+        .topics
+        .iter()
+        .filter(|t| {
+            group_allowed && !access.allows(AclOperation::Read, ResourceType::Topic, &t.name)
+        })
+        .map(|t| t.name.0.as_str().to_owned())
+        .collect();
     // Unknown partitions are answered UNKNOWN_TOPIC_OR_PARTITION without asking the coordinator.
     let asked: Vec<(String, i32)> = request
         .topics
         .iter()
+        .filter(|t| !unreadable.contains(t.name.0.as_str()))
         .flat_map(|t| {
             t.partitions
                 .iter()
@@ -890,6 +1035,7 @@ pub(super) async fn offset_delete(
         .filter(|(t, p)| partition_exists(&image, t, *p))
         .collect();
     let result = match no_coordinator(ctx) {
+        _ if !group_allowed => Err(GROUP_AUTHORIZATION_FAILED),
         None => Err(codes::COORDINATOR_NOT_AVAILABLE),
         Some(groups) => groups
             .coordinator
@@ -926,6 +1072,9 @@ pub(super) async fn offset_delete(
                                     let code = *code;
                                     next = answered.next();
                                     code
+                                }
+                                _ if unreadable.contains(t.name.0.as_str()) => {
+                                    TOPIC_AUTHORIZATION_FAILED
                                 }
                                 _ => codes::UNKNOWN_TOPIC_OR_PARTITION,
                             };

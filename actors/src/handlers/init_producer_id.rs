@@ -11,13 +11,18 @@ use kafka_protocol::messages::{
     InitProducerIdResponse, ProducerId, ResponseKind,
 };
 
+use gregor_publishers::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+
 use super::data::{INVALID_REQUEST, NONE};
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::AllocateProducerIds;
 
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 /// The block of producer ids this broker is issuing from: `[next, end)`.
 #[derive(Debug, Default)]
@@ -125,7 +130,25 @@ pub(super) async fn handle(
     info: &RequestInfo,
     request: InitProducerIdRequest,
 ) -> ApiResponse {
+    // Kafka: WRITE on the transactional id; an idempotent producer IDEMPOTENT_WRITE on the
+    // cluster or WRITE on some topic (KIP-679).
+    let access = Access::new(ctx, info);
+    let denied = match request.transactional_id.as_deref() {
+        Some(id) if !id.is_empty() => {
+            !access.allows(AclOperation::Write, ResourceType::TransactionalId, id)
+        }
+        Some(_) => false,
+        None => {
+            !access.quietly_allows(
+                AclOperation::IdempotentWrite,
+                ResourceType::Cluster,
+                CLUSTER_NAME,
+            ) && !access.allows_any(AclOperation::Write, ResourceType::Topic)
+        }
+    };
     let result = match request.transactional_id.as_ref().map(|t| t.is_empty()) {
+        Some(false) if denied => Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        None if denied => Err(CLUSTER_AUTHORIZATION_FAILED),
         Some(true) => Err(INVALID_REQUEST),
         Some(false) => Err(COORDINATOR_NOT_AVAILABLE),
         // v3+: an existing producer may name itself; exactly one of the two unset is malformed.

@@ -7,11 +7,14 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
+use gregor_publishers::acl::{AclOperation, ResourceType};
+
 use super::data::{
-    check_leader_epoch, led_partition, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION,
-    UNSUPPORTED_VERSION,
+    check_leader_epoch, led_partition, INVALID_REQUEST, NONE, TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION,
 };
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::log_manager::{LogManagerError, OffsetQuery};
 
@@ -40,11 +43,16 @@ pub(super) async fn handle(
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut errors = ErrorCounts::default();
     let mut seen = HashSet::new();
+    // Kafka: DESCRIBE on each topic.
+    let access = Access::new(ctx, info);
     for topic in &request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        let denied = !access.allows(AclOperation::Describe, ResourceType::Topic, &topic.name);
         for wanted in &topic.partitions {
             let index = wanted.partition_index;
-            let response = if !seen.insert((topic.name.to_string(), index)) {
+            let response = if denied {
+                answer(index, TOPIC_AUTHORIZATION_FAILED)
+            } else if !seen.insert((topic.name.to_string(), index)) {
                 answer(index, INVALID_REQUEST)
             } else {
                 lookup(ctx, &image, version, &topic.name, wanted).await

@@ -18,8 +18,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::data::{led_partition, KAFKA_STORAGE_ERROR, NONE, UNKNOWN_TOPIC_OR_PARTITION};
+use gregor_publishers::acl::{AclOperation, ResourceType};
+
+use super::data::{
+    led_partition, KAFKA_STORAGE_ERROR, NONE, TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+};
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::log_manager::LogManagerError;
 
@@ -27,14 +33,17 @@ use crate::log_manager::LogManagerError;
 /// new log start offset (−1 with an error).
 pub(super) async fn delete_records(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: DeleteRecordsRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
     let mut errors = ErrorCounts::default();
     let mut topics = Vec::with_capacity(request.topics.len());
+    // Kafka: DELETE on each topic.
+    let access = Access::new(ctx, info);
     for topic in &request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        let denied = !access.allows(AclOperation::Delete, ResourceType::Topic, &topic.name);
         for wanted in &topic.partitions {
             let index = wanted.partition_index;
             let result = match led_partition(
@@ -45,6 +54,7 @@ pub(super) async fn delete_records(
                 UNKNOWN_TOPIC_OR_PARTITION,
                 false,
             ) {
+                _ if denied => Err(TOPIC_AUTHORIZATION_FAILED),
                 Err(not_served) => Err(not_served.code),
                 Ok(_) => match ctx.logs.as_ref() {
                     Some(logs) => logs
@@ -85,9 +95,21 @@ pub(super) async fn delete_records(
 /// them when the request names no topics); an offline dir answers KAFKA_STORAGE_ERROR alone.
 pub(super) async fn describe_log_dirs(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: DescribeLogDirsRequest,
 ) -> ApiResponse {
+    // Kafka: DESCRIBE on the cluster, else the request is refused with no directory.
+    if !Access::new(ctx, info).allows_cluster(AclOperation::Describe) {
+        let code = kafka_protocol::error::ResponseError::ClusterAuthorizationFailed.code();
+        let mut errors = ErrorCounts::default();
+        errors.add(code);
+        return ApiResponse::new(
+            ResponseKind::DescribeLogDirs(
+                kafka_protocol::messages::DescribeLogDirsResponse::default().with_error_code(code),
+            ),
+            errors,
+        );
+    }
     let wanted: Option<HashSet<(String, i32)>> = request.topics.as_ref().map(|topics| {
         topics
             .iter()
@@ -161,14 +183,17 @@ pub(super) async fn describe_log_dirs(
 /// DescribeProducers: the active producers of each partition's log (KIP-664).
 pub(super) async fn describe_producers(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: DescribeProducersRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
     let mut errors = ErrorCounts::default();
     let mut topics = Vec::with_capacity(request.topics.len());
+    // Kafka: READ on each topic.
+    let access = Access::new(ctx, info);
     for topic in &request.topics {
         let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
+        let denied = !access.allows(AclOperation::Read, ResourceType::Topic, &topic.name);
         for &index in &topic.partition_indexes {
             let answer = PartitionResponse::default().with_partition_index(index);
             let producers = match led_partition(
@@ -179,6 +204,7 @@ pub(super) async fn describe_producers(
                 UNKNOWN_TOPIC_OR_PARTITION,
                 false,
             ) {
+                _ if denied => Err(TOPIC_AUTHORIZATION_FAILED),
                 Err(not_served) => Err(not_served.code),
                 Ok(_) => match ctx.logs.as_ref() {
                     Some(logs) => logs

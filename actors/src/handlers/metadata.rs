@@ -14,10 +14,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
+use gregor_publishers::acl::{AclOperation, ResourceType};
 use gregor_publishers::image::TopicImage;
 use gregor_publishers::MetadataImage;
 
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::logic::topic_name;
 use crate::controller::CreateTopics;
@@ -54,13 +56,53 @@ pub(super) async fn handle(
     let may_auto_create = ctx.settings.auto_create_topics_enable
         && (version < 4 || request.allow_auto_topic_creation);
 
+    // Kafka: a topic needs DESCRIBE to be shown (all-topics requests leave the others out,
+    // named ones answer TOPIC_AUTHORIZATION_FAILED without looking whether it exists); an
+    // auto-created one CREATE on the cluster or on the topic.
+    let access = Access::new(ctx, info);
+    let mut describable = HashSet::new();
+    let mut undescribable = HashSet::new();
+    if !all_topics && access.is_enforced() {
+        for wanted in &requested {
+            let name = match (&wanted.name, version >= 12) {
+                (Some(name), _) => Some(name.to_string()),
+                (None, true) => image
+                    .topics
+                    .get_by_id(&wanted.topic_id)
+                    .map(|t| t.name.to_string()),
+                (None, false) => None,
+            };
+            if let Some(name) = name {
+                if access.allows(AclOperation::Describe, ResourceType::Topic, &name) {
+                    describable.insert(name);
+                } else {
+                    undescribable.insert(name);
+                }
+            }
+        }
+    }
+    let mut create_denied = HashSet::new();
     let mut created = HashSet::new();
     if !all_topics && may_auto_create {
+        let cluster_create = access.quietly_allows(
+            AclOperation::Create,
+            ResourceType::Cluster,
+            gregor_publishers::acl::CLUSTER_NAME,
+        );
         let missing: Vec<String> = requested
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.as_str().to_owned()))
+            .filter(|name| !undescribable.contains(name))
             .filter(|name| image.topics.get_by_name(name).is_none())
             .filter(|name| topic_name::validate(name).is_ok())
+            .filter(|name| {
+                let allowed = cluster_create
+                    || access.allows(AclOperation::Create, ResourceType::Topic, name);
+                if !allowed {
+                    create_denied.insert(name.clone());
+                }
+                allowed
+            })
             .collect();
         if !missing.is_empty() {
             auto_create(ctx, info, &missing).await;
@@ -69,17 +111,28 @@ pub(super) async fn handle(
         }
     }
 
-    let topic_operations = if request.include_topic_authorized_operations {
-        ALL_TOPIC_OPERATIONS
-    } else {
-        OPERATIONS_NOT_REQUESTED
+    let include_operations = request.include_topic_authorized_operations;
+    let topic_operations = |name: &str| match (include_operations, access.is_enforced()) {
+        (false, _) => OPERATIONS_NOT_REQUESTED,
+        (true, false) => ALL_TOPIC_OPERATIONS,
+        (true, true) => access.authorized_operations(ResourceType::Topic, name),
     };
     let mut errors = ErrorCounts::default();
     let topics: Vec<MetadataResponseTopic> = if all_topics {
         image
             .topics
             .iter()
-            .map(|topic| describe_topic(&image, topic, topic_operations, &info.listener_name))
+            .filter(|topic| {
+                access.quietly_allows(AclOperation::Describe, ResourceType::Topic, &topic.name)
+            })
+            .map(|topic| {
+                describe_topic(
+                    &image,
+                    topic,
+                    topic_operations(&topic.name),
+                    &info.listener_name,
+                )
+            })
             .collect()
     } else {
         requested
@@ -87,16 +140,28 @@ pub(super) async fn handle(
             .map(|wanted| {
                 let by_name = wanted.name.as_ref().map(|n| n.as_str());
                 match (by_name, wanted.topic_id) {
+                    (Some(name), _)
+                        if undescribable.contains(name) || create_denied.contains(name) =>
+                    {
+                        error_topic(
+                            Some(name),
+                            Uuid::nil(),
+                            ResponseError::TopicAuthorizationFailed,
+                        )
+                    }
                     (Some(name), _) if created.contains(name) => {
                         // Kafka answers a topic it has just asked the controller to create with
                         // LEADER_NOT_AVAILABLE; the client retries and finds it.
                         error_topic(Some(name), Uuid::nil(), ResponseError::LeaderNotAvailable)
-                            .with_topic_authorized_operations(topic_operations)
+                            .with_topic_authorized_operations(topic_operations(name))
                     }
                     (Some(name), _) => match image.topics.get_by_name(name) {
-                        Some(topic) => {
-                            describe_topic(&image, topic, topic_operations, &info.listener_name)
-                        }
+                        Some(topic) => describe_topic(
+                            &image,
+                            topic,
+                            topic_operations(name),
+                            &info.listener_name,
+                        ),
                         // Kafka names an invalid topic as such whether or not it would auto-create.
                         None if topic_name::validate(name).is_err() => error_topic(
                             Some(name),
@@ -114,9 +179,16 @@ pub(super) async fn handle(
                         error_topic(None, Uuid::nil(), ResponseError::InvalidRequest)
                     }
                     (None, id) => match image.topics.get_by_id(&id) {
-                        Some(topic) if !id.is_nil() => {
-                            describe_topic(&image, topic, topic_operations, &info.listener_name)
+                        // Ids are not secret: the id comes back, the name does not.
+                        Some(topic) if !id.is_nil() && undescribable.contains(&*topic.name) => {
+                            error_topic(None, id, ResponseError::TopicAuthorizationFailed)
                         }
+                        Some(topic) if !id.is_nil() => describe_topic(
+                            &image,
+                            topic,
+                            topic_operations(&topic.name),
+                            &info.listener_name,
+                        ),
                         _ => error_topic(None, id, ResponseError::UnknownTopicId),
                     },
                 }
@@ -152,9 +224,25 @@ pub(super) async fn handle(
         )))
         .with_topics(topics);
     if request.include_cluster_authorized_operations && (8..=10).contains(&version) {
-        response = response.with_cluster_authorized_operations(ALL_CLUSTER_OPERATIONS);
+        response = response.with_cluster_authorized_operations(cluster_operations(&access));
     }
     ApiResponse::new(ResponseKind::Metadata(response), errors)
+}
+
+/// KIP-430's cluster operations: every supported one without an authorizer, none without
+/// DESCRIBE on the cluster, else those allowed.
+pub(super) fn cluster_operations(access: &Access<'_>) -> i32 {
+    if !access.is_enforced() {
+        ALL_CLUSTER_OPERATIONS
+    } else if !access.quietly_allows(
+        AclOperation::Describe,
+        ResourceType::Cluster,
+        gregor_publishers::acl::CLUSTER_NAME,
+    ) {
+        0
+    } else {
+        access.authorized_operations(ResourceType::Cluster, gregor_publishers::acl::CLUSTER_NAME)
+    }
 }
 
 /// The id clients should send admin requests to. As in Kafka's KRaft brokers this is a live

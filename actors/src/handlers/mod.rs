@@ -7,8 +7,10 @@
 //!
 //! Handlers never touch bytes: they get a decoded request and return a typed response.
 
+mod acls;
 mod alter_partition;
 mod api_versions;
+mod authorize;
 mod broker_heartbeat;
 mod client_quotas;
 mod cluster;
@@ -45,6 +47,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Message, VersionRange};
 
 pub use api_versions::unsupported_version_response;
+pub use authorize::fully_authorized;
 pub use errors::{error_name, ErrorCounts};
 
 use crate::context::{HandlerContext, ListenerKind, RequestInfo};
@@ -324,6 +327,27 @@ pub const APIS: &[ApiSpec] = &[
         true,
     ),
     api(
+        ApiKey::DescribeAcls,
+        "DescribeAcls",
+        kafka_protocol::messages::DescribeAclsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::CreateAcls,
+        "CreateAcls",
+        kafka_protocol::messages::CreateAclsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
+        ApiKey::DeleteAcls,
+        "DeleteAcls",
+        kafka_protocol::messages::DeleteAclsRequest::VERSIONS,
+        true,
+        true,
+    ),
+    api(
         ApiKey::DescribeConfigs,
         "DescribeConfigs",
         DescribeConfigsRequest::VERSIONS,
@@ -479,6 +503,9 @@ pub async fn handle(
     info: &RequestInfo,
     request: RequestKind,
 ) -> Option<ApiResponse> {
+    if let Some(denied) = authorize::cluster_denial(ctx, info, &request) {
+        return Some(denied);
+    }
     Some(match request {
         RequestKind::ApiVersions(request) => api_versions::handle(ctx, info, &request),
         RequestKind::SaslHandshake(_) => sasl::handshake(),
@@ -502,14 +529,14 @@ pub async fn handle(
         RequestKind::FindCoordinator(request) => groups::find_coordinator(ctx, info, request).await,
         RequestKind::JoinGroup(request) => groups::join_group(ctx, info, request).await,
         RequestKind::SyncGroup(request) => groups::sync_group(ctx, info, request).await,
-        RequestKind::Heartbeat(request) => groups::heartbeat(ctx, request).await,
+        RequestKind::Heartbeat(request) => groups::heartbeat(ctx, info, request).await,
         RequestKind::LeaveGroup(request) => groups::leave_group(ctx, info, request).await,
         RequestKind::OffsetCommit(request) => groups::offset_commit(ctx, info, request).await,
         RequestKind::OffsetFetch(request) => groups::offset_fetch(ctx, info, request).await,
         RequestKind::ListGroups(request) => groups::list_groups(ctx, info, request).await,
         RequestKind::DescribeGroups(request) => groups::describe_groups(ctx, info, request).await,
-        RequestKind::DeleteGroups(request) => groups::delete_groups(ctx, request).await,
-        RequestKind::OffsetDelete(request) => groups::offset_delete(ctx, request).await,
+        RequestKind::DeleteGroups(request) => groups::delete_groups(ctx, info, request).await,
+        RequestKind::OffsetDelete(request) => groups::offset_delete(ctx, info, request).await,
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
         RequestKind::DeleteTopics(request) => topics::delete_topics(ctx, info, request).await,
@@ -533,8 +560,11 @@ pub async fn handle(
         }
         RequestKind::BrokerHeartbeat(request) => broker_heartbeat::handle(ctx, info, request).await,
         RequestKind::AlterPartition(request) => alter_partition::handle(ctx, info, request).await,
-        RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, &request),
-        RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, request).await,
+        RequestKind::DescribeUserScramCredentials(request) => scram::describe(ctx, info, &request),
+        RequestKind::AlterUserScramCredentials(request) => scram::alter(ctx, info, request).await,
+        RequestKind::DescribeAcls(request) => acls::describe(ctx, info, &request),
+        RequestKind::CreateAcls(request) => acls::create(ctx, info, request).await,
+        RequestKind::DeleteAcls(request) => acls::delete(ctx, info, request).await,
         RequestKind::ElectLeaders(request) => elect_leaders::handle(ctx, info, request).await,
         RequestKind::AlterPartitionReassignments(request) => {
             reassignments::alter(ctx, info, request).await
@@ -640,6 +670,9 @@ mod tests {
         assert_eq!(range(ApiKey::ListGroups), Some((0, 5)));
         assert_eq!(range(ApiKey::DeleteGroups), Some((0, 2)));
         assert_eq!(range(ApiKey::OffsetDelete), Some((0, 0)));
+        assert_eq!(range(ApiKey::DescribeAcls), Some((1, 3)));
+        assert_eq!(range(ApiKey::CreateAcls), Some((1, 3)));
+        assert_eq!(range(ApiKey::DeleteAcls), Some((1, 3)));
         assert!(lookup(ApiKey::JoinGroup, ListenerKind::Controller).is_none());
         assert!(lookup(ApiKey::AlterPartition, ListenerKind::Broker).is_none());
         assert_eq!(

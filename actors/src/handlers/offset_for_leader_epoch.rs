@@ -8,8 +8,13 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
 
-use super::data::{check_leader_epoch, led_partition, NONE, UNKNOWN_TOPIC_OR_PARTITION};
+use gregor_publishers::acl::{AclOperation, ResourceType};
+
+use super::data::{
+    check_leader_epoch, led_partition, NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
+};
 use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 
 fn answer(partition: i32, code: i16) -> EpochEndOffset {
@@ -22,16 +27,31 @@ fn answer(partition: i32, code: i16) -> EpochEndOffset {
 
 pub(super) async fn handle(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: OffsetForLeaderEpochRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
+    // Kafka: CLUSTER_ACTION on the cluster covers every topic, else DESCRIBE on each.
+    let access = Access::new(ctx, info);
+    let cluster_action = access.quietly_allows(
+        AclOperation::ClusterAction,
+        ResourceType::Cluster,
+        gregor_publishers::acl::CLUSTER_NAME,
+    );
     let mut errors = ErrorCounts::default();
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
+        let denied = !cluster_action
+            && !access.allows(AclOperation::Describe, ResourceType::Topic, &topic.topic);
         for wanted in &topic.partitions {
             let index = wanted.partition;
+            if denied {
+                let result = answer(index, TOPIC_AUTHORIZATION_FAILED);
+                errors.add(result.error_code);
+                partitions.push(result);
+                continue;
+            }
             let result = match led_partition(
                 ctx,
                 &image,

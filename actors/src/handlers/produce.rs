@@ -15,11 +15,15 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
+use gregor_publishers::acl::{AclOperation, ResourceType};
+
 use super::data::{
     led_partition, requested_topic, INVALID_RECORD, INVALID_REQUIRED_ACKS, NONE,
-    NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, UNSUPPORTED_COMPRESSION_TYPE,
+    NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, TOPIC_AUTHORIZATION_FAILED,
+    UNSUPPORTED_COMPRESSION_TYPE,
 };
 use super::{ApiResponse, Delivery, ErrorCounts};
+use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::log_manager::LogManagerError;
 
@@ -29,6 +33,7 @@ const ZSTD: u8 = 4;
 const ATTRIBUTES_LOW_BYTE: usize = 22;
 const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 fn failed(index: i32, code: i16) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -50,6 +55,13 @@ pub(super) async fn handle(
     let deadline = tokio::time::Instant::now()
         + std::time::Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let acks_valid = matches!(acks, -1..=1);
+    // Kafka: WRITE on the transactional id refuses the whole request, WRITE on each topic
+    // its partitions (before the topic's existence is looked at).
+    let access = Access::new(ctx, info);
+    let transactional_denied = request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !access.allows(AclOperation::Write, ResourceType::TransactionalId, id));
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(request.topic_data.len());
     let mut appends = Vec::new();
     let mut leaders = Vec::new();
@@ -57,8 +69,19 @@ pub(super) async fn handle(
         let (name, unknown_topic) =
             requested_topic(&image, version >= 13, &topic.topic_id, &topic.name);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        let topic_denied = name
+            .as_deref()
+            .is_some_and(|n| !access.allows(AclOperation::Write, ResourceType::Topic, n));
         for data in topic.partition_data {
             let index = data.index;
+            if transactional_denied {
+                partitions.push(failed(index, TRANSACTIONAL_ID_AUTHORIZATION_FAILED));
+                continue;
+            }
+            if topic_denied {
+                partitions.push(failed(index, TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             if !acks_valid {
                 partitions.push(failed(index, INVALID_REQUIRED_ACKS));
                 continue;

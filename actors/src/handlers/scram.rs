@@ -13,8 +13,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use gregor_publishers::acl::AclOperation;
+
 use super::{ApiResponse, ErrorCounts};
-use crate::context::HandlerContext;
+use crate::authorizer::Access;
+use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::{refused_scram_alteration, AlterUserScramCredentials};
 
 /// Kafka's `ScramImage.describe`: every user when the list is null or empty; a user named twice
@@ -78,10 +81,33 @@ pub(super) fn describe_credentials(
 
 pub(super) fn describe(
     ctx: &HandlerContext,
+    info: &RequestInfo,
     request: &DescribeUserScramCredentialsRequest,
 ) -> ApiResponse {
     let image = ctx.image.load();
-    let response = describe_credentials(&image.scram, request);
+    // Kafka: DESCRIBE on the cluster, else the request and every user are refused.
+    let response = if Access::new(ctx, info).allows_cluster(AclOperation::Describe) {
+        describe_credentials(&image.scram, request)
+    } else {
+        let denied = ResponseError::ClusterAuthorizationFailed.code();
+        let message = || Some(StrBytes::from_static_str("Cluster authorization failed."));
+        DescribeUserScramCredentialsResponse::default()
+            .with_error_code(denied)
+            .with_error_message(message())
+            .with_results(
+                request
+                    .users
+                    .iter()
+                    .flatten()
+                    .map(|user| {
+                        DescribeUserScramCredentialsResult::default()
+                            .with_user(user.name.clone())
+                            .with_error_code(denied)
+                            .with_error_message(message())
+                    })
+                    .collect(),
+            )
+    };
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);
     errors.add_all(response.results.iter().map(|r| r.error_code));
@@ -90,9 +116,16 @@ pub(super) fn describe(
 
 pub(super) async fn alter(
     ctx: &HandlerContext,
+    info: &RequestInfo,
     request: AlterUserScramCredentialsRequest,
 ) -> ApiResponse {
-    let response = if ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) {
+    let response = if !Access::new(ctx, info).allows_cluster(AclOperation::Alter) {
+        refused_scram_alteration(
+            &request,
+            ResponseError::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        )
+    } else if ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) {
         // Only the active controller decides (a broker forwards; this is what is left when no
         // active controller could be reached).
         refused_scram_alteration(

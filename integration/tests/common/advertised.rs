@@ -411,6 +411,47 @@ async fn send_valid(
             ]);
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        // Without an authorizer the three ACL APIs answer SECURITY_DISABLED; with one, a
+        // filter selecting nothing / a creation refused as invalid change nothing either.
+        ApiKey::DescribeAcls => {
+            let request = kafka_protocol::messages::DescribeAclsRequest::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(str("advertised-topic")))
+                .with_pattern_type_filter(3)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::CreateAcls => {
+            let request =
+                kafka_protocol::messages::CreateAclsRequest::default().with_creations(vec![
+                    kafka_protocol::messages::create_acls_request::AclCreation::default()
+                        .with_resource_type(2)
+                        .with_resource_name(str(""))
+                        .with_resource_pattern_type(3)
+                        .with_principal(str("User:nobody"))
+                        .with_host(str("*"))
+                        .with_operation(3)
+                        .with_permission_type(3),
+                ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::DeleteAcls => {
+            let request =
+                kafka_protocol::messages::DeleteAclsRequest::default().with_filters(vec![
+                    kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default()
+                        .with_resource_type_filter(2)
+                        .with_resource_name_filter(Some(str("advertised-topic")))
+                        .with_pattern_type_filter(3)
+                        .with_principal_filter(Some(str("User:nobody")))
+                        .with_host_filter(None)
+                        .with_operation(1)
+                        .with_permission_type(1),
+                ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         // On a PLAINTEXT listener both are answered ILLEGAL_SASL_STATE, as Kafka does.
         ApiKey::SaslHandshake => {
             let request = SaslHandshakeRequest::default().with_mechanism(str("PLAIN"));

@@ -3,6 +3,7 @@
 //! messages. It speaks only the public wire protocol, so the tools work against Apache Kafka
 //! too.
 
+pub mod acls;
 pub mod cli;
 pub mod client_metrics;
 pub mod client_quotas;
@@ -122,12 +123,36 @@ pub fn check(code: i16, message: Option<&StrBytes>) -> Result<(), AdminError> {
 }
 
 /// The settings of a `--command-config` file that Gregor's tools honour: Kafka's admin-client
-/// properties. Only PLAINTEXT connections are made, so any other `security.protocol` is refused
-/// rather than silently sent in the clear.
-#[derive(Debug, Default)]
+/// properties. Connections are PLAINTEXT, or SASL_PLAINTEXT with `sasl.mechanism=PLAIN` (the
+/// user and password from `sasl.jaas.config`); any other `security.protocol` or mechanism is
+/// refused rather than silently sent otherwise.
+#[derive(Default)]
 pub struct CommandConfig {
     /// `client.id`: the request header's client id, which quotas are charged to.
     pub client_id: Option<String>,
+    /// SASL/PLAIN credentials (user, password) to authenticate every connection with.
+    pub sasl_plain: Option<(String, String)>,
+}
+
+// The password stays out of debug output.
+impl std::fmt::Debug for CommandConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandConfig")
+            .field("client_id", &self.client_id)
+            .field("sasl_user", &self.sasl_plain.as_ref().map(|(user, _)| user))
+            .finish()
+    }
+}
+
+/// The `username` and `password` options of a `sasl.jaas.config` value
+/// (`<LoginModule> required username="u" password="p";`).
+fn jaas_credentials(jaas: &str) -> Option<(String, String)> {
+    let option = |name: &str| {
+        let start = jaas.find(&format!("{name}=\""))? + name.len() + 2;
+        let end = start + jaas[start..].find('"')?;
+        Some(jaas[start..end].to_owned())
+    };
+    Some((option("username")?, option("password")?))
 }
 
 impl CommandConfig {
@@ -145,16 +170,40 @@ impl CommandConfig {
         let file = std::fs::File::open(path).map_err(|e| unreadable(&e))?;
         let properties =
             java_properties::read(std::io::BufReader::new(file)).map_err(|e| unreadable(&e))?;
+        let mut sasl_plain = None;
         if let Some(protocol) = properties.get("security.protocol") {
-            if !protocol.eq_ignore_ascii_case("PLAINTEXT") {
+            if protocol.eq_ignore_ascii_case("SASL_PLAINTEXT") {
+                // Kafka's default mechanism is GSSAPI.
+                let mechanism = properties
+                    .get("sasl.mechanism")
+                    .map_or("GSSAPI", String::as_str);
+                if !mechanism.eq_ignore_ascii_case("PLAIN") {
+                    return Err(AdminError::Io(format!(
+                        "sasl.mechanism={mechanism} in {} is not supported by Gregor's tools (PLAIN only)",
+                        path.display()
+                    )));
+                }
+                sasl_plain = Some(
+                    properties
+                        .get("sasl.jaas.config")
+                        .and_then(|jaas| jaas_credentials(jaas))
+                        .ok_or_else(|| {
+                            AdminError::Io(format!(
+                                "sasl.jaas.config in {} must name a username and a password",
+                                path.display()
+                            ))
+                        })?,
+                );
+            } else if !protocol.eq_ignore_ascii_case("PLAINTEXT") {
                 return Err(AdminError::Io(format!(
-                    "security.protocol={protocol} in {} is not supported by Gregor's tools (PLAINTEXT only)",
+                    "security.protocol={protocol} in {} is not supported by Gregor's tools (PLAINTEXT or SASL_PLAINTEXT only)",
                     path.display()
                 )));
             }
         }
         Ok(CommandConfig {
             client_id: properties.get("client.id").cloned(),
+            sasl_plain,
         })
     }
 
@@ -163,6 +212,9 @@ impl CommandConfig {
         let mut client = AdminClient::connect(bootstrap).await?;
         if let Some(client_id) = &self.client_id {
             client.set_client_id(client_id);
+        }
+        if let Some((user, password)) = &self.sasl_plain {
+            client.authenticate_plain(user, password).await?;
         }
         Ok(client)
     }
@@ -226,6 +278,30 @@ impl AdminClient {
             .map(|k| (k.api_key, (k.min_version, k.max_version)))
             .collect();
         Ok(())
+    }
+
+    /// SASL/PLAIN on this connection (KIP-152: SaslHandshake v1, then SaslAuthenticate).
+    pub async fn authenticate_plain(
+        &mut self,
+        user: &str,
+        password: &str,
+    ) -> Result<(), AdminError> {
+        let handshake = self
+            .send_at(
+                &kafka_protocol::messages::SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_static_str("PLAIN")),
+                1,
+            )
+            .await?;
+        check(handshake.error_code, None)?;
+        let token = format!("\0{user}\0{password}");
+        let (_, answer) = self
+            .send(
+                &kafka_protocol::messages::SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::from(token.into_bytes())),
+            )
+            .await?;
+        check(answer.error_code, answer.error_message.as_ref())
     }
 
     /// Sends later requests with this client id (`client.id` of a `--command-config` file).

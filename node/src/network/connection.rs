@@ -189,7 +189,17 @@ pub(crate) async fn serve(
         let received = Instant::now();
         let queued = gregor_metrics::QueuedRequest::enter();
         let request_bytes = frame.len();
-        let served = match process(frame, &handlers, &settings, &principal, &client_host).await {
+        let forwarded = session.is_forwarding();
+        let served = match process(
+            frame,
+            &handlers,
+            &settings,
+            &principal,
+            &client_host,
+            forwarded,
+        )
+        .await
+        {
             Ok(served) => served,
             Err(refusal) => {
                 tracing::info!(
@@ -298,6 +308,7 @@ async fn process(
     settings: &ConnectionSettings,
     principal: &Principal,
     client_host: &str,
+    forwarded: bool,
 ) -> Result<Served, Refusal> {
     let request_size = frame.len();
     if frame.len() < 4 {
@@ -331,44 +342,26 @@ async fn process(
             ),
         ));
     }
-    if settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key) {
-        let handler_started = Instant::now();
-        // The round trip to the controller is waiting, not work: only the polls are charged.
-        if let (Some(bytes), forward_work) = PollTimed::new(settings.quorum.forward(&frame)).await {
-            let handler_time = handler_started.elapsed();
-            let (client_id, decode_work) = timed(|| {
-                decode_guarded(|| {
-                    RequestHeader::decode(
-                        &mut frame.clone(),
-                        api_key.request_header_version(api_version),
-                    )
-                })
-                .ok()
-                .and_then(|header| header.client_id.map(|c| c.to_string()))
-                .unwrap_or_default()
-            });
-            let (bytes, throttle_time_ms, mute) = throttle_forwarded(
-                bytes,
-                api_key,
-                api_version,
-                handlers,
-                principal,
-                client_id,
-                forward_work + decode_work,
-            );
-            return Ok(Served {
-                bytes,
-                delivery: Delivery::Send,
-                api_name: spec.name,
-                api_version,
-                errors: handlers::ErrorCounts::default(),
-                throttle_time_ms,
-                mute,
-                handler_started,
-                handler_time,
-            });
+    let forward =
+        settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key);
+    // With an authorizer the broker decodes and authorizes first (the controller trusts its
+    // forwarding channel); without one it forwards the bytes as they came.
+    if forward && handlers.authorizer.is_none() {
+        if let Some(served) = forward_raw(
+            &frame,
+            api_key,
+            api_version,
+            spec.name,
+            handlers,
+            settings,
+            principal,
+        )
+        .await
+        {
+            return Ok(served);
         }
     }
+    let raw_frame = frame.clone();
     let decode_started = Instant::now();
     let header_version = api_key.request_header_version(api_version);
     let header =
@@ -426,8 +419,29 @@ async fn process(
         listener_kind: settings.listener_kind,
         principal: principal.clone(),
         client_host: client_host.to_owned(),
+        forwarded,
     };
     let decode_work = decode_started.elapsed();
+    // A request the broker would not let through whole is handled here, resource by
+    // resource, so the controller never sees the denied part.
+    if forward
+        && handlers.authorizer.is_some()
+        && handlers::fully_authorized(handlers, &info, &request)
+    {
+        if let Some(served) = forward_raw(
+            &raw_frame,
+            api_key,
+            api_version,
+            spec.name,
+            handlers,
+            settings,
+            principal,
+        )
+        .await
+        {
+            return Ok(served);
+        }
+    }
     let (handled, handler_work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;
     let ApiResponse {
         mut body,
@@ -523,6 +537,55 @@ async fn process(
     })
 }
 
+/// Sends a request frame to the active controller and builds what the client gets from its
+/// answer; `None` when no controller could be asked (the request is then handled here).
+async fn forward_raw(
+    frame: &Bytes,
+    api_key: ApiKey,
+    api_version: i16,
+    api_name: &'static str,
+    handlers: &HandlerContext,
+    settings: &ConnectionSettings,
+    principal: &Principal,
+) -> Option<Served> {
+    let handler_started = Instant::now();
+    // The round trip to the controller is waiting, not work: only the polls are charged.
+    let (bytes, forward_work) = PollTimed::new(settings.quorum.forward(frame)).await;
+    let bytes = bytes?;
+    let handler_time = handler_started.elapsed();
+    let (client_id, decode_work) = timed(|| {
+        decode_guarded(|| {
+            RequestHeader::decode(
+                &mut frame.clone(),
+                api_key.request_header_version(api_version),
+            )
+        })
+        .ok()
+        .and_then(|header| header.client_id.map(|c| c.to_string()))
+        .unwrap_or_default()
+    });
+    let (bytes, throttle_time_ms, mute) = throttle_forwarded(
+        bytes,
+        api_key,
+        api_version,
+        handlers,
+        principal,
+        client_id,
+        forward_work + decode_work,
+    );
+    Some(Served {
+        bytes,
+        delivery: Delivery::Send,
+        api_name,
+        api_version,
+        errors: handlers::ErrorCounts::default(),
+        throttle_time_ms,
+        mute,
+        handler_started,
+        handler_time,
+    })
+}
+
 /// Kafka's broker side of a forwarded request (`sendForwardedResponse`): the answer carries
 /// the larger of the controller's throttle and this broker's own request-quota throttle, and
 /// the broker mutes the client's connection for it through its request quota manager.
@@ -571,6 +634,8 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         ApiKey::CreatePartitions
         | ApiKey::AlterClientQuotas
         | ApiKey::AlterUserScramCredentials
+        | ApiKey::CreateAcls
+        | ApiKey::DeleteAcls
         | ApiKey::UnregisterBroker
         | ApiKey::ElectLeaders
         | ApiKey::AlterPartitionReassignments

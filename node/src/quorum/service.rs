@@ -37,6 +37,8 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::CreatePartitions,
     ApiKey::AlterClientQuotas,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
     ApiKey::UnregisterBroker,
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
@@ -794,6 +796,26 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         version: i16,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>
     {
+        self.forward_typed(request, version)
+    }
+
+    fn delete_topics(
+        &self,
+        request: kafka_protocol::messages::DeleteTopicsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>
+    {
+        self.forward_typed(request, version)
+    }
+
+    fn create_partitions(
+        &self,
+        request: kafka_protocol::messages::CreatePartitionsRequest,
+        version: i16,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Option<kafka_protocol::messages::CreatePartitionsResponse>,
+    > {
         self.forward_typed(request, version)
     }
 

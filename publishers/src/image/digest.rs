@@ -115,6 +115,19 @@ mod tests {
         ]
     }
 
+    fn acl(id: u128, name: &str) -> MetadataRecord {
+        MetadataRecord::AccessControlEntry(crate::records::AccessControlEntryRecord {
+            id: uuid::Uuid::from_u128(id),
+            resource_type: 2,
+            resource_name: name.into(),
+            pattern_type: 4,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: 3,
+            permission_type: 3,
+        })
+    }
+
     fn configs_topic() -> i8 {
         crate::image::configs::TOPIC_RESOURCE
     }
@@ -152,6 +165,13 @@ mod tests {
             partition(1, 2, &[1, 2]),
             topic("bar", 3),
             partition(3, 0, &[2]),
+            acl(0xac1, "foo"),
+            acl(0xac2, "ba"),
+            MetadataRecord::RemoveAccessControlEntry(
+                crate::records::RemoveAccessControlEntryRecord {
+                    id: uuid::Uuid::from_u128(0xac1),
+                },
+            ),
         ];
         let mut image = base.clone();
         for change in &changes {

@@ -10,6 +10,7 @@
 //! reference-count increments; a delta that does not touch an area reuses the old sub-image
 //! (`Arc::ptr_eq`), and inside [`TopicsImage`] every untouched topic is shared too.
 
+pub mod acls;
 pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 
 use crate::records::MetadataRecord;
 
+pub use acls::{AclRule, AclsImage, StandardAcl};
 pub use client_quotas::{ClientQuotaImage, ClientQuotasImage};
 pub use cluster::{BrokerRegistration, ClusterImage, ControllerRegistration};
 pub use configs::{ConfigsImage, ResourceConfigs};
@@ -61,6 +63,8 @@ pub struct MetadataImage {
     pub client_quotas: Arc<ClientQuotasImage>,
     /// SCRAM credentials.
     pub scram: Arc<ScramImage>,
+    /// ACLs, with the authorizer's index.
+    pub acls: Arc<AclsImage>,
     /// The digest of everything above but the provenance, kept up to date by each delta (equal
     /// on every node that applied the same log prefix; see [`digest`]).
     pub digest: ImageDigest,
@@ -80,6 +84,7 @@ impl MetadataImage {
             && self.configs.is_empty()
             && self.client_quotas.is_empty()
             && self.scram.is_empty()
+            && self.acls.is_empty()
     }
 
     /// The digest computed from scratch over [`MetadataImage::to_records`]: O(image), for
@@ -100,6 +105,7 @@ impl MetadataImage {
         self.configs.to_records(&mut out);
         self.client_quotas.to_records(&mut out);
         self.scram.to_records(&mut out);
+        self.acls.to_records(&mut out);
         out
     }
 }

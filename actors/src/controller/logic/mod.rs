@@ -17,6 +17,7 @@
 //! Architecture invariant: every requested topic gets exactly one result, in request order, and
 //! a `validate_only` request returns the same response with no records.
 
+pub mod acls;
 pub mod alter_partition;
 pub mod client_quotas;
 pub mod configs;

@@ -1,0 +1,131 @@
+//! CreateAcls and DeleteAcls on the controller: decided by [`logic::acls`] against the working
+//! image, written as ACL records, answered once committed.
+
+use actix::prelude::*;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+use kafka_protocol::messages::{
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::actor::{Controller, Refusable};
+use super::logic;
+
+/// Create ACLs. One result per creation, in request order.
+#[derive(Message)]
+#[rtype(result = "CreateAclsResponse")]
+pub struct CreateAcls {
+    /// The request as the client sent it.
+    pub request: CreateAclsRequest,
+}
+
+/// Delete the ACLs selected by filters. One result per filter, in request order.
+#[derive(Message)]
+#[rtype(result = "DeleteAclsResponse")]
+pub struct DeleteAcls {
+    /// The request as the client sent it.
+    pub request: DeleteAclsRequest,
+}
+
+impl Handler<CreateAcls> for Controller {
+    type Result = ResponseFuture<CreateAclsResponse>;
+
+    fn handle(&mut self, msg: CreateAcls, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.mutate(
+            ctx,
+            &msg,
+            |image, mutation| logic::acls::create_acls(&image.acls, &msg.request, mutation.rng),
+            |mut response: CreateAclsResponse, code, message| {
+                for result in &mut response.results {
+                    if result.error_code == 0 {
+                        result.error_code = code.code();
+                        result.error_message = Some(StrBytes::from_string(message.to_owned()));
+                    }
+                }
+                response
+            },
+        )
+    }
+}
+
+impl Handler<DeleteAcls> for Controller {
+    type Result = ResponseFuture<DeleteAclsResponse>;
+
+    fn handle(&mut self, msg: DeleteAcls, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.mutate(
+            ctx,
+            &msg,
+            |image, _| logic::acls::delete_acls(&image.acls, &msg.request),
+            |mut response: DeleteAclsResponse, code, message| {
+                for result in &mut response.filter_results {
+                    if result.error_code == 0 {
+                        result.error_code = code.code();
+                        result.error_message = Some(StrBytes::from_string(message.to_owned()));
+                        result.matching_acls.clear();
+                    }
+                }
+                response
+            },
+        )
+    }
+}
+
+impl Refusable for CreateAcls {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        refused_create(&self.request, code, message)
+    }
+}
+
+impl Refusable for DeleteAcls {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        refused_delete(&self.request, code, message)
+    }
+}
+
+/// The answer to a CreateAcls that cannot be decided: every creation gets `code`.
+pub fn refused_create(
+    request: &CreateAclsRequest,
+    code: ResponseError,
+    message: &str,
+) -> CreateAclsResponse {
+    CreateAclsResponse::default().with_results(
+        request
+            .creations
+            .iter()
+            .map(|_| {
+                AclCreationResult::default()
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+            })
+            .collect(),
+    )
+}
+
+/// The answer to a DeleteAcls that cannot be decided: every filter gets `code`.
+pub fn refused_delete(
+    request: &DeleteAclsRequest,
+    code: ResponseError,
+    message: &str,
+) -> DeleteAclsResponse {
+    DeleteAclsResponse::default().with_filter_results(
+        request
+            .filters
+            .iter()
+            .map(|_| {
+                DeleteAclsFilterResult::default()
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+            })
+            .collect(),
+    )
+}

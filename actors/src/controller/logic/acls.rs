@@ -1,0 +1,345 @@
+//! CreateAcls and DeleteAcls as Kafka's `AclApis` and `AclControlManager` decide them.
+//!
+//! Create: each creation is validated alone (CLUSTER only as `kafka-cluster`, no empty name, a
+//! concrete type, pattern, operation and permission: INVALID_REQUEST otherwise); an ACL equal
+//! to an existing one (or to an earlier one of the same request) succeeds without a record.
+//! Delete: each filter selects from the ACLs of the image; an ACL selected by several filters
+//! is reported by each and removed once; the whole request is one atomic batch.
+
+use std::collections::HashSet;
+
+use gregor_publishers::acl::{
+    AclFilter, AclOperation, AclPermission, PatternType, ResourceType, CLUSTER_NAME,
+};
+use gregor_publishers::image::{AclsImage, StandardAcl};
+use gregor_publishers::records::{MetadataRecord, RemoveAccessControlEntryRecord};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::{
+    DeleteAclsFilterResult, DeleteAclsMatchingAcl,
+};
+use kafka_protocol::messages::{
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use rand::RngCore;
+use uuid::Uuid;
+
+use super::ControllerResult;
+
+/// Kafka's limit on the ACLs one DeleteAcls may remove (`AclControlManager` refuses more).
+pub const MAX_DELETED_ACLS: usize = 10_000;
+
+fn invalid(message: String) -> (ResponseError, String) {
+    (ResponseError::InvalidRequest, message)
+}
+
+/// The ACL a creation asks for, or why it is refused.
+fn validate(creation: &AclCreation) -> Result<StandardAcl, (ResponseError, String)> {
+    let resource_type = ResourceType::from_code(creation.resource_type);
+    if resource_type == Some(ResourceType::Cluster)
+        && creation.resource_name.as_str() != CLUSTER_NAME
+    {
+        return Err(invalid(format!(
+            "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        )));
+    }
+    if creation.resource_name.is_empty() {
+        return Err(invalid("Invalid empty resource name".to_owned()));
+    }
+    let resource_type = resource_type.filter(|t| t.is_concrete()).ok_or_else(|| {
+        invalid(format!(
+            "Invalid resourceType {}",
+            ResourceType::from_code(creation.resource_type).map_or("UNKNOWN", |t| t.name())
+        ))
+    })?;
+    let pattern_type = PatternType::from_code(creation.resource_pattern_type)
+        .filter(|p| p.is_concrete())
+        .ok_or_else(|| {
+            invalid(format!(
+                "Invalid patternType {}",
+                PatternType::from_code(creation.resource_pattern_type)
+                    .map_or("UNKNOWN", |p| p.name())
+            ))
+        })?;
+    let operation = AclOperation::from_code(creation.operation)
+        .filter(|o| o.is_concrete())
+        .ok_or_else(|| {
+            invalid(format!(
+                "Invalid operation {}",
+                AclOperation::from_code(creation.operation).map_or("UNKNOWN", |o| o.name())
+            ))
+        })?;
+    let permission = AclPermission::from_code(creation.permission_type)
+        .filter(|p| p.is_concrete())
+        .ok_or_else(|| {
+            invalid(format!(
+                "Invalid permissionType {}",
+                AclPermission::from_code(creation.permission_type).map_or("UNKNOWN", |p| p.name())
+            ))
+        })?;
+    Ok(StandardAcl {
+        resource_type,
+        resource_name: creation.resource_name.to_string(),
+        pattern_type,
+        principal: creation.principal.to_string(),
+        host: creation.host.to_string(),
+        operation,
+        permission,
+    })
+}
+
+/// A random (version 4) id not used by any ACL of `image` nor by `taken`.
+fn new_acl_id(image: &AclsImage, taken: &HashSet<Uuid>, rng: &mut dyn RngCore) -> Uuid {
+    loop {
+        let mut bytes = [0u8; 16];
+        rng.fill_bytes(&mut bytes);
+        let id = uuid::Builder::from_random_bytes(bytes).into_uuid();
+        if image.get(&id).is_none() && !taken.contains(&id) {
+            return id;
+        }
+    }
+}
+
+/// Decides a CreateAcls request against `image`; results in request order.
+pub fn create_acls(
+    image: &AclsImage,
+    request: &CreateAclsRequest,
+    rng: &mut dyn RngCore,
+) -> ControllerResult<CreateAclsResponse> {
+    let mut records = Vec::new();
+    let mut created: HashSet<StandardAcl> = HashSet::new();
+    let mut ids = HashSet::new();
+    let results = request
+        .creations
+        .iter()
+        .map(|creation| match validate(creation) {
+            Err((code, message)) => AclCreationResult::default()
+                .with_error_code(code.code())
+                .with_error_message(Some(StrBytes::from_string(message))),
+            Ok(acl) => {
+                if !image.contains(&acl) && !created.contains(&acl) {
+                    let id = new_acl_id(image, &ids, rng);
+                    ids.insert(id);
+                    records.push(MetadataRecord::AccessControlEntry(acl.to_record(id)));
+                    created.insert(acl);
+                }
+                AclCreationResult::default().with_error_message(None)
+            }
+        })
+        .collect();
+    ControllerResult {
+        records,
+        response: CreateAclsResponse::default().with_results(results),
+    }
+}
+
+/// The response field of one ACL.
+pub fn matching_acl(acl: &StandardAcl) -> DeleteAclsMatchingAcl {
+    DeleteAclsMatchingAcl::default()
+        .with_resource_type(acl.resource_type.code())
+        .with_resource_name(StrBytes::from_string(acl.resource_name.clone()))
+        .with_pattern_type(acl.pattern_type.code())
+        .with_principal(StrBytes::from_string(acl.principal.clone()))
+        .with_host(StrBytes::from_string(acl.host.clone()))
+        .with_operation(acl.operation.code())
+        .with_permission_type(acl.permission.code())
+        .with_error_message(None)
+}
+
+/// Decides a DeleteAcls request against `image`; one result per filter, in request order.
+pub fn delete_acls(
+    image: &AclsImage,
+    request: &DeleteAclsRequest,
+) -> ControllerResult<DeleteAclsResponse> {
+    let mut removed: Vec<Uuid> = Vec::new();
+    let mut seen: HashSet<Uuid> = HashSet::new();
+    let mut results = Vec::with_capacity(request.filters.len());
+    for filter in &request.filters {
+        let Some(filter) = AclFilter::from_codes(
+            filter.resource_type_filter,
+            filter.resource_name_filter.as_deref(),
+            filter.pattern_type_filter,
+            filter.principal_filter.as_deref(),
+            filter.host_filter.as_deref(),
+            filter.operation,
+            filter.permission_type,
+        ) else {
+            results.push(
+                DeleteAclsFilterResult::default()
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "Unknown patternFilter or entryFilter.",
+                    ))),
+            );
+            continue;
+        };
+        let matching: Vec<(&Uuid, &StandardAcl)> = image
+            .iter()
+            .filter(|(_, acl)| filter.matches(acl))
+            .collect();
+        for (id, _) in &matching {
+            if seen.insert(**id) {
+                removed.push(**id);
+            }
+        }
+        results.push(
+            DeleteAclsFilterResult::default()
+                .with_error_message(None)
+                .with_matching_acls(
+                    matching
+                        .into_iter()
+                        .map(|(_, acl)| matching_acl(acl))
+                        .collect(),
+                ),
+        );
+    }
+    if removed.len() > MAX_DELETED_ACLS {
+        let message = format!(
+            "Cannot delete more than {MAX_DELETED_ACLS} ACLs in one request ({} matched)",
+            removed.len()
+        );
+        let results = request
+            .filters
+            .iter()
+            .map(|_| {
+                DeleteAclsFilterResult::default()
+                    .with_error_code(ResponseError::UnknownServerError.code())
+                    .with_error_message(Some(StrBytes::from_string(message.clone())))
+            })
+            .collect();
+        return ControllerResult {
+            records: Vec::new(),
+            response: DeleteAclsResponse::default().with_filter_results(results),
+        };
+    }
+    ControllerResult {
+        records: removed
+            .into_iter()
+            .map(|id| {
+                MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id })
+            })
+            .collect(),
+        response: DeleteAclsResponse::default().with_filter_results(results),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn creation(t: i8, name: &str, p: i8, principal: &str, op: i8, perm: i8) -> AclCreation {
+        AclCreation::default()
+            .with_resource_type(t)
+            .with_resource_name(StrBytes::from_string(name.into()))
+            .with_resource_pattern_type(p)
+            .with_principal(StrBytes::from_string(principal.into()))
+            .with_host(StrBytes::from_static_str("*"))
+            .with_operation(op)
+            .with_permission_type(perm)
+    }
+
+    fn applied(base: &MetadataImage, records: &[MetadataRecord]) -> MetadataImage {
+        let mut delta = MetadataDelta::new(Arc::new(base.clone()));
+        assert!(delta.replay_all(records).is_ok());
+        delta.apply(Provenance::default())
+    }
+
+    #[test]
+    fn creations_are_validated_one_by_one_and_deduplicated() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let request = CreateAclsRequest::default().with_creations(vec![
+            creation(2, "orders", 3, "User:alice", 3, 3),
+            creation(4, "my-cluster", 3, "User:alice", 7, 3),
+            creation(2, "", 3, "User:alice", 3, 3),
+            creation(1, "x", 3, "User:alice", 3, 3),
+            creation(2, "x", 2, "User:alice", 3, 3),
+            creation(2, "x", 3, "User:alice", 1, 3),
+            creation(2, "x", 3, "User:alice", 3, 1),
+            creation(2, "orders", 3, "User:alice", 3, 3),
+            creation(4, "kafka-cluster", 3, "User:bob", 9, 2),
+        ]);
+        let result = create_acls(&AclsImage::default(), &request, &mut rng);
+        let outcome: Vec<(i16, Option<String>)> = result
+            .response
+            .results
+            .iter()
+            .map(|r| {
+                (
+                    r.error_code,
+                    r.error_message.as_ref().map(|m| m.to_string()),
+                )
+            })
+            .collect();
+        let bad = |m: &str| (42, Some(m.to_owned()));
+        assert_eq!(
+            outcome,
+            vec![
+                (0, None),
+                bad("The only valid name for the CLUSTER resource is kafka-cluster"),
+                bad("Invalid empty resource name"),
+                bad("Invalid resourceType ANY"),
+                bad("Invalid patternType MATCH"),
+                bad("Invalid operation ANY"),
+                bad("Invalid permissionType ANY"),
+                (0, None),
+                (0, None),
+            ]
+        );
+        assert_eq!(result.records.len(), 2, "the repeated ACL is written once");
+        let image = applied(&MetadataImage::empty(), &result.records);
+        let again = create_acls(&image.acls, &request, &mut rng);
+        assert!(
+            again.records.is_empty(),
+            "existing ACLs are not written again"
+        );
+    }
+
+    #[test]
+    fn deletions_report_per_filter_and_remove_once() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let created = create_acls(
+            &AclsImage::default(),
+            &CreateAclsRequest::default().with_creations(vec![
+                creation(2, "orders", 3, "User:alice", 3, 3),
+                creation(2, "ord", 4, "User:bob", 4, 3),
+                creation(3, "g", 3, "User:alice", 3, 3),
+            ]),
+            &mut rng,
+        );
+        let image = applied(&MetadataImage::empty(), &created.records);
+        let filter = |t: i8, name: Option<&str>, p: i8, principal: Option<&str>| {
+            DeleteAclsFilter::default()
+                .with_resource_type_filter(t)
+                .with_resource_name_filter(name.map(|n| StrBytes::from_string(n.into())))
+                .with_pattern_type_filter(p)
+                .with_principal_filter(principal.map(|n| StrBytes::from_string(n.into())))
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1)
+        };
+        let request = DeleteAclsRequest::default().with_filters(vec![
+            filter(2, Some("orders"), 2, None),
+            filter(1, None, 1, Some("User:alice")),
+            filter(0, None, 1, None),
+        ]);
+        let result = delete_acls(&image.acls, &request);
+        let counts: Vec<(i16, usize)> = result
+            .response
+            .filter_results
+            .iter()
+            .map(|r| (r.error_code, r.matching_acls.len()))
+            .collect();
+        assert_eq!(counts, vec![(0, 2), (0, 2), (42, 0)]);
+        assert_eq!(result.records.len(), 3, "orders/alice is removed once");
+        let after = applied(&image, &result.records);
+        assert!(after.acls.is_empty());
+    }
+}

@@ -1,0 +1,178 @@
+//! DescribeAcls (29), served from the image, and CreateAcls (30) / DeleteAcls (31), decided by
+//! the controller (a broker forwards them), as Kafka's `AclApis`: without an authorizer each
+//! answers SECURITY_DISABLED; Describe needs DESCRIBE on the cluster, Create and Delete ALTER.
+
+use gregor_publishers::acl::{AclFilter, AclOperation};
+use gregor_publishers::image::AclsImage;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
+use kafka_protocol::messages::{
+    CreateAclsRequest, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
+    DescribeAclsResponse, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{ApiResponse, ErrorCounts};
+use crate::authorizer::Access;
+use crate::context::{HandlerContext, RequestInfo};
+use crate::controller::{refused_create_acls, refused_delete_acls, CreateAcls, DeleteAcls};
+
+const SECURITY_DISABLED: &str = "No Authorizer is configured.";
+const CLUSTER_DENIED: &str = "Cluster authorization failed.";
+
+/// The ACLs of `acls` that `filter` selects, grouped by resource pattern (in type, name,
+/// pattern order).
+pub(super) fn describe_acls(acls: &AclsImage, filter: &AclFilter) -> Vec<DescribeAclsResource> {
+    let mut selected: Vec<_> = acls
+        .iter()
+        .map(|(_, acl)| acl)
+        .filter(|acl| filter.matches(acl))
+        .collect();
+    selected.sort_by(|a, b| {
+        (a.resource_type, &a.resource_name, a.pattern_type).cmp(&(
+            b.resource_type,
+            &b.resource_name,
+            b.pattern_type,
+        ))
+    });
+    let mut resources: Vec<DescribeAclsResource> = Vec::new();
+    for acl in selected {
+        let description = AclDescription::default()
+            .with_principal(StrBytes::from_string(acl.principal.clone()))
+            .with_host(StrBytes::from_string(acl.host.clone()))
+            .with_operation(acl.operation.code())
+            .with_permission_type(acl.permission.code());
+        match resources.last_mut() {
+            Some(last)
+                if last.resource_type == acl.resource_type.code()
+                    && last.resource_name.as_str() == acl.resource_name
+                    && last.pattern_type == acl.pattern_type.code() =>
+            {
+                last.acls.push(description)
+            }
+            _ => resources.push(
+                DescribeAclsResource::default()
+                    .with_resource_type(acl.resource_type.code())
+                    .with_resource_name(StrBytes::from_string(acl.resource_name.clone()))
+                    .with_pattern_type(acl.pattern_type.code())
+                    .with_acls(vec![description]),
+            ),
+        }
+    }
+    resources
+}
+
+fn describe_error(code: ResponseError, message: &'static str) -> DescribeAclsResponse {
+    DescribeAclsResponse::default()
+        .with_error_code(code.code())
+        .with_error_message(Some(StrBytes::from_static_str(message)))
+}
+
+pub(super) fn describe(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &DescribeAclsRequest,
+) -> ApiResponse {
+    let access = Access::new(ctx, info);
+    let response = if ctx.authorizer.is_none() {
+        describe_error(ResponseError::SecurityDisabled, SECURITY_DISABLED)
+    } else if !access.allows_cluster(AclOperation::Describe) {
+        describe_error(ResponseError::ClusterAuthorizationFailed, CLUSTER_DENIED)
+    } else {
+        match AclFilter::from_codes(
+            request.resource_type_filter,
+            request.resource_name_filter.as_deref(),
+            request.pattern_type_filter,
+            request.principal_filter.as_deref(),
+            request.host_filter.as_deref(),
+            request.operation,
+            request.permission_type,
+        ) {
+            None => describe_error(
+                ResponseError::InvalidRequest,
+                "The filter contains UNKNOWN elements.",
+            ),
+            Some(filter) => DescribeAclsResponse::default()
+                .with_error_message(None)
+                .with_resources(describe_acls(&ctx.image.load().acls, &filter)),
+        }
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add(response.error_code);
+    ApiResponse::new(ResponseKind::DescribeAcls(response), errors)
+}
+
+/// Why CreateAcls/DeleteAcls cannot reach the controller here, if they cannot.
+fn refusal(ctx: &HandlerContext, info: &RequestInfo) -> Option<(ResponseError, &'static str)> {
+    if ctx.authorizer.is_none() {
+        return Some((ResponseError::SecurityDisabled, SECURITY_DISABLED));
+    }
+    if !Access::new(ctx, info).allows_cluster(AclOperation::Alter) {
+        return Some((ResponseError::ClusterAuthorizationFailed, CLUSTER_DENIED));
+    }
+    if ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) {
+        // Only the active controller decides (a broker forwards; this is what is left when
+        // no active controller could be reached).
+        return Some((
+            ResponseError::NotController,
+            "This node is not the active controller",
+        ));
+    }
+    None
+}
+
+const CONTROLLER_UNAVAILABLE: &str = "The controller is not available; retry against another node";
+
+pub(super) async fn create(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: CreateAclsRequest,
+) -> ApiResponse {
+    let response = match refusal(ctx, info) {
+        Some((code, message)) => refused_create_acls(&request, code, message),
+        None => {
+            let fallback = refused_create_acls(
+                &request,
+                ResponseError::NotController,
+                CONTROLLER_UNAVAILABLE,
+            );
+            match ctx.controller.send(CreateAcls { request }).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::error!(%error, "controller actor unavailable");
+                    fallback
+                }
+            }
+        }
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add_all(response.results.iter().map(|r| r.error_code));
+    ApiResponse::new(ResponseKind::CreateAcls(response), errors)
+}
+
+pub(super) async fn delete(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: DeleteAclsRequest,
+) -> ApiResponse {
+    let response: DeleteAclsResponse = match refusal(ctx, info) {
+        Some((code, message)) => refused_delete_acls(&request, code, message),
+        None => {
+            let fallback = refused_delete_acls(
+                &request,
+                ResponseError::NotController,
+                CONTROLLER_UNAVAILABLE,
+            );
+            match ctx.controller.send(DeleteAcls { request }).await {
+                Ok(response) => response,
+                Err(error) => {
+                    tracing::error!(%error, "controller actor unavailable");
+                    fallback
+                }
+            }
+        }
+    };
+    let mut errors = ErrorCounts::default();
+    errors.add_all(response.filter_results.iter().map(|r| r.error_code));
+    ApiResponse::new(ResponseKind::DeleteAcls(response), errors)
+}
