@@ -195,3 +195,6 @@ mod hash_tests {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod consumer_tests;

@@ -602,6 +602,11 @@ impl Coordinator {
                 // The new member takes the old one's place: its epoch and partitions.
                 cg.release(&old_id);
                 if let Some(old) = cg.members.remove(&old_id) {
+                    // Its subscription too: an unchanged one needs no new group epoch.
+                    member.subscribed_names = old.subscribed_names;
+                    member.regex = old.regex;
+                    member.rack_id = old.rack_id;
+                    member.server_assignor = old.server_assignor;
                     member.epoch = old.previous_epoch.max(0);
                     member.previous_epoch = old.previous_epoch;
                     member.state = old.state;
