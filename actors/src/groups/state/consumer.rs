@@ -417,7 +417,7 @@ impl Coordinator {
     /// and (when it changed, or on a full request) its assignment.
     pub fn consumer_heartbeat(
         &mut self,
-        request: ConsumerHeartbeat,
+        mut request: ConsumerHeartbeat,
         timeouts: ConsumerTimeouts,
         topics: &dyn TopicLookup,
         now: Instant,
@@ -425,6 +425,10 @@ impl Coordinator {
     ) -> ConsumerHeartbeatResult {
         if let Err((code, message)) = validate(&request, &self.settings.consumer_assignors) {
             return ConsumerHeartbeatResult::error(code, message);
+        }
+        if request.member_id.is_empty() {
+            // v0 joins without an id: the coordinator names the member (v1 clients do).
+            request.member_id = gregor_log::checkpoint::topic_id_string(&Uuid::new_v4());
         }
         let partition = match self.coordinator_for(&request.group_id) {
             Ok(p) => p,
