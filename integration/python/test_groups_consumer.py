@@ -89,6 +89,15 @@ def described_when_loaded(node, group):
         raise
 
 
+def tool(node, *args):
+    from conftest import gregor_bin
+
+    done = subprocess.run([str(gregor_bin()), "consumer-groups", "--bootstrap-server", node.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def list_consumer_groups(node):
     """ListGroups with the `consumer` type filter; librdkafka asks the brokers it knows, so the
     client learns them first."""
@@ -120,6 +129,16 @@ def test_members_spread_partitions_and_take_over_without_duplicates(start_node):
         assert len(described.members) == 3
         assert sorted(len(m.assignment.topic_partitions) for m in described.members) == [2, 2, 2]
         assert list_consumer_groups(node) == [("k848-spread", ConsumerGroupType.CONSUMER)]
+
+        # `gregor consumer-groups` describes it through ConsumerGroupDescribe.
+        offsets = tool(node, "--describe", "--group", "k848-spread").splitlines()
+        assert offsets[1].split()[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
+        rows = [line.split() for line in offsets[2:]]
+        assert [(r[2], r[3], r[4], r[5]) for r in rows] == [(str(p), "10", "10", "0") for p in range(6)]
+        assert len({r[6] for r in rows}) == 3
+        state = tool(node, "--describe", "--group", "k848-spread", "--state").splitlines()
+        assert state[2].split()[-3:] == ["uniform", "Stable", "3"]
+        assert "k848-spread     Stable" in tool(node, "--list", "--state")
 
         # A clean close leaves the group (epoch -1): the others take its partitions at once.
         members.pop().close()
