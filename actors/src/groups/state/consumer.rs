@@ -715,14 +715,18 @@ impl Coordinator {
                 Some(records::consumer_member_value(&member.metadata_value())),
             ));
         }
-        let deadline = member.deadline;
-        self.effects.push(Effect::Timer {
-            at: deadline,
-            timer: Timer::ConsumerSession {
-                group: group_id.clone(),
-                member: request.member_id.clone(),
-            },
-        });
+        if !existing {
+            // One session timer per member: firing before the deadline it re-arms itself at
+            // the deadline the heartbeats have moved on.
+            let deadline = member.deadline;
+            self.effects.push(Effect::Timer {
+                at: deadline,
+                timer: Timer::ConsumerSession {
+                    group: group_id.clone(),
+                    member: request.member_id.clone(),
+                },
+            });
+        }
 
         // The subscribed topics as the image has them now; a change is a new group epoch.
         let mut all_names = None;
@@ -812,7 +816,10 @@ impl Coordinator {
                 )),
             ));
         }
-        if let Some(at) = member.revocation_deadline {
+        let was_revoking = before_value
+            .as_ref()
+            .is_some_and(|v| v.state == MemberState::UnrevokedPartitions as i8);
+        if let Some(at) = member.revocation_deadline.filter(|_| !was_revoking) {
             self.effects.push(Effect::Timer {
                 at,
                 timer: Timer::ConsumerRevocation {
