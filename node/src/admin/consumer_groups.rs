@@ -115,7 +115,7 @@ fn text(s: &str) -> StrBytes {
 }
 
 /// Connects to the coordinator of `group` (FindCoordinator through `bootstrap`).
-async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, AdminError> {
+pub(super) async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, AdminError> {
     let mut client = AdminClient::connect(bootstrap).await?;
     let version = client.version_of::<FindCoordinatorRequest>().unwrap_or(0);
     let request = if version >= 4 {
@@ -387,7 +387,7 @@ async fn log_offsets(
 
 /// The topic-partitions of a `ConsumerProtocolAssignment` (any version: all start with the
 /// int16 version and the topic array); empty when the bytes are not one.
-fn assigned_partitions(assignment: &[u8]) -> Vec<(String, i32)> {
+pub(super) fn assigned_partitions(assignment: &[u8]) -> Vec<(String, i32)> {
     fn read(mut buf: &[u8]) -> Option<Vec<(String, i32)>> {
         let mut out = Vec::new();
         if buf.remaining() < 6 {

@@ -9,6 +9,7 @@ pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
 pub mod console;
+mod console_group;
 pub mod consumer_groups;
 pub mod metadata_quorum;
 pub mod records;
