@@ -280,11 +280,18 @@ fn compile(regex: &str) -> Result<regex::Regex, regex::Error> {
 }
 
 /// Topics a member subscribes to that exist, by name → (id, partitions).
+/// Regex subscriptions resolved once per heartbeat: members sharing a regex share the work.
+#[derive(Default)]
+struct RegexMatches {
+    all_names: Option<Vec<String>>,
+    matched: HashMap<String, Vec<String>>,
+}
+
 fn resolve(
     names: &[String],
     regex: Option<&str>,
     topics: &dyn TopicLookup,
-    all_names: &mut Option<Vec<String>>,
+    regexes: &mut RegexMatches,
 ) -> BTreeMap<String, (Uuid, i32)> {
     let mut out = BTreeMap::new();
     for name in names {
@@ -292,12 +299,23 @@ fn resolve(
             out.insert(name.clone(), found);
         }
     }
-    if let Some(Ok(regex)) = regex.map(compile) {
-        for name in all_names.get_or_insert_with(|| topics.names()) {
-            if regex.is_match(name) {
-                if let Some(found) = topics.by_name(name) {
-                    out.insert(name.clone(), found);
-                }
+    if let Some(regex) = regex {
+        if !regexes.matched.contains_key(regex) {
+            let matched = match compile(regex) {
+                Ok(compiled) => regexes
+                    .all_names
+                    .get_or_insert_with(|| topics.names())
+                    .iter()
+                    .filter(|name| compiled.is_match(name))
+                    .cloned()
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            regexes.matched.insert(regex.to_owned(), matched);
+        }
+        for name in regexes.matched.get(regex).into_iter().flatten() {
+            if let Some(found) = topics.by_name(name) {
+                out.insert(name.clone(), found);
             }
         }
     }
@@ -357,6 +375,15 @@ pub fn validate(request: &ConsumerHeartbeat, assignors: &[String]) -> Result<(),
     }
     if request.rack_id.as_deref() == Some("") {
         return invalid("RackId can't be empty.");
+    }
+    // Member and instance ids are stored in record keys with an int16 length.
+    if request.member_id.len() > i16::MAX as usize
+        || request
+            .instance_id
+            .as_ref()
+            .is_some_and(|i| i.len() > i16::MAX as usize)
+    {
+        return invalid("MemberId and InstanceId must be shorter than 32768 bytes.");
     }
     if request.member_id.is_empty() && (request.version >= 1 || request.member_epoch != 0) {
         return invalid("MemberId can't be empty.");
@@ -729,7 +756,7 @@ impl Coordinator {
         }
 
         // The subscribed topics as the image has them now; a change is a new group epoch.
-        let mut all_names = None;
+        let mut regexes = RegexMatches::default();
         let mut subscribed: BTreeMap<String, (Uuid, i32)> = BTreeMap::new();
         let mut per_member: BTreeMap<String, BTreeSet<Uuid>> = BTreeMap::new();
         for m in cg.members.values() {
@@ -737,7 +764,7 @@ impl Coordinator {
                 &m.subscribed_names,
                 m.regex.as_deref(),
                 topics,
-                &mut all_names,
+                &mut regexes,
             );
             per_member.insert(m.id.clone(), resolved.values().map(|(id, _)| *id).collect());
             subscribed.extend(resolved);
