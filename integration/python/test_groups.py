@@ -528,3 +528,33 @@ def test_a_static_member_rejoining_fences_its_old_id(start_node):
         HeartbeatResponse,
     )
     assert old.error_code == 82
+
+
+def test_console_consumer_group_commits_and_resumes(start_node):
+    """`gregor console-consumer --group`: a classic member that reads from its group's commits
+    and commits what it printed when it exits."""
+    from conftest import gregor_bin
+
+    node = start_node(FAST)
+    create(node, "grp-console", 2)
+    produce(node, "grp-console", 2, 10)
+
+    def console(*args):
+        done = subprocess.run(
+            [str(gregor_bin()), "console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "grp-console",
+             "--group", "grp-console", "--timeout-ms", "30000", *args],
+            capture_output=True, text=True, timeout=90,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert sorted(console("--from-beginning", "--max-messages", "10")) == sorted(f"v{i}" for i in range(10))
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        offsets = admin.list_group_offsets("grp-console")["grp-console"]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {0: 5, 1: 5}
+    finally:
+        admin.close()
+    produce(node, "grp-console", 2, 4, start=10)
+    # No --from-beginning: the group's commits decide, so only the new records are read.
+    assert sorted(console("--max-messages", "4")) == sorted(f"v{i}" for i in range(10, 14))

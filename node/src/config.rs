@@ -489,6 +489,54 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Most members a classic group may have.",
     ),
     def(
+        "group.consumer.assignors",
+        ConfigType::List,
+        Some("uniform,range"),
+        "The server-side assignors of consumer groups (uniform, range), the default first.",
+    ),
+    def(
+        "group.consumer.max.size",
+        ConfigType::Int,
+        Some("2147483647"),
+        "Most members a consumer group may have.",
+    ),
+    def(
+        "group.consumer.session.timeout.ms",
+        ConfigType::Int,
+        Some("45000"),
+        "Session timeout of consumer-group members when the group sets none.",
+    ),
+    def(
+        "group.consumer.min.session.timeout.ms",
+        ConfigType::Int,
+        Some("45000"),
+        "Smallest session timeout of a consumer group.",
+    ),
+    def(
+        "group.consumer.max.session.timeout.ms",
+        ConfigType::Int,
+        Some("60000"),
+        "Largest session timeout of a consumer group.",
+    ),
+    def(
+        "group.consumer.heartbeat.interval.ms",
+        ConfigType::Int,
+        Some("5000"),
+        "Heartbeat interval of consumer-group members when the group sets none.",
+    ),
+    def(
+        "group.consumer.min.heartbeat.interval.ms",
+        ConfigType::Int,
+        Some("5000"),
+        "Smallest heartbeat interval of a consumer group.",
+    ),
+    def(
+        "group.consumer.max.heartbeat.interval.ms",
+        ConfigType::Int,
+        Some("15000"),
+        "Largest heartbeat interval of a consumer group.",
+    ),
+    def(
         METRICS_LISTENER,
         ConfigType::String,
         Some("127.0.0.1:9644"),
@@ -979,7 +1027,43 @@ fn group_settings(
             i64::MAX,
         )?),
         offsets_commit_timeout: millis(int("offsets.commit.timeout.ms", 1)?),
+        consumer_assignors: consumer_assignors(values)?,
+        consumer_max_size: int("group.consumer.max.size", 1)? as usize,
+        consumer_session_timeout_ms: int("group.consumer.session.timeout.ms", 1)? as i32,
+        consumer_min_session_timeout_ms: int("group.consumer.min.session.timeout.ms", 1)? as i32,
+        consumer_max_session_timeout_ms: int("group.consumer.max.session.timeout.ms", 1)? as i32,
+        consumer_heartbeat_interval_ms: int("group.consumer.heartbeat.interval.ms", 1)? as i32,
+        consumer_min_heartbeat_interval_ms: int("group.consumer.min.heartbeat.interval.ms", 1)?
+            as i32,
+        consumer_max_heartbeat_interval_ms: int("group.consumer.max.heartbeat.interval.ms", 1)?
+            as i32,
     })
+}
+
+/// `group.consumer.assignors`: Kafka's class names or the short names, each one Gregor has.
+fn consumer_assignors(values: &Values<'_>) -> Result<Vec<String>, ConfigError> {
+    const KEY: &str = "group.consumer.assignors";
+    let text = values.raw(KEY).unwrap_or_default();
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let name = match entry {
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor" => "uniform",
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor" => "range",
+            other => other,
+        };
+        if !gregor_actors::groups::assignor::ASSIGNORS.contains(&name) {
+            return Err(invalid(
+                KEY,
+                text.clone(),
+                &format!("unknown assignor '{entry}' (uniform, range)"),
+            ));
+        }
+        out.push(name.to_owned());
+    }
+    if out.is_empty() {
+        return Err(invalid(KEY, text, "at least one assignor is needed"));
+    }
+    Ok(out)
 }
 
 /// Parses `controller.quorum.bootstrap.servers` (`host:port,...`); each port must be a number.

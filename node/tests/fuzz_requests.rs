@@ -184,6 +184,23 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::OffsetDelete => {
             RequestKind::OffsetDelete(kafka_protocol::messages::OffsetDeleteRequest::default())
         }
+        ApiKey::ConsumerGroupHeartbeat => RequestKind::ConsumerGroupHeartbeat(
+            kafka_protocol::messages::ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(kafka_protocol::messages::GroupId(StrBytes::from_static_str(
+                    "fuzz-group",
+                )))
+                .with_member_id(StrBytes::from_static_str("fuzz-member"))
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(Vec::new()))
+                .with_topic_partitions(Some(Vec::new())),
+        ),
+        ApiKey::ConsumerGroupDescribe => RequestKind::ConsumerGroupDescribe(
+            kafka_protocol::messages::ConsumerGroupDescribeRequest::default().with_group_ids(
+                vec![kafka_protocol::messages::GroupId(StrBytes::from_static_str(
+                    "fuzz-group",
+                ))],
+            ),
+        ),
         ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
             kafka_protocol::messages::DescribeUserScramCredentialsRequest::default(),
         ),

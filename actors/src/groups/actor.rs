@@ -18,11 +18,13 @@ use tokio::sync::oneshot;
 
 use super::records::{self, CoordinatorRecord};
 use super::state::{
-    CommitRequest, Committed, Coordinator, Effect, GroupDescription, GroupListing, JoinRequest,
-    JoinResult, Leaving, SyncRequest, SyncResult, Write,
+    CommitRequest, Committed, ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult,
+    ConsumerTimeouts, Coordinator, Effect, GroupDescription, GroupListing, JoinRequest, JoinResult,
+    Leaving, SyncRequest, SyncResult, TopicLookup, Write,
 };
 use super::{codes, GroupSettings, OFFSETS_TOPIC};
 use crate::log_manager::LogManager;
+use gregor_publishers::MetadataImage;
 
 /// Bytes read from a partition's log per step while loading it.
 const LOAD_READ_BYTES: u64 = 1 << 20;
@@ -397,6 +399,8 @@ impl Handler<CommitOffsets> for GroupCoordinator {
 #[rtype(result = "Result<Vec<(String, i32, Option<Committed>)>, i16>")]
 pub struct FetchOffsets {
     pub group_id: String,
+    /// The KIP-848 member and epoch of an OffsetFetch v9+ that names one.
+    pub member: Option<(String, i32)>,
     /// `None`: every committed partition.
     pub partitions: Option<Vec<(String, i32)>>,
 }
@@ -405,18 +409,20 @@ impl Handler<FetchOffsets> for GroupCoordinator {
     type Result = MessageResult<FetchOffsets>;
 
     fn handle(&mut self, msg: FetchOffsets, _: &mut Context<Self>) -> Self::Result {
+        let member = msg.member.as_ref().map(|(id, epoch)| (id.as_str(), *epoch));
         MessageResult(
             self.state
-                .fetch_offsets(&msg.group_id, msg.partitions.as_deref()),
+                .fetch_offsets(&msg.group_id, member, msg.partitions.as_deref()),
         )
     }
 }
 
-/// ListGroups (state filter); COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
+/// ListGroups (state and type filters); COORDINATOR_LOAD_IN_PROGRESS while a partition loads.
 #[derive(Message)]
 #[rtype(result = "Result<Vec<GroupListing>, i16>")]
 pub struct ListGroups {
     pub states: Vec<String>,
+    pub types: Vec<String>,
 }
 
 impl Handler<ListGroups> for GroupCoordinator {
@@ -426,7 +432,68 @@ impl Handler<ListGroups> for GroupCoordinator {
         if self.state.is_loading() {
             return MessageResult(Err(codes::COORDINATOR_LOAD_IN_PROGRESS));
         }
-        MessageResult(Ok(self.state.list(&msg.states)))
+        MessageResult(Ok(self.state.list(&msg.states, &msg.types)))
+    }
+}
+
+/// The topics of a metadata image, as the consumer protocol resolves subscriptions.
+struct ImageTopics<'a>(&'a MetadataImage);
+
+/// Kafka's internal topics, which a regex subscription never matches.
+const INTERNAL_TOPICS: [&str; 3] = [OFFSETS_TOPIC, "__transaction_state", "__share_group_state"];
+
+impl TopicLookup for ImageTopics<'_> {
+    fn by_name(&self, name: &str) -> Option<(uuid::Uuid, i32)> {
+        self.0
+            .topics
+            .get_by_name(name)
+            .map(|t| (t.id, t.partition_count() as i32))
+    }
+    fn names(&self) -> Vec<String> {
+        self.0
+            .topics
+            .names()
+            .filter(|n| !INTERNAL_TOPICS.contains(n))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// ConsumerGroupHeartbeat (KIP-848), resolved against the image the handler read.
+#[derive(Message)]
+#[rtype(result = "ConsumerHeartbeatResult")]
+pub struct ConsumerGroupHeartbeat {
+    pub request: ConsumerHeartbeat,
+    pub timeouts: ConsumerTimeouts,
+    pub image: Arc<MetadataImage>,
+}
+
+impl Handler<ConsumerGroupHeartbeat> for GroupCoordinator {
+    type Result = MessageResult<ConsumerGroupHeartbeat>;
+
+    fn handle(&mut self, msg: ConsumerGroupHeartbeat, ctx: &mut Context<Self>) -> Self::Result {
+        let result = self.state.consumer_heartbeat(
+            msg.request,
+            msg.timeouts,
+            &ImageTopics(&msg.image),
+            Instant::now(),
+            now_ms(),
+        );
+        self.run_effects(ctx);
+        MessageResult(result)
+    }
+}
+
+/// ConsumerGroupDescribe of one group.
+#[derive(Message)]
+#[rtype(result = "ConsumerGroupDescription")]
+pub struct ConsumerGroupDescribe(pub String);
+
+impl Handler<ConsumerGroupDescribe> for GroupCoordinator {
+    type Result = MessageResult<ConsumerGroupDescribe>;
+
+    fn handle(&mut self, msg: ConsumerGroupDescribe, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.state.consumer_describe(&msg.0))
     }
 }
 

@@ -10,6 +10,7 @@
 //! (another member joining, a leader's assignment) or by the one timer the state asked for.
 
 mod actor;
+pub mod assignor;
 mod publisher;
 pub mod records;
 pub mod state;
@@ -17,8 +18,9 @@ pub mod state;
 use std::time::Duration;
 
 pub use actor::{
-    CommitOffsets, DeleteGroup, DeleteOffsets, DescribeGroup, ExpireOffsets, FetchOffsets,
-    GroupCoordinator, Groups, Heartbeat, JoinGroup, Leadership, LeaveGroup, ListGroups, SyncGroup,
+    CommitOffsets, ConsumerGroupDescribe, ConsumerGroupHeartbeat, DeleteGroup, DeleteOffsets,
+    DescribeGroup, ExpireOffsets, FetchOffsets, GroupCoordinator, Groups, Heartbeat, JoinGroup,
+    Leadership, LeaveGroup, ListGroups, SyncGroup,
 };
 pub use publisher::GroupPublisher;
 
@@ -47,6 +49,12 @@ pub mod codes {
     pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
     pub const FENCED_INSTANCE_ID: i16 = 82;
     pub const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+    pub const UNSUPPORTED_VERSION: i16 = 35;
+    pub const FENCED_MEMBER_EPOCH: i16 = 110;
+    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+    pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+    pub const STALE_MEMBER_EPOCH: i16 = 113;
+    pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 }
 
 /// The broker configs of the group coordinator (Kafka's names and defaults, except where noted).
@@ -74,6 +82,46 @@ pub struct GroupSettings {
     pub offsets_retention_check_interval: Duration,
     /// `offsets.commit.timeout.ms` (5000).
     pub offsets_commit_timeout: Duration,
+    /// `group.consumer.assignors`: the server assignors by name, the default first
+    /// (`uniform,range`).
+    pub consumer_assignors: Vec<String>,
+    /// `group.consumer.max.size` (Integer.MAX_VALUE).
+    pub consumer_max_size: usize,
+    /// `group.consumer.session.timeout.ms` (45000), within
+    /// `group.consumer.min/max.session.timeout.ms` (45000 / 60000).
+    pub consumer_session_timeout_ms: i32,
+    pub consumer_min_session_timeout_ms: i32,
+    pub consumer_max_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms` (5000), within
+    /// `group.consumer.min/max.heartbeat.interval.ms` (5000 / 15000).
+    pub consumer_heartbeat_interval_ms: i32,
+    pub consumer_min_heartbeat_interval_ms: i32,
+    pub consumer_max_heartbeat_interval_ms: i32,
+}
+
+impl GroupSettings {
+    /// A consumer group's session timeout and heartbeat interval: its dynamic configs
+    /// (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`) when set, else the
+    /// broker's defaults, kept within the broker's bounds as they are now.
+    pub fn consumer_timeouts(
+        &self,
+        session_timeout_ms: Option<i32>,
+        heartbeat_interval_ms: Option<i32>,
+    ) -> state::ConsumerTimeouts {
+        let clamp = |value: i32, min: i32, max: i32| value.max(min).min(max.max(min));
+        state::ConsumerTimeouts {
+            session_timeout_ms: clamp(
+                session_timeout_ms.unwrap_or(self.consumer_session_timeout_ms),
+                self.consumer_min_session_timeout_ms,
+                self.consumer_max_session_timeout_ms,
+            ),
+            heartbeat_interval_ms: clamp(
+                heartbeat_interval_ms.unwrap_or(self.consumer_heartbeat_interval_ms),
+                self.consumer_min_heartbeat_interval_ms,
+                self.consumer_max_heartbeat_interval_ms,
+            ),
+        }
+    }
 }
 
 impl Default for GroupSettings {
@@ -90,6 +138,17 @@ impl Default for GroupSettings {
             offsets_retention_ms: 10080 * 60_000,
             offsets_retention_check_interval: Duration::from_millis(600_000),
             offsets_commit_timeout: Duration::from_millis(5000),
+            consumer_assignors: assignor::ASSIGNORS
+                .iter()
+                .map(|a| (*a).to_owned())
+                .collect(),
+            consumer_max_size: i32::MAX as usize,
+            consumer_session_timeout_ms: 45_000,
+            consumer_min_session_timeout_ms: 45_000,
+            consumer_max_session_timeout_ms: 60_000,
+            consumer_heartbeat_interval_ms: 5000,
+            consumer_min_heartbeat_interval_ms: 5000,
+            consumer_max_heartbeat_interval_ms: 15_000,
         }
     }
 }
@@ -136,3 +195,6 @@ mod hash_tests {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod consumer_tests;

@@ -9,6 +9,8 @@
 
 use bytes::{Buf, BufMut, Bytes};
 
+pub use super::assignor::Assignment;
+
 /// Key of an OffsetCommit record (key versions 0 and 1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OffsetKey {
@@ -58,9 +60,59 @@ pub struct GroupValue {
 pub enum CoordinatorRecord {
     Offset(OffsetKey, Option<OffsetValue>),
     Group(String, Option<GroupValue>),
-    /// A record type Gregor does not load (KIP-848 and share-group records).
+    /// ConsumerGroupMetadata (key 3): the group epoch and the hash of its subscribed topics.
+    ConsumerGroup(String, Option<ConsumerGroupValue>),
+    /// ConsumerGroupMemberMetadata (key 5).
+    ConsumerMember(String, String, Option<ConsumerMemberValue>),
+    /// ConsumerGroupTargetAssignmentMetadata (key 6): the assignment epoch.
+    TargetAssignmentEpoch(String, Option<i32>),
+    /// ConsumerGroupTargetAssignmentMember (key 7).
+    TargetAssignment(String, String, Option<Assignment>),
+    /// ConsumerGroupCurrentMemberAssignment (key 8).
+    CurrentAssignment(String, String, Option<CurrentAssignmentValue>),
+    /// A record type Gregor does not load (partition metadata, regexes, share and streams
+    /// groups).
     Other(i16),
 }
+
+/// ConsumerGroupMetadataValue: the group epoch, and in tag 0 a hash of the subscribed topics'
+/// metadata (Kafka's KIP-1101 field; Gregor's own hash of names, ids and partition counts).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerGroupValue {
+    pub epoch: i32,
+    pub metadata_hash: i64,
+}
+
+/// ConsumerGroupMemberMetadataValue (without the classic-member tag Gregor never writes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerMemberValue {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_regex: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+}
+
+/// ConsumerGroupCurrentMemberAssignmentValue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CurrentAssignmentValue {
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    /// Kafka's MemberState: 0 stable, 1 unrevoked partitions, 2 unreleased partitions.
+    pub state: i8,
+    pub assigned: Assignment,
+    pub pending_revocation: Assignment,
+}
+
+/// Record types (key versions) of the KIP-848 records.
+const CONSUMER_GROUP_METADATA: i16 = 3;
+const CONSUMER_GROUP_MEMBER_METADATA: i16 = 5;
+const CONSUMER_GROUP_TARGET_METADATA: i16 = 6;
+const CONSUMER_GROUP_TARGET_MEMBER: i16 = 7;
+const CONSUMER_GROUP_CURRENT_ASSIGNMENT: i16 = 8;
 
 fn put_string(out: &mut Vec<u8>, s: &str) {
     // Group ids, topic names, member ids and metadata all fit an int16 length: their requests
@@ -146,6 +198,138 @@ pub fn group_value(value: &GroupValue) -> Vec<u8> {
     out
 }
 
+/// Flexible (compact) encodings of the KIP-848 values: lengths as unsigned varints of
+/// length + 1, and an empty tagged-field section after every struct.
+fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.put_u8((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+
+fn put_compact_string(out: &mut Vec<u8>, s: &str) {
+    put_uvarint(out, s.len() as u32 + 1);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_compact_nullable_string(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => put_compact_string(out, s),
+        None => put_uvarint(out, 0),
+    }
+}
+
+fn put_compact_assignment(out: &mut Vec<u8>, assignment: &Assignment) {
+    put_uvarint(out, assignment.len() as u32 + 1);
+    for (topic, partitions) in assignment {
+        out.extend_from_slice(topic.as_bytes());
+        put_uvarint(out, partitions.len() as u32 + 1);
+        for p in partitions {
+            out.put_i32(*p);
+        }
+        put_uvarint(out, 0);
+    }
+}
+
+/// A KIP-848 key: the record type then the group id (and member id), non-flexible.
+fn consumer_key(record_type: i16, group: &str, member: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(6 + group.len() + member.map_or(0, str::len));
+    out.put_i16(record_type);
+    put_string(&mut out, group);
+    if let Some(member) = member {
+        put_string(&mut out, member);
+    }
+    out
+}
+
+/// ConsumerGroupMetadataKey.
+pub fn consumer_group_key(group: &str) -> Vec<u8> {
+    consumer_key(CONSUMER_GROUP_METADATA, group, None)
+}
+
+/// ConsumerGroupMetadataValue v0 with the metadata hash in tag 0.
+pub fn consumer_group_value(value: &ConsumerGroupValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(20);
+    out.put_i16(0);
+    out.put_i32(value.epoch);
+    put_uvarint(&mut out, 1);
+    put_uvarint(&mut out, 0);
+    put_uvarint(&mut out, 8);
+    out.put_i64(value.metadata_hash);
+    out
+}
+
+/// ConsumerGroupMemberMetadataKey.
+pub fn consumer_member_key(group: &str, member: &str) -> Vec<u8> {
+    consumer_key(CONSUMER_GROUP_MEMBER_METADATA, group, Some(member))
+}
+
+/// ConsumerGroupMemberMetadataValue v0.
+pub fn consumer_member_value(value: &ConsumerMemberValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.put_i16(0);
+    put_compact_nullable_string(&mut out, value.instance_id.as_deref());
+    put_compact_nullable_string(&mut out, value.rack_id.as_deref());
+    put_compact_string(&mut out, &value.client_id);
+    put_compact_string(&mut out, &value.client_host);
+    put_uvarint(&mut out, value.subscribed_topic_names.len() as u32 + 1);
+    for name in &value.subscribed_topic_names {
+        put_compact_string(&mut out, name);
+    }
+    put_compact_nullable_string(&mut out, value.subscribed_topic_regex.as_deref());
+    out.put_i32(value.rebalance_timeout_ms);
+    put_compact_nullable_string(&mut out, value.server_assignor.as_deref());
+    put_uvarint(&mut out, 0);
+    out
+}
+
+/// ConsumerGroupTargetAssignmentMetadataKey.
+pub fn target_epoch_key(group: &str) -> Vec<u8> {
+    consumer_key(CONSUMER_GROUP_TARGET_METADATA, group, None)
+}
+
+/// ConsumerGroupTargetAssignmentMetadataValue v0.
+pub fn target_epoch_value(epoch: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(7);
+    out.put_i16(0);
+    out.put_i32(epoch);
+    put_uvarint(&mut out, 0);
+    out
+}
+
+/// ConsumerGroupTargetAssignmentMemberKey.
+pub fn target_member_key(group: &str, member: &str) -> Vec<u8> {
+    consumer_key(CONSUMER_GROUP_TARGET_MEMBER, group, Some(member))
+}
+
+/// ConsumerGroupTargetAssignmentMemberValue v0.
+pub fn target_member_value(assignment: &Assignment) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + 24 * assignment.len());
+    out.put_i16(0);
+    put_compact_assignment(&mut out, assignment);
+    put_uvarint(&mut out, 0);
+    out
+}
+
+/// ConsumerGroupCurrentMemberAssignmentKey.
+pub fn current_assignment_key(group: &str, member: &str) -> Vec<u8> {
+    consumer_key(CONSUMER_GROUP_CURRENT_ASSIGNMENT, group, Some(member))
+}
+
+/// ConsumerGroupCurrentMemberAssignmentValue v0.
+pub fn current_assignment_value(value: &CurrentAssignmentValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + 24 * value.assigned.len());
+    out.put_i16(0);
+    out.put_i32(value.member_epoch);
+    out.put_i32(value.previous_member_epoch);
+    out.put_i8(value.state);
+    put_compact_assignment(&mut out, &value.assigned);
+    put_compact_assignment(&mut out, &value.pending_revocation);
+    put_uvarint(&mut out, 0);
+    out
+}
+
 /// A cursor over a record's key or value that fails instead of panicking on short input.
 struct Reader<'a> {
     buf: &'a [u8],
@@ -164,6 +348,10 @@ impl<'a> Reader<'a> {
         } else {
             Ok(())
         }
+    }
+    fn i8(&mut self) -> Decoded<i8> {
+        self.need(1)?;
+        Ok(self.buf.get_i8())
     }
     fn i16(&mut self) -> Decoded<i16> {
         self.need(2)?;
@@ -237,6 +425,41 @@ impl<'a> Reader<'a> {
         // Every element takes at least one byte, which bounds what a corrupt count can claim.
         Ok(usize::try_from(len).unwrap_or(0).min(self.buf.len()))
     }
+    fn uuid(&mut self) -> Decoded<uuid::Uuid> {
+        self.need(16)?;
+        let mut id = [0u8; 16];
+        id.copy_from_slice(self.take(16));
+        Ok(uuid::Uuid::from_bytes(id))
+    }
+    fn assignment(&mut self) -> Decoded<Assignment> {
+        let mut out = Assignment::new();
+        for _ in 0..self.array_len()? {
+            let topic = self.uuid()?;
+            let partitions = out.entry(topic).or_default();
+            for _ in 0..self.array_len()? {
+                partitions.insert(self.i32()?);
+            }
+            self.tagged_fields()?;
+        }
+        Ok(out)
+    }
+    /// Reads a flexible struct's tagged fields, returning tag 0 when it is an int64.
+    fn tagged_i64_zero(&mut self) -> Decoded<Option<i64>> {
+        let mut found = None;
+        let count = self.unsigned_varint()?;
+        for _ in 0..count {
+            let tag = self.unsigned_varint()?;
+            let size = self.unsigned_varint()? as usize;
+            self.need(size)?;
+            let data = self.take(size);
+            if tag == 0 && size == 8 {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(data);
+                found = Some(i64::from_be_bytes(bytes));
+            }
+        }
+        Ok(found)
+    }
     /// Skips a flexible struct's tagged fields.
     fn tagged_fields(&mut self) -> Decoded<()> {
         if !self.flexible {
@@ -275,8 +498,95 @@ pub fn decode(key: &[u8], value: Option<&[u8]>) -> Decoded<CoordinatorRecord> {
             let value = value.map(decode_group_value).transpose()?;
             Ok(CoordinatorRecord::Group(group, value))
         }
+        CONSUMER_GROUP_METADATA => {
+            let group = k.string()?;
+            let value = value
+                .map(|v| {
+                    let mut r = flexible_value(v)?;
+                    let epoch = r.i32()?;
+                    let metadata_hash = r.tagged_i64_zero()?.unwrap_or(0);
+                    Ok::<_, String>(ConsumerGroupValue {
+                        epoch,
+                        metadata_hash,
+                    })
+                })
+                .transpose()?;
+            Ok(CoordinatorRecord::ConsumerGroup(group, value))
+        }
+        CONSUMER_GROUP_MEMBER_METADATA => {
+            let (group, member) = (k.string()?, k.string()?);
+            let value = value.map(decode_consumer_member).transpose()?;
+            Ok(CoordinatorRecord::ConsumerMember(group, member, value))
+        }
+        CONSUMER_GROUP_TARGET_METADATA => {
+            let group = k.string()?;
+            let value = value.map(|v| flexible_value(v)?.i32()).transpose()?;
+            Ok(CoordinatorRecord::TargetAssignmentEpoch(group, value))
+        }
+        CONSUMER_GROUP_TARGET_MEMBER => {
+            let (group, member) = (k.string()?, k.string()?);
+            let value = value.map(|v| flexible_value(v)?.assignment()).transpose()?;
+            Ok(CoordinatorRecord::TargetAssignment(group, member, value))
+        }
+        CONSUMER_GROUP_CURRENT_ASSIGNMENT => {
+            let (group, member) = (k.string()?, k.string()?);
+            let value = value
+                .map(|v| {
+                    let mut r = flexible_value(v)?;
+                    let value = CurrentAssignmentValue {
+                        member_epoch: r.i32()?,
+                        previous_member_epoch: r.i32()?,
+                        state: r.i8()?,
+                        assigned: r.assignment()?,
+                        pending_revocation: r.assignment()?,
+                    };
+                    r.tagged_fields()?;
+                    Ok::<_, String>(value)
+                })
+                .transpose()?;
+            Ok(CoordinatorRecord::CurrentAssignment(group, member, value))
+        }
         other => Ok(CoordinatorRecord::Other(other)),
     }
+}
+
+/// A reader past the version of a flexible v0 value.
+fn flexible_value(value: &[u8]) -> Decoded<Reader<'_>> {
+    let mut r = Reader {
+        buf: value,
+        flexible: true,
+    };
+    let version = r.i16()?;
+    if version != 0 {
+        return Err(format!("unknown KIP-848 record value version {version}"));
+    }
+    Ok(r)
+}
+
+fn decode_consumer_member(value: &[u8]) -> Decoded<ConsumerMemberValue> {
+    let mut r = flexible_value(value)?;
+    let instance_id = r.nullable_string()?;
+    let rack_id = r.nullable_string()?;
+    let client_id = r.string()?;
+    let client_host = r.string()?;
+    let mut subscribed_topic_names = Vec::new();
+    for _ in 0..r.array_len()? {
+        subscribed_topic_names.push(r.string()?);
+    }
+    let subscribed_topic_regex = r.nullable_string()?;
+    let rebalance_timeout_ms = r.i32()?;
+    let server_assignor = r.nullable_string()?;
+    r.tagged_fields()?;
+    Ok(ConsumerMemberValue {
+        instance_id,
+        rack_id,
+        client_id,
+        client_host,
+        subscribed_topic_names,
+        subscribed_topic_regex,
+        rebalance_timeout_ms,
+        server_assignor,
+    })
 }
 
 fn decode_offset_value(value: &[u8]) -> Decoded<OffsetValue> {
@@ -489,9 +799,79 @@ mod tests {
             );
         }
         assert!(decode(&[0], None).is_err());
+        // ConsumerGroupPartitionMetadata (key 4) is not loaded.
         assert_eq!(
-            decode(&[0, 5, 0, 0], None).unwrap(),
-            CoordinatorRecord::Other(5)
+            decode(&[0, 4, 0, 0], None).unwrap(),
+            CoordinatorRecord::Other(4)
+        );
+    }
+
+    #[test]
+    fn consumer_group_records_match_kafkas_bytes() {
+        // ConsumerGroupMetadataKey: type 3, "g"; value v0: epoch 7, tag 0 = hash 1.
+        assert_eq!(consumer_group_key("g"), vec![0, 3, 0, 1, b'g']);
+        let value = ConsumerGroupValue {
+            epoch: 7,
+            metadata_hash: 1,
+        };
+        let bytes = consumer_group_value(&value);
+        assert_eq!(
+            bytes,
+            vec![0, 0, 0, 0, 0, 7, 1, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1]
+        );
+        assert_eq!(
+            decode(&consumer_group_key("g"), Some(&bytes)).unwrap(),
+            CoordinatorRecord::ConsumerGroup("g".into(), Some(value))
+        );
+        // TargetAssignmentMetadata v0: epoch 3, no tags.
+        assert_eq!(target_epoch_value(3), vec![0, 0, 0, 0, 0, 3, 0]);
+        // TargetAssignmentMember v0: one topic (16-byte id), partitions [1, 2].
+        let topic = uuid::Uuid::from_u128(0x0102);
+        let assignment = Assignment::from([(topic, [1, 2].into_iter().collect())]);
+        let mut expected = vec![0, 0, 2];
+        expected.extend_from_slice(topic.as_bytes());
+        expected.extend_from_slice(&[3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0]);
+        assert_eq!(target_member_value(&assignment), expected);
+    }
+
+    #[test]
+    fn consumer_member_records_round_trip() {
+        let member = ConsumerMemberValue {
+            instance_id: Some("i".into()),
+            rack_id: None,
+            client_id: "c".into(),
+            client_host: "/127.0.0.1".into(),
+            subscribed_topic_names: vec!["a".into(), "b".into()],
+            subscribed_topic_regex: Some("t.*".into()),
+            rebalance_timeout_ms: 300_000,
+            server_assignor: Some("range".into()),
+        };
+        let key = consumer_member_key("g", "m");
+        assert_eq!(key, vec![0, 5, 0, 1, b'g', 0, 1, b'm']);
+        assert_eq!(
+            decode(&key, Some(&consumer_member_value(&member))).unwrap(),
+            CoordinatorRecord::ConsumerMember("g".into(), "m".into(), Some(member))
+        );
+        let topic = uuid::Uuid::from_u128(9);
+        let current = CurrentAssignmentValue {
+            member_epoch: 4,
+            previous_member_epoch: 3,
+            state: 1,
+            assigned: Assignment::from([(topic, [0].into_iter().collect())]),
+            pending_revocation: Assignment::from([(topic, [1].into_iter().collect())]),
+        };
+        let key = current_assignment_key("g", "m");
+        let value = current_assignment_value(&current);
+        assert_eq!(
+            decode(&key, Some(&value)).unwrap(),
+            CoordinatorRecord::CurrentAssignment("g".into(), "m".into(), Some(current))
+        );
+        for cut in 0..value.len() - 1 {
+            assert!(decode(&key, Some(&value[..cut])).is_err(), "{cut}");
+        }
+        assert_eq!(
+            decode(&target_member_key("g", "m"), None).unwrap(),
+            CoordinatorRecord::TargetAssignment("g".into(), "m".into(), None)
         );
     }
 

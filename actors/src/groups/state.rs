@@ -16,6 +16,27 @@ use tokio::sync::oneshot;
 use super::records::{self, CoordinatorRecord, GroupValue, MemberValue, OffsetKey, OffsetValue};
 use super::{codes, partition_for, GroupSettings};
 
+mod consumer;
+
+pub use consumer::{
+    validate as validate_consumer_heartbeat, ConsumerGroupDescription, ConsumerHeartbeat,
+    ConsumerHeartbeatResult, ConsumerMemberDescription, ConsumerTimeouts, MemberState, TopicLookup,
+};
+use consumer::{ConsumerGroup, ConsumerLoad};
+
+/// Kafka's default message of the coordinator errors answered before a group is looked at.
+fn error_name(code: i16) -> &'static str {
+    match code {
+        codes::NOT_COORDINATOR => "This is not the correct coordinator.",
+        codes::COORDINATOR_LOAD_IN_PROGRESS => {
+            "The coordinator is loading and hence can't process requests."
+        }
+        codes::COORDINATOR_NOT_AVAILABLE => "The coordinator is not available.",
+        codes::INVALID_GROUP_ID => "The group id is invalid.",
+        _ => "",
+    }
+}
+
 /// Classic group states (Kafka's `ClassicGroupState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupState {
@@ -189,6 +210,8 @@ pub struct GroupListing {
     pub group_id: String,
     pub protocol_type: String,
     pub state: &'static str,
+    /// "classic" or "consumer".
+    pub group_type: &'static str,
 }
 
 /// A deadline the coordinator wants to be woken at.
@@ -200,6 +223,15 @@ pub enum Timer {
     Pending { group: String, member: String },
     /// The join phase of a rebalance may be complete (initial delay or rebalance timeout).
     Join { group: String },
+    /// A consumer-protocol member's session may have expired.
+    ConsumerSession { group: String, member: String },
+    /// A consumer-protocol member may not have revoked its partitions within its rebalance
+    /// timeout (at that member epoch).
+    ConsumerRevocation {
+        group: String,
+        member: String,
+        epoch: i32,
+    },
 }
 
 /// One record's key and value (`None`: a tombstone).
@@ -267,6 +299,8 @@ struct Group {
     rebalance_deadline: Option<Instant>,
     /// The initial rebalance delay: the join phase does not end before this.
     join_not_before: Option<Instant>,
+    /// Set for a KIP-848 consumer group (its classic fields stay empty).
+    consumer: Option<Box<ConsumerGroup>>,
 }
 
 impl Group {
@@ -286,6 +320,15 @@ impl Group {
             state_timestamp_ms: now_ms,
             rebalance_deadline: None,
             join_not_before: None,
+            consumer: None,
+        }
+    }
+
+    /// Whether the group has no members (classic or consumer).
+    fn is_empty(&self) -> bool {
+        match &self.consumer {
+            Some(cg) => cg.is_empty(),
+            None => self.members.is_empty() && self.pending.is_empty(),
         }
     }
 
@@ -532,7 +575,11 @@ impl Coordinator {
         }
         let mut values: HashMap<String, Option<GroupValue>> = HashMap::new();
         let mut offsets: HashMap<String, BTreeMap<(String, i32), OffsetValue>> = HashMap::new();
+        let mut consumer_loads: HashMap<String, ConsumerLoad> = HashMap::new();
         for record in log {
+            let Some(record) = ConsumerLoad::replay(&mut consumer_loads, record) else {
+                continue;
+            };
             match record {
                 CoordinatorRecord::Offset(key, value) => {
                     let group = offsets.entry(key.group).or_default();
@@ -548,7 +595,23 @@ impl Coordinator {
                 CoordinatorRecord::Group(id, value) => {
                     values.insert(id, value);
                 }
-                CoordinatorRecord::Other(_) => {}
+                _ => {}
+            }
+        }
+        let consumer_session = millis(self.settings.consumer_session_timeout_ms);
+        let mut consumer_groups: HashMap<String, Box<ConsumerGroup>> = HashMap::new();
+        for (id, load) in consumer_loads {
+            if let Some((cg, timers)) = load.build(consumer_session, now) {
+                for (member, at) in timers {
+                    self.effects.push(Effect::Timer {
+                        at,
+                        timer: Timer::ConsumerSession {
+                            group: id.clone(),
+                            member,
+                        },
+                    });
+                }
+                consumer_groups.insert(id, Box::new(cg));
             }
         }
         let mut ids: HashSet<String> = values
@@ -562,10 +625,13 @@ impl Coordinator {
                 .filter(|(_, o)| !o.is_empty())
                 .map(|(id, _)| id.clone()),
         );
+        ids.extend(consumer_groups.keys().cloned());
         let (mut group_count, mut offset_count) = (0usize, 0usize);
         for id in ids {
             let mut group = Group::new(&id, partition, now_ms);
-            if let Some(Some(value)) = values.remove(&id) {
+            if let Some(cg) = consumer_groups.remove(&id) {
+                group.consumer = Some(cg);
+            } else if let Some(Some(value)) = values.remove(&id) {
                 group.protocol_type = Some(value.protocol_type).filter(|t| !t.is_empty());
                 group.generation = value.generation;
                 group.protocol_name = value.protocol.clone();
@@ -691,6 +757,22 @@ impl Coordinator {
                 request.group_id.clone(),
                 Group::new(&request.group_id, partition, now_ms),
             );
+        }
+        // A consumer group with members does not take classic members; an empty one becomes
+        // a classic group again (its offsets stay).
+        if let Some(cg) = self
+            .groups
+            .get(&request.group_id)
+            .and_then(|g| g.consumer.as_deref())
+        {
+            if !cg.is_empty() {
+                return fail(codes::INCONSISTENT_GROUP_PROTOCOL, sender);
+            }
+            let tombstones = Coordinator::consumer_tombstones(&request.group_id, cg);
+            if let Some(group) = self.groups.get_mut(&request.group_id) {
+                group.consumer = None;
+            }
+            self.write(partition, tombstones, None);
         }
         let max_size = self.settings.max_size;
         let Some(group) = self.groups.get_mut(&request.group_id) else {
@@ -1373,6 +1455,14 @@ impl Coordinator {
                 }
             }
             Timer::Join { group } => self.try_complete_join(&group, now, now_ms),
+            Timer::ConsumerSession { group, member } => {
+                self.fire_consumer(&group, &member, None, now)
+            }
+            Timer::ConsumerRevocation {
+                group,
+                member,
+                epoch,
+            } => self.fire_consumer(&group, &member, Some(epoch), now),
         }
     }
 
@@ -1469,6 +1559,18 @@ impl Coordinator {
         if group.state == GroupState::Dead {
             return Err(codes::COORDINATOR_NOT_AVAILABLE);
         }
+        if let Some(cg) = group.consumer.as_deref() {
+            // KIP-848: an admin commit (no member, epoch < 0) only while the group is empty;
+            // otherwise the member must exist, use v9+ and give its current epoch.
+            if request.generation < 0 && cg.is_empty() && request.member_id.is_empty() {
+                return Ok(());
+            }
+            cg.check_member_epoch(&request.member_id, request.generation)?;
+            if request.version < 9 {
+                return Err(codes::UNSUPPORTED_VERSION);
+            }
+            return Ok(());
+        }
         if request.generation < 0 && group.state == GroupState::Empty {
             return Ok(());
         }
@@ -1501,12 +1603,21 @@ impl Coordinator {
     pub fn fetch_offsets(
         &self,
         group_id: &str,
+        member: Option<(&str, i32)>,
         partitions: Option<&[(String, i32)]>,
     ) -> Result<Vec<(String, i32, Option<Committed>)>, i16> {
         self.coordinator_for(group_id)?;
         let group = self.groups.get(group_id);
         if group.is_some_and(|g| g.state == GroupState::Dead) {
             return Err(codes::GROUP_ID_NOT_FOUND);
+        }
+        // v9+ with a member id: a KIP-848 member must be known and at its current epoch.
+        if let Some((member_id, epoch)) = member {
+            match group.and_then(|g| g.consumer.as_deref()) {
+                Some(cg) => cg.check_member_epoch(member_id, epoch)?,
+                None if group.is_none() => return Err(codes::GROUP_ID_NOT_FOUND),
+                None => {}
+            }
         }
         let committed = |topic: &str, partition: i32| {
             group
@@ -1535,21 +1646,28 @@ impl Coordinator {
 
     /// ListGroups over the loaded partitions, filtered by state names (case-insensitive; empty:
     /// all).
-    pub fn list(&self, states: &[String]) -> Vec<GroupListing> {
+    pub fn list(&self, states: &[String], types: &[String]) -> Vec<GroupListing> {
         let mut out: Vec<GroupListing> = self
             .groups
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .filter(|g| {
-                states.is_empty()
-                    || states
-                        .iter()
-                        .any(|s| s.eq_ignore_ascii_case(g.state.name()))
+            .map(|g| match g.consumer.as_deref() {
+                Some(cg) => GroupListing {
+                    group_id: g.id.clone(),
+                    protocol_type: "consumer".to_owned(),
+                    state: cg.state_name(),
+                    group_type: "consumer",
+                },
+                None => GroupListing {
+                    group_id: g.id.clone(),
+                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                    state: g.state.name(),
+                    group_type: "classic",
+                },
             })
-            .map(|g| GroupListing {
-                group_id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name(),
+            .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state)))
+            .filter(|g| {
+                types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case(g.group_type))
             })
             .collect();
         out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -1579,6 +1697,11 @@ impl Coordinator {
         let Some(group) = self.groups.get(group_id) else {
             return dead(unknown_code);
         };
+        if group.consumer.is_some() {
+            // DescribeGroups describes classic groups only; Kafka answers a consumer group as
+            // one it does not know.
+            return dead(unknown_code);
+        }
         let stable = group.state == GroupState::Stable;
         let protocol = group.protocol_name.clone().unwrap_or_default();
         GroupDescription {
@@ -1625,7 +1748,7 @@ impl Coordinator {
         if group.state == GroupState::Dead {
             return codes::GROUP_ID_NOT_FOUND;
         }
-        if !group.members.is_empty() || !group.pending.is_empty() {
+        if !group.is_empty() {
             return codes::NON_EMPTY_GROUP;
         }
         let mut tombstones: Vec<KeyValue> = group
@@ -1640,7 +1763,10 @@ impl Coordinator {
                 (records::offset_key(&key), None)
             })
             .collect();
-        tombstones.push((records::group_key(group_id), None));
+        match group.consumer.as_deref() {
+            Some(cg) => tombstones.extend(Coordinator::consumer_tombstones(group_id, cg)),
+            None => tombstones.push((records::group_key(group_id), None)),
+        }
         self.groups.remove(group_id);
         self.write(partition, tombstones, None);
         tracing::info!(group = group_id, "group deleted");
@@ -1660,7 +1786,13 @@ impl Coordinator {
         if group.state == GroupState::Dead {
             return Err(codes::GROUP_ID_NOT_FOUND);
         }
-        let subscribed = if group.state == GroupState::Empty {
+        let subscribed = if let Some(cg) = group.consumer.as_deref() {
+            partitions
+                .iter()
+                .filter(|(topic, _)| cg.subscribes_to(topic))
+                .map(|(topic, _)| topic.clone())
+                .collect()
+        } else if group.state == GroupState::Empty {
             HashSet::new()
         } else {
             group.subscribed_topics().ok_or(codes::NON_EMPTY_GROUP)?
@@ -1703,13 +1835,22 @@ impl Coordinator {
             {
                 continue;
             }
-            let empty = group.state == GroupState::Empty;
-            let simple = group.protocol_type.is_none();
+            let consumer = group.consumer.as_deref();
+            let empty = match consumer {
+                Some(cg) => cg.is_empty(),
+                None => group.state == GroupState::Empty,
+            };
+            let simple = group.protocol_type.is_none() && consumer.is_none();
             let expired: Vec<(String, i32)> = group
                 .offsets
                 .iter()
-                .filter(|(_, v)| match v.expire_timestamp {
+                .filter(|((topic, _), v)| match v.expire_timestamp {
                     Some(expire) => now_ms >= expire,
+                    // A consumer group with members keeps the offsets of the topics it
+                    // subscribes to; the others expire from their commit.
+                    None if !empty && consumer.is_some_and(|cg| !cg.subscribes_to(topic)) => {
+                        now_ms >= v.commit_timestamp.saturating_add(retention)
+                    }
                     None if empty => {
                         let base = if simple {
                             v.commit_timestamp
@@ -1737,10 +1878,14 @@ impl Coordinator {
             }
             if empty && group.offsets.is_empty() && group.pending.is_empty() {
                 emptied.push(group.id.clone());
+                let tombstones = match consumer {
+                    Some(cg) => Coordinator::consumer_tombstones(&group.id, cg),
+                    None => vec![(records::group_key(&group.id), None)],
+                };
                 writes
                     .entry(group.partition)
                     .or_default()
-                    .push((records::group_key(&group.id), None));
+                    .extend(tombstones);
             }
         }
         for id in emptied {

@@ -367,7 +367,7 @@ fn commits_check_generation_and_member() {
             })
         )
     );
-    let fetched = c.fetch_offsets("g", None).unwrap();
+    let fetched = c.fetch_offsets("g", None, None).unwrap();
     assert_eq!(fetched.len(), 1);
     assert_eq!(fetched[0].2.as_ref().map(|o| o.offset), Some(42));
     // Metadata above offset.metadata.max.bytes.
@@ -401,7 +401,9 @@ fn commits_check_generation_and_member() {
     );
     // Unknown groups fetch nothing, without error.
     assert_eq!(
-        c.fetch_offsets("other", Some(&[("t".into(), 0)])).unwrap()[0].2,
+        c.fetch_offsets("other", None, Some(&[("t".into(), 0)]))
+            .unwrap()[0]
+            .2,
         None
     );
 }
@@ -509,15 +511,15 @@ fn a_loaded_partition_restores_offsets_and_members() {
         t0,
         10,
     );
-    let fetched = c.fetch_offsets("g", None).unwrap();
+    let fetched = c.fetch_offsets("g", None, None).unwrap();
     assert_eq!(fetched.len(), 1);
     assert_eq!(
         (fetched[0].1, fetched[0].2.as_ref().map(|o| o.offset)),
         (0, Some(2))
     );
-    let listed: Vec<String> = c.list(&[]).into_iter().map(|g| g.group_id).collect();
+    let listed: Vec<String> = c.list(&[], &[]).into_iter().map(|g| g.group_id).collect();
     assert_eq!(listed, vec!["g".to_owned()]);
-    assert_eq!(c.list(&["stable".into()]), Vec::new());
+    assert_eq!(c.list(&["stable".into()], &[]), Vec::new());
 }
 
 #[test]
@@ -541,5 +543,5 @@ fn offsets_of_empty_groups_expire_after_the_retention() {
         .unwrap();
     assert_eq!(write.records.len(), 2);
     assert!(write.records.iter().all(|(_, v)| v.is_none()));
-    assert!(c.list(&[]).is_empty());
+    assert!(c.list(&[], &[]).is_empty());
 }

@@ -6,9 +6,14 @@
 //! partition), creating that topic through the controller on first use. Everything else goes to
 //! the [`GroupCoordinator`](crate::groups::GroupCoordinator) actor, which owns the groups.
 
-use std::collections::HashSet;
-
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment as DescribeAssignment, DescribedGroup as DescribedConsumerGroup,
+    Member as DescribedConsumerMember, TopicPartitions as DescribeTopicPartitions,
+};
+use kafka_protocol::messages::consumer_group_heartbeat_response::{
+    Assignment as HeartbeatAssignment, TopicPartitions as HeartbeatTopicPartitions,
+};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -27,13 +32,14 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, DeleteGroupsRequest, DeleteGroupsResponse,
-    DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
-    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
-    OffsetFetchRequest, OffsetFetchResponse, ResponseKind, SyncGroupRequest, SyncGroupResponse,
-    TopicName,
+    BrokerId, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse,
+    JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest,
+    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, OffsetFetchRequest, OffsetFetchResponse, ResponseKind, SyncGroupRequest,
+    SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -44,8 +50,10 @@ use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::CreateTopics;
+use crate::groups::assignor::Assignment;
 use crate::groups::state::{
-    CommitPartition, CommitRequest, JoinRequest, JoinResult, Leaving, SyncRequest, SyncResult,
+    CommitPartition, CommitRequest, ConsumerHeartbeat, JoinRequest, JoinResult, Leaving,
+    SyncRequest, SyncResult,
 };
 use crate::groups::{self, codes, partition_for, Groups, OFFSETS_TOPIC};
 
@@ -627,6 +635,7 @@ type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 async fn fetch_group_offsets(
     ctx: &HandlerContext,
     group_id: &str,
+    member: Option<(String, i32)>,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> (i16, FetchedTopics) {
     let Some(groups) = no_coordinator(ctx) else {
@@ -642,6 +651,7 @@ async fn fetch_group_offsets(
         .coordinator
         .send(groups::FetchOffsets {
             group_id: group_id.to_owned(),
+            member,
             partitions: asked,
         })
         .await
@@ -686,6 +696,7 @@ async fn authorized_group_offsets(
     ctx: &HandlerContext,
     access: &Access<'_>,
     group_id: &str,
+    member: Option<(String, i32)>,
     topics: Option<Vec<(String, Vec<i32>)>>,
 ) -> (i16, FetchedTopics) {
     if !access.allows(AclOperation::Describe, ResourceType::Group, group_id) {
@@ -703,7 +714,7 @@ async fn authorized_group_offsets(
         return (GROUP_AUTHORIZATION_FAILED, listed);
     }
     let named = topics.is_some();
-    let (code, found) = fetch_group_offsets(ctx, group_id, topics).await;
+    let (code, found) = fetch_group_offsets(ctx, group_id, member, topics).await;
     if !access.is_enforced() {
         return (code, found);
     }
@@ -743,8 +754,15 @@ pub(super) async fn offset_fetch(
                     .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
                     .collect()
             });
+            // v9+: a named member (a KIP-848 consumer) is validated with its epoch.
+            let member = group
+                .member_id
+                .as_ref()
+                .filter(|_| version >= 9)
+                .map(|m| (m.as_str().to_owned(), group.member_epoch));
             let (code, found) =
-                authorized_group_offsets(ctx, &access, group.group_id.0.as_str(), topics).await;
+                authorized_group_offsets(ctx, &access, group.group_id.0.as_str(), member, topics)
+                    .await;
             errors.add(code);
             let topics = if code == codes::NONE {
                 found
@@ -787,7 +805,7 @@ pub(super) async fn offset_fetch(
                 .collect()
         });
         let (code, found) =
-            authorized_group_offsets(ctx, &access, request.group_id.0.as_str(), topics).await;
+            authorized_group_offsets(ctx, &access, request.group_id.0.as_str(), None, topics).await;
         errors.add(code);
         response.error_code = code;
         response.topics = found
@@ -824,16 +842,16 @@ pub(super) async fn list_groups(
         .iter()
         .map(|s| s.as_str().to_owned())
         .collect();
-    let types: HashSet<String> = request
+    let types: Vec<String> = request
         .types_filter
         .iter()
-        .map(|t| t.as_str().to_ascii_lowercase())
+        .map(|t| t.as_str().to_owned())
         .collect();
     let result = match no_coordinator(ctx) {
         None => Ok(Vec::new()),
         Some(groups) => groups
             .coordinator
-            .send(groups::ListGroups { states })
+            .send(groups::ListGroups { states, types })
             .await
             .unwrap_or_else(|e| Err(mailbox_closed(&e))),
     };
@@ -841,8 +859,6 @@ pub(super) async fn list_groups(
     let response = match result {
         Ok(listed) => {
             errors.add(codes::NONE);
-            // Every group here is a classic group.
-            let wanted = types.is_empty() || types.contains("classic");
             // Kafka: DESCRIBE on the cluster lists every group, else those with DESCRIBE.
             let access = Access::new(ctx, info);
             let all = access.quietly_allows(
@@ -853,7 +869,6 @@ pub(super) async fn list_groups(
             ListGroupsResponse::default().with_groups(
                 listed
                     .into_iter()
-                    .filter(|_| wanted)
                     .filter(|g| {
                         all || access.quietly_allows(
                             AclOperation::Describe,
@@ -866,7 +881,7 @@ pub(super) async fn list_groups(
                             .with_group_id(GroupId(text(g.group_id)))
                             .with_protocol_type(text(g.protocol_type))
                             .with_group_state(text(g.state))
-                            .with_group_type(text("classic"))
+                            .with_group_type(text(g.group_type))
                     })
                     .collect(),
             )
@@ -1014,7 +1029,7 @@ pub(super) async fn offset_delete(
     // Kafka: DELETE on the group refuses the request, READ on each topic its partitions.
     let access = Access::new(ctx, info);
     let group_allowed = access.allows(AclOperation::Delete, ResourceType::Group, &request.group_id);
-    let unreadable: HashSet<String> = request
+    let unreadable: std::collections::HashSet<String> = request
         .topics
         .iter()
         .filter(|t| {
@@ -1093,4 +1108,237 @@ pub(super) async fn offset_delete(
         }
     };
     ApiResponse::new(ResponseKind::OffsetDelete(response), errors)
+}
+
+/// The group config keys a KIP-848 group reads on every heartbeat (KIP-1142 GROUP resources).
+const GROUP_RESOURCE: i8 = 32;
+const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
+const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
+
+fn heartbeat_error(code: i16, message: Option<String>) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default()
+        .with_error_code(code)
+        .with_error_message(Some(text(
+            message
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| error_message(code)),
+        )))
+}
+
+pub(super) async fn consumer_group_heartbeat(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: ConsumerGroupHeartbeatRequest,
+) -> ApiResponse {
+    let mut errors = ErrorCounts::default();
+    // Kafka: READ on the group.
+    if !Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        errors.add(GROUP_AUTHORIZATION_FAILED);
+        return ApiResponse::new(
+            ResponseKind::ConsumerGroupHeartbeat(heartbeat_error(GROUP_AUTHORIZATION_FAILED, None)),
+            errors,
+        );
+    }
+    let Some(groups) = no_coordinator(ctx) else {
+        errors.add(codes::COORDINATOR_NOT_AVAILABLE);
+        return ApiResponse::new(
+            ResponseKind::ConsumerGroupHeartbeat(heartbeat_error(
+                codes::COORDINATOR_NOT_AVAILABLE,
+                None,
+            )),
+            errors,
+        );
+    };
+    let image = ctx.image.load_full();
+    let group_id = request.group_id.0.as_str().to_owned();
+    // The group's dynamic configs, read now: a change applies from this heartbeat on.
+    let config = |key| {
+        image
+            .configs
+            .value(GROUP_RESOURCE, &group_id, key)
+            .and_then(|v| v.parse::<i32>().ok())
+    };
+    let timeouts = groups.settings.consumer_timeouts(
+        config(CONSUMER_SESSION_TIMEOUT_MS),
+        config(CONSUMER_HEARTBEAT_INTERVAL_MS),
+    );
+    let heartbeat = ConsumerHeartbeat {
+        version: info.api_version,
+        group_id,
+        member_id: request.member_id.as_str().to_owned(),
+        member_epoch: request.member_epoch,
+        instance_id: request.instance_id.map(|s| s.as_str().to_owned()),
+        rack_id: request.rack_id.map(|s| s.as_str().to_owned()),
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        subscribed_topic_names: request
+            .subscribed_topic_names
+            .map(|names| names.iter().map(|n| n.0.as_str().to_owned()).collect()),
+        subscribed_topic_regex: request
+            .subscribed_topic_regex
+            .filter(|_| info.api_version >= 1)
+            .map(|s| s.as_str().to_owned()),
+        server_assignor: request.server_assignor.map(|s| s.as_str().to_owned()),
+        owned: request.topic_partitions.map(|owned| {
+            owned
+                .into_iter()
+                .map(|t| (t.topic_id, t.partitions))
+                .collect()
+        }),
+        client_id: info.client_id.clone(),
+        client_host: info.client_host.clone(),
+    };
+    let result = groups
+        .coordinator
+        .send(groups::ConsumerGroupHeartbeat {
+            request: heartbeat,
+            timeouts,
+            image,
+        })
+        .await;
+    let response = match result {
+        Err(error) => heartbeat_error(mailbox_closed(&error), None),
+        Ok(r) if r.error != codes::NONE => heartbeat_error(r.error, r.message),
+        Ok(r) => ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(r.member_id.map(text))
+            .with_member_epoch(r.member_epoch)
+            .with_heartbeat_interval_ms(r.heartbeat_interval_ms)
+            .with_assignment(r.assignment.map(|assignment| {
+                HeartbeatAssignment::default().with_topic_partitions(
+                    assignment
+                        .into_iter()
+                        .map(|(topic, partitions)| {
+                            HeartbeatTopicPartitions::default()
+                                .with_topic_id(topic)
+                                .with_partitions(partitions.into_iter().collect())
+                        })
+                        .collect(),
+                )
+            })),
+    };
+    errors.add(response.error_code);
+    ApiResponse::new(ResponseKind::ConsumerGroupHeartbeat(response), errors)
+}
+
+/// A ConsumerGroupDescribe assignment with topic names from the image (topics it no longer
+/// has are left out, as Kafka does).
+fn described_assignment(image: &MetadataImage, assignment: Assignment) -> DescribeAssignment {
+    DescribeAssignment::default().with_topic_partitions(
+        assignment
+            .into_iter()
+            .filter_map(|(topic, partitions)| {
+                let name = image.topics.get_by_id(&topic)?.name.to_string();
+                Some(
+                    DescribeTopicPartitions::default()
+                        .with_topic_id(topic)
+                        .with_topic_name(TopicName(text(name)))
+                        .with_partitions(partitions.into_iter().collect()),
+                )
+            })
+            .collect(),
+    )
+}
+
+pub(super) async fn consumer_group_describe(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: ConsumerGroupDescribeRequest,
+) -> ApiResponse {
+    let access = Access::new(ctx, info);
+    let image = ctx.image.load_full();
+    let mut errors = ErrorCounts::default();
+    let mut described = Vec::with_capacity(request.group_ids.len());
+    for group_id in request.group_ids {
+        let operations = match (request.include_authorized_operations, access.is_enforced()) {
+            (false, _) => OPERATIONS_NOT_REQUESTED,
+            (true, false) => ALL_GROUP_OPERATIONS,
+            (true, true) => access.authorized_operations(ResourceType::Group, &group_id),
+        };
+        // Kafka: DESCRIBE on each group.
+        if !access.allows(AclOperation::Describe, ResourceType::Group, &group_id) {
+            errors.add(GROUP_AUTHORIZATION_FAILED);
+            described.push(
+                DescribedConsumerGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                    .with_error_message(Some(text(error_message(GROUP_AUTHORIZATION_FAILED))))
+                    .with_authorized_operations(operations),
+            );
+            continue;
+        }
+        let description = match no_coordinator(ctx) {
+            None => None,
+            Some(groups) => groups
+                .coordinator
+                .send(groups::ConsumerGroupDescribe(
+                    group_id.0.as_str().to_owned(),
+                ))
+                .await
+                .ok(),
+        };
+        let Some(d) = description else {
+            errors.add(codes::COORDINATOR_NOT_AVAILABLE);
+            described.push(
+                DescribedConsumerGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+                    .with_error_message(Some(text(error_message(codes::COORDINATOR_NOT_AVAILABLE))))
+                    .with_authorized_operations(operations),
+            );
+            continue;
+        };
+        errors.add(d.error);
+        if d.error != codes::NONE {
+            described.push(
+                DescribedConsumerGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(d.error)
+                    .with_error_message(d.message.map(text))
+                    .with_group_state(text(d.state))
+                    .with_group_epoch(d.group_epoch)
+                    .with_assignment_epoch(d.assignment_epoch)
+                    .with_authorized_operations(operations),
+            );
+            continue;
+        }
+        let members = d
+            .members
+            .into_iter()
+            .map(|m| {
+                DescribedConsumerMember::default()
+                    .with_member_id(text(m.member_id))
+                    .with_instance_id(m.instance_id.map(text))
+                    .with_rack_id(m.rack_id.map(text))
+                    .with_member_epoch(m.member_epoch)
+                    .with_client_id(text(m.client_id))
+                    .with_client_host(text(m.client_host))
+                    .with_subscribed_topic_names(
+                        m.subscribed_topic_names
+                            .into_iter()
+                            .map(|n| TopicName(text(n)))
+                            .collect(),
+                    )
+                    .with_subscribed_topic_regex(m.subscribed_topic_regex.map(text))
+                    .with_assignment(described_assignment(&image, m.assignment))
+                    .with_target_assignment(described_assignment(&image, m.target_assignment))
+                    // v1: every member here uses the consumer protocol.
+                    .with_member_type(if info.api_version >= 1 { 1 } else { -1 })
+            })
+            .collect();
+        described.push(
+            DescribedConsumerGroup::default()
+                .with_group_id(group_id)
+                .with_group_state(text(d.state))
+                .with_group_epoch(d.group_epoch)
+                .with_assignment_epoch(d.assignment_epoch)
+                .with_assignor_name(text(d.assignor))
+                .with_members(members)
+                .with_authorized_operations(operations),
+        );
+    }
+    ApiResponse::new(
+        ResponseKind::ConsumerGroupDescribe(
+            ConsumerGroupDescribeResponse::default().with_groups(described),
+        ),
+        errors,
+    )
 }

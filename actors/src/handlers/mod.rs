@@ -311,6 +311,20 @@ pub const APIS: &[ApiSpec] = &[
         true,
         true,
     ),
+    api(
+        ApiKey::ConsumerGroupHeartbeat,
+        "ConsumerGroupHeartbeat",
+        kafka_protocol::messages::ConsumerGroupHeartbeatRequest::VERSIONS,
+        true,
+        false,
+    ),
+    api(
+        ApiKey::ConsumerGroupDescribe,
+        "ConsumerGroupDescribe",
+        kafka_protocol::messages::ConsumerGroupDescribeRequest::VERSIONS,
+        true,
+        false,
+    ),
     // v1-v2 / v1 are encoded by node/src/network/raft_voter_versions.rs (the crate has v0).
     api(
         ApiKey::AddRaftVoter,
@@ -537,6 +551,12 @@ pub async fn handle(
         RequestKind::DescribeGroups(request) => groups::describe_groups(ctx, info, request).await,
         RequestKind::DeleteGroups(request) => groups::delete_groups(ctx, info, request).await,
         RequestKind::OffsetDelete(request) => groups::offset_delete(ctx, info, request).await,
+        RequestKind::ConsumerGroupHeartbeat(request) => {
+            groups::consumer_group_heartbeat(ctx, info, request).await
+        }
+        RequestKind::ConsumerGroupDescribe(request) => {
+            groups::consumer_group_describe(ctx, info, request).await
+        }
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
         RequestKind::DeleteTopics(request) => topics::delete_topics(ctx, info, request).await,

@@ -398,6 +398,20 @@ async fn send_valid(
                 .with_group_id(GroupId(str("advertised-group")));
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        ApiKey::ConsumerGroupHeartbeat => {
+            // A heartbeat of a member the group does not know: GROUP_ID_NOT_FOUND, nothing
+            // is created.
+            let request = kafka_protocol::messages::ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(str("advertised-group")))
+                .with_member_id(str("nobody"))
+                .with_member_epoch(3);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let request = kafka_protocol::messages::ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![GroupId(str("advertised-group"))]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         ApiKey::DescribeUserScramCredentials => {
             let request = DescribeUserScramCredentialsRequest::default();
             answers(conn, addr, &request, version, f, f_what).await;

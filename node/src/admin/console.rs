@@ -1,5 +1,5 @@
 //! `gregor console-producer` (kafka-console-producer.sh), `gregor console-consumer`
-//! (kafka-console-consumer.sh, without consumer groups) and `gregor get-offsets`
+//! (kafka-console-consumer.sh, with or without a consumer group) and `gregor get-offsets`
 //! (kafka-get-offsets.sh). They speak the wire protocol to each partition's leader, found
 //! through Metadata, and build and read record batches with `gregor-log`.
 
@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::console_group::GroupMember;
 use super::records::{cluster_view, ClusterView};
 use super::{block_on, AdminClient, AdminError};
 
@@ -526,7 +527,8 @@ async fn send_batch(
     Ok(())
 }
 
-/// `gregor console-consumer`: kafka-console-consumer.sh without consumer groups.
+/// `gregor console-consumer`: kafka-console-consumer.sh, alone or as a member of a classic
+/// consumer group (`--group`).
 #[derive(Args, Debug)]
 pub struct ConsoleConsumerArgs {
     /// REQUIRED: The server(s) to connect to.
@@ -536,8 +538,13 @@ pub struct ConsoleConsumerArgs {
     #[arg(long, required = true)]
     pub topic: String,
     /// The partition to consume from (all partitions without it).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "group")]
     pub partition: Option<i32>,
+    /// The consumer group to join: partitions come from the group's `range` assignment,
+    /// reading starts at the group's committed offsets, and positions are committed every
+    /// 5 s and on exit.
+    #[arg(long)]
+    pub group: Option<String>,
     /// The offset to start from: a non-negative number, `earliest` or `latest` (needs
     /// --partition).
     #[arg(long, requires = "partition")]
@@ -733,30 +740,44 @@ async fn consume(
         Some(p) => return Err(format!("The partition {p} of topic {topic} does not exist")),
         None => brokers.partitions(topic),
     };
-    let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
-    for &partition in &partitions {
-        let offset = if start >= 0 {
-            start
-        } else {
-            brokers
-                .list_offset(topic, partition, start)
+    let mut member = None;
+    let positions_of = if let Some(group) = &args.group {
+        let (joined, assigned) =
+            GroupMember::join(&args.bootstrap_server, group, topic, &partitions)
                 .await
-                .map_err(|e| e.to_string())?
-                .unwrap_or(0)
-        };
-        positions.insert(partition, offset);
-    }
+                .map_err(|e| e.to_string())?;
+        member = Some(joined);
+        assigned
+    } else {
+        partitions.clone()
+    };
+    let mut positions =
+        start_positions(&mut brokers, member.as_mut(), topic, &positions_of, start).await?;
     let mut stdout = std::io::stdout().lock();
     let mut last_message = Instant::now();
     loop {
         if args.max_messages.is_some_and(|max| *processed >= max) {
-            return Ok(());
+            break;
         }
         if let Some(timeout) = args.timeout_ms {
             if last_message.elapsed() >= Duration::from_millis(timeout) {
                 eprintln!("[{}] ERROR Error processing message, terminating consumer process:  (org.apache.kafka.tools.consumer.ConsoleConsumer$)\norg.apache.kafka.common.errors.TimeoutException", now_text());
-                return Ok(());
+                break;
             }
+        }
+        if let Some(m) = member.as_mut() {
+            if let Some(assigned) = m
+                .tick(&positions, &partitions)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                positions = start_positions(&mut brokers, Some(m), topic, &assigned, start).await?;
+            }
+        }
+        if positions.is_empty() {
+            // A member without partitions waits for the next rebalance.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
         }
         // One fetch per leader, each over that leader's partitions.
         let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
@@ -862,6 +883,39 @@ async fn consume(
         }
         let _ = stdout.flush();
     }
+    if let Some(m) = member {
+        m.close(&positions).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Where to start reading each partition: the group's committed offset, else `start` (an
+/// offset, or latest / earliest through ListOffsets).
+async fn start_positions(
+    brokers: &mut Brokers,
+    member: Option<&mut GroupMember>,
+    topic: &str,
+    partitions: &[i32],
+    start: i64,
+) -> Result<BTreeMap<i32, i64>, String> {
+    let committed = match member {
+        Some(m) => m.committed(partitions).await.map_err(|e| e.to_string())?,
+        None => BTreeMap::new(),
+    };
+    let mut positions = BTreeMap::new();
+    for &partition in partitions {
+        let offset = match committed.get(&partition) {
+            Some(offset) => *offset,
+            None if start >= 0 => start,
+            None => brokers
+                .list_offset(topic, partition, start)
+                .await
+                .map_err(|e| e.to_string())?
+                .unwrap_or(0),
+        };
+        positions.insert(partition, offset);
+    }
+    Ok(positions)
 }
 
 fn print_batch(

@@ -1,5 +1,6 @@
 //! `gregor consumer-groups`: kafka-consumer-groups.sh (list, describe with LAG, reset and delete
-//! offsets, delete groups) with its output, for classic groups.
+//! offsets, delete groups) with its output, for classic and KIP-848 consumer groups (described
+//! with ConsumerGroupDescribe when DescribeGroups does not know them, as the Java admin does).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,9 +16,9 @@ use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, TopicName,
+    BrokerId, ConsumerGroupDescribeRequest, DescribeGroupsRequest, FindCoordinatorRequest, GroupId,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -114,7 +115,7 @@ fn text(s: &str) -> StrBytes {
 }
 
 /// Connects to the coordinator of `group` (FindCoordinator through `bootstrap`).
-async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, AdminError> {
+pub(super) async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, AdminError> {
     let mut client = AdminClient::connect(bootstrap).await?;
     let version = client.version_of::<FindCoordinatorRequest>().unwrap_or(0);
     let request = if version >= 4 {
@@ -158,10 +159,22 @@ async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, AdminE
     })
 }
 
-async fn describe_group(
-    client: &mut AdminClient,
-    group: &str,
-) -> Result<DescribedGroup, AdminError> {
+/// A group as the describe views print it, from DescribeGroups or ConsumerGroupDescribe.
+struct Described {
+    state: String,
+    /// The classic protocol, or the consumer group's server assignor.
+    strategy: String,
+    members: Vec<DescribedMember>,
+}
+
+struct DescribedMember {
+    id: String,
+    host: String,
+    client_id: String,
+    assigned: Vec<(String, i32)>,
+}
+
+async fn describe_group(client: &mut AdminClient, group: &str) -> Result<Described, AdminError> {
     let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
     let (_, response) = client.send(&request).await?;
     let described = response
@@ -172,7 +185,76 @@ async fn describe_group(
     if described.error_code != 69 {
         check(described.error_code, described.error_message.as_ref())?;
     }
-    Ok(described)
+    if described.group_state.as_str() == "Dead" {
+        if let Some(consumer) = describe_consumer_group(client, group).await? {
+            return Ok(consumer);
+        }
+    }
+    Ok(classic(described))
+}
+
+fn classic(described: DescribedGroup) -> Described {
+    Described {
+        state: described.group_state.to_string(),
+        strategy: described.protocol_data.to_string(),
+        members: described
+            .members
+            .iter()
+            .map(|m| DescribedMember {
+                id: m.member_id.to_string(),
+                host: m.client_host.to_string(),
+                client_id: m.client_id.to_string(),
+                assigned: assigned_partitions(&m.member_assignment),
+            })
+            .collect(),
+    }
+}
+
+/// ConsumerGroupDescribe of a KIP-848 group; `None` when the node has not the API or the group
+/// is not a consumer group.
+async fn describe_consumer_group(
+    client: &mut AdminClient,
+    group: &str,
+) -> Result<Option<Described>, AdminError> {
+    if client
+        .version_of::<ConsumerGroupDescribeRequest>()
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let request =
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text(group))]);
+    let (_, response) = client.send(&request).await?;
+    let Some(described) = response.groups.into_iter().next() else {
+        return Ok(None);
+    };
+    if described.error_code == 69 {
+        return Ok(None);
+    }
+    check(described.error_code, described.error_message.as_ref())?;
+    Ok(Some(Described {
+        state: described.group_state.to_string(),
+        strategy: described.assignor_name.to_string(),
+        members: described
+            .members
+            .iter()
+            .map(|m| DescribedMember {
+                id: m.member_id.to_string(),
+                host: m.client_host.to_string(),
+                client_id: m.client_id.to_string(),
+                assigned: m
+                    .assignment
+                    .topic_partitions
+                    .iter()
+                    .flat_map(|t| {
+                        t.partitions
+                            .iter()
+                            .map(|p| (t.topic_name.0.to_string(), *p))
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }))
 }
 
 /// The group's committed offsets: (topic, partition) → offset.
@@ -305,7 +387,7 @@ async fn log_offsets(
 
 /// The topic-partitions of a `ConsumerProtocolAssignment` (any version: all start with the
 /// int16 version and the topic array); empty when the bytes are not one.
-fn assigned_partitions(assignment: &[u8]) -> Vec<(String, i32)> {
+pub(super) fn assigned_partitions(assignment: &[u8]) -> Vec<(String, i32)> {
     fn read(mut buf: &[u8]) -> Option<Vec<(String, i32)>> {
         let mut out = Vec::new();
         if buf.remaining() < 6 {
@@ -410,7 +492,7 @@ async fn describe(
 ) -> Result<(), AdminError> {
     let mut client = coordinator(bootstrap, group).await?;
     let described = describe_group(&mut client, group).await?;
-    let state = described.group_state.to_string();
+    let state = described.state.clone();
     if state == "Dead" {
         return Err(AdminError::Io(format!(
             "Consumer group '{group}' does not exist."
@@ -443,7 +525,7 @@ async fn describe(
                 "{:<g$} {:<c$} {:<20} {:<20} {}",
                 group,
                 coordinator,
-                described.protocol_data.as_str(),
+                described.strategy,
                 state,
                 members.len(),
                 g = widths.0,
@@ -457,13 +539,13 @@ async fn describe(
             }
             let id_width = members
                 .iter()
-                .map(|m| m.member_id.len())
+                .map(|m| m.id.len())
                 .max()
                 .unwrap_or(0)
                 .max(15);
             let host_width = members
                 .iter()
-                .map(|m| m.client_host.len())
+                .map(|m| m.host.len())
                 .max()
                 .unwrap_or(0)
                 .max(15);
@@ -484,19 +566,19 @@ async fn describe(
             }
             let _ = writeln!(out);
             for m in members {
-                let assigned = assigned_partitions(&m.member_assignment);
+                let assigned = &m.assigned;
                 let _ = write!(
                     out,
                     "{:<g$} {:<id_width$} {:<host_width$} {:<client_width$} {:<12}",
                     group,
-                    m.member_id.as_str(),
-                    m.client_host.as_str(),
-                    m.client_id.as_str(),
+                    m.id,
+                    m.host,
+                    m.client_id,
                     assigned.len()
                 );
                 if verbose {
                     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                    for (t, p) in &assigned {
+                    for (t, p) in assigned {
                         by_topic.entry(t).or_default().push(*p);
                     }
                     let text: Vec<String> = by_topic
@@ -524,8 +606,8 @@ async fn describe(
             // Assigned partitions (with their member) and committed ones.
             let mut rows: BTreeMap<(String, i32), Option<usize>> = BTreeMap::new();
             for (index, m) in members.iter().enumerate() {
-                for tp in assigned_partitions(&m.member_assignment) {
-                    rows.insert(tp, Some(index));
+                for tp in &m.assigned {
+                    rows.insert(tp.clone(), Some(index));
                 }
             }
             for tp in offsets.keys() {
@@ -547,14 +629,14 @@ async fn describe(
             let c = rows
                 .values()
                 .filter_map(|i| member(*i))
-                .map(|m| m.member_id.len())
+                .map(|m| m.id.len())
                 .max()
                 .unwrap_or(0)
                 .max(15);
             let h = rows
                 .values()
                 .filter_map(|i| member(*i))
-                .map(|m| m.client_host.len())
+                .map(|m| m.host.len())
                 .max()
                 .unwrap_or(0)
                 .max(15);
@@ -584,8 +666,8 @@ async fn describe(
                     dash_or(current),
                     dash_or(end),
                     dash_or(lag),
-                    m.map_or("-", |m| m.member_id.as_str()),
-                    m.map_or("-", |m| m.client_host.as_str()),
+                    m.map_or("-", |m| m.id.as_str()),
+                    m.map_or("-", |m| m.host.as_str()),
                     m.map_or("-", |m| m.client_id.as_str()),
                 );
             }
@@ -639,7 +721,7 @@ async fn reset(
 ) -> Result<(), AdminError> {
     let mut client = coordinator(bootstrap, group).await?;
     let described = describe_group(&mut client, group).await?;
-    let state = described.group_state.to_string();
+    let state = described.state.clone();
     if state != "Empty" && state != "Dead" {
         return Err(AdminError::Io(format!(
             "Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}."

@@ -10,6 +10,7 @@ pub mod client_quotas;
 pub mod cluster;
 pub mod configs;
 pub mod console;
+mod console_group;
 pub mod consumer_groups;
 pub mod leader_election;
 pub mod metadata_quorum;
