@@ -347,3 +347,71 @@ def test_a_former_leader_truncates_what_only_it_had(tmp_path):
     finally:
         for node in nodes:
             node.close()
+
+
+def test_group_commits_wait_for_the_offsets_topic_isr(tmp_path):
+    """__consumer_offsets is written with acks=all: while its followers fetch nothing (and are
+    still in the ISR), a commit is not acknowledged and times out (COORDINATOR_NOT_AVAILABLE); once they
+    fetch again, commits are acknowledged and read back from the group."""
+    from kafka.protocol.consumer.group import (
+        OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    )
+    from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+    from conftest import RawConn
+
+    pause = {node_id: tmp_path / f"pause-{node_id}" for node_id in (1, 2, 3)}
+    nodes = start_cluster(
+        extra={"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "1",
+               "offsets.commit.timeout.ms": "2000", "replica.lag.time.max.ms": "600000"},
+        env=lambda node_id: {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause[node_id])})
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        admin.create_topics([NewTopic("committed", 1, 3)])["committed"].result(30)
+
+        def coordinator():
+            conn = RawConn(nodes[0].bootstrap)
+            try:
+                resp = conn.send(FindCoordinatorRequest[2](key="acks-all-group", key_type=0), FindCoordinatorResponse)
+                return resp.error_code == 0 and resp.node_id
+            finally:
+                conn.close()
+
+        leader = wait_for("a coordinator", coordinator, timeout=FAILOVER_TIMEOUT)
+        wait_for("the offsets topic's full ISR",
+                 lambda: partition_state(admin, "__consumer_offsets")[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        conn = RawConn(by_id[leader].bootstrap)
+
+        def commit(offset):
+            partition = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=None)
+            request = OffsetCommitRequest[8](
+                group_id="acks-all-group", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="committed", partitions=[partition])])
+            return conn.send(request, OffsetCommitResponse).topics[0].partitions[0].error_code
+
+        def fetched():
+            request = OffsetFetchRequest[7](
+                group_id="acks-all-group",
+                topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="committed", partition_indexes=[0])],
+                require_stable=False)
+            return conn.send(request, OffsetFetchResponse).topics[0].partitions[0].committed_offset
+
+        # A first commit may find the partition still loading (14): retry until it is served.
+        assert wait_for("a first commit", lambda: commit(5) == 0, timeout=FAILOVER_TIMEOUT)
+        for node_id, path in pause.items():
+            if node_id != leader:
+                path.touch()
+        # The followers stay in the ISR (replica.lag.time.max.ms is long), so the high
+        # watermark cannot pass the commit: no acknowledgement within offsets.commit.timeout.ms,
+        # answered as Kafka's coordinator answers a timed-out write, COORDINATOR_NOT_AVAILABLE.
+        assert commit(7) == 15, "a commit was acknowledged before the offsets topic's ISR had it"
+        for path in pause.values():
+            path.unlink(missing_ok=True)
+        assert wait_for("a commit acknowledged by the whole ISR", lambda: commit(9) == 0, timeout=FAILOVER_TIMEOUT)
+        assert fetched() == 9
+        conn.close()
+    finally:
+        for node in nodes:
+            node.close()

@@ -47,30 +47,60 @@ struct PreparedWrite {
     done: Option<oneshot::Sender<i16>>,
 }
 
-/// Appends one partition's batches in order and tells each write's waiter its code.
+/// Appends one partition's batches in order and tells each write's waiter its code once the
+/// batch is replicated to the partition's ISR (Kafka writes `__consumer_offsets` with
+/// acks=all): a commit acknowledged by a coordinator that then fails is on the replica that
+/// takes over. The appends stay in order; the waits for replication overlap.
 async fn partition_writer(
     logs: Arc<LogManager>,
     partition: i32,
+    commit_timeout: std::time::Duration,
     mut queue: tokio::sync::mpsc::UnboundedReceiver<PreparedWrite>,
 ) {
     while let Some(write) = queue.recv().await {
-        let code = match logs
+        let appended = logs
             .append(OFFSETS_TOPIC, partition, write.batch, write.epoch)
-            .await
-        {
-            Ok(_) => codes::NONE,
+            .await;
+        let end = match appended {
+            Ok(appended) => appended.last_offset + 1,
             Err(error) => {
                 tracing::warn!(partition, %error, "append to __consumer_offsets failed");
-                // The client retries against the (new) coordinator.
-                match error.code() {
-                    6 => codes::NOT_COORDINATOR,
-                    _ => codes::COORDINATOR_NOT_AVAILABLE,
+                if let Some(done) = write.done {
+                    let _ = done.send(append_error_code(error.code()));
                 }
+                continue;
             }
         };
-        if let Some(done) = write.done {
-            let _ = done.send(code);
-        }
+        let Some(state) = logs.partition(OFFSETS_TOPIC, partition) else {
+            if let Some(done) = write.done {
+                let _ = done.send(codes::NOT_COORDINATOR);
+            }
+            continue;
+        };
+        let epoch = write.epoch;
+        let done = write.done;
+        actix::spawn(async move {
+            let deadline = tokio::time::Instant::now() + commit_timeout;
+            let code =
+                match crate::replication::await_replication(&state, epoch, end, deadline).await {
+                    Ok(()) => codes::NONE,
+                    Err(code) => append_error_code(code),
+                };
+            if let Some(done) = done {
+                let _ = done.send(code);
+            }
+        });
+    }
+}
+
+/// Kafka's group coordinator's answer for a failed `__consumer_offsets` write: the client
+/// retries against the (new) coordinator.
+fn append_error_code(code: i16) -> i16 {
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    const KAFKA_STORAGE_ERROR: i16 = 56;
+    match code {
+        NOT_LEADER_OR_FOLLOWER | KAFKA_STORAGE_ERROR => codes::NOT_COORDINATOR,
+        _ => codes::COORDINATOR_NOT_AVAILABLE,
     }
 }
 
@@ -128,9 +158,10 @@ impl GroupCoordinator {
                 return;
             }
         };
+        let commit_timeout = self.state.settings().offsets_commit_timeout;
         let writer = self.writers.entry(partition).or_insert_with(|| {
             let (sender, queue) = tokio::sync::mpsc::unbounded_channel();
-            actix::spawn(partition_writer(logs, partition, queue));
+            actix::spawn(partition_writer(logs, partition, commit_timeout, queue));
             sender
         });
         if let Err(failed) = writer.send(PreparedWrite { batch, epoch, done }) {
