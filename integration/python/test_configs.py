@@ -143,3 +143,19 @@ def test_client_metrics_generate_name(node):
     assert neither.returncode == 2
     assert neither.stderr.startswith("error: One of --name or --generate-name must be specified with --alter.\n\n"
                                      "Usage: gregor client-metrics "), neither.stderr
+
+
+def test_describe_all_of_any_group_shows_the_defaults(node):
+    """kafka-configs.sh checks that a named entity exists only without --all: any group, live
+    or not, configured or not, is described with every group config and its default."""
+    out = cli(node, "configs", "--describe", "--entity-type", "groups", "--entity-name", "never-seen", "--all")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "All configs for group never-seen are:"
+    assert ("  consumer.session.timeout.ms=45000 sensitive=false "
+            "synonyms={DEFAULT_CONFIG:consumer.session.timeout.ms=45000}") in lines
+    assert ("  consumer.heartbeat.interval.ms=5000 sensitive=false "
+            "synonyms={DEFAULT_CONFIG:consumer.heartbeat.interval.ms=5000}") in lines
+    # A topic that does not exist: the broker's error, no header (as kafka-configs.sh).
+    topic = cli(node, "configs", "--describe", "--entity-type", "topics", "--entity-name", "no-such-topic", "--all")
+    assert topic.returncode == 1 and topic.stdout == "", (topic.stdout, topic.stderr)

@@ -344,7 +344,8 @@ async fn describe(
     let entities = match &command.entity_name {
         Some(name) if name.is_empty() => vec![String::new()],
         Some(name) => {
-            if !known.contains(name) {
+            // As kafka-configs.sh: `--all` describes any name (its defaults at least).
+            if !command.all && !known.contains(name) {
                 let _ = writeln!(
                     out,
                     "The {} '{name}' doesn't exist and doesn't have dynamic config.",
@@ -363,6 +364,13 @@ async fn describe(
         }
     };
     for entity in entities {
+        let filter = if command.all {
+            None
+        } else {
+            entity_type.dynamic_source(entity.is_empty())
+        };
+        // Fetched before the header, as kafka-configs.sh does: a failure prints no header.
+        let lines = describe_lines(client, entity_type.resource_type(), &entity, filter).await?;
         if entity.is_empty() {
             let _ = writeln!(
                 out,
@@ -377,12 +385,7 @@ async fn describe(
                 entity_type.singular()
             );
         }
-        let filter = if command.all {
-            None
-        } else {
-            entity_type.dynamic_source(entity.is_empty())
-        };
-        for line in describe_lines(client, entity_type.resource_type(), &entity, filter).await? {
+        for line in lines {
             let _ = writeln!(out, "{line}");
         }
     }
