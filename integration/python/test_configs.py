@@ -159,3 +159,17 @@ def test_describe_all_of_any_group_shows_the_defaults(node):
     # A topic that does not exist: the broker's error, no header (as kafka-configs.sh).
     topic = cli(node, "configs", "--describe", "--entity-type", "topics", "--entity-name", "no-such-topic", "--all")
     assert topic.returncode == 1 and topic.stdout == "", (topic.stdout, topic.stderr)
+
+
+def test_group_configs_are_bounded_by_the_nodes_own_group_consumer_settings(start_node):
+    """The controller validates group configs against its node's group.consumer.* bounds, as
+    Kafka's controller does with its group coordinator config, not against Kafka's defaults."""
+    wide = start_node({"group.consumer.max.session.timeout.ms": "120000"})
+    inside = cli(wide, "configs", "--alter", "--entity-type", "groups", "--entity-name", "slow",
+                 "--add-config", "consumer.session.timeout.ms=100000")
+    assert inside.returncode == 0, inside.stderr
+    outside = cli(wide, "configs", "--alter", "--entity-type", "groups", "--entity-name", "slow",
+                  "--add-config", "consumer.session.timeout.ms=120001")
+    assert outside.returncode == 1
+    assert ("consumer.session.timeout.ms must be less than or equal to "
+            "group.consumer.max.session.timeout.ms") in outside.stderr

@@ -325,6 +325,18 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             delete_topic_enable: config.delete_topic_enable,
             invalid_record_on_create: std::env::var(INVALID_RECORD_HOOK_ENV).ok(),
             bootstrap_records: crate::storage::bootstrap_scram_records(&config)?,
+            group_config_bounds:
+                gregor_actors::controller::logic::configs::group::GroupConfigBounds {
+                    consumer_heartbeat_interval_ms: (
+                        config.groups.consumer_min_heartbeat_interval_ms,
+                        config.groups.consumer_max_heartbeat_interval_ms,
+                    ),
+                    consumer_session_timeout_ms: (
+                        config.groups.consumer_min_session_timeout_ms,
+                        config.groups.consumer_max_session_timeout_ms,
+                    ),
+                    ..Default::default()
+                },
             leadership: LeadershipSettings {
                 auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
                 leader_imbalance_check_interval: std::time::Duration::from_secs(

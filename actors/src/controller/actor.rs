@@ -80,6 +80,8 @@ pub struct ControllerSettings {
     pub bootstrap_records: Vec<MetadataRecord>,
     /// Preferred-leader rebalancing and unclean elections.
     pub leadership: LeadershipSettings,
+    /// The `group.consumer.*` / `group.share.*` bounds group configs are validated against.
+    pub group_config_bounds: crate::controller::logic::configs::group::GroupConfigBounds,
 }
 
 /// Create topics. Answers with one result per requested topic, in request order.
@@ -181,7 +183,7 @@ pub struct Controller {
     working: Option<Arc<MetadataImage>>,
     in_flight: usize,
     submissions: mpsc::UnboundedSender<Submission>,
-    settings: ControllerSettings,
+    pub(super) settings: ControllerSettings,
     rng: StdRng,
     /// The controller-mutation quota manager (KIP-599); `None` charges nothing.
     mutation_quotas: Option<Arc<QuotaManager>>,

@@ -47,11 +47,12 @@ impl Handler<IncrementalAlterConfigs> for Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
+        let group_bounds = self.settings.group_config_bounds;
         self.mutate(
             ctx,
             &msg,
             |image, _| -> ControllerResult<_> {
-                configs::incremental_alter_configs(image, &msg.request, msg.node_id)
+                configs::incremental_alter_configs(image, &msg.request, msg.node_id, &group_bounds)
             },
             |mut response: IncrementalAlterConfigsResponse, code, message| {
                 for resource in &mut response.responses {
@@ -74,11 +75,12 @@ impl Handler<AlterConfigs> for Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
+        let group_bounds = self.settings.group_config_bounds;
         self.mutate(
             ctx,
             &msg,
             |image, _| -> ControllerResult<_> {
-                configs::alter_configs(image, &msg.request, msg.node_id)
+                configs::alter_configs(image, &msg.request, msg.node_id, &group_bounds)
             },
             |mut response: AlterConfigsResponse, code, message| {
                 for resource in &mut response.responses {

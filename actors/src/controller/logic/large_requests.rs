@@ -319,7 +319,8 @@ fn incremental_alter_configs_many_resources_ops_and_list_items() {
             (0..n).map(|i| alterable(format!("k{i}"), 0, "v")).collect(),
         ));
         let request = IncrementalAlterConfigsRequest::default().with_resources(resources);
-        let result = configs::incremental_alter_configs(&image, &request, Some(1));
+        let result =
+            configs::incremental_alter_configs(&image, &request, Some(1), &Default::default());
         assert_eq!(result.response.responses.len(), n + 2);
         assert_eq!(result.response.responses[n].error_code, 0);
         match result.records.as_slice() {
@@ -361,7 +362,7 @@ fn alter_configs_many_resources_and_keys() {
                 ),
         );
         let request = AlterConfigsRequest::default().with_resources(resources);
-        let result = configs::alter_configs(&image, &request, Some(1));
+        let result = configs::alter_configs(&image, &request, Some(1), &Default::default());
         assert_eq!(result.response.responses.len(), n + 1);
         assert!(result.records.is_empty());
     });

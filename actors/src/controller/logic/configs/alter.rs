@@ -321,7 +321,11 @@ fn apply_ops(
 }
 
 /// Validates a resource's new config map for its type.
-fn validate(change: &Change, next: &BTreeMap<String, String>) -> Result<(), ApiError> {
+fn validate(
+    change: &Change,
+    next: &BTreeMap<String, String>,
+    group_bounds: &group::GroupConfigBounds,
+) -> Result<(), ApiError> {
     match change.resource_type {
         rt::TOPIC => {
             let pairs: Vec<(String, String)> =
@@ -330,7 +334,7 @@ fn validate(change: &Change, next: &BTreeMap<String, String>) -> Result<(), ApiE
                 .map_err(|e| ApiError::invalid_config(e.to_string()))
         }
         rt::BROKER => broker::validate(next),
-        rt::GROUP => group::validate(next),
+        rt::GROUP => group::validate(next, group_bounds),
         rt::CLIENT_METRICS => client_metrics::validate(&change.name, next),
         _ => Ok(()),
     }
@@ -381,6 +385,7 @@ fn decide(
     node_id: Option<i32>,
     legacy: bool,
     validate_only: bool,
+    group_bounds: &group::GroupConfigBounds,
 ) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
     let prechecks = precheck_all(changes, node_id, legacy);
     let mut records = Vec::new();
@@ -411,7 +416,7 @@ fn decide(
                 })
                 .unwrap_or_default();
             let next = apply_ops(&current, change)?;
-            validate(change, &next)?;
+            validate(change, &next, group_bounds)?;
             if !validate_only {
                 records.extend(records_for(change, &current, &next));
             }
@@ -437,9 +442,17 @@ pub fn incremental_alter_configs(
     image: &MetadataImage,
     request: &IncrementalAlterConfigsRequest,
     node_id: Option<i32>,
+    group_bounds: &group::GroupConfigBounds,
 ) -> ControllerResult<IncrementalAlterConfigsResponse> {
     let changes = incremental_changes(request);
-    let (results, records) = decide(image, &changes, node_id, false, request.validate_only);
+    let (results, records) = decide(
+        image,
+        &changes,
+        node_id,
+        false,
+        request.validate_only,
+        group_bounds,
+    );
     let responses = request
         .resources
         .iter()
@@ -464,9 +477,17 @@ pub fn alter_configs(
     image: &MetadataImage,
     request: &AlterConfigsRequest,
     node_id: Option<i32>,
+    group_bounds: &group::GroupConfigBounds,
 ) -> ControllerResult<AlterConfigsResponse> {
     let changes = legacy_changes(request);
-    let (results, records) = decide(image, &changes, node_id, true, request.validate_only);
+    let (results, records) = decide(
+        image,
+        &changes,
+        node_id,
+        true,
+        request.validate_only,
+        group_bounds,
+    );
     let responses = request
         .resources
         .iter()

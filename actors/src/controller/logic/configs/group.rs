@@ -51,44 +51,79 @@ struct Bounds {
     max_config: &'static str,
 }
 
-/// Kafka's defaults of `group.consumer.*` / `group.share.*` bounds, in Kafka's check order.
-const BOUNDS: &[Bounds] = &[
-    Bounds {
-        key: CONSUMER_HEARTBEAT_INTERVAL_MS,
-        min: 5000,
-        min_config: "group.consumer.min.heartbeat.interval.ms",
-        max: 15000,
-        max_config: "group.consumer.max.heartbeat.interval.ms",
-    },
-    Bounds {
-        key: CONSUMER_SESSION_TIMEOUT_MS,
-        min: 45000,
-        min_config: "group.consumer.min.session.timeout.ms",
-        max: 60000,
-        max_config: "group.consumer.max.session.timeout.ms",
-    },
-    Bounds {
-        key: SHARE_HEARTBEAT_INTERVAL_MS,
-        min: 5000,
-        min_config: "group.share.min.heartbeat.interval.ms",
-        max: 15000,
-        max_config: "group.share.max.heartbeat.interval.ms",
-    },
-    Bounds {
-        key: SHARE_SESSION_TIMEOUT_MS,
-        min: 45000,
-        min_config: "group.share.min.session.timeout.ms",
-        max: 60000,
-        max_config: "group.share.max.session.timeout.ms",
-    },
-    Bounds {
-        key: SHARE_RECORD_LOCK_DURATION_MS,
-        min: 15000,
-        min_config: "group.share.min.record.lock.duration.ms",
-        max: 60000,
-        max_config: "group.share.max.record.lock.duration.ms",
-    },
-];
+/// The broker's `group.consumer.*` / `group.share.*` bounds that group configs must stay
+/// within; the default is Kafka's defaults. The controller checks with its own node's settings,
+/// as Kafka's controller validates with its `GroupCoordinatorConfig`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupConfigBounds {
+    /// `group.consumer.{min,max}.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_ms: (i32, i32),
+    /// `group.consumer.{min,max}.session.timeout.ms`.
+    pub consumer_session_timeout_ms: (i32, i32),
+    /// `group.share.{min,max}.heartbeat.interval.ms`.
+    pub share_heartbeat_interval_ms: (i32, i32),
+    /// `group.share.{min,max}.session.timeout.ms`.
+    pub share_session_timeout_ms: (i32, i32),
+    /// `group.share.{min,max}.record.lock.duration.ms`.
+    pub share_record_lock_duration_ms: (i32, i32),
+}
+
+impl Default for GroupConfigBounds {
+    fn default() -> Self {
+        GroupConfigBounds {
+            consumer_heartbeat_interval_ms: (5000, 15000),
+            consumer_session_timeout_ms: (45000, 60000),
+            share_heartbeat_interval_ms: (5000, 15000),
+            share_session_timeout_ms: (45000, 60000),
+            share_record_lock_duration_ms: (15000, 60000),
+        }
+    }
+}
+
+impl GroupConfigBounds {
+    /// Each bounded key with its bounds, in Kafka's check order.
+    fn checks(&self) -> [Bounds; 5] {
+        let bound = |key, (min, max): (i32, i32), min_config, max_config| Bounds {
+            key,
+            min,
+            min_config,
+            max,
+            max_config,
+        };
+        [
+            bound(
+                CONSUMER_HEARTBEAT_INTERVAL_MS,
+                self.consumer_heartbeat_interval_ms,
+                "group.consumer.min.heartbeat.interval.ms",
+                "group.consumer.max.heartbeat.interval.ms",
+            ),
+            bound(
+                CONSUMER_SESSION_TIMEOUT_MS,
+                self.consumer_session_timeout_ms,
+                "group.consumer.min.session.timeout.ms",
+                "group.consumer.max.session.timeout.ms",
+            ),
+            bound(
+                SHARE_HEARTBEAT_INTERVAL_MS,
+                self.share_heartbeat_interval_ms,
+                "group.share.min.heartbeat.interval.ms",
+                "group.share.max.heartbeat.interval.ms",
+            ),
+            bound(
+                SHARE_SESSION_TIMEOUT_MS,
+                self.share_session_timeout_ms,
+                "group.share.min.session.timeout.ms",
+                "group.share.max.session.timeout.ms",
+            ),
+            bound(
+                SHARE_RECORD_LOCK_DURATION_MS,
+                self.share_record_lock_duration_ms,
+                "group.share.min.record.lock.duration.ms",
+                "group.share.max.record.lock.duration.ms",
+            ),
+        ]
+    }
+}
 
 /// The definition of a group config key.
 pub fn group_config(name: &str) -> Option<&'static TopicConfigDef> {
@@ -103,7 +138,10 @@ pub fn broker_synonym(name: &str) -> String {
 /// Validates the whole override set a group would have after a change (`GroupConfig.validate`):
 /// names, then values parsed over the defaults, then the broker bounds, then session timeouts
 /// above heartbeat intervals. Every failure is INVALID_CONFIG.
-pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), ApiError> {
+pub fn validate(
+    configs: &BTreeMap<String, String>,
+    bounds: &GroupConfigBounds,
+) -> Result<(), ApiError> {
     for name in configs.keys() {
         if group_config(name).is_none() {
             return Err(ApiError::invalid_config(format!(
@@ -121,7 +159,7 @@ pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), ApiError> {
         }
     }
     let get = |key: &str| ints.get(key).copied().unwrap_or_default();
-    for bound in BOUNDS {
+    for bound in bounds.checks() {
         let value = get(bound.key);
         if value < bound.min {
             return Err(ApiError::invalid_config(format!(
@@ -156,14 +194,36 @@ mod tests {
     use kafka_protocol::error::ResponseError;
 
     fn check(pairs: &[(&str, &str)]) -> Result<(), String> {
+        check_within(pairs, &GroupConfigBounds::default())
+    }
+
+    fn check_within(pairs: &[(&str, &str)], bounds: &GroupConfigBounds) -> Result<(), String> {
         let map = pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        validate(&map).map_err(|e| {
+        validate(&map, bounds).map_err(|e| {
             assert_eq!(e.code, ResponseError::InvalidConfig);
             e.message.unwrap_or_default()
         })
+    }
+
+    #[test]
+    fn the_nodes_own_bounds_apply() {
+        let wider = GroupConfigBounds {
+            consumer_session_timeout_ms: (10_000, 120_000),
+            ..GroupConfigBounds::default()
+        };
+        // Outside Kafka's default bounds, inside the node's.
+        assert_eq!(
+            check_within(&[(CONSUMER_SESSION_TIMEOUT_MS, "100000")], &wider),
+            Ok(())
+        );
+        assert_eq!(
+            check_within(&[(CONSUMER_SESSION_TIMEOUT_MS, "120001")], &wider),
+            Err("consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms".into())
+        );
+        assert!(check(&[(CONSUMER_SESSION_TIMEOUT_MS, "100000")]).is_err());
     }
 
     #[test]

@@ -6,6 +6,33 @@ use kafka_protocol::messages::{alter_configs_request, AlterConfigsRequest};
 use super::*;
 use crate::controller::logic::configs::testing::{image_with, s};
 
+/// The functions under test with Kafka's default group config bounds.
+fn incremental_alter_configs(
+    image: &MetadataImage,
+    request: &IncrementalAlterConfigsRequest,
+    node_id: Option<i32>,
+) -> ControllerResult<IncrementalAlterConfigsResponse> {
+    super::incremental_alter_configs(
+        image,
+        request,
+        node_id,
+        &group::GroupConfigBounds::default(),
+    )
+}
+
+fn alter_configs(
+    image: &MetadataImage,
+    request: &AlterConfigsRequest,
+    node_id: Option<i32>,
+) -> ControllerResult<AlterConfigsResponse> {
+    super::alter_configs(
+        image,
+        request,
+        node_id,
+        &group::GroupConfigBounds::default(),
+    )
+}
+
 const SET: i8 = 0;
 const DELETE: i8 = 1;
 const APPEND: i8 = 2;
