@@ -562,10 +562,10 @@ fn decide(request: RequestKind, version: i16) {
             alter_client_quotas(&image.client_quotas, &r);
         }
         RequestKind::IncrementalAlterConfigs(r) => {
-            incremental_alter_configs(image, &r, Some(1));
+            incremental_alter_configs(image, &r, Some(1), &Default::default());
         }
         RequestKind::AlterConfigs(r) => {
-            alter_configs(image, &r, Some(1));
+            alter_configs(image, &r, Some(1), &Default::default());
         }
         RequestKind::DescribeConfigs(r) => {
             describe_configs(image, &r, 1, &support);
