@@ -416,7 +416,16 @@ def test_consumer_groups_tool(start_node):
     member = Polling(consumer(node, "grp-tool", "grp-tool"))
     try:
         drain([member], 10)
-        wait_for("the group listed as Stable", lambda: "grp-tool        Stable" in tool("--list", "--state").stdout)
+        # Kafka 4's columns: GROUP padded to 15 + 10, each further column padded to 20.
+        wait_for("the group listed as Stable",
+                 lambda: f"{'grp-tool':<25} {'Stable':<20}" in tool("--list", "--state").stdout.splitlines())
+        listed = tool("--list", "--type", "--state").stdout.splitlines()
+        assert listed[0] == f"{'GROUP':<25} {'TYPE':<20} {'STATE':<20}"
+        assert f"{'grp-tool':<25} {'Classic':<20} {'Stable':<20}" in listed
+        assert tool("--list", "--type", "consumer").stdout.splitlines() == [f"{'GROUP':<25} {'TYPE':<20}"]
+        assert "grp-tool" in tool("--list", "--state", "stable,empty").stdout
+        bad = tool("--list", "--state", "sleepy")
+        assert bad.returncode == 1 and "Invalid state value 'sleepy'" in bad.stderr, bad.stderr
         members = tool("--describe", "--group", "grp-tool", "--members", "--verbose").stdout.splitlines()
         assert members[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
         assert members[2].split()[2:] == ["/127.0.0.1", "kafka-python-3.0.12", "2", "grp-tool(0,1)"]

@@ -138,7 +138,7 @@ def test_members_spread_partitions_and_take_over_without_duplicates(start_node):
         assert len({r[6] for r in rows}) == 3
         state = tool(node, "--describe", "--group", "k848-spread", "--state").splitlines()
         assert state[2].split()[-3:] == ["uniform", "Stable", "3"]
-        assert "k848-spread     Stable" in tool(node, "--list", "--state")
+        assert f"{'k848-spread':<25} {'Consumer':<20} {'Stable':<20}" in tool(node, "--list", "--type", "--state").splitlines()
 
         # A clean close leaves the group (epoch -1): the others take its partitions at once.
         members.pop().close()

@@ -306,9 +306,14 @@ pub struct ConsumerGroupsArgs {
     /// With --describe: the offsets view (the default).
     #[arg(long)]
     pub offsets: bool,
-    /// With --describe: the group's state. With --list: a STATE column.
-    #[arg(long)]
-    pub state: bool,
+    /// With --describe: the group's state. With --list: a STATE column, and with a value
+    /// (comma-separated, any case) only the groups in those states.
+    #[arg(long, num_args = 0..=1, value_name = "STATE")]
+    pub state: Option<Option<String>>,
+    /// With --list: a TYPE column, and with a value (`classic`, `consumer`, comma-separated)
+    /// only the groups of those types.
+    #[arg(long = "type", num_args = 0..=1, value_name = "TYPE")]
+    pub group_type: Option<Option<String>>,
     /// With --describe --members: each member's assignment.
     #[arg(long)]
     pub verbose: bool,
@@ -352,14 +357,15 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
     };
     let action = if args.list {
         GroupsAction::List {
-            with_state: args.state,
+            states: args.state.clone(),
+            types: args.group_type.clone(),
         }
     } else if args.describe {
         let view = if args.members {
             View::Members {
                 verbose: args.verbose,
             }
-        } else if args.state {
+        } else if args.state.is_some() {
             View::State
         } else {
             View::Offsets

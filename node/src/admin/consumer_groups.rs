@@ -28,7 +28,11 @@ use super::{check, java_message, AdminClient, AdminError};
 #[derive(Debug, Clone)]
 pub enum GroupsAction {
     /// `--list [--state]`.
-    List { with_state: bool },
+    /// `--state [S]` and `--type [T]`: `Some` adds the column, `Some(Some(..))` also filters.
+    List {
+        states: Option<Option<String>>,
+        types: Option<Option<String>>,
+    },
     /// `--describe --group G` with the view.
     Describe { group: String, view: View },
     /// `--delete --group G...`.
@@ -435,7 +439,9 @@ fn dash_or<T: ToString>(value: Option<T>) -> String {
 /// Runs `action` against `bootstrap`, writing what kafka-consumer-groups.sh prints to `out`.
 pub async fn run(bootstrap: &str, action: &GroupsAction, out: &mut String) -> Result<(), String> {
     let result = match action {
-        GroupsAction::List { with_state } => list(bootstrap, *with_state, out).await,
+        GroupsAction::List { states, types } => {
+            list(bootstrap, states.as_ref(), types.as_ref(), out).await
+        }
         GroupsAction::Describe { group, view } => describe(bootstrap, group, *view, out).await,
         GroupsAction::Delete { groups } => delete(bootstrap, groups, out).await,
         GroupsAction::Reset {
@@ -454,32 +460,112 @@ pub async fn run(bootstrap: &str, action: &GroupsAction, out: &mut String) -> Re
     })
 }
 
-async fn list(bootstrap: &str, with_state: bool, out: &mut String) -> Result<(), AdminError> {
+/// Kafka's group states a `--state` filter may name.
+const GROUP_STATES: &[&str] = &[
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Empty",
+    "Assigning",
+    "Reconciling",
+];
+
+/// Kafka's spelling of each group state or type a comma-separated filter names (any case);
+/// an unknown one is the usage error kafka-consumer-groups.sh gives.
+fn filter_values(
+    text: Option<&Option<String>>,
+    known: &[&str],
+    what: &str,
+) -> Result<Vec<String>, AdminError> {
+    let Some(Some(text)) = text else {
+        return Ok(Vec::new());
+    };
+    text.split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|value| {
+            known
+                .iter()
+                .find(|k| k.eq_ignore_ascii_case(value))
+                .map(|k| (*k).to_owned())
+                .ok_or_else(|| {
+                    AdminError::Io(format!(
+                        "Invalid {what} value '{value}'. Valid values are: {}",
+                        known.join(", ")
+                    ))
+                })
+        })
+        .collect()
+}
+
+async fn list(
+    bootstrap: &str,
+    states: Option<&Option<String>>,
+    types: Option<&Option<String>>,
+    out: &mut String,
+) -> Result<(), AdminError> {
+    let states_filter = filter_values(states, GROUP_STATES, "state")?;
+    let types_filter = filter_values(types, &["Classic", "Consumer"], "group type")?;
     let mut client = AdminClient::connect(bootstrap).await?;
     let (_, metadata) = client
         .send(&MetadataRequest::default().with_topics(Some(Vec::new())))
         .await?;
-    let mut groups: BTreeMap<String, String> = BTreeMap::new();
+    // group id -> (type, state)
+    let mut groups: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let request = ListGroupsRequest::default()
+        .with_states_filter(
+            states_filter
+                .iter()
+                .map(|s| StrBytes::from_string(s.clone()))
+                .collect(),
+        )
+        .with_types_filter(
+            types_filter
+                .iter()
+                .map(|t| StrBytes::from_string(t.clone()))
+                .collect(),
+        );
     // Each broker lists the groups it coordinates.
     for broker in &metadata.brokers {
         let mut broker_client =
             AdminClient::connect(&format!("{}:{}", broker.host, broker.port)).await?;
-        let (_, response) = broker_client.send(&ListGroupsRequest::default()).await?;
+        let (_, response) = broker_client.send(&request).await?;
         check(response.error_code, None)?;
         for g in response.groups {
-            groups.insert(g.group_id.0.to_string(), g.group_state.to_string());
+            let group_type = match g.group_type.to_ascii_lowercase().as_str() {
+                "classic" => "Classic",
+                "consumer" => "Consumer",
+                _ => "Unknown",
+            };
+            groups.insert(
+                g.group_id.0.to_string(),
+                (group_type.to_owned(), g.group_state.to_string()),
+            );
         }
     }
-    if with_state {
-        let width = groups.keys().map(String::len).max().unwrap_or(0).max(15);
-        let _ = writeln!(out, "{:<width$} STATE", "GROUP");
-        for (group, state) in &groups {
-            let _ = writeln!(out, "{group:<width$} {state}");
-        }
-    } else {
+    if states.is_none() && types.is_none() {
         for group in groups.keys() {
             let _ = writeln!(out, "{group}");
         }
+        return Ok(());
+    }
+    // Kafka 4's columns: GROUP padded to its longest value (at least 15) plus 10, then each
+    // extra column padded to 20.
+    let width = groups.keys().map(String::len).max().unwrap_or(0).max(15) + 10;
+    let row = |group: &str, group_type: &str, state: &str| {
+        let mut line = format!("{group:<width$}");
+        if types.is_some() {
+            line.push_str(&format!(" {group_type:<20}"));
+        }
+        if states.is_some() {
+            line.push_str(&format!(" {state:<20}"));
+        }
+        line
+    };
+    let _ = writeln!(out, "{}", row("GROUP", "TYPE", "STATE"));
+    for (group, (group_type, state)) in &groups {
+        let _ = writeln!(out, "{}", row(group, group_type, state));
     }
     Ok(())
 }
