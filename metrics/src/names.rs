@@ -124,7 +124,7 @@ pub const CONFIG_UNKNOWN_KEYS: &str = "gregor_config_unknown_keys";
 pub const BUILD_INFO: &str = "gregor_build_info";
 
 /// Client quotas (names after the JMX-exporter mapping of Kafka's quota metrics, labels
-/// `resource`, `user`, `client_id`): the measured byte rate of a Produce or Fetch sensor.
+/// `resource`, `user`, `clientId`): the measured byte rate of a Produce or Fetch sensor.
 pub const QUOTA_BYTE_RATE: &str = "kafka_server_quota_byte_rate";
 /// Request-quota sensor: handler time as a percentage of one thread-second per second.
 pub const QUOTA_REQUEST_TIME: &str = "kafka_server_quota_request_time";

@@ -316,24 +316,29 @@ pub struct QuotaSensorMetrics {
 }
 
 /// Registers the series of the sensor of `resource` (`Produce`, `Fetch`, `Request`,
-/// `ControllerMutation`) tagged (`user`, `client_id`).
+/// `ControllerMutation`) tagged (`user`, `clientId`): the label names the Prometheus JMX
+/// exporter's Kafka rules give Kafka's `user` and `client-id` quota tags.
 pub fn quota_sensor_metrics(
     resource: &'static str,
     user: &str,
     client_id: &str,
 ) -> QuotaSensorMetrics {
-    quota_sensor_metrics_tagged(resource, [("user", user), ("client_id", client_id)])
+    quota_sensor_metrics_tagged(resource, [("user", user), ("clientId", client_id)])
 }
 
 /// The series of a sensor keyed by a quota callback's own tags (Kafka: custom tags replace
-/// `user` and `client-id`); each tag becomes a label, '-' and '.' turned into '_'.
+/// `user` and `client-id`); each tag becomes a label: `client-id` is `clientId`, as the JMX
+/// exporter names it, and in other tags '-' and '.' turn into '_'.
 pub fn quota_sensor_metrics_tagged<'a>(
     resource: &'static str,
     tags: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> QuotaSensorMetrics {
     let tags: Vec<(String, &str)> = tags
         .into_iter()
-        .map(|(key, value)| (key.replace(['-', '.'], "_"), value))
+        .map(|(key, value)| match key {
+            "client-id" => ("clientId".to_owned(), value),
+            _ => (key.replace(['-', '.'], "_"), value),
+        })
         .collect();
     let labels = std::iter::once(("resource", resource))
         .chain(tags.iter().map(|(key, value)| (key.as_str(), *value)));

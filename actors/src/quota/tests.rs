@@ -260,7 +260,7 @@ fn an_expired_sensor_takes_its_series_out_of_the_scrape() {
     let has = |body: &str, name: &str, client: &str| {
         body.lines().any(|line| {
             line.starts_with(&format!("{name}{{"))
-                && line.contains(&format!("client_id=\"{client}\""))
+                && line.contains(&format!("clientId=\"{client}\""))
         })
     };
     let body = scrape();

@@ -56,7 +56,7 @@ async fn create_topics_is_charged_far_less_than_its_wall_time() {
     let rate = prom::value(
         &samples,
         "kafka_server_quota_request_time",
-        &[("client_id", CLIENT)],
+        &[("clientId", CLIENT)],
     )
     .unwrap_or_else(|| panic!("no request-time series for {CLIENT}"));
     // The rate is percent of a thread-second per second: charged seconds = rate / 100 × span.

@@ -20,7 +20,7 @@ async fn has_request_series(node: &GregorNode, client_id: &str) -> anyhow::Resul
     Ok(prom::value(
         &samples,
         "kafka_server_quota_request_time",
-        &[("resource", "Request"), ("client_id", client_id)],
+        &[("resource", "Request"), ("clientId", client_id)],
     )
     .is_some())
 }
