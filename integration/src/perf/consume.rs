@@ -4,24 +4,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Message};
 
 use super::args::ConsumeArgs;
 use super::report::Report;
-use super::{client_config, megabytes, millis};
-
-/// A progress bar on stderr, drawn only when stderr is a terminal.
-pub fn progress_bar(total: u64) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if let Ok(style) =
-        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} records ({per_sec})")
-    {
-        bar.set_style(style);
-    }
-    bar
-}
+use super::{client_config, megabytes, millis, progress_bar};
 
 /// When the group first assigned partitions to this consumer (kafka-consumer-perf-test's
 /// rebalance time ends there).
@@ -47,17 +35,15 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
         .group
         .clone()
         .unwrap_or_else(|| format!("perf-consumer-{}", rand::random::<u32>()));
-    let mut config = client_config(&args.common.bootstrap_server, &[])?;
-    config
-        .set("group.id", &group)
-        .set("auto.offset.reset", "earliest")
-        .set("enable.auto.commit", "true");
-    for prop in &args.consumer_props {
-        let (key, value) = prop
-            .split_once('=')
-            .with_context(|| format!("property {prop:?} is not key=value"))?;
-        config.set(key.trim(), value.trim());
-    }
+    let config = client_config(
+        &args.common.bootstrap_server,
+        &[
+            ("group.id", &group),
+            ("auto.offset.reset", "earliest"),
+            ("enable.auto.commit", "true"),
+        ],
+        &args.consumer_props,
+    )?;
     let assigned_at = Arc::new(Mutex::new(None));
     let consumer: BaseConsumer<PerfContext> = config
         .create_with_context(PerfContext {

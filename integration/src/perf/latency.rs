@@ -19,12 +19,12 @@ const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs the latency test; prints Kafka's lines and returns the report.
 pub fn run(args: &LatencyArgs) -> anyhow::Result<Report> {
     let topic = &args.common.topic;
-    let mut producer_config = client_config(&args.common.bootstrap_server, &args.props)?;
+    let mut producer_config = client_config(&args.common.bootstrap_server, &[], &args.props)?;
     producer_config
         .set("acks", &args.producer_acks)
         .set("linger.ms", "0");
     let producer: BaseProducer = producer_config.create().context("creating the producer")?;
-    let mut consumer_config = client_config(&args.common.bootstrap_server, &args.props)?;
+    let mut consumer_config = client_config(&args.common.bootstrap_server, &[], &args.props)?;
     consumer_config
         .set(
             "group.id",
@@ -59,7 +59,7 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<Report> {
         .assign(&assignment)
         .context("assigning the partition")?;
 
-    let progress = super::consume::progress_bar(args.num_records);
+    let progress = super::progress_bar(args.num_records);
     let mut latencies = Latencies::default();
     let mut payload = vec![0u8; args.record_size];
     let started = Instant::now();

@@ -14,14 +14,23 @@ pub mod report;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rdkafka::config::ClientConfig;
 
 /// A client configuration from the bootstrap servers and `key=value` properties (librdkafka
 /// names, which for the common settings are Kafka's: `acks`, `linger.ms`, `compression.type`,
 /// `enable.idempotence`, `security.protocol`, `sasl.*`).
-pub fn client_config(bootstrap: &str, props: &[String]) -> anyhow::Result<ClientConfig> {
+/// `defaults` are set first, so the user's properties override them.
+pub fn client_config(
+    bootstrap: &str,
+    defaults: &[(&str, &str)],
+    props: &[String],
+) -> anyhow::Result<ClientConfig> {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", bootstrap);
+    for (key, value) in defaults {
+        config.set(*key, *value);
+    }
     for prop in props {
         let (key, value) = prop
             .split_once('=')
@@ -39,4 +48,15 @@ pub fn millis(duration: Duration) -> f64 {
 /// Megabytes (2^20 bytes) as Kafka's tools count them.
 pub fn megabytes(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal.
+pub fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} records ({per_sec})")
+    {
+        bar.set_style(style);
+    }
+    bar
 }

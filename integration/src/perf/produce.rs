@@ -70,14 +70,14 @@ impl ProducerContext for PerfContext {
 pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
     let deliveries = Arc::new(Mutex::new(Deliveries::default()));
     let producer: BaseProducer<PerfContext> =
-        client_config(&args.common.bootstrap_server, &args.producer_props)?
+        client_config(&args.common.bootstrap_server, &[], &args.producer_props)?
             .create_with_context(PerfContext {
                 deliveries: deliveries.clone(),
             })
             .context("creating the producer")?;
     let mut payload = vec![0u8; args.record_size];
     rand::rng().fill_bytes(&mut payload);
-    let progress = super::consume::progress_bar(args.num_records);
+    let progress = super::progress_bar(args.num_records);
 
     let started = Instant::now();
     let mut window_started = started;

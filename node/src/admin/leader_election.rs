@@ -106,20 +106,7 @@ pub fn parse_election_json(text: &str) -> Result<Vec<(String, i32)>, String> {
         .ok_or_else(|| "Expected JSON array for partitions".to_owned())?;
     let mut out = Vec::with_capacity(partitions.len());
     for entry in partitions {
-        let field = |name: &str| {
-            entry
-                .get(name)
-                .ok_or_else(|| format!("No such field exists: `{name}`"))
-        };
-        let topic = field("topic")?
-            .as_str()
-            .ok_or_else(|| "Expected a string value for topic".to_owned())?
-            .to_owned();
-        let partition = field("partition")?
-            .as_i64()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| "Expected an int value for partition".to_owned())?;
-        out.push((topic, partition));
+        out.push(super::json_topic_partition(entry)?);
     }
     let mut seen = BTreeSet::new();
     let duplicates: BTreeSet<String> = out

@@ -432,6 +432,25 @@ impl AdminClient {
     }
 }
 
+/// The `topic` and `partition` fields of one entry of a tool's `partitions` JSON array, with
+/// the messages Kafka's tools give for a missing or mistyped field.
+pub fn json_topic_partition(entry: &serde_json::Value) -> Result<(String, i32), String> {
+    let field = |name: &str| {
+        entry
+            .get(name)
+            .ok_or_else(|| format!("No such field exists: `{name}`"))
+    };
+    let topic = field("topic")?
+        .as_str()
+        .ok_or_else(|| "Expected a string value for topic".to_owned())?
+        .to_owned();
+    let partition = field("partition")?
+        .as_i64()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| "Expected an int value for partition".to_owned())?;
+    Ok((topic, partition))
+}
+
 /// Runs an async admin operation on a small runtime of its own.
 pub fn block_on<T>(future: impl std::future::Future<Output = T>) -> Result<T, String> {
     tokio::runtime::Builder::new_current_thread()

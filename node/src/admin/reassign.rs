@@ -148,20 +148,10 @@ pub fn parse_reassignment_json(text: &str) -> Result<Vec<(Partition, Vec<i32>)>,
         .into_iter()
         .flatten()
     {
-        let field = |name: &str| {
-            entry
-                .get(name)
-                .ok_or_else(|| format!("No such field exists: `{name}`"))
-        };
-        let topic = field("topic")?
-            .as_str()
-            .ok_or("Expected a string value for topic")?
-            .to_owned();
-        let partition = field("partition")?
-            .as_i64()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or("Expected an int value for partition")?;
-        let replicas: Vec<i32> = field("replicas")?
+        let (topic, partition) = super::json_topic_partition(entry)?;
+        let replicas: Vec<i32> = entry
+            .get("replicas")
+            .ok_or("No such field exists: `replicas`")?
             .as_array()
             .ok_or("Expected JSON array for replicas")?
             .iter()

@@ -77,20 +77,10 @@ pub fn parse_offset_json(text: &str) -> Result<Vec<(String, i32, i64)>, String> 
         .ok_or_else(|| "Expected JSON array for partitions".to_owned())?;
     let mut out = Vec::with_capacity(partitions.len());
     for entry in partitions {
-        let field = |name: &str| {
-            entry
-                .get(name)
-                .ok_or_else(|| format!("No such field exists: `{name}`"))
-        };
-        let topic = field("topic")?
-            .as_str()
-            .ok_or_else(|| "Expected a string value for topic".to_owned())?
-            .to_owned();
-        let partition = field("partition")?
-            .as_i64()
-            .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| "Expected an int value for partition".to_owned())?;
-        let offset = field("offset")?
+        let (topic, partition) = super::json_topic_partition(entry)?;
+        let offset = entry
+            .get("offset")
+            .ok_or_else(|| "No such field exists: `offset`".to_owned())?
             .as_i64()
             .ok_or_else(|| "Expected a long value for offset".to_owned())?;
         out.push((topic, partition, offset));
