@@ -584,11 +584,13 @@ pub(super) async fn offset_commit(
         None => vec![codes::COORDINATOR_NOT_AVAILABLE; count],
         Some(groups) => match groups.coordinator.send(groups::CommitOffsets(commit)).await {
             Ok((mut results, written)) => {
-                // Kafka answers once the records are written, within offsets.commit.timeout.ms.
+                // Kafka answers once the records are written and replicated, within
+                // offsets.commit.timeout.ms; a write not done by then is COORDINATOR_NOT_AVAILABLE
+                // (Kafka's answer for a timed-out offsets append), whichever timer fires first.
                 let outcome = tokio::time::timeout(groups.settings.offsets_commit_timeout, written)
                     .await
                     .map(|r| r.unwrap_or(codes::COORDINATOR_NOT_AVAILABLE))
-                    .unwrap_or(codes::REQUEST_TIMED_OUT);
+                    .unwrap_or(codes::COORDINATOR_NOT_AVAILABLE);
                 if outcome != codes::NONE {
                     for code in results.iter_mut().filter(|c| **c == codes::NONE) {
                         *code = outcome;
