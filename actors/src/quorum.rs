@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::raft::MetadataLog;
 
 /// How long an observer stays known without a heartbeat (Kafka drops observer state after
-/// 300 s without a fetch; Gregor's observers heartbeat every second, so a much shorter window
+/// 300 s without a fetch; Gregor's observers heartbeat every `broker.heartbeat.interval.ms` (2 s), so a much shorter window
 /// tells a replaced disk from a live duplicate quickly).
 pub const OBSERVER_EXPIRY: Duration = Duration::from_secs(30);
 
@@ -54,6 +54,8 @@ pub struct QuorumState {
     pub cluster_id: String,
     replicas: Mutex<BTreeMap<u64, ReplicaProgress>>,
     observers: Mutex<BTreeMap<(i32, Uuid), Instant>>,
+    /// When each voter last sent this node a raft call (AppendEntries, Vote, InstallSnapshot).
+    heard: Mutex<BTreeMap<u64, Instant>>,
     /// Set while an AddRaftVoter or RemoveRaftVoter is being applied (Kafka allows one).
     voter_change: std::sync::atomic::AtomicBool,
 }
@@ -84,6 +86,7 @@ impl QuorumState {
             cluster_id,
             replicas: Mutex::new(BTreeMap::new()),
             observers: Mutex::new(BTreeMap::new()),
+            heard: Mutex::new(BTreeMap::new()),
             voter_change: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -123,6 +126,18 @@ impl QuorumState {
                 progress.last_caught_up_ms = now;
             }
         }
+    }
+
+    /// Records that `node` sent this node a raft call just now.
+    pub fn heard_from(&self, node: u64) {
+        if let Ok(mut heard) = self.heard.lock() {
+            heard.insert(node, Instant::now());
+        }
+    }
+
+    /// When `node` last sent this node a raft call.
+    pub fn last_heard_from(&self, node: u64) -> Option<Instant> {
+        self.heard.lock().ok()?.get(&node).copied()
     }
 
     /// The progress of `target`, if this node has replicated to it.

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from conftest import gregor_bin, wait_for
-from test_replication import FAILOVER_TIMEOUT, bootstrap, partition_state, start_cluster
+from test_replication import FAILOVER_TIMEOUT, PAUSE_FETCH_HOOK, bootstrap, partition_state, start_cluster, start_hooked_cluster
 
 
 def leader_election(nodes, *args):
@@ -111,9 +111,8 @@ def test_unclean_election_only_when_enabled(tmp_path):
     election is disabled (a preferred election finds no leader either) until the topic enables
     it; then broker 3 leads with an ISR of itself, takes writes, and broker 2 rejoins after its
     restart."""
-    pause = {node_id: tmp_path / f"pause-{node_id}" for node_id in (1, 2, 3)}
-    nodes = start_cluster({"replica.lag.time.max.ms": "1000", "unclean.leader.election.interval.ms": "300"},
-                          env=lambda node_id: {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause[node_id])})
+    nodes, pause = start_hooked_cluster(tmp_path, PAUSE_FETCH_HOOK,
+                                        {"replica.lag.time.max.ms": "1000", "unclean.leader.election.interval.ms": "300"})
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
@@ -166,7 +165,7 @@ def test_unclean_election_only_when_enabled(tmp_path):
 
 def start_cluster_and_broker(extra=None, broker_env=None):
     """Three combined broker+controller nodes (1-3) and a broker-only node 4 that joins them."""
-    from test_replication import SESSION_TIMEOUT_MS, ClusterNode, free_port, random_uuid
+    from test_replication import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS, ClusterNode, free_port, random_uuid
     cluster_id = random_uuid()
     specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
     initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
@@ -174,6 +173,7 @@ def start_cluster_and_broker(extra=None, broker_env=None):
     common = {
         "controller.quorum.bootstrap.servers": voters,
         "broker.session.timeout.ms": SESSION_TIMEOUT_MS,
+        "broker.heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
         "replica.lag.time.max.ms": "10000",
         **(extra or {}),
     }

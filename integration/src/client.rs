@@ -255,6 +255,35 @@ impl KafkaConn {
         }
     }
 
+    /// SASL/PLAIN on this connection (SaslHandshake v1, SaslAuthenticate v1): `Ok(None)` once
+    /// authenticated, `Ok(Some(code))` with the error code the node refused it with.
+    pub async fn authenticate_plain(
+        &mut self,
+        user: &str,
+        password: &str,
+    ) -> anyhow::Result<Option<i16>> {
+        use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+        let handshake = self
+            .send(
+                &SaslHandshakeRequest::default()
+                    .with_mechanism(kafka_protocol::protocol::StrBytes::from_static_str("PLAIN")),
+                1,
+            )
+            .await?;
+        if handshake.error_code != 0 {
+            return Ok(Some(handshake.error_code));
+        }
+        let token = format!("\0{user}\0{password}");
+        let answer = self
+            .send(
+                &SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::from(token.into_bytes())),
+                1,
+            )
+            .await?;
+        Ok((answer.error_code != 0).then_some(answer.error_code))
+    }
+
     /// The underlying stream (e.g. to shut down the write half).
     pub fn stream_mut(&mut self) -> &mut TcpStream {
         &mut self.stream

@@ -103,7 +103,68 @@ def build(kind, size):
         n = (size - 30) // 7
         t = b"\x01" + struct.pack(">i", 2) + b"\x00\x00"  # name "", count, assignments null, tags
         return header(37, 3, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x00\x00"
+    if kind in REPEATED:
+        api, ver, flexible, prefix, elem, suffix = REPEATED[kind]
+        n = (size - 40 - len(prefix) - len(suffix)) // len(elem)
+        count = uvarint(n + 1) if flexible else struct.pack(">i", n)
+        return header(api, ver, flexible) + prefix + count + elem * n + suffix
     raise SystemExit(kind)
+
+I32 = lambda v: struct.pack(">i", v)
+# kind: (api key, version, flexible, bytes before the list, one element, bytes after the list).
+# Each repeats the smallest element of the request's largest list.
+REPEATED = {
+    # OffsetCommit v8: group "g", generation -1, member "", instance null; topics {"" , [], tags}
+    "offset_commit_v8_topics": (8, 8, True, b"\x02g" + I32(-1) + b"\x01\x00", b"\x01\x01\x00", b"\x00"),
+    # one topic "t" with partitions {0, offset 0, epoch -1, metadata null, tags}
+    "offset_commit_v8_partitions": (8, 8, True, b"\x02g" + I32(-1) + b"\x01\x00" + b"\x02\x02t",
+        I32(0) + struct.pack(">q", 0) + I32(-1) + b"\x00\x00", b"\x00\x00"),
+    # OffsetFetch v8: groups {"", topics null, tags}, require_stable
+    "offset_fetch_v8_groups": (9, 8, True, b"", b"\x01\x00\x00", b"\x00\x00"),
+    # one group "g" with topics {"", [], tags}
+    "offset_fetch_v8_topics": (9, 8, True, b"\x02\x02g", b"\x01\x01\x00", b"\x00\x00\x00"),
+    # OffsetDelete v0: group "g", topics {"" , []}
+    "offset_delete_v0_topics": (47, 0, False, b"\x00\x01g", b"\x00\x00" + I32(0), b""),
+    # ListOffsets v7: replica -1, isolation 0, topics {"", [], tags}
+    "list_offsets_v7_topics": (2, 7, True, I32(-1) + b"\x00", b"\x01\x01\x00", b"\x00"),
+    # Fetch v12: replica -1, wait 0, min 1, max 1 MiB, isolation 0, session 0/-1; topics {"", [], tags}
+    "fetch_v12_topics": (1, 12, True, I32(-1) + I32(0) + I32(1) + I32(1 << 20) + b"\x00" + I32(0) + I32(-1),
+        b"\x01\x01\x00", b"\x01\x01\x00"),
+    # Produce v9: transactional id null, acks 1, timeout; topics {"", [], tags}
+    "produce_v9_topics": (0, 9, True, b"\x00" + struct.pack(">h", 1) + I32(1000), b"\x01\x01\x00", b"\x00"),
+    "describe_groups_v5_empty": (15, 5, True, b"", b"\x01", b"\x00\x00"),
+    "delete_groups_v2_empty": (42, 2, True, b"", b"\x01", b"\x00"),
+    "list_groups_v4_states": (16, 4, True, b"", b"\x01", b"\x00"),
+    "consumer_group_describe_v0_empty": (69, 0, True, b"", b"\x01", b"\x00\x00"),
+    # CreateAcls v3: {topic, "", literal, "", "", read, allow, tags}
+    "create_acls_v3": (30, 3, True, b"", b"\x02\x01\x03\x01\x01\x03\x03\x00", b"\x00"),
+    # DeleteAcls v3: {topic, null, literal, null, null, read, allow, tags}
+    "delete_acls_v3": (31, 3, True, b"", b"\x02\x00\x03\x00\x00\x03\x03\x00", b"\x00"),
+    "alter_partition_reassignments_v0": (45, 0, True, I32(1000), b"\x01\x01\x00", b"\x00"),
+    "list_partition_reassignments_v0": (46, 0, True, I32(1000), b"\x01\x01\x00", b"\x00"),
+    "elect_leaders_v2": (43, 2, True, b"\x00", b"\x01\x01\x00", I32(1000) + b"\x00"),
+    "describe_producers_v0": (61, 0, True, b"", b"\x01\x01\x00", b"\x00"),
+    "describe_log_dirs_v4": (35, 4, True, b"", b"\x01\x01\x00", b"\x00"),
+    "delete_records_v2": (21, 2, True, b"", b"\x01\x01\x00", I32(1000) + b"\x00"),
+    # OffsetForLeaderEpoch v4: replica -1; topics {"", [], tags}
+    "offset_for_leader_epoch_v4": (23, 4, True, I32(-1), b"\x01\x01\x00", b"\x00"),
+    "describe_scram_v0": (50, 0, True, b"", b"\x01\x00", b"\x00"),
+    "alter_scram_v0_deletions": (51, 0, True, b"", b"\x01\x01\x00", b"\x01\x00"),
+    # AlterConfigs v2: {topic, "", [], tags}
+    "alter_configs_v2_empty": (33, 2, True, b"", b"\x02\x01\x01\x00", b"\x00\x00"),
+    # IncrementalAlterConfigs v1, one topic "t" with configs {"", set, null, tags}
+    "incremental_alter_configs_v1_configs": (44, 1, True, b"\x02\x02\x02t", b"\x01\x00\x00\x00", b"\x00\x00\x00"),
+    # CreateTopics v7, one topic "t" with configs {"", null, tags}
+    "create_topics_v7_configs": (19, 7, True, b"\x02\x02t" + I32(1) + struct.pack(">h", 1) + b"\x01",
+        b"\x01\x00\x00", b"\x00" + I32(1000) + b"\x00\x00"),
+    # CreateTopics v7, one topic "t" with assignments {0, [], tags}
+    "create_topics_v7_assignments": (19, 7, True, b"\x02\x02t" + I32(-1) + struct.pack(">h", -1),
+        I32(0) + b"\x01\x00", b"\x01\x00" + I32(1000) + b"\x00\x00"),
+    # AlterClientQuotas v1, one entry with ops {"", 1.0, false, tags}
+    "alter_client_quotas_v1_ops": (49, 1, True, b"\x02\x01", b"\x01" + struct.pack(">d", 1.0) + b"\x00\x00",
+        b"\x00\x00\x00"),
+    # Metadata v12 null names, zero ids (already), v1 distinct see above
+}
 
 def run(kind, size):
     p, addr, data = start()

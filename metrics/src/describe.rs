@@ -39,6 +39,8 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::REPLICA_UNDER_REPLICATED_PARTITIONS, Gauge, Unit::Count, "Partitions this broker leads whose ISR is smaller than their replica set."),
     (names::REPLICA_ISR_SHRINKS_TOTAL, Counter, Unit::Count, "ISR shrinks this broker's partition leaders committed through AlterPartition."),
     (names::REPLICA_ISR_EXPANDS_TOTAL, Counter, Unit::Count, "ISR expansions this broker's partition leaders committed through AlterPartition."),
+    (names::REPLICA_FETCHER_CONSUMER_LAG, Gauge, Unit::Count, "Messages a followed partition's log end is behind the leader's high watermark, as of the last fetch."),
+    (names::REPLICA_FETCHER_MAX_LAG, Gauge, Unit::Count, "The largest lag of any partition this broker follows, as of each fetcher's last fetch."),
     (names::SASL_AUTHENTICATIONS_TOTAL, Counter, Unit::Count, "Successful SASL authentications, by listener and mechanism."),
     (names::SASL_AUTHENTICATION_FAILURES_TOTAL, Counter, Unit::Count, "Failed authentications, SASL or TLS (each closes its connection), by listener, mechanism and reason."),
     (names::TOPIC_MESSAGES_IN_TOTAL, Counter, Unit::Count, "Records appended by Produce, by topic (the series without a topic is the total)."),

@@ -176,3 +176,10 @@ pub const REPLICA_UNDER_REPLICATED_PARTITIONS: &str =
 pub const REPLICA_ISR_SHRINKS_TOTAL: &str = "kafka_server_replicamanager_isrshrinks_total";
 /// ISR expansions this broker's leaders committed through AlterPartition (`IsrExpandsPerSec`).
 pub const REPLICA_ISR_EXPANDS_TOTAL: &str = "kafka_server_replicamanager_isrexpands_total";
+/// How many messages a followed partition's log end is behind the leader's high watermark, per
+/// partition (Kafka's `FetcherLagMetrics.ConsumerLag`, labelled `clientId` =
+/// `ReplicaFetcherThread-0-<leader id>`, `topic`, `partition`).
+pub const REPLICA_FETCHER_CONSUMER_LAG: &str = "kafka_server_fetcherlagmetrics_consumerlag";
+/// The largest of those lags on this broker (Kafka's `ReplicaFetcherManager.MaxLag`, labelled
+/// `clientId="Replica"`).
+pub const REPLICA_FETCHER_MAX_LAG: &str = "kafka_server_replicafetchermanager_maxlag";

@@ -46,6 +46,9 @@ pub enum CloseReason {
     /// A request arrived after the connection's SASL session expired without re-authentication
     /// (KIP-368, Kafka's `expired-connections-killed-count`).
     SessionExpired,
+    /// A private quorum RPC on an authenticated controller listener from a connection that
+    /// has not authenticated, or whose principal may not CLUSTER_ACTION the cluster.
+    ClusterAuthorizationFailed,
 }
 
 impl CloseReason {
@@ -67,6 +70,7 @@ impl CloseReason {
             CloseReason::ProduceFailedWithoutAcks => "produce_failed_without_acks",
             CloseReason::AuthenticationFailed => "authentication_failed",
             CloseReason::SessionExpired => "session_expired",
+            CloseReason::ClusterAuthorizationFailed => "cluster_authorization_failed",
         }
     }
 }
@@ -395,6 +399,32 @@ pub fn quota_queue_size(resource: &'static str) -> metrics::Gauge {
 pub fn replica_leadership(leaders: usize, under_replicated: usize) {
     gauge!(names::REPLICA_LEADER_COUNT).set(leaders as f64);
     gauge!(names::REPLICA_UNDER_REPLICATED_PARTITIONS).set(under_replicated as f64);
+}
+
+/// The lag gauge of one partition a replica fetcher follows from `leader`; it leaves the scrape
+/// when the returned series is dropped (the partition is no longer followed from that leader),
+/// as Kafka removes a partition's fetcher lag metric.
+pub fn replica_fetcher_partition_lag(
+    leader: i32,
+    topic: &str,
+    partition: i32,
+) -> (RemovableGauges, metrics::Gauge) {
+    let client_id = format!("ReplicaFetcherThread-0-{leader}");
+    let partition = partition.to_string();
+    let (series, [lag]) = RemovableGauges::register(
+        [names::REPLICA_FETCHER_CONSUMER_LAG],
+        [
+            ("clientId", client_id.as_str()),
+            ("topic", topic),
+            ("partition", partition.as_str()),
+        ],
+    );
+    (series, lag)
+}
+
+/// The largest lag of any partition this broker follows.
+pub fn replica_fetcher_max_lag(lag: i64) {
+    gauge!(names::REPLICA_FETCHER_MAX_LAG, "clientId" => "Replica").set(lag as f64);
 }
 
 /// Counts one committed ISR change of a partition this broker leads.

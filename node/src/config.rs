@@ -11,8 +11,12 @@ use std::io::BufReader;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
-use crate::config_security::{listener_security as listener_security_of, SaslDefaults};
-pub use crate::config_security::{ListenerSecurity, SaslMechanism, SecurityProtocol};
+use crate::config_security::{
+    client_security, listener_security as listener_security_of, SaslDefaults,
+};
+pub use crate::config_security::{
+    ClientSecurity, ListenerSecurity, SaslMechanism, SecurityProtocol,
+};
 
 /// A configuration problem; the message names the key or file and is printed as is.
 #[derive(Debug, thiserror::Error)]
@@ -142,8 +146,38 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "listener.security.protocol.map",
         ConfigType::List,
         Some("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
-        "Security protocol per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL \
-         (controller listeners: PLAINTEXT).",
+        "Security protocol per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+    ),
+    def(
+        "sasl.mechanism.controller.protocol",
+        ConfigType::String,
+        Some("GSSAPI"),
+        "SASL mechanism this node authenticates with to a SASL controller listener (PLAIN, \
+         SCRAM-SHA-256 or SCRAM-SHA-512); the user and password come from \
+         listener.name.<controller listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    def(
+        "inter.broker.listener.name",
+        ConfigType::String,
+        None,
+        "Listener brokers use among themselves (replica fetching); defaults to the listener \
+         named by security.inter.broker.protocol when it is set, else the first advertised \
+         listener that is not a controller listener.",
+    ),
+    def(
+        "security.inter.broker.protocol",
+        ConfigType::String,
+        None,
+        "Names the inter-broker listener by its protocol when inter.broker.listener.name is \
+         not set (Kafka's default PLAINTEXT).",
+    ),
+    def(
+        "sasl.mechanism.inter.broker.protocol",
+        ConfigType::String,
+        Some("GSSAPI"),
+        "SASL mechanism brokers authenticate with to a SASL inter-broker listener (PLAIN, \
+         SCRAM-SHA-256 or SCRAM-SHA-512); the user and password come from \
+         listener.name.<inter-broker listener>.<mechanism>.sasl.jaas.config.",
     ),
     def(
         "sasl.enabled.mechanisms",
@@ -405,6 +439,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Whether an action on a resource that has no ACL at all is allowed.",
     ),
     def(
+        "broker.heartbeat.interval.ms",
+        ConfigType::Int,
+        Some("2000"),
+        "How often a broker that is not a voter heartbeats to the active controller.",
+    ),
+    def(
         "broker.session.timeout.ms",
         ConfigType::Int,
         Some("9000"),
@@ -629,6 +669,13 @@ pub struct NodeConfig {
     pub controller_listener_names: Vec<String>,
     /// The security of each listener of `listeners`, by name.
     pub listener_security: BTreeMap<String, ListenerSecurity>,
+    /// How this node connects to controller listeners (the first of
+    /// `controller.listener.names`): quorum RPCs, joins, heartbeats, forwarding.
+    pub controller_client: ClientSecurity,
+    /// The listener brokers fetch from each other over (`inter.broker.listener.name`).
+    pub inter_broker_listener: String,
+    /// How this broker connects to other brokers' inter-broker listener.
+    pub inter_broker_client: ClientSecurity,
     /// `log.dirs`.
     pub log_dirs: Vec<PathBuf>,
     /// `metadata.log.dir`.
@@ -695,6 +742,8 @@ pub struct NodeConfig {
     pub authorizer: Option<gregor_actors::authorizer::AuthorizerSettings>,
     /// `broker.session.timeout.ms`.
     pub broker_session_timeout_ms: i32,
+    /// `broker.heartbeat.interval.ms`.
+    pub broker_heartbeat_interval_ms: i32,
     /// The group coordinator's settings (`offsets.*`, `group.*`).
     pub groups: gregor_actors::groups::GroupSettings,
     /// `controller.quorum.bootstrap.servers`: `host:port` entries, in order.
@@ -777,11 +826,8 @@ impl NodeConfig {
             .map(|n| n.to_ascii_uppercase())
             .collect();
         let listeners = parse_listeners("listeners", &values.list("listeners")?)?;
-        let protocols = check_protocol_map(
-            &values.list("listener.security.protocol.map")?,
-            &listeners,
-            &controller_listener_names,
-        )?;
+        let protocol_map = values.list("listener.security.protocol.map")?;
+        let protocols = check_protocol_map(&protocol_map, &listeners)?;
         let sasl_defaults = SaslDefaults {
             enabled_mechanisms: values.raw("sasl.enabled.mechanisms").unwrap_or_default(),
             max_receive_size: values.int("sasl.server.max.receive.size", 1, i32::MAX as i64)?
@@ -823,6 +869,33 @@ impl NodeConfig {
                 .filter(|l| !controller_listener_names.contains(&l.name))
                 .cloned()
                 .collect(),
+        };
+        let controller_client = match controller_listener_names.first() {
+            Some(name) => client_security(
+                name,
+                mapped_protocol(&protocol_map, name)?,
+                "sasl.mechanism.controller.protocol",
+                &values
+                    .raw("sasl.mechanism.controller.protocol")
+                    .unwrap_or_default(),
+                values.given,
+            )?,
+            None => ClientSecurity::plaintext(),
+        };
+        let inter_broker_listener =
+            inter_broker_listener(&values, &advertised_listeners, &controller_listener_names)?;
+        let inter_broker_client = if process_roles.contains(&ProcessRole::Broker) {
+            client_security(
+                &inter_broker_listener,
+                mapped_protocol(&protocol_map, &inter_broker_listener)?,
+                "sasl.mechanism.inter.broker.protocol",
+                &values
+                    .raw("sasl.mechanism.inter.broker.protocol")
+                    .unwrap_or_default(),
+                values.given,
+            )?
+        } else {
+            ClientSecurity::plaintext()
         };
         let roles_text = values.raw("process.roles").unwrap_or_default();
         if process_roles.contains(&ProcessRole::Controller) {
@@ -930,6 +1003,9 @@ impl NodeConfig {
             advertised_listeners,
             controller_listener_names,
             listener_security,
+            controller_client,
+            inter_broker_listener,
+            inter_broker_client,
             log_dirs,
             metadata_log_dir,
             // Read again by the log manager; checked here so that a bad value stops start-up.
@@ -991,6 +1067,11 @@ impl NodeConfig {
             authorizer: authorizer_settings(&values)?,
             broker_session_timeout_ms: values.int(
                 "broker.session.timeout.ms",
+                1,
+                i64::from(i32::MAX),
+            )? as i32,
+            broker_heartbeat_interval_ms: values.int(
+                "broker.heartbeat.interval.ms",
                 1,
                 i64::from(i32::MAX),
             )? as i32,
@@ -1302,66 +1383,109 @@ fn parse_listeners(key: &'static str, items: &[String]) -> Result<Vec<ListenerSp
     Ok(listeners)
 }
 
-/// The protocol of each listener; controller listeners carry the quorum's private RPCs, which
-/// are not authenticated, so they must be PLAINTEXT.
+/// The protocol of each listener.
 fn check_protocol_map(
     items: &[String],
     listeners: &[ListenerSpec],
-    controller_listener_names: &[String],
 ) -> Result<Vec<(String, SecurityProtocol)>, ConfigError> {
+    // Mappings of listeners that are not configured are harmless (Kafka's default maps SSL and
+    // SASL names too); only the protocols of listeners Gregor serves are checked.
+    listeners
+        .iter()
+        .map(|listener| {
+            Ok((
+                listener.name.clone(),
+                mapped_protocol(items, &listener.name)?,
+            ))
+        })
+        .collect()
+}
+
+/// The protocol `listener.security.protocol.map` gives listener `name` (Kafka's default map
+/// names each protocol after itself).
+fn mapped_protocol(items: &[String], name: &str) -> Result<SecurityProtocol, ConfigError> {
     let key = "listener.security.protocol.map";
-    let mut mapped = Vec::new();
+    let mut given = None;
     for item in items {
-        let (name, protocol) = item.split_once(':').ok_or_else(|| {
+        let (listener, protocol) = item.split_once(':').ok_or_else(|| {
             invalid(
                 key,
                 items.join(","),
                 &format!("'{item}': expected NAME:PROTOCOL"),
             )
         })?;
-        mapped.push((name.to_ascii_uppercase(), protocol.to_ascii_uppercase()));
-    }
-    // Mappings of listeners that are not configured are harmless (Kafka's default maps SSL and
-    // SASL names too); only the protocols of listeners Gregor serves are checked.
-    let mut protocols = Vec::new();
-    for listener in listeners {
-        let given = mapped
-            .iter()
-            .find(|(name, _)| *name == listener.name)
-            .map(|(_, protocol)| protocol.as_str());
-        // Kafka's default map names each protocol after itself.
-        let text = match given {
-            Some(text) => text,
-            None if SecurityProtocol::parse(&listener.name).is_some() => listener.name.as_str(),
-            None => {
-                return Err(invalid(
-                    key,
-                    items.join(","),
-                    &format!(
-                        "no security protocol is defined for listener {}",
-                        listener.name
-                    ),
-                ))
-            }
-        };
-        let refuse = |reason: String| invalid(key, items.join(","), &reason);
-        let protocol = SecurityProtocol::parse(text).ok_or_else(|| {
-            refuse(format!(
-                "listener {} uses unknown security protocol {text}",
-                listener.name
-            ))
-        })?;
-        if protocol != SecurityProtocol::Plaintext
-            && controller_listener_names.contains(&listener.name)
-        {
-            return Err(refuse(format!(
-                "controller listener {} uses {text}; Gregor's quorum RPCs need PLAINTEXT",
-                listener.name
-            )));
+        if listener.eq_ignore_ascii_case(name) && given.is_none() {
+            given = Some(protocol.to_ascii_uppercase());
         }
-        protocols.push((listener.name.clone(), protocol));
     }
-    Ok(protocols)
+    let text = match given {
+        Some(text) => text,
+        None if SecurityProtocol::parse(name).is_some() => name.to_owned(),
+        None => {
+            return Err(invalid(
+                key,
+                items.join(","),
+                &format!("no security protocol is defined for listener {name}"),
+            ))
+        }
+    };
+    SecurityProtocol::parse(&text).ok_or_else(|| {
+        invalid(
+            key,
+            items.join(","),
+            &format!("listener {name} uses unknown security protocol {text}"),
+        )
+    })
+}
+
+/// The listener brokers fetch from each other over: `inter.broker.listener.name`, else the
+/// listener named by `security.inter.broker.protocol`, else the first advertised listener that
+/// is not a controller listener (Kafka's default would be PLAINTEXT; Gregor keeps a node with
+/// differently named listeners working).
+fn inter_broker_listener(
+    values: &Values<'_>,
+    advertised: &[ListenerSpec],
+    controller_listener_names: &[String],
+) -> Result<String, ConfigError> {
+    let named = |key: &'static str| {
+        values
+            .optional(key)
+            .map(|name| name.trim().to_ascii_uppercase())
+            .filter(|name| !name.is_empty())
+    };
+    if values.optional("inter.broker.listener.name").is_some()
+        && values.optional("security.inter.broker.protocol").is_some()
+    {
+        return Err(invalid(
+            "security.inter.broker.protocol",
+            values.raw("security.inter.broker.protocol").unwrap_or_default(),
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.",
+        ));
+    }
+    let Some(name) =
+        named("inter.broker.listener.name").or_else(|| named("security.inter.broker.protocol"))
+    else {
+        return Ok(advertised
+            .iter()
+            .find(|l| !controller_listener_names.contains(&l.name))
+            .map(|l| l.name.clone())
+            .unwrap_or_default());
+    };
+    if !advertised.iter().any(|l| l.name == name) {
+        return Err(invalid(
+            "inter.broker.listener.name",
+            name.clone(),
+            &format!("the inter-broker listener {name} must be one of the advertised listeners"),
+        ));
+    }
+    if controller_listener_names.contains(&name) {
+        return Err(invalid(
+            "inter.broker.listener.name",
+            name.clone(),
+            "the inter-broker listener cannot be a controller listener",
+        ));
+    }
+    Ok(name)
 }
 
 /// The broker-level defaults of topic configs (`log.segment.bytes`, `log.retention.ms`, ...)
@@ -1517,17 +1641,94 @@ mod tests {
         );
         assert_eq!(protocol("CONTROLLER"), Some(SecurityProtocol::Plaintext));
         let error = |overrides: &[&str]| load(overrides).err().map(|e| e.to_string());
-        assert!(error(&[
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"
-        ])
-        .is_some_and(|e| e.contains("controller listener CONTROLLER uses SASL_PLAINTEXT")));
+        let controller_sasl =
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT";
+        assert!(
+            error(&[controller_sasl, "sasl.enabled.mechanisms=SCRAM-SHA-512"])
+                .is_some_and(|e| e.contains("sasl.mechanism.controller.protocol"))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn peers_authenticate_with_the_configured_mechanism_and_jaas_entry() -> Result<(), ConfigError>
+    {
+        let plain_jaas = "listener.name.controller.plain.sasl.jaas.config=\
+            org.apache.kafka.common.security.plain.PlainLoginModule required \
+            username=\"ctl\" password=\"ctl-secret\" user_ctl=\"ctl-secret\";";
+        let scram_jaas = "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=\
+            org.apache.kafka.common.security.scram.ScramLoginModule required \
+            username=\"broker\" password=\"b-secret\";";
+        let secure = [
+            "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,\
+             CONTROLLER:SASL_PLAINTEXT",
+            "listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-512",
+            "sasl.mechanism.controller.protocol=PLAIN",
+            "inter.broker.listener.name=SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+            plain_jaas,
+            scram_jaas,
+        ];
+        let config = load(&secure)?;
+        let controller = &config.controller_client;
+        assert_eq!(
+            (controller.listener.as_str(), controller.protocol),
+            ("CONTROLLER", SecurityProtocol::SaslPlaintext)
+        );
+        let sasl = controller
+            .sasl
+            .as_ref()
+            .map(|s| (s.mechanism, s.username.as_str(), s.password.as_str()));
+        assert_eq!(sasl, Some((SaslMechanism::Plain, "ctl", "ctl-secret")));
+        assert!(!format!("{controller:?}").contains("ctl-secret"));
+        assert_eq!(config.inter_broker_listener, "SASL_PLAINTEXT");
+        let broker = config
+            .inter_broker_client
+            .sasl
+            .as_ref()
+            .map(|s| (s.mechanism.name(), s.username.as_str()));
+        assert_eq!(broker, Some(("SCRAM-SHA-512", "broker")));
+
+        let error = |overrides: &[&str]| {
+            load(overrides)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        // No JAAS entry for the chosen mechanism.
+        let missing = error(&secure[..secure.len() - 1]);
+        assert!(
+            missing.contains("listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"),
+            "{missing}"
+        );
+        // A password never appears in an error.
+        let mut wrong_module = secure.to_vec();
+        let bad = scram_jaas.replace("scram.ScramLoginModule", "plain.PlainLoginModule");
+        wrong_module.push(&bad);
+        let refused = error(&wrong_module);
+        assert!(
+            refused.contains("expected org.apache.kafka.common.security.scram.ScramLoginModule"),
+            "{refused}"
+        );
+        assert!(!refused.contains("b-secret"), "{refused}");
+        let mut both = secure.to_vec();
+        both.push("security.inter.broker.protocol=SASL_PLAINTEXT");
+        assert!(error(&both).contains("Only one of inter.broker.listener.name"));
+        // A listener that is not advertised cannot be the inter-broker one.
+        let mut unknown = secure.to_vec();
+        unknown.push("inter.broker.listener.name=NOPE");
+        assert!(error(&unknown).contains("must be one of the advertised listeners"));
+        // Without either key, the first advertised non-controller listener, as before.
+        assert_eq!(load(&[])?.inter_broker_listener, "PLAINTEXT");
         assert!(error(&["listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"])
-            .is_some_and(|e| e.contains("SASL mechanism GSSAPI is not supported")));
+            .contains("SASL mechanism GSSAPI is not supported"));
         assert!(error(&[
             "listeners=PLAINTEXT://127.0.0.1:0,X://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,X:TLS",
         ])
-        .is_some_and(|e| e.contains("listener X uses unknown security protocol TLS")));
+        .contains("listener X uses unknown security protocol TLS"));
         Ok(())
     }
 
@@ -1657,6 +1858,7 @@ mod tests {
             vec!["a:1", "b:2"]
         );
         assert_eq!(config.broker_session_timeout_ms, 9000);
+        assert_eq!(config.broker_heartbeat_interval_ms, 2000);
         let error = NodeConfig::load(None, &["controller.quorum.bootstrap.servers=a".to_owned()])
             .map(|_| ())
             .err()

@@ -229,6 +229,8 @@ pub fn is_implemented_listener_key(key: &str) -> bool {
     };
     suffix == "sasl.enabled.mechanisms"
         || suffix == "plain.sasl.jaas.config"
+        || suffix == "scram-sha-256.sasl.jaas.config"
+        || suffix == "scram-sha-512.sasl.jaas.config"
         || TLS_KEYS.contains(&suffix)
 }
 
@@ -450,6 +452,197 @@ pub fn listener_security(
         })),
         tls,
     })
+}
+
+/// The username and password this node authenticates with when it connects to a peer.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientSasl {
+    /// The mechanism (`sasl.mechanism.controller.protocol` or
+    /// `sasl.mechanism.inter.broker.protocol`).
+    pub mechanism: SaslMechanism,
+    /// The JAAS entry's `username`.
+    pub username: String,
+    /// The JAAS entry's `password`.
+    pub password: String,
+}
+
+// The password is a secret: debug output names the mechanism and the user only.
+impl std::fmt::Debug for ClientSasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientSasl")
+            .field("mechanism", &self.mechanism.name())
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The PEM stores a TLS connection to a peer uses: the CAs it trusts, and the certificate it
+/// presents when the peer asks for one (mutual TLS).
+#[derive(Clone)]
+pub struct ClientTls {
+    /// Trusted CA certificates (PEM).
+    pub truststore: String,
+    /// The certificate chain and private key (PEM), when the listener has a keystore.
+    pub keystore: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("keystore", &self.keystore.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How this node secures the connections it opens to one listener of its peers: the
+/// controller listener (quorum RPCs, joins, forwarding) or the inter-broker listener (replica
+/// fetching), as Kafka's nodes use the listener's protocol, the configured mechanism and the
+/// credentials of the listener's JAAS entry.
+#[derive(Clone, Debug)]
+pub struct ClientSecurity {
+    /// The listener name connected to.
+    pub listener: String,
+    /// Its protocol.
+    pub protocol: SecurityProtocol,
+    /// SASL credentials, for SASL protocols.
+    pub sasl: Option<ClientSasl>,
+    /// TLS stores, for SSL protocols.
+    pub tls: Option<ClientTls>,
+}
+
+impl ClientSecurity {
+    /// Plain TCP without authentication.
+    pub fn plaintext() -> Self {
+        ClientSecurity {
+            listener: String::new(),
+            protocol: SecurityProtocol::Plaintext,
+            sasl: None,
+            tls: None,
+        }
+    }
+}
+
+/// The security of connections to listener `name` (protocol `protocol`) of a peer:
+/// `mechanism_key` names the key that chose `mechanism` (`sasl.mechanism.controller.protocol`
+/// or `sasl.mechanism.inter.broker.protocol`); the username and password come from
+/// `listener.name.<l>.<mechanism>.sasl.jaas.config`, the trust and key stores from the
+/// listener's (or the node's) `ssl.*` keys.
+pub fn client_security(
+    name: &str,
+    protocol: SecurityProtocol,
+    mechanism_key: &str,
+    mechanism: &str,
+    originals: &BTreeMap<String, String>,
+) -> Result<ClientSecurity, ConfigError> {
+    let sasl = if protocol.is_sasl() {
+        let chosen = SaslMechanism::from_name(mechanism.trim()).ok_or_else(|| {
+            invalid(
+                mechanism_key.to_owned(),
+                mechanism,
+                format!(
+                    "listener {name} uses {}: Gregor's nodes authenticate to each other with \
+                     PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+                    protocol.name()
+                ),
+            )
+        })?;
+        let jaas_key = listener_key(
+            name,
+            &format!("{}.sasl.jaas.config", mechanism_lower(chosen)),
+        );
+        let text = originals.get(&jaas_key).ok_or_else(|| {
+            invalid(
+                jaas_key.clone(),
+                "",
+                format!(
+                    "connections to listener {name} authenticate with {}, which needs \
+                     {} required username=\"<user>\" password=\"<password>\";",
+                    chosen.name(),
+                    login_module(chosen)
+                ),
+            )
+        })?;
+        // The value holds passwords: errors never repeat it.
+        let hidden = |reason: String| invalid(jaas_key.clone(), crate::config_keys::HIDDEN, reason);
+        let entry = parse_jaas(text).map_err(hidden)?;
+        if entry.module != login_module(chosen) {
+            return Err(hidden(format!(
+                "expected {}, found {}",
+                login_module(chosen),
+                entry.module
+            )));
+        }
+        let option = |key: &str| {
+            entry
+                .options
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| hidden(format!("the entry has no {key} option")))
+        };
+        Some(ClientSasl {
+            mechanism: chosen,
+            username: option("username")?,
+            password: option("password")?,
+        })
+    } else {
+        None
+    };
+    let tls = match protocol {
+        SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
+            let truststore = pem(
+                originals,
+                name,
+                "ssl.truststore.certificates",
+                "ssl.truststore.location",
+            )?
+            .ok_or_else(|| {
+                invalid(
+                    listener_key(name, "ssl.truststore.location"),
+                    "",
+                    format!(
+                        "connections to listener {name} use {} and need a PEM truststore",
+                        protocol.name()
+                    ),
+                )
+            })?;
+            let chain = pem(
+                originals,
+                name,
+                "ssl.keystore.certificate.chain",
+                "ssl.keystore.location",
+            )?;
+            let keystore = chain.map(|chain| {
+                let key = listener_or_node(originals, name, "ssl.keystore.key")
+                    .map_or_else(|| chain.clone(), |(_, key)| key.to_owned());
+                (chain, key)
+            });
+            Some(ClientTls {
+                truststore,
+                keystore,
+            })
+        }
+        _ => None,
+    };
+    Ok(ClientSecurity {
+        listener: name.to_owned(),
+        protocol,
+        sasl,
+        tls,
+    })
+}
+
+/// The mechanism as it appears in Kafka's per-mechanism keys (`scram-sha-512.sasl.jaas.config`).
+fn mechanism_lower(mechanism: SaslMechanism) -> String {
+    mechanism.name().to_ascii_lowercase()
+}
+
+/// The JAAS login module Kafka's clients use for `mechanism`.
+fn login_module(mechanism: SaslMechanism) -> &'static str {
+    match mechanism {
+        SaslMechanism::Plain => "org.apache.kafka.common.security.plain.PlainLoginModule",
+        SaslMechanism::Scram(_) => "org.apache.kafka.common.security.scram.ScramLoginModule",
+    }
 }
 
 /// The node-wide SASL settings every SASL listener starts from.

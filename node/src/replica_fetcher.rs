@@ -7,14 +7,19 @@
 //!
 //! The set of followed partitions comes from `ReplicationPublisher` through a watch channel;
 //! a leader change moves a partition from one task to another.
+//!
+//! Each fetch updates Kafka's lag metrics: per partition, how far its log end is behind the
+//! leader's high watermark (`FetcherLagMetrics.ConsumerLag`), and the largest over every task
+//! (`ReplicaFetcherManager.MaxLag`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use gregor_actors::log_manager::{FollowerLog, LogManager};
 use gregor_actors::replication::{FollowedPartition, FollowerAssignments};
+use gregor_metrics::removable::RemovableGauges;
 use gregor_publishers::MetadataImage;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -32,8 +37,12 @@ const OFFSET_OUT_OF_RANGE: i16 = 1;
 #[derive(Debug, Clone)]
 pub struct FetcherSettings {
     pub node_id: i32,
-    /// The listener whose endpoint of the leader the fetcher connects to.
+    /// The listener whose endpoint of the leader the fetcher connects to
+    /// (`inter.broker.listener.name`).
     pub listener_name: String,
+    /// How connections to that listener are secured (TLS, SASL with
+    /// `sasl.mechanism.inter.broker.protocol`).
+    pub connector: Arc<crate::network::peer::PeerConnector>,
     pub max_wait_ms: i32,
     pub partition_max_bytes: i32,
     pub response_max_bytes: i32,
@@ -63,6 +72,7 @@ pub fn spawn(
 ) {
     tokio::spawn(async move {
         let mut fetchers: BTreeMap<i32, watch::Sender<Vec<FollowedPartition>>> = BTreeMap::new();
+        let max_lags = MaxLags::default();
         loop {
             let current = assignments.borrow_and_update().clone();
             fetchers.retain(|leader, sender| {
@@ -99,6 +109,8 @@ pub fn spawn(
                             partitions: receiver,
                             delayed: HashMap::new(),
                             epochs: HashMap::new(),
+                            lags: HashMap::new(),
+                            max_lags: max_lags.clone(),
                         };
                         tokio::spawn(fetcher.run());
                         fetchers.insert(*leader, sender);
@@ -114,6 +126,32 @@ pub fn spawn(
 
 type Key = (String, i32);
 
+/// The largest partition lag of each fetcher task, by leader, behind the MaxLag gauge.
+#[derive(Clone, Default)]
+struct MaxLags(Arc<Mutex<BTreeMap<i32, i64>>>);
+
+impl MaxLags {
+    /// Sets (or, with `None`, removes) `leader`'s largest lag and publishes the maximum.
+    fn set(&self, leader: i32, lag: Option<i64>) {
+        let mut lags = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match lag {
+            Some(lag) => lags.insert(leader, lag),
+            None => lags.remove(&leader),
+        };
+        gregor_metrics::replica_fetcher_max_lag(lags.values().copied().max().unwrap_or(0));
+    }
+}
+
+/// A followed partition's lag series (removed with it) and its last value.
+struct PartitionLag {
+    _series: RemovableGauges,
+    gauge: metrics::Gauge,
+    lag: i64,
+}
+
 struct Fetcher {
     leader: i32,
     logs: Arc<LogManager>,
@@ -124,6 +162,9 @@ struct Fetcher {
     delayed: HashMap<Key, Instant>,
     /// The latest epoch of each follower log (its last batch's), for `LastFetchedEpoch`.
     epochs: HashMap<Key, Option<i32>>,
+    /// Lag of each partition fetched from this leader.
+    lags: HashMap<Key, PartitionLag>,
+    max_lags: MaxLags,
 }
 
 impl Fetcher {
@@ -131,7 +172,13 @@ impl Fetcher {
         let mut client: Option<AdminClient> = None;
         loop {
             let partitions = self.partitions.borrow_and_update().clone();
+            self.lags.retain(|(topic, index), _| {
+                partitions
+                    .iter()
+                    .any(|p| p.partition == *index && p.topic == *topic)
+            });
             if partitions.is_empty() {
+                self.max_lags.set(self.leader, None);
                 return;
             }
             if self.settings.paused() {
@@ -159,7 +206,7 @@ impl Fetcher {
                 self.pause(self.settings.backoff).await;
                 continue;
             };
-            let Some(request) = self.request(&partitions, version).await else {
+            let Some((request, requested)) = self.request(&partitions, version).await else {
                 // Nothing fetchable now (logs opening, partitions backing off).
                 self.pause(Duration::from_millis(100)).await;
                 continue;
@@ -199,10 +246,46 @@ impl Fetcher {
                     continue;
                 };
                 for partition in topic.partitions {
-                    self.process(&name, partition).await;
+                    let key = (name.clone(), partition.partition_index);
+                    // Kafka's rule: a result counts only while the partition is still fetched
+                    // from this leader at the same epoch and offset (the publisher may have
+                    // moved it, or made this node its leader, while the fetch was out).
+                    let Some(&(leader_epoch, fetch_offset)) = requested.get(&key) else {
+                        continue;
+                    };
+                    let still_followed = self.partitions.borrow().iter().any(|p| {
+                        p.partition == key.1 && p.leader_epoch == leader_epoch && p.topic == key.0
+                    });
+                    let unchanged = self
+                        .logs
+                        .partition(&key.0, key.1)
+                        .is_some_and(|state| state.log_end_offset() == fetch_offset);
+                    if still_followed && unchanged {
+                        self.process(&name, leader_epoch, partition).await;
+                    }
                 }
             }
+            let max_lag = self.lags.values().map(|l| l.lag).max().unwrap_or(0);
+            self.max_lags.set(self.leader, Some(max_lag));
         }
+    }
+
+    /// Records `key`'s lag after a fetch: the leader's high watermark minus the local log end
+    /// (Kafka's definition; 0 once the follower holds everything committed).
+    fn record_lag(&mut self, key: Key, high_watermark: i64, log_end_offset: i64) {
+        let lag = (high_watermark - log_end_offset).max(0);
+        let leader = self.leader;
+        let entry = self.lags.entry(key).or_insert_with_key(|(topic, index)| {
+            let (series, gauge) =
+                gregor_metrics::replica_fetcher_partition_lag(leader, topic, *index);
+            PartitionLag {
+                _series: series,
+                gauge,
+                lag: 0,
+            }
+        });
+        entry.lag = lag;
+        entry.gauge.set(lag as f64);
     }
 
     /// Sleeps `duration`, or less when the followed partitions change.
@@ -217,7 +300,7 @@ impl Fetcher {
             .endpoint(&self.settings.listener_name)
             .or_else(|| broker.endpoints.first())?;
         let address = format!("{}:{}", endpoint.host, endpoint.port);
-        match AdminClient::connect(&address).await {
+        match AdminClient::connect_secured(&address, &self.settings.connector).await {
             Ok(mut client) => {
                 client.set_client_id(&format!("broker-{}-fetcher-0", self.settings.node_id));
                 tracing::info!(leader = self.leader, %address, "replica fetcher connected");
@@ -231,12 +314,13 @@ impl Fetcher {
     }
 
     /// The Fetch request for every followed partition whose log serves and that is not backing
-    /// off; `None` when there is none.
+    /// off, with the leader epoch and fetch offset asked for each; `None` when there is none.
     async fn request(
         &mut self,
         partitions: &[FollowedPartition],
         version: i16,
-    ) -> Option<FetchRequest> {
+    ) -> Option<(FetchRequest, HashMap<Key, (i32, i64)>)> {
+        let mut requested = HashMap::new();
         let now = Instant::now();
         self.delayed.retain(|_, until| *until > now);
         let mut topics: BTreeMap<(String, uuid::Uuid), Vec<FetchPartition>> = BTreeMap::new();
@@ -265,6 +349,8 @@ impl Fetcher {
                     Err(_) => continue,
                 },
             };
+            let fetch_offset = state.log_end_offset();
+            requested.insert(key, (followed.leader_epoch, fetch_offset));
             topics
                 .entry((followed.topic.clone(), followed.topic_id))
                 .or_default()
@@ -272,7 +358,7 @@ impl Fetcher {
                     FetchPartition::default()
                         .with_partition(followed.partition)
                         .with_current_leader_epoch(followed.leader_epoch)
-                        .with_fetch_offset(state.log_end_offset())
+                        .with_fetch_offset(fetch_offset)
                         .with_last_fetched_epoch(latest_epoch.unwrap_or(-1))
                         .with_log_start_offset(state.log_start_offset())
                         .with_partition_max_bytes(self.settings.partition_max_bytes),
@@ -296,7 +382,7 @@ impl Fetcher {
         } else {
             request.replica_id = BrokerId(self.settings.node_id);
         }
-        Some(
+        Some((
             request
                 .with_max_wait_ms(self.settings.max_wait_ms)
                 .with_min_bytes(1)
@@ -318,10 +404,11 @@ impl Fetcher {
                         })
                         .collect(),
                 ),
-        )
+            requested,
+        ))
     }
 
-    async fn process(&mut self, topic: &str, partition: PartitionData) {
+    async fn process(&mut self, topic: &str, leader_epoch: i32, partition: PartitionData) {
         let index = partition.partition_index;
         let key = (topic.to_owned(), index);
         let Some(state) = self.logs.partition(topic, index) else {
@@ -342,7 +429,8 @@ impl Fetcher {
                     high_watermark,
                     "fetch offset out of range at the leader; truncating to the high watermark"
                 );
-                self.truncate(topic, index, high_watermark).await;
+                self.truncate(topic, index, leader_epoch, high_watermark)
+                    .await;
                 self.delayed
                     .insert(key, Instant::now() + self.settings.backoff);
                 return;
@@ -366,12 +454,16 @@ impl Fetcher {
                 .truncation_offset(topic, index, diverging.epoch, diverging.end_offset)
                 .await;
             if let Some(target) = target {
-                self.truncate(topic, index, target).await;
+                self.truncate(topic, index, leader_epoch, target).await;
             }
             return;
         }
         if let Some(records) = partition.records.filter(|r| !r.is_empty()) {
-            match self.logs.append_as_follower(topic, index, records).await {
+            match self
+                .logs
+                .append_as_follower(topic, index, (self.leader, leader_epoch), records)
+                .await
+            {
                 Ok(log) => {
                     self.epochs.insert(key.clone(), log.latest_epoch);
                 }
@@ -386,6 +478,7 @@ impl Fetcher {
         if state.set_follower_high_watermark(partition.high_watermark) {
             state.appended.notify_waiters();
         }
+        self.record_lag(key, partition.high_watermark, state.log_end_offset());
     }
 
     /// Where to cut the local log for the leader's (epoch, end offset) answer, by KIP-279's
@@ -418,8 +511,12 @@ impl Fetcher {
         ))
     }
 
-    async fn truncate(&mut self, topic: &str, index: i32, offset: i64) {
-        match self.logs.truncate_to(topic, index, offset).await {
+    async fn truncate(&mut self, topic: &str, index: i32, leader_epoch: i32, offset: i64) {
+        match self
+            .logs
+            .truncate_to(topic, index, (self.leader, leader_epoch), offset)
+            .await
+        {
             Ok(FollowerLog {
                 log_end_offset,
                 latest_epoch,

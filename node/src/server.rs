@@ -230,6 +230,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     // client.quota.callback.class: a plug-in decides tags and limits for all four managers and
     // follows the image through a borrowed view (unset: the managers' built-in rules).
+    let mut plugin_broker_configs = Vec::new();
     if let Some(name) = config.client_quota_callback_class.as_deref() {
         let mut configs = config.originals.clone();
         let node_id = config.node_id.to_string();
@@ -239,6 +240,12 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         configs.entry("broker.id".into()).or_insert(node_id);
         let callback = Arc::from(callbacks.create(Some(name), &configs)?);
         quotas.install_callback(&callback);
+        // The controller accepts these as dynamic broker configs, so they can be altered.
+        plugin_broker_configs = callback
+            .reconfigurable_configs()
+            .iter()
+            .map(|key| (*key).to_owned())
+            .collect();
         loader
             .send(InstallPublisher(Box::new(QuotaCallbackPublisher::new(
                 callback,
@@ -307,8 +314,23 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         None => None,
     };
     let hello = quorum::hello(&config, &identity);
-    let (network, quorum_cell, raft_links) =
-        quorum::network(hello.clone(), config.socket_request_max_bytes);
+    let peer_connector = |security: &crate::config::ClientSecurity| {
+        crate::network::peer::PeerConnector::new(security.clone())
+            .map(Arc::new)
+            .map_err(|e| {
+                StartError::Network(format!(
+                    "connections to listener {} of the peers: {e}",
+                    security.listener
+                ))
+            })
+    };
+    let controller_connector = peer_connector(&config.controller_client)?;
+    let inter_broker_connector = peer_connector(&config.inter_broker_client)?;
+    let (network, quorum_cell, raft_links) = quorum::network(
+        hello.clone(),
+        controller_connector.clone(),
+        config.socket_request_max_bytes,
+    );
     let peer_limits = network.limits.clone();
     let log = open_metadata_log(&config, &identity, &bound, &image, &loader, network).await?;
     let quorum_state = Arc::new(QuorumState::new(log.clone(), identity.cluster_id.clone()));
@@ -325,6 +347,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             delete_topic_enable: config.delete_topic_enable,
             invalid_record_on_create: std::env::var(INVALID_RECORD_HOOK_ENV).ok(),
             bootstrap_records: crate::storage::bootstrap_scram_records(&config)?,
+            plugin_broker_configs,
             group_config_bounds:
                 gregor_actors::controller::logic::configs::group::GroupConfigBounds {
                     consumer_heartbeat_interval_ms: (
@@ -362,6 +385,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         image.clone(),
         peer_limits,
         hello,
+        controller_connector,
         raft_links,
     );
     let handlers = HandlerContext {
@@ -454,7 +478,8 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             followed,
             crate::replica_fetcher::FetcherSettings {
                 node_id: config.node_id,
-                listener_name: inter_broker_listener(&config),
+                listener_name: config.inter_broker_listener.clone(),
+                connector: inter_broker_connector,
                 max_wait_ms: config.replica_fetch_wait_max_ms,
                 partition_max_bytes: config.replica_fetch_max_bytes,
                 response_max_bytes: config.replica_fetch_response_max_bytes,
@@ -521,17 +546,6 @@ fn replica_fetch_pause_file() -> Option<std::path::PathBuf> {
 /// How long a stopping broker waits for its leaderships to move (Kafka retries its controlled
 /// shutdown for about as long with its defaults).
 const CONTROLLED_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The listener followers fetch over: the first advertised listener that is not a controller
-/// listener (Kafka's `inter.broker.listener.name` default is the security protocol's listener).
-fn inter_broker_listener(config: &NodeConfig) -> String {
-    config
-        .advertised_listeners
-        .iter()
-        .find(|l| !config.controller_listener_names.contains(&l.name))
-        .map(|l| l.name.clone())
-        .unwrap_or_default()
-}
 
 fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError> {
     let number = |key: &str, default: u64| {

@@ -32,7 +32,9 @@ use gregor_actors::handlers::configs::{
     describe_configs, list_config_resources, ConfigSupport, LogLevels,
 };
 use gregor_actors::handlers::{ApiSpec, APIS};
-use gregor_node::network::{frame::read_frame, memory_pool::MemoryPool, raft_voter_versions};
+use gregor_node::network::{
+    frame::read_frame, memory_pool::MemoryPool, metadata_chunks, raft_voter_versions, repeated,
+};
 use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -454,11 +456,52 @@ fn decode_frame(mut frame: Bytes) -> bool {
     let Some(spec) = APIS.iter().find(|spec| spec.key == key) else {
         return false;
     };
+    let reduction = repeated::reduce(key, version, &frame);
     if RequestHeader::decode(&mut frame, key.request_header_version(version)).is_err() {
         return false;
     }
     if version < spec.versions.min || version > spec.versions.max {
         return false;
+    }
+    // A list repeating elements is reduced first (network/repeated.rs): a frame the crate
+    // decodes must reduce, the reduced frame must decode, and expanding hostile bytes as if
+    // they were the answer fails cleanly.
+    // A Metadata request naming more than metadata_chunks::CHUNK topics is scanned instead.
+    if key == ApiKey::Metadata {
+        if let Some(scanned) = metadata_chunks::scan(&frame, version) {
+            let decodes = RequestKind::decode(key, &mut frame.clone(), version).is_ok();
+            match scanned {
+                Ok(scanned) => {
+                    scanned.distinct_topics().unwrap();
+                }
+                // The crate reads a null name before v10 too; Kafka (and dedup_decode.rs)
+                // refuse it, as the field is not nullable there.
+                Err(e) => assert!(
+                    !decodes || e.to_string().contains("must not be null"),
+                    "Metadata v{version}: the crate decodes a frame the scan refuses: {e}"
+                ),
+            }
+        }
+    }
+    match reduction {
+        Some(Ok(reduction)) => {
+            let mut body = reduction.frame.clone();
+            let reduced = RequestHeader::decode(&mut body, key.request_header_version(version))
+                .and_then(|_| RequestKind::decode(key, &mut body, version));
+            if RequestKind::decode(key, &mut frame.clone(), version).is_ok() {
+                reduced
+                    .unwrap_or_else(|e| panic!("{key:?} v{version} reduced does not decode: {e}"));
+            }
+            if let Some(plan) = reduction.plan {
+                let _ = plan.expand(frame.clone(), 1, version);
+                let _ = plan.expand(frame.clone(), 0, version);
+            }
+        }
+        Some(Err(_)) => assert!(
+            RequestKind::decode(key, &mut frame.clone(), version).is_err(),
+            "{key:?} v{version}: the crate decodes a frame the reduction refuses"
+        ),
+        None => {}
     }
     let decoded = match raft_voter_versions::decode(key, &mut frame, version) {
         Some(decoded) => decoded,

@@ -6,8 +6,15 @@
 //! brokers after the leader, as Kafka's `getInitialTopicsDelta` builds them.
 //!
 //! Kafka times `TopicsDelta.apply()` on a delta whose records were replayed during set-up; the
-//! `apply_only` cases do the same. The `replay_and_apply` cases also count the replay, which a
-//! node pays when it loads a snapshot or a batch.
+//! `apply_only` cases do the same. jmh hands the result to a blackhole and the garbage collector
+//! frees it outside the timed operation, so `apply_only` drops the new image outside the timing
+//! too (`apply_then_drop`), and `zonal_outage/drop` times that drop on its own: a node pays
+//! it when it lets go of the image the delta replaced. The `replay_and_apply` cases also count
+//! the replay and the drop, which a node pays when it loads a snapshot or a batch.
+//!
+//! `all_partitions` is the other end: Gregor's own 3-broker cluster (`support/image.rs`, 10^6
+//! partitions, RF 3, directories set) where one broker leaves every ISR, so every partition
+//! changes (a `PartitionChangeRecord` each).
 //!
 //! Run: `cargo bench -p gregor-publishers --bench kafka_shapes -- --warm-up-time 1 --measurement-time 3`
 
@@ -15,10 +22,17 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion};
-use gregor_publishers::records::{PartitionRecord, TopicRecord};
+use criterion::{BatchSize, BenchmarkId, Criterion};
+use gregor_publishers::records::{PartitionChangeRecord, PartitionRecord, TopicRecord, NO_LEADER};
 use gregor_publishers::{MetadataDelta, MetadataImage, MetadataRecord, Provenance};
 use uuid::Uuid;
+
+/// The node's allocator (`node/src/main.rs`), so the figures are the node's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[path = "support/image.rs"]
+mod image;
 
 const TOPIC_COUNTS: [usize; 4] = [12_500, 25_000, 50_000, 100_000];
 const PARTITIONS_PER_TOPIC: usize = 10;
@@ -126,6 +140,17 @@ fn zonal_outage_records(image: &MetadataImage) -> Vec<MetadataRecord> {
     out
 }
 
+/// Times `delta.apply` alone; each new image is dropped right after its iteration, outside the
+/// timing. (Keeping them all until the end, as `iter_with_large_drop` does, made every
+/// iteration fault in fresh pages, which a node that frees the image it replaced does not.)
+fn apply_then_drop(b: &mut criterion::Bencher<'_>, delta: &MetadataDelta) {
+    b.iter_batched(
+        || (),
+        |()| delta.apply(Provenance::default()),
+        BatchSize::PerIteration,
+    )
+}
+
 fn bench(c: &mut Criterion) {
     let empty = Arc::new(MetadataImage::empty());
     for topics in TOPIC_COUNTS {
@@ -140,7 +165,7 @@ fn bench(c: &mut Criterion) {
 
         let snapshot = replayed(&empty, &records);
         group.bench_function(BenchmarkId::new("snapshot_load/apply_only", topics), |b| {
-            b.iter(|| black_box(snapshot.apply(Provenance::default())))
+            apply_then_drop(b, &snapshot)
         });
         drop(snapshot);
         group.bench_with_input(
@@ -168,7 +193,7 @@ fn bench(c: &mut Criterion) {
         group.sample_size(100);
         group.bench_function(
             BenchmarkId::new("single_record_change/apply_only", topics),
-            |b| b.iter(|| black_box(single_delta.apply(Provenance::default()))),
+            |b| apply_then_drop(b, &single_delta),
         );
         group.bench_with_input(
             BenchmarkId::new("single_record_change/replay_and_apply", topics),
@@ -188,7 +213,14 @@ fn bench(c: &mut Criterion) {
         );
         let outage_delta = replayed(&image, &outage);
         group.bench_function(BenchmarkId::new("zonal_outage/apply_only", topics), |b| {
-            b.iter(|| black_box(outage_delta.apply(Provenance::default())))
+            apply_then_drop(b, &outage_delta)
+        });
+        group.bench_function(BenchmarkId::new("zonal_outage/drop", topics), |b| {
+            b.iter_batched(
+                || outage_delta.apply(Provenance::default()),
+                drop,
+                BatchSize::PerIteration,
+            )
         });
         group.bench_with_input(
             BenchmarkId::new("zonal_outage/replay_and_apply", topics),
@@ -201,11 +233,51 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// Broker 3 of the 3-broker image leaves the ISR of every partition (a new leader where it led).
+fn broker_leaves_every_isr(image: &MetadataImage) -> Vec<MetadataRecord> {
+    let mut out = Vec::with_capacity(image.topics.partition_count());
+    for topic in image.topics.iter() {
+        for (partition_id, partition) in topic.partitions() {
+            let isr: Vec<i32> = partition.isr.iter().copied().filter(|b| *b != 3).collect();
+            let leader = (partition.leader == 3).then(|| isr.first().copied().unwrap_or(NO_LEADER));
+            out.push(MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id,
+                topic_id: topic.id,
+                isr: Some(isr),
+                leader,
+                ..PartitionChangeRecord::default()
+            }));
+        }
+    }
+    out
+}
+
+fn bench_all_partitions(c: &mut Criterion) {
+    const PARTITIONS: usize = 1_000_000;
+    let image = Arc::new(image::load(&image::snapshot_records(PARTITIONS)));
+    let leave = broker_leaves_every_isr(&image);
+    let mut group = c.benchmark_group("kafka_shapes");
+    group.sample_size(10);
+    let delta = replayed(&image, &leave);
+    group.bench_function(
+        BenchmarkId::new("all_partitions/apply_only", PARTITIONS),
+        |b| apply_then_drop(b, &delta),
+    );
+    drop(delta);
+    group.bench_with_input(
+        BenchmarkId::new("all_partitions/replay_and_apply", PARTITIONS),
+        &leave,
+        |b, records| b.iter(|| black_box(replayed(&image, records).apply(Provenance::default()))),
+    );
+    group.finish();
+}
+
 fn main() {
     let mut criterion = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     bench(&mut criterion);
+    bench_all_partitions(&mut criterion);
     criterion.final_summary();
 }

@@ -17,12 +17,9 @@ use crate::image::features::FeaturesDelta;
 use crate::image::scram::ScramDelta;
 use crate::image::topics::TopicsDelta;
 use crate::image::{
-    BrokerRegistration, ControllerRegistration, ImageDigest, MetadataImage, PartitionRegistration,
-    Provenance,
+    BrokerRegistration, ControllerRegistration, ImageDigest, MetadataImage, Provenance,
 };
-use crate::records::{
-    ConfigRecord, MetadataRecord, RegisterBrokerRecord, TopicRecord, BROKER_EPOCH_AT_OFFSET,
-};
+use crate::records::{ConfigRecord, MetadataRecord, RegisterBrokerRecord, BROKER_EPOCH_AT_OFFSET};
 
 /// A record that cannot be applied to the image it was replayed on. The log is inconsistent
 /// with the image (a record lost or replayed twice, or a bug in the writer): the loader must
@@ -411,10 +408,13 @@ impl MetadataDelta {
             .cluster
             .as_ref()
             .map_or_else(|| Arc::clone(&self.base.cluster), |d| Arc::new(d.apply()));
-        let topics = self
-            .topics
-            .as_ref()
-            .map_or_else(|| Arc::clone(&self.base.topics), |d| Arc::new(d.apply()));
+        // Topics keep the digest in step as they are rebuilt (the bulk of most deltas); the
+        // other areas are counted by `next_digest`.
+        let mut digest = self.base.digest;
+        let topics = self.topics.as_ref().map_or_else(
+            || Arc::clone(&self.base.topics),
+            |d| Arc::new(d.apply_counting(&mut digest)),
+        );
         let configs = self
             .configs
             .as_ref()
@@ -440,17 +440,16 @@ impl MetadataDelta {
             client_quotas,
             scram,
             acls,
-            digest: self.base.digest,
+            digest,
         };
-        image.digest = self.next_digest(&image);
+        image.digest = self.next_digest(&image, digest);
         image
     }
 
-    /// The base's digest with what this delta replaced taken out and what it put in added: only
-    /// the changed entries are hashed (see [`crate::image::digest`]).
-    fn next_digest(&self, next: &MetadataImage) -> ImageDigest {
+    /// `digest` with what this delta replaced outside the topics taken out and what it put in
+    /// added: only the changed entries are hashed (see [`crate::image::digest`]).
+    fn next_digest(&self, next: &MetadataImage, mut digest: ImageDigest) -> ImageDigest {
         let base = &*self.base;
-        let mut digest = base.digest;
         let mut replace = |old: ImageDigest, new: ImageDigest| {
             digest.remove_all(old);
             digest.add_all(new);
@@ -501,40 +500,6 @@ impl MetadataDelta {
                     }),
                     ImageDigest::of(|out| out.push(record(controller))),
                 );
-            }
-        }
-        if let Some(topics) = &self.topics {
-            for (id, _) in topics.deleted_topics() {
-                if let Some(topic) = base.topics.get_by_id(&id) {
-                    replace(
-                        ImageDigest::of(|out| topic.to_records(out)),
-                        ImageDigest::default(),
-                    );
-                }
-            }
-            for topic in topics.changed_topics() {
-                let partition = |id: i32, p: &PartitionRegistration| {
-                    MetadataRecord::Partition(p.to_record(topic.id(), id))
-                };
-                let old = ImageDigest::of(|out| {
-                    if let Some(old) = topic.base() {
-                        out.extend(
-                            topic
-                                .changed_partitions()
-                                .filter_map(|(id, _)| old.partition(id).map(|p| partition(id, p))),
-                        );
-                    }
-                });
-                let new = ImageDigest::of(|out| {
-                    if topic.is_new() {
-                        out.push(MetadataRecord::Topic(TopicRecord {
-                            name: topic.name().to_owned(),
-                            topic_id: topic.id(),
-                        }));
-                    }
-                    out.extend(topic.changed_partitions().map(|(id, p)| partition(id, p)));
-                });
-                replace(old, new);
             }
         }
         if let Some(configs) = &self.configs {

@@ -404,11 +404,11 @@ impl std::fmt::Display for RecordFrame {
 }
 
 /// Kafka's record type ids, and the current version Gregor writes for each.
-mod type_ids {
+pub(crate) mod type_ids {
     pub(super) const REGISTER_BROKER: u16 = 0;
     pub(super) const UNREGISTER_BROKER: u16 = 1;
-    pub(super) const TOPIC: u16 = 2;
-    pub(super) const PARTITION: u16 = 3;
+    pub(crate) const TOPIC: u16 = 2;
+    pub(crate) const PARTITION: u16 = 3;
     pub(super) const CONFIG: u16 = 4;
     pub(super) const PARTITION_CHANGE: u16 = 5;
     pub(super) const FENCE_BROKER: u16 = 7;
@@ -427,7 +427,7 @@ mod type_ids {
 }
 
 /// Every record type is at its first version; bump per type when a layout changes.
-const CURRENT_VERSION: u16 = 0;
+pub(crate) const CURRENT_VERSION: u16 = 0;
 
 fn frame<T: Serialize>(record_type: u16, record: &T) -> RecordFrame {
     // Serializing plain structs of strings, integers and vectors into a Vec cannot fail.

@@ -82,6 +82,19 @@ pub struct ControllerSettings {
     pub leadership: LeadershipSettings,
     /// The `group.consumer.*` / `group.share.*` bounds group configs are validated against.
     pub group_config_bounds: crate::controller::logic::configs::group::GroupConfigBounds,
+    /// The dynamic broker configs the node's quota callback reconfigures on (empty without
+    /// one): accepted in BROKER resources.
+    pub plugin_broker_configs: Vec<String>,
+}
+
+impl ControllerSettings {
+    /// What config changes are validated against.
+    pub fn config_rules(&self) -> crate::controller::logic::configs::ConfigRules {
+        crate::controller::logic::configs::ConfigRules {
+            group_bounds: self.group_config_bounds,
+            plugin_broker_configs: self.plugin_broker_configs.clone(),
+        }
+    }
 }
 
 /// Create topics. Answers with one result per requested topic, in request order.

@@ -47,12 +47,12 @@ impl Handler<IncrementalAlterConfigs> for Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
-        let group_bounds = self.settings.group_config_bounds;
+        let rules = self.settings.config_rules();
         self.mutate(
             ctx,
             &msg,
             |image, _| -> ControllerResult<_> {
-                configs::incremental_alter_configs(image, &msg.request, msg.node_id, &group_bounds)
+                configs::incremental_alter_configs(image, &msg.request, msg.node_id, &rules)
             },
             |mut response: IncrementalAlterConfigsResponse, code, message| {
                 for resource in &mut response.responses {
@@ -75,12 +75,12 @@ impl Handler<AlterConfigs> for Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
-        let group_bounds = self.settings.group_config_bounds;
+        let rules = self.settings.config_rules();
         self.mutate(
             ctx,
             &msg,
             |image, _| -> ControllerResult<_> {
-                configs::alter_configs(image, &msg.request, msg.node_id, &group_bounds)
+                configs::alter_configs(image, &msg.request, msg.node_id, &rules)
             },
             |mut response: AlterConfigsResponse, code, message| {
                 for resource in &mut response.responses {

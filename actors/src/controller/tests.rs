@@ -55,6 +55,7 @@ async fn node() -> Node {
             bootstrap_records: Vec::new(),
             leadership: crate::controller::LeadershipSettings::default(),
             group_config_bounds: Default::default(),
+            plugin_broker_configs: Vec::new(),
         },
     )
     .start();

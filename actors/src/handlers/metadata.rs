@@ -118,22 +118,14 @@ pub(super) async fn handle(
         (true, true) => access.authorized_operations(ResourceType::Topic, name),
     };
     let mut errors = ErrorCounts::default();
+    let brokers = BrokerTable::new(&image, &info.listener_name);
     let topics: Vec<MetadataResponseTopic> = if all_topics {
-        image
-            .topics
-            .iter()
-            .filter(|topic| {
-                access.quietly_allows(AclOperation::Describe, ResourceType::Topic, &topic.name)
-            })
-            .map(|topic| {
-                describe_topic(
-                    &image,
-                    topic,
-                    topic_operations(&topic.name),
-                    &info.listener_name,
-                )
-            })
-            .collect()
+        all_topics_described(
+            &image,
+            &brokers,
+            |name| access.quietly_allows(AclOperation::Describe, ResourceType::Topic, name),
+            topic_operations,
+        )
     } else {
         requested
             .iter()
@@ -156,12 +148,7 @@ pub(super) async fn handle(
                             .with_topic_authorized_operations(topic_operations(name))
                     }
                     (Some(name), _) => match image.topics.get_by_name(name) {
-                        Some(topic) => describe_topic(
-                            &image,
-                            topic,
-                            topic_operations(name),
-                            &info.listener_name,
-                        ),
+                        Some(topic) => describe_topic(&brokers, topic, topic_operations(name)),
                         // Kafka names an invalid topic as such whether or not it would auto-create.
                         None if topic_name::validate(name).is_err() => error_topic(
                             Some(name),
@@ -183,12 +170,9 @@ pub(super) async fn handle(
                         Some(topic) if !id.is_nil() && undescribable.contains(&*topic.name) => {
                             error_topic(None, id, ResponseError::TopicAuthorizationFailed)
                         }
-                        Some(topic) if !id.is_nil() => describe_topic(
-                            &image,
-                            topic,
-                            topic_operations(&topic.name),
-                            &info.listener_name,
-                        ),
+                        Some(topic) if !id.is_nil() => {
+                            describe_topic(&brokers, topic, topic_operations(&topic.name))
+                        }
                         _ => error_topic(None, id, ResponseError::UnknownTopicId),
                     },
                 }
@@ -200,23 +184,8 @@ pub(super) async fn handle(
         errors.add(topic.error_code);
     }
 
-    let brokers = image
-        .cluster
-        .brokers()
-        .filter(|broker| !broker.fenced)
-        .filter_map(|broker| {
-            let endpoint = broker.endpoint(&info.listener_name)?;
-            Some(
-                MetadataResponseBroker::default()
-                    .with_node_id(BrokerId(broker.id))
-                    .with_host(StrBytes::from_string(endpoint.host.clone()))
-                    .with_port(i32::from(endpoint.port))
-                    .with_rack(broker.rack.clone().map(StrBytes::from_string)),
-            )
-        })
-        .collect();
     let mut response = MetadataResponse::default()
-        .with_brokers(brokers)
+        .with_brokers(response_brokers(&image, &info.listener_name))
         .with_cluster_id(Some(StrBytes::from_string(ctx.node.cluster_id.clone())))
         .with_controller_id(BrokerId(client_facing_controller_id(
             &image,
@@ -275,47 +244,120 @@ fn error_topic(name: Option<&str>, id: Uuid, error: ResponseError) -> MetadataRe
         .with_is_internal(name.is_some_and(is_internal))
 }
 
-fn describe_topic(
+/// The live brokers with an endpoint on `listener_name`, as a Metadata response lists them.
+pub fn response_brokers(image: &MetadataImage, listener_name: &str) -> Vec<MetadataResponseBroker> {
+    image
+        .cluster
+        .brokers()
+        .filter(|broker| !broker.fenced)
+        .filter_map(|broker| {
+            let endpoint = broker.endpoint(listener_name)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(broker.id))
+                    .with_host(StrBytes::from_string(endpoint.host.clone()))
+                    .with_port(i32::from(endpoint.port))
+                    .with_rack(broker.rack.clone().map(StrBytes::from_string)),
+            )
+        })
+        .collect()
+}
+
+/// Every topic of an all-topics Metadata request that `visible` lets through, in name order,
+/// each with `operations(name)` as its authorized operations. The `metadata_request` bench
+/// times this (Kafka's `KRaftMetadataRequestBenchmark`).
+pub fn all_topics_described(
     image: &MetadataImage,
+    brokers: &BrokerTable,
+    mut visible: impl FnMut(&str) -> bool,
+    mut operations: impl FnMut(&str) -> i32,
+) -> Vec<MetadataResponseTopic> {
+    let mut topics = Vec::with_capacity(image.topics.topic_count());
+    topics.extend(
+        image
+            .topics
+            .iter()
+            .filter(|topic| visible(&topic.name))
+            .map(|topic| describe_topic(brokers, topic, operations(&topic.name))),
+    );
+    topics
+}
+
+/// What a Metadata response needs to know of each registered broker, looked up once per
+/// request rather than in the cluster image's map for the leader and every replica of every
+/// partition (a cluster has a few brokers and a response may list a million partitions).
+pub struct BrokerTable {
+    /// `(id, live, reachable)` by ascending id: live = registered and not fenced; reachable =
+    /// live with an endpoint on the request's listener.
+    brokers: Vec<(i32, bool, bool)>,
+}
+
+impl BrokerTable {
+    /// The brokers of `image` as seen by a client of `listener_name`.
+    pub fn new(image: &MetadataImage, listener_name: &str) -> Self {
+        let mut brokers: Vec<(i32, bool, bool)> = image
+            .cluster
+            .brokers()
+            .map(|broker| {
+                let live = !broker.fenced;
+                (
+                    broker.id,
+                    live,
+                    live && broker.endpoint(listener_name).is_some(),
+                )
+            })
+            .collect();
+        brokers.sort_unstable_by_key(|(id, _, _)| *id);
+        BrokerTable { brokers }
+    }
+
+    fn state(&self, id: i32) -> Option<(bool, bool)> {
+        self.brokers
+            .binary_search_by_key(&id, |(broker, _, _)| *broker)
+            .ok()
+            .and_then(|index| self.brokers.get(index))
+            .map(|(_, live, reachable)| (*live, *reachable))
+    }
+
+    fn is_reachable(&self, id: i32) -> bool {
+        self.state(id).is_some_and(|(_, reachable)| reachable)
+    }
+
+    fn is_offline(&self, id: i32) -> bool {
+        self.state(id).is_none_or(|(live, _)| !live)
+    }
+}
+
+fn describe_topic(
+    brokers: &BrokerTable,
     topic: &Arc<TopicImage>,
     topic_operations: i32,
-    listener_name: &str,
 ) -> MetadataResponseTopic {
-    let partitions = topic
-        .partitions()
-        .map(|(index, partition)| {
-            let leader_reachable = image
-                .cluster
-                .broker(partition.leader)
-                .is_some_and(|b| !b.fenced && b.endpoint(listener_name).is_some());
-            let replicas = partition.replicas.as_slice();
-            let offline: Vec<BrokerId> = replicas
-                .iter()
-                .filter(|id| image.cluster.broker(**id).is_none_or(|b| b.fenced))
-                .map(|id| BrokerId(*id))
-                .collect();
-            let error = if leader_reachable {
-                0
-            } else {
-                ResponseError::LeaderNotAvailable.code()
-            };
-            MetadataResponsePartition::default()
-                .with_error_code(error)
-                .with_partition_index(index)
-                .with_leader_id(BrokerId(partition.leader))
-                .with_leader_epoch(partition.leader_epoch)
-                .with_replica_nodes(replicas.iter().map(|id| BrokerId(*id)).collect())
-                .with_isr_nodes(
-                    partition
-                        .isr
-                        .as_slice()
-                        .iter()
-                        .map(|id| BrokerId(*id))
-                        .collect(),
-                )
-                .with_offline_replicas(offline)
-        })
-        .collect();
+    let mut partitions = Vec::with_capacity(topic.partition_count());
+    partitions.extend(topic.partitions().map(|(index, partition)| {
+        let replicas = partition.replicas.as_slice();
+        let offline: Vec<BrokerId> = replicas
+            .iter()
+            .filter(|id| brokers.is_offline(**id))
+            .map(|id| BrokerId(*id))
+            .collect();
+        let error = if brokers.is_reachable(partition.leader) {
+            0
+        } else {
+            ResponseError::LeaderNotAvailable.code()
+        };
+        // Fields set in place: each `with_*` moves the whole struct, which showed in profiles of
+        // responses listing many partitions.
+        let mut described = MetadataResponsePartition::default();
+        described.error_code = error;
+        described.partition_index = index;
+        described.leader_id = BrokerId(partition.leader);
+        described.leader_epoch = partition.leader_epoch;
+        described.replica_nodes = replicas.iter().map(|id| BrokerId(*id)).collect();
+        described.isr_nodes = partition.isr.iter().map(|id| BrokerId(*id)).collect();
+        described.offline_replicas = offline;
+        described
+    }));
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(
             topic.name.to_string(),
@@ -391,5 +433,105 @@ async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[String])
             }
         }
         Err(error) => tracing::error!(%error, "controller unavailable for topic auto-creation"),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use gregor_publishers::records::{
+        Endpoint, MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord,
+    };
+    use gregor_publishers::{MetadataDelta, Provenance};
+
+    fn broker(id: i32, listener: &str, fenced: bool) -> MetadataRecord {
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: id,
+            incarnation_id: Uuid::from_u128(id as u128),
+            broker_epoch: 10,
+            endpoints: vec![Endpoint {
+                name: listener.into(),
+                host: format!("b{id}"),
+                port: 9092,
+                security_protocol: 0,
+            }],
+            features: vec![],
+            rack: None,
+            fenced,
+            in_controlled_shutdown: false,
+            log_dirs: vec![],
+        })
+    }
+
+    fn partition(id: i32, leader: i32, replicas: &[i32]) -> MetadataRecord {
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id: id,
+            topic_id: Uuid::from_u128(7),
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            removing_replicas: vec![],
+            adding_replicas: vec![],
+            leader,
+            leader_recovery_state: 0,
+            leader_epoch: 3,
+            partition_epoch: 0,
+            directories: vec![],
+        })
+    }
+
+    #[test]
+    fn partitions_name_unreachable_leaders_and_offline_replicas() {
+        // Broker 1 live on PLAINTEXT, 2 fenced, 3 live on another listener only, 4 unknown.
+        let records = [
+            broker(1, "PLAINTEXT", false),
+            broker(2, "PLAINTEXT", true),
+            broker(3, "SSL", false),
+            MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: Uuid::from_u128(7),
+            }),
+            partition(0, 1, &[1, 2, 3]),
+            partition(1, 2, &[2, 1]),
+            partition(2, 3, &[3, 1]),
+            partition(3, 4, &[4, 1]),
+        ];
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        delta.replay_all(&records).unwrap();
+        let image = delta.apply(Provenance::default());
+        let brokers = BrokerTable::new(&image, "PLAINTEXT");
+        let topics = all_topics_described(&image, &brokers, |_| true, |_| 5);
+        assert_eq!(topics.len(), 1);
+        assert_eq!(topics[0].topic_authorized_operations, 5);
+        let described: Vec<_> = topics[0]
+            .partitions
+            .iter()
+            .map(|p| {
+                (
+                    p.partition_index,
+                    p.error_code,
+                    p.leader_id.0,
+                    p.leader_epoch,
+                    p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
+                    p.offline_replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        let unavailable = ResponseError::LeaderNotAvailable.code();
+        assert_eq!(
+            described,
+            [
+                (0, 0, 1, 3, vec![1, 2, 3], vec![2]),
+                (1, unavailable, 2, 3, vec![2, 1], vec![2]),
+                (2, unavailable, 3, 3, vec![3, 1], vec![]),
+                (3, unavailable, 4, 3, vec![4, 1], vec![4]),
+            ]
+        );
+        let listed: Vec<i32> = response_brokers(&image, "PLAINTEXT")
+            .iter()
+            .map(|b| b.node_id.0)
+            .collect();
+        assert_eq!(listed, [1]);
+        assert!(all_topics_described(&image, &brokers, |name| name != "t", |_| 0).is_empty());
     }
 }

@@ -173,6 +173,10 @@ pub enum LogManagerError {
     /// The topic's configuration forbids the operation (POLICY_VIOLATION).
     #[error("{0}")]
     PolicyViolation(String),
+    /// A fetch result for a partition this node no longer follows from that leader at that
+    /// epoch (it leads it now, or follows another leader or epoch): never appended.
+    #[error("{0} is no longer followed from leader {1} at leader epoch {2}")]
+    NotFollowing(String, i32, i32),
 }
 
 impl LogManagerError {
@@ -184,6 +188,8 @@ impl LogManagerError {
             LogManagerError::NoLog(_) => 6,
             LogManagerError::ShuttingDown => 6,
             LogManagerError::PolicyViolation(_) => 44,
+            // FENCED_LEADER_EPOCH: the fetch was made for an older leadership.
+            LogManagerError::NotFollowing(..) => 74,
         }
     }
 }
@@ -518,12 +524,14 @@ impl LogManager {
         &self,
         topic: &str,
         partition: i32,
+        fetched_from: (i32, i32),
         records: Bytes,
     ) -> Result<FollowerLog, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.serving(&tp, false)?;
         self.submit(&state, |reply| DataCommand::AppendReplicated {
             tp,
+            fetched_from,
             records,
             reply,
         })
@@ -535,12 +543,18 @@ impl LogManager {
         &self,
         topic: &str,
         partition: i32,
+        fetched_from: (i32, i32),
         offset: i64,
     ) -> Result<FollowerLog, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.serving(&tp, false)?;
-        self.submit(&state, |reply| DataCommand::Truncate { tp, offset, reply })
-            .await
+        self.submit(&state, |reply| DataCommand::Truncate {
+            tp,
+            fetched_from,
+            offset,
+            reply,
+        })
+        .await
     }
 
     /// Where a follower's log ends and the epoch of its last batch.

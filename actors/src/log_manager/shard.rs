@@ -69,11 +69,15 @@ pub(super) enum DataCommand {
     },
     AppendReplicated {
         tp: TopicPartition,
+        /// The leader and leader epoch the records were fetched from.
+        fetched_from: (i32, i32),
         records: Bytes,
         reply: Reply<FollowerLog>,
     },
     Truncate {
         tp: TopicPartition,
+        /// The leader and leader epoch whose answer asked for the truncation.
+        fetched_from: (i32, i32),
         offset: i64,
         reply: Reply<FollowerLog>,
     },
@@ -481,7 +485,20 @@ impl Worker {
                     self.with_log(&tp, |hosted| Ok(hosted.log.end_offset_for_epoch(epoch)));
                 let _ = reply.send(result);
             }
-            DataCommand::AppendReplicated { tp, records, reply } => {
+            DataCommand::AppendReplicated {
+                tp,
+                fetched_from: (leader, leader_epoch),
+                records,
+                reply,
+            } => {
+                // A fetch answered by a leader this node no longer follows (it may lead the
+                // partition now) must not reach the log. A leadership taken between this check
+                // and the append is applied after it (`Control::BecomeLeader` comes through this
+                // shard), so the records count as fetched before it, as in Kafka.
+                if let Err(error) = following(&tp, self.logs.get(&tp), leader, leader_epoch) {
+                    let _ = reply.send(Err(error));
+                    return;
+                }
                 let result = self.with_log(&tp, |hosted| {
                     hosted.log.append_as_follower(&records, now_ms())?;
                     hosted.state.publish_offsets(
@@ -493,7 +510,17 @@ impl Worker {
                 });
                 let _ = reply.send(result);
             }
-            DataCommand::Truncate { tp, offset, reply } => {
+            DataCommand::Truncate {
+                tp,
+                fetched_from: (leader, leader_epoch),
+                offset,
+                reply,
+            } => {
+                // As for an append: only the leader this node follows may cut its log.
+                if let Err(error) = following(&tp, self.logs.get(&tp), leader, leader_epoch) {
+                    let _ = reply.send(Err(error));
+                    return;
+                }
                 let result = self.with_log(&tp, |hosted| {
                     let before = hosted.log.log_end_offset();
                     hosted.log.truncate_to(offset, now_ms())?;
@@ -738,5 +765,24 @@ fn follower_log(log: &PartitionLog) -> FollowerLog {
     FollowerLog {
         log_end_offset: log.log_end_offset(),
         latest_epoch: log.latest_epoch(),
+    }
+}
+
+/// Whether this node follows `leader` at `leader_epoch` for the partition; otherwise why a
+/// fetch result from it is refused.
+fn following(
+    tp: &TopicPartition,
+    hosted: Option<&Hosted>,
+    leader: i32,
+    leader_epoch: i32,
+) -> Result<(), LogManagerError> {
+    if hosted.is_some_and(|hosted| hosted.state.replication().follows(leader, leader_epoch)) {
+        Ok(())
+    } else {
+        Err(LogManagerError::NotFollowing(
+            tp.dir_name(),
+            leader,
+            leader_epoch,
+        ))
     }
 }

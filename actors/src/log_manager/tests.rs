@@ -238,8 +238,24 @@ async fn a_follower_appends_the_leaders_batches_and_truncates_a_divergent_tail()
         .read_for_follower("t", 0, 0, 1 << 20, true)
         .await
         .unwrap();
+    // Fetched for another leader epoch, or by the leader itself: refused, nothing appended.
+    let stale = follower
+        .append_as_follower("t", 0, (2, 0), batches.records.clone())
+        .await;
+    assert!(
+        matches!(stale, Err(LogManagerError::NotFollowing(..))),
+        "{stale:?}"
+    );
+    let own = leader
+        .append_as_follower("t", 0, (1, 1), batches.records.clone())
+        .await;
+    assert!(
+        matches!(own, Err(LogManagerError::NotFollowing(..))),
+        "{own:?}"
+    );
+    assert_eq!(follower.partition("t", 0).unwrap().log_end_offset(), 0);
     let appended = follower
-        .append_as_follower("t", 0, batches.records)
+        .append_as_follower("t", 0, (2, 1), batches.records)
         .await
         .unwrap();
     assert_eq!(
@@ -258,7 +274,12 @@ async fn a_follower_appends_the_leaders_batches_and_truncates_a_divergent_tail()
         (2, 3)
     );
     // The leader says epoch 1 ends at 2 in its history: the epoch-2 batch goes.
-    let truncated = follower.truncate_to("t", 0, 2).await.unwrap();
+    let stale = follower.truncate_to("t", 0, (3, 1), 0).await;
+    assert!(
+        matches!(stale, Err(LogManagerError::NotFollowing(..))),
+        "{stale:?}"
+    );
+    let truncated = follower.truncate_to("t", 0, (2, 1), 2).await.unwrap();
     assert_eq!(
         truncated,
         FollowerLog {

@@ -192,6 +192,11 @@ impl Replication {
         }
     }
 
+    /// Whether this node follows `leader` at `leader_epoch`.
+    pub fn follows(&self, leader: i32, leader_epoch: i32) -> bool {
+        matches!(self.role, Role::Follower { leader: l, leader_epoch: e } if l == leader && e == leader_epoch)
+    }
+
     /// The leader epoch when this node leads the partition.
     pub fn leader_epoch(&self) -> Option<i32> {
         match &self.role {

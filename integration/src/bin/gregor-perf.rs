@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Mode::Produce(produce) => perf::produce::run(produce),
         Mode::Consume(consume) => perf::consume::run(consume),
         Mode::Latency(latency) => perf::latency::run(latency),
+        Mode::Handshakes(handshakes) => perf::handshakes::run(handshakes),
     };
     let report = match outcome {
         Ok(report) => report,

@@ -28,6 +28,9 @@ pub enum Mode {
     Consume(ConsumeArgs),
     /// As Kafka's EndToEndLatency: one record at a time, from send until a consumer reads it.
     Latency(LatencyArgs),
+    /// SASL handshakes per second: new connections that authenticate (SaslHandshake, then
+    /// SaslAuthenticate with PLAIN or SCRAM) and close, from several connections at once.
+    Handshakes(HandshakeArgs),
 }
 
 /// What every mode shares.
@@ -109,6 +112,33 @@ pub struct LatencyArgs {
     pub props: Vec<String>,
 }
 
+#[derive(Debug, Args)]
+pub struct HandshakeArgs {
+    /// `host:port` of the SASL listener.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub bootstrap_server: String,
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    #[arg(long, default_value = "SCRAM-SHA-512")]
+    pub mechanism: String,
+    #[arg(long)]
+    pub username: String,
+    #[arg(long)]
+    pub password: String,
+    /// Connections authenticating at the same time.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// How long to run, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// The node's process id: the report then gives the node's CPU time per handshake (from
+    /// /proc), which the client's own PBKDF2 work does not blur.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Also write the final figures as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
 impl PerfArgs {
     /// Checks what clap cannot: sizes and counts that make a run.
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -130,6 +160,14 @@ impl PerfArgs {
                     "--producer-acks must be 1 or all"
                 );
             }
+            Mode::Handshakes(args) => {
+                anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
+                anyhow::ensure!(args.duration > 0, "--duration must be at least 1");
+                anyhow::ensure!(
+                    gregor_node::config::SaslMechanism::from_name(&args.mechanism).is_some(),
+                    "--mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                );
+            }
         }
         Ok(())
     }
@@ -140,6 +178,7 @@ impl PerfArgs {
             Mode::Produce(args) => args.common.json.as_ref(),
             Mode::Consume(args) => args.common.json.as_ref(),
             Mode::Latency(args) => args.common.json.as_ref(),
+            Mode::Handshakes(args) => args.json.as_ref(),
         }
     }
 }

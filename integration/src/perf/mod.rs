@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod consume;
+pub mod handshakes;
 pub mod latency;
 pub mod produce;
 pub mod report;

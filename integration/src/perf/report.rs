@@ -41,6 +41,12 @@ impl Latencies {
         self.0.reset();
     }
 
+    /// Adds `other`'s latencies to these.
+    pub fn merge(&mut self, other: &Latencies) {
+        // Both histograms share bounds, so adding cannot fail; a failure would only drop data.
+        let _ = self.0.add(&other.0);
+    }
+
     /// The latency part of a report.
     pub fn summary(&self) -> LatencySummary {
         LatencySummary {

@@ -59,10 +59,8 @@ fn bad_values() {
             "listener.security.protocol.map",
             "PLAINTEXT:TLS,CONTROLLER:PLAINTEXT",
         ),
-        (
-            "listener.security.protocol.map",
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
-        ),
+        // The controller listener without a protocol.
+        ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT"),
         ("connections.max.reauth.ms", "-1"),
     ] {
         let exit = run(&[(key, value)]);

@@ -242,3 +242,90 @@ async fn failures_exit_non_zero_and_write_no_report() {
         text(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_count_authentications_and_fail_on_a_wrong_password() {
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                user_bench=\"bench-secret\";";
+    let node = GregorNode::start(&[
+        (
+            "listeners",
+            "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        ),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        ),
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("listener.name.sasl_plaintext.plain.sasl.jaas.config", jaas),
+    ])
+    .unwrap();
+    let sasl = node.addrs().listeners["SASL_PLAINTEXT"].clone();
+    let pid = node.pid().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("handshakes.json");
+    let json = json.to_str().unwrap();
+    let run = |password: &'static str| {
+        let (sasl, pid) = (sasl.clone(), pid.clone());
+        async move {
+            perf(
+                &[
+                    "handshakes",
+                    "--bootstrap-server",
+                    &sasl,
+                    "--mechanism",
+                    "PLAIN",
+                    "--username",
+                    "bench",
+                    "--password",
+                    password,
+                    "--concurrency",
+                    "2",
+                    "--duration",
+                    "1",
+                    "--pid",
+                    &pid,
+                    "--json",
+                    json,
+                ],
+                Duration::from_secs(60),
+            )
+            .await
+        }
+    };
+    let out = run("bench-secret").await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line = text(&out.stdout);
+    assert!(
+        line.contains("PLAIN handshakes in") && line.contains("ms per handshake"),
+        "{line}"
+    );
+    let counted = report(std::path::Path::new(json))["records"]
+        .as_u64()
+        .unwrap();
+    assert!(counted > 0);
+    // Every handshake the tool counted is one the node counted.
+    let samples = gregor_integration::prom::parse(
+        &gregor_integration::prom::scrape(&node.metrics_addr())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let served = gregor_integration::prom::value(
+        &samples,
+        "gregor_authentications_total",
+        &[("listener", "SASL_PLAINTEXT"), ("mechanism", "PLAIN")],
+    )
+    .unwrap_or(0.0);
+    assert_eq!(served as u64, counted);
+
+    std::fs::remove_file(json).unwrap();
+    let out = run("wrong").await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("authentication failed"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!std::path::Path::new(json).exists());
+}

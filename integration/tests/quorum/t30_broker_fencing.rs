@@ -17,7 +17,14 @@ async fn metadata_of(addr: &str) -> anyhow::Result<MetadataResponse> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_broker_is_fenced_and_loses_leadership() -> anyhow::Result<()> {
-    let mut cluster = Cluster::start_with(3, 2, &[("broker.session.timeout.ms", "3000")])?;
+    let mut cluster = Cluster::start_with(
+        3,
+        2,
+        &[
+            ("broker.session.timeout.ms", "3000"),
+            ("broker.heartbeat.interval.ms", "500"),
+        ],
+    )?;
     let survivor = cluster.brokers[1].1.bootstrap();
     wait_until("create fenced", FORM_TIMEOUT, || async {
         let mut conn = KafkaConn::connect(&survivor).await?;

@@ -50,6 +50,7 @@ async fn a_combined_node_that_stalls_is_fenced_and_unfenced_after_it_heals() -> 
                 ("listeners", &listeners),
                 ("controller.quorum.bootstrap.servers", &bootstrap),
                 ("broker.session.timeout.ms", "3000"),
+                ("broker.heartbeat.interval.ms", "500"),
             ],
             &[
                 "--cluster-id",
@@ -117,7 +118,14 @@ async fn a_combined_node_that_stalls_is_fenced_and_unfenced_after_it_heals() -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_observer_that_stalls_is_fenced_and_unfenced_after_it_heals() -> anyhow::Result<()> {
-    let cluster = crate::Cluster::start_with(1, 2, &[("broker.session.timeout.ms", "3000")])?;
+    let cluster = crate::Cluster::start_with(
+        1,
+        2,
+        &[
+            ("broker.session.timeout.ms", "3000"),
+            ("broker.heartbeat.interval.ms", "500"),
+        ],
+    )?;
     let survivor = cluster.brokers[1].1.bootstrap();
     let both = BTreeSet::from([11, 12]);
     wait_until("both brokers unfenced", FORM_TIMEOUT, || async {

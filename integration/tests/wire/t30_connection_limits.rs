@@ -204,14 +204,25 @@ async fn queued_max_request_bytes_bounds_frames_being_read_and_serves_them_all()
         growth < 6 * FRAME as u64,
         "peak resident memory grew by {growth} bytes for {CLIENTS} frames of {FRAME}"
     );
-    let samples = prom::parse(&prom::scrape(&node.metrics_addr()).await.unwrap()).unwrap();
-    assert_eq!(
-        prom::value(
-            &samples,
-            "kafka_network_socketserver_memorypoolavailable",
-            &[]
-        ),
-        Some((FRAME + 1024) as f64),
-        "every reservation is returned"
-    );
+    // A connection returns its reservation once its answer is written, which the client may
+    // have read already.
+    let metrics = node.metrics_addr();
+    wait_until(
+        "every reservation is returned",
+        Duration::from_secs(30),
+        || {
+            let metrics = metrics.clone();
+            async move {
+                let samples = prom::parse(&prom::scrape(&metrics).await?)?;
+                let available = prom::value(
+                    &samples,
+                    "kafka_network_socketserver_memorypoolavailable",
+                    &[],
+                );
+                Ok((available == Some((FRAME + 1024) as f64)).then_some(()))
+            }
+        },
+    )
+    .await
+    .unwrap();
 }

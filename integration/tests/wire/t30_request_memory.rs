@@ -1,11 +1,19 @@
 //! One request must not make the node allocate many times its frame. The worst request found
 //! (issue #11: a Metadata v1 request naming one empty topic name per two bytes, which took a
 //! node to 1.28 GB for a 9.5 MB frame) at 10 MB: the node's peak resident memory grows by less
-//! than four times the frame, and the answer names the topic once.
+//! than four times the frame, and the answer names the topic once. Then, for each API whose
+//! answer has one entry per element, a 10 MB frame repeating its smallest element: the node
+//! stays below four frames while its answer (up to 15 times the frame) carries one entry per
+//! element, each the same bytes.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use gregor_integration::{decode_response, GregorNode, KafkaConn};
-use kafka_protocol::messages::MetadataRequest;
+use kafka_protocol::messages::{
+    alter_client_quotas_response, delete_topics_response, describe_configs_response,
+    describe_groups_response, incremental_alter_configs_response, list_offsets_response,
+    offset_commit_response, AlterClientQuotasRequest, MetadataRequest, ResponseHeader,
+};
+use kafka_protocol::protocol::Decodable;
 
 const FRAME: usize = 10_000_000;
 
@@ -47,4 +55,276 @@ async fn a_metadata_request_repeating_one_topic_stays_within_four_frames() {
         growth < 4 * FRAME as u64,
         "a {FRAME}-byte Metadata request grew the node's peak resident memory by {growth} bytes"
     );
+}
+
+/// A flexible request frame (header v2, client id "m"): `prefix`, then a list of `FRAME`'s
+/// worth of `element`, then `suffix`. Returns the frame and the element count.
+fn repeating(
+    api_key: i16,
+    version: i16,
+    prefix: &[u8],
+    element: &[u8],
+    suffix: &[u8],
+) -> (BytesMut, usize) {
+    let count = (FRAME - 30 - prefix.len() - suffix.len()) / element.len();
+    let mut frame = BytesMut::with_capacity(FRAME + 16);
+    frame.put_i32(0);
+    frame.put_i16(api_key);
+    frame.put_i16(version);
+    frame.put_i32(42);
+    frame.put_i16(1);
+    frame.put_u8(b'm');
+    frame.put_u8(0);
+    frame.put_slice(prefix);
+    let mut compact = count as u32 + 1;
+    while compact >= 0x80 {
+        frame.put_u8((compact as u8 & 0x7f) | 0x80);
+        compact >>= 7;
+    }
+    frame.put_u8(compact as u8);
+    for _ in 0..count {
+        frame.put_slice(element);
+    }
+    frame.put_slice(suffix);
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    (frame, count)
+}
+
+/// Sends `frame` to a fresh node and returns its answer's body (header read), checking that
+/// the node's peak resident memory grew by less than four frames.
+async fn answer_within_four_frames(what: &str, frame: &[u8]) -> Bytes {
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(std::time::Duration::from_secs(120));
+    let before = node.resident_memory().unwrap();
+    conn.write_raw(frame).await.unwrap();
+    let mut answer = conn.read_frame().await.unwrap().unwrap();
+    let after = node.resident_memory().unwrap();
+    let growth = after.peak.saturating_sub(before.current);
+    assert!(
+        growth < 4 * FRAME as u64,
+        "a {}-byte {what} request grew the node's peak resident memory by {growth} bytes",
+        frame.len()
+    );
+    let header = ResponseHeader::decode(&mut answer, 1).unwrap();
+    assert_eq!(header.correlation_id, 42, "{what}");
+    answer
+}
+
+/// Checks an answer body `prefix_len` bytes, then a compact list of `count` identical entries,
+/// then empty tagged fields; returns the entry, decoded.
+fn every_entry_alike<T: Decodable>(
+    what: &str,
+    mut body: Bytes,
+    prefix_len: usize,
+    count: usize,
+    version: i16,
+) -> T {
+    body.advance(prefix_len);
+    let mut length = 0u64;
+    for shift in (0..35).step_by(7) {
+        let byte = body.get_u8();
+        length |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    assert_eq!(length, count as u64 + 1, "{what}: one answer per element");
+    let mut measured = body.clone();
+    let entry = T::decode(&mut measured, version).unwrap();
+    let size = body.len() - measured.len();
+    let first = body.slice(..size);
+    for index in 0..count {
+        assert_eq!(
+            body.slice(index * size..(index + 1) * size),
+            first,
+            "{what}: answer {index} differs from the first"
+        );
+    }
+    assert_eq!(
+        &body[count * size..],
+        b"\x00",
+        "{what}: the body's tagged fields"
+    );
+    entry
+}
+
+#[tokio::test]
+async fn incremental_alter_configs_repeating_an_empty_resource_stays_within_four_frames() {
+    // Resource {TOPIC, "", no configs}, then ValidateOnly and tagged fields.
+    let (frame, count) = repeating(44, 1, b"", b"\x02\x01\x01\x00", b"\x00\x00");
+    let body = answer_within_four_frames("IncrementalAlterConfigs", &frame).await;
+    let answer: incremental_alter_configs_response::AlterConfigsResourceResponse =
+        every_entry_alike("IncrementalAlterConfigs", body, 4, count, 1);
+    assert_eq!(answer.error_code, 42);
+    assert_eq!(
+        answer.error_message.as_deref(),
+        Some("Each resource must appear at most once.")
+    );
+}
+
+#[tokio::test]
+async fn describe_configs_repeating_an_empty_resource_stays_within_four_frames() {
+    // Resource {TOPIC, "", null keys}, then IncludeSynonyms, IncludeDocumentation, tags.
+    let (frame, count) = repeating(32, 4, b"", b"\x02\x01\x00\x00", b"\x00\x00\x00");
+    let body = answer_within_four_frames("DescribeConfigs", &frame).await;
+    let answer: describe_configs_response::DescribeConfigsResult =
+        every_entry_alike("DescribeConfigs", body, 4, count, 4);
+    assert_eq!(answer.error_code, 17, "INVALID_TOPIC_EXCEPTION");
+}
+
+#[tokio::test]
+async fn delete_topics_repeating_an_unnamed_entry_stays_within_four_frames() {
+    // Entry {null name, zero id}, then TimeoutMs and tags.
+    let mut element = vec![0u8; 18];
+    element[0] = 0;
+    let (frame, count) = repeating(20, 6, b"", &element, b"\x00\x00\x03\xe8\x00");
+    let body = answer_within_four_frames("DeleteTopics", &frame).await;
+    let answer: delete_topics_response::DeletableTopicResult =
+        every_entry_alike("DeleteTopics", body, 4, count, 6);
+    assert_eq!(answer.error_code, 42);
+    assert_eq!(
+        answer.error_message.as_deref(),
+        Some("Neither topic name nor id were specified.")
+    );
+}
+
+#[tokio::test]
+async fn alter_client_quotas_repeating_an_empty_entry_stays_within_four_frames() {
+    // Entry {no entity, no ops}, then ValidateOnly and tags: one entity, answered once.
+    let (frame, _) = repeating(49, 1, b"", b"\x01\x01\x00", b"\x00\x00");
+    let body = answer_within_four_frames("AlterClientQuotas", &frame).await;
+    let mut framed = BytesMut::new();
+    framed.put_slice(&[0, 0, 0, 42, 0]);
+    framed.put_slice(&body);
+    let (_, response) = decode_response::<AlterClientQuotasRequest>(framed.freeze(), 1).unwrap();
+    let entries: Vec<&alter_client_quotas_response::EntryData> = response.entries.iter().collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].error_code, 42);
+}
+
+#[tokio::test]
+async fn describe_groups_repeating_an_empty_group_id_stays_within_four_frames() {
+    // Group id "", then IncludeAuthorizedOperations and tags.
+    let (frame, count) = repeating(15, 5, b"", b"\x01", b"\x00\x00");
+    let body = answer_within_four_frames("DescribeGroups", &frame).await;
+    let answer: describe_groups_response::DescribedGroup =
+        every_entry_alike("DescribeGroups", body, 4, count, 5);
+    assert_eq!(answer.group_id.as_str(), "");
+}
+
+#[tokio::test]
+async fn offset_commit_and_list_offsets_repeating_an_empty_topic_stay_within_four_frames() {
+    // OffsetCommit v8: group "g", generation -1, member "", instance null; topic {"", []}.
+    let prefix = b"\x02g\xff\xff\xff\xff\x01\x00";
+    let (frame, count) = repeating(8, 8, prefix, b"\x01\x01\x00", b"\x00");
+    let body = answer_within_four_frames("OffsetCommit", &frame).await;
+    let answer: offset_commit_response::OffsetCommitResponseTopic =
+        every_entry_alike("OffsetCommit", body, 4, count, 8);
+    assert_eq!(answer.name.as_str(), "");
+    // One topic "t" repeating partition {0, offset 0, epoch -1, metadata null}: one answer per
+    // partition, inside the topic's one answer.
+    let partition = b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00";
+    let prefix = [&prefix[..], b"\x02\x02t"].concat();
+    let (frame, count) = repeating(8, 8, &prefix, partition, b"\x00\x00");
+    let mut body = answer_within_four_frames("OffsetCommit", &frame).await;
+    // Throttle, one topic, its name "t".
+    assert_eq!(&body[..7], b"\x00\x00\x00\x00\x02\x02t");
+    body.advance(3);
+    let answer: offset_commit_response::OffsetCommitResponsePartition = every_entry_alike(
+        "OffsetCommit partitions",
+        body.slice(..body.len() - 1),
+        4,
+        count,
+        8,
+    );
+    assert_eq!(answer.partition_index, 0);
+    // ListOffsets v7: replica -1, isolation 0; topic {"", []}.
+    let (frame, count) = repeating(2, 7, b"\xff\xff\xff\xff\x00", b"\x01\x01\x00", b"\x00");
+    let body = answer_within_four_frames("ListOffsets", &frame).await;
+    let answer: list_offsets_response::ListOffsetsTopicResponse =
+        every_entry_alike("ListOffsets", body, 4, count, 7);
+    assert_eq!(answer.name.as_str(), "");
+}
+
+/// A Metadata request naming more topics than one chunk (1,024) is answered in chunks, twice
+/// over one image: the answer must be what shorter requests for the same distinct topics,
+/// in order of first appearance, answer, topic for topic.
+#[tokio::test]
+async fn metadata_naming_many_distinct_topics_answers_as_shorter_requests() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(std::time::Duration::from_secs(120));
+    let name = |n: String| TopicName(StrBytes::from_string(n));
+    let created = CreateTopicsRequest::default()
+        .with_topics(
+            ["t7", "t1500"]
+                .iter()
+                .map(|t| {
+                    CreatableTopic::default()
+                        .with_name(name(t.to_string()))
+                        .with_num_partitions(2)
+                        .with_replication_factor(1)
+                })
+                .collect(),
+        )
+        .with_timeout_ms(10_000);
+    let answer = conn.send::<CreateTopicsRequest>(&created, 7).await.unwrap();
+    assert!(answer.topics.iter().all(|t| t.error_code == 0));
+    // 3,000 names over 2,000 distinct ones, "" (invalid) and the two topics among them.
+    let listed: Vec<String> = (0..3000)
+        .map(|i| match i % 1000 {
+            999 => String::new(),
+            _ => format!("t{}", i % 2000),
+        })
+        .collect();
+    // Before v4 every Metadata request may create topics: the node's setting forbids it.
+    let request = |names: &[String], version: i16| {
+        MetadataRequest::default()
+            .with_topics(Some(
+                names
+                    .iter()
+                    .map(|n| MetadataRequestTopic::default().with_name(Some(name(n.clone()))))
+                    .collect(),
+            ))
+            .with_allow_auto_topic_creation(version < 4)
+    };
+    let mut distinct: Vec<String> = Vec::new();
+    for n in &listed {
+        if !distinct.contains(n) {
+            distinct.push(n.clone());
+        }
+    }
+    for version in [1i16, 9, 12] {
+        let whole = conn
+            .send::<MetadataRequest>(&request(&listed, version), version)
+            .await
+            .unwrap();
+        let mut expected = Vec::new();
+        for part in distinct.chunks(1000) {
+            let answer = conn
+                .send::<MetadataRequest>(&request(part, version), version)
+                .await
+                .unwrap();
+            expected.extend(answer.topics);
+        }
+        assert_eq!(whole.topics.len(), distinct.len(), "v{version}");
+        assert_eq!(whole.topics, expected, "v{version}");
+        let partitions: Vec<usize> = whole
+            .topics
+            .iter()
+            .filter(|t| t.error_code == 0)
+            .map(|t| t.partitions.len())
+            .collect();
+        assert_eq!(
+            partitions,
+            vec![2, 2],
+            "v{version}: t7 and t1500 are described"
+        );
+    }
 }

@@ -162,7 +162,7 @@ async fn connect_active(connection: &Connection) -> Result<AdminClient, String> 
     if connection.bootstrap_controller.is_none() {
         return Ok(client);
     }
-    to_active_controller(client).await
+    to_active_controller(client, &super::CommandConfig::default()).await
 }
 
 #[cfg(test)]

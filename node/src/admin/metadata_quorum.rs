@@ -175,18 +175,17 @@ fn now_ms() -> i64 {
 }
 
 /// Connects to the bootstrap address; with `--bootstrap-controller`, then to the active
-/// controller named by DescribeCluster.
+/// controller named by DescribeCluster. Both connections use `--command-config`'s client id and
+/// SASL PLAIN credentials, so an authenticated controller listener can be described.
 async fn connect_leader(args: &MetadataQuorumArgs) -> Result<AdminClient, String> {
+    let config =
+        super::CommandConfig::load(args.command_config.as_deref()).map_err(|e| e.to_string())?;
     if let Some(servers) = &args.bootstrap_server {
-        return AdminClient::connect(servers)
-            .await
-            .map_err(|e| e.to_string());
+        return config.connect(servers).await.map_err(|e| e.to_string());
     }
     let servers = args.bootstrap_controller.clone().unwrap_or_default();
-    let client = AdminClient::connect(&servers)
-        .await
-        .map_err(|e| e.to_string())?;
-    super::to_active_controller(client).await
+    let client = config.connect(&servers).await.map_err(|e| e.to_string())?;
+    super::to_active_controller(client, &config).await
 }
 
 fn describe_request() -> DescribeQuorumRequest {
@@ -308,7 +307,11 @@ async fn digest_line(cluster_id: &str, quorum: &DescribeQuorumResponse) -> Strin
         directory_id: uuid::Uuid::nil(),
         raft_link: false,
     };
-    let mut channel = crate::quorum::transport::Channel::new(addr.clone(), &hello);
+    let mut channel = crate::quorum::transport::Channel::new(
+        addr.clone(),
+        &hello,
+        crate::network::peer::PeerConnector::plaintext(),
+    );
     match channel
         .call(
             &crate::quorum::rpc::QuorumRequest::ImageDigest,

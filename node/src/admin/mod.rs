@@ -223,7 +223,7 @@ impl CommandConfig {
 
 /// One connection with its negotiated version ranges.
 pub struct AdminClient {
-    stream: TcpStream,
+    stream: crate::network::peer::PeerStream,
     correlation_id: i32,
     /// api key → broker's (min, max).
     versions: BTreeMap<i16, (i16, i16)>,
@@ -245,7 +245,7 @@ impl AdminClient {
                 Ok(Ok(stream)) => {
                     let _ = stream.set_nodelay(true);
                     let mut client = AdminClient {
-                        stream,
+                        stream: crate::network::peer::PeerStream::Plain(stream),
                         correlation_id: 0,
                         versions: BTreeMap::new(),
                         client_id: StrBytes::from_static_str("gregor-admin"),
@@ -258,6 +258,26 @@ impl AdminClient {
             }
         }
         Err(AdminError::Io(last))
+    }
+
+    /// Connects to `address` through `connector` (TLS and SASL as its listener needs; how a
+    /// broker reaches another broker's inter-broker listener) and runs ApiVersions.
+    pub async fn connect_secured(
+        address: &str,
+        connector: &crate::network::peer::PeerConnector,
+    ) -> Result<Self, AdminError> {
+        let stream = connector
+            .connect(address, REQUEST_TIMEOUT)
+            .await
+            .map_err(|e| AdminError::Io(format!("cannot connect to {address}: {e}")))?;
+        let mut client = AdminClient {
+            stream,
+            correlation_id: 0,
+            versions: BTreeMap::new(),
+            client_id: StrBytes::from_static_str("gregor-admin"),
+        };
+        client.negotiate().await?;
+        Ok(client)
     }
 
     async fn negotiate(&mut self) -> Result<(), AdminError> {
@@ -466,7 +486,10 @@ const CONTROLLER_ENDPOINTS: i8 = 2;
 /// From a client connected to a controller, a client of the active controller named by
 /// DescribeCluster (KIP-919): quorum and cluster requests must reach it, and it need not be the
 /// bootstrap controller that answered. Keeps `client` when no active controller is named.
-pub(crate) async fn to_active_controller(mut client: AdminClient) -> Result<AdminClient, String> {
+pub(crate) async fn to_active_controller(
+    mut client: AdminClient,
+    config: &CommandConfig,
+) -> Result<AdminClient, String> {
     let (_, cluster) = client
         .send(
             &kafka_protocol::messages::DescribeClusterRequest::default()
@@ -481,7 +504,7 @@ pub(crate) async fn to_active_controller(mut client: AdminClient) -> Result<Admi
         .find(|c| c.broker_id == cluster.controller_id)
         .map(|c| format!("{}:{}", c.host, c.port));
     match active {
-        Some(addr) => AdminClient::connect(&addr).await.map_err(|e| e.to_string()),
+        Some(addr) => config.connect(&addr).await.map_err(|e| e.to_string()),
         None => Ok(client),
     }
 }

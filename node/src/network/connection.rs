@@ -24,6 +24,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::busy_time::{timed, PollTimed};
 use super::frame::{read_frame, FrameError};
+use super::repeated::ResponseBytes;
 use super::sasl::{SaslSession, SaslStep};
 use super::tls::Stream;
 
@@ -42,6 +43,9 @@ pub(crate) struct ConnectionSettings {
     pub(crate) memory: std::sync::Arc<super::memory_pool::MemoryPool>,
     /// The listener's SASL settings, on SASL listeners (connections authenticate first).
     pub(crate) sasl: Option<std::sync::Arc<crate::config_security::SaslSettings>>,
+    /// Whether the listener authenticates its clients (any protocol but PLAINTEXT): private
+    /// quorum RPCs then need a principal allowed CLUSTER_ACTION.
+    pub(crate) authenticated_listener: bool,
 }
 
 /// Why a request gets no answer and its connection closes.
@@ -105,15 +109,25 @@ pub(crate) async fn serve(
             && crate::quorum::rpc::is_quorum_api_key(i16::from_be_bytes([frame[0], frame[1]]))
         {
             use crate::quorum::service::PrivateOutcome;
+            if crate::quorum::transport::isolated_by_test_hook() {
+                return CloseReason::IoError;
+            }
+            if let Err(detail) = may_send_private(
+                &settings,
+                sasl.as_ref(),
+                &handlers,
+                &principal,
+                &client_host,
+            ) {
+                tracing::info!(%peer, listener = %settings.listener_name, %principal, %detail, "closing a quorum connection");
+                return CloseReason::ClusterAuthorizationFailed;
+            }
             match settings.quorum.serve_private(&mut session, &frame).await {
                 PrivateOutcome::Reply(bytes) if stream.write_all(&bytes).await.is_ok() => continue,
                 PrivateOutcome::RaftLink(bytes, node_id)
                     if stream.write_all(&bytes).await.is_ok() =>
                 {
-                    // Controller listeners are PLAINTEXT (checked at start-up).
-                    if let Stream::Plain(tcp) = stream {
-                        settings.quorum.serve_raft_link(tcp, node_id).await;
-                    }
+                    settings.quorum.serve_raft_link(stream, node_id).await;
                     return CloseReason::ClientClosed;
                 }
                 PrivateOutcome::Refuse(bytes) => {
@@ -125,12 +139,6 @@ pub(crate) async fn serve(
                     return CloseReason::MalformedRequest;
                 }
                 _ => return CloseReason::IoError,
-            }
-        }
-        if !*settings.ready.borrow() {
-            let mut ready = settings.ready.clone();
-            if ready.wait_for(|ready| *ready).await.is_err() {
-                return CloseReason::IoError;
             }
         }
         if let Some(session) = sasl.as_mut().filter(|s| s.is_authenticated()) {
@@ -186,6 +194,14 @@ pub(crate) async fn serve(
                 }
             }
         }
+        // The SASL exchange above runs before the node is ready: peers authenticate to a
+        // controller listener while the quorum forms.
+        if !*settings.ready.borrow() {
+            let mut ready = settings.ready.clone();
+            if ready.wait_for(|ready| *ready).await.is_err() {
+                return CloseReason::IoError;
+            }
+        }
         let received = Instant::now();
         let queued = gregor_metrics::QueuedRequest::enter();
         let request_bytes = frame.len();
@@ -215,7 +231,7 @@ pub(crate) async fn serve(
         let send_started = Instant::now();
         match served.delivery {
             Delivery::Send => {
-                if let Err(error) = stream.write_all(&served.bytes).await {
+                if let Err(error) = served.bytes.write_to(&mut stream).await {
                     tracing::debug!(%peer, %error, "response write failed");
                     return CloseReason::IoError;
                 }
@@ -261,6 +277,45 @@ pub(crate) async fn serve(
     }
 }
 
+/// Whether this connection may send private quorum RPCs. On an authenticated controller
+/// listener (SSL, SASL_PLAINTEXT, SASL_SSL) only a controller or broker principal may, as Kafka
+/// serves its controller and broker RPCs only to a principal allowed CLUSTER_ACTION on the
+/// cluster: a SASL connection must have authenticated, and with an authorizer its principal
+/// must be a super user or hold that ACL. On a PLAINTEXT controller listener every peer is
+/// `User:ANONYMOUS`, and the quorum's hello checks alone decide.
+fn may_send_private(
+    settings: &ConnectionSettings,
+    sasl: Option<&SaslSession>,
+    handlers: &HandlerContext,
+    principal: &Principal,
+    client_host: &str,
+) -> Result<(), String> {
+    if !settings.authenticated_listener {
+        return Ok(());
+    }
+    if sasl.is_some_and(|session| !session.is_authenticated()) {
+        return Err("a private quorum RPC before SASL authentication".to_owned());
+    }
+    let Some(authorizer) = handlers.authorizer.as_deref() else {
+        return Ok(());
+    };
+    let host = client_host.strip_prefix('/').unwrap_or(client_host);
+    if authorizer.authorize(
+        &principal.to_string(),
+        host,
+        gregor_publishers::acl::AclOperation::ClusterAction,
+        gregor_publishers::acl::ResourceType::Cluster,
+        gregor_publishers::acl::CLUSTER_NAME,
+    ) {
+        Ok(())
+    } else {
+        Err(
+            "a private quorum RPC from a principal without CLUSTER_ACTION on the cluster"
+                .to_owned(),
+        )
+    }
+}
+
 /// The largest frame accepted next: `sasl.server.max.receive.size` until a SASL connection has
 /// authenticated, `socket.request.max.bytes` after.
 fn frame_limit(settings: &ConnectionSettings, sasl: Option<&SaslSession>) -> i32 {
@@ -272,7 +327,7 @@ fn frame_limit(settings: &ConnectionSettings, sasl: Option<&SaslSession>) -> i32
 
 /// A response ready to write, and what the metrics need to know about it.
 struct Served {
-    bytes: Bytes,
+    bytes: ResponseBytes,
     delivery: Delivery,
     api_name: &'static str,
     api_version: i16,
@@ -302,7 +357,68 @@ fn record_metrics(served: &Served, timings: &RequestTimings) {
     }
 }
 
+/// Serves one request frame; a request repeating list elements is served reduced and its
+/// answer expanded (`repeated.rs`).
 async fn process(
+    frame: Bytes,
+    handlers: &HandlerContext,
+    settings: &ConnectionSettings,
+    principal: &Principal,
+    client_host: &str,
+    forwarded: bool,
+) -> Result<Served, Refusal> {
+    let Some((api_key, api_version)) = frame
+        .get(..4)
+        .and_then(|h| {
+            Some((
+                ApiKey::try_from(i16::from_be_bytes([h[0], h[1]])).ok()?,
+                i16::from_be_bytes([h[2], h[3]]),
+            ))
+        })
+        .filter(|(key, version)| {
+            handlers::lookup(*key, settings.listener_kind)
+                .is_some_and(|spec| (spec.versions.min..=spec.versions.max).contains(version))
+        })
+    else {
+        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+    };
+    let reduced =
+        decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
+            .map_err(|e| {
+                refuse(
+                    CloseReason::MalformedRequest,
+                    format!("cannot decode {api_key:?} v{api_version}: {e}"),
+                )
+            })?;
+    let Some(reduced) = reduced else {
+        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+    };
+    drop(frame);
+    let mut served = process_frame(
+        reduced.frame,
+        handlers,
+        settings,
+        principal,
+        client_host,
+        forwarded,
+    )
+    .await?;
+    if let (Some(plan), ResponseBytes::Whole(bytes)) = (reduced.plan, &served.bytes) {
+        served.bytes = plan
+            .expand(
+                bytes.clone(),
+                api_key.response_header_version(api_version),
+                api_version,
+            )
+            .map_err(|e| {
+                tracing::error!(?api_key, api_version, error = %e, "cannot expand a response");
+                refuse(CloseReason::MalformedRequest, e.to_string())
+            })?;
+    }
+    Ok(served)
+}
+
+async fn process_frame(
     mut frame: Bytes,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
@@ -382,7 +498,7 @@ async fn process(
         let bytes = encode_response(correlation_id, 0, 0, &body)
             .map_err(|e| refuse(CloseReason::MalformedRequest, e))?;
         return Ok(Served {
-            bytes,
+            bytes: ResponseBytes::Whole(bytes),
             delivery: Delivery::Send,
             api_name: spec.name,
             api_version,
@@ -394,7 +510,29 @@ async fn process(
         });
     }
 
+    // A Metadata request naming many topics is decided a chunk at a time (`metadata_chunks`),
+    // unless it may create topics: one creation for all of them is refused whole past the
+    // controller's record limit, as Kafka's is, where chunks would each pass.
+    let chunked = if api_key == ApiKey::Metadata {
+        let auto_create = handlers.settings.auto_create_topics_enable;
+        decode_guarded(|| {
+            super::metadata_chunks::scan(&frame, api_version)
+                .transpose()
+                .map(|c| c.filter(|c| !auto_create || !c.may_create_topics()))
+        })
+        .map_err(|e| {
+            refuse(
+                CloseReason::MalformedRequest,
+                format!("cannot decode {} v{api_version}: {e}", spec.name),
+            )
+        })?
+    } else {
+        None
+    };
     let request = decode_guarded(|| {
+        if let Some(chunked) = &chunked {
+            return Ok(chunked.shell());
+        }
         match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
             .or_else(|| super::dedup_decode::decode(api_key, &mut frame, api_version))
         {
@@ -442,7 +580,26 @@ async fn process(
             return Ok(served);
         }
     }
-    let (handled, handler_work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;
+    let ((handled, topics), handler_work) = match chunked {
+        None => {
+            let (handled, work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;
+            ((handled, None), work)
+        }
+        Some(chunked) => {
+            let (handled, work) =
+                PollTimed::new(super::metadata_chunks::handle(handlers, &info, chunked)).await;
+            let handled = handled.map_err(|e| {
+                refuse(
+                    CloseReason::MalformedRequest,
+                    format!("cannot decode {} v{api_version}: {e}", spec.name),
+                )
+            })?;
+            (
+                handled.map_or((None, None), |(a, t)| (Some(a), Some(t))),
+                work,
+            )
+        }
+    };
     let ApiResponse {
         mut body,
         errors,
@@ -517,6 +674,22 @@ async fn process(
         tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
         refuse(CloseReason::MalformedRequest, e)
     })?;
+    let bytes = match topics {
+        None => ResponseBytes::Whole(bytes),
+        // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields (v9+).
+        Some(topics) => {
+            let suffix = if (8..=10).contains(&api_version) {
+                4
+            } else {
+                0
+            } + usize::from(api_version >= 9);
+            super::repeated::splice_topics(bytes, suffix, api_version >= 9, topics)
+            .map_err(|e| {
+                tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
+                refuse(CloseReason::MalformedRequest, e.to_string())
+            })?
+        }
+    };
     // Encoding happens after the throttle is decided; as Kafka records network-thread time
     // once the response is done, it is charged without throttling this response.
     handlers.quotas.request.shared.record(
@@ -574,7 +747,7 @@ async fn forward_raw(
         forward_work + decode_work,
     );
     Some(Served {
-        bytes,
+        bytes: ResponseBytes::Whole(bytes),
         delivery: Delivery::Send,
         api_name,
         api_version,

@@ -86,14 +86,16 @@ pub(crate) fn decode(
     }
 }
 
-fn need(buf: &Bytes, n: usize) -> anyhow::Result<()> {
+/// Fails unless `n` more bytes are left.
+pub(super) fn need(buf: &Bytes, n: usize) -> anyhow::Result<()> {
     if buf.remaining() < n {
         bail!("truncated: {n} bytes needed, {} left", buf.remaining());
     }
     Ok(())
 }
 
-fn uvarint(buf: &mut Bytes) -> anyhow::Result<u32> {
+/// An unsigned varint of at most 5 bytes (Kafka's compact lengths and tag numbers).
+pub(super) fn uvarint(buf: &mut Bytes) -> anyhow::Result<u32> {
     let mut value = 0u32;
     for shift in (0..35).step_by(7) {
         need(buf, 1)?;
@@ -146,7 +148,8 @@ fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Byt
 
 /// An array's length (-1 for null): compact (length + 1 as a varint) when `flexible`, else an
 /// i32.
-fn array_length(buf: &mut Bytes, flexible: bool) -> anyhow::Result<i64> {
+/// An array's length (-1 for null): compact in flexible versions, an `i32` before.
+pub(super) fn array_length(buf: &mut Bytes, flexible: bool) -> anyhow::Result<i64> {
     if flexible {
         Ok(i64::from(uvarint(buf)?) - 1)
     } else {

@@ -8,7 +8,10 @@ mod dedup_decode;
 pub mod frame;
 mod limits;
 pub mod memory_pool;
+pub mod metadata_chunks;
+pub mod peer;
 pub mod raft_voter_versions;
+pub mod repeated;
 mod sasl;
 pub mod tls;
 
@@ -141,6 +144,9 @@ pub async fn run(
             .listener_security
             .get(&bound.spec.name)
             .and_then(|security| security.sasl.clone()),
+        authenticated_listener: config.listener_security.get(&bound.spec.name).is_some_and(
+            |security| security.protocol != crate::config::SecurityProtocol::Plaintext,
+        ),
     };
     if let Some(tls) = &bound.tls {
         tls.watch(bound.spec.name.clone());

@@ -19,57 +19,63 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config_security::{ClientAuth, TlsSettings};
 
-/// A connection's byte stream: plain TCP or TLS over it.
-pub(crate) enum Stream {
+/// A byte stream that is plain TCP or `T`, TLS over it (a listener's server side, or a peer
+/// connection's client side).
+pub enum MaybeTls<T> {
+    /// Plain TCP.
     Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    /// TLS over TCP.
+    Tls(Box<T>),
 }
+
+/// A connection's byte stream on a listener.
+pub(crate) type Stream = MaybeTls<TlsStream<TcpStream>>;
 
 impl Stream {
     pub(crate) fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
         match self {
-            Stream::Plain(tcp) => tcp.peer_addr(),
-            Stream::Tls(tls) => tls.get_ref().0.peer_addr(),
+            MaybeTls::Plain(tcp) => tcp.peer_addr(),
+            MaybeTls::Tls(tls) => tls.get_ref().0.peer_addr(),
         }
     }
 }
 
-impl AsyncRead for Stream {
+impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+            MaybeTls::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            MaybeTls::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
         }
     }
 }
 
-impl AsyncWrite for Stream {
+impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
+            MaybeTls::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            MaybeTls::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+            MaybeTls::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            MaybeTls::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
-            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+            MaybeTls::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            MaybeTls::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
         }
     }
 }

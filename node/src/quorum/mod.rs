@@ -6,7 +6,7 @@
 //!  leader ──AppendEntries/Vote/InstallSnapshot (keys 32000-32002)──▶ follower or learner
 //!  starting node ──Join (32003): id, directory id, endpoints, registration──▶ leader
 //!        ◀── Joined { read_index } │ NotLeader { leader endpoints } │ Refused { why }
-//!  observer ──Join every second (heartbeat)──▶ leader
+//!  observer ──Join every broker.heartbeat.interval.ms (heartbeat)──▶ leader
 //!  broker without a controller listener ──Hello { raft_link }──▶ leader's controller listener
 //!        ◀── AppendEntries / InstallSnapshot down that same connection
 //!  broker listener: CreateTopics & co. ──same frame──▶ leader's controller listener
@@ -37,6 +37,8 @@ use crate::storage::{self, NodeIdentity};
 use rpc::{BrokerJoin, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse};
 use transport::{address_of, read_peer_frame, Channel, QuorumNetwork, RaftLinks};
 
+use crate::network::peer::{PeerConnector, PeerStream};
+
 /// How long one join attempt may wait for an answer.
 const JOIN_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Observers announce themselves this often.
@@ -57,6 +59,7 @@ const LINK_IDLE: Duration = Duration::from_secs(5);
 /// that have not announced theirs (see [`transport::PeerLimits`]).
 pub(crate) fn network(
     hello: PeerHello,
+    connector: Arc<PeerConnector>,
     max_request_bytes: i32,
 ) -> (
     QuorumNetwork,
@@ -71,6 +74,7 @@ pub(crate) fn network(
             state: cell.clone(),
             limits: Arc::new(transport::PeerLimits::new(own)),
             hello,
+            connector,
             links: links.clone(),
         },
         cell,
@@ -228,7 +232,8 @@ async fn join_leader(
                 }
                 Some(addr) => {
                     answered_by = Some(addr.clone());
-                    let mut channel = Channel::new(addr.clone(), &service.hello);
+                    let mut channel =
+                        Channel::new(addr.clone(), &service.hello, service.connector.clone());
                     match channel
                         .call(
                             &QuorumRequest::Join(join.clone()),
@@ -342,18 +347,23 @@ pub(crate) fn spawn_fencing(
     controller: actix::Addr<gregor_actors::controller::Controller>,
 ) {
     let timeout = Duration::from_millis(config.broker_session_timeout_ms as u64);
+    let check_every = fencing_check_interval(timeout);
     tokio::spawn(async move {
-        // Brokers get a full session from the moment this node starts leading: a new leader
-        // has heard from nobody yet.
+        // Brokers get a full session from the moment this node starts leading, as Kafka's new
+        // active controller gives them, unless this node heard from them while following.
         let mut leading_since: Option<Instant> = None;
+        let mut learners_checked: Option<Instant> = None;
         loop {
-            tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+            tokio::time::sleep(check_every).await;
             if !service.state.is_leader() {
                 leading_since = None;
                 continue;
             }
             let since = *leading_since.get_or_insert_with(Instant::now);
-            remove_departed_learners(&service, &image.load_full(), since.elapsed()).await;
+            if learners_checked.is_none_or(|at| at.elapsed() >= HEARTBEAT_INTERVAL) {
+                learners_checked = Some(Instant::now());
+                remove_departed_learners(&service, &image.load_full(), since.elapsed()).await;
+            }
             let current = image.load_full();
             let voters = service.voter_ids();
             let liveness = |id: i32| broker_liveness(&service, &voters, id, timeout);
@@ -367,7 +377,10 @@ pub(crate) fn spawn_fencing(
                     continue;
                 }
                 match (broker.fenced, liveness(broker.id)) {
-                    (false, Liveness::Silent) if since.elapsed() >= timeout => {
+                    (false, Liveness::Silent)
+                        if since.elapsed() >= timeout
+                            || went_silent_before_leading(&service, broker.id, since, timeout) =>
+                    {
                         changes.push((broker.id, true))
                     }
                     (true, Liveness::CaughtUp) => changes.push((broker.id, false)),
@@ -403,6 +416,53 @@ pub(crate) fn spawn_fencing(
     });
 }
 
+/// How often the active controller looks for silent brokers: a small fraction of the session,
+/// so a broker is fenced close to `broker.session.timeout.ms` after it went silent, not up to a
+/// second later.
+fn fencing_check_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 20).clamp(Duration::from_millis(50), HEARTBEAT_INTERVAL)
+}
+
+/// How long a new leader waits before it may fence a voter early (see [`may_fence_early`]):
+/// three raft heartbeats (100 ms), by which a live voter has accepted the new leader's first
+/// AppendEntries.
+const NEW_LEADER_MIN_GRACE: Duration = Duration::from_millis(300);
+
+/// How far before a leadership began a voter's last raft call still counts as fresh: elections
+/// start 1.5-2 s after the last leader was heard (openraft's lease plus election timeout) and may
+/// take a few rounds.
+const ELECTION_ALLOWANCE: Duration = Duration::from_secs(5);
+
+/// Whether a node that has just started leading may fence `id` before its first full session
+/// (`id` is silent: nothing heard from it for a session).
+fn went_silent_before_leading(
+    service: &QuorumService,
+    id: i32,
+    leading_since: Instant,
+    timeout: Duration,
+) -> bool {
+    may_fence_early(
+        service.state.last_heard_from(id as u64),
+        leading_since,
+        Instant::now(),
+        timeout,
+    )
+}
+
+/// A silent voter may be fenced early when this node heard its raft calls shortly before it
+/// started leading (typically the voter led the quorum until it died) and this node has led long
+/// enough for a live voter to have answered it. Any other broker gets the full session, as
+/// Kafka's new active controller gives every broker.
+fn may_fence_early(
+    last_heard: Option<Instant>,
+    leading_since: Instant,
+    now: Instant,
+    timeout: Duration,
+) -> bool {
+    now.saturating_duration_since(leading_since) >= NEW_LEADER_MIN_GRACE
+        && last_heard.is_some_and(|heard| heard + timeout + ELECTION_ALLOWANCE >= leading_since)
+}
+
 /// What the leader knows of a broker's session.
 #[derive(Debug, PartialEq, Eq)]
 enum Liveness {
@@ -429,6 +489,10 @@ fn broker_liveness(
     let progress = service.state.progress(id as u64);
     let heard = if voters.contains(&(id as u64)) {
         progress.is_some_and(|p| recent(p.last_fetch_ms))
+            || service
+                .state
+                .last_heard_from(id as u64)
+                .is_some_and(|heard| heard.elapsed() <= timeout)
     } else {
         service
             .state
@@ -524,7 +588,7 @@ pub(crate) fn spawn_raft_link(
                 }
                 continue;
             };
-            match open_raft_link(&addr, &hello).await {
+            match open_raft_link(&service.connector, &addr, &hello).await {
                 Ok(stream) => {
                     tracing::info!(%addr, "raft link to the leader opened");
                     service.link_open.send_replace(true);
@@ -549,14 +613,18 @@ pub(crate) fn spawn_raft_link(
 }
 
 /// Connects to `addr` and opens a raft link with `hello`.
-async fn open_raft_link(addr: &str, hello: &PeerHello) -> Result<tokio::net::TcpStream, String> {
+async fn open_raft_link(
+    connector: &PeerConnector,
+    addr: &str,
+    hello: &PeerHello,
+) -> Result<PeerStream, String> {
     use tokio::io::AsyncWriteExt;
     let frame = transport::hello_frame(hello)?;
     let open = async {
-        let mut stream = tokio::net::TcpStream::connect(addr)
+        let mut stream = connector
+            .connect(addr, transport::CONNECT_TIMEOUT)
             .await
             .map_err(|e| e.to_string())?;
-        let _ = stream.set_nodelay(true);
         stream.write_all(&frame).await.map_err(|e| e.to_string())?;
         let answer = read_peer_frame(&mut stream)
             .await
@@ -573,7 +641,7 @@ async fn open_raft_link(addr: &str, hello: &PeerHello) -> Result<tokio::net::Tcp
 /// [`LINK_IDLE`], or the leader moves; returns why it ended.
 async fn serve_raft_link(
     service: &QuorumService,
-    mut stream: tokio::net::TcpStream,
+    mut stream: PeerStream,
     address: &mut tokio::sync::watch::Receiver<Option<String>>,
 ) -> String {
     use tokio::io::AsyncWriteExt;
@@ -604,9 +672,10 @@ pub(crate) fn spawn_heartbeats(
     service: Arc<QuorumService>,
     join: JoinRequest,
 ) {
+    let interval = Duration::from_millis(config.broker_heartbeat_interval_ms as u64);
     tokio::spawn(async move {
         loop {
-            tokio::time::sleep(HEARTBEAT_INTERVAL).await;
+            tokio::time::sleep(interval).await;
             if service.voter_ids().contains(&(config.node_id as u64)) {
                 continue;
             }
@@ -624,6 +693,44 @@ mod tests {
 
     fn addrs(list: &[&str]) -> Vec<String> {
         list.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn the_fencing_check_runs_every_twentieth_of_a_session_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(fencing_check_interval(ms(9000)), ms(450));
+        assert_eq!(fencing_check_interval(ms(1500)), ms(75));
+        assert_eq!(fencing_check_interval(ms(500)), ms(50));
+        assert_eq!(fencing_check_interval(ms(60_000)), ms(1000));
+    }
+
+    #[test]
+    fn a_new_leader_fences_early_only_the_voter_it_heard_just_before_leading() {
+        let ms = Duration::from_millis;
+        let session = ms(1500);
+        let start = Instant::now();
+        // The old leader's last AppendEntries came 1.7 s before this node won its election.
+        let heard = Some(start);
+        let leading = start + ms(1700);
+        assert!(!may_fence_early(heard, leading, leading + ms(299), session));
+        assert!(may_fence_early(heard, leading, leading + ms(300), session));
+        // Heard 6.5 s before leading (session + allowance): stale, the full session applies.
+        let stale_leading = start + ms(6501);
+        assert!(!may_fence_early(
+            heard,
+            stale_leading,
+            stale_leading + ms(300),
+            session
+        ));
+        let edge_leading = start + ms(6500);
+        assert!(may_fence_early(
+            heard,
+            edge_leading,
+            edge_leading + ms(300),
+            session
+        ));
+        // Never heard: the full session applies.
+        assert!(!may_fence_early(None, leading, leading + ms(5000), session));
     }
 
     #[test]

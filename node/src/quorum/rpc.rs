@@ -54,8 +54,8 @@ pub(crate) fn is_quorum_api_key(key: i16) -> bool {
 
 /// Who opened a connection for private RPCs. The receiver serves nothing private before it,
 /// and serves raft traffic, raft links and the forwarding marker only to a node it knows (see
-/// `QuorumService::serve_private`). Once SASL exists, the authenticated controller principal
-/// takes the place of this claim.
+/// `QuorumService::serve_private`). On an authenticated controller listener the connection's
+/// principal must also be allowed CLUSTER_ACTION (checked before any private frame is decoded).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct PeerHello {
     /// The cluster id the node was formatted with.
@@ -88,7 +88,7 @@ pub(crate) enum HelloResponse {
 }
 
 /// A node announcing itself to the leader: at start-up (to register and become a learner) and
-/// then every second while it is not a voter (Kafka's observers fetch; this is their heartbeat).
+/// then every `broker.heartbeat.interval.ms` while it is not a voter (Kafka's observers fetch; this is their heartbeat).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct JoinRequest {
     /// The cluster id the node was formatted with.

@@ -26,6 +26,7 @@ use super::rpc::{
     self, HelloResponse, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse,
 };
 use super::transport::{address_of, read_peer_frame, Channel, LinkCall, PeerLimits, RaftLinks};
+use crate::network::peer::PeerConnector;
 
 /// Mutations a broker hands to the active controller whole (Kafka's forwarded APIs, §1.7), when
 /// the routing table also serves them on the controller listener. The config APIs are split by
@@ -106,6 +107,8 @@ pub struct QuorumService {
     peer_limits: Arc<PeerLimits>,
     /// This node's hello, opening every connection it makes for private RPCs.
     pub(crate) hello: PeerHello,
+    /// How connections to controller listeners are secured (TLS, SASL).
+    pub(crate) connector: Arc<PeerConnector>,
     /// Raft links learners without a controller listener opened to this node.
     links: Arc<RaftLinks>,
     /// The leader that admitted this node (id, directory id): before its log holds a
@@ -133,6 +136,7 @@ impl QuorumService {
         image: Arc<ArcSwap<MetadataImage>>,
         peer_limits: Arc<PeerLimits>,
         hello: PeerHello,
+        connector: Arc<PeerConnector>,
         links: Arc<RaftLinks>,
     ) -> Arc<Self> {
         Arc::new_cyclic(|this| QuorumService {
@@ -143,6 +147,7 @@ impl QuorumService {
             forward_pool: Mutex::new(BTreeMap::new()),
             peer_limits,
             hello,
+            connector,
             links,
             admitted_by: std::sync::Mutex::new(None),
             leader_address: tokio::sync::watch::Sender::new(None),
@@ -285,6 +290,18 @@ impl QuorumService {
             }
             (_, Some((_, _, known))) => known,
         };
+        if let (true, Some((node_id, _, _))) = (known, session.peer) {
+            // Any raft call shows the sender alive: a follower that becomes leader knows when it
+            // last heard from the leader before it (see `spawn_fencing`).
+            if matches!(
+                request,
+                QuorumRequest::AppendEntries(_)
+                    | QuorumRequest::Vote(_)
+                    | QuorumRequest::InstallSnapshot(_)
+            ) {
+                self.state.heard_from(node_id as u64);
+            }
+        }
         let raft = self.state.log.raft();
         let response = match request {
             QuorumRequest::Join(join) => {
@@ -393,7 +410,10 @@ impl QuorumService {
     /// Serves a learner's raft link on the connection it opened: openraft's requests for that
     /// node go down it (see [`RaftLinks`]) until either side closes it or a newer link of the
     /// node replaces it.
-    pub(crate) async fn serve_raft_link(&self, mut stream: tokio::net::TcpStream, node_id: i32) {
+    pub(crate) async fn serve_raft_link<S>(&self, mut stream: S, node_id: i32)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
         let id = node_id as u64;
         let (sender, mut calls) = tokio::sync::mpsc::channel::<LinkCall>(LINK_QUEUE);
         self.links.insert(id, sender.clone());
@@ -698,9 +718,9 @@ impl QuorumService {
         };
         let mut channel = {
             let mut pool = self.forward_pool.lock().await;
-            pool.get_mut(&addr)
-                .and_then(Vec::pop)
-                .unwrap_or_else(|| Channel::forwarding(addr.clone(), &self.hello))
+            pool.get_mut(&addr).and_then(Vec::pop).unwrap_or_else(|| {
+                Channel::forwarding(addr.clone(), &self.hello, self.connector.clone())
+            })
         };
         let mut frame = Vec::with_capacity(request.len() + 4);
         frame.extend_from_slice(&(request.len() as i32).to_be_bytes());

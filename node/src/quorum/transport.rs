@@ -24,9 +24,10 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::network::peer::{ConnectError, PeerConnector, PeerStream};
 
 use super::rpc::{self, HelloResponse, PeerHello, QuorumRequest, QuorumResponse};
 
@@ -38,8 +39,32 @@ pub(crate) const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 /// unreachable (the learner opens it as soon as its join is answered).
 const LINK_WAIT: Duration = Duration::from_millis(500);
 
-/// How long connecting to a peer may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long connecting to a peer may take (TCP, then TLS and SASL when the listener has them).
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Test only: the environment variable naming a file while whose existence this node neither
+/// sends nor serves any quorum RPC (raft, join, heartbeat, forwarding), as if a network fault
+/// cut it off from every other controller while its clients and replica fetchers still reach
+/// it. Nothing sets it outside tests.
+pub(crate) const ISOLATION_HOOK_ENV: &str = "GREGOR_TEST_ONLY_ISOLATE_QUORUM_FILE";
+
+static ISOLATION_FILE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+
+/// Whether the test-only isolation file exists (one `stat` per quorum frame, only when the
+/// hook is set).
+pub(crate) fn isolated_by_test_hook() -> bool {
+    ISOLATION_FILE
+        .get_or_init(|| {
+            let file = std::env::var_os(ISOLATION_HOOK_ENV)?;
+            tracing::warn!(
+                file = %std::path::Path::new(&file).display(),
+                "test-only hook set: quorum traffic stops while this file exists"
+            );
+            Some(file.into())
+        })
+        .as_ref()
+        .is_some_and(|file| file.exists())
+}
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +99,9 @@ pub(crate) fn address_of(endpoint: &Endpoint) -> String {
 /// One lazily (re)connected connection to a peer address.
 pub(crate) struct Channel {
     addr: String,
-    stream: Option<TcpStream>,
+    /// How connections to the peer's controller listener are secured.
+    connector: Arc<PeerConnector>,
+    stream: Option<PeerStream>,
     next_correlation: i32,
     /// This node's hello, sent and accepted first on every new connection.
     hello: Bytes,
@@ -84,7 +111,9 @@ pub(crate) struct Channel {
 }
 
 /// Reads one size-prefixed frame of at most [`MAX_RESPONSE_BYTES`] and returns its body.
-pub(crate) async fn read_peer_frame(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+pub(crate) async fn read_peer_frame<S: AsyncRead + Unpin>(
+    stream: &mut S,
+) -> std::io::Result<Vec<u8>> {
     let size = stream.read_i32().await?;
     let size = usize::try_from(size)
         .ok()
@@ -125,9 +154,10 @@ pub(crate) fn check_hello_answer(addr: &str, answer: &[u8]) -> Result<(), CallEr
 }
 
 impl Channel {
-    pub(crate) fn new(addr: String, hello: &PeerHello) -> Self {
+    pub(crate) fn new(addr: String, hello: &PeerHello, connector: Arc<PeerConnector>) -> Self {
         Channel {
             addr,
+            connector,
             stream: None,
             next_correlation: 0,
             hello: hello_frame(hello).unwrap_or_default(),
@@ -137,10 +167,14 @@ impl Channel {
 
     /// A channel for forwarded client requests: each connection it opens first announces
     /// itself as one, so the controller leaves throttling its clients to this broker.
-    pub(crate) fn forwarding(addr: String, hello: &PeerHello) -> Self {
+    pub(crate) fn forwarding(
+        addr: String,
+        hello: &PeerHello,
+        connector: Arc<PeerConnector>,
+    ) -> Self {
         Channel {
             opening: Some(rpc::forwarding_channel_frame()),
-            ..Channel::new(addr, hello)
+            ..Channel::new(addr, hello, connector)
         }
     }
 
@@ -185,24 +219,34 @@ impl Channel {
         frame: Bytes,
         timeout: Duration,
     ) -> Result<Vec<u8>, CallError> {
+        if isolated_by_test_hook() {
+            self.stream = None;
+            return Err(CallError::Io {
+                addr: self.addr.clone(),
+                reason: "cut off by the test-only isolation hook".into(),
+            });
+        }
         if self.stream.is_none() {
-            let connect = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr));
-            let stream = match connect.await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => {
+            // A refused TLS handshake or SASL exchange counts as unreachable too: openraft
+            // backs off before the next try, and the reason says what to fix.
+            let stream = match self.connector.connect(&self.addr, CONNECT_TIMEOUT).await {
+                Ok(stream) => stream,
+                Err(ConnectError::Unreachable(reason)) => {
                     return Err(CallError::Connect {
                         addr: self.addr.clone(),
-                        reason: e.to_string(),
+                        reason,
                     })
                 }
-                Err(_) => {
+                Err(ConnectError::Refused(reason)) => {
+                    // A misconfiguration the operator must see (a wrong password, an
+                    // untrusted certificate), unlike a peer that is down.
+                    tracing::warn!(addr = %self.addr, %reason, "a controller refused this node's connection");
                     return Err(CallError::Connect {
                         addr: self.addr.clone(),
-                        reason: format!("no answer within {CONNECT_TIMEOUT:?}"),
-                    })
+                        reason,
+                    });
                 }
             };
-            let _ = stream.set_nodelay(true);
             self.stream = Some(stream);
             let answer = Box::pin(self.round_trip(self.hello.clone(), timeout)).await?;
             if let Err(error) = check_hello_answer(&self.addr, &answer) {
@@ -392,6 +436,8 @@ pub(crate) struct QuorumNetwork {
     pub(crate) limits: Arc<PeerLimits>,
     /// This node's hello.
     pub(crate) hello: PeerHello,
+    /// How connections to controller listeners are secured.
+    pub(crate) connector: Arc<PeerConnector>,
     /// Links opened by learners without a controller listener.
     pub(crate) links: Arc<RaftLinks>,
 }
@@ -449,7 +495,11 @@ impl RaftNetworkFactory<TypeConfig> for QuorumNetwork {
         // The first endpoint is the controller listener; a node without one (a broker) is
         // reached over the raft link it opens.
         let route = match node.endpoints.first() {
-            Some(endpoint) => Route::Direct(Channel::new(address_of(endpoint), &self.hello)),
+            Some(endpoint) => Route::Direct(Channel::new(
+                address_of(endpoint),
+                &self.hello,
+                self.connector.clone(),
+            )),
             None => Route::Link(self.links.clone()),
         };
         PeerClient {

@@ -14,12 +14,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use uuid::Uuid;
 
+use super::digest::{partition_hash, topic_hash};
 use super::partition::{DirectoryInterner, PartitionRegistration};
-use super::IdBuildHasher;
+use super::{IdBuildHasher, ImageDigest};
 use crate::delta::ReplayError;
 use crate::records::{
     MetadataRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
@@ -79,20 +81,41 @@ impl Partitions {
         }
     }
 
-    /// These partitions with `changes` (new or replaced partitions) applied.
-    fn with_changes(&self, changes: &BTreeMap<i32, PartitionRegistration>) -> Partitions {
+    /// These partitions with `changes` (new or replaced partitions) applied. The digest of
+    /// topic `topic_id` is kept in step on the way: each replaced partition's record hash is
+    /// taken out of `digest` and each changed partition's put in, so the old state is read
+    /// once, while it is being copied, not looked up again.
+    fn with_changes(
+        &self,
+        changes: &ChangedPartitions,
+        topic_id: &Uuid,
+        digest: &mut ImageDigest,
+    ) -> Partitions {
         if changes.is_empty() {
             return self.clone();
         }
+        let mut count =
+            |old: Option<&PartitionRegistration>, id: i32, new: &PartitionRegistration| {
+                if let Some(old) = old {
+                    digest.remove_hash(partition_hash(topic_id, id, old));
+                }
+                digest.add_hash(partition_hash(topic_id, id, new));
+            };
         match self {
             Partitions::Small(entries) => {
-                let mut merged = Vec::with_capacity(entries.len() + changes.len());
+                // The exact length, so `into_boxed_slice` does not reallocate and copy.
+                let added = changes
+                    .iter()
+                    .filter(|(id, _)| entries.binary_search_by_key(id, |(key, _)| *key).is_err())
+                    .count();
+                let mut merged = Vec::with_capacity(entries.len() + added);
                 let mut old = entries.iter().peekable();
-                for (&id, partition) in changes {
+                for (id, partition) in changes.iter() {
                     while let Some(entry) = old.next_if(|(old_id, _)| *old_id < id) {
                         merged.push(entry.clone());
                     }
-                    old.next_if(|(old_id, _)| *old_id == id);
+                    let replaced = old.next_if(|(old_id, _)| *old_id == id);
+                    count(replaced.map(|(_, p)| p), id, partition);
                     merged.push((id, partition.clone()));
                 }
                 merged.extend(old.cloned());
@@ -100,20 +123,114 @@ impl Partitions {
             }
             Partitions::Large(entries) => {
                 let mut entries = entries.clone();
-                for (&id, partition) in changes {
+                for (id, partition) in changes.iter() {
                     match entries.binary_search_by(|(key, _)| key.cmp(&id)) {
                         Ok(index) => {
-                            entries.set(index, (id, partition.clone()));
+                            let replaced = entries.set(index, (id, partition.clone()));
+                            count(Some(&replaced.1), id, partition);
                         }
                         Err(index) if index == entries.len() => {
+                            count(None, id, partition);
                             entries.push_back((id, partition.clone()));
                         }
-                        Err(index) => entries.insert(index, (id, partition.clone())),
+                        Err(index) => {
+                            count(None, id, partition);
+                            entries.insert(index, (id, partition.clone()));
+                        }
                     }
                 }
                 Partitions::Large(entries)
             }
         }
+    }
+}
+
+/// The partitions one delta creates or changes in one topic, in their state at the end of the
+/// delta, by partition id.
+///
+/// Records almost always arrive in partition order (a topic's creation, a snapshot), so they are
+/// a sorted `Vec` appended to: one allocation per topic and no per-record node. A record that
+/// lands in the middle of a long run switches to a `BTreeMap`, so no order of records costs
+/// O(n^2).
+#[derive(Clone, Debug)]
+enum ChangedPartitions {
+    Sorted(Vec<Entry>),
+    Map(BTreeMap<i32, PartitionRegistration>),
+}
+
+impl ChangedPartitions {
+    /// Past this many entries an insert in the middle moves to the map.
+    const MAX_SORTED_INSERT: usize = 64;
+
+    fn new() -> Self {
+        ChangedPartitions::Sorted(Vec::new())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            ChangedPartitions::Sorted(entries) => entries.len(),
+            ChangedPartitions::Map(entries) => entries.len(),
+        }
+    }
+
+    fn get(&self, id: i32) -> Option<&PartitionRegistration> {
+        match self {
+            ChangedPartitions::Sorted(entries) => entries
+                .binary_search_by_key(&id, |(key, _)| *key)
+                .ok()
+                .and_then(|index| entries.get(index))
+                .map(|(_, partition)| partition),
+            ChangedPartitions::Map(entries) => entries.get(&id),
+        }
+    }
+
+    fn insert(&mut self, id: i32, partition: PartitionRegistration) {
+        match self {
+            ChangedPartitions::Sorted(entries) => {
+                if entries.last().is_none_or(|(last, _)| *last < id) {
+                    entries.push((id, partition));
+                    return;
+                }
+                match entries.binary_search_by_key(&id, |(key, _)| *key) {
+                    Ok(index) => {
+                        if let Some(entry) = entries.get_mut(index) {
+                            entry.1 = partition;
+                        }
+                    }
+                    Err(index) if entries.len() < Self::MAX_SORTED_INSERT => {
+                        entries.insert(index, (id, partition));
+                    }
+                    Err(_) => {
+                        let mut map: BTreeMap<_, _> = std::mem::take(entries).into_iter().collect();
+                        map.insert(id, partition);
+                        *self = ChangedPartitions::Map(map);
+                    }
+                }
+            }
+            ChangedPartitions::Map(entries) => {
+                entries.insert(id, partition);
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (i32, &PartitionRegistration)> {
+        let (sorted, map) = match self {
+            ChangedPartitions::Sorted(entries) => (Some(entries.iter()), None),
+            ChangedPartitions::Map(entries) => (None, Some(entries.iter())),
+        };
+        sorted
+            .into_iter()
+            .flatten()
+            .map(|(id, partition)| (*id, partition))
+            .chain(
+                map.into_iter()
+                    .flatten()
+                    .map(|(id, partition)| (*id, partition)),
+            )
     }
 }
 
@@ -183,6 +300,16 @@ impl TopicImage {
         self.partitions.len()
     }
 
+    /// The digest of [`to_records`](Self::to_records), computed without building the records.
+    pub fn digest(&self) -> ImageDigest {
+        let mut digest = ImageDigest::default();
+        digest.add_hash(topic_hash(&self.name, &self.id));
+        for (partition_id, partition) in self.partitions() {
+            digest.add_hash(partition_hash(&self.id, partition_id, partition));
+        }
+        digest
+    }
+
     /// The topic as records: its `TopicRecord`, then one `PartitionRecord` per partition.
     pub fn to_records(&self, out: &mut Vec<MetadataRecord>) {
         out.push(MetadataRecord::Topic(TopicRecord {
@@ -200,21 +327,117 @@ impl TopicImage {
 /// Cloning is O(1); the maps are persistent and share structure with the image they came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TopicsImage {
-    by_id: imbl::HashMap<Uuid, Arc<TopicImage>>,
+    /// Keyed with [`IdBuildHasher`]: ids are the controller's random UUIDs, and `apply` orders
+    /// its inserts by that hash.
+    by_id: imbl::GenericHashMap<
+        Uuid,
+        Arc<TopicImage>,
+        IdBuildHasher,
+        imbl::shared_ptr::DefaultSharedPtr,
+    >,
     /// Names in ascending order, for Metadata responses and listings.
-    by_name: imbl::OrdMap<Arc<str>, Uuid>,
+    by_name: imbl::OrdMap<NameKey, Uuid>,
     /// Sum of the partition counts of all topics, maintained by `apply`.
     partition_count: usize,
     /// `(name with '.' replaced by '_', name)` for every name containing '.' or '_': Kafka
     /// refuses a new topic whose name collides with an existing one in metric names, and this
     /// answers "which names collide with X" in O(log n) instead of a scan of every topic.
-    collisions: imbl::OrdSet<(Arc<str>, Arc<str>)>,
+    collisions: imbl::OrdSet<(NameKey, NameKey)>,
 }
 
 /// The key under which names that collide in metric names ('.' versus '_') meet.
-fn collision_key(name: &str) -> Option<Arc<str>> {
+fn collision_key(name: &str) -> Option<NameKey> {
     name.contains(['.', '_'])
-        .then(|| Arc::from(name.replace('.', "_")))
+        .then(|| NameKey::from_str(&name.replace('.', "_")))
+}
+
+/// The longest name a [`NameKey`] holds inline.
+const INLINE_NAME: usize = 23;
+
+/// A topic name as a key of the by-name indexes, ordered as `str` (byte-wise).
+///
+/// Inserting into a persistent B-tree copies every node on the path, cloning each key in them
+/// (about 150 keys for one new topic among 100,000). Names of up to 23 bytes are stored inline
+/// here, so that clone is a copy, not an atomic reference-count increment (and a decrement when
+/// the copy is dropped). Longer names share the `Arc<str>` their topic already holds, which is
+/// why this is hand-written rather than an inline-string crate that would copy them.
+#[derive(Clone)]
+enum NameKey {
+    /// `bytes[len..]` are zero.
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE_NAME],
+    },
+    Shared(Arc<str>),
+}
+
+impl NameKey {
+    /// The key of a topic's name, sharing it when it is long.
+    fn new(name: &Arc<str>) -> Self {
+        NameKey::inline(name).unwrap_or_else(|| NameKey::Shared(Arc::clone(name)))
+    }
+
+    fn from_str(name: &str) -> Self {
+        NameKey::inline(name).unwrap_or_else(|| NameKey::Shared(Arc::from(name)))
+    }
+
+    fn inline(name: &str) -> Option<Self> {
+        let mut bytes = [0; INLINE_NAME];
+        bytes
+            .get_mut(..name.len())?
+            .copy_from_slice(name.as_bytes());
+        Some(NameKey::Inline {
+            // At most INLINE_NAME, so the cast cannot truncate.
+            len: name.len() as u8,
+            bytes,
+        })
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            NameKey::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            NameKey::Shared(name) => name.as_bytes(),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Always valid: the bytes were copied from a `str` whole.
+            NameKey::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            NameKey::Shared(name) => name,
+        }
+    }
+}
+
+impl PartialEq for NameKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+impl Eq for NameKey {}
+
+impl PartialOrd for NameKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for NameKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+/// Looked up by `name.as_bytes()`: byte order is `str` order.
+impl std::borrow::Borrow<[u8]> for NameKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl fmt::Debug for NameKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_str().fmt(f)
+    }
 }
 
 impl TopicsImage {
@@ -230,7 +453,9 @@ impl TopicsImage {
 
     /// The topic named `name`.
     pub fn get_by_name(&self, name: &str) -> Option<&Arc<TopicImage>> {
-        self.by_name.get(name).and_then(|id| self.by_id.get(id))
+        self.by_name
+            .get(name.as_bytes())
+            .and_then(|id| self.by_id.get(id))
     }
 
     /// The topic with id `id`.
@@ -245,19 +470,19 @@ impl TopicsImage {
 
     /// Topic names in ascending order.
     pub fn names(&self) -> impl Iterator<Item = &str> + '_ {
-        self.by_name.keys().map(|name| &**name)
+        self.by_name.keys().map(NameKey::as_str)
     }
 
     /// Existing topic names that differ from `name` at most by '.' versus '_' (including
     /// `name` itself when it exists and contains either), in ascending order.
     pub fn colliding_names<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a str> + 'a {
         let key = collision_key(name);
-        let start = key.clone().map(|k| (k, Arc::<str>::from("")));
+        let start = key.clone().map(|k| (k, NameKey::from_str("")));
         start
             .into_iter()
             .flat_map(move |start| self.collisions.range(start..))
             .take_while(move |(unified, _)| Some(unified) == key.as_ref())
-            .map(|(_, name)| &**name)
+            .map(|(_, name)| name.as_str())
     }
 
     /// Number of topics. O(1).
@@ -286,7 +511,7 @@ pub struct TopicDelta {
     id: Uuid,
     /// The topic in the base image, or `None` if this delta creates it.
     base: Option<Arc<TopicImage>>,
-    partitions: BTreeMap<i32, PartitionRegistration>,
+    partitions: ChangedPartitions,
 }
 
 impl TopicDelta {
@@ -312,9 +537,7 @@ impl TopicDelta {
 
     /// New or changed partitions, ascending, in their state after the delta.
     pub fn changed_partitions(&self) -> impl Iterator<Item = (i32, &PartitionRegistration)> {
-        self.partitions
-            .iter()
-            .map(|(id, partition)| (*id, partition))
+        self.partitions.iter()
     }
 
     /// Partitions this delta adds (absent from the base topic), ascending.
@@ -328,17 +551,24 @@ impl TopicDelta {
 
     /// A partition's state after the delta, whether or not the delta changed it.
     pub fn partition(&self, partition_id: i32) -> Option<&PartitionRegistration> {
-        self.partitions.get(&partition_id).or_else(|| {
+        self.partitions.get(partition_id).or_else(|| {
             self.base
                 .as_ref()
                 .and_then(|base| base.partition(partition_id))
         })
     }
 
-    fn apply(&self) -> Arc<TopicImage> {
+    /// The topic after this delta; `digest` gains the new topic's `TopicRecord` and the
+    /// changed partitions, and loses what they replace.
+    fn apply(&self, digest: &mut ImageDigest) -> Arc<TopicImage> {
         let partitions = match &self.base {
-            Some(base) => base.partitions.with_changes(&self.partitions),
-            None => Partitions::empty().with_changes(&self.partitions),
+            Some(base) => base
+                .partitions
+                .with_changes(&self.partitions, &self.id, digest),
+            None => {
+                digest.add_hash(topic_hash(&self.name, &self.id));
+                Partitions::empty().with_changes(&self.partitions, &self.id, digest)
+            }
         };
         Arc::new(TopicImage {
             name: Arc::clone(&self.name),
@@ -387,10 +617,12 @@ impl TopicsDelta {
                     name: Arc::clone(&topic.name),
                     id: topic.id,
                     base: None,
-                    partitions: topic
-                        .partitions()
-                        .map(|(id, partition)| (id, partition.clone()))
-                        .collect(),
+                    partitions: ChangedPartitions::Sorted(
+                        topic
+                            .partitions()
+                            .map(|(id, partition)| (id, partition.clone()))
+                            .collect(),
+                    ),
                 },
             );
         }
@@ -476,7 +708,7 @@ impl TopicsDelta {
                 name,
                 id: record.topic_id,
                 base: None,
-                partitions: BTreeMap::new(),
+                partitions: ChangedPartitions::new(),
             },
         );
         Ok(())
@@ -560,6 +792,12 @@ impl TopicsDelta {
     /// The base image with this delta's changes. Each changed topic is rebuilt once; every
     /// other topic is shared with the base image.
     pub fn apply(&self) -> TopicsImage {
+        self.apply_counting(&mut ImageDigest::default())
+    }
+
+    /// [`apply`](Self::apply), also bringing `digest` (the base image's) in step: the records
+    /// of removed topics and of replaced partitions leave it, the new ones join it.
+    pub(crate) fn apply_counting(&self, digest: &mut ImageDigest) -> TopicsImage {
         let mut by_id = self.base.by_id.clone();
         let mut by_name = self.base.by_name.clone();
         let mut partition_count = self.base.partition_count;
@@ -567,15 +805,28 @@ impl TopicsDelta {
         for (id, name) in &self.deleted {
             if let Some(topic) = by_id.remove(id) {
                 partition_count = partition_count.saturating_sub(topic.partition_count());
+                digest.remove_all(topic.digest());
             }
-            by_name.remove(&**name);
+            by_name.remove(name.as_bytes());
             if let Some(key) = collision_key(name) {
-                collisions.remove(&(key, Arc::clone(name)));
+                collisions.remove(&(key, NameKey::new(name)));
             }
         }
+        // Insert in the order of the by-id HAMT's slots (it takes 5 hash bits per level from the
+        // low end, so bit-reversed hashes sort each node's entries together): consecutive
+        // inserts then share the path they copy, which stays in cache, instead of each one
+        // copying a path of cold nodes.
+        let hasher = IdBuildHasher::default();
+        let mut changed: Vec<(u32, &TopicDelta)> = self
+            .changed
+            .values()
+            .map(|delta| ((hasher.hash_one(delta.id) as u32).reverse_bits(), delta))
+            .collect();
+        changed.sort_unstable_by_key(|(slot, _)| *slot);
         let mut created = Vec::new();
-        for (id, delta) in &self.changed {
-            let topic = delta.apply();
+        for (_, delta) in changed {
+            let id = &delta.id;
+            let topic = delta.apply(digest);
             match &delta.base {
                 Some(base) => {
                     partition_count = partition_count.saturating_sub(base.partition_count());
@@ -589,9 +840,9 @@ impl TopicsDelta {
         // inserts every name; in hash order each insert was a walk of cache misses).
         created.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (name, id) in created {
-            by_name.insert(Arc::clone(name), id);
+            by_name.insert(NameKey::new(name), id);
             if let Some(key) = collision_key(name) {
-                collisions.insert((key, Arc::clone(name)));
+                collisions.insert((key, NameKey::new(name)));
             }
         }
         TopicsImage {
@@ -626,7 +877,7 @@ fn topic_entry<'a>(
                 name: Arc::clone(&base.name),
                 id,
                 base: Some(Arc::clone(base)),
-                partitions: BTreeMap::new(),
+                partitions: ChangedPartitions::new(),
             }))
         }
     }
@@ -711,6 +962,59 @@ mod tests {
         assert!(colliding(&image1, "x.y").is_empty());
         let image2 = apply(&image1, &[remove_topic(FOO)]);
         assert_eq!(colliding(&image2, "a.b"), vec!["a_b"]);
+    }
+
+    #[test]
+    fn long_and_short_names_index_alike() {
+        // Around the 23-byte inline limit, multi-byte characters, '.' and '_' collisions.
+        let names = [
+            "a".repeat(22),
+            "a".repeat(23),
+            "a".repeat(24),
+            format!("{}.x", "b".repeat(21)),
+            format!("{}_x", "b".repeat(21)),
+            format!("{}.long", "b".repeat(30)),
+            format!("{}_long", "b".repeat(30)),
+            "é".repeat(11),
+            "é".repeat(12),
+            "z".into(),
+        ];
+        let records: Vec<_> = names
+            .iter()
+            .enumerate()
+            .map(|(n, name)| topic(name, 100 + n as u128))
+            .collect();
+        let image1 = image(&records);
+        let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        assert_eq!(image1.topics.names().collect::<Vec<_>>(), sorted);
+        for (n, name) in names.iter().enumerate() {
+            let found = image1.topics.get_by_name(name).unwrap();
+            assert_eq!(found.id, Uuid::from_u128(100 + n as u128));
+        }
+        assert!(image1.topics.get_by_name(&"a".repeat(25)).is_none());
+        let colliding = |image: &MetadataImage, name: &str| {
+            image
+                .topics
+                .colliding_names(name)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            colliding(&image1, &format!("{}_long", "b".repeat(30))),
+            [names[5].clone(), names[6].clone()]
+        );
+        assert_eq!(
+            colliding(&image1, &format!("{}.x", "b".repeat(21))),
+            [names[3].clone(), names[4].clone()]
+        );
+        let image2 = apply(&image1, &[remove_topic(105), remove_topic(102)]);
+        assert!(image2.topics.get_by_name(&"a".repeat(24)).is_none());
+        assert_eq!(
+            colliding(&image2, &format!("{}.long", "b".repeat(30))),
+            [names[6].clone()]
+        );
+        assert_round_trip(&image2);
     }
 
     #[test]
@@ -878,6 +1182,37 @@ mod tests {
         assert_eq!(big.partition_count(), 101);
         assert_eq!(image3.topics.partition_count(), 101);
         assert_round_trip(&image3);
+    }
+
+    #[test]
+    fn partitions_in_any_order_give_the_same_topic() {
+        // 300 partitions in a scrambled order (7 is prime to 300): the delta's sorted run
+        // takes the in-order ones and switches to a map on the first out-of-order one past 64.
+        let scrambled: Vec<i32> = (0..300).map(|n| (n * 7) % 300).collect();
+        let mut records = vec![topic("big", 7)];
+        records.extend(scrambled.iter().map(|&p| partition(7, p, &[1, 2])));
+        records.push(isr_change(7, 150, &[2], Some(2)));
+        let mut in_order = vec![topic("big", 7)];
+        in_order.extend((0..300).map(|p| partition(7, p, &[1, 2])));
+        in_order.push(isr_change(7, 150, &[2], Some(2)));
+        let scrambled_image = image(&records);
+        assert_eq!(scrambled_image, image(&in_order));
+        assert_eq!(scrambled_image.digest, scrambled_image.compute_digest());
+        let big = scrambled_image.topics.get_by_name("big").unwrap();
+        assert_eq!(big.partition_count(), 300);
+        assert_eq!(big.partition(150).unwrap().leader, 2);
+        // Changes to a few partitions of the large topic, one out of order, replayed twice.
+        let changes = [
+            isr_change(7, 299, &[1], None),
+            isr_change(7, 3, &[1], None),
+            isr_change(7, 299, &[2], None),
+        ];
+        let changed = apply(&scrambled_image, &changes);
+        assert_eq!(changed.digest, changed.compute_digest());
+        let big = changed.topics.get_by_name("big").unwrap();
+        assert_eq!(big.partition(299).unwrap().isr, [2]);
+        assert_eq!(big.partition(299).unwrap().partition_epoch, 2);
+        assert_eq!(big.partition(3).unwrap().isr, [1]);
     }
 
     #[test]

@@ -25,6 +25,18 @@ use super::super::topic_name;
 use super::super::ControllerResult;
 use super::{broker, client_metrics, group, resource_type as rt, ApiError, OpType};
 
+/// What resource configs are validated against beyond Kafka's definitions: this controller's
+/// `group.*` bounds, and the dynamic broker configs its node's quota callback reconfigures on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigRules {
+    /// Bounds of group configs.
+    pub group_bounds: group::GroupConfigBounds,
+    /// The quota callback's `reconfigurable_configs`: accepted in BROKER resources with any
+    /// value (the plug-in checks it when reconfigured, as Kafka's broker hands such keys to its
+    /// reconfigurable plug-ins).
+    pub plugin_broker_configs: Vec<String>,
+}
+
 /// What the receiving node does with one resource before the controller sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precheck {
@@ -324,7 +336,7 @@ fn apply_ops(
 fn validate(
     change: &Change,
     next: &BTreeMap<String, String>,
-    group_bounds: &group::GroupConfigBounds,
+    rules: &ConfigRules,
 ) -> Result<(), ApiError> {
     match change.resource_type {
         rt::TOPIC => {
@@ -333,8 +345,8 @@ fn validate(
             topic_configs::validate_creation_configs(&pairs)
                 .map_err(|e| ApiError::invalid_config(e.to_string()))
         }
-        rt::BROKER => broker::validate(next),
-        rt::GROUP => group::validate(next, group_bounds),
+        rt::BROKER => broker::validate(next, &rules.plugin_broker_configs),
+        rt::GROUP => group::validate(next, &rules.group_bounds),
         rt::CLIENT_METRICS => client_metrics::validate(&change.name, next),
         _ => Ok(()),
     }
@@ -385,7 +397,7 @@ fn decide(
     node_id: Option<i32>,
     legacy: bool,
     validate_only: bool,
-    group_bounds: &group::GroupConfigBounds,
+    rules: &ConfigRules,
 ) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
     let prechecks = precheck_all(changes, node_id, legacy);
     let mut records = Vec::new();
@@ -416,7 +428,7 @@ fn decide(
                 })
                 .unwrap_or_default();
             let next = apply_ops(&current, change)?;
-            validate(change, &next, group_bounds)?;
+            validate(change, &next, rules)?;
             if !validate_only {
                 records.extend(records_for(change, &current, &next));
             }
@@ -442,7 +454,7 @@ pub fn incremental_alter_configs(
     image: &MetadataImage,
     request: &IncrementalAlterConfigsRequest,
     node_id: Option<i32>,
-    group_bounds: &group::GroupConfigBounds,
+    rules: &ConfigRules,
 ) -> ControllerResult<IncrementalAlterConfigsResponse> {
     let changes = incremental_changes(request);
     let (results, records) = decide(
@@ -451,7 +463,7 @@ pub fn incremental_alter_configs(
         node_id,
         false,
         request.validate_only,
-        group_bounds,
+        rules,
     );
     let responses = request
         .resources
@@ -477,17 +489,10 @@ pub fn alter_configs(
     image: &MetadataImage,
     request: &AlterConfigsRequest,
     node_id: Option<i32>,
-    group_bounds: &group::GroupConfigBounds,
+    rules: &ConfigRules,
 ) -> ControllerResult<AlterConfigsResponse> {
     let changes = legacy_changes(request);
-    let (results, records) = decide(
-        image,
-        &changes,
-        node_id,
-        true,
-        request.validate_only,
-        group_bounds,
-    );
+    let (results, records) = decide(image, &changes, node_id, true, request.validate_only, rules);
     let responses = request
         .resources
         .iter()

@@ -89,10 +89,14 @@ pub fn synonym_of_topic_config(topic: &str) -> Option<&'static str> {
 /// Validates a broker resource's configs after a change (`DynamicBrokerConfig.validate` as the
 /// broker runs it): keys Gregor cannot update are listed together, then each value must parse
 /// and pass its validator. Failures are INVALID_REQUEST, Kafka's historic choice (KAFKA-13609).
-pub fn validate(configs: &BTreeMap<String, String>) -> Result<(), ApiError> {
+/// `plugin_configs` (the quota callback's reconfigurable keys) are accepted as they are.
+pub fn validate(
+    configs: &BTreeMap<String, String>,
+    plugin_configs: &[String],
+) -> Result<(), ApiError> {
     let refused: Vec<&str> = configs
         .keys()
-        .filter(|name| broker_config(name).is_none())
+        .filter(|name| broker_config(name).is_none() && !plugin_configs.contains(name))
         .map(String::as_str)
         .collect();
     if !refused.is_empty() {
@@ -121,7 +125,8 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        validate(&map).map_err(|e| e.message.unwrap_or_default())
+        validate(&map, &["default.produce.quota".to_owned()])
+            .map_err(|e| e.message.unwrap_or_default())
     }
 
     #[test]
@@ -166,6 +171,15 @@ mod tests {
         assert_eq!(
             check(&[("log.cleanup.policy", "compact,remove")]),
             Err("Invalid value remove for configuration log.cleanup.policy: String must be one of: compact, delete".into())
+        );
+    }
+
+    #[test]
+    fn the_quota_callbacks_keys_are_accepted() {
+        assert_eq!(check(&[("default.produce.quota", "8000")]), Ok(()));
+        assert_eq!(
+            check(&[("default.fetch.quota", "2500")]),
+            Err("Cannot update these configs dynamically: Set(default.fetch.quota)".into())
         );
     }
 

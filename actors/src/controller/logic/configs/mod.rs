@@ -23,7 +23,8 @@ pub(crate) mod testing;
 use kafka_protocol::error::ResponseError;
 
 pub use alter::{
-    alter_configs, incremental_alter_configs, precheck_incremental, precheck_legacy, Precheck,
+    alter_configs, incremental_alter_configs, precheck_incremental, precheck_legacy, ConfigRules,
+    Precheck,
 };
 
 /// `ConfigResource.Type` ids on the wire.

@@ -12,12 +12,7 @@ fn incremental_alter_configs(
     request: &IncrementalAlterConfigsRequest,
     node_id: Option<i32>,
 ) -> ControllerResult<IncrementalAlterConfigsResponse> {
-    super::incremental_alter_configs(
-        image,
-        request,
-        node_id,
-        &group::GroupConfigBounds::default(),
-    )
+    super::incremental_alter_configs(image, request, node_id, &ConfigRules::default())
 }
 
 fn alter_configs(
@@ -25,12 +20,7 @@ fn alter_configs(
     request: &AlterConfigsRequest,
     node_id: Option<i32>,
 ) -> ControllerResult<AlterConfigsResponse> {
-    super::alter_configs(
-        image,
-        request,
-        node_id,
-        &group::GroupConfigBounds::default(),
-    )
+    super::alter_configs(image, request, node_id, &ConfigRules::default())
 }
 
 const SET: i8 = 0;

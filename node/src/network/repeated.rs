@@ -1,0 +1,1212 @@
+//! Requests whose list repeats the same element: the handler sees at most two copies of each
+//! distinct element, and the answer is expanded back to one entry per element as it is written.
+//!
+//! Kafka answers every resource of IncrementalAlterConfigs and DescribeConfigs, and every
+//! DeleteTopics v6 entry naming neither or both of a name and an id, in request order. An
+//! element is a few bytes on the wire (an empty resource is four) but a decoded request struct
+//! of 50-150 bytes, and its answer a response struct as large, so a frame repeating one tiny
+//! element cost 35-100 times its size. An element's answer depends only on its own content and
+//! on whether that content appears more than once (every copy of a repeated resource gets the
+//! same "Each resource must appear at most once."; a repeated DeleteTopics name is answered
+//! once), so a third copy is answered exactly as the second: the handler gets the first two
+//! copies, and the plan kept here (runs of "answer as kept element k") replays the second
+//! copy's encoded answer for the others. The expanded answer is never built: it is written to
+//! the socket in chunks (a 5 MB DescribeConfigs of empty resources is answered with 76 MB, one
+//! error per resource). AlterClientQuotas answers each distinct entity once (Kafka's result
+//! map), so its repeats are dropped without a plan, except when every kept entry got its own
+//! answer (a refused request answers every entry), where the plan replays them.
+//!
+//! Forwarded requests stay bounded on both sides: the broker reduces before it forwards, the
+//! controller decides the reduced request, and the broker expands the controller's answer.
+//!
+//! Written on the wire primitives: the crate decodes a whole list into structs at once, which
+//! is the cost avoided here (no crate decodes Kafka messages lazily or by borrowing). Element
+//! boundaries are found by skipping fields, leniently: what is malformed is left for the
+//! crate's decoder of the reduced frame to refuse.
+
+use std::hash::BuildHasher;
+
+use anyhow::bail;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use hashbrown::hash_table::Entry;
+use hashbrown::{HashSet, HashTable};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::{alter_client_quotas_response, incremental_alter_configs_response};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::Decodable;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::dedup_decode::{array_length, need, uvarint};
+use super::metadata_chunks::TopicsWriter;
+
+/// How the handler answers a list whose repeats were dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Answers {
+    /// One answer per element in request order (a kept element may have none, see
+    /// [`Shape::silent_repeat`]); dropped copies are answered as the second copy.
+    EveryElement,
+    /// One answer per distinct element, unless every kept element got its own (then as
+    /// [`Answers::EveryElement`]).
+    DistinctOrEvery,
+    /// The list is a filter (a set): the answer does not depend on repeats and is sent as is.
+    Filter,
+}
+
+/// Skips (or measures) one part of a message at a version.
+type Skip = fn(&mut Bytes, i16) -> anyhow::Result<()>;
+
+/// Where a request's repeatable list is and how its elements and answers are laid out: the
+/// request body is `prefix, list, rest`, the response body `prefix, answers, rest`.
+struct Shape {
+    flexible: bool,
+    answers: Answers,
+    skip_prefix: Skip,
+    skip_element: Skip,
+    skip_answers_prefix: Skip,
+    skip_answer: Skip,
+    /// For lists where a later element with the same key gets no answer at all (DeleteTopics
+    /// skips a repeated name or id), the element's key.
+    silent_repeat: Option<SilentRepeatKey>,
+    /// A list inside each element whose repeats cannot change the element's one answer.
+    inner: Option<Inner>,
+}
+
+/// A list inside an element, after `skip_before`: a repeated config key fails the whole
+/// resource (IncrementalAlterConfigs, AlterConfigs), a repeated quota key the whole entry
+/// (AlterClientQuotas), and the first failing item comes no later with its third copies gone,
+/// so they are dropped too.
+struct Inner {
+    flexible: bool,
+    skip_before: Skip,
+    skip_item: Skip,
+    /// The element's fields after the list (`None`: its tagged fields only).
+    skip_after: Option<Skip>,
+    /// When each item has its own answer, in order, inside the element's answer: the answer
+    /// fields before that list and one item's answer. Then the element's answer is expanded
+    /// as the request's list is, and elements are compared as they came, not reduced.
+    answers: Option<(Skip, Skip)>,
+}
+
+/// An element's key when a later element with the same key gets no answer.
+type SilentRepeatKey = fn(&[u8]) -> Option<Vec<u8>>;
+
+/// Measures one element with the crate's decoder for it (elements whose own lists are not
+/// the concern here: the element is dropped as soon as it is measured).
+fn element<T: Decodable>(buf: &mut Bytes, version: i16) -> anyhow::Result<()> {
+    T::decode(buf, version).map(drop)
+}
+
+fn nothing(_: &mut Bytes, _: i16) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// `ThrottleTimeMs`, the field most responses start with.
+fn throttle(buf: &mut Bytes, _: i16) -> anyhow::Result<()> {
+    skip(buf, 4)
+}
+
+/// A list of strings (group ids): one string per element.
+fn string_element<const FLEXIBLE_FROM: i16>(buf: &mut Bytes, version: i16) -> anyhow::Result<()> {
+    skip_string(buf, version >= FLEXIBLE_FROM)
+}
+
+/// A shape answering every element, its list first in the request and after
+/// `ThrottleTimeMs` in the response.
+fn every(flexible: bool, skip_element: Skip, skip_answer: Skip) -> Shape {
+    Shape {
+        flexible,
+        answers: Answers::EveryElement,
+        skip_prefix: nothing,
+        skip_element,
+        skip_answers_prefix: throttle,
+        skip_answer,
+        silent_repeat: None,
+        inner: None,
+    }
+}
+
+/// A topic's partitions, answered one by one in the topic's answer (`name, partitions`
+/// on both sides).
+fn topic_partitions(flexible: bool, skip_item: Skip, skip_answer: Skip) -> Inner {
+    let name: Skip = if flexible {
+        |buf, _| skip_string(buf, true)
+    } else {
+        |buf, _| skip_string(buf, false)
+    };
+    Inner {
+        flexible,
+        skip_before: name,
+        skip_item,
+        skip_after: None,
+        answers: Some((name, skip_answer)),
+    }
+}
+
+fn shape(key: ApiKey, version: i16) -> Option<Shape> {
+    use kafka_protocol::messages::{
+        alter_configs_response, consumer_group_describe_response, create_acls_request,
+        create_acls_response, delete_acls_request, delete_acls_response, delete_groups_response,
+        delete_records_request, delete_records_response, describe_groups_response,
+        describe_producers_request, describe_producers_response, list_offsets_request,
+        list_offsets_response, offset_commit_request, offset_commit_response,
+        offset_delete_request, offset_delete_response, offset_fetch_request, offset_fetch_response,
+        offset_for_leader_epoch_request, offset_for_leader_epoch_response,
+    };
+    use kafka_protocol::messages::{
+        alter_partition_reassignments_request, alter_partition_reassignments_response,
+        alter_user_scram_credentials_request, describe_log_dirs_request,
+        describe_user_scram_credentials_request, elect_leaders_request, elect_leaders_response,
+        list_partition_reassignments_request,
+    };
+    let within = |min: i16, max: i16| (min..=max).contains(&version);
+    Some(match key {
+        ApiKey::IncrementalAlterConfigs if within(0, 1) => Shape {
+            inner: Some(Inner {
+                flexible: version >= 1,
+                skip_before: |buf, version| {
+                    skip(buf, 1)?;
+                    skip_string(buf, version >= 1)
+                },
+                skip_item: |buf, version| {
+                    let flexible = version >= 1;
+                    skip_string(buf, flexible)?;
+                    skip(buf, 1)?;
+                    skip_string(buf, flexible)?;
+                    skip_tagged_fields(buf, flexible)
+                },
+                skip_after: None,
+                answers: None,
+            }),
+            ..every(
+                version >= 1,
+                |buf, version| skip_alter_configs_resource(buf, version >= 1, true),
+                element::<incremental_alter_configs_response::AlterConfigsResourceResponse>,
+            )
+        },
+        ApiKey::AlterConfigs if within(0, 2) => Shape {
+            inner: Some(Inner {
+                flexible: version >= 2,
+                skip_before: |buf, version| {
+                    skip(buf, 1)?;
+                    skip_string(buf, version >= 2)
+                },
+                skip_item: |buf, version| {
+                    let flexible = version >= 2;
+                    skip_string(buf, flexible)?;
+                    skip_string(buf, flexible)?;
+                    skip_tagged_fields(buf, flexible)
+                },
+                skip_after: None,
+                answers: None,
+            }),
+            ..every(
+                version >= 2,
+                |buf, version| skip_alter_configs_resource(buf, version >= 2, false),
+                element::<alter_configs_response::AlterConfigsResourceResponse>,
+            )
+        },
+        // A repeated partition index fails the topic at its second copy ("Found multiple
+        // manual partition assignments"); the topic's answer is its own (`dedup_decode.rs`
+        // keeps each name at most twice).
+        ApiKey::CreateTopics if within(2, 7) => Shape {
+            answers: Answers::Filter,
+            inner: Some(Inner {
+                flexible: version >= 5,
+                skip_before: |buf, version| {
+                    skip_string(buf, version >= 5)?;
+                    skip(buf, 6)
+                },
+                skip_item: |buf, version| {
+                    let flexible = version >= 5;
+                    skip(buf, 4)?;
+                    skip_array(buf, flexible, |buf| skip(buf, 4))?;
+                    skip_tagged_fields(buf, flexible)
+                },
+                skip_after: Some(|buf, version| {
+                    let flexible = version >= 5;
+                    skip_array(buf, flexible, |buf| {
+                        skip_string(buf, flexible)?;
+                        skip_string(buf, flexible)?;
+                        skip_tagged_fields(buf, flexible)
+                    })?;
+                    skip_tagged_fields(buf, flexible)
+                }),
+                answers: None,
+            }),
+            ..every(version >= 5, nothing, nothing)
+        },
+        ApiKey::DescribeConfigs if within(1, 4) => every(
+            version >= 4,
+            |buf, version| skip_describe_configs_resource(buf, version >= 4),
+            element::<DescribeConfigsResult>,
+        ),
+        ApiKey::DeleteTopics if version == 6 => Shape {
+            silent_repeat: Some(delete_topics_named_by),
+            ..every(
+                true,
+                |buf, _| skip_delete_topic_state(buf, true),
+                element::<DeletableTopicResult>,
+            )
+        },
+        ApiKey::AlterClientQuotas if within(0, 1) => Shape {
+            answers: Answers::DistinctOrEvery,
+            inner: Some(Inner {
+                flexible: version >= 1,
+                skip_before: |buf, version| skip_quota_entity(buf, version >= 1),
+                skip_item: |buf, version| skip_quota_op(buf, version >= 1),
+                skip_after: None,
+                answers: None,
+            }),
+            ..every(
+                version >= 1,
+                |buf, version| skip_quota_entry(buf, version >= 1),
+                element::<alter_client_quotas_response::EntryData>,
+            )
+        },
+        ApiKey::DescribeGroups if within(1, 6) => every(
+            version >= 5,
+            string_element::<5>,
+            element::<describe_groups_response::DescribedGroup>,
+        ),
+        ApiKey::DeleteGroups if within(0, 2) => every(
+            version >= 2,
+            string_element::<2>,
+            element::<delete_groups_response::DeletableGroupResult>,
+        ),
+        ApiKey::ConsumerGroupDescribe if within(0, 1) => every(
+            true,
+            string_element::<0>,
+            element::<consumer_group_describe_response::DescribedGroup>,
+        ),
+        ApiKey::ListGroups if within(4, 5) => Shape {
+            answers: Answers::Filter,
+            ..every(true, string_element::<0>, nothing)
+        },
+        ApiKey::OffsetFetch if within(8, 9) => Shape {
+            inner: Some(Inner {
+                flexible: true,
+                skip_before: |buf, version| {
+                    skip_string(buf, true)?;
+                    if version >= 9 {
+                        skip_string(buf, true)?;
+                        skip(buf, 4)?;
+                    }
+                    Ok(())
+                },
+                skip_item: element::<offset_fetch_request::OffsetFetchRequestTopics>,
+                skip_after: None,
+                answers: Some((
+                    |buf, _| skip_string(buf, true),
+                    element::<offset_fetch_response::OffsetFetchResponseTopics>,
+                )),
+            }),
+            ..every(
+                true,
+                element::<offset_fetch_request::OffsetFetchRequestGroup>,
+                element::<offset_fetch_response::OffsetFetchResponseGroup>,
+            )
+        },
+        ApiKey::OffsetCommit if within(3, 9) => Shape {
+            skip_prefix: |buf, version| {
+                let flexible = version >= 8;
+                skip_string(buf, flexible)?;
+                skip(buf, 4)?;
+                skip_string(buf, flexible)?;
+                if version <= 4 {
+                    skip(buf, 8)?;
+                }
+                if version >= 7 {
+                    skip_string(buf, flexible)?;
+                }
+                Ok(())
+            },
+            inner: Some(topic_partitions(
+                version >= 8,
+                element::<offset_commit_request::OffsetCommitRequestPartition>,
+                element::<offset_commit_response::OffsetCommitResponsePartition>,
+            )),
+            ..every(
+                version >= 8,
+                element::<offset_commit_request::OffsetCommitRequestTopic>,
+                element::<offset_commit_response::OffsetCommitResponseTopic>,
+            )
+        },
+        // Answered per topic when the group has offsets, else with the group's error alone.
+        ApiKey::OffsetDelete if version == 0 => Shape {
+            answers: Answers::DistinctOrEvery,
+            skip_prefix: |buf, _| skip_string(buf, false),
+            skip_answers_prefix: |buf, _| skip(buf, 6),
+            ..every(
+                false,
+                element::<offset_delete_request::OffsetDeleteRequestTopic>,
+                element::<offset_delete_response::OffsetDeleteResponseTopic>,
+            )
+        },
+        ApiKey::ElectLeaders if within(1, 2) => Shape {
+            answers: Answers::DistinctOrEvery,
+            skip_prefix: |buf, _| skip(buf, 1),
+            skip_answers_prefix: |buf, _| skip(buf, 6),
+            ..every(
+                version >= 2,
+                element::<elect_leaders_request::TopicPartitions>,
+                element::<elect_leaders_response::ReplicaElectionResult>,
+            )
+        },
+        ApiKey::AlterPartitionReassignments if within(0, 1) => Shape {
+            answers: Answers::DistinctOrEvery,
+            skip_prefix: |buf, version| skip(buf, if version >= 1 { 5 } else { 4 }),
+            skip_answers_prefix: |buf, version| {
+                skip(buf, if version >= 1 { 7 } else { 6 })?;
+                skip_string(buf, true)
+            },
+            ..every(
+                true,
+                element::<alter_partition_reassignments_request::ReassignableTopic>,
+                element::<alter_partition_reassignments_response::ReassignableTopicResponse>,
+            )
+        },
+        // Filters: the answer is about the distinct names, however often they repeat.
+        ApiKey::ListPartitionReassignments if version == 0 => Shape {
+            answers: Answers::Filter,
+            skip_prefix: |buf, _| skip(buf, 4),
+            ..every(
+                true,
+                element::<list_partition_reassignments_request::ListPartitionReassignmentsTopics>,
+                nothing,
+            )
+        },
+        ApiKey::DescribeLogDirs if within(1, 4) => Shape {
+            answers: Answers::Filter,
+            ..every(
+                version >= 2,
+                element::<describe_log_dirs_request::DescribableLogDirTopic>,
+                nothing,
+            )
+        },
+        ApiKey::DescribeUserScramCredentials if version == 0 => Shape {
+            answers: Answers::Filter,
+            ..every(
+                true,
+                element::<describe_user_scram_credentials_request::UserName>,
+                nothing,
+            )
+        },
+        ApiKey::AlterUserScramCredentials if version == 0 => Shape {
+            answers: Answers::Filter,
+            ..every(
+                true,
+                element::<alter_user_scram_credentials_request::ScramCredentialDeletion>,
+                nothing,
+            )
+        },
+        ApiKey::CreateAcls if within(1, 3) => every(
+            version >= 2,
+            element::<create_acls_request::AclCreation>,
+            element::<create_acls_response::AclCreationResult>,
+        ),
+        ApiKey::DeleteAcls if within(1, 3) => every(
+            version >= 2,
+            element::<delete_acls_request::DeleteAclsFilter>,
+            element::<delete_acls_response::DeleteAclsFilterResult>,
+        ),
+        ApiKey::ListOffsets if within(2, 10) => Shape {
+            skip_prefix: |buf, _| skip(buf, 5),
+            inner: Some(topic_partitions(
+                version >= 6,
+                element::<list_offsets_request::ListOffsetsPartition>,
+                element::<list_offsets_response::ListOffsetsPartitionResponse>,
+            )),
+            ..every(
+                version >= 6,
+                element::<list_offsets_request::ListOffsetsTopic>,
+                element::<list_offsets_response::ListOffsetsTopicResponse>,
+            )
+        },
+        ApiKey::OffsetForLeaderEpoch if within(3, 4) => Shape {
+            skip_prefix: |buf, _| skip(buf, 4),
+            inner: Some(topic_partitions(
+                version >= 4,
+                element::<offset_for_leader_epoch_request::OffsetForLeaderPartition>,
+                element::<offset_for_leader_epoch_response::EpochEndOffset>,
+            )),
+            ..every(
+                version >= 4,
+                element::<offset_for_leader_epoch_request::OffsetForLeaderTopic>,
+                element::<offset_for_leader_epoch_response::OffsetForLeaderTopicResult>,
+            )
+        },
+        ApiKey::DescribeProducers if version == 0 => Shape {
+            inner: Some(topic_partitions(
+                true,
+                |buf, _| skip(buf, 4),
+                element::<describe_producers_response::PartitionResponse>,
+            )),
+            ..every(
+                true,
+                element::<describe_producers_request::TopicRequest>,
+                element::<describe_producers_response::TopicResponse>,
+            )
+        },
+        ApiKey::DeleteRecords if within(0, 2) => Shape {
+            inner: Some(topic_partitions(
+                version >= 2,
+                element::<delete_records_request::DeleteRecordsPartition>,
+                element::<delete_records_response::DeleteRecordsPartitionResult>,
+            )),
+            ..every(
+                version >= 2,
+                element::<delete_records_request::DeleteRecordsTopic>,
+                element::<delete_records_response::DeleteRecordsTopicResult>,
+            )
+        },
+        _ => return None,
+    })
+}
+
+/// A request frame with each distinct list element kept at most twice, and how to expand its
+/// answer (`None` when the answer is sent as the handler gives it).
+#[derive(Debug)]
+pub struct Reduction {
+    pub frame: Bytes,
+    pub plan: Option<Plan>,
+}
+
+/// How the answer to a reduced request is expanded to one entry per original element.
+#[derive(Debug)]
+pub struct Plan {
+    flexible: bool,
+    answers: Answers,
+    skip_answers_prefix: Skip,
+    skip_answer: Skip,
+    /// Per kept element, whether the handler answers it.
+    answered: Vec<bool>,
+    /// The original list as runs of (kept element whose answer is replayed, count).
+    runs: Vec<(u32, u32)>,
+    /// How each kept element's own list is expanded in its answer, when it was reduced.
+    inner: Option<InnerAnswers>,
+}
+
+/// A reduced list inside an element: how many items were kept, and the list as runs of (kept
+/// item whose answer is replayed, count).
+type InnerList = (u32, Vec<(u32, u32)>);
+
+/// The answers to the lists inside elements (see [`Inner::answers`]).
+#[derive(Debug)]
+struct InnerAnswers {
+    flexible: bool,
+    skip_before: Skip,
+    skip_item: Skip,
+    /// Per kept element: its kept items and its list as runs, when the list was reduced.
+    lists: Vec<Option<InnerList>>,
+}
+
+/// Reduces `frame` (request header and body, no size prefix) when `key` at `version` has a
+/// list this module handles and some element of it appears more than twice; `None` for other
+/// requests, which are decoded as they are.
+pub fn reduce(key: ApiKey, version: i16, frame: &Bytes) -> Option<anyhow::Result<Reduction>> {
+    let shape = shape(key, version)?;
+    Some(reduce_list(&shape, key, version, frame))
+}
+
+/// Where a kept element's bytes are: in the frame, or in the arena of rewritten elements (an
+/// element whose own list was reduced).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    end: u32,
+    rewritten: bool,
+}
+
+/// Keeps the first two copies of each distinct element (compared by bytes); a distinct element
+/// costs eight bytes of table and twelve per kept copy, whatever its size.
+struct KeepTwice {
+    hasher: foldhash::fast::RandomState,
+    /// Per distinct element: the kept index of its first copy and of its second (`u32::MAX`
+    /// until seen).
+    distinct: HashTable<(u32, u32)>,
+    kept: Vec<Span>,
+}
+
+fn bytes_of<'a>(span: Span, frame: &'a [u8], arena: &'a [u8]) -> &'a [u8] {
+    let source = if span.rewritten { arena } else { frame };
+    &source[span.start as usize..span.end as usize]
+}
+
+impl KeepTwice {
+    fn new() -> Self {
+        KeepTwice {
+            // Seeded per process, so a client cannot pick elements that collide.
+            hasher: foldhash::fast::RandomState::default(),
+            distinct: HashTable::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// Offers the next element; returns the kept index whose answer it gets (its own when it
+    /// is a first or second copy) and whether it was kept.
+    fn offer(&mut self, span: Span, frame: &[u8], arena: &[u8]) -> anyhow::Result<(u32, bool)> {
+        let element = bytes_of(span, frame, arena);
+        let next = u32::try_from(self.kept.len())?;
+        let kept = &self.kept;
+        let hasher = &self.hasher;
+        let first_copy = |entry: &(u32, u32)| bytes_of(kept[entry.0 as usize], frame, arena);
+        let (answer_of, keep) = match self.distinct.entry(
+            hasher.hash_one(element),
+            |entry| first_copy(entry) == element,
+            |entry| hasher.hash_one(first_copy(entry)),
+        ) {
+            Entry::Occupied(mut occupied) => {
+                let (_, second) = occupied.get_mut();
+                if *second == u32::MAX {
+                    *second = next;
+                    (next, true)
+                } else {
+                    (*second, false)
+                }
+            }
+            Entry::Vacant(vacant) => {
+                vacant.insert((next, u32::MAX));
+                (next, true)
+            }
+        };
+        if keep {
+            self.kept.push(span);
+        }
+        Ok((answer_of, keep))
+    }
+}
+
+fn offset(frame: &Bytes, rest: &Bytes) -> anyhow::Result<u32> {
+    u32::try_from(frame.len() - rest.len()).map_err(|_| anyhow::anyhow!("frame over 4 GiB"))
+}
+
+/// Reduces the list inside one element (`span` of `frame`, not rewritten) to at most two
+/// copies of each item, appending the rewritten element to `arena`; `None` when no item was
+/// dropped.
+fn reduce_inner(
+    inner: &Inner,
+    version: i16,
+    frame: &Bytes,
+    span: Span,
+    arena: &mut BytesMut,
+) -> anyhow::Result<Option<(Span, InnerList)>> {
+    let mut rest = frame.slice(span.start as usize..span.end as usize);
+    (inner.skip_before)(&mut rest, version)?;
+    let list_start = span.end as usize - rest.len();
+    let count = array_length(&mut rest, inner.flexible)?;
+    if count <= 2 {
+        return Ok(None);
+    }
+    let mut items = KeepTwice::new();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for _ in 0..count {
+        let start = span.end - u32::try_from(rest.len())?;
+        (inner.skip_item)(&mut rest, version)?;
+        let end = span.end - u32::try_from(rest.len())?;
+        let item = Span {
+            start,
+            end,
+            rewritten: false,
+        };
+        let (answer_of, _) = items.offer(item, frame, &[])?;
+        push_run(&mut runs, answer_of);
+    }
+    if items.kept.len() as i64 == count {
+        return Ok(None);
+    }
+    let start = u32::try_from(arena.len())?;
+    arena.put_slice(&frame[span.start as usize..list_start]);
+    put_array_length(arena, items.kept.len(), inner.flexible)?;
+    for item in &items.kept {
+        arena.put_slice(bytes_of(*item, frame, &[]));
+    }
+    arena.put_slice(&rest);
+    let span = Span {
+        start,
+        end: u32::try_from(arena.len())?,
+        rewritten: true,
+    };
+    Ok(Some((span, (u32::try_from(items.kept.len())?, runs))))
+}
+
+/// Adds one element answered as kept element `answer_of` to `runs`.
+fn push_run(runs: &mut Vec<(u32, u32)>, answer_of: u32) {
+    match runs.last_mut() {
+        Some((kept_index, copies)) if *kept_index == answer_of => *copies += 1,
+        _ => runs.push((answer_of, 1)),
+    }
+}
+
+fn reduce_list(
+    shape: &Shape,
+    key: ApiKey,
+    version: i16,
+    frame: &Bytes,
+) -> anyhow::Result<Reduction> {
+    let unchanged = || Reduction {
+        frame: frame.clone(),
+        plan: None,
+    };
+    let mut rest = frame.clone();
+    RequestHeader::decode(&mut rest, key.request_header_version(version))?;
+    (shape.skip_prefix)(&mut rest, version)?;
+    let list_start = frame.len() - rest.len();
+    let count = array_length(&mut rest, shape.flexible)?;
+    if count <= 0 || (count <= 2 && shape.inner.is_none()) {
+        return Ok(unchanged());
+    }
+    let mut elements = KeepTwice::new();
+    let mut arena = BytesMut::new();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    // What is written for each kept element (rewritten when its own list was reduced).
+    let mut kept: Vec<Span> = Vec::new();
+    let inner_filter = shape.inner.as_ref().filter(|i| i.answers.is_none());
+    let inner_answered = shape.inner.as_ref().filter(|i| i.answers.is_some());
+    let mut inner_lists = Vec::new();
+    for _ in 0..count {
+        let start = offset(frame, &rest)?;
+        match &shape.inner {
+            // Measured field by field: the crate's decoder would build every item.
+            Some(inner) => {
+                (inner.skip_before)(&mut rest, version)?;
+                for _ in 0..array_length(&mut rest, inner.flexible)?.max(0) {
+                    (inner.skip_item)(&mut rest, version)?;
+                }
+                match inner.skip_after {
+                    Some(skip_after) => skip_after(&mut rest, version)?,
+                    None => skip_tagged_fields(&mut rest, inner.flexible)?,
+                }
+            }
+            None => (shape.skip_element)(&mut rest, version)?,
+        }
+        let mut span = Span {
+            start,
+            end: offset(frame, &rest)?,
+            rewritten: false,
+        };
+        if let Some(inner) = inner_filter {
+            if let Some((rewritten, _)) = reduce_inner(inner, version, frame, span, &mut arena)? {
+                span = rewritten;
+            }
+        }
+        let (answer_of, is_kept) = elements.offer(span, frame, &arena)?;
+        if span.rewritten && !is_kept {
+            arena.truncate(span.start as usize);
+        }
+        if is_kept {
+            if let Some(inner) = inner_answered {
+                let list = reduce_inner(inner, version, frame, span, &mut arena)?;
+                inner_lists.push(list.map(|(rewritten, list)| {
+                    span = rewritten;
+                    list
+                }));
+            }
+            kept.push(span);
+        }
+        push_run(&mut runs, answer_of);
+    }
+    drop(elements);
+    if kept.len() as i64 == count && arena.is_empty() {
+        return Ok(unchanged());
+    }
+    let kept_bytes: usize = kept.iter().map(|s| (s.end - s.start) as usize).sum();
+    let mut reduced = BytesMut::with_capacity(list_start + 5 + kept_bytes + rest.len());
+    reduced.put_slice(&frame[..list_start]);
+    put_array_length(&mut reduced, kept.len(), shape.flexible)?;
+    for span in &kept {
+        reduced.put_slice(bytes_of(*span, frame, &arena));
+    }
+    reduced.put_slice(&rest);
+    let inner_reduced = inner_lists.iter().any(Option::is_some);
+    if shape.answers == Answers::Filter || (kept.len() as i64 == count && !inner_reduced) {
+        return Ok(Reduction {
+            frame: reduced.freeze(),
+            plan: None,
+        });
+    }
+    let answered = match shape.silent_repeat {
+        None => vec![true; kept.len()],
+        Some(key_of) => {
+            let mut keys = HashSet::new();
+            kept.iter()
+                .map(|span| key_of(bytes_of(*span, frame, &arena)).is_none_or(|k| keys.insert(k)))
+                .collect()
+        }
+    };
+    Ok(Reduction {
+        frame: reduced.freeze(),
+        plan: Some(Plan {
+            flexible: shape.flexible,
+            answers: shape.answers,
+            skip_answers_prefix: shape.skip_answers_prefix,
+            skip_answer: shape.skip_answer,
+            answered,
+            runs,
+            inner: inner_answered
+                .and_then(|inner| inner.answers.map(|answers| (inner.flexible, answers)))
+                .filter(|_| inner_reduced)
+                .map(|(flexible, (skip_before, skip_item))| InnerAnswers {
+                    flexible,
+                    skip_before,
+                    skip_item,
+                    lists: inner_lists,
+                }),
+        }),
+    })
+}
+
+/// A response written to the socket: whole, or expanded from a reduced request's answer.
+#[derive(Debug)]
+pub enum ResponseBytes {
+    Whole(Bytes),
+    Expanded(Expanded),
+    /// A Metadata answer whose topics are decided again as they are written.
+    Chunked(Chunked),
+}
+
+/// An answer whose list is written by a [`TopicsWriter`] between its head and tail.
+#[derive(Debug)]
+pub struct Chunked {
+    size: i32,
+    head: Bytes,
+    list_length: BytesMut,
+    topics: Box<TopicsWriter>,
+    tail: Bytes,
+}
+
+impl std::fmt::Debug for TopicsWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicsWriter")
+            .field("count", &self.count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResponseBytes {
+    /// Writes the response (size prefix included).
+    pub async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
+        match self {
+            ResponseBytes::Whole(bytes) => out.write_all(bytes).await,
+            ResponseBytes::Expanded(expanded) => expanded.write_to(out).await,
+            ResponseBytes::Chunked(chunked) => {
+                let mut head = BytesMut::with_capacity(4 + chunked.head.len() + 5);
+                head.put_i32(chunked.size);
+                head.put_slice(&chunked.head);
+                head.put_slice(&chunked.list_length);
+                out.write_all(&head).await?;
+                chunked.topics.write_to(out).await?;
+                out.write_all(&chunked.tail).await
+            }
+        }
+    }
+
+    /// The response's size on the wire, size prefix included.
+    pub fn len(&self) -> usize {
+        match self {
+            ResponseBytes::Whole(bytes) => bytes.len(),
+            ResponseBytes::Expanded(expanded) => 4 + expanded.size as usize,
+            ResponseBytes::Chunked(chunked) => 4 + chunked.size as usize,
+        }
+    }
+
+    /// Whether the response is empty (never, for an encoded response).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An answer with one entry per original element, described rather than built: the response
+/// header and throttle time, the list's length, each kept element's encoded answer replayed
+/// per run, then the rest of the body.
+#[derive(Debug)]
+pub struct Expanded {
+    size: i32,
+    head: Bytes,
+    list_length: BytesMut,
+    answers: Vec<Answer>,
+    runs: Vec<(u32, u32)>,
+    tail: Bytes,
+}
+
+/// One kept element's encoded answer: as the handler gave it, or with its own list of answers
+/// expanded the same way (head, list length, item answers replayed per run, tail).
+#[derive(Debug)]
+enum Answer {
+    Flat(Bytes),
+    Nested {
+        head: Bytes,
+        list_length: BytesMut,
+        items: Vec<Bytes>,
+        runs: Vec<(u32, u32)>,
+        tail: Bytes,
+        size: usize,
+    },
+}
+
+impl Answer {
+    fn len(&self) -> usize {
+        match self {
+            Answer::Flat(bytes) => bytes.len(),
+            Answer::Nested { size, .. } => *size,
+        }
+    }
+}
+
+/// Bytes gathered before each socket write.
+const WRITE_CHUNK: usize = 64 * 1024;
+
+/// Writes through a buffer of [`WRITE_CHUNK`] bytes.
+struct Chunks<'a, W> {
+    out: &'a mut W,
+    chunk: BytesMut,
+}
+
+impl<W: AsyncWrite + Unpin> Chunks<'_, W> {
+    async fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.chunk.len() + bytes.len() > WRITE_CHUNK && !self.chunk.is_empty() {
+            self.out.write_all(&self.chunk).await?;
+            self.chunk.clear();
+        }
+        self.chunk.put_slice(bytes);
+        Ok(())
+    }
+
+    async fn put_answer(&mut self, answer: &Answer) -> std::io::Result<()> {
+        match answer {
+            Answer::Flat(bytes) => self.put(bytes).await,
+            Answer::Nested {
+                head,
+                list_length,
+                items,
+                runs,
+                tail,
+                ..
+            } => {
+                self.put(head).await?;
+                self.put(list_length).await?;
+                for (kept, copies) in runs {
+                    for _ in 0..*copies {
+                        self.put(&items[*kept as usize]).await?;
+                    }
+                }
+                self.put(tail).await
+            }
+        }
+    }
+}
+
+impl Expanded {
+    async fn write_to<W: AsyncWrite + Unpin>(&self, out: &mut W) -> std::io::Result<()> {
+        let mut chunks = Chunks {
+            out,
+            chunk: BytesMut::with_capacity(WRITE_CHUNK),
+        };
+        chunks.put(&self.size.to_be_bytes()).await?;
+        chunks.put(&self.head).await?;
+        chunks.put(&self.list_length).await?;
+        for (kept, copies) in &self.runs {
+            let answer = &self.answers[*kept as usize];
+            if answer.len() == 0 {
+                continue;
+            }
+            for _ in 0..*copies {
+                chunks.put_answer(answer).await?;
+            }
+        }
+        chunks.put(&self.tail).await?;
+        chunks.out.write_all(&chunks.chunk).await
+    }
+
+    /// The expanded response in one buffer (tests compare it with the crate's encoding).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = Vec::new();
+        let written = futures::executor::block_on(self.write_to(&mut out));
+        debug_assert!(written.is_ok(), "writing to a Vec cannot fail");
+        Bytes::from(out)
+    }
+}
+
+impl Plan {
+    /// Expands `response` (size prefix, header, body: the handler's answer to the reduced
+    /// request). A response whose answers do not match the kept elements one to one (a
+    /// distinct-only answer, or a handler that answered otherwise) is sent as it is.
+    pub fn expand(
+        &self,
+        response: Bytes,
+        header_version: i16,
+        version: i16,
+    ) -> anyhow::Result<ResponseBytes> {
+        let mut rest = response.slice(4.min(response.len())..);
+        ResponseHeader::decode(&mut rest, header_version)?;
+        (self.skip_answers_prefix)(&mut rest, version)?;
+        let head = response.slice(4..response.len() - rest.len());
+        let count = array_length(&mut rest, self.flexible)?;
+        let expected = self.answered.iter().filter(|a| **a).count();
+        if count != expected as i64 {
+            if self.answers == Answers::EveryElement {
+                tracing::warn!(
+                    answers = count,
+                    expected,
+                    "a reduced request's answer does not match its elements; sent unexpanded"
+                );
+            }
+            return Ok(ResponseBytes::Whole(response));
+        }
+        let mut answers = Vec::with_capacity(self.answered.len());
+        for (index, answered) in self.answered.iter().enumerate() {
+            if !*answered {
+                answers.push(Answer::Flat(Bytes::new()));
+                continue;
+            }
+            let start = response.len() - rest.len();
+            (self.skip_answer)(&mut rest, version)?;
+            let answer = response.slice(start..response.len() - rest.len());
+            let list = self
+                .inner
+                .as_ref()
+                .and_then(|inner| Some((inner, inner.lists.get(index)?.as_ref()?)));
+            answers.push(match list {
+                Some((inner, (items, runs))) => expand_inner(inner, answer, *items, runs, version)?,
+                None => Answer::Flat(answer),
+            });
+        }
+        let mut entries = 0usize;
+        let mut entry_bytes = 0usize;
+        for (kept, copies) in &self.runs {
+            let answer = answers
+                .get(*kept as usize)
+                .ok_or_else(|| anyhow::anyhow!("a run names no kept element"))?;
+            if answer.len() > 0 {
+                entries += *copies as usize;
+                entry_bytes += answer.len() * *copies as usize;
+            }
+        }
+        let mut list_length = BytesMut::new();
+        put_array_length(&mut list_length, entries, self.flexible)?;
+        let size = head.len() + list_length.len() + entry_bytes + rest.len();
+        let size = i32::try_from(size)
+            .map_err(|_| anyhow::anyhow!("the expanded response is {size} bytes, over 2 GiB"))?;
+        Ok(ResponseBytes::Expanded(Expanded {
+            size,
+            head,
+            list_length,
+            answers,
+            runs: self.runs.clone(),
+            tail: rest,
+        }))
+    }
+}
+
+/// Expands the list of answers inside one element's answer, `items` of them for the kept
+/// items; an answer without that many (an element refused whole, with no item answers) is
+/// kept as it is.
+fn expand_inner(
+    inner: &InnerAnswers,
+    answer: Bytes,
+    items: u32,
+    runs: &[(u32, u32)],
+    version: i16,
+) -> anyhow::Result<Answer> {
+    let mut rest = answer.clone();
+    (inner.skip_before)(&mut rest, version)?;
+    let head = answer.slice(..answer.len() - rest.len());
+    if array_length(&mut rest, inner.flexible)? != i64::from(items) {
+        return Ok(Answer::Flat(answer));
+    }
+    let mut answers = Vec::with_capacity(items as usize);
+    for _ in 0..items {
+        let start = answer.len() - rest.len();
+        (inner.skip_item)(&mut rest, version)?;
+        answers.push(answer.slice(start..answer.len() - rest.len()));
+    }
+    let mut count = 0usize;
+    let mut bytes = 0usize;
+    for (kept, copies) in runs {
+        let item = answers
+            .get(*kept as usize)
+            .ok_or_else(|| anyhow::anyhow!("a run names no kept item"))?;
+        count += *copies as usize;
+        bytes += item.len() * *copies as usize;
+    }
+    let mut list_length = BytesMut::new();
+    put_array_length(&mut list_length, count, inner.flexible)?;
+    let size = head.len() + list_length.len() + bytes + rest.len();
+    Ok(Answer::Nested {
+        head,
+        list_length,
+        items: answers,
+        runs: runs.to_vec(),
+        tail: rest,
+        size,
+    })
+}
+
+fn put_uvarint(out: &mut BytesMut, mut value: u32) {
+    while value >= 0x80 {
+        out.put_u8((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    out.put_u8(value as u8);
+}
+
+/// An array's length (-1 for null): compact (length + 1 as a varint) when `flexible`, else an
+/// i32.
+fn put_array_length(out: &mut BytesMut, length: usize, flexible: bool) -> anyhow::Result<()> {
+    if flexible {
+        let compact = u32::try_from(length + 1)?;
+        put_uvarint(out, compact);
+    } else {
+        out.put_i32(i32::try_from(length)?);
+    }
+    Ok(())
+}
+
+fn skip(buf: &mut Bytes, n: usize) -> anyhow::Result<()> {
+    need(buf, n)?;
+    buf.advance(n);
+    Ok(())
+}
+
+/// A string or nullable string (null is left for the crate to refuse where it must not be).
+fn skip_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+    let length = if flexible {
+        i64::from(uvarint(buf)?) - 1
+    } else {
+        need(buf, 2)?;
+        i64::from(buf.get_i16())
+    };
+    if length > 0 {
+        skip(buf, length as usize)?;
+    }
+    Ok(())
+}
+
+fn skip_tagged_fields(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+    if flexible {
+        for _ in 0..uvarint(buf)? {
+            uvarint(buf)?;
+            let size = uvarint(buf)? as usize;
+            skip(buf, size)?;
+        }
+    }
+    Ok(())
+}
+
+/// An array of `skip_item`s (each at least one byte, so a huge claimed length ends at the
+/// frame's end).
+fn skip_array(
+    buf: &mut Bytes,
+    flexible: bool,
+    skip_item: impl Fn(&mut Bytes) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    for _ in 0..array_length(buf, flexible)?.max(0) {
+        need(buf, 1)?;
+        skip_item(buf)?;
+    }
+    Ok(())
+}
+
+/// IncrementalAlterConfigs' and AlterConfigs' `AlterConfigsResource` (`incremental`: each
+/// config has an operation byte).
+fn skip_alter_configs_resource(
+    buf: &mut Bytes,
+    flexible: bool,
+    incremental: bool,
+) -> anyhow::Result<()> {
+    skip(buf, 1)?;
+    skip_string(buf, flexible)?;
+    skip_array(buf, flexible, |buf| {
+        skip_string(buf, flexible)?;
+        if incremental {
+            skip(buf, 1)?;
+        }
+        skip_string(buf, flexible)?;
+        skip_tagged_fields(buf, flexible)
+    })?;
+    skip_tagged_fields(buf, flexible)
+}
+
+/// DescribeConfigs' `DescribeConfigsResource`.
+fn skip_describe_configs_resource(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+    skip(buf, 1)?;
+    skip_string(buf, flexible)?;
+    skip_array(buf, flexible, |buf| skip_string(buf, flexible))?;
+    skip_tagged_fields(buf, flexible)
+}
+
+/// DeleteTopics v6's `DeleteTopicState`.
+fn skip_delete_topic_state(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+    skip_string(buf, flexible)?;
+    skip(buf, 16)?;
+    skip_tagged_fields(buf, flexible)
+}
+
+/// What a DeleteTopics v6 entry names when it names a topic by name only or by id only: the
+/// controller answers a repeat of it once, at its first appearance.
+fn delete_topics_named_by(element: &[u8]) -> Option<Vec<u8>> {
+    let mut buf = Bytes::copy_from_slice(element);
+    let length = i64::from(uvarint(&mut buf).ok()?) - 1;
+    let name = (length >= 0).then(|| buf.split_to((length as usize).min(buf.len())));
+    let id = buf.get(..16)?;
+    let nil = id.iter().all(|b| *b == 0);
+    match (name, nil) {
+        (Some(name), true) => Some([b"n".as_slice(), &name].concat()),
+        (None, false) => Some([b"i".as_slice(), id].concat()),
+        _ => None,
+    }
+}
+
+/// AlterClientQuotas' entity, before its ops.
+fn skip_quota_entity(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+    skip_array(buf, flexible, |buf| {
+        skip_string(buf, flexible)?;
+        skip_string(buf, flexible)?;
+        skip_tagged_fields(buf, flexible)
+    })
+}
+
+fn skip_quota_op(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+    skip_string(buf, flexible)?;
+    skip(buf, 9)?;
+    skip_tagged_fields(buf, flexible)
+}
+
+/// AlterClientQuotas' `EntryData`.
+fn skip_quota_entry(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+    skip_quota_entity(buf, flexible)?;
+    skip_array(buf, flexible, |buf| skip_quota_op(buf, flexible))?;
+    skip_tagged_fields(buf, flexible)
+}
+
+/// Puts the topics a [`TopicsWriter`] writes into `response` (size prefix, header, body) in
+/// place of its empty list, which ends `suffix` bytes before the body's end.
+pub(crate) fn splice_topics(
+    response: Bytes,
+    suffix: usize,
+    flexible: bool,
+    topics: TopicsWriter,
+) -> anyhow::Result<ResponseBytes> {
+    let empty: &[u8] = if flexible { &[1] } else { &[0, 0, 0, 0] };
+    let end = response
+        .len()
+        .checked_sub(suffix)
+        .filter(|end| *end >= 4 + empty.len())
+        .ok_or_else(|| anyhow::anyhow!("a {}-byte response has no list", response.len()))?;
+    let start = end - empty.len();
+    if &response[start..end] != empty {
+        bail!("the response's list is not empty where it is spliced");
+    }
+    let mut list_length = BytesMut::new();
+    put_array_length(&mut list_length, topics.count, flexible)?;
+    let size = response.len() - 4 - empty.len() + list_length.len() + topics.len();
+    let size = i32::try_from(size)
+        .map_err(|_| anyhow::anyhow!("the response is {size} bytes, over 2 GiB"))?;
+    Ok(ResponseBytes::Chunked(Chunked {
+        size,
+        head: response.slice(4..start),
+        list_length,
+        topics: Box::new(topics),
+        tail: response.slice(end..),
+    }))
+}
