@@ -8,6 +8,7 @@ until a deadline.
 import io
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -138,6 +139,11 @@ class Node:
 
     def close(self):
         self.kill9()
+        # GREGOR_KEEP_NODE_LOGS=DIR keeps each node's log past the test (to read a failure).
+        keep = os.environ.get("GREGOR_KEEP_NODE_LOGS")
+        if keep and os.path.exists(self.log_path):
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(self.log_path, os.path.join(keep, os.path.basename(self._tmp.name) + ".log"))
         self._tmp.cleanup()
 
 

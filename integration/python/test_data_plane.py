@@ -51,10 +51,10 @@ def batch(records, compression=0):
     return bytes(builder.build())
 
 
-def produce(conn, topic, partition, records_bytes, version=9, acks=-1):
+def produce(conn, topic, partition, records_bytes, version=9, acks=-1, timeout_ms=10000):
     P = ProduceRequest[version]
     request = P(
-        transactional_id=None, acks=acks, timeout_ms=10000,
+        transactional_id=None, acks=acks, timeout_ms=timeout_ms,
         topic_data=[P.TopicProduceData(name=topic, partition_data=[
             P.TopicProduceData.PartitionProduceData(index=partition, records=records_bytes)])],
     )

@@ -18,7 +18,10 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Node, gregor_bin, wait_for
+from conftest import Node, RawConn, gregor_bin, wait_for
+from test_data_plane import batch, produce
+
+REQUEST_TIMED_OUT = 7
 
 # Kill -9 rounds of the leader: the CI-sized run does 20 (each round waits for a fencing and a
 # catch-up: about 90 s in all).
@@ -383,13 +386,13 @@ def test_a_leader_cut_off_from_the_quorum_stops_acknowledging_and_truncates(tmp_
         old_leader = by_id[leader]
         survivors = [n for n in nodes if n is not old_leader]
 
-        def send(targets, values, timeout_ms=60000):
+        def send(targets, values):
             producer = Producer({"bootstrap.servers": bootstrap(nodes, targets), "acks": "all", "enable.idempotence": False,
-                                 "message.timeout.ms": timeout_ms, "topic.metadata.refresh.interval.ms": 600000})
+                                 "message.timeout.ms": 60000})
             results = []
             for value in values:
                 producer.produce(topic, value=value, partition=0, on_delivery=lambda err, msg: results.append(err))
-            producer.flush(timeout_ms / 1000 + 30)
+            producer.flush(90)
             return results
 
         assert send(nodes, [f"before-{i}".encode() for i in range(10)]) == [None] * 10
@@ -408,9 +411,16 @@ def test_a_leader_cut_off_from_the_quorum_stops_acknowledging_and_truncates(tmp_
                     and f'clientId="ReplicaFetcherThread-0-{leader}",topic="{topic}",partition="0"' not in fetched)
 
         wait_for("a new leader and its follower fetching from it", switched, timeout=FAILOVER_TIMEOUT)
-        # Straight to the old leader, which still answers Metadata with itself as the leader.
-        results = send([old_leader], [f"cut-off-{i}".encode() for i in range(5)], timeout_ms=8000)
-        assert len(results) == 5 and all(err is not None for err in results), results
+        # Straight to the old leader, on a raw connection: a client library bootstrapped from it
+        # may ask another broker for metadata and go to the new leader instead.
+        conn = RawConn(old_leader.bootstrap)
+        try:
+            now_ms = int(time.time() * 1000)
+            cut_off = batch([(None, f"cut-off-{i}".encode(), [], now_ms) for i in range(5)])
+            answer = produce(conn, topic, 0, cut_off, acks=-1, timeout_ms=3000)
+        finally:
+            conn.close()
+        assert answer.error_code == REQUEST_TIMED_OUT, answer
         assert b"cut-off-4" in log_bytes(old_leader, topic), "the old leader appended the records it could not acknowledge"
         assert send(survivors, [f"after-{i}".encode() for i in range(10)]) == [None] * 10
 
