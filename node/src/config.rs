@@ -248,6 +248,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "How often each log shard looks for compacted logs dirty enough to clean.",
     ),
     def(
+        "log.cleaner.threads",
+        ConfigType::Int,
+        Some("1"),
+        "Threads that run log compaction passes, apart from the log shards that serve requests.",
+    ),
+    def(
         "max.incremental.fetch.session.cache.slots",
         ConfigType::Int,
         Some("1000"),
@@ -684,6 +690,8 @@ pub struct NodeConfig {
     pub log_cleaner_enable: bool,
     /// `log.cleaner.backoff.ms`.
     pub log_cleaner_backoff_ms: i64,
+    /// `log.cleaner.threads`.
+    pub log_cleaner_threads: i64,
     /// `max.incremental.fetch.session.cache.slots`.
     pub max_incremental_fetch_session_cache_slots: usize,
     /// `num.partitions`.
@@ -1011,6 +1019,7 @@ impl NodeConfig {
             // Read again by the log manager; checked here so that a bad value stops start-up.
             log_cleaner_enable: values.boolean("log.cleaner.enable")?,
             log_cleaner_backoff_ms: values.int("log.cleaner.backoff.ms", 0, i64::MAX)?,
+            log_cleaner_threads: values.int("log.cleaner.threads", 1, 64)?,
             max_incremental_fetch_session_cache_slots: values.int(
                 "max.incremental.fetch.session.cache.slots",
                 0,

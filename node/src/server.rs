@@ -571,6 +571,7 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
             .get("log.cleaner.enable")
             .is_none_or(|v| v.trim().eq_ignore_ascii_case("true")),
         cleaner_backoff_ms: number("log.cleaner.backoff.ms", 15_000),
+        cleaner_threads: usize::try_from(config.log_cleaner_threads).unwrap_or(1),
     })
     .map_err(StartError::Runtime)
 }

@@ -13,13 +13,22 @@
 //! `log.cleaner.dedupe.buffer.size`), segments are rewritten one by one and never merged, and
 //! `max.compaction.lag.ms` is not enforced. Each rewrite goes through `<base>.log.cleaned` → `.log.swap` →
 //! `.log`, so a crash at any point leaves the old or the new segment ([`crate::log`] finishes a `.swap`).
+//!
+//! A pass has three steps so that its long part runs away from the log's owner, as Kafka's cleaner
+//! threads do: [`PartitionLog::plan_cleaning`] (the owner: which sealed segments, which producers'
+//! last batches), [`CleaningJob::run`] (any thread: reads those segments, which no append touches,
+//! and writes each rewritten one to `<base>.log.cleaned`), then [`PartitionLog::install_cleaned`]
+//! (the owner: swaps in each cleaned segment that is still the segment it was made from).
 
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::batch::{BatchBuilder, RecordBatch};
+use crate::compression::CompressionLevels;
 use crate::error::{LogError, Result};
+use crate::files::FileCache;
 use crate::log::PartitionLog;
 use crate::segment::{self, Segment};
 
@@ -33,6 +42,71 @@ pub struct CleanerStats {
     pub tombstones_removed: u64,
     /// The new cleaner checkpoint: offsets below it are clean.
     pub first_dirty_offset: i64,
+}
+
+/// A sealed segment as the cleaner reads it.
+#[derive(Debug, Clone)]
+struct SealedSegment {
+    base_offset: i64,
+    log_path: PathBuf,
+    size: u64,
+    next_offset: i64,
+}
+
+/// One planned pass over a log's cleanable range, runnable on any thread.
+#[derive(Debug)]
+pub struct CleaningJob {
+    dir: PathBuf,
+    files: Arc<FileCache>,
+    segments: Vec<SealedSegment>,
+    first_dirty: i64,
+    end: i64,
+    now_ms: i64,
+    /// The delete horizon given to tombstones first passed in this pass.
+    horizon: i64,
+    levels: CompressionLevels,
+    /// Each producer's last offset when the pass was planned: its last batch is kept even when
+    /// emptied, so its sequence numbers survive.
+    producers_last: HashMap<i64, i64>,
+    /// The log's truncation count when the pass was planned.
+    truncations: u64,
+    /// The log's [`PartitionLog::instance`].
+    instance: u64,
+}
+
+/// A rewritten segment waiting in its `.cleaned` file.
+#[derive(Debug)]
+struct CleanedSegment {
+    base_offset: i64,
+    size_before: u64,
+    next_offset: i64,
+    cleaned_path: PathBuf,
+}
+
+/// What [`CleaningJob::run`] produced, for [`PartitionLog::install_cleaned`].
+#[derive(Debug)]
+pub struct CleanedLog {
+    dir: PathBuf,
+    end: i64,
+    truncations: u64,
+    instance: u64,
+    segments: Vec<CleanedSegment>,
+    stats: CleanerStats,
+}
+
+impl CleanedLog {
+    /// Removes the `.cleaned` files of a pass that will not be installed (its log was closed
+    /// or deleted meanwhile).
+    pub fn discard(self) {
+        for segment in self.segments {
+            let _ = std::fs::remove_file(&segment.cleaned_path);
+        }
+    }
+
+    /// The directory of the log it was made for.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
 }
 
 impl PartitionLog {
@@ -52,13 +126,16 @@ impl PartitionLog {
         active_base
     }
 
+    fn first_dirty_offset(&self) -> i64 {
+        self.cleaner_offset
+            .unwrap_or(self.log_start_offset)
+            .max(self.log_start_offset)
+    }
+
     /// Dirty bytes / cleanable bytes, and the range it was computed over.
     pub fn dirty_ratio(&self, now_ms: i64, high_watermark: i64) -> f64 {
         let end = self.first_uncleanable_offset(now_ms, high_watermark);
-        let first_dirty = self
-            .cleaner_offset
-            .unwrap_or(self.log_start_offset)
-            .max(self.log_start_offset);
+        let first_dirty = self.first_dirty_offset();
         let (mut clean, mut dirty) = (0u64, 0u64);
         for segment in self.segments.values().filter(|s| s.base_offset() < end) {
             if segment.next_offset() <= first_dirty {
@@ -74,8 +151,17 @@ impl PartitionLog {
         }
     }
 
-    /// One compaction pass when the topic is compacted and dirty enough; `None` when nothing was due.
+    /// One compaction pass on this thread when the topic is compacted and dirty enough; `None`
+    /// when nothing was due.
     pub fn compact(&mut self, now_ms: i64, high_watermark: i64) -> Result<Option<CleanerStats>> {
+        let Some(job) = self.plan_cleaning(now_ms, high_watermark)? else {
+            return Ok(None);
+        };
+        self.install_cleaned(job.run(), now_ms).map(Some)
+    }
+
+    /// The next pass, when the topic is compacted and dirty enough; `None` when nothing is due.
+    pub fn plan_cleaning(&self, now_ms: i64, high_watermark: i64) -> Result<Option<CleaningJob>> {
         if self.shared.is_offline() {
             return Err(LogError::LogDirOffline(self.shared.path.clone()));
         }
@@ -83,30 +169,167 @@ impl PartitionLog {
             return Ok(None);
         }
         let end = self.first_uncleanable_offset(now_ms, high_watermark);
-        let first_dirty = self
-            .cleaner_offset
-            .unwrap_or(self.log_start_offset)
-            .max(self.log_start_offset);
+        let first_dirty = self.first_dirty_offset();
         if first_dirty >= end
             || self.dirty_ratio(now_ms, high_watermark) < self.config.min_cleanable_dirty_ratio
         {
             return Ok(None);
         }
-        let result = self.clean_range(first_dirty, end, now_ms);
-        self.guard(result).map(Some)
+        let segments = self
+            .segments
+            .range(..end)
+            .map(|(_, segment)| SealedSegment {
+                base_offset: segment.base_offset(),
+                log_path: segment.log_path().to_path_buf(),
+                size: segment.size(),
+                next_offset: segment.next_offset(),
+            })
+            .collect();
+        Ok(Some(CleaningJob {
+            dir: self.dir.clone(),
+            files: Arc::clone(&self.shared.files),
+            segments,
+            first_dirty,
+            end,
+            now_ms,
+            horizon: now_ms.saturating_add(self.config.delete_retention_ms),
+            levels: self.config.compression_levels,
+            producers_last: self
+                .producers
+                .producers()
+                .iter()
+                .map(|(id, entry)| (*id, entry.last_offset()))
+                .collect(),
+            truncations: self.truncations,
+            instance: self.instance,
+        }))
     }
 
-    fn clean_range(&mut self, first_dirty: i64, end: i64, now_ms: i64) -> Result<CleanerStats> {
+    /// Swaps in the segments of a finished pass. A segment that changed meanwhile (removed by
+    /// retention or DeleteRecords; every segment, after a truncation or in a re-created log) keeps its current contents,
+    /// its cleaned copy is dropped, and the cleaner checkpoint stays where it was so the next
+    /// pass redoes it.
+    /// A failed pass changes nothing; a storage error marks the log dir offline.
+    pub fn install_cleaned(
+        &mut self,
+        cleaned: Result<CleanedLog>,
+        now_ms: i64,
+    ) -> Result<CleanerStats> {
+        let cleaned = self.guard(cleaned)?;
+        let mut all_installed = true;
+        let mut stats = cleaned.stats;
+        let truncated =
+            cleaned.truncations != self.truncations || cleaned.instance != self.instance;
+        for segment in cleaned.segments {
+            let unchanged = !truncated
+                && self.segments.get(&segment.base_offset).is_some_and(|s| {
+                    s.size() == segment.size_before && s.next_offset() == segment.next_offset
+                });
+            if !unchanged {
+                all_installed = false;
+                stats.segments_rewritten -= 1;
+                let _ = std::fs::remove_file(&segment.cleaned_path);
+                continue;
+            }
+            let replaced = self.swap_in(segment.base_offset, &segment.cleaned_path, now_ms);
+            let replaced = self.guard(replaced)?;
+            self.segments
+                .insert(segment.base_offset, Box::new(replaced));
+        }
+        if all_installed {
+            self.cleaner_offset = Some(cleaned.end.max(self.cleaner_offset.unwrap_or(0)));
+        }
+        Ok(stats)
+    }
+
+    /// Replaces segment `base` with its `.cleaned` file through `.swap`, and reopens it.
+    fn swap_in(&mut self, base: i64, cleaned: &Path, now_ms: i64) -> Result<Segment> {
         let files = Arc::clone(&self.shared.files);
+        let log_path = segment::log_path(&self.dir, base);
+        let mut swap = log_path.clone().into_os_string();
+        swap.push(".swap");
+        let swap = PathBuf::from(swap);
+        let rename = || -> std::io::Result<()> {
+            std::fs::rename(cleaned, &swap)?;
+            for path in [
+                log_path.clone(),
+                segment::index_path(&self.dir, base),
+                segment::time_index_path(&self.dir, base),
+            ] {
+                files.forget(&path);
+            }
+            std::fs::rename(&swap, &log_path)?;
+            std::fs::File::open(&self.dir)?.sync_all()
+        };
+        rename().map_err(|e| LogError::io("swap in a cleaned segment", &log_path, e))?;
+        let mut segment = Segment::open(&self.dir, base, &files, now_ms, false)
+            .map_err(|e| LogError::io("open", &log_path, e))?;
+        segment
+            .recover(&files, self.config.index_interval_bytes, |_| {})
+            .map_err(|e| LogError::io("index", &log_path, e))?;
+        segment
+            .seal(&files)
+            .map_err(|e| LogError::io("flush", &log_path, e))?;
+        Ok(segment)
+    }
+}
+
+impl CleaningJob {
+    /// The directory of the log it cleans.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reads the planned segments and writes each one that changes to `<base>.log.cleaned`
+    /// (fsynced). Touches nothing the log's owner reads or writes.
+    pub fn run(self) -> Result<CleanedLog> {
+        let latest = self.latest_offsets()?;
+        let mut stats = CleanerStats {
+            first_dirty_offset: self.end,
+            ..Default::default()
+        };
+        let mut cleaned = Vec::new();
+        let written = self.segments.iter().try_for_each(|segment| {
+            if let Some(bytes) = self.clean_segment(segment, &latest, &mut stats)? {
+                stats.segments_rewritten += 1;
+                let path = self.write_cleaned(segment, &bytes)?;
+                cleaned.push(CleanedSegment {
+                    base_offset: segment.base_offset,
+                    size_before: segment.size,
+                    next_offset: segment.next_offset,
+                    cleaned_path: path,
+                });
+            }
+            Ok(())
+        });
+        if let Err(error) = written {
+            for segment in cleaned {
+                let _ = std::fs::remove_file(&segment.cleaned_path);
+            }
+            return Err(error);
+        }
+        Ok(CleanedLog {
+            dir: self.dir,
+            end: self.end,
+            truncations: self.truncations,
+            instance: self.instance,
+            segments: cleaned,
+            stats,
+        })
+    }
+
+    /// Key → offset of its latest record in the dirty part.
+    fn latest_offsets(&self) -> Result<HashMap<Vec<u8>, i64>> {
+        let first_dirty = self.first_dirty;
         let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
-        for segment in self
-            .segments
-            .values()
-            .filter(|s| s.base_offset() < end && s.next_offset() > first_dirty)
-        {
+        for segment in self.segments.iter().filter(|s| s.next_offset > first_dirty) {
             let mut decode_error = None;
-            segment
-                .for_each_batch(&files, 0, |_, batch| {
+            segment::for_each_batch_in(
+                &self.files,
+                &segment.log_path,
+                segment.size,
+                0,
+                |_, batch| {
                     if batch.is_control() || batch.last_offset() < first_dirty {
                         return true;
                     }
@@ -130,53 +353,37 @@ impl PartitionLog {
                         Err(e) => decode_error = Some(e.to_string()),
                     }
                     decode_error.is_none()
-                })
-                .map_err(|e| LogError::io("read for compaction", segment.log_path(), e))?;
+                },
+            )
+            .map_err(|e| LogError::io("read for compaction", &segment.log_path, e))?;
             if let Some(message) = decode_error {
                 return Err(LogError::CorruptFile {
-                    path: segment.log_path().to_path_buf(),
+                    path: segment.log_path.clone(),
                     message,
                 });
             }
         }
-
-        let mut stats = CleanerStats {
-            first_dirty_offset: end,
-            ..Default::default()
-        };
-        let bases: Vec<i64> = self.segments.range(..end).map(|(b, _)| *b).collect();
-        let horizon = now_ms.saturating_add(self.config.delete_retention_ms);
-        for base in bases {
-            let Some(segment) = self.segments.get(&base) else {
-                continue;
-            };
-            let cleaned = self.clean_segment(segment, &latest, now_ms, horizon, &mut stats)?;
-            let Some(bytes) = cleaned else { continue };
-            stats.segments_rewritten += 1;
-            let replaced = self.swap_in(base, &bytes, now_ms)?;
-            self.segments.insert(base, Box::new(replaced));
-        }
-        self.cleaner_offset = Some(end);
-        Ok(stats)
+        Ok(latest)
     }
 
     /// The new contents of `segment`, or None when it would not change.
     fn clean_segment(
         &self,
-        segment: &Segment,
+        segment: &SealedSegment,
         latest: &HashMap<Vec<u8>, i64>,
-        now_ms: i64,
-        horizon: i64,
         stats: &mut CleanerStats,
     ) -> Result<Option<Vec<u8>>> {
-        let files = Arc::clone(&self.shared.files);
-        let mut out = Vec::with_capacity(segment.size() as usize);
+        let mut out = Vec::with_capacity(usize::try_from(segment.size).unwrap_or(0));
         let mut changed = false;
         let mut failure = None;
-        segment
-            .for_each_batch(&files, 0, |_, batch| {
+        segment::for_each_batch_in(
+            &self.files,
+            &segment.log_path,
+            segment.size,
+            0,
+            |_, batch| {
                 stats.bytes_before += batch.size() as u64;
-                match self.clean_batch(batch, latest, now_ms, horizon, stats) {
+                match self.clean_batch(batch, latest, stats) {
                     Ok(None) => out.extend_from_slice(batch.bytes()),
                     Ok(Some(rewritten)) => {
                         changed = true;
@@ -188,8 +395,9 @@ impl PartitionLog {
                     }
                 }
                 true
-            })
-            .map_err(|e| LogError::io("read for compaction", segment.log_path(), e))?;
+            },
+        )
+        .map_err(|e| LogError::io("read for compaction", &segment.log_path, e))?;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -202,8 +410,6 @@ impl PartitionLog {
         &self,
         batch: &RecordBatch<'_>,
         latest: &HashMap<Vec<u8>, i64>,
-        now_ms: i64,
-        horizon: i64,
         stats: &mut CleanerStats,
     ) -> Result<Option<Vec<u8>>> {
         if batch.is_control() {
@@ -216,7 +422,7 @@ impl PartitionLog {
         let payload = batch
             .decompressed_records()
             .map_err(|e| corrupt(e.to_string()))?;
-        let horizon_passed = batch.delete_horizon_ms().is_some_and(|h| h <= now_ms);
+        let horizon_passed = batch.delete_horizon_ms().is_some_and(|h| h <= self.now_ms);
         let mut kept = Vec::new();
         let mut removed_any = false;
         let mut tombstone_without_horizon = false;
@@ -246,10 +452,7 @@ impl PartitionLog {
             return Ok(None);
         }
         let producers_last = batch.has_producer_id()
-            && self
-                .producers
-                .entry(batch.producer_id())
-                .is_some_and(|e| e.last_offset() == batch.last_offset());
+            && self.producers_last.get(&batch.producer_id()) == Some(&batch.last_offset());
         if kept.is_empty() && !producers_last {
             return Ok(Some(Vec::new()));
         }
@@ -257,11 +460,11 @@ impl PartitionLog {
             .compression()
             .ok_or_else(|| corrupt("unknown compression codec".into()))?;
         let mut builder = BatchBuilder::like(batch, codec);
-        builder.levels = self.config.compression_levels;
+        builder.levels = self.levels;
         let keeps_tombstone = kept.iter().any(|r| r.value.is_none());
         builder.delete_horizon_ms = match batch.delete_horizon_ms() {
             Some(h) if keeps_tombstone => Some(h),
-            _ if keeps_tombstone => Some(horizon),
+            _ if keeps_tombstone => Some(self.horizon),
             _ => None,
         };
         for record in &kept {
@@ -279,41 +482,17 @@ impl PartitionLog {
             .map_err(|e| corrupt(format!("failed to rebuild a batch: {e}")))
     }
 
-    /// Replaces segment `base` with `bytes` through `.cleaned` and `.swap`, and reopens it.
-    fn swap_in(&mut self, base: i64, bytes: &[u8], now_ms: i64) -> Result<Segment> {
-        let files = Arc::clone(&self.shared.files);
-        let log_path = segment::log_path(&self.dir, base);
-        let with_suffix = |suffix: &str| {
-            let mut p = log_path.clone().into_os_string();
-            p.push(suffix);
-            std::path::PathBuf::from(p)
-        };
-        let cleaned = with_suffix(".cleaned");
-        let swap = with_suffix(".swap");
+    /// Writes `bytes` to `<base>.log.cleaned` beside the segment, fsynced.
+    fn write_cleaned(&self, segment: &SealedSegment, bytes: &[u8]) -> Result<PathBuf> {
+        let mut path = segment.log_path.clone().into_os_string();
+        path.push(".cleaned");
+        let path = PathBuf::from(path);
         let write = || -> std::io::Result<()> {
-            let file = std::fs::File::create(&cleaned)?;
+            let file = std::fs::File::create(&path)?;
             file.write_all_at(bytes, 0)?;
-            file.sync_all()?;
-            std::fs::rename(&cleaned, &swap)?;
-            for path in [
-                log_path.clone(),
-                segment::index_path(&self.dir, base),
-                segment::time_index_path(&self.dir, base),
-            ] {
-                files.forget(&path);
-            }
-            std::fs::rename(&swap, &log_path)?;
-            std::fs::File::open(&self.dir)?.sync_all()
+            file.sync_all()
         };
-        write().map_err(|e| LogError::io("swap in a cleaned segment", &log_path, e))?;
-        let mut segment = Segment::open(&self.dir, base, &files, now_ms, false)
-            .map_err(|e| LogError::io("open", &log_path, e))?;
-        segment
-            .recover(&files, self.config.index_interval_bytes, |_| {})
-            .map_err(|e| LogError::io("index", &log_path, e))?;
-        segment
-            .seal(&files)
-            .map_err(|e| LogError::io("flush", &log_path, e))?;
-        Ok(segment)
+        write().map_err(|e| LogError::io("write a cleaned segment", &path, e))?;
+        Ok(path)
     }
 }

@@ -65,6 +65,9 @@ pub struct RetentionInfo {
     pub log_start_offset: i64,
 }
 
+/// The next [`PartitionLog::instance`].
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// A partition's log.
 #[derive(Debug)]
 pub struct PartitionLog {
@@ -79,6 +82,12 @@ pub struct PartitionLog {
     pub(crate) producers: ProducerStateManager,
     pub(crate) epochs: LeaderEpochCache,
     pub(crate) cleaner_offset: Option<i64>,
+    /// Truncations so far: a cleaning pass planned before one is not installed (a truncation
+    /// can replace a segment by another of the same base offset).
+    pub(crate) truncations: u64,
+    /// Unique per opened log in this process: a pass planned on a log deleted and re-created
+    /// under the same directory name is not installed into the new one.
+    pub(crate) instance: u64,
     topic_id: Option<uuid::Uuid>,
     unflushed_messages: i64,
     last_flush_ms: i64,
@@ -128,6 +137,8 @@ impl PartitionLog {
             log_start_offset: checkpoints.log_start_offset.max(0),
             recovery_point: checkpoints.recovery_point.max(0),
             cleaner_offset: checkpoints.cleaner_offset,
+            truncations: 0,
+            instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             topic_id: stored_id.or(topic_id),
             unflushed_messages: 0,
             last_flush_ms: now_ms,
@@ -708,6 +719,7 @@ impl PartitionLog {
         if offset >= self.log_end_offset() {
             return Ok(());
         }
+        self.truncations += 1;
         if offset < self.log_start_offset {
             return self.reset_to(offset, now_ms);
         }

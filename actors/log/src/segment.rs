@@ -186,6 +186,28 @@ pub struct Segment {
     bytes_since_last_index: u64,
 }
 
+/// Visits every whole batch of the segment file `log_path` below `size` from `from_position`;
+/// needs no [`Segment`], so the cleaner reads sealed segments on its own thread.
+pub fn for_each_batch_in(
+    files: &Arc<FileCache>,
+    log_path: &Path,
+    size: u64,
+    from_position: u64,
+    mut visit: impl FnMut(u64, &RecordBatch<'_>) -> bool,
+) -> std::io::Result<ScanEnd> {
+    let file = files.get(log_path, false)?;
+    scan(
+        &file,
+        from_position,
+        size,
+        true,
+        |pos, bytes| match RecordBatch::new(bytes) {
+            Ok(batch) => visit(pos, &batch),
+            Err(_) => false,
+        },
+    )
+}
+
 impl Segment {
     /// Creates an empty segment (truncating leftovers of the same name).
     pub fn create(
@@ -567,19 +589,9 @@ impl Segment {
         &self,
         files: &Arc<FileCache>,
         from_position: u64,
-        mut visit: impl FnMut(u64, &RecordBatch<'_>) -> bool,
+        visit: impl FnMut(u64, &RecordBatch<'_>) -> bool,
     ) -> std::io::Result<ScanEnd> {
-        let file = files.get(&self.log_path, false)?;
-        scan(
-            &file,
-            from_position,
-            self.size,
-            true,
-            |pos, bytes| match RecordBatch::new(bytes) {
-                Ok(batch) => visit(pos, &batch),
-                Err(_) => false,
-            },
-        )
+        for_each_batch_in(files, &self.log_path, self.size, from_position, visit)
     }
 
     /// Removes every batch with last offset ≥ `offset`; returns the bytes removed.

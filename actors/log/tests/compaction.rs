@@ -250,3 +250,125 @@ fn leftovers_of_an_interrupted_swap_are_resolved_on_open() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].offset, 4);
 }
+
+/// A log of 6 rounds over 10 keys, rolled, so everything below its end is cleanable.
+fn dirty_log(
+    dir: &std::path::Path,
+) -> (gregor_log::log_dir::LogDir, gregor_log::log::PartitionLog) {
+    let (log_dir, mut log) = open(dir, compacted());
+    for round in 0..6 {
+        for k in 0..10 {
+            let value = format!("v{round}-{k}");
+            log.append(
+                &keyed(&format!("k{k}"), Some(&value), Compression::None),
+                NOW,
+                0,
+            )
+            .unwrap();
+        }
+    }
+    log.roll(NOW).unwrap();
+    (log_dir, log)
+}
+
+fn cleaned_files(dir: &std::path::Path) -> usize {
+    walk(dir)
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".cleaned"))
+        .count()
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_pass_run_on_another_thread_is_installed_while_appends_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, mut log) = dirty_log(dir.path());
+    let leo = log.log_end_offset();
+    let job = log.plan_cleaning(NOW, leo).unwrap().expect("dirty enough");
+    let cleaner = std::thread::spawn(move || job.run());
+    // The owner keeps appending to the active segment while the cleaner reads sealed ones.
+    for k in 0..10 {
+        log.append(
+            &keyed(&format!("k{k}"), Some("during"), Compression::None),
+            NOW,
+            0,
+        )
+        .unwrap();
+    }
+    let cleaned = cleaner.join().unwrap().unwrap();
+    assert!(
+        cleaned_files(dir.path()) > 0,
+        "the pass waits in .cleaned files"
+    );
+    let stats = log.install_cleaned(Ok(cleaned), NOW).unwrap();
+    assert_eq!(stats.records_removed, 50, "5 old values of each of 10 keys");
+    assert_eq!(cleaned_files(dir.path()), 0);
+    assert_eq!(log.cleaner_offset(), Some(leo));
+    let records = read_all(&mut log, 0);
+    assert_eq!(
+        records.len(),
+        20,
+        "the latest value of each key, then the appends made during the pass"
+    );
+    assert!(records[..10]
+        .iter()
+        .all(|r| r.value.as_deref().unwrap().starts_with(b"v5-")));
+    assert!(records[10..]
+        .iter()
+        .all(|r| r.value.as_deref() == Some(&b"during"[..])));
+}
+
+#[test]
+fn a_pass_planned_before_a_truncation_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, mut log) = dirty_log(dir.path());
+    let leo = log.log_end_offset();
+    let job = log.plan_cleaning(NOW, leo).unwrap().expect("dirty enough");
+    let cleaned = job.run().unwrap();
+    // A follower's truncation, then the leader's records again at the same offsets.
+    log.truncate_to(leo - 15, NOW).unwrap();
+    for k in 0..15 {
+        log.append(
+            &keyed(&format!("k{}", k % 10), Some("leader"), Compression::None),
+            NOW,
+            0,
+        )
+        .unwrap();
+    }
+    let before = read_all(&mut log, 0);
+    let stats = log.install_cleaned(Ok(cleaned), NOW).unwrap();
+    assert_eq!(stats.segments_rewritten, 0);
+    assert_eq!(
+        cleaned_files(dir.path()),
+        0,
+        "the cleaned copies are removed"
+    );
+    assert_eq!(log.cleaner_offset(), None, "the next pass starts over");
+    assert_eq!(read_all(&mut log, 0), before, "nothing was swapped in");
+}
+
+#[test]
+fn a_discarded_pass_leaves_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, log) = dirty_log(dir.path());
+    let job = log
+        .plan_cleaning(NOW, log.log_end_offset())
+        .unwrap()
+        .expect("dirty enough");
+    let cleaned = job.run().unwrap();
+    assert!(cleaned_files(dir.path()) > 0);
+    cleaned.discard();
+    assert_eq!(cleaned_files(dir.path()), 0);
+}

@@ -19,6 +19,7 @@
 //! Gregor has no replication yet: the high watermark is the log end offset.
 
 mod admin;
+mod cleaner;
 mod publisher;
 mod shard;
 #[cfg(test)]
@@ -236,6 +237,8 @@ pub struct LogManagerSettings {
     pub cleaner_enable: bool,
     /// `log.cleaner.backoff.ms`: how often each shard looks for logs to compact.
     pub cleaner_backoff_ms: u64,
+    /// `log.cleaner.threads`: threads that run compaction passes.
+    pub cleaner_threads: usize,
 }
 
 impl LogManager {
@@ -269,9 +272,18 @@ impl LogManager {
         let count = settings.shards.max(1);
         let mut shards = Vec::with_capacity(count);
         let mut threads = Vec::with_capacity(count);
+        let cleaners = if settings.cleaner_enable {
+            Some(
+                cleaner::Cleaners::start(settings.cleaner_threads)
+                    .map_err(|e| format!("cannot start the log cleaner threads: {e}"))?,
+            )
+        } else {
+            None
+        };
         for index in 0..count {
-            let (shard, worker) = shard::spawn(index, Arc::clone(&dirs), &settings)
-                .map_err(|e| format!("cannot start log shard thread {index}: {e}"))?;
+            let (shard, worker) =
+                shard::spawn(index, Arc::clone(&dirs), &settings, cleaners.clone())
+                    .map_err(|e| format!("cannot start log shard thread {index}: {e}"))?;
             shards.push(shard);
             threads.push(worker);
         }

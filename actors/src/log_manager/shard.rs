@@ -1,6 +1,6 @@
 //! One shard thread: owns some partition logs and runs every file operation on them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -16,6 +16,7 @@ use gregor_log::log_dir::LogDir;
 use gregor_log::producer_state::ProducerEntry;
 
 use super::admin::LogSize;
+use super::cleaner::{Cleaned, CleanerTask, Cleaners};
 use super::{
     now_ms, FollowerLog, LogManagerError, LogManagerSettings, OffsetQuery, PartitionState,
     ReadResult, Reply, DATA_CHANNEL_CAPACITY,
@@ -234,6 +235,11 @@ struct Worker {
     /// `None` with `log.cleaner.enable=false`.
     clean_every: Option<Duration>,
     next_clean: Instant,
+    /// The cleaner threads (`None` with `log.cleaner.enable=false`), and where they answer.
+    cleaners: Option<Cleaners>,
+    cleaned: Sender<Cleaned>,
+    /// Partitions with a pass at a cleaner thread.
+    cleaning: HashSet<TopicPartition>,
 }
 
 /// Starts shard `index`.
@@ -241,9 +247,11 @@ pub(super) fn spawn(
     index: usize,
     dirs: Arc<LogDirs>,
     settings: &LogManagerSettings,
+    cleaners: Option<Cleaners>,
 ) -> std::io::Result<(Shard, std::thread::JoinHandle<()>)> {
     let (data_tx, data_rx) = channel::bounded(DATA_CHANNEL_CAPACITY);
     let (control_tx, control_rx) = channel::unbounded();
+    let (cleaned_tx, cleaned_rx) = channel::unbounded();
     let now = Instant::now();
     let retention_every = Duration::from_millis(settings.retention_check_interval_ms.max(1000));
     let checkpoint_every = Duration::from_millis(settings.checkpoint_interval_ms.max(1000));
@@ -260,14 +268,17 @@ pub(super) fn spawn(
         next_checkpoint: now + checkpoint_every,
         high_watermark_checkpoint_every,
         next_high_watermark_checkpoint: now + high_watermark_checkpoint_every,
-        clean_every: settings
-            .cleaner_enable
+        clean_every: cleaners
+            .is_some()
             .then(|| Duration::from_millis(settings.cleaner_backoff_ms.max(100))),
         next_clean: now,
+        cleaners,
+        cleaned: cleaned_tx,
+        cleaning: HashSet::new(),
     };
     let thread = std::thread::Builder::new()
         .name(format!("log-shard-{index}"))
-        .spawn(move || worker.run(&data_rx, &control_rx))?;
+        .spawn(move || worker.run(&data_rx, &control_rx, &cleaned_rx))?;
     Ok((
         Shard {
             data: data_tx,
@@ -282,7 +293,12 @@ pub(super) fn spawn(
 const TICK: Duration = Duration::from_millis(500);
 
 impl Worker {
-    fn run(mut self, data: &Receiver<DataCommand>, control: &Receiver<Control>) {
+    fn run(
+        mut self,
+        data: &Receiver<DataCommand>,
+        control: &Receiver<Control>,
+        cleaned: &Receiver<Cleaned>,
+    ) {
         loop {
             // Metadata first: a log opened before a request was sent must be there to serve it.
             while let Ok(command) = control.try_recv() {
@@ -303,6 +319,11 @@ impl Worker {
                     Ok(command) => self.on_data(command),
                     Err(_) => return,
                 },
+                recv(cleaned) -> pass => {
+                    if let Ok(pass) = pass {
+                        self.on_cleaned(pass);
+                    }
+                }
                 default(TICK) => {}
             }
             self.periodic();
@@ -624,38 +645,75 @@ impl Worker {
     /// One cleaner pass over the compacted logs of this shard (Kafka's log cleaner runs on its
     /// own threads and locks segments; here the shard that owns the log cleans it, between
     /// commands, so appends to this shard wait while a log is rewritten).
+    /// Sends a pass to the cleaner threads for each compacted log dirty enough to clean.
     fn compact_logs(&mut self) {
+        let Some(cleaners) = &self.cleaners else {
+            return;
+        };
         let now_ms = now_ms();
         for (tp, hosted) in &mut self.logs {
-            if !hosted.log.config().cleanup_compact || !hosted.state.is_serving() {
+            if !hosted.log.config().cleanup_compact
+                || !hosted.state.is_serving()
+                || self.cleaning.contains(tp)
+            {
                 continue;
             }
-            let started = Instant::now();
-            match hosted.log.compact(now_ms, hosted.state.high_watermark()) {
-                Ok(Some(stats)) => {
-                    tracing::info!(
-                        partition = %tp.dir_name(),
-                        segments = stats.segments_rewritten,
-                        bytes_before = stats.bytes_before,
-                        bytes_after = stats.bytes_after,
-                        records_removed = stats.records_removed,
-                        tombstones_removed = stats.tombstones_removed,
-                        first_dirty_offset = stats.first_dirty_offset,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "log cleaned"
-                    );
-                    gregor_metrics::log_cleaned(
-                        stats.bytes_before.saturating_sub(stats.bytes_after),
-                        started.elapsed(),
-                    );
+            match hosted
+                .log
+                .plan_cleaning(now_ms, hosted.state.high_watermark())
+            {
+                Ok(Some(job)) => {
+                    let task = CleanerTask {
+                        tp: tp.clone(),
+                        job,
+                        done: self.cleaned.clone(),
+                    };
+                    if cleaners.submit(task) {
+                        self.cleaning.insert(tp.clone());
+                    }
                 }
                 Ok(None) => {}
                 Err(error) => {
-                    tracing::warn!(partition = %tp.dir_name(), %error, "log cleaning failed");
-                    if error.is_storage_error() {
-                        hosted.state.offline.store(true, Ordering::Release);
-                        hosted.state.appended.notify_waiters();
-                    }
+                    tracing::warn!(partition = %tp.dir_name(), %error, "cannot plan log cleaning");
+                }
+            }
+        }
+    }
+
+    /// Installs a pass a cleaner thread finished, if its log is still here.
+    fn on_cleaned(&mut self, pass: Cleaned) {
+        self.cleaning.remove(&pass.tp);
+        let Some(hosted) = self.logs.get_mut(&pass.tp) else {
+            if let Ok(log) = pass.result {
+                log.discard();
+            }
+            return;
+        };
+        let tp = &pass.tp;
+        match hosted.log.install_cleaned(pass.result, now_ms()) {
+            Ok(stats) => {
+                let elapsed = pass.started.elapsed();
+                tracing::info!(
+                    partition = %tp.dir_name(),
+                    segments = stats.segments_rewritten,
+                    bytes_before = stats.bytes_before,
+                    bytes_after = stats.bytes_after,
+                    records_removed = stats.records_removed,
+                    tombstones_removed = stats.tombstones_removed,
+                    first_dirty_offset = stats.first_dirty_offset,
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    "log cleaned"
+                );
+                gregor_metrics::log_cleaned(
+                    stats.bytes_before.saturating_sub(stats.bytes_after),
+                    elapsed,
+                );
+            }
+            Err(error) => {
+                tracing::warn!(partition = %tp.dir_name(), %error, "log cleaning failed");
+                if error.is_storage_error() {
+                    hosted.state.offline.store(true, Ordering::Release);
+                    hosted.state.appended.notify_waiters();
                 }
             }
         }

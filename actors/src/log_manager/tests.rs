@@ -91,6 +91,7 @@ async fn logs_open_append_read_dedupe_and_delete() {
         max_open_files: 64,
         cleaner_enable: true,
         cleaner_backoff_ms: 15_000,
+        cleaner_threads: 1,
     })
     .unwrap();
     let id = uuid::Uuid::from_u128(7);
@@ -194,6 +195,7 @@ async fn hosting(dir: &tempfile::TempDir, leader: i32, epoch: i32) -> Arc<LogMan
         max_open_files: 64,
         cleaner_enable: true,
         cleaner_backoff_ms: 15_000,
+        cleaner_threads: 1,
     })
     .unwrap();
     manager.ensure(
