@@ -1,20 +1,31 @@
-"""Producer and consumer throughput of a Gregor node beside this machine's floors, measured in
-one run (BENCHMARKS.md, "Data plane throughput").
+"""Producer and consumer throughput, end-to-end latency, memory with many partitions and
+recovery time of a Gregor node, beside this machine's floors measured in the same run
+(BENCHMARKS.md, "Data plane throughput").
 
 Floors: one loopback TCP stream (Python sender and receiver, so a lower bound) and sequential
-1 MiB writes to the log dir's file system ended by fdatasync. Load: confluent-kafka (librdkafka
-2.16), as kafka-producer-perf-test / kafka-consumer-perf-test would drive it: acks=1, 1 KiB
-records, 4 partitions, then the same with enable.idempotence=true, then one consumer reading
-everything from the page cache; last, end-to-end latency at 10 MB/s (1 KiB records paced at
-10,000/s, linger.ms=0, the send time in the record; Python sender and receiver in one process).
+1 MiB writes to the log dir's file system ended by fdatasync. Load: `gregor-perf` (librdkafka
+through the rdkafka crate), as kafka-producer-perf-test / kafka-consumer-perf-test /
+EndToEndLatency drive Kafka: 1 KiB records to 4 partitions with acks=1, then the same with
+enable.idempotence=true, then a consumer reading everything back from the page cache, then
+end-to-end latency with 1 KiB records paced at 10,000/s (10 MB/s) on one partition.
 
-Usage: data_plane_perf.py GREGOR_BINARY [--records N] [--json]
+`--partitions N`: then one topic of N partitions, about ten 1 KiB records written to each,
+and the node's resident memory (VmRSS, VmHWM) read from /proc.
+
+`--recovery-gb G`: then G GB written to 8 partitions, the node killed with SIGKILL and
+restarted twice: once as it is (only what lies above each log's recovery point is rescanned),
+once with `recovery-point-offset-checkpoint` removed (every segment rescanned, Kafka's
+recovery after a lost checkpoint). Each restart is timed from the process start until every
+partition answers ListOffsets with its end offset.
+
+Usage: data_plane_perf.py GREGOR GREGOR_PERF [--records N] [--partitions N] [--recovery-gb G] [--json]
 """
 
 import argparse
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +33,7 @@ import tempfile
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 RECORD = 1024
@@ -79,140 +90,146 @@ def disk_floor(directory, total=512 << 20):
     return total / elapsed / 1e6
 
 
-def start_node(binary, data):
-    args = [binary, "node", "--override", f"log.dirs={data}",
-            "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-            "--override", "metrics.listener=127.0.0.1:0"]
-    log = open(os.path.join(data, "..", "node.log"), "wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, NO_COLOR="1"))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with open(os.path.join(data, "..", "node.log"), "rb") as f:
-            text = f.read().decode(errors="replace")
-        found = re.search(r"node ready .*listeners=\S*PLAINTEXT://([0-9.:]+)", text)
-        if found:
-            return proc, found.group(1)
-        if proc.poll() is not None:
-            raise RuntimeError(text)
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the node did not become ready")
+class NodeProcess:
+    """One `gregor node` on loopback with its data in `data`."""
+
+    def __init__(self, binary, data):
+        self.binary = binary
+        self.data = data
+        self.log_path = os.path.join(data, "..", "node.log")
+        self.start()
+
+    def start(self):
+        args = [self.binary, "node", "--override", f"log.dirs={self.data}",
+                "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+                "--override", "metrics.listener=127.0.0.1:0"]
+        log = open(self.log_path, "ab")
+        self.log_start = log.tell()
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, NO_COLOR="1"))
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_start)
+                text = f.read().decode(errors="replace")
+            found = re.search(r"node ready .*listeners=\S*PLAINTEXT://([0-9.:]+)", text)
+            if found:
+                self.bootstrap = found.group(1)
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(text)
+            time.sleep(0.05)
+        self.proc.kill()
+        raise RuntimeError("the node did not become ready")
+
+    def memory_mb(self):
+        """(VmRSS, VmHWM) in MB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(120)
 
 
-def produce(bootstrap, topic, records, idempotent):
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all" if idempotent else "1", "linger.ms": 5,
-                         "batch.size": 1 << 20, "enable.idempotence": idempotent,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
-    payload = os.urandom(RECORD)
-    failures = []
-
-    def delivered(err, _msg):
-        if err is not None:
-            failures.append(err)
-
-    started = time.perf_counter()
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, payload, partition=i % PARTITIONS, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        if i % 10_000 == 0:
-            producer.poll(0)
-    producer.flush(120)
-    elapsed = time.perf_counter() - started
-    if failures:
-        raise RuntimeError(f"{len(failures)} records failed: {failures[0]}")
-    return records / elapsed, records * RECORD / elapsed / 1e6
+def perf(gregor_perf, mode, args, report):
+    subprocess.run([gregor_perf, mode, *args, "--json", report], check=True, capture_output=True, timeout=1800)
+    with open(report) as f:
+        return json.load(f)
 
 
-def consume(bootstrap, topic, records):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "perf", "enable.auto.commit": False,
-                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got = 0
-    started = time.perf_counter()
-    deadline = time.monotonic() + 300
-    while got < records and time.monotonic() < deadline:
-        for message in consumer.consume(num_messages=10_000, timeout=1.0):
-            if message.error() is None:
-                got += 1
-    elapsed = time.perf_counter() - started
-    consumer.close()
-    return got / elapsed, got * RECORD / elapsed / 1e6
+def produce(gregor_perf, bootstrap, topic, records, props, report, record_size=RECORD):
+    return perf(gregor_perf, "produce", ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+                                         "--record-size", str(record_size), "--throughput", "-1", "--producer-props",
+                                         "linger.ms=5", "batch.size=1048576", *props], report)
 
 
-def end_to_end(bootstrap, topic, rate=10_000, seconds=5):
-    """Latency percentiles (ms) from send to receipt at `rate` 1 KiB records/s (10 MB/s)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    latencies = []
-    total = rate * seconds
-    done = threading.Event()
+def create(admin, topic, partitions, config=None):
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})])[topic].result(120)
 
-    def receive():
-        while len(latencies) < total and not done.is_set():
-            # consume() waits for num_messages or the timeout: keep the timeout tiny so that a
-            # record is not held back waiting for others.
-            for message in consumer.consume(num_messages=10_000, timeout=0.001):
-                if message.error() is None:
-                    sent = int.from_bytes(message.value()[:8], "big")
-                    latencies.append((time.perf_counter_ns() - sent) / 1e6)
 
-    receiver = threading.Thread(target=receive)
-    receiver.start()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
-    padding = os.urandom(RECORD - 8)
-    started = time.perf_counter()
-    for i in range(total):
-        # Paced: record i leaves at started + i / rate.
-        delay = started + i / rate - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        producer.produce(topic, time.perf_counter_ns().to_bytes(8, "big") + padding, partition=i % PARTITIONS)
-        producer.poll(0)
-    producer.flush(60)
-    receiver.join(60)
-    done.set()
-    consumer.close()
-    latencies.sort()
+def end_offsets(bootstrap, topic, partitions):
+    """Each partition's end offset, or None while any partition does not answer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-offsets"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(partitions)]
+    except Exception:  # noqa: BLE001 - not served yet: the caller asks again
+        return None
+    finally:
+        consumer.close()
 
-    def pct(q):
-        return latencies[min(len(latencies) - 1, int(q * len(latencies)))]
 
-    return {"e2e_records": len(latencies), "e2e_avg_ms": sum(latencies) / len(latencies),
-            "e2e_p50_ms": pct(0.5), "e2e_p95_ms": pct(0.95), "e2e_p99_ms": pct(0.99),
-            "e2e_p999_ms": pct(0.999), "e2e_max_ms": latencies[-1]}
+def recovery(node, gregor_perf, tmp, gigabytes):
+    """Seconds from process start until every partition answers with its end offset."""
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    topic, partitions = "recovery", 8
+    create(admin, topic, partitions)
+    records = int(gigabytes * 1e9 / (64 * 1024))
+    produce(gregor_perf, node.bootstrap, topic, records, ["acks=1"], f"{tmp}/recovery.json", record_size=64 * 1024)
+    expected = end_offsets(node.bootstrap, topic, partitions)
+    results = {"recovery_gb": gigabytes}
+    for case in ("recovery_s_after_kill", "recovery_s_without_checkpoint"):
+        node.kill9()
+        if case == "recovery_s_without_checkpoint":
+            os.remove(os.path.join(node.data, "recovery-point-offset-checkpoint"))
+        # Cold or warm, the page cache holds what was just written; say so beside the figure.
+        node.start()
+        while end_offsets(node.bootstrap, topic, partitions) != expected:
+            if time.perf_counter() - node.started > 1800:
+                raise RuntimeError("the partitions were not served within 30 minutes")
+            time.sleep(0.05)
+        results[case] = time.perf_counter() - node.started
+    return results
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
-    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("gregor_perf")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=0, help="also measure memory with this many partitions")
+    parser.add_argument("--recovery-gb", type=float, default=0, help="also measure recovery after writing this much")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gregor-perf-") as tmp:
         data = os.path.join(tmp, "data")
         os.makedirs(data)
         results = {"loopback_mb_s": loopback_floor(), "disk_fdatasync_mb_s": disk_floor(tmp)}
-        proc, bootstrap = start_node(args.binary, data)
+        node = NodeProcess(args.binary, data)
         try:
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            for topic in ("perf", "perf-idempotent", "perf-e2e"):
-                admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-            time.sleep(1)  # the logs open right after creation; not a synchronisation of results
-            rate, mb = produce(bootstrap, "perf", args.records, idempotent=False)
-            results.update(produce_records_s=rate, produce_mb_s=mb)
-            rate, mb = produce(bootstrap, "perf-idempotent", args.records, idempotent=True)
-            results.update(idempotent_records_s=rate, idempotent_mb_s=mb)
-            rate, mb = consume(bootstrap, "perf", args.records)
-            results.update(consume_records_s=rate, consume_mb_s=mb)
-            results.update(end_to_end(bootstrap, "perf-e2e"))
+            admin = AdminClient({"bootstrap.servers": node.bootstrap})
+            for topic, count in (("perf", PARTITIONS), ("perf-idempotent", PARTITIONS), ("perf-e2e", 1)):
+                create(admin, topic, count)
+            plain = produce(args.gregor_perf, node.bootstrap, "perf", args.records, ["acks=1"], f"{tmp}/p.json")
+            results.update(produce_records_s=plain["records_per_s"], produce_mb_s=plain["mb_per_s"] * 1.048576)
+            idem = produce(args.gregor_perf, node.bootstrap, "perf-idempotent", args.records,
+                           ["enable.idempotence=true"], f"{tmp}/i.json")
+            results.update(idempotent_records_s=idem["records_per_s"], idempotent_mb_s=idem["mb_per_s"] * 1.048576)
+            read = perf(args.gregor_perf, "consume", ["--bootstrap-server", node.bootstrap, "--topic", "perf",
+                                                      "--messages", str(args.records), "--consumer-props",
+                                                      "fetch.max.bytes=52428800", "max.partition.fetch.bytes=10485760"],
+                        f"{tmp}/c.json")
+            results.update(consume_records_s=read["records_per_s"], consume_mb_s=read["mb_per_s"] * 1.048576)
+            e2e = perf(args.gregor_perf, "latency", ["--bootstrap-server", node.bootstrap, "--topic", "perf-e2e",
+                                                     "--num-records", "100000", "--record-size", str(RECORD),
+                                                     "--throughput", "10000", "--producer-acks", "1"], f"{tmp}/e.json")
+            results.update({f"e2e_{k}": v for k, v in e2e["latency"].items()})
+            if args.partitions:
+                create(admin, "many", args.partitions)
+                # Random partitioning of keyless records: about 10 records (10 KiB) per partition.
+                produce(args.gregor_perf, node.bootstrap, "many", args.partitions * 10,
+                        ["acks=1", "partitioner=random"], f"{tmp}/m.json")
+                rss, hwm = node.memory_mb()
+                results.update(partitions=args.partitions, rss_mb=rss, peak_rss_mb=hwm)
+            if args.recovery_gb:
+                results.update(recovery(node, args.gregor_perf, tmp, args.recovery_gb))
         finally:
-            proc.terminate()
-            proc.wait(30)
+            node.stop()
     results["produce_vs_disk"] = results["produce_mb_s"] / results["disk_fdatasync_mb_s"]
     results["consume_vs_loopback"] = results["consume_mb_s"] / results["loopback_mb_s"]
     results["idempotence_cost"] = 1 - results["idempotent_mb_s"] / results["produce_mb_s"]
@@ -220,7 +237,7 @@ def main():
         print(json.dumps(results))
     else:
         for key, value in results.items():
-            print(f"{key:24} {value:,.3f}")
+            print(f"{key:32} {value:,.3f}")
 
 
 if __name__ == "__main__":

@@ -107,6 +107,11 @@ pub struct LatencyArgs {
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
     pub record_size: usize,
+    /// Records per second, sent at a steady pace while the consumer reads them, instead of one
+    /// record at a time (Kafka's tool): the latency under a given load. Each record carries its
+    /// send time in its first 8 bytes.
+    #[arg(long)]
+    pub throughput: Option<u32>,
     /// Producer and consumer properties, `key=value`.
     #[arg(long, num_args = 1..)]
     pub props: Vec<String>,
@@ -139,6 +144,9 @@ pub struct HandshakeArgs {
     pub json: Option<PathBuf>,
 }
 
+/// Bytes at the start of each paced latency record that hold its send time.
+pub const SEND_TIME_BYTES: usize = 8;
+
 impl PerfArgs {
     /// Checks what clap cannot: sizes and counts that make a run.
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -158,6 +166,14 @@ impl PerfArgs {
                 anyhow::ensure!(
                     matches!(args.producer_acks.as_str(), "1" | "all" | "-1"),
                     "--producer-acks must be 1 or all"
+                );
+                anyhow::ensure!(
+                    args.throughput != Some(0),
+                    "--throughput must be at least 1 record per second"
+                );
+                anyhow::ensure!(
+                    args.throughput.is_none() || args.record_size >= SEND_TIME_BYTES,
+                    "--record-size must be at least {SEND_TIME_BYTES} with --throughput (the send time)"
                 );
             }
             Mode::Handshakes(args) => {

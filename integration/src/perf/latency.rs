@@ -1,5 +1,7 @@
 //! `gregor-perf latency`: Kafka's EndToEndLatency on librdkafka. One record at a time: send it,
-//! wait until the consumer reads it back, then send the next.
+//! wait until the consumer reads it back, then send the next. With `--throughput`, records are
+//! sent at a steady pace from another thread while the consumer reads them, each carrying its
+//! send time, so the latency is measured under that load.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +11,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-use super::args::LatencyArgs;
+use super::args::{LatencyArgs, SEND_TIME_BYTES};
 use super::client_config;
 use super::report::{Latencies, Report};
 
@@ -59,6 +61,9 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<Report> {
         .assign(&assignment)
         .context("assigning the partition")?;
 
+    if let Some(rate) = args.throughput {
+        return paced(args, rate, producer, &consumer);
+    }
     let progress = super::progress_bar(args.num_records);
     let mut latencies = Latencies::default();
     let mut payload = vec![0u8; args.record_size];
@@ -101,6 +106,12 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<Report> {
         .flush(ROUND_TRIP_TIMEOUT)
         .context("waiting for the last acknowledgements")?;
     progress.finish_and_clear();
+    Ok(report(args, &latencies, elapsed))
+}
+
+/// Kafka's closing lines, and the report.
+fn report(args: &LatencyArgs, latencies: &Latencies, elapsed: Duration) -> Report {
+    let topic = &args.common.topic;
     let summary = latencies.summary();
     println!("Avg latency: {:.4} ms", summary.avg_ms);
     println!(
@@ -115,5 +126,82 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<Report> {
         elapsed,
     );
     report.latency = Some(summary);
-    Ok(report)
+    report
+}
+
+/// Sends `num_records` records at `rate` per second from a second thread while this one reads
+/// them; each latency is from the record's send time (its first bytes) to its arrival here.
+fn paced(
+    args: &LatencyArgs,
+    rate: u32,
+    producer: BaseProducer,
+    consumer: &BaseConsumer,
+) -> anyhow::Result<Report> {
+    let topic = args.common.topic.as_str();
+    let interval = Duration::from_secs(1) / rate;
+    let origin = Instant::now();
+    let progress = super::progress_bar(args.num_records);
+    let mut latencies = Latencies::default();
+    std::thread::scope(|scope| {
+        let sender = scope.spawn(|| -> anyhow::Result<()> {
+            let mut payload = vec![0u8; args.record_size];
+            rand::rng().fill_bytes(&mut payload);
+            for i in 0..args.num_records {
+                let due = origin + interval * u32::try_from(i).unwrap_or(u32::MAX);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(wait);
+                }
+                let sent = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                payload[..SEND_TIME_BYTES].copy_from_slice(&sent.to_be_bytes());
+                loop {
+                    match producer.send(BaseRecord::<(), [u8]>::to(topic).payload(&payload)) {
+                        Ok(()) => break,
+                        Err((
+                            rdkafka::error::KafkaError::MessageProduction(
+                                rdkafka::types::RDKafkaErrorCode::QueueFull,
+                            ),
+                            _,
+                        )) => {
+                            producer.poll(Duration::from_millis(1));
+                        }
+                        Err((error, _)) => return Err(error).context("sending a record"),
+                    }
+                }
+                producer.poll(Duration::ZERO);
+            }
+            producer
+                .flush(ROUND_TRIP_TIMEOUT)
+                .context("waiting for the last acknowledgements")
+        });
+        let mut last_arrival = Instant::now();
+        while latencies.count() < args.num_records {
+            anyhow::ensure!(
+                last_arrival.elapsed() < ROUND_TRIP_TIMEOUT,
+                "no record read for {ROUND_TRIP_TIMEOUT:?} after {} of {}",
+                latencies.count(),
+                args.num_records
+            );
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => {
+                    let arrived = origin.elapsed();
+                    last_arrival = Instant::now();
+                    let sent = message
+                        .payload()
+                        .and_then(|p| p.get(..SEND_TIME_BYTES))
+                        .and_then(|b| <[u8; SEND_TIME_BYTES]>::try_from(b).ok())
+                        .map(u64::from_be_bytes)
+                        .context("a record without its send time")?;
+                    latencies.record(arrived.saturating_sub(Duration::from_nanos(sent)));
+                    progress.set_position(latencies.count());
+                }
+                Some(Err(error)) => return Err(error).context("consuming"),
+                None => {}
+            }
+        }
+        sender
+            .join()
+            .map_err(|_| anyhow::anyhow!("the sending thread panicked"))?
+    })?;
+    progress.finish_and_clear();
+    Ok(report(args, &latencies, origin.elapsed()))
 }

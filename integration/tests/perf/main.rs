@@ -161,6 +161,36 @@ async fn produce_consume_and_latency_runs_report_what_went_through() {
     let latency = report(&round_trips);
     assert_eq!(latency["records"], 50);
     assert!(latency["latency"]["p50_ms"].as_f64().unwrap() > 0.0);
+
+    // Paced: 500 records at 1,000/s, each read back and timed from the send time it carries.
+    let paced = dir.path().join("paced.json");
+    let out = perf(
+        &[
+            "latency",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "round-trip",
+            "--num-records",
+            "500",
+            "--record-size",
+            "64",
+            "--throughput",
+            "1000",
+            "--json",
+            paced.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let paced = report(&paced);
+    assert_eq!(paced["records"], 500);
+    assert_eq!(paced["bytes"], 500 * 64);
+    assert!(
+        paced["latency"]["max_ms"].as_f64().unwrap()
+            >= paced["latency"]["p50_ms"].as_f64().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,6 +217,23 @@ async fn failures_exit_non_zero_and_write_no_report() {
     .await;
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--num-records must be at least 1"));
+    let out = perf(
+        &[
+            "latency",
+            "--topic",
+            "t",
+            "--num-records",
+            "5",
+            "--record-size",
+            "4",
+            "--throughput",
+            "100",
+        ],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--record-size must be at least 8 with --throughput"));
 
     // Nobody listens: every record times out, exit status 1, no report file.
     let out = perf(
