@@ -105,9 +105,6 @@ pub(crate) struct Channel {
     next_correlation: i32,
     /// This node's hello, sent and accepted first on every new connection.
     hello: Bytes,
-    /// A frame sent and answered after the hello on every new connection (see
-    /// [`Channel::forwarding`]).
-    opening: Option<Bytes>,
 }
 
 /// Reads one size-prefixed frame of at most [`MAX_RESPONSE_BYTES`] and returns its body.
@@ -161,20 +158,6 @@ impl Channel {
             stream: None,
             next_correlation: 0,
             hello: hello_frame(hello).unwrap_or_default(),
-            opening: None,
-        }
-    }
-
-    /// A channel for forwarded client requests: each connection it opens first announces
-    /// itself as one, so the controller leaves throttling its clients to this broker.
-    pub(crate) fn forwarding(
-        addr: String,
-        hello: &PeerHello,
-        connector: Arc<PeerConnector>,
-    ) -> Self {
-        Channel {
-            opening: Some(rpc::forwarding_channel_frame()),
-            ..Channel::new(addr, hello, connector)
         }
     }
 
@@ -252,9 +235,6 @@ impl Channel {
             if let Err(error) = check_hello_answer(&self.addr, &answer) {
                 self.stream = None;
                 return Err(error);
-            }
-            if let Some(opening) = self.opening.clone() {
-                Box::pin(self.round_trip(opening, timeout)).await?;
             }
         }
         // Taken out for the exchange and put back only once it completed: if the caller drops
