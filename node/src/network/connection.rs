@@ -112,6 +112,14 @@ pub(crate) async fn serve(
             if crate::quorum::transport::isolated_by_test_hook() {
                 return CloseReason::IoError;
             }
+            // KIP-368 holds for peers too: they renew their sessions before they end.
+            if sasl
+                .as_ref()
+                .is_some_and(|s| s.is_authenticated() && s.expired(Instant::now()))
+            {
+                tracing::info!(%peer, listener = %settings.listener_name, "closing a quorum connection whose SASL session expired without re-authentication");
+                return CloseReason::SessionExpired;
+            }
             if let Err(detail) = may_send_private(
                 &settings,
                 sasl.as_ref(),
