@@ -1048,6 +1048,53 @@ mod tests {
     }
 
     #[test]
+    fn envelopes_are_opened_or_refused_with_kafkas_errors() -> Result<(), String> {
+        use kafka_protocol::error::ResponseError;
+        use kafka_protocol::messages::EnvelopeRequest;
+        let alice = Principal {
+            principal_type: "User".into(),
+            name: "alice".into(),
+        };
+        let create_topics = Bytes::from_static(&[0, 19, 0, 7, 0, 0, 0, 1]);
+        let good = EnvelopeRequest::default()
+            .with_request_data(create_topics.clone())
+            .with_request_principal(Some(super::super::envelope::encode_principal(&alice)?))
+            .with_client_host_address(Bytes::from_static(&[10, 0, 0, 7]));
+        let error = |envelope: &EnvelopeRequest, allowed| {
+            open_envelope(envelope, allowed).err().map(|(e, _)| e)
+        };
+        assert_eq!(
+            open_envelope(&good, true).ok(),
+            Some((alice, "/10.0.0.7".to_owned()))
+        );
+        assert_eq!(
+            error(&good, false),
+            Some(ResponseError::ClusterAuthorizationFailed)
+        );
+        let principal = good
+            .clone()
+            .with_request_principal(Some(Bytes::from_static(b"\x00\x07nonsense")));
+        assert_eq!(
+            error(&principal, true),
+            Some(ResponseError::PrincipalDeserializationFailure)
+        );
+        let address = good
+            .clone()
+            .with_client_host_address(Bytes::from_static(&[10, 0, 0]));
+        assert_eq!(error(&address, true), Some(ResponseError::InvalidRequest));
+        // Metadata is not forwarded; an Envelope inside an Envelope neither.
+        for key in [3_u8, 58] {
+            let inner = good
+                .clone()
+                .with_request_data(Bytes::copy_from_slice(&[0, key, 0, 0, 0, 0, 0, 1]));
+            assert_eq!(error(&inner, true), Some(ResponseError::InvalidRequest));
+        }
+        let empty = good.clone().with_request_data(Bytes::new());
+        assert_eq!(error(&empty, true), Some(ResponseError::UnsupportedVersion));
+        Ok(())
+    }
+
+    #[test]
     fn forwarded_throttle_is_found_behind_either_header() -> Result<(), String> {
         let body =
             ResponseKind::CreateTopics(CreateTopicsResponse::default().with_throttle_time_ms(1234));
