@@ -67,12 +67,17 @@ pub struct HandlerContext {
 
 /// Sends a request this node would give its own controller actor to the active controller
 /// instead (implemented by the node over the controller listener).
+///
+/// A request made for a client (`caller`) goes inside an Envelope, so the controller
+/// authorizes it and charges its quotas as that client; the broker's own requests (`None`,
+/// and AlterPartition, BrokerHeartbeat, AllocateProducerIds) go as the broker's.
 pub trait ControllerForwarder: Send + Sync {
     /// CreateTopics at `version`; `None` when no active controller could be asked.
     fn create_topics(
         &self,
         request: kafka_protocol::messages::CreateTopicsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>;
 
     /// DeleteTopics at `version` (the topics a broker let through when it refused others).
@@ -80,6 +85,7 @@ pub trait ControllerForwarder: Send + Sync {
         &self,
         request: kafka_protocol::messages::DeleteTopicsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>;
 
     /// CreatePartitions at `version` (the topics a broker let through when it refused others).
@@ -87,6 +93,7 @@ pub trait ControllerForwarder: Send + Sync {
         &self,
         request: kafka_protocol::messages::CreatePartitionsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
         Option<kafka_protocol::messages::CreatePartitionsResponse>,
@@ -97,6 +104,7 @@ pub trait ControllerForwarder: Send + Sync {
         &self,
         request: kafka_protocol::messages::IncrementalAlterConfigsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
         Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
@@ -134,6 +142,7 @@ pub trait ControllerForwarder: Send + Sync {
         &self,
         request: kafka_protocol::messages::AlterConfigsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterConfigsResponse>>;
 }
 
@@ -187,9 +196,31 @@ pub struct RequestInfo {
     pub listener_kind: ListenerKind,
     /// The connection's principal.
     pub principal: Principal,
-    /// The client's address in Kafka's form (`/127.0.0.1`), "" when unknown.
+    /// The client's address in Kafka's form (`/127.0.0.1`), "" when unknown. For a request
+    /// that came inside an Envelope, the principal and address are the forwarding broker's
+    /// client's.
     pub client_host: String,
-    /// The request came from a broker's forwarding channel (a peer that proved itself with the
-    /// quorum's hello): that broker authorized it as its client's principal.
-    pub forwarded: bool,
+}
+
+/// The client a broker forwards a request for: the controller handles it as this principal
+/// from this address (Kafka's Envelope, KIP-590), with this client id in its header.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// The client's principal.
+    pub principal: Principal,
+    /// The client's address in Kafka's form (`/127.0.0.1`).
+    pub client_host: String,
+    /// The client's client id.
+    pub client_id: String,
+}
+
+impl Caller {
+    /// The client that sent `info`'s request.
+    pub fn of(info: &RequestInfo) -> Self {
+        Caller {
+            principal: info.principal.clone(),
+            client_host: info.client_host.clone(),
+            client_id: info.client_id.clone(),
+        }
+    }
 }

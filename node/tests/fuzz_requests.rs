@@ -33,7 +33,8 @@ use gregor_actors::handlers::configs::{
 };
 use gregor_actors::handlers::{ApiSpec, APIS};
 use gregor_node::network::{
-    frame::read_frame, memory_pool::MemoryPool, metadata_chunks, raft_voter_versions, repeated,
+    envelope, frame::read_frame, memory_pool::MemoryPool, metadata_chunks, raft_voter_versions,
+    repeated,
 };
 use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
 use kafka_protocol::messages::*;
@@ -257,6 +258,31 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
             kafka_protocol::messages::SaslAuthenticateRequest::default()
                 .with_auth_bytes(Bytes::from_static(b"\0alice\0secret")),
         ),
+        // A broker's envelope: User:alice from 127.0.0.1 creating a topic.
+        ApiKey::Envelope => {
+            let inner = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]);
+            let mut data = BytesMut::new();
+            RequestHeader::default()
+                .with_request_api_key(ApiKey::CreateTopics as i16)
+                .with_request_api_version(7)
+                .with_correlation_id(1)
+                .encode(&mut data, ApiKey::CreateTopics.request_header_version(7))
+                .unwrap();
+            inner.encode(&mut data, 7).unwrap();
+            let alice = gregor_actors::context::Principal {
+                principal_type: "User".into(),
+                name: "alice".into(),
+            };
+            RequestKind::Envelope(
+                EnvelopeRequest::default()
+                    .with_request_data(data.freeze())
+                    .with_request_principal(Some(envelope::encode_principal(&alice).unwrap()))
+                    .with_client_host_address(Bytes::from_static(&[127, 0, 0, 1])),
+            )
+        }
         other => panic!("{other:?} is served but has no seed here: add one"),
     }];
     match key {
@@ -522,6 +548,13 @@ fn decode_frame(mut frame: Bytes) -> bool {
     let mut second = BytesMut::new();
     again.encode(&mut second, version).unwrap();
     assert_eq!(first, second, "{key:?} v{version} does not round-trip");
+    // An envelope is opened as the controller opens it: its principal, its address, and the
+    // request inside, decoded like any frame.
+    if let RequestKind::Envelope(envelope) = &request {
+        let _ = envelope::decode_principal(envelope.request_principal.as_deref().unwrap_or(&[]));
+        let _ = envelope::decode_address(&envelope.client_host_address);
+        decode_frame(envelope.request_data.clone());
+    }
     decide(request, version);
     true
 }

@@ -140,11 +140,10 @@ pub struct Access<'a> {
 }
 
 impl<'a> Access<'a> {
-    /// The access of the request `info` on a node with `ctx`'s authorizer. A request a broker
-    /// forwarded was authorized by that broker (it holds the client's principal), so it is
-    /// not checked again.
+    /// The access of the request `info` on a node with `ctx`'s authorizer. A request that came
+    /// inside an Envelope is checked as the client's principal the envelope carries.
     pub fn new(ctx: &'a HandlerContext, info: &'a RequestInfo) -> Self {
-        let authorizer = ctx.authorizer.as_deref().filter(|_| !info.forwarded);
+        let authorizer = ctx.authorizer.as_deref();
         let principal = match authorizer {
             Some(_) => info.principal.to_string(),
             None => String::new(),

@@ -29,7 +29,7 @@ use gregor_publishers::acl::AclOperation;
 use super::authorize::config_resource_denied;
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
-use crate::context::{ControllerForwarder, HandlerContext, ListenerKind, RequestInfo};
+use crate::context::{Caller, ControllerForwarder, HandlerContext, ListenerKind, RequestInfo};
 use crate::controller::logic::configs::{precheck_incremental, ApiError, Precheck};
 use crate::controller::{AlterConfigs, IncrementalAlterConfigs};
 
@@ -192,7 +192,11 @@ pub(super) async fn incremental_alter(
         let forwarded = match remote_controller(ctx) {
             Some(forwarder) => {
                 forwarder
-                    .incremental_alter_configs(sub.clone(), info.api_version)
+                    .incremental_alter_configs(
+                        sub.clone(),
+                        info.api_version,
+                        Some(Caller::of(info)),
+                    )
                     .await
             }
             None => None,
@@ -301,7 +305,7 @@ pub(super) async fn alter(
     let forwarded = match remote_controller(ctx) {
         Some(forwarder) => {
             forwarder
-                .alter_configs(request.clone(), info.api_version)
+                .alter_configs(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
         None => None,

@@ -283,7 +283,8 @@ async fn create_offsets_topic(ctx: &HandlerContext, info: &RequestInfo, image: &
         .as_ref()
         .filter(|_| ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()));
     let response = match forwarder {
-        Some(forwarder) => forwarder.create_topics(request, version).await,
+        // An internal topic is the broker's own request (Kafka sends it without an Envelope).
+        Some(forwarder) => forwarder.create_topics(request, version, None).await,
         None => ctx
             .controller
             .send(CreateTopics {

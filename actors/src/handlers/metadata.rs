@@ -20,7 +20,7 @@ use gregor_publishers::MetadataImage;
 
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
-use crate::context::{HandlerContext, RequestInfo};
+use crate::context::{Caller, HandlerContext, RequestInfo};
 use crate::controller::logic::topic_name;
 use crate::controller::CreateTopics;
 
@@ -392,7 +392,10 @@ async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[String])
         .filter(|_| ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()));
     if let Some(forwarder) = forwarder {
         let version = crate::controller::LATEST_CREATE_TOPICS_VERSION;
-        match forwarder.create_topics(request.clone(), version).await {
+        match forwarder
+            .create_topics(request.clone(), version, Some(Caller::of(info)))
+            .await
+        {
             Some(response) => {
                 for topic in response.topics {
                     if topic.error_code != 0

@@ -441,6 +441,15 @@ pub const APIS: &[ApiSpec] = &[
         true,
         true,
     ),
+    // Brokers wrap their clients' requests in it for the active controller (KIP-590); the
+    // front end opens it (`network/connection.rs`), so it never reaches `handle`.
+    api(
+        ApiKey::Envelope,
+        "Envelope",
+        kafka_protocol::messages::EnvelopeRequest::VERSIONS,
+        false,
+        true,
+    ),
     ApiSpec {
         also_counted_as: Some(configs::metric_name_also_counted),
         ..api(

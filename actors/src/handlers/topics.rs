@@ -17,7 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::authorize::{denied_once, AUTHORIZATION_FAILED};
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
-use crate::context::{ControllerForwarder, HandlerContext, RequestInfo};
+use crate::context::{Caller, ControllerForwarder, HandlerContext, RequestInfo};
 use crate::controller::{self, CreatePartitions, CreateTopics, DeleteTopics};
 
 /// Why the controller could not be asked: its mailbox is gone, so the node is shutting down.
@@ -88,7 +88,7 @@ pub(super) async fn create_topics(
     let forwarded = match remote_controller(ctx, !denied.is_empty()) {
         Some(forwarder) => {
             forwarder
-                .create_topics(request.clone(), info.api_version)
+                .create_topics(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
         None => None,
@@ -214,7 +214,7 @@ pub(super) async fn delete_topics(
     let forwarded = match remote_controller(ctx, !refused.is_empty()) {
         Some(forwarder) => {
             forwarder
-                .delete_topics(request.clone(), info.api_version)
+                .delete_topics(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
         None => None,
@@ -271,7 +271,7 @@ pub(super) async fn create_partitions(
     let forwarded = match remote_controller(ctx, !denied.is_empty()) {
         Some(forwarder) => {
             forwarder
-                .create_partitions(request.clone(), info.api_version)
+                .create_partitions(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
         None => None,

@@ -15,10 +15,10 @@ use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, BrokerId,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClientQuotasRequest,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeQuorumRequest,
-    DescribeUserScramCredentialsRequest, FetchRequest, GroupId, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
-    ProduceRequest, RemoveRaftVoterRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
-    TopicName, UnregisterBrokerRequest,
+    DescribeUserScramCredentialsRequest, EnvelopeRequest, FetchRequest, GroupId,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListConfigResourcesRequest,
+    ListOffsetsRequest, MetadataRequest, ProduceRequest, RemoveRaftVoterRequest,
+    SaslAuthenticateRequest, SaslHandshakeRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -475,6 +475,22 @@ async fn send_valid(
             let request = SaslAuthenticateRequest::default();
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        // Advertised on controller listeners only; a client is no node of the quorum, so its
+        // envelope is answered CLUSTER_AUTHORIZATION_FAILED, as Kafka answers a principal
+        // without CLUSTER_ACTION.
+        ApiKey::Envelope => match conn.send(&EnvelopeRequest::default(), version).await {
+            Ok(answer) if answer.error_code == 31 => {}
+            Ok(answer) => f.push(format!(
+                "{f_what} v{version}: a client's envelope answered {}",
+                answer.error_code
+            )),
+            Err(error) => {
+                f.push(format!("{f_what} v{version}: {error:#}"));
+                let client_id = conn.client_id().map(str::to_owned);
+                *conn = KafkaConn::connect(addr).await.unwrap();
+                conn.set_client_id(client_id.as_deref());
+            }
+        },
         other => f.push(format!(
             "{other:?} v{version} is advertised but this test cannot build it: add it here"
         )),

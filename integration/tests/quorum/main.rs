@@ -18,6 +18,7 @@ mod t60_invalid_record_stops_the_node;
 mod t60_linearizability_checker;
 mod t60_private_rpcs;
 mod t65_authenticated_controller_listener;
+mod t66_peer_reauthentication;
 mod t70_catch_up_within_request_limit;
 mod t70_snapshot_catch_up;
 mod t70_unregister_broker;

@@ -3,21 +3,35 @@
 //! without a hello, with a wrong cluster id, and as nodes the quorum does not know. Nothing
 //! changes: the leader and its epoch, the registered brokers, the voters and a throttled
 //! client's throttle stay as they were; the client listener closes each connection as it
-//! closes any unknown api key.
+//! closes any unknown api key. A stranger's Envelope is refused as Kafka refuses one from a
+//! principal without CLUSTER_ACTION.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use gregor_integration::admin::{creatable, create_topics, metadata, s};
+use gregor_integration::client::encode_request;
 use gregor_integration::{prom, wait_until, Closed, GregorNode, KafkaConn};
 use gregor_node::quorum::testing;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-use kafka_protocol::messages::{AlterClientQuotasRequest, CreateTopicsRequest};
+use kafka_protocol::messages::{AlterClientQuotasRequest, CreateTopicsRequest, EnvelopeRequest};
 use uuid::Uuid;
 
 use crate::{leader_id, wait_leader, Cluster, FORM_TIMEOUT};
 
 const CLOSE_WITHIN: Duration = Duration::from_secs(10);
+
+/// An Envelope for `User:admin` from 127.0.0.1 creating topic `smuggled`.
+fn hostile_envelope() -> anyhow::Result<EnvelopeRequest> {
+    let inner = create_topics(vec![creatable("smuggled", 1, 1)], false);
+    let frame = encode_request(&inner, 7, 1, Some("smuggler"))?;
+    Ok(EnvelopeRequest::default()
+        .with_request_data(frame.freeze().slice(4..))
+        .with_request_principal(Some(
+            testing::envelope_principal("admin").map_err(anyhow::Error::msg)?,
+        ))
+        .with_client_host_address(bytes::Bytes::from_static(&[127, 0, 0, 1])))
+}
 
 /// Sends `hello` (if any) and reads its answer, then `frame` (reading the answer of a frame
 /// that is a hello, which is refused before the connection closes); returns how the
@@ -193,15 +207,28 @@ async fn strangers_private_rpcs_change_nothing() -> anyhow::Result<()> {
     })
     .await?;
 
-    // The forwarding marker (which would exempt a connection from muting) closes a client's
-    // connection instead.
-    let mut conn = KafkaConn::connect(&leader_addr).await?;
-    conn.write_raw(&testing::raft_and_markers(1)[3].bytes)
+    // An Envelope claiming another principal, from a client with no hello or from a node the
+    // quorum does not know, is answered CLUSTER_AUTHORIZATION_FAILED and creates nothing; on
+    // the broker's client listener it is an API that is not enabled, and closes.
+    let smuggled = hostile_envelope()?;
+    let stranger_hello = testing::hello(&cluster.cluster_id, 77, Uuid::new_v4(), false);
+    for hello in [None, Some(&stranger_hello)] {
+        let mut conn = KafkaConn::connect(&leader_addr).await?;
+        if let Some(hello) = hello {
+            conn.write_raw(hello).await?;
+            conn.read_frame().await?;
+        }
+        let answer = conn.send(&smuggled, 0).await?;
+        assert_eq!(answer.error_code, 31, "{answer:?}");
+        assert!(answer.response_data.is_none());
+    }
+    let mut conn = KafkaConn::connect(&broker).await?;
+    assert!(conn.send(&smuggled, 0).await.is_err());
+    let mut conn = KafkaConn::connect(&broker).await?;
+    let smuggled_topic = conn
+        .send(&metadata(12, Some(&["smuggled"]), false), 12)
         .await?;
-    assert!(matches!(
-        conn.wait_closed(CLOSE_WITHIN).await,
-        Closed::Silently
-    ));
+    assert_ne!(smuggled_topic.topics[0].error_code, 0, "{smuggled_topic:?}");
 
     let before = cluster_state(&controllers, &broker).await?;
     let closes_before = unknown_api_key_closes(&broker_metrics).await?;

@@ -2,7 +2,7 @@
 //! super user is the controllers' own principal: the three controllers authenticate to each
 //! other and elect a leader; connections that did not authenticate, or authenticated as a user
 //! without CLUSTER_ACTION, are closed at their first private frame whatever it is (hellos,
-//! joins, raft traffic at a hostile term, the forwarding marker) and change nothing; the
+//! joins, raft traffic at a hostile term) and change nothing; the
 //! controllers' principal still goes through the hello checks; and a node configured with a
 //! wrong password cannot join.
 
@@ -17,12 +17,12 @@ use uuid::Uuid;
 use crate::{describe_quorum_request, leader_id, Cluster, FORM_TIMEOUT};
 
 const CLOSE_WITHIN: Duration = Duration::from_secs(10);
-const CONTROLLER_USER: (&str, &str) = ("ctl", "ctl-secret");
+pub(crate) const CONTROLLER_USER: (&str, &str) = ("ctl", "ctl-secret");
 const OTHER_USER: (&str, &str) = ("mallory", "m-secret");
 /// SaslAuthenticate's SASL_AUTHENTICATION_FAILED.
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 
-fn jaas(password: &str) -> String {
+pub(crate) fn jaas(password: &str) -> String {
     format!(
         "org.apache.kafka.common.security.plain.PlainLoginModule required \
          username=\"{}\" password=\"{password}\" user_{}=\"{}\" user_{}=\"{}\";",
@@ -30,7 +30,7 @@ fn jaas(password: &str) -> String {
     )
 }
 
-fn secure_overrides(jaas: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn secure_overrides(jaas: &str) -> Vec<(&'static str, String)> {
     vec![
         (
             "listener.security.protocol.map",
@@ -62,7 +62,9 @@ async fn connect_as(addr: &str, user: Option<(&str, &str)>) -> anyhow::Result<Ka
 }
 
 /// DescribeQuorum as the controllers' principal from whichever controller leads.
-async fn leader_view(addrs: &[String]) -> anyhow::Result<Option<DescribeQuorumResponse>> {
+pub(crate) async fn leader_view(
+    addrs: &[String],
+) -> anyhow::Result<Option<DescribeQuorumResponse>> {
     for addr in addrs {
         let Ok(mut conn) = connect_as(addr, Some(CONTROLLER_USER)).await else {
             continue;
@@ -92,7 +94,7 @@ fn quorum_state(view: &DescribeQuorumResponse) -> (i32, i32, BTreeSet<i32>, BTre
     )
 }
 
-async fn closes(metrics: &str, reason: &str) -> anyhow::Result<f64> {
+pub(crate) async fn closes(metrics: &str, reason: &str) -> anyhow::Result<f64> {
     let samples = prom::parse(&prom::scrape(metrics).await?)?;
     Ok(prom::value(
         &samples,

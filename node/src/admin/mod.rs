@@ -266,7 +266,7 @@ impl AdminClient {
         address: &str,
         connector: &crate::network::peer::PeerConnector,
     ) -> Result<Self, AdminError> {
-        let stream = connector
+        let (stream, _lifetime) = connector
             .connect(address, REQUEST_TIMEOUT)
             .await
             .map_err(|e| AdminError::Io(format!("cannot connect to {address}: {e}")))?;

@@ -10,7 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use gregor_actors::context::{HandlerContext, ListenerKind, Principal, RequestInfo};
+use gregor_actors::context::{Caller, HandlerContext, ListenerKind, Principal, RequestInfo};
 use gregor_actors::handlers::throttle::raise_throttle_time;
 use gregor_actors::handlers::{
     self, error_name, unsupported_version_response, ApiResponse, Delivery,
@@ -77,7 +77,7 @@ pub(crate) async fn serve(
         .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
     let mut sasl = settings.sasl.clone().map(SaslSession::new);
     let mut buffer = BytesMut::new();
-    // What the peer proved for private RPCs (a broker's forwarding channel is one).
+    // What the peer proved for private RPCs (a broker's connection to the controller is one).
     let mut session = crate::quorum::service::PeerSession::default();
     loop {
         let (frame, _reserved) = match tokio::time::timeout(
@@ -111,6 +111,14 @@ pub(crate) async fn serve(
             use crate::quorum::service::PrivateOutcome;
             if crate::quorum::transport::isolated_by_test_hook() {
                 return CloseReason::IoError;
+            }
+            // KIP-368 holds for peers too: they renew their sessions before they end.
+            if sasl
+                .as_ref()
+                .is_some_and(|s| s.is_authenticated() && s.expired(Instant::now()))
+            {
+                tracing::info!(%peer, listener = %settings.listener_name, "closing a quorum connection whose SASL session expired without re-authentication");
+                return CloseReason::SessionExpired;
             }
             if let Err(detail) = may_send_private(
                 &settings,
@@ -205,14 +213,25 @@ pub(crate) async fn serve(
         let received = Instant::now();
         let queued = gregor_metrics::QueuedRequest::enter();
         let request_bytes = frame.len();
-        let forwarded = session.is_forwarding();
+        // An Envelope carries a client's request for that client's principal: only a node
+        // this node knows, whose principal may send private RPCs, may send one.
+        let envelopes = frame.get(..2) == Some(&(ApiKey::Envelope as i16).to_be_bytes()[..])
+            && session.is_known_peer()
+            && may_send_private(
+                &settings,
+                sasl.as_ref(),
+                &handlers,
+                &principal,
+                &client_host,
+            )
+            .is_ok();
         let served = match process(
             frame,
             &handlers,
             &settings,
             &principal,
             &client_host,
-            forwarded,
+            envelopes,
         )
         .await
         {
@@ -264,8 +283,9 @@ pub(crate) async fn serve(
         };
         record_metrics(&served, &timings);
         drop(queued);
-        // A broker's forwarding connection carries many clients: the broker throttles them.
-        if let Some(mute) = served.mute.filter(|_| !session.is_forwarding()) {
+        // A known node's connection carries many clients' requests (in envelopes) and its
+        // own: the broker throttles its clients, so it is never muted.
+        if let Some(mute) = served.mute.filter(|_| !session.is_known_peer()) {
             // KIP-219: the response went out at once with its throttle time; now stop
             // reading this connection for that long. Requests the client sends meanwhile wait
             // in the socket buffers, so nothing is lost, and the idle timer does not run.
@@ -365,7 +385,7 @@ async fn process(
     settings: &ConnectionSettings,
     principal: &Principal,
     client_host: &str,
-    forwarded: bool,
+    envelopes: bool,
 ) -> Result<Served, Refusal> {
     let Some((api_key, api_version)) = frame
         .get(..4)
@@ -380,7 +400,7 @@ async fn process(
                 .is_some_and(|spec| (spec.versions.min..=spec.versions.max).contains(version))
         })
     else {
-        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+        return process_frame(frame, handlers, settings, principal, client_host, envelopes).await;
     };
     let reduced =
         decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
@@ -391,7 +411,7 @@ async fn process(
                 )
             })?;
     let Some(reduced) = reduced else {
-        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+        return process_frame(frame, handlers, settings, principal, client_host, envelopes).await;
     };
     drop(frame);
     let mut served = process_frame(
@@ -400,7 +420,7 @@ async fn process(
         settings,
         principal,
         client_host,
-        forwarded,
+        envelopes,
     )
     .await?;
     if let (Some(plan), ResponseBytes::Whole(bytes)) = (reduced.plan, &served.bytes) {
@@ -424,7 +444,7 @@ async fn process_frame(
     settings: &ConnectionSettings,
     principal: &Principal,
     client_host: &str,
-    forwarded: bool,
+    envelopes: bool,
 ) -> Result<Served, Refusal> {
     let request_size = frame.len();
     if frame.len() < 4 {
@@ -458,19 +478,22 @@ async fn process_frame(
             ),
         ));
     }
+    if api_key == ApiKey::Envelope {
+        return Box::pin(serve_envelope(frame, handlers, settings, envelopes)).await;
+    }
     let forward =
         settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key);
-    // With an authorizer the broker decodes and authorizes first (the controller trusts its
-    // forwarding channel); without one it forwards the bytes as they came.
+    // With an authorizer the broker decodes and authorizes first, so a refused part never
+    // reaches the controller; without one it forwards the bytes as they came.
     if forward && handlers.authorizer.is_none() {
         if let Some(served) = forward_raw(
             &frame,
-            api_key,
+            spec,
             api_version,
-            spec.name,
             handlers,
             settings,
             principal,
+            client_host,
         )
         .await
         {
@@ -557,7 +580,6 @@ async fn process_frame(
         listener_kind: settings.listener_kind,
         principal: principal.clone(),
         client_host: client_host.to_owned(),
-        forwarded,
     };
     let decode_work = decode_started.elapsed();
     // A request the broker would not let through whole is handled here, resource by
@@ -568,12 +590,12 @@ async fn process_frame(
     {
         if let Some(served) = forward_raw(
             &raw_frame,
-            api_key,
+            spec,
             api_version,
-            spec.name,
             handlers,
             settings,
             principal,
+            client_host,
         )
         .await
         {
@@ -714,18 +736,15 @@ async fn process_frame(
 /// answer; `None` when no controller could be asked (the request is then handled here).
 async fn forward_raw(
     frame: &Bytes,
-    api_key: ApiKey,
+    spec: &handlers::ApiSpec,
     api_version: i16,
-    api_name: &'static str,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     principal: &Principal,
+    client_host: &str,
 ) -> Option<Served> {
+    let (api_key, api_name) = (spec.key, spec.name);
     let handler_started = Instant::now();
-    // The round trip to the controller is waiting, not work: only the polls are charged.
-    let (bytes, forward_work) = PollTimed::new(settings.quorum.forward(frame)).await;
-    let bytes = bytes?;
-    let handler_time = handler_started.elapsed();
     let (client_id, decode_work) = timed(|| {
         decode_guarded(|| {
             RequestHeader::decode(
@@ -737,13 +756,22 @@ async fn forward_raw(
         .and_then(|header| header.client_id.map(|c| c.to_string()))
         .unwrap_or_default()
     });
+    let caller = Caller {
+        principal: principal.clone(),
+        client_host: client_host.to_owned(),
+        client_id,
+    };
+    // The round trip to the controller is waiting, not work: only the polls are charged.
+    let (bytes, forward_work) = PollTimed::new(settings.quorum.forward(frame, Some(&caller))).await;
+    let bytes = bytes?;
+    let handler_time = handler_started.elapsed();
     let (bytes, throttle_time_ms, mute) = throttle_forwarded(
         bytes,
         api_key,
         api_version,
         handlers,
         principal,
-        client_id,
+        caller.client_id,
         forward_work + decode_work,
     );
     Some(Served {
@@ -757,6 +785,148 @@ async fn forward_raw(
         handler_started,
         handler_time,
     })
+}
+
+/// The controller side of an Envelope (Kafka's `EnvelopeUtils.handleEnvelopeRequest`): the
+/// inner request is served as the client the envelope names, from its address, and its answer
+/// goes back inside the EnvelopeResponse. `allowed`: the sender is a known node whose
+/// principal may send private RPCs (else CLUSTER_AUTHORIZATION_FAILED, as Kafka answers a
+/// principal without CLUSTER_ACTION). The inner answer is never muted for: the broker
+/// throttles its client.
+async fn serve_envelope(
+    mut frame: Bytes,
+    handlers: &HandlerContext,
+    settings: &ConnectionSettings,
+    allowed: bool,
+) -> Result<Served, Refusal> {
+    use kafka_protocol::error::ResponseError;
+    use kafka_protocol::messages::{EnvelopeRequest, EnvelopeResponse};
+    let handler_started = Instant::now();
+    let api_version = i16::from_be_bytes([frame[2], frame[3]]);
+    let (header, envelope) = decode_guarded(|| {
+        let header = RequestHeader::decode(
+            &mut frame,
+            ApiKey::Envelope.request_header_version(api_version),
+        )?;
+        Ok((header, EnvelopeRequest::decode(&mut frame, api_version)?))
+    })
+    .map_err(|e| {
+        refuse(
+            CloseReason::MalformedRequest,
+            format!("cannot decode Envelope v{api_version}: {e}"),
+        )
+    })?;
+    let mut inner_throttle = 0;
+    let answer = match open_envelope(&envelope, allowed) {
+        Err((error, detail)) => {
+            tracing::info!(listener = %settings.listener_name, code = error.code(), %detail, "refusing an envelope");
+            EnvelopeResponse::default().with_error_code(error.code())
+        }
+        Ok((principal, client_host)) => {
+            let inner = envelope.request_data.clone();
+            match Box::pin(process(
+                inner,
+                handlers,
+                settings,
+                &principal,
+                &client_host,
+                false,
+            ))
+            .await
+            {
+                Ok(served) if served.delivery == Delivery::Send => {
+                    inner_throttle = served.throttle_time_ms;
+                    let mut out = Vec::new();
+                    served.bytes.write_to(&mut out).await.map_err(|e| {
+                        refuse(CloseReason::MalformedRequest, format!("inner answer: {e}"))
+                    })?;
+                    EnvelopeResponse::default()
+                        .with_response_data(Some(Bytes::from(out).slice(4..)))
+                }
+                Ok(_) => EnvelopeResponse::default()
+                    .with_error_code(ResponseError::InvalidRequest.code()),
+                // Kafka answers UNSUPPORTED_VERSION for an inner request it cannot parse, to
+                // tell it apart from a malformed envelope.
+                Err(refusal) => {
+                    tracing::info!(listener = %settings.listener_name, %principal, detail = %refusal.detail, "refusing an envelope's request");
+                    EnvelopeResponse::default()
+                        .with_error_code(ResponseError::UnsupportedVersion.code())
+                }
+            }
+        }
+    };
+    let mut errors = handlers::ErrorCounts::default();
+    if answer.error_code != 0 {
+        errors.add(answer.error_code);
+    }
+    let bytes = encode_response(
+        header.correlation_id,
+        ApiKey::Envelope.response_header_version(api_version),
+        api_version,
+        &ResponseKind::Envelope(answer),
+    )
+    .map_err(|e| refuse(CloseReason::MalformedRequest, e))?;
+    Ok(Served {
+        bytes: ResponseBytes::Whole(bytes),
+        delivery: Delivery::Send,
+        api_name: "Envelope",
+        api_version,
+        errors,
+        throttle_time_ms: inner_throttle,
+        mute: None,
+        handler_started,
+        handler_time: handler_started.elapsed(),
+    })
+}
+
+/// The client an envelope speaks for (principal, address in Kafka's form), or the error Kafka
+/// answers it with and why.
+fn open_envelope(
+    envelope: &kafka_protocol::messages::EnvelopeRequest,
+    allowed: bool,
+) -> Result<(Principal, String), (kafka_protocol::error::ResponseError, String)> {
+    use kafka_protocol::error::ResponseError;
+    if !allowed {
+        return Err((
+            ResponseError::ClusterAuthorizationFailed,
+            "an envelope from a connection that is not a known node allowed CLUSTER_ACTION".into(),
+        ));
+    }
+    let principal = envelope
+        .request_principal
+        .as_deref()
+        .ok_or_else(|| "no principal".to_owned())
+        .and_then(super::envelope::decode_principal)
+        .map_err(|e| {
+            (
+                ResponseError::PrincipalDeserializationFailure,
+                format!("Failed to deserialize client principal from envelope: {e}"),
+            )
+        })?;
+    let client_host =
+        super::envelope::decode_address(&envelope.client_host_address).ok_or_else(|| {
+            (
+                ResponseError::InvalidRequest,
+                "Failed to parse client address from envelope".to_owned(),
+            )
+        })?;
+    let inner_key = envelope
+        .request_data
+        .get(..2)
+        .map(|k| i16::from_be_bytes([k[0], k[1]]))
+        .ok_or_else(|| {
+            (
+                ResponseError::UnsupportedVersion,
+                "Failed to parse request header from envelope".to_owned(),
+            )
+        })?;
+    match ApiKey::try_from(inner_key) {
+        Ok(key) if crate::quorum::service::is_forwardable(key) => Ok((principal, client_host)),
+        _ => Err((
+            ResponseError::InvalidRequest,
+            format!("API {inner_key} is not enabled or is not eligible for forwarding"),
+        )),
+    }
 }
 
 /// Kafka's broker side of a forwarded request (`sendForwardedResponse`): the answer carries
@@ -875,6 +1045,53 @@ mod tests {
         Some(i32::from_be_bytes(
             frame[offset..offset + 4].try_into().ok()?,
         ))
+    }
+
+    #[test]
+    fn envelopes_are_opened_or_refused_with_kafkas_errors() -> Result<(), String> {
+        use kafka_protocol::error::ResponseError;
+        use kafka_protocol::messages::EnvelopeRequest;
+        let alice = Principal {
+            principal_type: "User".into(),
+            name: "alice".into(),
+        };
+        let create_topics = Bytes::from_static(&[0, 19, 0, 7, 0, 0, 0, 1]);
+        let good = EnvelopeRequest::default()
+            .with_request_data(create_topics.clone())
+            .with_request_principal(Some(super::super::envelope::encode_principal(&alice)?))
+            .with_client_host_address(Bytes::from_static(&[10, 0, 0, 7]));
+        let error = |envelope: &EnvelopeRequest, allowed| {
+            open_envelope(envelope, allowed).err().map(|(e, _)| e)
+        };
+        assert_eq!(
+            open_envelope(&good, true).ok(),
+            Some((alice, "/10.0.0.7".to_owned()))
+        );
+        assert_eq!(
+            error(&good, false),
+            Some(ResponseError::ClusterAuthorizationFailed)
+        );
+        let principal = good
+            .clone()
+            .with_request_principal(Some(Bytes::from_static(b"\x00\x07nonsense")));
+        assert_eq!(
+            error(&principal, true),
+            Some(ResponseError::PrincipalDeserializationFailure)
+        );
+        let address = good
+            .clone()
+            .with_client_host_address(Bytes::from_static(&[10, 0, 0]));
+        assert_eq!(error(&address, true), Some(ResponseError::InvalidRequest));
+        // Metadata is not forwarded; an Envelope inside an Envelope neither.
+        for key in [3_u8, 58] {
+            let inner = good
+                .clone()
+                .with_request_data(Bytes::copy_from_slice(&[0, key, 0, 0, 0, 0, 0, 1]));
+            assert_eq!(error(&inner, true), Some(ResponseError::InvalidRequest));
+        }
+        let empty = good.clone().with_request_data(Bytes::new());
+        assert_eq!(error(&empty, true), Some(ResponseError::UnsupportedVersion));
+        Ok(())
     }
 
     #[test]

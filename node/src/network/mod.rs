@@ -5,6 +5,7 @@
 mod busy_time;
 mod connection;
 mod dedup_decode;
+pub mod envelope;
 pub mod frame;
 mod limits;
 pub mod memory_pool;

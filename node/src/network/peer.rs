@@ -77,12 +77,13 @@ impl PeerConnector {
     }
 
     /// Connects to `addr` (`host:port`), runs the TLS handshake and the SASL exchange the
-    /// listener needs, all within `timeout`.
+    /// listener needs, all within `timeout`. Also returns the SASL session's lifetime when the
+    /// listener limits it (`connections.max.reauth.ms`, KIP-368).
     pub(crate) async fn connect(
         &self,
         addr: &str,
         timeout: Duration,
-    ) -> Result<PeerStream, ConnectError> {
+    ) -> Result<(PeerStream, Option<Duration>), ConnectError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let tcp = match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
             Ok(Ok(tcp)) => tcp,
@@ -106,26 +107,46 @@ impl PeerConnector {
                 }
                 None => PeerStream::Plain(tcp),
             };
-            if let Some(sasl) = &self.security.sasl {
-                authenticate(&mut stream, sasl).await.map_err(|e| {
-                    format!(
-                        "SASL {} authentication as {} to listener {} failed: {e}",
-                        sasl.mechanism.name(),
-                        sasl.username,
-                        self.security.listener
-                    )
-                })?;
-            }
-            Ok::<_, String>(stream)
+            let lifetime = self.reauthenticate(&mut stream).await?;
+            Ok::<_, String>((stream, lifetime))
         };
         match tokio::time::timeout_at(deadline, secure).await {
-            Ok(Ok(stream)) => Ok(stream),
+            Ok(Ok(connected)) => Ok(connected),
             Ok(Err(reason)) => Err(ConnectError::Refused(reason)),
             Err(_) => Err(ConnectError::Refused(format!(
                 "TLS or SASL not done within {timeout:?}"
             ))),
         }
     }
+}
+
+impl PeerConnector {
+    /// Runs the SASL exchange on `stream` (at connect, and again before the session's lifetime
+    /// ends: a SaslHandshake on an authenticated connection starts a re-authentication, as
+    /// Kafka's clients renew theirs); returns the new session's lifetime, if limited. Nothing
+    /// to do without SASL.
+    pub(crate) async fn reauthenticate(
+        &self,
+        stream: &mut PeerStream,
+    ) -> Result<Option<Duration>, String> {
+        let Some(sasl) = &self.security.sasl else {
+            return Ok(None);
+        };
+        authenticate(stream, sasl).await.map_err(|e| {
+            format!(
+                "SASL {} authentication as {} to listener {} failed: {e}",
+                sasl.mechanism.name(),
+                sasl.username,
+                self.security.listener
+            )
+        })
+    }
+}
+
+/// When to renew a session of `lifetime`: at a random point between 85% and 95% of it, as
+/// Kafka's clients do, so the server never sees it expire and peers do not renew together.
+pub(crate) fn renewal_after(lifetime: Duration) -> Duration {
+    lifetime.mul_f64(rand::rng().random_range(0.85..0.95))
 }
 
 /// The host of `addr` as the name the peer's certificate must hold (an IP address or a DNS
@@ -169,9 +190,10 @@ fn client_config(stores: &ClientTls) -> Result<ClientConfig, String> {
     }
 }
 
-/// One SASL exchange on a fresh connection: SaslHandshake v1 naming the mechanism, then the
-/// mechanism's tokens in SaslAuthenticate v1 requests.
-pub async fn authenticate<S>(stream: &mut S, sasl: &ClientSasl) -> Result<(), String>
+/// One SASL exchange: SaslHandshake v1 naming the mechanism, then the mechanism's tokens in
+/// SaslAuthenticate v1 requests. Returns the session's lifetime the server announced in its
+/// last answer (`None`: unlimited).
+pub async fn authenticate<S>(stream: &mut S, sasl: &ClientSasl) -> Result<Option<Duration>, String>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -200,7 +222,8 @@ where
             let message = format!("\0{}\0{}", sasl.username, sasl.password);
             let answer: SaslAuthenticateResponse =
                 exchange(stream, &mut correlation, &token(message.into_bytes()), 1).await?;
-            check(&answer)
+            check(&answer)?;
+            Ok(lifetime(&answer))
         }
         SaslMechanism::Scram(mechanism) => {
             let mut client = ScramClient::new(mechanism, &sasl.username, &sasl.password);
@@ -211,9 +234,17 @@ where
             let answer: SaslAuthenticateResponse =
                 exchange(stream, &mut correlation, &token(last), 1).await?;
             check(&answer)?;
-            client.verify(&answer.auth_bytes)
+            client.verify(&answer.auth_bytes)?;
+            Ok(lifetime(&answer))
         }
     }
+}
+
+fn lifetime(answer: &SaslAuthenticateResponse) -> Option<Duration> {
+    u64::try_from(answer.session_lifetime_ms)
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
 }
 
 fn check(answer: &SaslAuthenticateResponse) -> Result<(), String> {

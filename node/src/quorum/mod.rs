@@ -621,7 +621,9 @@ async fn open_raft_link(
     use tokio::io::AsyncWriteExt;
     let frame = transport::hello_frame(hello)?;
     let open = async {
-        let mut stream = connector
+        // The leader writes its requests down this connection, so only it could renew the
+        // SASL session; the link's server side does not expire it.
+        let (mut stream, _lifetime) = connector
             .connect(addr, transport::CONNECT_TIMEOUT)
             .await
             .map_err(|e| e.to_string())?;

@@ -33,11 +33,6 @@ pub(crate) const VOTE: i16 = FIRST_API_KEY + 1;
 pub(crate) const INSTALL_SNAPSHOT: i16 = FIRST_API_KEY + 2;
 /// Gregor Join: a node announces itself to the leader (registration, learner, heartbeat).
 pub(crate) const JOIN: i16 = FIRST_API_KEY + 3;
-/// Gregor Forwarding: the first frame of a broker's connection for forwarded client requests.
-/// Kafka wraps each forwarded request in an Envelope so the controller knows the broker throttles
-/// the client; here the whole connection says so once, and the controller never mutes it (one
-/// throttled client must not stall every request the broker forwards).
-pub(crate) const FORWARDING_CHANNEL: i16 = FIRST_API_KEY + 4;
 /// Gregor Hello: the first frame of every connection that carries private RPCs, naming the
 /// cluster and the node that opened it (see [`PeerHello`]).
 pub(crate) const PEER_HELLO: i16 = FIRST_API_KEY + 5;
@@ -53,7 +48,7 @@ pub(crate) fn is_quorum_api_key(key: i16) -> bool {
 }
 
 /// Who opened a connection for private RPCs. The receiver serves nothing private before it,
-/// and serves raft traffic, raft links and the forwarding marker only to a node it knows (see
+/// and serves raft traffic and raft links only to a node it knows (see
 /// `QuorumService::serve_private`). On an authenticated controller listener the connection's
 /// principal must also be allowed CLUSTER_ACTION (checked before any private frame is decoded).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -255,16 +250,6 @@ pub(crate) fn decode_response(frame: &[u8]) -> Result<(i32, QuorumResponse), Str
     let correlation_id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
     let response = postcard::from_bytes(&frame[4..]).map_err(|e| format!("cannot decode: {e}"))?;
     Ok((correlation_id, response))
-}
-
-/// The frame that opens a forwarding connection: size, api key, version 0, correlation id 0.
-pub(crate) fn forwarding_channel_frame() -> bytes::Bytes {
-    let mut frame = Vec::with_capacity(12);
-    frame.extend_from_slice(&8_i32.to_be_bytes());
-    frame.extend_from_slice(&FORWARDING_CHANNEL.to_be_bytes());
-    frame.extend_from_slice(&0_i16.to_be_bytes());
-    frame.extend_from_slice(&0_i32.to_be_bytes());
-    bytes::Bytes::from(frame)
 }
 
 #[cfg(test)]

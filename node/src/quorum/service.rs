@@ -26,7 +26,9 @@ use super::rpc::{
     self, HelloResponse, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse,
 };
 use super::transport::{address_of, read_peer_frame, Channel, LinkCall, PeerLimits, RaftLinks};
+use crate::network::envelope;
 use crate::network::peer::PeerConnector;
+use gregor_actors::context::Caller;
 
 /// Mutations a broker hands to the active controller whole (Kafka's forwarded APIs, §1.7), when
 /// the routing table also serves them on the controller listener. The config APIs are split by
@@ -49,6 +51,13 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::RemoveRaftVoter,
 ];
 
+/// Whether a broker may forward a request of `key` inside an Envelope: the APIs it hands to
+/// the active controller whole, and the config APIs it hands over in part.
+pub(crate) fn is_forwardable(key: ApiKey) -> bool {
+    FORWARDED.contains(&key)
+        || matches!(key, ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs)
+}
+
 /// How long a forwarded request may wait for the controller (Kafka's default
 /// `request.timeout.ms` is 30 s; clients time out themselves long before a stuck leader
 /// is replaced).
@@ -67,15 +76,13 @@ const LINK_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct PeerSession {
     /// Set by an accepted hello: the peer's node id, and whether this node knows it.
     peer: Option<(i32, Uuid, bool)>,
-    /// Set by the forwarding marker from a known peer: the connection carries a broker's
-    /// forwarded client requests, and the broker throttles those clients.
-    forwarding: bool,
 }
 
 impl PeerSession {
-    /// Whether a known peer marked this connection as its forwarding channel.
-    pub(crate) fn is_forwarding(&self) -> bool {
-        self.forwarding
+    /// Whether a node this node knows opened the connection with its hello: a broker's
+    /// connection to the active controller (its envelopes, its own requests).
+    pub(crate) fn is_known_peer(&self) -> bool {
+        self.peer.is_some_and(|(_, _, known)| known)
     }
 }
 
@@ -242,27 +249,14 @@ impl QuorumService {
 
     /// Serves one private frame (api keys 32000+, the bytes after the size prefix) on a
     /// controller listener. A connection must open with a hello naming this cluster; then a
-    /// node this node knows may send raft traffic, open a raft link and mark the connection as
-    /// its forwarding channel, and any node of this cluster may ask to join.
+    /// node this node knows may send raft traffic and open a raft link, and any node of this
+    /// cluster may ask to join.
     pub(crate) async fn serve_private(
         &self,
         session: &mut PeerSession,
         frame: &[u8],
     ) -> PrivateOutcome {
         let key = i16::from_be_bytes([frame[0], frame[1]]);
-        if key == rpc::FORWARDING_CHANNEL {
-            if frame.len() < 8 || !session.peer.is_some_and(|(_, _, known)| known) {
-                return PrivateOutcome::Close(
-                    "a forwarding marker from a peer this node does not know".into(),
-                );
-            }
-            session.forwarding = true;
-            // Answer with the correlation id, so the broker knows the channel is set.
-            let mut answer = Vec::with_capacity(8);
-            answer.extend_from_slice(&4_i32.to_be_bytes());
-            answer.extend_from_slice(&frame[4..8]);
-            return PrivateOutcome::Reply(Bytes::from(answer));
-        }
         // Refuse by key before decoding: a stranger's body is never parsed.
         let allowed = match session.peer {
             None => key == rpc::PEER_HELLO,
@@ -695,11 +689,12 @@ impl QuorumService {
             && !self.state.is_leader()
     }
 
-    /// Sends a client's request frame (header and body, without the size prefix) to the active
-    /// controller and returns its response frame (size prefix included). `None` when no
-    /// controller could be asked; the caller then handles the request locally, which answers
-    /// NOT_CONTROLLER so the client retries.
-    pub(crate) async fn forward(&self, request: &[u8]) -> Option<Bytes> {
+    /// Sends a request frame (header and body, without the size prefix) to the active
+    /// controller and returns its response frame (size prefix included): inside an Envelope
+    /// for `caller` when the request is a client's, as is when it is this broker's own. `None`
+    /// when no controller could be asked or it refused the envelope; the caller then handles
+    /// the request locally, which answers NOT_CONTROLLER so the client retries.
+    pub(crate) async fn forward(&self, request: &[u8], caller: Option<&Caller>) -> Option<Bytes> {
         // A node on a raft link learns of a new leader by joining it, before the leader's
         // first entries reach it. While the link is down (the leader stopped leading or died)
         // the request waits for it to reopen to the new leader, as Kafka's broker holds a
@@ -716,36 +711,56 @@ impl QuorumService {
             Some(addr) => addr,
             None => address_of(self.leader()?.1.first()?),
         };
+        let frame = match caller {
+            Some(caller) => match envelope::wrap(request, caller) {
+                Ok(frame) => frame,
+                Err(error) => {
+                    tracing::error!(%error, "cannot wrap a client's request in an envelope");
+                    return None;
+                }
+            },
+            None => {
+                let mut frame = Vec::with_capacity(request.len() + 4);
+                frame.extend_from_slice(&(request.len() as i32).to_be_bytes());
+                frame.extend_from_slice(request);
+                Bytes::from(frame)
+            }
+        };
         let mut channel = {
             let mut pool = self.forward_pool.lock().await;
-            pool.get_mut(&addr).and_then(Vec::pop).unwrap_or_else(|| {
-                Channel::forwarding(addr.clone(), &self.hello, self.connector.clone())
-            })
+            pool.get_mut(&addr)
+                .and_then(Vec::pop)
+                .unwrap_or_else(|| Channel::new(addr.clone(), &self.hello, self.connector.clone()))
         };
-        let mut frame = Vec::with_capacity(request.len() + 4);
-        frame.extend_from_slice(&(request.len() as i32).to_be_bytes());
-        frame.extend_from_slice(request);
-        match channel
-            .round_trip(Bytes::from(frame), FORWARD_TIMEOUT)
-            .await
-        {
-            Ok(body) => {
-                self.forward_pool
-                    .lock()
-                    .await
-                    .entry(addr)
-                    .or_default()
-                    .push(channel);
-                let mut out = Vec::with_capacity(body.len() + 4);
-                out.extend_from_slice(&(body.len() as i32).to_be_bytes());
-                out.extend_from_slice(&body);
-                Some(Bytes::from(out))
-            }
+        let body = match channel.round_trip(frame, FORWARD_TIMEOUT).await {
+            Ok(body) => body,
             Err(error) => {
                 tracing::info!(%error, "cannot forward a request to the active controller");
-                None
+                return None;
             }
-        }
+        };
+        self.forward_pool
+            .lock()
+            .await
+            .entry(addr)
+            .or_default()
+            .push(channel);
+        let body = match caller {
+            None => Bytes::from(body),
+            Some(_) => match envelope::unwrap(&body) {
+                Ok(inner) => inner,
+                Err(error) => {
+                    // A controller that refuses this broker's envelopes (no CLUSTER_ACTION for
+                    // its principal) is a misconfiguration the operator must see.
+                    tracing::warn!(%error, "the active controller did not answer a forwarded request");
+                    return None;
+                }
+            },
+        };
+        let mut out = Vec::with_capacity(body.len() + 4);
+        out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        out.extend_from_slice(&body);
+        Some(Bytes::from(out))
     }
 
     /// Node ids of the current voters.
@@ -764,18 +779,20 @@ impl QuorumService {
 struct ForwardingHandle(std::sync::Weak<QuorumService>);
 
 impl ForwardingHandle {
-    async fn forward(&self, request: &[u8]) -> Option<Bytes> {
-        self.0.upgrade()?.forward(request).await
+    async fn forward(&self, request: &[u8], caller: Option<&Caller>) -> Option<Bytes> {
+        self.0.upgrade()?.forward(request, caller).await
     }
 }
 
 impl QuorumService {
-    /// Encodes `request` as a client would send it, forwards it like one, and decodes the
-    /// answer; `None` when it cannot be encoded or no active controller answered.
+    /// Encodes `request` as a client would send it (with `caller`'s client id, inside an
+    /// Envelope for `caller`), forwards it, and decodes the answer; `None` when it cannot be
+    /// encoded or no active controller answered.
     fn forward_typed<Req: kafka_protocol::protocol::Request + Send + 'static>(
         &self,
         request: Req,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<'static, Option<Req::Response>>
     where
         Req::Response: Send + 'static,
@@ -786,7 +803,10 @@ impl QuorumService {
             .with_request_api_key(Req::KEY)
             .with_request_api_version(version)
             .with_correlation_id(1)
-            .with_client_id(Some(StrBytes::from_static_str("gregor-broker")));
+            .with_client_id(Some(match &caller {
+                Some(caller) => StrBytes::from_string(caller.client_id.clone()),
+                None => StrBytes::from_static_str("gregor-broker"),
+            }));
         let mut frame = bytes::BytesMut::new();
         let encoded = header
             .encode(&mut frame, Req::header_version(version))
@@ -797,7 +817,7 @@ impl QuorumService {
                 tracing::error!(api_key = Req::KEY, %error, "cannot encode a request to forward");
                 return None;
             }
-            let answer = forwarder.forward(&frame).await?;
+            let answer = forwarder.forward(&frame, caller.as_ref()).await?;
             // Skip the size prefix, then the response header.
             let mut body = answer.slice(4..);
             ResponseHeader::decode(&mut body, Req::Response::header_version(version)).ok()?;
@@ -814,49 +834,54 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         &self,
         request: kafka_protocol::messages::CreateTopicsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>
     {
-        self.forward_typed(request, version)
+        self.forward_typed(request, version, caller)
     }
 
     fn delete_topics(
         &self,
         request: kafka_protocol::messages::DeleteTopicsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>
     {
-        self.forward_typed(request, version)
+        self.forward_typed(request, version, caller)
     }
 
     fn create_partitions(
         &self,
         request: kafka_protocol::messages::CreatePartitionsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
         Option<kafka_protocol::messages::CreatePartitionsResponse>,
     > {
-        self.forward_typed(request, version)
+        self.forward_typed(request, version, caller)
     }
 
     fn incremental_alter_configs(
         &self,
         request: kafka_protocol::messages::IncrementalAlterConfigsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
         Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
     > {
-        self.forward_typed(request, version)
+        self.forward_typed(request, version, caller)
     }
 
     fn alter_configs(
         &self,
         request: kafka_protocol::messages::AlterConfigsRequest,
         version: i16,
+        caller: Option<Caller>,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterConfigsResponse>>
     {
-        self.forward_typed(request, version)
+        self.forward_typed(request, version, caller)
     }
 
     fn alter_partition(
@@ -865,7 +890,7 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         version: i16,
     ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterPartitionResponse>>
     {
-        self.forward_typed(request, version)
+        self.forward_typed(request, version, None)
     }
 
     fn broker_heartbeat(
@@ -876,7 +901,7 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         'static,
         Option<kafka_protocol::messages::BrokerHeartbeatResponse>,
     > {
-        self.forward_typed(request, version)
+        self.forward_typed(request, version, None)
     }
 
     fn allocate_producer_ids(
@@ -886,6 +911,6 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         'static,
         Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
     > {
-        self.forward_typed(request, 0)
+        self.forward_typed(request, 0, None)
     }
 }

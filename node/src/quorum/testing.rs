@@ -30,6 +30,14 @@ fn frame(name: &'static str, request: &QuorumRequest) -> PrivateFrame {
     }
 }
 
+/// `User:<name>` as a broker's Envelope carries it.
+pub fn envelope_principal(name: &str) -> Result<bytes::Bytes, String> {
+    crate::network::envelope::encode_principal(&gregor_actors::context::Principal {
+        principal_type: "User".into(),
+        name: name.into(),
+    })
+}
+
 /// A hello from `(node_id, directory_id)` claiming cluster `cluster_id`.
 pub fn hello(cluster_id: &str, node_id: i32, directory_id: Uuid, raft_link: bool) -> Vec<u8> {
     frame(
@@ -73,9 +81,9 @@ pub fn join(cluster_id: &str, node_id: i32, directory_id: Uuid) -> Vec<u8> {
     .bytes
 }
 
-/// Raft traffic from `leader_id` at a term far above the cluster's, the forwarding marker, a
-/// 20-byte AppendEntries with a garbage body and an unassigned private key: what a hostile
-/// client sends to depose the leader or escape throttling.
+/// Raft traffic from `leader_id` at a term far above the cluster's, a 20-byte AppendEntries
+/// with a garbage body and an unassigned private key: what a hostile client sends to depose
+/// the leader.
 pub fn raft_and_markers(leader_id: u64) -> Vec<PrivateFrame> {
     let vote = Vote::new_committed(HOSTILE_TERM, leader_id);
     let mut frames = vec![
@@ -106,10 +114,6 @@ pub fn raft_and_markers(leader_id: u64) -> Vec<PrivateFrame> {
                 done: true,
             }),
         ),
-        PrivateFrame {
-            name: "forwarding-marker",
-            bytes: rpc::forwarding_channel_frame().to_vec(),
-        },
     ];
     let mut short = Vec::with_capacity(20);
     short.extend_from_slice(&16_i32.to_be_bytes());

@@ -102,12 +102,11 @@ pub(crate) struct Channel {
     /// How connections to the peer's controller listener are secured.
     connector: Arc<PeerConnector>,
     stream: Option<PeerStream>,
+    /// When the connection's SASL session must be renewed (KIP-368; `None`: never).
+    renew_at: Option<tokio::time::Instant>,
     next_correlation: i32,
     /// This node's hello, sent and accepted first on every new connection.
     hello: Bytes,
-    /// A frame sent and answered after the hello on every new connection (see
-    /// [`Channel::forwarding`]).
-    opening: Option<Bytes>,
 }
 
 /// Reads one size-prefixed frame of at most [`MAX_RESPONSE_BYTES`] and returns its body.
@@ -159,22 +158,9 @@ impl Channel {
             addr,
             connector,
             stream: None,
+            renew_at: None,
             next_correlation: 0,
             hello: hello_frame(hello).unwrap_or_default(),
-            opening: None,
-        }
-    }
-
-    /// A channel for forwarded client requests: each connection it opens first announces
-    /// itself as one, so the controller leaves throttling its clients to this broker.
-    pub(crate) fn forwarding(
-        addr: String,
-        hello: &PeerHello,
-        connector: Arc<PeerConnector>,
-    ) -> Self {
-        Channel {
-            opening: Some(rpc::forwarding_channel_frame()),
-            ..Channel::new(addr, hello, connector)
         }
     }
 
@@ -230,7 +216,10 @@ impl Channel {
             // A refused TLS handshake or SASL exchange counts as unreachable too: openraft
             // backs off before the next try, and the reason says what to fix.
             let stream = match self.connector.connect(&self.addr, CONNECT_TIMEOUT).await {
-                Ok(stream) => stream,
+                Ok((stream, lifetime)) => {
+                    self.renew_at = renewal(lifetime);
+                    stream
+                }
                 Err(ConnectError::Unreachable(reason)) => {
                     return Err(CallError::Connect {
                         addr: self.addr.clone(),
@@ -253,8 +242,26 @@ impl Channel {
                 self.stream = None;
                 return Err(error);
             }
-            if let Some(opening) = self.opening.clone() {
-                Box::pin(self.round_trip(opening, timeout)).await?;
+        }
+        // A session past its renewal time re-authenticates on the same connection before the
+        // next request, so the controller never closes a peer link as expired.
+        if let (Some(stream), Some(at)) = (self.stream.as_mut(), self.renew_at) {
+            if tokio::time::Instant::now() >= at {
+                match tokio::time::timeout(timeout, self.connector.reauthenticate(stream)).await {
+                    Ok(Ok(lifetime)) => self.renew_at = renewal(lifetime),
+                    failed => {
+                        self.stream = None;
+                        let reason = match failed {
+                            Ok(Err(reason)) => reason,
+                            _ => format!("re-authentication not done within {timeout:?}"),
+                        };
+                        tracing::warn!(addr = %self.addr, %reason, "a controller refused this node's re-authentication");
+                        return Err(CallError::Io {
+                            addr: self.addr.clone(),
+                            reason,
+                        });
+                    }
+                }
             }
         }
         // Taken out for the exchange and put back only once it completed: if the caller drops
@@ -285,6 +292,11 @@ impl Channel {
             }),
         }
     }
+}
+
+/// When to renew a session of `lifetime` (`None`: it never expires).
+fn renewal(lifetime: Option<Duration>) -> Option<tokio::time::Instant> {
+    lifetime.map(|l| tokio::time::Instant::now() + crate::network::peer::renewal_after(l))
 }
 
 /// Room left in a request frame for everything but the entries or the snapshot bytes: the
