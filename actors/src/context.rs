@@ -192,4 +192,6 @@ pub struct RequestInfo {
     /// The request came from a broker's forwarding channel (a peer that proved itself with the
     /// quorum's hello): that broker authorized it as its client's principal.
     pub forwarded: bool,
+    /// The connection's fetch-quota sensor, lent to this request (Fetch records there).
+    pub fetch_quota: crate::quota::SharedSensorCache,
 }

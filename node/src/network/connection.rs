@@ -16,7 +16,7 @@ use gregor_actors::handlers::{
     self, error_name, unsupported_version_response, ApiResponse, Delivery,
 };
 use gregor_actors::quota::sampler::request_time_percent;
-use gregor_actors::quota::QuotaManager;
+use gregor_actors::quota::{QuotaManager, SensorCache, SharedSensorCache};
 use gregor_metrics::{CloseReason, RequestTimings};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -79,6 +79,7 @@ pub(crate) async fn serve(
     let mut buffer = BytesMut::new();
     // What the peer proved for private RPCs (a broker's forwarding channel is one).
     let mut session = crate::quorum::service::PeerSession::default();
+    let mut quotas = QuotaCaches::default();
     loop {
         let (frame, _reserved) = match tokio::time::timeout(
             settings.idle_timeout,
@@ -213,6 +214,7 @@ pub(crate) async fn serve(
             &principal,
             &client_host,
             forwarded,
+            &mut quotas,
         )
         .await
         {
@@ -339,6 +341,16 @@ struct Served {
     handler_time: Duration,
 }
 
+/// The sensors this connection's requests resolved to, per quota type (a connection's
+/// principal and client id rarely change, so the steady state skips the shared map). The
+/// controller-mutation quota is charged by the controller, which has no connection.
+#[derive(Debug, Default)]
+struct QuotaCaches {
+    request: SensorCache,
+    produce: SensorCache,
+    fetch: SharedSensorCache,
+}
+
 /// A throttled connection: the manager whose quota asked for the longest throttle.
 struct Mute {
     manager: std::sync::Arc<QuotaManager>,
@@ -366,6 +378,7 @@ async fn process(
     principal: &Principal,
     client_host: &str,
     forwarded: bool,
+    quotas: &mut QuotaCaches,
 ) -> Result<Served, Refusal> {
     let Some((api_key, api_version)) = frame
         .get(..4)
@@ -380,7 +393,16 @@ async fn process(
                 .is_some_and(|spec| (spec.versions.min..=spec.versions.max).contains(version))
         })
     else {
-        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+        return process_frame(
+            frame,
+            handlers,
+            settings,
+            principal,
+            client_host,
+            forwarded,
+            quotas,
+        )
+        .await;
     };
     let reduced =
         decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
@@ -391,7 +413,16 @@ async fn process(
                 )
             })?;
     let Some(reduced) = reduced else {
-        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+        return process_frame(
+            frame,
+            handlers,
+            settings,
+            principal,
+            client_host,
+            forwarded,
+            quotas,
+        )
+        .await;
     };
     drop(frame);
     let mut served = process_frame(
@@ -401,6 +432,7 @@ async fn process(
         principal,
         client_host,
         forwarded,
+        quotas,
     )
     .await?;
     if let (Some(plan), ResponseBytes::Whole(bytes)) = (reduced.plan, &served.bytes) {
@@ -425,6 +457,7 @@ async fn process_frame(
     principal: &Principal,
     client_host: &str,
     forwarded: bool,
+    quotas: &mut QuotaCaches,
 ) -> Result<Served, Refusal> {
     let request_size = frame.len();
     if frame.len() < 4 {
@@ -471,6 +504,7 @@ async fn process_frame(
             handlers,
             settings,
             principal,
+            quotas,
         )
         .await
         {
@@ -546,7 +580,7 @@ async fn process_frame(
             format!("cannot decode {} v{api_version}: {e}", spec.name),
         )
     })?;
-    let info = RequestInfo {
+    let mut info = RequestInfo {
         api_version,
         client_id: header
             .client_id
@@ -558,6 +592,7 @@ async fn process_frame(
         principal: principal.clone(),
         client_host: client_host.to_owned(),
         forwarded,
+        fetch_quota: std::mem::take(&mut quotas.fetch),
     };
     let decode_work = decode_started.elapsed();
     // A request the broker would not let through whole is handled here, resource by
@@ -574,6 +609,7 @@ async fn process_frame(
             handlers,
             settings,
             principal,
+            quotas,
         )
         .await
         {
@@ -611,17 +647,22 @@ async fn process_frame(
             format!("no handler for {}", spec.name),
         )
     })?;
-    let handler_time = handler_started.elapsed();
+    quotas.fetch = std::mem::take(&mut info.fetch_quota);
+    // Read once: the handler's time, and the time the quotas record at.
+    let handler_done = Instant::now();
+    let handler_time = handler_done.duration_since(handler_started);
     // The request quota charges the thread time spent on the request (decoding and the
     // handler's polls, not its waits for raft or the controller), as a percentage of one
     // thread-second; its throttle competes with the one the handler set (the
     // controller-mutation quota), and the larger one is sent and mutes the connection.
     // Produce with acks=0 is exempt from the request quota (it gets no response to carry it).
     let request_throttle = if delivery == Delivery::Send {
-        handlers.quotas.request.shared.record(
+        handlers.quotas.request.shared.record_cached(
+            &mut quotas.request,
             &principal.name,
             &info.client_id,
             request_time_percent(duration_nanos(decode_work + handler_work)),
+            handler_done,
         )
     } else {
         0
@@ -630,10 +671,12 @@ async fn process_frame(
     // Produce: the whole request's bytes count against the produce byte-rate quota after the
     // append (acks=0 included); the append itself is never refused or delayed.
     let produce_throttle = if api_key == ApiKey::Produce {
-        let throttle = handlers.quotas.produce.shared.record(
+        let throttle = handlers.quotas.produce.shared.record_cached(
+            &mut quotas.produce,
             &principal.name,
             &info.client_id,
             request_size as f64,
+            handler_done,
         );
         i32::try_from(throttle).unwrap_or(i32::MAX)
     } else {
@@ -692,10 +735,12 @@ async fn process_frame(
     };
     // Encoding happens after the throttle is decided; as Kafka records network-thread time
     // once the response is done, it is charged without throttling this response.
-    handlers.quotas.request.shared.record(
+    handlers.quotas.request.shared.record_cached(
+        &mut quotas.request,
         &principal.name,
         &info.client_id,
         request_time_percent(duration_nanos(encode_work)),
+        handler_done + encode_work,
     );
     Ok(Served {
         bytes,
@@ -720,12 +765,14 @@ async fn forward_raw(
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     principal: &Principal,
+    quotas: &mut QuotaCaches,
 ) -> Option<Served> {
     let handler_started = Instant::now();
     // The round trip to the controller is waiting, not work: only the polls are charged.
     let (bytes, forward_work) = PollTimed::new(settings.quorum.forward(frame)).await;
     let bytes = bytes?;
-    let handler_time = handler_started.elapsed();
+    let handler_done = Instant::now();
+    let handler_time = handler_done.duration_since(handler_started);
     let (client_id, decode_work) = timed(|| {
         decode_guarded(|| {
             RequestHeader::decode(
@@ -737,14 +784,20 @@ async fn forward_raw(
         .and_then(|header| header.client_id.map(|c| c.to_string()))
         .unwrap_or_default()
     });
+    let broker_throttle = handlers.quotas.request.shared.record_cached(
+        &mut quotas.request,
+        &principal.name,
+        &client_id,
+        request_time_percent(duration_nanos(forward_work + decode_work)),
+        handler_done,
+    );
     let (bytes, throttle_time_ms, mute) = throttle_forwarded(
         bytes,
         api_key,
         api_version,
         handlers,
-        principal,
         client_id,
-        forward_work + decode_work,
+        broker_throttle,
     );
     Some(Served {
         bytes: ResponseBytes::Whole(bytes),
@@ -760,22 +813,17 @@ async fn forward_raw(
 }
 
 /// Kafka's broker side of a forwarded request (`sendForwardedResponse`): the answer carries
-/// the larger of the controller's throttle and this broker's own request-quota throttle, and
+/// the larger of the controller's throttle and this broker's own request-quota throttle
+/// (`broker_throttle`, already recorded), and
 /// the broker mutes the client's connection for it through its request quota manager.
 fn throttle_forwarded(
     mut bytes: Bytes,
     api_key: ApiKey,
     api_version: i16,
     handlers: &HandlerContext,
-    principal: &Principal,
     client_id: String,
-    work: Duration,
+    broker_throttle: u64,
 ) -> (Bytes, i32, Option<Mute>) {
-    let broker_throttle = handlers.quotas.request.shared.record(
-        &principal.name,
-        &client_id,
-        request_time_percent(duration_nanos(work)),
-    );
     let broker_throttle = i32::try_from(broker_throttle).unwrap_or(i32::MAX);
     let Some(offset) = throttle_offset(&bytes, api_key, api_version) else {
         return (bytes, 0, None);
