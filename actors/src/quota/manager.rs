@@ -470,9 +470,9 @@ impl QuotaManager {
         let bound = limit.unwrap_or(f64::INFINITY);
         let throttle = match measure {
             Measure::Rate(rate) => {
-                let throttle = rate.record(&self.window, bound, value, now);
+                let (throttle, measured) = rate.record_measured(&self.window, bound, value, now);
                 if let Some(metrics) = metrics {
-                    metrics.value.set(rate.rate(&self.window, now));
+                    metrics.value.set(measured);
                 }
                 throttle
             }
