@@ -899,7 +899,13 @@ pub(super) fn encode_response(
     api_version: i16,
     body: &ResponseKind,
 ) -> Result<Bytes, String> {
-    let mut out = BytesMut::with_capacity(256);
+    // Size prefix, correlation id, header tag buffer.
+    const HEADER: usize = 9;
+    let capacity = match body {
+        ResponseKind::Metadata(metadata) => HEADER + handlers::encoded_size_bound(metadata),
+        _ => 256,
+    };
+    let mut out = BytesMut::with_capacity(capacity);
     out.put_i32(0);
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
