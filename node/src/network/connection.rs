@@ -498,9 +498,8 @@ async fn process_frame(
     if forward && handlers.authorizer.is_none() {
         if let Some(served) = forward_raw(
             &frame,
-            api_key,
+            spec,
             api_version,
-            spec.name,
             handlers,
             settings,
             principal,
@@ -603,9 +602,8 @@ async fn process_frame(
     {
         if let Some(served) = forward_raw(
             &raw_frame,
-            api_key,
+            spec,
             api_version,
-            spec.name,
             handlers,
             settings,
             principal,
@@ -759,14 +757,14 @@ async fn process_frame(
 /// answer; `None` when no controller could be asked (the request is then handled here).
 async fn forward_raw(
     frame: &Bytes,
-    api_key: ApiKey,
+    spec: &handlers::ApiSpec,
     api_version: i16,
-    api_name: &'static str,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     principal: &Principal,
     quotas: &mut QuotaCaches,
 ) -> Option<Served> {
+    let (api_key, api_name) = (spec.key, spec.name);
     let handler_started = Instant::now();
     // The round trip to the controller is waiting, not work: only the polls are charged.
     let (bytes, forward_work) = PollTimed::new(settings.quorum.forward(frame)).await;
