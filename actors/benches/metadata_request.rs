@@ -3,7 +3,7 @@
 //! 5,000 topics x 10 / 20 / 50 partitions (replication factor 3, replicas the next brokers
 //! round the ring), no authorizer. One iteration builds the response from the image as the
 //! handler does (the same functions) and encodes it as the network layer does (size, header,
-//! body into a `BytesMut` that starts at 256 bytes), at Metadata v12.
+//! body into a `BytesMut` sized once from `encoded_size_bound`), at Metadata v12.
 //!
 //! Run: `cargo bench -p gregor-actors --bench metadata_request -- --warm-up-time 1 --measurement-time 3`
 
@@ -16,7 +16,9 @@ use kafka_protocol::messages::{BrokerId, MetadataResponse, ResponseHeader};
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use uuid::Uuid;
 
-use gregor_actors::handlers::{all_topics_described, response_brokers, BrokerTable, ErrorCounts};
+use gregor_actors::handlers::{
+    all_topics_described, encoded_size_bound, response_brokers, BrokerTable, ErrorCounts,
+};
 use gregor_publishers::records::{Endpoint, PartitionRecord, RegisterBrokerRecord, TopicRecord};
 use gregor_publishers::{MetadataDelta, MetadataImage, MetadataRecord, Provenance};
 
@@ -102,7 +104,8 @@ fn all_topics_metadata(image: &MetadataImage) -> BytesMut {
         .with_cluster_id(Some(StrBytes::from_static_str("bench-cluster")))
         .with_controller_id(BrokerId(0))
         .with_topics(topics);
-    let mut out = BytesMut::with_capacity(256);
+    // As `encode_response`: the buffer sized once from the response's size bound.
+    let mut out = BytesMut::with_capacity(9 + encoded_size_bound(&response));
     out.put_i32(0);
     let encoded = ResponseHeader::default()
         .with_correlation_id(7)

@@ -200,6 +200,8 @@ pub struct RequestInfo {
     /// that came inside an Envelope, the principal and address are the forwarding broker's
     /// client's.
     pub client_host: String,
+    /// The connection's fetch-quota sensor, lent to this request (Fetch records there).
+    pub fetch_quota: crate::quota::SharedSensorCache,
 }
 
 /// The client a broker forwards a request for: the controller handles it as this principal

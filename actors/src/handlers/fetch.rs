@@ -95,10 +95,13 @@ pub(super) async fn handle(
             let throttle = if follower {
                 0
             } else {
-                ctx.quotas
-                    .fetch
-                    .shared
-                    .record(&info.principal.name, &info.client_id, size as f64)
+                ctx.quotas.fetch.shared.record_cached(
+                    &mut info.fetch_quota.lock(),
+                    &info.principal.name,
+                    &info.client_id,
+                    size as f64,
+                    std::time::Instant::now(),
+                )
             };
             let throttle = i32::try_from(throttle).unwrap_or(i32::MAX);
             if throttle > 0 {

@@ -439,6 +439,43 @@ async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[String])
     }
 }
 
+/// An upper bound of the encoded size of `response` at any Metadata version (each string and
+/// array counted with its longest length prefix, each struct with an empty tag buffer: Gregor
+/// sets no unknown tagged fields), so the network layer allocates its buffer once: grown from
+/// 256 bytes by doubling, a 2 MB all-topics response is re-copied a dozen times. Reading the
+/// vectors' lengths is cheaper than the crate's `compute_size`, which applies every version
+/// rule to every field.
+pub fn encoded_size_bound(response: &MetadataResponse) -> usize {
+    // A length prefix: a 4-byte array length or a varint of at most 5 bytes.
+    const PREFIX: usize = 5;
+    let text = |s: Option<&str>| PREFIX + s.map_or(0, str::len);
+    let brokers: usize = response
+        .brokers
+        .iter()
+        .map(|b| 4 + text(Some(&b.host)) + 4 + text(b.rack.as_deref()) + 1)
+        .sum();
+    let topics: usize = response
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions: usize = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    2 + 4
+                        + 4
+                        + 4
+                        + 3 * PREFIX
+                        + 1
+                        + 4 * (p.replica_nodes.len() + p.isr_nodes.len() + p.offline_replicas.len())
+                })
+                .sum();
+            2 + text(t.name.as_ref().map(|n| n.as_str())) + 16 + 1 + PREFIX + partitions + 4 + 1
+        })
+        .sum();
+    4 + PREFIX + brokers + text(response.cluster_id.as_deref()) + 4 + PREFIX + topics + 4 + 2 + 1
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -465,6 +502,60 @@ mod tests {
             in_controlled_shutdown: false,
             log_dirs: vec![],
         })
+    }
+
+    /// The size bound covers the encoding at every version the node advertises, and is not
+    /// far above it (it sizes a buffer).
+    #[test]
+    fn encoded_size_bound_covers_every_advertised_version() {
+        use kafka_protocol::messages::ApiKey;
+        use kafka_protocol::protocol::Encodable;
+        let partition = |i: i32| {
+            MetadataResponsePartition::default()
+                .with_partition_index(i)
+                .with_leader_id(BrokerId(i % 3))
+                .with_replica_nodes(vec![BrokerId(0), BrokerId(1), BrokerId(2)])
+                .with_isr_nodes(vec![BrokerId(0), BrokerId(1)])
+                .with_offline_replicas(vec![BrokerId(2)])
+        };
+        let response = MetadataResponse::default()
+            .with_brokers(
+                (0..3)
+                    .map(|id| {
+                        MetadataResponseBroker::default()
+                            .with_node_id(BrokerId(id))
+                            .with_host(StrBytes::from_string(format!("broker-{id}.example.com")))
+                            .with_port(9092)
+                            .with_rack((id == 1).then(|| StrBytes::from_static_str("rack-a")))
+                    })
+                    .collect(),
+            )
+            .with_cluster_id(Some(StrBytes::from_static_str("cluster")))
+            .with_topics(
+                (0..50)
+                    .map(|t| {
+                        MetadataResponseTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(format!("topic-{t}")))))
+                            .with_topic_id(Uuid::from_u128(t))
+                            .with_partitions((0..20).map(partition).collect())
+                    })
+                    .collect(),
+            );
+        let bound = encoded_size_bound(&response);
+        let versions =
+            crate::handlers::lookup(ApiKey::Metadata, crate::context::ListenerKind::Broker)
+                .unwrap()
+                .versions;
+        for version in versions.min..=versions.max {
+            let mut out = bytes::BytesMut::new();
+            response.encode(&mut out, version).unwrap();
+            assert!(out.len() <= bound, "v{version}: {} > {bound}", out.len());
+            assert!(
+                bound * 2 <= out.len() * 3,
+                "v{version}: {bound} for {}",
+                out.len()
+            );
+        }
     }
 
     fn partition(id: i32, leader: i32, replicas: &[i32]) -> MetadataRecord {

@@ -16,7 +16,10 @@
 //! differential test checks both paths agree) and this publisher is not installed.
 //!
 //! Re-reading limits is lazy: a change bumps the managers' limit generation, and each live
-//! sensor calls `quota_limit` again on its next use, so an idle sensor costs nothing.
+//! sensor calls `quota_limit` again on its next use, so an idle sensor costs nothing. Tags are
+//! lazy too: a connection asks `quota_metric_tags` when it first records and again only after
+//! the publisher told the plug-in anything (the trait requires deterministic tags), while
+//! `quota_reset_required` is asked on every request, as Kafka does.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -274,6 +277,13 @@ impl MetadataPublisher for QuotaCallbackPublisher {
             gregor_metrics::quota_callback_cluster_updated(&self.callback_name, started.elapsed());
             // A panicking callback may have half-changed its state: re-reading is the safe side.
             changed |= answer.unwrap_or(true);
+            if !changed {
+                // No limit moved, but the tags the plug-in hands out may depend on the
+                // cluster: connections resolve their sensors again.
+                for manager in &self.managers {
+                    manager.invalidate_tags();
+                }
+            }
         }
         if changed {
             self.invalidate_all();

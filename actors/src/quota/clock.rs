@@ -8,6 +8,10 @@ use std::time::Instant;
 pub trait Clock: Send + Sync + 'static {
     /// Milliseconds since the clock's origin.
     fn now_ms(&self) -> u64;
+
+    /// The milliseconds of an instant the caller already read (a connection reads the clock
+    /// for its own timings; on a VM a clock read can cost more than the whole quota path).
+    fn ms_at(&self, at: Instant) -> u64;
 }
 
 /// Monotonic time since the clock was created (wall-clock jumps cannot refill a bucket).
@@ -33,7 +37,11 @@ impl Default for SystemClock {
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+        self.ms_at(Instant::now())
+    }
+
+    fn ms_at(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.origin).as_millis()).unwrap_or(u64::MAX)
     }
 }
 
@@ -60,5 +68,10 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
+    }
+
+    /// Tests drive time by hand: the instant is ignored.
+    fn ms_at(&self, _at: Instant) -> u64 {
+        self.now_ms()
     }
 }

@@ -11,9 +11,15 @@
 //! arithmetic operations; two requests contend only when they share a (user, client-id)).
 //! The table is replaced only by the quota type's actor ([`super::actor`]), which also drops
 //! sensors idle for an hour.
+//!
+//! A connection keeps the sensor it resolved in a [`SensorCache`]: its principal and client id
+//! rarely change, so the steady state skips the table, the tags and the map and costs one
+//! atomic load of the resolution generation, which every change that could pick another
+//! sensor or limit bumps (a quota, the callback's state, an expired sensor).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
@@ -59,6 +65,9 @@ struct SensorState {
     limit: Option<f64>,
     measure: Measure,
     throttle_time: SampledAvg,
+    /// The exported series; dropped when the sensor expires, even if a connection's cache
+    /// still holds the sensor.
+    metrics: Option<QuotaSensorMetrics>,
 }
 
 /// Which sensor a request is recorded in: the built-in (user, client-id) tags, or the tags a
@@ -77,7 +86,6 @@ pub struct Sensor {
     tags: SensorTags,
     state: Mutex<SensorState>,
     last_used_ms: AtomicU64,
-    metrics: QuotaSensorMetrics,
 }
 
 impl Sensor {
@@ -108,6 +116,9 @@ pub struct QuotaManager {
     /// Bumped whenever the callback's limits may have changed; added to the table generation so
     /// sensors re-read their limit on next use.
     callback_generation: AtomicU64,
+    /// Bumped after anything that may resolve a request to another sensor or limit; a
+    /// [`SensorCache`] filled at another value resolves again.
+    resolution: AtomicU64,
     queue_size: metrics::Gauge,
 }
 
@@ -133,6 +144,7 @@ impl QuotaManager {
             throttled: AtomicI64::new(0),
             callback: OnceLock::new(),
             callback_generation: AtomicU64::new(0),
+            resolution: AtomicU64::new(0),
             queue_size: gregor_metrics::quota_queue_size(quota_type.resource()),
         }
     }
@@ -171,6 +183,25 @@ impl QuotaManager {
     /// changed: Kafka's `updateQuotaMetricConfigs`).
     pub fn invalidate_limits(&self) {
         self.callback_generation.fetch_add(1, Ordering::AcqRel);
+        self.invalidate_tags();
+    }
+
+    /// Makes every connection resolve its sensor again on its next request: the callback was
+    /// told something that may change the tags it hands out, even if no limit changed.
+    pub fn invalidate_tags(&self) {
+        self.resolution.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Kafka asks `quotaResetRequired` on every request; a `true` re-reads every limit.
+    fn check_reset(&self, callback: &Arc<dyn ClientQuotaCallbackHandler>) {
+        let quota_type = self.callback_type();
+        if guarded(&**callback, "quota_reset_required", || {
+            callback.quota_reset_required(quota_type)
+        })
+        .unwrap_or(false)
+        {
+            self.invalidate_limits();
+        }
     }
 
     fn callback_type(&self) -> ClientQuotaType {
@@ -202,13 +233,6 @@ impl QuotaManager {
             ));
         };
         let quota_type = self.callback_type();
-        if guarded(&**callback, "quota_reset_required", || {
-            callback.quota_reset_required(quota_type)
-        })
-        .unwrap_or(false)
-        {
-            self.invalidate_limits();
-        }
         let principal = KafkaPrincipal::user(principal_name);
         let tags = guarded(&**callback, "quota_metric_tags", || {
             callback.quota_metric_tags(quota_type, &principal, client_id)
@@ -245,6 +269,7 @@ impl QuotaManager {
             quotas,
             generation: current.generation + 1,
         }));
+        self.invalidate_tags();
     }
 
     /// Replaces every quota of this type (a snapshot was loaded).
@@ -258,6 +283,7 @@ impl QuotaManager {
             quotas: table,
             generation: current.generation + 1,
         }));
+        self.invalidate_tags();
     }
 
     /// The limit that applies to `principal_name` with `client_id` ([`UNLIMITED`] if none), as
@@ -271,6 +297,9 @@ impl QuotaManager {
                 .1
                 .unwrap_or(UNLIMITED);
         }
+        if let Some(callback) = self.callback.get() {
+            self.check_reset(callback);
+        }
         self.tags_for(&table, principal_name, client_id)
             .and_then(|tags| self.limit_of(&tags, &table).flatten())
             .unwrap_or(UNLIMITED)
@@ -279,6 +308,9 @@ impl QuotaManager {
     /// The limit the live sensor of this request currently enforces (after bringing it up to
     /// date), `None` when it has no sensor; for tests and diagnostics.
     pub fn sensor_limit(&self, principal_name: &str, client_id: &str) -> Option<Option<f64>> {
+        if let Some(callback) = self.callback.get() {
+            self.check_reset(callback);
+        }
         let table = self.table.load();
         let tags = self.tags_for(&table, principal_name, client_id)?;
         let sensor = self.sensors.get(&tags)?.value().clone();
@@ -303,6 +335,14 @@ impl QuotaManager {
         principal_name: &str,
         client_id: &str,
     ) -> Option<(Arc<Sensor>, Arc<Table>)> {
+        if let Some(callback) = self.callback.get() {
+            self.check_reset(callback);
+        }
+        self.resolve(principal_name, client_id)
+    }
+
+    /// [`sensor_for`](Self::sensor_for) without asking the callback for a reset.
+    fn resolve(&self, principal_name: &str, client_id: &str) -> Option<(Arc<Sensor>, Arc<Table>)> {
         let table = self.table.load_full();
         let tags = self.tags_for(&table, principal_name, client_id)?;
         if let Some(sensor) = self.sensors.get(&tags) {
@@ -347,9 +387,9 @@ impl QuotaManager {
                 limit,
                 measure,
                 throttle_time: SampledAvg::default(),
+                metrics: Some(metrics),
             }),
             last_used_ms: AtomicU64::new(self.clock.now_ms()),
-            metrics,
         }
     }
 
@@ -376,15 +416,64 @@ impl QuotaManager {
         let Some((sensor, table)) = self.sensor_for(principal_name, client_id) else {
             return 0;
         };
-        let now = self.clock.now_ms();
+        self.record_in(&sensor, Some(&table), value, self.clock.now_ms())
+    }
+
+    /// [`record`](Self::record) for a connection, through its `cache` (used with this manager
+    /// only), at `at` (an instant the connection read anyway). The steady state takes no lock
+    /// but the sensor's and allocates nothing.
+    pub fn record_cached(
+        &self,
+        cache: &mut SensorCache,
+        principal_name: &str,
+        client_id: &str,
+        value: f64,
+        at: Instant,
+    ) -> u64 {
+        if let Some(callback) = self.callback.get() {
+            self.check_reset(callback);
+        }
+        // Loaded before resolving: a change after this load makes the next request resolve
+        // again, so a request sees a change at the latest on the request after it.
+        let generation = self.resolution.load(Ordering::Acquire);
+        let now = self.clock.ms_at(at);
+        if let Some(sensor) = cache.hit(generation, principal_name, client_id) {
+            return sensor.map_or(0, |sensor| self.record_in(sensor, None, value, now));
+        }
+        let resolved = self.resolve(principal_name, client_id);
+        let throttle = resolved.as_ref().map_or(0, |(sensor, table)| {
+            self.record_in(sensor, Some(table), value, now)
+        });
+        cache.fill(
+            generation,
+            principal_name,
+            client_id,
+            resolved.map(|(sensor, _)| sensor),
+        );
+        throttle
+    }
+
+    /// Records into `sensor` after bringing its limit up to date with `table` (`None`: nothing
+    /// changed since the caller's cache was filled, when it was brought up to date).
+    fn record_in(&self, sensor: &Sensor, table: Option<&Table>, value: f64, now: u64) -> u64 {
         sensor.last_used_ms.store(now, Ordering::Relaxed);
         let mut state = sensor.lock();
-        self.refresh(&mut state, &sensor.tags, &table);
-        let bound = state.limit.unwrap_or(f64::INFINITY);
-        let throttle = match &mut state.measure {
+        if let Some(table) = table {
+            self.refresh(&mut state, &sensor.tags, table);
+        }
+        let SensorState {
+            limit,
+            measure,
+            metrics,
+            ..
+        } = &mut *state;
+        let bound = limit.unwrap_or(f64::INFINITY);
+        let throttle = match measure {
             Measure::Rate(rate) => {
-                let throttle = rate.record(&self.window, bound, value, now);
-                sensor.metrics.value.set(rate.rate(&self.window, now));
+                let (throttle, measured) = rate.record_measured(&self.window, bound, value, now);
+                if let Some(metrics) = metrics {
+                    metrics.value.set(measured);
+                }
                 throttle
             }
             Measure::Bucket {
@@ -395,7 +484,9 @@ impl QuotaManager {
                 let throttle = bucket
                     .record_and_check(&self.window, value, now)
                     .unwrap_or(0);
-                sensor.metrics.value.set(bucket.tokens(&self.window, now));
+                if let Some(metrics) = metrics {
+                    metrics.value.set(bucket.tokens(&self.window, now));
+                }
                 throttle
             }
         };
@@ -450,10 +541,10 @@ impl QuotaManager {
             state
                 .throttle_time
                 .record(&self.window, throttle_ms as f64, now);
-            sensor
-                .metrics
-                .throttle_time
-                .set(state.throttle_time.value(&self.window, now));
+            let average = state.throttle_time.value(&self.window, now);
+            if let Some(metrics) = &state.metrics {
+                metrics.throttle_time.set(average);
+            }
         }
         let queued = self.throttled.fetch_add(1, Ordering::SeqCst) + 1;
         self.queue_size.set(queued as f64);
@@ -468,14 +559,27 @@ impl QuotaManager {
     pub fn expire_idle_sensors(&self, now_ms: u64, idle_ms: u64) -> usize {
         let before = self.sensors.len();
         self.sensors.retain(|_, sensor| {
-            now_ms.saturating_sub(sensor.last_used_ms.load(Ordering::Relaxed)) <= idle_ms
+            let live =
+                now_ms.saturating_sub(sensor.last_used_ms.load(Ordering::Relaxed)) <= idle_ms;
+            if !live {
+                // A connection's cache may still hold the sensor: its series go now.
+                sensor.lock().metrics = None;
+            }
+            live
         });
-        before.saturating_sub(self.sensors.len())
+        let dropped = before.saturating_sub(self.sensors.len());
+        if dropped > 0 {
+            self.invalidate_tags();
+        }
+        dropped
     }
 
     /// The tokens of the sensor for this request (controller mutation) or its measured rate,
     /// `None` when it has no sensor; for tests and diagnostics.
     pub fn measured(&self, principal_name: &str, client_id: &str) -> Option<f64> {
+        if let Some(callback) = self.callback.get() {
+            self.check_reset(callback);
+        }
         let table = self.table.load();
         let tags = self.tags_for(&table, principal_name, client_id)?;
         let sensor = self.sensors.get(&tags)?.value().clone();
@@ -486,6 +590,93 @@ impl QuotaManager {
             Measure::Rate(rate) => rate.rate(&self.window, now),
             Measure::Bucket { bucket, .. } => bucket.tokens(&self.window, now),
         })
+    }
+}
+
+/// One connection's resolved sensor of one quota type, valid while the manager's resolution
+/// generation stays what it was and the request has the same principal and client id (a
+/// client may change its client id per request, a re-authentication the principal).
+#[derive(Default)]
+pub struct SensorCache {
+    resolved: Option<Resolved>,
+}
+
+struct Resolved {
+    generation: u64,
+    principal_name: String,
+    client_id: String,
+    /// `None`: no quota of this type applies.
+    sensor: Option<Arc<Sensor>>,
+}
+
+impl std::fmt::Debug for SensorCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SensorCache")
+            .field("filled", &self.resolved.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SensorCache {
+    /// The cached answer (`Some(None)`: no quota applies) when it is still valid.
+    fn hit(
+        &self,
+        generation: u64,
+        principal_name: &str,
+        client_id: &str,
+    ) -> Option<Option<&Sensor>> {
+        self.resolved
+            .as_ref()
+            .filter(|r| {
+                r.generation == generation
+                    && r.principal_name == principal_name
+                    && r.client_id == client_id
+            })
+            .map(|r| r.sensor.as_deref())
+    }
+
+    fn fill(
+        &mut self,
+        generation: u64,
+        principal_name: &str,
+        client_id: &str,
+        sensor: Option<Arc<Sensor>>,
+    ) {
+        // The strings keep their buffers: refilling for the same names allocates nothing.
+        let resolved = self.resolved.get_or_insert_with(|| Resolved {
+            generation,
+            principal_name: String::new(),
+            client_id: String::new(),
+            sensor: None,
+        });
+        resolved.generation = generation;
+        resolved.principal_name.clear();
+        resolved.principal_name.push_str(principal_name);
+        resolved.client_id.clear();
+        resolved.client_id.push_str(client_id);
+        resolved.sensor = sensor;
+    }
+}
+
+/// A [`SensorCache`] reached through a shared reference (handlers get the request's
+/// [`RequestInfo`](crate::context::RequestInfo) by reference). A connection serves one request
+/// at a time, so its lock is never contended; a clone starts empty.
+#[derive(Debug, Default)]
+pub struct SharedSensorCache(Mutex<SensorCache>);
+
+impl SharedSensorCache {
+    /// The cache, for one record.
+    pub fn lock(&self) -> MutexGuard<'_, SensorCache> {
+        // A cache left by a panic is at worst stale, and the generation check covers that.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Clone for SharedSensorCache {
+    fn clone(&self) -> Self {
+        SharedSensorCache::default()
     }
 }
 
@@ -529,20 +720,21 @@ impl BoundQuota {
         let mut state = self.sensor.lock();
         self.manager
             .refresh(&mut state, &self.sensor.tags, &self.table);
-        match &mut state.measure {
+        let SensorState {
+            measure, metrics, ..
+        } = &mut *state;
+        match measure {
             Measure::Bucket {
                 bucket,
                 mutation_rate,
             } => {
                 let result = f(bucket, mutation_rate, &self.manager.window, now);
-                self.sensor
-                    .metrics
-                    .value
-                    .set(bucket.tokens(&self.manager.window, now));
-                self.sensor
-                    .metrics
-                    .mutation_rate
-                    .set(mutation_rate.rate(&self.manager.window, now));
+                if let Some(metrics) = metrics {
+                    metrics.value.set(bucket.tokens(&self.manager.window, now));
+                    metrics
+                        .mutation_rate
+                        .set(mutation_rate.rate(&self.manager.window, now));
+                }
                 Some(result)
             }
             Measure::Rate(_) => None,

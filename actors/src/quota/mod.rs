@@ -31,7 +31,9 @@ pub use actor::{QuotaManagerActor, SensorExpiry};
 pub use callback::QuotaCallbackPublisher;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use entity::{sanitize, EntityName, MetricTags, QuotaEntity, QuotaTable};
-pub use manager::{ControllerMutationQuota, QuotaManager, ThrottleGuard, UNLIMITED};
+pub use manager::{
+    ControllerMutationQuota, QuotaManager, SensorCache, SharedSensorCache, ThrottleGuard, UNLIMITED,
+};
 pub use publisher::ClientQuotaPublisher;
 pub use sampler::WindowConfig;
 

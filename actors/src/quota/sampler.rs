@@ -145,6 +145,11 @@ impl SampledStat {
     /// The span a rate is measured over, in ms (Kafka's `Rate.windowSize`).
     pub fn window_size_ms(&mut self, config: &WindowConfig, now_ms: u64) -> u64 {
         self.purge(config, now_ms);
+        self.span_ms(config, now_ms)
+    }
+
+    /// [`window_size_ms`](Self::window_size_ms) of purged samples.
+    fn span_ms(&mut self, config: &WindowConfig, now_ms: u64) -> u64 {
         if self.samples.is_empty() {
             self.samples.push(Sample::new(now_ms));
             self.current = 0;
@@ -155,6 +160,12 @@ impl SampledStat {
             .map(|s| s.start_ms)
             .min()
             .unwrap_or(now_ms);
+        Self::span_since(config, now_ms, oldest)
+    }
+
+    /// The span from the oldest sample's start, never less than `samples − 1` full windows
+    /// plus the current partial one, and at least 1 ms.
+    fn span_since(config: &WindowConfig, now_ms: u64, oldest: u64) -> u64 {
         let mut elapsed = now_ms.saturating_sub(oldest);
         let full_windows = elapsed / config.window();
         let min_full_windows = config.samples() as u64 - 1;
@@ -166,8 +177,29 @@ impl SampledStat {
 
     /// The rate per second (Kafka's `Rate` in seconds).
     pub fn rate(&mut self, config: &WindowConfig, now_ms: u64) -> f64 {
-        let total = self.total(config, now_ms);
-        total / (self.window_size_ms(config, now_ms) as f64 / 1000.0)
+        self.rate_and_span(config, now_ms).0
+    }
+
+    /// The rate per second and the span in ms it was measured over, purging once (this is on
+    /// every quota-checked request).
+    fn rate_and_span(&mut self, config: &WindowConfig, now_ms: u64) -> (f64, u64) {
+        if self.samples.is_empty() {
+            self.samples.push(Sample::new(now_ms));
+            self.current = 0;
+        }
+        // purge, total and the oldest start in one pass.
+        let expire_age = config.window().saturating_mul(config.samples() as u64);
+        let mut total = 0.0;
+        let mut oldest = now_ms;
+        for sample in &mut self.samples {
+            if now_ms.saturating_sub(sample.start_ms) >= expire_age {
+                sample.reset(now_ms);
+            }
+            total += sample.value;
+            oldest = oldest.min(sample.start_ms);
+        }
+        let span = Self::span_since(config, now_ms, oldest);
+        (total / (span as f64 / 1000.0), span)
     }
 }
 
@@ -189,28 +221,44 @@ impl RateQuota {
     /// `throttle = round((rate − bound) / bound × window)`, with the same window the rate was
     /// measured over (Kafka's `ClientQuotaManager.throttleTime`).
     pub fn record(&mut self, config: &WindowConfig, bound: f64, value: f64, now_ms: u64) -> u64 {
+        self.record_measured(config, bound, value, now_ms).0
+    }
+
+    /// [`record`](Self::record), also returning the rate it measured.
+    pub fn record_measured(
+        &mut self,
+        config: &WindowConfig,
+        bound: f64,
+        value: f64,
+        now_ms: u64,
+    ) -> (u64, f64) {
         self.stat.record(config, value, now_ms);
-        self.check(config, bound, now_ms)
+        let (rate, span) = self.stat.rate_and_span(config, now_ms);
+        (throttle_ms(rate, span, bound), rate)
     }
 
     /// The throttle time the current rate asks for, without recording (0 within the quota).
     pub fn check(&mut self, config: &WindowConfig, bound: f64, now_ms: u64) -> u64 {
-        let rate = self.stat.rate(config, now_ms);
-        if rate <= bound || bound <= 0.0 || !bound.is_finite() {
-            return 0;
-        }
-        let window = self.stat.window_size_ms(config, now_ms) as f64;
-        let throttle = ((rate - bound) / bound * window).round();
-        if throttle.is_finite() && throttle > 0.0 {
-            throttle.min(u64::MAX as f64) as u64
-        } else {
-            0
-        }
+        let (rate, span) = self.stat.rate_and_span(config, now_ms);
+        throttle_ms(rate, span, bound)
     }
 
     /// The measured rate per second.
     pub fn rate(&mut self, config: &WindowConfig, now_ms: u64) -> f64 {
         self.stat.rate(config, now_ms)
+    }
+}
+
+/// Kafka's throttle time for `rate` measured over `span_ms` against `bound` (0 within it).
+fn throttle_ms(rate: f64, span_ms: u64, bound: f64) -> u64 {
+    if rate <= bound || bound <= 0.0 || !bound.is_finite() {
+        return 0;
+    }
+    let throttle = ((rate - bound) / bound * span_ms as f64).round();
+    if throttle.is_finite() && throttle > 0.0 {
+        throttle.min(u64::MAX as f64) as u64
+    } else {
+        0
     }
 }
 

@@ -287,6 +287,202 @@ fn an_expired_sensor_takes_its_series_out_of_the_scrape() {
     );
 }
 
+/// A connection's cached sensor sees a quota change on its next request, and no quota at all
+/// once the last one goes.
+#[test]
+fn a_cached_sensor_follows_quota_changes_on_the_next_request() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Produce, 11, &clock);
+    let mut cache = SensorCache::default();
+    let now = std::time::Instant::now();
+    let entity = QuotaEntity::new(None, Some(Some("unknown")));
+    assert_eq!(
+        manager.record_cached(&mut cache, USER, "unknown", 1e9, now),
+        0
+    );
+    assert_eq!(manager.sensor_count(), 0, "no quota: nothing recorded");
+    manager.update_quotas([(entity.clone(), Some(500.0))]);
+    // The worked example through the cache: 2100 ms.
+    for _ in 0..10 {
+        assert_eq!(
+            manager.record_cached(&mut cache, USER, "unknown", 400.0, now),
+            0
+        );
+        clock.advance(1000);
+    }
+    clock.advance(500);
+    assert_eq!(
+        manager.record_cached(&mut cache, USER, "unknown", 2300.0, now),
+        2100
+    );
+    // Raising the quota applies to the very next request: 6300 B / 10.5 s = 600 B/s.
+    manager.update_quotas([(entity.clone(), Some(600.0))]);
+    assert_eq!(
+        manager.record_cached(&mut cache, USER, "unknown", 0.0, now),
+        0
+    );
+    manager.update_quotas([(entity, None)]);
+    assert_eq!(
+        manager.record_cached(&mut cache, USER, "unknown", 1e12, now),
+        0
+    );
+}
+
+/// The cache is keyed by the request's principal and client id: a client changing its client
+/// id (or re-authenticating) records in the other sensor.
+#[test]
+fn a_cached_sensor_follows_the_client_id_and_principal() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Produce, 11, &clock);
+    // <default> user with <default> client id: one sensor per (user, client id).
+    manager.update_quotas([(QuotaEntity::new(Some(None), Some(None)), Some(100.0))]);
+    let mut cache = SensorCache::default();
+    let now = std::time::Instant::now();
+    // 1000 B in a 10 s span is the limit exactly; one more byte is over.
+    assert_eq!(manager.record_cached(&mut cache, USER, "a", 1000.0, now), 0);
+    assert_eq!(manager.record_cached(&mut cache, USER, "b", 1000.0, now), 0);
+    assert_eq!(manager.sensor_count(), 2);
+    assert_eq!(
+        manager.record_cached(&mut cache, "alice", "b", 1000.0, now),
+        0
+    );
+    assert_eq!(manager.sensor_count(), 3);
+    assert_eq!(manager.record_cached(&mut cache, USER, "a", 1.0, now), 10);
+}
+
+/// A sensor that expires while a connection's cache holds it leaves the scrape at once, and
+/// the connection's next request records in a new sensor.
+#[test]
+fn an_expired_cached_sensor_leaves_the_scrape_and_is_resolved_again() {
+    let scrape = || {
+        let mut body = String::new();
+        gregor_metrics::removable::render(&mut body);
+        body
+    };
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Fetch, 11, &clock);
+    manager.update_quotas([(QuotaEntity::new(None, Some(None)), Some(1e9))]);
+    let mut cache = SensorCache::default();
+    let now = std::time::Instant::now();
+    manager.record_cached(&mut cache, USER, "cached-expiring-client", 1.0, now);
+    assert!(scrape().contains("cached-expiring-client"));
+    clock.advance(SENSOR_IDLE_EXPIRY_MS + 1);
+    assert_eq!(
+        manager.expire_idle_sensors(clock.now_ms(), SENSOR_IDLE_EXPIRY_MS),
+        1
+    );
+    let body = scrape();
+    assert!(!body.contains("cached-expiring-client"), "{body}");
+    manager.record_cached(&mut cache, USER, "cached-expiring-client", 1.0, now);
+    assert_eq!(manager.sensor_count(), 1);
+    assert!(scrape().contains("cached-expiring-client"));
+}
+
+/// A callback that counts how often it is asked for tags and whether a reset is required.
+#[derive(Default)]
+struct CountingCallback {
+    tags_calls: std::sync::atomic::AtomicU64,
+    reset_calls: std::sync::atomic::AtomicU64,
+    /// The group every principal is put in.
+    group: std::sync::Mutex<String>,
+}
+
+impl gregor_publishers::quota_callback::ClientQuotaCallbackHandler for CountingCallback {
+    fn name(&self) -> &str {
+        "counting"
+    }
+
+    fn configure(
+        &mut self,
+        _: &gregor_publishers::quota_callback::CallbackConfigs,
+    ) -> Result<(), gregor_publishers::quota_callback::CallbackError> {
+        Ok(())
+    }
+
+    fn quota_metric_tags(
+        &self,
+        _: gregor_publishers::quota_callback::ClientQuotaType,
+        _: &gregor_publishers::quota_callback::KafkaPrincipal,
+        _: &str,
+    ) -> gregor_publishers::quota_callback::QuotaMetricTags {
+        use std::sync::atomic::Ordering;
+        self.tags_calls.fetch_add(1, Ordering::SeqCst);
+        let group = self.group.lock().unwrap().clone();
+        gregor_publishers::quota_callback::QuotaMetricTags::from_pairs([("group", group.as_str())])
+    }
+
+    fn quota_limit(
+        &self,
+        _: gregor_publishers::quota_callback::ClientQuotaType,
+        _: &gregor_publishers::quota_callback::QuotaMetricTags,
+    ) -> Option<f64> {
+        Some(100.0)
+    }
+
+    fn update_quota(
+        &self,
+        _: gregor_publishers::quota_callback::ClientQuotaType,
+        _: &gregor_publishers::quota_callback::ClientQuotaEntity,
+        _: f64,
+    ) {
+    }
+
+    fn remove_quota(
+        &self,
+        _: gregor_publishers::quota_callback::ClientQuotaType,
+        _: &gregor_publishers::quota_callback::ClientQuotaEntity,
+    ) {
+    }
+
+    fn quota_reset_required(&self, _: gregor_publishers::quota_callback::ClientQuotaType) -> bool {
+        self.reset_calls
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        false
+    }
+
+    fn update_cluster_metadata(
+        &self,
+        _: &dyn gregor_publishers::quota_callback::ClusterMetadata,
+    ) -> bool {
+        false
+    }
+}
+
+/// With a callback, a connection asks for its tags once and again after the publisher told the
+/// callback something; `quota_reset_required` is asked on every request, as in Kafka.
+#[test]
+fn a_cached_callback_sensor_asks_for_tags_again_only_after_a_change() {
+    use std::sync::atomic::Ordering;
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Produce, 11, &clock);
+    let callback = Arc::new(CountingCallback {
+        group: std::sync::Mutex::new("first".to_owned()),
+        ..CountingCallback::default()
+    });
+    manager
+        .install_callback(callback.clone())
+        .map_err(|_| "installed twice")
+        .unwrap();
+    let mut cache = SensorCache::default();
+    let now = std::time::Instant::now();
+    for _ in 0..5 {
+        manager.record_cached(&mut cache, USER, CLIENT, 100.0, now);
+    }
+    assert_eq!(callback.tags_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(callback.reset_calls.load(Ordering::SeqCst), 5);
+    // The callback's state changes (as an update would change it) and the publisher, having
+    // told it something, invalidates the tags.
+    *callback.group.lock().unwrap() = "second".to_owned();
+    manager.invalidate_tags();
+    // 500 B more on the sensor of group "first" would be over; the new group's sensor is fresh.
+    assert_eq!(
+        manager.record_cached(&mut cache, USER, CLIENT, 500.0, now),
+        0
+    );
+    assert_eq!(callback.tags_calls.load(Ordering::SeqCst), 2);
+    assert_eq!(manager.sensor_count(), 2);
+}
+
 fn quota_record(entity: &[(&str, Option<&str>)], key: &str, value: Option<f64>) -> MetadataRecord {
     MetadataRecord::ClientQuota(ClientQuotaRecord {
         entity: entity

@@ -16,7 +16,7 @@ use gregor_actors::handlers::{
     self, error_name, unsupported_version_response, ApiResponse, Delivery,
 };
 use gregor_actors::quota::sampler::request_time_percent;
-use gregor_actors::quota::QuotaManager;
+use gregor_actors::quota::{QuotaManager, SensorCache, SharedSensorCache};
 use gregor_metrics::{CloseReason, RequestTimings};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -79,6 +79,7 @@ pub(crate) async fn serve(
     let mut buffer = BytesMut::new();
     // What the peer proved for private RPCs (a broker's connection to the controller is one).
     let mut session = crate::quorum::service::PeerSession::default();
+    let mut quotas = QuotaCaches::default();
     loop {
         let (frame, _reserved) = match tokio::time::timeout(
             settings.idle_timeout,
@@ -232,6 +233,7 @@ pub(crate) async fn serve(
             &principal,
             &client_host,
             envelopes,
+            &mut quotas,
         )
         .await
         {
@@ -359,6 +361,16 @@ struct Served {
     handler_time: Duration,
 }
 
+/// The sensors this connection's requests resolved to, per quota type (a connection's
+/// principal and client id rarely change, so the steady state skips the shared map). The
+/// controller-mutation quota is charged by the controller, which has no connection.
+#[derive(Debug, Default)]
+struct QuotaCaches {
+    request: SensorCache,
+    produce: SensorCache,
+    fetch: SharedSensorCache,
+}
+
 /// A throttled connection: the manager whose quota asked for the longest throttle.
 struct Mute {
     manager: std::sync::Arc<QuotaManager>,
@@ -386,6 +398,7 @@ async fn process(
     principal: &Principal,
     client_host: &str,
     envelopes: bool,
+    quotas: &mut QuotaCaches,
 ) -> Result<Served, Refusal> {
     let Some((api_key, api_version)) = frame
         .get(..4)
@@ -400,7 +413,16 @@ async fn process(
                 .is_some_and(|spec| (spec.versions.min..=spec.versions.max).contains(version))
         })
     else {
-        return process_frame(frame, handlers, settings, principal, client_host, envelopes).await;
+        return process_frame(
+            frame,
+            handlers,
+            settings,
+            principal,
+            client_host,
+            envelopes,
+            quotas,
+        )
+        .await;
     };
     let reduced =
         decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
@@ -411,7 +433,16 @@ async fn process(
                 )
             })?;
     let Some(reduced) = reduced else {
-        return process_frame(frame, handlers, settings, principal, client_host, envelopes).await;
+        return process_frame(
+            frame,
+            handlers,
+            settings,
+            principal,
+            client_host,
+            envelopes,
+            quotas,
+        )
+        .await;
     };
     drop(frame);
     let mut served = process_frame(
@@ -421,6 +452,7 @@ async fn process(
         principal,
         client_host,
         envelopes,
+        quotas,
     )
     .await?;
     if let (Some(plan), ResponseBytes::Whole(bytes)) = (reduced.plan, &served.bytes) {
@@ -445,6 +477,7 @@ async fn process_frame(
     principal: &Principal,
     client_host: &str,
     envelopes: bool,
+    quotas: &mut QuotaCaches,
 ) -> Result<Served, Refusal> {
     let request_size = frame.len();
     if frame.len() < 4 {
@@ -494,6 +527,7 @@ async fn process_frame(
             settings,
             principal,
             client_host,
+            quotas,
         )
         .await
         {
@@ -569,7 +603,7 @@ async fn process_frame(
             format!("cannot decode {} v{api_version}: {e}", spec.name),
         )
     })?;
-    let info = RequestInfo {
+    let mut info = RequestInfo {
         api_version,
         client_id: header
             .client_id
@@ -580,6 +614,7 @@ async fn process_frame(
         listener_kind: settings.listener_kind,
         principal: principal.clone(),
         client_host: client_host.to_owned(),
+        fetch_quota: std::mem::take(&mut quotas.fetch),
     };
     let decode_work = decode_started.elapsed();
     // A request the broker would not let through whole is handled here, resource by
@@ -596,6 +631,7 @@ async fn process_frame(
             settings,
             principal,
             client_host,
+            quotas,
         )
         .await
         {
@@ -633,17 +669,22 @@ async fn process_frame(
             format!("no handler for {}", spec.name),
         )
     })?;
-    let handler_time = handler_started.elapsed();
+    quotas.fetch = std::mem::take(&mut info.fetch_quota);
+    // Read once: the handler's time, and the time the quotas record at.
+    let handler_done = Instant::now();
+    let handler_time = handler_done.duration_since(handler_started);
     // The request quota charges the thread time spent on the request (decoding and the
     // handler's polls, not its waits for raft or the controller), as a percentage of one
     // thread-second; its throttle competes with the one the handler set (the
     // controller-mutation quota), and the larger one is sent and mutes the connection.
     // Produce with acks=0 is exempt from the request quota (it gets no response to carry it).
     let request_throttle = if delivery == Delivery::Send {
-        handlers.quotas.request.shared.record(
+        handlers.quotas.request.shared.record_cached(
+            &mut quotas.request,
             &principal.name,
             &info.client_id,
             request_time_percent(duration_nanos(decode_work + handler_work)),
+            handler_done,
         )
     } else {
         0
@@ -652,10 +693,12 @@ async fn process_frame(
     // Produce: the whole request's bytes count against the produce byte-rate quota after the
     // append (acks=0 included); the append itself is never refused or delayed.
     let produce_throttle = if api_key == ApiKey::Produce {
-        let throttle = handlers.quotas.produce.shared.record(
+        let throttle = handlers.quotas.produce.shared.record_cached(
+            &mut quotas.produce,
             &principal.name,
             &info.client_id,
             request_size as f64,
+            handler_done,
         );
         i32::try_from(throttle).unwrap_or(i32::MAX)
     } else {
@@ -714,10 +757,12 @@ async fn process_frame(
     };
     // Encoding happens after the throttle is decided; as Kafka records network-thread time
     // once the response is done, it is charged without throttling this response.
-    handlers.quotas.request.shared.record(
+    handlers.quotas.request.shared.record_cached(
+        &mut quotas.request,
         &principal.name,
         &info.client_id,
         request_time_percent(duration_nanos(encode_work)),
+        handler_done + encode_work,
     );
     Ok(Served {
         bytes,
@@ -742,6 +787,7 @@ async fn forward_raw(
     settings: &ConnectionSettings,
     principal: &Principal,
     client_host: &str,
+    quotas: &mut QuotaCaches,
 ) -> Option<Served> {
     let (api_key, api_name) = (spec.key, spec.name);
     let handler_started = Instant::now();
@@ -764,15 +810,22 @@ async fn forward_raw(
     // The round trip to the controller is waiting, not work: only the polls are charged.
     let (bytes, forward_work) = PollTimed::new(settings.quorum.forward(frame, Some(&caller))).await;
     let bytes = bytes?;
-    let handler_time = handler_started.elapsed();
+    let handler_done = Instant::now();
+    let handler_time = handler_done.duration_since(handler_started);
+    let broker_throttle = handlers.quotas.request.shared.record_cached(
+        &mut quotas.request,
+        &principal.name,
+        &caller.client_id,
+        request_time_percent(duration_nanos(forward_work + decode_work)),
+        handler_done,
+    );
     let (bytes, throttle_time_ms, mute) = throttle_forwarded(
         bytes,
         api_key,
         api_version,
         handlers,
-        principal,
         caller.client_id,
-        forward_work + decode_work,
+        broker_throttle,
     );
     Some(Served {
         bytes: ResponseBytes::Whole(bytes),
@@ -831,6 +884,8 @@ async fn serve_envelope(
                 &principal,
                 &client_host,
                 false,
+                // The connection carries many clients: no cached sensor fits all of them.
+                &mut QuotaCaches::default(),
             ))
             .await
             {
@@ -930,22 +985,17 @@ fn open_envelope(
 }
 
 /// Kafka's broker side of a forwarded request (`sendForwardedResponse`): the answer carries
-/// the larger of the controller's throttle and this broker's own request-quota throttle, and
+/// the larger of the controller's throttle and this broker's own request-quota throttle
+/// (`broker_throttle`, already recorded), and
 /// the broker mutes the client's connection for it through its request quota manager.
 fn throttle_forwarded(
     mut bytes: Bytes,
     api_key: ApiKey,
     api_version: i16,
     handlers: &HandlerContext,
-    principal: &Principal,
     client_id: String,
-    work: Duration,
+    broker_throttle: u64,
 ) -> (Bytes, i32, Option<Mute>) {
-    let broker_throttle = handlers.quotas.request.shared.record(
-        &principal.name,
-        &client_id,
-        request_time_percent(duration_nanos(work)),
-    );
     let broker_throttle = i32::try_from(broker_throttle).unwrap_or(i32::MAX);
     let Some(offset) = throttle_offset(&bytes, api_key, api_version) else {
         return (bytes, 0, None);
@@ -1021,7 +1071,13 @@ pub(super) fn encode_response(
     api_version: i16,
     body: &ResponseKind,
 ) -> Result<Bytes, String> {
-    let mut out = BytesMut::with_capacity(256);
+    // Size prefix, correlation id, header tag buffer.
+    const HEADER: usize = 9;
+    let capacity = match body {
+        ResponseKind::Metadata(metadata) => HEADER + handlers::encoded_size_bound(metadata),
+        _ => 256,
+    };
+    let mut out = BytesMut::with_capacity(capacity);
     out.put_i32(0);
     ResponseHeader::default()
         .with_correlation_id(correlation_id)

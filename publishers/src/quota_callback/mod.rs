@@ -405,7 +405,8 @@ pub enum CallbackError {
 ///   change (Kafka's `getAndSet(false)`).
 /// - **Deterministic tags.** Equal arguments give equal tags while no quota changes; tags are
 ///   the sensor's identity, so a tag that changes per request leaks sensors (until their hour of
-///   idleness is over).
+///   idleness is over). A connection keeps the tags it was given and asks again only after any
+///   update method was called or `quota_reset_required` answered `true`.
 /// - **`quota_limit` answers for tags it handed out.** `None` means unlimited (Kafka's `null`);
 ///   it is called when a sensor is created and again for every live sensor after a change.
 /// - **Updates are exact.** After `update_quota(t, e, v)` then `remove_quota(t, e)`, every
