@@ -132,6 +132,14 @@ REPEATED = {
         b"\x01\x01\x00", b"\x01\x01\x00"),
     # Produce v9: transactional id null, acks 1, timeout; topics {"", [], tags}
     "produce_v9_topics": (0, 9, True, b"\x00" + struct.pack(">h", 1) + I32(1000), b"\x01\x01\x00", b"\x00"),
+    # one topic "t" with partition 0 repeated: {0, records empty, tags}
+    "produce_v9_partitions": (0, 9, True, b"\x00" + struct.pack(">h", 1) + I32(1000) + b"\x02\x02t",
+        I32(0) + b"\x01\x00", b"\x00\x00"),
+    # one topic "t" with partition 0 repeated: {0, leader epoch -1, offset 0, last epoch -1,
+    # log start -1, max bytes 1 MiB, tags}
+    "fetch_v12_partitions": (1, 12, True, I32(-1) + I32(0) + I32(1) + I32(1 << 20) + b"\x00" + I32(0) + I32(-1)
+        + b"\x02\x02t", I32(0) + I32(-1) + struct.pack(">q", 0) + I32(-1) + struct.pack(">q", -1) + I32(1 << 20) + b"\x00",
+        b"\x00\x01\x01\x00"),
     "describe_groups_v5_empty": (15, 5, True, b"", b"\x01", b"\x00\x00"),
     "delete_groups_v2_empty": (42, 2, True, b"", b"\x01", b"\x00"),
     "list_groups_v4_states": (16, 4, True, b"", b"\x01", b"\x00"),

@@ -380,22 +380,41 @@ async fn process(
                 .is_some_and(|spec| (spec.versions.min..=spec.versions.max).contains(version))
         })
     else {
-        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+        let wire_size = frame.len();
+        return process_frame(
+            frame,
+            wire_size,
+            handlers,
+            settings,
+            principal,
+            client_host,
+            forwarded,
+        )
+        .await;
+    };
+    let wire_size = frame.len();
+    let cannot_decode = |e| {
+        refuse(
+            CloseReason::MalformedRequest,
+            format!("cannot decode {api_key:?} v{api_version}: {e}"),
+        )
     };
     let reduced =
         decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
-            .map_err(|e| {
-                refuse(
-                    CloseReason::MalformedRequest,
-                    format!("cannot decode {api_key:?} v{api_version}: {e}"),
-                )
-            })?;
-    let Some(reduced) = reduced else {
-        return process_frame(frame, handlers, settings, principal, client_host, forwarded).await;
+            .map_err(cannot_decode)?;
+    let (frame, plan) = match reduced {
+        Some(reduced) => {
+            drop(frame);
+            (reduced.frame, reduced.plan)
+        }
+        None => (frame, None),
     };
-    drop(frame);
+    let frame = decode_guarded(|| super::collapse::rewrite(api_key, api_version, &frame))
+        .map_err(cannot_decode)?
+        .unwrap_or(frame);
     let mut served = process_frame(
-        reduced.frame,
+        frame,
+        wire_size,
         handlers,
         settings,
         principal,
@@ -403,7 +422,7 @@ async fn process(
         forwarded,
     )
     .await?;
-    if let (Some(plan), ResponseBytes::Whole(bytes)) = (reduced.plan, &served.bytes) {
+    if let (Some(plan), ResponseBytes::Whole(bytes)) = (plan, &served.bytes) {
         served.bytes = plan
             .expand(
                 bytes.clone(),
@@ -418,15 +437,17 @@ async fn process(
     Ok(served)
 }
 
+/// Serves one frame; `wire_size` is the size it came with (the produce quota counts it,
+/// whatever was dropped from the frame before).
 async fn process_frame(
     mut frame: Bytes,
+    wire_size: usize,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     principal: &Principal,
     client_host: &str,
     forwarded: bool,
 ) -> Result<Served, Refusal> {
-    let request_size = frame.len();
     if frame.len() < 4 {
         return Err(refuse(
             CloseReason::MalformedRequest,
@@ -633,7 +654,7 @@ async fn process_frame(
         let throttle = handlers.quotas.produce.shared.record(
             &principal.name,
             &info.client_id,
-            request_size as f64,
+            wire_size as f64,
         );
         i32::try_from(throttle).unwrap_or(i32::MAX)
     } else {
