@@ -378,6 +378,7 @@ fn pack_null_configs(frame: &Bytes, key: ApiKey, version: i16) -> anyhow::Result
             return Ok(None);
         }
         let configs_end = offset(frame, &rest);
+        skip_tagged_fields(&mut rest, flexible)?;
         if pieces == 0 || count < 2 {
             continue;
         }
@@ -461,6 +462,281 @@ impl Joiner {
     fn finish(self, flush: &mut impl FnMut(&[u8])) {
         if self.started {
             flush(&self.piece);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::fetch_request::{FetchTopic, ForgottenTopic};
+    use kafka_protocol::messages::produce_request::TopicProduceData;
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, FetchRequest, ProduceRequest, RequestKind, TopicName,
+    };
+    use kafka_protocol::protocol::{Encodable, Message, StrBytes};
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn frame<T: Encodable + Message>(key: ApiKey, version: i16, body: &T) -> Bytes {
+        let mut out = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(7)
+            .encode(&mut out, key.request_header_version(version))
+            .unwrap();
+        body.encode(&mut out, version).unwrap();
+        out.freeze()
+    }
+
+    fn decoded(key: ApiKey, version: i16, mut frame: Bytes) -> RequestKind {
+        RequestHeader::decode(&mut frame, key.request_header_version(version)).unwrap();
+        RequestKind::decode(key, &mut frame, version).unwrap()
+    }
+
+    fn name(n: &str) -> TopicName {
+        TopicName(StrBytes::from_string(n.to_owned()))
+    }
+
+    fn produce_topic(topic: &str, partitions: &[(i32, &'static [u8])]) -> TopicProduceData {
+        TopicProduceData::default()
+            .with_name(name(topic))
+            .with_topic_id(Uuid::from_u128(topic.len() as u128))
+            .with_partition_data(
+                partitions
+                    .iter()
+                    .map(|(index, records)| {
+                        PartitionProduceData::default()
+                            .with_index(*index)
+                            .with_records(Some(Bytes::from_static(records)))
+                    })
+                    .collect(),
+            )
+    }
+
+    /// Produce answers one entry per topic and partition: the rewritten request names each
+    /// once, with its last copy's records, topics in order of first appearance.
+    #[test]
+    fn produce_keeps_each_partition_once_with_its_last_records() {
+        for version in 3..=13i16 {
+            // Topics by id from v13: names of different lengths give different ids.
+            let request = ProduceRequest::default().with_acks(1).with_topic_data(vec![
+                produce_topic("t", &[(0, b"a"), (1, b"b")]),
+                produce_topic("uu", &[]),
+                produce_topic("vvv", &[(0, b"c")]),
+                produce_topic("t", &[(0, b"d")]),
+            ]);
+            let wire = frame(ApiKey::Produce, version, &request);
+            let rewritten = rewrite(ApiKey::Produce, version, &wire).unwrap().unwrap();
+            let RequestKind::Produce(ours) = decoded(ApiKey::Produce, version, rewritten) else {
+                panic!("Produce");
+            };
+            let expected = ProduceRequest::default().with_acks(1).with_topic_data(vec![
+                produce_topic("t", &[(0, b"d"), (1, b"b")]),
+                produce_topic("vvv", &[(0, b"c")]),
+            ]);
+            let key = |r: &ProduceRequest| -> Vec<(Uuid, String, Vec<(i32, Option<Bytes>)>)> {
+                r.topic_data
+                    .iter()
+                    .map(|t| {
+                        let name = if version >= 13 {
+                            String::new()
+                        } else {
+                            t.name.to_string()
+                        };
+                        let id = if version >= 13 {
+                            t.topic_id
+                        } else {
+                            Uuid::nil()
+                        };
+                        let parts = t
+                            .partition_data
+                            .iter()
+                            .map(|p| (p.index, p.records.clone()))
+                            .collect();
+                        (id, name, parts)
+                    })
+                    .collect()
+            };
+            assert_eq!(key(&ours), key(&expected), "Produce v{version}");
+            assert_eq!(ours.acks, 1);
+        }
+    }
+
+    /// By name before v13, by id after (names of different lengths give different ids).
+    fn fetch_topic(version: i16, topic: &str, partitions: &[(i32, i64)]) -> FetchTopic {
+        let (topic, id) = if version >= 13 {
+            ("", topic.len() as u128)
+        } else {
+            (topic, 0)
+        };
+        FetchTopic::default()
+            .with_topic(name(topic))
+            .with_topic_id(Uuid::from_u128(id))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|(index, offset)| {
+                        FetchPartition::default()
+                            .with_partition(*index)
+                            .with_fetch_offset(*offset)
+                    })
+                    .collect(),
+            )
+    }
+
+    fn forgotten(version: i16, topic: &str, partitions: Vec<i32>) -> ForgottenTopic {
+        let (topic, id) = if version >= 13 {
+            ("", topic.len() as u128)
+        } else {
+            (topic, 0)
+        };
+        ForgottenTopic::default()
+            .with_topic(name(topic))
+            .with_topic_id(Uuid::from_u128(id))
+            .with_partitions(partitions)
+    }
+
+    /// Fetch's `LinkedHashMap`: each partition at its first appearance with its last copy's
+    /// position, consecutive partitions of a topic under one topic.
+    #[test]
+    fn fetch_keeps_each_partition_once_in_order_of_first_appearance() {
+        for version in 4..=18i16 {
+            let topic = |t, partitions: &[(i32, i64)]| fetch_topic(version, t, partitions);
+            let mut request = FetchRequest::default()
+                .with_max_wait_ms(5)
+                .with_topics(vec![
+                    topic("t", &[(0, 10), (1, 11)]),
+                    topic("t", &[(2, 12)]),
+                    topic("uu", &[]),
+                    topic("vvv", &[(0, 13)]),
+                    topic("t", &[(0, 14), (3, 15)]),
+                ]);
+            let mut forgotten_kept = Vec::new();
+            if version >= 7 {
+                forgotten_kept = vec![forgotten(version, "w", vec![4])];
+                request.forgotten_topics_data =
+                    vec![forgotten(version, "uu", vec![]), forgotten_kept[0].clone()];
+            }
+            if version >= 11 {
+                request.rack_id = StrBytes::from_static_str("r");
+            }
+            let wire = frame(ApiKey::Fetch, version, &request);
+            let rewritten = rewrite(ApiKey::Fetch, version, &wire).unwrap().unwrap();
+            let RequestKind::Fetch(ours) = decoded(ApiKey::Fetch, version, rewritten) else {
+                panic!("Fetch");
+            };
+            let expected = decoded(
+                ApiKey::Fetch,
+                version,
+                frame(
+                    ApiKey::Fetch,
+                    version,
+                    &request
+                        .clone()
+                        .with_topics(vec![
+                            topic("t", &[(0, 14), (1, 11), (2, 12)]),
+                            topic("vvv", &[(0, 13)]),
+                            topic("t", &[(3, 15)]),
+                        ])
+                        .with_forgotten_topics_data(forgotten_kept),
+                ),
+            );
+            assert_eq!(RequestKind::Fetch(ours), expected, "Fetch v{version}");
+        }
+    }
+
+    #[test]
+    fn requests_with_nothing_to_drop_stay_as_they_came() {
+        let request = FetchRequest::default().with_topics(vec![
+            fetch_topic(12, "t", &[(0, 1), (1, 1)]),
+            fetch_topic(12, "u", &[(0, 1)]),
+            fetch_topic(12, "t", &[(2, 1)]),
+        ]);
+        let wire = frame(ApiKey::Fetch, 12, &request);
+        assert!(rewrite(ApiKey::Fetch, 12, &wire).unwrap().is_none());
+        let request = ProduceRequest::default()
+            .with_topic_data(vec![produce_topic("t", &[(0, b"a"), (1, b"b")])]);
+        let wire = frame(ApiKey::Produce, 9, &request);
+        assert!(rewrite(ApiKey::Produce, 9, &wire).unwrap().is_none());
+        // An empty topic whose name is not UTF-8 is left for the crate to refuse.
+        let mut wire = BytesMut::from(
+            &frame(
+                ApiKey::Produce,
+                9,
+                &ProduceRequest::default().with_topic_data(vec![produce_topic("\u{e9}", &[])]),
+            )[..],
+        );
+        let at = wire.iter().position(|b| *b == 0xc3).unwrap();
+        wire[at] = 0xff;
+        assert!(rewrite(ApiKey::Produce, 9, &wire.freeze())
+            .unwrap()
+            .is_none());
+    }
+
+    fn config(name: &str, value: Option<&str>) -> CreatableTopicConfig {
+        CreatableTopicConfig::default()
+            .with_name(StrBytes::from_string(name.to_owned()))
+            .with_value(value.map(|v| StrBytes::from_string(v.to_owned())))
+    }
+
+    /// The null-valued configs' names, joined with commas, are the same string after the
+    /// rewrite, however they are cut into pieces.
+    #[test]
+    fn create_topics_null_config_names_join_the_same() {
+        let long = "x".repeat(20_000);
+        let mut many: Vec<CreatableTopicConfig> = vec![config("retention.ms", Some("5"))];
+        many.extend((0..40_000).map(|i| config(if i % 3 == 0 { "a" } else { "" }, None)));
+        many.push(config(&long, None));
+        many.push(config(&long, None));
+        let cases = [
+            vec![config("a", None), config("b", Some("1")), config("", None)],
+            many,
+        ];
+        for version in 2..=7i16 {
+            for configs in &cases {
+                let request = CreateTopicsRequest::default()
+                    .with_topics(vec![
+                        CreatableTopic::default()
+                            .with_name(name("ok"))
+                            .with_configs(vec![
+                                config("cleanup.policy", Some("compact")),
+                                config("retention.ms", Some("1")),
+                            ]),
+                        CreatableTopic::default()
+                            .with_name(name("t"))
+                            .with_num_partitions(3)
+                            .with_configs(configs.clone()),
+                    ])
+                    .with_timeout_ms(99);
+                let wire = frame(ApiKey::CreateTopics, version, &request);
+                let rewritten = rewrite(ApiKey::CreateTopics, version, &wire)
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("v{version} {} configs rewritten", configs.len()));
+                let RequestKind::CreateTopics(ours) =
+                    decoded(ApiKey::CreateTopics, version, rewritten)
+                else {
+                    panic!("CreateTopics");
+                };
+                let joined = |configs: &[CreatableTopicConfig]| {
+                    configs
+                        .iter()
+                        .filter(|c| c.value.is_none())
+                        .map(|c| c.name.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                assert_eq!(ours.topics[0], request.topics[0], "v{version}");
+                let packed = &ours.topics[1].configs;
+                assert!(packed.iter().all(|c| c.value.is_none()));
+                assert!(packed.iter().all(|c| c.name.len() <= PACKED_NAME));
+                assert!(packed.len() < 10, "v{version}: {} configs", packed.len());
+                assert_eq!(joined(packed), joined(configs), "v{version}");
+                assert_eq!(ours.topics[1].num_partitions, 3);
+                assert_eq!(ours.timeout_ms, 99);
+            }
         }
     }
 }
