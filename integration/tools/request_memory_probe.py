@@ -7,12 +7,12 @@ request. Linux only. Kinds: see `build`."""
 import re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
 
 BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
-def start():
+def start(auto_create=False):
     d = tempfile.mkdtemp(prefix="memprobe-")
     p = subprocess.Popen([BIN, "node", "--override", f"log.dirs={d}/data",
         "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
         "--override", "metrics.listener=127.0.0.1:0",
-        "--override", "auto.create.topics.enable=false"],
+        "--override", f"auto.create.topics.enable={str(auto_create).lower()}"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in p.stderr:
         m = re.search(r"listeners=PLAINTEXT://([\d.]+):(\d+)", line)
@@ -42,7 +42,7 @@ def build(kind, size):
     if kind == "metadata_v1_empty":
         n = (size - 20) // 2
         return header(3, 1, False) + struct.pack(">i", n) + b"\x00\x00" * n
-    if kind == "metadata_v1_distinct":
+    if kind in ("metadata_v1_distinct", "metadata_v1_distinct_create"):
         # distinct 4-char names (6 bytes each)
         n = (size - 20) // 6
         import itertools
@@ -175,7 +175,8 @@ REPEATED = {
 }
 
 def run(kind, size):
-    p, addr, data = start()
+    # `..._create`: on a node that auto-creates topics (Kafka's default).
+    p, addr, data = start(auto_create=kind.endswith("_create"))
     body = build(kind, size)
     base = status(p.pid, "VmRSS")
     s = socket.create_connection(addr)

@@ -7,7 +7,9 @@
 //! element, each the same bytes.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use gregor_integration::{decode_response, GregorNode, KafkaConn};
+use std::time::Duration;
+
+use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::{
     alter_client_quotas_response, delete_topics_response, describe_configs_response,
     describe_groups_response, incremental_alter_configs_response, list_offsets_response,
@@ -452,4 +454,77 @@ async fn create_topics_with_many_null_configs_names_them_all() {
         answer.error_message.as_deref() == Some(expected.as_str()),
         "CreateTopics: the message names all {count} configs"
     );
+}
+
+/// A Metadata request naming more topics than one chunk on a node that auto-creates topics
+/// sends one creation for all the missing ones, as Kafka's broker does: 2,000 missing names
+/// are created together; 6,000 (12,000 records, past the controller's 10,000 per request) are
+/// refused whole, so none is created. Either way each is answered LEADER_NOT_AVAILABLE.
+#[tokio::test]
+async fn metadata_naming_many_missing_topics_creates_them_in_one_creation() {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::protocol::StrBytes;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "true")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(std::time::Duration::from_secs(120));
+    let request = |names: &[String], create: bool| {
+        MetadataRequest::default()
+            .with_topics(Some(
+                names
+                    .iter()
+                    .map(|n| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(n.clone()))))
+                    })
+                    .collect(),
+            ))
+            .with_allow_auto_topic_creation(create)
+    };
+    for (prefix, distinct, created) in [("a", 2000, true), ("b", 6000, false)] {
+        // Each name twice, and one invalid name.
+        let names: Vec<String> = (0..distinct).map(|i| format!("{prefix}{i}")).collect();
+        let mut listed = names.clone();
+        listed.extend(names.iter().cloned());
+        listed.push(String::new());
+        let answer = conn
+            .send::<MetadataRequest>(&request(&listed, true), 4)
+            .await
+            .unwrap();
+        let codes: Vec<i16> = answer.topics.iter().map(|t| t.error_code).collect();
+        let mut expected = vec![5i16; distinct];
+        expected.push(17);
+        assert_eq!(
+            codes, expected,
+            "{distinct} names: LEADER_NOT_AVAILABLE each"
+        );
+        let described = |answer: &kafka_protocol::messages::MetadataResponse| {
+            answer.topics.iter().filter(|t| t.error_code == 0).count()
+        };
+        if created {
+            let bootstrap = node.bootstrap();
+            wait_until(
+                "the 2,000 topics to be created",
+                Duration::from_secs(60),
+                || {
+                    let request = request(&names, false);
+                    let bootstrap = bootstrap.clone();
+                    async move {
+                        let mut conn = KafkaConn::connect(&bootstrap).await?;
+                        let answer = conn.send::<MetadataRequest>(&request, 4).await?;
+                        Ok((described(&answer) == distinct).then_some(()))
+                    }
+                },
+            )
+            .await
+            .unwrap();
+        } else {
+            // The creation was answered before the Metadata request was: refused whole.
+            let answer = conn
+                .send::<MetadataRequest>(&request(&names, false), 4)
+                .await
+                .unwrap();
+            assert_eq!(described(&answer), 0, "none of the 6,000 topics is created");
+        }
+    }
 }

@@ -531,22 +531,16 @@ async fn process_frame(
         });
     }
 
-    // A Metadata request naming many topics is decided a chunk at a time (`metadata_chunks`),
-    // unless it may create topics: one creation for all of them is refused whole past the
-    // controller's record limit, as Kafka's is, where chunks would each pass.
+    // A Metadata request naming many topics is decided a chunk at a time (`metadata_chunks`).
     let chunked = if api_key == ApiKey::Metadata {
-        let auto_create = handlers.settings.auto_create_topics_enable;
-        decode_guarded(|| {
-            super::metadata_chunks::scan(&frame, api_version)
-                .transpose()
-                .map(|c| c.filter(|c| !auto_create || !c.may_create_topics()))
-        })
-        .map_err(|e| {
-            refuse(
-                CloseReason::MalformedRequest,
-                format!("cannot decode {} v{api_version}: {e}", spec.name),
-            )
-        })?
+        decode_guarded(|| super::metadata_chunks::scan(&frame, api_version).transpose()).map_err(
+            |e| {
+                refuse(
+                    CloseReason::MalformedRequest,
+                    format!("cannot decode {} v{api_version}: {e}", spec.name),
+                )
+            },
+        )?
     } else {
         None
     };
