@@ -467,6 +467,7 @@ impl Joiner {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 mod tests {
     use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
     use kafka_protocol::messages::fetch_request::{FetchTopic, ForgottenTopic};
@@ -516,6 +517,9 @@ mod tests {
             )
     }
 
+    /// A Produce topic as compared: its id, its name, its partitions' indexes and records.
+    type ProducedTopic = (Uuid, String, Vec<(i32, Option<Bytes>)>);
+
     /// Produce answers one entry per topic and partition: the rewritten request names each
     /// once, with its last copy's records, topics in order of first appearance.
     #[test]
@@ -537,7 +541,7 @@ mod tests {
                 produce_topic("t", &[(0, b"d"), (1, b"b")]),
                 produce_topic("vvv", &[(0, b"c")]),
             ]);
-            let key = |r: &ProduceRequest| -> Vec<(Uuid, String, Vec<(i32, Option<Bytes>)>)> {
+            let key = |r: &ProduceRequest| -> Vec<ProducedTopic> {
                 r.topic_data
                     .iter()
                     .map(|t| {
