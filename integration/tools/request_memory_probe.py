@@ -103,6 +103,12 @@ def build(kind, size):
         n = (size - 30) // 7
         t = b"\x01" + struct.pack(">i", 2) + b"\x00\x00"  # name "", count, assignments null, tags
         return header(37, 3, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x00\x00"
+    if kind == "produce_v9_distinct_partitions":
+        # one topic "t" with partitions 0, 1, 2, ... {index, records empty, tags}
+        n = (size - 60) // 6
+        prefix = b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02\x02t"
+        body = b"".join(struct.pack(">i", i) + b"\x01\x00" for i in range(n))
+        return header(0, 9, True) + prefix + uvarint(n + 1) + body + b"\x00\x00"
     if kind in REPEATED:
         api, ver, flexible, prefix, elem, suffix = REPEATED[kind]
         n = (size - 40 - len(prefix) - len(suffix)) // len(elem)
