@@ -63,6 +63,10 @@ pub struct HandlerContext {
     /// The ACL authorizer (`authorizer.class.name`); `None`: every request is allowed and the
     /// ACL APIs answer SECURITY_DISABLED.
     pub authorizer: Option<Arc<crate::authorizer::Authorizer>>,
+    /// Set on the context a long Metadata request's chunks are decided with, once the
+    /// request's one auto-creation was sent: the handler answers the topics it would create
+    /// as being created without asking the controller again.
+    pub topic_creation_sent: bool,
 }
 
 /// Sends a request this node would give its own controller actor to the active controller

@@ -7,12 +7,12 @@ request. Linux only. Kinds: see `build`."""
 import re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
 
 BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
-def start():
+def start(auto_create=False):
     d = tempfile.mkdtemp(prefix="memprobe-")
     p = subprocess.Popen([BIN, "node", "--override", f"log.dirs={d}/data",
         "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
         "--override", "metrics.listener=127.0.0.1:0",
-        "--override", "auto.create.topics.enable=false"],
+        "--override", f"auto.create.topics.enable={str(auto_create).lower()}"],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in p.stderr:
         m = re.search(r"listeners=PLAINTEXT://([\d.]+):(\d+)", line)
@@ -42,7 +42,7 @@ def build(kind, size):
     if kind == "metadata_v1_empty":
         n = (size - 20) // 2
         return header(3, 1, False) + struct.pack(">i", n) + b"\x00\x00" * n
-    if kind == "metadata_v1_distinct":
+    if kind in ("metadata_v1_distinct", "metadata_v1_distinct_create"):
         # distinct 4-char names (6 bytes each)
         n = (size - 20) // 6
         import itertools
@@ -103,6 +103,12 @@ def build(kind, size):
         n = (size - 30) // 7
         t = b"\x01" + struct.pack(">i", 2) + b"\x00\x00"  # name "", count, assignments null, tags
         return header(37, 3, True) + uvarint(n + 1) + t * n + struct.pack(">i", 1000) + b"\x00\x00"
+    if kind == "produce_v9_distinct_partitions":
+        # one topic "t" with partitions 0, 1, 2, ... {index, records empty, tags}
+        n = (size - 60) // 6
+        prefix = b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02\x02t"
+        body = b"".join(struct.pack(">i", i) + b"\x01\x00" for i in range(n))
+        return header(0, 9, True) + prefix + uvarint(n + 1) + body + b"\x00\x00"
     if kind in REPEATED:
         api, ver, flexible, prefix, elem, suffix = REPEATED[kind]
         n = (size - 40 - len(prefix) - len(suffix)) // len(elem)
@@ -132,6 +138,14 @@ REPEATED = {
         b"\x01\x01\x00", b"\x01\x01\x00"),
     # Produce v9: transactional id null, acks 1, timeout; topics {"", [], tags}
     "produce_v9_topics": (0, 9, True, b"\x00" + struct.pack(">h", 1) + I32(1000), b"\x01\x01\x00", b"\x00"),
+    # one topic "t" with partition 0 repeated: {0, records empty, tags}
+    "produce_v9_partitions": (0, 9, True, b"\x00" + struct.pack(">h", 1) + I32(1000) + b"\x02\x02t",
+        I32(0) + b"\x01\x00", b"\x00\x00"),
+    # one topic "t" with partition 0 repeated: {0, leader epoch -1, offset 0, last epoch -1,
+    # log start -1, max bytes 1 MiB, tags}
+    "fetch_v12_partitions": (1, 12, True, I32(-1) + I32(0) + I32(1) + I32(1 << 20) + b"\x00" + I32(0) + I32(-1)
+        + b"\x02\x02t", I32(0) + I32(-1) + struct.pack(">q", 0) + I32(-1) + struct.pack(">q", -1) + I32(1 << 20) + b"\x00",
+        b"\x00\x01\x01\x00"),
     "describe_groups_v5_empty": (15, 5, True, b"", b"\x01", b"\x00\x00"),
     "delete_groups_v2_empty": (42, 2, True, b"", b"\x01", b"\x00"),
     "list_groups_v4_states": (16, 4, True, b"", b"\x01", b"\x00"),
@@ -167,7 +181,8 @@ REPEATED = {
 }
 
 def run(kind, size):
-    p, addr, data = start()
+    # `..._create`: on a node that auto-creates topics (Kafka's default).
+    p, addr, data = start(auto_create=kind.endswith("_create"))
     body = build(kind, size)
     base = status(p.pid, "VmRSS")
     s = socket.create_connection(addr)

@@ -413,6 +413,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         )),
         groups,
         authorizer,
+        topic_creation_sent: false,
     };
     tokio::spawn(gregor_metrics::exporter::serve(
         metrics_listener,

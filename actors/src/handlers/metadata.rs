@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -56,59 +57,25 @@ pub(super) async fn handle(
     let may_auto_create = ctx.settings.auto_create_topics_enable
         && (version < 4 || request.allow_auto_topic_creation);
 
-    // Kafka: a topic needs DESCRIBE to be shown (all-topics requests leave the others out,
-    // named ones answer TOPIC_AUTHORIZATION_FAILED without looking whether it exists); an
-    // auto-created one CREATE on the cluster or on the topic.
     let access = Access::new(ctx, info);
-    let mut describable = HashSet::new();
-    let mut undescribable = HashSet::new();
-    if !all_topics && access.is_enforced() {
-        for wanted in &requested {
-            let name = match (&wanted.name, version >= 12) {
-                (Some(name), _) => Some(name.to_string()),
-                (None, true) => image
-                    .topics
-                    .get_by_id(&wanted.topic_id)
-                    .map(|t| t.name.to_string()),
-                (None, false) => None,
-            };
-            if let Some(name) = name {
-                if access.allows(AclOperation::Describe, ResourceType::Topic, &name) {
-                    describable.insert(name);
-                } else {
-                    undescribable.insert(name);
-                }
-            }
-        }
-    }
-    let mut create_denied = HashSet::new();
+    let plan = if all_topics {
+        CreationPlan::default()
+    } else {
+        creation_plan(&access, &image, &requested, version, may_auto_create)
+    };
+    let CreationPlan {
+        undescribable,
+        create_denied,
+        missing,
+    } = plan;
     let mut created = HashSet::new();
-    if !all_topics && may_auto_create {
-        let cluster_create = access.quietly_allows(
-            AclOperation::Create,
-            ResourceType::Cluster,
-            gregor_publishers::acl::CLUSTER_NAME,
-        );
-        let missing: Vec<String> = requested
-            .iter()
-            .filter_map(|t| t.name.as_ref().map(|n| n.as_str().to_owned()))
-            .filter(|name| !undescribable.contains(name))
-            .filter(|name| image.topics.get_by_name(name).is_none())
-            .filter(|name| topic_name::validate(name).is_ok())
-            .filter(|name| {
-                let allowed = cluster_create
-                    || access.allows(AclOperation::Create, ResourceType::Topic, name);
-                if !allowed {
-                    create_denied.insert(name.clone());
-                }
-                allowed
-            })
-            .collect();
-        if !missing.is_empty() {
+    if !missing.is_empty() {
+        // A request decided in chunks had its one creation sent before its chunks.
+        if !ctx.topic_creation_sent {
             auto_create(ctx, info, &missing).await;
-            created = missing.into_iter().collect();
             image = ctx.image.load_full();
         }
+        created = missing.into_iter().collect();
     }
 
     let include_operations = request.include_topic_authorized_operations;
@@ -368,10 +335,97 @@ fn describe_topic(
         .with_topic_authorized_operations(topic_operations)
 }
 
+/// What a Metadata request naming topics may create, and which of its names it may not see
+/// or create.
+#[derive(Default)]
+struct CreationPlan {
+    undescribable: HashSet<String>,
+    create_denied: HashSet<String>,
+    /// The names to create, in request order.
+    missing: Vec<String>,
+}
+
+/// Kafka: a topic needs DESCRIBE to be shown (named ones answer TOPIC_AUTHORIZATION_FAILED
+/// without looking whether it exists); an auto-created one CREATE on the cluster or on the
+/// topic.
+fn creation_plan(
+    access: &Access<'_>,
+    image: &MetadataImage,
+    requested: &[MetadataRequestTopic],
+    version: i16,
+    may_auto_create: bool,
+) -> CreationPlan {
+    let mut plan = CreationPlan::default();
+    if access.is_enforced() {
+        for wanted in requested {
+            let name = match (&wanted.name, version >= 12) {
+                (Some(name), _) => Some(name.to_string()),
+                (None, true) => image
+                    .topics
+                    .get_by_id(&wanted.topic_id)
+                    .map(|t| t.name.to_string()),
+                (None, false) => None,
+            };
+            if let Some(name) = name {
+                if !access.allows(AclOperation::Describe, ResourceType::Topic, &name) {
+                    plan.undescribable.insert(name);
+                }
+            }
+        }
+    }
+    if may_auto_create {
+        let cluster_create = access.quietly_allows(
+            AclOperation::Create,
+            ResourceType::Cluster,
+            gregor_publishers::acl::CLUSTER_NAME,
+        );
+        plan.missing = requested
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.as_str().to_owned()))
+            .filter(|name| !plan.undescribable.contains(name))
+            .filter(|name| image.topics.get_by_name(name).is_none())
+            .filter(|name| topic_name::validate(name).is_ok())
+            .filter(|name| {
+                let allowed = cluster_create
+                    || access.allows(AclOperation::Create, ResourceType::Topic, name);
+                if !allowed {
+                    plan.create_denied.insert(name.clone());
+                }
+                allowed
+            })
+            .collect();
+    }
+    plan
+}
+
+/// The topics a Metadata request naming `topics` would ask the controller to create, in
+/// request order (none when it may not create topics).
+pub fn topics_to_create(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &MetadataRequest,
+    topics: &[MetadataRequestTopic],
+) -> Vec<String> {
+    let may_auto_create = ctx.settings.auto_create_topics_enable
+        && (info.api_version < 4 || request.allow_auto_topic_creation);
+    if !may_auto_create {
+        return Vec::new();
+    }
+    let image = ctx.image.load_full();
+    creation_plan(
+        &Access::new(ctx, info),
+        &image,
+        topics,
+        info.api_version,
+        true,
+    )
+    .missing
+}
+
 /// Asks the controller to create `names` with the broker defaults and waits for the answer, so
 /// the client's retry finds them. Failures (a concurrent create, say) are logged, not returned:
 /// the client sees the topic on retry or keeps getting an error.
-async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[String]) {
+pub async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[String]) {
     let topics = names
         .iter()
         .map(|name| {

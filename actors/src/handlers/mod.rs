@@ -49,7 +49,10 @@ use kafka_protocol::protocol::{Message, VersionRange};
 pub use api_versions::unsupported_version_response;
 pub use authorize::fully_authorized;
 pub use errors::{error_name, ErrorCounts};
-pub use metadata::{all_topics_described, encoded_size_bound, response_brokers, BrokerTable};
+pub use metadata::{
+    all_topics_described, auto_create, encoded_size_bound, response_brokers, topics_to_create,
+    BrokerTable,
+};
 
 use crate::context::{HandlerContext, ListenerKind, RequestInfo};
 

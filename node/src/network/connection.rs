@@ -413,8 +413,10 @@ async fn process(
                 .is_some_and(|spec| (spec.versions.min..=spec.versions.max).contains(version))
         })
     else {
+        let wire_size = frame.len();
         return process_frame(
             frame,
+            wire_size,
             handlers,
             settings,
             principal,
@@ -423,30 +425,30 @@ async fn process(
             quotas,
         )
         .await;
+    };
+    let wire_size = frame.len();
+    let cannot_decode = |e| {
+        refuse(
+            CloseReason::MalformedRequest,
+            format!("cannot decode {api_key:?} v{api_version}: {e}"),
+        )
     };
     let reduced =
         decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
-            .map_err(|e| {
-                refuse(
-                    CloseReason::MalformedRequest,
-                    format!("cannot decode {api_key:?} v{api_version}: {e}"),
-                )
-            })?;
-    let Some(reduced) = reduced else {
-        return process_frame(
-            frame,
-            handlers,
-            settings,
-            principal,
-            client_host,
-            envelopes,
-            quotas,
-        )
-        .await;
+            .map_err(cannot_decode)?;
+    let (frame, plan) = match reduced {
+        Some(reduced) => {
+            drop(frame);
+            (reduced.frame, reduced.plan)
+        }
+        None => (frame, None),
     };
-    drop(frame);
+    let frame = decode_guarded(|| super::collapse::rewrite(api_key, api_version, &frame))
+        .map_err(cannot_decode)?
+        .unwrap_or(frame);
     let mut served = process_frame(
-        reduced.frame,
+        frame,
+        wire_size,
         handlers,
         settings,
         principal,
@@ -455,7 +457,7 @@ async fn process(
         quotas,
     )
     .await?;
-    if let (Some(plan), ResponseBytes::Whole(bytes)) = (reduced.plan, &served.bytes) {
+    if let (Some(plan), ResponseBytes::Whole(bytes)) = (plan, &served.bytes) {
         served.bytes = plan
             .expand(
                 bytes.clone(),
@@ -470,8 +472,11 @@ async fn process(
     Ok(served)
 }
 
+/// Serves one frame; `wire_size` is the size it came with (the produce quota counts it,
+/// whatever was dropped from the frame before).
 async fn process_frame(
     mut frame: Bytes,
+    wire_size: usize,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     principal: &Principal,
@@ -479,7 +484,6 @@ async fn process_frame(
     envelopes: bool,
     quotas: &mut QuotaCaches,
 ) -> Result<Served, Refusal> {
-    let request_size = frame.len();
     if frame.len() < 4 {
         return Err(refuse(
             CloseReason::MalformedRequest,
@@ -567,22 +571,16 @@ async fn process_frame(
         });
     }
 
-    // A Metadata request naming many topics is decided a chunk at a time (`metadata_chunks`),
-    // unless it may create topics: one creation for all of them is refused whole past the
-    // controller's record limit, as Kafka's is, where chunks would each pass.
+    // A Metadata request naming many topics is decided a chunk at a time (`metadata_chunks`).
     let chunked = if api_key == ApiKey::Metadata {
-        let auto_create = handlers.settings.auto_create_topics_enable;
-        decode_guarded(|| {
-            super::metadata_chunks::scan(&frame, api_version)
-                .transpose()
-                .map(|c| c.filter(|c| !auto_create || !c.may_create_topics()))
-        })
-        .map_err(|e| {
-            refuse(
-                CloseReason::MalformedRequest,
-                format!("cannot decode {} v{api_version}: {e}", spec.name),
-            )
-        })?
+        decode_guarded(|| super::metadata_chunks::scan(&frame, api_version).transpose()).map_err(
+            |e| {
+                refuse(
+                    CloseReason::MalformedRequest,
+                    format!("cannot decode {} v{api_version}: {e}", spec.name),
+                )
+            },
+        )?
     } else {
         None
     };
@@ -697,7 +695,7 @@ async fn process_frame(
             &mut quotas.produce,
             &principal.name,
             &info.client_id,
-            request_size as f64,
+            wire_size as f64,
             handler_done,
         );
         i32::try_from(throttle).unwrap_or(i32::MAX)

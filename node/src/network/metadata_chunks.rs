@@ -21,6 +21,7 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use arc_swap::ArcSwap;
 use gregor_actors::context::{HandlerContext, RequestInfo};
+use gregor_actors::controller::logic::MAX_RECORDS_PER_USER_OP;
 use gregor_actors::handlers::{self, ApiResponse, ErrorCounts};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
@@ -334,6 +335,47 @@ fn encode(topics: &[MetadataResponseTopic], version: i16) -> anyhow::Result<Byte
     Ok(bytes)
 }
 
+/// Names from which one creation is refused whole (every new topic takes at least two
+/// records, its own and a partition's), so a longer list of names to create is not kept.
+const CREATION_REFUSED_WHOLE: usize = MAX_RECORDS_PER_USER_OP / 2 + 1;
+
+/// Kafka asks the controller once per Metadata request to create the missing topics it names
+/// (`AutoTopicCreationManager`), and one creation past the controller's record limit is
+/// refused whole. The names are found chunk by chunk on the pinned image and sent in one
+/// creation; past [`CREATION_REFUSED_WHOLE`] names the creation is refused whole whatever
+/// follows, so only that many are sent. The chunks are then decided with `pinned` marked so
+/// that the handler answers those topics as being created (LEADER_NOT_AVAILABLE, as Kafka
+/// answers them whether or not the creation passes) without creating them again.
+async fn create_missing_topics(
+    pinned: &mut HandlerContext,
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &ChunkedMetadata,
+) -> anyhow::Result<()> {
+    if !request.may_create_topics() || !ctx.settings.auto_create_topics_enable {
+        return Ok(());
+    }
+    let mut names = Vec::new();
+    let mut cursor = Cursor::new(request);
+    while let Some(topics) = cursor.next_chunk()? {
+        names.extend(handlers::topics_to_create(
+            pinned,
+            info,
+            &request.shell,
+            &topics,
+        ));
+        if names.len() >= CREATION_REFUSED_WHOLE {
+            names.truncate(CREATION_REFUSED_WHOLE);
+            break;
+        }
+    }
+    if !names.is_empty() {
+        handlers::auto_create(ctx, info, &names).await;
+    }
+    pinned.topic_creation_sent = true;
+    Ok(())
+}
+
 /// Decides the topics [`CHUNK`] at a time with the Metadata handler, on an image pinned for
 /// this request, keeping only each chunk's encoded size: the answer's body is the first
 /// chunk's without topics (brokers, cluster and controller are the same for every chunk), its
@@ -346,6 +388,7 @@ pub(crate) async fn handle(
 ) -> anyhow::Result<Option<(ApiResponse, TopicsWriter)>> {
     let mut pinned = ctx.clone();
     pinned.image = Arc::new(ArcSwap::new(ctx.image.load_full()));
+    create_missing_topics(&mut pinned, ctx, info, &request).await?;
     let mut answer: Option<ApiResponse> = None;
     let mut errors = ErrorCounts::default();
     let mut sizes = Vec::new();

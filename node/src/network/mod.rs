@@ -3,6 +3,7 @@
 //! image.
 
 mod busy_time;
+mod collapse;
 mod connection;
 mod dedup_decode;
 pub mod envelope;

@@ -1042,7 +1042,7 @@ fn expand_inner(
     })
 }
 
-fn put_uvarint(out: &mut BytesMut, mut value: u32) {
+pub(super) fn put_uvarint(out: &mut BytesMut, mut value: u32) {
     while value >= 0x80 {
         out.put_u8((value as u8 & 0x7f) | 0x80);
         value >>= 7;
@@ -1052,7 +1052,11 @@ fn put_uvarint(out: &mut BytesMut, mut value: u32) {
 
 /// An array's length (-1 for null): compact (length + 1 as a varint) when `flexible`, else an
 /// i32.
-fn put_array_length(out: &mut BytesMut, length: usize, flexible: bool) -> anyhow::Result<()> {
+pub(super) fn put_array_length(
+    out: &mut BytesMut,
+    length: usize,
+    flexible: bool,
+) -> anyhow::Result<()> {
     if flexible {
         let compact = u32::try_from(length + 1)?;
         put_uvarint(out, compact);
@@ -1062,14 +1066,14 @@ fn put_array_length(out: &mut BytesMut, length: usize, flexible: bool) -> anyhow
     Ok(())
 }
 
-fn skip(buf: &mut Bytes, n: usize) -> anyhow::Result<()> {
+pub(super) fn skip(buf: &mut Bytes, n: usize) -> anyhow::Result<()> {
     need(buf, n)?;
     buf.advance(n);
     Ok(())
 }
 
 /// A string or nullable string (null is left for the crate to refuse where it must not be).
-fn skip_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+pub(super) fn skip_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
     let length = if flexible {
         i64::from(uvarint(buf)?) - 1
     } else {
@@ -1082,7 +1086,7 @@ fn skip_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn skip_tagged_fields(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+pub(super) fn skip_tagged_fields(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
     if flexible {
         for _ in 0..uvarint(buf)? {
             uvarint(buf)?;

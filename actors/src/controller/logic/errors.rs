@@ -11,6 +11,23 @@ use kafka_protocol::error::ResponseError;
 use super::topic_configs::ConfigError;
 use super::topic_name::InvalidTopicName;
 
+const NULL_CONFIG_VALUES: &str = "Null value not supported for topic configs: ";
+
+/// Names joined with commas, written without building the joined string first.
+struct Joined<'a>(&'a [String]);
+
+impl std::fmt::Display for Joined<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (index, name) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(name)?;
+        }
+        Ok(())
+    }
+}
+
 /// A per-topic failure of CreateTopics, DeleteTopics or CreatePartitions.
 /// `Display` is the message Kafka sends (see [`ControllerError::message`] for when it is null).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -42,7 +59,7 @@ pub enum ControllerError {
     #[error("Creation of internal topic __cluster_metadata is prohibited.")]
     ClusterMetadataTopic,
     /// Configs with a null value at creation.
-    #[error("Null value not supported for topic configs: {}", names.join(","))]
+    #[error("{NULL_CONFIG_VALUES}{}", Joined(names))]
     NullConfigValues {
         /// Keys whose value was null, in request order.
         names: Vec<String>,
@@ -153,7 +170,6 @@ impl ControllerError {
             | DuplicateTopicName
             | DuplicateTopicId
             | ClusterMetadataTopic
-            | NullConfigValues { .. }
             | InvalidConfig(_)
             | AssignmentWithReplicationFactor
             | AssignmentWithNumPartitions
@@ -166,6 +182,14 @@ impl ControllerError {
             | BothNameAndId
             | NameMapsToSuppliedId
             | BatchTooLarge => Some(self.to_string()),
+            // As long as the request's config names: written into one allocation of its size.
+            NullConfigValues { names } => {
+                let joined = names.iter().map(String::len).sum::<usize>() + names.len();
+                let mut message = String::with_capacity(NULL_CONFIG_VALUES.len() + joined);
+                // Writing to a String cannot fail.
+                let _ = std::fmt::Write::write_fmt(&mut message, format_args!("{self}"));
+                Some(message)
+            }
         }
     }
 
