@@ -8,7 +8,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::{ClientContext, Message};
 
 use super::args::ConsumeArgs;
-use super::report::Report;
+use super::report::{FetchSummary, Report};
 use super::{client_config, megabytes, millis, progress_bar};
 
 /// When the group first assigned partitions to this consumer (kafka-consumer-perf-test's
@@ -101,8 +101,14 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
         .and_then(|at| *at)
         .map_or(Duration::ZERO, |at| at.duration_since(started));
     let fetch = elapsed.saturating_sub(join);
-    let report = Report::new("consume", &args.common.topic, records, bytes, elapsed);
+    let mut report = Report::new("consume", &args.common.topic, records, bytes, elapsed);
     let fetch_seconds = fetch.as_secs_f64().max(f64::MIN_POSITIVE);
+    let summary = FetchSummary {
+        rebalance_ms: millis(join),
+        fetch_ms: millis(fetch),
+        fetch_mb_per_s: megabytes(bytes) / fetch_seconds,
+        fetch_records_per_s: records as f64 / fetch_seconds,
+    };
     println!(
         "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, \
          rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
@@ -115,11 +121,12 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
         report.mb_per_s,
         records,
         report.records_per_s,
-        millis(join),
-        millis(fetch),
-        megabytes(bytes) / fetch_seconds,
-        records as f64 / fetch_seconds,
+        summary.rebalance_ms,
+        summary.fetch_ms,
+        summary.fetch_mb_per_s,
+        summary.fetch_records_per_s,
     );
+    report.fetch = Some(summary);
     Ok(report)
 }
 

@@ -83,6 +83,19 @@ pub struct Report {
     pub mb_per_s: f64,
     /// Send to acknowledgement (produce), send to read (latency); absent for consume.
     pub latency: Option<LatencySummary>,
+    /// Consume only: the rates after the group assigned the partitions (Kafka's
+    /// `fetch.MB.sec` and `fetch.nMsg.sec`), and the time that took (`rebalance.time.ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetch: Option<FetchSummary>,
+}
+
+/// The part of a consume run after the group's first assignment.
+#[derive(Debug, Serialize)]
+pub struct FetchSummary {
+    pub rebalance_ms: f64,
+    pub fetch_ms: f64,
+    pub fetch_mb_per_s: f64,
+    pub fetch_records_per_s: f64,
 }
 
 impl Report {
@@ -104,6 +117,7 @@ impl Report {
             records_per_s: records as f64 / seconds,
             mb_per_s: super::megabytes(bytes) / seconds,
             latency: None,
+            fetch: None,
         }
     }
 }

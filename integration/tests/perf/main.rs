@@ -135,6 +135,9 @@ async fn produce_consume_and_latency_runs_report_what_went_through() {
     let consume = report(&consumed);
     assert_eq!(consume["records"], 3000);
     assert_eq!(consume["bytes"], 600_000);
+    let fetch = &consume["fetch"];
+    assert!(fetch["fetch_ms"].as_f64().unwrap() <= consume["elapsed_s"].as_f64().unwrap() * 1000.0);
+    assert!(fetch["fetch_mb_per_s"].as_f64().unwrap() >= consume["mb_per_s"].as_f64().unwrap());
 
     let round_trips = dir.path().join("latency.json");
     let out = perf(
