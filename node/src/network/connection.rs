@@ -230,8 +230,10 @@ pub(crate) async fn serve(
             frame,
             &handlers,
             &settings,
-            &principal,
-            &client_host,
+            Client {
+                principal: &principal,
+                host: &client_host,
+            },
             envelopes,
             &mut quotas,
         )
@@ -389,14 +391,21 @@ fn record_metrics(served: &Served, timings: &RequestTimings) {
     }
 }
 
+/// Who sent a request: the connection's principal and address (Kafka's form, `/127.0.0.1`),
+/// or the client an Envelope speaks for.
+#[derive(Clone, Copy)]
+struct Client<'a> {
+    principal: &'a Principal,
+    host: &'a str,
+}
+
 /// Serves one request frame; a request repeating list elements is served reduced and its
 /// answer expanded (`repeated.rs`).
 async fn process(
     frame: Bytes,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
-    principal: &Principal,
-    client_host: &str,
+    client: Client<'_>,
     envelopes: bool,
     quotas: &mut QuotaCaches,
 ) -> Result<Served, Refusal> {
@@ -415,14 +424,7 @@ async fn process(
     else {
         let wire_size = frame.len();
         return process_frame(
-            frame,
-            wire_size,
-            handlers,
-            settings,
-            principal,
-            client_host,
-            envelopes,
-            quotas,
+            frame, wire_size, handlers, settings, client, envelopes, quotas,
         )
         .await;
     };
@@ -447,14 +449,7 @@ async fn process(
         .map_err(cannot_decode)?
         .unwrap_or(frame);
     let mut served = process_frame(
-        frame,
-        wire_size,
-        handlers,
-        settings,
-        principal,
-        client_host,
-        envelopes,
-        quotas,
+        frame, wire_size, handlers, settings, client, envelopes, quotas,
     )
     .await?;
     if let (Some(plan), ResponseBytes::Whole(bytes)) = (plan, &served.bytes) {
@@ -479,11 +474,14 @@ async fn process_frame(
     wire_size: usize,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
-    principal: &Principal,
-    client_host: &str,
+    client: Client<'_>,
     envelopes: bool,
     quotas: &mut QuotaCaches,
 ) -> Result<Served, Refusal> {
+    let Client {
+        principal,
+        host: client_host,
+    } = client;
     if frame.len() < 4 {
         return Err(refuse(
             CloseReason::MalformedRequest,
@@ -529,8 +527,7 @@ async fn process_frame(
             api_version,
             handlers,
             settings,
-            principal,
-            client_host,
+            client,
             quotas,
         )
         .await
@@ -627,8 +624,7 @@ async fn process_frame(
             api_version,
             handlers,
             settings,
-            principal,
-            client_host,
+            client,
             quotas,
         )
         .await
@@ -783,10 +779,13 @@ async fn forward_raw(
     api_version: i16,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
-    principal: &Principal,
-    client_host: &str,
+    client: Client<'_>,
     quotas: &mut QuotaCaches,
 ) -> Option<Served> {
+    let Client {
+        principal,
+        host: client_host,
+    } = client;
     let (api_key, api_name) = (spec.key, spec.name);
     let handler_started = Instant::now();
     let (client_id, decode_work) = timed(|| {
@@ -879,8 +878,10 @@ async fn serve_envelope(
                 inner,
                 handlers,
                 settings,
-                &principal,
-                &client_host,
+                Client {
+                    principal: &principal,
+                    host: &client_host,
+                },
                 false,
                 // The connection carries many clients: no cached sensor fits all of them.
                 &mut QuotaCaches::default(),
