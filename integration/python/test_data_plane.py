@@ -432,3 +432,29 @@ def test_broker_topic_metrics(node, raw):
     assert value("kafka_server_brokertopicmetrics_bytesout_total") == len(records)
     assert value("kafka_server_brokertopicmetrics_totalfetchrequests_total") == 1
     assert "kafka_server_brokertopicmetrics_messagesin_total " in node.metrics_text()
+
+
+def test_kafka_python_produce_request_over_many_partitions(node):
+    # kafka-python drains every ready partition of a broker into one Produce request, so with a
+    # long linger 1,500 partitions go in one request: past the node's chunk of 1,024 partitions
+    # (node/src/network/produce_chunks.rs), appended and answered a chunk at a time.
+    topic, partitions = "dp-many-partitions", 1500
+    create(node, (topic, partitions))
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, acks="all", linger_ms=2000,
+                             batch_size=1 << 14, max_request_size=8 << 20)
+    try:
+        for round_ in range(2):
+            futures = [producer.send(topic, key=b"k", value=f"{p}:{round_}".encode(), partition=p)
+                       for p in range(partitions)]
+            producer.flush(60)
+            assert [f.get(timeout=1).offset for f in futures] == [round_] * partitions
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=node.bootstrap)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        assert set(consumer.end_offsets(tps).values()) == {2}
+    finally:
+        consumer.close()
+    read = confluent_read(node, topic, 1234, 2)
+    assert [(o, k, v) for o, k, v, _, _ in read] == [(0, b"k", b"1234:0"), (1, b"k", b"1234:1")]

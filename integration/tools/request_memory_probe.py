@@ -4,7 +4,7 @@
 Starts `gregor node` on ephemeral ports, sends one request frame of about FRAME_MB megabytes,
 reads the answer, and prints the node's peak (VmHWM) against its resident memory before the
 request. Linux only. Kinds: see `build`."""
-import re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
+import itertools, re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
 
 BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
 def start(auto_create=False):
@@ -37,6 +37,11 @@ def uvarint(n):
         out += bytes([(n & 0x7f) | 0x80]); n >>= 7
     return out + bytes([n])
 
+def distinct_names(n):
+    """Up to `n` distinct four-letter names (14.8 million at most)."""
+    alpha = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    return [bytes(t) for t in itertools.islice(itertools.product(alpha, repeat=4), n)]
+
 def build(kind, size):
     # Returns a frame body of about `size` bytes.
     if kind == "metadata_v1_empty":
@@ -44,15 +49,8 @@ def build(kind, size):
         return header(3, 1, False) + struct.pack(">i", n) + b"\x00\x00" * n
     if kind in ("metadata_v1_distinct", "metadata_v1_distinct_create"):
         # distinct 4-char names (6 bytes each)
-        n = (size - 20) // 6
-        import itertools
-        alpha = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-        body = bytearray()
-        cnt = 0
-        for t in itertools.product(alpha, repeat=4):
-            if cnt == n: break
-            body += b"\x00\x04" + bytes(t); cnt += 1
-        return header(3, 1, False) + struct.pack(">i", cnt) + bytes(body)
+        names = distinct_names((size - 20) // 6)
+        return header(3, 1, False) + struct.pack(">i", len(names)) + b"".join(b"\x00\x04" + t for t in names)
     if kind == "metadata_v12_ids":
         # flexible: topics compact array of {topic_id uuid, name compact nullable (0 = null), tags}
         n = (size - 30) // 18
@@ -109,6 +107,20 @@ def build(kind, size):
         prefix = b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02\x02t"
         body = b"".join(struct.pack(">i", i) + b"\x01\x00" for i in range(n))
         return header(0, 9, True) + prefix + uvarint(n + 1) + body + b"\x00\x00"
+    if kind == "fetch_v12_distinct_partitions":
+        # one topic "t" with partitions 0, 1, 2, ... {index, leader epoch -1, offset 0,
+        # last epoch -1, log start -1, max bytes 1 MiB, tags}
+        n = (size - 80) // 33
+        prefix = I32(-1) + I32(0) + I32(1) + I32(1 << 20) + b"\x00" + I32(0) + I32(-1) + b"\x02\x02t"
+        tail = I32(-1) + struct.pack(">q", 0) + I32(-1) + struct.pack(">q", -1) + I32(1 << 20) + b"\x00"
+        body = b"".join(struct.pack(">i", i) + tail for i in range(n))
+        return header(1, 12, True) + prefix + uvarint(n + 1) + body + b"\x00\x01\x01\x00"
+    if kind == "create_topics_v7_distinct":
+        # distinct 4-char names {name, 1 partition, replication 1, no assignments, no configs, tags}
+        names = distinct_names((size - 40) // 14)
+        topic = I32(1) + struct.pack(">h", 1) + b"\x01\x01\x00"
+        body = b"".join(b"\x05" + t + topic for t in names)
+        return header(19, 7, True) + uvarint(len(names) + 1) + body + I32(1000) + b"\x00\x00"
     if kind in REPEATED:
         api, ver, flexible, prefix, elem, suffix = REPEATED[kind]
         n = (size - 40 - len(prefix) - len(suffix)) // len(elem)

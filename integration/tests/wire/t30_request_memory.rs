@@ -130,6 +130,19 @@ async fn answer_within_four_frames(what: &str, frame: &[u8]) -> Bytes {
     answer
 }
 
+/// Reads a compact array's length (the count plus one, as an unsigned varint).
+fn compact_length(body: &mut Bytes) -> u64 {
+    let mut length = 0u64;
+    for shift in (0..35).step_by(7) {
+        let byte = body.get_u8();
+        length |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    length
+}
+
 /// Checks an answer body `prefix_len` bytes, then a compact list of `count` identical entries,
 /// then empty tagged fields; returns the entry, decoded.
 fn every_entry_alike<T: Decodable>(
@@ -140,14 +153,7 @@ fn every_entry_alike<T: Decodable>(
     version: i16,
 ) -> T {
     body.advance(prefix_len);
-    let mut length = 0u64;
-    for shift in (0..35).step_by(7) {
-        let byte = body.get_u8();
-        length |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            break;
-        }
-    }
+    let length = compact_length(&mut body);
     assert_eq!(length, count as u64 + 1, "{what}: one answer per element");
     let mut measured = body.clone();
     let entry = T::decode(&mut measured, version).unwrap();
@@ -429,6 +435,47 @@ async fn produce_and_fetch_repeating_topics_or_partitions_answer_as_shorter_requ
         b"\x02\x02t\x02\x00",
         "Fetch: partition 0 once"
     );
+}
+
+/// Produce naming distinct partitions of a topic that does not exist: nothing merges them, so
+/// the node appends and answers them a chunk at a time and writes its answer (5.5 times the
+/// frame) as it builds it, each partition UNKNOWN_TOPIC_OR_PARTITION in the order listed.
+#[tokio::test]
+async fn produce_naming_distinct_partitions_stays_within_four_frames() {
+    use kafka_protocol::messages::produce_response::PartitionProduceResponse;
+    // Produce v9: transactional id null, acks 1, timeout 1 s; one topic "t" listing partitions
+    // {i, empty records, tags}.
+    let count = (FRAME - 40) / 6;
+    let mut frame = listing(
+        0,
+        9,
+        b"\x00\x00\x01\x00\x00\x03\xe8\x02\x02t",
+        b"",
+        count,
+        b"",
+    );
+    for index in 0..count as i32 {
+        frame.put_i32(index);
+        frame.put_slice(b"\x01\x00");
+    }
+    frame.put_slice(b"\x00\x00");
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let mut body = answer_within_four_frames("Produce distinct partitions", &frame).await;
+    assert_eq!(&body[..3], b"\x02\x02t", "Produce: one topic answered");
+    body.advance(3);
+    let length = compact_length(&mut body);
+    assert_eq!(length, count as u64 + 1, "one answer per partition");
+    for index in 0..count as i32 {
+        let answer = PartitionProduceResponse::decode(&mut body, 9).unwrap();
+        assert_eq!(
+            (answer.index, answer.error_code, answer.base_offset),
+            (index, 3, -1),
+            "partition {index}"
+        );
+    }
+    // The topic's tagged fields, throttle time, the body's tagged fields.
+    assert_eq!(&body[..], b"\x00\x00\x00\x00\x00\x00");
 }
 
 /// CreateTopics names every config with a null value in its error: the message lists all of

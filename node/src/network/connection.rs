@@ -467,6 +467,12 @@ async fn process(
     Ok(served)
 }
 
+/// A request decided a chunk at a time, its list left in the frame.
+enum ChunkedRequest {
+    Metadata(super::metadata_chunks::ChunkedMetadata),
+    Produce(super::produce_chunks::ChunkedProduce),
+}
+
 /// Serves one frame; `wire_size` is the size it came with (the produce quota counts it,
 /// whatever was dropped from the frame before).
 async fn process_frame(
@@ -568,22 +574,28 @@ async fn process_frame(
         });
     }
 
-    // A Metadata request naming many topics is decided a chunk at a time (`metadata_chunks`).
-    let chunked = if api_key == ApiKey::Metadata {
-        decode_guarded(|| super::metadata_chunks::scan(&frame, api_version).transpose()).map_err(
-            |e| {
-                refuse(
-                    CloseReason::MalformedRequest,
-                    format!("cannot decode {} v{api_version}: {e}", spec.name),
-                )
-            },
-        )?
-    } else {
-        None
-    };
+    // A Metadata request naming many topics, or a Produce naming many partitions, is decided
+    // a chunk at a time (`metadata_chunks`, `produce_chunks`).
+    let chunked = decode_guarded(|| match api_key {
+        ApiKey::Metadata => super::metadata_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::Metadata)),
+        ApiKey::Produce => super::produce_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::Produce)),
+        _ => Ok(None),
+    })
+    .map_err(|e| {
+        refuse(
+            CloseReason::MalformedRequest,
+            format!("cannot decode {} v{api_version}: {e}", spec.name),
+        )
+    })?;
     let request = decode_guarded(|| {
-        if let Some(chunked) = &chunked {
-            return Ok(chunked.shell());
+        match &chunked {
+            Some(ChunkedRequest::Metadata(chunked)) => return Ok(chunked.shell()),
+            Some(ChunkedRequest::Produce(chunked)) => return Ok(chunked.shell()),
+            None => {}
         }
         match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
             .or_else(|| super::dedup_decode::decode(api_key, &mut frame, api_version))
@@ -632,22 +644,39 @@ async fn process_frame(
             return Ok(served);
         }
     }
+    let chunk_failed = |e: anyhow::Error| {
+        refuse(
+            CloseReason::MalformedRequest,
+            format!("cannot decode {} v{api_version}: {e}", spec.name),
+        )
+    };
     let ((handled, topics), handler_work) = match chunked {
         None => {
             let (handled, work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;
             ((handled, None), work)
         }
-        Some(chunked) => {
+        Some(ChunkedRequest::Metadata(chunked)) => {
             let (handled, work) =
                 PollTimed::new(super::metadata_chunks::handle(handlers, &info, chunked)).await;
-            let handled = handled.map_err(|e| {
-                refuse(
-                    CloseReason::MalformedRequest,
-                    format!("cannot decode {} v{api_version}: {e}", spec.name),
-                )
-            })?;
+            let handled = handled.map_err(chunk_failed)?;
             (
-                handled.map_or((None, None), |(a, t)| (Some(a), Some(t))),
+                handled.map_or((None, None), |(a, t)| {
+                    (
+                        Some(a),
+                        Some(super::repeated::ListWriter::Metadata(Box::new(t))),
+                    )
+                }),
+                work,
+            )
+        }
+        Some(ChunkedRequest::Produce(chunked)) => {
+            let (handled, work) =
+                PollTimed::new(super::produce_chunks::handle(handlers, &info, chunked)).await;
+            let handled = handled.map_err(chunk_failed)?;
+            (
+                handled.map_or((None, None), |(a, t)| {
+                    (Some(a), t.map(super::repeated::ListWriter::Produce))
+                }),
                 work,
             )
         }
@@ -735,14 +764,34 @@ async fn process_frame(
     })?;
     let bytes = match topics {
         None => ResponseBytes::Whole(bytes),
-        // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields (v9+).
         Some(topics) => {
-            let suffix = if (8..=10).contains(&api_version) {
-                4
-            } else {
-                0
-            } + usize::from(api_version >= 9);
-            super::repeated::splice_topics(bytes, suffix, api_version >= 9, topics)
+            let (suffix, flexible) = match api_key {
+                // After the topics: throttle time, then tagged fields (v9+; leaders from v10):
+                // the rest of the body after the response header and the empty list.
+                ApiKey::Produce => {
+                    let header = if api_key.response_header_version(api_version) >= 1 {
+                        5
+                    } else {
+                        4
+                    };
+                    let empty = if api_version >= 9 { 1 } else { 4 };
+                    (
+                        bytes.len().saturating_sub(4 + header + empty),
+                        api_version >= 9,
+                    )
+                }
+                // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields
+                // (v9+).
+                _ => (
+                    if (8..=10).contains(&api_version) {
+                        4
+                    } else {
+                        0
+                    } + usize::from(api_version >= 9),
+                    api_version >= 9,
+                ),
+            };
+            super::repeated::splice_topics(bytes, suffix, flexible, topics)
             .map_err(|e| {
                 tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
                 refuse(CloseReason::MalformedRequest, e.to_string())

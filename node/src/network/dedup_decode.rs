@@ -131,7 +131,7 @@ fn skip_tagged_fields(buf: &mut Bytes) -> anyhow::Result<()> {
 }
 
 /// A nullable string: compact (length + 1 as a varint) when `flexible`, else an i16 length.
-fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Bytes>> {
+pub(super) fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Bytes>> {
     let length = if flexible {
         i64::from(uvarint(buf)?) - 1
     } else {
@@ -146,8 +146,6 @@ fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Byt
     Ok(Some(buf.split_to(length)))
 }
 
-/// An array's length (-1 for null): compact (length + 1 as a varint) when `flexible`, else an
-/// i32.
 /// An array's length (-1 for null): compact in flexible versions, an `i32` before.
 pub(super) fn array_length(buf: &mut Bytes, flexible: bool) -> anyhow::Result<i64> {
     if flexible {

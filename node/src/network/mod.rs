@@ -12,6 +12,7 @@ mod limits;
 pub mod memory_pool;
 pub mod metadata_chunks;
 pub mod peer;
+pub mod produce_chunks;
 pub mod raft_voter_versions;
 pub mod repeated;
 mod sasl;

@@ -39,6 +39,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::dedup_decode::{array_length, need, uvarint};
 use super::metadata_chunks::TopicsWriter;
+use super::produce_chunks::PartitionsWriter;
 
 /// How the handler answers a list whose repeats were dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -765,14 +766,46 @@ pub enum ResponseBytes {
     Chunked(Chunked),
 }
 
-/// An answer whose list is written by a [`TopicsWriter`] between its head and tail.
+/// An answer whose list is written by a [`ListWriter`] between its head and tail.
 #[derive(Debug)]
 pub struct Chunked {
     size: i32,
     head: Bytes,
     list_length: BytesMut,
-    topics: Box<TopicsWriter>,
+    topics: ListWriter,
     tail: Bytes,
+}
+
+/// Writes the list of a chunked answer: Metadata's topics or Produce's.
+#[derive(Debug)]
+pub enum ListWriter {
+    Metadata(Box<TopicsWriter>),
+    Produce(PartitionsWriter),
+}
+
+impl ListWriter {
+    /// How many elements the list holds.
+    fn count(&self) -> usize {
+        match self {
+            ListWriter::Metadata(topics) => topics.count,
+            ListWriter::Produce(topics) => topics.count(),
+        }
+    }
+
+    /// The list's encoded size, without its length.
+    fn len(&self) -> usize {
+        match self {
+            ListWriter::Metadata(topics) => topics.len(),
+            ListWriter::Produce(topics) => topics.len(),
+        }
+    }
+
+    async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
+        match self {
+            ListWriter::Metadata(topics) => topics.write_to(out).await,
+            ListWriter::Produce(topics) => topics.write_to(out).await,
+        }
+    }
 }
 
 impl std::fmt::Debug for TopicsWriter {
@@ -1183,13 +1216,13 @@ fn skip_quota_entry(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
     skip_tagged_fields(buf, flexible)
 }
 
-/// Puts the topics a [`TopicsWriter`] writes into `response` (size prefix, header, body) in
-/// place of its empty list, which ends `suffix` bytes before the body's end.
+/// Puts the list a [`ListWriter`] writes into `response` (size prefix, header, body) in place
+/// of its empty list, which ends `suffix` bytes before the body's end.
 pub(crate) fn splice_topics(
     response: Bytes,
     suffix: usize,
     flexible: bool,
-    topics: TopicsWriter,
+    topics: ListWriter,
 ) -> anyhow::Result<ResponseBytes> {
     let empty: &[u8] = if flexible { &[1] } else { &[0, 0, 0, 0] };
     let end = response
@@ -1202,7 +1235,7 @@ pub(crate) fn splice_topics(
         bail!("the response's list is not empty where it is spliced");
     }
     let mut list_length = BytesMut::new();
-    put_array_length(&mut list_length, topics.count, flexible)?;
+    put_array_length(&mut list_length, topics.count(), flexible)?;
     let size = response.len() - 4 - empty.len() + list_length.len() + topics.len();
     let size = i32::try_from(size)
         .map_err(|_| anyhow::anyhow!("the response is {size} bytes, over 2 GiB"))?;
@@ -1210,7 +1243,7 @@ pub(crate) fn splice_topics(
         size,
         head: response.slice(4..start),
         list_length,
-        topics: Box::new(topics),
+        topics,
         tail: response.slice(end..),
     }))
 }
