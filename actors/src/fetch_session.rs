@@ -540,6 +540,12 @@ impl FetchSessionCache {
         })
     }
 
+    /// Closes session `id` (a fetch that will not use it again); whether it was open.
+    pub fn close(&self, id: i32) -> bool {
+        self.shard_of(id)
+            .is_some_and(|mut shard| shard.remove(id).is_some())
+    }
+
     /// Shapes the response `topics` to `request` and returns the session id it carries. An
     /// incremental fetch keeps only the partitions the fetcher must hear about; a full fetch
     /// opens a session. Only with `commit` does the session learn what was sent (a dry run

@@ -450,10 +450,20 @@ def test_kafka_python_produce_request_over_many_partitions(node):
             assert [f.get(timeout=1).offset for f in futures] == [round_] * partitions
     finally:
         producer.close()
+    # Its Fetch requests name all 1,500 partitions too (fetch_chunks.rs): read in chunks.
     consumer = KafkaConsumer(bootstrap_servers=node.bootstrap)
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         assert set(consumer.end_offsets(tps).values()) == {2}
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        seen = {}
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 * partitions and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=1000).values():
+                for r in records:
+                    seen[(r.partition, r.offset)] = r.value
+        assert seen == {(p, o): f"{p}:{o}".encode() for p in range(partitions) for o in range(2)}
     finally:
         consumer.close()
     read = confluent_read(node, topic, 1234, 2)

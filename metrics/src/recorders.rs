@@ -192,13 +192,14 @@ pub fn topic_produce(topic: &str, appended: Option<(u64, u64)>) {
     }
 }
 
-/// Counts one partition of a Fetch response for `topic`: the record bytes sent, or a failure.
-pub fn topic_fetch(topic: &str, sent_bytes: Option<u64>) {
+/// Counts `partitions` partitions of Fetch responses for `topic`: `failed` of them refused,
+/// the others sending `sent_bytes` record bytes in all.
+pub fn topic_fetches(topic: &str, partitions: u64, failed: u64, sent_bytes: u64) {
     for labels in [vec![("topic", topic.to_owned())], Vec::new()] {
-        counter!(names::TOPIC_FETCH_REQUESTS_TOTAL, &labels).increment(1);
-        match sent_bytes {
-            Some(bytes) => counter!(names::TOPIC_BYTES_OUT_TOTAL, &labels).increment(bytes),
-            None => counter!(names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, &labels).increment(1),
+        counter!(names::TOPIC_FETCH_REQUESTS_TOTAL, &labels).increment(partitions);
+        counter!(names::TOPIC_BYTES_OUT_TOTAL, &labels).increment(sent_bytes);
+        if failed > 0 {
+            counter!(names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, &labels).increment(failed);
         }
     }
 }

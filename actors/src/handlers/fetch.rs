@@ -58,18 +58,10 @@ pub(super) async fn handle(
         .topics
         .map(|topics| request.clone().with_topics(topics));
     let read_request = session_request.as_ref().unwrap_or(&request);
-    let max_bytes = i64::from(request.max_bytes).clamp(0, FETCH_MAX_BYTES);
-    let min_bytes = i64::from(request.min_bytes).min(max_bytes);
-    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
-    let deadline = tokio::time::Instant::now() + wait;
+    let limits = Limits::of(&request);
     loop {
-        let read = read_all(ctx, info, read_request, max_bytes).await;
-        let done = wait.is_zero()
-            || read.bytes >= min_bytes
-            || read.any_error
-            || read.urgent
-            || read.waiting_on.is_empty()
-            || tokio::time::Instant::now() >= deadline;
+        let read = read_all(ctx, info, read_request, limits.max_bytes, 0).await;
+        let done = limits.done(read.bytes, read.any_error, read.urgent, &read.watched);
         if done {
             let mut body = FetchResponse::default().with_responses(read.topics);
             // The fetch byte-rate quota counts the response this would send (size prefix
@@ -91,19 +83,7 @@ pub(super) async fn handle(
             }
             .unwrap_or(0)
                 + 4;
-            // Replication is not charged to client quotas.
-            let throttle = if follower {
-                0
-            } else {
-                ctx.quotas.fetch.shared.record_cached(
-                    &mut info.fetch_quota.lock(),
-                    &info.principal.name,
-                    &info.client_id,
-                    size as f64,
-                    std::time::Instant::now(),
-                )
-            };
-            let throttle = i32::try_from(throttle).unwrap_or(i32::MAX);
+            let throttle = record_quota(ctx, info, size, follower);
             if throttle > 0 {
                 body.responses.clear();
                 body.session_id = session.throttled_session_id();
@@ -126,31 +106,140 @@ pub(super) async fn handle(
             response.throttle_time_ms = throttle;
             return response;
         }
-        // Arm the wake-ups, then look once more: an append between the read and the arming
-        // would otherwise be missed until the deadline.
-        let mut wakeups: Vec<Pin<Box<Notified<'_>>>> = read
-            .waiting_on
-            .iter()
-            .map(|state| Box::pin(state.appended.notified()))
-            .collect();
-        for wakeup in &mut wakeups {
-            wakeup.as_mut().enable();
+        wait_for_news(&read.watched, follower, limits.deadline).await;
+    }
+}
+
+/// A fetch's byte limits and how long it may wait for them.
+pub struct Limits {
+    pub max_bytes: i64,
+    min_bytes: i64,
+    wait: Duration,
+    deadline: tokio::time::Instant,
+}
+
+impl Limits {
+    /// The limits of `request`, its wait starting now.
+    pub fn of(request: &FetchRequest) -> Self {
+        let max_bytes = i64::from(request.max_bytes).clamp(0, FETCH_MAX_BYTES);
+        let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
+        Limits {
+            max_bytes,
+            min_bytes: i64::from(request.min_bytes).min(max_bytes),
+            wait,
+            deadline: tokio::time::Instant::now() + wait,
         }
-        let moved = read
-            .waiting_on
-            .iter()
-            .zip(&read.sampled_high_watermarks)
-            .any(|(state, sampled)| {
-                super::replica_fetch::watched_offset(state, follower) != *sampled
-                    || !state.is_serving()
-            });
-        if moved {
-            continue;
-        }
-        tokio::select! {
-            _ = futures::future::select_all(wakeups) => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-        }
+    }
+
+    /// Whether a pass that read `bytes` is answered rather than waited on.
+    pub fn done(&self, bytes: i64, any_error: bool, urgent: bool, watched: &Watched) -> bool {
+        self.wait.is_zero()
+            || bytes >= self.min_bytes
+            || any_error
+            || urgent
+            || watched.states.is_empty()
+            || tokio::time::Instant::now() >= self.deadline
+    }
+
+    pub fn deadline(&self) -> tokio::time::Instant {
+        self.deadline
+    }
+}
+
+/// Partitions a waiting fetch listens to, with the offsets a pass saw.
+#[derive(Default)]
+pub struct Watched {
+    states: Vec<Arc<PartitionState>>,
+    sampled: Vec<i64>,
+}
+
+impl Watched {
+    fn push(&mut self, state: Arc<PartitionState>, sampled: i64) {
+        self.states.push(state);
+        self.sampled.push(sampled);
+    }
+
+    pub fn append(&mut self, other: &mut Watched) {
+        self.states.append(&mut other.states);
+        self.sampled.append(&mut other.sampled);
+    }
+}
+
+/// Waits until a watched partition gets news (woken by its append, never a timer loop) or the
+/// deadline passes; returns at once when one moved since the pass sampled it.
+pub async fn wait_for_news(watched: &Watched, follower: bool, deadline: tokio::time::Instant) {
+    // Arm the wake-ups, then look once more: an append between the read and the arming
+    // would otherwise be missed until the deadline.
+    let mut wakeups: Vec<Pin<Box<Notified<'_>>>> = watched
+        .states
+        .iter()
+        .map(|state| Box::pin(state.appended.notified()))
+        .collect();
+    for wakeup in &mut wakeups {
+        wakeup.as_mut().enable();
+    }
+    let moved = watched
+        .states
+        .iter()
+        .zip(&watched.sampled)
+        .any(|(state, sampled)| {
+            super::replica_fetch::watched_offset(state, follower) != *sampled || !state.is_serving()
+        });
+    if moved || wakeups.is_empty() {
+        return;
+    }
+    tokio::select! {
+        _ = futures::future::select_all(wakeups) => {}
+        _ = tokio::time::sleep_until(deadline) => {}
+    }
+}
+
+/// Records a response of `size` bytes (size prefix included) against the fetch byte-rate
+/// quota; its throttle time. Replication is not charged to client quotas.
+pub fn record_quota(ctx: &HandlerContext, info: &RequestInfo, size: usize, follower: bool) -> i32 {
+    if follower {
+        return 0;
+    }
+    let throttle = ctx.quotas.fetch.shared.record_cached(
+        &mut info.fetch_quota.lock(),
+        &info.principal.name,
+        &info.client_id,
+        size as f64,
+        std::time::Instant::now(),
+    );
+    i32::try_from(throttle).unwrap_or(i32::MAX)
+}
+
+/// Whether `request` comes from a follower replica.
+pub fn is_follower(request: &FetchRequest, version: i16) -> bool {
+    super::replica_fetch::replica_id(request, version) >= 0
+}
+
+/// One pass over the partitions of a fetch decided a chunk at a time: `request` names one
+/// chunk, `already` bytes were read by the chunks before it (so the byte limits and the
+/// first batch returned whole hold across the chunks).
+pub struct ChunkPass {
+    pub topics: Vec<FetchableTopicResponse>,
+    pub bytes: i64,
+    pub any_error: bool,
+    pub urgent: bool,
+    pub watched: Watched,
+}
+
+pub async fn read_chunk(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: &FetchRequest,
+    max_bytes: i64,
+    already: i64,
+) -> ChunkPass {
+    let read = read_all(ctx, info, request, max_bytes, already).await;
+    ChunkPass {
+        topics: read.topics,
+        bytes: read.bytes - already,
+        any_error: read.any_error,
+        urgent: read.urgent,
+        watched: read.watched,
     }
 }
 
@@ -170,25 +259,54 @@ fn session_error(code: i16, session_id: i32) -> ApiResponse {
 
 /// Broker topic metrics for the partitions a response carries (none when throttled).
 fn record_topic_metrics(ctx: &HandlerContext, body: &FetchResponse) {
-    let image = ctx.image.load();
-    for topic in &body.responses {
-        let name = if topic.topic.is_empty() {
-            image
-                .topics
-                .get_by_id(&topic.topic_id)
-                .map(|t| t.name.to_string())
-        } else {
-            Some(topic.topic.to_string())
-        };
-        let Some(name) = name else {
-            continue;
-        };
-        for partition in &topic.partitions {
-            gregor_metrics::topic_fetch(
-                &name,
-                (partition.error_code == NONE)
-                    .then(|| partition.records.as_ref().map_or(0, |r| r.len() as u64)),
-            );
+    let mut counts = TopicFetchCounts::default();
+    counts.add(ctx, &body.responses);
+    counts.record();
+}
+
+/// Per-topic counts of the partitions of a Fetch response, for the broker topic metrics:
+/// (partitions, refused, record bytes sent).
+#[derive(Default)]
+pub struct TopicFetchCounts(std::collections::BTreeMap<String, (u64, u64, u64)>);
+
+impl TopicFetchCounts {
+    /// Counts the partitions of `topics` that belong to a topic that exists: a name a client
+    /// made up would otherwise be a new series.
+    pub fn add(&mut self, ctx: &HandlerContext, topics: &[FetchableTopicResponse]) {
+        let image = ctx.image.load();
+        for topic in topics {
+            let name = if topic.topic.is_empty() {
+                image
+                    .topics
+                    .get_by_id(&topic.topic_id)
+                    .map(|t| t.name.as_ref())
+            } else {
+                image
+                    .topics
+                    .get_by_name(&topic.topic)
+                    .map(|_| topic.topic.as_str())
+            };
+            let Some(name) = name else {
+                continue;
+            };
+            let (partitions, failed, bytes) = match self.0.get_mut(name) {
+                Some(counts) => counts,
+                None => self.0.entry(name.to_owned()).or_default(),
+            };
+            for partition in &topic.partitions {
+                *partitions += 1;
+                if partition.error_code == NONE {
+                    *bytes += partition.records.as_ref().map_or(0, |r| r.len() as u64);
+                } else {
+                    *failed += 1;
+                }
+            }
+        }
+    }
+
+    pub fn record(self) {
+        for (topic, (partitions, failed, bytes)) in self.0 {
+            gregor_metrics::topic_fetches(&topic, partitions, failed, bytes);
         }
     }
 }
@@ -199,8 +317,7 @@ struct ReadPass {
     bytes: i64,
     any_error: bool,
     /// Partitions a waiting fetch listens to, with the high watermarks this pass saw.
-    waiting_on: Vec<Arc<PartitionState>>,
-    sampled_high_watermarks: Vec<i64>,
+    watched: Watched,
     /// A follower must hear now (a diverging epoch).
     urgent: bool,
 }
@@ -210,15 +327,15 @@ async fn read_all(
     info: &RequestInfo,
     request: &FetchRequest,
     max_bytes: i64,
+    already: i64,
 ) -> ReadPass {
     let version = info.api_version;
     let image = ctx.image.load_full();
     let mut pass = ReadPass {
         topics: Vec::with_capacity(request.topics.len()),
-        bytes: 0,
+        bytes: already,
         any_error: false,
-        waiting_on: Vec::new(),
-        sampled_high_watermarks: Vec::new(),
+        watched: Watched::default(),
         urgent: false,
     };
     let replica_id = super::replica_fetch::replica_id(request, version);
@@ -259,8 +376,7 @@ async fn read_all(
                 pass.bytes += read.bytes;
                 pass.urgent |= read.urgent;
                 if let Some((state, log_end)) = read.wait_on {
-                    pass.sampled_high_watermarks.push(log_end);
-                    pass.waiting_on.push(state);
+                    pass.watched.push(state, log_end);
                 }
                 partitions.push(read.response);
                 continue;
@@ -339,8 +455,7 @@ async fn read_all(
                     }
                 }
             }
-            pass.sampled_high_watermarks.push(high_watermark);
-            pass.waiting_on.push(state);
+            pass.watched.push(state, high_watermark);
             partitions.push(response);
         }
         pass.topics.push(

@@ -18,7 +18,7 @@ pub mod configs;
 mod data;
 mod elect_leaders;
 mod errors;
-mod fetch;
+pub mod fetch;
 mod groups;
 pub mod init_producer_id;
 #[cfg(test)]

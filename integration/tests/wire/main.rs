@@ -9,5 +9,5 @@ mod t10_pipelining;
 mod t30_bad_frames;
 mod t30_connection_limits;
 mod t30_idle_timeout;
-mod t30_produce_chunks;
+mod t30_partition_chunks;
 mod t30_request_memory;

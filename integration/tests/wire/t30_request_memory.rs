@@ -478,6 +478,48 @@ async fn produce_naming_distinct_partitions_stays_within_four_frames() {
     assert_eq!(&body[..], b"\x00\x00\x00\x00\x00\x00");
 }
 
+/// Fetch naming distinct partitions of a topic that does not exist: read a chunk at a time,
+/// each answered UNKNOWN_TOPIC_OR_PARTITION in the order listed, within four frames.
+#[tokio::test]
+async fn fetch_naming_distinct_partitions_stays_within_four_frames() {
+    use kafka_protocol::messages::fetch_response::PartitionData;
+    // Fetch v12: replica -1, wait 0, min 1, max 1 MiB, isolation 0, no session; one topic "t"
+    // listing partitions {i, epoch -1, offset 0, last epoch -1, log start -1, max 1 MiB, tags}.
+    let prefix = b"\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x01\x00\x10\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\x02\x02t";
+    let count = (FRAME - 80) / 33;
+    let mut frame = listing(1, 12, prefix, b"", count, b"");
+    for index in 0..count as i32 {
+        frame.put_i32(index);
+        frame.put_i32(-1);
+        frame.put_i64(0);
+        frame.put_i32(-1);
+        frame.put_i64(-1);
+        frame.put_i32(1 << 20);
+        frame.put_u8(0);
+    }
+    frame.put_slice(b"\x00\x01\x01\x00");
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let mut body = answer_within_four_frames("Fetch distinct partitions", &frame).await;
+    // Throttle, error, session id, one topic "t".
+    assert_eq!(
+        &body[..13],
+        b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x02t"
+    );
+    body.advance(13);
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one answer per partition"
+    );
+    for index in 0..count as i32 {
+        let answer = PartitionData::decode(&mut body, 12).unwrap();
+        assert_eq!((answer.partition_index, answer.error_code), (index, 3));
+    }
+    // The topic's tagged fields, the body's.
+    assert_eq!(&body[..], b"\x00\x00");
+}
+
 /// CreateTopics names every config with a null value in its error: the message lists all of
 /// them, from a request that never held them one by one.
 #[tokio::test]

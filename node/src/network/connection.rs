@@ -471,6 +471,7 @@ async fn process(
 enum ChunkedRequest {
     Metadata(super::metadata_chunks::ChunkedMetadata),
     Produce(super::produce_chunks::ChunkedProduce),
+    Fetch(super::fetch_chunks::ChunkedFetch),
 }
 
 /// Serves one frame; `wire_size` is the size it came with (the produce quota counts it,
@@ -583,6 +584,9 @@ async fn process_frame(
         ApiKey::Produce => super::produce_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::Produce)),
+        ApiKey::Fetch => super::fetch_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::Fetch)),
         _ => Ok(None),
     })
     .map_err(|e| {
@@ -595,6 +599,7 @@ async fn process_frame(
         match &chunked {
             Some(ChunkedRequest::Metadata(chunked)) => return Ok(chunked.shell()),
             Some(ChunkedRequest::Produce(chunked)) => return Ok(chunked.shell()),
+            Some(ChunkedRequest::Fetch(chunked)) => return Ok(chunked.shell()),
             None => {}
         }
         match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
@@ -666,6 +671,18 @@ async fn process_frame(
                         Some(super::repeated::ListWriter::Metadata(Box::new(t))),
                     )
                 }),
+                work,
+            )
+        }
+        Some(ChunkedRequest::Fetch(chunked)) => {
+            let (handled, work) =
+                PollTimed::new(super::fetch_chunks::handle(handlers, &info, chunked)).await;
+            let (handled, topics) = handled.map_err(chunk_failed)?;
+            (
+                (
+                    Some(handled),
+                    topics.map(super::repeated::ListWriter::Fetch),
+                ),
                 work,
             )
         }
@@ -766,18 +783,27 @@ async fn process_frame(
         None => ResponseBytes::Whole(bytes),
         Some(topics) => {
             let (suffix, flexible) = match api_key {
-                // After the topics: throttle time, then tagged fields (v9+; leaders from v10):
-                // the rest of the body after the response header and the empty list.
-                ApiKey::Produce => {
+                // The rest of the body after the response header, what comes before the
+                // topics and the empty list: Produce's throttle time and tagged fields (v9+;
+                // leaders from v10), Fetch's tagged fields (v12+).
+                ApiKey::Produce | ApiKey::Fetch => {
                     let header = if api_key.response_header_version(api_version) >= 1 {
                         5
                     } else {
                         4
                     };
-                    let empty = if api_version >= 9 { 1 } else { 4 };
+                    let (before, flexible) = if api_key == ApiKey::Fetch {
+                        (
+                            super::fetch_chunks::answer_prefix(api_version),
+                            api_version >= 12,
+                        )
+                    } else {
+                        (0, api_version >= 9)
+                    };
+                    let empty = if flexible { 1 } else { 4 };
                     (
-                        bytes.len().saturating_sub(4 + header + empty),
-                        api_version >= 9,
+                        bytes.len().saturating_sub(4 + header + before + empty),
+                        flexible,
                     )
                 }
                 // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields

@@ -38,8 +38,10 @@ use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::dedup_decode::{array_length, need, uvarint};
+use super::fetch_chunks::FetchList;
 use super::metadata_chunks::TopicsWriter;
-use super::produce_chunks::PartitionsWriter;
+use super::partition_chunks::PartitionsWriter;
+use super::produce_chunks::ProduceList;
 
 /// How the handler answers a list whose repeats were dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -780,7 +782,8 @@ pub struct Chunked {
 #[derive(Debug)]
 pub enum ListWriter {
     Metadata(Box<TopicsWriter>),
-    Produce(PartitionsWriter),
+    Produce(PartitionsWriter<ProduceList>),
+    Fetch(PartitionsWriter<FetchList>),
 }
 
 impl ListWriter {
@@ -789,6 +792,7 @@ impl ListWriter {
         match self {
             ListWriter::Metadata(topics) => topics.count,
             ListWriter::Produce(topics) => topics.count(),
+            ListWriter::Fetch(topics) => topics.count(),
         }
     }
 
@@ -797,6 +801,7 @@ impl ListWriter {
         match self {
             ListWriter::Metadata(topics) => topics.len(),
             ListWriter::Produce(topics) => topics.len(),
+            ListWriter::Fetch(topics) => topics.len(),
         }
     }
 
@@ -804,6 +809,7 @@ impl ListWriter {
         match self {
             ListWriter::Metadata(topics) => topics.write_to(out).await,
             ListWriter::Produce(topics) => topics.write_to(out).await,
+            ListWriter::Fetch(topics) => topics.write_to(out).await,
         }
     }
 }
