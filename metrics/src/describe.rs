@@ -53,6 +53,7 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::FETCH_SESSIONS, Gauge, Unit::Count, "Incremental fetch sessions (KIP-227) in the fetch session cache."),
     (names::FETCH_SESSION_PARTITIONS, Gauge, Unit::Count, "Partitions held by all cached incremental fetch sessions."),
     (names::FETCH_SESSION_EVICTIONS_TOTAL, Counter, Unit::Count, "Incremental fetch sessions evicted from the cache to make room for new ones."),
+    (names::FETCH_PURGATORY_SIZE, Gauge, Unit::Count, "Operations waiting in a purgatory, by delayedOperation (Fetch: fetches long-polling for records)."),
     (names::INCREMENTAL_FETCHES_TOTAL, Counter, Unit::Count, "Incremental fetches served by a fetch session (each advanced the session's epoch)."),
     (names::LOG_CLEANER_PASSES_TOTAL, Counter, Unit::Count, "Log cleaner passes that rewrote a compacted log (cleanup.policy=compact)."),
     (names::LOG_CLEANER_BYTES_REMOVED_TOTAL, Counter, Unit::Bytes, "Bytes the log cleaner removed from compacted logs."),

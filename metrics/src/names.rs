@@ -48,6 +48,9 @@ pub const FETCH_SESSION_PARTITIONS: &str =
 /// Fetch sessions evicted to make room (`IncrementalFetchSessionEvictionsPerSec`).
 pub const FETCH_SESSION_EVICTIONS_TOTAL: &str =
     "kafka_server_fetchsessioncache_incrementalfetchsessionevictions_total";
+/// Fetches waiting for records (Kafka's `DelayedOperationPurgatory.PurgatorySize` with
+/// `delayedOperation=Fetch`).
+pub const FETCH_PURGATORY_SIZE: &str = "kafka_server_delayedoperationpurgatory_purgatorysize";
 /// Incremental fetches served by a session (each one advanced a session epoch).
 pub const INCREMENTAL_FETCHES_TOTAL: &str = "gregor_fetch_session_incremental_fetches_total";
 

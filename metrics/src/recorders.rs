@@ -222,6 +222,16 @@ pub fn fetch_session_evicted() {
     counter!(names::FETCH_SESSION_EVICTIONS_TOTAL).increment(1);
 }
 
+/// A fetch starts (`true`) or stops (`false`) waiting for records.
+pub fn fetch_waiting(waiting: bool) {
+    let gauge = gauge!(names::FETCH_PURGATORY_SIZE, "delayedOperation" => "Fetch");
+    if waiting {
+        gauge.increment(1.0);
+    } else {
+        gauge.decrement(1.0);
+    }
+}
+
 /// Counts one incremental fetch served by a fetch session.
 pub fn incremental_fetch() {
     counter!(names::INCREMENTAL_FETCHES_TOTAL).increment(1);

@@ -188,6 +188,15 @@ pub async fn wait_for_news(watched: &Watched, follower: bool, deadline: tokio::t
     if moved || wakeups.is_empty() {
         return;
     }
+    // Counted while waiting, however the wait ends (a closed connection drops it).
+    struct Waiting;
+    impl Drop for Waiting {
+        fn drop(&mut self) {
+            gregor_metrics::fetch_waiting(false);
+        }
+    }
+    gregor_metrics::fetch_waiting(true);
+    let _waiting = Waiting;
     tokio::select! {
         _ = futures::future::select_all(wakeups) => {}
         _ = tokio::time::sleep_until(deadline) => {}

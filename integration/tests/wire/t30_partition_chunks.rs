@@ -506,6 +506,24 @@ async fn a_long_poll_over_many_partitions_is_woken_by_an_append() {
     let waiting = fetch(&[everywhere()], 1 << 20).with_max_wait_ms(60_000);
     let frame = encode_request(&waiting, 12, 5, Some("c")).unwrap();
     conn.write_raw(&frame).await.unwrap();
+    // Append only once the fetch waits, so that the append must wake it.
+    wait_until("the fetch waits", Duration::from_secs(30), || {
+        let metrics = node.metrics_addr();
+        async move {
+            let text = gregor_integration::prom::scrape(&metrics).await?;
+            let samples = gregor_integration::prom::parse(&text)?;
+            Ok(samples
+                .iter()
+                .any(|s| {
+                    s.name == "kafka_server_delayedoperationpurgatory_purgatorysize"
+                        && s.labels.get("delayedOperation").map(String::as_str) == Some("Fetch")
+                        && s.value >= 1.0
+                })
+                .then_some(()))
+        }
+    })
+    .await
+    .unwrap();
     let mut appender = KafkaConn::connect(&node.bootstrap()).await.unwrap();
     let late = request(vec![topic("wide", id, [(1099, Some(batch("late")))])], 1);
     let appended = appender.send(&late, 9).await.unwrap();
