@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
     ProduceRequest, RequestKind, ResponseKind, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use uuid::Uuid;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
@@ -304,23 +304,8 @@ impl PartitionsWriter {
         &self,
         out: &mut W,
     ) -> std::io::Result<()> {
-        let failed = |detail: String| {
-            tracing::warn!(%detail, "a chunked Produce answer could not be written");
-            std::io::Error::other(detail)
-        };
-        let mut pieces = Pieces::new(self).map_err(|e| failed(e.to_string()))?;
-        let mut written = 0;
-        while let Some(piece) = pieces.next_piece().map_err(|e| failed(e.to_string()))? {
-            written += piece.len();
-            out.write_all(&piece).await?;
-        }
-        if written != self.size {
-            return Err(failed(format!(
-                "{written} bytes written, {} announced",
-                self.size
-            )));
-        }
-        Ok(())
+        let mut pieces = Pieces::new(self).map_err(std::io::Error::other)?;
+        super::repeated::write_pieces(out, self.size, "Produce", || pieces.next_piece()).await
     }
 }
 
