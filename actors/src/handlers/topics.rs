@@ -187,8 +187,9 @@ pub async fn create_listed_topics(
         Some((code, _)) => errors.add_times(*code, listed as u64),
         None => {
             let mut times = vec![0u64; creation.outcomes.len()];
-            for index in &creation.per_topic {
-                if let Some(count) = times.get_mut(*index as usize) {
+            for index in 0..creation.answered() {
+                let at = creation.per_topic.get(index).map_or(0, |at| *at as usize);
+                if let Some(count) = times.get_mut(at) {
                     *count += 1;
                 }
             }

@@ -221,7 +221,7 @@ impl TopicResultsWriter {
     fn new(request: Arc<ChunkedCreateTopics>, creation: ListedCreation) -> anyhow::Result<Self> {
         let count = match creation.refused {
             Some(_) => request.count,
-            None => creation.per_topic.len(),
+            None => creation.answered(),
         };
         let mut writer = TopicResultsWriter {
             request,
@@ -314,9 +314,7 @@ impl<'a> Pieces<'a> {
                     .with_error_message(Some(message.clone().into())),
                 None => {
                     let outcome = creation
-                        .per_topic
-                        .get(self.answered)
-                        .and_then(|at| creation.outcomes.get(*at as usize))
+                        .outcome(self.answered)
                         .context("more topics than answers")?;
                     ListedCreation::result(outcome, &name)
                 }

@@ -202,6 +202,9 @@ pub enum ListedOutcome {
 pub struct ListedCreation {
     /// Per distinct topic, in request order: its index in `outcomes`.
     pub per_topic: Vec<u32>,
+    /// With `per_topic` empty: this many distinct topics, each answered `outcomes[0]` (a
+    /// request refused past the record limit keeps no index per topic).
+    pub alike: usize,
     pub outcomes: Vec<ListedOutcome>,
     /// A request refused whole: every listed topic, repeats included, answered with this code
     /// and message (as [`crate::controller::failed_create_topics`] answers).
@@ -216,6 +219,21 @@ impl ListedCreation {
             refused: Some((code, message.to_owned())),
             ..Default::default()
         }
+    }
+
+    /// How many distinct topics are answered (without a refusal).
+    pub fn answered(&self) -> usize {
+        self.per_topic.len().max(self.alike)
+    }
+
+    /// The outcome of the distinct topic at `index` (in request order).
+    pub fn outcome(&self, index: usize) -> Option<&ListedOutcome> {
+        let at = match self.per_topic.get(index) {
+            Some(at) => *at as usize,
+            None if index < self.alike => 0,
+            None => return None,
+        };
+        self.outcomes.get(at)
     }
 
     /// The answer to the topic named `name` whose outcome is `outcome`.
@@ -274,7 +292,11 @@ pub fn create_listed_topics<V: MetadataView + ?Sized>(
     ctx: &mut MutationContext<'_>,
 ) -> ControllerResult<ListedCreation> {
     let mut decider = Decider::new(image, version, defaults);
-    let mut creation = ListedCreation::default();
+    // Sized once: a doubling vector's earlier copies stay resident in the allocator.
+    let mut creation = ListedCreation {
+        per_topic: Vec::with_capacity(topics.distinct()),
+        ..Default::default()
+    };
     // At most one batch of records: sized once, as a doubling vector's copies cost more.
     let mut records = Vec::with_capacity(MAX_RECORDS_PER_USER_OP);
     let mut failures: HashMap<(i16, Option<Vec<String>>), u32> = HashMap::new();
@@ -343,8 +365,8 @@ pub fn create_listed_topics<V: MetadataView + ?Sized>(
         records = Vec::new();
         let (code, message) = failed_outcome("", &ControllerError::BatchTooLarge);
         creation.outcomes = vec![ListedOutcome::Failed { code, message }];
-        creation.per_topic.clear();
-        creation.per_topic.resize(topics.distinct(), 0);
+        creation.per_topic = Vec::new();
+        creation.alike = topics.distinct();
     }
     if validate_only {
         records.clear();
@@ -1123,11 +1145,13 @@ mod tests {
                 true
             })
             .expect("listed");
-        assert_eq!(kept.response.per_topic.len(), names.len());
+        assert_eq!(kept.response.answered(), names.len());
         let results = names
             .iter()
-            .zip(&kept.response.per_topic)
-            .map(|(name, at)| ListedCreation::result(&kept.response.outcomes[*at as usize], name))
+            .enumerate()
+            .map(|(index, name)| {
+                ListedCreation::result(kept.response.outcome(index).expect("answered"), name)
+            })
             .collect();
         let outcomes = kept.response.outcomes.len();
         let rebuilt = ControllerResult {
