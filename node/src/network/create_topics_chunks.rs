@@ -45,6 +45,8 @@ pub struct ChunkedCreateTopics {
     first: Vec<u64>,
     /// One bit per first appearance: set when the name appears again.
     repeated: Vec<u64>,
+    /// One bit per listed topic: set on its name's second appearance.
+    second: Vec<u64>,
     validate_only: bool,
 }
 
@@ -113,6 +115,8 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
     offsets.sort_unstable_by(|a, b| name(a).cmp(name(b)).then(a.cmp(b)));
     let mut kept = 0;
     let mut at = 0;
+    // The second copies, which the decoded path keeps too (`dedup_decode.rs`).
+    let mut seconds: Vec<u32> = Vec::new();
     while at < offsets.len() {
         let first = offsets[at];
         let mut end = at + 1;
@@ -120,6 +124,7 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
             end += 1;
         }
         offsets[kept] = if end - at > 1 {
+            seconds.push(offsets[at + 1]);
             first | REPEATED
         } else {
             first
@@ -129,9 +134,12 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
     }
     offsets.truncate(kept);
     offsets.sort_unstable_by_key(|offset| offset & !REPEATED);
+    seconds.sort_unstable();
     let mut first = vec![0u64; count.div_ceil(64)];
     let mut repeated = vec![0u64; count.div_ceil(64)];
+    let mut second = vec![0u64; count.div_ceil(64)];
     let mut next = offsets.iter().peekable();
+    let mut next_second = seconds.iter().peekable();
     let mut walk = topics.clone();
     for index in 0..count {
         let at = topics.len() - walk.len();
@@ -141,6 +149,12 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
                 set_bit(&mut repeated, index);
             }
         }
+        if next_second
+            .next_if(|offset| **offset as usize == at)
+            .is_some()
+        {
+            set_bit(&mut second, index);
+        }
         skip_topic(&mut walk, flexible)?;
     }
     Ok(ChunkedCreateTopics {
@@ -149,6 +163,7 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
         count,
         first,
         repeated,
+        second,
         validate_only,
     })
 }
@@ -176,7 +191,11 @@ fn skip_topic(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
 
 impl ListedTopics for ChunkedCreateTopics {
     fn listed(&self) -> usize {
-        self.count
+        self.first
+            .iter()
+            .chain(&self.second)
+            .map(|word| word.count_ones() as usize)
+            .sum()
     }
 
     fn distinct(&self) -> usize {
@@ -220,7 +239,7 @@ pub struct TopicResultsWriter {
 impl TopicResultsWriter {
     fn new(request: Arc<ChunkedCreateTopics>, creation: ListedCreation) -> anyhow::Result<Self> {
         let count = match creation.refused {
-            Some(_) => request.count,
+            Some(_) => request.listed(),
             None => creation.answered(),
         };
         let mut writer = TopicResultsWriter {
@@ -301,7 +320,10 @@ impl<'a> Pieces<'a> {
         while in_piece < CHUNK && self.index < request.count {
             let index = self.index;
             self.index += 1;
-            let answered = creation.refused.is_some() || bit(&request.first, index);
+            // A refusal answers the first two copies of each name, as the decoded request
+            // holds them.
+            let answered = bit(&request.first, index)
+                || (creation.refused.is_some() && bit(&request.second, index));
             if !answered {
                 skip_topic(&mut self.rest, request.version >= 5)?;
                 continue;

@@ -164,7 +164,8 @@ impl<'a, V: MetadataView + ?Sized> Decider<'a, V> {
 /// A CreateTopics request's topics read one at a time from where they are kept (the request's
 /// frame), for requests too large to decode whole (issue #11).
 pub trait ListedTopics: Send + Sync {
-    /// How many topics the request lists, repeats included.
+    /// How many topics a refusal of the whole request answers: each name's first two copies
+    /// (a decoded request holds no more, `dedup_decode.rs`).
     fn listed(&self) -> usize;
 
     /// How many distinct names it lists.
@@ -206,8 +207,8 @@ pub struct ListedCreation {
     /// request refused past the record limit keeps no index per topic).
     pub alike: usize,
     pub outcomes: Vec<ListedOutcome>,
-    /// A request refused whole: every listed topic, repeats included, answered with this code
-    /// and message (as [`crate::controller::failed_create_topics`] answers).
+    /// A request refused whole: each name's first two copies answered with this code and
+    /// message (as [`crate::controller::failed_create_topics`] answers a decoded request).
     pub refused: Option<(i16, String)>,
     pub throttle_time_ms: i32,
 }
