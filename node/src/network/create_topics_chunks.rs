@@ -210,8 +210,8 @@ impl ListedTopics for ChunkedCreateTopics {
         visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
     ) -> Result<(), String> {
         let mut rest = self.topics.clone();
+        let flexible = self.version >= 5;
         for index in 0..self.count {
-            let flexible = self.version >= 5;
             if !bit(&self.first, index) {
                 skip_topic(&mut rest, flexible).map_err(|e| e.to_string())?;
                 continue;
