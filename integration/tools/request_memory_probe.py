@@ -115,12 +115,16 @@ def build(kind, size):
         tail = I32(-1) + struct.pack(">q", 0) + I32(-1) + struct.pack(">q", -1) + I32(1 << 20) + b"\x00"
         body = b"".join(struct.pack(">i", i) + tail for i in range(n))
         return header(1, 12, True) + prefix + uvarint(n + 1) + body + b"\x00\x01\x01\x00"
-    if kind == "create_topics_v7_distinct":
-        # distinct 4-char names {name, 1 partition, replication 1, no assignments, no configs, tags}
-        names = distinct_names((size - 40) // 14)
-        topic = I32(1) + struct.pack(">h", 1) + b"\x01\x01\x00"
-        body = b"".join(b"\x05" + t + topic for t in names)
-        return header(19, 7, True) + uvarint(len(names) + 1) + body + I32(1000) + b"\x00\x00"
+    if kind in ("create_topics_v7_distinct", "create_topics_v7_no_partitions", "create_topics_v7_twice"):
+        # distinct 4-char names {name, 1 partition (0: `_no_partitions`), replication 1, no
+        # assignments, no configs, tags}; `_twice`: the list, then the same list again
+        twice = kind.endswith("_twice")
+        names = distinct_names((size - 40) // (28 if twice else 14))
+        partitions = 0 if kind.endswith("_no_partitions") else 1
+        topic = I32(partitions) + struct.pack(">h", 1) + b"\x01\x01\x00"
+        body = b"".join(b"\x05" + t + topic for t in names) * (2 if twice else 1)
+        count = len(names) * (2 if twice else 1)
+        return header(19, 7, True) + uvarint(count + 1) + body + I32(1000) + b"\x00\x00"
     if kind in REPEATED:
         api, ver, flexible, prefix, elem, suffix = REPEATED[kind]
         n = (size - 40 - len(prefix) - len(suffix)) // len(elem)

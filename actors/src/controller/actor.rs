@@ -111,6 +111,23 @@ pub struct CreateTopics {
     pub client_id: String,
 }
 
+/// Create the topics of a request too large to decode whole, read from where they are kept
+/// and answered compactly (issue #11).
+#[derive(Message)]
+#[rtype(result = "logic::ListedCreation")]
+pub struct CreateListedTopics {
+    /// The request's topics.
+    pub topics: Arc<dyn logic::ListedTopics>,
+    /// Whether only to validate.
+    pub validate_only: bool,
+    /// The request's API version.
+    pub version: i16,
+    /// Who sent it.
+    pub principal: Principal,
+    /// Its client id.
+    pub client_id: String,
+}
+
 /// Delete topics by name or id.
 #[derive(Message)]
 #[rtype(result = "DeleteTopicsResponse")]
@@ -661,18 +678,12 @@ impl Handler<CreateTopics> for Controller {
     type Result = ResponseFuture<CreateTopicsResponse>;
 
     fn handle(&mut self, msg: CreateTopics, ctx: &mut Self::Context) -> Self::Result {
-        let msg = match self.admit(msg, ctx) {
-            Ok(msg) => msg,
-            Err(answer) => return answer,
-        };
-        let defaults = self.settings.defaults;
-        let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 6);
-        let response = self.mutate_charged(
+        self.create_charged(
+            msg,
             ctx,
-            &msg,
-            &mut quota,
-            |image, mutation| {
-                logic::create_topics(image, &msg.request, msg.version, &defaults, mutation)
+            |msg| (&msg.principal, &msg.client_id, msg.version),
+            |msg, image, defaults, mutation| {
+                logic::create_topics(image, &msg.request, msg.version, defaults, mutation)
             },
             |mut response: CreateTopicsResponse, code, message| {
                 for topic in &mut response.topics {
@@ -683,10 +694,78 @@ impl Handler<CreateTopics> for Controller {
                 }
                 response
             },
+            |response| &mut response.throttle_time_ms,
+        )
+    }
+}
+
+impl Handler<CreateListedTopics> for Controller {
+    type Result = ResponseFuture<logic::ListedCreation>;
+
+    fn handle(&mut self, msg: CreateListedTopics, ctx: &mut Self::Context) -> Self::Result {
+        self.create_charged(
+            msg,
+            ctx,
+            |msg| (&msg.principal, &msg.client_id, msg.version),
+            |msg, image, defaults, mutation| {
+                logic::create_listed_topics(
+                    image,
+                    msg.topics.as_ref(),
+                    msg.validate_only,
+                    msg.version,
+                    defaults,
+                    mutation,
+                )
+            },
+            |mut response: logic::ListedCreation, code, message| {
+                response.fail_created(code.code(), message);
+                response
+            },
+            |response| &mut response.throttle_time_ms,
+        )
+    }
+}
+
+impl Controller {
+    /// Decides a topic creation with `decide`, charged to the sender's mutation quota (strict
+    /// from v6), whose throttle is added to the answer's (`throttle`).
+    fn create_charged<M>(
+        &mut self,
+        msg: M,
+        ctx: &mut Context<Self>,
+        sender: impl Fn(&M) -> (&Principal, &str, i16),
+        decide: impl FnOnce(
+            &M,
+            &MetadataImage,
+            &TopicDefaults,
+            &mut MutationContext<'_>,
+        ) -> logic::ControllerResult<M::Result>,
+        fail: impl FnOnce(M::Result, ResponseError, &str) -> M::Result + Send + 'static,
+        throttle: fn(&mut M::Result) -> &mut i32,
+    ) -> ResponseFuture<M::Result>
+    where
+        M: Refusable,
+        M::Result: Send,
+        Self: Handler<M>,
+    {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        let defaults = self.settings.defaults;
+        let (principal, client_id, version) = sender(&msg);
+        let mut quota = self.mutation_quota(principal, client_id, version, 6);
+        let response = self.mutate_charged(
+            ctx,
+            &msg,
+            &mut quota,
+            |image, mutation| decide(&msg, image, &defaults, mutation),
+            fail,
         );
         Box::pin(async move {
             let mut response = response.await;
-            response.throttle_time_ms = with_throttle(response.throttle_time_ms, &quota);
+            let current = throttle(&mut response);
+            *current = with_throttle(*current, &quota);
             response
         })
     }
@@ -871,6 +950,12 @@ impl Refusable for CreateTopics {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         let names = self.request.topics.iter().map(|t| t.name.clone()).collect();
         failed_create_topics(names, code, message)
+    }
+}
+
+impl Refusable for CreateListedTopics {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        logic::ListedCreation::refused(code.code(), message)
     }
 }
 

@@ -19,6 +19,17 @@ impl ErrorCounts {
         }
     }
 
+    /// Counts `times` occurrences of `code` (none: not counted).
+    pub fn add_times(&mut self, code: i16, times: u64) {
+        if times == 0 {
+            return;
+        }
+        match self.0.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, count)) => *count += times,
+            None => self.0.push((code, times)),
+        }
+    }
+
     /// Counts one occurrence of each code.
     pub fn add_all(&mut self, codes: impl IntoIterator<Item = i16>) {
         for code in codes {

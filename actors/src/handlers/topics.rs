@@ -10,7 +10,8 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, ResponseKind, TopicName,
+    CreatePartitionsRequest, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -18,7 +19,8 @@ use super::authorize::{denied_once, AUTHORIZATION_FAILED};
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{Caller, ControllerForwarder, HandlerContext, RequestInfo};
-use crate::controller::{self, CreatePartitions, CreateTopics, DeleteTopics};
+use crate::controller::logic::{ListedCreation, ListedOutcome, ListedTopics};
+use crate::controller::{self, CreateListedTopics, CreatePartitions, CreateTopics, DeleteTopics};
 
 /// Why the controller could not be asked: its mailbox is gone, so the node is shutting down.
 fn unavailable(error: &actix::MailboxError) -> (ResponseError, String) {
@@ -150,6 +152,64 @@ pub(super) async fn create_topics(
         errors,
         delivery: super::Delivery::Send,
     }
+}
+
+/// CreateTopics for a request whose topics stay in its frame (`ListedTopics`), when no
+/// authorizer is configured (each topic's ACL is checked on the decoded path): the answer's
+/// body lists no topics, and the returned creation answers each one, for the caller to write
+/// as it sends the answer.
+pub async fn create_listed_topics(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    topics: Arc<dyn ListedTopics>,
+    validate_only: bool,
+) -> (ApiResponse, ListedCreation) {
+    let listed = topics.listed();
+    let creation = match ctx
+        .controller
+        .send(CreateListedTopics {
+            topics,
+            validate_only,
+            version: info.api_version,
+            principal: info.principal.clone(),
+            client_id: info.client_id.clone(),
+        })
+        .await
+    {
+        Ok(creation) => creation,
+        Err(error) => {
+            let (code, message) = unavailable(&error);
+            ListedCreation::refused(code.code(), &message)
+        }
+    };
+    let mut errors = ErrorCounts::default();
+    match &creation.refused {
+        Some((code, _)) => errors.add_times(*code, listed as u64),
+        None => {
+            let mut times = vec![0u64; creation.outcomes.len()];
+            for index in 0..creation.answered() {
+                let at = creation.per_topic.get(index).map_or(0, |at| *at as usize);
+                if let Some(count) = times.get_mut(at) {
+                    *count += 1;
+                }
+            }
+            for (outcome, times) in creation.outcomes.iter().zip(times) {
+                let code = match outcome {
+                    ListedOutcome::Created { result, .. } => result.error_code,
+                    ListedOutcome::Failed { code, .. } => *code,
+                };
+                errors.add_times(code, times);
+            }
+        }
+    }
+    let response = CreateTopicsResponse::default().with_throttle_time_ms(creation.throttle_time_ms);
+    let answer = ApiResponse {
+        throttle_time_ms: creation.throttle_time_ms,
+        body: ResponseKind::CreateTopics(response),
+        errors,
+        delivery: super::Delivery::Send,
+    };
+    (answer, creation)
 }
 
 pub(super) async fn delete_topics(

@@ -617,3 +617,150 @@ async fn metadata_naming_many_missing_topics_creates_them_in_one_creation() {
         }
     }
 }
+
+/// CreateTopics naming distinct topics: nothing merges them, so the node decides them from the
+/// frame and writes its answer (six times the frame) as it builds it. Past the controller's
+/// 10,000 records the whole request fails, each name once; topics with no partitions each get
+/// INVALID_PARTITIONS with its message.
+#[tokio::test]
+async fn create_topics_naming_distinct_topics_stays_within_four_frames() {
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    // Distinct four-letter names {name, partitions, replication 1, no assignments or
+    // configs, tags}, then TimeoutMs, ValidateOnly and tags.
+    let name = |index: usize| {
+        let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        let mut name = [0u8; 4];
+        let mut rest = index;
+        for byte in name.iter_mut().rev() {
+            *byte = alphabet[rest % alphabet.len()];
+            rest /= alphabet.len();
+        }
+        name
+    };
+    let cases: [(i32, i16, &str); 2] = [
+        (
+            1,
+            44,
+            "Unable to perform excessively large batch operation.",
+        ),
+        (
+            0,
+            37,
+            "Number of partitions was set to an invalid non-positive value.",
+        ),
+    ];
+    for (partitions, code, message) in cases {
+        let count = (FRAME - 40) / 14;
+        let mut frame = listing(19, 7, b"", b"", count, b"");
+        for index in 0..count {
+            frame.put_u8(5);
+            frame.put_slice(&name(index));
+            frame.put_i32(partitions);
+            frame.put_slice(b"\x00\x01\x01\x01\x00");
+        }
+        frame.put_slice(b"\x00\x00\x03\xe8\x00\x00");
+        let size = (frame.len() - 4) as i32;
+        frame[..4].copy_from_slice(&size.to_be_bytes());
+        let mut body = answer_within_four_frames("CreateTopics distinct topics", &frame).await;
+        assert_eq!(body.get_i32(), 0, "throttle time");
+        assert_eq!(compact_length(&mut body), count as u64 + 1, "one per topic");
+        for index in 0..count {
+            let answer = CreatableTopicResult::decode(&mut body, 7).unwrap();
+            assert_eq!(
+                (
+                    answer.name.as_str().as_bytes(),
+                    answer.error_code,
+                    answer.error_message.as_deref()
+                ),
+                (&name(index)[..], code, Some(message)),
+                "topic {index}"
+            );
+        }
+        assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    }
+}
+
+/// A CreateTopics naming more topics than one chunk is answered as the same topics in two
+/// shorter requests (each decoded whole), when no name repeats across the halves: existing,
+/// invalid, repeated and new topics, validated only (topic ids aside, drawn at random), then
+/// created, the new topics existing afterwards.
+#[tokio::test]
+async fn create_topics_naming_many_topics_answers_as_shorter_requests() {
+    use gregor_integration::admin;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let topic = |name: &str, partitions: i32| {
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)
+    };
+    let created = conn
+        .send(&admin::create_topics(vec![topic("old", 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    // Per half: an existing topic, an invalid name, a name three times, one with no
+    // partitions per other entry, and new topics between them.
+    let half = |tag: &str| -> Vec<CreatableTopic> {
+        let mut topics = vec![
+            topic("old", 1),
+            topic(&format!("bad name {tag}"), 1),
+            topic(&format!("dup-{tag}"), 1),
+        ];
+        for index in 0..700 {
+            let partitions = if index % 25 == 0 { 2 } else { 0 };
+            topics.push(topic(&format!("{tag}-{index}"), partitions));
+            if index % 300 == 0 {
+                topics.push(topic(&format!("dup-{tag}"), 1));
+            }
+        }
+        topics
+    };
+    let (first, second) = (half("a"), half("b"));
+    let whole: Vec<CreatableTopic> = first.iter().chain(&second).cloned().collect();
+    assert!(whole.len() > 1024 && first.len() <= 1024 && second.len() <= 1024);
+    let ask = |topics: Vec<CreatableTopic>, validate_only: bool| -> CreateTopicsRequest {
+        admin::create_topics(topics, validate_only)
+    };
+    let without_ids = |mut response: kafka_protocol::messages::CreateTopicsResponse| {
+        for topic in &mut response.topics {
+            topic.topic_id = uuid::Uuid::nil();
+        }
+        response
+    };
+    // Each half names "old"; in the whole request the second half's is "old-b", a new topic,
+    // so that no name repeats across the halves.
+    let mut whole_unique = whole.clone();
+    whole_unique[first.len()].name = TopicName(StrBytes::from_static_str("old-b"));
+    let mut second_unique = second.clone();
+    second_unique[0].name = TopicName(StrBytes::from_static_str("old-b"));
+    let validated = without_ids(
+        conn.send(&ask(whole_unique.clone(), true), 7)
+            .await
+            .unwrap(),
+    );
+    let mut halves = conn.send(&ask(first.clone(), true), 7).await.unwrap();
+    let second_half = conn.send(&ask(second_unique, true), 7).await.unwrap();
+    halves.topics.extend(second_half.topics);
+    assert_eq!(validated, without_ids(halves), "validated");
+    let created = without_ids(
+        conn.send(&ask(whole_unique.clone(), false), 7)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(created, validated, "created as validated");
+    let new = created.topics.iter().filter(|t| t.error_code == 0).count();
+    assert_eq!(new, 2 * 28 + 1, "the new topics and old-b");
+    // Asked again, each created topic exists.
+    let again = conn.send(&ask(whole_unique, true), 7).await.unwrap();
+    for (now, then) in again.topics.iter().zip(&created.topics) {
+        if then.error_code == 0 {
+            assert_eq!(now.error_code, 36, "{} exists", now.name.as_str());
+        }
+    }
+}

@@ -472,6 +472,7 @@ enum ChunkedRequest {
     Metadata(super::metadata_chunks::ChunkedMetadata),
     Produce(super::produce_chunks::ChunkedProduce),
     Fetch(super::fetch_chunks::ChunkedFetch),
+    CreateTopics(super::create_topics_chunks::ChunkedCreateTopics),
 }
 
 /// Serves one frame; `wire_size` is the size it came with (the produce quota counts it,
@@ -576,7 +577,9 @@ async fn process_frame(
     }
 
     // A Metadata request naming many topics, or a Produce naming many partitions, is decided
-    // a chunk at a time (`metadata_chunks`, `produce_chunks`).
+    // a chunk at a time (`metadata_chunks`, `produce_chunks`); a CreateTopics naming many
+    // topics is decided from its frame (`create_topics_chunks`) where this node decides it
+    // and no authorizer checks each topic.
     let chunked = decode_guarded(|| match api_key {
         ApiKey::Metadata => super::metadata_chunks::scan(&frame, api_version)
             .transpose()
@@ -587,6 +590,11 @@ async fn process_frame(
         ApiKey::Fetch => super::fetch_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::Fetch)),
+        ApiKey::CreateTopics if !forward && handlers.authorizer.is_none() => {
+            super::create_topics_chunks::scan(&frame, api_version)
+                .transpose()
+                .map(|c| c.map(ChunkedRequest::CreateTopics))
+        }
         _ => Ok(None),
     })
     .map_err(|e| {
@@ -600,6 +608,9 @@ async fn process_frame(
             Some(ChunkedRequest::Metadata(chunked)) => return Ok(chunked.shell()),
             Some(ChunkedRequest::Produce(chunked)) => return Ok(chunked.shell()),
             Some(ChunkedRequest::Fetch(chunked)) => return Ok(chunked.shell()),
+            Some(ChunkedRequest::CreateTopics(_)) => {
+                return Ok(RequestKind::CreateTopics(Default::default()))
+            }
             None => {}
         }
         match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
@@ -694,6 +705,20 @@ async fn process_frame(
                 handled.map_or((None, None), |(a, t)| {
                     (Some(a), t.map(super::repeated::ListWriter::Produce))
                 }),
+                work,
+            )
+        }
+        Some(ChunkedRequest::CreateTopics(chunked)) => {
+            let (handled, work) = PollTimed::new(super::create_topics_chunks::handle(
+                handlers, &info, chunked,
+            ))
+            .await;
+            let (answer, topics) = handled.map_err(chunk_failed)?;
+            (
+                (
+                    Some(answer),
+                    Some(super::repeated::ListWriter::CreateTopics(topics)),
+                ),
                 work,
             )
         }
@@ -806,6 +831,8 @@ async fn process_frame(
                         flexible,
                     )
                 }
+                // After the topics: tagged fields (v5+).
+                ApiKey::CreateTopics => (usize::from(api_version >= 5), api_version >= 5),
                 // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields
                 // (v9+).
                 _ => (

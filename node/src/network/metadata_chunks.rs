@@ -157,16 +157,7 @@ fn identity_bytes(topics: &Bytes, start: u32, version: i16) -> &[u8] {
     let element = topics.get(start as usize..).unwrap_or_default();
     let mut at = if version >= 10 { 16 } else { 0 };
     let length = if version >= 9 {
-        let mut value = 0u64;
-        for shift in (0..35).step_by(7) {
-            let Some(byte) = element.get(at) else { break };
-            at += 1;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                break;
-            }
-        }
-        value as i64 - 1
+        super::repeated::uvarint_at(element, &mut at) as i64 - 1
     } else {
         let length = element
             .get(at..at + 2)

@@ -5,6 +5,7 @@
 mod busy_time;
 mod collapse;
 mod connection;
+pub mod create_topics_chunks;
 mod dedup_decode;
 pub mod envelope;
 pub mod fetch_chunks;

@@ -11,7 +11,7 @@
 use anyhow::{bail, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use uuid::Uuid;
 
 use gregor_actors::handlers::ErrorCounts;
@@ -307,23 +307,9 @@ impl<L: PartitionList> PartitionsWriter<L> {
 
     /// Writes every topic's answer, encoding it a piece at a time.
     pub async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
-        let failed = |detail: String| {
-            tracing::warn!(%detail, "a chunked answer could not be written");
-            std::io::Error::other(detail)
-        };
-        let mut pieces = Pieces::new(self).map_err(|e| failed(e.to_string()))?;
-        let mut written = 0;
-        while let Some(piece) = pieces.next_piece().map_err(|e| failed(e.to_string()))? {
-            written += piece.len();
-            out.write_all(&piece).await?;
-        }
-        if written != self.size {
-            return Err(failed(format!(
-                "{written} bytes written, {} announced",
-                self.size
-            )));
-        }
-        Ok(())
+        let mut pieces = Pieces::new(self).map_err(std::io::Error::other)?;
+        super::repeated::write_pieces(out, self.size, "Produce or Fetch", || pieces.next_piece())
+            .await
     }
 }
 

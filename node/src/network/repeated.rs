@@ -37,6 +37,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use super::create_topics_chunks::TopicResultsWriter;
 use super::dedup_decode::{array_length, need, uvarint};
 use super::fetch_chunks::FetchList;
 use super::metadata_chunks::TopicsWriter;
@@ -633,6 +634,75 @@ fn reduce_inner(
     Ok(Some((span, (u32::try_from(items.kept.len())?, runs))))
 }
 
+/// Measures the next element of the list.
+fn measure(shape: &Shape, version: i16, frame: &Bytes, rest: &mut Bytes) -> anyhow::Result<Span> {
+    let start = offset(frame, rest)?;
+    match &shape.inner {
+        // Measured field by field: the crate's decoder would build every item.
+        Some(inner) => {
+            (inner.skip_before)(rest, version)?;
+            for _ in 0..array_length(rest, inner.flexible)?.max(0) {
+                (inner.skip_item)(rest, version)?;
+            }
+            match inner.skip_after {
+                Some(skip_after) => skip_after(rest, version)?,
+                None => skip_tagged_fields(rest, inner.flexible)?,
+            }
+        }
+        None => (shape.skip_element)(rest, version)?,
+    }
+    Ok(Span {
+        start,
+        end: offset(frame, rest)?,
+        rewritten: false,
+    })
+}
+
+/// A CreateTopics list too long to be decoded (`create_topics_chunks.rs` finds its repeated
+/// names with four bytes per topic, where the table here costs ten times that): only each
+/// topic's own list is reduced, and the frame is rebuilt only when one was.
+fn reduce_each_inner(
+    shape: &Shape,
+    inner: &Inner,
+    version: i16,
+    frame: &Bytes,
+    list: Bytes,
+    list_start: usize,
+    count: i64,
+) -> anyhow::Result<Reduction> {
+    let mut arena = BytesMut::new();
+    let mut rest = list.clone();
+    let mut reduced_any = false;
+    for _ in 0..count {
+        let span = measure(shape, version, frame, &mut rest)?;
+        arena.clear();
+        reduced_any |= reduce_inner(inner, version, frame, span, &mut arena)?.is_some();
+    }
+    if !reduced_any {
+        return Ok(Reduction {
+            frame: frame.clone(),
+            plan: None,
+        });
+    }
+    let mut reduced = BytesMut::with_capacity(frame.len());
+    reduced.put_slice(&frame[..list_start]);
+    put_array_length(&mut reduced, count as usize, shape.flexible)?;
+    let mut rest = list;
+    for _ in 0..count {
+        let span = measure(shape, version, frame, &mut rest)?;
+        arena.clear();
+        match reduce_inner(inner, version, frame, span, &mut arena)? {
+            Some((rewritten, _)) => reduced.put_slice(bytes_of(rewritten, frame, &arena)),
+            None => reduced.put_slice(bytes_of(span, frame, &[])),
+        }
+    }
+    reduced.put_slice(&rest);
+    Ok(Reduction {
+        frame: reduced.freeze(),
+        plan: None,
+    })
+}
+
 /// Adds one element answered as kept element `answer_of` to `runs`.
 fn push_run(runs: &mut Vec<(u32, u32)>, answer_of: u32) {
     match runs.last_mut() {
@@ -667,27 +737,13 @@ fn reduce_list(
     let inner_filter = shape.inner.as_ref().filter(|i| i.answers.is_none());
     let inner_answered = shape.inner.as_ref().filter(|i| i.answers.is_some());
     let mut inner_lists = Vec::new();
-    for _ in 0..count {
-        let start = offset(frame, &rest)?;
-        match &shape.inner {
-            // Measured field by field: the crate's decoder would build every item.
-            Some(inner) => {
-                (inner.skip_before)(&mut rest, version)?;
-                for _ in 0..array_length(&mut rest, inner.flexible)?.max(0) {
-                    (inner.skip_item)(&mut rest, version)?;
-                }
-                match inner.skip_after {
-                    Some(skip_after) => skip_after(&mut rest, version)?,
-                    None => skip_tagged_fields(&mut rest, inner.flexible)?,
-                }
-            }
-            None => (shape.skip_element)(&mut rest, version)?,
+    if key == ApiKey::CreateTopics && count > super::create_topics_chunks::CHUNK as i64 {
+        if let Some(inner) = inner_filter {
+            return reduce_each_inner(shape, inner, version, frame, rest, list_start, count);
         }
-        let mut span = Span {
-            start,
-            end: offset(frame, &rest)?,
-            rewritten: false,
-        };
+    }
+    for _ in 0..count {
+        let mut span = measure(shape, version, frame, &mut rest)?;
         if let Some(inner) = inner_filter {
             if let Some((rewritten, _)) = reduce_inner(inner, version, frame, span, &mut arena)? {
                 span = rewritten;
@@ -778,12 +834,13 @@ pub struct Chunked {
     tail: Bytes,
 }
 
-/// Writes the list of a chunked answer: Metadata's topics or Produce's.
+/// Writes the list of a chunked answer: Metadata's topics, Produce's, Fetch's or CreateTopics'.
 #[derive(Debug)]
 pub enum ListWriter {
     Metadata(Box<TopicsWriter>),
     Produce(PartitionsWriter<ProduceList>),
     Fetch(PartitionsWriter<FetchList>),
+    CreateTopics(TopicResultsWriter),
 }
 
 impl ListWriter {
@@ -793,6 +850,7 @@ impl ListWriter {
             ListWriter::Metadata(topics) => topics.count,
             ListWriter::Produce(topics) => topics.count(),
             ListWriter::Fetch(topics) => topics.count(),
+            ListWriter::CreateTopics(topics) => topics.count(),
         }
     }
 
@@ -802,6 +860,7 @@ impl ListWriter {
             ListWriter::Metadata(topics) => topics.len(),
             ListWriter::Produce(topics) => topics.len(),
             ListWriter::Fetch(topics) => topics.len(),
+            ListWriter::CreateTopics(topics) => topics.len(),
         }
     }
 
@@ -810,6 +869,7 @@ impl ListWriter {
             ListWriter::Metadata(topics) => topics.write_to(out).await,
             ListWriter::Produce(topics) => topics.write_to(out).await,
             ListWriter::Fetch(topics) => topics.write_to(out).await,
+            ListWriter::CreateTopics(topics) => topics.write_to(out).await,
         }
     }
 }
@@ -1079,6 +1139,46 @@ fn expand_inner(
         tail: rest,
         size,
     })
+}
+
+/// Writes an answer's list encoded a piece at a time by `next`, and checks it adds up to the
+/// `announced` size (the size prefix was sent before): `api` names the request in the log.
+pub(super) async fn write_pieces<W: AsyncWrite + Unpin + Send>(
+    out: &mut W,
+    announced: usize,
+    api: &str,
+    mut next: impl FnMut() -> anyhow::Result<Option<BytesMut>>,
+) -> std::io::Result<()> {
+    let failed = |detail: String| {
+        tracing::warn!(%detail, api, "a chunked answer could not be written");
+        std::io::Error::other(detail)
+    };
+    let mut written = 0;
+    while let Some(piece) = next().map_err(|e| failed(e.to_string()))? {
+        written += piece.len();
+        out.write_all(&piece).await?;
+    }
+    if written != announced {
+        return Err(failed(format!(
+            "{written} bytes written, {announced} announced"
+        )));
+    }
+    Ok(())
+}
+
+/// An unsigned varint read from `bytes` at `at` (moved past it), leniently: it ends at the
+/// slice's end or after five bytes (for elements that were read whole before).
+pub(super) fn uvarint_at(bytes: &[u8], at: &mut usize) -> u64 {
+    let mut value = 0u64;
+    for shift in (0..35).step_by(7) {
+        let Some(byte) = bytes.get(*at) else { break };
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    value
 }
 
 pub(super) fn put_uvarint(out: &mut BytesMut, mut value: u32) {

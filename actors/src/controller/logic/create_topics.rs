@@ -13,6 +13,7 @@
 //! 7. success: TopicRecord, ConfigRecords, PartitionRecords (none if `validate_only`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use gregor_publishers::records::{ConfigRecord, MetadataRecord, TopicRecord};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -33,7 +34,6 @@ use super::topic_configs::{effective_configs, validate_creation_configs};
 use super::topic_name::{self, CLUSTER_METADATA_TOPIC_NAME};
 use super::view::{BrokerView, MetadataView};
 use super::{ControllerResult, MutationContext, MAX_RECORDS_PER_USER_OP};
-#[cfg(test)]
 use kafka_protocol::error::ResponseError;
 
 /// ConfigResource type id of topics.
@@ -78,9 +78,7 @@ pub fn create_topics<V: MetadataView + ?Sized>(
     for topic in &request.topics {
         *occurrences.entry(topic.name.0.as_str()).or_default() += 1;
     }
-    let brokers = image.brokers();
-    let mut used_ids = HashSet::new();
-    let mut record_count = 0_usize;
+    let mut decider = Decider::new(image, version, defaults);
     let mut seen = HashSet::new();
     let mut outcomes = Vec::new();
     for topic in &request.topics {
@@ -88,30 +86,14 @@ pub fn create_topics<V: MetadataView + ?Sized>(
         if !seen.insert(name) {
             continue;
         }
-        let outcome = if occurrences.get(name).copied().unwrap_or(0) > 1 {
-            Err(ControllerError::DuplicateTopicName)
-        } else {
-            create_topic(
-                image,
-                topic,
-                version,
-                defaults,
-                &brokers,
-                ctx,
-                &mut used_ids,
-                record_count,
-            )
-        };
-        match &outcome {
-            Err(ControllerError::BatchTooLarge) => {
-                return batch_too_large(&request.topics);
-            }
-            Ok(created) => record_count += created.records.len(),
-            Err(_) => {}
+        let repeated = occurrences.get(name).copied().unwrap_or(0) > 1;
+        let outcome = decider.decide(topic, repeated, ctx);
+        if let Err(ControllerError::BatchTooLarge) = &outcome {
+            return batch_too_large(&request.topics);
         }
         outcomes.push((topic.name.clone(), outcome));
     }
-    let mut records = Vec::with_capacity(record_count);
+    let mut records = Vec::with_capacity(decider.record_count);
     let mut results = Vec::with_capacity(outcomes.len());
     for (name, outcome) in outcomes {
         match outcome {
@@ -128,6 +110,271 @@ pub fn create_topics<V: MetadataView + ?Sized>(
     ControllerResult {
         records,
         response: CreateTopicsResponse::default().with_topics(results),
+    }
+}
+
+/// Decides the distinct topics of one request in request order, keeping what depends on the
+/// topics before (the records so far, the ids handed out).
+struct Decider<'a, V: ?Sized> {
+    image: &'a V,
+    version: i16,
+    defaults: &'a TopicDefaults,
+    brokers: Vec<BrokerView>,
+    used_ids: HashSet<Uuid>,
+    record_count: usize,
+}
+
+impl<'a, V: MetadataView + ?Sized> Decider<'a, V> {
+    fn new(image: &'a V, version: i16, defaults: &'a TopicDefaults) -> Self {
+        Decider {
+            image,
+            version,
+            defaults,
+            brokers: image.brokers(),
+            used_ids: HashSet::new(),
+            record_count: 0,
+        }
+    }
+
+    /// The outcome of a name's first appearance; `repeated`: the request names it again.
+    fn decide(
+        &mut self,
+        topic: &CreatableTopic,
+        repeated: bool,
+        ctx: &mut MutationContext<'_>,
+    ) -> Result<Created, ControllerError> {
+        if repeated {
+            return Err(ControllerError::DuplicateTopicName);
+        }
+        let created = create_topic(
+            self.image,
+            topic,
+            self.version,
+            self.defaults,
+            &self.brokers,
+            ctx,
+            &mut self.used_ids,
+            self.record_count,
+        )?;
+        self.record_count += created.records.len();
+        Ok(created)
+    }
+}
+
+/// A CreateTopics request's topics read one at a time from where they are kept (the request's
+/// frame), for requests too large to decode whole (issue #11).
+pub trait ListedTopics: Send + Sync {
+    /// How many topics a refusal of the whole request answers: each name's first two copies
+    /// (a decoded request holds no more, `dedup_decode.rs`).
+    fn listed(&self) -> usize;
+
+    /// How many distinct names it lists.
+    fn distinct(&self) -> usize;
+
+    /// Calls `visit` with each distinct name's first appearance in request order and whether
+    /// the request names it again; stops early when `visit` returns false.
+    fn each_first(
+        &self,
+        visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
+    ) -> Result<(), String>;
+}
+
+/// What one distinct topic of a [`ListedTopics`] request is answered, without its name (the
+/// answer is written from the request's frame, which has it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListedOutcome {
+    /// Created, or would be with `validate_only`: the result without name and configs, and the
+    /// configs (shared by consecutive topics that have the same).
+    Created {
+        result: Box<CreatableTopicResult>,
+        configs: Arc<Option<Vec<CreatableTopicConfigs>>>,
+    },
+    /// The error code, and the message as the parts between the occurrences of the topic's
+    /// name in it, so that topics failing alike share one outcome.
+    Failed {
+        code: i16,
+        message: Option<Vec<String>>,
+    },
+}
+
+/// The answer to a [`ListedTopics`] request, kept compactly: four bytes per distinct topic
+/// plus its distinct outcomes (at most [`MAX_RECORDS_PER_USER_OP`] / 2 topics are created).
+#[derive(Debug, Default, PartialEq)]
+pub struct ListedCreation {
+    /// Per distinct topic, in request order: its index in `outcomes`.
+    pub per_topic: Vec<u32>,
+    /// With `per_topic` empty: this many distinct topics, each answered `outcomes[0]` (a
+    /// request refused past the record limit keeps no index per topic).
+    pub alike: usize,
+    pub outcomes: Vec<ListedOutcome>,
+    /// A request refused whole: each name's first two copies answered with this code and
+    /// message (as [`crate::controller::failed_create_topics`] answers a decoded request).
+    pub refused: Option<(i16, String)>,
+    pub throttle_time_ms: i32,
+}
+
+impl ListedCreation {
+    /// A request refused whole.
+    pub fn refused(code: i16, message: &str) -> Self {
+        ListedCreation {
+            refused: Some((code, message.to_owned())),
+            ..Default::default()
+        }
+    }
+
+    /// How many distinct topics are answered (without a refusal).
+    pub fn answered(&self) -> usize {
+        self.per_topic.len().max(self.alike)
+    }
+
+    /// The outcome of the distinct topic at `index` (in request order).
+    pub fn outcome(&self, index: usize) -> Option<&ListedOutcome> {
+        let at = match self.per_topic.get(index) {
+            Some(at) => *at as usize,
+            None if index < self.alike => 0,
+            None => return None,
+        };
+        self.outcomes.get(at)
+    }
+
+    /// The answer to the topic named `name` whose outcome is `outcome`.
+    pub fn result(outcome: &ListedOutcome, name: &TopicName) -> CreatableTopicResult {
+        match outcome {
+            ListedOutcome::Created { result, configs } => {
+                let mut result = result.as_ref().clone().with_name(name.clone());
+                result.configs = configs.as_ref().clone();
+                result
+            }
+            ListedOutcome::Failed { code, message } => CreatableTopicResult::default()
+                .with_name(name.clone())
+                .with_error_code(*code)
+                .with_error_message(
+                    message
+                        .as_ref()
+                        .map(|parts| StrBytes::from_string(parts.join(name.0.as_str()))),
+                ),
+        }
+    }
+
+    /// Marks every created topic failed (the records did not commit).
+    pub fn fail_created(&mut self, code: i16, message: &str) {
+        for outcome in &mut self.outcomes {
+            if let ListedOutcome::Created { result, .. } = outcome {
+                if result.error_code == 0 {
+                    result.error_code = code;
+                    result.error_message = Some(StrBytes::from_string(message.to_owned()));
+                }
+            }
+        }
+    }
+}
+
+/// A failure's outcome: the message split at the name, which [`ListedCreation::result`] joins
+/// again (an empty name is never split).
+fn failed_outcome(name: &str, error: &ControllerError) -> (i16, Option<Vec<String>>) {
+    let message = error.message().map(|message| {
+        if name.is_empty() {
+            vec![message]
+        } else {
+            message.split(name).map(str::to_owned).collect()
+        }
+    });
+    (error.code().code(), message)
+}
+
+/// Decides a request whose topics are read from `topics` as [`create_topics`] decides the
+/// same topics, without holding them or their answers whole.
+pub fn create_listed_topics<V: MetadataView + ?Sized>(
+    image: &V,
+    topics: &dyn ListedTopics,
+    validate_only: bool,
+    version: i16,
+    defaults: &TopicDefaults,
+    ctx: &mut MutationContext<'_>,
+) -> ControllerResult<ListedCreation> {
+    let mut decider = Decider::new(image, version, defaults);
+    // Sized once: a doubling vector's earlier copies stay resident in the allocator.
+    let mut creation = ListedCreation {
+        per_topic: Vec::with_capacity(topics.distinct()),
+        ..Default::default()
+    };
+    // At most one batch of records: sized once, as a doubling vector's copies cost more.
+    let mut records = Vec::with_capacity(MAX_RECORDS_PER_USER_OP);
+    let mut failures: HashMap<(i16, Option<Vec<String>>), u32> = HashMap::new();
+    let mut last_configs: Option<Arc<Option<Vec<CreatableTopicConfigs>>>> = None;
+    let mut too_large = false;
+    let mut broken: Option<String> = None;
+    let walked = topics.each_first(&mut |topic, repeated| {
+        let index = match decider.decide(topic, repeated, ctx) {
+            Err(ControllerError::BatchTooLarge) => {
+                too_large = true;
+                return false;
+            }
+            Ok(mut created) => {
+                records.append(&mut created.records);
+                let configs = created.result.configs.take();
+                let configs = match &last_configs {
+                    Some(last) if **last == configs => last.clone(),
+                    _ => Arc::new(configs),
+                };
+                last_configs = Some(configs.clone());
+                created.result.name = TopicName::default();
+                creation.outcomes.push(ListedOutcome::Created {
+                    result: Box::new(created.result),
+                    configs,
+                });
+                creation.outcomes.len() - 1
+            }
+            Err(error) => {
+                let (code, message) = failed_outcome(topic.name.0.as_str(), &error);
+                let next = creation.outcomes.len();
+                match u32::try_from(next) {
+                    Ok(next) => {
+                        let index = *failures.entry((code, message.clone())).or_insert(next);
+                        if index == next {
+                            creation
+                                .outcomes
+                                .push(ListedOutcome::Failed { code, message });
+                        }
+                        index as usize
+                    }
+                    Err(_) => next,
+                }
+            }
+        };
+        match u32::try_from(index) {
+            Ok(index) => {
+                creation.per_topic.push(index);
+                true
+            }
+            Err(_) => {
+                broken = Some("more than 2^32 topics".to_owned());
+                false
+            }
+        }
+    });
+    if let Some(error) = walked.err().or(broken) {
+        tracing::error!(%error, "a CreateTopics request could not be read again");
+        return ControllerResult {
+            records: Vec::new(),
+            response: ListedCreation::refused(ResponseError::UnknownServerError.code(), &error),
+        };
+    }
+    if too_large {
+        // Kafka fails the whole request when it would exceed one batch: every distinct name.
+        // What was decided is freed before the answer's indices are all written.
+        records = Vec::new();
+        let (code, message) = failed_outcome("", &ControllerError::BatchTooLarge);
+        creation.outcomes = vec![ListedOutcome::Failed { code, message }];
+        creation.per_topic = Vec::new();
+        creation.alike = topics.distinct();
+    }
+    if validate_only {
+        records.clear();
+    }
+    ControllerResult {
+        records,
+        response: creation,
     }
 }
 
@@ -832,5 +1079,131 @@ mod tests {
         assert_eq!(codes[2], (0, None));
         assert_eq!(codes[3], (89, None));
         let _ = Unlimited;
+    }
+
+    /// A request's topics kept as a list, read as a frame would be.
+    struct Listed(Vec<CreatableTopic>);
+
+    impl ListedTopics for Listed {
+        fn listed(&self) -> usize {
+            self.0.len()
+        }
+
+        fn distinct(&self) -> usize {
+            self.0
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<HashSet<_>>()
+                .len()
+        }
+
+        fn each_first(
+            &self,
+            visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
+        ) -> Result<(), String> {
+            let mut seen = HashSet::new();
+            for topic in &self.0 {
+                let name = topic.name.as_str();
+                let copies = self.0.iter().filter(|t| t.name.as_str() == name).count();
+                if seen.insert(name) && !visit(topic, copies > 1) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// The decoded request's answer and records, and the listed one's rebuilt from its outcomes.
+    fn both(
+        view: &FakeView,
+        topics: Vec<CreatableTopic>,
+        validate_only: bool,
+    ) -> (
+        ControllerResult<CreateTopicsResponse>,
+        ControllerResult<CreateTopicsResponse>,
+        usize,
+    ) {
+        let request = CreateTopicsRequest::default()
+            .with_topics(topics.clone())
+            .with_validate_only(validate_only);
+        let decoded =
+            with_ctx(|ctx| create_topics(view, &request, 7, &TopicDefaults::default(), ctx));
+        let listed = Listed(topics);
+        let kept = with_ctx(|ctx| {
+            create_listed_topics(
+                view,
+                &listed,
+                validate_only,
+                7,
+                &TopicDefaults::default(),
+                ctx,
+            )
+        });
+        let mut names = Vec::new();
+        listed
+            .each_first(&mut |topic, _| {
+                names.push(topic.name.clone());
+                true
+            })
+            .expect("listed");
+        assert_eq!(kept.response.answered(), names.len());
+        let results = names
+            .iter()
+            .enumerate()
+            .map(|(index, name)| {
+                ListedCreation::result(kept.response.outcome(index).expect("answered"), name)
+            })
+            .collect();
+        let outcomes = kept.response.outcomes.len();
+        let rebuilt = ControllerResult {
+            records: kept.records,
+            response: CreateTopicsResponse::default().with_topics(results),
+        };
+        (decoded, rebuilt, outcomes)
+    }
+
+    #[test]
+    fn listed_topics_are_answered_as_the_decoded_request() {
+        let view = FakeView::with_brokers(&[1, 2])
+            .topic("old", 1, &[&[1]])
+            .topic("a.b", 1, &[&[1]]);
+        let mut topics = vec![
+            topic("x", 1, 1),
+            topic("ok", 2, 2),
+            topic("old", 1, 1),
+            topic("a_b", 1, 1),
+            topic("bad name", 1, 1),
+            topic("x", 1, 1),
+            topic("__cluster_metadata", 1, 1),
+            with_configs(topic("conf", 1, 1), &[("cleanup.policy", Some("compact"))]),
+            topic("x", 3, 1),
+            manual("m", &[(0, &[1]), (0, &[2])]),
+            topic("rf", 1, 3),
+        ];
+        // Many failing alike (one outcome for all) and a few created between them.
+        for i in 0..3000 {
+            topics.push(topic(
+                &format!("z{i}"),
+                if i % 1000 == 7 { 1 } else { 0 },
+                1,
+            ));
+        }
+        for validate_only in [false, true] {
+            let (decoded, listed, outcomes) = both(&view, topics.clone(), validate_only);
+            assert_eq!(listed.response, decoded.response);
+            assert_eq!(listed.records, decoded.records);
+            assert!(outcomes < 20, "{outcomes} outcomes kept");
+        }
+        assert!(!both(&view, topics.clone(), false).0.records.is_empty());
+        // Past the record limit the whole request fails, every distinct name once.
+        let mut large: Vec<CreatableTopic> = (0..MAX_RECORDS_PER_USER_OP / 2 + 2)
+            .map(|i| topic(&format!("t{i}"), 1, 1))
+            .collect();
+        large.push(topic("t0", 1, 1));
+        large.push(topic("bad!", 1, 1));
+        let (decoded, listed, outcomes) = both(&view, large, false);
+        assert_eq!(listed.response, decoded.response);
+        assert!(listed.records.is_empty() && decoded.records.is_empty());
+        assert_eq!(outcomes, 1);
     }
 }

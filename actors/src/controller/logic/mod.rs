@@ -45,7 +45,9 @@ use gregor_publishers::records::MetadataRecord;
 use rand::RngCore;
 
 pub use create_partitions::create_partitions;
-pub use create_topics::{create_topics, TopicDefaults};
+pub use create_topics::{
+    create_listed_topics, create_topics, ListedCreation, ListedOutcome, ListedTopics, TopicDefaults,
+};
 pub use delete_topics::delete_topics;
 pub use errors::ControllerError;
 pub use quota::{MutationQuota, QuotaExceeded, Unlimited};
