@@ -501,6 +501,16 @@ impl MetadataDelta {
                     ImageDigest::of(|out| out.push(record(controller))),
                 );
             }
+            let (old, new) = (
+                base.cluster.producer_ids_record(),
+                next.cluster.producer_ids_record(),
+            );
+            if old != new {
+                replace(
+                    ImageDigest::of(|out| out.extend(old)),
+                    ImageDigest::of(|out| out.extend(new)),
+                );
+            }
         }
         if let Some(configs) = &self.configs {
             for (resource_type, name, _) in configs.changed_resources() {

@@ -164,13 +164,18 @@ impl ClusterImage {
             self.controllers()
                 .map(|controller| MetadataRecord::RegisterController(controller.to_record())),
         );
-        if self.next_producer_id > 0 {
-            out.push(MetadataRecord::ProducerIds(ProducerIdsRecord {
+        out.extend(self.producer_ids_record());
+    }
+
+    /// The record of the producer-id blocks handed out so far, none before the first.
+    pub(crate) fn producer_ids_record(&self) -> Option<MetadataRecord> {
+        (self.next_producer_id > 0).then_some({
+            MetadataRecord::ProducerIds(ProducerIdsRecord {
                 broker_id: -1,
                 broker_epoch: -1,
                 next_producer_id: self.next_producer_id,
-            }));
-        }
+            })
+        })
     }
 
     /// The first producer id not yet handed out to a broker.
