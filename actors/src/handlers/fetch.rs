@@ -224,34 +224,6 @@ pub fn is_follower(request: &FetchRequest, version: i16) -> bool {
     super::replica_fetch::replica_id(request, version) >= 0
 }
 
-/// One pass over the partitions of a fetch decided a chunk at a time: `request` names one
-/// chunk, `already` bytes were read by the chunks before it (so the byte limits and the
-/// first batch returned whole hold across the chunks).
-pub struct ChunkPass {
-    pub topics: Vec<FetchableTopicResponse>,
-    pub bytes: i64,
-    pub any_error: bool,
-    pub urgent: bool,
-    pub watched: Watched,
-}
-
-pub async fn read_chunk(
-    ctx: &HandlerContext,
-    info: &RequestInfo,
-    request: &FetchRequest,
-    max_bytes: i64,
-    already: i64,
-) -> ChunkPass {
-    let read = read_all(ctx, info, request, max_bytes, already).await;
-    ChunkPass {
-        topics: read.topics,
-        bytes: read.bytes - already,
-        any_error: read.any_error,
-        urgent: read.urgent,
-        watched: read.watched,
-    }
-}
-
 /// A top-level fetch session error: no partitions.
 fn session_error(code: i16, session_id: i32) -> ApiResponse {
     let mut errors = ErrorCounts::default();
@@ -321,17 +293,21 @@ impl TopicFetchCounts {
 }
 
 /// One pass over every requested partition.
-struct ReadPass {
-    topics: Vec<FetchableTopicResponse>,
-    bytes: i64,
-    any_error: bool,
+pub struct ReadPass {
+    pub topics: Vec<FetchableTopicResponse>,
+    /// The record bytes read, with those of the chunks before (`already`).
+    pub bytes: i64,
+    pub any_error: bool,
     /// Partitions a waiting fetch listens to, with the high watermarks this pass saw.
-    watched: Watched,
+    pub watched: Watched,
     /// A follower must hear now (a diverging epoch).
-    urgent: bool,
+    pub urgent: bool,
 }
 
-async fn read_all(
+/// One pass over the partitions `request` names. A fetch decided a chunk at a time
+/// (`node::network::fetch_chunks`) passes each chunk with the `already` bytes its chunks before
+/// read, so the byte limits and the first batch returned whole hold across the chunks.
+pub async fn read_all(
     ctx: &HandlerContext,
     info: &RequestInfo,
     request: &FetchRequest,

@@ -24,7 +24,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::busy_time::{timed, PollTimed};
 use super::frame::{read_frame, FrameError};
-use super::repeated::ResponseBytes;
+use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
 use super::tls::Stream;
 
@@ -475,6 +475,53 @@ enum ChunkedRequest {
     CreateTopics(super::create_topics_chunks::ChunkedCreateTopics),
 }
 
+impl ChunkedRequest {
+    /// The request as what looks at it before the handler sees it, without its list.
+    fn shell(&self) -> RequestKind {
+        match self {
+            ChunkedRequest::Metadata(chunked) => chunked.shell(),
+            ChunkedRequest::Produce(chunked) => chunked.shell(),
+            ChunkedRequest::Fetch(chunked) => chunked.shell(),
+            ChunkedRequest::CreateTopics(_) => RequestKind::CreateTopics(Default::default()),
+        }
+    }
+
+    /// Decides the request: the answer (`None` when no handler answers) with an empty list,
+    /// and what writes the list (`None` when nothing is sent).
+    async fn handle(
+        self,
+        handlers: &HandlerContext,
+        info: &RequestInfo,
+    ) -> anyhow::Result<(Option<handlers::ApiResponse>, Option<ListWriter>)> {
+        Ok(match self {
+            ChunkedRequest::Metadata(chunked) => {
+                super::metadata_chunks::handle(handlers, info, chunked)
+                    .await?
+                    .map_or((None, None), |(answer, topics)| {
+                        (Some(answer), Some(ListWriter::Metadata(Box::new(topics))))
+                    })
+            }
+            ChunkedRequest::Produce(chunked) => {
+                super::produce_chunks::handle(handlers, info, chunked)
+                    .await?
+                    .map_or((None, None), |(answer, partitions)| {
+                        (Some(answer), partitions.map(ListWriter::Produce))
+                    })
+            }
+            ChunkedRequest::Fetch(chunked) => {
+                let (answer, partitions) =
+                    super::fetch_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), partitions.map(ListWriter::Fetch))
+            }
+            ChunkedRequest::CreateTopics(chunked) => {
+                let (answer, topics) =
+                    super::create_topics_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::CreateTopics(topics)))
+            }
+        })
+    }
+}
+
 /// Serves one frame; `wire_size` is the size it came with (the produce quota counts it,
 /// whatever was dropped from the frame before).
 async fn process_frame(
@@ -576,10 +623,10 @@ async fn process_frame(
         });
     }
 
-    // A Metadata request naming many topics, or a Produce naming many partitions, is decided
-    // a chunk at a time (`metadata_chunks`, `produce_chunks`); a CreateTopics naming many
-    // topics is decided from its frame (`create_topics_chunks`) where this node decides it
-    // and no authorizer checks each topic.
+    // A Metadata request naming many topics, or a Produce or Fetch naming many partitions, is
+    // decided a chunk at a time (`metadata_chunks`, `produce_chunks`, `fetch_chunks`); a
+    // CreateTopics naming many topics is decided from its frame (`create_topics_chunks`) where
+    // this node decides it and no authorizer checks each topic.
     let chunked = decode_guarded(|| match api_key {
         ApiKey::Metadata => super::metadata_chunks::scan(&frame, api_version)
             .transpose()
@@ -604,14 +651,8 @@ async fn process_frame(
         )
     })?;
     let request = decode_guarded(|| {
-        match &chunked {
-            Some(ChunkedRequest::Metadata(chunked)) => return Ok(chunked.shell()),
-            Some(ChunkedRequest::Produce(chunked)) => return Ok(chunked.shell()),
-            Some(ChunkedRequest::Fetch(chunked)) => return Ok(chunked.shell()),
-            Some(ChunkedRequest::CreateTopics(_)) => {
-                return Ok(RequestKind::CreateTopics(Default::default()))
-            }
-            None => {}
+        if let Some(chunked) = &chunked {
+            return Ok(chunked.shell());
         }
         match super::raft_voter_versions::decode(api_key, &mut frame, api_version)
             .or_else(|| super::dedup_decode::decode(api_key, &mut frame, api_version))
@@ -660,67 +701,20 @@ async fn process_frame(
             return Ok(served);
         }
     }
-    let chunk_failed = |e: anyhow::Error| {
-        refuse(
-            CloseReason::MalformedRequest,
-            format!("cannot decode {} v{api_version}: {e}", spec.name),
-        )
-    };
     let ((handled, topics), handler_work) = match chunked {
         None => {
             let (handled, work) = PollTimed::new(handlers::handle(handlers, &info, request)).await;
             ((handled, None), work)
         }
-        Some(ChunkedRequest::Metadata(chunked)) => {
-            let (handled, work) =
-                PollTimed::new(super::metadata_chunks::handle(handlers, &info, chunked)).await;
-            let handled = handled.map_err(chunk_failed)?;
-            (
-                handled.map_or((None, None), |(a, t)| {
-                    (
-                        Some(a),
-                        Some(super::repeated::ListWriter::Metadata(Box::new(t))),
-                    )
-                }),
-                work,
-            )
-        }
-        Some(ChunkedRequest::Fetch(chunked)) => {
-            let (handled, work) =
-                PollTimed::new(super::fetch_chunks::handle(handlers, &info, chunked)).await;
-            let (handled, topics) = handled.map_err(chunk_failed)?;
-            (
-                (
-                    Some(handled),
-                    topics.map(super::repeated::ListWriter::Fetch),
-                ),
-                work,
-            )
-        }
-        Some(ChunkedRequest::Produce(chunked)) => {
-            let (handled, work) =
-                PollTimed::new(super::produce_chunks::handle(handlers, &info, chunked)).await;
-            let handled = handled.map_err(chunk_failed)?;
-            (
-                handled.map_or((None, None), |(a, t)| {
-                    (Some(a), t.map(super::repeated::ListWriter::Produce))
-                }),
-                work,
-            )
-        }
-        Some(ChunkedRequest::CreateTopics(chunked)) => {
-            let (handled, work) = PollTimed::new(super::create_topics_chunks::handle(
-                handlers, &info, chunked,
-            ))
-            .await;
-            let (answer, topics) = handled.map_err(chunk_failed)?;
-            (
-                (
-                    Some(answer),
-                    Some(super::repeated::ListWriter::CreateTopics(topics)),
-                ),
-                work,
-            )
+        Some(chunked) => {
+            let (handled, work) = PollTimed::new(chunked.handle(handlers, &info)).await;
+            let handled = handled.map_err(|e| {
+                refuse(
+                    CloseReason::MalformedRequest,
+                    format!("cannot decode {} v{api_version}: {e}", spec.name),
+                )
+            })?;
+            (handled, work)
         }
     };
     let ApiResponse {
@@ -807,44 +801,7 @@ async fn process_frame(
     let bytes = match topics {
         None => ResponseBytes::Whole(bytes),
         Some(topics) => {
-            let (suffix, flexible) = match api_key {
-                // The rest of the body after the response header, what comes before the
-                // topics and the empty list: Produce's throttle time and tagged fields (v9+;
-                // leaders from v10), Fetch's tagged fields (v12+).
-                ApiKey::Produce | ApiKey::Fetch => {
-                    let header = if api_key.response_header_version(api_version) >= 1 {
-                        5
-                    } else {
-                        4
-                    };
-                    let (before, flexible) = if api_key == ApiKey::Fetch {
-                        (
-                            super::fetch_chunks::answer_prefix(api_version),
-                            api_version >= 12,
-                        )
-                    } else {
-                        (0, api_version >= 9)
-                    };
-                    let empty = if flexible { 1 } else { 4 };
-                    (
-                        bytes.len().saturating_sub(4 + header + before + empty),
-                        flexible,
-                    )
-                }
-                // After the topics: tagged fields (v5+).
-                ApiKey::CreateTopics => (usize::from(api_version >= 5), api_version >= 5),
-                // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields
-                // (v9+).
-                _ => (
-                    if (8..=10).contains(&api_version) {
-                        4
-                    } else {
-                        0
-                    } + usize::from(api_version >= 9),
-                    api_version >= 9,
-                ),
-            };
-            super::repeated::splice_topics(bytes, suffix, flexible, topics)
+            super::repeated::splice_topics(bytes, api_version, topics)
             .map_err(|e| {
                 tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
                 refuse(CloseReason::MalformedRequest, e.to_string())

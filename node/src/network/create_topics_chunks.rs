@@ -27,6 +27,7 @@ use gregor_actors::controller::logic::{ListedCreation, ListedTopics};
 use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::{array_length, need};
+use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{skip_tagged_fields, uvarint_at};
 
 /// Topics answered per piece of the answer; a request naming no more is decoded whole.
@@ -48,17 +49,6 @@ pub struct ChunkedCreateTopics {
     /// One bit per listed topic: set on its name's second appearance.
     second: Vec<u64>,
     validate_only: bool,
-}
-
-fn bit(bits: &[u64], index: usize) -> bool {
-    bits.get(index / 64)
-        .is_some_and(|word| word & (1 << (index % 64)) != 0)
-}
-
-fn set_bit(bits: &mut [u64], index: usize) {
-    if let Some(word) = bits.get_mut(index / 64) {
-        *word |= 1 << (index % 64);
-    }
 }
 
 /// Reads `body` (a CreateTopics request body) when it names more than [`CHUNK`] topics; `None`

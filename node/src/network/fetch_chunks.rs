@@ -4,7 +4,7 @@
 //! A partition costs 33 bytes on the wire but a decoded `FetchPartition`, a `PartitionData` and
 //! its encoding of about 500 bytes: a frame of distinct partitions of an unknown topic cost 17
 //! times its size. Here the partitions stay in the frame and are read [`CHUNK`] at a time by
-//! the Fetch handler's own pass (`fetch::read_chunk`), the byte limits and the first batch
+//! the Fetch handler's own pass (`fetch::read_all`), the byte limits and the first batch
 //! returned whole holding across the chunks; each answer is kept as its error code unless it
 //! says more (which only partitions that exist can), and the answer is written from what was
 //! kept (`partition_chunks.rs`). A long poll re-reads every chunk when a partition it watches
@@ -121,12 +121,6 @@ impl ChunkedFetch {
     }
 }
 
-/// The fixed part of a Fetch answer's body before its topics: throttle time, then the error
-/// code and session id (v7+).
-pub(crate) fn answer_prefix(version: i16) -> usize {
-    4 + if version >= 7 { 6 } else { 0 }
-}
-
 fn answer(body: FetchResponse, errors: ErrorCounts, throttle_time_ms: i32) -> ApiResponse {
     ApiResponse {
         body: ResponseKind::Fetch(body),
@@ -179,8 +173,8 @@ pub(crate) async fn handle(
         )? {
             let listed: Vec<usize> = topics.iter().map(|t| t.partitions.len()).collect();
             let chunk = part.clone().with_topics(topics);
-            let mut pass = fetch::read_chunk(ctx, info, &chunk, limits.max_bytes, bytes).await;
-            bytes += pass.bytes;
+            let mut pass = fetch::read_all(ctx, info, &chunk, limits.max_bytes, bytes).await;
+            bytes = pass.bytes;
             any_error |= pass.any_error;
             urgent |= pass.urgent;
             watched.append(&mut pass.watched);

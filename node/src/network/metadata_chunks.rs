@@ -133,6 +133,18 @@ fn topic(buf: &mut Bytes, version: i16) -> anyhow::Result<(Uuid, Option<Bytes>)>
     Ok((id, name))
 }
 
+/// Whether bit `index` of a bit set (one `u64` per 64 elements) is set.
+pub(super) fn bit(bits: &[u64], index: usize) -> bool {
+    bits.get(index / 64)
+        .is_some_and(|word| word & (1 << (index % 64)) != 0)
+}
+
+pub(super) fn set_bit(bits: &mut [u64], index: usize) {
+    if let Some(word) = bits.get_mut(index / 64) {
+        *word |= 1 << (index % 64);
+    }
+}
+
 /// Reads `body` (a Metadata request body) when it lists more than [`CHUNK`] topics; `None`
 /// for other requests, decoded whole.
 pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedMetadata>> {
@@ -201,7 +213,7 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
         let at = topics.len() - walk.len();
         if next.peek().is_some_and(|offset| **offset as usize == at) {
             next.next();
-            first[index / 64] |= 1 << (index % 64);
+            set_bit(&mut first, index);
         }
         topic(&mut walk, version)?;
     }
@@ -241,7 +253,7 @@ impl ChunkedMetadata {
         let mut distinct = Vec::new();
         for index in 0..self.count {
             let named = topic(&mut rest, self.version)?;
-            if self.first[index / 64] & (1 << (index % 64)) != 0 {
+            if bit(&self.first, index) {
                 distinct.push(named);
             }
         }
@@ -279,7 +291,7 @@ impl<'a> Cursor<'a> {
             let index = self.index;
             self.index += 1;
             let (id, name) = topic(&mut self.rest, request.version)?;
-            if request.first[index / 64] & (1 << (index % 64)) == 0 {
+            if !bit(&request.first, index) {
                 continue;
             }
             let name = name
@@ -390,9 +402,7 @@ pub(crate) async fn handle(
             return Ok(None);
         };
         for (code, times) in handled.errors.iter() {
-            for _ in 0..times {
-                errors.add(code);
-            }
+            errors.add_times(code, times);
         }
         let mut size = 0;
         for topic in &topics {

@@ -260,9 +260,7 @@ impl<L: PartitionList> Answers<L> {
 
     /// Counts every partition's error code.
     pub fn count_errors(&self, errors: &mut ErrorCounts) {
-        for code in &self.codes {
-            errors.add(*code);
-        }
+        errors.add_all(self.codes.iter().copied());
     }
 }
 

@@ -151,9 +151,7 @@ pub(crate) async fn handle(
         }
         endpoints.append(&mut response.node_endpoints);
         for (code, times) in handled.errors.iter() {
-            for _ in 0..times {
-                errors.add(code);
-            }
+            errors.add_times(code, times);
         }
         close |= handled.delivery == Delivery::Close;
         match &mut answer {

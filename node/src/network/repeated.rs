@@ -864,6 +864,37 @@ impl ListWriter {
         }
     }
 
+    /// Where the list's empty stand-in ends in an encoded response of `response_len` bytes
+    /// (size prefix, header, body) at `version`, as bytes before the body's end, and whether
+    /// the version is flexible.
+    fn list_end(&self, version: i16, response_len: usize) -> (usize, bool) {
+        match self {
+            // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields (v9+).
+            ListWriter::Metadata(_) => (
+                if (8..=10).contains(&version) { 4 } else { 0 } + usize::from(version >= 9),
+                version >= 9,
+            ),
+            // After the topics: tagged fields (v5+).
+            ListWriter::CreateTopics(_) => (usize::from(version >= 5), version >= 5),
+            // After the topics come tagged fields that vary (Produce's leaders from v10), so
+            // the list is found from the front: the response header, then what the body has
+            // before its topics (Produce nothing, Fetch its throttle time, error code and
+            // session id), then the empty list.
+            ListWriter::Produce(_) | ListWriter::Fetch(_) => {
+                let (flexible, before) = match self {
+                    ListWriter::Fetch(_) => (version >= 12, 4 + if version >= 7 { 6 } else { 0 }),
+                    _ => (version >= 9, 0),
+                };
+                let header = if flexible { 5 } else { 4 };
+                let empty = if flexible { 1 } else { 4 };
+                (
+                    response_len.saturating_sub(4 + header + before + empty),
+                    flexible,
+                )
+            }
+        }
+    }
+
     async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
         match self {
             ListWriter::Metadata(topics) => topics.write_to(out).await,
@@ -1322,14 +1353,14 @@ fn skip_quota_entry(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
     skip_tagged_fields(buf, flexible)
 }
 
-/// Puts the list a [`ListWriter`] writes into `response` (size prefix, header, body) in place
-/// of its empty list, which ends `suffix` bytes before the body's end.
+/// Puts the list a [`ListWriter`] writes into `response` (size prefix, header, body, encoded
+/// at `version` with an empty list) in place of that empty list.
 pub(crate) fn splice_topics(
     response: Bytes,
-    suffix: usize,
-    flexible: bool,
+    version: i16,
     topics: ListWriter,
 ) -> anyhow::Result<ResponseBytes> {
+    let (suffix, flexible) = topics.list_end(version, response.len());
     let empty: &[u8] = if flexible { &[1] } else { &[0, 0, 0, 0] };
     let end = response
         .len()
