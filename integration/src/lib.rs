@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod churn;
 pub mod client;
+pub mod frames;
 pub mod netns;
 pub mod node;
 pub mod perf;

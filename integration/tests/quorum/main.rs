@@ -10,6 +10,7 @@ mod t20_add_remove_controller_by_id;
 mod t25_remove_the_active_controller;
 mod t30_broker_fencing;
 mod t35_combined_node_fencing;
+mod t36_forwarded_answers;
 mod t40_config_forwarding;
 mod t45_producer_id_blocks;
 mod t50_quota_forwarding;

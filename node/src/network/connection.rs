@@ -23,6 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
 
 use super::busy_time::{timed, PollTimed};
+use super::forwarded::ForwardedAnswer;
 use super::frame::{read_frame, FrameError};
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
@@ -86,7 +87,7 @@ pub(crate) async fn serve(
             read_frame(
                 &mut stream,
                 &mut buffer,
-                frame_limit(&settings, sasl.as_ref()),
+                frame_limit(&settings, sasl.as_ref(), session.is_known_peer()),
                 &settings.memory,
             ),
         )
@@ -342,12 +343,21 @@ fn may_send_private(
 
 /// The largest frame accepted next: `sasl.server.max.receive.size` until a SASL connection has
 /// authenticated, `socket.request.max.bytes` after.
-fn frame_limit(settings: &ConnectionSettings, sasl: Option<&SaslSession>) -> i32 {
+fn frame_limit(settings: &ConnectionSettings, sasl: Option<&SaslSession>, known_peer: bool) -> i32 {
     match sasl.filter(|s| !s.is_authenticated()) {
         Some(session) => session.max_receive_size().min(settings.max_request_size),
+        // A broker wraps a client's request of up to its own `socket.request.max.bytes` in an
+        // Envelope: the controller takes that request with its envelope.
+        None if known_peer && settings.listener_kind == ListenerKind::Controller => settings
+            .max_request_size
+            .saturating_add(ENVELOPE_ALLOWANCE_BYTES),
         None => settings.max_request_size,
     }
 }
+
+/// What an Envelope adds to the client's request it carries: its header, the client's
+/// principal and address.
+const ENVELOPE_ALLOWANCE_BYTES: i32 = 64 * 1024;
 
 /// A response ready to write, and what the metrics need to know about it.
 struct Served {
@@ -571,7 +581,7 @@ async fn process_frame(
     if api_key == ApiKey::Envelope {
         return Box::pin(serve_envelope(frame, handlers, settings, envelopes)).await;
     }
-    let forward =
+    let mut forward =
         settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key);
     // With an authorizer the broker decodes and authorizes first, so a refused part never
     // reaches the controller; without one it forwards the bytes as they came.
@@ -589,6 +599,9 @@ async fn process_frame(
         {
             return Ok(served);
         }
+        // No controller answered: the request is answered here (NOT_CONTROLLER, so the client
+        // retries), one naming many topics from its frame like any other.
+        forward = false;
     }
     let raw_frame = frame.clone();
     let decode_started = Instant::now();
@@ -864,8 +877,9 @@ async fn forward_raw(
         client_id,
     };
     // The round trip to the controller is waiting, not work: only the polls are charged.
-    let (bytes, forward_work) = PollTimed::new(settings.quorum.forward(frame, Some(&caller))).await;
-    let bytes = bytes?;
+    let (answer, forward_work) =
+        PollTimed::new(settings.quorum.forward(frame, Some(&caller))).await;
+    let answer = answer?;
     let handler_done = Instant::now();
     let handler_time = handler_done.duration_since(handler_started);
     let broker_throttle = handlers.quotas.request.shared.record_cached(
@@ -875,16 +889,28 @@ async fn forward_raw(
         request_time_percent(duration_nanos(forward_work + decode_work)),
         handler_done,
     );
-    let (bytes, throttle_time_ms, mute) = throttle_forwarded(
-        bytes,
+    // A streamed answer's throttle time is in its first bytes, read already.
+    let (head, streamed) = match answer {
+        ForwardedAnswer::Whole(bytes) => (bytes, None),
+        ForwardedAnswer::Streamed(streamed) => (streamed.head().clone(), Some(streamed)),
+    };
+    let (head, throttle_time_ms, mute) = throttle_forwarded(
+        head,
         api_key,
         api_version,
         handlers,
         caller.client_id,
         broker_throttle,
     );
+    let bytes = match streamed {
+        None => ResponseBytes::Whole(head),
+        Some(mut streamed) => {
+            streamed.set_head(head);
+            ResponseBytes::Forwarded(streamed)
+        }
+    };
     Some(Served {
-        bytes: ResponseBytes::Whole(bytes),
+        bytes,
         delivery: Delivery::Send,
         api_name,
         api_version,
@@ -926,6 +952,7 @@ async fn serve_envelope(
         )
     })?;
     let mut inner_throttle = 0;
+    let mut streamed = None;
     let answer = match open_envelope(&envelope, allowed) {
         Err((error, detail)) => {
             tracing::info!(listener = %settings.listener_name, code = error.code(), %detail, "refusing an envelope");
@@ -949,12 +976,16 @@ async fn serve_envelope(
             {
                 Ok(served) if served.delivery == Delivery::Send => {
                     inner_throttle = served.throttle_time_ms;
-                    let mut out = Vec::new();
-                    served.bytes.write_to(&mut out).await.map_err(|e| {
-                        refuse(CloseReason::MalformedRequest, format!("inner answer: {e}"))
-                    })?;
-                    EnvelopeResponse::default()
-                        .with_response_data(Some(Bytes::from(out).slice(4..)))
+                    match served.bytes {
+                        ResponseBytes::Whole(bytes) => EnvelopeResponse::default()
+                            .with_response_data(Some(bytes.slice(4.min(bytes.len())..))),
+                        // An answer written as it is encoded goes into the envelope the same
+                        // way, never held whole.
+                        inner => {
+                            streamed = Some(inner);
+                            EnvelopeResponse::default().with_response_data(Some(Bytes::new()))
+                        }
+                    }
                 }
                 Ok(_) => EnvelopeResponse::default()
                     .with_error_code(ResponseError::InvalidRequest.code()),
@@ -979,8 +1010,15 @@ async fn serve_envelope(
         &ResponseKind::Envelope(answer),
     )
     .map_err(|e| refuse(CloseReason::MalformedRequest, e))?;
+    let bytes = match streamed {
+        None => ResponseBytes::Whole(bytes),
+        Some(inner) => ResponseBytes::Enveloped(Box::new(
+            super::forwarded::Enveloped::new(&bytes, inner)
+                .map_err(|e| refuse(CloseReason::MalformedRequest, e))?,
+        )),
+    };
     Ok(Served {
-        bytes: ResponseBytes::Whole(bytes),
+        bytes,
         delivery: Delivery::Send,
         api_name: "Envelope",
         api_version,

@@ -79,9 +79,11 @@ pub fn decode_address(bytes: &[u8]) -> Option<String> {
     Some(format!("/{ip}"))
 }
 
-/// The Envelope frame (size prefix included) carrying `request`, a client's request frame
-/// (header and body, no size prefix), for `caller`. It reuses the inner correlation id.
-pub(crate) fn wrap(request: &[u8], caller: &Caller) -> Result<Bytes, String> {
+/// The Envelope frame carrying `request`, a client's request frame (header and body, no size
+/// prefix), for `caller`, as the two parts written around `request` itself, which is not
+/// copied: the size prefix, header and the request's length; then the principal, the address
+/// and the tagged fields. It reuses the inner correlation id.
+pub(crate) fn wrap(request: &[u8], caller: &Caller) -> Result<(Bytes, Bytes), String> {
     let correlation_id = request
         .get(4..8)
         .and_then(|b| b.try_into().ok())
@@ -91,25 +93,42 @@ pub(crate) fn wrap(request: &[u8], caller: &Caller) -> Result<Bytes, String> {
         .with_request_api_version(ENVELOPE_VERSION)
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_static_str(ENVELOPE_CLIENT_ID)));
+    // The request data comes first in the body: encoded empty, its one-byte length (1) is
+    // where the request's own length and bytes go.
     let body = EnvelopeRequest::default()
-        .with_request_data(Bytes::copy_from_slice(request))
+        .with_request_data(Bytes::new())
         .with_request_principal(Some(encode_principal(&caller.principal)?))
         .with_client_host_address(encode_address(&caller.client_host)?);
-    let mut out = BytesMut::with_capacity(request.len() + 128);
-    out.put_i32(0);
+    let mut head = BytesMut::with_capacity(64);
+    head.put_i32(0);
     header
-        .encode(&mut out, EnvelopeRequest::header_version(ENVELOPE_VERSION))
-        .and_then(|()| body.encode(&mut out, ENVELOPE_VERSION))
+        .encode(&mut head, EnvelopeRequest::header_version(ENVELOPE_VERSION))
         .map_err(|e| format!("cannot encode an envelope: {e}"))?;
-    let size = i32::try_from(out.len() - 4).map_err(|_| "an envelope over 2 GiB".to_owned())?;
-    out[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(out.freeze())
+    let mut tail = BytesMut::with_capacity(64);
+    body.encode(&mut tail, ENVELOPE_VERSION)
+        .map_err(|e| format!("cannot encode an envelope: {e}"))?;
+    if tail.first() != Some(&1) {
+        return Err("an envelope body of an unexpected shape".to_owned());
+    }
+    let tail = tail.split_off(1);
+    let length =
+        u32::try_from(request.len() + 1).map_err(|_| "an envelope over 2 GiB".to_owned())?;
+    let mut value = length;
+    while value >= 0x80 {
+        head.put_u8((value as u8 & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    head.put_u8(value as u8);
+    let size = i32::try_from(head.len() - 4 + request.len() + tail.len())
+        .map_err(|_| "an envelope over 2 GiB".to_owned())?;
+    head[..4].copy_from_slice(&size.to_be_bytes());
+    Ok((head.freeze(), tail.freeze()))
 }
 
 /// The inner response frame (header and body, no size prefix) of an EnvelopeResponse frame
 /// body, or the envelope's error code.
-pub(crate) fn unwrap(response: &[u8]) -> Result<Bytes, EnvelopeFailure> {
-    let mut buf = Bytes::copy_from_slice(response);
+pub(crate) fn unwrap(response: Bytes) -> Result<Bytes, EnvelopeFailure> {
+    let mut buf = response;
     let decoded = super::connection::decode_guarded(|| {
         ResponseHeader::decode(&mut buf, EnvelopeResponse::header_version(ENVELOPE_VERSION))?;
         EnvelopeResponse::decode(&mut buf, ENVELOPE_VERSION)
@@ -164,6 +183,40 @@ mod tests {
         assert!(decode_principal(b"\x00\x01\x05User\x06alice\x00\x00").is_err());
         assert!(decode_principal(b"\x00").is_err());
         assert!(decode_principal(b"\x00\x00\x7fUser").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_wrapped_request_decodes_as_kafkas_envelope() -> Result<(), String> {
+        let caller = Caller {
+            principal: Principal {
+                principal_type: "User".into(),
+                name: "alice".into(),
+            },
+            client_host: "/127.0.0.1".into(),
+            client_id: "c".into(),
+        };
+        // Inner requests of 0, 127 and 128 bytes and one of 300: one- and two-byte lengths.
+        for length in [8, 127, 128, 300] {
+            let mut request = vec![7u8; length];
+            request[4..8].copy_from_slice(&42i32.to_be_bytes());
+            let (head, tail) = wrap(&request, &caller)?;
+            let frame = [&head[..], &request, &tail].concat();
+            let size = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+            assert_eq!(size as usize, frame.len() - 4);
+            let mut body = Bytes::from(frame).slice(4..);
+            let header = RequestHeader::decode(&mut body, 2).map_err(|e| e.to_string())?;
+            assert_eq!(header.request_api_key, ApiKey::Envelope as i16);
+            assert_eq!(header.correlation_id, 42);
+            let envelope = EnvelopeRequest::decode(&mut body, 0).map_err(|e| e.to_string())?;
+            assert_eq!(&envelope.request_data[..], &request[..]);
+            assert_eq!(
+                decode_principal(envelope.request_principal.as_deref().unwrap_or_default())?,
+                caller.principal
+            );
+            assert_eq!(&envelope.client_host_address[..], &[127, 0, 0, 1]);
+            assert!(body.is_empty());
+        }
         Ok(())
     }
 

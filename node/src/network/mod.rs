@@ -9,6 +9,7 @@ pub mod create_topics_chunks;
 mod dedup_decode;
 pub mod envelope;
 pub mod fetch_chunks;
+pub mod forwarded;
 pub mod frame;
 mod limits;
 pub mod memory_pool;

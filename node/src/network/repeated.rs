@@ -822,6 +822,10 @@ pub enum ResponseBytes {
     Expanded(Expanded),
     /// A Metadata answer whose topics are decided again as they are written.
     Chunked(Chunked),
+    /// An EnvelopeResponse around an inner answer written as it is encoded.
+    Enveloped(Box<super::forwarded::Enveloped>),
+    /// A forwarded answer copied from the controller's connection as it arrives.
+    Forwarded(Box<super::forwarded::StreamedAnswer>),
 }
 
 /// An answer whose list is written by a [`ListWriter`] between its head and tail.
@@ -917,6 +921,19 @@ impl ResponseBytes {
     /// Writes the response (size prefix included).
     pub async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
         match self {
+            ResponseBytes::Enveloped(enveloped) => enveloped.write_to(out).await,
+            ResponseBytes::Forwarded(answer) => answer.write_to(out).await,
+            unwrapped => unwrapped.write_unwrapped_to(out).await,
+        }
+    }
+
+    /// Writes a response that is not itself an envelope's or a forwarded one, which is what
+    /// an envelope holds (nothing is forwarded twice).
+    pub(crate) async fn write_unwrapped_to<W: AsyncWrite + Unpin + Send>(
+        &self,
+        out: &mut W,
+    ) -> std::io::Result<()> {
+        match self {
             ResponseBytes::Whole(bytes) => out.write_all(bytes).await,
             ResponseBytes::Expanded(expanded) => expanded.write_to(out).await,
             ResponseBytes::Chunked(chunked) => {
@@ -928,6 +945,9 @@ impl ResponseBytes {
                 chunked.topics.write_to(out).await?;
                 out.write_all(&chunked.tail).await
             }
+            ResponseBytes::Enveloped(_) | ResponseBytes::Forwarded(_) => Err(
+                std::io::Error::other("an envelope's or a forwarded answer inside an envelope"),
+            ),
         }
     }
 
@@ -937,6 +957,8 @@ impl ResponseBytes {
             ResponseBytes::Whole(bytes) => bytes.len(),
             ResponseBytes::Expanded(expanded) => 4 + expanded.size as usize,
             ResponseBytes::Chunked(chunked) => 4 + chunked.size as usize,
+            ResponseBytes::Enveloped(enveloped) => enveloped.len(),
+            ResponseBytes::Forwarded(answer) => answer.len(),
         }
     }
 

@@ -25,8 +25,12 @@ use crate::storage::uuid_to_kafka_string;
 use super::rpc::{
     self, HelloResponse, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse,
 };
-use super::transport::{address_of, read_peer_frame, Channel, LinkCall, PeerLimits, RaftLinks};
+use super::transport::{
+    address_of, read_peer_frame, Answer, Channel, LinkCall, PeerLimits, RaftLinks,
+    MAX_RESPONSE_BYTES,
+};
 use crate::network::envelope;
+use crate::network::forwarded::{ForwardedAnswer, StreamedAnswer, WHOLE_ANSWER_LIMIT};
 use crate::network::peer::PeerConnector;
 use gregor_actors::context::Caller;
 
@@ -691,10 +695,16 @@ impl QuorumService {
 
     /// Sends a request frame (header and body, without the size prefix) to the active
     /// controller and returns its response frame (size prefix included): inside an Envelope
-    /// for `caller` when the request is a client's, as is when it is this broker's own. `None`
-    /// when no controller could be asked or it refused the envelope; the caller then handles
-    /// the request locally, which answers NOT_CONTROLLER so the client retries.
-    pub(crate) async fn forward(&self, request: &[u8], caller: Option<&Caller>) -> Option<Bytes> {
+    /// for `caller` when the request is a client's, as is when it is this broker's own. An
+    /// answer over [`WHOLE_ANSWER_LIMIT`] is left on the controller's connection and copied to
+    /// the client as it is written. `None` when no controller could be asked or it refused
+    /// the envelope; the caller then handles the request locally, which answers
+    /// NOT_CONTROLLER so the client retries.
+    pub(crate) async fn forward(
+        &self,
+        request: &[u8],
+        caller: Option<&Caller>,
+    ) -> Option<ForwardedAnswer> {
         // A node on a raft link learns of a new leader by joining it, before the leader's
         // first entries reach it. While the link is down (the leader stopped leading or died)
         // the request waits for it to reopen to the new leader, as Kafka's broker holds a
@@ -711,20 +721,18 @@ impl QuorumService {
             Some(addr) => addr,
             None => address_of(self.leader()?.1.first()?),
         };
-        let frame = match caller {
+        let (head, tail) = match caller {
             Some(caller) => match envelope::wrap(request, caller) {
-                Ok(frame) => frame,
+                Ok(parts) => parts,
                 Err(error) => {
                     tracing::error!(%error, "cannot wrap a client's request in an envelope");
                     return None;
                 }
             },
-            None => {
-                let mut frame = Vec::with_capacity(request.len() + 4);
-                frame.extend_from_slice(&(request.len() as i32).to_be_bytes());
-                frame.extend_from_slice(request);
-                Bytes::from(frame)
-            }
+            None => (
+                Bytes::copy_from_slice(&(request.len() as i32).to_be_bytes()),
+                Bytes::new(),
+            ),
         };
         let mut channel = {
             let mut pool = self.forward_pool.lock().await;
@@ -732,22 +740,42 @@ impl QuorumService {
                 .and_then(Vec::pop)
                 .unwrap_or_else(|| Channel::new(addr.clone(), &self.hello, self.connector.clone()))
         };
-        let body = match channel.round_trip(frame, FORWARD_TIMEOUT).await {
-            Ok(body) => body,
+        let answer = channel
+            .exchange(
+                &[&head, request, &tail],
+                FORWARD_TIMEOUT,
+                WHOLE_ANSWER_LIMIT,
+            )
+            .await;
+        let body = match answer {
+            Ok(Answer::Whole(body)) => {
+                self.forward_pool
+                    .lock()
+                    .await
+                    .entry(addr)
+                    .or_default()
+                    .push(channel);
+                body
+            }
+            Ok(Answer::Open { stream, size }) => {
+                return match StreamedAnswer::open(stream, size, caller.is_some(), FORWARD_TIMEOUT)
+                    .await
+                {
+                    Ok(answer) => Some(ForwardedAnswer::Streamed(Box::new(answer))),
+                    Err(error) => {
+                        tracing::info!(%error, "cannot read a forwarded request's answer");
+                        None
+                    }
+                };
+            }
             Err(error) => {
                 tracing::info!(%error, "cannot forward a request to the active controller");
                 return None;
             }
         };
-        self.forward_pool
-            .lock()
-            .await
-            .entry(addr)
-            .or_default()
-            .push(channel);
         let body = match caller {
             None => Bytes::from(body),
-            Some(_) => match envelope::unwrap(&body) {
+            Some(_) => match envelope::unwrap(Bytes::from(body)) {
                 Ok(inner) => inner,
                 Err(error) => {
                     // A controller that refuses this broker's envelopes (no CLUSTER_ACTION for
@@ -760,7 +788,7 @@ impl QuorumService {
         let mut out = Vec::with_capacity(body.len() + 4);
         out.extend_from_slice(&(body.len() as i32).to_be_bytes());
         out.extend_from_slice(&body);
-        Some(Bytes::from(out))
+        Some(ForwardedAnswer::Whole(Bytes::from(out)))
     }
 
     /// Node ids of the current voters.
@@ -780,7 +808,20 @@ struct ForwardingHandle(std::sync::Weak<QuorumService>);
 
 impl ForwardingHandle {
     async fn forward(&self, request: &[u8], caller: Option<&Caller>) -> Option<Bytes> {
-        self.0.upgrade()?.forward(request, caller).await
+        let service = self.0.upgrade()?;
+        match service.forward(request, caller).await? {
+            ForwardedAnswer::Whole(bytes) => Some(bytes),
+            // The broker's own requests are small and their answers decoded whole.
+            ForwardedAnswer::Streamed(answer) => {
+                match answer.into_bytes(MAX_RESPONSE_BYTES).await {
+                    Ok(bytes) => Some(bytes),
+                    Err(error) => {
+                        tracing::info!(%error, "cannot read a forwarded request's answer");
+                        None
+                    }
+                }
+            }
+        }
     }
 }
 

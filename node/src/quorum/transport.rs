@@ -205,6 +205,70 @@ impl Channel {
         frame: Bytes,
         timeout: Duration,
     ) -> Result<Vec<u8>, CallError> {
+        match self
+            .exchange(&[&frame], timeout, MAX_RESPONSE_BYTES)
+            .await?
+        {
+            Answer::Whole(body) => Ok(body),
+            Answer::Open { .. } => Err(CallError::Io {
+                addr: self.addr.clone(),
+                reason: "an answer larger than any frame read whole".into(),
+            }),
+        }
+    }
+
+    /// Writes a request frame given as `parts` (size prefix included) and reads the answer's
+    /// size: an answer of at most `whole_limit` bytes is read whole and the connection kept;
+    /// a larger one is left unread on the connection, which the caller takes (the next call
+    /// reconnects). Forwarded answers can be several times a request frame: read whole, they
+    /// would hold that much memory for one client.
+    pub(crate) async fn exchange(
+        &mut self,
+        parts: &[&[u8]],
+        timeout: Duration,
+        whole_limit: usize,
+    ) -> Result<Answer, CallError> {
+        let mut stream = self.connected(timeout).await?;
+        let exchange = async {
+            for part in parts {
+                stream.write_all(part).await?;
+            }
+            let size = stream.read_i32().await?;
+            let size = usize::try_from(size).map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("frame size {size}"),
+                )
+            })?;
+            if size > whole_limit {
+                return Ok(Err(size));
+            }
+            let mut body = vec![0; size];
+            stream.read_exact(&mut body).await?;
+            Ok::<_, std::io::Error>(Ok(body))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(Ok(body))) => {
+                self.stream = Some(stream);
+                Ok(Answer::Whole(body))
+            }
+            Ok(Ok(Err(size))) => Ok(Answer::Open { stream, size }),
+            Ok(Err(e)) => Err(CallError::Io {
+                addr: self.addr.clone(),
+                reason: e.to_string(),
+            }),
+            Err(_) => Err(CallError::Io {
+                addr: self.addr.clone(),
+                reason: format!("no response within {timeout:?}"),
+            }),
+        }
+    }
+
+    /// The connection, made (hello accepted) or renewed as needed and taken out of the
+    /// channel: it is put back only once an exchange completed, so a caller that drops its
+    /// future half-way (openraft gives up on an AppendEntries after a heartbeat interval)
+    /// never leaves an unread answer on a connection that is reused.
+    async fn connected(&mut self, timeout: Duration) -> Result<PeerStream, CallError> {
         if isolated_by_test_hook() {
             self.stream = None;
             return Err(CallError::Io {
@@ -264,34 +328,19 @@ impl Channel {
                 }
             }
         }
-        // Taken out for the exchange and put back only once it completed: if the caller drops
-        // this future half-way (openraft gives up on an AppendEntries after a heartbeat
-        // interval), the connection still holds an unread answer and must not be reused.
-        let Some(mut stream) = self.stream.take() else {
-            return Err(CallError::Io {
-                addr: self.addr.clone(),
-                reason: "not connected".into(),
-            });
-        };
-        let exchange = async {
-            stream.write_all(&frame).await?;
-            read_peer_frame(&mut stream).await
-        };
-        match tokio::time::timeout(timeout, exchange).await {
-            Ok(Ok(body)) => {
-                self.stream = Some(stream);
-                Ok(body)
-            }
-            Ok(Err(e)) => Err(CallError::Io {
-                addr: self.addr.clone(),
-                reason: e.to_string(),
-            }),
-            Err(_) => Err(CallError::Io {
-                addr: self.addr.clone(),
-                reason: format!("no response within {timeout:?}"),
-            }),
-        }
+        self.stream.take().ok_or_else(|| CallError::Io {
+            addr: self.addr.clone(),
+            reason: "not connected".into(),
+        })
     }
+}
+
+/// What an exchange read of the answer.
+pub(crate) enum Answer {
+    /// The frame's body.
+    Whole(Vec<u8>),
+    /// The connection, with the frame's body of `size` bytes still to read.
+    Open { stream: PeerStream, size: usize },
 }
 
 /// When to renew a session of `lifetime` (`None`: it never expires).
