@@ -13,10 +13,10 @@
 //! answer is then written topic by topic from the frame and the outcomes, never held whole, as
 //! `produce_chunks.rs` writes Produce's.
 //!
-//! With an authorizer, each name named once is checked for CREATE as the scan left it (one more
-//! bit per topic, set on a denied name's first appearance): the controller never reads a denied
-//! topic, and the answer puts TOPIC_AUTHORIZATION_FAILED in its place, as the decoded request's
-//! handler merges its refusals back in request order.
+//! With an authorizer, each name named once is then checked for CREATE, read from the frame (one
+//! more bit per topic, set on a denied name's first appearance): the controller never reads a
+//! denied topic, and the answer puts TOPIC_AUTHORIZATION_FAILED in its place, as the decoded
+//! request's handler merges its refusals back in request order.
 
 use std::sync::Arc;
 
