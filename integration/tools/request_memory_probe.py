@@ -3,16 +3,21 @@
 
 Starts `gregor node` on ephemeral ports, sends one request frame of about FRAME_MB megabytes,
 reads the answer, and prints the node's peak (VmHWM) against its resident memory before the
-request. Linux only. Kinds: see `build`."""
+request. Linux only. Kinds: see `build`; a kind ending in `_authz` is sent to a node with the
+authorizer (see `AUTHZ`)."""
 import itertools, re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
 
 BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
-def start(auto_create=False):
+# The authorizer, everyone allowed where no ACL applies; then `AUTHZ_ACLS` for User:ANONYMOUS
+# (the probe's principal) make each topic of a CreateTopics be checked, one name in 3,844 denied.
+AUTHZ = ["authorizer.class.name=StandardAuthorizer", "allow.everyone.if.no.acl.found=true"]
+
+def start(auto_create=False, authz=False):
     d = tempfile.mkdtemp(prefix="memprobe-")
-    p = subprocess.Popen([BIN, "node", "--override", f"log.dirs={d}/data",
-        "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-        "--override", "metrics.listener=127.0.0.1:0",
-        "--override", f"auto.create.topics.enable={str(auto_create).lower()}"],
+    overrides = [f"log.dirs={d}/data", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "metrics.listener=127.0.0.1:0", f"auto.create.topics.enable={str(auto_create).lower()}"]
+    overrides += AUTHZ if authz else []
+    p = subprocess.Popen([BIN, "node"] + [a for o in overrides for a in ("--override", o)],
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     for line in p.stderr:
         m = re.search(r"listeners=PLAINTEXT://([\d.]+):(\d+)", line)
@@ -36,6 +41,31 @@ def uvarint(n):
     while n >= 0x80:
         out += bytes([(n & 0x7f) | 0x80]); n >>= 7
     return out + bytes([n])
+
+def compact(text):
+    return uvarint(len(text) + 1) + text
+
+def acl(resource_type, name, pattern, operation, permission):
+    """CreateAcls v3's AclCreation for User:ANONYMOUS from any host."""
+    return (bytes([resource_type]) + compact(name) + bytes([pattern]) + compact(b"User:ANONYMOUS")
+        + compact(b"*") + bytes([operation, permission]) + b"\x00")
+
+# DENY CREATE on the cluster (so CREATE is checked on each topic), DENY CREATE on the topics
+# prefixed "ab".
+AUTHZ_ACLS = [acl(4, b"kafka-cluster", 3, 5, 2), acl(2, b"ab", 4, 5, 2)]
+
+def send_and_read(s, body):
+    s.sendall(struct.pack(">i", len(body)) + body)
+    want = struct.unpack(">i", recv_exactly(s, 4))[0]
+    return recv_exactly(s, want)
+
+def recv_exactly(s, n):
+    out = b""
+    while len(out) < n:
+        c = s.recv(n - len(out))
+        if not c: raise SystemExit("closed")
+        out += c
+    return out
 
 def distinct_names(n):
     """Up to `n` distinct four-letter names (14.8 million at most)."""
@@ -197,11 +227,16 @@ REPEATED = {
 }
 
 def run(kind, size):
-    # `..._create`: on a node that auto-creates topics (Kafka's default).
-    p, addr, data = start(auto_create=kind.endswith("_create"))
-    body = build(kind, size)
-    base = status(p.pid, "VmRSS")
+    # `..._create`: on a node that auto-creates topics (Kafka's default); `..._authz`: with the
+    # authorizer and `AUTHZ_ACLS`.
+    authz = kind.endswith("_authz")
+    base_kind = kind[:-len("_authz")] if authz else kind
+    p, addr, data = start(auto_create=base_kind.endswith("_create"), authz=authz)
     s = socket.create_connection(addr)
+    if authz:
+        send_and_read(s, header(30, 3, True) + uvarint(len(AUTHZ_ACLS) + 1) + b"".join(AUTHZ_ACLS) + b"\x00")
+    body = build(base_kind, size)
+    base = status(p.pid, "VmRSS")
     s.sendall(struct.pack(">i", len(body)) + body)
     del body
     s.settimeout(600)

@@ -69,17 +69,71 @@ fn merge_in_request_order<T>(
         .collect()
 }
 
+/// Who may create the topics of one CreateTopics request. Kafka: CREATE on the cluster covers
+/// every topic, else CREATE on each; a created topic's configs are shown only to who may
+/// DESCRIBE_CONFIGS it.
+pub struct CreateTopicsAccess<'a> {
+    access: Access<'a>,
+    each_topic: bool,
+}
+
+impl<'a> CreateTopicsAccess<'a> {
+    /// Checks CREATE on the cluster (logged when denied, as the decoded request's check is).
+    pub fn new(ctx: &'a HandlerContext, info: &'a RequestInfo) -> Self {
+        let access = Access::new(ctx, info);
+        let each_topic = access.is_enforced() && !access.allows_cluster(AclOperation::Create);
+        CreateTopicsAccess { access, each_topic }
+    }
+
+    /// Whether each topic's CREATE is checked (an authorizer, and no CREATE on the cluster).
+    pub fn checks_each_topic(&self) -> bool {
+        self.each_topic
+    }
+
+    /// Whether the topic `name`, named once, may be created; a denial is logged. A name given
+    /// twice is the controller's INVALID_REQUEST whatever the ACLs say, so it is not asked.
+    pub fn may_create(&self, name: &str) -> bool {
+        !self.each_topic
+            || self
+                .access
+                .allows(AclOperation::Create, ResourceType::Topic, name)
+    }
+
+    /// Whether the created topic `name`'s configs are shown (asked quietly, as a filter).
+    fn shows_configs(&self, name: &str) -> bool {
+        self.access
+            .quietly_allows(AclOperation::DescribeConfigs, ResourceType::Topic, name)
+    }
+}
+
+/// The answer to a topic whose CREATE is denied.
+pub fn creation_denied(name: TopicName) -> CreatableTopicResult {
+    CreatableTopicResult::default()
+        .with_name(name)
+        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+}
+
+/// What a created topic's answer shows a principal that may not describe its configs.
+fn hide_configs(result: &mut CreatableTopicResult) {
+    result.configs = Some(Vec::new());
+    result.num_partitions = -1;
+    result.replication_factor = -1;
+    result.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+}
+
 pub(super) async fn create_topics(
     ctx: &HandlerContext,
     info: &RequestInfo,
     mut request: CreateTopicsRequest,
 ) -> ApiResponse {
     let names: Vec<_> = request.topics.iter().map(|t| t.name.clone()).collect();
-    // Kafka: CREATE on the cluster covers every topic, else CREATE on each topic.
-    let access = Access::new(ctx, info);
-    let denied = if access.is_enforced() && !access.allows_cluster(AclOperation::Create) {
+    let access = CreateTopicsAccess::new(ctx, info);
+    let denied = if access.checks_each_topic() {
         denied_once(
-            &access,
+            &access.access,
             AclOperation::Create,
             names.iter().map(|n| n.as_str()),
         )
@@ -120,27 +174,12 @@ pub(super) async fn create_topics(
         &denied,
         std::mem::take(&mut response.topics),
         |t| t.name.as_str(),
-        |name| {
-            CreatableTopicResult::default()
-                .with_name(name.clone())
-                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
-                .with_num_partitions(-1)
-                .with_replication_factor(-1)
-        },
+        |name| creation_denied(name.clone()),
     );
-    if access.is_enforced() {
-        // Configs are only shown to who may describe them.
+    if access.access.is_enforced() {
         for topic in response.topics.iter_mut().filter(|t| t.error_code == 0) {
-            if !access.quietly_allows(
-                AclOperation::DescribeConfigs,
-                ResourceType::Topic,
-                &topic.name,
-            ) {
-                topic.configs = Some(Vec::new());
-                topic.num_partitions = -1;
-                topic.replication_factor = -1;
-                topic.topic_config_error_code = ResponseError::TopicAuthorizationFailed.code();
+            if !access.shows_configs(&topic.name) {
+                hide_configs(topic);
             }
         }
     }
@@ -154,21 +193,23 @@ pub(super) async fn create_topics(
     }
 }
 
-/// CreateTopics for a request whose topics stay in its frame (`ListedTopics`), when no
-/// authorizer is configured (each topic's ACL is checked on the decoded path): the answer's
-/// body lists no topics, and the returned creation answers each one, for the caller to write
-/// as it sends the answer.
+/// CreateTopics for a request whose topics stay in its frame (`ListedTopics`, which leaves out
+/// the names `access` denied): the answer's body lists no topics, and the returned creation
+/// answers each topic given to the controller, for the caller to write as it sends the answer
+/// (with the denied names answered [`creation_denied`] in their place).
 pub async fn create_listed_topics(
     ctx: &HandlerContext,
     info: &RequestInfo,
     topics: Arc<dyn ListedTopics>,
     validate_only: bool,
+    access: &CreateTopicsAccess<'_>,
 ) -> (ApiResponse, ListedCreation) {
     let listed = topics.listed();
-    let creation = match ctx
+    let denied = topics.denied();
+    let mut creation = match ctx
         .controller
         .send(CreateListedTopics {
-            topics,
+            topics: topics.clone(),
             validate_only,
             version: info.api_version,
             principal: info.principal.clone(),
@@ -182,7 +223,16 @@ pub async fn create_listed_topics(
             ListedCreation::refused(code.code(), &message)
         }
     };
+    if access.access.is_enforced() {
+        hide_listed_configs(topics.as_ref(), &mut creation, |name| {
+            access.shows_configs(name)
+        });
+    }
     let mut errors = ErrorCounts::default();
+    errors.add_times(
+        ResponseError::TopicAuthorizationFailed.code(),
+        denied as u64,
+    );
     match &creation.refused {
         Some((code, _)) => errors.add_times(*code, listed as u64),
         None => {
@@ -210,6 +260,52 @@ pub async fn create_listed_topics(
         delivery: super::Delivery::Send,
     };
     (answer, creation)
+}
+
+/// Hides the configs of each created topic of `creation` that `shows` refuses, as the decoded
+/// request's answer does. Each created topic has an outcome of its own
+/// (`logic::create_listed_topics`), so changing it changes that topic's answer only; the walk
+/// stops at the last created topic. Should the topics not read again, every created topic's
+/// configs are hidden: they are never shown unchecked.
+fn hide_listed_configs(
+    topics: &dyn ListedTopics,
+    creation: &mut ListedCreation,
+    mut shows: impl FnMut(&str) -> bool,
+) {
+    let created = |outcome: &ListedOutcome| matches!(outcome, ListedOutcome::Created { result, .. } if result.error_code == 0);
+    let mut left = creation.outcomes.iter().filter(|o| created(o)).count();
+    if left == 0 || creation.refused.is_some() {
+        return;
+    }
+    let hidden = Arc::new(Some(Vec::new()));
+    let hide = |outcome: &mut ListedOutcome| {
+        if let ListedOutcome::Created { result, configs } = outcome {
+            hide_configs(result);
+            *configs = hidden.clone();
+        }
+    };
+    let mut decided = 0;
+    let walked = topics.each_first(&mut |topic, _| {
+        let at = creation.per_topic.get(decided).map(|at| *at as usize);
+        decided += 1;
+        if let Some(outcome) = at.and_then(|at| creation.outcomes.get_mut(at)) {
+            if created(outcome) {
+                left -= 1;
+                if !shows(topic.name.as_str()) {
+                    hide(outcome);
+                }
+            }
+        }
+        left > 0
+    });
+    if let Err(error) = walked {
+        tracing::error!(%error, "a CreateTopics request could not be read again: no configs shown");
+        creation
+            .outcomes
+            .iter_mut()
+            .filter(|o| created(o))
+            .for_each(hide);
+    }
 }
 
 pub(super) async fn delete_topics(
@@ -375,5 +471,149 @@ pub(super) async fn create_partitions(
         body: ResponseKind::CreatePartitions(response),
         errors,
         delivery: super::Delivery::Send,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::create_topics_response::CreatableTopicConfigs;
+
+    use super::*;
+
+    /// Distinct topics named once each; counts the topics it visits, or fails to read.
+    struct Names {
+        names: Vec<&'static str>,
+        visited: AtomicUsize,
+        broken: bool,
+    }
+
+    impl ListedTopics for Names {
+        fn listed(&self) -> usize {
+            self.names.len()
+        }
+
+        fn distinct(&self) -> usize {
+            self.names.len()
+        }
+
+        fn denied(&self) -> usize {
+            0
+        }
+
+        fn each_first(
+            &self,
+            visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
+        ) -> Result<(), String> {
+            if self.broken {
+                return Err("unreadable".to_owned());
+            }
+            for name in &self.names {
+                self.visited.fetch_add(1, Ordering::Relaxed);
+                let topic = CreatableTopic::default().with_name(TopicName((*name).into()));
+                if !visit(&topic, false) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// "ok", "x", "hid", "late" (created but its records did not commit), "hid2", then 5 more
+    /// failing alike: the created ones have an outcome each, with configs.
+    fn decided() -> ListedCreation {
+        let configs = Arc::new(Some(vec![CreatableTopicConfigs::default()
+            .with_name("cleanup.policy".into())
+            .with_value(Some("delete".into()))]));
+        let created = |code: i16| ListedOutcome::Created {
+            result: Box::new(
+                CreatableTopicResult::default()
+                    .with_error_code(code)
+                    .with_num_partitions(3)
+                    .with_replication_factor(1),
+            ),
+            configs: configs.clone(),
+        };
+        ListedCreation {
+            per_topic: vec![0, 1, 2, 3, 4, 1, 1, 1, 1, 1],
+            outcomes: vec![
+                created(0),
+                ListedOutcome::Failed {
+                    code: 37,
+                    message: None,
+                },
+                created(0),
+                created(7),
+                created(0),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn names(broken: bool) -> Names {
+        let mut names = vec!["ok", "x", "hid", "late", "hid2"];
+        names.extend(["y1", "y2", "y3", "y4", "y5"]);
+        Names {
+            names,
+            visited: AtomicUsize::new(0),
+            broken,
+        }
+    }
+
+    /// Each answer as (name, partitions, replication, config error, config count).
+    fn answers(creation: &ListedCreation, topics: &Names) -> Vec<(String, i32, i16, i16, usize)> {
+        topics
+            .names
+            .iter()
+            .enumerate()
+            .map(|(index, name)| {
+                let outcome = creation.outcome(index).expect("answered");
+                let result = ListedCreation::result(outcome, &TopicName((*name).into()));
+                (
+                    result.name.to_string(),
+                    result.num_partitions,
+                    result.replication_factor,
+                    result.topic_config_error_code,
+                    result.configs.map_or(0, |c| c.len()),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn configs_are_hidden_from_who_may_not_describe_them() {
+        let topics = names(false);
+        let mut creation = decided();
+        let mut asked = Vec::new();
+        hide_listed_configs(&topics, &mut creation, |name| {
+            asked.push(name.to_owned());
+            !name.starts_with("hid")
+        });
+        // Asked for the created topics only, and no further than the last one.
+        assert_eq!(asked, ["ok", "hid", "hid2"]);
+        assert_eq!(topics.visited.load(Ordering::Relaxed), 5);
+        let answer = |name: &str, p, r, e, c| (name.to_owned(), p, r, e, c);
+        let failed = |name: &str| answer(name, -1, -1, 0, 0);
+        let mut expected = vec![
+            answer("ok", 3, 1, 0, 1),
+            failed("x"),
+            answer("hid", -1, -1, 29, 0),
+            answer("late", 3, 1, 0, 1),
+            answer("hid2", -1, -1, 29, 0),
+        ];
+        expected.extend(["y1", "y2", "y3", "y4", "y5"].map(failed));
+        assert_eq!(answers(&creation, &topics), expected);
+        // Unreadable topics: no created topic's configs are shown.
+        let topics = names(true);
+        let mut creation = decided();
+        hide_listed_configs(&topics, &mut creation, |_| true);
+        let hidden: Vec<_> = answers(&creation, &topics)
+            .into_iter()
+            .filter(|a| a.3 == 29)
+            .map(|a| a.0)
+            .collect();
+        assert_eq!(hidden, ["ok", "hid", "hid2"]);
     }
 }

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 
-const FRAME: usize = 10_000_000;
+pub(crate) const FRAME: usize = 10_000_000;
 
 #[tokio::test]
 async fn a_metadata_request_repeating_one_topic_stays_within_four_frames() {
@@ -77,7 +77,7 @@ fn repeating(
 
 /// A flexible request frame (header v2, client id "m"): `prefix`, a list of `count` times
 /// `element`, `suffix`.
-fn listing(
+pub(crate) fn listing(
     api_key: i16,
     version: i16,
     prefix: &[u8],
@@ -115,6 +115,16 @@ async fn answer_within_four_frames(what: &str, frame: &[u8]) -> Bytes {
     let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
     conn.set_timeout(std::time::Duration::from_secs(120));
+    answer_within_four_frames_on(&node, &mut conn, what, frame).await
+}
+
+/// [`answer_within_four_frames`] on `node`, over `conn`.
+pub(crate) async fn answer_within_four_frames_on(
+    node: &GregorNode,
+    conn: &mut KafkaConn,
+    what: &str,
+    frame: &[u8],
+) -> Bytes {
     let before = node.resident_memory().unwrap();
     conn.write_raw(frame).await.unwrap();
     let mut answer = conn.read_frame().await.unwrap().unwrap();
@@ -131,7 +141,7 @@ async fn answer_within_four_frames(what: &str, frame: &[u8]) -> Bytes {
 }
 
 /// Reads a compact array's length (the count plus one, as an unsigned varint).
-fn compact_length(body: &mut Bytes) -> u64 {
+pub(crate) fn compact_length(body: &mut Bytes) -> u64 {
     let mut length = 0u64;
     for shift in (0..35).step_by(7) {
         let byte = body.get_u8();
@@ -627,16 +637,7 @@ async fn create_topics_naming_distinct_topics_stays_within_four_frames() {
     use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
     // Distinct four-letter names {name, partitions, replication 1, no assignments or
     // configs, tags}, then TimeoutMs, ValidateOnly and tags.
-    let name = |index: usize| {
-        let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-        let mut name = [0u8; 4];
-        let mut rest = index;
-        for byte in name.iter_mut().rev() {
-            *byte = alphabet[rest % alphabet.len()];
-            rest /= alphabet.len();
-        }
-        name
-    };
+    let name = four_letter_name;
     let cases: [(i32, i16, &str); 2] = [
         (
             1,
@@ -678,6 +679,19 @@ async fn create_topics_naming_distinct_topics_stays_within_four_frames() {
         }
         assert_eq!(&body[..], b"\x00", "the body's tagged fields");
     }
+}
+
+/// The `index`th distinct four-letter topic name, in the order of the alphabet
+/// `a..zA..Z0..9` (62^4 of them).
+pub(crate) fn four_letter_name(index: usize) -> [u8; 4] {
+    let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut name = [0u8; 4];
+    let mut rest = index;
+    for byte in name.iter_mut().rev() {
+        *byte = alphabet[rest % alphabet.len()];
+        rest /= alphabet.len();
+    }
+    name
 }
 
 /// A CreateTopics naming more topics than one chunk is answered as the same topics in two

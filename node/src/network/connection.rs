@@ -639,7 +639,7 @@ async fn process_frame(
     // A Metadata request naming many topics, or a Produce or Fetch naming many partitions, is
     // decided a chunk at a time (`metadata_chunks`, `produce_chunks`, `fetch_chunks`); a
     // CreateTopics naming many topics is decided from its frame (`create_topics_chunks`) where
-    // this node decides it and no authorizer checks each topic.
+    // this node decides it.
     let chunked = decode_guarded(|| match api_key {
         ApiKey::Metadata => super::metadata_chunks::scan(&frame, api_version)
             .transpose()
@@ -650,11 +650,9 @@ async fn process_frame(
         ApiKey::Fetch => super::fetch_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::Fetch)),
-        ApiKey::CreateTopics if !forward && handlers.authorizer.is_none() => {
-            super::create_topics_chunks::scan(&frame, api_version)
-                .transpose()
-                .map(|c| c.map(ChunkedRequest::CreateTopics))
-        }
+        ApiKey::CreateTopics if !forward => super::create_topics_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::CreateTopics)),
         _ => Ok(None),
     })
     .map_err(|e| {

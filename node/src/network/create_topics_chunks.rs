@@ -12,6 +12,11 @@
 //! records of every created topic are one batch, refused whole past the record limit. The
 //! answer is then written topic by topic from the frame and the outcomes, never held whole, as
 //! `produce_chunks.rs` writes Produce's.
+//!
+//! With an authorizer, each name named once is then checked for CREATE, read from the frame (one
+//! more bit per topic, set on a denied name's first appearance): the controller never reads a
+//! denied topic, and the answer puts TOPIC_AUTHORIZATION_FAILED in its place, as the decoded
+//! request's handler merges its refusals back in request order.
 
 use std::sync::Arc;
 
@@ -48,6 +53,11 @@ pub struct ChunkedCreateTopics {
     repeated: Vec<u64>,
     /// One bit per listed topic: set on its name's second appearance.
     second: Vec<u64>,
+    /// One bit per listed topic: set on the first appearance of a name denied CREATE; empty
+    /// when none is.
+    denied: Vec<u64>,
+    /// How many names are denied.
+    denied_count: usize,
     validate_only: bool,
 }
 
@@ -67,8 +77,8 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedCreateTo
 }
 
 /// The name of the topic at `offset` (read whole before), as its bytes.
-fn name_at(topics: &Bytes, offset: u32, flexible: bool) -> &[u8] {
-    let element = topics.get(offset as usize..).unwrap_or_default();
+fn name_at(topics: &Bytes, offset: usize, flexible: bool) -> &[u8] {
+    let element = topics.get(offset..).unwrap_or_default();
     let mut at = 0;
     let length = if flexible {
         uvarint_at(element, &mut at).saturating_sub(1) as usize
@@ -101,7 +111,7 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
     skip_tagged_fields(&mut rest, flexible)?;
     // Sorted by name, then by offset: each name's first appearance leads its run. It is kept,
     // marked when the run is longer, and the others dropped, in place.
-    let name = |offset: &u32| name_at(&topics, *offset, flexible);
+    let name = |offset: &u32| name_at(&topics, *offset as usize, flexible);
     offsets.sort_unstable_by(|a, b| name(a).cmp(name(b)).then(a.cmp(b)));
     let mut kept = 0;
     let mut at = 0;
@@ -154,8 +164,38 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
         first,
         repeated,
         second,
+        denied: Vec::new(),
+        denied_count: 0,
         validate_only,
     })
+}
+
+impl ChunkedCreateTopics {
+    /// Marks the names named once that `may_create` refuses, asking once per name in request
+    /// order (a repeated name is the controller's INVALID_REQUEST, as on the decoded path).
+    fn deny(&mut self, may_create: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+        let flexible = self.version >= 5;
+        let mut denied = vec![0u64; self.count.div_ceil(64)];
+        let mut count = 0;
+        let mut walk = self.topics.clone();
+        for index in 0..self.count {
+            if bit(&self.first, index) && !bit(&self.repeated, index) {
+                let at = self.topics.len() - walk.len();
+                let name = std::str::from_utf8(name_at(&self.topics, at, flexible))
+                    .context("a topic name that is not UTF-8")?;
+                if !may_create(name) {
+                    set_bit(&mut denied, index);
+                    count += 1;
+                }
+            }
+            skip_topic(&mut walk, flexible)?;
+        }
+        if count > 0 {
+            self.denied = denied;
+        }
+        self.denied_count = count;
+        Ok(())
+    }
 }
 
 /// Skips one topic read whole before: name, partitions and replication factor, assignments,
@@ -181,6 +221,9 @@ fn skip_topic(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
 
 impl ListedTopics for ChunkedCreateTopics {
     fn listed(&self) -> usize {
+        if self.denied_count > 0 {
+            return self.distinct();
+        }
         self.first
             .iter()
             .chain(&self.second)
@@ -189,10 +232,16 @@ impl ListedTopics for ChunkedCreateTopics {
     }
 
     fn distinct(&self) -> usize {
-        self.first
+        let distinct: usize = self
+            .first
             .iter()
             .map(|word| word.count_ones() as usize)
-            .sum()
+            .sum();
+        distinct - self.denied_count
+    }
+
+    fn denied(&self) -> usize {
+        self.denied_count
     }
 
     fn each_first(
@@ -202,7 +251,7 @@ impl ListedTopics for ChunkedCreateTopics {
         let mut rest = self.topics.clone();
         let flexible = self.version >= 5;
         for index in 0..self.count {
-            if !bit(&self.first, index) {
+            if !bit(&self.first, index) || bit(&self.denied, index) {
                 skip_topic(&mut rest, flexible).map_err(|e| e.to_string())?;
                 continue;
             }
@@ -228,10 +277,11 @@ pub struct TopicResultsWriter {
 
 impl TopicResultsWriter {
     fn new(request: Arc<ChunkedCreateTopics>, creation: ListedCreation) -> anyhow::Result<Self> {
-        let count = match creation.refused {
-            Some(_) => request.listed(),
-            None => creation.answered(),
-        };
+        let count = request.denied()
+            + match creation.refused {
+                Some(_) => request.listed(),
+                None => creation.answered(),
+            };
         let mut writer = TopicResultsWriter {
             request,
             creation,
@@ -282,8 +332,10 @@ struct Pieces<'a> {
     rest: Bytes,
     /// The next listed topic.
     index: usize,
-    /// How many distinct topics were answered.
+    /// How many topics were answered.
     answered: usize,
+    /// How many of them the controller decided.
+    decided: usize,
 }
 
 impl<'a> Pieces<'a> {
@@ -293,6 +345,7 @@ impl<'a> Pieces<'a> {
             rest: writer.request.topics.clone(),
             index: 0,
             answered: 0,
+            decided: 0,
         }
     }
 
@@ -311,25 +364,31 @@ impl<'a> Pieces<'a> {
             let index = self.index;
             self.index += 1;
             // A refusal answers the first two copies of each name, as the decoded request
-            // holds them.
-            let answered = bit(&request.first, index)
-                || (creation.refused.is_some() && bit(&request.second, index));
+            // holds them, unless names were denied: the decoded request's handler then merges
+            // the answers back one per name.
+            let first = bit(&request.first, index);
+            let answered = first
+                || (creation.refused.is_some()
+                    && request.denied_count == 0
+                    && bit(&request.second, index));
             if !answered {
                 skip_topic(&mut self.rest, request.version >= 5)?;
                 continue;
             }
             let name = CreatableTopic::decode(&mut self.rest, request.version)?.name;
-            let result = match &creation.refused {
-                Some((code, message)) => CreatableTopicResult::default()
+            let result = if first && bit(&request.denied, index) {
+                handlers::creation_denied(name)
+            } else if let Some((code, message)) = &creation.refused {
+                CreatableTopicResult::default()
                     .with_name(name)
                     .with_error_code(*code)
-                    .with_error_message(Some(message.clone().into())),
-                None => {
-                    let outcome = creation
-                        .outcome(self.answered)
-                        .context("more topics than answers")?;
-                    ListedCreation::result(outcome, &name)
-                }
+                    .with_error_message(Some(message.clone().into()))
+            } else {
+                let outcome = creation
+                    .outcome(self.decided)
+                    .context("more topics than answers")?;
+                self.decided += 1;
+                ListedCreation::result(outcome, &name)
             };
             result.encode(&mut piece, request.version)?;
             self.answered += 1;
@@ -339,22 +398,203 @@ impl<'a> Pieces<'a> {
     }
 }
 
-/// Creates the topics with the controller reading them from the frame: the answer's body lists
-/// no topics, and the [`TopicResultsWriter`] writes them.
+/// Creates the topics the principal may create with the controller reading them from the
+/// frame: the answer's body lists no topics, and the [`TopicResultsWriter`] writes them.
 pub(crate) async fn handle(
     ctx: &HandlerContext,
     info: &RequestInfo,
-    request: ChunkedCreateTopics,
+    mut request: ChunkedCreateTopics,
 ) -> anyhow::Result<(ApiResponse, TopicResultsWriter)> {
+    let access = handlers::CreateTopicsAccess::new(ctx, info);
+    if access.checks_each_topic() {
+        request.deny(|name| access.may_create(name))?;
+    }
     let request = Arc::new(request);
     let validate_only = request.validate_only;
     let (answer, creation) =
-        handlers::create_listed_topics(ctx, info, request.clone(), validate_only).await;
+        handlers::create_listed_topics(ctx, info, request.clone(), validate_only, &access).await;
     tracing::debug!(
         topics = request.count,
+        denied = request.denied_count,
         outcomes = creation.outcomes.len(),
         "a CreateTopics request decided from its frame"
     );
     let writer = TopicResultsWriter::new(request, creation)?;
     Ok((answer, writer))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use gregor_actors::controller::logic::ListedOutcome;
+    use kafka_protocol::messages::TopicName;
+
+    use super::*;
+
+    /// The topics' part of a v7 body naming `names` (one partition each), then the tail.
+    fn scanned(names: &[&str]) -> anyhow::Result<ChunkedCreateTopics> {
+        let mut body = BytesMut::new();
+        for name in names {
+            CreatableTopic::default()
+                .with_name(TopicName(name.to_string().into()))
+                .with_num_partitions(1)
+                .with_replication_factor(1)
+                .encode(&mut body, 7)?;
+        }
+        body.extend_from_slice(b"\x00\x00\x03\xe8\x00\x00");
+        scan_topics(body.freeze(), names.len(), 7)
+    }
+
+    /// A topic's answer: name, error code, message, partitions.
+    type Answer = (String, i16, Option<String>, i32);
+
+    /// Every topic's answer, as the writer writes it.
+    fn written(
+        request: ChunkedCreateTopics,
+        creation: ListedCreation,
+    ) -> anyhow::Result<Vec<Answer>> {
+        let writer = TopicResultsWriter::new(Arc::new(request), creation)?;
+        let mut pieces = Pieces::new(&writer);
+        let mut answers = Vec::new();
+        while let Some(piece) = pieces.next_piece()? {
+            let mut piece = piece.freeze();
+            while piece.has_remaining() {
+                let result = CreatableTopicResult::decode(&mut piece, 7)?;
+                answers.push((
+                    result.name.to_string(),
+                    result.error_code,
+                    result.error_message.map(|m| m.to_string()),
+                    result.num_partitions,
+                ));
+            }
+        }
+        assert_eq!(answers.len(), writer.count());
+        Ok(answers)
+    }
+
+    const NAMES: [&str; 8] = ["a", "d1", "b", "a", "d2", "d2", "c", "d3"];
+
+    fn denied_d(request: &mut ChunkedCreateTopics) -> anyhow::Result<Vec<String>> {
+        let asked = RefCell::new(Vec::new());
+        request.deny(|name| {
+            asked.borrow_mut().push(name.to_owned());
+            !name.starts_with('d')
+        })?;
+        Ok(asked.into_inner())
+    }
+
+    #[test]
+    fn names_named_once_are_asked_once_and_the_denied_left_out() -> anyhow::Result<()> {
+        let mut request = scanned(&NAMES)?;
+        assert_eq!(
+            (request.listed(), request.distinct(), request.denied()),
+            (8, 6, 0)
+        );
+        // "a" and "d2" repeat: the controller's INVALID_REQUEST, not asked.
+        assert_eq!(denied_d(&mut request)?, ["d1", "b", "c", "d3"]);
+        assert_eq!(request.denied, vec![0b1000_0010]);
+        assert_eq!(
+            (request.listed(), request.distinct(), request.denied()),
+            (4, 4, 2)
+        );
+        let mut visited = Vec::new();
+        request
+            .each_first(&mut |topic, repeated| {
+                visited.push((topic.name.to_string(), repeated));
+                true
+            })
+            .map_err(anyhow::Error::msg)?;
+        let visited: Vec<(&str, bool)> = visited.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+        assert_eq!(
+            visited,
+            [("a", true), ("b", false), ("d2", true), ("c", false)]
+        );
+        // Nobody denied: nothing kept.
+        let mut request = scanned(&NAMES)?;
+        request.deny(|_| true)?;
+        assert!(request.denied.is_empty());
+        assert_eq!(
+            (request.listed(), request.distinct(), request.denied()),
+            (8, 6, 0)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn denied_names_are_answered_in_request_order_among_the_decided() -> anyhow::Result<()> {
+        let failed = |code, message: &str| ListedOutcome::Failed {
+            code,
+            message: Some(vec![message.to_owned()]),
+        };
+        let created = ListedOutcome::Created {
+            result: Box::new(
+                CreatableTopicResult::default()
+                    .with_num_partitions(1)
+                    .with_error_message(None),
+            ),
+            configs: Arc::new(None),
+        };
+        let creation = ListedCreation {
+            per_topic: vec![0, 1, 0, 2],
+            outcomes: vec![
+                failed(42, "Duplicate topic name."),
+                created,
+                failed(37, "no partitions"),
+            ],
+            ..Default::default()
+        };
+        let mut request = scanned(&NAMES)?;
+        denied_d(&mut request)?;
+        let denied = |name: &str| {
+            (
+                name.to_owned(),
+                29,
+                Some("Authorization failed.".into()),
+                -1,
+            )
+        };
+        let answer = |name: &str, code, message: Option<&str>, partitions| {
+            (
+                name.to_owned(),
+                code,
+                message.map(str::to_owned),
+                partitions,
+            )
+        };
+        assert_eq!(
+            written(request, creation)?,
+            [
+                answer("a", 42, Some("Duplicate topic name."), -1),
+                denied("d1"),
+                answer("b", 0, None, 1),
+                answer("d2", 42, Some("Duplicate topic name."), -1),
+                answer("c", 37, Some("no partitions"), -1),
+                denied("d3"),
+            ]
+        );
+        // Refused whole: once per name with some denied, as the decoded request's handler
+        // merges the answers back; the first two copies of each without.
+        let mut request = scanned(&NAMES)?;
+        denied_d(&mut request)?;
+        let refused = |name: &str| answer(name, 41, Some("gone"), -1);
+        assert_eq!(
+            written(request, ListedCreation::refused(41, "gone"))?,
+            [
+                refused("a"),
+                denied("d1"),
+                refused("b"),
+                refused("d2"),
+                refused("c"),
+                denied("d3"),
+            ]
+        );
+        let request = scanned(&NAMES)?;
+        let everyone: Vec<_> = NAMES.iter().map(|name| refused(name)).collect();
+        assert_eq!(
+            written(request, ListedCreation::refused(41, "gone"))?,
+            everyone
+        );
+        Ok(())
+    }
 }

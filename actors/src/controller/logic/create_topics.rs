@@ -163,16 +163,24 @@ impl<'a, V: MetadataView + ?Sized> Decider<'a, V> {
 
 /// A CreateTopics request's topics read one at a time from where they are kept (the request's
 /// frame), for requests too large to decode whole (issue #11).
+/// Names denied before the creation (authorization) are left out, as the decoded request's
+/// handler leaves them out of the controller's request.
 pub trait ListedTopics: Send + Sync {
-    /// How many topics a refusal of the whole request answers: each name's first two copies
-    /// (a decoded request holds no more, `dedup_decode.rs`).
+    /// How many topics a refusal of the whole request answers with its error: each name's
+    /// first two copies (a decoded request holds no more, `dedup_decode.rs`), or, when some
+    /// names were denied, each name left once (the handler merges the answers back one per
+    /// name).
     fn listed(&self) -> usize;
 
-    /// How many distinct names it lists.
+    /// How many distinct names it lists, the denied ones left out.
     fn distinct(&self) -> usize;
 
-    /// Calls `visit` with each distinct name's first appearance in request order and whether
-    /// the request names it again; stops early when `visit` returns false.
+    /// How many distinct names were denied (answered by the caller, never visited).
+    fn denied(&self) -> usize;
+
+    /// Calls `visit` with each distinct name's first appearance in request order (the denied
+    /// ones left out) and whether the request names it again; stops early when `visit`
+    /// returns false.
     fn each_first(
         &self,
         visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
@@ -1095,6 +1103,10 @@ mod tests {
                 .map(|t| t.name.as_str())
                 .collect::<HashSet<_>>()
                 .len()
+        }
+
+        fn denied(&self) -> usize {
+            0
         }
 
         fn each_first(

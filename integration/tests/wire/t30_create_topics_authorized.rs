@@ -1,0 +1,376 @@
+//! CreateTopics naming more topics than one chunk on a node with an authorizer
+//! (`node/src/network/create_topics_chunks.rs`): decided from its frame as without one, each
+//! name named once checked for CREATE unless the cluster allows it. The answer must be the one
+//! the same topics get in shorter requests decoded whole (denied names TOPIC_AUTHORIZATION_FAILED
+//! in request order, repeated names INVALID_REQUEST unchecked, configs hidden from who may not
+//! describe them), each denial logged once, and 10 MB of distinct names must stay below four
+//! frames.
+
+use std::time::Duration;
+
+use bytes::{Buf, BufMut};
+use gregor_integration::admin::{creatable, create_topics, s};
+use gregor_integration::{wait_until, GregorNode, KafkaConn};
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::{CreateAclsRequest, CreateTopicsResponse, DeleteAclsRequest};
+use kafka_protocol::protocol::Decodable;
+
+use crate::t30_request_memory::{
+    answer_within_four_frames_on, compact_length, four_letter_name, listing, FRAME,
+};
+
+/// Kafka's codes: resource types, pattern types, operations, permissions.
+const TOPIC: i8 = 2;
+const CLUSTER: i8 = 4;
+const LITERAL: i8 = 3;
+const PREFIXED: i8 = 4;
+const CREATE: i8 = 5;
+const ALTER: i8 = 7;
+const DESCRIBE_CONFIGS: i8 = 10;
+const DENY: i8 = 2;
+const ALLOW: i8 = 3;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+
+/// A node with the authorizer on which a principal without ACLs may do anything: the
+/// connections' principal (User:ANONYMOUS) is then limited by the ACLs each test adds. Its
+/// debug line tells which CreateTopics were decided from their frame.
+fn authorized_node() -> GregorNode {
+    GregorNode::start_with_env(
+        &[
+            ("auto.create.topics.enable", "false"),
+            ("authorizer.class.name", "StandardAuthorizer"),
+            ("allow.everyone.if.no.acl.found", "true"),
+        ],
+        None,
+        &[(
+            "RUST_LOG",
+            "info,gregor_node::network::create_topics_chunks=debug",
+        )],
+    )
+    .unwrap()
+}
+
+/// An ACL for User:ANONYMOUS from any host.
+fn acl(resource_type: i8, name: &str, pattern: i8, operation: i8, permission: i8) -> AclCreation {
+    AclCreation::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(s(name))
+        .with_resource_pattern_type(pattern)
+        .with_principal(s("User:ANONYMOUS"))
+        .with_host(s("*"))
+        .with_operation(operation)
+        .with_permission_type(permission)
+}
+
+async fn add_acls(conn: &mut KafkaConn, acls: Vec<AclCreation>) {
+    let answer = conn
+        .send(&CreateAclsRequest::default().with_creations(acls), 3)
+        .await
+        .unwrap();
+    assert!(
+        answer.results.iter().all(|r| r.error_code == 0),
+        "{answer:?}"
+    );
+}
+
+/// The lines of `node`'s log denying CREATE on a topic, by topic name.
+fn create_denials(node: &GregorNode) -> Vec<String> {
+    node.stderr()
+        .lines()
+        .filter(|line| line.contains("gregor::authorizer") && line.contains("operation=\"CREATE\""))
+        .filter_map(|line| line.split("resource=TOPIC:").nth(1))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The denials logged after the first `seen`, once `marker` (a denied topic created alone,
+/// after the request) is among them: the log is read in order, so every earlier line is in.
+async fn denials_since(
+    node: &GregorNode,
+    conn: &mut KafkaConn,
+    seen: usize,
+    marker: &str,
+) -> Vec<String> {
+    let answer = conn
+        .send(&create_topics(vec![creatable(marker, 1, 1)], true), 7)
+        .await
+        .unwrap();
+    assert_eq!(answer.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    wait_until(
+        "the marker's denial in the log",
+        Duration::from_secs(30),
+        || {
+            let denials = create_denials(node);
+            async move {
+                Ok(denials
+                    .last()
+                    .is_some_and(|last| last == marker)
+                    .then(|| denials[seen..denials.len() - 1].to_vec()))
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// How many CreateTopics requests the node decided from their frame.
+fn decided_from_frame(node: &GregorNode) -> usize {
+    node.stderr()
+        .matches("a CreateTopics request decided from its frame")
+        .count()
+}
+
+fn without_ids(mut response: CreateTopicsResponse) -> CreateTopicsResponse {
+    for topic in &mut response.topics {
+        topic.topic_id = uuid::Uuid::nil();
+    }
+    response
+}
+
+/// Per half (no name in both): existing, invalid and repeated names, each also denied
+/// ("d-" prefix: denied CREATE) and with hidden configs ("h-" prefix: CREATE allowed,
+/// DESCRIBE_CONFIGS denied), then 700 names of the three kinds, a few with one partition
+/// (created), the others none (INVALID_PARTITIONS).
+fn half(tag: &str) -> Vec<CreatableTopic> {
+    let mut topics = vec![
+        creatable(&format!("old-{tag}"), 1, 1),
+        creatable(&format!("d-old-{tag}"), 1, 1),
+        creatable(&format!("bad name {tag}"), 1, 1),
+        creatable(&format!("d-bad name {tag}"), 1, 1),
+        creatable(&format!("dup-{tag}"), 1, 1),
+        creatable(&format!("d-dup-{tag}"), 1, 1),
+        creatable(&format!("h-dup-{tag}"), 1, 1),
+    ];
+    for index in 0..700 {
+        let name = match index % 5 {
+            0 => format!("d-{tag}-{index}"),
+            1 => format!("h-{tag}-{index}"),
+            _ => format!("{tag}-{index}"),
+        };
+        let partitions = i32::from(index % 20 < 3);
+        topics.push(creatable(&name, partitions, 1));
+        if index % 300 == 0 {
+            for repeated in ["dup", "d-dup", "h-dup"] {
+                topics.push(creatable(&format!("{repeated}-{tag}"), 1, 1));
+            }
+        }
+    }
+    topics
+}
+
+/// The whole request and its two halves at `version`, validated only: equal entry for entry
+/// (topic ids aside), the whole decided from its frame. Returns the whole's answer.
+async fn validated_as_halves(
+    node: &GregorNode,
+    conn: &mut KafkaConn,
+    first: &[CreatableTopic],
+    second: &[CreatableTopic],
+    version: i16,
+) -> CreateTopicsResponse {
+    let whole: Vec<CreatableTopic> = first.iter().chain(second).cloned().collect();
+    assert!(whole.len() > 1024 && first.len() <= 1024 && second.len() <= 1024);
+    let chunked = decided_from_frame(node);
+    let validated = without_ids(
+        conn.send(&create_topics(whole, true), version)
+            .await
+            .unwrap(),
+    );
+    wait_until("the request's debug line", Duration::from_secs(30), || {
+        let decided = decided_from_frame(node);
+        async move { Ok((decided > chunked).then_some(())) }
+    })
+    .await
+    .unwrap();
+    let mut halves = conn
+        .send(&create_topics(first.to_vec(), true), version)
+        .await
+        .unwrap();
+    let second = conn
+        .send(&create_topics(second.to_vec(), true), version)
+        .await
+        .unwrap();
+    halves.topics.extend(second.topics);
+    assert_eq!(validated, without_ids(halves), "validated v{version}");
+    assert_eq!(
+        decided_from_frame(node),
+        chunked + 1,
+        "only the whole from its frame"
+    );
+    validated
+}
+
+/// The answers' kinds: (denied, created with configs hidden, created with configs shown).
+fn kinds(response: &CreateTopicsResponse) -> (usize, usize, usize) {
+    let denied = |t: &&CreatableTopicResult| {
+        t.error_code == TOPIC_AUTHORIZATION_FAILED
+            && t.error_message.as_deref() == Some("Authorization failed.")
+            && (t.num_partitions, t.replication_factor) == (-1, -1)
+    };
+    let hidden = |t: &&CreatableTopicResult| {
+        t.error_code == 0
+            && t.topic_config_error_code == TOPIC_AUTHORIZATION_FAILED
+            && t.configs.as_ref().is_some_and(Vec::is_empty)
+            && (t.num_partitions, t.replication_factor) == (-1, -1)
+    };
+    let shown = |t: &&CreatableTopicResult| {
+        t.error_code == 0
+            && t.topic_config_error_code == 0
+            && t.configs.as_ref().is_some_and(|c| !c.is_empty())
+            && (t.num_partitions, t.replication_factor) == (1, 1)
+    };
+    let topics = &response.topics;
+    (
+        topics.iter().filter(denied).count(),
+        topics.iter().filter(hidden).count(),
+        topics.iter().filter(shown).count(),
+    )
+}
+
+#[tokio::test]
+async fn create_topics_naming_many_topics_with_acls_answers_as_shorter_requests() {
+    let node = authorized_node();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let existing = [
+        "old-a", "d-old-a", "old-b", "d-old-b", "old-c", "d-old-c", "old-e", "d-old-e",
+    ];
+    let old: Vec<CreatableTopic> = existing.iter().map(|n| creatable(n, 1, 1)).collect();
+    let answer = conn.send(&create_topics(old, false), 7).await.unwrap();
+    assert!(
+        answer.topics.iter().all(|t| t.error_code == 0),
+        "{answer:?}"
+    );
+    add_acls(
+        &mut conn,
+        vec![
+            acl(CLUSTER, "kafka-cluster", LITERAL, ALTER, ALLOW),
+            acl(CLUSTER, "kafka-cluster", LITERAL, CREATE, DENY),
+            acl(TOPIC, "d-", PREFIXED, CREATE, DENY),
+            acl(TOPIC, "h-", PREFIXED, CREATE, ALLOW),
+            acl(TOPIC, "h-", PREFIXED, DESCRIBE_CONFIGS, DENY),
+        ],
+    )
+    .await;
+
+    // CREATE checked on each topic.
+    let (first, second) = (half("a"), half("b"));
+    let seen = create_denials(&node).len();
+    // The same answers where a version lacks configs (v4) or partitions and replication (v2).
+    for version in [2, 4, 5] {
+        validated_as_halves(&node, &mut conn, &first, &second, version).await;
+    }
+    let validated = validated_as_halves(&node, &mut conn, &first, &second, 7).await;
+    // Per half: d-old, d-bad name and 140 d- names; not d-dup, repeated.
+    assert_eq!(kinds(&validated), (2 * 142, 2 * 35, 2 * 35));
+    assert_eq!(validated.topics.len(), 2 * (7 + 700));
+    let denials = denials_since(&node, &mut conn, seen, "d-marker-1").await;
+    // Each of the four whole requests and four pairs of halves denied every d- name named
+    // once, once.
+    let mut expected: Vec<String> = validated
+        .topics
+        .iter()
+        .filter(|t| t.error_code == TOPIC_AUTHORIZATION_FAILED)
+        .flat_map(|t| vec![t.name.to_string(); 8])
+        .collect();
+    expected.sort();
+    let mut logged = denials;
+    logged.sort();
+    assert_eq!(logged, expected, "each denial logged once per request");
+    let whole: Vec<CreatableTopic> = first.iter().chain(&second).cloned().collect();
+    let created = without_ids(conn.send(&create_topics(whole, false), 7).await.unwrap());
+    assert_eq!(created, validated, "created as validated");
+
+    // CREATE on the cluster covers every topic: the d- names are created too.
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let filter = DeleteAclsFilter::default()
+        .with_resource_type_filter(CLUSTER)
+        .with_resource_name_filter(Some(s("kafka-cluster")))
+        .with_pattern_type_filter(LITERAL)
+        .with_principal_filter(Some(s("User:ANONYMOUS")))
+        .with_host_filter(Some(s("*")))
+        .with_operation(CREATE)
+        .with_permission_type(DENY);
+    let deleted = conn
+        .send(&DeleteAclsRequest::default().with_filters(vec![filter]), 3)
+        .await
+        .unwrap();
+    assert_eq!(deleted.filter_results[0].matching_acls.len(), 1);
+    add_acls(
+        &mut conn,
+        vec![acl(CLUSTER, "kafka-cluster", LITERAL, CREATE, ALLOW)],
+    )
+    .await;
+    let mut first = half("c");
+    first.push(creatable("d-old-b", 1, 1));
+    let second = half("e");
+    let validated = validated_as_halves(&node, &mut conn, &first, &second, 7).await;
+    // Denied none; the d- names with a partition are created, their configs hidden (the d-
+    // ACL is not a DESCRIBE_CONFIGS one, so none matches).
+    assert_eq!(kinds(&validated), (0, 2 * 70, 2 * 35));
+    assert_eq!(validated.topics.len(), 2 * (7 + 700) + 1);
+    let whole: Vec<CreatableTopic> = first.iter().chain(&second).cloned().collect();
+    let created = without_ids(conn.send(&create_topics(whole, false), 7).await.unwrap());
+    assert_eq!(created, validated, "created as validated");
+}
+
+/// 10 MB of distinct names, CREATE checked on each: the names starting "ab" (3,844 of them)
+/// are denied, every other is refused with the whole creation past the record limit; each
+/// answered in request order, the node growing by less than four frames.
+#[tokio::test]
+async fn create_topics_naming_distinct_topics_with_acls_stays_within_four_frames() {
+    let node = authorized_node();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    add_acls(
+        &mut conn,
+        vec![
+            acl(CLUSTER, "kafka-cluster", LITERAL, CREATE, DENY),
+            acl(TOPIC, "ab", PREFIXED, CREATE, DENY),
+        ],
+    )
+    .await;
+    let count = (FRAME - 40) / 14;
+    let mut frame = listing(19, 7, b"", b"", count, b"");
+    for index in 0..count {
+        frame.put_u8(5);
+        frame.put_slice(&four_letter_name(index));
+        frame.put_slice(b"\x00\x00\x00\x01\x00\x01\x01\x01\x00");
+    }
+    frame.put_slice(b"\x00\x00\x03\xe8\x00\x00");
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "CreateTopics with ACLs", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per topic");
+    let mut denied = 0;
+    for index in 0..count {
+        let answer = CreatableTopicResult::decode(&mut body, 7).unwrap();
+        let name = four_letter_name(index);
+        let expected = match name.starts_with(b"ab") {
+            true => (TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", -1),
+            false => (
+                44,
+                "Unable to perform excessively large batch operation.",
+                -1,
+            ),
+        };
+        denied += usize::from(expected.0 == TOPIC_AUTHORIZATION_FAILED);
+        assert_eq!(
+            (
+                answer.name.as_str().as_bytes(),
+                answer.error_code,
+                answer.error_message.as_deref().unwrap_or_default(),
+                answer.num_partitions
+            ),
+            (&name[..], expected.0, expected.1, expected.2),
+            "topic {index}"
+        );
+    }
+    assert_eq!(denied, 3844);
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
