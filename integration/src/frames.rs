@@ -1,10 +1,11 @@
 //! Hand-built request frames for the hostile-request tests: lists far longer than any client
 //! sends, written straight into the frame.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-/// The `index`th distinct four-letter topic name (14.8 million of them).
-pub fn distinct_name(index: usize) -> [u8; 4] {
+/// The `index`th distinct four-letter topic name, in the order of the alphabet `a..zA..Z0..9`
+/// (62^4, 14.8 million, of them).
+pub fn four_letter_name(index: usize) -> [u8; 4] {
     let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let mut name = [0u8; 4];
     let mut rest = index;
@@ -15,18 +16,27 @@ pub fn distinct_name(index: usize) -> [u8; 4] {
     name
 }
 
-/// A CreateTopics v7 frame (size prefix included; header v2 with correlation id 42 and
-/// client id "m") naming the first `count` distinct four-letter topics, each with
-/// `partitions` partitions of one replica, no assignments and no configs.
-pub fn create_topics_v7(count: usize, partitions: i32, validate_only: bool) -> BytesMut {
-    let mut frame = BytesMut::with_capacity(40 + count * 14);
+/// A flexible request frame (size prefix included; header v2 with correlation id 42 and client
+/// id "m") for `api_key` at `version`: `prefix`, then a compact list of `count` elements, each
+/// written by `element` from its index, then `suffix`.
+pub fn flexible_list(
+    api_key: i16,
+    version: i16,
+    prefix: &[u8],
+    count: usize,
+    element_size: usize,
+    mut element: impl FnMut(usize, &mut BytesMut),
+    suffix: &[u8],
+) -> BytesMut {
+    let mut frame = BytesMut::with_capacity(30 + prefix.len() + count * element_size);
     frame.put_i32(0);
-    frame.put_i16(19);
-    frame.put_i16(7);
+    frame.put_i16(api_key);
+    frame.put_i16(version);
     frame.put_i32(42);
     frame.put_i16(1);
     frame.put_u8(b'm');
     frame.put_u8(0);
+    frame.put_slice(prefix);
     let mut compact = count as u32 + 1;
     while compact >= 0x80 {
         frame.put_u8((compact as u8 & 0x7f) | 0x80);
@@ -34,17 +44,47 @@ pub fn create_topics_v7(count: usize, partitions: i32, validate_only: bool) -> B
     }
     frame.put_u8(compact as u8);
     for index in 0..count {
-        frame.put_u8(5);
-        frame.put_slice(&distinct_name(index));
-        frame.put_i32(partitions);
-        // Replication factor 1, no assignments, no configs, no tagged fields.
-        frame.put_slice(b"\x00\x01\x01\x01\x00");
+        element(index, &mut frame);
     }
-    // TimeoutMs, ValidateOnly, tagged fields.
-    frame.put_i32(1_000);
-    frame.put_u8(u8::from(validate_only));
-    frame.put_u8(0);
+    frame.put_slice(suffix);
     let size = (frame.len() - 4) as i32;
     frame[..4].copy_from_slice(&size.to_be_bytes());
     frame
+}
+
+/// A CreateTopics v7 frame naming the first `count` distinct four-letter topics, each with
+/// `partitions` partitions of one replica, no assignments and no configs (see
+/// [`flexible_list`] for the header).
+pub fn create_topics_v7(count: usize, partitions: i32, validate_only: bool) -> BytesMut {
+    // TimeoutMs, ValidateOnly, tagged fields.
+    let mut suffix = 1_000i32.to_be_bytes().to_vec();
+    suffix.extend([u8::from(validate_only), 0]);
+    flexible_list(
+        19,
+        7,
+        b"",
+        count,
+        14,
+        |index, frame| {
+            frame.put_u8(5);
+            frame.put_slice(&four_letter_name(index));
+            frame.put_i32(partitions);
+            // Replication factor 1, no assignments, no configs, no tagged fields.
+            frame.put_slice(b"\x00\x01\x01\x01\x00");
+        },
+        &suffix,
+    )
+}
+
+/// Reads a compact array's length (the count plus one, as an unsigned varint).
+pub fn compact_length(body: &mut Bytes) -> u64 {
+    let mut length = 0u64;
+    for shift in (0..35).step_by(7) {
+        let byte = body.get_u8();
+        length |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    length
 }

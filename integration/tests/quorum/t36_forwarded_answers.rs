@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use gregor_integration::admin::{creatable, create_topics};
-use gregor_integration::frames::{create_topics_v7, distinct_name};
+use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, ResponseHeader};
@@ -77,15 +77,11 @@ async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() ->
     let header = ResponseHeader::decode(&mut body, 1)?;
     assert_eq!(header.correlation_id, 42);
     assert_eq!(body.get_i32(), 0, "throttle time");
-    let mut length = 0u64;
-    for shift in (0..35).step_by(7) {
-        let byte = body.get_u8();
-        length |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            break;
-        }
-    }
-    assert_eq!(length, count as u64 + 1, "one answer per topic");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one answer per topic"
+    );
     for index in 0..count {
         let topic = CreatableTopicResult::decode(&mut body, 7)?;
         assert_eq!(
@@ -95,7 +91,7 @@ async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() ->
                 topic.error_message.as_deref()
             ),
             (
-                &distinct_name(index)[..],
+                &four_letter_name(index)[..],
                 44,
                 Some("Unable to perform excessively large batch operation.")
             ),

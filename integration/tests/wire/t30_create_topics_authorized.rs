@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use bytes::{Buf, BufMut};
+use bytes::Buf;
 use gregor_integration::admin::{creatable, create_topics, s};
 use gregor_integration::{wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::create_acls_request::AclCreation;
@@ -18,9 +18,8 @@ use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{CreateAclsRequest, CreateTopicsResponse, DeleteAclsRequest};
 use kafka_protocol::protocol::Decodable;
 
-use crate::t30_request_memory::{
-    answer_within_four_frames_on, compact_length, four_letter_name, listing, FRAME,
-};
+use crate::t30_request_memory::{answer_within_four_frames_on, FRAME};
+use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 
 /// Kafka's codes: resource types, pattern types, operations, permissions.
 const TOPIC: i8 = 2;
@@ -334,15 +333,7 @@ async fn create_topics_naming_distinct_topics_with_acls_stays_within_four_frames
     )
     .await;
     let count = (FRAME - 40) / 14;
-    let mut frame = listing(19, 7, b"", b"", count, b"");
-    for index in 0..count {
-        frame.put_u8(5);
-        frame.put_slice(&four_letter_name(index));
-        frame.put_slice(b"\x00\x00\x00\x01\x00\x01\x01\x01\x00");
-    }
-    frame.put_slice(b"\x00\x00\x03\xe8\x00\x00");
-    let size = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let frame = create_topics_v7(count, 1, false);
     let mut body =
         answer_within_four_frames_on(&node, &mut conn, "CreateTopics with ACLs", &frame).await;
     assert_eq!(body.get_i32(), 0, "throttle time");

@@ -9,6 +9,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::time::Duration;
 
+use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::{
     alter_client_quotas_response, delete_topics_response, describe_configs_response,
@@ -77,7 +78,7 @@ fn repeating(
 
 /// A flexible request frame (header v2, client id "m"): `prefix`, a list of `count` times
 /// `element`, `suffix`.
-pub(crate) fn listing(
+fn listing(
     api_key: i16,
     version: i16,
     prefix: &[u8],
@@ -85,28 +86,15 @@ pub(crate) fn listing(
     count: usize,
     suffix: &[u8],
 ) -> BytesMut {
-    let mut frame = BytesMut::with_capacity(30 + prefix.len() + count * element.len());
-    frame.put_i32(0);
-    frame.put_i16(api_key);
-    frame.put_i16(version);
-    frame.put_i32(42);
-    frame.put_i16(1);
-    frame.put_u8(b'm');
-    frame.put_u8(0);
-    frame.put_slice(prefix);
-    let mut compact = count as u32 + 1;
-    while compact >= 0x80 {
-        frame.put_u8((compact as u8 & 0x7f) | 0x80);
-        compact >>= 7;
-    }
-    frame.put_u8(compact as u8);
-    for _ in 0..count {
-        frame.put_slice(element);
-    }
-    frame.put_slice(suffix);
-    let size = (frame.len() - 4) as i32;
-    frame[..4].copy_from_slice(&size.to_be_bytes());
-    frame
+    gregor_integration::frames::flexible_list(
+        api_key,
+        version,
+        prefix,
+        count,
+        element.len(),
+        |_, frame| frame.put_slice(element),
+        suffix,
+    )
 }
 
 /// Sends `frame` to a fresh node and returns its answer's body (header read), checking that
@@ -138,19 +126,6 @@ pub(crate) async fn answer_within_four_frames_on(
     let header = ResponseHeader::decode(&mut answer, 1).unwrap();
     assert_eq!(header.correlation_id, 42, "{what}");
     answer
-}
-
-/// Reads a compact array's length (the count plus one, as an unsigned varint).
-pub(crate) fn compact_length(body: &mut Bytes) -> u64 {
-    let mut length = 0u64;
-    for shift in (0..35).step_by(7) {
-        let byte = body.get_u8();
-        length |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            break;
-        }
-    }
-    length
 }
 
 /// Checks an answer body `prefix_len` bytes, then a compact list of `count` identical entries,
@@ -652,16 +627,7 @@ async fn create_topics_naming_distinct_topics_stays_within_four_frames() {
     ];
     for (partitions, code, message) in cases {
         let count = (FRAME - 40) / 14;
-        let mut frame = listing(19, 7, b"", b"", count, b"");
-        for index in 0..count {
-            frame.put_u8(5);
-            frame.put_slice(&name(index));
-            frame.put_i32(partitions);
-            frame.put_slice(b"\x00\x01\x01\x01\x00");
-        }
-        frame.put_slice(b"\x00\x00\x03\xe8\x00\x00");
-        let size = (frame.len() - 4) as i32;
-        frame[..4].copy_from_slice(&size.to_be_bytes());
+        let frame = create_topics_v7(count, partitions, false);
         let mut body = answer_within_four_frames("CreateTopics distinct topics", &frame).await;
         assert_eq!(body.get_i32(), 0, "throttle time");
         assert_eq!(compact_length(&mut body), count as u64 + 1, "one per topic");
@@ -679,19 +645,6 @@ async fn create_topics_naming_distinct_topics_stays_within_four_frames() {
         }
         assert_eq!(&body[..], b"\x00", "the body's tagged fields");
     }
-}
-
-/// The `index`th distinct four-letter topic name, in the order of the alphabet
-/// `a..zA..Z0..9` (62^4 of them).
-pub(crate) fn four_letter_name(index: usize) -> [u8; 4] {
-    let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    let mut name = [0u8; 4];
-    let mut rest = index;
-    for byte in name.iter_mut().rev() {
-        *byte = alphabet[rest % alphabet.len()];
-        rest /= alphabet.len();
-    }
-    name
 }
 
 /// A CreateTopics naming more topics than one chunk is answered as the same topics in two
