@@ -177,3 +177,35 @@ pub fn error_name(code: i16) -> &'static str {
         _ => "OTHER",
     }
 }
+
+/// Kafka's ACL codes: resource types, pattern types, operations, permissions.
+pub mod acl {
+    pub const TOPIC: i8 = 2;
+    pub const CLUSTER: i8 = 4;
+    pub const LITERAL: i8 = 3;
+    pub const PREFIXED: i8 = 4;
+    pub const CREATE: i8 = 5;
+    pub const ALTER: i8 = 7;
+    pub const DESCRIBE_CONFIGS: i8 = 10;
+    pub const CLUSTER_ACTION: i8 = 9;
+    pub const DENY: i8 = 2;
+    pub const ALLOW: i8 = 3;
+}
+
+/// An ACL for User:ANONYMOUS from any host (codes from [`acl`]).
+pub fn anonymous_acl(
+    resource_type: i8,
+    name: &str,
+    pattern: i8,
+    operation: i8,
+    permission: i8,
+) -> kafka_protocol::messages::create_acls_request::AclCreation {
+    kafka_protocol::messages::create_acls_request::AclCreation::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(s(name))
+        .with_resource_pattern_type(pattern)
+        .with_principal(s("User:ANONYMOUS"))
+        .with_host(s("*"))
+        .with_operation(operation)
+        .with_permission_type(permission)
+}

@@ -187,6 +187,11 @@ impl Cluster {
 
     /// Starts a broker that joins as an observer.
     pub fn add_broker(&mut self, id: i32) -> anyhow::Result<()> {
+        self.add_broker_with(id, &[])
+    }
+
+    /// [`Cluster::add_broker`] with extra overrides for the broker.
+    pub fn add_broker_with(&mut self, id: i32, extra: &[(&str, &str)]) -> anyhow::Result<()> {
         let host = match &self.lab {
             Some(lab) => Some(lab.add_host(u8::try_from(id)?)?),
             None => None,
@@ -194,18 +199,25 @@ impl Cluster {
         let ip = host
             .as_ref()
             .map_or_else(|| "127.0.0.1".to_owned(), |h| h.addr.to_string());
+        let (id_text, listeners, metrics) = (
+            id.to_string(),
+            format!("PLAINTEXT://{ip}:0"),
+            format!("{ip}:0"),
+        );
+        let mut overrides = vec![
+            ("node.id", id_text.as_str()),
+            ("process.roles", "broker"),
+            ("listeners", listeners.as_str()),
+            ("metrics.listener", metrics.as_str()),
+            (
+                "controller.quorum.bootstrap.servers",
+                self.bootstrap_controllers.as_str(),
+            ),
+        ];
+        overrides.extend_from_slice(extra);
         let node = GregorNode::start_formatted_in(
             host.as_ref().map(|h| h.netns.as_str()),
-            &[
-                ("node.id", &id.to_string()),
-                ("process.roles", "broker"),
-                ("listeners", &format!("PLAINTEXT://{ip}:0")),
-                ("metrics.listener", &format!("{ip}:0")),
-                (
-                    "controller.quorum.bootstrap.servers",
-                    &self.bootstrap_controllers,
-                ),
-            ],
+            &overrides,
             &["--cluster-id", &self.cluster_id],
             true,
         )?;

@@ -6,11 +6,14 @@
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use gregor_integration::admin::{creatable, create_topics};
+use gregor_integration::admin::acl::{
+    ALLOW, CLUSTER, CLUSTER_ACTION, CREATE, DENY, LITERAL, PREFIXED, TOPIC,
+};
+use gregor_integration::admin::{anonymous_acl, creatable, create_topics, s};
 use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::{CreateTopicsRequest, ResponseHeader};
+use kafka_protocol::messages::{CreateAclsRequest, CreateTopicsRequest, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
 
 use crate::{Cluster, FORM_TIMEOUT};
@@ -53,14 +56,17 @@ fn growth(node: &GregorNode, before: u64) -> u64 {
     node.resident_memory().unwrap().peak.saturating_sub(before)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() -> anyhow::Result<()>
-{
-    let cluster = Cluster::start(1, 1)?;
+/// Sends `frame_size()` of distinct four-letter names of one partition each through the
+/// cluster's broker. Past the controller's 10,000 records the creation is refused whole: every
+/// allowed name is answered with the message (the answer is about six times the frame), then
+/// each name `denied` CREATE. Checks every answer and that neither node's peak resident memory
+/// grew by four frames.
+async fn distinct_topics_within_four_frames(
+    cluster: &Cluster,
+    what: &str,
+    denied: impl Fn(usize) -> bool,
+) -> anyhow::Result<()> {
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
-    forwarding(&broker.bootstrap()).await?;
-    // Past the controller's 10,000 records the creation is refused whole: every name is
-    // answered with the message, about six times the frame.
     let frame_size = frame_size();
     let count = (frame_size - 40) / 14;
     let frame = create_topics_v7(count, 1, false);
@@ -82,19 +88,22 @@ async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() ->
         count as u64 + 1,
         "one answer per topic"
     );
-    for index in 0..count {
+    let order = (0..count)
+        .filter(|index| !denied(*index))
+        .chain((0..count).filter(|index| denied(*index)));
+    for index in order {
         let topic = CreatableTopicResult::decode(&mut body, 7)?;
+        let expected = match denied(index) {
+            true => (29, "Authorization failed."),
+            false => (44, "Unable to perform excessively large batch operation."),
+        };
         assert_eq!(
             (
                 topic.name.as_str().as_bytes(),
                 topic.error_code,
                 topic.error_message.as_deref()
             ),
-            (
-                &four_letter_name(index)[..],
-                44,
-                Some("Unable to perform excessively large batch operation.")
-            ),
+            (&four_letter_name(index)[..], expected.0, Some(expected.1)),
             "topic {index}"
         );
     }
@@ -104,19 +113,27 @@ async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() ->
         "an answer of {answer_size} bytes"
     );
     eprintln!(
-        "a {}-byte CreateTopics answered with {answer_size} bytes: peak growth {controller_growth} \
-         bytes on the controller, {broker_growth} on the broker",
+        "{what}: a {}-byte CreateTopics answered with {answer_size} bytes: peak growth \
+         {controller_growth} bytes on the controller, {broker_growth} on the broker",
         frame.len()
     );
     for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
         assert!(
             grown < 4 * frame_size as u64,
-            "a {}-byte CreateTopics answered with {answer_size} bytes grew the {node}'s peak \
-             resident memory by {grown} bytes",
+            "{what}: a {}-byte CreateTopics answered with {answer_size} bytes grew the {node}'s \
+             peak resident memory by {grown} bytes",
             frame.len()
         );
     }
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() -> anyhow::Result<()>
+{
+    let cluster = Cluster::start(1, 1)?;
+    forwarding(&cluster.brokers[0].1.bootstrap()).await?;
+    distinct_topics_within_four_frames(&cluster, "without an authorizer", |_| false).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,21 +151,140 @@ async fn a_large_forwarded_answer_is_the_controllers() -> anyhow::Result<()> {
         "an answer of {} bytes",
         through_broker.len()
     );
-    let decoded = |frame: Bytes| -> anyhow::Result<Vec<CreatableTopicResult>> {
-        let (header, response) = decode_response::<CreateTopicsRequest>(frame, 7)?;
-        assert_eq!(header.correlation_id, 42);
-        // Topic ids are drawn anew for each validation.
-        Ok(response
-            .topics
-            .into_iter()
-            .map(|topic| topic.with_topic_id(Default::default()))
-            .collect())
-    };
-    let (through_broker, from_controller) = (decoded(through_broker)?, decoded(from_controller)?);
+    let (through_broker, from_controller) = (
+        topic_answers(through_broker)?,
+        topic_answers(from_controller)?,
+    );
     assert_eq!(through_broker.len(), 3_000);
     assert!(through_broker.iter().all(
         |topic| topic.error_code == 0 && topic.configs.as_ref().is_some_and(|c| !c.is_empty())
     ));
     assert!(through_broker == from_controller);
     Ok(())
+}
+
+/// One controller and one broker, both with the authorizer, on which User:ANONYMOUS (every
+/// connection here) may send the broker's envelopes (CLUSTER_ACTION), may not create topics
+/// through the cluster, and may create each topic but those prefixed `ab`.
+async fn authorized_cluster() -> anyhow::Result<Cluster> {
+    let authorizer = [
+        ("authorizer.class.name", "StandardAuthorizer"),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ];
+    let mut cluster = Cluster::start_with(1, 0, &authorizer)?;
+    cluster.add_broker_with(11, &authorizer)?;
+    let broker = cluster.brokers[0].1.bootstrap();
+    // Created in one request: once the cluster has ACLs, none of them would allow the next.
+    let acls = CreateAclsRequest::default().with_creations(vec![
+        anonymous_acl(CLUSTER, "kafka-cluster", LITERAL, CLUSTER_ACTION, ALLOW),
+        anonymous_acl(CLUSTER, "kafka-cluster", LITERAL, CREATE, DENY),
+        anonymous_acl(TOPIC, "ab", PREFIXED, CREATE, DENY),
+    ]);
+    wait_until("the ACLs are created", FORM_TIMEOUT, || async {
+        let mut conn = KafkaConn::connect(&broker).await?;
+        let answer = conn.send(&acls, 3).await?;
+        Ok(answer
+            .results
+            .iter()
+            .all(|result| result.error_code == 0)
+            .then_some(()))
+    })
+    .await?;
+    // Both nodes know them once the broker denies a topic and forwards another.
+    wait_until("the broker applies the ACLs", FORM_TIMEOUT, || async {
+        let mut conn = KafkaConn::connect(&broker).await?;
+        let request = create_topics(vec![creatable("abx", 1, 1), creatable("ready", 1, 1)], true);
+        let answer = conn.send::<CreateTopicsRequest>(&request, 7).await?;
+        let codes: Vec<i16> = answer.topics.iter().map(|t| t.error_code).collect();
+        Ok((codes == [29, 0]).then_some(()))
+    })
+    .await?;
+    Ok(cluster)
+}
+
+/// The topics' answers of a CreateTopics answer frame, topic ids zeroed (drawn anew for each
+/// validation).
+fn topic_answers(frame: Bytes) -> anyhow::Result<Vec<CreatableTopicResult>> {
+    let (header, response) = decode_response::<CreateTopicsRequest>(frame, 7)?;
+    assert_eq!(header.correlation_id, 42);
+    Ok(response
+        .topics
+        .into_iter()
+        .map(|topic| topic.with_topic_id(Default::default()))
+        .collect())
+}
+
+/// A broker with an authorizer forwards a CreateTopics naming many topics without the denied
+/// ones and adds their answers after the controller's, as Kafka's controller does; with few
+/// topics allowed the controller's answer is read whole, with many it is streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_forwards_many_topics_without_the_denied_ones() -> anyhow::Result<()> {
+    let cluster = authorized_cluster().await?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    // A third denied (the controller's answer over 1 MiB, streamed), then all but one in a
+    // hundred (a small answer, read whole).
+    type Case = (usize, fn(usize) -> bool, bool);
+    let cases: [Case; 2] = [
+        (1_500, |index| index % 3 == 0, true),
+        (1_100, |index| index % 100 != 0, false),
+    ];
+    for (topics, denied, streamed) in cases {
+        // A name repeated is the controller's INVALID_REQUEST, whatever the ACLs say.
+        let name = |index: usize| match denied(index) {
+            true => format!("ab-{index}"),
+            false => format!("ok-{index}"),
+        };
+        let mut listed: Vec<_> = (0..topics)
+            .map(|index| creatable(&name(index), 1, 1))
+            .collect();
+        listed.push(creatable("ok-1", 1, 1));
+        let request = create_topics(listed, true);
+        let frame = gregor_integration::encode_request(&request, 7, 42, Some("m"))?;
+        let through_broker = answer(&broker.bootstrap(), &frame).await?;
+        // The controller, asked the allowed topics alone, answers them alike.
+        let allowed: Vec<_> = request
+            .topics
+            .iter()
+            .filter(|topic| !topic.name.starts_with("ab"))
+            .cloned()
+            .collect();
+        let allowed_frame =
+            gregor_integration::encode_request(&create_topics(allowed, true), 7, 42, Some("m"))?;
+        let mut expected = topic_answers(answer(&controller.bootstrap(), &allowed_frame).await?)?;
+        for index in (0..topics).filter(|index| denied(*index)) {
+            expected.push(
+                CreatableTopicResult::default()
+                    .with_name(gregor_integration::admin::topic_name(&name(index)))
+                    .with_error_code(29)
+                    .with_error_message(Some(s("Authorization failed.")))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            );
+        }
+        assert_eq!(
+            through_broker.len() > 1024 * 1024,
+            streamed,
+            "an answer of {} bytes",
+            through_broker.len()
+        );
+        let through_broker = topic_answers(through_broker)?;
+        assert_eq!(through_broker.len(), expected.len(), "{topics} topics");
+        for (index, (got, want)) in through_broker.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "answer {index} of {topics} topics");
+        }
+    }
+    Ok(())
+}
+
+/// 10 MB of distinct names through a broker with an authorizer, 3,844 of them denied: the
+/// rest is refused whole by the controller past its record limit, the denied ones follow, and
+/// neither node holds the request decoded or the answer whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_with_an_authorizer_forwards_distinct_topics_within_four_frames(
+) -> anyhow::Result<()> {
+    let cluster = authorized_cluster().await?;
+    distinct_topics_within_four_frames(&cluster, "with an authorizer", |index| {
+        four_letter_name(index).starts_with(b"ab")
+    })
+    .await
 }

@@ -9,7 +9,10 @@
 use std::time::Duration;
 
 use bytes::Buf;
-use gregor_integration::admin::{creatable, create_topics, s};
+use gregor_integration::admin::acl::{
+    ALLOW, ALTER, CLUSTER, CREATE, DENY, DESCRIBE_CONFIGS, LITERAL, PREFIXED, TOPIC,
+};
+use gregor_integration::admin::{anonymous_acl as acl, creatable, create_topics, s};
 use gregor_integration::{wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -21,16 +24,6 @@ use kafka_protocol::protocol::Decodable;
 use crate::t30_request_memory::{answer_within_four_frames_on, FRAME};
 use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 
-/// Kafka's codes: resource types, pattern types, operations, permissions.
-const TOPIC: i8 = 2;
-const CLUSTER: i8 = 4;
-const LITERAL: i8 = 3;
-const PREFIXED: i8 = 4;
-const CREATE: i8 = 5;
-const ALTER: i8 = 7;
-const DESCRIBE_CONFIGS: i8 = 10;
-const DENY: i8 = 2;
-const ALLOW: i8 = 3;
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 
 /// A node with the authorizer on which a principal without ACLs may do anything: the
@@ -50,18 +43,6 @@ fn authorized_node() -> GregorNode {
         )],
     )
     .unwrap()
-}
-
-/// An ACL for User:ANONYMOUS from any host.
-fn acl(resource_type: i8, name: &str, pattern: i8, operation: i8, permission: i8) -> AclCreation {
-    AclCreation::default()
-        .with_resource_type(resource_type)
-        .with_resource_name(s(name))
-        .with_resource_pattern_type(pattern)
-        .with_principal(s("User:ANONYMOUS"))
-        .with_host(s("*"))
-        .with_operation(operation)
-        .with_permission_type(permission)
 }
 
 async fn add_acls(conn: &mut KafkaConn, acls: Vec<AclCreation>) {

@@ -650,7 +650,7 @@ async fn process_frame(
         ApiKey::Fetch => super::fetch_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::Fetch)),
-        ApiKey::CreateTopics if !forward => super::create_topics_chunks::scan(&frame, api_version)
+        ApiKey::CreateTopics => super::create_topics_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::CreateTopics)),
         _ => Ok(None),
@@ -693,23 +693,50 @@ async fn process_frame(
     };
     let decode_work = decode_started.elapsed();
     // A request the broker would not let through whole is handled here, resource by
-    // resource, so the controller never sees the denied part.
-    if forward
-        && handlers.authorizer.is_some()
-        && handlers::fully_authorized(handlers, &info, &request)
-    {
-        if let Some(served) = forward_raw(
-            &raw_frame,
-            spec,
-            api_version,
-            handlers,
-            settings,
-            client,
-            quotas,
-        )
-        .await
-        {
-            return Ok(served);
+    // resource, so the controller never sees the denied part. A CreateTopics naming many
+    // topics is forwarded without its denied topics, whose answers the broker adds.
+    if forward && handlers.authorizer.is_some() {
+        let (to_forward, denied) = match &chunked {
+            Some(ChunkedRequest::CreateTopics(topics)) => {
+                let mut topics = topics.clone();
+                let malformed = |e: anyhow::Error| {
+                    refuse(
+                        CloseReason::MalformedRequest,
+                        format!("cannot decode {} v{api_version}: {e}", spec.name),
+                    )
+                };
+                topics.authorize(handlers, &info).map_err(malformed)?;
+                match topics.denied_count() {
+                    0 => (Some(raw_frame.clone()), None),
+                    _ => (
+                        Some(topics.without_denied(&raw_frame).map_err(malformed)?),
+                        Some(topics),
+                    ),
+                }
+            }
+            _ if handlers::fully_authorized(handlers, &info, &request) => {
+                (Some(raw_frame.clone()), None)
+            }
+            _ => (None, None),
+        };
+        if let Some(frame) = to_forward {
+            let forwarded = forward_raw(
+                &frame,
+                spec,
+                api_version,
+                handlers,
+                settings,
+                client,
+                quotas,
+            )
+            .await;
+            match (forwarded, denied) {
+                (Some(served), None) => return Ok(served),
+                (Some(served), Some(topics)) => {
+                    return with_denied_topics(served, topics, api_version)
+                }
+                (None, _) => {}
+            }
         }
     }
     let ((handled, topics), handler_work) = match chunked {
@@ -918,6 +945,42 @@ async fn forward_raw(
         handler_started,
         handler_time,
     })
+}
+
+/// A forwarded CreateTopics answer with the answers of `topics`' denied topics added after the
+/// controller's.
+fn with_denied_topics(
+    mut served: Served,
+    topics: super::create_topics_chunks::ChunkedCreateTopics,
+    api_version: i16,
+) -> Result<Served, Refusal> {
+    let failed = |detail: String| {
+        tracing::warn!(%detail, "a forwarded CreateTopics answer could not be extended");
+        refuse(CloseReason::MalformedRequest, detail)
+    };
+    let denied = super::create_topics_chunks::DeniedResultsWriter::new(topics)
+        .map_err(|e| failed(e.to_string()))?;
+    served.errors.add_times(
+        kafka_protocol::error::ResponseError::TopicAuthorizationFailed.code(),
+        denied.answers() as u64,
+    );
+    let source = match std::mem::replace(&mut served.bytes, ResponseBytes::Whole(Bytes::new())) {
+        ResponseBytes::Whole(bytes) => ForwardedAnswer::Whole(bytes),
+        ResponseBytes::Forwarded(answer) => ForwardedAnswer::Streamed(answer),
+        other => {
+            return Err(failed(format!(
+                "a forwarded answer of another kind: {other:?}"
+            )))
+        }
+    };
+    let list_at = throttle_offset(source.first_bytes(), ApiKey::CreateTopics, api_version)
+        .ok_or_else(|| failed("a CreateTopics answer without its throttle time".to_owned()))?
+        + 4;
+    served.bytes = ResponseBytes::Extended(Box::new(
+        super::forwarded::Extended::new(source, api_version, list_at, denied)
+            .map_err(|e| failed(e.to_string()))?,
+    ));
+    Ok(served)
 }
 
 /// The controller side of an Envelope (Kafka's `EnvelopeUtils.handleEnvelopeRequest`): the

@@ -42,6 +42,7 @@ pub const CHUNK: usize = 1024;
 const REPEATED: u32 = 1 << 31;
 
 /// A CreateTopics request whose topics stay in the frame.
+#[derive(Clone)]
 pub struct ChunkedCreateTopics {
     /// The request body from the first topic on.
     topics: Bytes,
@@ -173,7 +174,7 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
 impl ChunkedCreateTopics {
     /// Marks the names named once that `may_create` refuses, asking once per name in request
     /// order (a repeated name is the controller's INVALID_REQUEST, as on the decoded path).
-    fn deny(&mut self, may_create: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+    pub(crate) fn deny(&mut self, may_create: impl Fn(&str) -> bool) -> anyhow::Result<()> {
         let flexible = self.version >= 5;
         let mut denied = vec![0u64; self.count.div_ceil(64)];
         let mut count = 0;
@@ -195,6 +196,153 @@ impl ChunkedCreateTopics {
         }
         self.denied_count = count;
         Ok(())
+    }
+}
+
+impl ChunkedCreateTopics {
+    /// Marks the topics the request's principal may not create, as the node deciding the
+    /// request does (a broker checks them before it forwards the rest).
+    pub(crate) fn authorize(
+        &mut self,
+        ctx: &HandlerContext,
+        info: &RequestInfo,
+    ) -> anyhow::Result<()> {
+        let access = handlers::CreateTopicsAccess::new(ctx, info);
+        if access.checks_each_topic() {
+            self.deny(|name| access.may_create(name))?;
+        }
+        Ok(())
+    }
+
+    /// How many names are denied CREATE.
+    pub(crate) fn denied_count(&self) -> usize {
+        self.denied_count
+    }
+
+    /// `frame`, the request frame (header included, no size prefix) these topics were read
+    /// from, without the denied topics: what a broker forwards to the controller.
+    pub(crate) fn without_denied(&self, frame: &Bytes) -> anyhow::Result<Bytes> {
+        let flexible = self.version >= 5;
+        let listed_at = frame
+            .len()
+            .checked_sub(self.topics.len())
+            .context("topics past their frame")?;
+        // The list's length ends the part before the topics: an unsigned varint of the count
+        // plus one, or four bytes.
+        let length_len = if flexible {
+            uvarint_len(self.count as u64 + 1)
+        } else {
+            4
+        };
+        let head = listed_at
+            .checked_sub(length_len)
+            .and_then(|end| frame.get(..end))
+            .context("a CreateTopics frame without its list length")?;
+        let mut out = BytesMut::with_capacity(frame.len());
+        out.extend_from_slice(head);
+        let kept = self.count - self.denied_count;
+        if flexible {
+            super::forwarded::put_uvarint(&mut out, kept as u64 + 1);
+        } else {
+            out.extend_from_slice(&i32::try_from(kept)?.to_be_bytes());
+        }
+        let mut walk = self.topics.clone();
+        for index in 0..self.count {
+            let start = self.topics.len() - walk.len();
+            skip_topic(&mut walk, flexible)?;
+            if !bit(&self.denied, index) {
+                out.extend_from_slice(&self.topics[start..self.topics.len() - walk.len()]);
+            }
+        }
+        out.extend_from_slice(&walk);
+        Ok(out.freeze())
+    }
+}
+
+/// The size of `value` as an unsigned varint.
+fn uvarint_len(value: u64) -> usize {
+    let mut len = 1;
+    let mut rest = value >> 7;
+    while rest > 0 {
+        len += 1;
+        rest >>= 7;
+    }
+    len
+}
+
+/// Writes the answers of the topics denied CREATE (TOPIC_AUTHORIZATION_FAILED, in request
+/// order) after a forwarded answer for the others, as Kafka's controller adds them after the
+/// answers it decided.
+pub struct DeniedResultsWriter {
+    request: Arc<ChunkedCreateTopics>,
+    size: usize,
+}
+
+impl DeniedResultsWriter {
+    pub(crate) fn new(request: ChunkedCreateTopics) -> anyhow::Result<Self> {
+        let mut writer = DeniedResultsWriter {
+            request: Arc::new(request),
+            size: 0,
+        };
+        let mut size = 0;
+        {
+            let mut pieces = writer.pieces();
+            while let Some(piece) = pieces()? {
+                size += piece.len();
+            }
+        }
+        writer.size = size;
+        Ok(writer)
+    }
+
+    /// How many topics it answers.
+    pub(crate) fn answers(&self) -> usize {
+        self.request.denied_count
+    }
+
+    /// The encoded size of their answers.
+    pub(crate) fn len(&self) -> usize {
+        self.size
+    }
+
+    /// The denied topics' answers, [`CHUNK`] at a time.
+    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + '_ {
+        let request = &self.request;
+        let mut rest = request.topics.clone();
+        let mut index = 0;
+        move || {
+            let mut piece = BytesMut::new();
+            let mut in_piece = 0;
+            while in_piece < CHUNK && index < request.count {
+                if bit(&request.denied, index) {
+                    let name = CreatableTopic::decode(&mut rest, request.version)?.name;
+                    handlers::creation_denied(name).encode(&mut piece, request.version)?;
+                    in_piece += 1;
+                } else {
+                    skip_topic(&mut rest, request.version >= 5)?;
+                }
+                index += 1;
+            }
+            Ok((in_piece > 0).then_some(piece))
+        }
+    }
+
+    /// Writes the answers, encoding them a piece at a time.
+    pub(crate) async fn write_to<W: AsyncWrite + Unpin + Send>(
+        &self,
+        out: &mut W,
+    ) -> std::io::Result<()> {
+        let mut pieces = self.pieces();
+        super::repeated::write_pieces(out, self.size, "CreateTopics", &mut pieces).await
+    }
+}
+
+impl std::fmt::Debug for DeniedResultsWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeniedResultsWriter")
+            .field("answers", &self.answers())
+            .field("size", &self.size)
+            .finish_non_exhaustive()
     }
 }
 
@@ -482,6 +630,80 @@ mod tests {
             !name.starts_with('d')
         })?;
         Ok(asked.into_inner())
+    }
+
+    /// A v7 request frame (header included, no size prefix) naming `names`, and its topics
+    /// read from the frame.
+    fn framed(names: &[&str]) -> anyhow::Result<(Bytes, ChunkedCreateTopics)> {
+        use kafka_protocol::messages::{CreateTopicsRequest, RequestHeader};
+        let request = CreateTopicsRequest::default()
+            .with_topics(
+                names
+                    .iter()
+                    .map(|name| {
+                        CreatableTopic::default()
+                            .with_name(TopicName(name.to_string().into()))
+                            .with_num_partitions(1)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            )
+            .with_timeout_ms(1_000);
+        let mut frame = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(19)
+            .with_request_api_version(7)
+            .with_correlation_id(42)
+            .encode(&mut frame, 2)?;
+        let header = frame.len();
+        request.encode(&mut frame, 7)?;
+        let frame = frame.freeze();
+        let mut topics = frame.slice(header..);
+        let count = array_length(&mut topics, true)? as usize;
+        Ok((frame, scan_topics(topics, count, 7)?))
+    }
+
+    #[test]
+    fn a_broker_forwards_the_frame_without_the_denied_topics() -> anyhow::Result<()> {
+        use kafka_protocol::messages::{CreateTopicsRequest, RequestHeader};
+        // 130 topics: the list's length takes two bytes, and one byte once 10 are denied.
+        let names: Vec<String> = (0..130)
+            .map(|i| format!("{}{i}", ["a", "d"][i % 13 / 12]))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (frame, mut request) = framed(&names)?;
+        denied_d(&mut request)?;
+        assert_eq!(request.denied_count(), 10);
+        let mut filtered = request.without_denied(&frame)?;
+        RequestHeader::decode(&mut filtered, 2)?;
+        let kept = CreateTopicsRequest::decode(&mut filtered, 7)?;
+        assert!(filtered.is_empty());
+        let kept_names: Vec<String> = kept.topics.iter().map(|t| t.name.to_string()).collect();
+        let expected: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| !n.starts_with('d'))
+            .collect();
+        assert_eq!(kept_names, expected);
+        assert_eq!(kept.timeout_ms, 1_000);
+        // The denied topics' answers, in request order, as the decoded path answers them.
+        let denied = DeniedResultsWriter::new(request)?;
+        let mut written = Vec::new();
+        futures::executor::block_on(denied.write_to(&mut written))?;
+        assert_eq!(written.len(), denied.len());
+        let mut written = Bytes::from(written);
+        let mut answered = Vec::new();
+        while written.has_remaining() {
+            answered.push(CreatableTopicResult::decode(&mut written, 7)?);
+        }
+        let expected: Vec<CreatableTopicResult> = names
+            .iter()
+            .filter(|n| n.starts_with('d'))
+            .map(|n| handlers::creation_denied(TopicName(n.to_string().into())))
+            .collect();
+        assert_eq!(answered, expected);
+        assert_eq!(denied.answers(), 10);
+        Ok(())
     }
 
     #[test]

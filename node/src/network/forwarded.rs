@@ -122,6 +122,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for SkipPrefix<'_, W> {
 }
 
 /// What the active controller answered a forwarded request with.
+#[derive(Debug)]
 pub enum ForwardedAnswer {
     /// The answer, size prefix included.
     Whole(Bytes),
@@ -221,17 +222,40 @@ impl StreamedAnswer {
     /// Copies the answer to `out`; the controller's connection is then closed (it is not
     /// worth keeping for the rare answer this large).
     pub async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
+        self.write_range(out, 0, 0).await.map(drop)
+    }
+
+    /// Copies the answer to `out` from byte `start` (size prefix included; within the head),
+    /// holding back its last `hold` bytes, which it returns.
+    async fn write_range<W: AsyncWrite + Unpin + Send>(
+        &self,
+        out: &mut W,
+        start: usize,
+        hold: usize,
+    ) -> std::io::Result<Vec<u8>> {
         let mut guard = self.stream.lock().await;
         let mut stream = guard
             .take()
             .ok_or_else(|| std::io::Error::other("a streamed answer written twice"))?;
-        out.write_all(&self.head).await?;
+        let end = self
+            .len()
+            .checked_sub(hold)
+            .filter(|end| start <= *end && start <= self.head.len())
+            .ok_or_else(|| std::io::Error::other("a range past a streamed answer"))?;
+        let mut held = Vec::with_capacity(hold);
+        let in_head = end.min(self.head.len());
+        out.write_all(&self.head[start..in_head]).await?;
+        held.extend_from_slice(&self.head[in_head..]);
         let mut buffer = vec![0; COPY_BYTES.min(self.rest.max(1))];
+        let mut written = self.head.len().max(in_head);
         let mut left = self.rest;
         while left > 0 {
             let want = left.min(buffer.len());
             let read = self.read(&mut stream, &mut buffer[..want]).await?;
-            out.write_all(&buffer[..read]).await?;
+            let pass = end.saturating_sub(written).min(read);
+            out.write_all(&buffer[..pass]).await?;
+            held.extend_from_slice(&buffer[pass..read]);
+            written += read;
             left -= read;
         }
         let mut left = self.trailer;
@@ -249,7 +273,7 @@ impl StreamedAnswer {
                 tracing::warn!(code, "a forwarded answer came with an envelope error");
             }
         }
-        Ok(())
+        Ok(held)
     }
 
     /// Reads some bytes from the controller within the read timeout.
@@ -274,6 +298,141 @@ impl StreamedAnswer {
         let mut out = Vec::with_capacity(self.len());
         self.write_to(&mut out).await?;
         Ok(Bytes::from(out))
+    }
+}
+
+impl ForwardedAnswer {
+    /// The answer's size on the wire, size prefix included.
+    fn len(&self) -> usize {
+        match self {
+            ForwardedAnswer::Whole(bytes) => bytes.len(),
+            ForwardedAnswer::Streamed(answer) => answer.len(),
+        }
+    }
+
+    /// The answer's first bytes (all of a whole one), size prefix included.
+    pub(crate) fn first_bytes(&self) -> &Bytes {
+        match self {
+            ForwardedAnswer::Whole(bytes) => bytes,
+            ForwardedAnswer::Streamed(answer) => answer.head(),
+        }
+    }
+
+    /// Writes the answer from byte `start` on, holding back its last `hold` bytes, which it
+    /// returns.
+    async fn write_range<W: AsyncWrite + Unpin + Send>(
+        &self,
+        out: &mut W,
+        start: usize,
+        hold: usize,
+    ) -> std::io::Result<Vec<u8>> {
+        match self {
+            ForwardedAnswer::Whole(bytes) => {
+                let end = bytes
+                    .len()
+                    .checked_sub(hold)
+                    .filter(|end| start <= *end)
+                    .ok_or_else(|| std::io::Error::other("a range past an answer"))?;
+                out.write_all(&bytes[start..end]).await?;
+                Ok(bytes[end..].to_vec())
+            }
+            ForwardedAnswer::Streamed(answer) => answer.write_range(out, start, hold).await,
+        }
+    }
+}
+
+/// A forwarded CreateTopics answer with the answers of the topics the broker denied after the
+/// controller's own (Kafka's controller, too, adds them after those it decided): the list's
+/// length raised, the denied topics' answers written before the body's tagged fields.
+#[derive(Debug)]
+pub struct Extended {
+    source: ForwardedAnswer,
+    size: i32,
+    /// Where the list's length starts in the source, and how long it is there.
+    list_at: usize,
+    list_length_len: usize,
+    list_length: Bytes,
+    /// Bytes after the list in the source: the body's tagged fields (flexible versions).
+    tail_len: usize,
+    appended: super::create_topics_chunks::DeniedResultsWriter,
+}
+
+impl Extended {
+    /// `source` (a CreateTopics answer at `version`, whose topic list's length starts at
+    /// `list_at`) with `appended` after its topics.
+    pub(crate) fn new(
+        source: ForwardedAnswer,
+        version: i16,
+        list_at: usize,
+        appended: super::create_topics_chunks::DeniedResultsWriter,
+    ) -> std::io::Result<Self> {
+        let flexible = version >= 5;
+        let first = source.first_bytes();
+        let mut at = list_at;
+        let (count, tail_len) = if flexible {
+            let length = uvarint(first, &mut at)?;
+            let count = length
+                .checked_sub(1)
+                .ok_or_else(|| invalid("a CreateTopics answer with a null list".to_owned()))?;
+            (count, 1)
+        } else {
+            let count = first
+                .get(at..at + 4)
+                .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                .and_then(|count| u64::try_from(count).ok())
+                .ok_or_else(|| invalid("a CreateTopics answer without its list".to_owned()))?;
+            at += 4;
+            (count, 0)
+        };
+        let merged = count + appended.answers() as u64;
+        let mut list_length = BytesMut::with_capacity(5);
+        if flexible {
+            put_uvarint(&mut list_length, merged + 1);
+        } else {
+            let merged =
+                i32::try_from(merged).map_err(|_| invalid(format!("a list of {merged} topics")))?;
+            list_length.put_i32(merged);
+        }
+        let list_length_len = at - list_at;
+        let size = (source.len() - 4 - list_length_len + list_length.len())
+            .checked_add(appended.len())
+            .and_then(|size| i32::try_from(size).ok())
+            .ok_or_else(|| invalid("a CreateTopics answer over 2 GiB".to_owned()))?;
+        Ok(Extended {
+            source,
+            size,
+            list_at,
+            list_length_len,
+            list_length: list_length.freeze(),
+            tail_len,
+            appended,
+        })
+    }
+
+    /// The answer's size on the wire, size prefix included.
+    pub fn len(&self) -> usize {
+        4 + self.size as usize
+    }
+
+    /// Whether the answer is empty (never: it has a size prefix and a header).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Writes the whole answer, size prefix included.
+    pub async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
+        let first = self.source.first_bytes();
+        let mut head = BytesMut::with_capacity(self.list_at + self.list_length.len());
+        head.put_i32(self.size);
+        head.put_slice(first.get(4..self.list_at).unwrap_or_default());
+        head.put_slice(&self.list_length);
+        out.write_all(&head).await?;
+        let tail = self
+            .source
+            .write_range(out, self.list_at + self.list_length_len, self.tail_len)
+            .await?;
+        self.appended.write_to(out).await?;
+        out.write_all(&tail).await
     }
 }
 
@@ -316,7 +475,7 @@ fn uvarint(bytes: &[u8], at: &mut usize) -> std::io::Result<u64> {
     Err(invalid("a varint over five bytes".to_owned()))
 }
 
-fn put_uvarint(out: &mut BytesMut, mut value: u64) {
+pub(crate) fn put_uvarint(out: &mut BytesMut, mut value: u64) {
     while value >= 0x80 {
         out.put_u8((value as u8 & 0x7f) | 0x80);
         value >>= 7;
@@ -462,6 +621,72 @@ mod tests {
         let mut written = Vec::new();
         let error = answer.write_to(&mut written).await.unwrap_err();
         assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
+
+    #[tokio::test]
+    async fn denied_topics_follow_the_controllers_answer() {
+        use crate::network::create_topics_chunks::{scan, DeniedResultsWriter};
+        use kafka_protocol::messages::create_topics_request::CreatableTopic;
+        use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+        use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
+        let name = |i: usize| TopicName(format!("t{i}").into());
+        let encoded = |version: i16, body: &CreateTopicsResponse| {
+            let mut out = BytesMut::new();
+            out.put_i32(0);
+            ResponseHeader::default()
+                .with_correlation_id(3)
+                .encode(&mut out, if version >= 5 { 1 } else { 0 })
+                .unwrap();
+            body.encode(&mut out, version).unwrap();
+            let size = (out.len() - 4) as i32;
+            out[..4].copy_from_slice(&size.to_be_bytes());
+            out.freeze()
+        };
+        for version in [4, 7] {
+            // 1,100 topics, every tenth denied (all named once, so each is asked).
+            let topics: Vec<_> = (0..1_100)
+                .map(|i| {
+                    CreatableTopic::default()
+                        .with_name(name(i))
+                        .with_num_partitions(1)
+                        .with_replication_factor(1)
+                })
+                .collect();
+            let mut body = BytesMut::new();
+            CreateTopicsRequest::default()
+                .with_topics(topics)
+                .encode(&mut body, version)
+                .unwrap();
+            let mut request = scan(&body.freeze(), version).unwrap().unwrap();
+            request.deny(|topic| !topic.ends_with('0')).unwrap();
+            let denied = DeniedResultsWriter::new(request).unwrap();
+            // The controller's answer for the others (a few, as a small answer is).
+            let decided: Vec<_> = (0..3)
+                .map(|i| {
+                    CreatableTopicResult::default()
+                        .with_name(name(i))
+                        .with_num_partitions(1)
+                })
+                .collect();
+            let controller = CreateTopicsResponse::default()
+                .with_throttle_time_ms(7)
+                .with_topics(decided.clone());
+            let source = encoded(version, &controller);
+            let list_at = 4 + 4 + usize::from(version >= 5) + 4;
+            let extended =
+                Extended::new(ForwardedAnswer::Whole(source), version, list_at, denied).unwrap();
+            let mut written = Vec::new();
+            extended.write_to(&mut written).await.unwrap();
+            let mut all = decided;
+            all.extend(
+                (0..1_100)
+                    .filter(|i| i % 10 == 0)
+                    .map(|i| gregor_actors::handlers::creation_denied(name(i))),
+            );
+            let expected = encoded(version, &controller.with_topics(all));
+            assert_eq!(written.len(), extended.len(), "v{version}");
+            assert!(written == expected[..], "v{version}");
+        }
     }
 
     #[test]

@@ -826,6 +826,8 @@ pub enum ResponseBytes {
     Enveloped(Box<super::forwarded::Enveloped>),
     /// A forwarded answer copied from the controller's connection as it arrives.
     Forwarded(Box<super::forwarded::StreamedAnswer>),
+    /// A forwarded CreateTopics answer followed by the answers of the topics denied here.
+    Extended(Box<super::forwarded::Extended>),
 }
 
 /// An answer whose list is written by a [`ListWriter`] between its head and tail.
@@ -923,6 +925,7 @@ impl ResponseBytes {
         match self {
             ResponseBytes::Enveloped(enveloped) => enveloped.write_to(out).await,
             ResponseBytes::Forwarded(answer) => answer.write_to(out).await,
+            ResponseBytes::Extended(answer) => answer.write_to(out).await,
             unwrapped => unwrapped.write_unwrapped_to(out).await,
         }
     }
@@ -945,9 +948,11 @@ impl ResponseBytes {
                 chunked.topics.write_to(out).await?;
                 out.write_all(&chunked.tail).await
             }
-            ResponseBytes::Enveloped(_) | ResponseBytes::Forwarded(_) => Err(
-                std::io::Error::other("an envelope's or a forwarded answer inside an envelope"),
-            ),
+            ResponseBytes::Enveloped(_)
+            | ResponseBytes::Forwarded(_)
+            | ResponseBytes::Extended(_) => Err(std::io::Error::other(
+                "an envelope's or a forwarded answer inside an envelope",
+            )),
         }
     }
 
@@ -959,6 +964,7 @@ impl ResponseBytes {
             ResponseBytes::Chunked(chunked) => 4 + chunked.size as usize,
             ResponseBytes::Enveloped(enveloped) => enveloped.len(),
             ResponseBytes::Forwarded(answer) => answer.len(),
+            ResponseBytes::Extended(answer) => answer.len(),
         }
     }
 
