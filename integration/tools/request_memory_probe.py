@@ -160,6 +160,29 @@ def build(kind, size):
         n = (size - 40 - len(prefix) - len(suffix)) // len(elem)
         count = uvarint(n + 1) if flexible else struct.pack(">i", n)
         return header(api, ver, flexible) + prefix + count + elem * n + suffix
+    # Lists of distinct four-letter names or partitions, which no reduction of repeats shrinks.
+    if kind == "describe_groups_v5_distinct":
+        names = distinct_names((size - 30) // 5)
+        return header(15, 5, True) + uvarint(len(names) + 1) + b"".join(b"\x05" + n for n in names) + b"\x00\x00"
+    if kind == "delete_groups_v2_distinct":
+        names = distinct_names((size - 30) // 5)
+        return header(42, 2, True) + uvarint(len(names) + 1) + b"".join(b"\x05" + n for n in names) + b"\x00"
+    if kind == "offset_fetch_v8_distinct_groups":
+        # {group_id, topics null (all), tags}
+        names = distinct_names((size - 30) // 7)
+        return header(9, 8, True) + uvarint(len(names) + 1) + b"".join(b"\x05" + n + b"\x00\x00" for n in names) + b"\x00\x00"
+    if kind == "delete_topics_v4_distinct":
+        names = distinct_names((size - 30) // 5)
+        return header(20, 4, True) + uvarint(len(names) + 1) + b"".join(b"\x05" + n for n in names) + struct.pack(">i", 1000) + b"\x00"
+    if kind == "describe_configs_v4_distinct":
+        # {resource_type TOPIC, name, configuration_keys null, tags}
+        names = distinct_names((size - 30) // 8)
+        return header(32, 4, True) + uvarint(len(names) + 1) + b"".join(b"\x02\x05" + n + b"\x00\x00" for n in names) + b"\x00\x00\x00"
+    if kind == "list_offsets_v7_distinct_partitions":
+        # one topic "t": {partition, current_leader_epoch -1, timestamp -1, tags}
+        n = (size - 40) // 17
+        parts = b"".join(struct.pack(">iiq", i, -1, -1) + b"\x00" for i in range(n))
+        return header(2, 7, True) + struct.pack(">ib", -1, 0) + uvarint(2) + compact(b"t") + uvarint(n + 1) + parts + b"\x00\x00"
     raise SystemExit(kind)
 
 I32 = lambda v: struct.pack(">i", v)
