@@ -288,3 +288,38 @@ async fn a_broker_with_an_authorizer_forwards_distinct_topics_within_four_frames
     })
     .await
 }
+
+/// A request with repeats is reduced before it is forwarded and its answer expanded after: an
+/// answer over the size the broker streams is read whole for that, so the client still gets
+/// an answer per element (here every ACL binding is invalid and answered with its error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_forwarded_answer_to_a_reduced_request_is_expanded() -> anyhow::Result<()> {
+    let cluster = Cluster::start(1, 1)?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    forwarding(&broker.bootstrap()).await?;
+    // Resource type 1 (ANY) cannot be created: each binding is answered INVALID_REQUEST with a
+    // message, over a megabyte in all. One binding comes three times.
+    let mut creations: Vec<_> = (0..40_000)
+        .map(|index| anonymous_acl(1, &format!("acl-{index}"), LITERAL, CREATE, ALLOW))
+        .collect();
+    creations.extend([creations[7].clone(), creations[7].clone()]);
+    let request = CreateAclsRequest::default().with_creations(creations);
+    let frame = gregor_integration::encode_request(&request, 3, 42, Some("m"))?;
+    let decoded = |frame: Bytes| -> anyhow::Result<_> {
+        let (header, response) = decode_response::<CreateAclsRequest>(frame, 3)?;
+        assert_eq!(header.correlation_id, 42);
+        Ok(response.results)
+    };
+    let through_broker = answer(&broker.bootstrap(), &frame).await?;
+    assert!(
+        through_broker.len() > 1024 * 1024,
+        "an answer of {} bytes",
+        through_broker.len()
+    );
+    let through_broker = decoded(through_broker)?;
+    let from_controller = decoded(answer(&controller.bootstrap(), &frame).await?)?;
+    assert_eq!(through_broker.len(), 40_002);
+    assert!(through_broker.iter().all(|result| result.error_code != 0));
+    assert!(through_broker == from_controller);
+    Ok(())
+}

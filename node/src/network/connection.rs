@@ -462,6 +462,22 @@ async fn process(
         frame, wire_size, handlers, settings, client, envelopes, quotas,
     )
     .await?;
+    // The plan expands the answer to the reduced request; a forwarded one over the streaming
+    // limit is still on the controller's connection, so it is read whole first.
+    if plan.is_some() && matches!(served.bytes, ResponseBytes::Forwarded(_)) {
+        served.bytes =
+            match std::mem::replace(&mut served.bytes, ResponseBytes::Whole(Bytes::new())) {
+                ResponseBytes::Forwarded(answer) => ResponseBytes::Whole(
+                    answer
+                        .into_bytes(crate::quorum::transport::MAX_RESPONSE_BYTES)
+                        .await
+                        .map_err(|e| {
+                            refuse(CloseReason::IoError, format!("a forwarded answer: {e}"))
+                        })?,
+                ),
+                other => other,
+            };
+    }
     if let (Some(plan), ResponseBytes::Whole(bytes)) = (plan, &served.bytes) {
         served.bytes = plan
             .expand(
