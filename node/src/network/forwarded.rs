@@ -4,7 +4,9 @@
 //! four-letter names refused whole answers about 600 MB: every name with its message). The
 //! controller writes such an answer into its EnvelopeResponse as the inner answer is written
 //! ([`Enveloped`]), and the broker copies it from the controller's connection to its client's
-//! as it arrives ([`StreamedAnswer`]): neither holds more than a buffer of it.
+//! as it arrives ([`StreamedAnswer`]): neither holds more than a buffer of it. A broker that
+//! forwarded a CreateTopics without the topics it denied adds their answers after the
+//! controller's the same way ([`Extended`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -811,7 +811,7 @@ impl ForwardingHandle {
         let service = self.0.upgrade()?;
         match service.forward(request, caller).await? {
             ForwardedAnswer::Whole(bytes) => Some(bytes),
-            // The broker's own requests are small and their answers decoded whole.
+            // A typed forward decodes its answer whole anyway.
             ForwardedAnswer::Streamed(answer) => {
                 match answer.into_bytes(MAX_RESPONSE_BYTES).await {
                     Ok(bytes) => Some(bytes),
