@@ -164,6 +164,9 @@ def build(kind, size):
     if kind == "describe_groups_v5_distinct":
         names = distinct_names((size - 30) // 5)
         return header(15, 5, True) + uvarint(len(names) + 1) + b"".join(b"\x05" + n for n in names) + b"\x00\x00"
+    if kind == "consumer_group_describe_v0_distinct":
+        names = distinct_names((size - 30) // 5)
+        return header(69, 0, True) + uvarint(len(names) + 1) + b"".join(b"\x05" + n for n in names) + b"\x00\x00"
     if kind == "delete_groups_v2_distinct":
         names = distinct_names((size - 30) // 5)
         return header(42, 2, True) + uvarint(len(names) + 1) + b"".join(b"\x05" + n for n in names) + b"\x00"

@@ -731,3 +731,95 @@ async fn create_topics_naming_many_topics_answers_as_shorter_requests() {
         }
     }
 }
+
+/// DescribeGroups naming distinct group ids: nothing merges them, so the node answers them a
+/// chunk at a time and keeps the answers compressed until it writes them (four times the
+/// frame, an unknown group's answer repeating all but its id).
+#[tokio::test]
+async fn describe_groups_naming_distinct_groups_stays_within_four_frames() {
+    let count = (FRAME - 40) / 5;
+    let frame = gregor_integration::frames::flexible_list(
+        15,
+        5,
+        b"",
+        count,
+        5,
+        |index, frame| {
+            frame.put_u8(5);
+            frame.put_slice(&four_letter_name(index));
+        },
+        b"\x00\x00",
+    );
+    let mut body = answer_within_four_frames("DescribeGroups distinct groups", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per group");
+    // Every group is unknown (on a fresh node its coordinator may still be loading): each is
+    // answered as the first, but for its own id.
+    let mut first = None;
+    for index in 0..count {
+        let group = describe_groups_response::DescribedGroup::decode(&mut body, 5).unwrap();
+        assert_eq!(
+            group.group_id.as_str().as_bytes(),
+            &four_letter_name(index)[..],
+            "group {index}"
+        );
+        let answer = group.with_group_id(Default::default());
+        assert_eq!(
+            &answer,
+            first.get_or_insert_with(|| answer.clone()),
+            "group {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// A request naming more group ids than one chunk is answered as the same ids in shorter
+/// requests, repeated ids included, for DescribeGroups and ConsumerGroupDescribe.
+#[tokio::test]
+async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
+    use kafka_protocol::messages::{ConsumerGroupDescribeRequest, DescribeGroupsRequest, GroupId};
+    use kafka_protocol::protocol::StrBytes;
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let ids: Vec<GroupId> = (0..2_500)
+        .map(|index| match index % 100 {
+            7 => "again".to_owned(),
+            _ => format!("group-{index}"),
+        })
+        .map(|id| GroupId(StrBytes::from_string(id)))
+        .collect();
+    let halves = [&ids[..1_000], &ids[1_000..2_000], &ids[2_000..]];
+    for version in [1, 4, 5, 6] {
+        let request = |ids: &[GroupId]| {
+            DescribeGroupsRequest::default()
+                .with_groups(ids.to_vec())
+                .with_include_authorized_operations(version >= 3)
+        };
+        let whole = conn.send(&request(&ids), version).await.unwrap();
+        let mut parts = Vec::new();
+        for half in halves {
+            parts.extend(conn.send(&request(half), version).await.unwrap().groups);
+        }
+        assert_eq!(whole.groups.len(), ids.len(), "DescribeGroups v{version}");
+        assert!(whole.groups == parts, "DescribeGroups v{version}");
+    }
+    for version in [0, 1] {
+        let request = |ids: &[GroupId]| {
+            ConsumerGroupDescribeRequest::default()
+                .with_group_ids(ids.to_vec())
+                .with_include_authorized_operations(true)
+        };
+        let whole = conn.send(&request(&ids), version).await.unwrap();
+        let mut parts = Vec::new();
+        for half in halves {
+            parts.extend(conn.send(&request(half), version).await.unwrap().groups);
+        }
+        assert_eq!(
+            whole.groups.len(),
+            ids.len(),
+            "ConsumerGroupDescribe v{version}"
+        );
+        assert!(whole.groups == parts, "ConsumerGroupDescribe v{version}");
+    }
+}

@@ -445,6 +445,16 @@ async fn process(
             format!("cannot decode {api_key:?} v{api_version}: {e}"),
         )
     };
+    // Many group ids whose answers are each their own: a chunk at a time (`list_chunks.rs`).
+    if let Some(ids) =
+        decode_guarded(|| super::list_chunks::scan(&frame, api_key, api_version).transpose())
+            .map_err(cannot_decode)?
+    {
+        return Box::pin(process_listed_ids(
+            ids, handlers, settings, client, envelopes, quotas,
+        ))
+        .await;
+    }
     let reduced =
         decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
             .map_err(cannot_decode)?;
@@ -491,6 +501,60 @@ async fn process(
             })?;
     }
     Ok(served)
+}
+
+/// Serves a request listing many group ids as requests of [`list_chunks::CHUNK`] ids each,
+/// one after the other, and answers them as one.
+async fn process_listed_ids(
+    ids: super::list_chunks::ChunkedIds,
+    handlers: &HandlerContext,
+    settings: &ConnectionSettings,
+    client: Client<'_>,
+    envelopes: bool,
+    quotas: &mut QuotaCaches,
+) -> Result<Served, Refusal> {
+    let handler_started = Instant::now();
+    let failed = |e: anyhow::Error| refuse(CloseReason::MalformedRequest, e.to_string());
+    let mut answer = ids.answer().map_err(|e| failed(e.into()))?;
+    let mut errors = handlers::ErrorCounts::default();
+    let (mut throttle_time_ms, mut mute, mut handler_time, mut api) =
+        (0, None, Duration::ZERO, None);
+    for request in ids.requests() {
+        let (frame, listed) = request.map_err(failed)?;
+        let served = Box::pin(process(
+            frame, handlers, settings, client, envelopes, quotas,
+        ))
+        .await?;
+        // One chunk's answer, a thousand entries at most.
+        let mut bytes = Vec::with_capacity(served.bytes.len());
+        served
+            .bytes
+            .write_to(&mut bytes)
+            .await
+            .map_err(|e| failed(e.into()))?;
+        answer.add(&bytes, listed).map_err(failed)?;
+        for (code, times) in served.errors.iter() {
+            errors.add_times(code, times);
+        }
+        handler_time += served.handler_time;
+        if served.throttle_time_ms > throttle_time_ms {
+            throttle_time_ms = served.throttle_time_ms;
+            mute = served.mute;
+        }
+        api = Some((served.api_name, served.api_version));
+    }
+    let (api_name, api_version) = api.ok_or_else(|| failed(anyhow::anyhow!("no ids listed")))?;
+    Ok(Served {
+        bytes: ResponseBytes::Listed(Box::new(answer.finish(throttle_time_ms).map_err(failed)?)),
+        delivery: Delivery::Send,
+        api_name,
+        api_version,
+        errors,
+        throttle_time_ms,
+        mute,
+        handler_started,
+        handler_time,
+    })
 }
 
 /// A request decided a chunk at a time, its list left in the frame.

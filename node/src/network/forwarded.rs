@@ -82,15 +82,24 @@ impl Enveloped {
 
     /// Writes the whole EnvelopeResponse, size prefix included.
     pub async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
-        let mut head = BytesMut::with_capacity(4 + self.head.len());
-        head.put_i32(self.size);
-        head.put_slice(&self.head);
-        out.write_all(&head).await?;
+        write_head(out, self.size, &self.head).await?;
         self.inner
             .write_unwrapped_to(&mut SkipPrefix { out, skip: 4 })
             .await?;
         out.write_all(&self.tail).await
     }
+}
+
+/// Writes a response's size prefix (`size`) and its first bytes `head` in one write.
+pub(crate) async fn write_head<W: AsyncWrite + Unpin + Send>(
+    out: &mut W,
+    size: i32,
+    head: &[u8],
+) -> std::io::Result<()> {
+    let mut first = BytesMut::with_capacity(4 + head.len());
+    first.put_i32(size);
+    first.put_slice(head);
+    out.write_all(&first).await
 }
 
 /// Passes writes on to `out` after dropping the first `skip` bytes written (the inner

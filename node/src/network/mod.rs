@@ -12,6 +12,7 @@ pub mod fetch_chunks;
 pub mod forwarded;
 pub mod frame;
 mod limits;
+pub mod list_chunks;
 pub mod memory_pool;
 pub mod metadata_chunks;
 pub mod partition_chunks;

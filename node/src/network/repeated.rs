@@ -828,6 +828,8 @@ pub enum ResponseBytes {
     Forwarded(Box<super::forwarded::StreamedAnswer>),
     /// A forwarded CreateTopics answer followed by the answers of the topics denied here.
     Extended(Box<super::forwarded::Extended>),
+    /// An answer to many group ids, decided a chunk at a time and kept compressed.
+    Listed(Box<super::list_chunks::ChunkedAnswer>),
 }
 
 /// An answer whose list is written by a [`ListWriter`] between its head and tail.
@@ -948,6 +950,7 @@ impl ResponseBytes {
                 chunked.topics.write_to(out).await?;
                 out.write_all(&chunked.tail).await
             }
+            ResponseBytes::Listed(answer) => answer.write_to(out).await,
             ResponseBytes::Enveloped(_)
             | ResponseBytes::Forwarded(_)
             | ResponseBytes::Extended(_) => Err(std::io::Error::other(
@@ -965,6 +968,7 @@ impl ResponseBytes {
             ResponseBytes::Enveloped(enveloped) => enveloped.len(),
             ResponseBytes::Forwarded(answer) => answer.len(),
             ResponseBytes::Extended(answer) => answer.len(),
+            ResponseBytes::Listed(answer) => answer.len(),
         }
     }
 
