@@ -33,7 +33,7 @@ use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::{array_length, need};
 use super::metadata_chunks::{bit, set_bit};
-use super::repeated::{skip_tagged_fields, uvarint_at};
+use super::repeated::{put_array_length, skip_tagged_fields, uvarint_at};
 
 /// Topics answered per piece of the answer; a request naming no more is decoded whole.
 pub const CHUNK: usize = 1024;
@@ -60,6 +60,8 @@ pub struct ChunkedCreateTopics {
     /// How many names are denied.
     denied_count: usize,
     validate_only: bool,
+    /// The bytes of the list's length before `topics`, as the client wrote it.
+    length_len: usize,
 }
 
 /// Reads `body` (a CreateTopics request body) when it names more than [`CHUNK`] topics; `None`
@@ -74,7 +76,8 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedCreateTo
     if count <= CHUNK as i64 {
         return None;
     }
-    Some(scan_topics(rest, count as usize, version))
+    let length_len = body.len() - rest.len();
+    Some(scan_topics(rest, length_len, count as usize, version))
 }
 
 /// The name of the topic at `offset` (read whole before), as its bytes.
@@ -92,7 +95,12 @@ fn name_at(topics: &Bytes, offset: usize, flexible: bool) -> &[u8] {
     element.get(at..at + length).unwrap_or_default()
 }
 
-fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<ChunkedCreateTopics> {
+fn scan_topics(
+    topics: Bytes,
+    length_len: usize,
+    count: usize,
+    version: i16,
+) -> anyhow::Result<ChunkedCreateTopics> {
     let flexible = version >= 5;
     let mut rest = topics.clone();
     // Each topic's offset, four bytes per topic where a set of the names cost ten times that.
@@ -168,6 +176,7 @@ fn scan_topics(topics: Bytes, count: usize, version: i16) -> anyhow::Result<Chun
         denied: Vec::new(),
         denied_count: 0,
         validate_only,
+        length_len,
     })
 }
 
@@ -223,29 +232,14 @@ impl ChunkedCreateTopics {
     /// from, without the denied topics: what a broker forwards to the controller.
     pub(crate) fn without_denied(&self, frame: &Bytes) -> anyhow::Result<Bytes> {
         let flexible = self.version >= 5;
-        let listed_at = frame
+        let head = frame
             .len()
-            .checked_sub(self.topics.len())
-            .context("topics past their frame")?;
-        // The list's length ends the part before the topics: an unsigned varint of the count
-        // plus one, or four bytes.
-        let length_len = if flexible {
-            uvarint_len(self.count as u64 + 1)
-        } else {
-            4
-        };
-        let head = listed_at
-            .checked_sub(length_len)
+            .checked_sub(self.topics.len() + self.length_len)
             .and_then(|end| frame.get(..end))
             .context("a CreateTopics frame without its list length")?;
         let mut out = BytesMut::with_capacity(frame.len());
         out.extend_from_slice(head);
-        let kept = self.count - self.denied_count;
-        if flexible {
-            super::forwarded::put_uvarint(&mut out, kept as u64 + 1);
-        } else {
-            out.extend_from_slice(&i32::try_from(kept)?.to_be_bytes());
-        }
+        put_array_length(&mut out, self.count - self.denied_count, flexible)?;
         let mut walk = self.topics.clone();
         for index in 0..self.count {
             let start = self.topics.len() - walk.len();
@@ -257,17 +251,6 @@ impl ChunkedCreateTopics {
         out.extend_from_slice(&walk);
         Ok(out.freeze())
     }
-}
-
-/// The size of `value` as an unsigned varint.
-fn uvarint_len(value: u64) -> usize {
-    let mut len = 1;
-    let mut rest = value >> 7;
-    while rest > 0 {
-        len += 1;
-        rest >>= 7;
-    }
-    len
 }
 
 /// Writes the answers of the topics denied CREATE (TOPIC_AUTHORIZATION_FAILED, in request
@@ -591,7 +574,7 @@ mod tests {
                 .encode(&mut body, 7)?;
         }
         body.extend_from_slice(b"\x00\x00\x03\xe8\x00\x00");
-        scan_topics(body.freeze(), names.len(), 7)
+        scan_topics(body.freeze(), 0, names.len(), 7)
     }
 
     /// A topic's answer: name, error code, message, partitions.
@@ -659,8 +642,10 @@ mod tests {
         request.encode(&mut frame, 7)?;
         let frame = frame.freeze();
         let mut topics = frame.slice(header..);
+        let listed = topics.len();
         let count = array_length(&mut topics, true)? as usize;
-        Ok((frame, scan_topics(topics, count, 7)?))
+        let length_len = listed - topics.len();
+        Ok((frame, scan_topics(topics, length_len, count, 7)?))
     }
 
     #[test]
@@ -675,6 +660,7 @@ mod tests {
         denied_d(&mut request)?;
         assert_eq!(request.denied_count(), 10);
         let mut filtered = request.without_denied(&frame)?;
+        assert_eq!(request.length_len, 2);
         RequestHeader::decode(&mut filtered, 2)?;
         let kept = CreateTopicsRequest::decode(&mut filtered, 7)?;
         assert!(filtered.is_empty());
@@ -686,6 +672,20 @@ mod tests {
             .collect();
         assert_eq!(kept_names, expected);
         assert_eq!(kept.timeout_ms, 1_000);
+        // A client may write the list's length in more bytes than it needs (130 + 1 as five
+        // varint bytes): the head is cut where that length began, not where a minimal one
+        // would have.
+        let header = frame.len() - request.topics.len() - request.length_len;
+        let mut padded = BytesMut::from(&frame[..header]);
+        padded.extend_from_slice(&[0x83, 0x81, 0x80, 0x80, 0x00]);
+        padded.extend_from_slice(&request.topics);
+        let padded = padded.freeze();
+        let mut topics = padded.slice(header..);
+        let count = array_length(&mut topics, true)? as usize;
+        let mut long = scan_topics(topics, 5, count, 7)?;
+        long.denied = request.denied.clone();
+        long.denied_count = request.denied_count;
+        assert!(long.without_denied(&padded)? == request.without_denied(&frame)?);
         // The denied topics' answers, in request order, as the decoded path answers them.
         let denied = DeniedResultsWriter::new(request)?;
         let mut written = Vec::new();

@@ -111,14 +111,9 @@ pub(crate) fn wrap(request: &[u8], caller: &Caller) -> Result<(Bytes, Bytes), St
         return Err("an envelope body of an unexpected shape".to_owned());
     }
     let tail = tail.split_off(1);
-    let length =
-        u32::try_from(request.len() + 1).map_err(|_| "an envelope over 2 GiB".to_owned())?;
-    let mut value = length;
-    while value >= 0x80 {
-        head.put_u8((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    head.put_u8(value as u8);
+    // Compact bytes: the length plus one, as an array's length is written.
+    super::repeated::put_array_length(&mut head, request.len(), true)
+        .map_err(|_| "an envelope over 2 GiB".to_owned())?;
     let size = i32::try_from(head.len() - 4 + request.len() + tail.len())
         .map_err(|_| "an envelope over 2 GiB".to_owned())?;
     head[..4].copy_from_slice(&size.to_be_bytes());

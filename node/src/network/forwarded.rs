@@ -15,8 +15,9 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::dedup_decode::{array_length, uvarint};
 use super::peer::PeerStream;
-use super::repeated::ResponseBytes;
+use super::repeated::{put_array_length, skip, skip_tagged_fields, ResponseBytes};
 
 /// Answers up to this size are read whole from the controller; larger ones are streamed.
 pub(crate) const WHOLE_ANSWER_LIMIT: usize = 1024 * 1024;
@@ -58,7 +59,8 @@ impl Enveloped {
             .ok_or_else(|| "an inner answer without its size".to_owned())?;
         let mut head = BytesMut::with_capacity(split);
         head.put_slice(&empty[4..split]);
-        put_uvarint(&mut head, inner_len as u64 + 1);
+        // Compact bytes: the length plus one, as an array's length is written.
+        put_array_length(&mut head, inner_len, true).map_err(|e| e.to_string())?;
         let tail = Bytes::copy_from_slice(&empty[split + 1..]);
         let size = i32::try_from(head.len() + inner_len + tail.len())
             .map_err(|_| "an envelope response over 2 GiB".to_owned())?;
@@ -179,6 +181,7 @@ impl StreamedAnswer {
         tokio::time::timeout(read_timeout, stream.read_exact(&mut first))
             .await
             .map_err(|_| timed_out(read_timeout))??;
+        let first = Bytes::from(first);
         let (data_at, data_len) = if enveloped {
             envelope_data(&first)?
         } else {
@@ -378,33 +381,21 @@ impl Extended {
         appended: super::create_topics_chunks::DeniedResultsWriter,
     ) -> std::io::Result<Self> {
         let flexible = version >= 5;
-        let first = source.first_bytes();
-        let mut at = list_at;
-        let (count, tail_len) = if flexible {
-            let length = uvarint(first, &mut at)?;
-            let count = length
-                .checked_sub(1)
-                .ok_or_else(|| invalid("a CreateTopics answer with a null list".to_owned()))?;
-            (count, 1)
-        } else {
-            let count = first
-                .get(at..at + 4)
-                .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-                .and_then(|count| u64::try_from(count).ok())
-                .ok_or_else(|| invalid("a CreateTopics answer without its list".to_owned()))?;
-            at += 4;
-            (count, 0)
-        };
-        let merged = count + appended.answers() as u64;
+        let mut list = source
+            .first_bytes()
+            .slice(list_at.min(source.first_bytes().len())..);
+        let before = list.len();
+        let count = array_length(&mut list, flexible)
+            .ok()
+            .and_then(|count| usize::try_from(count).ok())
+            .ok_or_else(|| invalid("a CreateTopics answer without its list".to_owned()))?;
+        let list_length_len = before - list.len();
+        // After the list: the body's tagged fields (flexible versions).
+        let tail_len = usize::from(flexible);
+        let merged = count + appended.answers();
         let mut list_length = BytesMut::with_capacity(5);
-        if flexible {
-            put_uvarint(&mut list_length, merged + 1);
-        } else {
-            let merged =
-                i32::try_from(merged).map_err(|_| invalid(format!("a list of {merged} topics")))?;
-            list_length.put_i32(merged);
-        }
-        let list_length_len = at - list_at;
+        put_array_length(&mut list_length, merged, flexible)
+            .map_err(|_| invalid(format!("a list of {merged} topics")))?;
         let size = (source.len() - 4 - list_length_len + list_length.len())
             .checked_add(appended.len())
             .and_then(|size| i32::try_from(size).ok())
@@ -449,49 +440,22 @@ impl Extended {
 
 /// Where an EnvelopeResponse's inner answer starts in `first` (the frame's first bytes, after
 /// its size) and how long it is.
-fn envelope_data(first: &[u8]) -> std::io::Result<(usize, usize)> {
-    // Response header v1: correlation id, then tagged fields.
-    let mut at = 4;
-    let tags = uvarint(first, &mut at)?;
-    for _ in 0..tags {
-        uvarint(first, &mut at)?;
-        let size = uvarint(first, &mut at)?;
-        at = usize::try_from(size)
-            .ok()
-            .and_then(|size| at.checked_add(size))
-            .filter(|end| *end <= first.len())
-            .ok_or_else(|| invalid("an envelope header past its first read".to_owned()))?;
-    }
-    // The response data: compact nullable bytes (0 for null).
-    let length = uvarint(first, &mut at)?;
+fn envelope_data(first: &Bytes) -> std::io::Result<(usize, usize)> {
+    let mut buf = first.clone();
+    let read = |buf: &mut Bytes| -> anyhow::Result<u32> {
+        // Response header v1: correlation id, then tagged fields.
+        skip(buf, 4)?;
+        skip_tagged_fields(buf, true)?;
+        // The response data: compact nullable bytes (0 for null).
+        uvarint(buf)
+    };
+    let length = read(&mut buf)
+        .map_err(|e| invalid(format!("an envelope header past its first read: {e}")))?;
     let length = usize::try_from(length)
         .ok()
         .and_then(|length| length.checked_sub(1))
         .ok_or_else(|| invalid("an envelope response without data".to_owned()))?;
-    Ok((at, length))
-}
-
-fn uvarint(bytes: &[u8], at: &mut usize) -> std::io::Result<u64> {
-    let mut value = 0u64;
-    for shift in (0..35).step_by(7) {
-        let byte = *bytes
-            .get(*at)
-            .ok_or_else(|| invalid("an envelope header past its first read".to_owned()))?;
-        *at += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(invalid("a varint over five bytes".to_owned()))
-}
-
-pub(crate) fn put_uvarint(out: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        out.put_u8((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
+    Ok((first.len() - buf.len(), length))
 }
 
 fn invalid(detail: String) -> std::io::Error {
@@ -703,9 +667,9 @@ mod tests {
     #[test]
     fn the_envelope_header_is_parsed_with_tagged_fields() {
         // Correlation id, one tagged field (tag 3, two bytes), then data of 4 bytes.
-        let first = [0, 0, 0, 1, 1, 3, 2, 9, 9, 5, 1, 2, 3, 4];
+        let first = Bytes::from_static(&[0, 0, 0, 1, 1, 3, 2, 9, 9, 5, 1, 2, 3, 4]);
         assert_eq!(envelope_data(&first).unwrap(), (10, 4));
-        assert!(envelope_data(&[0, 0, 0, 1, 1, 3, 200]).is_err());
-        assert!(envelope_data(&[0, 0, 0, 1, 0, 0]).is_err());
+        assert!(envelope_data(&Bytes::from_static(&[0, 0, 0, 1, 1, 3, 200])).is_err());
+        assert!(envelope_data(&Bytes::from_static(&[0, 0, 0, 1, 0, 0])).is_err());
     }
 }

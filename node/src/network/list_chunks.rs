@@ -18,7 +18,7 @@ use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::dedup_decode::array_length;
-use super::repeated::skip_string;
+use super::repeated::{put_array_length, skip_string};
 
 /// Ids per chunk; a request listing no more is served whole.
 pub const CHUNK: usize = 1024;
@@ -109,20 +109,22 @@ impl ChunkedIds {
             }
             let listed = left.min(CHUNK);
             left -= listed;
-            let mut chunk = ids.clone();
-            let result = (0..listed)
-                .try_for_each(|_| skip_string(&mut chunk, flexible))
-                .map(|()| {
-                    let taken = ids.len() - chunk.len();
-                    let mut frame =
-                        BytesMut::with_capacity(self.header.len() + 5 + taken + self.rest.len());
-                    frame.put_slice(&self.header);
-                    put_length(&mut frame, listed, flexible);
-                    frame.put_slice(&ids[..taken]);
-                    frame.put_slice(&self.rest);
-                    ids.advance(taken);
-                    (frame.freeze(), listed)
-                });
+            let mut next = || {
+                let mut chunk = ids.clone();
+                for _ in 0..listed {
+                    skip_string(&mut chunk, flexible)?;
+                }
+                let taken = ids.len() - chunk.len();
+                let mut frame =
+                    BytesMut::with_capacity(self.header.len() + 5 + taken + self.rest.len());
+                frame.put_slice(&self.header);
+                put_array_length(&mut frame, listed, flexible)?;
+                frame.put_slice(&ids[..taken]);
+                frame.put_slice(&self.rest);
+                ids.advance(taken);
+                Ok((frame.freeze(), listed))
+            };
+            let result = next();
             Some(result)
         })
     }
@@ -139,14 +141,6 @@ impl ChunkedIds {
             size: 0,
             compressor: zstd::bulk::Compressor::new(1)?,
         })
-    }
-}
-
-fn put_length(out: &mut BytesMut, count: usize, flexible: bool) {
-    if flexible {
-        super::forwarded::put_uvarint(out, count as u64 + 1);
-    } else {
-        out.put_i32(i32::try_from(count).unwrap_or(i32::MAX));
     }
 }
 
@@ -215,7 +209,7 @@ impl AnswerBuilder {
         let mut head = BytesMut::with_capacity(first.len() + 5);
         head.put_slice(&first[..first.len() - 4]);
         head.put_i32(throttle_time_ms);
-        put_length(&mut head, self.count, flexible);
+        put_array_length(&mut head, self.count, flexible)?;
         let size = i32::try_from(head.len() + self.size + self.tail.len())
             .context("an answer over 2 GiB")?;
         Ok(ChunkedAnswer {
