@@ -9,6 +9,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::time::Duration;
 
+use gregor_integration::admin::{creatable, create_topics, s, topic_name};
 use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::{
@@ -821,5 +822,322 @@ async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
             "ConsumerGroupDescribe v{version}"
         );
         assert!(whole.groups == parts, "ConsumerGroupDescribe v{version}");
+    }
+}
+
+/// A flexible frame listing `count` distinct four-letter ids, each written by `element` in
+/// `element_size` bytes (`flexible_list`).
+fn distinct(
+    api_key: i16,
+    version: i16,
+    element_size: usize,
+    element: impl Fn(&[u8; 4], &mut BytesMut),
+    suffix: &[u8],
+) -> (BytesMut, usize) {
+    let count = (FRAME - 40 - suffix.len()) / element_size;
+    let frame = gregor_integration::frames::flexible_list(
+        api_key,
+        version,
+        b"",
+        count,
+        element_size,
+        |index, frame| element(&four_letter_name(index), frame),
+        suffix,
+    );
+    (frame, count)
+}
+
+/// DescribeConfigs naming distinct topics: each resource is described on its own, so the node
+/// answers them a chunk at a time, the answers kept compressed until written.
+#[tokio::test]
+async fn describe_configs_naming_distinct_topics_stays_within_four_frames() {
+    // Resource {TOPIC, name, null keys, tags}, then IncludeSynonyms, IncludeDocumentation, tags.
+    let (frame, count) = distinct(
+        32,
+        4,
+        8,
+        |name, frame| {
+            frame.put_slice(&[2, 5]);
+            frame.put_slice(name);
+            frame.put_slice(&[0, 0]);
+        },
+        b"\x00\x00\x00",
+    );
+    let mut body = answer_within_four_frames("DescribeConfigs distinct topics", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per resource"
+    );
+    for index in 0..count {
+        let result =
+            describe_configs_response::DescribeConfigsResult::decode(&mut body, 4).unwrap();
+        assert_eq!(
+            result.resource_name.as_bytes(),
+            &four_letter_name(index)[..],
+            "resource {index}"
+        );
+        assert_eq!(result.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// Asks for a group coordinator (which creates the offsets topic) and waits until it answers
+/// OffsetFetch for a group it does not know.
+async fn groups_ready(conn: &mut KafkaConn) {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+    use kafka_protocol::messages::{FindCoordinatorRequest, GroupId, OffsetFetchRequest};
+    let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("ready")]);
+    conn.send(&find, 4).await.unwrap();
+    let request = OffsetFetchRequest::default().with_groups(vec![
+        OffsetFetchRequestGroup::default().with_group_id(GroupId(s("ready"))),
+    ]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while conn.send(&request, 8).await.unwrap().groups[0].error_code != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the group coordinator never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// DeleteGroups and OffsetFetch naming distinct groups: answered a chunk of groups at a time.
+#[tokio::test]
+async fn delete_groups_and_offset_fetch_naming_distinct_groups_stay_within_four_frames() {
+    use kafka_protocol::messages::{delete_groups_response, offset_fetch_response};
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    groups_ready(&mut conn).await;
+    // DeleteGroups v2: the ids, then tags.
+    let (frame, count) = distinct(
+        42,
+        2,
+        5,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+        },
+        b"\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "DeleteGroups distinct groups", &frame)
+            .await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per group");
+    for index in 0..count {
+        let result = delete_groups_response::DeletableGroupResult::decode(&mut body, 2).unwrap();
+        assert_eq!(result.group_id.as_bytes(), &four_letter_name(index)[..]);
+        assert_eq!(result.error_code, 69, "GROUP_ID_NOT_FOUND");
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    // OffsetFetch v8: groups {id, null topics (all), tags}, then RequireStable and tags.
+    let (frame, count) = distinct(
+        9,
+        8,
+        7,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_slice(&[0, 0]);
+        },
+        b"\x00\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "OffsetFetch distinct groups", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per group");
+    for index in 0..count {
+        let group = offset_fetch_response::OffsetFetchResponseGroup::decode(&mut body, 8).unwrap();
+        assert_eq!(group.group_id.as_bytes(), &four_letter_name(index)[..]);
+        assert_eq!(
+            (group.error_code, group.topics.len()),
+            (0, 0),
+            "group {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// Commits offset `offset` of partition 0 of topic "t" for `group` (a standalone commit).
+async fn commit(conn: &mut KafkaConn, group: &str, offset: i64) {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, OffsetCommitRequest};
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)
+                .with_committed_leader_epoch(-1)])]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = conn.send(&request, 8).await.unwrap();
+        let code = answer.topics[0].partitions[0].error_code;
+        if code == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{group}'s commit failed: {code}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// DescribeConfigs, DeleteGroups and OffsetFetch naming more elements than one chunk are
+/// answered as the same elements in shorter requests, repeats included: a repeated resource
+/// described alike, a repeated group deleted at its first appearance only.
+#[tokio::test]
+async fn configs_and_groups_of_many_elements_answer_as_shorter_requests() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    use kafka_protocol::messages::{
+        DeleteGroupsRequest, DescribeConfigsRequest, GroupId, OffsetFetchRequest,
+    };
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let created = conn
+        .send(&create_topics(vec![creatable("t", 1, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    groups_ready(&mut conn).await;
+    let thirds = |count: usize| [0..1_000, 1_000..2_000, 2_000..count];
+
+    let resources: Vec<DescribeConfigsResource> = (0..2_500)
+        .map(|index| {
+            let (resource_type, name) = match index % 100 {
+                7 => (2, "t".to_owned()),
+                13 => (4, "1".to_owned()),
+                21 => (2, "bad/name".to_owned()),
+                _ => (2, format!("topic-{index}")),
+            };
+            DescribeConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(s(&name))
+                .with_configuration_keys((index % 3 == 0).then(|| vec![s("retention.ms")]))
+        })
+        .collect();
+    for version in [1, 3, 4] {
+        let request = |resources: &[DescribeConfigsResource]| {
+            DescribeConfigsRequest::default()
+                .with_resources(resources.to_vec())
+                .with_include_synonyms(true)
+                .with_include_documentation(version >= 3)
+        };
+        let whole = conn.send(&request(&resources), version).await.unwrap();
+        let mut parts = Vec::new();
+        for third in thirds(resources.len()) {
+            parts.extend(
+                conn.send(&request(&resources[third]), version)
+                    .await
+                    .unwrap()
+                    .results,
+            );
+        }
+        assert_eq!(
+            whole.results.len(),
+            resources.len(),
+            "DescribeConfigs v{version}"
+        );
+        assert!(whole.results == parts, "DescribeConfigs v{version}");
+        assert_eq!(
+            whole.results[207].configs.len(),
+            1,
+            "t's retention.ms is described"
+        );
+    }
+
+    let groups: Vec<String> = (0..2_500)
+        .map(|index| match index % 100 {
+            7 => "again".to_owned(),
+            _ => format!("group-{index}"),
+        })
+        .collect();
+    let offset_fetch = |groups: &[String]| {
+        OffsetFetchRequest::default().with_groups(
+            groups
+                .iter()
+                .enumerate()
+                .map(|(index, group)| {
+                    OffsetFetchRequestGroup::default()
+                        .with_group_id(GroupId(s(group)))
+                        .with_topics((index % 2 == 0).then(|| {
+                            vec![OffsetFetchRequestTopics::default()
+                                .with_name(topic_name("t"))
+                                .with_partition_indexes(vec![0, 1])]
+                        }))
+                })
+                .collect(),
+        )
+    };
+    let delete_groups = |groups: &[String]| {
+        DeleteGroupsRequest::default()
+            .with_groups_names(groups.iter().map(|group| GroupId(s(group))).collect())
+    };
+    for version in [0, 2] {
+        commit(&mut conn, "again", 5).await;
+        commit(&mut conn, "group-1500", 6).await;
+        let fetched = conn.send(&offset_fetch(&groups), 8).await.unwrap();
+        let mut parts = Vec::new();
+        for third in thirds(groups.len()) {
+            parts.extend(
+                conn.send(&offset_fetch(&groups[third]), 8)
+                    .await
+                    .unwrap()
+                    .groups,
+            );
+        }
+        assert_eq!(fetched.groups.len(), groups.len(), "OffsetFetch");
+        assert!(fetched.groups == parts, "OffsetFetch");
+        let offset =
+            |group: &kafka_protocol::messages::offset_fetch_response::OffsetFetchResponseGroup| {
+                group
+                    .topics
+                    .first()
+                    .map(|t| t.partitions[0].committed_offset)
+            };
+        assert_eq!(
+            offset(&fetched.groups[1_500]),
+            Some(6),
+            "group-1500's commit"
+        );
+
+        let whole = conn.send(&delete_groups(&groups), version).await.unwrap();
+        commit(&mut conn, "again", 5).await;
+        commit(&mut conn, "group-1500", 6).await;
+        let mut parts = Vec::new();
+        for third in thirds(groups.len()) {
+            parts.extend(
+                conn.send(&delete_groups(&groups[third]), version)
+                    .await
+                    .unwrap()
+                    .results,
+            );
+        }
+        assert_eq!(whole.results.len(), groups.len(), "DeleteGroups v{version}");
+        assert!(whole.results == parts, "DeleteGroups v{version}");
+        let codes: Vec<(&str, i16)> = whole
+            .results
+            .iter()
+            .filter(|r| matches!(r.group_id.as_str(), "again" | "group-1500"))
+            .map(|r| (r.group_id.as_str(), r.error_code))
+            .take(3)
+            .collect();
+        assert_eq!(
+            codes,
+            vec![("again", 0), ("again", 69), ("again", 69)],
+            "DeleteGroups v{version}: the first appearance deletes"
+        );
     }
 }

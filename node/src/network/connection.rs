@@ -445,13 +445,13 @@ async fn process(
             format!("cannot decode {api_key:?} v{api_version}: {e}"),
         )
     };
-    // Many group ids whose answers are each their own: a chunk at a time (`list_chunks.rs`).
-    if let Some(ids) =
+    // Many elements whose answers are each their own: a chunk at a time (`list_chunks.rs`).
+    if let Some(list) =
         decode_guarded(|| super::list_chunks::scan(&frame, api_key, api_version).transpose())
             .map_err(cannot_decode)?
     {
-        return Box::pin(process_listed_ids(
-            ids, handlers, settings, client, envelopes, quotas,
+        return Box::pin(process_listed(
+            list, handlers, settings, client, envelopes, quotas,
         ))
         .await;
     }
@@ -503,10 +503,10 @@ async fn process(
     Ok(served)
 }
 
-/// Serves a request listing many group ids as requests of [`list_chunks::CHUNK`] ids each,
-/// one after the other, and answers them as one.
-async fn process_listed_ids(
-    ids: super::list_chunks::ChunkedIds,
+/// Serves a request listing many elements as requests of [`list_chunks::CHUNK`] elements
+/// each, one after the other, and answers them as one.
+async fn process_listed(
+    list: super::list_chunks::ChunkedList,
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     client: Client<'_>,
@@ -515,24 +515,23 @@ async fn process_listed_ids(
 ) -> Result<Served, Refusal> {
     let handler_started = Instant::now();
     let failed = |e: anyhow::Error| refuse(CloseReason::MalformedRequest, e.to_string());
-    let mut answer = ids.answer().map_err(|e| failed(e.into()))?;
+    let mut answer = list.answer().map_err(|e| failed(e.into()))?;
     let mut errors = handlers::ErrorCounts::default();
     let (mut throttle_time_ms, mut mute, mut handler_time, mut api) =
         (0, None, Duration::ZERO, None);
-    for request in ids.requests() {
+    for request in list.requests() {
         let (frame, listed) = request.map_err(failed)?;
         let served = Box::pin(process(
             frame, handlers, settings, client, envelopes, quotas,
         ))
         .await?;
-        // One chunk's answer, a thousand entries at most.
-        let mut bytes = Vec::with_capacity(served.bytes.len());
+        let mut sink = answer.chunk(listed);
         served
             .bytes
-            .write_to(&mut bytes)
+            .write_to(&mut sink)
             .await
             .map_err(|e| failed(e.into()))?;
-        answer.add(&bytes, listed).map_err(failed)?;
+        sink.finish().map_err(failed)?;
         for (code, times) in served.errors.iter() {
             errors.add_times(code, times);
         }
@@ -543,7 +542,8 @@ async fn process_listed_ids(
         }
         api = Some((served.api_name, served.api_version));
     }
-    let (api_name, api_version) = api.ok_or_else(|| failed(anyhow::anyhow!("no ids listed")))?;
+    let (api_name, api_version) =
+        api.ok_or_else(|| failed(anyhow::anyhow!("no elements listed")))?;
     Ok(Served {
         bytes: ResponseBytes::Listed(Box::new(answer.finish(throttle_time_ms).map_err(failed)?)),
         delivery: Delivery::Send,

@@ -1,107 +1,98 @@
-//! Requests listing many group ids whose answer to each id is its own (DescribeGroups,
-//! ConsumerGroupDescribe), served a chunk of ids at a time.
+//! Requests listing many elements whose answer to each element is its own, in order
+//! (DescribeGroups, ConsumerGroupDescribe, DescribeConfigs, DeleteGroups, OffsetFetch v8-9),
+//! served a chunk of elements at a time.
 //!
 //! A four-letter group id is five bytes on the wire, but a decoded id, a described group and
-//! its encoded answer of about 20 bytes: a frame of distinct ids cost 60 times its size, and
-//! `repeated.rs` reduces only repeats. Here each chunk of [`CHUNK`] ids is sent through the
-//! usual path as a request of its own (the same header and fields around a shorter list), and
-//! its answers are kept zstd-compressed (an unknown group's answer repeats all but its id) until
-//! the last chunk is done, when the answer's size is known: it is written from them, one chunk
-//! decompressed at a time. This holds only because each id's answer depends on nothing but the
-//! id (not on the other ids, nor on whether it repeats).
+//! its encoded answer of about 20 bytes: a frame of distinct ids cost 60 times its size (a
+//! frame of distinct DescribeConfigs resources 36 times, of DeleteGroups ids 25 times), and
+//! `repeated.rs` reduces only repeats. Here each chunk of [`CHUNK`] elements is sent through
+//! the usual path as a request of its own (the same header and fields around a shorter list),
+//! and its answers are kept zstd-compressed (an unknown group's answer repeats all but its id)
+//! until the last chunk is done, when the answer's size is known: it is written from them, one
+//! chunk decompressed at a time. The list's layout is `repeated.rs`'s shape of the API.
+//!
+//! This holds only because each element's answer depends on nothing but the element and what
+//! the elements before it did: DescribeGroups, ConsumerGroupDescribe, DescribeConfigs and
+//! OffsetFetch describe each element on its own, and DeleteGroups deletes its groups one after
+//! the other (a repeated id finds its group gone), as the chunks are served.
 
-use anyhow::Context;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use anyhow::{bail, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{consumer_group_describe_response, describe_groups_response};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+use zstd::stream::raw::{self, InBuffer, Operation, OutBuffer};
 
-use super::dedup_decode::array_length;
-use super::repeated::{put_array_length, skip_string};
+use super::dedup_decode::{array_length, need};
+use super::repeated::{leading_list, put_array_length, LeadingList, Skip};
 
-/// Ids per chunk; a request listing no more is served whole.
+/// Elements per chunk; a request listing no more is served whole.
 pub const CHUNK: usize = 1024;
 
-/// Whether `key` at `version` lists group ids whose answers are each their own, in order,
-/// after `ThrottleTimeMs`.
+/// Whether `key` at `version` lists, first in its body, elements whose answers are each their
+/// own (see the module's comment), answered in order after `ThrottleTimeMs`.
 fn chunked_api(key: ApiKey, version: i16) -> bool {
     matches!(
         (key, version),
-        (ApiKey::DescribeGroups, 1..=6) | (ApiKey::ConsumerGroupDescribe, 0..=1)
+        (ApiKey::DescribeGroups, 1..=6)
+            | (ApiKey::ConsumerGroupDescribe, 0..=1)
+            | (ApiKey::DescribeConfigs, 1..=4)
+            | (ApiKey::DeleteGroups, 0..=2)
+            | (ApiKey::OffsetFetch, 8..=9)
     )
 }
 
-fn flexible(key: ApiKey, version: i16) -> bool {
-    key == ApiKey::ConsumerGroupDescribe || version >= 5
-}
-
-/// A request whose list of ids stays in its frame.
-pub struct ChunkedIds {
+/// A request whose list stays in its frame.
+pub struct ChunkedList {
     key: ApiKey,
     version: i16,
+    shape: LeadingList,
     /// The request header.
     header: Bytes,
-    /// The ids, each as it came.
-    ids: Bytes,
+    /// The elements, each as it came.
+    elements: Bytes,
     count: usize,
     /// The body's fields after the list.
     rest: Bytes,
 }
 
 /// Reads `frame` (header and body, no size prefix) when it is a request of a chunked API
-/// listing more than [`CHUNK`] ids; `None` otherwise. The list is read to its end first, so a
-/// malformed request is refused whole.
-pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<ChunkedIds>> {
+/// listing more than [`CHUNK`] elements; `None` otherwise. The list is read to its end first,
+/// so a malformed request is refused whole.
+pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<ChunkedList>> {
     if !chunked_api(key, version) {
         return None;
     }
+    let shape = leading_list(key, version)?;
     let mut body = frame.clone();
     RequestHeader::decode(&mut body, key.request_header_version(version)).ok()?;
     let header = frame.slice(..frame.len() - body.len());
-    let flexible = flexible(key, version);
-    let count = array_length(&mut body, flexible).ok()?;
+    let count = array_length(&mut body, shape.flexible).ok()?;
     if count <= CHUNK as i64 {
         return None;
     }
-    Some(scan_ids(
-        key,
-        version,
-        header,
-        body,
-        count as usize,
-        flexible,
-    ))
-}
-
-fn scan_ids(
-    key: ApiKey,
-    version: i16,
-    header: Bytes,
-    body: Bytes,
-    count: usize,
-    flexible: bool,
-) -> anyhow::Result<ChunkedIds> {
     let mut rest = body.clone();
-    for _ in 0..count {
-        skip_string(&mut rest, flexible)?;
-    }
-    Ok(ChunkedIds {
+    let scanned = (0..count).try_for_each(|_| (shape.skip_element)(&mut rest, version));
+    Some(scanned.map(|()| ChunkedList {
         key,
         version,
+        elements: body.slice(..body.len() - rest.len()),
+        shape,
         header,
-        ids: body.slice(..body.len() - rest.len()),
-        count,
+        count: count as usize,
         rest,
-    })
+    }))
 }
 
-impl ChunkedIds {
-    /// The requests of [`CHUNK`] ids each (header and body, no size prefix), in order, with
-    /// how many ids each lists.
+impl ChunkedList {
+    /// The requests of [`CHUNK`] elements each (header and body, no size prefix), in order,
+    /// with how many elements each lists.
     pub(crate) fn requests(&self) -> impl Iterator<Item = anyhow::Result<(Bytes, usize)>> + '_ {
-        let flexible = flexible(self.key, self.version);
-        let mut ids = self.ids.clone();
+        let (flexible, skip_element) = (self.shape.flexible, self.shape.skip_element);
+        let mut elements = self.elements.clone();
         let mut left = self.count;
         std::iter::from_fn(move || {
             if left == 0 {
@@ -110,18 +101,18 @@ impl ChunkedIds {
             let listed = left.min(CHUNK);
             left -= listed;
             let mut next = || {
-                let mut chunk = ids.clone();
+                let mut chunk = elements.clone();
                 for _ in 0..listed {
-                    skip_string(&mut chunk, flexible)?;
+                    skip_element(&mut chunk, self.version)?;
                 }
-                let taken = ids.len() - chunk.len();
+                let taken = elements.len() - chunk.len();
                 let mut frame =
                     BytesMut::with_capacity(self.header.len() + 5 + taken + self.rest.len());
                 frame.put_slice(&self.header);
                 put_array_length(&mut frame, listed, flexible)?;
-                frame.put_slice(&ids[..taken]);
+                frame.put_slice(&elements[..taken]);
                 frame.put_slice(&self.rest);
-                ids.advance(taken);
+                elements.advance(taken);
                 Ok((frame.freeze(), listed))
             };
             let result = next();
@@ -134,12 +125,14 @@ impl ChunkedIds {
         Ok(AnswerBuilder {
             key: self.key,
             version: self.version,
+            flexible: self.shape.flexible,
+            skip_answer: self.shape.skip_answer,
             count: self.count,
             head: None,
             tail: Bytes::new(),
             chunks: Vec::new(),
             size: 0,
-            compressor: zstd::bulk::Compressor::new(1)?,
+            encoder: raw::Encoder::new(1)?,
         })
     }
 }
@@ -149,67 +142,53 @@ impl ChunkedIds {
 pub struct AnswerBuilder {
     key: ApiKey,
     version: i16,
+    flexible: bool,
+    skip_answer: Skip,
     count: usize,
     /// The answer's header and `ThrottleTimeMs` (no size prefix).
     head: Option<Bytes>,
     tail: Bytes,
-    /// Each chunk's entries: their size, compressed.
+    /// Each chunk's entries: their size, and one zstd frame of them.
     chunks: Vec<(usize, Vec<u8>)>,
     size: usize,
-    compressor: zstd::bulk::Compressor<'static>,
+    /// zstd's fastest level, one context for every chunk.
+    encoder: raw::Encoder<'static>,
+}
+
+/// Where a chunk's answer is read as it is written.
+enum Stage {
+    /// The size prefix, header, throttle time and the list's length.
+    Head,
+    /// The entries; so many are left.
+    Entries(usize),
+    /// The body's fields after the list.
+    Tail,
 }
 
 impl AnswerBuilder {
-    /// Adds the answer (size prefix included) to a chunk listing `listed` ids.
-    pub(crate) fn add(&mut self, answer: &[u8], listed: usize) -> anyhow::Result<()> {
-        let flexible = flexible(self.key, self.version);
-        let all = Bytes::copy_from_slice(answer.get(4..).context("an answer without its size")?);
-        let mut body = all.clone();
-        ResponseHeader::decode(&mut body, self.key.response_header_version(self.version))?;
-        anyhow::ensure!(body.remaining() >= 4, "an answer without its throttle time");
-        body.advance(4);
-        let head = all.slice(..all.len() - body.len());
-        let answered = array_length(&mut body, flexible)?;
-        anyhow::ensure!(
-            answered == listed as i64,
-            "{answered} answers to {listed} ids"
-        );
-        let mut rest = body.clone();
-        for _ in 0..listed {
-            match self.key {
-                ApiKey::ConsumerGroupDescribe => {
-                    consumer_group_describe_response::DescribedGroup::decode(
-                        &mut rest,
-                        self.version,
-                    )
-                    .map(drop)?;
-                }
-                _ => describe_groups_response::DescribedGroup::decode(&mut rest, self.version)
-                    .map(drop)?,
-            }
+    /// What the answer to a chunk listing `listed` elements is written into: it may be far
+    /// larger than the chunk's request (a repeated element's answer written again for each
+    /// copy, `repeated.rs`), so its entries are compressed as they come, never held whole.
+    pub(crate) fn chunk(&mut self, listed: usize) -> ChunkSink<'_> {
+        ChunkSink {
+            builder: self,
+            listed,
+            pending: BytesMut::new(),
+            stage: Stage::Head,
+            retry_at: 0,
+            entries: 0,
+            compressed: Vec::new(),
+            failure: None,
         }
-        let entries = &body[..body.len() - rest.len()];
-        self.size += entries.len();
-        // zstd's fastest level, one context for every chunk; the output is cut to its size
-        // (it is allocated for the worst case, as large as the entries).
-        let mut compressed = self.compressor.compress(entries)?;
-        compressed.shrink_to_fit();
-        self.chunks.push((entries.len(), compressed));
-        self.tail = rest;
-        if self.head.is_none() {
-            self.head = Some(head);
-        }
-        Ok(())
     }
 
     /// The whole answer, its throttle time `throttle_time_ms`.
     pub(crate) fn finish(self, throttle_time_ms: i32) -> anyhow::Result<ChunkedAnswer> {
         let first = self.head.context("no chunk answered")?;
-        let flexible = flexible(self.key, self.version);
         let mut head = BytesMut::with_capacity(first.len() + 5);
         head.put_slice(&first[..first.len() - 4]);
         head.put_i32(throttle_time_ms);
-        put_array_length(&mut head, self.count, flexible)?;
+        put_array_length(&mut head, self.count, self.flexible)?;
         let size = i32::try_from(head.len() + self.size + self.tail.len())
             .context("an answer over 2 GiB")?;
         Ok(ChunkedAnswer {
@@ -218,6 +197,170 @@ impl AnswerBuilder {
             chunks: self.chunks,
             tail: self.tail,
         })
+    }
+}
+
+/// One chunk's answer being written (size prefix included): entries compressed as soon as
+/// each is whole, a partial one kept until the rest comes.
+pub(crate) struct ChunkSink<'a> {
+    builder: &'a mut AnswerBuilder,
+    listed: usize,
+    /// Bytes not yet read.
+    pending: BytesMut,
+    stage: Stage,
+    /// What `pending` must hold before it is read again after a read found it short (twice
+    /// what it held then, so a long entry is read a few times, not once per write).
+    retry_at: usize,
+    /// The size of the entries compressed so far.
+    entries: usize,
+    compressed: Vec<u8>,
+    failure: Option<anyhow::Error>,
+}
+
+impl ChunkSink<'_> {
+    /// Reads what `pending` holds as far as it goes.
+    fn advance(&mut self) -> anyhow::Result<()> {
+        if self.pending.len() < self.retry_at {
+            return Ok(());
+        }
+        let all = self.pending.split().freeze();
+        let mut rest = all.clone();
+        let complete = self.read(&mut rest)?;
+        self.pending.extend_from_slice(&rest);
+        self.retry_at = if complete { 0 } else { 2 * rest.len() };
+        Ok(())
+    }
+
+    /// Reads `rest` through the stages; `false` when it ends within a part.
+    fn read(&mut self, rest: &mut Bytes) -> anyhow::Result<bool> {
+        let builder = &mut *self.builder;
+        if let Stage::Head = self.stage {
+            let mut body = rest.clone();
+            let Ok(head) = read_head(builder, &mut body) else {
+                return Ok(false);
+            };
+            let answered = head.1;
+            anyhow::ensure!(
+                answered == self.listed as i64,
+                "{answered} answers to {} {:?} elements",
+                self.listed,
+                builder.key
+            );
+            builder.head.get_or_insert(head.0);
+            *rest = body;
+            self.stage = Stage::Entries(self.listed);
+            builder.encoder.reinit()?;
+        }
+        if let Stage::Entries(left) = &mut self.stage {
+            let start = rest.clone();
+            let mut whole = 0;
+            while *left > 0 {
+                let mut entry = rest.clone();
+                if (builder.skip_answer)(&mut entry, builder.version).is_err() {
+                    break;
+                }
+                whole = start.len() - entry.len();
+                *rest = entry;
+                *left -= 1;
+            }
+            *rest = start.slice(whole..);
+            compress(&mut builder.encoder, &start[..whole], &mut self.compressed)?;
+            self.entries += whole;
+            anyhow::ensure!(
+                builder.size + self.entries <= i32::MAX as usize,
+                "an answer over 2 GiB"
+            );
+            if *left > 0 {
+                return Ok(false);
+            }
+            self.stage = Stage::Tail;
+        }
+        Ok(true)
+    }
+
+    /// Ends the chunk once its answer is written whole.
+    pub(crate) fn finish(mut self) -> anyhow::Result<()> {
+        if let Some(failure) = self.failure.take() {
+            return Err(failure);
+        }
+        self.retry_at = 0;
+        self.advance()?;
+        let Stage::Tail = self.stage else {
+            bail!(
+                "a chunk's {:?} answer ends within its entries",
+                self.builder.key
+            );
+        };
+        loop {
+            self.compressed.reserve(64);
+            let filled = self.compressed.len();
+            let mut output = OutBuffer::around_pos(&mut self.compressed, filled);
+            if self.builder.encoder.finish(&mut output, true)? == 0 {
+                break;
+            }
+        }
+        self.compressed.shrink_to_fit();
+        let builder = &mut *self.builder;
+        builder.size += self.entries;
+        builder
+            .chunks
+            .push((self.entries, std::mem::take(&mut self.compressed)));
+        builder.tail = self.pending.split().freeze();
+        Ok(())
+    }
+}
+
+/// Reads an answer's size prefix, header and throttle time, and its list's length: the
+/// header and throttle time, and the length.
+fn read_head(builder: &AnswerBuilder, body: &mut Bytes) -> anyhow::Result<(Bytes, i64)> {
+    need(body, 4)?;
+    body.advance(4);
+    let all = body.clone();
+    ResponseHeader::decode(body, builder.key.response_header_version(builder.version))?;
+    need(body, 4)?;
+    body.advance(4);
+    let head = all.slice(..all.len() - body.len());
+    Ok((head, array_length(body, builder.flexible)?))
+}
+
+/// Compresses `input` onto the end of `out`.
+fn compress(
+    encoder: &mut raw::Encoder<'_>,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let mut input = InBuffer::around(input);
+    while input.pos() < input.src.len() {
+        out.reserve((input.src.len() - input.pos()).min(64 << 10) / 2 + 64);
+        let filled = out.len();
+        let mut output = OutBuffer::around_pos(out, filled);
+        encoder.run(&mut input, &mut output)?;
+    }
+    Ok(())
+}
+
+impl AsyncWrite for ChunkSink<'_> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let sink = &mut *self;
+        if sink.failure.is_none() {
+            sink.pending.extend_from_slice(buf);
+            if let Err(e) = sink.advance() {
+                sink.failure = Some(e);
+            }
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -238,6 +381,9 @@ impl std::fmt::Debug for ChunkedAnswer {
     }
 }
 
+/// Decompressed bytes written to the socket at once.
+const WRITE_PIECE: usize = 64 << 10;
+
 impl ChunkedAnswer {
     /// The answer's size on the wire, size prefix included.
     pub fn len(&self) -> usize {
@@ -249,13 +395,25 @@ impl ChunkedAnswer {
         false
     }
 
-    /// Writes the answer, size prefix included, decompressing one chunk at a time.
+    /// Writes the answer, size prefix included, decompressing a piece at a time.
     pub async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
         super::forwarded::write_head(out, self.size, &self.head).await?;
-        let mut decompressor = zstd::bulk::Decompressor::new()?;
+        let mut decoder = raw::Decoder::new()?;
+        let mut piece = vec![0u8; WRITE_PIECE];
         for (size, compressed) in &self.chunks {
-            let entries = decompressor.decompress(compressed, *size)?;
-            out.write_all(&entries).await?;
+            decoder.reinit()?;
+            let mut input = InBuffer::around(compressed);
+            let mut written = 0;
+            while written < *size {
+                let mut output = OutBuffer::around(piece.as_mut_slice());
+                decoder.run(&mut input, &mut output)?;
+                let produced = output.pos();
+                if produced == 0 {
+                    return Err(std::io::Error::other("a compressed chunk ended short"));
+                }
+                written += produced;
+                out.write_all(&piece[..produced]).await?;
+            }
         }
         out.write_all(&self.tail).await
     }

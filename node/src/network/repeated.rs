@@ -58,7 +58,7 @@ enum Answers {
 }
 
 /// Skips (or measures) one part of a message at a version.
-type Skip = fn(&mut Bytes, i16) -> anyhow::Result<()>;
+pub(super) type Skip = fn(&mut Bytes, i16) -> anyhow::Result<()>;
 
 /// Where a request's repeatable list is and how its elements and answers are laid out: the
 /// request body is `prefix, list, rest`, the response body `prefix, answers, rest`.
@@ -465,6 +465,27 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
             )
         },
         _ => return None,
+    })
+}
+
+/// How a request's list and its answers are read when the list comes first in the body and
+/// is answered element by element, in order, right after `ThrottleTimeMs` (what
+/// `list_chunks.rs` needs to cut such a list into shorter requests and join their answers).
+pub(super) struct LeadingList {
+    pub flexible: bool,
+    pub skip_element: Skip,
+    pub skip_answer: Skip,
+}
+
+/// The [`LeadingList`] of `key` at `version` when its shape answers element by element; the
+/// caller knows that the list comes first (a shape with a prefix is read wrongly here).
+pub(super) fn leading_list(key: ApiKey, version: i16) -> Option<LeadingList> {
+    let shape = shape(key, version)
+        .filter(|shape| shape.answers == Answers::EveryElement && shape.silent_repeat.is_none())?;
+    Some(LeadingList {
+        flexible: shape.flexible,
+        skip_element: shape.skip_element,
+        skip_answer: shape.skip_answer,
     })
 }
 
