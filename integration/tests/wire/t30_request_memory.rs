@@ -1141,3 +1141,160 @@ async fn configs_and_groups_of_many_elements_answer_as_shorter_requests() {
         );
     }
 }
+
+/// ListOffsets naming distinct partitions of one unknown topic: looked up a chunk at a time,
+/// each answer kept as its error code.
+#[tokio::test]
+async fn list_offsets_naming_distinct_partitions_stays_within_four_frames() {
+    // ReplicaId -1, IsolationLevel 0; topic "t" with {index, epoch -1, timestamp -1, tags}.
+    let count = (FRAME - 60) / 17;
+    let frame = gregor_integration::frames::flexible_list(
+        2,
+        7,
+        b"\xff\xff\xff\xff\x00\x02\x02t",
+        count,
+        17,
+        |index, frame| {
+            frame.put_i32(index as i32);
+            frame.put_i32(-1);
+            frame.put_i64(-1);
+            frame.put_u8(0);
+        },
+        b"\x00\x00",
+    );
+    let mut body = answer_within_four_frames("ListOffsets distinct partitions", &frame).await;
+    assert_eq!(
+        &body[..7],
+        b"\x00\x00\x00\x00\x02\x02t",
+        "throttle, one topic, t"
+    );
+    body.advance(7);
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per partition"
+    );
+    for index in 0..count {
+        let partition =
+            list_offsets_response::ListOffsetsPartitionResponse::decode(&mut body, 7).unwrap();
+        assert_eq!(partition.partition_index, index as i32);
+        assert_eq!(partition.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    }
+    assert_eq!(
+        &body[..],
+        b"\x00\x00",
+        "the topic's and the body's tagged fields"
+    );
+}
+
+/// A ListOffsets naming more partitions than one chunk answers each partition as a request
+/// for it alone would, and every later appearance of a topic and partition INVALID_REQUEST,
+/// however far from its first (in the same topic entry, or in another entry of that name).
+#[tokio::test]
+async fn list_offsets_of_many_partitions_answers_repeats_across_chunks() {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse;
+    use kafka_protocol::messages::ListOffsetsRequest;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let created = conn
+        .send(&create_topics(vec![creatable("t", 3, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let partition = |index: i32, timestamp: i64| {
+        ListOffsetsPartition::default()
+            .with_partition_index(index)
+            .with_current_leader_epoch(-1)
+            .with_timestamp(timestamp)
+    };
+    // t: known partitions every 50th, else unknown ones; u: unknown; t again, repeating both.
+    let first_t: Vec<ListOffsetsPartition> = (0..1_200)
+        .map(|i| match i % 50 {
+            0 => partition((i / 50) % 3, -2),
+            _ => partition(100 + i, -1),
+        })
+        .collect();
+    let u: Vec<ListOffsetsPartition> = (0..300).map(|i| partition(i, -1)).collect();
+    let second_t: Vec<ListOffsetsPartition> = (0..1_000)
+        .map(|j| match j % 100 {
+            3 => partition(j % 3, -1),
+            _ => partition(100 + (j * 7) % 2_400, -1),
+        })
+        .collect();
+    let topics = vec![
+        ListOffsetsTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(first_t),
+        ListOffsetsTopic::default()
+            .with_name(topic_name("u"))
+            .with_partitions(u),
+        ListOffsetsTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(second_t),
+    ];
+    let request = |topics: Vec<ListOffsetsTopic>| {
+        ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(topics)
+    };
+    // Wait until t's partitions are led here.
+    let probe = request(vec![ListOffsetsTopic::default()
+        .with_name(topic_name("t"))
+        .with_partitions(vec![
+            partition(0, -1),
+            partition(1, -1),
+            partition(2, -1),
+        ])]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while conn.send(&probe, 7).await.unwrap().topics[0]
+        .partitions
+        .iter()
+        .any(|p| p.error_code != 0)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "t's partitions are never led"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for version in [1, 7, 10] {
+        let whole = conn.send(&request(topics.clone()), version).await.unwrap();
+        assert_eq!(whole.topics.len(), 3, "v{version}");
+        let mut seen = std::collections::HashMap::new();
+        for (asked, answered) in topics.iter().zip(&whole.topics) {
+            assert_eq!(asked.name, answered.name, "v{version}");
+            assert_eq!(
+                asked.partitions.len(),
+                answered.partitions.len(),
+                "v{version}"
+            );
+            for (wanted, got) in asked.partitions.iter().zip(&answered.partitions) {
+                let key = (asked.name.to_string(), wanted.partition_index);
+                let expected = if seen.contains_key(&key) {
+                    ListOffsetsPartitionResponse::default()
+                        .with_partition_index(wanted.partition_index)
+                        .with_error_code(42)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1)
+                } else {
+                    let alone = request(vec![ListOffsetsTopic::default()
+                        .with_name(asked.name.clone())
+                        .with_partitions(vec![wanted.clone()])]);
+                    let answer = conn.send(&alone, version).await.unwrap();
+                    seen.insert(key.clone(), ());
+                    answer.topics[0].partitions[0].clone()
+                };
+                assert_eq!(got, &expected, "v{version} {key:?}");
+            }
+        }
+        let known = whole.topics[0].partitions[0].clone();
+        assert_eq!(
+            (known.error_code, known.offset),
+            (0, 0),
+            "v{version}: t-0's earliest"
+        );
+    }
+}

@@ -455,9 +455,16 @@ async fn process(
         ))
         .await;
     }
-    let reduced =
-        decode_guarded(|| super::repeated::reduce(api_key, api_version, &frame).transpose())
-            .map_err(cannot_decode)?;
+    // A ListOffsets naming many partitions answers its repeats itself (`list_offsets_chunks`).
+    let chunked_later =
+        api_key == ApiKey::ListOffsets && super::list_offsets_chunks::is_long(&frame, api_version);
+    let reduced = decode_guarded(|| {
+        if chunked_later {
+            return Ok(None);
+        }
+        super::repeated::reduce(api_key, api_version, &frame).transpose()
+    })
+    .map_err(cannot_decode)?;
     let (frame, plan) = match reduced {
         Some(reduced) => {
             drop(frame);
@@ -563,6 +570,7 @@ enum ChunkedRequest {
     Produce(super::produce_chunks::ChunkedProduce),
     Fetch(super::fetch_chunks::ChunkedFetch),
     CreateTopics(super::create_topics_chunks::ChunkedCreateTopics),
+    ListOffsets(super::list_offsets_chunks::ChunkedListOffsets),
 }
 
 impl ChunkedRequest {
@@ -573,6 +581,7 @@ impl ChunkedRequest {
             ChunkedRequest::Produce(chunked) => chunked.shell(),
             ChunkedRequest::Fetch(chunked) => chunked.shell(),
             ChunkedRequest::CreateTopics(_) => RequestKind::CreateTopics(Default::default()),
+            ChunkedRequest::ListOffsets(chunked) => chunked.shell(),
         }
     }
 
@@ -607,6 +616,11 @@ impl ChunkedRequest {
                 let (answer, topics) =
                     super::create_topics_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::CreateTopics(topics)))
+            }
+            ChunkedRequest::ListOffsets(chunked) => {
+                let (answer, partitions) =
+                    super::list_offsets_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::ListOffsets(partitions)))
             }
         })
     }
@@ -733,6 +747,9 @@ async fn process_frame(
         ApiKey::CreateTopics => super::create_topics_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::CreateTopics)),
+        ApiKey::ListOffsets => super::list_offsets_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::ListOffsets)),
         _ => Ok(None),
     })
     .map_err(|e| {

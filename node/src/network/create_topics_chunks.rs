@@ -81,7 +81,7 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedCreateTo
 }
 
 /// The name of the topic at `offset` (read whole before), as its bytes.
-fn name_at(topics: &Bytes, offset: usize, flexible: bool) -> &[u8] {
+pub(super) fn name_at(topics: &Bytes, offset: usize, flexible: bool) -> &[u8] {
     let element = topics.get(offset..).unwrap_or_default();
     let mut at = 0;
     let length = if flexible {

@@ -13,6 +13,7 @@ pub mod forwarded;
 pub mod frame;
 mod limits;
 pub mod list_chunks;
+pub mod list_offsets_chunks;
 pub mod memory_pool;
 pub mod metadata_chunks;
 pub mod partition_chunks;

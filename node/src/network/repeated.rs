@@ -40,6 +40,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::create_topics_chunks::TopicResultsWriter;
 use super::dedup_decode::{array_length, need, uvarint};
 use super::fetch_chunks::FetchList;
+use super::list_offsets_chunks::ListOffsetsList;
 use super::metadata_chunks::TopicsWriter;
 use super::partition_chunks::PartitionsWriter;
 use super::produce_chunks::ProduceList;
@@ -870,6 +871,7 @@ pub enum ListWriter {
     Produce(PartitionsWriter<ProduceList>),
     Fetch(PartitionsWriter<FetchList>),
     CreateTopics(TopicResultsWriter),
+    ListOffsets(PartitionsWriter<ListOffsetsList>),
 }
 
 impl ListWriter {
@@ -880,6 +882,7 @@ impl ListWriter {
             ListWriter::Produce(topics) => topics.count(),
             ListWriter::Fetch(topics) => topics.count(),
             ListWriter::CreateTopics(topics) => topics.count(),
+            ListWriter::ListOffsets(topics) => topics.count(),
         }
     }
 
@@ -890,6 +893,7 @@ impl ListWriter {
             ListWriter::Produce(topics) => topics.len(),
             ListWriter::Fetch(topics) => topics.len(),
             ListWriter::CreateTopics(topics) => topics.len(),
+            ListWriter::ListOffsets(topics) => topics.len(),
         }
     }
 
@@ -905,6 +909,8 @@ impl ListWriter {
             ),
             // After the topics: tagged fields (v5+).
             ListWriter::CreateTopics(_) => (usize::from(version >= 5), version >= 5),
+            // After the topics: tagged fields (v6+).
+            ListWriter::ListOffsets(_) => (usize::from(version >= 6), version >= 6),
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
             // the list is found from the front: the response header, then what the body has
             // before its topics (Produce nothing, Fetch its throttle time, error code and
@@ -930,6 +936,7 @@ impl ListWriter {
             ListWriter::Produce(topics) => topics.write_to(out).await,
             ListWriter::Fetch(topics) => topics.write_to(out).await,
             ListWriter::CreateTopics(topics) => topics.write_to(out).await,
+            ListWriter::ListOffsets(topics) => topics.write_to(out).await,
         }
     }
 }
