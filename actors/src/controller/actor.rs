@@ -64,6 +64,13 @@ pub const LATEST_CREATE_TOPICS_VERSION: i16 = 7;
 /// its term before it is answered REQUEST_TIMED_OUT.
 pub const ACTIVATION_WAIT: Duration = Duration::from_secs(5);
 
+/// What topic creations and deletions are decided with.
+#[derive(Clone, Copy)]
+struct TopicRules {
+    defaults: TopicDefaults,
+    delete_topic_enable: bool,
+}
+
 /// Settings the controller applies to mutations.
 #[derive(Clone, Debug)]
 pub struct ControllerSettings {
@@ -135,6 +142,21 @@ pub struct DeleteTopics {
     /// The request as the client sent it.
     pub request: DeleteTopicsRequest,
     /// Its API version.
+    pub version: i16,
+    /// Who sent it.
+    pub principal: Principal,
+    /// Its client id.
+    pub client_id: String,
+}
+
+/// Delete the topics of a DeleteTopics v1-5 request too large to decode whole, read from where
+/// they are kept and answered compactly (issue #11).
+#[derive(Message)]
+#[rtype(result = "logic::ListedDeletion")]
+pub struct DeleteListedTopics {
+    /// The request's names.
+    pub names: Arc<dyn logic::ListedNames>,
+    /// The request's API version.
     pub version: i16,
     /// Who sent it.
     pub principal: Principal,
@@ -678,12 +700,13 @@ impl Handler<CreateTopics> for Controller {
     type Result = ResponseFuture<CreateTopicsResponse>;
 
     fn handle(&mut self, msg: CreateTopics, ctx: &mut Self::Context) -> Self::Result {
-        self.create_charged(
+        self.topics_charged(
             msg,
             ctx,
             |msg| (&msg.principal, &msg.client_id, msg.version),
-            |msg, image, defaults, mutation| {
-                logic::create_topics(image, &msg.request, msg.version, defaults, mutation)
+            6,
+            |msg, image, rules, mutation| {
+                logic::create_topics(image, &msg.request, msg.version, &rules.defaults, mutation)
             },
             |mut response: CreateTopicsResponse, code, message| {
                 for topic in &mut response.topics {
@@ -703,17 +726,18 @@ impl Handler<CreateListedTopics> for Controller {
     type Result = ResponseFuture<logic::ListedCreation>;
 
     fn handle(&mut self, msg: CreateListedTopics, ctx: &mut Self::Context) -> Self::Result {
-        self.create_charged(
+        self.topics_charged(
             msg,
             ctx,
             |msg| (&msg.principal, &msg.client_id, msg.version),
-            |msg, image, defaults, mutation| {
+            6,
+            |msg, image, rules, mutation| {
                 logic::create_listed_topics(
                     image,
                     msg.topics.as_ref(),
                     msg.validate_only,
                     msg.version,
-                    defaults,
+                    &rules.defaults,
                     mutation,
                 )
             },
@@ -727,17 +751,20 @@ impl Handler<CreateListedTopics> for Controller {
 }
 
 impl Controller {
-    /// Decides a topic creation with `decide`, charged to the sender's mutation quota (strict
-    /// from v6), whose throttle is added to the answer's (`throttle`).
-    fn create_charged<M>(
+    /// Decides a topic creation or deletion with `decide`, charged to the sender's mutation
+    /// quota (strict from `strict_from`: CreateTopics v6, DeleteTopics v5), whose throttle is
+    /// added to the answer's (`throttle`).
+    #[allow(clippy::too_many_arguments)]
+    fn topics_charged<M>(
         &mut self,
         msg: M,
         ctx: &mut Context<Self>,
         sender: impl Fn(&M) -> (&Principal, &str, i16),
+        strict_from: i16,
         decide: impl FnOnce(
             &M,
             &MetadataImage,
-            &TopicDefaults,
+            TopicRules,
             &mut MutationContext<'_>,
         ) -> logic::ControllerResult<M::Result>,
         fail: impl FnOnce(M::Result, ResponseError, &str) -> M::Result + Send + 'static,
@@ -752,14 +779,17 @@ impl Controller {
             Ok(msg) => msg,
             Err(answer) => return answer,
         };
-        let defaults = self.settings.defaults;
+        let rules = TopicRules {
+            defaults: self.settings.defaults,
+            delete_topic_enable: self.settings.delete_topic_enable,
+        };
         let (principal, client_id, version) = sender(&msg);
-        let mut quota = self.mutation_quota(principal, client_id, version, 6);
+        let mut quota = self.mutation_quota(principal, client_id, version, strict_from);
         let response = self.mutate_charged(
             ctx,
             &msg,
             &mut quota,
-            |image, mutation| decide(&msg, image, &defaults, mutation),
+            |image, mutation| decide(&msg, image, rules, mutation),
             fail,
         );
         Box::pin(async move {
@@ -775,18 +805,19 @@ impl Handler<DeleteTopics> for Controller {
     type Result = ResponseFuture<DeleteTopicsResponse>;
 
     fn handle(&mut self, msg: DeleteTopics, ctx: &mut Self::Context) -> Self::Result {
-        let msg = match self.admit(msg, ctx) {
-            Ok(msg) => msg,
-            Err(answer) => return answer,
-        };
-        let enabled = self.settings.delete_topic_enable;
-        let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 5);
-        let response = self.mutate_charged(
+        self.topics_charged(
+            msg,
             ctx,
-            &msg,
-            &mut quota,
-            |image, mutation| {
-                logic::delete_topics(image, &msg.request, msg.version, enabled, mutation)
+            |msg| (&msg.principal, &msg.client_id, msg.version),
+            5,
+            |msg, image, rules, mutation| {
+                logic::delete_topics(
+                    image,
+                    &msg.request,
+                    msg.version,
+                    rules.delete_topic_enable,
+                    mutation,
+                )
             },
             |mut response: DeleteTopicsResponse, code, message| {
                 for topic in &mut response.responses {
@@ -797,12 +828,35 @@ impl Handler<DeleteTopics> for Controller {
                 }
                 response
             },
-        );
-        Box::pin(async move {
-            let mut response = response.await;
-            response.throttle_time_ms = with_throttle(response.throttle_time_ms, &quota);
-            response
-        })
+            |response| &mut response.throttle_time_ms,
+        )
+    }
+}
+
+impl Handler<DeleteListedTopics> for Controller {
+    type Result = ResponseFuture<logic::ListedDeletion>;
+
+    fn handle(&mut self, msg: DeleteListedTopics, ctx: &mut Self::Context) -> Self::Result {
+        self.topics_charged(
+            msg,
+            ctx,
+            |msg| (&msg.principal, &msg.client_id, msg.version),
+            5,
+            |msg, image, rules, mutation| {
+                logic::delete_listed_topics(
+                    image,
+                    msg.names.as_ref(),
+                    msg.version,
+                    rules.delete_topic_enable,
+                    mutation,
+                )
+            },
+            |mut response: logic::ListedDeletion, code, message| {
+                response.fail_deleted(code.code(), message);
+                response
+            },
+            |response| &mut response.throttle_time_ms,
+        )
     }
 }
 
@@ -962,6 +1016,12 @@ impl Refusable for CreateListedTopics {
 impl Refusable for DeleteTopics {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         failed_delete_topics_for(&self.request, self.version)(code, message)
+    }
+}
+
+impl Refusable for DeleteListedTopics {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        logic::ListedDeletion::refused(code.code(), message)
     }
 }
 

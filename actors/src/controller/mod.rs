@@ -25,8 +25,8 @@ pub use acls::{
 pub use activation::Activation;
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
-    ControllerSettings, CreateListedTopics, CreatePartitions, CreateTopics, DeleteTopics,
-    FenceBroker, RegisterNode, UnfenceBroker, WriteRecords, ACTIVATION_WAIT,
+    ControllerSettings, CreateListedTopics, CreatePartitions, CreateTopics, DeleteListedTopics,
+    DeleteTopics, FenceBroker, RegisterNode, UnfenceBroker, WriteRecords, ACTIVATION_WAIT,
     LATEST_CREATE_TOPICS_VERSION,
 };
 pub use alter_partition::{failed_alter_partition, AlterPartition};

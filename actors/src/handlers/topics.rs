@@ -11,7 +11,7 @@ use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    ResponseKind, TopicName,
+    DeleteTopicsResponse, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -19,8 +19,12 @@ use super::authorize::{denied_once, AUTHORIZATION_FAILED};
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{Caller, ControllerForwarder, HandlerContext, RequestInfo};
-use crate::controller::logic::{ListedCreation, ListedOutcome, ListedTopics};
-use crate::controller::{self, CreateListedTopics, CreatePartitions, CreateTopics, DeleteTopics};
+use crate::controller::logic::{
+    ListedCreation, ListedDeletion, ListedNames, ListedOutcome, ListedTopics,
+};
+use crate::controller::{
+    self, CreateListedTopics, CreatePartitions, CreateTopics, DeleteListedTopics, DeleteTopics,
+};
 
 /// Why the controller could not be asked: its mailbox is gone, so the node is shutting down.
 fn unavailable(error: &actix::MailboxError) -> (ResponseError, String) {
@@ -404,6 +408,61 @@ pub(super) async fn delete_topics(
         errors,
         delivery: super::Delivery::Send,
     }
+}
+
+/// DeleteTopics v1-5 for a request whose names stay in its frame (`ListedNames`): the answer's
+/// body lists no topics, and the returned deletion answers each distinct name, for the caller
+/// to write as it sends the answer. `None` when the principal may not delete every topic, so
+/// each name must be checked: the decoded request's handler does that.
+pub async fn delete_listed_topics(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    names: Arc<dyn ListedNames>,
+) -> Option<(ApiResponse, ListedDeletion)> {
+    let access = Access::new(ctx, info);
+    if access.is_enforced() && !access.allows_cluster(AclOperation::Delete) {
+        return None;
+    }
+    let listed = names.listed();
+    let deletion = match ctx
+        .controller
+        .send(DeleteListedTopics {
+            names,
+            version: info.api_version,
+            principal: info.principal.clone(),
+            client_id: info.client_id.clone(),
+        })
+        .await
+    {
+        Ok(deletion) => deletion,
+        Err(error) => {
+            let (code, message) = unavailable(&error);
+            ListedDeletion::refused(code.code(), &message)
+        }
+    };
+    let mut errors = ErrorCounts::default();
+    match &deletion.refused {
+        Some((code, _)) => errors.add_times(*code, listed as u64),
+        None => {
+            let mut times = vec![0u64; deletion.outcomes.len()];
+            for at in &deletion.per_name {
+                if let Some(count) = times.get_mut(*at as usize) {
+                    *count += 1;
+                }
+            }
+            for ((code, _), times) in deletion.outcomes.iter().zip(times) {
+                errors.add_times(*code, times);
+            }
+        }
+    }
+    let response = DeleteTopicsResponse::default().with_throttle_time_ms(deletion.throttle_time_ms);
+    let answer = ApiResponse {
+        throttle_time_ms: deletion.throttle_time_ms,
+        body: ResponseKind::DeleteTopics(response),
+        errors,
+        delivery: super::Delivery::Send,
+    };
+    Some((answer, deletion))
 }
 
 pub(super) async fn create_partitions(

@@ -56,6 +56,25 @@ fn growth(node: &GregorNode, before: u64) -> u64 {
     node.resident_memory().unwrap().peak.saturating_sub(before)
 }
 
+/// Sends `frame` through `broker` and returns the answer frame with how much the peak
+/// resident memory of `controller` and of `broker` grew meanwhile.
+async fn answer_through(
+    controller: &GregorNode,
+    broker: &GregorNode,
+    frame: &[u8],
+) -> anyhow::Result<(Bytes, u64, u64)> {
+    let (controller_before, broker_before) = (
+        controller.resident_memory()?.current,
+        broker.resident_memory()?.current,
+    );
+    let body = answer(&broker.bootstrap(), frame).await?;
+    Ok((
+        body,
+        growth(controller, controller_before),
+        growth(broker, broker_before),
+    ))
+}
+
 /// Sends `frame_size()` of distinct four-letter names of one partition each through the
 /// cluster's broker. Past the controller's 10,000 records the creation is refused whole: every
 /// allowed name is answered with the message (the answer is about six times the frame), then
@@ -70,15 +89,8 @@ async fn distinct_topics_within_four_frames(
     let frame_size = frame_size();
     let count = (frame_size - 40) / 14;
     let frame = create_topics_v7(count, 1, false);
-    let (controller_before, broker_before) = (
-        controller.resident_memory()?.current,
-        broker.resident_memory()?.current,
-    );
-    let mut body = answer(&broker.bootstrap(), &frame).await?;
-    let (controller_growth, broker_growth) = (
-        growth(controller, controller_before),
-        growth(broker, broker_before),
-    );
+    let (mut body, controller_growth, broker_growth) =
+        answer_through(controller, broker, &frame).await?;
     let answer_size = body.len();
     let header = ResponseHeader::decode(&mut body, 1)?;
     assert_eq!(header.correlation_id, 42);
@@ -321,5 +333,78 @@ async fn a_large_forwarded_answer_to_a_reduced_request_is_expanded() -> anyhow::
     assert_eq!(through_broker.len(), 40_002);
     assert!(through_broker.iter().all(|result| result.error_code != 0));
     assert!(through_broker == from_controller);
+    Ok(())
+}
+
+/// A DeleteTopics naming `frame_size()` of distinct names, forwarded by a broker as it came:
+/// the controller decides it from the frame (`delete_topics_chunks.rs`), deletes the two
+/// topics it names that exist, answers every other name UNKNOWN_TOPIC_OR_PARTITION, and
+/// neither node's peak resident memory grows by four frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_delete_topics_of_distinct_names_stays_within_four_frames() -> anyhow::Result<()>
+{
+    use bytes::BufMut;
+    use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+    let cluster = Cluster::start(1, 1)?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    forwarding(&broker.bootstrap()).await?;
+    let mut conn = KafkaConn::connect(&broker.bootstrap()).await?;
+    let created = conn
+        .send::<CreateTopicsRequest>(
+            &create_topics(vec![creatable("dd1", 1, 1), creatable("dd2", 1, 1)], false),
+            7,
+        )
+        .await?;
+    assert!(created.topics.iter().all(|t| t.error_code == 0));
+    let name = |index: usize| match index {
+        100 => b"dd1".to_vec(),
+        200 => b"dd2".to_vec(),
+        _ => four_letter_name(index).to_vec(),
+    };
+    let frame_size = frame_size();
+    let count = (frame_size - 40) / 5;
+    let frame = gregor_integration::frames::flexible_list(
+        20,
+        4,
+        b"",
+        count,
+        5,
+        |index, frame| {
+            let name = name(index);
+            frame.put_u8(name.len() as u8 + 1);
+            frame.put_slice(&name);
+        },
+        b"\x00\x00\x75\x30\x00",
+    );
+    let (mut body, controller_growth, broker_growth) =
+        answer_through(controller, broker, &frame).await?;
+    let header = ResponseHeader::decode(&mut body, 1)?;
+    assert_eq!(header.correlation_id, 42);
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per name");
+    for index in 0..count {
+        let result = DeletableTopicResult::decode(&mut body, 4)?;
+        let expected = if matches!(index, 100 | 200) { 0 } else { 3 };
+        assert_eq!(
+            (
+                result.name.map(|n| n.as_bytes().to_vec()),
+                result.error_code
+            ),
+            (Some(name(index)), expected),
+            "name {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
+        assert!(
+            grown < 4 * frame_size as u64,
+            "a {}-byte DeleteTopics grew the {node}'s peak resident memory by {grown} bytes",
+            frame.len()
+        );
+    }
+    let created = conn
+        .send::<CreateTopicsRequest>(&create_topics(vec![creatable("dd1", 1, 1)], false), 7)
+        .await?;
+    assert_eq!(created.topics[0].error_code, 0, "dd1 was deleted");
     Ok(())
 }

@@ -9,7 +9,9 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use std::time::Duration;
 
-use gregor_integration::admin::{creatable, create_topics, s, topic_name};
+use gregor_integration::admin::{
+    creatable, create_topics, delete_topics_by_name, metadata, s, topic_name,
+};
 use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::{
@@ -1297,4 +1299,162 @@ async fn list_offsets_of_many_partitions_answers_repeats_across_chunks() {
             "v{version}: t-0's earliest"
         );
     }
+}
+
+/// DeleteTopics naming distinct topics: decided from the frame, each unknown name answered
+/// from it.
+#[tokio::test]
+async fn delete_topics_naming_distinct_topics_stays_within_four_frames() {
+    // DeleteTopics v4: the names, then TimeoutMs and tags.
+    let (frame, count) = distinct(
+        20,
+        4,
+        5,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+        },
+        b"\x00\x00\x03\xe8\x00",
+    );
+    let mut body = answer_within_four_frames("DeleteTopics distinct topics", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per topic");
+    for index in 0..count {
+        let result = delete_topics_response::DeletableTopicResult::decode(&mut body, 4).unwrap();
+        let name = result.name.as_ref().map(|n| n.as_bytes().to_vec());
+        assert_eq!(
+            name,
+            Some(four_letter_name(index).to_vec()),
+            "topic {index}"
+        );
+        assert_eq!(result.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// The distinct names of `names` in order of first appearance, a repeated one twice, as
+/// requests of at most 1,000 names: each name is answered as in `names`.
+fn shorter_deletions(names: &[String]) -> Vec<Vec<String>> {
+    let mut counts = std::collections::HashMap::new();
+    for name in names {
+        *counts.entry(name.as_str()).or_insert(0) += 1;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut requests: Vec<Vec<String>> = vec![Vec::new()];
+    for name in names {
+        if !seen.insert(name.as_str()) {
+            continue;
+        }
+        let copies = if counts[name.as_str()] > 1 { 2 } else { 1 };
+        if requests.last().is_some_and(|r| r.len() + copies > 1_000) {
+            requests.push(Vec::new());
+        }
+        if let Some(request) = requests.last_mut() {
+            request.extend(std::iter::repeat_n(name.clone(), copies));
+        }
+    }
+    requests
+}
+
+/// DeleteTopics naming more topics than one chunk answers each distinct name as shorter
+/// requests do (a repeated name INVALID_REQUEST at its first appearance and nowhere else,
+/// even a name of a byte or two), deletes the topics it names once, and stays one decision:
+/// past 10,000 deletions the whole request is refused and nothing is deleted.
+#[tokio::test]
+async fn delete_topics_of_many_names_answers_as_shorter_requests_and_stays_one_decision() {
+    use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    let existing = ["t7", "t1500", "t2100", "a"];
+    let create =
+        |names: &[&str]| create_topics(names.iter().map(|n| creatable(n, 1, 1)).collect(), false);
+    let names: Vec<String> = (0..2_500)
+        .map(|index| match index {
+            7 => "t7".to_owned(),
+            1_500 => "t1500".to_owned(),
+            2_100 | 2_101 => "t2100".to_owned(),
+            _ if index % 100 == 9 => "again".to_owned(),
+            _ if index % 100 == 11 => "a".to_owned(),
+            _ if index % 100 == 13 => String::new(),
+            _ if index % 500 == 17 => "ab".to_owned(),
+            _ => format!("missing-{index}"),
+        })
+        .collect();
+    let names_ref: Vec<&str> = names.iter().map(String::as_str).collect();
+    for version in [1, 4, 5] {
+        // Repeated names are refused, so "a" and "t2100" outlive each round (36: exists).
+        let created = conn.send(&create(&existing), 7).await.unwrap();
+        assert!(created
+            .topics
+            .iter()
+            .all(|t| matches!(t.error_code, 0 | 36)));
+        let whole = conn
+            .send(&delete_topics_by_name(version, &names_ref), version)
+            .await
+            .unwrap();
+        let created = conn.send(&create(&existing), 7).await.unwrap();
+        assert!(created
+            .topics
+            .iter()
+            .all(|t| matches!(t.error_code, 0 | 36)));
+        let mut parts: Vec<DeletableTopicResult> = Vec::new();
+        for request in shorter_deletions(&names) {
+            let request: Vec<&str> = request.iter().map(String::as_str).collect();
+            let answer = conn
+                .send(&delete_topics_by_name(version, &request), version)
+                .await
+                .unwrap();
+            parts.extend(answer.responses);
+        }
+        assert_eq!(whole.responses.len(), parts.len(), "v{version}");
+        assert!(whole.responses == parts, "v{version}");
+        let codes: Vec<(String, i16)> = whole
+            .responses
+            .iter()
+            .filter(|r| {
+                let name = r.name.as_ref().map_or("", |n| n.as_str());
+                existing.contains(&name) || name == "again" || name.is_empty()
+            })
+            .map(|r| {
+                (
+                    r.name.as_ref().map_or(String::new(), |n| n.to_string()),
+                    r.error_code,
+                )
+            })
+            .collect();
+        let expected: Vec<(String, i16)> = [
+            ("t7", 0),
+            ("again", 42),
+            ("a", 42),
+            ("", 42),
+            ("t1500", 0),
+            ("t2100", 42),
+        ]
+        .iter()
+        .map(|(n, c)| (n.to_string(), *c))
+        .collect();
+        assert_eq!(codes, expected, "v{version}");
+    }
+
+    // 10,001 topics, deleted in one request: refused whole (POLICY_VIOLATION each, once).
+    let many: Vec<String> = (0..10_001).map(|index| format!("m{index}")).collect();
+    for part in many.chunks(3_000) {
+        let part: Vec<&str> = part.iter().map(String::as_str).collect();
+        let created = conn.send(&create(&part), 7).await.unwrap();
+        assert!(created.topics.iter().all(|t| t.error_code == 0));
+    }
+    let many_ref: Vec<&str> = many.iter().map(String::as_str).collect();
+    let refused = conn
+        .send(&delete_topics_by_name(4, &many_ref), 4)
+        .await
+        .unwrap();
+    assert_eq!(refused.responses.len(), many.len());
+    assert!(
+        refused.responses.iter().all(|r| r.error_code == 44),
+        "POLICY_VIOLATION"
+    );
+    let metadata = conn.send(&metadata(12, None, false), 12).await.unwrap();
+    // Left from the rounds above: "a" and "t2100", named more than once there.
+    assert_eq!(metadata.topics.len(), many.len() + 2, "nothing deleted");
 }

@@ -571,6 +571,7 @@ enum ChunkedRequest {
     Fetch(super::fetch_chunks::ChunkedFetch),
     CreateTopics(super::create_topics_chunks::ChunkedCreateTopics),
     ListOffsets(super::list_offsets_chunks::ChunkedListOffsets),
+    DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
 }
 
 impl ChunkedRequest {
@@ -582,6 +583,7 @@ impl ChunkedRequest {
             ChunkedRequest::Fetch(chunked) => chunked.shell(),
             ChunkedRequest::CreateTopics(_) => RequestKind::CreateTopics(Default::default()),
             ChunkedRequest::ListOffsets(chunked) => chunked.shell(),
+            ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
         }
     }
 
@@ -621,6 +623,11 @@ impl ChunkedRequest {
                 let (answer, partitions) =
                     super::list_offsets_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::ListOffsets(partitions)))
+            }
+            ChunkedRequest::DeleteTopics(chunked) => {
+                let (answer, topics) =
+                    super::delete_topics_chunks::handle(handlers, info, chunked).await?;
+                (answer, topics.map(ListWriter::DeleteTopics))
             }
         })
     }
@@ -750,6 +757,10 @@ async fn process_frame(
         ApiKey::ListOffsets => super::list_offsets_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ListOffsets)),
+        // Only where this node decides it: a broker with an authorizer forwards it decoded.
+        ApiKey::DeleteTopics if !forward => super::delete_topics_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::DeleteTopics)),
         _ => Ok(None),
     })
     .map_err(|e| {

@@ -267,14 +267,7 @@ impl DeniedResultsWriter {
             request: Arc::new(request),
             size: 0,
         };
-        let mut size = 0;
-        {
-            let mut pieces = writer.pieces();
-            while let Some(piece) = pieces()? {
-                size += piece.len();
-            }
-        }
-        writer.size = size;
+        writer.size = super::repeated::pieces_size(writer.pieces())?;
         Ok(writer)
     }
 
@@ -419,12 +412,8 @@ impl TopicResultsWriter {
             count,
             size: 0,
         };
-        let mut size = 0;
         let mut pieces = Pieces::new(&writer);
-        while let Some(piece) = pieces.next_piece()? {
-            size += piece.len();
-        }
-        writer.size = size;
+        writer.size = super::repeated::pieces_size(|| pieces.next_piece())?;
         Ok(writer)
     }
 

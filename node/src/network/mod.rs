@@ -7,6 +7,7 @@ mod collapse;
 mod connection;
 pub mod create_topics_chunks;
 mod dedup_decode;
+pub mod delete_topics_chunks;
 pub mod envelope;
 pub mod fetch_chunks;
 pub mod forwarded;

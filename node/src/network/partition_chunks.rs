@@ -280,12 +280,8 @@ impl<L: PartitionList> PartitionsWriter<L> {
             answers,
             size: 0,
         };
-        let mut size = 0;
         let mut pieces = Pieces::new(&writer)?;
-        while let Some(piece) = pieces.next_piece()? {
-            size += piece.len();
-        }
-        writer.size = size;
+        writer.size = super::repeated::pieces_size(|| pieces.next_piece())?;
         Ok(writer)
     }
 

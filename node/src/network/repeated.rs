@@ -39,6 +39,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::create_topics_chunks::TopicResultsWriter;
 use super::dedup_decode::{array_length, need, uvarint};
+use super::delete_topics_chunks::DeletionResultsWriter;
 use super::fetch_chunks::FetchList;
 use super::list_offsets_chunks::ListOffsetsList;
 use super::metadata_chunks::TopicsWriter;
@@ -872,6 +873,7 @@ pub enum ListWriter {
     Fetch(PartitionsWriter<FetchList>),
     CreateTopics(TopicResultsWriter),
     ListOffsets(PartitionsWriter<ListOffsetsList>),
+    DeleteTopics(DeletionResultsWriter),
 }
 
 impl ListWriter {
@@ -883,6 +885,7 @@ impl ListWriter {
             ListWriter::Fetch(topics) => topics.count(),
             ListWriter::CreateTopics(topics) => topics.count(),
             ListWriter::ListOffsets(topics) => topics.count(),
+            ListWriter::DeleteTopics(topics) => topics.count(),
         }
     }
 
@@ -894,6 +897,7 @@ impl ListWriter {
             ListWriter::Fetch(topics) => topics.len(),
             ListWriter::CreateTopics(topics) => topics.len(),
             ListWriter::ListOffsets(topics) => topics.len(),
+            ListWriter::DeleteTopics(topics) => topics.len(),
         }
     }
 
@@ -911,6 +915,8 @@ impl ListWriter {
             ListWriter::CreateTopics(_) => (usize::from(version >= 5), version >= 5),
             // After the topics: tagged fields (v6+).
             ListWriter::ListOffsets(_) => (usize::from(version >= 6), version >= 6),
+            // After the topics: tagged fields (v4+).
+            ListWriter::DeleteTopics(_) => (usize::from(version >= 4), version >= 4),
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
             // the list is found from the front: the response header, then what the body has
             // before its topics (Produce nothing, Fetch its throttle time, error code and
@@ -937,6 +943,7 @@ impl ListWriter {
             ListWriter::Fetch(topics) => topics.write_to(out).await,
             ListWriter::CreateTopics(topics) => topics.write_to(out).await,
             ListWriter::ListOffsets(topics) => topics.write_to(out).await,
+            ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
         }
     }
 }
@@ -1230,6 +1237,18 @@ fn expand_inner(
         tail: rest,
         size,
     })
+}
+
+/// The size of an answer's list encoded a piece at a time by `next`, measured before it is
+/// written (its size prefix comes first).
+pub(super) fn pieces_size(
+    mut next: impl FnMut() -> anyhow::Result<Option<BytesMut>>,
+) -> anyhow::Result<usize> {
+    let mut size = 0;
+    while let Some(piece) = next()? {
+        size += piece.len();
+    }
+    Ok(size)
 }
 
 /// Writes an answer's list encoded a piece at a time by `next`, and checks it adds up to the

@@ -16,6 +16,7 @@
 use std::collections::{HashMap, HashSet};
 
 use gregor_publishers::records::{MetadataRecord, RemoveTopicRecord};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -209,6 +210,160 @@ fn whole_request_error(
     ControllerResult {
         records: Vec::new(),
         response: DeleteTopicsResponse::default().with_responses(results),
+    }
+}
+
+/// A DeleteTopics v1-5 request's names read one at a time from where they are kept (the
+/// request's frame), for requests too large to decode whole (issue #11).
+pub trait ListedNames: Send + Sync {
+    /// How many distinct names it lists.
+    fn distinct(&self) -> usize;
+
+    /// How many names a refusal of the whole request answers: each name's first two copies,
+    /// as a decoded request holds them (`dedup_decode.rs`).
+    fn listed(&self) -> usize;
+
+    /// Calls `visit` with each distinct name's first appearance in request order and whether
+    /// the request names it again; stops early when `visit` returns false.
+    fn each_first(&self, visit: &mut dyn FnMut(&str, bool) -> bool) -> Result<(), String>;
+}
+
+/// The answer to a [`ListedNames`] request, kept compactly: two bytes per distinct name and
+/// its few distinct outcomes (an error code and message, or a deletion's code 0; at most
+/// [`MAX_RECORDS_PER_USER_OP`] deletions, so fewer than 65,536 outcomes).
+#[derive(Debug, Default, PartialEq)]
+pub struct ListedDeletion {
+    /// Per distinct name, in request order: its index in `outcomes`.
+    pub per_name: Vec<u16>,
+    pub outcomes: Vec<(i16, Option<String>)>,
+    /// A request the controller could not decide: every copy of each name the decoded request
+    /// holds (its first two) answered with this code and message, as
+    /// [`crate::controller::failed_delete_topics_for`] answers it.
+    pub refused: Option<(i16, String)>,
+    pub throttle_time_ms: i32,
+}
+
+impl ListedDeletion {
+    /// A request refused before it was decided.
+    pub fn refused(code: i16, message: &str) -> Self {
+        ListedDeletion {
+            refused: Some((code, message.to_owned())),
+            ..Default::default()
+        }
+    }
+
+    /// The code and message of the distinct name at `index` (in request order).
+    pub fn outcome(&self, index: usize) -> Option<&(i16, Option<String>)> {
+        self.outcomes.get(*self.per_name.get(index)? as usize)
+    }
+
+    /// Marks every deleted topic failed (the records did not commit).
+    pub fn fail_deleted(&mut self, code: i16, message: &str) {
+        for outcome in &mut self.outcomes {
+            if outcome.0 == 0 {
+                *outcome = (code, Some(message.to_owned()));
+            }
+        }
+    }
+}
+
+/// Decides a request whose names are read from `names` as [`delete_topics`] decides the same
+/// names, without holding them or their answers whole.
+pub fn delete_listed_topics<V: MetadataView + ?Sized>(
+    image: &V,
+    names: &dyn ListedNames,
+    version: i16,
+    delete_topic_enable: bool,
+    ctx: &mut MutationContext<'_>,
+) -> ControllerResult<ListedDeletion> {
+    let alike = |error: &ControllerError| ControllerResult {
+        records: Vec::new(),
+        response: ListedDeletion {
+            per_name: vec![0; names.distinct()],
+            outcomes: vec![(error.code().code(), None)],
+            ..Default::default()
+        },
+    };
+    if !delete_topic_enable {
+        return alike(&ControllerError::TopicDeletionDisabled { version });
+    }
+    let mut deletion = ListedDeletion {
+        per_name: Vec::with_capacity(names.distinct()),
+        ..Default::default()
+    };
+    let mut index_of: HashMap<(i16, Option<String>), u16> = HashMap::new();
+    // Distinct outcomes: a few errors and one per deletion (at most the record limit).
+    let mut outcome_index = |outcome: (i16, Option<String>), outcomes: &mut Vec<_>| {
+        *index_of.entry(outcome.clone()).or_insert_with(|| {
+            outcomes.push(outcome);
+            u16::try_from(outcomes.len() - 1).unwrap_or(u16::MAX)
+        })
+    };
+    // (the name's position in `per_name`, its topic), decided once the count is known.
+    let mut deletions: Vec<(usize, Uuid)> = Vec::new();
+    let mut too_large = false;
+    let walked = names.each_first(&mut |name, repeated| {
+        let error = if repeated {
+            ControllerError::DuplicateTopicName
+        } else {
+            match image.topic_id(name) {
+                None => ControllerError::UnknownTopicName,
+                Some(id) => {
+                    if deletions.len() == MAX_RECORDS_PER_USER_OP {
+                        too_large = true;
+                        return false;
+                    }
+                    deletions.push((deletion.per_name.len(), id));
+                    deletion.per_name.push(u16::MAX);
+                    return true;
+                }
+            }
+        };
+        let at = outcome_index(
+            (error.code().code(), error.message()),
+            &mut deletion.outcomes,
+        );
+        deletion.per_name.push(at);
+        true
+    });
+    if let Err(error) = walked {
+        tracing::error!(%error, "the names of a DeleteTopics request did not read again");
+        let at = outcome_index(
+            (ResponseError::UnknownServerError.code(), Some(error)),
+            &mut deletion.outcomes,
+        );
+        deletion.per_name.clear();
+        deletion.per_name.resize(names.distinct(), at);
+        return ControllerResult {
+            records: Vec::new(),
+            response: deletion,
+        };
+    }
+    if too_large {
+        return alike(&ControllerError::BatchTooLarge);
+    }
+    let mut records = Vec::with_capacity(deletions.len());
+    for (position, id) in deletions {
+        let partitions = u32::try_from(image.partition_count(&id)).unwrap_or(u32::MAX);
+        let outcome = match ctx.quota.charge(partitions) {
+            Ok(()) => {
+                records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                    topic_id: id,
+                }));
+                (0, None)
+            }
+            Err(e) => {
+                let error = ControllerError::ThrottlingQuotaExceeded {
+                    throttle_time_ms: e.throttle_time_ms,
+                };
+                (error.code().code(), error.message())
+            }
+        };
+        deletion.per_name[position] = outcome_index(outcome, &mut deletion.outcomes);
+    }
+    ControllerResult {
+        records,
+        response: deletion,
     }
 }
 
@@ -414,5 +569,103 @@ mod tests {
             rows(&result)[1],
             (Some("b".into()), Uuid::from_u128(11), 89, None)
         );
+    }
+
+    /// Names as a frame would list them, for [`delete_listed_topics`].
+    struct Names(Vec<&'static str>);
+
+    impl ListedNames for Names {
+        fn distinct(&self) -> usize {
+            self.0.iter().collect::<HashSet<_>>().len()
+        }
+
+        fn listed(&self) -> usize {
+            let mut copies: HashMap<&str, usize> = HashMap::new();
+            self.0
+                .iter()
+                .filter(|name| {
+                    let seen = copies.entry(name).or_default();
+                    *seen += 1;
+                    *seen <= 2
+                })
+                .count()
+        }
+
+        fn each_first(&self, visit: &mut dyn FnMut(&str, bool) -> bool) -> Result<(), String> {
+            let mut seen = HashSet::new();
+            for name in &self.0 {
+                let repeated = self.0.iter().filter(|n| *n == name).count() > 1;
+                if seen.insert(*name) && !visit(name, repeated) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    type NameRow = (String, i16, Option<String>);
+
+    /// What the decoded request is answered, without topic ids (not in v1-5's answer).
+    fn decoded_rows(result: &ControllerResult<DeleteTopicsResponse>) -> Vec<NameRow> {
+        rows(result)
+            .into_iter()
+            .map(|(name, _, code, message)| (name.unwrap_or_default(), code, message))
+            .collect()
+    }
+
+    /// What the listed request is answered: each distinct name in order, with its outcome.
+    fn listed_rows(names: &Names, result: &ControllerResult<ListedDeletion>) -> Vec<NameRow> {
+        let mut seen = HashSet::new();
+        let firsts = names.0.iter().filter(|name| seen.insert(**name));
+        firsts
+            .enumerate()
+            .map(|(index, name)| {
+                let (code, message) = result.response.outcome(index).cloned().unwrap_or_default();
+                (name.to_string(), code, message)
+            })
+            .collect()
+    }
+
+    /// Decides `names` both ways with a fresh quota each (`budget` partitions, or unlimited),
+    /// and checks that records and answers agree.
+    fn agree(view: &FakeView, names: Vec<&'static str>, enabled: bool, budget: Option<u32>) {
+        let listed = Names(names);
+        let decide = |listed_path: bool| {
+            let mut rng = CountingRng::default();
+            let mut quota = ScriptedQuota {
+                charges: Vec::new(),
+                budget,
+            };
+            let mut ctx = MutationContext {
+                rng: &mut rng,
+                quota: &mut quota,
+            };
+            if listed_path {
+                let result = delete_listed_topics(view, &listed, 5, enabled, &mut ctx);
+                (result.records.clone(), listed_rows(&listed, &result))
+            } else {
+                let result = delete_topics(view, &by_name(&listed.0), 5, enabled, &mut ctx);
+                (result.records.clone(), decoded_rows(&result))
+            }
+        };
+        assert_eq!(decide(true), decide(false), "{:?}", listed.0);
+    }
+
+    #[test]
+    fn listed_names_are_decided_as_the_decoded_request() {
+        let names = vec!["b", "zz", "a", "zz", "zz", "c", "", "", "b2"];
+        agree(&view(), names.clone(), true, None);
+        agree(&view(), names.clone(), false, None);
+        agree(&view(), vec!["a", "b"], true, Some(2));
+        let mut many = FakeView::with_brokers(&[1]);
+        let mut listed = Vec::new();
+        for index in 0..=MAX_RECORDS_PER_USER_OP {
+            let name: &'static str = Box::leak(format!("t{index}").into_boxed_str());
+            many = many.topic(name, index as u128 + 1, &[&[1]]);
+            listed.push(name);
+        }
+        agree(&many, listed.clone(), true, None);
+        listed.pop();
+        agree(&many, listed, true, None);
     }
 }

@@ -48,7 +48,7 @@ pub use create_partitions::create_partitions;
 pub use create_topics::{
     create_listed_topics, create_topics, ListedCreation, ListedOutcome, ListedTopics, TopicDefaults,
 };
-pub use delete_topics::delete_topics;
+pub use delete_topics::{delete_listed_topics, delete_topics, ListedDeletion, ListedNames};
 pub use errors::ControllerError;
 pub use quota::{MutationQuota, QuotaExceeded, Unlimited};
 pub use view::{BrokerView, MetadataView};
