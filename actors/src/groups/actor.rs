@@ -545,18 +545,24 @@ impl Handler<DescribeGroup> for GroupCoordinator {
     }
 }
 
-/// DeleteGroups of one group → its code.
+/// DeleteGroups of a request's groups → one code each, in their order. They are deleted one
+/// after the other, so a group named twice is GROUP_ID_NOT_FOUND the second time.
 #[derive(Message)]
-#[rtype(result = "i16")]
-pub struct DeleteGroup(pub String);
+#[rtype(result = "Vec<i16>")]
+pub struct DeleteGroups(pub Vec<String>);
 
-impl Handler<DeleteGroup> for GroupCoordinator {
-    type Result = i16;
+impl Handler<DeleteGroups> for GroupCoordinator {
+    type Result = MessageResult<DeleteGroups>;
 
-    fn handle(&mut self, msg: DeleteGroup, ctx: &mut Context<Self>) -> i16 {
-        let code = self.state.delete_group(&msg.0);
+    fn handle(&mut self, msg: DeleteGroups, ctx: &mut Context<Self>) -> Self::Result {
+        let codes = msg
+            .0
+            .iter()
+            .map(|group_id| self.state.delete_group(group_id))
+            .collect();
+        // The tombstones of every deleted group, written in the order they were decided.
         self.run_effects(ctx);
-        code
+        MessageResult(codes)
     }
 }
 

@@ -18,7 +18,7 @@ pub mod state;
 use std::time::Duration;
 
 pub use actor::{
-    CommitOffsets, ConsumerGroupDescribe, ConsumerGroupHeartbeat, DeleteGroup, DeleteOffsets,
+    CommitOffsets, ConsumerGroupDescribe, ConsumerGroupHeartbeat, DeleteGroups, DeleteOffsets,
     DescribeGroup, ExpireOffsets, FetchOffsets, GroupCoordinator, Groups, Heartbeat, JoinGroup,
     Leadership, LeaveGroup, ListGroups, SyncGroup,
 };

@@ -55,7 +55,7 @@ use crate::groups::state::{
     CommitPartition, CommitRequest, ConsumerHeartbeat, JoinRequest, JoinResult, Leaving,
     SyncRequest, SyncResult,
 };
-use crate::groups::{self, codes, partition_for, Groups, OFFSETS_TOPIC};
+use crate::groups::{self, codes, partition_for, GroupCoordinator, Groups, OFFSETS_TOPIC};
 
 /// FindCoordinator key types.
 const KEY_TYPE_GROUP: i8 = 0;
@@ -91,6 +91,81 @@ fn no_coordinator(ctx: &HandlerContext) -> Option<&Groups> {
 fn mailbox_closed(error: &actix::MailboxError) -> i16 {
     tracing::error!(%error, "group coordinator unavailable");
     codes::COORDINATOR_NOT_AVAILABLE
+}
+
+/// What the coordinator said of one group of a request ([`ask_coordinator`]).
+enum Asked<T> {
+    /// Its authorization failed: the coordinator was not asked.
+    Refused,
+    Answered(T),
+    /// This node has no group coordinator.
+    NoCoordinator,
+    /// The coordinator's mailbox failed: the code to answer ([`mailbox_closed`]).
+    Unavailable(i16),
+}
+
+/// Each group of a request with what the coordinator said of it, in request order. `query`
+/// authorizes a group (`None`: refused) and says what to ask of it; the allowed groups go in
+/// one `message`, so a request naming many groups costs one actor round trip, not one each.
+async fn ask_coordinator<G, Q, M, T>(
+    ctx: &HandlerContext,
+    groups: Vec<G>,
+    mut query: impl FnMut(&G) -> Option<Q>,
+    message: impl FnOnce(Vec<Q>) -> M,
+) -> Vec<(G, Asked<T>)>
+where
+    M: actix::Message<Result = Vec<T>> + Send + 'static,
+    T: Send + 'static,
+    GroupCoordinator: actix::Handler<M>,
+{
+    // Every group is authorized, in request order, before the coordinator is asked.
+    let mut allowed = Vec::with_capacity(groups.len());
+    let mut queries = Vec::new();
+    for group in &groups {
+        let asked = query(group);
+        allowed.push(asked.is_some());
+        queries.extend(asked);
+    }
+    let count = queries.len();
+    let answers: Vec<Asked<T>> = match no_coordinator(ctx) {
+        // Every group was refused: there is nothing to ask.
+        _ if queries.is_empty() => Vec::new(),
+        None => std::iter::repeat_with(|| Asked::NoCoordinator)
+            .take(count)
+            .collect(),
+        Some(groups) => match groups.coordinator.send(message(queries)).await {
+            Ok(answers) => answers.into_iter().map(Asked::Answered).collect(),
+            Err(error) => {
+                let code = mailbox_closed(&error);
+                std::iter::repeat_with(|| Asked::Unavailable(code))
+                    .take(count)
+                    .collect()
+            }
+        },
+    };
+    let mut answers = answers.into_iter();
+    groups
+        .into_iter()
+        .zip(allowed)
+        .map(|(group, allowed)| {
+            let asked = if allowed {
+                // The coordinator answers every query; one missing counts as its failure.
+                answers
+                    .next()
+                    .unwrap_or(Asked::Unavailable(codes::COORDINATOR_NOT_AVAILABLE))
+            } else {
+                Asked::Refused
+            };
+            (group, asked)
+        })
+        .collect()
+}
+
+/// The group's id to ask the coordinator about, if the request may do `operation` on it.
+fn if_allowed(access: &Access<'_>, operation: AclOperation, group_id: &GroupId) -> Option<String> {
+    access
+        .allows(operation, ResourceType::Group, group_id)
+        .then(|| group_id.0.as_str().to_owned())
 }
 
 pub(super) async fn find_coordinator(
@@ -996,27 +1071,29 @@ pub(super) async fn delete_groups(
     info: &RequestInfo,
     request: DeleteGroupsRequest,
 ) -> ApiResponse {
-    let mut errors = ErrorCounts::default();
-    let mut results = Vec::with_capacity(request.groups_names.len());
     let access = Access::new(ctx, info);
-    for group_id in request.groups_names {
-        let allowed = access.allows(AclOperation::Delete, ResourceType::Group, &group_id);
-        let code = match no_coordinator(ctx) {
-            _ if !allowed => GROUP_AUTHORIZATION_FAILED,
-            None => codes::COORDINATOR_NOT_AVAILABLE,
-            Some(groups) => groups
-                .coordinator
-                .send(groups::DeleteGroup(group_id.0.as_str().to_owned()))
-                .await
-                .unwrap_or_else(|e| mailbox_closed(&e)),
-        };
-        errors.add(code);
-        results.push(
+    let asked = ask_coordinator(
+        ctx,
+        request.groups_names,
+        |group_id| if_allowed(&access, AclOperation::Delete, group_id),
+        groups::DeleteGroups,
+    )
+    .await;
+    let mut errors = ErrorCounts::default();
+    let results = asked
+        .into_iter()
+        .map(|(group_id, asked)| {
+            let code = match asked {
+                Asked::Refused => GROUP_AUTHORIZATION_FAILED,
+                Asked::NoCoordinator => codes::COORDINATOR_NOT_AVAILABLE,
+                Asked::Answered(code) | Asked::Unavailable(code) => code,
+            };
+            errors.add(code);
             DeletableGroupResult::default()
                 .with_group_id(group_id)
-                .with_error_code(code),
-        );
-    }
+                .with_error_code(code)
+        })
+        .collect();
     ApiResponse::new(
         ResponseKind::DeleteGroups(DeleteGroupsResponse::default().with_results(results)),
         errors,
