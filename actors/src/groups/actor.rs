@@ -515,33 +515,43 @@ impl Handler<ConsumerGroupHeartbeat> for GroupCoordinator {
     }
 }
 
-/// ConsumerGroupDescribe of one group.
+/// ConsumerGroupDescribe of a request's groups, answered in their order.
 #[derive(Message)]
-#[rtype(result = "ConsumerGroupDescription")]
-pub struct ConsumerGroupDescribe(pub String);
+#[rtype(result = "Vec<ConsumerGroupDescription>")]
+pub struct ConsumerGroupDescribe(pub Vec<String>);
 
 impl Handler<ConsumerGroupDescribe> for GroupCoordinator {
     type Result = MessageResult<ConsumerGroupDescribe>;
 
     fn handle(&mut self, msg: ConsumerGroupDescribe, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.state.consumer_describe(&msg.0))
+        MessageResult(
+            msg.0
+                .iter()
+                .map(|group_id| self.state.consumer_describe(group_id))
+                .collect(),
+        )
     }
 }
 
-/// DescribeGroups of one group.
+/// DescribeGroups of a request's groups, answered in their order.
 #[derive(Message)]
-#[rtype(result = "GroupDescription")]
-pub struct DescribeGroup {
-    pub group_id: String,
+#[rtype(result = "Vec<GroupDescription>")]
+pub struct DescribeGroups {
+    pub group_ids: Vec<String>,
     /// The code for a group that does not exist (NONE before v6, GROUP_ID_NOT_FOUND from v6).
     pub unknown_code: i16,
 }
 
-impl Handler<DescribeGroup> for GroupCoordinator {
-    type Result = MessageResult<DescribeGroup>;
+impl Handler<DescribeGroups> for GroupCoordinator {
+    type Result = MessageResult<DescribeGroups>;
 
-    fn handle(&mut self, msg: DescribeGroup, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.state.describe(&msg.group_id, msg.unknown_code))
+    fn handle(&mut self, msg: DescribeGroups, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            msg.group_ids
+                .iter()
+                .map(|group_id| self.state.describe(group_id, msg.unknown_code))
+                .collect(),
+        )
     }
 }
 

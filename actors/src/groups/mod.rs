@@ -19,7 +19,7 @@ use std::time::Duration;
 
 pub use actor::{
     CommitOffsets, ConsumerGroupDescribe, ConsumerGroupHeartbeat, DeleteGroups, DeleteOffsets,
-    DescribeGroup, ExpireOffsets, FetchOffsets, GroupCoordinator, Groups, Heartbeat, JoinGroup,
+    DescribeGroups, ExpireOffsets, FetchOffsets, GroupCoordinator, Groups, Heartbeat, JoinGroup,
     Leadership, LeaveGroup, ListGroups, SyncGroup,
 };
 pub use publisher::GroupPublisher;

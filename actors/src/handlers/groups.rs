@@ -984,48 +984,50 @@ pub(super) async fn describe_groups(
     };
     let access = Access::new(ctx, info);
     let include_operations = request.include_authorized_operations;
+    let asked = ask_coordinator(
+        ctx,
+        request.groups,
+        |group_id| if_allowed(&access, AclOperation::Describe, group_id),
+        |group_ids| groups::DescribeGroups {
+            group_ids,
+            unknown_code,
+        },
+    )
+    .await;
     let mut errors = ErrorCounts::default();
-    let mut described = Vec::with_capacity(request.groups.len());
-    for group_id in request.groups {
+    let mut described = Vec::with_capacity(asked.len());
+    for (group_id, asked) in asked {
         let operations = match (include_operations, access.is_enforced()) {
             (false, _) => OPERATIONS_NOT_REQUESTED,
             (true, false) => ALL_GROUP_OPERATIONS,
             (true, true) => access.authorized_operations(ResourceType::Group, &group_id),
         };
-        if !access.allows(AclOperation::Describe, ResourceType::Group, &group_id) {
-            errors.add(GROUP_AUTHORIZATION_FAILED);
-            described.push(
-                DescribedGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(GROUP_AUTHORIZATION_FAILED)
-                    .with_error_message(
-                        (info.api_version >= 6)
-                            .then(|| text(error_message(GROUP_AUTHORIZATION_FAILED))),
-                    ),
-            );
-            continue;
-        }
-        let description = match no_coordinator(ctx) {
-            None => None,
-            Some(groups) => groups
-                .coordinator
-                .send(groups::DescribeGroup {
-                    group_id: group_id.0.as_str().to_owned(),
-                    unknown_code,
-                })
-                .await
-                .ok(),
-        };
-        let Some(d) = description else {
-            errors.add(codes::COORDINATOR_NOT_AVAILABLE);
-            described.push(
-                DescribedGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-                    .with_group_state(text("Dead"))
-                    .with_authorized_operations(operations),
-            );
-            continue;
+        let d = match asked {
+            Asked::Answered(d) => d,
+            Asked::Refused => {
+                errors.add(GROUP_AUTHORIZATION_FAILED);
+                described.push(
+                    DescribedGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                        .with_error_message(
+                            (info.api_version >= 6)
+                                .then(|| text(error_message(GROUP_AUTHORIZATION_FAILED))),
+                        ),
+                );
+                continue;
+            }
+            Asked::NoCoordinator | Asked::Unavailable(_) => {
+                errors.add(codes::COORDINATOR_NOT_AVAILABLE);
+                described.push(
+                    DescribedGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+                        .with_group_state(text("Dead"))
+                        .with_authorized_operations(operations),
+                );
+                continue;
+            }
         };
         errors.add(d.error);
         let message = (d.error != codes::NONE && info.api_version >= 6).then(|| {
@@ -1325,46 +1327,40 @@ pub(super) async fn consumer_group_describe(
 ) -> ApiResponse {
     let access = Access::new(ctx, info);
     let image = ctx.image.load_full();
+    // Kafka: DESCRIBE on each group.
+    let asked = ask_coordinator(
+        ctx,
+        request.group_ids,
+        |group_id| if_allowed(&access, AclOperation::Describe, group_id),
+        groups::ConsumerGroupDescribe,
+    )
+    .await;
     let mut errors = ErrorCounts::default();
-    let mut described = Vec::with_capacity(request.group_ids.len());
-    for group_id in request.group_ids {
+    let mut described = Vec::with_capacity(asked.len());
+    for (group_id, asked) in asked {
         let operations = match (request.include_authorized_operations, access.is_enforced()) {
             (false, _) => OPERATIONS_NOT_REQUESTED,
             (true, false) => ALL_GROUP_OPERATIONS,
             (true, true) => access.authorized_operations(ResourceType::Group, &group_id),
         };
-        // Kafka: DESCRIBE on each group.
-        if !access.allows(AclOperation::Describe, ResourceType::Group, &group_id) {
-            errors.add(GROUP_AUTHORIZATION_FAILED);
-            described.push(
-                DescribedConsumerGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(GROUP_AUTHORIZATION_FAILED)
-                    .with_error_message(Some(text(error_message(GROUP_AUTHORIZATION_FAILED))))
-                    .with_authorized_operations(operations),
-            );
-            continue;
-        }
-        let description = match no_coordinator(ctx) {
-            None => None,
-            Some(groups) => groups
-                .coordinator
-                .send(groups::ConsumerGroupDescribe(
-                    group_id.0.as_str().to_owned(),
-                ))
-                .await
-                .ok(),
+        let answered = match asked {
+            Asked::Answered(d) => Ok(d),
+            Asked::Refused => Err(GROUP_AUTHORIZATION_FAILED),
+            Asked::NoCoordinator | Asked::Unavailable(_) => Err(codes::COORDINATOR_NOT_AVAILABLE),
         };
-        let Some(d) = description else {
-            errors.add(codes::COORDINATOR_NOT_AVAILABLE);
-            described.push(
-                DescribedConsumerGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-                    .with_error_message(Some(text(error_message(codes::COORDINATOR_NOT_AVAILABLE))))
-                    .with_authorized_operations(operations),
-            );
-            continue;
+        let d = match answered {
+            Ok(d) => d,
+            Err(code) => {
+                errors.add(code);
+                described.push(
+                    DescribedConsumerGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(code)
+                        .with_error_message(Some(text(error_message(code))))
+                        .with_authorized_operations(operations),
+                );
+                continue;
+            }
         };
         errors.add(d.error);
         if d.error != codes::NONE {
