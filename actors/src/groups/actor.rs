@@ -425,10 +425,8 @@ impl Handler<CommitOffsets> for GroupCoordinator {
     }
 }
 
-/// OffsetFetch of one group.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<(String, i32, Option<Committed>)>, i16>")]
-pub struct FetchOffsets {
+/// One group's part of an OffsetFetch.
+pub struct OffsetsQuery {
     pub group_id: String,
     /// The KIP-848 member and epoch of an OffsetFetch v9+ that names one.
     pub member: Option<(String, i32)>,
@@ -436,15 +434,31 @@ pub struct FetchOffsets {
     pub partitions: Option<Vec<(String, i32)>>,
 }
 
+/// One group's committed offsets, or the group's error.
+pub type FetchedOffsets = Result<Vec<(String, i32, Option<Committed>)>, i16>;
+
+/// OffsetFetch of a request's groups → one answer per query, in their order.
+#[derive(Message)]
+#[rtype(result = "Vec<FetchedOffsets>")]
+pub struct FetchOffsets(pub Vec<OffsetsQuery>);
+
 impl Handler<FetchOffsets> for GroupCoordinator {
     type Result = MessageResult<FetchOffsets>;
 
     fn handle(&mut self, msg: FetchOffsets, _: &mut Context<Self>) -> Self::Result {
-        let member = msg.member.as_ref().map(|(id, epoch)| (id.as_str(), *epoch));
-        MessageResult(
-            self.state
-                .fetch_offsets(&msg.group_id, member, msg.partitions.as_deref()),
-        )
+        let fetched = msg
+            .0
+            .iter()
+            .map(|query| {
+                let member = query
+                    .member
+                    .as_ref()
+                    .map(|(id, epoch)| (id.as_str(), *epoch));
+                self.state
+                    .fetch_offsets(&query.group_id, member, query.partitions.as_deref())
+            })
+            .collect();
+        MessageResult(fetched)
     }
 }
 

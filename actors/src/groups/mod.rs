@@ -19,8 +19,8 @@ use std::time::Duration;
 
 pub use actor::{
     CommitOffsets, ConsumerGroupDescribe, ConsumerGroupHeartbeat, DeleteGroups, DeleteOffsets,
-    DescribeGroups, ExpireOffsets, FetchOffsets, GroupCoordinator, Groups, Heartbeat, JoinGroup,
-    Leadership, LeaveGroup, ListGroups, SyncGroup,
+    DescribeGroups, ExpireOffsets, FetchOffsets, FetchedOffsets, GroupCoordinator, Groups,
+    Heartbeat, JoinGroup, Leadership, LeaveGroup, ListGroups, OffsetsQuery, SyncGroup,
 };
 pub use publisher::GroupPublisher;
 

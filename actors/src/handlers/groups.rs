@@ -706,46 +706,37 @@ pub(super) async fn offset_commit(
     )
 }
 
-/// The committed offsets of one group for OffsetFetch: (group error, [(topic, [(partition,
-/// offset, epoch, metadata, error)])]).
+/// The committed offsets of one group for OffsetFetch: [(topic, [(partition, offset, epoch,
+/// metadata, error)])].
 type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 
-async fn fetch_group_offsets(
-    ctx: &HandlerContext,
-    group_id: &str,
+/// The topics an OffsetFetch names for a group, with their partitions (`None`: all).
+type NamedTopics = Option<Vec<(String, Vec<i32>)>>;
+
+/// One group of an OffsetFetch (v8+ name several, earlier versions one).
+struct OffsetFetchGroup {
+    group_id: GroupId,
+    /// v9+: a named member (a KIP-848 consumer) is validated with its epoch.
     member: Option<(String, i32)>,
-    topics: Option<Vec<(String, Vec<i32>)>>,
-) -> (i16, FetchedTopics) {
-    let Some(groups) = no_coordinator(ctx) else {
-        return (codes::COORDINATOR_NOT_AVAILABLE, Vec::new());
-    };
-    let asked = topics.as_ref().map(|topics| {
-        topics
-            .iter()
-            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
-            .collect::<Vec<_>>()
-    });
-    let result = groups
-        .coordinator
-        .send(groups::FetchOffsets {
-            group_id: group_id.to_owned(),
-            member,
-            partitions: asked,
-        })
-        .await
-        .unwrap_or_else(|e| Err(mailbox_closed(&e)));
+    topics: NamedTopics,
+}
+
+/// The named partitions, each answered with `code` and no offset.
+fn listed(topics: NamedTopics, code: i16) -> FetchedTopics {
+    topics
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, -1, -1, None, code)).collect()))
+        .collect()
+}
+
+/// The coordinator's answer for one group: (group error, its partitions by topic).
+fn fetched_offsets(topics: NamedTopics, result: groups::FetchedOffsets) -> (i16, FetchedTopics) {
     let found = match result {
         Ok(found) => found,
-        Err(code) => {
-            // The group's error; asked partitions are listed with it too (before v8 the
-            // top-level code arrived in v2, so the partitions carry it as well).
-            let listed = topics
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, -1, -1, None, code)).collect()))
-                .collect();
-            return (code, listed);
-        }
+        // The group's error; asked partitions are listed with it too (before v8 the
+        // top-level code arrived in v2, so the partitions carry it as well).
+        Err(code) => return (code, listed(topics, code)),
     };
     let mut out: FetchedTopics = Vec::new();
     for (topic, partition, committed) in found {
@@ -767,32 +758,26 @@ async fn fetch_group_offsets(
     (codes::NONE, out)
 }
 
-/// [`fetch_group_offsets`] as Kafka authorizes it: DESCRIBE on the group, else
+/// One group's OffsetFetch answer as Kafka authorizes it: DESCRIBE on the group, else
 /// GROUP_AUTHORIZATION_FAILED; topics without DESCRIBE are left out of an all-topics answer and
 /// answered TOPIC_AUTHORIZATION_FAILED when named.
-async fn authorized_group_offsets(
-    ctx: &HandlerContext,
+fn authorized_group_offsets(
     access: &Access<'_>,
-    group_id: &str,
-    member: Option<(String, i32)>,
-    topics: Option<Vec<(String, Vec<i32>)>>,
+    topics: NamedTopics,
+    asked: Asked<groups::FetchedOffsets>,
 ) -> (i16, FetchedTopics) {
-    if !access.allows(AclOperation::Describe, ResourceType::Group, group_id) {
-        let listed = topics
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(t, ps)| {
-                let partitions = ps
-                    .into_iter()
-                    .map(|p| (p, -1, -1, None, GROUP_AUTHORIZATION_FAILED))
-                    .collect();
-                (t, partitions)
-            })
-            .collect();
-        return (GROUP_AUTHORIZATION_FAILED, listed);
-    }
     let named = topics.is_some();
-    let (code, found) = fetch_group_offsets(ctx, group_id, member, topics).await;
+    let (code, found) = match asked {
+        Asked::Refused => {
+            return (
+                GROUP_AUTHORIZATION_FAILED,
+                listed(topics, GROUP_AUTHORIZATION_FAILED),
+            )
+        }
+        Asked::NoCoordinator => return (codes::COORDINATOR_NOT_AVAILABLE, Vec::new()),
+        Asked::Unavailable(code) => fetched_offsets(topics, Err(code)),
+        Asked::Answered(result) => fetched_offsets(topics, result),
+    };
     if !access.is_enforced() {
         return (code, found);
     }
@@ -821,27 +806,64 @@ pub(super) async fn offset_fetch(
     request: OffsetFetchRequest,
 ) -> ApiResponse {
     let version = info.api_version;
-    let mut errors = ErrorCounts::default();
-    let mut response = OffsetFetchResponse::default();
-    let access = Access::new(ctx, info);
-    if version >= 8 {
-        for group in request.groups {
-            let topics = group.topics.map(|topics| {
+    let requested: Vec<OffsetFetchGroup> = if version >= 8 {
+        request
+            .groups
+            .into_iter()
+            .map(|group| OffsetFetchGroup {
+                member: group
+                    .member_id
+                    .as_ref()
+                    .filter(|_| version >= 9)
+                    .map(|m| (m.as_str().to_owned(), group.member_epoch)),
+                group_id: group.group_id,
+                topics: group.topics.map(|topics| {
+                    topics
+                        .into_iter()
+                        .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
+                        .collect()
+                }),
+            })
+            .collect()
+    } else {
+        vec![OffsetFetchGroup {
+            group_id: request.group_id,
+            member: None,
+            topics: request.topics.map(|topics| {
                 topics
                     .into_iter()
                     .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
                     .collect()
+            }),
+        }]
+    };
+    let access = Access::new(ctx, info);
+    let asked = ask_coordinator(
+        ctx,
+        requested,
+        |group| {
+            let group_id = if_allowed(&access, AclOperation::Describe, &group.group_id)?;
+            let partitions = group.topics.as_ref().map(|topics| {
+                topics
+                    .iter()
+                    .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+                    .collect()
             });
-            // v9+: a named member (a KIP-848 consumer) is validated with its epoch.
-            let member = group
-                .member_id
-                .as_ref()
-                .filter(|_| version >= 9)
-                .map(|m| (m.as_str().to_owned(), group.member_epoch));
-            let (code, found) =
-                authorized_group_offsets(ctx, &access, group.group_id.0.as_str(), member, topics)
-                    .await;
-            errors.add(code);
+            Some(groups::OffsetsQuery {
+                group_id,
+                member: group.member.clone(),
+                partitions,
+            })
+        },
+        groups::FetchOffsets,
+    )
+    .await;
+    let mut errors = ErrorCounts::default();
+    let mut response = OffsetFetchResponse::default();
+    for (group, asked) in asked {
+        let (code, found) = authorized_group_offsets(&access, group.topics, asked);
+        errors.add(code);
+        if version >= 8 {
             let topics = if code == codes::NONE {
                 found
             } else {
@@ -874,38 +896,29 @@ pub(super) async fn offset_fetch(
                             .collect(),
                     ),
             );
-        }
-    } else {
-        let topics = request.topics.map(|topics| {
-            topics
+        } else {
+            response.error_code = code;
+            response.topics = found
                 .into_iter()
-                .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
-                .collect()
-        });
-        let (code, found) =
-            authorized_group_offsets(ctx, &access, request.group_id.0.as_str(), None, topics).await;
-        errors.add(code);
-        response.error_code = code;
-        response.topics = found
-            .into_iter()
-            .map(|(name, partitions)| {
-                OffsetFetchResponseTopic::default()
-                    .with_name(TopicName(text(name)))
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|(p, offset, epoch, metadata, code)| {
-                                OffsetFetchResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(offset)
-                                    .with_committed_leader_epoch(epoch)
-                                    .with_metadata(metadata.map(text))
-                                    .with_error_code(code)
-                            })
-                            .collect(),
-                    )
-            })
-            .collect();
+                .map(|(name, partitions)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(text(name)))
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(p, offset, epoch, metadata, code)| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(metadata.map(text))
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+        }
     }
     ApiResponse::new(ResponseKind::OffsetFetch(response), errors)
 }
