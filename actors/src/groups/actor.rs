@@ -641,3 +641,130 @@ impl std::fmt::Debug for Groups {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::groups::records::{GroupValue, OffsetKey, OffsetValue};
+
+    /// A coordinator leading the only partition, loaded with an empty classic group "g" that
+    /// committed offset 5 of t-0.
+    async fn coordinator() -> Addr<GroupCoordinator> {
+        let settings = GroupSettings {
+            offsets_topic_partitions: 1,
+            ..GroupSettings::default()
+        };
+        let coordinator = GroupCoordinator::new(settings, None).start();
+        let led = HashMap::from([(0, 0)]);
+        let leadership = Leadership { led, partitions: 1 };
+        coordinator.send(leadership).await.unwrap();
+        let offset = OffsetValue {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 0,
+            expire_timestamp: None,
+        };
+        let group = GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 1,
+            protocol: None,
+            leader: None,
+            current_state_timestamp: 0,
+            members: Vec::new(),
+        };
+        let key = OffsetKey {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+        };
+        let records = vec![
+            CoordinatorRecord::Offset(key, Some(offset)),
+            CoordinatorRecord::Group("g".into(), Some(group)),
+        ];
+        let loaded = Loaded {
+            partition: 0,
+            epoch: 0,
+            result: Ok(records),
+        };
+        coordinator.send(loaded).await.unwrap();
+        coordinator
+    }
+
+    #[actix_rt::test]
+    async fn batches_answer_each_group_in_order() {
+        let coordinator = coordinator().await;
+        let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+
+        let described = coordinator
+            .send(DescribeGroups {
+                group_ids: ids(&["x", "g"]),
+                unknown_code: codes::GROUP_ID_NOT_FOUND,
+            })
+            .await
+            .unwrap();
+        let described: Vec<_> = described.iter().map(|d| (d.error, d.state)).collect();
+        assert_eq!(
+            described,
+            vec![(codes::GROUP_ID_NOT_FOUND, "Dead"), (codes::NONE, "Empty")]
+        );
+
+        let described = coordinator
+            .send(ConsumerGroupDescribe(ids(&["g", "x"])))
+            .await
+            .unwrap();
+        let messages: Vec<_> = described.into_iter().map(|d| d.message).collect();
+        assert_eq!(
+            messages,
+            vec![
+                Some("Group g is not a consumer group.".to_owned()),
+                Some("Group x not found.".to_owned()),
+            ]
+        );
+
+        let query = |group_id: &str, partitions: Option<Vec<(String, i32)>>| OffsetsQuery {
+            group_id: group_id.to_owned(),
+            member: None,
+            partitions,
+        };
+        let fetched = coordinator
+            .send(FetchOffsets(vec![
+                query("x", Some(vec![("t".into(), 0)])),
+                query("g", None),
+            ]))
+            .await
+            .unwrap();
+        let fetched: Vec<_> = fetched
+            .into_iter()
+            .map(|f| {
+                f.unwrap()
+                    .into_iter()
+                    .map(|(t, p, c)| (t, p, c.map(|c| c.offset)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(
+            fetched,
+            vec![
+                vec![("t".to_owned(), 0, None)],
+                vec![("t".to_owned(), 0, Some(5))]
+            ]
+        );
+
+        // One after the other: the second "g" finds it deleted by the first.
+        let deleted = coordinator
+            .send(DeleteGroups(ids(&["g", "x", "g"])))
+            .await
+            .unwrap();
+        assert_eq!(
+            deleted,
+            vec![
+                codes::NONE,
+                codes::GROUP_ID_NOT_FOUND,
+                codes::GROUP_ID_NOT_FOUND
+            ]
+        );
+    }
+}
