@@ -425,10 +425,8 @@ impl Handler<CommitOffsets> for GroupCoordinator {
     }
 }
 
-/// OffsetFetch of one group.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<(String, i32, Option<Committed>)>, i16>")]
-pub struct FetchOffsets {
+/// One group's part of an OffsetFetch.
+pub struct OffsetsQuery {
     pub group_id: String,
     /// The KIP-848 member and epoch of an OffsetFetch v9+ that names one.
     pub member: Option<(String, i32)>,
@@ -436,15 +434,31 @@ pub struct FetchOffsets {
     pub partitions: Option<Vec<(String, i32)>>,
 }
 
+/// One group's committed offsets, or the group's error.
+pub type FetchedOffsets = Result<Vec<(String, i32, Option<Committed>)>, i16>;
+
+/// OffsetFetch of a request's groups → one answer per query, in their order.
+#[derive(Message)]
+#[rtype(result = "Vec<FetchedOffsets>")]
+pub struct FetchOffsets(pub Vec<OffsetsQuery>);
+
 impl Handler<FetchOffsets> for GroupCoordinator {
     type Result = MessageResult<FetchOffsets>;
 
     fn handle(&mut self, msg: FetchOffsets, _: &mut Context<Self>) -> Self::Result {
-        let member = msg.member.as_ref().map(|(id, epoch)| (id.as_str(), *epoch));
-        MessageResult(
-            self.state
-                .fetch_offsets(&msg.group_id, member, msg.partitions.as_deref()),
-        )
+        let fetched = msg
+            .0
+            .iter()
+            .map(|query| {
+                let member = query
+                    .member
+                    .as_ref()
+                    .map(|(id, epoch)| (id.as_str(), *epoch));
+                self.state
+                    .fetch_offsets(&query.group_id, member, query.partitions.as_deref())
+            })
+            .collect();
+        MessageResult(fetched)
     }
 }
 
@@ -515,48 +529,64 @@ impl Handler<ConsumerGroupHeartbeat> for GroupCoordinator {
     }
 }
 
-/// ConsumerGroupDescribe of one group.
+/// ConsumerGroupDescribe of a request's groups, answered in their order.
 #[derive(Message)]
-#[rtype(result = "ConsumerGroupDescription")]
-pub struct ConsumerGroupDescribe(pub String);
+#[rtype(result = "Vec<ConsumerGroupDescription>")]
+pub struct ConsumerGroupDescribe(pub Vec<String>);
 
 impl Handler<ConsumerGroupDescribe> for GroupCoordinator {
     type Result = MessageResult<ConsumerGroupDescribe>;
 
     fn handle(&mut self, msg: ConsumerGroupDescribe, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.state.consumer_describe(&msg.0))
+        MessageResult(
+            msg.0
+                .iter()
+                .map(|group_id| self.state.consumer_describe(group_id))
+                .collect(),
+        )
     }
 }
 
-/// DescribeGroups of one group.
+/// DescribeGroups of a request's groups, answered in their order.
 #[derive(Message)]
-#[rtype(result = "GroupDescription")]
-pub struct DescribeGroup {
-    pub group_id: String,
+#[rtype(result = "Vec<GroupDescription>")]
+pub struct DescribeGroups {
+    pub group_ids: Vec<String>,
     /// The code for a group that does not exist (NONE before v6, GROUP_ID_NOT_FOUND from v6).
     pub unknown_code: i16,
 }
 
-impl Handler<DescribeGroup> for GroupCoordinator {
-    type Result = MessageResult<DescribeGroup>;
+impl Handler<DescribeGroups> for GroupCoordinator {
+    type Result = MessageResult<DescribeGroups>;
 
-    fn handle(&mut self, msg: DescribeGroup, _: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.state.describe(&msg.group_id, msg.unknown_code))
+    fn handle(&mut self, msg: DescribeGroups, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            msg.group_ids
+                .iter()
+                .map(|group_id| self.state.describe(group_id, msg.unknown_code))
+                .collect(),
+        )
     }
 }
 
-/// DeleteGroups of one group → its code.
+/// DeleteGroups of a request's groups → one code each, in their order. They are deleted one
+/// after the other, so a group named twice is GROUP_ID_NOT_FOUND the second time.
 #[derive(Message)]
-#[rtype(result = "i16")]
-pub struct DeleteGroup(pub String);
+#[rtype(result = "Vec<i16>")]
+pub struct DeleteGroups(pub Vec<String>);
 
-impl Handler<DeleteGroup> for GroupCoordinator {
-    type Result = i16;
+impl Handler<DeleteGroups> for GroupCoordinator {
+    type Result = MessageResult<DeleteGroups>;
 
-    fn handle(&mut self, msg: DeleteGroup, ctx: &mut Context<Self>) -> i16 {
-        let code = self.state.delete_group(&msg.0);
+    fn handle(&mut self, msg: DeleteGroups, ctx: &mut Context<Self>) -> Self::Result {
+        let codes = msg
+            .0
+            .iter()
+            .map(|group_id| self.state.delete_group(group_id))
+            .collect();
+        // The tombstones of every deleted group, written in the order they were decided.
         self.run_effects(ctx);
-        code
+        MessageResult(codes)
     }
 }
 
@@ -609,5 +639,132 @@ impl std::fmt::Debug for Groups {
         f.debug_struct("Groups")
             .field("settings", &self.settings)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::groups::records::{GroupValue, OffsetKey, OffsetValue};
+
+    /// A coordinator leading the only partition, loaded with an empty classic group "g" that
+    /// committed offset 5 of t-0.
+    async fn coordinator() -> Addr<GroupCoordinator> {
+        let settings = GroupSettings {
+            offsets_topic_partitions: 1,
+            ..GroupSettings::default()
+        };
+        let coordinator = GroupCoordinator::new(settings, None).start();
+        let led = HashMap::from([(0, 0)]);
+        let leadership = Leadership { led, partitions: 1 };
+        coordinator.send(leadership).await.unwrap();
+        let offset = OffsetValue {
+            offset: 5,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp: 0,
+            expire_timestamp: None,
+        };
+        let group = GroupValue {
+            protocol_type: "consumer".into(),
+            generation: 1,
+            protocol: None,
+            leader: None,
+            current_state_timestamp: 0,
+            members: Vec::new(),
+        };
+        let key = OffsetKey {
+            group: "g".into(),
+            topic: "t".into(),
+            partition: 0,
+        };
+        let records = vec![
+            CoordinatorRecord::Offset(key, Some(offset)),
+            CoordinatorRecord::Group("g".into(), Some(group)),
+        ];
+        let loaded = Loaded {
+            partition: 0,
+            epoch: 0,
+            result: Ok(records),
+        };
+        coordinator.send(loaded).await.unwrap();
+        coordinator
+    }
+
+    #[actix_rt::test]
+    async fn batches_answer_each_group_in_order() {
+        let coordinator = coordinator().await;
+        let ids = |ids: &[&str]| ids.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+
+        let described = coordinator
+            .send(DescribeGroups {
+                group_ids: ids(&["x", "g"]),
+                unknown_code: codes::GROUP_ID_NOT_FOUND,
+            })
+            .await
+            .unwrap();
+        let described: Vec<_> = described.iter().map(|d| (d.error, d.state)).collect();
+        assert_eq!(
+            described,
+            vec![(codes::GROUP_ID_NOT_FOUND, "Dead"), (codes::NONE, "Empty")]
+        );
+
+        let described = coordinator
+            .send(ConsumerGroupDescribe(ids(&["g", "x"])))
+            .await
+            .unwrap();
+        let messages: Vec<_> = described.into_iter().map(|d| d.message).collect();
+        assert_eq!(
+            messages,
+            vec![
+                Some("Group g is not a consumer group.".to_owned()),
+                Some("Group x not found.".to_owned()),
+            ]
+        );
+
+        let query = |group_id: &str, partitions: Option<Vec<(String, i32)>>| OffsetsQuery {
+            group_id: group_id.to_owned(),
+            member: None,
+            partitions,
+        };
+        let fetched = coordinator
+            .send(FetchOffsets(vec![
+                query("x", Some(vec![("t".into(), 0)])),
+                query("g", None),
+            ]))
+            .await
+            .unwrap();
+        let fetched: Vec<_> = fetched
+            .into_iter()
+            .map(|f| {
+                f.unwrap()
+                    .into_iter()
+                    .map(|(t, p, c)| (t, p, c.map(|c| c.offset)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(
+            fetched,
+            vec![
+                vec![("t".to_owned(), 0, None)],
+                vec![("t".to_owned(), 0, Some(5))]
+            ]
+        );
+
+        // One after the other: the second "g" finds it deleted by the first.
+        let deleted = coordinator
+            .send(DeleteGroups(ids(&["g", "x", "g"])))
+            .await
+            .unwrap();
+        assert_eq!(
+            deleted,
+            vec![
+                codes::NONE,
+                codes::GROUP_ID_NOT_FOUND,
+                codes::GROUP_ID_NOT_FOUND
+            ]
+        );
     }
 }

@@ -18,9 +18,9 @@ pub mod state;
 use std::time::Duration;
 
 pub use actor::{
-    CommitOffsets, ConsumerGroupDescribe, ConsumerGroupHeartbeat, DeleteGroup, DeleteOffsets,
-    DescribeGroup, ExpireOffsets, FetchOffsets, GroupCoordinator, Groups, Heartbeat, JoinGroup,
-    Leadership, LeaveGroup, ListGroups, SyncGroup,
+    CommitOffsets, ConsumerGroupDescribe, ConsumerGroupHeartbeat, DeleteGroups, DeleteOffsets,
+    DescribeGroups, ExpireOffsets, FetchOffsets, FetchedOffsets, GroupCoordinator, Groups,
+    Heartbeat, JoinGroup, Leadership, LeaveGroup, ListGroups, OffsetsQuery, SyncGroup,
 };
 pub use publisher::GroupPublisher;
 

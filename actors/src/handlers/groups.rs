@@ -55,7 +55,7 @@ use crate::groups::state::{
     CommitPartition, CommitRequest, ConsumerHeartbeat, JoinRequest, JoinResult, Leaving,
     SyncRequest, SyncResult,
 };
-use crate::groups::{self, codes, partition_for, Groups, OFFSETS_TOPIC};
+use crate::groups::{self, codes, partition_for, GroupCoordinator, Groups, OFFSETS_TOPIC};
 
 /// FindCoordinator key types.
 const KEY_TYPE_GROUP: i8 = 0;
@@ -91,6 +91,81 @@ fn no_coordinator(ctx: &HandlerContext) -> Option<&Groups> {
 fn mailbox_closed(error: &actix::MailboxError) -> i16 {
     tracing::error!(%error, "group coordinator unavailable");
     codes::COORDINATOR_NOT_AVAILABLE
+}
+
+/// What the coordinator said of one group of a request ([`ask_coordinator`]).
+enum Asked<T> {
+    /// Its authorization failed: the coordinator was not asked.
+    Refused,
+    Answered(T),
+    /// This node has no group coordinator.
+    NoCoordinator,
+    /// The coordinator's mailbox failed: the code to answer ([`mailbox_closed`]).
+    Unavailable(i16),
+}
+
+/// Each group of a request with what the coordinator said of it, in request order. `query`
+/// authorizes a group (`None`: refused) and says what to ask of it; the allowed groups go in
+/// one `message`, so a request naming many groups costs one actor round trip, not one each.
+async fn ask_coordinator<G, Q, M, T>(
+    ctx: &HandlerContext,
+    groups: Vec<G>,
+    mut query: impl FnMut(&G) -> Option<Q>,
+    message: impl FnOnce(Vec<Q>) -> M,
+) -> Vec<(G, Asked<T>)>
+where
+    M: actix::Message<Result = Vec<T>> + Send + 'static,
+    T: Send + 'static,
+    GroupCoordinator: actix::Handler<M>,
+{
+    // Every group is authorized, in request order, before the coordinator is asked.
+    let mut allowed = Vec::with_capacity(groups.len());
+    let mut queries = Vec::new();
+    for group in &groups {
+        let asked = query(group);
+        allowed.push(asked.is_some());
+        queries.extend(asked);
+    }
+    let count = queries.len();
+    let answers: Vec<Asked<T>> = match no_coordinator(ctx) {
+        // Every group was refused: there is nothing to ask.
+        _ if queries.is_empty() => Vec::new(),
+        None => std::iter::repeat_with(|| Asked::NoCoordinator)
+            .take(count)
+            .collect(),
+        Some(groups) => match groups.coordinator.send(message(queries)).await {
+            Ok(answers) => answers.into_iter().map(Asked::Answered).collect(),
+            Err(error) => {
+                let code = mailbox_closed(&error);
+                std::iter::repeat_with(|| Asked::Unavailable(code))
+                    .take(count)
+                    .collect()
+            }
+        },
+    };
+    let mut answers = answers.into_iter();
+    groups
+        .into_iter()
+        .zip(allowed)
+        .map(|(group, allowed)| {
+            let asked = if allowed {
+                // The coordinator answers every query; one missing counts as its failure.
+                answers
+                    .next()
+                    .unwrap_or(Asked::Unavailable(codes::COORDINATOR_NOT_AVAILABLE))
+            } else {
+                Asked::Refused
+            };
+            (group, asked)
+        })
+        .collect()
+}
+
+/// The group's id to ask the coordinator about, if the request may do `operation` on it.
+fn if_allowed(access: &Access<'_>, operation: AclOperation, group_id: &GroupId) -> Option<String> {
+    access
+        .allows(operation, ResourceType::Group, group_id)
+        .then(|| group_id.0.as_str().to_owned())
 }
 
 pub(super) async fn find_coordinator(
@@ -631,46 +706,37 @@ pub(super) async fn offset_commit(
     )
 }
 
-/// The committed offsets of one group for OffsetFetch: (group error, [(topic, [(partition,
-/// offset, epoch, metadata, error)])]).
+/// The committed offsets of one group for OffsetFetch: [(topic, [(partition, offset, epoch,
+/// metadata, error)])].
 type FetchedTopics = Vec<(String, Vec<(i32, i64, i32, Option<String>, i16)>)>;
 
-async fn fetch_group_offsets(
-    ctx: &HandlerContext,
-    group_id: &str,
+/// The topics an OffsetFetch names for a group, with their partitions (`None`: all).
+type NamedTopics = Option<Vec<(String, Vec<i32>)>>;
+
+/// One group of an OffsetFetch (v8+ name several, earlier versions one).
+struct OffsetFetchGroup {
+    group_id: GroupId,
+    /// v9+: a named member (a KIP-848 consumer) is validated with its epoch.
     member: Option<(String, i32)>,
-    topics: Option<Vec<(String, Vec<i32>)>>,
-) -> (i16, FetchedTopics) {
-    let Some(groups) = no_coordinator(ctx) else {
-        return (codes::COORDINATOR_NOT_AVAILABLE, Vec::new());
-    };
-    let asked = topics.as_ref().map(|topics| {
-        topics
-            .iter()
-            .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
-            .collect::<Vec<_>>()
-    });
-    let result = groups
-        .coordinator
-        .send(groups::FetchOffsets {
-            group_id: group_id.to_owned(),
-            member,
-            partitions: asked,
-        })
-        .await
-        .unwrap_or_else(|e| Err(mailbox_closed(&e)));
+    topics: NamedTopics,
+}
+
+/// The named partitions, each answered with `code` and no offset.
+fn listed(topics: NamedTopics, code: i16) -> FetchedTopics {
+    topics
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, -1, -1, None, code)).collect()))
+        .collect()
+}
+
+/// The coordinator's answer for one group: (group error, its partitions by topic).
+fn fetched_offsets(topics: NamedTopics, result: groups::FetchedOffsets) -> (i16, FetchedTopics) {
     let found = match result {
         Ok(found) => found,
-        Err(code) => {
-            // The group's error; asked partitions are listed with it too (before v8 the
-            // top-level code arrived in v2, so the partitions carry it as well).
-            let listed = topics
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(t, ps)| (t, ps.into_iter().map(|p| (p, -1, -1, None, code)).collect()))
-                .collect();
-            return (code, listed);
-        }
+        // The group's error; asked partitions are listed with it too (before v8 the
+        // top-level code arrived in v2, so the partitions carry it as well).
+        Err(code) => return (code, listed(topics, code)),
     };
     let mut out: FetchedTopics = Vec::new();
     for (topic, partition, committed) in found {
@@ -692,32 +758,26 @@ async fn fetch_group_offsets(
     (codes::NONE, out)
 }
 
-/// [`fetch_group_offsets`] as Kafka authorizes it: DESCRIBE on the group, else
+/// One group's OffsetFetch answer as Kafka authorizes it: DESCRIBE on the group, else
 /// GROUP_AUTHORIZATION_FAILED; topics without DESCRIBE are left out of an all-topics answer and
 /// answered TOPIC_AUTHORIZATION_FAILED when named.
-async fn authorized_group_offsets(
-    ctx: &HandlerContext,
+fn authorized_group_offsets(
     access: &Access<'_>,
-    group_id: &str,
-    member: Option<(String, i32)>,
-    topics: Option<Vec<(String, Vec<i32>)>>,
+    topics: NamedTopics,
+    asked: Asked<groups::FetchedOffsets>,
 ) -> (i16, FetchedTopics) {
-    if !access.allows(AclOperation::Describe, ResourceType::Group, group_id) {
-        let listed = topics
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(t, ps)| {
-                let partitions = ps
-                    .into_iter()
-                    .map(|p| (p, -1, -1, None, GROUP_AUTHORIZATION_FAILED))
-                    .collect();
-                (t, partitions)
-            })
-            .collect();
-        return (GROUP_AUTHORIZATION_FAILED, listed);
-    }
     let named = topics.is_some();
-    let (code, found) = fetch_group_offsets(ctx, group_id, member, topics).await;
+    let (code, found) = match asked {
+        Asked::Refused => {
+            return (
+                GROUP_AUTHORIZATION_FAILED,
+                listed(topics, GROUP_AUTHORIZATION_FAILED),
+            )
+        }
+        Asked::NoCoordinator => return (codes::COORDINATOR_NOT_AVAILABLE, Vec::new()),
+        Asked::Unavailable(code) => fetched_offsets(topics, Err(code)),
+        Asked::Answered(result) => fetched_offsets(topics, result),
+    };
     if !access.is_enforced() {
         return (code, found);
     }
@@ -746,27 +806,64 @@ pub(super) async fn offset_fetch(
     request: OffsetFetchRequest,
 ) -> ApiResponse {
     let version = info.api_version;
-    let mut errors = ErrorCounts::default();
-    let mut response = OffsetFetchResponse::default();
-    let access = Access::new(ctx, info);
-    if version >= 8 {
-        for group in request.groups {
-            let topics = group.topics.map(|topics| {
+    let requested: Vec<OffsetFetchGroup> = if version >= 8 {
+        request
+            .groups
+            .into_iter()
+            .map(|group| OffsetFetchGroup {
+                member: group
+                    .member_id
+                    .as_ref()
+                    .filter(|_| version >= 9)
+                    .map(|m| (m.as_str().to_owned(), group.member_epoch)),
+                group_id: group.group_id,
+                topics: group.topics.map(|topics| {
+                    topics
+                        .into_iter()
+                        .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
+                        .collect()
+                }),
+            })
+            .collect()
+    } else {
+        vec![OffsetFetchGroup {
+            group_id: request.group_id,
+            member: None,
+            topics: request.topics.map(|topics| {
                 topics
                     .into_iter()
                     .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
                     .collect()
+            }),
+        }]
+    };
+    let access = Access::new(ctx, info);
+    let asked = ask_coordinator(
+        ctx,
+        requested,
+        |group| {
+            let group_id = if_allowed(&access, AclOperation::Describe, &group.group_id)?;
+            let partitions = group.topics.as_ref().map(|topics| {
+                topics
+                    .iter()
+                    .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+                    .collect()
             });
-            // v9+: a named member (a KIP-848 consumer) is validated with its epoch.
-            let member = group
-                .member_id
-                .as_ref()
-                .filter(|_| version >= 9)
-                .map(|m| (m.as_str().to_owned(), group.member_epoch));
-            let (code, found) =
-                authorized_group_offsets(ctx, &access, group.group_id.0.as_str(), member, topics)
-                    .await;
-            errors.add(code);
+            Some(groups::OffsetsQuery {
+                group_id,
+                member: group.member.clone(),
+                partitions,
+            })
+        },
+        groups::FetchOffsets,
+    )
+    .await;
+    let mut errors = ErrorCounts::default();
+    let mut response = OffsetFetchResponse::default();
+    for (group, asked) in asked {
+        let (code, found) = authorized_group_offsets(&access, group.topics, asked);
+        errors.add(code);
+        if version >= 8 {
             let topics = if code == codes::NONE {
                 found
             } else {
@@ -799,38 +896,29 @@ pub(super) async fn offset_fetch(
                             .collect(),
                     ),
             );
-        }
-    } else {
-        let topics = request.topics.map(|topics| {
-            topics
+        } else {
+            response.error_code = code;
+            response.topics = found
                 .into_iter()
-                .map(|t| (t.name.0.as_str().to_owned(), t.partition_indexes))
-                .collect()
-        });
-        let (code, found) =
-            authorized_group_offsets(ctx, &access, request.group_id.0.as_str(), None, topics).await;
-        errors.add(code);
-        response.error_code = code;
-        response.topics = found
-            .into_iter()
-            .map(|(name, partitions)| {
-                OffsetFetchResponseTopic::default()
-                    .with_name(TopicName(text(name)))
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|(p, offset, epoch, metadata, code)| {
-                                OffsetFetchResponsePartition::default()
-                                    .with_partition_index(p)
-                                    .with_committed_offset(offset)
-                                    .with_committed_leader_epoch(epoch)
-                                    .with_metadata(metadata.map(text))
-                                    .with_error_code(code)
-                            })
-                            .collect(),
-                    )
-            })
-            .collect();
+                .map(|(name, partitions)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(text(name)))
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(p, offset, epoch, metadata, code)| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(metadata.map(text))
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+        }
     }
     ApiResponse::new(ResponseKind::OffsetFetch(response), errors)
 }
@@ -909,48 +997,50 @@ pub(super) async fn describe_groups(
     };
     let access = Access::new(ctx, info);
     let include_operations = request.include_authorized_operations;
+    let asked = ask_coordinator(
+        ctx,
+        request.groups,
+        |group_id| if_allowed(&access, AclOperation::Describe, group_id),
+        |group_ids| groups::DescribeGroups {
+            group_ids,
+            unknown_code,
+        },
+    )
+    .await;
     let mut errors = ErrorCounts::default();
-    let mut described = Vec::with_capacity(request.groups.len());
-    for group_id in request.groups {
+    let mut described = Vec::with_capacity(asked.len());
+    for (group_id, asked) in asked {
         let operations = match (include_operations, access.is_enforced()) {
             (false, _) => OPERATIONS_NOT_REQUESTED,
             (true, false) => ALL_GROUP_OPERATIONS,
             (true, true) => access.authorized_operations(ResourceType::Group, &group_id),
         };
-        if !access.allows(AclOperation::Describe, ResourceType::Group, &group_id) {
-            errors.add(GROUP_AUTHORIZATION_FAILED);
-            described.push(
-                DescribedGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(GROUP_AUTHORIZATION_FAILED)
-                    .with_error_message(
-                        (info.api_version >= 6)
-                            .then(|| text(error_message(GROUP_AUTHORIZATION_FAILED))),
-                    ),
-            );
-            continue;
-        }
-        let description = match no_coordinator(ctx) {
-            None => None,
-            Some(groups) => groups
-                .coordinator
-                .send(groups::DescribeGroup {
-                    group_id: group_id.0.as_str().to_owned(),
-                    unknown_code,
-                })
-                .await
-                .ok(),
-        };
-        let Some(d) = description else {
-            errors.add(codes::COORDINATOR_NOT_AVAILABLE);
-            described.push(
-                DescribedGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-                    .with_group_state(text("Dead"))
-                    .with_authorized_operations(operations),
-            );
-            continue;
+        let d = match asked {
+            Asked::Answered(d) => d,
+            Asked::Refused => {
+                errors.add(GROUP_AUTHORIZATION_FAILED);
+                described.push(
+                    DescribedGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(GROUP_AUTHORIZATION_FAILED)
+                        .with_error_message(
+                            (info.api_version >= 6)
+                                .then(|| text(error_message(GROUP_AUTHORIZATION_FAILED))),
+                        ),
+                );
+                continue;
+            }
+            Asked::NoCoordinator | Asked::Unavailable(_) => {
+                errors.add(codes::COORDINATOR_NOT_AVAILABLE);
+                described.push(
+                    DescribedGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
+                        .with_group_state(text("Dead"))
+                        .with_authorized_operations(operations),
+                );
+                continue;
+            }
         };
         errors.add(d.error);
         let message = (d.error != codes::NONE && info.api_version >= 6).then(|| {
@@ -996,27 +1086,29 @@ pub(super) async fn delete_groups(
     info: &RequestInfo,
     request: DeleteGroupsRequest,
 ) -> ApiResponse {
-    let mut errors = ErrorCounts::default();
-    let mut results = Vec::with_capacity(request.groups_names.len());
     let access = Access::new(ctx, info);
-    for group_id in request.groups_names {
-        let allowed = access.allows(AclOperation::Delete, ResourceType::Group, &group_id);
-        let code = match no_coordinator(ctx) {
-            _ if !allowed => GROUP_AUTHORIZATION_FAILED,
-            None => codes::COORDINATOR_NOT_AVAILABLE,
-            Some(groups) => groups
-                .coordinator
-                .send(groups::DeleteGroup(group_id.0.as_str().to_owned()))
-                .await
-                .unwrap_or_else(|e| mailbox_closed(&e)),
-        };
-        errors.add(code);
-        results.push(
+    let asked = ask_coordinator(
+        ctx,
+        request.groups_names,
+        |group_id| if_allowed(&access, AclOperation::Delete, group_id),
+        groups::DeleteGroups,
+    )
+    .await;
+    let mut errors = ErrorCounts::default();
+    let results = asked
+        .into_iter()
+        .map(|(group_id, asked)| {
+            let code = match asked {
+                Asked::Refused => GROUP_AUTHORIZATION_FAILED,
+                Asked::NoCoordinator => codes::COORDINATOR_NOT_AVAILABLE,
+                Asked::Answered(code) | Asked::Unavailable(code) => code,
+            };
+            errors.add(code);
             DeletableGroupResult::default()
                 .with_group_id(group_id)
-                .with_error_code(code),
-        );
-    }
+                .with_error_code(code)
+        })
+        .collect();
     ApiResponse::new(
         ResponseKind::DeleteGroups(DeleteGroupsResponse::default().with_results(results)),
         errors,
@@ -1248,46 +1340,40 @@ pub(super) async fn consumer_group_describe(
 ) -> ApiResponse {
     let access = Access::new(ctx, info);
     let image = ctx.image.load_full();
+    // Kafka: DESCRIBE on each group.
+    let asked = ask_coordinator(
+        ctx,
+        request.group_ids,
+        |group_id| if_allowed(&access, AclOperation::Describe, group_id),
+        groups::ConsumerGroupDescribe,
+    )
+    .await;
     let mut errors = ErrorCounts::default();
-    let mut described = Vec::with_capacity(request.group_ids.len());
-    for group_id in request.group_ids {
+    let mut described = Vec::with_capacity(asked.len());
+    for (group_id, asked) in asked {
         let operations = match (request.include_authorized_operations, access.is_enforced()) {
             (false, _) => OPERATIONS_NOT_REQUESTED,
             (true, false) => ALL_GROUP_OPERATIONS,
             (true, true) => access.authorized_operations(ResourceType::Group, &group_id),
         };
-        // Kafka: DESCRIBE on each group.
-        if !access.allows(AclOperation::Describe, ResourceType::Group, &group_id) {
-            errors.add(GROUP_AUTHORIZATION_FAILED);
-            described.push(
-                DescribedConsumerGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(GROUP_AUTHORIZATION_FAILED)
-                    .with_error_message(Some(text(error_message(GROUP_AUTHORIZATION_FAILED))))
-                    .with_authorized_operations(operations),
-            );
-            continue;
-        }
-        let description = match no_coordinator(ctx) {
-            None => None,
-            Some(groups) => groups
-                .coordinator
-                .send(groups::ConsumerGroupDescribe(
-                    group_id.0.as_str().to_owned(),
-                ))
-                .await
-                .ok(),
+        let answered = match asked {
+            Asked::Answered(d) => Ok(d),
+            Asked::Refused => Err(GROUP_AUTHORIZATION_FAILED),
+            Asked::NoCoordinator | Asked::Unavailable(_) => Err(codes::COORDINATOR_NOT_AVAILABLE),
         };
-        let Some(d) = description else {
-            errors.add(codes::COORDINATOR_NOT_AVAILABLE);
-            described.push(
-                DescribedConsumerGroup::default()
-                    .with_group_id(group_id)
-                    .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-                    .with_error_message(Some(text(error_message(codes::COORDINATOR_NOT_AVAILABLE))))
-                    .with_authorized_operations(operations),
-            );
-            continue;
+        let d = match answered {
+            Ok(d) => d,
+            Err(code) => {
+                errors.add(code);
+                described.push(
+                    DescribedConsumerGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(code)
+                        .with_error_message(Some(text(error_message(code))))
+                        .with_authorized_operations(operations),
+                );
+                continue;
+            }
         };
         errors.add(d.error);
         if d.error != codes::NONE {
