@@ -792,7 +792,8 @@ async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
         })
         .map(|id| GroupId(StrBytes::from_string(id)))
         .collect();
-    let halves = [&ids[..1_000], &ids[1_000..2_000], &ids[2_000..]];
+    // Parts no longer than a chunk (256 ids), each served whole.
+    let halves: Vec<&[GroupId]> = ids.chunks(250).collect();
     for version in [1, 4, 5, 6] {
         let request = |ids: &[GroupId]| {
             DescribeGroupsRequest::default()
@@ -801,7 +802,7 @@ async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
         };
         let whole = conn.send(&request(&ids), version).await.unwrap();
         let mut parts = Vec::new();
-        for half in halves {
+        for half in &halves {
             parts.extend(conn.send(&request(half), version).await.unwrap().groups);
         }
         assert_eq!(whole.groups.len(), ids.len(), "DescribeGroups v{version}");
@@ -815,7 +816,7 @@ async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
         };
         let whole = conn.send(&request(&ids), version).await.unwrap();
         let mut parts = Vec::new();
-        for half in halves {
+        for half in &halves {
             parts.extend(conn.send(&request(half), version).await.unwrap().groups);
         }
         assert_eq!(
@@ -1014,7 +1015,12 @@ async fn configs_and_groups_of_many_elements_answer_as_shorter_requests() {
         .unwrap();
     assert_eq!(created.topics[0].error_code, 0);
     groups_ready(&mut conn).await;
-    let thirds = |count: usize| [0..1_000, 1_000..2_000, 2_000..count];
+    // Parts no longer than a chunk (256 elements), each served whole.
+    let thirds = |count: usize| {
+        (0..count)
+            .step_by(250)
+            .map(move |at| at..(at + 250).min(count))
+    };
 
     let resources: Vec<DescribeConfigsResource> = (0..2_500)
         .map(|index| {
