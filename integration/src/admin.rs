@@ -185,6 +185,7 @@ pub mod acl {
     pub const LITERAL: i8 = 3;
     pub const PREFIXED: i8 = 4;
     pub const CREATE: i8 = 5;
+    pub const DELETE: i8 = 6;
     pub const ALTER: i8 = 7;
     pub const DESCRIBE_CONFIGS: i8 = 10;
     pub const CLUSTER_ACTION: i8 = 9;

@@ -53,7 +53,10 @@ pub use metadata::{
     all_topics_described, auto_create, encoded_size_bound, response_brokers, topics_to_create,
     BrokerTable,
 };
-pub use topics::{create_listed_topics, creation_denied, delete_listed_topics, CreateTopicsAccess};
+pub use topics::{
+    create_listed_topics, creation_denied, delete_listed_topics, deletion_denied,
+    CreateTopicsAccess, DeleteTopicsAccess,
+};
 
 use crate::context::{HandlerContext, ListenerKind, RequestInfo};
 

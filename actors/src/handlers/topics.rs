@@ -410,19 +410,61 @@ pub(super) async fn delete_topics(
     }
 }
 
-/// DeleteTopics v1-5 for a request whose names stay in its frame (`ListedNames`): the answer's
-/// body lists no topics, and the returned deletion answers each distinct name, for the caller
-/// to write as it sends the answer. `None` when the principal may not delete every topic, so
-/// each name must be checked: the decoded request's handler does that.
+/// How DeleteTopics is authorized for a request whose names stay in its frame: DELETE on the
+/// cluster covers every topic, else DESCRIBE and DELETE are checked on each name named once
+/// (a repeated name is the controller's INVALID_REQUEST, unchecked, as `denied_once` leaves it).
+pub struct DeleteTopicsAccess<'a> {
+    access: Access<'a>,
+    each_topic: bool,
+}
+
+impl<'a> DeleteTopicsAccess<'a> {
+    pub fn new(ctx: &'a HandlerContext, info: &'a RequestInfo) -> Self {
+        let access = Access::new(ctx, info);
+        let each_topic = access.is_enforced() && !access.allows_cluster(AclOperation::Delete);
+        DeleteTopicsAccess { access, each_topic }
+    }
+
+    /// Whether each topic is checked.
+    pub fn checks_each_topic(&self) -> bool {
+        self.each_topic
+    }
+
+    /// Whether the topic `name`, named once, may be deleted: DESCRIBE and DELETE are both
+    /// asked (and logged when denied), as the decoded request's two checks are.
+    pub fn may_delete(&self, name: &str) -> bool {
+        if !self.each_topic {
+            return true;
+        }
+        let describe = self
+            .access
+            .allows(AclOperation::Describe, ResourceType::Topic, name);
+        let delete = self
+            .access
+            .allows(AclOperation::Delete, ResourceType::Topic, name);
+        describe && delete
+    }
+}
+
+/// The answer to a topic the principal may not delete.
+pub fn deletion_denied(name: TopicName) -> DeletableTopicResult {
+    DeletableTopicResult::default()
+        .with_name(Some(name))
+        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
+}
+
+/// DeleteTopics v1-5 for a request whose names stay in its frame (`ListedNames`, which leaves
+/// out the `denied` names): the answer's body lists no topics, and the returned deletion
+/// answers each name given to the controller, for the caller to write as it sends the answer
+/// (followed by the denied names, each [`deletion_denied`], as the decoded request's handler
+/// answers them after the others).
 pub async fn delete_listed_topics(
     ctx: &HandlerContext,
     info: &RequestInfo,
     names: Arc<dyn ListedNames>,
-) -> Option<(ApiResponse, ListedDeletion)> {
-    let access = Access::new(ctx, info);
-    if access.is_enforced() && !access.allows_cluster(AclOperation::Delete) {
-        return None;
-    }
+    denied: usize,
+) -> (ApiResponse, ListedDeletion) {
     let listed = names.listed();
     let deletion = match ctx
         .controller
@@ -441,6 +483,10 @@ pub async fn delete_listed_topics(
         }
     };
     let mut errors = ErrorCounts::default();
+    errors.add_times(
+        ResponseError::TopicAuthorizationFailed.code(),
+        denied as u64,
+    );
     match &deletion.refused {
         Some((code, _)) => errors.add_times(*code, listed as u64),
         None => {
@@ -462,7 +508,7 @@ pub async fn delete_listed_topics(
         errors,
         delivery: super::Delivery::Send,
     };
-    Some((answer, deletion))
+    (answer, deletion)
 }
 
 pub(super) async fn create_partitions(

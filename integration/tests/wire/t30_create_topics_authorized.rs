@@ -346,3 +346,93 @@ async fn create_topics_naming_distinct_topics_with_acls_stays_within_four_frames
     assert_eq!(denied, 3844);
     assert_eq!(&body[..], b"\x00", "the body's tagged fields");
 }
+
+/// DeleteTopics naming more topics than one chunk, without DELETE on the cluster: each name
+/// named once is checked (DESCRIBE and DELETE) from the frame, the controller decides the
+/// others, and the denied ones follow its answers, as the decoded request's handler answers
+/// them; repeated names are INVALID_REQUEST unchecked.
+#[tokio::test]
+async fn delete_topics_of_many_names_checks_each_name_and_answers_the_denied_after() {
+    use gregor_integration::admin::acl::DELETE;
+    use gregor_integration::admin::delete_topics_by_name;
+    use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+    let node = authorized_node();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let created = conn
+        .send(
+            &create_topics(
+                ["keep-1", "no-1", "no-2", "t7"]
+                    .iter()
+                    .map(|name| creatable(name, 1, 1))
+                    .collect(),
+                false,
+            ),
+            7,
+        )
+        .await
+        .unwrap();
+    assert!(created.topics.iter().all(|t| t.error_code == 0));
+    add_acls(
+        &mut conn,
+        vec![
+            acl(CLUSTER, "kafka-cluster", LITERAL, DELETE, DENY),
+            acl(TOPIC, "no", PREFIXED, DELETE, DENY),
+        ],
+    )
+    .await;
+    let names: Vec<String> = (0..2_000)
+        .map(|index| match index {
+            7 => "t7".to_owned(),
+            900 => "no-1".to_owned(),
+            1_500 => "keep-1".to_owned(),
+            // Named twice: INVALID_REQUEST, never checked.
+            300 | 1_700 => "no-2".to_owned(),
+            _ if index % 100 == 33 => format!("no-missing-{index}"),
+            _ => format!("missing-{index}"),
+        })
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let whole = conn
+        .send(&delete_topics_by_name(5, &refs), 5)
+        .await
+        .unwrap();
+    let denied = |name: &str| name.starts_with("no") && name != "no-2";
+    let mut expected: Vec<DeletableTopicResult> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for name in names.iter().filter(|name| !denied(name)) {
+        if !seen.insert(name.as_str()) {
+            continue;
+        }
+        let (code, message) = match name.as_str() {
+            "t7" | "keep-1" => (0, None),
+            "no-2" => (42, Some("Duplicate topic name.")),
+            _ => (3, Some("This server does not host this topic-partition.")),
+        };
+        expected.push(
+            DeletableTopicResult::default()
+                .with_name(Some(gregor_integration::admin::topic_name(name)))
+                .with_error_code(code)
+                .with_error_message(message.map(s)),
+        );
+    }
+    for name in names.iter().filter(|name| denied(name)) {
+        expected.push(
+            DeletableTopicResult::default()
+                .with_name(Some(gregor_integration::admin::topic_name(name)))
+                .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                .with_error_message(Some(s("Authorization failed."))),
+        );
+    }
+    assert_eq!(whole.responses.len(), expected.len());
+    for (index, (got, want)) in whole.responses.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "answer {index}");
+    }
+    // no-1 is still there; t7 and keep-1 are gone.
+    let again = conn
+        .send(&delete_topics_by_name(5, &["no-1", "t7"]), 5)
+        .await
+        .unwrap();
+    let codes: Vec<i16> = again.responses.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, vec![3, TOPIC_AUTHORIZATION_FAILED]);
+}

@@ -627,7 +627,7 @@ impl ChunkedRequest {
             ChunkedRequest::DeleteTopics(chunked) => {
                 let (answer, topics) =
                     super::delete_topics_chunks::handle(handlers, info, chunked).await?;
-                (answer, topics.map(ListWriter::DeleteTopics))
+                (Some(answer), Some(ListWriter::DeleteTopics(topics)))
             }
         })
     }

@@ -9,7 +9,10 @@
 //! (`ListedNames`) and keeps each distinct name's answer as an index into its few distinct
 //! outcomes (`ListedDeletion`), and the answer is written name by name from the frame. The
 //! deletion stays one decision: its records are one batch, refused whole past the record
-//! limit.
+//! limit. Without DELETE on the cluster, each name named once is checked from the frame
+//! (DESCRIBE and DELETE, one more bit per name): the controller never reads a denied name, and
+//! the answer adds TOPIC_AUTHORIZATION_FAILED for each after the controller's answers, as the
+//! decoded request's handler does.
 //!
 //! The scan sorts the offsets of the names of three bytes or more (four bytes each, at most
 //! the frame's size); shorter names, which may be a byte each on the wire, are counted in a
@@ -44,8 +47,6 @@ const FLEXIBLE_FROM: i16 = 4;
 
 /// A DeleteTopics request whose names stay in the frame.
 pub struct ChunkedDeleteTopics {
-    /// The request body as it came (decoded whole when each name must be authorized).
-    body: Bytes,
     /// The list from its first name on.
     names: Bytes,
     version: i16,
@@ -56,6 +57,11 @@ pub struct ChunkedDeleteTopics {
     repeated: Vec<u64>,
     /// One bit per listed name: set on its second appearance.
     second: Vec<u64>,
+    /// One bit per listed name: set on a name named once that the principal may not delete;
+    /// empty when none is.
+    denied: Vec<u64>,
+    /// How many names are denied.
+    denied_count: usize,
 }
 
 /// Reads `body` (a DeleteTopics request body) when it names more than [`CHUNK`] topics by
@@ -70,7 +76,7 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedDeleteTo
     if count <= CHUNK as i64 {
         return None;
     }
-    Some(scan_names(body, rest, count as usize, version))
+    Some(scan_names(rest, count as usize, version))
 }
 
 /// The first and second appearances of the names of at most [`SHORT`] bytes, by value.
@@ -105,12 +111,7 @@ impl ShortNames {
     }
 }
 
-fn scan_names(
-    body: &Bytes,
-    names: Bytes,
-    count: usize,
-    version: i16,
-) -> anyhow::Result<ChunkedDeleteTopics> {
+fn scan_names(names: Bytes, count: usize, version: i16) -> anyhow::Result<ChunkedDeleteTopics> {
     let flexible = version >= FLEXIBLE_FROM;
     let mut short = ShortNames::new();
     let mut first = vec![0u64; count.div_ceil(64)];
@@ -185,13 +186,14 @@ fn scan_names(
         skip_string(&mut walk, flexible)?;
     }
     Ok(ChunkedDeleteTopics {
-        body: body.clone(),
         names: names.slice(..list_len),
         version,
         count,
         first,
         repeated,
         second,
+        denied: Vec::new(),
+        denied_count: 0,
     })
 }
 
@@ -214,6 +216,26 @@ fn read_name(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Bytes> {
 }
 
 impl ChunkedDeleteTopics {
+    /// Marks the names named once that `may_delete` refuses, asking once per name in request
+    /// order (a repeated name is the controller's INVALID_REQUEST, as on the decoded path).
+    fn deny(&mut self, may_delete: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+        let mut denied = vec![0u64; self.count.div_ceil(64)];
+        let mut count = 0;
+        self.each_name(|index, name| {
+            let named_once = bit(&self.first, index) && !bit(&self.repeated, index);
+            if named_once && !may_delete(std::str::from_utf8(name)?) {
+                set_bit(&mut denied, index);
+                count += 1;
+            }
+            Ok(true)
+        })?;
+        if count > 0 {
+            self.denied = denied;
+        }
+        self.denied_count = count;
+        Ok(())
+    }
+
     /// The request as what looks at it before the handler sees it, without its names.
     pub(crate) fn shell(&self) -> RequestKind {
         RequestKind::DeleteTopics(DeleteTopicsRequest::default())
@@ -240,18 +262,19 @@ fn ones(bits: &[u64]) -> usize {
     bits.iter().map(|word| word.count_ones() as usize).sum()
 }
 
+/// The denied names are left out: each is named once, so it has no second appearance.
 impl ListedNames for ChunkedDeleteTopics {
     fn distinct(&self) -> usize {
-        ones(&self.first)
+        ones(&self.first) - self.denied_count
     }
 
     fn listed(&self) -> usize {
-        ones(&self.first) + ones(&self.second)
+        self.distinct() + ones(&self.second)
     }
 
     fn each_first(&self, visit: &mut dyn FnMut(&str, bool) -> bool) -> Result<(), String> {
         self.each_name(|index, name| {
-            if !bit(&self.first, index) {
+            if !bit(&self.first, index) || bit(&self.denied, index) {
                 return Ok(true);
             }
             let name = std::str::from_utf8(name)?;
@@ -261,30 +284,22 @@ impl ListedNames for ChunkedDeleteTopics {
     }
 }
 
-/// Deletes the named topics with the controller, or, when each name must be authorized,
-/// decodes the request and hands it to the DeleteTopics handler.
+/// Deletes the named topics with the controller, the names the principal may not delete
+/// left out and answered after the others.
 pub(crate) async fn handle(
     ctx: &HandlerContext,
     info: &RequestInfo,
-    request: ChunkedDeleteTopics,
-) -> anyhow::Result<(Option<ApiResponse>, Option<DeletionResultsWriter>)> {
-    let request = Arc::new(request);
-    if let Some((answer, deletion)) =
-        handlers::delete_listed_topics(ctx, info, request.clone()).await
-    {
-        return Ok((
-            Some(answer),
-            Some(DeletionResultsWriter::new(request, deletion)?),
-        ));
+    mut request: ChunkedDeleteTopics,
+) -> anyhow::Result<(ApiResponse, DeletionResultsWriter)> {
+    let access = handlers::DeleteTopicsAccess::new(ctx, info);
+    if access.checks_each_topic() {
+        request.deny(|name| access.may_delete(name))?;
     }
-    let mut body = request.body.clone();
-    let decoded = super::dedup_decode::decode(
-        kafka_protocol::messages::ApiKey::DeleteTopics,
-        &mut body,
-        request.version,
-    )
-    .context("no decoder for DeleteTopics")??;
-    Ok((handlers::handle(ctx, info, decoded).await, None))
+    let denied = request.denied_count;
+    let request = Arc::new(request);
+    let (answer, deletion) =
+        handlers::delete_listed_topics(ctx, info, request.clone(), denied).await;
+    Ok((answer, DeletionResultsWriter::new(request, deletion)?))
 }
 
 /// Writes the answer's topics from the frame and the deletion's outcomes, [`CHUNK`] at a time.
@@ -299,10 +314,11 @@ pub struct DeletionResultsWriter {
 
 impl DeletionResultsWriter {
     fn new(request: Arc<ChunkedDeleteTopics>, deletion: ListedDeletion) -> anyhow::Result<Self> {
-        let count = match deletion.refused {
-            Some(_) => request.listed(),
-            None => request.distinct(),
-        };
+        let count = request.denied_count
+            + match deletion.refused {
+                Some(_) => request.listed(),
+                None => request.distinct(),
+            };
         let mut writer = DeletionResultsWriter {
             request,
             deletion,
@@ -324,16 +340,23 @@ impl DeletionResultsWriter {
     }
 
     /// The topics' answers in frame order, [`CHUNK`] names at a time: a refusal answers each
-    /// name's first two copies, as the decoded request holds them; a decision each name once.
+    /// name's first two copies, as the decoded request holds them; a decision each name once;
+    /// then a second pass answers the denied names.
     fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + '_ {
         let request = &self.request;
         let deletion = &self.deletion;
         let flexible = request.version >= FLEXIBLE_FROM;
         let mut rest = request.names.clone();
         let mut index = 0;
+        let mut denied_pass = false;
         let mut decided = 0;
         let mut answered = 0;
         move || {
+            if index >= request.count && !denied_pass && request.denied_count > 0 {
+                denied_pass = true;
+                index = 0;
+                rest = request.names.clone();
+            }
             if index >= request.count {
                 if answered != self.count {
                     bail!("{answered} topics answered of {}", self.count);
@@ -344,28 +367,38 @@ impl DeletionResultsWriter {
             let end = (index + CHUNK).min(request.count);
             while index < end {
                 let first = bit(&request.first, index);
-                let refused_copy = deletion.refused.is_some() && bit(&request.second, index);
+                let denied = bit(&request.denied, index);
+                let answers = if denied_pass {
+                    denied
+                } else {
+                    (first && !denied)
+                        || (deletion.refused.is_some() && bit(&request.second, index))
+                };
                 index += 1;
-                if !first && !refused_copy {
+                if !answers {
                     skip_string(&mut rest, flexible)?;
                     continue;
                 }
-                let name = read_name(&mut rest, flexible)?;
-                let (code, message) = match &deletion.refused {
-                    Some((code, message)) => (*code, Some(message.as_str())),
-                    None => {
-                        let (code, message) = deletion
-                            .outcome(decided)
-                            .context("more topics than answers")?;
-                        decided += 1;
-                        (*code, message.as_deref())
-                    }
+                let name = TopicName(StrBytes::from_utf8(read_name(&mut rest, flexible)?)?);
+                let result = if denied_pass {
+                    handlers::deletion_denied(name)
+                } else {
+                    let (code, message) = match &deletion.refused {
+                        Some((code, message)) => (*code, Some(message.as_str())),
+                        None => {
+                            let (code, message) = deletion
+                                .outcome(decided)
+                                .context("more topics than answers")?;
+                            decided += 1;
+                            (*code, message.as_deref())
+                        }
+                    };
+                    DeletableTopicResult::default()
+                        .with_name(Some(name))
+                        .with_error_code(code)
+                        .with_error_message(message.map(|m| StrBytes::from_string(m.to_owned())))
                 };
-                DeletableTopicResult::default()
-                    .with_name(Some(TopicName(StrBytes::from_utf8(name)?)))
-                    .with_error_code(code)
-                    .with_error_message(message.map(|m| StrBytes::from_string(m.to_owned())))
-                    .encode(&mut piece, request.version)?;
+                result.encode(&mut piece, request.version)?;
                 answered += 1;
             }
             Ok(Some(piece))
@@ -487,6 +520,39 @@ mod tests {
         let writer = DeletionResultsWriter::new(scanned, decided).unwrap();
         let each_once: Vec<(String, i16)> = once.iter().map(|name| (name.to_string(), 3)).collect();
         assert_eq!(written(&writer), each_once);
+    }
+
+    #[test]
+    fn denied_names_are_left_out_and_answered_after_the_others() {
+        let names = names();
+        let mut scanned = scan(&body(&names), 4).unwrap().unwrap();
+        let asked = std::cell::RefCell::new(Vec::new());
+        scanned
+            .deny(|name| {
+                asked.borrow_mut().push(name.to_owned());
+                !matches!(name, "x10" | "x1010" | "a")
+            })
+            .unwrap();
+        assert!(!asked.borrow().iter().any(|name| name == "a"), "a repeats");
+        assert_eq!(scanned.denied_count, 2);
+        let mut seen = std::collections::HashSet::new();
+        let allowed: Vec<&String> = names
+            .iter()
+            .filter(|name| seen.insert(*name) && !matches!(name.as_str(), "x10" | "x1010"))
+            .collect();
+        assert_eq!(scanned.distinct(), allowed.len());
+        let scanned = Arc::new(scanned);
+        let decided = ListedDeletion {
+            per_name: vec![0; allowed.len()],
+            outcomes: vec![(3, None)],
+            ..Default::default()
+        };
+        let writer = DeletionResultsWriter::new(scanned, decided).unwrap();
+        let mut expected: Vec<(String, i16)> =
+            allowed.iter().map(|name| (name.to_string(), 3)).collect();
+        expected.push(("x10".to_owned(), 29));
+        expected.push(("x1010".to_owned(), 29));
+        assert_eq!(written(&writer), expected);
     }
 
     #[test]
