@@ -408,3 +408,107 @@ async fn a_forwarded_delete_topics_of_distinct_names_stays_within_four_frames() 
     assert_eq!(created.topics[0].error_code, 0, "dd1 was deleted");
     Ok(())
 }
+
+/// A broker with an authorizer checks a DeleteTopics naming many topics from its frame,
+/// forwards it without the names it denies DELETE, and adds their TOPIC_AUTHORIZATION_FAILED
+/// answers after the controller's; at `frame_size()` of distinct names neither node's peak
+/// resident memory grows by four frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_forwards_a_delete_topics_without_the_denied_names() -> anyhow::Result<()> {
+    use bytes::BufMut;
+    use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+    let cluster = authorized_cluster().await?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    let mut conn = KafkaConn::connect(&broker.bootstrap()).await?;
+    let created = conn
+        .send::<CreateTopicsRequest>(&create_topics(vec![creatable("ok-del", 1, 1)], false), 7)
+        .await?;
+    assert_eq!(created.topics[0].error_code, 0);
+    // Topics prefixed "ab" have an ACL, none allowing DELETE: denied.
+    let names: Vec<String> = (0..1_500)
+        .map(|index| match index {
+            700 => "ok-del".to_owned(),
+            _ if index % 3 == 0 => format!("ab-{index}"),
+            _ => format!("ok-{index}"),
+        })
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let request = gregor_integration::admin::delete_topics_by_name(5, &refs);
+    let frame = gregor_integration::encode_request(&request, 5, 42, Some("m"))?;
+    let (header, response) = decode_response::<kafka_protocol::messages::DeleteTopicsRequest>(
+        answer(&broker.bootstrap(), &frame).await?,
+        5,
+    )?;
+    assert_eq!(header.correlation_id, 42);
+    let result = |name: &str, code: i16, message: Option<&str>| {
+        DeletableTopicResult::default()
+            .with_name(Some(gregor_integration::admin::topic_name(name)))
+            .with_error_code(code)
+            .with_error_message(message.map(s))
+    };
+    let unknown = Some("This server does not host this topic-partition.");
+    let allowed = names.iter().filter(|name| !name.starts_with("ab"));
+    let denied = names.iter().filter(|name| name.starts_with("ab"));
+    let expected: Vec<DeletableTopicResult> = allowed
+        .map(|name| match name.as_str() {
+            "ok-del" => result(name, 0, None),
+            _ => result(name, 3, unknown),
+        })
+        .chain(denied.map(|name| result(name, 29, Some("Authorization failed."))))
+        .collect();
+    assert_eq!(response.responses.len(), expected.len());
+    for (index, (got, want)) in response.responses.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "answer {index}");
+    }
+
+    // Distinct four-letter names, those prefixed "ab" denied: within four frames on each node.
+    let frame_size = frame_size();
+    let count = (frame_size - 40) / 5;
+    let frame = gregor_integration::frames::flexible_list(
+        20,
+        4,
+        b"",
+        count,
+        5,
+        |index, frame| {
+            frame.put_u8(5);
+            frame.put_slice(&four_letter_name(index));
+        },
+        b"\x00\x00\x75\x30\x00",
+    );
+    let (mut body, controller_growth, broker_growth) =
+        answer_through(controller, broker, &frame).await?;
+    ResponseHeader::decode(&mut body, 1)?;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per name");
+    let denied = |index: usize| four_letter_name(index).starts_with(b"ab");
+    let order = (0..count)
+        .filter(|index| !denied(*index))
+        .chain((0..count).filter(|index| denied(*index)));
+    for index in order {
+        let result = DeletableTopicResult::decode(&mut body, 4)?;
+        let code = if denied(index) { 29 } else { 3 };
+        assert_eq!(
+            (
+                result.name.map(|n| n.as_bytes().to_vec()),
+                result.error_code
+            ),
+            (Some(four_letter_name(index).to_vec()), code),
+            "name {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    eprintln!(
+        "a {}-byte DeleteTopics through a broker with an authorizer: peak growth \
+         {controller_growth} bytes on the controller, {broker_growth} on the broker",
+        frame.len()
+    );
+    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
+        assert!(
+            grown < 4 * frame_size as u64,
+            "a {}-byte DeleteTopics grew the {node}'s peak resident memory by {grown} bytes",
+            frame.len()
+        );
+    }
+    Ok(())
+}

@@ -23,6 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
 
 use super::busy_time::{timed, PollTimed};
+use super::forwarded::Appended;
 use super::forwarded::ForwardedAnswer;
 use super::frame::{read_frame, FrameError};
 use super::repeated::{ListWriter, ResponseBytes};
@@ -757,10 +758,12 @@ async fn process_frame(
         ApiKey::ListOffsets => super::list_offsets_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ListOffsets)),
-        // Only where this node decides it: a broker with an authorizer forwards it decoded.
-        ApiKey::DeleteTopics if !forward => super::delete_topics_chunks::scan(&frame, api_version)
-            .transpose()
-            .map(|c| c.map(ChunkedRequest::DeleteTopics)),
+        // Where this node decides it, or checks it before it forwards it (an authorizer).
+        ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
+            super::delete_topics_chunks::scan(&frame, api_version)
+                .transpose()
+                .map(|c| c.map(ChunkedRequest::DeleteTopics))
+        }
         _ => Ok(None),
     })
     .map_err(|e| {
@@ -801,8 +804,8 @@ async fn process_frame(
     };
     let decode_work = decode_started.elapsed();
     // A request the broker would not let through whole is handled here, resource by
-    // resource, so the controller never sees the denied part. A CreateTopics naming many
-    // topics is forwarded without its denied topics, whose answers the broker adds.
+    // resource, so the controller never sees the denied part. A CreateTopics or DeleteTopics
+    // naming many topics is forwarded without its denied topics, whose answers the broker adds.
     if forward && handlers.authorizer.is_some() {
         let (to_forward, denied) = match &chunked {
             Some(ChunkedRequest::CreateTopics(topics)) => {
@@ -816,10 +819,32 @@ async fn process_frame(
                 topics.authorize(handlers, &info).map_err(malformed)?;
                 match topics.denied_count() {
                     0 => (Some(raw_frame.clone()), None),
-                    _ => (
-                        Some(topics.without_denied(&raw_frame).map_err(malformed)?),
-                        Some(topics),
-                    ),
+                    _ => {
+                        let without = topics.without_denied(&raw_frame).map_err(malformed)?;
+                        let denied = super::create_topics_chunks::DeniedResultsWriter::new(topics)
+                            .map_err(malformed)?;
+                        (Some(without), Some(Appended::CreateTopics(denied)))
+                    }
+                }
+            }
+            Some(ChunkedRequest::DeleteTopics(names)) => {
+                let malformed = |e: anyhow::Error| {
+                    refuse(
+                        CloseReason::MalformedRequest,
+                        format!("cannot decode {} v{api_version}: {e}", spec.name),
+                    )
+                };
+                let mut names = names.clone();
+                names.authorize(handlers, &info).map_err(malformed)?;
+                match names.denied_count() {
+                    0 => (Some(raw_frame.clone()), None),
+                    _ => {
+                        let without = names.without_denied(&raw_frame).map_err(malformed)?;
+                        let denied =
+                            super::delete_topics_chunks::DeletionResultsWriter::denied(names)
+                                .map_err(malformed)?;
+                        (Some(without), Some(Appended::DeleteTopics(denied)))
+                    }
                 }
             }
             _ if handlers::fully_authorized(handlers, &info, &request) => {
@@ -840,8 +865,8 @@ async fn process_frame(
             .await;
             match (forwarded, denied) {
                 (Some(served), None) => return Ok(served),
-                (Some(served), Some(topics)) => {
-                    return with_denied_topics(served, topics, api_version)
+                (Some(served), Some(appended)) => {
+                    return with_denied_topics(served, appended, api_key, api_version)
                 }
                 (None, _) => {}
             }
@@ -1055,22 +1080,21 @@ async fn forward_raw(
     })
 }
 
-/// A forwarded CreateTopics answer with the answers of `topics`' denied topics added after the
-/// controller's.
+/// A forwarded CreateTopics or DeleteTopics answer with the answers of the topics the broker
+/// denied (`appended`) added after the controller's.
 fn with_denied_topics(
     mut served: Served,
-    topics: super::create_topics_chunks::ChunkedCreateTopics,
+    appended: super::forwarded::Appended,
+    api_key: ApiKey,
     api_version: i16,
 ) -> Result<Served, Refusal> {
     let failed = |detail: String| {
-        tracing::warn!(%detail, "a forwarded CreateTopics answer could not be extended");
+        tracing::warn!(%detail, ?api_key, "a forwarded answer could not be extended");
         refuse(CloseReason::MalformedRequest, detail)
     };
-    let denied = super::create_topics_chunks::DeniedResultsWriter::new(topics)
-        .map_err(|e| failed(e.to_string()))?;
     served.errors.add_times(
         kafka_protocol::error::ResponseError::TopicAuthorizationFailed.code(),
-        denied.answers() as u64,
+        appended.answers() as u64,
     );
     let source = match std::mem::replace(&mut served.bytes, ResponseBytes::Whole(Bytes::new())) {
         ResponseBytes::Whole(bytes) => ForwardedAnswer::Whole(bytes),
@@ -1081,11 +1105,12 @@ fn with_denied_topics(
             )))
         }
     };
-    let list_at = throttle_offset(source.first_bytes(), ApiKey::CreateTopics, api_version)
-        .ok_or_else(|| failed("a CreateTopics answer without its throttle time".to_owned()))?
+    let list_at = throttle_offset(source.first_bytes(), api_key, api_version)
+        .ok_or_else(|| failed("a forwarded answer without its throttle time".to_owned()))?
         + 4;
+    let flexible = api_key.response_header_version(api_version) >= 1;
     served.bytes = ResponseBytes::Extended(Box::new(
-        super::forwarded::Extended::new(source, api_version, list_at, denied)
+        super::forwarded::Extended::new(source, flexible, list_at, appended)
             .map_err(|e| failed(e.to_string()))?,
     ));
     Ok(served)

@@ -46,6 +46,7 @@ const SHORT: usize = 2;
 const FLEXIBLE_FROM: i16 = 4;
 
 /// A DeleteTopics request whose names stay in the frame.
+#[derive(Clone)]
 pub struct ChunkedDeleteTopics {
     /// The list from its first name on.
     names: Bytes,
@@ -62,6 +63,10 @@ pub struct ChunkedDeleteTopics {
     denied: Vec<u64>,
     /// How many names are denied.
     denied_count: usize,
+    /// The bytes of the list's length before `names`, as the client wrote it.
+    length_len: usize,
+    /// The body after the list: `TimeoutMs` and tagged fields.
+    tail: Bytes,
 }
 
 /// Reads `body` (a DeleteTopics request body) when it names more than [`CHUNK`] topics by
@@ -76,7 +81,8 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedDeleteTo
     if count <= CHUNK as i64 {
         return None;
     }
-    Some(scan_names(rest, count as usize, version))
+    let length_len = body.len() - rest.len();
+    Some(scan_names(rest, length_len, count as usize, version))
 }
 
 /// The first and second appearances of the names of at most [`SHORT`] bytes, by value.
@@ -111,7 +117,12 @@ impl ShortNames {
     }
 }
 
-fn scan_names(names: Bytes, count: usize, version: i16) -> anyhow::Result<ChunkedDeleteTopics> {
+fn scan_names(
+    names: Bytes,
+    length_len: usize,
+    count: usize,
+    version: i16,
+) -> anyhow::Result<ChunkedDeleteTopics> {
     let flexible = version >= FLEXIBLE_FROM;
     let mut short = ShortNames::new();
     let mut first = vec![0u64; count.div_ceil(64)];
@@ -194,6 +205,8 @@ fn scan_names(names: Bytes, count: usize, version: i16) -> anyhow::Result<Chunke
         second,
         denied: Vec::new(),
         denied_count: 0,
+        length_len,
+        tail: names.slice(list_len..),
     })
 }
 
@@ -234,6 +247,49 @@ impl ChunkedDeleteTopics {
         }
         self.denied_count = count;
         Ok(())
+    }
+
+    /// Marks the names the request's principal may not delete, as the node deciding the
+    /// request does (a broker checks them before it forwards the rest).
+    pub(crate) fn authorize(
+        &mut self,
+        ctx: &HandlerContext,
+        info: &RequestInfo,
+    ) -> anyhow::Result<()> {
+        let access = handlers::DeleteTopicsAccess::new(ctx, info);
+        if access.checks_each_topic() {
+            self.deny(|name| access.may_delete(name))?;
+        }
+        Ok(())
+    }
+
+    /// How many names are denied.
+    pub(crate) fn denied_count(&self) -> usize {
+        self.denied_count
+    }
+
+    /// `frame`, the request frame (header included, no size prefix) these names were read
+    /// from, without the denied names: what a broker forwards to the controller.
+    pub(crate) fn without_denied(&self, frame: &Bytes) -> anyhow::Result<Bytes> {
+        let flexible = self.version >= FLEXIBLE_FROM;
+        let head = frame
+            .len()
+            .checked_sub(self.tail.len() + self.names.len() + self.length_len)
+            .and_then(|end| frame.get(..end))
+            .context("a DeleteTopics frame without its list length")?;
+        let mut out = BytesMut::with_capacity(frame.len());
+        out.extend_from_slice(head);
+        super::repeated::put_array_length(&mut out, self.count - self.denied_count, flexible)?;
+        let mut walk = self.names.clone();
+        for index in 0..self.count {
+            let start = self.names.len() - walk.len();
+            skip_string(&mut walk, flexible)?;
+            if !bit(&self.denied, index) {
+                out.extend_from_slice(&self.names[start..self.names.len() - walk.len()]);
+            }
+        }
+        out.extend_from_slice(&self.tail);
+        Ok(out.freeze())
     }
 
     /// The request as what looks at it before the handler sees it, without its names.
@@ -291,10 +347,7 @@ pub(crate) async fn handle(
     info: &RequestInfo,
     mut request: ChunkedDeleteTopics,
 ) -> anyhow::Result<(ApiResponse, DeletionResultsWriter)> {
-    let access = handlers::DeleteTopicsAccess::new(ctx, info);
-    if access.checks_each_topic() {
-        request.deny(|name| access.may_delete(name))?;
-    }
+    request.authorize(ctx, info)?;
     let denied = request.denied_count;
     let request = Arc::new(request);
     let (answer, deletion) =
@@ -306,6 +359,8 @@ pub(crate) async fn handle(
 pub struct DeletionResultsWriter {
     request: Arc<ChunkedDeleteTopics>,
     deletion: ListedDeletion,
+    /// Whether only the denied names are answered (after a forwarded answer of the others).
+    only_denied: bool,
     /// How many topics the answer lists.
     count: usize,
     /// The encoded size of every topic's answer.
@@ -322,7 +377,22 @@ impl DeletionResultsWriter {
         let mut writer = DeletionResultsWriter {
             request,
             deletion,
+            only_denied: false,
             count,
+            size: 0,
+        };
+        writer.size = super::repeated::pieces_size(writer.pieces())?;
+        Ok(writer)
+    }
+
+    /// The answers of the denied names alone, which a broker adds after the controller's
+    /// answer to the rest.
+    pub(crate) fn denied(request: ChunkedDeleteTopics) -> anyhow::Result<Self> {
+        let mut writer = DeletionResultsWriter {
+            count: request.denied_count,
+            request: Arc::new(request),
+            deletion: ListedDeletion::default(),
+            only_denied: true,
             size: 0,
         };
         writer.size = super::repeated::pieces_size(writer.pieces())?;
@@ -348,7 +418,7 @@ impl DeletionResultsWriter {
         let flexible = request.version >= FLEXIBLE_FROM;
         let mut rest = request.names.clone();
         let mut index = 0;
-        let mut denied_pass = false;
+        let mut denied_pass = self.only_denied;
         let mut decided = 0;
         let mut answered = 0;
         move || {

@@ -368,19 +368,50 @@ pub struct Extended {
     list_length: Bytes,
     /// Bytes after the list in the source: the body's tagged fields (flexible versions).
     tail_len: usize,
-    appended: super::create_topics_chunks::DeniedResultsWriter,
+    appended: Appended,
+}
+
+/// The answers a broker adds after a forwarded answer's topics: those of the topics it denied.
+#[derive(Debug)]
+pub enum Appended {
+    CreateTopics(super::create_topics_chunks::DeniedResultsWriter),
+    DeleteTopics(super::delete_topics_chunks::DeletionResultsWriter),
+}
+
+impl Appended {
+    /// How many topics it answers.
+    pub(crate) fn answers(&self) -> usize {
+        match self {
+            Appended::CreateTopics(denied) => denied.answers(),
+            Appended::DeleteTopics(denied) => denied.count(),
+        }
+    }
+
+    /// The encoded size of their answers.
+    fn len(&self) -> usize {
+        match self {
+            Appended::CreateTopics(denied) => denied.len(),
+            Appended::DeleteTopics(denied) => denied.len(),
+        }
+    }
+
+    async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
+        match self {
+            Appended::CreateTopics(denied) => denied.write_to(out).await,
+            Appended::DeleteTopics(denied) => denied.write_to(out).await,
+        }
+    }
 }
 
 impl Extended {
-    /// `source` (a CreateTopics answer at `version`, whose topic list's length starts at
-    /// `list_at`) with `appended` after its topics.
+    /// `source` (a CreateTopics or DeleteTopics answer, `flexible` or not, whose topic list's
+    /// length starts at `list_at`) with `appended` after its topics.
     pub(crate) fn new(
         source: ForwardedAnswer,
-        version: i16,
+        flexible: bool,
         list_at: usize,
-        appended: super::create_topics_chunks::DeniedResultsWriter,
+        appended: Appended,
     ) -> std::io::Result<Self> {
-        let flexible = version >= 5;
         let mut list = source
             .first_bytes()
             .slice(list_at.min(source.first_bytes().len())..);
@@ -388,7 +419,7 @@ impl Extended {
         let count = array_length(&mut list, flexible)
             .ok()
             .and_then(|count| usize::try_from(count).ok())
-            .ok_or_else(|| invalid("a CreateTopics answer without its list".to_owned()))?;
+            .ok_or_else(|| invalid("a forwarded answer without its topics".to_owned()))?;
         let list_length_len = before - list.len();
         // After the list: the body's tagged fields (flexible versions).
         let tail_len = usize::from(flexible);
@@ -399,7 +430,7 @@ impl Extended {
         let size = (source.len() - 4 - list_length_len + list_length.len())
             .checked_add(appended.len())
             .and_then(|size| i32::try_from(size).ok())
-            .ok_or_else(|| invalid("a CreateTopics answer over 2 GiB".to_owned()))?;
+            .ok_or_else(|| invalid("a forwarded answer over 2 GiB".to_owned()))?;
         Ok(Extended {
             source,
             size,
@@ -648,8 +679,13 @@ mod tests {
                 .with_topics(decided.clone());
             let source = encoded(version, &controller);
             let list_at = 4 + 4 + usize::from(version >= 5) + 4;
-            let extended =
-                Extended::new(ForwardedAnswer::Whole(source), version, list_at, denied).unwrap();
+            let extended = Extended::new(
+                ForwardedAnswer::Whole(source),
+                version >= 5,
+                list_at,
+                Appended::CreateTopics(denied),
+            )
+            .unwrap();
             let mut written = Vec::new();
             extended.write_to(&mut written).await.unwrap();
             let mut all = decided;
