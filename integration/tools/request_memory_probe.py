@@ -4,7 +4,8 @@
 Starts `gregor node` on ephemeral ports, sends one request frame of about FRAME_MB megabytes,
 reads the answer, and prints the node's peak (VmHWM) against its resident memory before the
 request. Linux only. Kinds: see `build`; a kind ending in `_authz` is sent to a node with the
-authorizer (see `AUTHZ`)."""
+authorizer (see `AUTHZ`), one of `AUTHORIZER_KINDS` too; `prepare` sends what some kinds need
+first (a group coordinator, a group member, ACLs)."""
 import itertools, re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
 
 BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
