@@ -39,7 +39,7 @@ use super::repeated::{put_array_length, skip_tagged_fields, uvarint_at};
 pub const CHUNK: usize = 1024;
 
 /// Offsets in a frame fit 31 bits, leaving the top bit to mark a repeated name.
-const REPEATED: u32 = 1 << 31;
+pub(super) const REPEATED: u32 = 1 << 31;
 
 /// A CreateTopics request whose topics stay in the frame.
 #[derive(Clone)]
@@ -95,6 +95,39 @@ pub(super) fn name_at(topics: &Bytes, offset: usize, flexible: bool) -> &[u8] {
     element.get(at..at + length).unwrap_or_default()
 }
 
+/// Reduces `offsets` (elements' offsets, named by `name`) to each name's first appearance,
+/// the top bit ([`REPEATED`]) set when the name appears again, and returns the second
+/// appearances; both sorted by offset. Sorted by name, then by offset, each name's first
+/// appearance leads its run: it is kept in place and the others dropped.
+pub(super) fn first_appearances<'a>(
+    offsets: &mut Vec<u32>,
+    name: impl Fn(u32) -> &'a [u8],
+) -> Vec<u32> {
+    offsets.sort_unstable_by(|a, b| name(*a).cmp(name(*b)).then(a.cmp(b)));
+    let mut seconds = Vec::new();
+    let mut kept = 0;
+    let mut at = 0;
+    while at < offsets.len() {
+        let first = offsets[at];
+        let mut end = at + 1;
+        while end < offsets.len() && name(offsets[end]) == name(first) {
+            end += 1;
+        }
+        offsets[kept] = if end - at > 1 {
+            seconds.push(offsets[at + 1]);
+            first | REPEATED
+        } else {
+            first
+        };
+        kept += 1;
+        at = end;
+    }
+    offsets.truncate(kept);
+    offsets.sort_unstable_by_key(|offset| offset & !REPEATED);
+    seconds.sort_unstable();
+    seconds
+}
+
 fn scan_topics(
     topics: Bytes,
     length_len: usize,
@@ -118,32 +151,9 @@ fn scan_topics(
     rest.advance(4);
     let validate_only = rest.get_u8() != 0;
     skip_tagged_fields(&mut rest, flexible)?;
-    // Sorted by name, then by offset: each name's first appearance leads its run. It is kept,
-    // marked when the run is longer, and the others dropped, in place.
-    let name = |offset: &u32| name_at(&topics, *offset as usize, flexible);
-    offsets.sort_unstable_by(|a, b| name(a).cmp(name(b)).then(a.cmp(b)));
-    let mut kept = 0;
-    let mut at = 0;
+    let name = |offset: u32| name_at(&topics, offset as usize, flexible);
     // The second copies, which the decoded path keeps too (`dedup_decode.rs`).
-    let mut seconds: Vec<u32> = Vec::new();
-    while at < offsets.len() {
-        let first = offsets[at];
-        let mut end = at + 1;
-        while end < offsets.len() && name(&offsets[end]) == name(&first) {
-            end += 1;
-        }
-        offsets[kept] = if end - at > 1 {
-            seconds.push(offsets[at + 1]);
-            first | REPEATED
-        } else {
-            first
-        };
-        kept += 1;
-        at = end;
-    }
-    offsets.truncate(kept);
-    offsets.sort_unstable_by_key(|offset| offset & !REPEATED);
-    seconds.sort_unstable();
+    let seconds = first_appearances(&mut offsets, name);
     let mut first = vec![0u64; count.div_ceil(64)];
     let mut repeated = vec![0u64; count.div_ceil(64)];
     let mut second = vec![0u64; count.div_ceil(64)];

@@ -31,7 +31,7 @@ use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::{ListedDeletion, ListedNames};
 use gregor_actors::handlers::{self, ApiResponse};
 
-use super::create_topics_chunks::name_at;
+use super::create_topics_chunks::{first_appearances, name_at, REPEATED};
 use super::dedup_decode::{array_length, need};
 use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{skip_string, skip_tagged_fields};
@@ -153,33 +153,12 @@ fn scan_names(
             }
         }
     }
-    // Sorted by name, then by offset: each name's first appearance leads its run.
-    let name = |offset: &u32| name_at(&names, *offset as usize, flexible);
-    offsets.sort_unstable_by(|a, b| name(a).cmp(name(b)).then(a.cmp(b)));
-    // Each run's first offset is kept in place (the top bit marking a repeated name), and the
-    // second appearances apart; both are turned into indexes by a walk in frame order.
-    const REPEATED: u32 = 1 << 31;
-    let mut seconds = Vec::new();
-    let mut kept = 0;
-    let mut at = 0;
-    while at < offsets.len() {
-        let mut end = at + 1;
-        while end < offsets.len() && name(&offsets[end]) == name(&offsets[at]) {
-            end += 1;
-        }
-        offsets[kept] = if end - at > 1 {
-            seconds.push(offsets[at + 1]);
-            offsets[at] | REPEATED
-        } else {
-            offsets[at]
-        };
-        kept += 1;
-        at = end;
-    }
-    offsets.truncate(kept);
-    let mut firsts = offsets;
-    firsts.sort_unstable_by_key(|offset| offset & !REPEATED);
-    seconds.sort_unstable();
+    // Each name's first appearance (marked when it repeats) and second, by offset; both are
+    // turned into indexes by a walk in frame order.
+    let seconds = first_appearances(&mut offsets, |offset| {
+        name_at(&names, offset as usize, flexible)
+    });
+    let firsts = offsets;
     let mut next_first = firsts.iter().peekable();
     let mut next_second = seconds.iter().peekable();
     let mut walk = names.clone();
