@@ -9,11 +9,13 @@ use bytes::{Buf, Bytes};
 use gregor_integration::admin::acl::{
     ALLOW, CLUSTER, CLUSTER_ACTION, CREATE, DENY, LITERAL, PREFIXED, TOPIC,
 };
-use gregor_integration::admin::{anonymous_acl, creatable, create_topics, s};
+use gregor_integration::admin::{anonymous_acl, creatable, create_topics, metadata, s};
 use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::{CreateAclsRequest, CreateTopicsRequest, ResponseHeader};
+use kafka_protocol::messages::{
+    CreateAclsRequest, CreateTopicsRequest, DescribeAclsRequest, MetadataRequest, ResponseHeader,
+};
 use kafka_protocol::protocol::Decodable;
 
 use crate::{Cluster, FORM_TIMEOUT};
@@ -202,8 +204,27 @@ async fn authorized_cluster() -> anyhow::Result<Cluster> {
             .then_some(()))
     })
     .await?;
-    // Both nodes know them once the broker denies a topic and forwards another.
+    // The broker knows them once its own answers change: DESCRIBE on the cluster and on
+    // topics named `ab...` is denied once ACLs exist for those resources. A CreateTopics
+    // through the broker cannot tell: the controller denies alike when the broker forwards it
+    // whole, but answers the denied topics in their place instead of after the others.
     wait_until("the broker applies the ACLs", FORM_TIMEOUT, || async {
+        let mut conn = KafkaConn::connect(&broker).await?;
+        // Every ACL: resource type, pattern, operation and permission ANY.
+        let every_acl = DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_pattern_type_filter(1)
+            .with_operation(1)
+            .with_permission_type(1);
+        let acls = conn.send::<DescribeAclsRequest>(&every_acl, 3).await?;
+        let topics = conn
+            .send::<MetadataRequest>(&metadata(12, Some(&["abq"]), false), 12)
+            .await?;
+        Ok((acls.error_code == 31 && topics.topics[0].error_code == 29).then_some(()))
+    })
+    .await?;
+    // And the controller once the broker denies a topic and forwards another.
+    wait_until("the controller applies the ACLs", FORM_TIMEOUT, || async {
         let mut conn = KafkaConn::connect(&broker).await?;
         let request = create_topics(vec![creatable("abx", 1, 1), creatable("ready", 1, 1)], true);
         let answer = conn.send::<CreateTopicsRequest>(&request, 7).await?;
