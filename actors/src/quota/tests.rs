@@ -600,3 +600,70 @@ async fn publisher_feeds_the_actors() {
         .unwrap();
     assert_eq!(managers.produce.shared.quota_for("anyone", "stale"), 1024.0);
 }
+
+/// The records of one AlterClientQuotas naming n distinct client ids, applied as a node applies
+/// them: into a quota manager's table and through the default quota callback. Each quota costs
+/// O(1) (a kind's count kept, not every entity scanned), so n = 300,000 finishes.
+#[test]
+fn many_distinct_quotas_apply_in_linear_time() {
+    use gregor_publishers::quota_callback::{
+        ClientQuotaCallbackHandler, ClientQuotaType, DefaultQuotaCallback, KafkaPrincipal,
+    };
+
+    use super::publisher::quota_entity;
+    use crate::controller::logic::large_requests::{finishes, LARGE};
+
+    finishes("ClientQuota records applied", 3 * LARGE, |n| {
+        let clients: Vec<String> = (0..n).map(|i| format!("client-{i}")).collect();
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        for client in &clients {
+            delta
+                .replay(&quota_record(
+                    &[("client-id", Some(client))],
+                    "producer_byte_rate",
+                    Some(1024.0),
+                ))
+                .unwrap();
+        }
+        let image = Arc::new(delta.apply(Provenance::default()));
+        let changes: Vec<_> = delta
+            .client_quotas_delta()
+            .unwrap()
+            .changed_entities()
+            .flat_map(|(parts, keys)| {
+                let entity = quota_entity(parts).unwrap();
+                keys.map(move |(_, value)| (entity.clone(), value))
+            })
+            .collect();
+        assert_eq!(changes.len(), n);
+        let clock = ManualClock::starting_at(0);
+        let produce = manager(QuotaType::Produce, 10, &clock);
+        produce.update_quotas(changes);
+        assert_eq!(produce.quota_for("anyone", &clients[n - 1]), 1024.0);
+
+        let callback = Arc::new(DefaultQuotaCallback::new());
+        let managers = [
+            Arc::clone(&produce),
+            manager(QuotaType::Fetch, 10, &clock),
+            manager(QuotaType::Request, 10, &clock),
+            manager(QuotaType::ControllerMutation, 10, &clock),
+        ];
+        let mut publisher =
+            QuotaCallbackPublisher::with_managers(callback.clone(), managers, "cluster", 1);
+        let manifest = LoaderManifest::LogDelta {
+            provenance: Provenance::default(),
+            num_batches: 1,
+            num_records: n,
+            elapsed_ns: 0,
+        };
+        publisher
+            .on_metadata_update(&delta, &image, &manifest)
+            .unwrap();
+        let principal = KafkaPrincipal::user("anyone");
+        let tags = callback.quota_metric_tags(ClientQuotaType::Produce, &principal, &clients[0]);
+        assert_eq!(
+            callback.quota_limit(ClientQuotaType::Produce, &tags),
+            Some(1024.0)
+        );
+    });
+}

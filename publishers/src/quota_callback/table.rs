@@ -85,9 +85,11 @@ impl MetricTags {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct QuotaTable {
     quotas: HashMap<QuotaEntity, f64>,
-    /// Which entity kinds have a quota. Recomputed on every change, so removing the last quota
-    /// of a kind disables it again (KAFKA-19282; older Kafka kept it enabled until restart).
-    enabled: u8,
+    /// How many entities of each kind (indexed by the bit's position) have a quota: a kind is
+    /// enabled while its count is not zero, so removing the last quota of a kind disables it
+    /// again (KAFKA-19282; older Kafka kept it enabled until restart). Counted rather than
+    /// recomputed from every entity so a change costs O(1), not O(entities).
+    per_kind: [usize; 3],
 }
 
 impl QuotaTable {
@@ -98,15 +100,23 @@ impl QuotaTable {
 
     /// Sets (`Some`) or removes (`None`) the quota of `entity`.
     pub fn update(&mut self, entity: QuotaEntity, value: Option<f64>) {
-        match value {
-            Some(value) => {
-                self.quotas.insert(entity, value);
-            }
-            None => {
-                self.quotas.remove(&entity);
-            }
+        let kind = entity.kind_bit().checked_ilog2().map(|at| at as usize);
+        let (added, removed) = match value {
+            Some(value) => (self.quotas.insert(entity, value).is_none(), false),
+            None => (false, self.quotas.remove(&entity).is_some()),
+        };
+        if let Some(count) = kind.and_then(|at| self.per_kind.get_mut(at)) {
+            *count = *count + usize::from(added) - usize::from(removed);
         }
-        self.enabled = self.quotas.keys().fold(0, |bits, e| bits | e.kind_bit());
+    }
+
+    /// Which entity kinds have a quota (`quotaTypesEnabled`).
+    fn enabled(&self) -> u8 {
+        self.per_kind
+            .iter()
+            .enumerate()
+            .filter(|(_, count)| **count > 0)
+            .fold(0, |bits, (at, _)| bits | 1 << at)
     }
 
     /// Whether no quota is configured.
@@ -139,7 +149,7 @@ impl QuotaTable {
     /// (Kafka's `quotaMetricTags`): only the kinds that have quotas keep their tag, and with a
     /// mixture the first configured level decides.
     pub fn metric_tags(&self, user: &str, client_id: &str) -> MetricTags {
-        match self.enabled {
+        match self.enabled() {
             0 | CLIENT_ID_QUOTA => MetricTags::new("", client_id),
             USER_QUOTA => MetricTags::new(user, ""),
             USER_CLIENT_ID_QUOTA => MetricTags::new(user, client_id),
