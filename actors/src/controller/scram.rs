@@ -1,6 +1,9 @@
 //! AlterUserScramCredentials on the controller: decided by [`logic::scram`] against the working
 //! image, written as SCRAM credential records, answered once committed.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use actix::prelude::*;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
@@ -16,8 +19,9 @@ use super::logic;
 #[derive(Message)]
 #[rtype(result = "AlterUserScramCredentialsResponse")]
 pub struct AlterUserScramCredentials {
-    /// The request as the client sent it.
-    pub request: AlterUserScramCredentialsRequest,
+    /// The request as the client sent it, shared with the handler, which answers from it
+    /// should the controller be gone.
+    pub request: Arc<AlterUserScramCredentialsRequest>,
 }
 
 impl Handler<AlterUserScramCredentials> for Controller {
@@ -57,17 +61,13 @@ pub fn refused(
     code: ResponseError,
     message: &str,
 ) -> AlterUserScramCredentialsResponse {
-    let mut users: Vec<&StrBytes> = Vec::new();
     let names = request
         .deletions
         .iter()
         .map(|d| &d.name)
         .chain(request.upsertions.iter().map(|u| &u.name));
-    for name in names {
-        if !users.contains(&name) {
-            users.push(name);
-        }
-    }
+    let mut seen = HashSet::new();
+    let users: Vec<&StrBytes> = names.filter(|name| seen.insert(*name)).collect();
     AlterUserScramCredentialsResponse::default().with_results(
         users
             .into_iter()

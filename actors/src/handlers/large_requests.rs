@@ -96,3 +96,22 @@ fn list_config_resources_many_types() {
         assert_eq!(response.config_resources.len(), 2);
     });
 }
+
+#[test]
+fn describe_user_scram_credentials_many_users() {
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use kafka_protocol::messages::DescribeUserScramCredentialsRequest;
+
+    finishes("DescribeUserScramCredentials", LARGE, |n| {
+        // n unknown users, the first named again at the end: repeats are found in a map.
+        let mut users: Vec<UserName> = (0..n)
+            .map(|i| UserName::default().with_name(s(format!("user-{i}"))))
+            .collect();
+        users.push(UserName::default().with_name(s("user-0")));
+        let request = DescribeUserScramCredentialsRequest::default().with_users(Some(users));
+        let response = super::scram::describe_credentials(&Default::default(), &request);
+        assert_eq!(response.results.len(), n);
+        assert_eq!(response.results[0].error_code, 92);
+        assert!(response.results[1..].iter().all(|r| r.error_code == 91));
+    });
+}

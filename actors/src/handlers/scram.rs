@@ -2,6 +2,9 @@
 //! and AlterUserScramCredentials (51), decided by the controller (a broker forwards it). Only
 //! mechanisms and iteration counts are ever described, never salts or keys.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use gregor_publishers::image::ScramImage;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
@@ -37,10 +40,15 @@ pub(super) fn describe_credentials(
             }
         }
         Some(named) => {
+            // Each name's place in `users`, so a repeat is found in O(1), not by a scan.
+            let mut places: HashMap<&str, usize> = HashMap::with_capacity(named.len());
             for user in named {
-                match users.iter_mut().find(|(u, _)| u == user.name.as_str()) {
-                    Some((_, twice)) => *twice = true,
-                    None => users.push((user.name.to_string(), false)),
+                match places.get(user.name.as_str()) {
+                    Some(&at) => users[at].1 = true,
+                    None => {
+                        places.insert(user.name.as_str(), users.len());
+                        users.push((user.name.to_string(), false));
+                    }
                 }
             }
         }
@@ -134,20 +142,22 @@ pub(super) async fn alter(
             "This node is not the active controller",
         )
     } else {
-        let fallback = refused_scram_alteration(
-            &request,
-            ResponseError::NotController,
-            "The controller is not available; retry against another node",
-        );
+        let request = Arc::new(request);
         match ctx
             .controller
-            .send(AlterUserScramCredentials { request })
+            .send(AlterUserScramCredentials {
+                request: Arc::clone(&request),
+            })
             .await
         {
             Ok(response) => response,
             Err(error) => {
                 tracing::error!(%error, "controller actor unavailable");
-                fallback
+                refused_scram_alteration(
+                    &request,
+                    ResponseError::NotController,
+                    "The controller is not available; retry against another node",
+                )
             }
         }
     };

@@ -367,3 +367,50 @@ fn alter_configs_many_resources_and_keys() {
         assert!(result.records.is_empty());
     });
 }
+
+#[test]
+fn alter_user_scram_credentials_many_users() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    use kafka_protocol::messages::AlterUserScramCredentialsRequest;
+
+    finishes("AlterUserScramCredentials", LARGE, |n| {
+        // n deletions of users without credentials, then one upsertion of the last of them
+        // (a user named twice) and one of a new user: repeats are found in a map, not a scan.
+        let deletions = (0..n)
+            .map(|i| {
+                ScramCredentialDeletion::default()
+                    .with_name(s(format!("user-{i}")))
+                    .with_mechanism(1)
+            })
+            .collect();
+        let upsertion = |name: String| {
+            ScramCredentialUpsertion::default()
+                .with_name(s(name))
+                .with_mechanism(1)
+                .with_iterations(4096)
+                .with_salt(bytes::Bytes::from_static(b"salt"))
+                .with_salted_password(bytes::Bytes::from_static(&[7; 32]))
+        };
+        let request = AlterUserScramCredentialsRequest::default()
+            .with_deletions(deletions)
+            .with_upsertions(vec![
+                upsertion(format!("user-{}", n - 1)),
+                upsertion("new".to_owned()),
+            ]);
+        let result = super::scram::alter_user_scram_credentials(&Default::default(), &request);
+        let results = &result.response.results;
+        assert_eq!(results.len(), n + 1);
+        assert!(results[..n].iter().all(|r| r.error_code == 91));
+        assert_eq!(results[n].error_code, 0);
+        assert_eq!(result.records.len(), 1);
+        // The answer when the controller cannot decide: one result per distinct user too.
+        let refused = crate::controller::refused_scram_alteration(
+            &request,
+            kafka_protocol::error::ResponseError::NotController,
+            "not the controller",
+        );
+        assert_eq!(refused.results.len(), n + 1);
+    });
+}

@@ -4,6 +4,8 @@
 //! together. The client sends the salted password; the controller derives the stored and server
 //! keys, so the password never reaches the controller or the log.
 
+use std::collections::HashMap;
+
 use gregor_publishers::image::ScramImage;
 use gregor_publishers::records::{
     MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord,
@@ -39,17 +41,22 @@ pub fn alter_user_scram_credentials(
     request: &AlterUserScramCredentialsRequest,
 ) -> ControllerResult<AlterUserScramCredentialsResponse> {
     // Per user, in order of first appearance: its record, or why it is refused.
-    let mut users: Vec<(String, Result<MetadataRecord, Refusal>)> = Vec::new();
+    let mut users: Vec<(&str, Result<MetadataRecord, Refusal>)> = Vec::new();
+    // Each user's place in `users`, so a repeat is found in O(1), not by a scan.
+    let mut places: HashMap<&str, usize> = HashMap::new();
     const DUPLICATE: Refusal = (
         ResponseError::DuplicateResource,
         "A user credential cannot be altered twice in the same request",
     );
-    let mut decide = |name: &str, decision: &dyn Fn() -> Result<MetadataRecord, Refusal>| {
-        match users.iter_mut().find(|(user, _)| user == name) {
+    let mut decide = |name, decision: &dyn Fn() -> Result<MetadataRecord, Refusal>| {
+        match places.get(name).and_then(|&at| users.get_mut(at)) {
             // A user that already failed keeps its first error.
             Some((_, outcome)) if outcome.is_ok() => *outcome = Err(DUPLICATE),
             Some(_) => {}
-            None => users.push((name.to_owned(), decision())),
+            None => {
+                places.insert(name, users.len());
+                users.push((name, decision()));
+            }
         }
     };
     for deletion in &request.deletions {
@@ -98,8 +105,8 @@ pub fn alter_user_scram_credentials(
     let mut records = Vec::new();
     let mut results = Vec::new();
     for (user, outcome) in users {
-        let result =
-            AlterUserScramCredentialsResult::default().with_user(StrBytes::from_string(user));
+        let result = AlterUserScramCredentialsResult::default()
+            .with_user(StrBytes::from_string(user.to_owned()));
         results.push(match outcome {
             Ok(record) => {
                 records.push(record);
