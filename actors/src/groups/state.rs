@@ -281,6 +281,22 @@ impl Member {
     }
 }
 
+/// How many of `members` support each protocol name (Kafka's `supportedProtocols`): counted
+/// once per member whatever its repeats, so a protocol every member supports is found with one
+/// lookup instead of a scan of every member's protocols per name.
+fn protocol_support<'a>(members: impl Iterator<Item = &'a Member>) -> HashMap<&'a str, usize> {
+    let mut support: HashMap<&str, usize> = HashMap::new();
+    for member in members {
+        let mut own = HashSet::with_capacity(member.protocols.len());
+        for (name, _) in &member.protocols {
+            if own.insert(name.as_str()) {
+                *support.entry(name.as_str()).or_default() += 1;
+            }
+        }
+    }
+    support
+}
+
 struct Group {
     id: String,
     partition: i32,
@@ -787,13 +803,12 @@ impl Coordinator {
         } else if group.members.is_empty() {
             true
         } else {
+            let support = protocol_support(group.members.values());
             group.protocol_type.as_deref() == Some(request.protocol_type.as_str())
-                && request.protocols.iter().any(|(name, _)| {
-                    group
-                        .members
-                        .values()
-                        .all(|m| m.protocols.iter().any(|(n, _)| n == name))
-                })
+                && request
+                    .protocols
+                    .iter()
+                    .any(|(name, _)| support.get(name.as_str()) == Some(&group.members.len()))
         };
         if !compatible {
             return fail(codes::INCONSISTENT_GROUP_PROTOCOL, sender);
@@ -1100,45 +1115,32 @@ impl Coordinator {
             self.write_group(group_id);
             return;
         }
-        // Each member votes for its most preferred protocol that every member supports.
-        let candidates: Vec<String> = group
+        // Each member votes for its most preferred protocol that every member supports; the
+        // first member's order breaks ties.
+        let support = protocol_support(group.members.values());
+        let everyone = |name: &str| support.get(name) == Some(&group.members.len());
+        let mut votes: HashMap<&str, usize> = HashMap::new();
+        for member in group.members.values() {
+            if let Some((name, _)) = member.protocols.iter().find(|(n, _)| everyone(n)) {
+                *votes.entry(name.as_str()).or_default() += 1;
+            }
+        }
+        let candidates = group
             .members
             .values()
             .next()
-            .map(|m| {
-                m.protocols
-                    .iter()
-                    .map(|(n, _)| n.clone())
-                    .collect::<Vec<String>>()
-            })
-            .unwrap_or_default()
             .into_iter()
-            .filter(|name| {
-                group
-                    .members
-                    .values()
-                    .all(|m| m.protocols.iter().any(|(n, _)| n == name))
-            })
-            .collect();
-        let mut votes: Vec<(String, usize)> = candidates.iter().map(|c| (c.clone(), 0)).collect();
-        for member in group.members.values() {
-            if let Some((name, _)) = member
-                .protocols
-                .iter()
-                .find(|(n, _)| candidates.contains(n))
-            {
-                if let Some(vote) = votes.iter_mut().find(|(c, _)| c == name) {
-                    vote.1 += 1;
+            .flat_map(|m| m.protocols.iter().map(|(name, _)| name.as_str()))
+            .filter(|name| everyone(name));
+        let chosen = candidates
+            .fold(None::<(&str, usize)>, |best, name| {
+                let count = votes.get(name).copied().unwrap_or(0);
+                match best {
+                    Some(b) if b.1 >= count => Some(b),
+                    _ => Some((name, count)),
                 }
-            }
-        }
-        let chosen = votes
-            .iter()
-            .fold(None::<&(String, usize)>, |best, v| match best {
-                Some(b) if b.1 >= v.1 => Some(b),
-                _ => Some(v),
             })
-            .map(|(name, _)| name.clone());
+            .map(|(name, _)| name.to_owned());
         group.protocol_name = chosen;
         let leader_present = group
             .leader

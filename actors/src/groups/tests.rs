@@ -545,3 +545,49 @@ fn offsets_of_empty_groups_expire_after_the_retention() {
     assert!(write.records.iter().all(|(_, v)| v.is_none()));
     assert!(c.list(&[], &[]).is_empty());
 }
+
+/// Two members naming n protocols each: the compatibility check of each join and the vote that
+/// ends the rebalance count each member's protocols once (a scan of every member's protocols
+/// per protocol named was quadratic), and choose as before: the protocol both prefer among
+/// those both support.
+#[test]
+fn members_with_many_protocols_join_in_linear_time() {
+    use crate::controller::logic::large_requests::{finishes, LARGE};
+
+    finishes("JoinGroup protocols", LARGE, |n| {
+        let t0 = Instant::now();
+        let mut c = loaded(t0);
+        let protocol = |name: String| (name, Bytes::from_static(b"sub"));
+        let with = |member: &str, protocols: Vec<(String, Bytes)>| JoinRequest {
+            protocols,
+            ..join_request(member, 5)
+        };
+        // The first member prefers a protocol the second lacks; the second lists p0 to
+        // p(n-1) backwards but prefers p0 above all.
+        let first_protocols: Vec<_> = std::iter::once("only-first".to_owned())
+            .chain((0..n).map(|i| format!("p{i}")))
+            .map(protocol)
+            .collect();
+        let second_protocols: Vec<_> = std::iter::once("p0".to_owned())
+            .chain((1..n).rev().map(|i| format!("p{i}")))
+            .map(protocol)
+            .collect();
+        let first = answered(c.join(with("", first_protocols.clone()), t0, 0)).member_id;
+        let mut join = c.join(with(&first, first_protocols.clone()), t0, 0);
+        c.fire(
+            Timer::Join { group: "g".into() },
+            t0 + Duration::from_millis(3000),
+            3000,
+        );
+        assert_eq!(answered(join).protocol_name.as_deref(), Some("only-first"));
+        let second = answered(c.join(with("", second_protocols.clone()), t0, 0)).member_id;
+        let mut second_join = c.join(with(&second, second_protocols), t0, 0);
+        pending(&mut second_join);
+        join = c.join(with(&first, first_protocols), t0, 0);
+        let leader = answered(join);
+        assert_eq!(leader.error, NONE);
+        assert_eq!(leader.protocol_name.as_deref(), Some("p0"));
+        assert_eq!(leader.members.len(), 2);
+        assert_eq!(answered(second_join).protocol_name.as_deref(), Some("p0"));
+    });
+}

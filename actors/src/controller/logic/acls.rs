@@ -175,10 +175,7 @@ pub fn delete_acls(
             );
             continue;
         };
-        let matching: Vec<(&Uuid, &StandardAcl)> = image
-            .iter()
-            .filter(|(_, acl)| filter.matches(acl))
-            .collect();
+        let matching = image.matching(&filter);
         for (id, _) in &matching {
             if seen.insert(**id) {
                 removed.push(**id);

@@ -414,3 +414,67 @@ fn alter_user_scram_credentials_many_users() {
         assert_eq!(refused.results.len(), n + 1);
     });
 }
+
+#[test]
+fn delete_acls_many_filters_each_matching_an_acl() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest};
+    use rand::SeedableRng;
+
+    finishes("DeleteAcls", LARGE, |n| {
+        // n ACLs (one per topic), then n LITERAL filters naming each topic and one MATCH filter:
+        // each filter reads its name's patterns from the index, not every ACL.
+        let creations = (0..n)
+            .map(|i| {
+                AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(s(format!("topic-{i}")))
+                    .with_resource_pattern_type(3)
+                    .with_principal(s("User:x"))
+                    .with_host(s("*"))
+                    .with_operation(3)
+                    .with_permission_type(3)
+            })
+            .collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let created = super::acls::create_acls(
+            &Default::default(),
+            &CreateAclsRequest::default().with_creations(creations),
+            &mut rng,
+        );
+        let mut delta = gregor_publishers::MetadataDelta::new(std::sync::Arc::new(
+            gregor_publishers::MetadataImage::empty(),
+        ));
+        for record in &created.records {
+            delta.replay(record).expect("a created ACL replays");
+        }
+        let image = delta.apply(Default::default());
+        assert_eq!(image.acls.len(), n);
+        let filter = |name: String, pattern: i8| {
+            DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(s(name)))
+                .with_pattern_type_filter(pattern)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1)
+        };
+        let mut filters: Vec<_> = (0..n).map(|i| filter(format!("topic-{i}"), 3)).collect();
+        filters.push(filter("topic-0".to_owned(), 2));
+        let request = DeleteAclsRequest::default().with_filters(filters);
+        let result = super::acls::delete_acls(&image.acls, &request);
+        let results = &result.response.filter_results;
+        assert_eq!(results.len(), n + 1);
+        // Past Kafka's limit on one request's deletions every filter is refused, once all
+        // were matched.
+        if n > super::acls::MAX_DELETED_ACLS {
+            assert!(results.iter().all(|r| r.error_code == -1));
+            assert!(result.records.is_empty());
+        } else {
+            assert!(results.iter().all(|r| r.matching_acls.len() == 1));
+            assert_eq!(result.records.len(), n);
+        }
+    });
+}
