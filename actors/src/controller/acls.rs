@@ -17,16 +17,18 @@ use super::logic;
 #[derive(Message)]
 #[rtype(result = "CreateAclsResponse")]
 pub struct CreateAcls {
-    /// The request as the client sent it.
-    pub request: CreateAclsRequest,
+    /// The request as the client sent it, shared with the handler, which answers from it
+    /// should the controller be gone.
+    pub request: std::sync::Arc<CreateAclsRequest>,
 }
 
 /// Delete the ACLs selected by filters. One result per filter, in request order.
 #[derive(Message)]
 #[rtype(result = "DeleteAclsResponse")]
 pub struct DeleteAcls {
-    /// The request as the client sent it.
-    pub request: DeleteAclsRequest,
+    /// The request as the client sent it, shared with the handler, which answers from it
+    /// should the controller be gone.
+    pub request: std::sync::Arc<DeleteAclsRequest>,
 }
 
 impl Handler<CreateAcls> for Controller {

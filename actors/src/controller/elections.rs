@@ -52,7 +52,9 @@ const CAPPED_PASS_DELAY: Duration = Duration::from_millis(10);
 #[derive(Message)]
 #[rtype(result = "ElectLeadersResponse")]
 pub struct ElectLeaders {
-    pub request: ElectLeadersRequest,
+    /// The request as the client sent it, shared with the handler, which answers from it
+    /// should the controller be gone.
+    pub request: std::sync::Arc<ElectLeadersRequest>,
     pub version: i16,
 }
 

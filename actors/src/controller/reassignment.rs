@@ -21,7 +21,9 @@ use super::logic::ControllerResult;
 #[derive(Message)]
 #[rtype(result = "AlterPartitionReassignmentsResponse")]
 pub struct AlterPartitionReassignments {
-    pub request: AlterPartitionReassignmentsRequest,
+    /// The request as the client sent it, shared with the handler, which answers from it
+    /// should the controller be gone.
+    pub request: std::sync::Arc<AlterPartitionReassignmentsRequest>,
     pub version: i16,
 }
 

@@ -2,6 +2,8 @@
 //! the controller (a broker forwards them), as Kafka's `AclApis`: without an authorizer each
 //! answers SECURITY_DISABLED; Describe needs DESCRIBE on the cluster, Create and Delete ALTER.
 
+use std::sync::Arc;
+
 use gregor_publishers::acl::{AclFilter, AclOperation};
 use gregor_publishers::image::AclsImage;
 use kafka_protocol::error::ResponseError;
@@ -131,16 +133,19 @@ pub(super) async fn create(
     let response = match refusal(ctx, info) {
         Some((code, message)) => refused_create_acls(&request, code, message),
         None => {
-            let fallback = refused_create_acls(
-                &request,
-                ResponseError::NotController,
-                CONTROLLER_UNAVAILABLE,
-            );
-            match ctx.controller.send(CreateAcls { request }).await {
+            let request = Arc::new(request);
+            let sent = CreateAcls {
+                request: Arc::clone(&request),
+            };
+            match ctx.controller.send(sent).await {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::error!(%error, "controller actor unavailable");
-                    fallback
+                    refused_create_acls(
+                        &request,
+                        ResponseError::NotController,
+                        CONTROLLER_UNAVAILABLE,
+                    )
                 }
             }
         }
@@ -158,16 +163,19 @@ pub(super) async fn delete(
     let response: DeleteAclsResponse = match refusal(ctx, info) {
         Some((code, message)) => refused_delete_acls(&request, code, message),
         None => {
-            let fallback = refused_delete_acls(
-                &request,
-                ResponseError::NotController,
-                CONTROLLER_UNAVAILABLE,
-            );
-            match ctx.controller.send(DeleteAcls { request }).await {
+            let request = Arc::new(request);
+            let sent = DeleteAcls {
+                request: Arc::clone(&request),
+            };
+            match ctx.controller.send(sent).await {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::error!(%error, "controller actor unavailable");
-                    fallback
+                    refused_delete_acls(
+                        &request,
+                        ResponseError::NotController,
+                        CONTROLLER_UNAVAILABLE,
+                    )
                 }
             }
         }

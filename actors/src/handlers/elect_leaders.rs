@@ -13,19 +13,21 @@ pub(super) async fn handle(
     info: &RequestInfo,
     request: ElectLeadersRequest,
 ) -> ApiResponse {
-    let fallback = failed_elect_leaders(
-        &request,
-        ResponseError::NotController,
-        "The controller is not available; retry against another node",
-    );
+    let request = std::sync::Arc::new(request);
     let response = ctx
         .controller
         .send(ElectLeaders {
-            request,
+            request: std::sync::Arc::clone(&request),
             version: info.api_version,
         })
         .await
-        .unwrap_or(fallback);
+        .unwrap_or_else(|_| {
+            failed_elect_leaders(
+                &request,
+                ResponseError::NotController,
+                "The controller is not available; retry against another node",
+            )
+        });
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);
     errors.add_all(

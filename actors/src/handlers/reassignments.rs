@@ -20,16 +20,21 @@ pub(super) async fn alter(
     info: &RequestInfo,
     request: AlterPartitionReassignmentsRequest,
 ) -> ApiResponse {
-    let fallback =
-        failed_alter_partition_reassignments(&request, ResponseError::NotController, UNAVAILABLE);
+    let request = std::sync::Arc::new(request);
     let response = ctx
         .controller
         .send(AlterPartitionReassignments {
-            request,
+            request: std::sync::Arc::clone(&request),
             version: info.api_version,
         })
         .await
-        .unwrap_or(fallback);
+        .unwrap_or_else(|_| {
+            failed_alter_partition_reassignments(
+                &request,
+                ResponseError::NotController,
+                UNAVAILABLE,
+            )
+        });
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);
     errors.add_all(
