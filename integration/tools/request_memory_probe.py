@@ -506,12 +506,15 @@ def prepare(kind, s, size):
     if kind in ("sync_group_v5_distinct", "leave_group_v5_distinct", "offset_delete_v0_distinct"):
         PREPARED["join"] = join_static(s)
     if kind == "delete_acls_v3_distinct":
-        # one ACL for each filter's name, so that each filter matches (and deletes) one: a
-        # CreateAcls of 19/12 the frame
-        n = (size - 30) // 12
-        r = send_and_read(s, create_acls(distinct_names(n)))
-        # each result {error 0, message null, tags}, then the answer's tags
-        if r[-4 * n - 1:].count(0) != 4 * n + 1: raise SystemExit(f"CreateAcls answered {r[:40].hex()}")
+        # one ACL for each filter's name, so that each filter matches (and deletes) one, in
+        # CreateAcls of 10,000 ACLs each (the most one request may create)
+        names = distinct_names((size - 30) // 12)
+        for at in range(0, len(names), 10_000):
+            batch = names[at:at + 10_000]
+            r = send_and_read(s, create_acls(batch))
+            # each result {error 0, message null, tags}, then the answer's tags
+            if r[-4 * len(batch) - 1:].count(0) != 4 * len(batch) + 1:
+                raise SystemExit(f"CreateAcls answered {r[:40].hex()}")
         return True
     return False
 

@@ -26,7 +26,7 @@ use kafka_protocol::protocol::StrBytes;
 use rand::RngCore;
 use uuid::Uuid;
 
-use super::ControllerResult;
+use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 
 /// Kafka's limit on the ACLs one DeleteAcls may remove (`AclControlManager` refuses more).
 pub const MAX_DELETED_ACLS: usize = 10_000;
@@ -102,7 +102,10 @@ fn new_acl_id(image: &AclsImage, taken: &HashSet<Uuid>, rng: &mut dyn RngCore) -
     }
 }
 
-/// Decides a CreateAcls request against `image`; results in request order.
+/// Decides a CreateAcls request against `image`; results in request order. Past
+/// [`MAX_RECORDS_PER_USER_OP`] new ACLs the whole request fails, as Kafka's `BoundedList` of
+/// records fails `createAcls`: the decision stops at the first ACL too many, so a request of
+/// millions of creations never holds more than the limit.
 pub fn create_acls(
     image: &AclsImage,
     request: &CreateAclsRequest,
@@ -111,15 +114,17 @@ pub fn create_acls(
     let mut records = Vec::new();
     let mut created: HashSet<StandardAcl> = HashSet::new();
     let mut ids = HashSet::new();
-    let results = request
-        .creations
-        .iter()
-        .map(|creation| match validate(creation) {
+    let mut results = Vec::with_capacity(request.creations.len().min(MAX_RECORDS_PER_USER_OP));
+    for creation in &request.creations {
+        results.push(match validate(creation) {
             Err((code, message)) => AclCreationResult::default()
                 .with_error_code(code.code())
                 .with_error_message(Some(StrBytes::from_string(message))),
             Ok(acl) => {
                 if !image.contains(&acl) && !created.contains(&acl) {
+                    if records.len() == MAX_RECORDS_PER_USER_OP {
+                        return too_many_acls(request);
+                    }
                     let id = new_acl_id(image, &ids, rng);
                     ids.insert(id);
                     records.push(MetadataRecord::AccessControlEntry(acl.to_record(id)));
@@ -127,11 +132,27 @@ pub fn create_acls(
                 }
                 AclCreationResult::default().with_error_message(None)
             }
-        })
-        .collect();
+        });
+    }
     ControllerResult {
         records,
         response: CreateAclsResponse::default().with_results(results),
+    }
+}
+
+/// Every creation of `request` refused: it would create more than [`MAX_RECORDS_PER_USER_OP`]
+/// ACLs (Kafka's UNKNOWN_SERVER_ERROR; here with a message saying what to do).
+fn too_many_acls(request: &CreateAclsRequest) -> ControllerResult<CreateAclsResponse> {
+    let message = StrBytes::from_string(format!(
+        "A request may create at most {MAX_RECORDS_PER_USER_OP} ACLs"
+    ));
+    let refused = AclCreationResult::default()
+        .with_error_code(ResponseError::UnknownServerError.code())
+        .with_error_message(Some(message));
+    ControllerResult {
+        records: Vec::new(),
+        response: CreateAclsResponse::default()
+            .with_results(vec![refused; request.creations.len()]),
     }
 }
 
@@ -247,6 +268,47 @@ mod tests {
         let mut delta = MetadataDelta::new(Arc::new(base.clone()));
         assert!(delta.replay_all(records).is_ok());
         delta.apply(Provenance::default())
+    }
+
+    /// Kafka's `MAX_RECORDS_PER_USER_OP`: 10,000 new ACLs (and any number of repeats or
+    /// invalid ones) are created; one more fails the whole request, nothing written.
+    #[test]
+    fn at_most_ten_thousand_acls_are_created_in_one_request() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let topics = |n: usize| -> Vec<AclCreation> {
+            (0..n)
+                .map(|i| creation(2, &format!("t{i}"), 3, "User:alice", 3, 3))
+                .collect()
+        };
+        let mut at_limit = topics(MAX_RECORDS_PER_USER_OP);
+        at_limit.push(creation(2, "t0", 3, "User:alice", 3, 3));
+        at_limit.push(creation(2, "", 3, "User:alice", 3, 3));
+        let request = CreateAclsRequest::default().with_creations(at_limit);
+        let result = create_acls(&AclsImage::default(), &request, &mut rng);
+        assert_eq!(result.records.len(), MAX_RECORDS_PER_USER_OP);
+        let codes: Vec<i16> = result
+            .response
+            .results
+            .iter()
+            .map(|r| r.error_code)
+            .collect();
+        assert_eq!(codes.len(), MAX_RECORDS_PER_USER_OP + 2);
+        assert!(codes[..=MAX_RECORDS_PER_USER_OP].iter().all(|c| *c == 0));
+        assert_eq!(codes[MAX_RECORDS_PER_USER_OP + 1], 42);
+
+        let mut over = topics(MAX_RECORDS_PER_USER_OP + 1);
+        over.push(creation(2, "", 3, "User:alice", 3, 3));
+        let request = CreateAclsRequest::default().with_creations(over);
+        let result = create_acls(&AclsImage::default(), &request, &mut rng);
+        assert!(result.records.is_empty());
+        assert_eq!(result.response.results.len(), MAX_RECORDS_PER_USER_OP + 2);
+        for answer in &result.response.results {
+            assert_eq!(answer.error_code, -1);
+            assert_eq!(
+                answer.error_message.as_deref(),
+                Some("A request may create at most 10000 ACLs")
+            );
+        }
     }
 
     #[test]

@@ -438,16 +438,21 @@ fn delete_acls_many_filters_each_matching_an_acl() {
             })
             .collect();
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-        let created = super::acls::create_acls(
-            &Default::default(),
-            &CreateAclsRequest::default().with_creations(creations),
-            &mut rng,
-        );
         let mut delta = gregor_publishers::MetadataDelta::new(std::sync::Arc::new(
             gregor_publishers::MetadataImage::empty(),
         ));
-        for record in &created.records {
-            delta.replay(record).expect("a created ACL replays");
+        // Created as a client must: at most MAX_RECORDS_PER_USER_OP ACLs per request.
+        let creations: Vec<AclCreation> = creations;
+        for batch in creations.chunks(super::MAX_RECORDS_PER_USER_OP) {
+            let created = super::acls::create_acls(
+                &Default::default(),
+                &CreateAclsRequest::default().with_creations(batch.to_vec()),
+                &mut rng,
+            );
+            assert_eq!(created.records.len(), batch.len());
+            for record in &created.records {
+                delta.replay(record).expect("a created ACL replays");
+            }
         }
         let image = delta.apply(Default::default());
         assert_eq!(image.acls.len(), n);
