@@ -1464,3 +1464,95 @@ async fn delete_topics_of_many_names_answers_as_shorter_requests_and_stays_one_d
     // Left from the rounds above: "a" and "t2100", named more than once there.
     assert_eq!(metadata.topics.len(), many.len() + 2, "nothing deleted");
 }
+
+/// FindCoordinator v6 naming distinct keys: each key is located on its own, so the node answers
+/// them a chunk at a time. Transactional ids, each refused with a message (an answer 23 times
+/// the frame, 228 MB, written from compressed chunks), and group ids.
+#[tokio::test]
+async fn find_coordinator_naming_distinct_keys_stays_within_four_frames() {
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    for (key_type, what) in [(1u8, "transactional ids"), (0, "group ids")] {
+        let (frame, count) = {
+            let count = (FRAME - 40) / 5;
+            let frame = gregor_integration::frames::flexible_list(
+                10,
+                6,
+                &[key_type],
+                count,
+                5,
+                |index, frame| {
+                    frame.put_u8(5);
+                    frame.put_slice(&four_letter_name(index));
+                },
+                b"\x00",
+            );
+            (frame, count)
+        };
+        let mut body =
+            answer_within_four_frames(&format!("FindCoordinator of {what}"), &frame).await;
+        assert_eq!(body.get_i32(), 0, "throttle time");
+        assert_eq!(compact_length(&mut body), count as u64 + 1, "one per key");
+        let mut first = None;
+        for index in 0..count {
+            let located = Coordinator::decode(&mut body, 6).unwrap();
+            assert_eq!(
+                located.key.as_str().as_bytes(),
+                &four_letter_name(index)[..],
+                "{what}: key {index}"
+            );
+            if key_type == 1 {
+                assert_eq!(located.error_code, 15, "{what}: COORDINATOR_NOT_AVAILABLE");
+            }
+            let answer = located.with_key(Default::default());
+            // Group ids fall on the partitions of the offsets topic, all led by this node.
+            let answer = answer.with_error_code(0).with_error_message(None);
+            assert_eq!(
+                &answer,
+                first.get_or_insert_with(|| answer.clone()),
+                "{what}: key {index}"
+            );
+        }
+        assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    }
+}
+
+/// FindCoordinator v4 to v6 naming more keys than one chunk is answered as the same keys in
+/// shorter requests, repeated keys included.
+#[tokio::test]
+async fn find_coordinator_of_many_keys_answers_as_shorter_requests() {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    groups_ready(&mut conn).await;
+    let keys: Vec<_> = (0..2_500)
+        .map(|index| match index % 100 {
+            7 => "again".to_owned(),
+            _ => format!("key-{index}"),
+        })
+        .map(|key| s(&key))
+        .collect();
+    let parts: Vec<_> = keys.chunks(250).collect();
+    for (version, key_type) in [(4, 0), (5, 1), (6, 0), (6, 2)] {
+        let request = |keys: &[kafka_protocol::protocol::StrBytes]| {
+            FindCoordinatorRequest::default()
+                .with_key_type(key_type)
+                .with_coordinator_keys(keys.to_vec())
+        };
+        let whole = conn.send(&request(&keys), version).await.unwrap();
+        let mut shorter = Vec::new();
+        for part in &parts {
+            shorter.extend(
+                conn.send(&request(part), version)
+                    .await
+                    .unwrap()
+                    .coordinators,
+            );
+        }
+        assert_eq!(whole.coordinators.len(), keys.len(), "v{version}");
+        assert!(
+            whole.coordinators == shorter,
+            "FindCoordinator v{version} key type {key_type}"
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! Requests listing many elements whose answer to each element is its own, in order
-//! (DescribeGroups, ConsumerGroupDescribe, DescribeConfigs, DeleteGroups, OffsetFetch v8-9),
-//! served a chunk of elements at a time.
+//! (FindCoordinator v4-6, DescribeGroups, ConsumerGroupDescribe, DescribeConfigs, DeleteGroups,
+//! OffsetFetch v8-9), served a chunk of elements at a time.
 //!
 //! A four-letter group id is five bytes on the wire, but a decoded id, a described group and
 //! its encoded answer of about 20 bytes: a frame of distinct ids cost 60 times its size (a
@@ -12,7 +12,7 @@
 //! chunk decompressed at a time. The list's layout is `repeated.rs`'s shape of the API.
 //!
 //! This holds only because each element's answer depends on nothing but the element and what
-//! the elements before it did: DescribeGroups, ConsumerGroupDescribe, DescribeConfigs and
+//! the elements before it did: FindCoordinator locates each key on its own, DescribeGroups, ConsumerGroupDescribe, DescribeConfigs and
 //! OffsetFetch describe each element on its own, and DeleteGroups deletes its groups one after
 //! the other (a repeated id finds its group gone), as the chunks are served.
 
@@ -36,12 +36,13 @@ use super::repeated::{leading_list, put_array_length, LeadingList, Skip};
 /// the frame at 1,024, 2.4-3.1x at 256) for a tenth more time.
 pub const CHUNK: usize = 256;
 
-/// Whether `key` at `version` lists, first in its body, elements whose answers are each their
-/// own (see the module's comment), answered in order after `ThrottleTimeMs`.
+/// Whether `key` at `version` lists elements whose answers are each their own (see the
+/// module's comment), answered in order.
 fn chunked_api(key: ApiKey, version: i16) -> bool {
     matches!(
         (key, version),
-        (ApiKey::DescribeGroups, 1..=6)
+        (ApiKey::FindCoordinator, 4..=6)
+            | (ApiKey::DescribeGroups, 1..=6)
             | (ApiKey::ConsumerGroupDescribe, 0..=1)
             | (ApiKey::DescribeConfigs, 1..=4)
             | (ApiKey::DeleteGroups, 0..=2)
@@ -56,6 +57,8 @@ pub struct ChunkedList {
     shape: LeadingList,
     /// The request header.
     header: Bytes,
+    /// The body's fields before the list.
+    prefix: Bytes,
     /// The elements, each as it came.
     elements: Bytes,
     count: usize,
@@ -74,6 +77,9 @@ pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<C
     let mut body = frame.clone();
     RequestHeader::decode(&mut body, key.request_header_version(version)).ok()?;
     let header = frame.slice(..frame.len() - body.len());
+    let before_prefix = body.clone();
+    (shape.skip_prefix)(&mut body, version).ok()?;
+    let prefix = before_prefix.slice(..before_prefix.len() - body.len());
     let count = array_length(&mut body, shape.flexible).ok()?;
     if count <= CHUNK as i64 {
         return None;
@@ -86,6 +92,7 @@ pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<C
         elements: body.slice(..body.len() - rest.len()),
         shape,
         header,
+        prefix,
         count: count as usize,
         rest,
     }))
@@ -110,9 +117,11 @@ impl ChunkedList {
                     skip_element(&mut chunk, self.version)?;
                 }
                 let taken = elements.len() - chunk.len();
-                let mut frame =
-                    BytesMut::with_capacity(self.header.len() + 5 + taken + self.rest.len());
+                let mut frame = BytesMut::with_capacity(
+                    self.header.len() + self.prefix.len() + 5 + taken + self.rest.len(),
+                );
                 frame.put_slice(&self.header);
+                frame.put_slice(&self.prefix);
                 put_array_length(&mut frame, listed, flexible)?;
                 frame.put_slice(&elements[..taken]);
                 frame.put_slice(&self.rest);
@@ -130,6 +139,7 @@ impl ChunkedList {
             key: self.key,
             version: self.version,
             flexible: self.shape.flexible,
+            skip_answers_prefix: self.shape.skip_answers_prefix,
             skip_answer: self.shape.skip_answer,
             count: self.count,
             head: None,
@@ -141,16 +151,18 @@ impl ChunkedList {
     }
 }
 
-/// The answers of the chunks so far: the first one's header and throttle time, each chunk's
-/// entries compressed, the body's fields after the list.
+/// The answers of the chunks so far: the first one's header and fields before the list
+/// (ThrottleTimeMs first), each chunk's entries compressed, the body's fields after the list.
 pub struct AnswerBuilder {
     key: ApiKey,
     version: i16,
     flexible: bool,
+    skip_answers_prefix: Skip,
     skip_answer: Skip,
     count: usize,
-    /// The answer's header and `ThrottleTimeMs` (no size prefix).
-    head: Option<Bytes>,
+    /// The answer's header and the fields before its list (no size prefix), with where its
+    /// `ThrottleTimeMs` is.
+    head: Option<(Bytes, usize)>,
     tail: Bytes,
     /// Each chunk's entries: their size, and one zstd frame of them.
     chunks: Vec<(usize, Vec<u8>)>,
@@ -188,10 +200,11 @@ impl AnswerBuilder {
 
     /// The whole answer, its throttle time `throttle_time_ms`.
     pub(crate) fn finish(self, throttle_time_ms: i32) -> anyhow::Result<ChunkedAnswer> {
-        let first = self.head.context("no chunk answered")?;
+        let (first, throttle_at) = self.head.context("no chunk answered")?;
         let mut head = BytesMut::with_capacity(first.len() + 5);
-        head.put_slice(&first[..first.len() - 4]);
+        head.put_slice(&first[..throttle_at]);
         head.put_i32(throttle_time_ms);
+        head.put_slice(&first[throttle_at + 4..]);
         put_array_length(&mut head, self.count, self.flexible)?;
         let size = i32::try_from(head.len() + self.size + self.tail.len())
             .context("an answer over 2 GiB")?;
@@ -314,17 +327,18 @@ impl ChunkSink<'_> {
     }
 }
 
-/// Reads an answer's size prefix, header and throttle time, and its list's length: the
-/// header and throttle time, and the length.
-fn read_head(builder: &AnswerBuilder, body: &mut Bytes) -> anyhow::Result<(Bytes, i64)> {
+/// Reads an answer's size prefix, header and fields before the list, and its list's length:
+/// the header and those fields with where the throttle time is, and the length.
+fn read_head(builder: &AnswerBuilder, body: &mut Bytes) -> anyhow::Result<((Bytes, usize), i64)> {
     need(body, 4)?;
     body.advance(4);
     let all = body.clone();
     ResponseHeader::decode(body, builder.key.response_header_version(builder.version))?;
+    let throttle_at = all.len() - body.len();
     need(body, 4)?;
-    body.advance(4);
+    (builder.skip_answers_prefix)(body, builder.version)?;
     let head = all.slice(..all.len() - body.len());
-    Ok((head, array_length(body, builder.flexible)?))
+    Ok(((head, throttle_at), array_length(body, builder.flexible)?))
 }
 
 /// Compresses `input` onto the end of `out`.

@@ -154,8 +154,8 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
         alter_configs_response, consumer_group_describe_response, create_acls_request,
         create_acls_response, delete_acls_request, delete_acls_response, delete_groups_response,
         delete_records_request, delete_records_response, describe_groups_response,
-        describe_producers_request, describe_producers_response, list_offsets_request,
-        list_offsets_response, offset_commit_request, offset_commit_response,
+        describe_producers_request, describe_producers_response, find_coordinator_response,
+        list_offsets_request, list_offsets_response, offset_commit_request, offset_commit_response,
         offset_delete_request, offset_delete_response, offset_fetch_request, offset_fetch_response,
         offset_for_leader_epoch_request, offset_for_leader_epoch_response,
     };
@@ -268,6 +268,15 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
                 version >= 1,
                 |buf, version| skip_quota_entry(buf, version >= 1),
                 element::<alter_client_quotas_response::EntryData>,
+            )
+        },
+        // The key type, then the keys (KIP-699); each key is located on its own.
+        ApiKey::FindCoordinator if within(4, 6) => Shape {
+            skip_prefix: |buf, _| skip(buf, 1),
+            ..every(
+                true,
+                string_element::<4>,
+                element::<find_coordinator_response::Coordinator>,
             )
         },
         ApiKey::DescribeGroups if within(1, 6) => every(
@@ -470,23 +479,27 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
     })
 }
 
-/// How a request's list and its answers are read when the list comes first in the body and
-/// is answered element by element, in order, right after `ThrottleTimeMs` (what
-/// `list_chunks.rs` needs to cut such a list into shorter requests and join their answers).
+/// How a request's list and its answers are read when the list is answered element by
+/// element, in order: the request body is `prefix, list, rest`, the response body `prefix
+/// (starting with ThrottleTimeMs), answers, rest` (what `list_chunks.rs` needs to cut such a
+/// list into shorter requests and join their answers).
 pub(super) struct LeadingList {
     pub flexible: bool,
+    pub skip_prefix: Skip,
     pub skip_element: Skip,
+    pub skip_answers_prefix: Skip,
     pub skip_answer: Skip,
 }
 
-/// The [`LeadingList`] of `key` at `version` when its shape answers element by element; the
-/// caller knows that the list comes first (a shape with a prefix is read wrongly here).
+/// The [`LeadingList`] of `key` at `version` when its shape answers element by element.
 pub(super) fn leading_list(key: ApiKey, version: i16) -> Option<LeadingList> {
     let shape = shape(key, version)
         .filter(|shape| shape.answers == Answers::EveryElement && shape.silent_repeat.is_none())?;
     Some(LeadingList {
         flexible: shape.flexible,
+        skip_prefix: shape.skip_prefix,
         skip_element: shape.skip_element,
+        skip_answers_prefix: shape.skip_answers_prefix,
         skip_answer: shape.skip_answer,
     })
 }
