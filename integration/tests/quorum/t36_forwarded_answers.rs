@@ -538,3 +538,80 @@ async fn a_broker_forwards_a_delete_topics_without_the_denied_names() -> anyhow:
     }
     Ok(())
 }
+
+/// The active controller is killed (kill -9) while the broker copies its answer, over 1 MiB, to
+/// the client: the client gets the start of the answer and then a closed connection, never a
+/// frame that ends short or another answer in its place; the broker keeps serving and forwards
+/// the next request to the new active controller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_while_its_answer_is_copied_closes_only_that_connection(
+) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut cluster = Cluster::start(3, 1)?;
+    let broker = cluster.brokers[0].1.bootstrap();
+    forwarding(&broker).await?;
+    let controller_addrs: Vec<String> = cluster
+        .controllers
+        .iter()
+        .map(|(_, node)| node.bootstrap())
+        .collect();
+    let leader = crate::leader_id(&crate::wait_leader(&controller_addrs).await?);
+    // Past the controller's 10,000 records every name is refused with its message: an answer
+    // about six times the frame, streamed through the broker.
+    let count = (10_000_000 - 40) / 14;
+    let frame = create_topics_v7(count, 1, false);
+    let mut client = tokio::net::TcpStream::connect(&broker).await?;
+    client.write_all(&frame).await?;
+    let mut size = [0u8; 4];
+    let read_for = Duration::from_secs(120);
+    tokio::time::timeout(read_for, client.read_exact(&mut size)).await??;
+    let size = u32::from_be_bytes(size) as usize;
+    assert!(size > 5 * 10_000_000, "an answer of {size} bytes");
+    let mut start = vec![0u8; 64 * 1024];
+    tokio::time::timeout(read_for, client.read_exact(&mut start)).await??;
+    // The client reads no more until the controller is gone, so most of the answer is still
+    // on the controller's side.
+    let index = cluster
+        .controllers
+        .iter()
+        .position(|(id, _)| *id == leader)
+        .expect("the leader is a controller");
+    cluster.controllers[index].1.kill9()?;
+    let mut received = start.len();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        match tokio::time::timeout(read_for, client.read(&mut buffer)).await? {
+            Ok(0) | Err(_) => break,
+            Ok(read) => received += read,
+        }
+    }
+    assert!(
+        received < size,
+        "the whole {size}-byte answer arrived though its controller was killed"
+    );
+    // The broker serves on, and forwards to the new active controller.
+    let survivors: Vec<String> = controller_addrs
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| *at != index)
+        .map(|(_, addr)| addr.clone())
+        .collect();
+    wait_until("a new leader", FORM_TIMEOUT, || async {
+        let view = crate::leader_view(&survivors).await?;
+        Ok(view.filter(|view| crate::leader_id(view) != leader))
+    })
+    .await?;
+    wait_until("a topic created after the kill", FORM_TIMEOUT, || async {
+        let mut conn = KafkaConn::connect(&broker).await?;
+        let request = create_topics(vec![creatable("after-the-kill", 1, 1)], false);
+        let response = conn.send::<CreateTopicsRequest>(&request, 7).await?;
+        Ok(matches!(response.topics[0].error_code, 0 | 36).then_some(()))
+    })
+    .await?;
+    assert!(
+        !cluster.brokers[0].1.stderr().contains("panicked"),
+        "the broker panicked"
+    );
+    Ok(())
+}

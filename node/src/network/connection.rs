@@ -391,14 +391,16 @@ struct Mute {
     throttle_ms: u64,
 }
 
+/// Records a request's errors before the request itself, so that a scrape counting the request
+/// also counts its errors.
 fn record_metrics(served: &Served, timings: &RequestTimings) {
+    for (code, count) in served.errors.iter() {
+        gregor_metrics::record_errors(served.api_name, error_name(code), count);
+    }
     gregor_metrics::record_request(served.api_name, served.api_version, timings);
     // KIP-1142: ListConfigResources v0 also counts as ListClientMetricsResources (errors don't).
     if let Some(extra) = handlers::also_counted_as(served.api_name, served.api_version) {
         gregor_metrics::record_request(extra, served.api_version, timings);
-    }
-    for (code, count) in served.errors.iter() {
-        gregor_metrics::record_errors(served.api_name, error_name(code), count);
     }
 }
 
