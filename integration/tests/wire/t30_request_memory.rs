@@ -1556,3 +1556,143 @@ async fn find_coordinator_of_many_keys_answers_as_shorter_requests() {
         );
     }
 }
+
+/// OffsetForLeaderEpoch v4 naming distinct partitions: answered a chunk of partitions at a
+/// time, each answer kept as its error code.
+#[tokio::test]
+async fn offset_for_leader_epoch_naming_distinct_partitions_stays_within_four_frames() {
+    use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
+    // ReplicaId -1; topic "t" with {partition, current epoch -1, epoch 0, tags}.
+    let count = (FRAME - 60) / 13;
+    let frame = gregor_integration::frames::flexible_list(
+        23,
+        4,
+        b"\xff\xff\xff\xff\x02\x02t",
+        count,
+        13,
+        |index, frame| {
+            frame.put_i32(index as i32);
+            frame.put_i32(-1);
+            frame.put_i32(0);
+            frame.put_u8(0);
+        },
+        b"\x00\x00",
+    );
+    let mut body =
+        answer_within_four_frames("OffsetForLeaderEpoch distinct partitions", &frame).await;
+    assert_eq!(
+        &body[..7],
+        b"\x00\x00\x00\x00\x02\x02t",
+        "throttle, one topic, t"
+    );
+    body.advance(7);
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per partition"
+    );
+    for index in 0..count {
+        let partition = EpochEndOffset::decode(&mut body, 4).unwrap();
+        assert_eq!(partition.partition, index as i32);
+        assert_eq!(partition.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!((partition.leader_epoch, partition.end_offset), (-1, -1));
+    }
+    assert_eq!(
+        &body[..],
+        b"\x00\x00",
+        "the topic's and the body's tagged fields"
+    );
+}
+
+/// An OffsetForLeaderEpoch v3 or v4 naming more partitions than one chunk (an existing topic's
+/// partitions, missing ones, repeats, an unknown topic) is answered as shorter requests are.
+#[tokio::test]
+async fn offset_for_leader_epoch_of_many_partitions_answers_as_shorter_requests() {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{CreateTopicsRequest, OffsetForLeaderEpochRequest};
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let created = conn
+        .send::<CreateTopicsRequest>(&create_topics(vec![creatable("epochs", 3, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let topic = |name: &str, partitions: std::ops::Range<i32>| {
+        OffsetForLeaderTopic::default()
+            .with_topic(topic_name(name))
+            .with_partitions(
+                partitions
+                    .map(|index| {
+                        OffsetForLeaderPartition::default()
+                            .with_partition(index % 5)
+                            .with_current_leader_epoch(if index % 7 == 0 { 3 } else { -1 })
+                            .with_leader_epoch(0)
+                    })
+                    .collect(),
+            )
+    };
+    // Parts of at most 1,024 partitions, each served whole.
+    let parts = [
+        vec![topic("epochs", 0..900), topic("missing", 0..100)],
+        vec![topic("epochs", 900..1_800)],
+        vec![topic("missing", 0..400), topic("epochs", 0..300)],
+    ];
+    // The leader's epochs become known once the partitions are led: wait for a stable answer.
+    let bootstrap = node.bootstrap();
+    wait_until("the partitions led", Duration::from_secs(30), || {
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![OffsetForLeaderTopic::default()
+                .with_topic(topic_name("epochs"))
+                .with_partitions(
+                    (0..3)
+                        .map(|index| {
+                            OffsetForLeaderPartition::default()
+                                .with_partition(index)
+                                .with_current_leader_epoch(-1)
+                        })
+                        .collect(),
+                )]);
+        let bootstrap = bootstrap.clone();
+        async move {
+            let mut conn = KafkaConn::connect(&bootstrap).await?;
+            let response = conn.send(&request, 4).await?;
+            Ok(response.topics[0]
+                .partitions
+                .iter()
+                .all(|p| p.error_code == 0)
+                .then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+    for version in [3, 4] {
+        let request = |topics: Vec<OffsetForLeaderTopic>| {
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+                .with_topics(topics)
+        };
+        let whole = conn.send(&request(parts.concat()), version).await.unwrap();
+        let mut shorter = Vec::new();
+        for part in &parts {
+            shorter.extend(
+                conn.send(&request(part.clone()), version)
+                    .await
+                    .unwrap()
+                    .topics,
+            );
+        }
+        assert_eq!(whole.topics.len(), 5, "v{version}");
+        assert!(whole.topics == shorter, "OffsetForLeaderEpoch v{version}");
+        let codes: std::collections::BTreeSet<i16> = whole
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect();
+        // Led partitions, missing ones, fenced epochs, an unknown topic.
+        assert!(codes.contains(&0) && codes.contains(&3), "{codes:?}");
+    }
+}

@@ -459,8 +459,13 @@ async fn process(
         .await;
     }
     // A ListOffsets naming many partitions answers its repeats itself (`list_offsets_chunks`).
-    let chunked_later =
-        api_key == ApiKey::ListOffsets && super::list_offsets_chunks::is_long(&frame, api_version);
+    let chunked_later = match api_key {
+        ApiKey::ListOffsets => super::list_offsets_chunks::is_long(&frame, api_version),
+        ApiKey::OffsetForLeaderEpoch => {
+            super::offset_for_leader_epoch_chunks::is_long(&frame, api_version)
+        }
+        _ => false,
+    };
     let reduced = decode_guarded(|| {
         if chunked_later {
             return Ok(None);
@@ -574,6 +579,7 @@ enum ChunkedRequest {
     Fetch(super::fetch_chunks::ChunkedFetch),
     CreateTopics(super::create_topics_chunks::ChunkedCreateTopics),
     ListOffsets(super::list_offsets_chunks::ChunkedListOffsets),
+    OffsetForLeaderEpoch(super::offset_for_leader_epoch_chunks::ChunkedOffsetForLeaderEpoch),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
 }
 
@@ -586,6 +592,7 @@ impl ChunkedRequest {
             ChunkedRequest::Fetch(chunked) => chunked.shell(),
             ChunkedRequest::CreateTopics(_) => RequestKind::CreateTopics(Default::default()),
             ChunkedRequest::ListOffsets(chunked) => chunked.shell(),
+            ChunkedRequest::OffsetForLeaderEpoch(chunked) => chunked.shell(),
             ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
         }
     }
@@ -626,6 +633,14 @@ impl ChunkedRequest {
                 let (answer, partitions) =
                     super::list_offsets_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::ListOffsets(partitions)))
+            }
+            ChunkedRequest::OffsetForLeaderEpoch(chunked) => {
+                let (answer, partitions) =
+                    super::offset_for_leader_epoch_chunks::handle(handlers, info, chunked).await?;
+                (
+                    Some(answer),
+                    Some(ListWriter::OffsetForLeaderEpoch(partitions)),
+                )
             }
             ChunkedRequest::DeleteTopics(chunked) => {
                 let (answer, topics) =
@@ -760,6 +775,11 @@ async fn process_frame(
         ApiKey::ListOffsets => super::list_offsets_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ListOffsets)),
+        ApiKey::OffsetForLeaderEpoch => {
+            super::offset_for_leader_epoch_chunks::scan(&frame, api_version)
+                .transpose()
+                .map(|c| c.map(ChunkedRequest::OffsetForLeaderEpoch))
+        }
         // Where this node decides it, or checks it before it forwards it (an authorizer).
         ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
             super::delete_topics_chunks::scan(&frame, api_version)

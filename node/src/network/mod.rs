@@ -17,6 +17,7 @@ pub mod list_chunks;
 pub mod list_offsets_chunks;
 pub mod memory_pool;
 pub mod metadata_chunks;
+pub mod offset_for_leader_epoch_chunks;
 pub mod partition_chunks;
 pub mod peer;
 pub mod produce_chunks;

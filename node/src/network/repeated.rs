@@ -43,6 +43,7 @@ use super::delete_topics_chunks::DeletionResultsWriter;
 use super::fetch_chunks::FetchList;
 use super::list_offsets_chunks::ListOffsetsList;
 use super::metadata_chunks::TopicsWriter;
+use super::offset_for_leader_epoch_chunks::OffsetForLeaderEpochList;
 use super::partition_chunks::PartitionsWriter;
 use super::produce_chunks::ProduceList;
 
@@ -886,6 +887,7 @@ pub enum ListWriter {
     Fetch(PartitionsWriter<FetchList>),
     CreateTopics(TopicResultsWriter),
     ListOffsets(PartitionsWriter<ListOffsetsList>),
+    OffsetForLeaderEpoch(PartitionsWriter<OffsetForLeaderEpochList>),
     DeleteTopics(DeletionResultsWriter),
 }
 
@@ -898,6 +900,7 @@ impl ListWriter {
             ListWriter::Fetch(topics) => topics.count(),
             ListWriter::CreateTopics(topics) => topics.count(),
             ListWriter::ListOffsets(topics) => topics.count(),
+            ListWriter::OffsetForLeaderEpoch(topics) => topics.count(),
             ListWriter::DeleteTopics(topics) => topics.count(),
         }
     }
@@ -910,6 +913,7 @@ impl ListWriter {
             ListWriter::Fetch(topics) => topics.len(),
             ListWriter::CreateTopics(topics) => topics.len(),
             ListWriter::ListOffsets(topics) => topics.len(),
+            ListWriter::OffsetForLeaderEpoch(topics) => topics.len(),
             ListWriter::DeleteTopics(topics) => topics.len(),
         }
     }
@@ -928,6 +932,8 @@ impl ListWriter {
             ListWriter::CreateTopics(_) => (usize::from(version >= 5), version >= 5),
             // After the topics: tagged fields (v6+).
             ListWriter::ListOffsets(_) => (usize::from(version >= 6), version >= 6),
+            // After the topics: tagged fields (v4+).
+            ListWriter::OffsetForLeaderEpoch(_) => (usize::from(version >= 4), version >= 4),
             // After the topics: tagged fields (v4+).
             ListWriter::DeleteTopics(_) => (usize::from(version >= 4), version >= 4),
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
@@ -956,6 +962,7 @@ impl ListWriter {
             ListWriter::Fetch(topics) => topics.write_to(out).await,
             ListWriter::CreateTopics(topics) => topics.write_to(out).await,
             ListWriter::ListOffsets(topics) => topics.write_to(out).await,
+            ListWriter::OffsetForLeaderEpoch(topics) => topics.write_to(out).await,
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
         }
     }
