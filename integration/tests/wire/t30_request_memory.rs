@@ -1696,3 +1696,187 @@ async fn offset_for_leader_epoch_of_many_partitions_answers_as_shorter_requests(
         assert!(codes.contains(&0) && codes.contains(&3), "{codes:?}");
     }
 }
+
+/// DescribeProducers v0 and DeleteRecords v2 naming distinct partitions of an unknown topic:
+/// answered a chunk of partitions at a time, each answer kept as its error code.
+#[tokio::test]
+async fn describe_producers_and_delete_records_naming_distinct_partitions_stay_within_four_frames()
+{
+    use kafka_protocol::messages::delete_records_response::DeleteRecordsPartitionResult;
+    use kafka_protocol::messages::describe_producers_response::PartitionResponse;
+    // One topic "t" with partition indexes 0, 1, 2, ...
+    let count = (FRAME - 60) / 4;
+    let frame = gregor_integration::frames::flexible_list(
+        61,
+        0,
+        b"\x02\x02t",
+        count,
+        4,
+        |index, frame| frame.put_i32(index as i32),
+        b"\x00\x00",
+    );
+    let mut body = answer_within_four_frames("DescribeProducers distinct partitions", &frame).await;
+    assert_eq!(
+        &body[..7],
+        b"\x00\x00\x00\x00\x02\x02t",
+        "throttle, one topic"
+    );
+    body.advance(7);
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per partition"
+    );
+    for index in 0..count {
+        let partition = PartitionResponse::decode(&mut body, 0).unwrap();
+        assert_eq!(partition.partition_index, index as i32);
+        assert_eq!(partition.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+        assert!(partition.active_producers.is_empty());
+    }
+    assert_eq!(
+        &body[..],
+        b"\x00\x00",
+        "the topic's and the body's tagged fields"
+    );
+
+    // One topic "t" with {partition, offset 0, tags}, then a timeout of 1 s.
+    let count = (FRAME - 60) / 13;
+    let frame = gregor_integration::frames::flexible_list(
+        21,
+        2,
+        b"\x02\x02t",
+        count,
+        13,
+        |index, frame| {
+            frame.put_i32(index as i32);
+            frame.put_i64(0);
+            frame.put_u8(0);
+        },
+        b"\x00\x00\x00\x03\xe8\x00",
+    );
+    let mut body = answer_within_four_frames("DeleteRecords distinct partitions", &frame).await;
+    assert_eq!(
+        &body[..7],
+        b"\x00\x00\x00\x00\x02\x02t",
+        "throttle, one topic"
+    );
+    body.advance(7);
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per partition"
+    );
+    for index in 0..count {
+        let partition = DeleteRecordsPartitionResult::decode(&mut body, 2).unwrap();
+        assert_eq!(partition.partition_index, index as i32);
+        assert_eq!(partition.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+        assert_eq!(partition.low_watermark, -1);
+    }
+    assert_eq!(
+        &body[..],
+        b"\x00\x00",
+        "the topic's and the body's tagged fields"
+    );
+}
+
+/// DescribeProducers and DeleteRecords naming more partitions than one chunk (an existing
+/// topic's partitions, missing ones, repeats, an unknown topic) are answered as shorter
+/// requests are.
+#[tokio::test]
+async fn describe_producers_and_delete_records_of_many_partitions_answer_as_shorter_requests() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, DeleteRecordsRequest, DescribeProducersRequest,
+    };
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let created = conn
+        .send::<CreateTopicsRequest>(&create_topics(vec![creatable("producers", 3, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let ranges: [&[(&str, std::ops::Range<i32>)]; 3] = [
+        &[("producers", 0..900), ("missing", 0..100)],
+        &[("producers", 900..1_800)],
+        &[("missing", 0..400), ("producers", 0..300)],
+    ];
+    let described = |part: &[(&str, std::ops::Range<i32>)]| {
+        DescribeProducersRequest::default().with_topics(
+            part.iter()
+                .map(|(name, range)| {
+                    TopicRequest::default()
+                        .with_name(topic_name(name))
+                        .with_partition_indexes(range.clone().map(|i| i % 5).collect())
+                })
+                .collect(),
+        )
+    };
+    let deleted = |part: &[(&str, std::ops::Range<i32>)]| {
+        DeleteRecordsRequest::default()
+            .with_timeout_ms(1_000)
+            .with_topics(
+                part.iter()
+                    .map(|(name, range)| {
+                        DeleteRecordsTopic::default()
+                            .with_name(topic_name(name))
+                            .with_partitions(
+                                range
+                                    .clone()
+                                    .map(|i| {
+                                        DeleteRecordsPartition::default()
+                                            .with_partition_index(i % 5)
+                                            .with_offset(if i % 3 == 0 { 0 } else { 7 })
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+    };
+    let bootstrap = node.bootstrap();
+    wait_until("the partitions led", Duration::from_secs(30), || {
+        let request = described(&[("producers", 0..3)]);
+        let bootstrap = bootstrap.clone();
+        async move {
+            let mut conn = KafkaConn::connect(&bootstrap).await?;
+            let response = conn.send(&request, 0).await?;
+            Ok(response.topics[0]
+                .partitions
+                .iter()
+                .all(|p| p.error_code == 0)
+                .then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+    let whole = conn.send(&described(&ranges.concat()), 0).await.unwrap();
+    let mut shorter = Vec::new();
+    for part in ranges {
+        shorter.extend(conn.send(&described(part), 0).await.unwrap().topics);
+    }
+    assert_eq!(whole.topics.len(), 5);
+    assert!(whole.topics == shorter, "DescribeProducers");
+    for version in [0, 1, 2] {
+        let whole = conn
+            .send(&deleted(&ranges.concat()), version)
+            .await
+            .unwrap();
+        let mut shorter = Vec::new();
+        for part in ranges {
+            shorter.extend(conn.send(&deleted(part), version).await.unwrap().topics);
+        }
+        assert_eq!(whole.topics.len(), 5, "DeleteRecords v{version}");
+        assert!(whole.topics == shorter, "DeleteRecords v{version}");
+        let codes: std::collections::BTreeSet<i16> = whole
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect();
+        // Deleted to offset 0, past the end (OFFSET_OUT_OF_RANGE), missing partitions.
+        assert!(codes.contains(&0) && codes.contains(&3), "{codes:?}");
+    }
+}

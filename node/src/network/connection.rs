@@ -26,6 +26,9 @@ use super::busy_time::{timed, PollTimed};
 use super::forwarded::Appended;
 use super::forwarded::ForwardedAnswer;
 use super::frame::{read_frame, FrameError};
+use super::partition_list_chunks::{
+    self, is_long, Chunked, DeleteRecordsList, DescribeProducersList, OffsetForLeaderEpochList,
+};
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
 use super::tls::Stream;
@@ -461,9 +464,9 @@ async fn process(
     // A ListOffsets naming many partitions answers its repeats itself (`list_offsets_chunks`).
     let chunked_later = match api_key {
         ApiKey::ListOffsets => super::list_offsets_chunks::is_long(&frame, api_version),
-        ApiKey::OffsetForLeaderEpoch => {
-            super::offset_for_leader_epoch_chunks::is_long(&frame, api_version)
-        }
+        ApiKey::OffsetForLeaderEpoch => is_long::<OffsetForLeaderEpochList>(&frame, api_version),
+        ApiKey::DescribeProducers => is_long::<DescribeProducersList>(&frame, api_version),
+        ApiKey::DeleteRecords => is_long::<DeleteRecordsList>(&frame, api_version),
         _ => false,
     };
     let reduced = decode_guarded(|| {
@@ -579,7 +582,9 @@ enum ChunkedRequest {
     Fetch(super::fetch_chunks::ChunkedFetch),
     CreateTopics(super::create_topics_chunks::ChunkedCreateTopics),
     ListOffsets(super::list_offsets_chunks::ChunkedListOffsets),
-    OffsetForLeaderEpoch(super::offset_for_leader_epoch_chunks::ChunkedOffsetForLeaderEpoch),
+    OffsetForLeaderEpoch(Chunked<OffsetForLeaderEpochList>),
+    DescribeProducers(Chunked<DescribeProducersList>),
+    DeleteRecords(Chunked<DeleteRecordsList>),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
 }
 
@@ -593,6 +598,8 @@ impl ChunkedRequest {
             ChunkedRequest::CreateTopics(_) => RequestKind::CreateTopics(Default::default()),
             ChunkedRequest::ListOffsets(chunked) => chunked.shell(),
             ChunkedRequest::OffsetForLeaderEpoch(chunked) => chunked.shell(),
+            ChunkedRequest::DescribeProducers(chunked) => chunked.shell(),
+            ChunkedRequest::DeleteRecords(chunked) => chunked.shell(),
             ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
         }
     }
@@ -636,11 +643,24 @@ impl ChunkedRequest {
             }
             ChunkedRequest::OffsetForLeaderEpoch(chunked) => {
                 let (answer, partitions) =
-                    super::offset_for_leader_epoch_chunks::handle(handlers, info, chunked).await?;
+                    partition_list_chunks::handle(handlers, info, chunked).await?;
                 (
                     Some(answer),
                     Some(ListWriter::OffsetForLeaderEpoch(partitions)),
                 )
+            }
+            ChunkedRequest::DescribeProducers(chunked) => {
+                let (answer, partitions) =
+                    partition_list_chunks::handle(handlers, info, chunked).await?;
+                (
+                    Some(answer),
+                    Some(ListWriter::DescribeProducers(partitions)),
+                )
+            }
+            ChunkedRequest::DeleteRecords(chunked) => {
+                let (answer, partitions) =
+                    partition_list_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::DeleteRecords(partitions)))
             }
             ChunkedRequest::DeleteTopics(chunked) => {
                 let (answer, topics) =
@@ -775,11 +795,15 @@ async fn process_frame(
         ApiKey::ListOffsets => super::list_offsets_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ListOffsets)),
-        ApiKey::OffsetForLeaderEpoch => {
-            super::offset_for_leader_epoch_chunks::scan(&frame, api_version)
-                .transpose()
-                .map(|c| c.map(ChunkedRequest::OffsetForLeaderEpoch))
-        }
+        ApiKey::OffsetForLeaderEpoch => partition_list_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::OffsetForLeaderEpoch)),
+        ApiKey::DescribeProducers => partition_list_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::DescribeProducers)),
+        ApiKey::DeleteRecords => partition_list_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::DeleteRecords)),
         // Where this node decides it, or checks it before it forwards it (an authorizer).
         ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
             super::delete_topics_chunks::scan(&frame, api_version)

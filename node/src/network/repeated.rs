@@ -43,8 +43,10 @@ use super::delete_topics_chunks::DeletionResultsWriter;
 use super::fetch_chunks::FetchList;
 use super::list_offsets_chunks::ListOffsetsList;
 use super::metadata_chunks::TopicsWriter;
-use super::offset_for_leader_epoch_chunks::OffsetForLeaderEpochList;
 use super::partition_chunks::PartitionsWriter;
+use super::partition_list_chunks::{
+    DeleteRecordsList, DescribeProducersList, OffsetForLeaderEpochList,
+};
 use super::produce_chunks::ProduceList;
 
 /// How the handler answers a list whose repeats were dropped.
@@ -888,6 +890,8 @@ pub enum ListWriter {
     CreateTopics(TopicResultsWriter),
     ListOffsets(PartitionsWriter<ListOffsetsList>),
     OffsetForLeaderEpoch(PartitionsWriter<OffsetForLeaderEpochList>),
+    DescribeProducers(PartitionsWriter<DescribeProducersList>),
+    DeleteRecords(PartitionsWriter<DeleteRecordsList>),
     DeleteTopics(DeletionResultsWriter),
 }
 
@@ -901,6 +905,8 @@ impl ListWriter {
             ListWriter::CreateTopics(topics) => topics.count(),
             ListWriter::ListOffsets(topics) => topics.count(),
             ListWriter::OffsetForLeaderEpoch(topics) => topics.count(),
+            ListWriter::DescribeProducers(topics) => topics.count(),
+            ListWriter::DeleteRecords(topics) => topics.count(),
             ListWriter::DeleteTopics(topics) => topics.count(),
         }
     }
@@ -914,6 +920,8 @@ impl ListWriter {
             ListWriter::CreateTopics(topics) => topics.len(),
             ListWriter::ListOffsets(topics) => topics.len(),
             ListWriter::OffsetForLeaderEpoch(topics) => topics.len(),
+            ListWriter::DescribeProducers(topics) => topics.len(),
+            ListWriter::DeleteRecords(topics) => topics.len(),
             ListWriter::DeleteTopics(topics) => topics.len(),
         }
     }
@@ -934,6 +942,10 @@ impl ListWriter {
             ListWriter::ListOffsets(_) => (usize::from(version >= 6), version >= 6),
             // After the topics: tagged fields (v4+).
             ListWriter::OffsetForLeaderEpoch(_) => (usize::from(version >= 4), version >= 4),
+            // After the topics: tagged fields (every version is flexible).
+            ListWriter::DescribeProducers(_) => (1, true),
+            // After the topics: tagged fields (v2+).
+            ListWriter::DeleteRecords(_) => (usize::from(version >= 2), version >= 2),
             // After the topics: tagged fields (v4+).
             ListWriter::DeleteTopics(_) => (usize::from(version >= 4), version >= 4),
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
@@ -963,6 +975,8 @@ impl ListWriter {
             ListWriter::CreateTopics(topics) => topics.write_to(out).await,
             ListWriter::ListOffsets(topics) => topics.write_to(out).await,
             ListWriter::OffsetForLeaderEpoch(topics) => topics.write_to(out).await,
+            ListWriter::DescribeProducers(topics) => topics.write_to(out).await,
+            ListWriter::DeleteRecords(topics) => topics.write_to(out).await,
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
         }
     }

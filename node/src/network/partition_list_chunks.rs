@@ -1,0 +1,382 @@
+//! Requests naming many partitions that their handler answers each on its own, repeats
+//! included (OffsetForLeaderEpoch, DescribeProducers, DeleteRecords), answered a chunk of
+//! partitions at a time as the answer is written.
+//!
+//! A partition is 4 to 13 bytes on the wire but a decoded partition, its answer and the
+//! answer's encoding: a frame of distinct partitions cost 11 to 30 times its size. Here the
+//! partitions stay in the frame and go to the handler [`CHUNK`] at a time; each answer is kept
+//! as its error code unless it says more (`partition_chunks.rs`, as for ListOffsets). Since
+//! each partition's answer depends on nothing but the partition (a DeleteRecords repeat deletes
+//! up to its own offset, as it would in one request), the chunks' answers are the whole
+//! request's.
+
+use std::ops::RangeInclusive;
+
+use anyhow::{bail, Context};
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::delete_records_response::DeleteRecordsPartitionResult;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::describe_producers_response::PartitionResponse;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, DeleteRecordsRequest, DescribeProducersRequest, OffsetForLeaderEpochRequest,
+    RequestHeader, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::Decodable;
+
+use gregor_actors::context::{HandlerContext, RequestInfo};
+use gregor_actors::handlers::{self, ApiResponse, ErrorCounts};
+
+use super::dedup_decode::need;
+use super::partition_chunks::{
+    read_list, Answers, Cursor, Listed, PartitionList, PartitionsWriter, TopicHead, CHUNK,
+};
+use super::repeated::skip_tagged_fields;
+
+/// An API served here: its list, the request around it, and how its handler answers.
+pub trait ChunkedPartitions: PartitionList + Sized {
+    const KEY: ApiKey;
+    /// The versions served a chunk at a time.
+    const VERSIONS: RangeInclusive<i16>;
+    /// The request's other fields, with an empty topic list.
+    type Shell: Clone;
+    /// A topic of the request.
+    type Topic;
+    /// Reads the body's fields before the topics.
+    fn read_prefix(rest: &mut Bytes, version: i16) -> anyhow::Result<Self::Shell>;
+    /// Reads the body's fields after the topics (tagged fields included) into `shell`.
+    fn read_suffix(rest: &mut Bytes, version: i16, shell: &mut Self::Shell) -> anyhow::Result<()>;
+    fn topic(head: &TopicHead) -> Self::Topic;
+    fn add(topic: &mut Self::Topic, partition: Self::Partition);
+    /// How many partitions `topic` lists.
+    fn partitions(topic: &Self::Topic) -> usize;
+    fn request(shell: Self::Shell, topics: Vec<Self::Topic>) -> RequestKind;
+    /// The shell as the request that looks at it before the handler sees.
+    fn shell(shell: &Self::Shell) -> RequestKind {
+        Self::request(shell.clone(), Vec::new())
+    }
+    /// The partitions' answers of the handler's answer, in order; `None` for another API.
+    fn answers(response: &mut ResponseKind) -> Option<Vec<Self::Answer>>;
+}
+
+/// A request whose partitions stay in the frame until their chunk is answered.
+pub struct Chunked<L: ChunkedPartitions> {
+    listed: Listed,
+    shell: L::Shell,
+}
+
+/// Reads `body` (a request body of `L`) when it names more than [`CHUNK`] partitions; `None`
+/// for other requests, decoded whole. Such a request is read to its end first, so a malformed
+/// one is refused before any chunk is answered.
+pub fn scan<L: ChunkedPartitions>(
+    body: &Bytes,
+    version: i16,
+) -> Option<anyhow::Result<Chunked<L>>> {
+    if !L::VERSIONS.contains(&version) {
+        return None;
+    }
+    let mut rest = body.clone();
+    let mut shell = L::read_prefix(&mut rest, version).ok()?;
+    let listed = match read_list::<L>(&mut rest, version) {
+        Ok(listed) if listed.partitions > CHUNK => listed,
+        Ok(_) => return None,
+        // Refused here only when the list is long: a short one is left to the crate.
+        Err((e, partitions)) => return (partitions > CHUNK).then_some(Err(e)),
+    };
+    Some(L::read_suffix(&mut rest, version, &mut shell).map(|()| Chunked { listed, shell }))
+}
+
+/// Whether `frame` (header and body) is a request of `L` served here (a walk over its list
+/// that keeps nothing): it is not reduced by `repeated.rs` first, as the handler answers
+/// repeats itself.
+pub fn is_long<L: ChunkedPartitions>(frame: &Bytes, version: i16) -> bool {
+    let mut body = frame.clone();
+    let header_version = L::KEY.request_header_version(version);
+    RequestHeader::decode(&mut body, header_version).is_ok() && scan::<L>(&body, version).is_some()
+}
+
+impl<L: ChunkedPartitions> Chunked<L> {
+    /// The request as the handler sees it, without its topics (for what looks at the request
+    /// before the handler).
+    pub(crate) fn shell(&self) -> RequestKind {
+        L::shell(&self.shell)
+    }
+}
+
+/// Answers the partitions [`CHUNK`] at a time with `L`'s handler, keeping each one's answer as
+/// [`Answers`]: the answer's body is the first chunk's without topics, and its topics are
+/// written by the [`PartitionsWriter`].
+pub(crate) async fn handle<L: ChunkedPartitions>(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: Chunked<L>,
+) -> anyhow::Result<(ApiResponse, PartitionsWriter<L>)> {
+    let mut answer: Option<ApiResponse> = None;
+    let mut answers = Answers::<L>::default();
+    let mut cursor = Cursor::<L>::new(&request.listed)?;
+    while let Some(topics) = cursor.next_chunk(L::topic, L::add)? {
+        let asked: usize = topics.iter().map(L::partitions).sum();
+        let part = L::request(request.shell.clone(), topics);
+        let Some(mut handled) = handlers::handle(ctx, info, part).await else {
+            bail!("the {:?} handler gave no answer", L::KEY);
+        };
+        let Some(partitions) = L::answers(&mut handled.body) else {
+            bail!("the {:?} handler answered another API", L::KEY);
+        };
+        if partitions.len() != asked {
+            bail!(
+                "the {:?} handler answered {} of {asked} partitions",
+                L::KEY,
+                partitions.len()
+            );
+        }
+        for partition in partitions {
+            answers.keep(partition)?;
+        }
+        match &mut answer {
+            None => answer = Some(handled),
+            Some(first) => {
+                first.throttle_time_ms = first.throttle_time_ms.max(handled.throttle_time_ms)
+            }
+        }
+    }
+    let mut answer =
+        answer.with_context(|| format!("a {:?} request without partitions", L::KEY))?;
+    let mut errors = ErrorCounts::default();
+    answers.count_errors(&mut errors);
+    answer.errors = errors;
+    let writer = PartitionsWriter::new(request.listed, answers)?;
+    Ok((answer, writer))
+}
+
+/// Reads `ReplicaId`, the field before OffsetForLeaderEpoch's topics from v3.
+fn replica_id(rest: &mut Bytes) -> anyhow::Result<BrokerId> {
+    need(rest, 4)?;
+    Ok(BrokerId(rest.get_i32()))
+}
+
+/// OffsetForLeaderEpoch v3-4's topic-partitions.
+pub struct OffsetForLeaderEpochList;
+
+impl PartitionList for OffsetForLeaderEpochList {
+    type Partition = OffsetForLeaderPartition;
+    type Answer = EpochEndOffset;
+    const FLEXIBLE_FROM: i16 = 4;
+
+    fn decode_partition(buf: &mut Bytes, version: i16) -> anyhow::Result<OffsetForLeaderPartition> {
+        OffsetForLeaderPartition::decode(buf, version)
+    }
+
+    fn partition_index(partition: &OffsetForLeaderPartition) -> i32 {
+        partition.partition
+    }
+
+    /// As the handler answers a partition it has no end offset for.
+    fn plain(index: i32, error_code: i16) -> EpochEndOffset {
+        EpochEndOffset::default()
+            .with_partition(index)
+            .with_error_code(error_code)
+            .with_leader_epoch(-1)
+            .with_end_offset(-1)
+    }
+
+    fn error_code(answer: &EpochEndOffset) -> i16 {
+        answer.error_code
+    }
+
+    fn index_mut(answer: &mut EpochEndOffset) -> &mut i32 {
+        &mut answer.partition
+    }
+}
+
+impl ChunkedPartitions for OffsetForLeaderEpochList {
+    const KEY: ApiKey = ApiKey::OffsetForLeaderEpoch;
+    const VERSIONS: RangeInclusive<i16> = 3..=4;
+    type Shell = OffsetForLeaderEpochRequest;
+    type Topic = OffsetForLeaderTopic;
+
+    fn read_prefix(rest: &mut Bytes, _: i16) -> anyhow::Result<OffsetForLeaderEpochRequest> {
+        Ok(OffsetForLeaderEpochRequest::default().with_replica_id(replica_id(rest)?))
+    }
+
+    fn read_suffix(rest: &mut Bytes, version: i16, _: &mut Self::Shell) -> anyhow::Result<()> {
+        skip_tagged_fields(rest, version >= Self::FLEXIBLE_FROM)
+    }
+
+    fn topic(head: &TopicHead) -> OffsetForLeaderTopic {
+        OffsetForLeaderTopic::default().with_topic(TopicName(head.name.clone()))
+    }
+
+    fn add(topic: &mut OffsetForLeaderTopic, partition: OffsetForLeaderPartition) {
+        topic.partitions.push(partition);
+    }
+
+    fn partitions(topic: &OffsetForLeaderTopic) -> usize {
+        topic.partitions.len()
+    }
+
+    fn request(shell: Self::Shell, topics: Vec<OffsetForLeaderTopic>) -> RequestKind {
+        RequestKind::OffsetForLeaderEpoch(shell.with_topics(topics))
+    }
+
+    fn answers(response: &mut ResponseKind) -> Option<Vec<EpochEndOffset>> {
+        let ResponseKind::OffsetForLeaderEpoch(response) = response else {
+            return None;
+        };
+        let topics = std::mem::take(&mut response.topics);
+        Some(topics.into_iter().flat_map(|t| t.partitions).collect())
+    }
+}
+
+/// DescribeProducers v0's topic-partitions: each partition is its index alone.
+pub struct DescribeProducersList;
+
+impl PartitionList for DescribeProducersList {
+    type Partition = i32;
+    type Answer = PartitionResponse;
+    const FLEXIBLE_FROM: i16 = 0;
+
+    fn decode_partition(buf: &mut Bytes, _: i16) -> anyhow::Result<i32> {
+        need(buf, 4)?;
+        Ok(buf.get_i32())
+    }
+
+    fn partition_index(partition: &i32) -> i32 {
+        *partition
+    }
+
+    /// As the handler answers a partition it has no producers for.
+    fn plain(index: i32, error_code: i16) -> PartitionResponse {
+        PartitionResponse::default()
+            .with_partition_index(index)
+            .with_error_code(error_code)
+    }
+
+    fn error_code(answer: &PartitionResponse) -> i16 {
+        answer.error_code
+    }
+
+    fn index_mut(answer: &mut PartitionResponse) -> &mut i32 {
+        &mut answer.partition_index
+    }
+}
+
+impl ChunkedPartitions for DescribeProducersList {
+    const KEY: ApiKey = ApiKey::DescribeProducers;
+    const VERSIONS: RangeInclusive<i16> = 0..=0;
+    type Shell = DescribeProducersRequest;
+    type Topic = TopicRequest;
+
+    fn read_prefix(_: &mut Bytes, _: i16) -> anyhow::Result<DescribeProducersRequest> {
+        Ok(DescribeProducersRequest::default())
+    }
+
+    fn read_suffix(rest: &mut Bytes, _: i16, _: &mut Self::Shell) -> anyhow::Result<()> {
+        skip_tagged_fields(rest, true)
+    }
+
+    fn topic(head: &TopicHead) -> TopicRequest {
+        TopicRequest::default().with_name(TopicName(head.name.clone()))
+    }
+
+    fn add(topic: &mut TopicRequest, partition: i32) {
+        topic.partition_indexes.push(partition);
+    }
+
+    fn partitions(topic: &TopicRequest) -> usize {
+        topic.partition_indexes.len()
+    }
+
+    fn request(shell: Self::Shell, topics: Vec<TopicRequest>) -> RequestKind {
+        RequestKind::DescribeProducers(shell.with_topics(topics))
+    }
+
+    fn answers(response: &mut ResponseKind) -> Option<Vec<PartitionResponse>> {
+        let ResponseKind::DescribeProducers(response) = response else {
+            return None;
+        };
+        let topics = std::mem::take(&mut response.topics);
+        Some(topics.into_iter().flat_map(|t| t.partitions).collect())
+    }
+}
+
+/// DeleteRecords v0-2's topic-partitions.
+pub struct DeleteRecordsList;
+
+impl PartitionList for DeleteRecordsList {
+    type Partition = DeleteRecordsPartition;
+    type Answer = DeleteRecordsPartitionResult;
+    const FLEXIBLE_FROM: i16 = 2;
+
+    fn decode_partition(buf: &mut Bytes, version: i16) -> anyhow::Result<DeleteRecordsPartition> {
+        DeleteRecordsPartition::decode(buf, version)
+    }
+
+    fn partition_index(partition: &DeleteRecordsPartition) -> i32 {
+        partition.partition_index
+    }
+
+    /// As the handler answers a partition whose records it did not delete.
+    fn plain(index: i32, error_code: i16) -> DeleteRecordsPartitionResult {
+        DeleteRecordsPartitionResult::default()
+            .with_partition_index(index)
+            .with_low_watermark(-1)
+            .with_error_code(error_code)
+    }
+
+    fn error_code(answer: &DeleteRecordsPartitionResult) -> i16 {
+        answer.error_code
+    }
+
+    fn index_mut(answer: &mut DeleteRecordsPartitionResult) -> &mut i32 {
+        &mut answer.partition_index
+    }
+}
+
+impl ChunkedPartitions for DeleteRecordsList {
+    const KEY: ApiKey = ApiKey::DeleteRecords;
+    const VERSIONS: RangeInclusive<i16> = 0..=2;
+    type Shell = DeleteRecordsRequest;
+    type Topic = DeleteRecordsTopic;
+
+    fn read_prefix(_: &mut Bytes, _: i16) -> anyhow::Result<DeleteRecordsRequest> {
+        Ok(DeleteRecordsRequest::default())
+    }
+
+    /// `TimeoutMs`, then the tagged fields (v2+).
+    fn read_suffix(rest: &mut Bytes, version: i16, shell: &mut Self::Shell) -> anyhow::Result<()> {
+        need(rest, 4)?;
+        shell.timeout_ms = rest.get_i32();
+        skip_tagged_fields(rest, version >= Self::FLEXIBLE_FROM)
+    }
+
+    fn topic(head: &TopicHead) -> DeleteRecordsTopic {
+        DeleteRecordsTopic::default().with_name(TopicName(head.name.clone()))
+    }
+
+    fn add(topic: &mut DeleteRecordsTopic, partition: DeleteRecordsPartition) {
+        topic.partitions.push(partition);
+    }
+
+    fn partitions(topic: &DeleteRecordsTopic) -> usize {
+        topic.partitions.len()
+    }
+
+    fn request(shell: Self::Shell, topics: Vec<DeleteRecordsTopic>) -> RequestKind {
+        RequestKind::DeleteRecords(shell.with_topics(topics))
+    }
+
+    fn answers(response: &mut ResponseKind) -> Option<Vec<DeleteRecordsPartitionResult>> {
+        let ResponseKind::DeleteRecords(response) = response else {
+            return None;
+        };
+        let topics = std::mem::take(&mut response.topics);
+        Some(topics.into_iter().flat_map(|t| t.partitions).collect())
+    }
+}
