@@ -740,16 +740,14 @@ async fn create_topics_naming_many_topics_answers_as_shorter_requests() {
 /// frame, an unknown group's answer repeating all but its id).
 #[tokio::test]
 async fn describe_groups_naming_distinct_groups_stays_within_four_frames() {
-    let count = (FRAME - 40) / 5;
-    let frame = gregor_integration::frames::flexible_list(
+    let (frame, count) = distinct(
         15,
         5,
         b"",
-        count,
         5,
-        |index, frame| {
+        |name, frame| {
             frame.put_u8(5);
-            frame.put_slice(&four_letter_name(index));
+            frame.put_slice(name);
         },
         b"\x00\x00",
     );
@@ -828,20 +826,21 @@ async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
     }
 }
 
-/// A flexible frame listing `count` distinct four-letter ids, each written by `element` in
-/// `element_size` bytes (`flexible_list`).
+/// A flexible frame of `prefix`, then a list of `count` distinct four-letter ids, each written
+/// by `element` in `element_size` bytes, then `suffix` (`flexible_list`).
 fn distinct(
     api_key: i16,
     version: i16,
+    prefix: &[u8],
     element_size: usize,
     element: impl Fn(&[u8; 4], &mut BytesMut),
     suffix: &[u8],
 ) -> (BytesMut, usize) {
-    let count = (FRAME - 40 - suffix.len()) / element_size;
+    let count = (FRAME - 40 - prefix.len() - suffix.len()) / element_size;
     let frame = gregor_integration::frames::flexible_list(
         api_key,
         version,
-        b"",
+        prefix,
         count,
         element_size,
         |index, frame| element(&four_letter_name(index), frame),
@@ -858,6 +857,7 @@ async fn describe_configs_naming_distinct_topics_stays_within_four_frames() {
     let (frame, count) = distinct(
         32,
         4,
+        b"",
         8,
         |name, frame| {
             frame.put_slice(&[2, 5]);
@@ -918,6 +918,7 @@ async fn delete_groups_and_offset_fetch_naming_distinct_groups_stay_within_four_
     let (frame, count) = distinct(
         42,
         2,
+        b"",
         5,
         |name, frame| {
             frame.put_u8(5);
@@ -940,6 +941,7 @@ async fn delete_groups_and_offset_fetch_naming_distinct_groups_stay_within_four_
     let (frame, count) = distinct(
         9,
         8,
+        b"",
         7,
         |name, frame| {
             frame.put_u8(5);
@@ -1315,6 +1317,7 @@ async fn delete_topics_naming_distinct_topics_stays_within_four_frames() {
     let (frame, count) = distinct(
         20,
         4,
+        b"",
         5,
         |name, frame| {
             frame.put_u8(5);
@@ -1472,22 +1475,17 @@ async fn delete_topics_of_many_names_answers_as_shorter_requests_and_stays_one_d
 async fn find_coordinator_naming_distinct_keys_stays_within_four_frames() {
     use kafka_protocol::messages::find_coordinator_response::Coordinator;
     for (key_type, what) in [(1u8, "transactional ids"), (0, "group ids")] {
-        let (frame, count) = {
-            let count = (FRAME - 40) / 5;
-            let frame = gregor_integration::frames::flexible_list(
-                10,
-                6,
-                &[key_type],
-                count,
-                5,
-                |index, frame| {
-                    frame.put_u8(5);
-                    frame.put_slice(&four_letter_name(index));
-                },
-                b"\x00",
-            );
-            (frame, count)
-        };
+        let (frame, count) = distinct(
+            10,
+            6,
+            &[key_type],
+            5,
+            |name, frame| {
+                frame.put_u8(5);
+                frame.put_slice(name);
+            },
+            b"\x00",
+        );
         let mut body =
             answer_within_four_frames(&format!("FindCoordinator of {what}"), &frame).await;
         assert_eq!(body.get_i32(), 0, "throttle time");

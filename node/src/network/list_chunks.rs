@@ -12,9 +12,10 @@
 //! chunk decompressed at a time. The list's layout is `repeated.rs`'s shape of the API.
 //!
 //! This holds only because each element's answer depends on nothing but the element and what
-//! the elements before it did: FindCoordinator locates each key on its own, DescribeGroups, ConsumerGroupDescribe, DescribeConfigs and
-//! OffsetFetch describe each element on its own, and DeleteGroups deletes its groups one after
-//! the other (a repeated id finds its group gone), as the chunks are served.
+//! the elements before it did: FindCoordinator locates each key on its own, DescribeGroups,
+//! ConsumerGroupDescribe, DescribeConfigs and OffsetFetch describe each element on its own, and
+//! DeleteGroups deletes its groups one after the other (a repeated id finds its group gone), as
+//! the chunks are served.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};

@@ -30,7 +30,8 @@ use super::create_topics_chunks::name_at;
 use super::dedup_decode::{array_length, need};
 use super::metadata_chunks::{bit, set_bit};
 use super::partition_chunks::{
-    read_list, Answers, Cursor, Listed, PartitionList, PartitionsWriter, CHUNK,
+    lists_more_than_chunk, read_list, Answers, Cursor, Listed, PartitionList, PartitionsWriter,
+    CHUNK,
 };
 use super::repeated::{skip_string, skip_tagged_fields};
 
@@ -94,30 +95,10 @@ fn read_prefix(rest: &mut Bytes, version: i16) -> anyhow::Result<(i32, i8)> {
 /// module's comment), so it is not reduced by `repeated.rs` first.
 pub fn is_long(frame: &Bytes, version: i16) -> bool {
     let mut rest = frame.clone();
-    let flexible = version >= FLEXIBLE_FROM;
-    let mut count = || -> anyhow::Result<bool> {
-        RequestHeader::decode(
-            &mut rest,
-            ApiKey::ListOffsets.request_header_version(version),
-        )?;
-        read_prefix(&mut rest, version)?;
-        let topics = array_length(&mut rest, flexible)?;
-        let mut partitions = 0;
-        for _ in 0..topics {
-            skip_string(&mut rest, flexible)?;
-            let listed = array_length(&mut rest, flexible)?.max(0) as usize;
-            partitions += listed;
-            if partitions > CHUNK {
-                return Ok(true);
-            }
-            for _ in 0..listed {
-                ListOffsetsPartition::decode(&mut rest, version)?;
-            }
-            skip_tagged_fields(&mut rest, flexible)?;
-        }
-        Ok(false)
-    };
-    count().unwrap_or(false)
+    let header_version = ApiKey::ListOffsets.request_header_version(version);
+    RequestHeader::decode(&mut rest, header_version).is_ok()
+        && read_prefix(&mut rest, version).is_ok()
+        && lists_more_than_chunk::<ListOffsetsList>(&mut rest, version)
 }
 
 /// Reads `body` (a ListOffsets request body) when it names more than [`CHUNK`] partitions;

@@ -76,6 +76,29 @@ fn topic_head(buf: &mut Bytes, version: i16, flexible: bool) -> anyhow::Result<T
     })
 }
 
+/// Whether the list at the start of `rest` names more than [`CHUNK`] partitions, read only as
+/// far as that. A malformed list counts as short: it is left to the crate's decoder.
+pub fn lists_more_than_chunk<L: PartitionList>(rest: &mut Bytes, version: i16) -> bool {
+    let flexible = version >= L::FLEXIBLE_FROM;
+    let mut walk = || -> anyhow::Result<bool> {
+        let topics = array_length(rest, flexible)?;
+        let mut partitions = 0;
+        for _ in 0..topics {
+            let head = topic_head(rest, version, flexible)?;
+            partitions += head.partitions;
+            if partitions > CHUNK {
+                return Ok(true);
+            }
+            for _ in 0..head.partitions {
+                L::decode_partition(rest, version)?;
+            }
+            skip_tagged_fields(rest, flexible)?;
+        }
+        Ok(false)
+    };
+    walk().unwrap_or(false)
+}
+
 /// A list of topics left in the frame: `topics` starts at the list's length.
 pub struct Listed {
     pub topics: Bytes,

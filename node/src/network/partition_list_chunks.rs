@@ -35,7 +35,8 @@ use gregor_actors::handlers::{self, ApiResponse, ErrorCounts};
 
 use super::dedup_decode::need;
 use super::partition_chunks::{
-    read_list, Answers, Cursor, Listed, PartitionList, PartitionsWriter, TopicHead, CHUNK,
+    lists_more_than_chunk, read_list, Answers, Cursor, Listed, PartitionList, PartitionsWriter,
+    TopicHead, CHUNK,
 };
 use super::repeated::skip_tagged_fields;
 
@@ -92,13 +93,16 @@ pub fn scan<L: ChunkedPartitions>(
     Some(L::read_suffix(&mut rest, version, &mut shell).map(|()| Chunked { listed, shell }))
 }
 
-/// Whether `frame` (header and body) is a request of `L` served here (a walk over its list
-/// that keeps nothing): it is not reduced by `repeated.rs` first, as the handler answers
-/// repeats itself.
+/// Whether `frame` (header and body) is a request of `L` naming more than [`CHUNK`]
+/// partitions, read only as far as that: such a request is not reduced by `repeated.rs` first,
+/// as the handler answers repeats itself.
 pub fn is_long<L: ChunkedPartitions>(frame: &Bytes, version: i16) -> bool {
-    let mut body = frame.clone();
+    let mut rest = frame.clone();
     let header_version = L::KEY.request_header_version(version);
-    RequestHeader::decode(&mut body, header_version).is_ok() && scan::<L>(&body, version).is_some()
+    L::VERSIONS.contains(&version)
+        && RequestHeader::decode(&mut rest, header_version).is_ok()
+        && L::read_prefix(&mut rest, version).is_ok()
+        && lists_more_than_chunk::<L>(&mut rest, version)
 }
 
 impl<L: ChunkedPartitions> Chunked<L> {
