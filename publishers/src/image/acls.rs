@@ -246,17 +246,11 @@ impl AclsImage {
     /// names a resource reads that name's patterns from the index (with MATCH also the LITERAL
     /// `*` and the PREFIXED prefixes of the name), so a DeleteAcls of many named filters costs
     /// O(log n) per filter and match rather than a scan of every ACL per filter; a filter
-    /// without a name (or of an UNKNOWN pattern type, which matches nothing) scans.
+    /// without a name scans. Every candidate is checked with `filter.matches`, so the index
+    /// only narrows the search.
     pub fn matching<'a>(&'a self, filter: &AclFilter) -> Vec<(&'a Uuid, &'a StandardAcl)> {
-        let name = match (&filter.name, filter.pattern_type) {
-            (
-                Some(name),
-                PatternType::Literal
-                | PatternType::Prefixed
-                | PatternType::Any
-                | PatternType::Match,
-            ) => name.as_str(),
-            _ => return self.iter().filter(|(_, acl)| filter.matches(acl)).collect(),
+        let Some(name) = filter.name.as_deref() else {
+            return self.iter().filter(|(_, acl)| filter.matches(acl)).collect();
         };
         let indexes: &'a [TypeIndex] = match filter.resource_type {
             ResourceType::Any => &self.index,
