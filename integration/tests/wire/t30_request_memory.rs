@@ -1878,3 +1878,72 @@ async fn describe_producers_and_delete_records_of_many_partitions_answer_as_shor
         assert!(codes.contains(&0) && codes.contains(&3), "{codes:?}");
     }
 }
+
+/// OffsetForLeaderEpoch, DescribeProducers and DeleteRecords naming many partitions, malformed
+/// after their first chunk (the last partition's tagged fields claim a field that is not
+/// there, or the last index is cut short): the connection is closed without an answer, as the
+/// crate's decoder refuses the whole request, and the node serves the next client.
+#[tokio::test]
+async fn partition_lists_malformed_after_their_first_chunk_are_refused_whole() {
+    use kafka_protocol::messages::ApiVersionsRequest;
+    let node = GregorNode::start(&[]).unwrap();
+    let count = 3_000;
+    let epochs = gregor_integration::frames::flexible_list(
+        23,
+        4,
+        b"\xff\xff\xff\xff\x02\x02t",
+        count,
+        13,
+        |index, frame| {
+            frame.put_i32(index as i32);
+            frame.put_i32(-1);
+            frame.put_i32(0);
+            frame.put_u8(u8::from(index == count - 1));
+        },
+        b"\x00\x00",
+    );
+    let deletions = gregor_integration::frames::flexible_list(
+        21,
+        2,
+        b"\x02\x02t",
+        count,
+        13,
+        |index, frame| {
+            frame.put_i32(index as i32);
+            frame.put_i64(0);
+            frame.put_u8(u8::from(index == count - 1));
+        },
+        b"\x00\x00\x00\x03\xe8\x00",
+    );
+    // The last index has two of its four bytes, then the tagged fields.
+    let mut producers = gregor_integration::frames::flexible_list(
+        61,
+        0,
+        b"\x02\x02t",
+        count,
+        4,
+        |index, frame| frame.put_i32(index as i32),
+        b"\x00\x00",
+    );
+    let cut = producers.len() - 4;
+    producers.copy_within(cut.., cut - 2);
+    producers.truncate(producers.len() - 2);
+    let size = (producers.len() - 4) as i32;
+    producers[..4].copy_from_slice(&size.to_be_bytes());
+    for (what, frame) in [
+        ("OffsetForLeaderEpoch", epochs),
+        ("DeleteRecords", deletions),
+        ("DescribeProducers", producers),
+    ] {
+        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        conn.set_timeout(Duration::from_secs(60));
+        conn.write_raw(&frame).await.unwrap();
+        assert!(
+            conn.read_frame().await.map(|f| f.is_none()).unwrap_or(true),
+            "{what}: closed without an answer"
+        );
+        let mut next = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        let versions = next.send(&ApiVersionsRequest::default(), 0).await.unwrap();
+        assert_eq!(versions.error_code, 0, "{what}: the node serves on");
+    }
+}
