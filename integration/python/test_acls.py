@@ -324,10 +324,11 @@ def sasl_metadata_error(addr, user, topic):
 
 
 def test_an_acl_change_reaches_every_node_without_restart():
-    from test_replication import ClusterNode, free_port, random_uuid
+    from ports import reserve_port
+    from test_replication import ClusterNode, random_uuid
 
     cluster_id = random_uuid()
-    specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
+    specs = [(i, reserve_port(), random_uuid()) for i in (1, 2, 3)]
     initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
     voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
     nodes = []

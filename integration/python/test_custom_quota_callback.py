@@ -20,7 +20,6 @@ reconfigurable keys.
 """
 
 import os
-import re
 import subprocess
 import time
 
@@ -28,7 +27,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import gregor_bin, wait_for
-from test_replication import ClusterNode, free_port, random_uuid
+from ports import reserve_port
+from test_replication import ClusterNode, random_uuid
 
 TIMEOUT = 60.0
 RECORDS = 1000
@@ -43,12 +43,7 @@ ADMIN_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required 
 class QuotaNode(ClusterNode):
     """A node whose client listener is named CLIENT (SASL_PLAINTEXT, SCRAM-SHA-256)."""
 
-    def wait_ready(self):
-        line = wait_for("node ready", self._ready_line, timeout=TIMEOUT)
-        listeners = re.search(r"(?:^|\s)listeners=(\S+)", line).group(1).strip('"')
-        self.listeners = dict(e.split("://", 1) for e in listeners.split(","))
-        self.bootstrap = self.listeners["CLIENT"]
-        self.metrics = re.search(r"(?:^|\s)metrics=(\S+)", line).group(1).strip('"')
+    client_listener = "CLIENT"
 
 
 def node_overrides(node_id, listeners, voters, roles):
@@ -84,7 +79,7 @@ class Cluster:
 
     def __init__(self):
         cluster_id = random_uuid()
-        port, directory = free_port(), random_uuid()
+        port, directory = reserve_port(), random_uuid()
         voters = f"127.0.0.1:{port}"
         self.nodes = [
             QuotaNode(node_overrides(1, f"CLIENT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}", voters, "broker,controller"),

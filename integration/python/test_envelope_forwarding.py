@@ -11,7 +11,6 @@ Nothing sleeps to synchronise: every wait is `wait_for` on a condition with a de
 """
 
 import os
-import re
 import subprocess
 
 import pytest
@@ -19,7 +18,8 @@ import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from conftest import gregor_bin, wait_for
-from test_replication import ClusterNode, free_port, random_uuid
+from ports import reserve_port
+from test_replication import ClusterNode, random_uuid
 
 TIMEOUT = 60.0
 THROTTLING_QUOTA_EXCEEDED = 89
@@ -33,12 +33,7 @@ class Node(ClusterNode):
     """A node whose listeners are read from its ready line (a controller-only node has no
     client listener)."""
 
-    def wait_ready(self):
-        line = wait_for("node ready", self._ready_line, timeout=TIMEOUT)
-        listeners = re.search(r"(?:^|\s)listeners=(\S+)", line).group(1).strip('"')
-        self.listeners = dict(e.split("://", 1) for e in listeners.split(","))
-        self.bootstrap = self.listeners.get("CLIENT")
-        self.metrics = re.search(r"(?:^|\s)metrics=(\S+)", line).group(1).strip('"')
+    client_listener = "CLIENT"
 
 
 def overrides(node_id, roles, listeners, voters, callback):
@@ -82,7 +77,7 @@ def metric_lines(node, name):
 ])
 def test_forwarded_mutations_are_charged_to_the_client(callback, throttled, free, quota_entity, sensor_label):
     cluster_id = random_uuid()
-    port, directory = free_port(), random_uuid()
+    port, directory = reserve_port(), random_uuid()
     voters = f"127.0.0.1:{port}"
     users = ["admin", throttled, free]
     scram = [arg for user in users for arg in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={user}-secret]")]

@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from conftest import gregor_bin, wait_for
+from ports import reserve_port
 from test_replication import FAILOVER_TIMEOUT, PAUSE_FETCH_HOOK, bootstrap, partition_state, start_cluster, start_hooked_cluster
 
 
@@ -165,9 +166,9 @@ def test_unclean_election_only_when_enabled(tmp_path):
 
 def start_cluster_and_broker(extra=None, broker_env=None):
     """Three combined broker+controller nodes (1-3) and a broker-only node 4 that joins them."""
-    from test_replication import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS, ClusterNode, free_port, random_uuid
+    from test_replication import HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS, ClusterNode, random_uuid
     cluster_id = random_uuid()
-    specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
+    specs = [(i, reserve_port(), random_uuid()) for i in (1, 2, 3)]
     initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
     voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
     common = {

@@ -9,7 +9,6 @@ Nothing sleeps to synchronise: every wait is `wait_for` on a condition with a de
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import Node, RawConn, gregor_bin, wait_for
+from ports import reserve_port
 from test_data_plane import batch, produce
 
 REQUEST_TIMED_OUT = 7
@@ -31,12 +31,6 @@ HEARTBEAT_INTERVAL_MS = "500"
 FAILOVER_TIMEOUT = 60.0
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def random_uuid():
     out = subprocess.run([str(gregor_bin()), "storage", "random-uuid"], check=True, capture_output=True, text=True)
     return out.stdout.strip()
@@ -46,6 +40,9 @@ class ClusterNode(Node):
     """A combined broker+controller node of a three-voter cluster: formatted before its first
     start, and started without waiting (no voter is ready before a quorum forms): call
     `wait_ready` after `start`."""
+
+    # The listener whose address is `bootstrap`: subclasses with other listener names set it.
+    client_listener = "PLAINTEXT"
 
     def __init__(self, overrides, format_args, env=None):
         self.format_args = format_args
@@ -73,16 +70,24 @@ class ClusterNode(Node):
         self._log.close()
 
     def wait_ready(self):
-        line = wait_for("node ready", self._ready_line, timeout=FAILOVER_TIMEOUT)
+        """Waits for the ready line, failing at once with the node's log if the process exits
+        first (a port another test took, a refused configuration) rather than at the deadline."""
+        deadline = time.monotonic() + FAILOVER_TIMEOUT
+        while (line := self._ready_line()) is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gregor exited with {self.proc.returncode} before it was ready:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no `node ready` within {FAILOVER_TIMEOUT}s; the node's log:\n{self.log()}")
+            time.sleep(0.05)
         listeners = re.search(r"(?:^|\s)listeners=(\S+)", line).group(1).strip('"')
-        entries = dict(e.split("://", 1) for e in listeners.split(","))
-        self.bootstrap = entries["PLAINTEXT"]
+        self.listeners = dict(e.split("://", 1) for e in listeners.split(","))
+        self.bootstrap = self.listeners.get(self.client_listener)
         self.metrics = re.search(r"(?:^|\s)metrics=(\S+)", line).group(1).strip('"')
 
 
 def start_cluster(extra=None, env=None):
     cluster_id = random_uuid()
-    specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
+    specs = [(i, reserve_port(), random_uuid()) for i in (1, 2, 3)]
     initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
     voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
     nodes = []

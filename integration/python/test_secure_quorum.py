@@ -26,7 +26,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import gregor_bin, wait_for
-from test_replication import ClusterNode, free_port, random_uuid
+from ports import reserve_port
+from test_replication import ClusterNode, random_uuid
 from test_tls import openssl, signed
 
 TIMEOUT = 60.0
@@ -39,12 +40,7 @@ BROKER_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required
 class SecureNode(ClusterNode):
     """A cluster node whose client listener is named BROKER."""
 
-    def wait_ready(self):
-        line = wait_for("node ready", self._ready_line, timeout=TIMEOUT)
-        listeners = re.search(r"(?:^|\s)listeners=(\S+)", line).group(1).strip('"')
-        entries = dict(e.split("://", 1) for e in listeners.split(","))
-        self.bootstrap = entries["BROKER"]
-        self.metrics = re.search(r"(?:^|\s)metrics=(\S+)", line).group(1).strip('"')
+    client_listener = "BROKER"
 
 
 def overrides(node_id, listeners, voters, controller_password="ctl-secret", roles="broker,controller"):
@@ -101,7 +97,7 @@ def metric(node, name, **labels):
 
 def test_an_authenticated_cluster_replicates_and_survives_a_leader_kill():
     cluster_id = random_uuid()
-    specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
+    specs = [(i, reserve_port(), random_uuid()) for i in (1, 2, 3)]
     initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
     voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
     nodes = [SecureNode(overrides(i, f"BROKER://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}", voters),
@@ -244,7 +240,7 @@ def test_an_ssl_controller_listener_with_client_certificates(tmp_path):
     store.write_text((tmp_path / "controller.pem").read_text() + (tmp_path / "controller.key").read_text())
 
     cluster_id = random_uuid()
-    specs = [(i, free_port(), random_uuid()) for i in (1, 2, 3)]
+    specs = [(i, reserve_port(), random_uuid()) for i in (1, 2, 3)]
     initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
     voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
     nodes = []

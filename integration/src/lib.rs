@@ -19,6 +19,7 @@ pub mod frames;
 pub mod netns;
 pub mod node;
 pub mod perf;
+pub mod ports;
 pub mod prom;
 pub mod wait;
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use gregor_integration::admin::{creatable, create_topics};
+use gregor_integration::ports::reserve_port;
 use gregor_integration::prom::{http_get, parse};
 use gregor_integration::{binary_path, GregorNode, KafkaConn};
 use gregor_node::config_keys::is_implemented;
@@ -27,13 +28,6 @@ fn fixture_keys() -> Vec<String> {
         .collect()
 }
 
-/// A port free right now on 127.0.0.1: `controller.quorum.bootstrap.servers` must name the
-/// controller's port before it starts.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// Kafka's quick start with the stock file: `storage format --standalone -c server.properties`,
 /// then `node -c server.properties`, overriding only ports and directories.
 #[tokio::test]
@@ -42,7 +36,7 @@ async fn stock_kafka_server_properties_starts_a_node() {
     assert_eq!(keys.len(), 24, "Kafka 4.1's server.properties sets 24 keys");
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("kraft-combined-logs");
-    let (plaintext, controller) = (free_port(), free_port());
+    let (plaintext, controller) = (reserve_port().unwrap(), reserve_port().unwrap());
     let listeners =
         format!("PLAINTEXT://127.0.0.1:{plaintext},CONTROLLER://127.0.0.1:{controller}");
     let bootstrap = format!("127.0.0.1:{controller}");

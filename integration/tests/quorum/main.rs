@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use gregor_integration::netns::{Host, NetLab};
+use gregor_integration::ports::reserve_port;
 use gregor_integration::{binary_path, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
@@ -52,13 +53,6 @@ pub fn random_uuid() -> anyhow::Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-/// A port free right now on 127.0.0.1 (controllers need ports known before they start, for
-/// `--initial-controllers`).
-pub fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// A running cluster: controllers (voters) and brokers.
@@ -122,7 +116,7 @@ impl Cluster {
                     hosts.insert(id, host);
                     addr
                 }
-                None => format!("127.0.0.1:{}", free_port()?),
+                None => format!("127.0.0.1:{}", reserve_port()?),
             };
             specs.push((id, addr, random_uuid()?));
         }

@@ -6,10 +6,11 @@
 use std::collections::BTreeSet;
 
 use gregor_integration::admin::metadata;
+use gregor_integration::ports::reserve_port;
 use gregor_integration::{wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::DescribeClusterRequest;
 
-use crate::{free_port, leader_id, random_uuid, wait_leader, FORM_TIMEOUT};
+use crate::{leader_id, random_uuid, wait_leader, FORM_TIMEOUT};
 
 async fn brokers_in_metadata(addr: &str) -> anyhow::Result<BTreeSet<i32>> {
     let mut conn = KafkaConn::connect(addr).await?;
@@ -28,7 +29,7 @@ async fn a_combined_node_that_stalls_is_fenced_and_unfenced_after_it_heals() -> 
     let cluster_id = random_uuid()?;
     let mut specs = Vec::new();
     for id in 1..=3 {
-        specs.push((id, free_port()?, random_uuid()?));
+        specs.push((id, reserve_port()?, random_uuid()?));
     }
     let initial = specs
         .iter()
