@@ -224,6 +224,66 @@ def test_an_authenticated_cluster_replicates_and_survives_a_leader_kill():
             node.close()
 
 
+# A short session lifetime (`connections.max.reauth.ms`), so a test sees several renewals.
+REAUTH_MS = 1500
+
+
+def test_peer_sessions_renew_on_every_link():
+    """KIP-368 between peers, with `connections.max.reauth.ms` on both listeners: followers'
+    replica fetchers renew their SCRAM sessions on the broker listener in band, a broker-only
+    node replaces its raft link (on which the leader writes, so no renewal in band) before the
+    leader would end it, and no node closes a connection as expired while records replicate to
+    both followers (one of them the broker-only node) and metadata reaches it."""
+    cluster_id = random_uuid()
+    specs = [(i, reserve_port(), random_uuid()) for i in (1, 2, 3)]
+    initial = ",".join(f"{i}@127.0.0.1:{port}:{d}" for i, port, d in specs)
+    voters = ",".join(f"127.0.0.1:{port}" for _, port, _ in specs)
+    reauth = {"connections.max.reauth.ms": str(REAUTH_MS)}
+    nodes = [SecureNode({**overrides(i, f"BROKER://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}", voters), **reauth},
+                        ["--cluster-id", cluster_id, "--initial-controllers", initial] + SCRAM_USERS)
+             for i, port, _ in specs]
+    try:
+        for node in nodes:
+            node.wait_ready()
+        nodes.append(SecureNode({**overrides(5, "BROKER://127.0.0.1:0", voters, roles="broker"), **reauth},
+                                ["--cluster-id", cluster_id]))
+        nodes[-1].wait_ready()
+        admin = AdminClient(client_config(nodes[:3]))
+        wait_for("four unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 4, timeout=TIMEOUT)
+        topic = "renewed"
+        # Acknowledged only once both followers (2, and the broker-only 5) fetched each record.
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 5]], config={"min.insync.replicas": "3"})])[topic].result(30)
+        wait_for("leader 1 and a full ISR", lambda: partition_state(admin, topic) == (1, [1, 2, 5], [1, 2, 5]), timeout=TIMEOUT)
+        scram_authentications = sum(metric(n, "gregor_authentications_total", listener="BROKER", mechanism="SCRAM-SHA-512") for n in nodes)
+
+        # Records replicate for five session lifetimes, one at a time: librdkafka renews its
+        # own sessions only between requests, which a pipelined producer may not leave it.
+        producer = Producer(client_config(nodes[:3], **{"acks": "all", "message.timeout.ms": 60000}))
+        failures = []
+        acked = 0
+        until = time.monotonic() + 5 * REAUTH_MS / 1000
+        while time.monotonic() < until:
+            producer.produce(topic, value=f"v-{acked}".encode(), partition=0,
+                             on_delivery=lambda err, _: err and failures.append(err))
+            assert producer.flush(TIMEOUT) == 0 and not failures, f"record {acked} not acknowledged: {failures}"
+            acked += 1
+        assert partition_state(admin, topic)[2] == [1, 2, 5]
+
+        # The broker-only node still follows the metadata log over its (replaced) raft link.
+        through = AdminClient(client_config(nodes[3:]))
+        through.create_topics([NewTopic("after-renewals", 1, 1)])["after-renewals"].result(30)
+        wait_for("the topic in broker 5's metadata", lambda: "after-renewals" in through.list_topics(timeout=10).topics, timeout=TIMEOUT)
+
+        # The two followers' fetchers renewed about once per 1.3 s; nothing was closed as expired.
+        renewed = sum(metric(n, "gregor_authentications_total", listener="BROKER", mechanism="SCRAM-SHA-512") for n in nodes) - scram_authentications
+        assert renewed >= 4, renewed
+        expired = {n.overrides["node.id"]: metric(n, "gregor_network_connections_closed_total", reason="session_expired") for n in nodes}
+        assert not any(expired.values()), expired
+    finally:
+        for node in nodes:
+            node.close()
+
+
 def test_an_ssl_controller_listener_with_client_certificates(tmp_path):
     """The controller listener is SSL with `ssl.client.auth=required`: the nodes present their
     certificate to each other (mutual TLS, principal `User:CN=controller`, the only super user

@@ -1,8 +1,9 @@
 //! KIP-368 between peers: a quorum whose SASL_PLAINTEXT (PLAIN) controller listener limits
 //! sessions to `connections.max.reauth.ms`. Controllers re-authenticate their raft connections,
 //! and a broker its joins, heartbeats and forwarding connections, on the same connections
-//! before the sessions end: the controllers count renewed authentications, close no connection
-//! as expired, keep their leader, and a topic created through the broker long after its
+//! before the sessions end, and the broker replaces its raft link (which the leader ends with
+//! its session): the controllers count renewed authentications, close no connection as
+//! expired, keep their leader, and a topic created through the broker long after its
 //! forwarding connection opened goes through.
 
 use gregor_integration::admin::{creatable, create_topics};

@@ -229,6 +229,28 @@ pub struct AdminClient {
     versions: BTreeMap<i16, (i16, i16)>,
     /// The request header's client id (quotas are charged to it, so `client.id` can set it).
     client_id: StrBytes,
+    /// How and when to renew the connection's SASL session, when its listener limits it.
+    renewal: Option<SessionRenewal>,
+}
+
+/// A SASL session to renew on its connection before the listener's
+/// `connections.max.reauth.ms` ends it (KIP-368), as Kafka's clients do.
+struct SessionRenewal {
+    connector: std::sync::Arc<crate::network::peer::PeerConnector>,
+    at: tokio::time::Instant,
+}
+
+impl SessionRenewal {
+    /// The renewal of a session of `lifetime` (`None`: it never ends).
+    fn of(
+        connector: &std::sync::Arc<crate::network::peer::PeerConnector>,
+        lifetime: Option<Duration>,
+    ) -> Option<Self> {
+        crate::network::peer::renewal_at(lifetime).map(|at| SessionRenewal {
+            connector: connector.clone(),
+            at,
+        })
+    }
 }
 
 impl AdminClient {
@@ -249,6 +271,7 @@ impl AdminClient {
                         correlation_id: 0,
                         versions: BTreeMap::new(),
                         client_id: StrBytes::from_static_str("gregor-admin"),
+                        renewal: None,
                     };
                     client.negotiate().await?;
                     return Ok(client);
@@ -264,9 +287,9 @@ impl AdminClient {
     /// broker reaches another broker's inter-broker listener) and runs ApiVersions.
     pub async fn connect_secured(
         address: &str,
-        connector: &crate::network::peer::PeerConnector,
+        connector: &std::sync::Arc<crate::network::peer::PeerConnector>,
     ) -> Result<Self, AdminError> {
-        let (stream, _lifetime) = connector
+        let (stream, lifetime) = connector
             .connect(address, REQUEST_TIMEOUT)
             .await
             .map_err(|e| AdminError::Io(format!("cannot connect to {address}: {e}")))?;
@@ -275,9 +298,29 @@ impl AdminClient {
             correlation_id: 0,
             versions: BTreeMap::new(),
             client_id: StrBytes::from_static_str("gregor-admin"),
+            renewal: SessionRenewal::of(connector, lifetime),
         };
         client.negotiate().await?;
         Ok(client)
+    }
+
+    /// Re-authenticates on this connection when its session is due for renewal.
+    async fn renew_session_if_due(&mut self) -> Result<(), AdminError> {
+        let Some(renewal) = self
+            .renewal
+            .take_if(|r| r.at <= tokio::time::Instant::now())
+        else {
+            return Ok(());
+        };
+        let lifetime = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            renewal.connector.reauthenticate(&mut self.stream),
+        )
+        .await
+        .map_err(|_| AdminError::Io("re-authentication not done in time".into()))?
+        .map_err(AdminError::Io)?;
+        self.renewal = SessionRenewal::of(&renewal.connector, lifetime);
+        Ok(())
     }
 
     async fn negotiate(&mut self) -> Result<(), AdminError> {
@@ -359,6 +402,7 @@ impl AdminClient {
         request: &R,
         version: i16,
     ) -> Result<(), AdminError> {
+        self.renew_session_if_due().await?;
         let buf = self.frame(request, version)?;
         tokio::time::timeout(REQUEST_TIMEOUT, self.stream.write_all(&buf))
             .await
@@ -394,6 +438,7 @@ impl AdminClient {
         request: &R,
         version: i16,
     ) -> Result<R::Response, AdminError> {
+        self.renew_session_if_due().await?;
         let buf = self.frame(request, version)?;
         let io = |what: &str, e: &dyn std::fmt::Display| AdminError::Io(format!("{what}: {e}"));
         let exchange = async {

@@ -141,8 +141,15 @@ pub(crate) async fn serve(
                 PrivateOutcome::RaftLink(bytes, node_id)
                     if stream.write_all(&bytes).await.is_ok() =>
                 {
-                    settings.quorum.serve_raft_link(stream, node_id).await;
-                    return CloseReason::ClientClosed;
+                    let expires_at = sasl.as_ref().and_then(|s| s.expires_at());
+                    return match settings
+                        .quorum
+                        .serve_raft_link(stream, node_id, expires_at)
+                        .await
+                    {
+                        true => CloseReason::SessionExpired,
+                        false => CloseReason::ClientClosed,
+                    };
                 }
                 PrivateOutcome::Refuse(bytes) => {
                     let _ = stream.write_all(&bytes).await;
@@ -159,7 +166,7 @@ pub(crate) async fn serve(
             // KIP-368: a SaslHandshake starts a re-authentication; any other request after the
             // session's lifetime closes the connection.
             if !session.begin_reauthentication(&frame) && session.expired(Instant::now()) {
-                tracing::info!(%peer, listener = %settings.listener_name, "closing a connection whose SASL session expired without re-authentication");
+                tracing::info!(%peer, listener = %settings.listener_name, %principal, "closing a connection whose SASL session expired without re-authentication");
                 return CloseReason::SessionExpired;
             }
         }

@@ -145,8 +145,13 @@ impl PeerConnector {
 
 /// When to renew a session of `lifetime`: at a random point between 85% and 95% of it, as
 /// Kafka's clients do, so the server never sees it expire and peers do not renew together.
-pub(crate) fn renewal_after(lifetime: Duration) -> Duration {
+fn renewal_after(lifetime: Duration) -> Duration {
     lifetime.mul_f64(rand::rng().random_range(0.85..0.95))
+}
+
+/// When to renew a session of `lifetime`, from now (`None`: it never ends).
+pub(crate) fn renewal_at(lifetime: Option<Duration>) -> Option<tokio::time::Instant> {
+    lifetime.map(|lifetime| tokio::time::Instant::now() + renewal_after(lifetime))
 }
 
 /// The host of `addr` as the name the peer's certificate must hold (an IP address or a DNS

@@ -589,10 +589,34 @@ pub(crate) fn spawn_raft_link(
                 continue;
             };
             match open_raft_link(&service.connector, &addr, &hello).await {
-                Ok(stream) => {
+                Ok((mut stream, lifetime)) => {
                     tracing::info!(%addr, "raft link to the leader opened");
                     service.link_open.send_replace(true);
-                    let ended = serve_raft_link(&service, stream, &mut address).await;
+                    let mut renew_at = crate::network::peer::renewal_at(lifetime);
+                    let ended = loop {
+                        match serve_raft_link(&service, &mut stream, &mut address, renew_at).await {
+                            LinkEnd::Ended(reason) => break reason,
+                            // KIP-368: the leader writes its requests down the link, so the
+                            // session cannot be renewed in band; a new link, authenticated
+                            // afresh, replaces it before the leader would end it.
+                            LinkEnd::RenewalDue => {
+                                match open_raft_link(&service.connector, &addr, &hello).await {
+                                    Ok((renewed, lifetime)) => {
+                                        let old = std::mem::replace(&mut stream, renewed);
+                                        tokio::spawn(drain_raft_link(service.clone(), old));
+                                        renew_at = crate::network::peer::renewal_at(lifetime);
+                                        tracing::debug!(%addr, "raft link renewed");
+                                    }
+                                    Err(error) => {
+                                        // The leader ends the link when its session does; it
+                                        // is opened again then.
+                                        tracing::warn!(%addr, %error, "cannot renew the raft link");
+                                        renew_at = None;
+                                    }
+                                }
+                            }
+                        }
+                    };
                     service.link_open.send_replace(false);
                     tracing::info!(%addr, reason = %ended, "raft link to the leader ended");
                     if address.has_changed().unwrap_or(false) {
@@ -612,18 +636,17 @@ pub(crate) fn spawn_raft_link(
     });
 }
 
-/// Connects to `addr` and opens a raft link with `hello`.
+/// Connects to `addr` and opens a raft link with `hello`; also returns the SASL session's
+/// lifetime when the leader's listener limits it.
 async fn open_raft_link(
     connector: &PeerConnector,
     addr: &str,
     hello: &PeerHello,
-) -> Result<PeerStream, String> {
+) -> Result<(PeerStream, Option<Duration>), String> {
     use tokio::io::AsyncWriteExt;
     let frame = transport::hello_frame(hello)?;
     let open = async {
-        // The leader writes its requests down this connection, so only it could renew the
-        // SASL session; the link's server side does not expire it.
-        let (mut stream, _lifetime) = connector
+        let (mut stream, lifetime) = connector
             .connect(addr, transport::CONNECT_TIMEOUT)
             .await
             .map_err(|e| e.to_string())?;
@@ -632,37 +655,74 @@ async fn open_raft_link(
             .await
             .map_err(|e| e.to_string())?;
         transport::check_hello_answer(addr, &answer).map_err(|e| e.to_string())?;
-        Ok(stream)
+        Ok((stream, lifetime))
     };
     tokio::time::timeout(JOIN_CALL_TIMEOUT, open)
         .await
         .map_err(|_| format!("no answer within {JOIN_CALL_TIMEOUT:?}"))?
 }
 
+/// Why [`serve_raft_link`] returned.
+enum LinkEnd {
+    /// The link is over, for this reason.
+    Ended(String),
+    /// The link's SASL session is due for renewal; the link still serves.
+    RenewalDue,
+}
+
 /// Answers the leader's requests on the raft link until it fails, goes quiet for
-/// [`LINK_IDLE`], or the leader moves; returns why it ended.
+/// [`LINK_IDLE`], the leader moves, or (at `renew_at`) its session is due for renewal.
 async fn serve_raft_link(
     service: &QuorumService,
-    mut stream: PeerStream,
+    stream: &mut PeerStream,
     address: &mut tokio::sync::watch::Receiver<Option<String>>,
-) -> String {
+    renew_at: Option<tokio::time::Instant>,
+) -> LinkEnd {
     use tokio::io::AsyncWriteExt;
+    let renewal_due = async {
+        match renew_at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(renewal_due);
     loop {
         let frame = tokio::select! {
-            frame = tokio::time::timeout(LINK_IDLE, read_peer_frame(&mut stream)) => frame,
-            _ = address.changed() => return "the leader moved".into(),
+            frame = tokio::time::timeout(LINK_IDLE, read_peer_frame(stream)) => frame,
+            _ = address.changed() => return LinkEnd::Ended("the leader moved".into()),
+            _ = &mut renewal_due => return LinkEnd::RenewalDue,
         };
         let frame = match frame {
             Ok(Ok(frame)) if frame.len() >= 8 => frame,
-            Ok(Ok(frame)) => return format!("a {}-byte frame", frame.len()),
-            Ok(Err(error)) => return error.to_string(),
-            Err(_) => return format!("no request within {LINK_IDLE:?}"),
+            Ok(Ok(frame)) => return LinkEnd::Ended(format!("a {}-byte frame", frame.len())),
+            Ok(Err(error)) => return LinkEnd::Ended(error.to_string()),
+            Err(_) => return LinkEnd::Ended(format!("no request within {LINK_IDLE:?}")),
         };
         let Some(answer) = service.serve_link_frame(&frame).await else {
-            return "an unexpected request".into();
+            return LinkEnd::Ended("an unexpected request".into());
         };
         if let Err(error) = stream.write_all(&answer).await {
-            return error.to_string();
+            return LinkEnd::Ended(error.to_string());
+        }
+    }
+}
+
+/// How long a replaced raft link is kept for requests the leader sent down it before it saw
+/// the new one.
+const REPLACED_LINK_DRAIN: Duration = Duration::from_secs(1);
+
+/// Answers what the leader still sends down a replaced raft link, then closes it (the leader
+/// then drops its side).
+async fn drain_raft_link(service: Arc<QuorumService>, mut stream: PeerStream) {
+    use tokio::io::AsyncWriteExt;
+    while let Ok(Ok(frame)) =
+        tokio::time::timeout(REPLACED_LINK_DRAIN, read_peer_frame(&mut stream)).await
+    {
+        let Some(answer) = service.serve_link_frame(&frame).await else {
+            return;
+        };
+        if stream.write_all(&answer).await.is_err() {
+            return;
         }
     }
 }

@@ -406,9 +406,15 @@ impl QuorumService {
     }
 
     /// Serves a learner's raft link on the connection it opened: openraft's requests for that
-    /// node go down it (see [`RaftLinks`]) until either side closes it or a newer link of the
-    /// node replaces it.
-    pub(crate) async fn serve_raft_link<S>(&self, mut stream: S, node_id: i32)
+    /// node go down it (see [`RaftLinks`]) until either side closes it, a newer link of the
+    /// node replaces it, or the link's SASL session ends at `expires_at` (KIP-368: the learner
+    /// replaces its link before then). Returns whether the session ended it.
+    pub(crate) async fn serve_raft_link<S>(
+        &self,
+        mut stream: S,
+        node_id: i32,
+        expires_at: Option<std::time::Instant>,
+    ) -> bool
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     {
@@ -418,8 +424,25 @@ impl QuorumService {
         tracing::info!(node_id, "raft link opened");
         let mut probe = [0u8; 1];
         let mut metrics = self.state.log.metrics_watch();
+        let session_end = async {
+            match expires_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(session_end);
+        let mut expired = false;
         loop {
             tokio::select! {
+                // A link replaced by a newer one ends with its session without fault: the
+                // learner keeps the old one a moment for calls sent before the new one opened.
+                _ = &mut session_end => {
+                    expired = self.links.is_current(id, &sender);
+                    if expired {
+                        tracing::info!(node_id, "closing a raft link whose SASL session expired without being replaced");
+                    }
+                    break;
+                }
                 // A link is for the leader's traffic: a node that stops leading closes it, so
                 // the learner finds the new leader at once.
                 changed = metrics.changed() => {
@@ -454,6 +477,7 @@ impl QuorumService {
         }
         self.links.remove(id, &sender);
         tracing::info!(node_id, "raft link closed");
+        expired
     }
 
     /// An owned handle for futures that forward later.

@@ -281,7 +281,7 @@ impl Channel {
             // backs off before the next try, and the reason says what to fix.
             let stream = match self.connector.connect(&self.addr, CONNECT_TIMEOUT).await {
                 Ok((stream, lifetime)) => {
-                    self.renew_at = renewal(lifetime);
+                    self.renew_at = crate::network::peer::renewal_at(lifetime);
                     stream
                 }
                 Err(ConnectError::Unreachable(reason)) => {
@@ -312,7 +312,7 @@ impl Channel {
         if let (Some(stream), Some(at)) = (self.stream.as_mut(), self.renew_at) {
             if tokio::time::Instant::now() >= at {
                 match tokio::time::timeout(timeout, self.connector.reauthenticate(stream)).await {
-                    Ok(Ok(lifetime)) => self.renew_at = renewal(lifetime),
+                    Ok(Ok(lifetime)) => self.renew_at = crate::network::peer::renewal_at(lifetime),
                     failed => {
                         self.stream = None;
                         let reason = match failed {
@@ -341,11 +341,6 @@ pub(crate) enum Answer {
     Whole(Vec<u8>),
     /// The connection, with the frame's body of `size` bytes still to read.
     Open { stream: PeerStream, size: usize },
-}
-
-/// When to renew a session of `lifetime` (`None`: it never expires).
-fn renewal(lifetime: Option<Duration>) -> Option<tokio::time::Instant> {
-    lifetime.map(|l| tokio::time::Instant::now() + crate::network::peer::renewal_after(l))
 }
 
 /// Room left in a request frame for everything but the entries or the snapshot bytes: the
@@ -434,6 +429,13 @@ impl RaftLinks {
                 links.remove(&node_id);
             }
         }
+    }
+
+    /// Whether `sender`'s link is still the link of `node_id` (no newer one replaced it).
+    pub(crate) fn is_current(&self, node_id: u64, sender: &mpsc::Sender<LinkCall>) -> bool {
+        self.links
+            .lock()
+            .is_ok_and(|links| links.get(&node_id).is_some_and(|s| s.same_channel(sender)))
     }
 
     fn get(&self, node_id: u64) -> Option<mpsc::Sender<LinkCall>> {

@@ -161,10 +161,12 @@ impl SaslSession {
     /// Whether the session of an authenticated connection has outlived
     /// `connections.max.reauth.ms` without re-authenticating (KIP-368).
     pub(crate) fn expired(&self, now: Instant) -> bool {
-        self.established
-            .as_ref()
-            .and_then(|e| e.expires_at)
-            .is_some_and(|at| now >= at)
+        self.expires_at().is_some_and(|at| now >= at)
+    }
+
+    /// When the session of an authenticated connection ends (`None`: never).
+    pub(crate) fn expires_at(&self) -> Option<Instant> {
+        self.established.as_ref().and_then(|e| e.expires_at)
     }
 
     /// Starts a re-authentication if `frame` is a SaslHandshake on an authenticated connection
