@@ -76,13 +76,17 @@ pub struct HandlerContext {
 /// authorizes it and charges its quotas as that client; the broker's own requests (`None`,
 /// and AlterPartition, BrokerHeartbeat, AllocateProducerIds) go as the broker's.
 pub trait ControllerForwarder: Send + Sync {
-    /// CreateTopics at `version`; `None` when no active controller could be asked.
+    /// CreateTopics at `version`; [`Forwarded::Unreachable`] when no active controller
+    /// could be asked.
     fn create_topics(
         &self,
         request: kafka_protocol::messages::CreateTopicsRequest,
         version: i16,
         caller: Option<Caller>,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>;
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::CreateTopicsResponse>,
+    >;
 
     /// DeleteTopics at `version` (the topics a broker let through when it refused others).
     fn delete_topics(
@@ -90,7 +94,10 @@ pub trait ControllerForwarder: Send + Sync {
         request: kafka_protocol::messages::DeleteTopicsRequest,
         version: i16,
         caller: Option<Caller>,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>;
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::DeleteTopicsResponse>,
+    >;
 
     /// CreatePartitions at `version` (the topics a broker let through when it refused others).
     fn create_partitions(
@@ -100,7 +107,7 @@ pub trait ControllerForwarder: Send + Sync {
         caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::CreatePartitionsResponse>,
+        Forwarded<kafka_protocol::messages::CreatePartitionsResponse>,
     >;
 
     /// IncrementalAlterConfigs at `version` (the resources the broker does not handle itself).
@@ -111,7 +118,7 @@ pub trait ControllerForwarder: Send + Sync {
         caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
+        Forwarded<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
     >;
 
     /// AllocateProducerIds (v0), for the producer-id block of a broker that is not the active
@@ -121,7 +128,7 @@ pub trait ControllerForwarder: Send + Sync {
         request: kafka_protocol::messages::AllocateProducerIdsRequest,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
+        Forwarded<kafka_protocol::messages::AllocateProducerIdsResponse>,
     >;
 
     /// AlterPartition at `version`: a leader's ISR change for the active controller.
@@ -129,7 +136,10 @@ pub trait ControllerForwarder: Send + Sync {
         &self,
         request: kafka_protocol::messages::AlterPartitionRequest,
         version: i16,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterPartitionResponse>>;
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::AlterPartitionResponse>,
+    >;
 
     /// BrokerHeartbeat at `version` (a controlled shutdown) for the active controller.
     fn broker_heartbeat(
@@ -138,7 +148,7 @@ pub trait ControllerForwarder: Send + Sync {
         version: i16,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::BrokerHeartbeatResponse>,
+        Forwarded<kafka_protocol::messages::BrokerHeartbeatResponse>,
     >;
 
     /// AlterConfigs at `version`.
@@ -147,7 +157,88 @@ pub trait ControllerForwarder: Send + Sync {
         request: kafka_protocol::messages::AlterConfigsRequest,
         version: i16,
         caller: Option<Caller>,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterConfigsResponse>>;
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::AlterConfigsResponse>,
+    >;
+}
+
+/// What a request forwarded to the active controller brought back.
+#[derive(Debug)]
+pub enum Forwarded<T> {
+    /// The controller's answer.
+    Answered(T),
+    /// No active controller could be asked: this node answers the request itself (its own
+    /// controller actor, which answers NOT_CONTROLLER when it does not lead, so the client
+    /// looks for the controller again).
+    Unreachable,
+    /// The controller refused the envelope or did not answer in time: every part of the
+    /// request fails with this (Kafka's `ForwardingManager`).
+    Failed(ControllerFailure),
+}
+
+impl<T> Forwarded<T> {
+    /// The answer, else the failure every part of the request gets (`None`: this node's
+    /// controller actor decides). `earlier` is how the controller failed this request's
+    /// forward as it came ([`RequestInfo::controller_failure`]), which an unreachable
+    /// controller now does not undo.
+    pub fn or_failure(
+        self,
+        earlier: Option<&ControllerFailure>,
+    ) -> Result<T, Option<ControllerFailure>> {
+        match self {
+            Forwarded::Answered(answer) => Ok(answer),
+            Forwarded::Failed(failure) => Err(Some(failure)),
+            Forwarded::Unreachable => Err(earlier.cloned()),
+        }
+    }
+
+    /// The answer, if the controller gave one.
+    pub fn answered(self) -> Option<T> {
+        match self {
+            Forwarded::Answered(answer) => Some(answer),
+            Forwarded::Unreachable | Forwarded::Failed(_) => None,
+        }
+    }
+}
+
+/// Why a forwarded request failed at the active controller, as the client is told: Kafka's
+/// broker answers UNKNOWN_SERVER_ERROR for an envelope the controller refused and
+/// REQUEST_TIMED_OUT for one it did not answer.
+#[derive(Clone, Debug)]
+pub struct ControllerFailure {
+    /// The error every part of the request gets.
+    pub error: kafka_protocol::error::ResponseError,
+    /// What the operator should look at.
+    pub message: String,
+}
+
+impl HandlerContext {
+    /// Whether a controller request this node cannot decide is answered NOT_CONTROLLER here:
+    /// another node leads, and this request's forward to it did not fail (a failure is
+    /// answered instead, by [`HandlerContext::ask_controller`]).
+    pub(crate) fn answers_not_controller(&self, info: &RequestInfo) -> bool {
+        info.controller_failure.is_none() && self.quorum.as_ref().is_some_and(|q| !q.is_leader())
+    }
+
+    /// Asks this node's controller actor `msg`, unless `failure` says the active controller
+    /// (elsewhere) already failed the request: then `msg` is refused with that failure, as the
+    /// controller answers a request it refuses whole.
+    pub(crate) async fn ask_controller<M>(
+        &self,
+        failure: Option<&ControllerFailure>,
+        msg: M,
+    ) -> Result<M::Result, actix::MailboxError>
+    where
+        M: crate::controller::Refusable,
+        M::Result: Send,
+        Controller: actix::Handler<M>,
+    {
+        match failure {
+            Some(failure) => Ok(msg.refuse(failure.error, &failure.message)),
+            None => self.controller.send(msg).await,
+        }
+    }
 }
 
 /// Which kind of listener a request arrived on; decides which APIs it may call.
@@ -206,6 +297,9 @@ pub struct RequestInfo {
     pub client_host: String,
     /// The connection's fetch-quota sensor, lent to this request (Fetch records there).
     pub fetch_quota: crate::quota::SharedSensorCache,
+    /// Set when this broker forwarded the request and the active controller failed it: the
+    /// handler answers every part with this instead of deciding anything.
+    pub controller_failure: Option<ControllerFailure>,
 }
 
 /// The client a broker forwards a request for: the controller handles it as this principal
@@ -228,5 +322,46 @@ impl Caller {
             client_host: info.client_host.clone(),
             client_id: info.client_id.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::error::ResponseError;
+
+    fn timed_out() -> ControllerFailure {
+        ControllerFailure {
+            error: ResponseError::RequestTimedOut,
+            message: "late".into(),
+        }
+    }
+
+    #[test]
+    fn a_typed_forward_keeps_the_failure_of_the_raw_one() {
+        let refused = ControllerFailure {
+            error: ResponseError::UnknownServerError,
+            message: "refused".into(),
+        };
+        assert_eq!(
+            Forwarded::Answered(7).or_failure(Some(&refused)).ok(),
+            Some(7)
+        );
+        let failure = |forwarded: Forwarded<()>, earlier| {
+            forwarded
+                .or_failure(earlier)
+                .err()
+                .flatten()
+                .map(|f| f.error)
+        };
+        assert_eq!(
+            failure(Forwarded::Failed(timed_out()), Some(&refused)),
+            Some(ResponseError::RequestTimedOut)
+        );
+        assert_eq!(
+            failure(Forwarded::Unreachable, Some(&refused)),
+            Some(ResponseError::UnknownServerError)
+        );
+        assert_eq!(failure(Forwarded::Unreachable, None), None);
     }
 }

@@ -10,8 +10,8 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MetadataRequest,
-    MetadataResponse, TopicName,
+    AlterClientQuotasRequest, BrokerId, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteTopicsRequest, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -126,6 +126,16 @@ pub fn create_partitions(
         .with_validate_only(validate_only)
 }
 
+/// An AlterClientQuotas request setting `key` to `value` for the default user (`<default>`).
+pub fn default_user_quota(key: &str, value: f64) -> AlterClientQuotasRequest {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+        .with_entity(vec![EntityData::default()
+            .with_entity_type(s("user"))
+            .with_entity_name(None)])
+        .with_ops(vec![OpData::default().with_key(s(key)).with_value(value)])])
+}
+
 /// What Metadata says about one topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicInfo {
@@ -184,6 +194,7 @@ pub mod acl {
     pub const CLUSTER: i8 = 4;
     pub const LITERAL: i8 = 3;
     pub const PREFIXED: i8 = 4;
+    pub const ALL: i8 = 2;
     pub const CREATE: i8 = 5;
     pub const DELETE: i8 = 6;
     pub const ALTER: i8 = 7;

@@ -252,7 +252,7 @@ pub struct Controller {
 
 /// A request the controller answers with an error, without deciding it, when it is not the
 /// active controller.
-pub(super) trait Refusable: Message + Send + 'static
+pub(crate) trait Refusable: Message + Send + 'static
 where
     Self::Result: Send,
 {

@@ -23,6 +23,7 @@ pub use acls::{
     DeleteAcls,
 };
 pub use activation::Activation;
+pub(crate) use actor::Refusable;
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
     ControllerSettings, CreateListedTopics, CreatePartitions, CreateTopics, DeleteListedTopics,

@@ -112,7 +112,7 @@ fn refusal(ctx: &HandlerContext, info: &RequestInfo) -> Option<(ResponseError, &
     if !Access::new(ctx, info).allows_cluster(AclOperation::Alter) {
         return Some((ResponseError::ClusterAuthorizationFailed, CLUSTER_DENIED));
     }
-    if ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) {
+    if ctx.answers_not_controller(info) {
         // Only the active controller decides (a broker forwards; this is what is left when
         // no active controller could be reached).
         return Some((
@@ -137,7 +137,10 @@ pub(super) async fn create(
             let sent = CreateAcls {
                 request: Arc::clone(&request),
             };
-            match ctx.controller.send(sent).await {
+            match ctx
+                .ask_controller(info.controller_failure.as_ref(), sent)
+                .await
+            {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::error!(%error, "controller actor unavailable");
@@ -167,7 +170,10 @@ pub(super) async fn delete(
             let sent = DeleteAcls {
                 request: Arc::clone(&request),
             };
-            match ctx.controller.send(sent).await {
+            match ctx
+                .ask_controller(info.controller_failure.as_ref(), sent)
+                .await
+            {
                 Ok(response) => response,
                 Err(error) => {
                     tracing::error!(%error, "controller actor unavailable");

@@ -220,13 +220,15 @@ pub(super) async fn alter_client_quotas(
         return ApiResponse::new(ResponseKind::AlterClientQuotas(response), errors);
     }
     let response = match ctx
-        .controller
-        .send(AlterClientQuotas {
-            request,
-            version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
-        })
+        .ask_controller(
+            info.controller_failure.as_ref(),
+            AlterClientQuotas {
+                request,
+                version: info.api_version,
+                principal: info.principal.clone(),
+                client_id: info.client_id.clone(),
+            },
+        )
         .await
     {
         Ok(response) => response,

@@ -29,7 +29,9 @@ use gregor_publishers::acl::AclOperation;
 use super::authorize::config_resource_denied;
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
-use crate::context::{Caller, ControllerForwarder, HandlerContext, ListenerKind, RequestInfo};
+use crate::context::{
+    Caller, ControllerForwarder, Forwarded, HandlerContext, ListenerKind, RequestInfo,
+};
 use crate::controller::logic::configs::{precheck_incremental, ApiError, Precheck};
 use crate::controller::{AlterConfigs, IncrementalAlterConfigs};
 
@@ -199,17 +201,19 @@ pub(super) async fn incremental_alter(
                     )
                     .await
             }
-            None => None,
+            None => Forwarded::Unreachable,
         };
-        let response = match forwarded {
-            Some(response) => Ok(response),
-            None => {
-                ctx.controller
-                    .send(IncrementalAlterConfigs {
+        let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
+            Ok(response) => Ok(response),
+            Err(failure) => {
+                ctx.ask_controller(
+                    failure.as_ref(),
+                    IncrementalAlterConfigs {
                         request: sub,
                         node_id: broker_node,
-                    })
-                    .await
+                    },
+                )
+                .await
             }
         };
         let outcome: Vec<Result<(), ApiError>> = match response {
@@ -308,11 +312,14 @@ pub(super) async fn alter(
                 .alter_configs(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
-        None => None,
+        None => Forwarded::Unreachable,
     };
-    let response = match forwarded {
-        Some(response) => response,
-        None => match ctx.controller.send(AlterConfigs { request, node_id }).await {
+    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
+        Ok(response) => response,
+        Err(failure) => match ctx
+            .ask_controller(failure.as_ref(), AlterConfigs { request, node_id })
+            .await
+        {
             Ok(response) => response,
             Err(error) => {
                 let failure = unavailable(&error);

@@ -15,11 +15,13 @@ pub(super) async fn handle(
 ) -> ApiResponse {
     let request = std::sync::Arc::new(request);
     let response = ctx
-        .controller
-        .send(ElectLeaders {
-            request: std::sync::Arc::clone(&request),
-            version: info.api_version,
-        })
+        .ask_controller(
+            info.controller_failure.as_ref(),
+            ElectLeaders {
+                request: std::sync::Arc::clone(&request),
+                version: info.api_version,
+            },
+        )
         .await
         .unwrap_or_else(|_| {
             failed_elect_leaders(

@@ -359,7 +359,10 @@ async fn create_offsets_topic(ctx: &HandlerContext, info: &RequestInfo, image: &
         .filter(|_| ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()));
     let response = match forwarder {
         // An internal topic is the broker's own request (Kafka sends it without an Envelope).
-        Some(forwarder) => forwarder.create_topics(request, version, None).await,
+        Some(forwarder) => forwarder
+            .create_topics(request, version, None)
+            .await
+            .answered(),
         None => ctx
             .controller
             .send(CreateTopics {

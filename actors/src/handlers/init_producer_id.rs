@@ -81,7 +81,7 @@ async fn allocate_block(ctx: &HandlerContext, broker_epoch: i64) -> Result<(i64,
     let request = AllocateProducerIdsRequest::default()
         .with_broker_id(BrokerId(ctx.node.node_id))
         .with_broker_epoch(broker_epoch);
-    match forwarder.allocate_producer_ids(request).await {
+    match forwarder.allocate_producer_ids(request).await.answered() {
         Some(response) if response.error_code == NONE && response.producer_id_len > 0 => Ok((
             response.producer_id_start.0,
             i64::from(response.producer_id_len),

@@ -21,7 +21,7 @@ use gregor_publishers::MetadataImage;
 
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
-use crate::context::{Caller, HandlerContext, RequestInfo};
+use crate::context::{Caller, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::topic_name;
 use crate::controller::CreateTopics;
 
@@ -450,7 +450,7 @@ pub async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[Stri
             .create_topics(request.clone(), version, Some(Caller::of(info)))
             .await
         {
-            Some(response) => {
+            Forwarded::Answered(response) => {
                 for topic in response.topics {
                     if topic.error_code != 0
                         && topic.error_code != ResponseError::TopicAlreadyExists.code()
@@ -460,7 +460,11 @@ pub async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[Stri
                 }
                 return;
             }
-            None => {
+            Forwarded::Failed(failure) => {
+                tracing::warn!(code = failure.error.code(), message = %failure.message, "auto-creation of topics failed at the active controller");
+                return;
+            }
+            Forwarded::Unreachable => {
                 tracing::info!("no active controller reachable for auto-creation; trying locally")
             }
         }

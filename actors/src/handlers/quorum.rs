@@ -29,9 +29,15 @@ pub(super) fn handle(
     info: &RequestInfo,
     request: &DescribeQuorumRequest,
 ) -> ApiResponse {
-    let mut response = match &ctx.quorum {
-        Some(state) => describe(state, request),
-        None => single_error(ResponseError::NotLeaderOrFollower),
+    let mut response = match (&info.controller_failure, &ctx.quorum) {
+        // Kafka's error response for a DescribeQuorum: the error at the top level.
+        (Some(failure), _) => DescribeQuorumResponse::default()
+            .with_error_code(failure.error.code())
+            .with_error_message(
+                (info.api_version >= 2).then(|| StrBytes::from_string(failure.message.clone())),
+            ),
+        (None, Some(state)) => describe(state, request),
+        (None, None) => single_error(ResponseError::NotLeaderOrFollower),
     };
     if info.api_version < 2 {
         without_v2_fields(&mut response);

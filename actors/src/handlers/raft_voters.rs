@@ -193,6 +193,9 @@ pub(super) async fn add(
     info: &RequestInfo,
     request: AddRaftVoterRequest,
 ) -> ApiResponse {
+    if let Some(failure) = &info.controller_failure {
+        return respond_add(Err(refuse(failure.error, failure.message.clone())));
+    }
     let Some(state) = ctx.quorum.as_deref() else {
         return respond_add(Err(Refusal(ResponseError::NotLeaderOrFollower, None)));
     };
@@ -378,6 +381,9 @@ pub(super) async fn remove(
     info: &RequestInfo,
     request: RemoveRaftVoterRequest,
 ) -> ApiResponse {
+    if let Some(failure) = &info.controller_failure {
+        return respond_remove(Err(refuse(failure.error, failure.message.clone())));
+    }
     let Some(state) = ctx.quorum.as_deref() else {
         return respond_remove(Err(Refusal(ResponseError::NotLeaderOrFollower, None)));
     };

@@ -22,11 +22,13 @@ pub(super) async fn alter(
 ) -> ApiResponse {
     let request = std::sync::Arc::new(request);
     let response = ctx
-        .controller
-        .send(AlterPartitionReassignments {
-            request: std::sync::Arc::clone(&request),
-            version: info.api_version,
-        })
+        .ask_controller(
+            info.controller_failure.as_ref(),
+            AlterPartitionReassignments {
+                request: std::sync::Arc::clone(&request),
+                version: info.api_version,
+            },
+        )
         .await
         .unwrap_or_else(|_| {
             failed_alter_partition_reassignments(
@@ -49,12 +51,14 @@ pub(super) async fn alter(
 
 pub(super) async fn list(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: ListPartitionReassignmentsRequest,
 ) -> ApiResponse {
     let response = ctx
-        .controller
-        .send(ListPartitionReassignments { request })
+        .ask_controller(
+            info.controller_failure.as_ref(),
+            ListPartitionReassignments { request },
+        )
         .await
         .unwrap_or_else(|_| {
             failed_list_partition_reassignments(ResponseError::NotController, UNAVAILABLE)

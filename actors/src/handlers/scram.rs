@@ -133,7 +133,7 @@ pub(super) async fn alter(
             ResponseError::ClusterAuthorizationFailed,
             "Cluster authorization failed.",
         )
-    } else if ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) {
+    } else if ctx.answers_not_controller(info) {
         // Only the active controller decides (a broker forwards; this is what is left when no
         // active controller could be reached).
         refused_scram_alteration(
@@ -144,10 +144,12 @@ pub(super) async fn alter(
     } else {
         let request = Arc::new(request);
         match ctx
-            .controller
-            .send(AlterUserScramCredentials {
-                request: Arc::clone(&request),
-            })
+            .ask_controller(
+                info.controller_failure.as_ref(),
+                AlterUserScramCredentials {
+                    request: Arc::clone(&request),
+                },
+            )
             .await
         {
             Ok(response) => response,

@@ -18,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::authorize::{denied_once, AUTHORIZATION_FAILED};
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
-use crate::context::{Caller, ControllerForwarder, HandlerContext, RequestInfo};
+use crate::context::{Caller, ControllerForwarder, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::{
     ListedCreation, ListedDeletion, ListedNames, ListedOutcome, ListedTopics,
 };
@@ -151,18 +151,20 @@ pub(super) async fn create_topics(
                 .create_topics(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
-        None => None,
+        None => Forwarded::Unreachable,
     };
-    let response = match forwarded {
-        Some(response) => response,
-        None => match ctx
-            .controller
-            .send(CreateTopics {
-                request,
-                version: info.api_version,
-                principal: info.principal.clone(),
-                client_id: info.client_id.clone(),
-            })
+    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
+        Ok(response) => response,
+        Err(failure) => match ctx
+            .ask_controller(
+                failure.as_ref(),
+                CreateTopics {
+                    request,
+                    version: info.api_version,
+                    principal: info.principal.clone(),
+                    client_id: info.client_id.clone(),
+                },
+            )
             .await
         {
             Ok(response) => response,
@@ -211,14 +213,16 @@ pub async fn create_listed_topics(
     let listed = topics.listed();
     let denied = topics.denied();
     let mut creation = match ctx
-        .controller
-        .send(CreateListedTopics {
-            topics: topics.clone(),
-            validate_only,
-            version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
-        })
+        .ask_controller(
+            info.controller_failure.as_ref(),
+            CreateListedTopics {
+                topics: topics.clone(),
+                validate_only,
+                version: info.api_version,
+                principal: info.principal.clone(),
+                client_id: info.client_id.clone(),
+            },
+        )
         .await
     {
         Ok(creation) => creation,
@@ -377,18 +381,20 @@ pub(super) async fn delete_topics(
                 .delete_topics(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
-        None => None,
+        None => Forwarded::Unreachable,
     };
-    let response = match forwarded {
-        Some(response) => response,
-        None => match ctx
-            .controller
-            .send(DeleteTopics {
-                request,
-                version: info.api_version,
-                principal: info.principal.clone(),
-                client_id: info.client_id.clone(),
-            })
+    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
+        Ok(response) => response,
+        Err(failure) => match ctx
+            .ask_controller(
+                failure.as_ref(),
+                DeleteTopics {
+                    request,
+                    version: info.api_version,
+                    principal: info.principal.clone(),
+                    client_id: info.client_id.clone(),
+                },
+            )
             .await
         {
             Ok(response) => response,
@@ -467,13 +473,15 @@ pub async fn delete_listed_topics(
 ) -> (ApiResponse, ListedDeletion) {
     let listed = names.listed();
     let deletion = match ctx
-        .controller
-        .send(DeleteListedTopics {
-            names,
-            version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
-        })
+        .ask_controller(
+            info.controller_failure.as_ref(),
+            DeleteListedTopics {
+                names,
+                version: info.api_version,
+                principal: info.principal.clone(),
+                client_id: info.client_id.clone(),
+            },
+        )
         .await
     {
         Ok(deletion) => deletion,
@@ -535,18 +543,20 @@ pub(super) async fn create_partitions(
                 .create_partitions(request.clone(), info.api_version, Some(Caller::of(info)))
                 .await
         }
-        None => None,
+        None => Forwarded::Unreachable,
     };
-    let response = match forwarded {
-        Some(response) => response,
-        None => match ctx
-            .controller
-            .send(CreatePartitions {
-                request,
-                version: info.api_version,
-                principal: info.principal.clone(),
-                client_id: info.client_id.clone(),
-            })
+    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
+        Ok(response) => response,
+        Err(failure) => match ctx
+            .ask_controller(
+                failure.as_ref(),
+                CreatePartitions {
+                    request,
+                    version: info.api_version,
+                    principal: info.principal.clone(),
+                    client_id: info.client_id.clone(),
+                },
+            )
             .await
         {
             Ok(response) => response,

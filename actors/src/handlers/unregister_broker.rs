@@ -12,19 +12,21 @@ use crate::controller::UnregisterBroker;
 
 pub(super) async fn handle(
     ctx: &HandlerContext,
-    _info: &RequestInfo,
+    info: &RequestInfo,
     request: UnregisterBrokerRequest,
 ) -> ApiResponse {
-    let response = if ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) {
+    let response = if ctx.answers_not_controller(info) {
         // Only the active controller decides (a broker forwards; this is what is left when no
         // active controller could be reached).
         UnregisterBrokerResponse::default().with_error_code(ResponseError::NotController.code())
     } else {
         match ctx
-            .controller
-            .send(UnregisterBroker {
-                broker_id: request.broker_id.0,
-            })
+            .ask_controller(
+                info.controller_failure.as_ref(),
+                UnregisterBroker {
+                    broker_id: request.broker_id.0,
+                },
+            )
             .await
         {
             Ok(response) => response,

@@ -168,11 +168,10 @@ impl IsrTask {
         match local {
             Some(response) if response.error_code != NOT_CONTROLLER => Some(response),
             _ => match &self.forwarder {
-                Some(forwarder) => {
-                    forwarder
-                        .alter_partition(request, ALTER_PARTITION_VERSION)
-                        .await
-                }
+                Some(forwarder) => forwarder
+                    .alter_partition(request, ALTER_PARTITION_VERSION)
+                    .await
+                    .answered(),
                 None => None,
             },
         }

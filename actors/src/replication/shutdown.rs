@@ -95,6 +95,7 @@ async fn ask(
             forwarder?
                 .broker_heartbeat(request, BROKER_HEARTBEAT_VERSION)
                 .await
+                .answered()
         }
     }
 }

@@ -20,6 +20,7 @@ mod t60_linearizability_checker;
 mod t60_private_rpcs;
 mod t65_authenticated_controller_listener;
 mod t66_peer_reauthentication;
+mod t67_refused_envelopes;
 mod t70_catch_up_within_request_limit;
 mod t70_snapshot_catch_up;
 mod t70_unregister_broker;

@@ -4,10 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use gregor_integration::admin::{creatable, create_topics, metadata, s};
+use gregor_integration::admin::{creatable, create_topics, default_user_quota, metadata};
 use gregor_integration::{wait_until, KafkaConn};
-use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-use kafka_protocol::messages::{AlterClientQuotasRequest, CreateTopicsRequest, MetadataRequest};
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest};
 
 use crate::{Cluster, FORM_TIMEOUT};
 
@@ -18,13 +17,7 @@ async fn a_broker_carries_the_controllers_throttle_and_mutes_the_client() -> any
     let cluster = Cluster::start_with(1, 1, &[("controller.quota.window.num", "10")])?;
     let broker = cluster.brokers[0].1.bootstrap();
     // 2 mutations/s over 10 one-second windows: a bucket of 20 tokens for User:ANONYMOUS.
-    let quota = AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
-        .with_entity(vec![EntityData::default()
-            .with_entity_type(s("user"))
-            .with_entity_name(None)])
-        .with_ops(vec![OpData::default()
-            .with_key(s("controller_mutation_rate"))
-            .with_value(2.0)])]);
+    let quota = default_user_quota("controller_mutation_rate", 2.0);
     wait_until(
         "the quota is set through the broker",
         FORM_TIMEOUT,

@@ -9,12 +9,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use gregor_integration::admin::{creatable, create_topics, metadata, s};
+use gregor_integration::admin::{creatable, create_topics, default_user_quota, metadata};
 use gregor_integration::client::encode_request;
 use gregor_integration::{prom, wait_until, Closed, GregorNode, KafkaConn};
 use gregor_node::quorum::testing;
-use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-use kafka_protocol::messages::{AlterClientQuotasRequest, CreateTopicsRequest, EnvelopeRequest};
+use kafka_protocol::messages::{CreateTopicsRequest, EnvelopeRequest};
 use uuid::Uuid;
 
 use crate::{leader_id, wait_leader, Cluster, FORM_TIMEOUT};
@@ -174,13 +173,7 @@ async fn strangers_private_rpcs_change_nothing() -> anyhow::Result<()> {
     let broker_metrics = cluster.brokers[0].1.metrics_addr();
 
     // A throttled client: 2 controller mutations/s for User:ANONYMOUS, spent at once.
-    let quota = AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
-        .with_entity(vec![EntityData::default()
-            .with_entity_type(s("user"))
-            .with_entity_name(None)])
-        .with_ops(vec![OpData::default()
-            .with_key(s("controller_mutation_rate"))
-            .with_value(2.0)])]);
+    let quota = default_user_quota("controller_mutation_rate", 2.0);
     wait_until("the quota is set", FORM_TIMEOUT, || async {
         let mut conn = KafkaConn::connect(&broker).await?;
         let response = conn.send(&quota, 1).await?;

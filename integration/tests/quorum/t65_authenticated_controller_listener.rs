@@ -50,6 +50,35 @@ pub(crate) fn secure_overrides(jaas: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Starts broker-only node 11 of `cluster`, authenticating to its SASL controller listener
+/// with `controller_overrides` (the controllers' own), its client listener PLAINTEXT.
+pub(crate) fn start_secure_broker(
+    cluster: &Cluster,
+    controller_overrides: &[(&str, &str)],
+) -> anyhow::Result<GregorNode> {
+    let mut overrides: Vec<(&str, &str)> = controller_overrides
+        .iter()
+        .copied()
+        .filter(|(key, _)| *key != "listener.security.protocol.map")
+        .collect();
+    overrides.extend([
+        ("node.id", "11"),
+        ("process.roles", "broker"),
+        ("listeners", "PLAINTEXT://127.0.0.1:0"),
+        (
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        ),
+        (
+            "controller.quorum.bootstrap.servers",
+            cluster.bootstrap_controllers.as_str(),
+        ),
+    ]);
+    tokio::task::block_in_place(|| {
+        GregorNode::start_formatted(&overrides, &["--cluster-id", &cluster.cluster_id], true)
+    })
+}
+
 /// A connection to `addr` authenticated as `user` (`None`: not authenticated).
 async fn connect_as(addr: &str, user: Option<(&str, &str)>) -> anyhow::Result<KafkaConn> {
     let mut conn = KafkaConn::connect(addr).await?;

@@ -7,11 +7,11 @@
 //! forwarding connection opened goes through.
 
 use gregor_integration::admin::{creatable, create_topics};
-use gregor_integration::{prom, wait_until, GregorNode, KafkaConn};
+use gregor_integration::{prom, wait_until, KafkaConn};
 use kafka_protocol::messages::CreateTopicsRequest;
 
 use crate::t65_authenticated_controller_listener::{
-    closes, jaas, leader_view, secure_overrides, CONTROLLER_USER,
+    closes, jaas, leader_view, secure_overrides, start_secure_broker, CONTROLLER_USER,
 };
 use crate::{leader_id, Cluster, FORM_TIMEOUT};
 
@@ -59,31 +59,7 @@ async fn peer_links_renew_their_sasl_sessions() -> anyhow::Result<()> {
         .map(|(_, n)| n.metrics_addr())
         .collect();
     // A broker-only node authenticating to the controller listener like the controllers.
-    let mut broker_overrides: Vec<(&str, &str)> = borrowed
-        .iter()
-        .copied()
-        .filter(|(key, _)| *key != "listener.security.protocol.map")
-        .collect();
-    broker_overrides.extend([
-        ("node.id", "11"),
-        ("process.roles", "broker"),
-        ("listeners", "PLAINTEXT://127.0.0.1:0"),
-        (
-            "listener.security.protocol.map",
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
-        ),
-        (
-            "controller.quorum.bootstrap.servers",
-            cluster.bootstrap_controllers.as_str(),
-        ),
-    ]);
-    let broker_node = tokio::task::block_in_place(|| {
-        GregorNode::start_formatted(
-            &broker_overrides,
-            &["--cluster-id", &cluster.cluster_id],
-            true,
-        )
-    })?;
+    let broker_node = start_secure_broker(&cluster, &borrowed)?;
     let broker = broker_node.bootstrap();
     let view = wait_until("a quorum leader", FORM_TIMEOUT, || {
         leader_view(&controllers)

@@ -32,6 +32,7 @@ use super::partition_list_chunks::{
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
 use super::tls::Stream;
+use crate::quorum::service::ForwardError;
 
 /// Settings every connection of a listener shares.
 #[derive(Clone)]
@@ -731,8 +732,9 @@ async fn process_frame(
         settings.listener_kind == ListenerKind::Broker && settings.quorum.should_forward(api_key);
     // With an authorizer the broker decodes and authorizes first, so a refused part never
     // reaches the controller; without one it forwards the bytes as they came.
+    let mut controller_failure = None;
     if forward && handlers.authorizer.is_none() {
-        if let Some(served) = forward_raw(
+        let forwarded = forward_raw(
             &frame,
             spec,
             api_version,
@@ -741,12 +743,13 @@ async fn process_frame(
             client,
             quotas,
         )
-        .await
-        {
-            return Ok(served);
+        .await;
+        // Without an answer the request is answered here, one naming many topics from its
+        // frame like any other: NOT_CONTROLLER (the client retries) or the controller's failure.
+        match forwarded {
+            Ok(served) => return Ok(served),
+            Err(error) => controller_failure = answered_here(error)?,
         }
-        // No controller answered: the request is answered here (NOT_CONTROLLER, so the client
-        // retries), one naming many topics from its frame like any other.
         forward = false;
     }
     let raw_frame = frame.clone();
@@ -854,6 +857,7 @@ async fn process_frame(
         principal: principal.clone(),
         client_host: client_host.to_owned(),
         fetch_quota: std::mem::take(&mut quotas.fetch),
+        controller_failure,
     };
     let decode_work = decode_started.elapsed();
     // A request the broker would not let through whole is handled here, resource by
@@ -917,11 +921,11 @@ async fn process_frame(
             )
             .await;
             match (forwarded, denied) {
-                (Some(served), None) => return Ok(served),
-                (Some(served), Some(appended)) => {
+                (Ok(served), None) => return Ok(served),
+                (Ok(served), Some(appended)) => {
                     return with_denied_topics(served, appended, api_key, api_version)
                 }
-                (None, _) => {}
+                (Err(error), _) => info.controller_failure = answered_here(error)?,
             }
         }
     }
@@ -1054,8 +1058,22 @@ async fn process_frame(
     })
 }
 
+/// What is left to do when a forwarded request brought no answer: answer it here, as this
+/// node's controller actor would (`None`: NOT_CONTROLLER when another node leads) or failing
+/// every part as the active controller failed it; or close the connection, as Kafka's broker
+/// does when the controller cannot parse the request.
+fn answered_here(
+    error: ForwardError,
+) -> Result<Option<gregor_actors::context::ControllerFailure>, Refusal> {
+    match error {
+        ForwardError::Unreachable => Ok(None),
+        ForwardError::Failed(failure) => Ok(Some(failure)),
+        ForwardError::Unsupported(detail) => Err(refuse(CloseReason::UnsupportedVersion, detail)),
+    }
+}
+
 /// Sends a request frame to the active controller and builds what the client gets from its
-/// answer; `None` when no controller could be asked (the request is then handled here).
+/// answer (see [`ForwardError`] for what comes back without one).
 async fn forward_raw(
     frame: &Bytes,
     spec: &handlers::ApiSpec,
@@ -1064,7 +1082,7 @@ async fn forward_raw(
     settings: &ConnectionSettings,
     client: Client<'_>,
     quotas: &mut QuotaCaches,
-) -> Option<Served> {
+) -> Result<Served, ForwardError> {
     let Client {
         principal,
         host: client_host,
@@ -1120,7 +1138,7 @@ async fn forward_raw(
             ResponseBytes::Forwarded(streamed)
         }
     };
-    Some(Served {
+    Ok(Served {
         bytes,
         delivery: Delivery::Send,
         api_name,

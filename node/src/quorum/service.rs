@@ -26,13 +26,14 @@ use super::rpc::{
     self, HelloResponse, JoinRequest, JoinResponse, PeerHello, QuorumRequest, QuorumResponse,
 };
 use super::transport::{
-    address_of, read_peer_frame, Answer, Channel, LinkCall, PeerLimits, RaftLinks,
+    address_of, read_peer_frame, Answer, CallError, Channel, LinkCall, PeerLimits, RaftLinks,
     MAX_RESPONSE_BYTES,
 };
 use crate::network::envelope;
 use crate::network::forwarded::{ForwardedAnswer, StreamedAnswer, WHOLE_ANSWER_LIMIT};
 use crate::network::peer::PeerConnector;
-use gregor_actors::context::Caller;
+use gregor_actors::context::{Caller, ControllerFailure, Forwarded};
+use kafka_protocol::error::ResponseError;
 
 /// Mutations a broker hands to the active controller whole (Kafka's forwarded APIs, §1.7), when
 /// the routing table also serves them on the controller listener. The config APIs are split by
@@ -66,6 +67,79 @@ pub(crate) fn is_forwardable(key: ApiKey) -> bool {
 /// `request.timeout.ms` is 30 s; clients time out themselves long before a stuck leader
 /// is replaced).
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a request forwarded to the active controller brought no answer back.
+#[derive(Debug)]
+pub(crate) enum ForwardError {
+    /// No active controller could be asked (none known, or its connection failed, or it no
+    /// longer leads): the broker answers the request itself, NOT_CONTROLLER, so the client
+    /// looks for the controller again.
+    Unreachable,
+    /// The controller refused the envelope, or did not answer in time: every part of the
+    /// request fails with this, as Kafka's `ForwardingManager` answers.
+    Failed(ControllerFailure),
+    /// The controller could not parse the client's request (UNSUPPORTED_VERSION on the
+    /// envelope): Kafka's broker closes the client's connection.
+    Unsupported(String),
+}
+
+impl ForwardError {
+    fn failed(error: ResponseError, message: String) -> Self {
+        ForwardError::Failed(ControllerFailure { error, message })
+    }
+
+    /// Kafka's reading of an envelope that brought no answer: NOT_CONTROLLER re-routes,
+    /// UNSUPPORTED_VERSION closes the client's connection, and anything else (the broker's
+    /// principal lacks CLUSTER_ACTION, a principal the controller cannot read) is
+    /// UNKNOWN_SERVER_ERROR for the client, since only the operator can mend it.
+    fn of_envelope(failure: envelope::EnvelopeFailure) -> Self {
+        use envelope::EnvelopeFailure;
+        let not_controller = ResponseError::NotController.code();
+        let unsupported = ResponseError::UnsupportedVersion.code();
+        match failure {
+            EnvelopeFailure::Refused(code) if code == not_controller => ForwardError::Unreachable,
+            EnvelopeFailure::Refused(code) if code == unsupported => ForwardError::Unsupported(
+                "The active controller cannot parse this request (UNSUPPORTED_VERSION)".into(),
+            ),
+            EnvelopeFailure::Refused(code) => {
+                let name = gregor_actors::handlers::error_name(code);
+                tracing::warn!(
+                    code,
+                    name,
+                    "the active controller refused a forwarded request's envelope"
+                );
+                let hint = match code {
+                    31 => ": the broker's principal needs CLUSTER_ACTION on the cluster at the controller",
+                    _ => "",
+                };
+                ForwardError::failed(
+                    ResponseError::UnknownServerError,
+                    format!("The active controller refused the request this broker forwarded ({name}){hint}"),
+                )
+            }
+            EnvelopeFailure::Malformed(detail) => {
+                tracing::warn!(%detail, "the active controller's answer to a forwarded request is not an envelope");
+                ForwardError::failed(
+                    ResponseError::UnknownServerError,
+                    format!("The active controller's answer could not be read: {detail}"),
+                )
+            }
+        }
+    }
+
+    /// What a handler that forwarded a typed request makes of this (it cannot close the
+    /// client's connection, so an unparsable request fails like a refused one).
+    fn into_forwarded<T>(self) -> Forwarded<T> {
+        match self {
+            ForwardError::Unreachable => Forwarded::Unreachable,
+            ForwardError::Failed(failure) => Forwarded::Failed(failure),
+            ForwardError::Unsupported(message) => Forwarded::Failed(ControllerFailure {
+                error: ResponseError::UnknownServerError,
+                message,
+            }),
+        }
+    }
+}
 
 /// How long a forwarded request waits for this node's raft link to reopen to a new leader.
 const LINK_REOPEN_WAIT: Duration = Duration::from_secs(5);
@@ -721,14 +795,13 @@ impl QuorumService {
     /// controller and returns its response frame (size prefix included): inside an Envelope
     /// for `caller` when the request is a client's, as is when it is this broker's own. An
     /// answer over [`WHOLE_ANSWER_LIMIT`] is left on the controller's connection and copied to
-    /// the client as it is written. `None` when no controller could be asked or it refused
-    /// the envelope; the caller then handles the request locally, which answers
-    /// NOT_CONTROLLER so the client retries.
+    /// the client as it is written. See [`ForwardError`] for what the caller does when no
+    /// answer comes back.
     pub(crate) async fn forward(
         &self,
         request: &[u8],
         caller: Option<&Caller>,
-    ) -> Option<ForwardedAnswer> {
+    ) -> Result<ForwardedAnswer, ForwardError> {
         // A node on a raft link learns of a new leader by joining it, before the leader's
         // first entries reach it. While the link is down (the leader stopped leading or died)
         // the request waits for it to reopen to the new leader, as Kafka's broker holds a
@@ -743,14 +816,22 @@ impl QuorumService {
             .flatten();
         let addr = match linked {
             Some(addr) => addr,
-            None => address_of(self.leader()?.1.first()?),
+            None => address_of(
+                self.leader()
+                    .and_then(|(_, endpoints)| endpoints.first().cloned())
+                    .as_ref()
+                    .ok_or(ForwardError::Unreachable)?,
+            ),
         };
         let (head, tail) = match caller {
             Some(caller) => match envelope::wrap(request, caller) {
                 Ok(parts) => parts,
                 Err(error) => {
                     tracing::error!(%error, "cannot wrap a client's request in an envelope");
-                    return None;
+                    return Err(ForwardError::failed(
+                        ResponseError::UnknownServerError,
+                        format!("This broker cannot forward the request to the active controller: {error}"),
+                    ));
                 }
             },
             None => (
@@ -785,34 +866,33 @@ impl QuorumService {
                 return match StreamedAnswer::open(stream, size, caller.is_some(), FORWARD_TIMEOUT)
                     .await
                 {
-                    Ok(answer) => Some(ForwardedAnswer::Streamed(Box::new(answer))),
+                    Ok(answer) => Ok(ForwardedAnswer::Streamed(Box::new(answer))),
                     Err(error) => {
                         tracing::info!(%error, "cannot read a forwarded request's answer");
-                        None
+                        Err(ForwardError::Unreachable)
                     }
                 };
             }
+            Err(CallError::TimedOut { addr, after }) => {
+                tracing::warn!(%addr, ?after, "the active controller did not answer a forwarded request in time");
+                return Err(ForwardError::failed(
+                    ResponseError::RequestTimedOut,
+                    format!("The active controller at {addr} did not answer within {after:?}"),
+                ));
+            }
             Err(error) => {
                 tracing::info!(%error, "cannot forward a request to the active controller");
-                return None;
+                return Err(ForwardError::Unreachable);
             }
         };
         let body = match caller {
             None => Bytes::from(body),
-            Some(_) => match envelope::unwrap(Bytes::from(body)) {
-                Ok(inner) => inner,
-                Err(error) => {
-                    // A controller that refuses this broker's envelopes (no CLUSTER_ACTION for
-                    // its principal) is a misconfiguration the operator must see.
-                    tracing::warn!(%error, "the active controller did not answer a forwarded request");
-                    return None;
-                }
-            },
+            Some(_) => envelope::unwrap(Bytes::from(body)).map_err(ForwardError::of_envelope)?,
         };
         let mut out = Vec::with_capacity(body.len() + 4);
         out.extend_from_slice(&(body.len() as i32).to_be_bytes());
         out.extend_from_slice(&body);
-        Some(ForwardedAnswer::Whole(Bytes::from(out)))
+        Ok(ForwardedAnswer::Whole(Bytes::from(out)))
     }
 
     /// Node ids of the current voters.
@@ -831,20 +911,22 @@ impl QuorumService {
 struct ForwardingHandle(std::sync::Weak<QuorumService>);
 
 impl ForwardingHandle {
-    async fn forward(&self, request: &[u8], caller: Option<&Caller>) -> Option<Bytes> {
-        let service = self.0.upgrade()?;
+    async fn forward(
+        &self,
+        request: &[u8],
+        caller: Option<&Caller>,
+    ) -> Result<Bytes, ForwardError> {
+        let service = self.0.upgrade().ok_or(ForwardError::Unreachable)?;
         match service.forward(request, caller).await? {
-            ForwardedAnswer::Whole(bytes) => Some(bytes),
+            ForwardedAnswer::Whole(bytes) => Ok(bytes),
             // A typed forward decodes its answer whole anyway.
-            ForwardedAnswer::Streamed(answer) => {
-                match answer.into_bytes(MAX_RESPONSE_BYTES).await {
-                    Ok(bytes) => Some(bytes),
-                    Err(error) => {
-                        tracing::info!(%error, "cannot read a forwarded request's answer");
-                        None
-                    }
-                }
-            }
+            ForwardedAnswer::Streamed(answer) => answer
+                .into_bytes(MAX_RESPONSE_BYTES)
+                .await
+                .map_err(|error| {
+                    tracing::info!(%error, "cannot read a forwarded request's answer");
+                    ForwardError::Unreachable
+                }),
         }
     }
 }
@@ -858,7 +940,7 @@ impl QuorumService {
         request: Req,
         version: i16,
         caller: Option<Caller>,
-    ) -> futures::future::BoxFuture<'static, Option<Req::Response>>
+    ) -> futures::future::BoxFuture<'static, Forwarded<Req::Response>>
     where
         Req::Response: Send + 'static,
     {
@@ -878,15 +960,28 @@ impl QuorumService {
             .and_then(|()| request.encode(&mut frame, version));
         let forwarder = self.forwarding_handle();
         Box::pin(async move {
+            let undecodable = |error: &dyn std::fmt::Display| {
+                tracing::error!(api_key = Req::KEY, %error, "a forwarded request or its answer could not be encoded or decoded");
+                Forwarded::Failed(ControllerFailure {
+                    error: ResponseError::UnknownServerError,
+                    message: format!("This broker could not forward the request to the active controller: {error}"),
+                })
+            };
             if let Err(error) = encoded {
-                tracing::error!(api_key = Req::KEY, %error, "cannot encode a request to forward");
-                return None;
+                return undecodable(&error);
             }
-            let answer = forwarder.forward(&frame, caller.as_ref()).await?;
+            let answer = match forwarder.forward(&frame, caller.as_ref()).await {
+                Ok(answer) => answer,
+                Err(error) => return error.into_forwarded(),
+            };
             // Skip the size prefix, then the response header.
             let mut body = answer.slice(4..);
-            ResponseHeader::decode(&mut body, Req::Response::header_version(version)).ok()?;
-            Req::Response::decode(&mut body, version).ok()
+            let decoded = ResponseHeader::decode(&mut body, Req::Response::header_version(version))
+                .and_then(|_| Req::Response::decode(&mut body, version));
+            match decoded {
+                Ok(response) => Forwarded::Answered(response),
+                Err(error) => undecodable(&error),
+            }
         })
     }
 }
@@ -900,8 +995,10 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         request: kafka_protocol::messages::CreateTopicsRequest,
         version: i16,
         caller: Option<Caller>,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::CreateTopicsResponse>>
-    {
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::CreateTopicsResponse>,
+    > {
         self.forward_typed(request, version, caller)
     }
 
@@ -910,8 +1007,10 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         request: kafka_protocol::messages::DeleteTopicsRequest,
         version: i16,
         caller: Option<Caller>,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::DeleteTopicsResponse>>
-    {
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::DeleteTopicsResponse>,
+    > {
         self.forward_typed(request, version, caller)
     }
 
@@ -922,7 +1021,7 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::CreatePartitionsResponse>,
+        Forwarded<kafka_protocol::messages::CreatePartitionsResponse>,
     > {
         self.forward_typed(request, version, caller)
     }
@@ -934,7 +1033,7 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         caller: Option<Caller>,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
+        Forwarded<kafka_protocol::messages::IncrementalAlterConfigsResponse>,
     > {
         self.forward_typed(request, version, caller)
     }
@@ -944,8 +1043,10 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         request: kafka_protocol::messages::AlterConfigsRequest,
         version: i16,
         caller: Option<Caller>,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterConfigsResponse>>
-    {
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::AlterConfigsResponse>,
+    > {
         self.forward_typed(request, version, caller)
     }
 
@@ -953,8 +1054,10 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         &self,
         request: kafka_protocol::messages::AlterPartitionRequest,
         version: i16,
-    ) -> futures::future::BoxFuture<'static, Option<kafka_protocol::messages::AlterPartitionResponse>>
-    {
+    ) -> futures::future::BoxFuture<
+        'static,
+        Forwarded<kafka_protocol::messages::AlterPartitionResponse>,
+    > {
         self.forward_typed(request, version, None)
     }
 
@@ -964,7 +1067,7 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         version: i16,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::BrokerHeartbeatResponse>,
+        Forwarded<kafka_protocol::messages::BrokerHeartbeatResponse>,
     > {
         self.forward_typed(request, version, None)
     }
@@ -974,8 +1077,73 @@ impl gregor_actors::context::ControllerForwarder for QuorumService {
         request: kafka_protocol::messages::AllocateProducerIdsRequest,
     ) -> futures::future::BoxFuture<
         'static,
-        Option<kafka_protocol::messages::AllocateProducerIdsResponse>,
+        Forwarded<kafka_protocol::messages::AllocateProducerIdsResponse>,
     > {
         self.forward_typed(request, 0, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envelope::EnvelopeFailure;
+
+    fn failure(error: ForwardError) -> Option<(ResponseError, String)> {
+        match error {
+            ForwardError::Failed(failure) => Some((failure.error, failure.message)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn envelope_refusals_are_read_as_kafkas_broker_reads_them() {
+        // NOT_CONTROLLER: the request is answered here, so the client finds the controller.
+        assert!(matches!(
+            ForwardError::of_envelope(EnvelopeFailure::Refused(41)),
+            ForwardError::Unreachable
+        ));
+        // UNSUPPORTED_VERSION: the client's connection is closed.
+        assert!(matches!(
+            ForwardError::of_envelope(EnvelopeFailure::Refused(35)),
+            ForwardError::Unsupported(_)
+        ));
+        // Anything else is UNKNOWN_SERVER_ERROR, naming the refusal (and what to mend).
+        let (error, message) =
+            failure(ForwardError::of_envelope(EnvelopeFailure::Refused(31))).unwrap();
+        assert_eq!(error, ResponseError::UnknownServerError);
+        assert!(
+            message.contains("(CLUSTER_AUTHORIZATION_FAILED)"),
+            "{message}"
+        );
+        assert!(message.contains("needs CLUSTER_ACTION"), "{message}");
+        let (error, message) =
+            failure(ForwardError::of_envelope(EnvelopeFailure::Refused(97))).unwrap();
+        assert_eq!(error, ResponseError::UnknownServerError);
+        assert!(
+            message.contains("(PRINCIPAL_DESERIALIZATION_FAILURE)"),
+            "{message}"
+        );
+        let (error, _) = failure(ForwardError::of_envelope(EnvelopeFailure::Malformed(
+            "a 3-byte frame".into(),
+        )))
+        .unwrap();
+        assert_eq!(error, ResponseError::UnknownServerError);
+    }
+
+    #[test]
+    fn a_handler_sees_an_unparsable_request_fail_like_a_refused_one() {
+        let forwarded: Forwarded<()> =
+            ForwardError::Unsupported("cannot parse".into()).into_forwarded();
+        assert!(matches!(
+            forwarded,
+            Forwarded::Failed(ControllerFailure {
+                error: ResponseError::UnknownServerError,
+                ..
+            })
+        ));
+        assert!(matches!(
+            ForwardError::Unreachable.into_forwarded::<()>(),
+            Forwarded::Unreachable
+        ));
     }
 }

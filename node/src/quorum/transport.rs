@@ -77,6 +77,14 @@ pub(crate) enum CallError {
         /// Why.
         reason: String,
     },
+    /// No answer came within the call's timeout.
+    #[error("{addr}: no response within {after:?}")]
+    TimedOut {
+        /// Peer address.
+        addr: String,
+        /// The timeout.
+        after: Duration,
+    },
     /// The connection failed or the answer made no sense.
     #[error("{addr}: {reason}")]
     Io {
@@ -257,9 +265,9 @@ impl Channel {
                 addr: self.addr.clone(),
                 reason: e.to_string(),
             }),
-            Err(_) => Err(CallError::Io {
+            Err(_) => Err(CallError::TimedOut {
                 addr: self.addr.clone(),
-                reason: format!("no response within {timeout:?}"),
+                after: timeout,
             }),
         }
     }
