@@ -46,6 +46,33 @@ fn remote_controller(
         .filter(|_| refused_some && ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()))
 }
 
+/// The answer to a topic request: the active controller's when it was forwarded there, else
+/// this node's controller actor's for `msg` (which refuses every part with the forward's
+/// failure, if it had one); `unavailable` builds the answer when the actor is gone.
+async fn decided<M>(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    forwarded: Forwarded<M::Result>,
+    msg: M,
+    unavailable_answer: impl FnOnce(ResponseError, &str) -> M::Result,
+) -> M::Result
+where
+    M: crate::controller::Refusable,
+    M::Result: Send,
+    controller::Controller: actix::Handler<M>,
+{
+    match forwarded.or_failure(info.controller_failure.as_ref()) {
+        Ok(response) => response,
+        Err(failure) => match ctx.ask_controller(failure.as_ref(), msg).await {
+            Ok(response) => response,
+            Err(error) => {
+                let (code, message) = unavailable(&error);
+                unavailable_answer(code, &message)
+            }
+        },
+    }
+}
+
 /// Puts results for the `denied` names back among the controller's, in request order (one per
 /// distinct name, as the controller answers).
 fn merge_in_request_order<T>(
@@ -153,27 +180,19 @@ pub(super) async fn create_topics(
         }
         None => Forwarded::Unreachable,
     };
-    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
-        Ok(response) => response,
-        Err(failure) => match ctx
-            .ask_controller(
-                failure.as_ref(),
-                CreateTopics {
-                    request,
-                    version: info.api_version,
-                    principal: info.principal.clone(),
-                    client_id: info.client_id.clone(),
-                },
-            )
-            .await
-        {
-            Ok(response) => response,
-            Err(error) => {
-                let (code, message) = unavailable(&error);
-                controller::failed_create_topics(names.clone(), code, &message)
-            }
+    let response = decided(
+        ctx,
+        info,
+        forwarded,
+        CreateTopics {
+            request,
+            version: info.api_version,
+            principal: info.principal.clone(),
+            client_id: info.client_id.clone(),
         },
-    };
+        |code, message| controller::failed_create_topics(names.clone(), code, message),
+    )
+    .await;
     let mut response = response;
     response.topics = merge_in_request_order(
         &names,
@@ -383,27 +402,19 @@ pub(super) async fn delete_topics(
         }
         None => Forwarded::Unreachable,
     };
-    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
-        Ok(response) => response,
-        Err(failure) => match ctx
-            .ask_controller(
-                failure.as_ref(),
-                DeleteTopics {
-                    request,
-                    version: info.api_version,
-                    principal: info.principal.clone(),
-                    client_id: info.client_id.clone(),
-                },
-            )
-            .await
-        {
-            Ok(response) => response,
-            Err(error) => {
-                let (code, message) = unavailable(&error);
-                fallback(code, &message)
-            }
+    let response = decided(
+        ctx,
+        info,
+        forwarded,
+        DeleteTopics {
+            request,
+            version: info.api_version,
+            principal: info.principal.clone(),
+            client_id: info.client_id.clone(),
         },
-    };
+        fallback,
+    )
+    .await;
     let mut response = response;
     response.responses.extend(refused);
     let mut errors = ErrorCounts::default();
@@ -545,27 +556,19 @@ pub(super) async fn create_partitions(
         }
         None => Forwarded::Unreachable,
     };
-    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
-        Ok(response) => response,
-        Err(failure) => match ctx
-            .ask_controller(
-                failure.as_ref(),
-                CreatePartitions {
-                    request,
-                    version: info.api_version,
-                    principal: info.principal.clone(),
-                    client_id: info.client_id.clone(),
-                },
-            )
-            .await
-        {
-            Ok(response) => response,
-            Err(error) => {
-                let (code, message) = unavailable(&error);
-                controller::failed_create_partitions(names.clone(), code, &message)
-            }
+    let response = decided(
+        ctx,
+        info,
+        forwarded,
+        CreatePartitions {
+            request,
+            version: info.api_version,
+            principal: info.principal.clone(),
+            client_id: info.client_id.clone(),
         },
-    };
+        |code, message| controller::failed_create_partitions(names.clone(), code, message),
+    )
+    .await;
     let mut response = response;
     response.results = merge_in_request_order(
         &names,

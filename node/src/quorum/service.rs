@@ -108,9 +108,9 @@ impl ForwardError {
                     name,
                     "the active controller refused a forwarded request's envelope"
                 );
-                let hint = match code {
-                    31 => ": the broker's principal needs CLUSTER_ACTION on the cluster at the controller",
-                    _ => "",
+                let hint = match code == ResponseError::ClusterAuthorizationFailed.code() {
+                    true => ": the broker's principal needs CLUSTER_ACTION on the cluster at the controller",
+                    false => "",
                 };
                 ForwardError::failed(
                     ResponseError::UnknownServerError,
