@@ -182,7 +182,7 @@ impl<T> Forwarded<T> {
     /// controller actor decides). `earlier` is how the controller failed this request's
     /// forward as it came ([`RequestInfo::controller_failure`]), which an unreachable
     /// controller now does not undo.
-    pub fn or_failure(
+    fn or_failure(
         self,
         earlier: Option<&ControllerFailure>,
     ) -> Result<T, Option<ControllerFailure>> {
@@ -219,6 +219,26 @@ impl HandlerContext {
     /// answered instead, by [`HandlerContext::ask_controller`]).
     pub(crate) fn answers_not_controller(&self, info: &RequestInfo) -> bool {
         info.controller_failure.is_none() && self.quorum.as_ref().is_some_and(|q| !q.is_leader())
+    }
+
+    /// The answer a typed forward of this request brought, else this node's controller
+    /// actor's for `msg` (refused with the forward's failure, or the failure of this request's
+    /// forward as it came, if there was one).
+    pub(crate) async fn answer_or_ask<M>(
+        &self,
+        info: &RequestInfo,
+        forwarded: Forwarded<M::Result>,
+        msg: M,
+    ) -> Result<M::Result, actix::MailboxError>
+    where
+        M: crate::controller::Refusable,
+        M::Result: Send,
+        Controller: actix::Handler<M>,
+    {
+        match forwarded.or_failure(info.controller_failure.as_ref()) {
+            Ok(answer) => Ok(answer),
+            Err(failure) => self.ask_controller(failure.as_ref(), msg).await,
+        }
     }
 
     /// Asks this node's controller actor `msg`, unless `failure` says the active controller

@@ -203,19 +203,16 @@ pub(super) async fn incremental_alter(
             }
             None => Forwarded::Unreachable,
         };
-        let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
-            Ok(response) => Ok(response),
-            Err(failure) => {
-                ctx.ask_controller(
-                    failure.as_ref(),
-                    IncrementalAlterConfigs {
-                        request: sub,
-                        node_id: broker_node,
-                    },
-                )
-                .await
-            }
-        };
+        let response = ctx
+            .answer_or_ask(
+                info,
+                forwarded,
+                IncrementalAlterConfigs {
+                    request: sub,
+                    node_id: broker_node,
+                },
+            )
+            .await;
         let outcome: Vec<Result<(), ApiError>> = match response {
             Ok(response) => response
                 .responses
@@ -314,29 +311,26 @@ pub(super) async fn alter(
         }
         None => Forwarded::Unreachable,
     };
-    let response = match forwarded.or_failure(info.controller_failure.as_ref()) {
+    let response = match ctx
+        .answer_or_ask(info, forwarded, AlterConfigs { request, node_id })
+        .await
+    {
         Ok(response) => response,
-        Err(failure) => match ctx
-            .ask_controller(failure.as_ref(), AlterConfigs { request, node_id })
-            .await
-        {
-            Ok(response) => response,
-            Err(error) => {
-                let failure = unavailable(&error);
-                AlterConfigsResponse::default().with_responses(
-                    resources
-                        .into_iter()
-                        .map(|(resource_type, name)| {
-                            alter_configs_response::AlterConfigsResourceResponse::default()
-                                .with_error_code(failure.code.code())
-                                .with_error_message(message(&failure))
-                                .with_resource_type(resource_type)
-                                .with_resource_name(name)
-                        })
-                        .collect(),
-                )
-            }
-        },
+        Err(error) => {
+            let failure = unavailable(&error);
+            AlterConfigsResponse::default().with_responses(
+                resources
+                    .into_iter()
+                    .map(|(resource_type, name)| {
+                        alter_configs_response::AlterConfigsResourceResponse::default()
+                            .with_error_code(failure.code.code())
+                            .with_error_message(message(&failure))
+                            .with_resource_type(resource_type)
+                            .with_resource_name(name)
+                    })
+                    .collect(),
+            )
+        }
     };
     let mut response = response;
     if refused.iter().any(Option::is_some) {

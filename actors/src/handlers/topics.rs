@@ -61,15 +61,12 @@ where
     M::Result: Send,
     controller::Controller: actix::Handler<M>,
 {
-    match forwarded.or_failure(info.controller_failure.as_ref()) {
+    match ctx.answer_or_ask(info, forwarded, msg).await {
         Ok(response) => response,
-        Err(failure) => match ctx.ask_controller(failure.as_ref(), msg).await {
-            Ok(response) => response,
-            Err(error) => {
-                let (code, message) = unavailable(&error);
-                unavailable_answer(code, &message)
-            }
-        },
+        Err(error) => {
+            let (code, message) = unavailable(&error);
+            unavailable_answer(code, &message)
+        }
     }
 }
 

@@ -133,10 +133,9 @@ impl ForwardError {
         match self {
             ForwardError::Unreachable => Forwarded::Unreachable,
             ForwardError::Failed(failure) => Forwarded::Failed(failure),
-            ForwardError::Unsupported(message) => Forwarded::Failed(ControllerFailure {
-                error: ResponseError::UnknownServerError,
-                message,
-            }),
+            ForwardError::Unsupported(message) => {
+                ForwardError::failed(ResponseError::UnknownServerError, message).into_forwarded()
+            }
         }
     }
 }
@@ -816,12 +815,10 @@ impl QuorumService {
             .flatten();
         let addr = match linked {
             Some(addr) => addr,
-            None => address_of(
-                self.leader()
-                    .and_then(|(_, endpoints)| endpoints.first().cloned())
-                    .as_ref()
-                    .ok_or(ForwardError::Unreachable)?,
-            ),
+            None => {
+                let (_, endpoints) = self.leader().ok_or(ForwardError::Unreachable)?;
+                address_of(endpoints.first().ok_or(ForwardError::Unreachable)?)
+            }
         };
         let (head, tail) = match caller {
             Some(caller) => match envelope::wrap(request, caller) {
@@ -962,10 +959,11 @@ impl QuorumService {
         Box::pin(async move {
             let undecodable = |error: &dyn std::fmt::Display| {
                 tracing::error!(api_key = Req::KEY, %error, "a forwarded request or its answer could not be encoded or decoded");
-                Forwarded::Failed(ControllerFailure {
-                    error: ResponseError::UnknownServerError,
-                    message: format!("This broker could not forward the request to the active controller: {error}"),
-                })
+                ForwardError::failed(
+                    ResponseError::UnknownServerError,
+                    format!("This broker could not forward the request to the active controller: {error}"),
+                )
+                .into_forwarded()
             };
             if let Err(error) = encoded {
                 return undecodable(&error);
