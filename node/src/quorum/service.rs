@@ -63,10 +63,9 @@ pub(crate) fn is_forwardable(key: ApiKey) -> bool {
         || matches!(key, ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs)
 }
 
-/// How long a forwarded request may wait for the controller (Kafka's default
-/// `request.timeout.ms` is 30 s; clients time out themselves long before a stuck leader
-/// is replaced).
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a forwarded request may wait for the controller: a KRaft broker's forwarding
+/// channel gives up after 60 s (its `retryTimeoutMs`), then answers REQUEST_TIMED_OUT.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why a request forwarded to the active controller brought no answer back.
 #[derive(Debug)]
