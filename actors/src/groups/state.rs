@@ -37,6 +37,23 @@ fn error_name(code: i16) -> &'static str {
     }
 }
 
+/// Every state name a listed group can have, classic ([`GroupState::name`]) and consumer
+/// (`ConsumerGroup::state_name`): what ListGroups' states filter can match.
+pub const LISTABLE_STATES: [&str; 7] = [
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+    "Assigning",
+    "Reconciling",
+];
+
+/// The group types ListGroups reports (and its types filter can match).
+pub const GROUP_TYPES: [&str; 2] = [CLASSIC_TYPE, CONSUMER_TYPE];
+const CLASSIC_TYPE: &str = "classic";
+const CONSUMER_TYPE: &str = "consumer";
+
 /// Classic group states (Kafka's `ClassicGroupState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupState {
@@ -1658,13 +1675,13 @@ impl Coordinator {
                     group_id: g.id.clone(),
                     protocol_type: "consumer".to_owned(),
                     state: cg.state_name(),
-                    group_type: "consumer",
+                    group_type: CONSUMER_TYPE,
                 },
                 None => GroupListing {
                     group_id: g.id.clone(),
                     protocol_type: g.protocol_type.clone().unwrap_or_default(),
                     state: g.state.name(),
-                    group_type: "classic",
+                    group_type: CLASSIC_TYPE,
                 },
             })
             .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state)))

@@ -1947,3 +1947,85 @@ async fn partition_lists_malformed_after_their_first_chunk_are_refused_whole() {
         assert_eq!(versions.error_code, 0, "{what}: the node serves on");
     }
 }
+
+/// ListGroups v5 filtering by 10 MB of distinct states: the node keeps the names a group's
+/// state can have (`collapse.rs`), so the filter lists the group whose state one of them
+/// names (ASCII case ignored), and no group when none does.
+#[tokio::test]
+async fn list_groups_filtering_by_distinct_states_stays_within_four_frames() {
+    use kafka_protocol::messages::ListGroupsResponse;
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    groups_ready(&mut conn).await;
+    let created = conn
+        .send(&create_topics(vec![creatable("t", 1, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    // A standalone commit makes an Empty classic group.
+    commit(&mut conn, "listed", 1).await;
+    let count = (FRAME - 60) / 5;
+    let states = |last: Option<&[u8]>, types: &[u8]| {
+        gregor_integration::frames::flexible_list(
+            16,
+            5,
+            b"",
+            count + usize::from(last.is_some()),
+            5,
+            |index, frame| {
+                let name = match (index < count, last) {
+                    (false, Some(last)) => last.to_vec(),
+                    _ => four_letter_name(index).to_vec(),
+                };
+                frame.put_u8(name.len() as u8 + 1);
+                frame.put_slice(&name);
+            },
+            types,
+        )
+    };
+    // Then the types filter {"CLASSIC"} (or {"consumer"}) and the body's tags.
+    let classic = b"\x02\x08CLASSIC\x00";
+    let listed = |mut body: Bytes| {
+        let answer = ListGroupsResponse::decode(&mut body, 5).unwrap();
+        assert_eq!(answer.error_code, 0);
+        assert!(body.is_empty());
+        answer
+            .groups
+            .into_iter()
+            .map(|g| {
+                (
+                    g.group_id.to_string(),
+                    g.group_state.to_string(),
+                    g.group_type.to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let body = answer_within_four_frames_on(
+        &node,
+        &mut conn,
+        "ListGroups distinct states, then eMPTY",
+        &states(Some(b"eMPTY"), classic),
+    )
+    .await;
+    assert_eq!(
+        listed(body),
+        [(
+            "listed".to_owned(),
+            "Empty".to_owned(),
+            "classic".to_owned()
+        )]
+    );
+    for (last, types, what) in [
+        (None, &classic[..], "distinct states"),
+        (
+            Some(&b"Empty"[..]),
+            &b"\x02\x09consumer\x00"[..],
+            "Empty of type consumer",
+        ),
+    ] {
+        let body = answer_within_four_frames_on(&node, &mut conn, what, &states(last, types)).await;
+        assert_eq!(listed(body), [], "{what}");
+    }
+}

@@ -15,6 +15,12 @@
 //!   are never looked at. Those names are packed, already joined, into a few configs of at most
 //!   [`PACKED_NAME`] bytes each, so the controller writes the same message from tens of configs
 //!   instead of millions.
+//! - ListGroups v4-5: a group is listed when its state (and type) equals, ASCII case ignored,
+//!   one name of the states (and types) filter, or when that filter is empty. A group's state
+//!   and type are among a few known names, so each filter keeps the first copy of each known
+//!   name it lists, or, when it lists none, its first name (matching no group, as before): a
+//!   frame of distinct unknown states cost 18 times its size decoded, and the coordinator
+//!   compared each group with every name.
 //!
 //! Written on the wire primitives, as `repeated.rs` is: the crate decodes a whole list at
 //! once. What is malformed is left for the crate's decoder to refuse: a frame whose dropped
@@ -28,6 +34,8 @@ use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
+
+use gregor_actors::groups::state::{GROUP_TYPES, LISTABLE_STATES};
 
 use super::dedup_decode::{array_length, need, uvarint};
 use super::repeated::{put_array_length, put_uvarint, skip, skip_string, skip_tagged_fields};
@@ -53,6 +61,9 @@ pub(super) fn rewrite(key: ApiKey, version: i16, frame: &Bytes) -> anyhow::Resul
         },
         ApiKey::CreateTopics if (2..=7).contains(&version) => {
             return pack_null_configs(frame, key, version)
+        }
+        ApiKey::ListGroups if (4..=5).contains(&version) => {
+            return reduce_group_filters(frame, version)
         }
         _ => return Ok(None),
     };
@@ -336,6 +347,86 @@ fn is_utf8(bytes: &[u8]) -> bool {
     std::str::from_utf8(bytes).is_ok()
 }
 
+/// ListGroups v4-5 with its states filter (and, from v5, its types filter) reduced to the
+/// names a group can match (see the module's comment); `None` when both are that already.
+fn reduce_group_filters(frame: &Bytes, version: i16) -> anyhow::Result<Option<Bytes>> {
+    let mut rest = frame.clone();
+    RequestHeader::decode(
+        &mut rest,
+        ApiKey::ListGroups.request_header_version(version),
+    )?;
+    let states_start = offset(frame, &rest);
+    let states = reduce_filter(&mut rest, &LISTABLE_STATES)?;
+    let types_start = offset(frame, &rest);
+    let types = match version {
+        5.. => reduce_filter(&mut rest, &GROUP_TYPES)?,
+        _ => None,
+    };
+    let types_end = offset(frame, &rest);
+    if states.is_none() && types.is_none() {
+        return Ok(None);
+    }
+    let mut reduced = BytesMut::with_capacity(states_start + 2 * 1024 + rest.len());
+    reduced.put_slice(&frame[..states_start]);
+    reduced.put_slice(
+        states
+            .as_deref()
+            .unwrap_or(&frame[states_start..types_start]),
+    );
+    reduced.put_slice(types.as_deref().unwrap_or(&frame[types_start..types_end]));
+    reduced.put_slice(&rest);
+    Ok(Some(reduced.freeze()))
+}
+
+/// A filter (a compact array of compact strings) cut to the first copy of each name of
+/// `known` it lists (ASCII case ignored), or to its first name when it lists none; `None`
+/// when it is that already. What the crate's decoder refuses in a dropped name (null, not
+/// UTF-8) is refused here, with its words.
+fn reduce_filter(buf: &mut Bytes, known: &[&str]) -> anyhow::Result<Option<BytesMut>> {
+    let count = array_length(buf, true)?;
+    if count < 0 {
+        anyhow::bail!("a filter's array length is negative ({count})");
+    }
+    let mut kept: Vec<Bytes> = Vec::with_capacity(known.len());
+    let mut seen = vec![false; known.len()];
+    let mut first_unknown = None;
+    for _ in 0..count {
+        let element = buf.clone();
+        let Some(name) = string_bytes(buf, true)? else {
+            anyhow::bail!("CompactString length is negative (-1)");
+        };
+        if !is_utf8(&name) {
+            anyhow::bail!("a filter's name is not UTF-8");
+        }
+        let element = element.slice(..element.len() - buf.len());
+        match known
+            .iter()
+            .position(|k| k.as_bytes().eq_ignore_ascii_case(&name))
+        {
+            Some(at) if !seen[at] => {
+                seen[at] = true;
+                kept.push(element);
+            }
+            Some(_) => {}
+            None => {
+                first_unknown.get_or_insert(element);
+            }
+        }
+    }
+    if kept.is_empty() {
+        kept.extend(first_unknown);
+    }
+    if kept.len() as i64 == count {
+        return Ok(None);
+    }
+    let mut list = BytesMut::new();
+    put_array_length(&mut list, kept.len(), true)?;
+    for element in kept {
+        list.put_slice(&element);
+    }
+    Ok(Some(list))
+}
+
 /// CreateTopics v2-7: each topic with a null config value gets its configs replaced by the
 /// names of its null-valued configs, joined with commas and cut at name boundaries into
 /// pieces of at most [`PACKED_NAME`] bytes (a longer name is a piece of its own), each a
@@ -473,7 +564,8 @@ mod tests {
     use kafka_protocol::messages::fetch_request::{FetchTopic, ForgottenTopic};
     use kafka_protocol::messages::produce_request::TopicProduceData;
     use kafka_protocol::messages::{
-        CreateTopicsRequest, FetchRequest, ProduceRequest, RequestKind, TopicName,
+        CreateTopicsRequest, FetchRequest, ListGroupsRequest, ProduceRequest, RequestKind,
+        TopicName,
     };
     use kafka_protocol::protocol::{Encodable, Message, StrBytes};
     use uuid::Uuid;
@@ -742,5 +834,88 @@ mod tests {
                 assert_eq!(ours.timeout_ms, 99);
             }
         }
+    }
+
+    fn list_groups(version: i16, states: &[&str], types: &[&str]) -> Bytes {
+        let strings = |names: &[&str]| {
+            names
+                .iter()
+                .map(|n| StrBytes::from(n.to_string()))
+                .collect()
+        };
+        let request = ListGroupsRequest::default()
+            .with_states_filter(strings(states))
+            .with_types_filter(strings(types));
+        frame(ApiKey::ListGroups, version, &request)
+    }
+
+    fn filters(version: i16, wire: Bytes) -> (Vec<String>, Vec<String>) {
+        let RequestKind::ListGroups(request) = decoded(ApiKey::ListGroups, version, wire) else {
+            panic!("ListGroups");
+        };
+        let names = |list: Vec<StrBytes>| list.iter().map(|n| n.to_string()).collect();
+        (names(request.states_filter), names(request.types_filter))
+    }
+
+    #[test]
+    fn list_groups_filters_keep_the_first_copy_of_each_known_name() {
+        let states = [
+            "nope",
+            "STABLE",
+            "empty",
+            "Stable",
+            "other",
+            "Empty",
+            "assigning",
+        ];
+        let types = ["x", "Consumer", "consumer", "y", "CLASSIC"];
+        let wire = list_groups(5, &states, &types);
+        let rewritten = rewrite(ApiKey::ListGroups, 5, &wire).unwrap().unwrap();
+        assert_eq!(
+            filters(5, rewritten),
+            (
+                vec!["STABLE".into(), "empty".into(), "assigning".into()],
+                vec!["Consumer".into(), "CLASSIC".into()]
+            )
+        );
+        // v4 has no types filter.
+        let wire = list_groups(4, &states, &[]);
+        let rewritten = rewrite(ApiKey::ListGroups, 4, &wire).unwrap().unwrap();
+        assert_eq!(filters(4, rewritten).0, ["STABLE", "empty", "assigning"]);
+    }
+
+    #[test]
+    fn list_groups_filters_of_unknown_names_keep_their_first() {
+        let wire = list_groups(5, &["a", "b", "c"], &["share", "streams"]);
+        let rewritten = rewrite(ApiKey::ListGroups, 5, &wire).unwrap().unwrap();
+        assert_eq!(
+            filters(5, rewritten),
+            (vec!["a".into()], vec!["share".into()])
+        );
+        // Nothing to drop: empty filters (every group), or one name each.
+        for (states, types) in [(&[][..], &[][..]), (&["a"][..], &["classic"][..])] {
+            let wire = list_groups(5, states, types);
+            assert_eq!(rewrite(ApiKey::ListGroups, 5, &wire).unwrap(), None);
+        }
+        // Only the states filter to cut: the types filter is copied as it came.
+        let wire = list_groups(5, &["Stable", "stable"], &["consumer"]);
+        let rewritten = rewrite(ApiKey::ListGroups, 5, &wire).unwrap().unwrap();
+        assert_eq!(
+            filters(5, rewritten),
+            (vec!["Stable".into()], vec!["consumer".into()])
+        );
+    }
+
+    #[test]
+    fn list_groups_filters_with_a_name_the_decoder_refuses_are_refused() {
+        let wire = list_groups(5, &["Stable", "a", "b"], &[]);
+        // The second name ("a", after its length byte) made not UTF-8, then null.
+        let at = wire.iter().rposition(|b| *b == b'a').unwrap();
+        let mut bad = BytesMut::from(&wire[..]);
+        bad[at] = 0xff;
+        assert!(rewrite(ApiKey::ListGroups, 5, &bad.freeze()).is_err());
+        let mut null = BytesMut::from(&wire[..]);
+        null[at - 1] = 0;
+        assert!(rewrite(ApiKey::ListGroups, 5, &null.freeze()).is_err());
     }
 }

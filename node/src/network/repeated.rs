@@ -297,10 +297,6 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
             string_element::<0>,
             element::<consumer_group_describe_response::DescribedGroup>,
         ),
-        ApiKey::ListGroups if within(4, 5) => Shape {
-            answers: Answers::Filter,
-            ..every(true, string_element::<0>, nothing)
-        },
         ApiKey::OffsetFetch if within(8, 9) => Shape {
             inner: Some(Inner {
                 flexible: true,
