@@ -565,17 +565,8 @@ fn small_image() -> MetadataImage {
     let topic_id = uuid::Uuid::from_u128(1);
     let partition = |partition_id| {
         MetadataRecord::Partition(PartitionRecord {
-            partition_id,
-            topic_id,
-            replicas: vec![1],
-            isr: vec![1],
-            removing_replicas: vec![],
-            adding_replicas: vec![],
-            leader: 1,
-            leader_recovery_state: 0,
-            leader_epoch: 0,
-            partition_epoch: 0,
             directories: vec![uuid::Uuid::nil()],
+            ..PartitionRecord::in_sync(topic_id, partition_id, vec![1])
         })
     };
     let records = [

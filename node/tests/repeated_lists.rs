@@ -69,17 +69,8 @@ fn image() -> MetadataImage {
             topic_id,
         }),
         MetadataRecord::Partition(PartitionRecord {
-            partition_id: 0,
-            topic_id,
-            replicas: vec![1],
-            isr: vec![1],
-            removing_replicas: vec![],
-            adding_replicas: vec![],
-            leader: 1,
-            leader_recovery_state: 0,
-            leader_epoch: 0,
-            partition_epoch: 0,
             directories: vec![Uuid::nil()],
+            ..PartitionRecord::in_sync(topic_id, 0, vec![1])
         }),
     ];
     let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));

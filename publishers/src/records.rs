@@ -118,6 +118,26 @@ pub struct PartitionRecord {
     pub directories: Vec<Uuid>,
 }
 
+impl PartitionRecord {
+    /// A partition of `topic_id` on `replicas`, all in sync, led by the first, at epoch 0,
+    /// with no directory assigned: what a new single-step placement records.
+    pub fn in_sync(topic_id: Uuid, partition_id: i32, replicas: Vec<i32>) -> Self {
+        PartitionRecord {
+            partition_id,
+            topic_id,
+            leader: replicas.first().copied().unwrap_or(NO_LEADER),
+            isr: replicas.clone(),
+            replicas,
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader_recovery_state: 0,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: Vec::new(),
+        }
+    }
+}
+
 /// PartitionChangeRecord (Kafka type 5): every field but the key is optional, `None` = unchanged.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionChangeRecord {
@@ -579,17 +599,8 @@ mod tests {
                 topic_id,
             }),
             MetadataRecord::Partition(PartitionRecord {
-                partition_id: 0,
-                topic_id,
-                replicas: vec![1],
-                isr: vec![1],
-                removing_replicas: vec![],
-                adding_replicas: vec![],
-                leader: 1,
-                leader_recovery_state: 0,
-                leader_epoch: 0,
-                partition_epoch: 0,
                 directories: vec![Uuid::from_u128(7)],
+                ..PartitionRecord::in_sync(topic_id, 0, vec![1])
             }),
             MetadataRecord::ClientQuota(ClientQuotaRecord {
                 entity: vec![EntityData {

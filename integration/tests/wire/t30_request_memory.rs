@@ -2029,3 +2029,77 @@ async fn list_groups_filtering_by_distinct_states_stays_within_four_frames() {
         assert_eq!(listed(body), [], "{what}");
     }
 }
+
+/// DescribeLogDirs v4 naming 10 MB of distinct missing topics, then topic "t" with partitions
+/// {2, 1, 1, 7, -1}: the node keeps the topics of its image (`collapse.rs`), so its one dir
+/// lists t's partitions 1 and 2 and no other topic's.
+#[tokio::test]
+async fn describe_log_dirs_naming_distinct_topics_stays_within_four_frames() {
+    use kafka_protocol::messages::DescribeLogDirsResponse;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    let created = conn
+        .send(&create_topics(vec![creatable("t", 3, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    // topics {name, [0], tags}, then t's, then the body's tags.
+    let count = (FRAME - 60) / 11;
+    let frame = gregor_integration::frames::flexible_list(
+        35,
+        4,
+        b"",
+        count + 1,
+        11,
+        |index, frame| {
+            if index < count {
+                frame.put_u8(5);
+                frame.put_slice(&four_letter_name(index));
+                frame.put_slice(b"\x02\x00\x00\x00\x00\x00");
+            } else {
+                frame.put_slice(b"\x02t\x06");
+                for partition in [2, 1, 1, 7, -1] {
+                    frame.put_i32(partition);
+                }
+                frame.put_u8(0);
+            }
+        },
+        b"\x00",
+    );
+    // The logs are created as the image reaches the log manager.
+    let described = |mut body: Bytes| {
+        let answer = DescribeLogDirsResponse::decode(&mut body, 4).unwrap();
+        assert_eq!(answer.error_code, 0);
+        assert!(body.is_empty());
+        assert_eq!(answer.results.len(), 1, "one log dir");
+        let mut listed: Vec<(String, Vec<i32>)> = answer.results[0]
+            .topics
+            .iter()
+            .filter(|t| !t.partitions.is_empty())
+            .map(|t| {
+                let mut indexes: Vec<i32> =
+                    t.partitions.iter().map(|p| p.partition_index).collect();
+                indexes.sort_unstable();
+                (t.name.to_string(), indexes)
+            })
+            .collect();
+        listed.sort();
+        listed
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let body =
+            answer_within_four_frames_on(&node, &mut conn, "DescribeLogDirs distinct", &frame)
+                .await;
+        let listed = described(body);
+        if listed == [("t".to_owned(), vec![1, 2])] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "t's logs never listed: {listed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

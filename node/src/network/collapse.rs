@@ -21,6 +21,11 @@
 //!   name it lists, or, when it lists none, its first name (matching no group, as before): a
 //!   frame of distinct unknown states cost 18 times its size decoded, and the coordinator
 //!   compared each group with every name.
+//! - DescribeLogDirs: the answer lists a requested partition only in the dir holding its log,
+//!   however often it is named, and this node's logs are of partitions of its image (the log
+//!   manager follows the image). So [`reduce_log_dir_topics`] keeps the topics of the image,
+//!   each once with its distinct partitions that exist: a frame naming distinct missing
+//!   topics cost 19 times its size, decoded and put in the handler's set.
 //!
 //! Written on the wire primitives, as `repeated.rs` is: the crate decodes a whole list at
 //! once. What is malformed is left for the crate's decoder to refuse: a frame whose dropped
@@ -35,9 +40,13 @@ use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 
+use std::collections::HashMap;
+
 use gregor_actors::groups::state::{GROUP_TYPES, LISTABLE_STATES};
+use gregor_publishers::image::MetadataImage;
 
 use super::dedup_decode::{array_length, need, uvarint};
+use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{put_array_length, put_uvarint, skip, skip_string, skip_tagged_fields};
 
 /// The longest packed config name: what a non-flexible string's `i16` length can say.
@@ -425,6 +434,81 @@ fn reduce_filter(buf: &mut Bytes, known: &[&str]) -> anyhow::Result<Option<Bytes
         list.put_slice(&element);
     }
     Ok(Some(list))
+}
+
+/// DescribeLogDirs v1-4 naming topics, cut to the topics of `image`, each at its first
+/// appearance (its name as it came) with the partitions it names that exist, ascending and
+/// once each; `None` for a request naming none (null lists every partition). What the crate's
+/// decoder refuses in a dropped topic (a null or non-UTF-8 name, a null list) is refused
+/// here.
+pub(super) fn reduce_log_dir_topics(
+    frame: &Bytes,
+    version: i16,
+    image: &MetadataImage,
+) -> anyhow::Result<Option<Bytes>> {
+    if !(1..=4).contains(&version) {
+        return Ok(None);
+    }
+    let flexible = version >= 2;
+    let mut rest = frame.clone();
+    RequestHeader::decode(
+        &mut rest,
+        ApiKey::DescribeLogDirs.request_header_version(version),
+    )?;
+    let list_start = offset(frame, &rest);
+    let count = array_length(&mut rest, flexible)?;
+    if count <= 0 {
+        return Ok(None);
+    }
+    // Each kept topic's name as it came and one bit per partition named.
+    let mut kept: Vec<(Bytes, Vec<u64>)> = Vec::new();
+    let mut kept_at: HashMap<Bytes, usize> = HashMap::new();
+    for _ in 0..count {
+        let element = rest.clone();
+        let Some(name) = string_bytes(&mut rest, flexible)? else {
+            anyhow::bail!("a topic name is null");
+        };
+        let encoded_name = element.slice(..element.len() - rest.len());
+        let Ok(name_text) = std::str::from_utf8(&name) else {
+            anyhow::bail!("a topic name is not UTF-8");
+        };
+        let listed = array_length(&mut rest, flexible)?;
+        let Ok(listed) = usize::try_from(listed) else {
+            anyhow::bail!("a topic's partition list is null");
+        };
+        need(&rest, 4 * listed)?;
+        let indexes = rest.split_to(4 * listed);
+        skip_tagged_fields(&mut rest, flexible)?;
+        let Some(topic) = image.topics.get_by_name(name_text) else {
+            continue;
+        };
+        let at = *kept_at.entry(name).or_insert_with(|| {
+            kept.push((encoded_name, vec![0; topic.partition_count().div_ceil(64)]));
+            kept.len() - 1
+        });
+        for index in indexes.chunks_exact(4) {
+            let index = i32::from_be_bytes([index[0], index[1], index[2], index[3]]);
+            if topic.partition(index).is_some() {
+                set_bit(&mut kept[at].1, index as usize);
+            }
+        }
+    }
+    let mut reduced = BytesMut::with_capacity(list_start + rest.len() + 64);
+    reduced.put_slice(&frame[..list_start]);
+    put_array_length(&mut reduced, kept.len(), flexible)?;
+    for (name, bits) in &kept {
+        reduced.put_slice(name);
+        let named = bits.iter().map(|word| word.count_ones() as usize).sum();
+        put_array_length(&mut reduced, named, flexible)?;
+        for index in (0..bits.len() * 64).filter(|index| bit(bits, *index)) {
+            reduced.put_i32(index as i32);
+        }
+        if flexible {
+            reduced.put_u8(0);
+        }
+    }
+    reduced.put_slice(&rest);
+    Ok(Some(reduced.freeze()))
 }
 
 /// CreateTopics v2-7: each topic with a null config value gets its configs replaced by the
@@ -917,5 +1001,88 @@ mod tests {
         let mut null = BytesMut::from(&wire[..]);
         null[at - 1] = 0;
         assert!(rewrite(ApiKey::ListGroups, 5, &null.freeze()).is_err());
+    }
+
+    /// An image holding topic "t" of three partitions.
+    fn image_with_t() -> MetadataImage {
+        use gregor_publishers::records::{MetadataRecord, PartitionRecord, TopicRecord};
+        let id = Uuid::from_u128(7);
+        let mut delta =
+            gregor_publishers::MetadataDelta::new(std::sync::Arc::new(MetadataImage::empty()));
+        let topic = TopicRecord {
+            name: "t".into(),
+            topic_id: id,
+        };
+        delta.replay(&MetadataRecord::Topic(topic)).unwrap();
+        for partition_id in 0..3 {
+            let partition = PartitionRecord::in_sync(id, partition_id, vec![1]);
+            delta.replay(&MetadataRecord::Partition(partition)).unwrap();
+        }
+        delta.apply(Default::default())
+    }
+
+    #[test]
+    fn log_dir_topics_keep_the_images_each_once_with_its_partitions() {
+        use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+        use kafka_protocol::messages::DescribeLogDirsRequest;
+        let image = image_with_t();
+        let topic = |topic: &str, partitions: &[i32]| {
+            DescribableLogDirTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(partitions.to_vec())
+        };
+        let reduced = |version, topics| {
+            let request = DescribeLogDirsRequest::default().with_topics(Some(topics));
+            let wire = frame(ApiKey::DescribeLogDirs, version, &request);
+            let rewritten = reduce_log_dir_topics(&wire, version, &image)
+                .unwrap()
+                .unwrap();
+            let RequestKind::DescribeLogDirs(ours) =
+                decoded(ApiKey::DescribeLogDirs, version, rewritten)
+            else {
+                panic!("DescribeLogDirs");
+            };
+            ours.topics
+        };
+        for version in 1..=4 {
+            let topics = vec![
+                topic("gone", &[0, 1]),
+                topic("t", &[2, 9, -1]),
+                topic("other", &[0]),
+                topic("t", &[0, 2, 2]),
+            ];
+            assert_eq!(
+                reduced(version, topics),
+                Some(vec![topic("t", &[0, 2])]),
+                "v{version}"
+            );
+            // Naming only missing topics leaves an empty list: no partition, as before.
+            let topics = vec![topic("gone", &[0]), topic("other", &[1])];
+            assert_eq!(reduced(version, topics), Some(vec![]), "v{version}");
+            // Every partition (null) and none (empty) stay as they came.
+            for topics in [None, Some(vec![])] {
+                let request = DescribeLogDirsRequest::default().with_topics(topics);
+                let wire = frame(ApiKey::DescribeLogDirs, version, &request);
+                assert_eq!(reduce_log_dir_topics(&wire, version, &image).unwrap(), None);
+            }
+        }
+    }
+
+    #[test]
+    fn log_dir_topics_the_decoder_refuses_are_refused() {
+        use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+        use kafka_protocol::messages::DescribeLogDirsRequest;
+        let request = DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default().with_topic(name("x")),
+        ]));
+        let wire = frame(ApiKey::DescribeLogDirs, 4, &request);
+        let at = wire.iter().rposition(|b| *b == b'x').unwrap();
+        let image = image_with_t();
+        let mut bad = BytesMut::from(&wire[..]);
+        bad[at] = 0xff;
+        assert!(reduce_log_dir_topics(&bad.freeze(), 4, &image).is_err());
+        let mut truncated = wire.clone();
+        truncated.truncate(at + 2);
+        assert!(reduce_log_dir_topics(&truncated, 4, &image).is_err());
     }
 }

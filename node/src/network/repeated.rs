@@ -164,9 +164,8 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
     };
     use kafka_protocol::messages::{
         alter_partition_reassignments_request, alter_partition_reassignments_response,
-        alter_user_scram_credentials_request, describe_log_dirs_request,
-        describe_user_scram_credentials_request, elect_leaders_request, elect_leaders_response,
-        list_partition_reassignments_request,
+        alter_user_scram_credentials_request, describe_user_scram_credentials_request,
+        elect_leaders_request, elect_leaders_response, list_partition_reassignments_request,
     };
     let within = |min: i16, max: i16| (min..=max).contains(&version);
     Some(match key {
@@ -387,14 +386,6 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
             ..every(
                 true,
                 element::<list_partition_reassignments_request::ListPartitionReassignmentsTopics>,
-                nothing,
-            )
-        },
-        ApiKey::DescribeLogDirs if within(1, 4) => Shape {
-            answers: Answers::Filter,
-            ..every(
-                version >= 2,
-                element::<describe_log_dirs_request::DescribableLogDirTopic>,
                 nothing,
             )
         },
