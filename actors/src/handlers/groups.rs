@@ -803,6 +803,33 @@ fn authorized_group_offsets(
     (code, found)
 }
 
+/// An OffsetFetch answer's topics from the fetched ones: v8+ and earlier versions answer the
+/// same fields in types of their own (`$topic` holding `$partition`s).
+macro_rules! fetched_topics {
+    ($found:expr, $topic:ty, $partition:ty) => {
+        $found
+            .into_iter()
+            .map(|(name, partitions)| {
+                <$topic>::default()
+                    .with_name(TopicName(text(name)))
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|(p, offset, epoch, metadata, code)| {
+                                <$partition>::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch)
+                                    .with_metadata(metadata.map(text))
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect()
+    };
+}
+
 pub(super) async fn offset_fetch(
     ctx: &HandlerContext,
     info: &RequestInfo,
@@ -876,51 +903,19 @@ pub(super) async fn offset_fetch(
                 OffsetFetchResponseGroup::default()
                     .with_group_id(group.group_id)
                     .with_error_code(code)
-                    .with_topics(
-                        topics
-                            .into_iter()
-                            .map(|(name, partitions)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(TopicName(text(name)))
-                                    .with_partitions(
-                                        partitions
-                                            .into_iter()
-                                            .map(|(p, offset, epoch, metadata, code)| {
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(p)
-                                                    .with_committed_offset(offset)
-                                                    .with_committed_leader_epoch(epoch)
-                                                    .with_metadata(metadata.map(text))
-                                                    .with_error_code(code)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
+                    .with_topics(fetched_topics!(
+                        topics,
+                        OffsetFetchResponseTopics,
+                        OffsetFetchResponsePartitions
+                    )),
             );
         } else {
             response.error_code = code;
-            response.topics = found
-                .into_iter()
-                .map(|(name, partitions)| {
-                    OffsetFetchResponseTopic::default()
-                        .with_name(TopicName(text(name)))
-                        .with_partitions(
-                            partitions
-                                .into_iter()
-                                .map(|(p, offset, epoch, metadata, code)| {
-                                    OffsetFetchResponsePartition::default()
-                                        .with_partition_index(p)
-                                        .with_committed_offset(offset)
-                                        .with_committed_leader_epoch(epoch)
-                                        .with_metadata(metadata.map(text))
-                                        .with_error_code(code)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
+            response.topics = fetched_topics!(
+                found,
+                OffsetFetchResponseTopic,
+                OffsetFetchResponsePartition
+            );
         }
     }
     ApiResponse::new(ResponseKind::OffsetFetch(response), errors)
