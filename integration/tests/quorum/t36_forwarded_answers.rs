@@ -29,6 +29,11 @@ fn frame_size() -> usize {
         .unwrap_or(10_000_000)
 }
 
+/// The controller's `broker.session.timeout.ms` in these clusters: a debug build on two busy
+/// cores takes tens of seconds over a 10 MB request, and a broker it cannot hear from in that
+/// time would be fenced, which these tests are not about.
+const SLOW_SESSION: (&str, &str) = ("broker.session.timeout.ms", "120000");
+
 /// Waits until the broker forwards creations to the controller.
 async fn forwarding(broker: &str) -> anyhow::Result<()> {
     wait_until(
@@ -145,14 +150,14 @@ async fn distinct_topics_within_four_frames(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() -> anyhow::Result<()>
 {
-    let cluster = Cluster::start(1, 1)?;
+    let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     forwarding(&cluster.brokers[0].1.bootstrap()).await?;
     distinct_topics_within_four_frames(&cluster, "without an authorizer", |_| false).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_forwarded_answer_is_the_controllers() -> anyhow::Result<()> {
-    let cluster = Cluster::start(1, 1)?;
+    let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
     forwarding(&broker.bootstrap()).await?;
     // Validated only: each topic's answer lists its configs, megabytes in all, more than the
@@ -185,7 +190,7 @@ async fn authorized_cluster() -> anyhow::Result<Cluster> {
         ("authorizer.class.name", "StandardAuthorizer"),
         ("allow.everyone.if.no.acl.found", "true"),
     ];
-    let mut cluster = Cluster::start_with(1, 0, &authorizer)?;
+    let mut cluster = Cluster::start_with(1, 0, &[authorizer[0], authorizer[1], SLOW_SESSION])?;
     cluster.add_broker_with(11, &authorizer)?;
     let broker = cluster.brokers[0].1.bootstrap();
     // Created in one request: once the cluster has ACLs, none of them would allow the next.
@@ -327,7 +332,7 @@ async fn a_broker_with_an_authorizer_forwards_distinct_topics_within_four_frames
 /// an answer per element (here every ACL binding is invalid and answered with its error).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_forwarded_answer_to_a_reduced_request_is_expanded() -> anyhow::Result<()> {
-    let cluster = Cluster::start(1, 1)?;
+    let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
     forwarding(&broker.bootstrap()).await?;
     // Resource type 1 (ANY) cannot be created: each binding is answered INVALID_REQUEST with a
@@ -366,7 +371,7 @@ async fn a_forwarded_delete_topics_of_distinct_names_stays_within_four_frames() 
 {
     use bytes::BufMut;
     use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-    let cluster = Cluster::start(1, 1)?;
+    let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
     forwarding(&broker.bootstrap()).await?;
     let mut conn = KafkaConn::connect(&broker.bootstrap()).await?;
