@@ -591,3 +591,13 @@ fn members_with_many_protocols_join_in_linear_time() {
         assert_eq!(answered(second_join).protocol_name.as_deref(), Some("p0"));
     });
 }
+
+/// ListGroups' filters are cut to `LISTABLE_STATES` before the coordinator sees them: a state
+/// missing there would never be listed by name.
+#[test]
+fn every_classic_state_name_is_listable() {
+    use GroupState::*;
+    for state in [Empty, PreparingRebalance, CompletingRebalance, Stable, Dead] {
+        assert!(LISTABLE_STATES.contains(&state.name()), "{state:?}");
+    }
+}

@@ -31,16 +31,18 @@
 //! once. What is malformed is left for the crate's decoder to refuse: a frame whose dropped
 //! part would have been refused (a name that is not UTF-8) is not rewritten.
 
+use std::collections::HashMap;
 use std::hash::BuildHasher;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use hashbrown::HashTable;
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::Decodable;
-
-use std::collections::HashMap;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use gregor_actors::groups::state::{GROUP_TYPES, LISTABLE_STATES};
 use gregor_publishers::image::MetadataImage;
@@ -53,8 +55,14 @@ use super::repeated::{put_array_length, put_uvarint, skip, skip_string, skip_tag
 const PACKED_NAME: usize = i16::MAX as usize;
 
 /// `frame` (request header and body) rewritten when `key` at `version` has something to drop;
-/// `None` when it is served as it came.
-pub(super) fn rewrite(key: ApiKey, version: i16, frame: &Bytes) -> anyhow::Result<Option<Bytes>> {
+/// `None` when it is served as it came. `images` is loaded only for a rewrite that reads the
+/// image (DescribeLogDirs).
+pub(super) fn rewrite(
+    key: ApiKey,
+    version: i16,
+    frame: &Bytes,
+    images: &ArcSwap<MetadataImage>,
+) -> anyhow::Result<Option<Bytes>> {
     let data = match key {
         ApiKey::Produce if (3..=13).contains(&version) => DataTopics {
             flexible: version >= 9,
@@ -74,6 +82,7 @@ pub(super) fn rewrite(key: ApiKey, version: i16, frame: &Bytes) -> anyhow::Resul
         ApiKey::ListGroups if (4..=5).contains(&version) => {
             return reduce_group_filters(frame, version)
         }
+        ApiKey::DescribeLogDirs => return reduce_log_dir_topics(frame, version, &images.load()),
         _ => return Ok(None),
     };
     let mut rest = frame.clone();
@@ -375,14 +384,15 @@ fn reduce_group_filters(frame: &Bytes, version: i16) -> anyhow::Result<Option<By
     if states.is_none() && types.is_none() {
         return Ok(None);
     }
-    let mut reduced = BytesMut::with_capacity(states_start + 2 * 1024 + rest.len());
+    let states = states
+        .as_deref()
+        .unwrap_or(&frame[states_start..types_start]);
+    let types = types.as_deref().unwrap_or(&frame[types_start..types_end]);
+    let mut reduced =
+        BytesMut::with_capacity(states_start + states.len() + types.len() + rest.len());
     reduced.put_slice(&frame[..states_start]);
-    reduced.put_slice(
-        states
-            .as_deref()
-            .unwrap_or(&frame[states_start..types_start]),
-    );
-    reduced.put_slice(types.as_deref().unwrap_or(&frame[types_start..types_end]));
+    reduced.put_slice(states);
+    reduced.put_slice(types);
     reduced.put_slice(&rest);
     Ok(Some(reduced.freeze()))
 }
@@ -390,7 +400,7 @@ fn reduce_group_filters(frame: &Bytes, version: i16) -> anyhow::Result<Option<By
 /// A filter (a compact array of compact strings) cut to the first copy of each name of
 /// `known` it lists (ASCII case ignored), or to its first name when it lists none; `None`
 /// when it is that already. What the crate's decoder refuses in a dropped name (null, not
-/// UTF-8) is refused here, with its words.
+/// UTF-8) is refused here.
 fn reduce_filter(buf: &mut Bytes, known: &[&str]) -> anyhow::Result<Option<BytesMut>> {
     let count = array_length(buf, true)?;
     if count < 0 {
@@ -400,18 +410,8 @@ fn reduce_filter(buf: &mut Bytes, known: &[&str]) -> anyhow::Result<Option<Bytes
     let mut seen = vec![false; known.len()];
     let mut first_unknown = None;
     for _ in 0..count {
-        let element = buf.clone();
-        let Some(name) = string_bytes(buf, true)? else {
-            anyhow::bail!("CompactString length is negative (-1)");
-        };
-        if !is_utf8(&name) {
-            anyhow::bail!("a filter's name is not UTF-8");
-        }
-        let element = element.slice(..element.len() - buf.len());
-        match known
-            .iter()
-            .position(|k| k.as_bytes().eq_ignore_ascii_case(&name))
-        {
+        let (name, element) = required_string(buf, true)?;
+        match known.iter().position(|k| k.eq_ignore_ascii_case(&name)) {
             Some(at) if !seen[at] => {
                 seen[at] = true;
                 kept.push(element);
@@ -434,6 +434,17 @@ fn reduce_filter(buf: &mut Bytes, known: &[&str]) -> anyhow::Result<Option<Bytes
         list.put_slice(&element);
     }
     Ok(Some(list))
+}
+
+/// A string field the crate decodes as non-nullable: its text and its bytes as they came
+/// (length included). Null and non-UTF-8 are refused, as the crate's decoder refuses them.
+fn required_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<(StrBytes, Bytes)> {
+    let field = buf.clone();
+    let Some(bytes) = string_bytes(buf, flexible)? else {
+        anyhow::bail!("a non-nullable string is null");
+    };
+    let text = StrBytes::from_utf8(bytes).context("a string is not UTF-8")?;
+    Ok((text, field.slice(..field.len() - buf.len())))
 }
 
 /// DescribeLogDirs v1-4 naming topics, cut to the topics of `image`, each at its first
@@ -462,16 +473,9 @@ pub(super) fn reduce_log_dir_topics(
     }
     // Each kept topic's name as it came and one bit per partition named.
     let mut kept: Vec<(Bytes, Vec<u64>)> = Vec::new();
-    let mut kept_at: HashMap<Bytes, usize> = HashMap::new();
+    let mut kept_at: HashMap<StrBytes, usize> = HashMap::new();
     for _ in 0..count {
-        let element = rest.clone();
-        let Some(name) = string_bytes(&mut rest, flexible)? else {
-            anyhow::bail!("a topic name is null");
-        };
-        let encoded_name = element.slice(..element.len() - rest.len());
-        let Ok(name_text) = std::str::from_utf8(&name) else {
-            anyhow::bail!("a topic name is not UTF-8");
-        };
+        let (name, encoded_name) = required_string(&mut rest, flexible)?;
         let listed = array_length(&mut rest, flexible)?;
         let Ok(listed) = usize::try_from(listed) else {
             anyhow::bail!("a topic's partition list is null");
@@ -479,7 +483,7 @@ pub(super) fn reduce_log_dir_topics(
         need(&rest, 4 * listed)?;
         let indexes = rest.split_to(4 * listed);
         skip_tagged_fields(&mut rest, flexible)?;
-        let Some(topic) = image.topics.get_by_name(name_text) else {
+        let Some(topic) = image.topics.get_by_name(&name) else {
             continue;
         };
         let at = *kept_at.entry(name).or_insert_with(|| {
@@ -666,6 +670,16 @@ mod tests {
             .unwrap();
         body.encode(&mut out, version).unwrap();
         out.freeze()
+    }
+
+    /// [`super::rewrite`] on a node whose image is empty.
+    fn rewrite(key: ApiKey, version: i16, frame: &Bytes) -> anyhow::Result<Option<Bytes>> {
+        super::rewrite(
+            key,
+            version,
+            frame,
+            &ArcSwap::from_pointee(MetadataImage::empty()),
+        )
     }
 
     fn decoded(key: ApiKey, version: i16, mut frame: Bytes) -> RequestKind {

@@ -491,14 +491,10 @@ async fn process(
         }
         None => (frame, None),
     };
-    let frame = decode_guarded(|| match api_key {
-        ApiKey::DescribeLogDirs => {
-            super::collapse::reduce_log_dir_topics(&frame, api_version, &handlers.image.load())
-        }
-        _ => super::collapse::rewrite(api_key, api_version, &frame),
-    })
-    .map_err(cannot_decode)?
-    .unwrap_or(frame);
+    let frame =
+        decode_guarded(|| super::collapse::rewrite(api_key, api_version, &frame, &handlers.image))
+            .map_err(cannot_decode)?
+            .unwrap_or(frame);
     let mut served = process_frame(
         frame, wire_size, handlers, settings, client, envelopes, quotas,
     )

@@ -132,9 +132,10 @@ impl ForwardError {
         match self {
             ForwardError::Unreachable => Forwarded::Unreachable,
             ForwardError::Failed(failure) => Forwarded::Failed(failure),
-            ForwardError::Unsupported(message) => {
-                ForwardError::failed(ResponseError::UnknownServerError, message).into_forwarded()
-            }
+            ForwardError::Unsupported(message) => Forwarded::Failed(ControllerFailure {
+                error: ResponseError::UnknownServerError,
+                message,
+            }),
         }
     }
 }
@@ -958,11 +959,10 @@ impl QuorumService {
         Box::pin(async move {
             let undecodable = |error: &dyn std::fmt::Display| {
                 tracing::error!(api_key = Req::KEY, %error, "a forwarded request or its answer could not be encoded or decoded");
-                ForwardError::failed(
-                    ResponseError::UnknownServerError,
-                    format!("This broker could not forward the request to the active controller: {error}"),
-                )
-                .into_forwarded()
+                Forwarded::Failed(ControllerFailure {
+                    error: ResponseError::UnknownServerError,
+                    message: format!("This broker could not forward the request to the active controller: {error}"),
+                })
             };
             if let Err(error) = encoded {
                 return undecodable(&error);
