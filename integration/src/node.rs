@@ -401,6 +401,18 @@ impl GregorNode {
         self.stderr.text()
     }
 
+    /// What the node's latest start wrote to stderr: the text after its start banner. Byte
+    /// offsets into [`GregorNode::stderr`] do not serve for this, since the oldest lines are
+    /// dropped once the log holds `MAX_LOG_LINES`.
+    pub fn stderr_of_latest_start(&self) -> String {
+        let text = self.stderr.text();
+        let banner = format!("---- start #{} ----", self.starts);
+        match text.rfind(&banner) {
+            Some(at) => text[at + banner.len()..].to_owned(),
+            None => text,
+        }
+    }
+
     /// Whether the process has exited (or was killed) — `Some(status)` once it has.
     pub fn try_exit_status(&mut self) -> anyhow::Result<Option<ExitStatus>> {
         match self.child.as_mut() {

@@ -143,10 +143,23 @@ impl PeerConnector {
     }
 }
 
+/// The least time a peer leaves between renewing its session and the session's end, where the
+/// session is long enough: 5-15% of a short session (a test's 1.5 s) is 75-225 ms, which a
+/// loaded node can spend before its next request to that peer, and a renewal is a SCRAM
+/// exchange of its own.
+const RENEWAL_MARGIN: Duration = Duration::from_millis(500);
+
 /// When to renew a session of `lifetime`: at a random point between 85% and 95% of it, as
-/// Kafka's clients do, so the server never sees it expire and peers do not renew together.
+/// Kafka's clients do, so the server never sees it expire and peers do not renew together;
+/// but at least [`RENEWAL_MARGIN`] before its end when that falls after half of it.
 fn renewal_after(lifetime: Duration) -> Duration {
-    lifetime.mul_f64(rand::rng().random_range(0.85..0.95))
+    let kafkas = lifetime.mul_f64(rand::rng().random_range(0.85..0.95));
+    let with_margin = lifetime.saturating_sub(RENEWAL_MARGIN);
+    if with_margin >= lifetime / 2 {
+        kafkas.min(with_margin)
+    } else {
+        kafkas
+    }
 }
 
 /// When to renew a session of `lifetime`, from now (`None`: it never ends).
@@ -431,6 +444,21 @@ impl ScramClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renewal_keeps_a_margin_before_short_sessions_end() {
+        for _ in 0..100 {
+            let hour = renewal_after(Duration::from_secs(3600));
+            assert!(hour >= Duration::from_secs(3060) && hour < Duration::from_secs(3420));
+            assert_eq!(
+                renewal_after(Duration::from_millis(1500)),
+                Duration::from_millis(1000)
+            );
+            // Too short to keep the margin past half of it: Kafka's 85-95% alone.
+            let short = renewal_after(Duration::from_millis(800));
+            assert!(short >= Duration::from_millis(680) && short < Duration::from_millis(760));
+        }
+    }
 
     /// RFC 7677 §3: the SCRAM-SHA-256 exchange of user "user", password "pencil".
     #[test]
