@@ -198,6 +198,7 @@ pub mod acl {
     pub const CREATE: i8 = 5;
     pub const DELETE: i8 = 6;
     pub const ALTER: i8 = 7;
+    pub const DESCRIBE: i8 = 8;
     pub const DESCRIBE_CONFIGS: i8 = 10;
     pub const CLUSTER_ACTION: i8 = 9;
     pub const DENY: i8 = 2;

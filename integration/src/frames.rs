@@ -76,6 +76,61 @@ pub fn create_topics_v7(count: usize, partitions: i32, validate_only: bool) -> B
     )
 }
 
+/// A DescribeQuorum v2 frame naming partitions 0 to `count - 1` of `__cluster_metadata` (see
+/// [`flexible_list`] for the header).
+pub fn describe_quorum_v2(count: usize) -> BytesMut {
+    // One topic, `__cluster_metadata`, then its partitions {index, tags}; then the topic's and
+    // the body's tagged fields.
+    flexible_list(
+        55,
+        2,
+        b"\x02\x13__cluster_metadata",
+        count,
+        5,
+        |index, frame| {
+            frame.put_i32(index as i32);
+            frame.put_u8(0);
+        },
+        b"\x00\x00",
+    )
+}
+
+/// Checks that `body` (after the response header) is the answer Gregor and Kafka give
+/// [`describe_quorum_v2`]: each partition UNKNOWN_TOPIC_OR_PARTITION.
+pub fn check_describe_quorum_v2_unknown(mut body: Bytes, count: usize) -> anyhow::Result<()> {
+    use kafka_protocol::messages::describe_quorum_response::PartitionData;
+    use kafka_protocol::protocol::Decodable;
+    // No error, an empty message (the schema's default), one topic.
+    let head = b"\x00\x00\x01\x02\x13__cluster_metadata";
+    anyhow::ensure!(
+        body.starts_with(head),
+        "DescribeQuorum's head: {:?}",
+        body.slice(..head.len().min(body.len()))
+    );
+    body.advance(head.len());
+    let length = compact_length(&mut body);
+    anyhow::ensure!(
+        length == count as u64 + 1,
+        "{length} - 1 answers for {count} partitions"
+    );
+    for index in 0..count {
+        let partition = PartitionData::decode(&mut body, 2)?;
+        let expected = PartitionData::default()
+            .with_partition_index(index as i32)
+            .with_error_code(3);
+        anyhow::ensure!(
+            partition == expected,
+            "partition {index} not UNKNOWN_TOPIC_OR_PARTITION: {partition:?}"
+        );
+    }
+    // The topic's tagged fields, no nodes, the body's tagged fields.
+    anyhow::ensure!(
+        &body[..] == b"\x00\x01\x00",
+        "DescribeQuorum's tail: {body:?}"
+    );
+    Ok(())
+}
+
 /// Reads a compact array's length (the count plus one, as an unsigned varint).
 pub fn compact_length(body: &mut Bytes) -> u64 {
     let mut length = 0u64;

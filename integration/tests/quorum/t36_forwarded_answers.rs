@@ -155,6 +155,33 @@ async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() ->
     distinct_topics_within_four_frames(&cluster, "without an authorizer", |_| false).await
 }
 
+/// A DescribeQuorum naming distinct partitions, forwarded by the broker: the controller answers
+/// each partition UNKNOWN_TOPIC_OR_PARTITION from the frame (five times the frame), and neither
+/// node holds the request or the answer whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_describe_quorum_of_distinct_partitions_stays_within_four_frames(
+) -> anyhow::Result<()> {
+    let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    forwarding(&broker.bootstrap()).await?;
+    let frame_size = frame_size();
+    let count = (frame_size - 60) / 5;
+    let frame = gregor_integration::frames::describe_quorum_v2(count);
+    let (mut body, controller_growth, broker_growth) =
+        answer_through(controller, broker, &frame).await?;
+    let header = ResponseHeader::decode(&mut body, 1)?;
+    assert_eq!(header.correlation_id, 42);
+    gregor_integration::frames::check_describe_quorum_v2_unknown(body, count)?;
+    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
+        assert!(
+            grown < 4 * frame_size as u64,
+            "a {}-byte DescribeQuorum grew the {node}'s peak resident memory by {grown} bytes",
+            frame.len()
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_forwarded_answer_is_the_controllers() -> anyhow::Result<()> {
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;

@@ -2103,3 +2103,127 @@ async fn describe_log_dirs_naming_distinct_topics_stays_within_four_frames() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// DescribeQuorum v2 naming distinct partitions of `__cluster_metadata` (the quorum's one
+/// partition among them): such a request never names that partition alone, so Kafka's
+/// controller answers each partition UNKNOWN_TOPIC_OR_PARTITION; the answer (five times the
+/// frame) is written from the frame.
+#[tokio::test]
+async fn describe_quorum_naming_distinct_partitions_stays_within_four_frames() {
+    let count = (FRAME - 60) / 5;
+    let frame = gregor_integration::frames::describe_quorum_v2(count);
+    let body = answer_within_four_frames("DescribeQuorum distinct partitions", &frame).await;
+    gregor_integration::frames::check_describe_quorum_v2_unknown(body, count).unwrap();
+}
+
+/// DescribeQuorum naming more partitions than one chunk, the quorum's partition among them
+/// past the first chunk, is answered at v0-2 as shorter requests naming more than one
+/// partition: each partition UNKNOWN_TOPIC_OR_PARTITION; the quorum's partition alone is still
+/// described.
+#[tokio::test]
+async fn describe_quorum_of_many_partitions_answers_as_shorter_requests() {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::DescribeQuorumRequest;
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let topic = |name: &str, partitions: std::ops::Range<i32>| {
+        TopicData::default()
+            .with_topic_name(topic_name(name))
+            .with_partitions(
+                partitions
+                    .map(|index| PartitionData::default().with_partition_index(index % 700))
+                    .collect(),
+            )
+    };
+    let parts = [
+        vec![topic("t", 0..1_000), topic("__cluster_metadata", 1..25)],
+        vec![topic("__cluster_metadata", 0..1), topic("t", 5..6)],
+    ];
+    let request = |topics: Vec<TopicData>| DescribeQuorumRequest::default().with_topics(topics);
+    for version in 0..=2 {
+        let whole = conn.send(&request(parts.concat()), version).await.unwrap();
+        let mut shorter = Vec::new();
+        for part in &parts {
+            let answer = conn.send(&request(part.clone()), version).await.unwrap();
+            assert_eq!(answer.error_code, 0, "v{version}");
+            shorter.extend(answer.topics);
+        }
+        assert_eq!((whole.error_code, whole.nodes.len()), (0, 0), "v{version}");
+        assert_eq!(whole.topics.len(), 4, "v{version}");
+        assert!(whole.topics == shorter, "DescribeQuorum v{version}");
+        assert!(
+            whole
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .all(|p| p.error_code == 3),
+            "v{version}: every partition UNKNOWN_TOPIC_OR_PARTITION"
+        );
+        let alone = conn
+            .send(&request(vec![topic("__cluster_metadata", 0..1)]), version)
+            .await
+            .unwrap();
+        let described = &alone.topics[0].partitions[0];
+        assert_eq!(
+            (described.error_code, described.leader_id.0),
+            (0, 1),
+            "v{version}: the quorum's partition alone is described"
+        );
+    }
+}
+
+/// A long DescribeQuorum refused as a whole (DESCRIBE on the cluster denied) gets the refusal a
+/// shorter request gets: CLUSTER_AUTHORIZATION_FAILED at the top, no topics.
+#[tokio::test]
+async fn describe_quorum_of_many_partitions_refused_whole_as_shorter_requests() {
+    use gregor_integration::admin::acl::{CLUSTER, DENY, DESCRIBE, LITERAL};
+    use gregor_integration::admin::anonymous_acl;
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::{CreateAclsRequest, DescribeQuorumRequest};
+    let node = GregorNode::start(&[
+        ("authorizer.class.name", "StandardAuthorizer"),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ])
+    .unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let denial = anonymous_acl(CLUSTER, "kafka-cluster", LITERAL, DESCRIBE, DENY);
+    let created = conn
+        .send(
+            &CreateAclsRequest::default().with_creations(vec![denial]),
+            3,
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.results[0].error_code, 0, "{created:?}");
+    let request = |partitions: i32| {
+        DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(topic_name("__cluster_metadata"))
+            .with_partitions(
+                (0..partitions)
+                    .map(|index| PartitionData::default().with_partition_index(index))
+                    .collect(),
+            )])
+    };
+    let bootstrap = node.bootstrap();
+    let short = wait_until(
+        "DESCRIBE on the cluster denied",
+        Duration::from_secs(30),
+        || {
+            let bootstrap = bootstrap.clone();
+            async move {
+                let mut conn = KafkaConn::connect(&bootstrap).await?;
+                let answer = conn.send(&request(2), 2).await?;
+                Ok((answer.error_code == 31).then_some(answer))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let long = conn.send(&request(2_000), 2).await.unwrap();
+    assert!(long.topics.is_empty(), "{:?}", long.topics.len());
+    assert_eq!(
+        long, short,
+        "CLUSTER_AUTHORIZATION_FAILED, as a shorter request"
+    );
+}

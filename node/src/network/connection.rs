@@ -27,7 +27,8 @@ use super::forwarded::Appended;
 use super::forwarded::ForwardedAnswer;
 use super::frame::{read_frame, FrameError};
 use super::partition_list_chunks::{
-    self, is_long, Chunked, DeleteRecordsList, DescribeProducersList, OffsetForLeaderEpochList,
+    self, is_long, Chunked, DeleteRecordsList, DescribeProducersList, DescribeQuorumList,
+    OffsetForLeaderEpochList,
 };
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
@@ -594,6 +595,7 @@ enum ChunkedRequest {
     OffsetForLeaderEpoch(Chunked<OffsetForLeaderEpochList>),
     DescribeProducers(Chunked<DescribeProducersList>),
     DeleteRecords(Chunked<DeleteRecordsList>),
+    DescribeQuorum(Chunked<DescribeQuorumList>),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
 }
 
@@ -609,6 +611,7 @@ impl ChunkedRequest {
             ChunkedRequest::OffsetForLeaderEpoch(chunked) => chunked.shell(),
             ChunkedRequest::DescribeProducers(chunked) => chunked.shell(),
             ChunkedRequest::DeleteRecords(chunked) => chunked.shell(),
+            ChunkedRequest::DescribeQuorum(chunked) => chunked.shell(),
             ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
         }
     }
@@ -670,6 +673,11 @@ impl ChunkedRequest {
                 let (answer, partitions) =
                     partition_list_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::DeleteRecords(partitions)))
+            }
+            ChunkedRequest::DescribeQuorum(chunked) => {
+                let (answer, partitions) =
+                    partition_list_chunks::handle_describe_quorum(handlers, info, chunked).await?;
+                (Some(answer), partitions.map(ListWriter::DescribeQuorum))
             }
             ChunkedRequest::DeleteTopics(chunked) => {
                 let (answer, topics) =
@@ -815,6 +823,9 @@ async fn process_frame(
         ApiKey::DeleteRecords => partition_list_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DeleteRecords)),
+        ApiKey::DescribeQuorum => partition_list_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::DescribeQuorum)),
         // Where this node decides it, or checks it before it forwards it (an authorizer).
         ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
             super::delete_topics_chunks::scan(&frame, api_version)

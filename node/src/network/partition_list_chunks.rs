@@ -9,24 +9,33 @@
 //! each partition's answer depends on nothing but the partition (a DeleteRecords repeat deletes
 //! up to its own offset, as it would in one request), the chunks' answers are the whole
 //! request's.
+//!
+//! DescribeQuorum is read the same way but decided once: the quorum has one partition, and
+//! Kafka's controller answers a request naming any other list than that one partition with
+//! each listed partition UNKNOWN_TOPIC_OR_PARTITION, so a long request's answer is the
+//! handler's answer to its shell and, unless that refuses the request as a whole, the same
+//! error for every partition, written from the frame.
 
 use std::ops::RangeInclusive;
 
 use anyhow::{bail, Context};
 use bytes::{Buf, Bytes};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::delete_records_response::DeleteRecordsPartitionResult;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::describe_producers_response::PartitionResponse;
+use kafka_protocol::messages::describe_quorum_request;
+use kafka_protocol::messages::describe_quorum_response::PartitionData;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, DeleteRecordsRequest, DescribeProducersRequest, OffsetForLeaderEpochRequest,
-    RequestHeader, RequestKind, ResponseKind, TopicName,
+    ApiKey, BrokerId, DeleteRecordsRequest, DescribeProducersRequest, DescribeQuorumRequest,
+    OffsetForLeaderEpochRequest, RequestHeader, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -35,39 +44,42 @@ use gregor_actors::handlers::{self, ApiResponse, ErrorCounts};
 
 use super::dedup_decode::need;
 use super::partition_chunks::{
-    lists_more_than_chunk, read_list, Answers, Cursor, Listed, PartitionList, PartitionsWriter,
-    TopicHead, CHUNK,
+    lists_more_than_chunk, read_list, Answers, Cursor, Item, Listed, PartitionList,
+    PartitionsWriter, TopicHead, CHUNK,
 };
 use super::repeated::skip_tagged_fields;
 
-/// An API served here: its list, the request around it, and how its handler answers.
-pub trait ChunkedPartitions: PartitionList + Sized {
+/// An API whose long requests are read here: its list and the request around it.
+pub trait LongPartitionList: PartitionList + Sized {
     const KEY: ApiKey;
-    /// The versions served a chunk at a time.
+    /// The versions read here.
     const VERSIONS: RangeInclusive<i16>;
     /// The request's other fields, with an empty topic list.
     type Shell: Clone;
-    /// A topic of the request.
-    type Topic;
     /// Reads the body's fields before the topics.
     fn read_prefix(rest: &mut Bytes, version: i16) -> anyhow::Result<Self::Shell>;
     /// Reads the body's fields after the topics (tagged fields included) into `shell`.
     fn read_suffix(rest: &mut Bytes, version: i16, shell: &mut Self::Shell) -> anyhow::Result<()>;
+    /// The shell as the request that looks at it before the handler sees.
+    fn shell(shell: &Self::Shell) -> RequestKind;
+}
+
+/// An API whose handler answers each partition on its own: how a chunk becomes a request and
+/// its answer the partitions' answers.
+pub trait ChunkedPartitions: LongPartitionList {
+    /// A topic of the request.
+    type Topic;
     fn topic(head: &TopicHead) -> Self::Topic;
     fn add(topic: &mut Self::Topic, partition: Self::Partition);
     /// How many partitions `topic` lists.
     fn partitions(topic: &Self::Topic) -> usize;
     fn request(shell: Self::Shell, topics: Vec<Self::Topic>) -> RequestKind;
-    /// The shell as the request that looks at it before the handler sees.
-    fn shell(shell: &Self::Shell) -> RequestKind {
-        Self::request(shell.clone(), Vec::new())
-    }
     /// The partitions' answers of the handler's answer, in order; `None` for another API.
     fn answers(response: &mut ResponseKind) -> Option<Vec<Self::Answer>>;
 }
 
 /// A request whose partitions stay in the frame until their chunk is answered.
-pub struct Chunked<L: ChunkedPartitions> {
+pub struct Chunked<L: LongPartitionList> {
     listed: Listed,
     shell: L::Shell,
 }
@@ -75,7 +87,7 @@ pub struct Chunked<L: ChunkedPartitions> {
 /// Reads `body` (a request body of `L`) when it names more than [`CHUNK`] partitions; `None`
 /// for other requests, decoded whole. Such a request is read to its end first, so a malformed
 /// one is refused before any chunk is answered.
-pub fn scan<L: ChunkedPartitions>(
+pub fn scan<L: LongPartitionList>(
     body: &Bytes,
     version: i16,
 ) -> Option<anyhow::Result<Chunked<L>>> {
@@ -96,7 +108,7 @@ pub fn scan<L: ChunkedPartitions>(
 /// Whether `frame` (header and body) is a request of `L` naming more than [`CHUNK`]
 /// partitions, read only as far as that: such a request is not reduced by `repeated.rs` first,
 /// as the handler answers repeats itself.
-pub fn is_long<L: ChunkedPartitions>(frame: &Bytes, version: i16) -> bool {
+pub fn is_long<L: LongPartitionList>(frame: &Bytes, version: i16) -> bool {
     let mut rest = frame.clone();
     let header_version = L::KEY.request_header_version(version);
     L::VERSIONS.contains(&version)
@@ -105,7 +117,7 @@ pub fn is_long<L: ChunkedPartitions>(frame: &Bytes, version: i16) -> bool {
         && lists_more_than_chunk::<L>(&mut rest, version)
 }
 
-impl<L: ChunkedPartitions> Chunked<L> {
+impl<L: LongPartitionList> Chunked<L> {
     /// The request as the handler sees it, without its topics (for what looks at the request
     /// before the handler).
     pub(crate) fn shell(&self) -> RequestKind {
@@ -199,11 +211,10 @@ impl PartitionList for OffsetForLeaderEpochList {
     }
 }
 
-impl ChunkedPartitions for OffsetForLeaderEpochList {
+impl LongPartitionList for OffsetForLeaderEpochList {
     const KEY: ApiKey = ApiKey::OffsetForLeaderEpoch;
     const VERSIONS: RangeInclusive<i16> = 3..=4;
     type Shell = OffsetForLeaderEpochRequest;
-    type Topic = OffsetForLeaderTopic;
 
     fn read_prefix(rest: &mut Bytes, _: i16) -> anyhow::Result<OffsetForLeaderEpochRequest> {
         Ok(OffsetForLeaderEpochRequest::default().with_replica_id(replica_id(rest)?))
@@ -212,6 +223,14 @@ impl ChunkedPartitions for OffsetForLeaderEpochList {
     fn read_suffix(rest: &mut Bytes, version: i16, _: &mut Self::Shell) -> anyhow::Result<()> {
         skip_tagged_fields(rest, version >= Self::FLEXIBLE_FROM)
     }
+
+    fn shell(shell: &OffsetForLeaderEpochRequest) -> RequestKind {
+        Self::request(shell.clone(), Vec::new())
+    }
+}
+
+impl ChunkedPartitions for OffsetForLeaderEpochList {
+    type Topic = OffsetForLeaderTopic;
 
     fn topic(head: &TopicHead) -> OffsetForLeaderTopic {
         OffsetForLeaderTopic::default().with_topic(TopicName(head.name.clone()))
@@ -271,11 +290,10 @@ impl PartitionList for DescribeProducersList {
     }
 }
 
-impl ChunkedPartitions for DescribeProducersList {
+impl LongPartitionList for DescribeProducersList {
     const KEY: ApiKey = ApiKey::DescribeProducers;
     const VERSIONS: RangeInclusive<i16> = 0..=0;
     type Shell = DescribeProducersRequest;
-    type Topic = TopicRequest;
 
     fn read_prefix(_: &mut Bytes, _: i16) -> anyhow::Result<DescribeProducersRequest> {
         Ok(DescribeProducersRequest::default())
@@ -284,6 +302,14 @@ impl ChunkedPartitions for DescribeProducersList {
     fn read_suffix(rest: &mut Bytes, _: i16, _: &mut Self::Shell) -> anyhow::Result<()> {
         skip_tagged_fields(rest, true)
     }
+
+    fn shell(shell: &DescribeProducersRequest) -> RequestKind {
+        Self::request(shell.clone(), Vec::new())
+    }
+}
+
+impl ChunkedPartitions for DescribeProducersList {
+    type Topic = TopicRequest;
 
     fn topic(head: &TopicHead) -> TopicRequest {
         TopicRequest::default().with_name(TopicName(head.name.clone()))
@@ -343,11 +369,10 @@ impl PartitionList for DeleteRecordsList {
     }
 }
 
-impl ChunkedPartitions for DeleteRecordsList {
+impl LongPartitionList for DeleteRecordsList {
     const KEY: ApiKey = ApiKey::DeleteRecords;
     const VERSIONS: RangeInclusive<i16> = 0..=2;
     type Shell = DeleteRecordsRequest;
-    type Topic = DeleteRecordsTopic;
 
     fn read_prefix(_: &mut Bytes, _: i16) -> anyhow::Result<DeleteRecordsRequest> {
         Ok(DeleteRecordsRequest::default())
@@ -359,6 +384,14 @@ impl ChunkedPartitions for DeleteRecordsList {
         shell.timeout_ms = rest.get_i32();
         skip_tagged_fields(rest, version >= Self::FLEXIBLE_FROM)
     }
+
+    fn shell(shell: &DeleteRecordsRequest) -> RequestKind {
+        Self::request(shell.clone(), Vec::new())
+    }
+}
+
+impl ChunkedPartitions for DeleteRecordsList {
+    type Topic = DeleteRecordsTopic;
 
     fn topic(head: &TopicHead) -> DeleteRecordsTopic {
         DeleteRecordsTopic::default().with_name(TopicName(head.name.clone()))
@@ -383,4 +416,92 @@ impl ChunkedPartitions for DeleteRecordsList {
         let topics = std::mem::take(&mut response.topics);
         Some(topics.into_iter().flat_map(|t| t.partitions).collect())
     }
+}
+
+/// DescribeQuorum v0-2's topic-partitions (every version is flexible).
+pub struct DescribeQuorumList;
+
+impl PartitionList for DescribeQuorumList {
+    type Partition = i32;
+    type Answer = PartitionData;
+    const FLEXIBLE_FROM: i16 = 0;
+
+    fn decode_partition(buf: &mut Bytes, version: i16) -> anyhow::Result<i32> {
+        Ok(describe_quorum_request::PartitionData::decode(buf, version)?.partition_index)
+    }
+
+    fn partition_index(partition: &i32) -> i32 {
+        *partition
+    }
+
+    /// As the handler echoes a partition it does not describe.
+    fn plain(index: i32, error_code: i16) -> PartitionData {
+        PartitionData::default()
+            .with_partition_index(index)
+            .with_error_code(error_code)
+    }
+
+    fn error_code(answer: &PartitionData) -> i16 {
+        answer.error_code
+    }
+
+    fn index_mut(answer: &mut PartitionData) -> &mut i32 {
+        &mut answer.partition_index
+    }
+}
+
+impl LongPartitionList for DescribeQuorumList {
+    const KEY: ApiKey = ApiKey::DescribeQuorum;
+    const VERSIONS: RangeInclusive<i16> = 0..=2;
+    type Shell = DescribeQuorumRequest;
+
+    fn read_prefix(_: &mut Bytes, _: i16) -> anyhow::Result<DescribeQuorumRequest> {
+        Ok(DescribeQuorumRequest::default())
+    }
+
+    fn read_suffix(rest: &mut Bytes, _: i16, _: &mut Self::Shell) -> anyhow::Result<()> {
+        skip_tagged_fields(rest, true)
+    }
+
+    fn shell(shell: &DescribeQuorumRequest) -> RequestKind {
+        RequestKind::DescribeQuorum(shell.clone())
+    }
+}
+
+/// Decides a DescribeQuorum naming more than [`CHUNK`] partitions, so never the quorum's one
+/// partition alone: the handler answers its shell (no topics). A refusal of the whole request
+/// (a top-level error: denied, or the controller's failure) or an answer naming a partition of
+/// its own (a node outside the quorum) is the answer as it is; otherwise every listed partition
+/// is answered UNKNOWN_TOPIC_OR_PARTITION, written by the [`PartitionsWriter`].
+pub(crate) async fn handle_describe_quorum(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: Chunked<DescribeQuorumList>,
+) -> anyhow::Result<(ApiResponse, Option<PartitionsWriter<DescribeQuorumList>>)> {
+    let Some(mut answer) = handlers::handle(ctx, info, request.shell()).await else {
+        bail!("the DescribeQuorum handler gave no answer");
+    };
+    let ResponseKind::DescribeQuorum(body) = &answer.body else {
+        bail!("the DescribeQuorum handler answered another API");
+    };
+    if body.error_code != 0 || !body.topics.is_empty() {
+        return Ok((answer, None));
+    }
+    if !body.nodes.is_empty() {
+        bail!("the DescribeQuorum handler described nodes for a request naming no partition");
+    }
+    let code = ResponseError::UnknownTopicOrPartition.code();
+    let mut answers = Answers::<DescribeQuorumList>::default();
+    let mut cursor = Cursor::<DescribeQuorumList>::new(&request.listed)?;
+    while let Some(item) = cursor.next_item()? {
+        if let Item::Partition(index) = item {
+            answers.keep(DescribeQuorumList::plain(index, code))?;
+        }
+    }
+    let mut errors = ErrorCounts::default();
+    errors.add(body.error_code);
+    answers.count_errors(&mut errors);
+    answer.errors = errors;
+    let writer = PartitionsWriter::new(request.listed, answers)?;
+    Ok((answer, Some(writer)))
 }

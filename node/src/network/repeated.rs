@@ -45,7 +45,7 @@ use super::list_offsets_chunks::ListOffsetsList;
 use super::metadata_chunks::TopicsWriter;
 use super::partition_chunks::PartitionsWriter;
 use super::partition_list_chunks::{
-    DeleteRecordsList, DescribeProducersList, OffsetForLeaderEpochList,
+    DeleteRecordsList, DescribeProducersList, DescribeQuorumList, OffsetForLeaderEpochList,
 };
 use super::produce_chunks::ProduceList;
 
@@ -879,6 +879,7 @@ pub enum ListWriter {
     OffsetForLeaderEpoch(PartitionsWriter<OffsetForLeaderEpochList>),
     DescribeProducers(PartitionsWriter<DescribeProducersList>),
     DeleteRecords(PartitionsWriter<DeleteRecordsList>),
+    DescribeQuorum(PartitionsWriter<DescribeQuorumList>),
     DeleteTopics(DeletionResultsWriter),
 }
 
@@ -894,6 +895,7 @@ impl ListWriter {
             ListWriter::OffsetForLeaderEpoch(topics) => topics.count(),
             ListWriter::DescribeProducers(topics) => topics.count(),
             ListWriter::DeleteRecords(topics) => topics.count(),
+            ListWriter::DescribeQuorum(topics) => topics.count(),
             ListWriter::DeleteTopics(topics) => topics.count(),
         }
     }
@@ -909,6 +911,7 @@ impl ListWriter {
             ListWriter::OffsetForLeaderEpoch(topics) => topics.len(),
             ListWriter::DescribeProducers(topics) => topics.len(),
             ListWriter::DeleteRecords(topics) => topics.len(),
+            ListWriter::DescribeQuorum(topics) => topics.len(),
             ListWriter::DeleteTopics(topics) => topics.len(),
         }
     }
@@ -933,6 +936,9 @@ impl ListWriter {
             ListWriter::DescribeProducers(_) => (1, true),
             // After the topics: tagged fields (v2+).
             ListWriter::DeleteRecords(_) => (usize::from(version >= 2), version >= 2),
+            // After the topics: the nodes (v2+, none in an answer naming no partition of the
+            // quorum), then tagged fields (every version is flexible).
+            ListWriter::DescribeQuorum(_) => (1 + usize::from(version >= 2), true),
             // After the topics: tagged fields (v4+).
             ListWriter::DeleteTopics(_) => (usize::from(version >= 4), version >= 4),
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
@@ -964,6 +970,7 @@ impl ListWriter {
             ListWriter::OffsetForLeaderEpoch(topics) => topics.write_to(out).await,
             ListWriter::DescribeProducers(topics) => topics.write_to(out).await,
             ListWriter::DeleteRecords(topics) => topics.write_to(out).await,
+            ListWriter::DescribeQuorum(topics) => topics.write_to(out).await,
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
         }
     }
