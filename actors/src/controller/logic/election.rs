@@ -20,10 +20,12 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
-use super::ControllerResult;
+use super::errors::ControllerError;
+use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const INVALID_REQUEST: i16 = 42;
+const POLICY_VIOLATION: i16 = 44;
 const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
 const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
 const ELECTION_NOT_NEEDED: i16 = 84;
@@ -203,7 +205,10 @@ fn partition_result(partition_id: i32, code: i16, message: Option<String>) -> Pa
 /// Decides ElectLeaders at `version` (Kafka's `ReplicationControlManager.electLeaders`): one
 /// result per requested partition in request order; with null partitions every partition of
 /// every topic, leaving out those already led as wanted (ELECTION_NOT_NEEDED). An unknown
-/// election type fails every requested partition and the request with INVALID_REQUEST.
+/// election type fails every requested partition and the request with INVALID_REQUEST. More
+/// than [`MAX_RECORDS_PER_USER_OP`] elections (Kafka's `BoundedList` of records, a repeat
+/// counting again as it writes its record again there) fail them all with POLICY_VIOLATION and
+/// write nothing, as Kafka's controller answers its batch-too-large failure.
 pub fn elect_leaders(
     image: &MetadataImage,
     request: &ElectLeadersRequest,
@@ -212,9 +217,13 @@ pub fn elect_leaders(
     let election = match (version, request.election_type) {
         (0, _) | (_, 0) => Election::Preferred,
         (_, 1) => Election::Unclean,
-        (_, other) => return invalid_election_type(request, other),
+        (_, other) => {
+            let message = format!("Unknown election type {other}");
+            return refused_whole(request, INVALID_REQUEST, message);
+        }
     };
     let mut records = Vec::new();
+    let mut elections = 0;
     let mut results = Vec::new();
     match &request.topic_partitions {
         None => {
@@ -223,6 +232,7 @@ pub fn elect_leaders(
                 for (partition_id, _) in topic.partitions() {
                     let (code, message, record) =
                         elect_one(image, &topic.name, partition_id, election);
+                    elections += usize::from(record.is_some());
                     records.extend(record.map(MetadataRecord::PartitionChange));
                     if code != ELECTION_NOT_NEEDED {
                         partitions.push(partition_result(partition_id, code, message));
@@ -244,6 +254,7 @@ pub fn elect_leaders(
                 for &partition_id in &topic.partitions {
                     let (code, message, record) =
                         elect_one(image, &topic.topic, partition_id, election);
+                    elections += usize::from(record.is_some());
                     if decided.insert((&topic.topic, partition_id)) {
                         records.extend(record.map(MetadataRecord::PartitionChange));
                     }
@@ -257,17 +268,24 @@ pub fn elect_leaders(
             }
         }
     }
+    if elections > MAX_RECORDS_PER_USER_OP {
+        let message = ControllerError::BatchTooLarge.to_string();
+        return refused_whole(request, POLICY_VIOLATION, message);
+    }
     ControllerResult {
         records,
         response: ElectLeadersResponse::default().with_replica_election_results(results),
     }
 }
 
-fn invalid_election_type(
+/// The answer to a request Kafka's controller refuses whole (`ElectLeadersRequest
+/// .getErrorResponse`): `code` at the top and, with `message`, for every requested partition;
+/// nothing written.
+fn refused_whole(
     request: &ElectLeadersRequest,
-    election_type: i8,
+    code: i16,
+    message: String,
 ) -> ControllerResult<ElectLeadersResponse> {
-    let message = format!("Unknown election type {election_type}");
     let results = request
         .topic_partitions
         .iter()
@@ -279,7 +297,7 @@ fn invalid_election_type(
                     topic
                         .partitions
                         .iter()
-                        .map(|id| partition_result(*id, INVALID_REQUEST, Some(message.clone())))
+                        .map(|id| partition_result(*id, code, Some(message.clone())))
                         .collect(),
                 )
         })
@@ -287,7 +305,7 @@ fn invalid_election_type(
     ControllerResult {
         records: Vec::new(),
         response: ElectLeadersResponse::default()
-            .with_error_code(INVALID_REQUEST)
+            .with_error_code(code)
             .with_replica_election_results(results),
     }
 }
@@ -553,6 +571,38 @@ mod tests {
         let result = elect_leaders(&image, &request(0, Some(&[0, 0])), 2);
         assert_eq!(codes(&result.response), vec![(0, 0), (0, 0)]);
         assert_eq!(result.records, vec![change(0, 1)]);
+    }
+
+    #[test]
+    fn more_than_ten_thousand_elections_are_refused_whole() {
+        // 5,000 partitions led by their second replica: each preferred election writes a record.
+        let partitions: Vec<_> = (0..5_000)
+            .map(|id| partition(id, &[1, 2], &[1, 2], 2))
+            .collect();
+        let led = image(&[], partitions);
+        let ids: Vec<i32> = (0..5_000).collect();
+        // Named twice: 10,000 elections, as many records in Kafka's controller (one each here).
+        let twice = [ids.clone(), ids.clone()].concat();
+        let at_cap = elect_leaders(&led, &request(0, Some(&twice)), 2);
+        assert_eq!(at_cap.response.error_code, 0);
+        assert_eq!(at_cap.records.len(), 5_000);
+        // One more election, even of a partition already named: refused whole.
+        let over = [twice, vec![0, 9_999]].concat();
+        let refused = elect_leaders(&led, &request(0, Some(&over)), 2);
+        assert_eq!(refused.response.error_code, POLICY_VIOLATION);
+        assert!(refused.records.is_empty());
+        let results = &refused.response.replica_election_results[0].partition_result;
+        assert_eq!(results.len(), 10_002);
+        assert!(results.iter().all(|p| p.error_code == POLICY_VIOLATION
+            && p.error_message.as_deref()
+                == Some("Unable to perform excessively large batch operation.")));
+        // Every partition of every topic (null): no per-partition answers, the error on top.
+        let partitions: Vec<_> = (0..10_001)
+            .map(|id| partition(id, &[1, 2], &[1, 2], 2))
+            .collect();
+        let all = elect_leaders(&image(&[], partitions), &request(0, None), 2);
+        assert_eq!(all.response.error_code, POLICY_VIOLATION);
+        assert!(all.response.replica_election_results.is_empty() && all.records.is_empty());
     }
 
     #[test]

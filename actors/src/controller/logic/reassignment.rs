@@ -27,8 +27,9 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::election::{UncleanPolicy, RECOVERING};
-use super::{ControllerResult, MetadataRecord};
+use super::{ControllerResult, MetadataRecord, MAX_RECORDS_PER_USER_OP};
 
+const UNKNOWN_SERVER_ERROR: i16 = -1;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const INVALID_REPLICATION_FACTOR: i16 = 38;
 const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
@@ -300,7 +301,10 @@ fn cancel(
 }
 
 /// Decides AlterPartitionReassignments at `version`: one result per requested partition in
-/// request order; every record of the request is written atomically.
+/// request order; every record of the request is written atomically. A partition whose record
+/// would be past [`MAX_RECORDS_PER_USER_OP`] fails UNKNOWN_SERVER_ERROR without a message and
+/// the others are decided on, as Kafka's controller answers the `BoundedList` overflow it
+/// catches per partition.
 pub fn alter_partition_reassignments(
     image: &MetadataImage,
     request: &AlterPartitionReassignmentsRequest,
@@ -328,6 +332,9 @@ pub fn alter_partition_reassignments(
                 policy,
             );
             let (code, message) = match outcome {
+                Ok(Some(_)) if records.len() == MAX_RECORDS_PER_USER_OP => {
+                    (UNKNOWN_SERVER_ERROR, None)
+                }
                 Ok(record) => {
                     records.extend(record.map(MetadataRecord::PartitionChange));
                     (0, None)
@@ -491,6 +498,35 @@ mod tests {
             p.error_code,
             p.error_message.as_ref().map(|m| m.to_string()),
         )
+    }
+
+    #[test]
+    fn partitions_past_ten_thousand_records_fail_alone() {
+        let before = image(partition(&[1, 2, 3], &[1, 2, 3], 1));
+        let mut request = request(Some(&[2, 3, 4]));
+        let moved = request.topics[0].partitions[0].clone();
+        let cancelled = moved.clone().with_replicas(None);
+        // 10,001 moves of partition 0 (each a record, decided on the image before the
+        // request), then a cancellation with nothing in progress.
+        request.topics[0].partitions = vec![moved; MAX_RECORDS_PER_USER_OP + 1];
+        request.topics[0].partitions.push(cancelled);
+        let result = alter_partition_reassignments(&before, &request, 1, &POLICY);
+        assert_eq!(result.records.len(), MAX_RECORDS_PER_USER_OP);
+        let answers: Vec<_> = result.response.responses[0]
+            .partitions
+            .iter()
+            .map(|p| (p.error_code, p.error_message.is_some()))
+            .collect();
+        assert!(answers[..MAX_RECORDS_PER_USER_OP]
+            .iter()
+            .all(|a| *a == (0, false)));
+        assert_eq!(
+            answers[MAX_RECORDS_PER_USER_OP..],
+            [
+                (UNKNOWN_SERVER_ERROR, false),
+                (NO_REASSIGNMENT_IN_PROGRESS, true)
+            ]
+        );
     }
 
     const POLICY: UncleanPolicy = UncleanPolicy {
