@@ -197,6 +197,7 @@ def test_kcat_produce_kafka_python_consume(node):
         (o, k.decode(), v.decode(), ts) for o, k, v, _, ts in got]
 
 
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
 def test_dump_log_shows_what_was_produced(node):
     """`gregor dump-log` prints a partition's segment as kafka-dump-log.sh does."""
     create(node, ("dp-dump", 1))
