@@ -146,10 +146,17 @@ impl MetadataPublisher for LogPublisher {
             return Ok(());
         }
         if let Some(topics) = delta.topics_delta() {
+            // A deleted topic's partitions are those of the image before the delta: only
+            // they are looked at, so a deletion costs its own partitions, not every log.
             for (id, name) in topics.deleted_topics() {
-                for (tp, topic_id) in self.manager.hosted() {
-                    if topic_id == id && tp.topic == name {
-                        self.manager.remove(&tp);
+                let Some(deleted) = delta.base().topics.get_by_id(&id) else {
+                    continue;
+                };
+                for (partition, _) in deleted.partitions() {
+                    let hosted = self.manager.partition(name, partition);
+                    if hosted.is_some_and(|state| state.topic_id == id) {
+                        self.manager
+                            .remove(&TopicPartition::new(name.to_owned(), partition));
                     }
                 }
             }

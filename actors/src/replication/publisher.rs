@@ -34,6 +34,10 @@ pub struct ReplicationPublisher {
     followed: HashMap<(String, i32), (i32, FollowedPartition)>,
     /// Led partitions: (topic, partition) → under-replicated (ISR smaller than the replicas).
     led: HashMap<(String, i32), bool>,
+    /// How many of `led` are under-replicated, kept as they change (not counted per image).
+    under_replicated: usize,
+    /// Whether `followed` changed since the fetchers were last sent their assignments.
+    followed_changed: bool,
     assignments: watch::Sender<Arc<FollowerAssignments>>,
 }
 
@@ -50,10 +54,37 @@ impl ReplicationPublisher {
                 node_id,
                 followed: HashMap::new(),
                 led: HashMap::new(),
+                under_replicated: 0,
+                followed_changed: false,
                 assignments,
             },
             receiver,
         )
+    }
+
+    fn lead(&mut self, key: (String, i32), under_replicated: bool) {
+        if self.led.insert(key, under_replicated) == Some(true) {
+            self.under_replicated -= 1;
+        }
+        self.under_replicated += usize::from(under_replicated);
+    }
+
+    fn stop_leading(&mut self, key: &(String, i32)) {
+        if self.led.remove(key) == Some(true) {
+            self.under_replicated -= 1;
+        }
+    }
+
+    fn follow(&mut self, key: (String, i32), leader: i32, partition: FollowedPartition) {
+        let followed = (leader, partition);
+        if self.followed.get(&key) != Some(&followed) {
+            self.followed.insert(key, followed);
+            self.followed_changed = true;
+        }
+    }
+
+    fn stop_following(&mut self, key: &(String, i32)) {
+        self.followed_changed |= self.followed.remove(key).is_some();
     }
 
     fn sync_topic(&mut self, topic: &TopicImage) {
@@ -66,17 +97,17 @@ impl ReplicationPublisher {
                 .partition(&topic.name, partition)
                 .filter(|s| s.topic_id == topic.id);
             let (true, Some(state)) = (hosted, state) else {
-                self.followed.remove(&key);
-                self.led.remove(&key);
+                self.stop_following(&key);
+                self.stop_leading(&key);
                 continue;
             };
             if registration.leader == self.node_id {
-                self.led.insert(
+                self.lead(
                     key.clone(),
                     registration.isr.as_slice().len() < registration.replicas.as_slice().len(),
                 );
             } else {
-                self.led.remove(&key);
+                self.stop_leading(&key);
             }
             let assignment = Assignment {
                 leader: registration.leader,
@@ -106,25 +137,24 @@ impl ReplicationPublisher {
             // Waiting produces and fetches look again (leadership or the ISR changed).
             state.appended.notify_waiters();
             if registration.leader != self.node_id && registration.leader >= 0 {
-                self.followed.insert(
-                    key,
-                    (
-                        registration.leader,
-                        FollowedPartition {
-                            topic: topic.name.to_string(),
-                            topic_id: topic.id,
-                            partition,
-                            leader_epoch: registration.leader_epoch,
-                        },
-                    ),
-                );
+                let followed = FollowedPartition {
+                    topic: topic.name.to_string(),
+                    topic_id: topic.id,
+                    partition,
+                    leader_epoch: registration.leader_epoch,
+                };
+                self.follow(key, registration.leader, followed);
             } else {
-                self.followed.remove(&key);
+                self.stop_following(&key);
             }
         }
     }
 
-    fn publish_assignments(&self) {
+    /// Sends the fetchers their assignments when the followed partitions changed.
+    fn publish_assignments(&mut self) {
+        if !std::mem::take(&mut self.followed_changed) {
+            return;
+        }
         let mut by_leader = FollowerAssignments::new();
         for (leader, partition) in self.followed.values() {
             by_leader
@@ -154,17 +184,25 @@ impl MetadataPublisher for ReplicationPublisher {
     ) -> Result<(), PublishError> {
         if matches!(manifest, LoaderManifest::Snapshot { .. }) {
             self.followed.clear();
+            self.followed_changed = true;
             self.led.clear();
+            self.under_replicated = 0;
             for topic in image.topics.iter() {
                 self.sync_topic(topic);
             }
         } else if let Some(topics) = delta.topics_delta() {
-            let deleted: std::collections::HashSet<&str> =
-                topics.deleted_topics().map(|(_, name)| name).collect();
-            self.followed
-                .retain(|(topic, _), _| !deleted.contains(topic.as_str()));
-            self.led
-                .retain(|(topic, _), _| !deleted.contains(topic.as_str()));
+            // A deleted topic's partitions are those of the image before the delta: a deletion
+            // costs its own partitions, not every hosted one.
+            for (id, name) in topics.deleted_topics() {
+                let Some(deleted) = delta.base().topics.get_by_id(&id) else {
+                    continue;
+                };
+                for (partition, _) in deleted.partitions() {
+                    let key = (name.to_owned(), partition);
+                    self.stop_following(&key);
+                    self.stop_leading(&key);
+                }
+            }
             for changed in topics.changed_topics() {
                 if let Some(topic) = image.topics.get_by_id(&changed.id()) {
                     self.sync_topic(topic);
@@ -174,10 +212,144 @@ impl MetadataPublisher for ReplicationPublisher {
             return Ok(());
         }
         self.publish_assignments();
-        gregor_metrics::replica_leadership(
-            self.led.len(),
-            self.led.values().filter(|under| **under).count(),
-        );
+        gregor_metrics::replica_leadership(self.led.len(), self.under_replicated);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use gregor_publishers::records::{PartitionRecord, RemoveTopicRecord, TopicRecord};
+    use gregor_publishers::{MetadataRecord, Provenance};
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::log_manager::{LogManagerSettings, LogPublisher, StaticLogDefaults};
+
+    fn partition(topic: Uuid, id: i32, isr: &[i32], leader: i32) -> MetadataRecord {
+        MetadataRecord::Partition(PartitionRecord {
+            isr: isr.to_vec(),
+            leader,
+            ..PartitionRecord::in_sync(topic, id, vec![1, 2])
+        })
+    }
+
+    fn topic(name: &str, id: Uuid) -> MetadataRecord {
+        MetadataRecord::Topic(TopicRecord {
+            name: name.into(),
+            topic_id: id,
+        })
+    }
+
+    /// Applies `records` on `image` and hands the delta to both publishers, logs first (as the
+    /// node installs them).
+    fn publish(
+        image: &Arc<MetadataImage>,
+        records: &[MetadataRecord],
+        logs: &mut LogPublisher,
+        replication: &mut ReplicationPublisher,
+    ) -> Arc<MetadataImage> {
+        let mut delta = MetadataDelta::new(Arc::clone(image));
+        for record in records {
+            delta.replay(record).unwrap();
+        }
+        let next = Arc::new(delta.apply(Provenance::default()));
+        let manifest = LoaderManifest::LogDelta {
+            provenance: Provenance::default(),
+            num_batches: 1,
+            num_records: records.len(),
+            elapsed_ns: 0,
+        };
+        logs.on_metadata_update(&delta, &next, &manifest).unwrap();
+        replication
+            .on_metadata_update(&delta, &next, &manifest)
+            .unwrap();
+        next
+    }
+
+    /// Deleting a topic drops its partitions' logs and roles (found through the image before
+    /// the delta) and nothing else; the under-replicated count and the fetchers' assignments
+    /// follow, including a topic deleted and created again under its name in one delta.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deleted_topic_takes_only_its_own_partitions_along() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = LogManager::start(LogManagerSettings {
+            log_dirs: vec![dir.path().to_path_buf()],
+            shards: 1,
+            retention_check_interval_ms: 300_000,
+            checkpoint_interval_ms: 60_000,
+            high_watermark_checkpoint_interval_ms: 5_000,
+            max_open_files: 64,
+            cleaner_enable: false,
+            cleaner_backoff_ms: 15_000,
+            cleaner_threads: 1,
+        })
+        .unwrap();
+        let mut logs = LogPublisher::new(Arc::clone(&manager), 1, StaticLogDefaults::default());
+        let (mut replication, assignments) = ReplicationPublisher::new(Arc::clone(&manager), 1);
+        let (kept, gone, again) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let image = publish(
+            &Arc::new(MetadataImage::empty()),
+            &[
+                topic("kept", kept),
+                partition(kept, 0, &[1], 1),
+                partition(kept, 1, &[1], 1),
+                topic("gone", gone),
+                partition(gone, 0, &[1, 2], 2),
+                partition(gone, 1, &[1], 1),
+            ],
+            &mut logs,
+            &mut replication,
+        );
+        assert_eq!(
+            (replication.led.len(), replication.under_replicated),
+            (3, 3)
+        );
+        let followed = |name: &str| {
+            assignments
+                .borrow()
+                .get(&2)
+                .map(|partitions| partitions.iter().filter(|p| p.topic == name).count())
+                .unwrap_or(0)
+        };
+        assert_eq!(followed("gone"), 1);
+
+        let image = publish(
+            &image,
+            &[MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                topic_id: gone,
+            })],
+            &mut logs,
+            &mut replication,
+        );
+        assert!(manager.partition("gone", 0).is_none() && manager.partition("gone", 1).is_none());
+        assert!(manager.partition("kept", 0).is_some() && manager.partition("kept", 1).is_some());
+        assert_eq!(
+            (replication.led.len(), replication.under_replicated),
+            (2, 2)
+        );
+        assert_eq!(followed("gone"), 0);
+
+        publish(
+            &image,
+            &[
+                MetadataRecord::RemoveTopic(RemoveTopicRecord { topic_id: kept }),
+                topic("kept", again),
+                partition(again, 0, &[1, 2], 1),
+            ],
+            &mut logs,
+            &mut replication,
+        );
+        assert_eq!(
+            manager.partition("kept", 0).map(|s| s.topic_id),
+            Some(again)
+        );
+        assert!(manager.partition("kept", 1).is_none());
+        assert_eq!(
+            (replication.led.len(), replication.under_replicated),
+            (1, 0)
+        );
     }
 }
