@@ -312,7 +312,7 @@ async fn metadata_naming_many_distinct_topics_answers_as_shorter_requests() {
             distinct.push(n.clone());
         }
     }
-    for version in [1i16, 9, 12] {
+    for version in [1i16, 9, 12, 13] {
         let whole = conn
             .send::<MetadataRequest>(&request(&listed, version), version)
             .await

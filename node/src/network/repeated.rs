@@ -921,9 +921,12 @@ impl ListWriter {
     /// the version is flexible.
     fn list_end(&self, version: i16, response_len: usize) -> (usize, bool) {
         match self {
-            // After the topics: ClusterAuthorizedOperations (v8-10), then tagged fields (v9+).
+            // After the topics: ClusterAuthorizedOperations (v8-10), the error code (v13+),
+            // then tagged fields (v9+).
             ListWriter::Metadata(_) => (
-                if (8..=10).contains(&version) { 4 } else { 0 } + usize::from(version >= 9),
+                if (8..=10).contains(&version) { 4 } else { 0 }
+                    + if version >= 13 { 2 } else { 0 }
+                    + usize::from(version >= 9),
                 version >= 9,
             ),
             // After the topics: tagged fields (v5+).
