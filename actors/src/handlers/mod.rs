@@ -50,7 +50,7 @@ pub use api_versions::unsupported_version_response;
 pub use authorize::fully_authorized;
 pub use errors::{error_name, ErrorCounts};
 pub use metadata::{
-    all_topics_described, auto_create, encoded_size_bound, response_brokers, topics_to_create,
+    auto_create, encode_all_topics, encoded_size_bound, response_brokers, topics_to_create,
     BrokerTable,
 };
 pub use topics::{
@@ -500,6 +500,18 @@ pub struct ApiResponse {
     pub throttle_time_ms: i32,
     /// Whether the response is sent (Produce with acks=0 sends none).
     pub delivery: Delivery,
+    /// The body's list, already encoded, when the handler wrote it straight to bytes (an
+    /// all-topics Metadata answer's topics); the body then holds an empty list in its place.
+    pub encoded_list: Option<EncodedList>,
+}
+
+/// A response's list encoded at the request's version, without its length prefix.
+#[derive(Debug)]
+pub struct EncodedList {
+    /// How many elements it holds.
+    pub count: usize,
+    /// The elements' bytes.
+    pub bytes: bytes::Bytes,
 }
 
 /// What the front end does with a handler's response.
@@ -521,6 +533,7 @@ impl ApiResponse {
             errors,
             throttle_time_ms: 0,
             delivery: Delivery::Send,
+            encoded_list: None,
         }
     }
 }

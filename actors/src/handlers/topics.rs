@@ -212,6 +212,7 @@ pub(super) async fn create_topics(
         body: ResponseKind::CreateTopics(response),
         errors,
         delivery: super::Delivery::Send,
+        encoded_list: None,
     }
 }
 
@@ -282,6 +283,7 @@ pub async fn create_listed_topics(
         body: ResponseKind::CreateTopics(response),
         errors,
         delivery: super::Delivery::Send,
+        encoded_list: None,
     };
     (answer, creation)
 }
@@ -421,6 +423,7 @@ pub(super) async fn delete_topics(
         body: ResponseKind::DeleteTopics(response),
         errors,
         delivery: super::Delivery::Send,
+        encoded_list: None,
     }
 }
 
@@ -523,6 +526,7 @@ pub async fn delete_listed_topics(
         body: ResponseKind::DeleteTopics(response),
         errors,
         delivery: super::Delivery::Send,
+        encoded_list: None,
     };
     (answer, deletion)
 }
@@ -586,6 +590,7 @@ pub(super) async fn create_partitions(
         body: ResponseKind::CreatePartitions(response),
         errors,
         delivery: super::Delivery::Send,
+        encoded_list: None,
     }
 }
 

@@ -962,12 +962,29 @@ async fn process_frame(
         errors,
         throttle_time_ms,
         delivery,
+        encoded_list,
     } = handled.ok_or_else(|| {
         refuse(
             CloseReason::UnknownApiKey,
             format!("no handler for {}", spec.name),
         )
     })?;
+    // Only Metadata's handler writes its list itself (all topics), never a chunked one.
+    let topics = match (topics, encoded_list) {
+        (None, Some(list)) if api_key == ApiKey::Metadata => {
+            Some(ListWriter::EncodedMetadata(list))
+        }
+        (topics, None) => topics,
+        (_, Some(_)) => {
+            return Err(refuse(
+                CloseReason::MalformedRequest,
+                format!(
+                    "{} v{api_version}: an encoded list the front end cannot place",
+                    spec.name
+                ),
+            ))
+        }
+    };
     quotas.fetch = std::mem::take(&mut info.fetch_quota);
     // Read once: the handler's time, and the time the quotas record at.
     let handler_done = Instant::now();

@@ -127,6 +127,7 @@ fn answer(body: FetchResponse, errors: ErrorCounts, throttle_time_ms: i32) -> Ap
         errors,
         throttle_time_ms,
         delivery: Delivery::Send,
+        encoded_list: None,
     }
 }
 

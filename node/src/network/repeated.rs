@@ -28,6 +28,7 @@ use std::hash::BuildHasher;
 
 use anyhow::bail;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use gregor_actors::handlers::EncodedList;
 use hashbrown::hash_table::Entry;
 use hashbrown::{HashSet, HashTable};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -872,6 +873,8 @@ pub struct Chunked {
 #[derive(Debug)]
 pub enum ListWriter {
     Metadata(Box<TopicsWriter>),
+    /// An all-topics Metadata answer's topics, encoded by the handler.
+    EncodedMetadata(EncodedList),
     Produce(PartitionsWriter<ProduceList>),
     Fetch(PartitionsWriter<FetchList>),
     CreateTopics(TopicResultsWriter),
@@ -888,6 +891,7 @@ impl ListWriter {
     fn count(&self) -> usize {
         match self {
             ListWriter::Metadata(topics) => topics.count,
+            ListWriter::EncodedMetadata(topics) => topics.count,
             ListWriter::Produce(topics) => topics.count(),
             ListWriter::Fetch(topics) => topics.count(),
             ListWriter::CreateTopics(topics) => topics.count(),
@@ -904,6 +908,7 @@ impl ListWriter {
     fn len(&self) -> usize {
         match self {
             ListWriter::Metadata(topics) => topics.len(),
+            ListWriter::EncodedMetadata(topics) => topics.bytes.len(),
             ListWriter::Produce(topics) => topics.len(),
             ListWriter::Fetch(topics) => topics.len(),
             ListWriter::CreateTopics(topics) => topics.len(),
@@ -923,7 +928,7 @@ impl ListWriter {
         match self {
             // After the topics: ClusterAuthorizedOperations (v8-10), the error code (v13+),
             // then tagged fields (v9+).
-            ListWriter::Metadata(_) => (
+            ListWriter::Metadata(_) | ListWriter::EncodedMetadata(_) => (
                 if (8..=10).contains(&version) { 4 } else { 0 }
                     + if version >= 13 { 2 } else { 0 }
                     + usize::from(version >= 9),
@@ -966,6 +971,7 @@ impl ListWriter {
     async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
         match self {
             ListWriter::Metadata(topics) => topics.write_to(out).await,
+            ListWriter::EncodedMetadata(topics) => out.write_all(&topics.bytes).await,
             ListWriter::Produce(topics) => topics.write_to(out).await,
             ListWriter::Fetch(topics) => topics.write_to(out).await,
             ListWriter::CreateTopics(topics) => topics.write_to(out).await,
