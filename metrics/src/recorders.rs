@@ -1,11 +1,12 @@
 //! Small typed helpers over the `metrics` macros, one per thing Gregor measures.
 
+use std::sync::Weak;
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
 
 use crate::names;
-use crate::removable::RemovableGauges;
+use crate::removable::{RemovableGauges, SeriesValue};
 
 /// Why a connection was closed; the `reason` label of
 /// [`CONNECTIONS_CLOSED_TOTAL`](names::CONNECTIONS_CLOSED_TOTAL).
@@ -316,13 +317,13 @@ pub fn config_keys(unimplemented: usize, unknown: usize) {
 }
 
 /// The series of one quota sensor, registered once when the sensor is created so the
-/// per-request path only stores into atomics. Its labels come from clients, so the series are
+/// per-request path only stores into atomics; the quota-bearing value (byte rate, request
+/// time or tokens, by resource) is the sensor's own, read at each scrape. Its labels come
+/// from clients, so the series are
 /// [removable](crate::removable): they leave the scrape when the sensor (its last clone of
 /// this value) is dropped.
 #[derive(Clone)]
 pub struct QuotaSensorMetrics {
-    /// The quota-bearing value: byte rate, request time or tokens, by resource.
-    pub value: metrics::Gauge,
     /// Average throttle time in ms.
     pub throttle_time: metrics::Gauge,
     /// Mutation rate (ControllerMutation only; a no-op gauge otherwise).
@@ -337,8 +338,9 @@ pub fn quota_sensor_metrics(
     resource: &'static str,
     user: &str,
     client_id: &str,
+    value: Weak<dyn SeriesValue>,
 ) -> QuotaSensorMetrics {
-    quota_sensor_metrics_tagged(resource, [("user", user), ("clientId", client_id)])
+    quota_sensor_metrics_tagged(resource, [("user", user), ("clientId", client_id)], value)
 }
 
 /// The series of a sensor keyed by a quota callback's own tags (Kafka: custom tags replace
@@ -347,6 +349,7 @@ pub fn quota_sensor_metrics(
 pub fn quota_sensor_metrics_tagged<'a>(
     resource: &'static str,
     tags: impl IntoIterator<Item = (&'a str, &'a str)>,
+    value: Weak<dyn SeriesValue>,
 ) -> QuotaSensorMetrics {
     let tags: Vec<(String, &str)> = tags
         .into_iter()
@@ -363,25 +366,23 @@ pub fn quota_sensor_metrics_tagged<'a>(
         _ => names::QUOTA_TOKENS,
     };
     if resource == "ControllerMutation" {
-        let (series, [value, throttle_time, mutation_rate]) = RemovableGauges::register(
-            [
-                value_name,
-                names::QUOTA_THROTTLE_TIME,
-                names::QUOTA_MUTATION_RATE,
-            ],
+        let (series, [throttle_time, mutation_rate]) = RemovableGauges::register_with_owned(
+            (value_name, value),
+            [names::QUOTA_THROTTLE_TIME, names::QUOTA_MUTATION_RATE],
             labels,
         );
         QuotaSensorMetrics {
-            value,
             throttle_time,
             mutation_rate,
             _series: series,
         }
     } else {
-        let (series, [value, throttle_time]) =
-            RemovableGauges::register([value_name, names::QUOTA_THROTTLE_TIME], labels);
+        let (series, [throttle_time]) = RemovableGauges::register_with_owned(
+            (value_name, value),
+            [names::QUOTA_THROTTLE_TIME],
+            labels,
+        );
         QuotaSensorMetrics {
-            value,
             throttle_time,
             mutation_rate: metrics::Gauge::noop(),
             _series: series,

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
 use metrics::{Gauge, GaugeFn};
 use metrics_exporter_prometheus::formatting::sanitize_label_key;
@@ -25,11 +25,44 @@ use metrics_exporter_prometheus::formatting::sanitize_label_key;
 /// Sanitised `key="value"` pairs, in the order given.
 type Labels = Vec<(String, String)>;
 
-/// One series' value (an `f64` as bits) and the registration that owns it.
+/// A value its owner keeps in its own memory and the registry reads at each scrape: a quota
+/// sensor records its measured rate next to its other state on every request, where a store
+/// into a separately allocated gauge cost a cache miss per request.
+pub trait SeriesValue: Send + Sync {
+    /// The series' current value.
+    fn series_value(&self) -> f64;
+}
+
+/// Where a series' value is: a gauge of the registry's own, or its owner's.
+enum Source {
+    Gauge(Arc<Value>),
+    Owner(Weak<dyn SeriesValue>),
+}
+
+impl Source {
+    /// The value, or `None` when its owner is gone (its registration is being dropped).
+    fn get(&self) -> Option<f64> {
+        match self {
+            Source::Gauge(value) => Some(value.get()),
+            Source::Owner(owner) => owner.upgrade().map(|owner| owner.series_value()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Gauge(value) => f.debug_tuple("Gauge").field(&value.get()).finish(),
+            Source::Owner(_) => f.write_str("Owner"),
+        }
+    }
+}
+
+/// One series' value and the registration that owns it.
 #[derive(Debug)]
 struct Entry {
     owner: u64,
-    value: Arc<Value>,
+    value: Source,
 }
 
 #[derive(Debug, Default)]
@@ -96,24 +129,46 @@ impl RemovableGauges {
         names: [&'static str; N],
         labels: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (RemovableGauges, [Gauge; N]) {
+        Self::register_all(None, names, labels)
+    }
+
+    /// [`register`](Self::register), plus the series `read.0` whose value `read.1` keeps and
+    /// is read at each scrape (nothing is rendered for it once that owner is gone).
+    pub fn register_with_owned<'a, const N: usize>(
+        read: (&'static str, Weak<dyn SeriesValue>),
+        names: [&'static str; N],
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (RemovableGauges, [Gauge; N]) {
+        Self::register_all(Some(read), names, labels)
+    }
+
+    fn register_all<'a, const N: usize>(
+        read: Option<(&'static str, Weak<dyn SeriesValue>)>,
+        names: [&'static str; N],
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (RemovableGauges, [Gauge; N]) {
         let labels: Labels = labels
             .into_iter()
             .map(|(key, value)| (sanitize_label_key(key), escape_label_value(value)))
             .collect();
         let values: [Arc<Value>; N] = std::array::from_fn(|_| Arc::new(Value::default()));
+        let sources = names
+            .iter()
+            .zip(&values)
+            .map(|(name, value)| (*name, Source::Gauge(Arc::clone(value))))
+            .chain(read.map(|(name, owner)| (name, Source::Owner(owner))));
         let mut registry = registry();
         let owner = registry.next_owner;
         registry.next_owner += 1;
-        for (name, value) in names.iter().zip(&values) {
-            registry.series.entry(name).or_default().insert(
-                labels.clone(),
-                Entry {
-                    owner,
-                    value: Arc::clone(value),
-                },
-            );
+        let mut keys = Vec::with_capacity(N + 1);
+        for (name, value) in sources {
+            registry
+                .series
+                .entry(name)
+                .or_default()
+                .insert(labels.clone(), Entry { owner, value });
+            keys.push((name, labels.clone()));
         }
-        let keys = names.iter().map(|name| (*name, labels.clone())).collect();
         (
             RemovableGauges {
                 _registration: Arc::new(Registration { owner, keys }),
@@ -161,6 +216,10 @@ pub fn render(body: &mut String) {
     for (name, by_labels) in &registry.series {
         let _ = writeln!(body, "# TYPE {name} gauge");
         for (labels, entry) in by_labels {
+            // An owner just gone is being unregistered.
+            let Some(value) = entry.value.get() else {
+                continue;
+            };
             body.push_str(name);
             if !labels.is_empty() {
                 body.push('{');
@@ -172,7 +231,7 @@ pub fn render(body: &mut String) {
                 }
                 body.push('}');
             }
-            let _ = writeln!(body, " {}", entry.value.get());
+            let _ = writeln!(body, " {value}");
         }
     }
 }
@@ -224,6 +283,38 @@ mod tests {
         assert!(scrape().contains("t_replaced{client_id=\"same\"} 7\n"));
         drop(new);
         assert!(!scrape().contains("t_replaced"));
+    }
+
+    struct Kept(AtomicU64);
+
+    impl SeriesValue for Kept {
+        fn series_value(&self) -> f64 {
+            f64::from_bits(self.0.load(Ordering::Relaxed))
+        }
+    }
+
+    #[test]
+    fn an_owned_series_is_read_at_each_scrape() {
+        let kept = Arc::new(Kept(AtomicU64::new(1.5f64.to_bits())));
+        let owner: Weak<dyn SeriesValue> = Arc::downgrade(&kept) as Weak<dyn SeriesValue>;
+        let (series, [other]) = RemovableGauges::register_with_owned(
+            ("t_kept", owner),
+            ["t_kept_other"],
+            [("client_id", "k")],
+        );
+        other.set(3.0);
+        assert!(
+            scrape().contains("t_kept{client_id=\"k\"} 1.5\n"),
+            "{}",
+            scrape()
+        );
+        kept.0.store(4.25f64.to_bits(), Ordering::Relaxed);
+        let body = scrape();
+        assert!(body.contains("t_kept{client_id=\"k\"} 4.25\n"), "{body}");
+        assert!(body.contains("t_kept_other{client_id=\"k\"} 3\n"), "{body}");
+        drop(series);
+        let body = scrape();
+        assert!(!body.contains("t_kept"), "{body}");
     }
 
     #[test]

@@ -18,15 +18,17 @@
 //! sensor or limit bumps (a quota, the callback's state, an expired sensor).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
+use gregor_metrics::removable::SeriesValue;
 use gregor_metrics::QuotaSensorMetrics;
 use gregor_publishers::quota_callback::{
     ClientQuotaCallbackHandler, ClientQuotaType, KafkaPrincipal, QuotaMetricTags,
 };
+use smallvec::SmallVec;
 
 use super::callback::guarded;
 use super::clock::Clock;
@@ -85,13 +87,26 @@ pub enum SensorTags {
 pub struct Sensor {
     tags: SensorTags,
     state: Mutex<SensorState>,
+    /// The quota-bearing value last measured (`f64` bits), exported from here at each scrape:
+    /// stored beside the state the request has just written, it costs no cache miss.
+    measured: AtomicU64,
     last_used_ms: AtomicU64,
+}
+
+impl SeriesValue for Sensor {
+    fn series_value(&self) -> f64 {
+        f64::from_bits(self.measured.load(Ordering::Relaxed))
+    }
 }
 
 impl Sensor {
     /// The sensor's tags.
     pub fn tags(&self) -> &SensorTags {
         &self.tags
+    }
+
+    fn set_measured(&self, value: f64) {
+        self.measured.store(value.to_bits(), Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, SensorState> {
@@ -351,13 +366,14 @@ impl QuotaManager {
         let sensor = self
             .sensors
             .entry(tags.clone())
-            .or_insert_with(|| Arc::new(self.new_sensor(tags, &table)))
+            .or_insert_with(|| Arc::new_cyclic(|sensor| self.new_sensor(tags, &table, sensor)))
             .value()
             .clone();
         Some((sensor, table))
     }
 
-    fn new_sensor(&self, tags: SensorTags, table: &Table) -> Sensor {
+    /// A new sensor, exporting its measured value from `itself` (the `Arc` it is built in).
+    fn new_sensor(&self, tags: SensorTags, table: &Table, itself: &Weak<Sensor>) -> Sensor {
         let measure = match self.quota_type {
             QuotaType::ControllerMutation => Measure::Bucket {
                 bucket: BucketQuota {
@@ -368,15 +384,19 @@ impl QuotaManager {
             },
             _ => Measure::Rate(RateQuota::new()),
         };
+        let value: Weak<dyn SeriesValue> = itself.clone();
         let metrics = match &tags {
             SensorTags::BuiltIn(tags) => gregor_metrics::quota_sensor_metrics(
                 self.quota_type.resource(),
                 &tags.user,
                 &tags.client_id,
+                value,
             ),
-            SensorTags::Callback(tags) => {
-                gregor_metrics::quota_sensor_metrics_tagged(self.quota_type.resource(), tags.iter())
-            }
+            SensorTags::Callback(tags) => gregor_metrics::quota_sensor_metrics_tagged(
+                self.quota_type.resource(),
+                tags.iter(),
+                value,
+            ),
         };
         let generation = self.generation(table);
         let limit = self.limit_of(&tags, table).flatten();
@@ -389,6 +409,7 @@ impl QuotaManager {
                 throttle_time: SampledAvg::default(),
                 metrics: Some(metrics),
             }),
+            measured: AtomicU64::new(0f64.to_bits()),
             last_used_ms: AtomicU64::new(self.clock.now_ms()),
         }
     }
@@ -461,19 +482,12 @@ impl QuotaManager {
         if let Some(table) = table {
             self.refresh(&mut state, &sensor.tags, table);
         }
-        let SensorState {
-            limit,
-            measure,
-            metrics,
-            ..
-        } = &mut *state;
+        let SensorState { limit, measure, .. } = &mut *state;
         let bound = limit.unwrap_or(f64::INFINITY);
         let throttle = match measure {
             Measure::Rate(rate) => {
                 let (throttle, measured) = rate.record_measured(&self.window, bound, value, now);
-                if let Some(metrics) = metrics {
-                    metrics.value.set(measured);
-                }
+                sensor.set_measured(measured);
                 throttle
             }
             Measure::Bucket {
@@ -484,9 +498,7 @@ impl QuotaManager {
                 let throttle = bucket
                     .record_and_check(&self.window, value, now)
                     .unwrap_or(0);
-                if let Some(metrics) = metrics {
-                    metrics.value.set(bucket.tokens(&self.window, now));
-                }
+                sensor.set_measured(bucket.tokens(&self.window, now));
                 throttle
             }
         };
@@ -601,10 +613,14 @@ pub struct SensorCache {
     resolved: Option<Resolved>,
 }
 
+/// A name a cache entry was filled for, inline up to 24 bytes (client ids and user names
+/// usually are): comparing it on every request then reads no other allocation.
+type CachedName = SmallVec<[u8; 24]>;
+
 struct Resolved {
     generation: u64,
-    principal_name: String,
-    client_id: String,
+    principal_name: CachedName,
+    client_id: CachedName,
     /// `None`: no quota of this type applies.
     sensor: Option<Arc<Sensor>>,
 }
@@ -629,8 +645,8 @@ impl SensorCache {
             .as_ref()
             .filter(|r| {
                 r.generation == generation
-                    && r.principal_name == principal_name
-                    && r.client_id == client_id
+                    && r.principal_name.as_slice() == principal_name.as_bytes()
+                    && r.client_id.as_slice() == client_id.as_bytes()
             })
             .map(|r| r.sensor.as_deref())
     }
@@ -642,18 +658,20 @@ impl SensorCache {
         client_id: &str,
         sensor: Option<Arc<Sensor>>,
     ) {
-        // The strings keep their buffers: refilling for the same names allocates nothing.
+        // The names keep their buffers: refilling for the same names allocates nothing.
         let resolved = self.resolved.get_or_insert_with(|| Resolved {
             generation,
-            principal_name: String::new(),
-            client_id: String::new(),
+            principal_name: CachedName::new(),
+            client_id: CachedName::new(),
             sensor: None,
         });
         resolved.generation = generation;
         resolved.principal_name.clear();
-        resolved.principal_name.push_str(principal_name);
+        resolved
+            .principal_name
+            .extend_from_slice(principal_name.as_bytes());
         resolved.client_id.clear();
-        resolved.client_id.push_str(client_id);
+        resolved.client_id.extend_from_slice(client_id.as_bytes());
         resolved.sensor = sensor;
     }
 }
@@ -729,8 +747,9 @@ impl BoundQuota {
                 mutation_rate,
             } => {
                 let result = f(bucket, mutation_rate, &self.manager.window, now);
+                self.sensor
+                    .set_measured(bucket.tokens(&self.manager.window, now));
                 if let Some(metrics) = metrics {
-                    metrics.value.set(bucket.tokens(&self.manager.window, now));
                     metrics
                         .mutation_rate
                         .set(mutation_rate.rate(&self.manager.window, now));
