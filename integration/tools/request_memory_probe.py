@@ -6,7 +6,9 @@ reads the answer, and prints the node's peak (VmHWM) against its resident memory
 request. Linux only. Kinds: see `build`; a kind ending in `_authz` is sent to a node with the
 authorizer (see `AUTHZ`), one of `AUTHORIZER_KINDS` too; `prepare` sends what some kinds need
 first (a group coordinator, a group member, ACLs)."""
-import itertools, re, shutil, socket, struct, subprocess, sys, tempfile, threading, time
+import itertools, shutil, socket, struct, sys, time
+
+from node_process import start_node
 
 BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
 # The authorizer, everyone allowed where no ACL applies; then `AUTHZ_ACLS` for User:ANONYMOUS
@@ -14,18 +16,8 @@ BIN = sys.argv[1]  # usage: request_memory_probe.py GREGOR_BIN FRAME_MB KIND...
 AUTHZ = ["authorizer.class.name=StandardAuthorizer", "allow.everyone.if.no.acl.found=true"]
 
 def start(auto_create=False, authz=False):
-    d = tempfile.mkdtemp(prefix="memprobe-")
-    overrides = [f"log.dirs={d}/data", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-        "metrics.listener=127.0.0.1:0", f"auto.create.topics.enable={str(auto_create).lower()}"]
-    overrides += AUTHZ if authz else []
-    p = subprocess.Popen([BIN, "node"] + [a for o in overrides for a in ("--override", o)],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    for line in p.stderr:
-        m = re.search(r"listeners=PLAINTEXT://([\d.]+):(\d+)", line)
-        if "node ready" in line and m:
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-            return p, (m.group(1), int(m.group(2))), d
-    raise SystemExit("no ready line")
+    overrides = [f"auto.create.topics.enable={str(auto_create).lower()}"] + (AUTHZ if authz else [])
+    return start_node(BIN, overrides, prefix="memprobe-")
 
 def status(pid, key):
     for l in open(f"/proc/{pid}/status"):
