@@ -39,7 +39,21 @@ async fn a_late_broker_with_a_small_request_limit_catches_up() -> anyhow::Result
                 7,
             )
             .await?;
-        assert_eq!(response.topics[0].error_code, 0, "{name}: {response:?}");
+        if response.topics[0].error_code != 0 {
+            // The logs say why the controller failed a write (once seen under a full test run).
+            let tail = |node: &GregorNode| {
+                let log = node.stderr();
+                let start = (log.len().saturating_sub(20_000)..log.len())
+                    .find(|at| log.is_char_boundary(*at))
+                    .unwrap_or(log.len());
+                log[start..].to_owned()
+            };
+            panic!(
+                "{name}: {response:?}\ncontroller log:\n{}\nbroker log:\n{}",
+                tail(&cluster.controllers[0].1),
+                tail(&cluster.brokers[0].1)
+            );
+        }
     }
 
     let mut node = GregorNode::start_formatted(
