@@ -25,3 +25,4 @@ pub mod quorum;
 pub mod quota;
 pub mod raft;
 pub mod replication;
+pub mod wire;

@@ -9,6 +9,8 @@
 
 use bytes::{Buf, BufMut, Bytes};
 
+use crate::wire::put_uvarint;
+
 pub use super::assignor::Assignment;
 
 /// Key of an OffsetCommit record (key versions 0 and 1).
@@ -200,14 +202,6 @@ pub fn group_value(value: &GroupValue) -> Vec<u8> {
 
 /// Flexible (compact) encodings of the KIP-848 values: lengths as unsigned varints of
 /// length + 1, and an empty tagged-field section after every struct.
-fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
-}
-
 fn put_compact_string(out: &mut Vec<u8>, s: &str) {
     put_uvarint(out, s.len() as u32 + 1);
     out.extend_from_slice(s.as_bytes());

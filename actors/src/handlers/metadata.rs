@@ -26,6 +26,7 @@ use crate::authorizer::Access;
 use crate::context::{Caller, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::topic_name;
 use crate::controller::CreateTopics;
+use crate::wire::put_uvarint;
 
 /// `authorized_operations` when the client did not ask for them.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
@@ -335,12 +336,8 @@ pub fn encode_all_topics(
 #[inline]
 fn put_length(out: &mut BytesMut, length: usize, flexible: bool, string: bool) {
     if flexible {
-        let mut value = length as u64 + 1;
-        while value >= 0x80 {
-            out.put_u8((value as u8 & 0x7f) | 0x80);
-            value >>= 7;
-        }
-        out.put_u8(value as u8);
+        // Names are at most 249 bytes and a topic at most `i32::MAX` partitions.
+        put_uvarint(out, length as u32 + 1);
     } else if string {
         // Topic names are at most 249 bytes (`topic_name::validate`).
         out.put_i16(length as i16);

@@ -17,6 +17,7 @@
 
 use anyhow::bail;
 use bytes::Buf;
+use gregor_actors::wire::put_uvarint;
 use kafka_protocol::messages::add_raft_voter_request::Listener;
 use kafka_protocol::messages::{
     AddRaftVoterRequest, AddRaftVoterResponse, ApiKey, RemoveRaftVoterRequest,
@@ -28,15 +29,8 @@ use kafka_protocol::protocol::{
 };
 
 // The crate keeps its field encoders private; these are the few primitives the v1/v2 layouts
-// need, per Kafka's protocol guide (unsigned varints, compact strings and arrays).
-
-fn put_uvarint<B: ByteBufMut>(buf: &mut B, mut value: u32) {
-    while value >= 0x80 {
-        buf.put_u8((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    buf.put_u8(value as u8);
-}
+// need, per Kafka's protocol guide (unsigned varints, compact strings and arrays), besides
+// `gregor_actors::wire`'s.
 
 fn get_uvarint<B: ByteBuf>(buf: &mut B) -> anyhow::Result<u32> {
     let mut value = 0u32;

@@ -29,6 +29,7 @@ use std::hash::BuildHasher;
 use anyhow::bail;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use gregor_actors::handlers::EncodedList;
+pub(super) use gregor_actors::wire::put_uvarint;
 use hashbrown::hash_table::Entry;
 use hashbrown::{HashSet, HashTable};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -1326,14 +1327,6 @@ pub(super) fn uvarint_at(bytes: &[u8], at: &mut usize) -> u64 {
         }
     }
     value
-}
-
-pub(super) fn put_uvarint(out: &mut BytesMut, mut value: u32) {
-    while value >= 0x80 {
-        out.put_u8((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
 }
 
 /// An array's length (-1 for null): compact (length + 1 as a varint) when `flexible`, else an
