@@ -73,7 +73,7 @@ async fn peer_links_renew_their_sasl_sessions() -> anyhow::Result<()> {
     })
     .await?;
 
-    // Every connection renews about once per 1.3 s: wait for several rounds of renewals
+    // Every connection renews at half its 1.5 s session: wait for several rounds of renewals
     // across the quorum's connections (each counted as an authentication).
     let start = authentications(&metrics).await?;
     wait_until("renewed sessions", FORM_TIMEOUT, || {

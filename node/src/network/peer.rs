@@ -143,23 +143,20 @@ impl PeerConnector {
     }
 }
 
-/// The least time a peer leaves between renewing its session and the session's end, where the
+/// The time a peer leaves between renewing its session and the session's end, where the
 /// session is long enough: 5-15% of a short session (a test's 1.5 s) is 75-225 ms, which a
 /// loaded node can spend before its next request to that peer, and a renewal is a SCRAM
 /// exchange of its own.
-const RENEWAL_MARGIN: Duration = Duration::from_millis(500);
+const RENEWAL_MARGIN: Duration = Duration::from_secs(1);
 
 /// When to renew a session of `lifetime`: at a random point between 85% and 95% of it, as
 /// Kafka's clients do, so the server never sees it expire and peers do not renew together;
-/// but at least [`RENEWAL_MARGIN`] before its end when that falls after half of it.
+/// but [`RENEWAL_MARGIN`] before its end, or at half of it if that is later, when Kafka's
+/// point leaves less.
 fn renewal_after(lifetime: Duration) -> Duration {
     let kafkas = lifetime.mul_f64(rand::rng().random_range(0.85..0.95));
-    let with_margin = lifetime.saturating_sub(RENEWAL_MARGIN);
-    if with_margin >= lifetime / 2 {
-        kafkas.min(with_margin)
-    } else {
-        kafkas
-    }
+    let with_margin = lifetime.saturating_sub(RENEWAL_MARGIN).max(lifetime / 2);
+    kafkas.min(with_margin)
 }
 
 /// When to renew a session of `lifetime`, from now (`None`: it never ends).
@@ -248,7 +245,16 @@ where
             let first: SaslAuthenticateResponse =
                 exchange(stream, &mut correlation, &token(client.first()), 1).await?;
             check(&first)?;
-            let last = client.last(&first.auth_bytes)?;
+            // The key derivation (thousands of HMAC rounds) runs off the async runtime, which
+            // must keep serving this node's connections meanwhile.
+            let challenge = first.auth_bytes.clone();
+            let (client, last) = tokio::task::spawn_blocking(move || {
+                let last = client.last(&challenge);
+                (client, last)
+            })
+            .await
+            .map_err(|e| format!("the SCRAM key derivation failed: {e}"))?;
+            let last = last?;
             let answer: SaslAuthenticateResponse =
                 exchange(stream, &mut correlation, &token(last), 1).await?;
             check(&answer)?;
@@ -451,12 +457,18 @@ mod tests {
             let hour = renewal_after(Duration::from_secs(3600));
             assert!(hour >= Duration::from_secs(3060) && hour < Duration::from_secs(3420));
             assert_eq!(
-                renewal_after(Duration::from_millis(1500)),
-                Duration::from_millis(1000)
+                renewal_after(Duration::from_millis(3000)),
+                Duration::from_millis(2000)
             );
-            // Too short to keep the margin past half of it: Kafka's 85-95% alone.
-            let short = renewal_after(Duration::from_millis(800));
-            assert!(short >= Duration::from_millis(680) && short < Duration::from_millis(760));
+            // Too short for the whole margin: half of it.
+            assert_eq!(
+                renewal_after(Duration::from_millis(1500)),
+                Duration::from_millis(750)
+            );
+            assert_eq!(
+                renewal_after(Duration::from_millis(800)),
+                Duration::from_millis(400)
+            );
         }
     }
 
