@@ -270,10 +270,9 @@ pub enum ListenerKind {
     Controller,
 }
 
-/// The authenticated identity of a connection, Kafka's `KafkaPrincipal`.
-///
-/// Until authentication exists every connection is `User:ANONYMOUS`; the value travels with the
-/// connection so that quotas and, later, authentication can use it.
+/// The authenticated identity of a connection, Kafka's `KafkaPrincipal`: `User:ANONYMOUS` on a
+/// PLAINTEXT or SSL listener without a client certificate, else the SASL user or the mapped
+/// certificate subject; quotas, quota callbacks and the authorizer see it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Principal {
     /// Principal type, `User` for every built-in principal.

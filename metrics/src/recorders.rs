@@ -3,7 +3,8 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
+use hashbrown::HashMap;
+use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 
 use crate::names;
 use crate::removable::{RemovableGauges, SeriesValue};
@@ -113,19 +114,101 @@ pub fn memory_pool(available: i64, capacity: i64) {
 /// A request between being read from its connection and its answer (or its connection's
 /// close); counted in `kafka_network_requestchannel_requestqueuesize` while it lives.
 #[must_use = "the request counts as queued only while the guard lives"]
-pub struct QueuedRequest(());
-
-impl QueuedRequest {
-    /// Counts one more request in the queue until the guard is dropped.
-    pub fn enter() -> Self {
-        gauge!(names::REQUEST_QUEUE_SIZE).increment(1.0);
-        QueuedRequest(())
-    }
-}
+pub struct QueuedRequest(Gauge);
 
 impl Drop for QueuedRequest {
     fn drop(&mut self) {
-        gauge!(names::REQUEST_QUEUE_SIZE).decrement(1.0);
+        self.0.decrement(1.0);
+    }
+}
+
+/// One connection's handles on the request metrics' series, registered at its first request
+/// of each API and version: the `metrics` macros build a series' key (its label array, the
+/// version as a string) and look it up in the registry on every call, which was about two
+/// thirds of the allocations of a small request. Handles are registered with the recorder in
+/// effect when first used (a test's local recorder, or the exporter's).
+#[derive(Default)]
+pub struct RequestMetrics {
+    requests: HashMap<(&'static str, i16), RequestSeries>,
+    errors: HashMap<(&'static str, &'static str), Counter>,
+    queue_size: Option<Gauge>,
+}
+
+/// The series one completed request of an API and version is recorded in.
+struct RequestSeries {
+    total: Counter,
+    queue_time: Histogram,
+    local_time: Histogram,
+    throttle_time: Histogram,
+    send_time: Histogram,
+    total_time: Histogram,
+    request_bytes: Histogram,
+}
+
+impl RequestSeries {
+    fn register(request: &'static str, version: i16) -> Self {
+        RequestSeries {
+            total: counter!(names::REQUESTS_TOTAL, "request" => request, "version" => version.to_string()),
+            queue_time: histogram!(names::REQUEST_QUEUE_TIME_SECONDS, "request" => request),
+            local_time: histogram!(names::LOCAL_TIME_SECONDS, "request" => request),
+            throttle_time: histogram!(names::THROTTLE_TIME_SECONDS, "request" => request),
+            send_time: histogram!(names::RESPONSE_SEND_TIME_SECONDS, "request" => request),
+            total_time: histogram!(names::TOTAL_TIME_SECONDS, "request" => request),
+            request_bytes: histogram!(names::REQUEST_BYTES, "request" => request),
+        }
+    }
+}
+
+impl std::fmt::Debug for RequestMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestMetrics")
+            .field("requests", &self.requests.len())
+            .field("errors", &self.errors.len())
+            .finish()
+    }
+}
+
+impl RequestMetrics {
+    /// Counts one more request in the queue until the guard is dropped.
+    pub fn queued(&mut self) -> QueuedRequest {
+        let gauge = self
+            .queue_size
+            .get_or_insert_with(|| gauge!(names::REQUEST_QUEUE_SIZE))
+            .clone();
+        gauge.increment(1.0);
+        QueuedRequest(gauge)
+    }
+
+    /// Records one completed request under the metric name `request` (an API name such as
+    /// `Metadata`; some APIs are counted under two names, see the handlers).
+    pub fn record_request(
+        &mut self,
+        request: &'static str,
+        version: i16,
+        timings: &RequestTimings,
+    ) {
+        let series = self
+            .requests
+            .entry((request, version))
+            .or_insert_with(|| RequestSeries::register(request, version));
+        series.total.increment(1);
+        series.queue_time.record(timings.queue.as_secs_f64());
+        series.local_time.record(timings.local.as_secs_f64());
+        series.throttle_time.record(timings.throttle.as_secs_f64());
+        series.send_time.record(timings.send.as_secs_f64());
+        series.total_time.record(timings.total.as_secs_f64());
+        series.request_bytes.record(timings.request_bytes as f64);
+    }
+
+    /// Adds `count` occurrences of the error named `error` (Kafka's name, e.g. `NONE`) to
+    /// `request`.
+    pub fn record_errors(&mut self, request: &'static str, error: &'static str, count: u64) {
+        self.errors
+            .entry((request, error))
+            .or_insert_with(
+                || counter!(names::ERRORS_TOTAL, "request" => request, "error" => error),
+            )
+            .increment(count);
     }
 }
 
@@ -155,27 +238,6 @@ pub struct RequestTimings {
     pub total: Duration,
     /// Request frame size in bytes.
     pub request_bytes: usize,
-}
-
-/// Records one completed request under the metric name `request` (an API name such as
-/// `Metadata`; some APIs are counted under two names, see the handlers).
-pub fn record_request(request: &'static str, version: i16, timings: &RequestTimings) {
-    counter!(names::REQUESTS_TOTAL, "request" => request, "version" => version.to_string())
-        .increment(1);
-    histogram!(names::REQUEST_QUEUE_TIME_SECONDS, "request" => request)
-        .record(timings.queue.as_secs_f64());
-    histogram!(names::LOCAL_TIME_SECONDS, "request" => request).record(timings.local.as_secs_f64());
-    histogram!(names::THROTTLE_TIME_SECONDS, "request" => request)
-        .record(timings.throttle.as_secs_f64());
-    histogram!(names::RESPONSE_SEND_TIME_SECONDS, "request" => request)
-        .record(timings.send.as_secs_f64());
-    histogram!(names::TOTAL_TIME_SECONDS, "request" => request).record(timings.total.as_secs_f64());
-    histogram!(names::REQUEST_BYTES, "request" => request).record(timings.request_bytes as f64);
-}
-
-/// Adds `count` occurrences of the error named `error` (Kafka's name, e.g. `NONE`) to `request`.
-pub fn record_errors(request: &'static str, error: &'static str, count: u64) {
-    counter!(names::ERRORS_TOTAL, "request" => request, "error" => error).increment(count);
 }
 
 /// Counts one partition of a Produce request for `topic`: on success the records and bytes
@@ -454,26 +516,53 @@ mod tests {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
     #[test]
-    fn request_counter_carries_request_and_version_labels() {
+    fn request_series_are_registered_once_and_recorded_on_every_request() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
-        metrics::with_local_recorder(&recorder, || {
-            record_request("Metadata", 12, &RequestTimings::default());
-            record_request("Metadata", 12, &RequestTimings::default());
-            record_errors("Metadata", "NONE", 3);
+        let held = metrics::with_local_recorder(&recorder, || {
+            let mut metrics = RequestMetrics::default();
+            metrics.record_request("Metadata", 12, &RequestTimings::default());
+            metrics.record_request("Metadata", 12, &RequestTimings::default());
+            metrics.record_request("Metadata", 1, &RequestTimings::default());
+            metrics.record_errors("Metadata", "NONE", 3);
+            metrics.record_errors("Metadata", "NONE", 1);
+            let held = metrics.queued();
+            drop(metrics.queued());
+            held
         });
-        let values: Vec<_> = snapshotter.snapshot().into_vec();
-        let requests = values.iter().find(|(key, ..)| {
-            key.key().name() == names::REQUESTS_TOTAL
-                && key
-                    .key()
-                    .labels()
-                    .any(|l| l.key() == "version" && l.value() == "12")
-        });
-        assert!(matches!(requests, Some((_, _, _, DebugValue::Counter(2)))));
-        let errors = values
-            .iter()
-            .find(|(key, ..)| key.key().name() == names::ERRORS_TOTAL);
-        assert!(matches!(errors, Some((_, _, _, DebugValue::Counter(3)))));
+        // One snapshot: the debugging recorder hands out each value once.
+        let snapshot = snapshotter.snapshot().into_vec();
+        drop(held);
+        let value = |name: &str, label: Option<(&str, &str)>| {
+            snapshot
+                .iter()
+                .find(|(key, ..)| {
+                    key.key().name() == name
+                        && label.is_none_or(|(k, v)| {
+                            key.key().labels().any(|l| l.key() == k && l.value() == v)
+                        })
+                })
+                .map(|(.., value)| value)
+        };
+        assert_eq!(
+            value(names::REQUEST_QUEUE_SIZE, None),
+            Some(&DebugValue::Gauge(1.0.into()))
+        );
+        assert_eq!(
+            value(names::REQUESTS_TOTAL, Some(("version", "12"))),
+            Some(&DebugValue::Counter(2))
+        );
+        assert_eq!(
+            value(names::REQUESTS_TOTAL, Some(("version", "1"))),
+            Some(&DebugValue::Counter(1))
+        );
+        assert_eq!(
+            value(names::ERRORS_TOTAL, Some(("error", "NONE"))),
+            Some(&DebugValue::Counter(4))
+        );
+        let Some(DebugValue::Histogram(times)) = value(names::TOTAL_TIME_SECONDS, None) else {
+            panic!("no total-time histogram");
+        };
+        assert_eq!(times.len(), 3);
     }
 }

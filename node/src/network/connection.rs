@@ -87,6 +87,7 @@ pub(crate) async fn serve(
     // What the peer proved for private RPCs (a broker's connection to the controller is one).
     let mut session = crate::quorum::service::PeerSession::default();
     let mut quotas = QuotaCaches::default();
+    let mut request_metrics = gregor_metrics::RequestMetrics::default();
     loop {
         let (frame, _reserved) = match tokio::time::timeout(
             settings.idle_timeout,
@@ -226,7 +227,7 @@ pub(crate) async fn serve(
             }
         }
         let received = Instant::now();
-        let queued = gregor_metrics::QueuedRequest::enter();
+        let queued = request_metrics.queued();
         let request_bytes = frame.len();
         // An Envelope carries a client's request for that client's principal: only a node
         // this node knows, whose principal may send private RPCs, may send one.
@@ -276,6 +277,7 @@ pub(crate) async fn serve(
             Delivery::Silent => {}
             Delivery::Close => {
                 record_metrics(
+                    &mut request_metrics,
                     &served,
                     &RequestTimings {
                         queue: served.handler_started.duration_since(received),
@@ -299,7 +301,7 @@ pub(crate) async fn serve(
             total: done.duration_since(received),
             request_bytes,
         };
-        record_metrics(&served, &timings);
+        record_metrics(&mut request_metrics, &served, &timings);
         drop(queued);
         // A known node's connection carries many clients' requests (in envelopes) and its
         // own: the broker throttles its clients, so it is never muted.
@@ -405,14 +407,18 @@ struct Mute {
 
 /// Records a request's errors before the request itself, so that a scrape counting the request
 /// also counts its errors.
-fn record_metrics(served: &Served, timings: &RequestTimings) {
+fn record_metrics(
+    metrics: &mut gregor_metrics::RequestMetrics,
+    served: &Served,
+    timings: &RequestTimings,
+) {
     for (code, count) in served.errors.iter() {
-        gregor_metrics::record_errors(served.api_name, error_name(code), count);
+        metrics.record_errors(served.api_name, error_name(code), count);
     }
-    gregor_metrics::record_request(served.api_name, served.api_version, timings);
+    metrics.record_request(served.api_name, served.api_version, timings);
     // KIP-1142: ListConfigResources v0 also counts as ListClientMetricsResources (errors don't).
     if let Some(extra) = handlers::also_counted_as(served.api_name, served.api_version) {
-        gregor_metrics::record_request(extra, served.api_version, timings);
+        metrics.record_request(extra, served.api_version, timings);
     }
 }
 
