@@ -302,18 +302,19 @@ impl std::fmt::Display for Principal {
 pub struct RequestInfo {
     /// The request's API version.
     pub api_version: i16,
-    /// The header's client id ("" when null).
-    pub client_id: String,
+    /// The header's client id ("" when null). Shared, like the connection's fields below: a
+    /// connection's requests carry the same ones, and a copy per request was an allocation.
+    pub client_id: Arc<str>,
     /// Name of the listener the request arrived on.
-    pub listener_name: String,
+    pub listener_name: Arc<str>,
     /// Kind of that listener.
     pub listener_kind: ListenerKind,
     /// The connection's principal.
-    pub principal: Principal,
+    pub principal: Arc<Principal>,
     /// The client's address in Kafka's form (`/127.0.0.1`), "" when unknown. For a request
     /// that came inside an Envelope, the principal and address are the forwarding broker's
     /// client's.
-    pub client_host: String,
+    pub client_host: Arc<str>,
     /// The connection's fetch-quota sensor, lent to this request (Fetch records there).
     pub fetch_quota: crate::quota::SharedSensorCache,
     /// Set when this broker forwarded the request and the active controller failed it: the
@@ -337,9 +338,9 @@ impl Caller {
     /// The client that sent `info`'s request.
     pub fn of(info: &RequestInfo) -> Self {
         Caller {
-            principal: info.principal.clone(),
-            client_host: info.client_host.clone(),
-            client_id: info.client_id.clone(),
+            principal: (*info.principal).clone(),
+            client_host: info.client_host.to_string(),
+            client_id: info.client_id.to_string(),
         }
     }
 }

@@ -225,8 +225,8 @@ pub(super) async fn alter_client_quotas(
             AlterClientQuotas {
                 request,
                 version: info.api_version,
-                principal: info.principal.clone(),
-                client_id: info.client_id.clone(),
+                principal: (*info.principal).clone(),
+                client_id: info.client_id.to_string(),
             },
         )
         .await

@@ -100,7 +100,7 @@ pub(super) fn handle(
                 let endpoint = controller
                     .endpoints
                     .iter()
-                    .find(|e| e.name == info.listener_name)?;
+                    .find(|e| *e.name == *info.listener_name)?;
                 Some(
                     DescribeClusterBroker::default()
                         .with_broker_id(BrokerId(controller.id))

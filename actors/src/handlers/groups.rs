@@ -368,8 +368,8 @@ async fn create_offsets_topic(ctx: &HandlerContext, info: &RequestInfo, image: &
             .send(CreateTopics {
                 request,
                 version,
-                principal: info.principal.clone(),
-                client_id: info.client_id.clone(),
+                principal: (*info.principal).clone(),
+                client_id: info.client_id.to_string(),
             })
             .await
             .ok(),
@@ -399,8 +399,8 @@ pub(super) async fn join_group(
         group_id: request.group_id.0.as_str().to_owned(),
         member_id: member_id.clone(),
         group_instance_id: request.group_instance_id.map(|i| i.as_str().to_owned()),
-        client_id: info.client_id.clone(),
-        client_host: info.client_host.clone(),
+        client_id: info.client_id.to_string(),
+        client_host: info.client_host.to_string(),
         session_timeout_ms: request.session_timeout_ms,
         // v0 has no rebalance timeout: the session timeout serves as both.
         rebalance_timeout_ms: if info.api_version == 0 {
@@ -1277,8 +1277,8 @@ pub(super) async fn consumer_group_heartbeat(
                 .map(|t| (t.topic_id, t.partitions))
                 .collect()
         }),
-        client_id: info.client_id.clone(),
-        client_host: info.client_host.clone(),
+        client_id: info.client_id.to_string(),
+        client_host: info.client_host.to_string(),
     };
     let result = groups
         .coordinator

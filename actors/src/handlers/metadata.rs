@@ -627,8 +627,8 @@ pub async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[Stri
         .send(CreateTopics {
             request,
             version: crate::controller::LATEST_CREATE_TOPICS_VERSION,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
+            principal: (*info.principal).clone(),
+            client_id: info.client_id.to_string(),
         })
         .await;
     match outcome {

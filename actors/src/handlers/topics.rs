@@ -184,8 +184,8 @@ pub(super) async fn create_topics(
         CreateTopics {
             request,
             version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
+            principal: (*info.principal).clone(),
+            client_id: info.client_id.to_string(),
         },
         |code, message| controller::failed_create_topics(names.clone(), code, message),
     )
@@ -236,8 +236,8 @@ pub async fn create_listed_topics(
                 topics: topics.clone(),
                 validate_only,
                 version: info.api_version,
-                principal: info.principal.clone(),
-                client_id: info.client_id.clone(),
+                principal: (*info.principal).clone(),
+                client_id: info.client_id.to_string(),
             },
         )
         .await
@@ -408,8 +408,8 @@ pub(super) async fn delete_topics(
         DeleteTopics {
             request,
             version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
+            principal: (*info.principal).clone(),
+            client_id: info.client_id.to_string(),
         },
         fallback,
     )
@@ -489,8 +489,8 @@ pub async fn delete_listed_topics(
             DeleteListedTopics {
                 names,
                 version: info.api_version,
-                principal: info.principal.clone(),
-                client_id: info.client_id.clone(),
+                principal: (*info.principal).clone(),
+                client_id: info.client_id.to_string(),
             },
         )
         .await
@@ -564,8 +564,8 @@ pub(super) async fn create_partitions(
         CreatePartitions {
             request,
             version: info.api_version,
-            principal: info.principal.clone(),
-            client_id: info.client_id.clone(),
+            principal: (*info.principal).clone(),
+            client_id: info.client_id.to_string(),
         },
         |code, message| controller::failed_create_partitions(names.clone(), code, message),
     )

@@ -42,7 +42,7 @@ pub(crate) struct ConnectionSettings {
     pub(crate) quorum: std::sync::Arc<crate::quorum::QuorumService>,
     /// True once the node is ready to serve Kafka requests.
     pub(crate) ready: tokio::sync::watch::Receiver<bool>,
-    pub(crate) listener_name: String,
+    pub(crate) listener_name: std::sync::Arc<str>,
     pub(crate) listener_kind: ListenerKind,
     pub(crate) max_request_size: i32,
     pub(crate) idle_timeout: Duration,
@@ -71,7 +71,7 @@ fn refuse(reason: CloseReason, detail: impl Into<String>) -> Refusal {
 /// Serves one connection until it closes; returns why it closed.
 pub(crate) async fn serve(
     mut stream: Stream,
-    mut principal: Principal,
+    principal: Principal,
     handlers: HandlerContext,
     settings: ConnectionSettings,
 ) -> CloseReason {
@@ -79,14 +79,16 @@ pub(crate) async fn serve(
         .peer_addr()
         .map_or_else(|_| "unknown".to_owned(), |a| a.to_string());
     // Kafka's form of the client address (DescribeGroups' client host).
-    let client_host = stream
+    let client_host: std::sync::Arc<str> = stream
         .peer_addr()
-        .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()));
+        .map_or_else(|_| String::new(), |a| format!("/{}", a.ip()))
+        .into();
+    let mut principal = std::sync::Arc::new(principal);
     let mut sasl = settings.sasl.clone().map(SaslSession::new);
     let mut buffer = BytesMut::new();
     // What the peer proved for private RPCs (a broker's connection to the controller is one).
     let mut session = crate::quorum::service::PeerSession::default();
-    let mut quotas = QuotaCaches::default();
+    let mut quotas = ConnectionCaches::default();
     let mut request_metrics = gregor_metrics::RequestMetrics::default();
     loop {
         let (frame, _reserved) = match tokio::time::timeout(
@@ -191,7 +193,7 @@ pub(crate) async fn serve(
                 } => {
                     tracing::debug!(%peer, listener = %settings.listener_name, %authenticated, mechanism, "authenticated");
                     gregor_metrics::authenticated(&settings.listener_name, mechanism);
-                    principal = authenticated;
+                    principal = std::sync::Arc::new(authenticated);
                     if stream.write_all(&reply).await.is_err() {
                         return CloseReason::IoError;
                     }
@@ -388,14 +390,27 @@ struct Served {
     handler_time: Duration,
 }
 
-/// The sensors this connection's requests resolved to, per quota type (a connection's
-/// principal and client id rarely change, so the steady state skips the shared map). The
-/// controller-mutation quota is charged by the controller, which has no connection.
+/// What this connection's requests resolved to: the sensors per quota type (a connection's
+/// principal and client id rarely change, so the steady state skips the shared map; the
+/// controller-mutation quota is charged by the controller, which has no connection), and the
+/// client id its requests last named, shared by their [`RequestInfo`]s.
 #[derive(Debug, Default)]
-struct QuotaCaches {
+struct ConnectionCaches {
     request: SensorCache,
     produce: SensorCache,
     fetch: SharedSensorCache,
+    client_id: Option<std::sync::Arc<str>>,
+}
+
+impl ConnectionCaches {
+    /// The header's client id ("" when null), the cached one when it is the same.
+    fn client_id(&mut self, named: Option<&str>) -> std::sync::Arc<str> {
+        let named = named.unwrap_or_default();
+        match &self.client_id {
+            Some(cached) if **cached == *named => cached.clone(),
+            _ => self.client_id.insert(std::sync::Arc::from(named)).clone(),
+        }
+    }
 }
 
 /// A throttled connection: the manager whose quota asked for the longest throttle.
@@ -426,8 +441,8 @@ fn record_metrics(
 /// or the client an Envelope speaks for.
 #[derive(Clone, Copy)]
 struct Client<'a> {
-    principal: &'a Principal,
-    host: &'a str,
+    principal: &'a std::sync::Arc<Principal>,
+    host: &'a std::sync::Arc<str>,
 }
 
 /// Serves one request frame; a request repeating list elements is served reduced and its
@@ -438,7 +453,7 @@ async fn process(
     settings: &ConnectionSettings,
     client: Client<'_>,
     envelopes: bool,
-    quotas: &mut QuotaCaches,
+    quotas: &mut ConnectionCaches,
 ) -> Result<Served, Refusal> {
     let Some((api_key, api_version)) = frame
         .get(..4)
@@ -545,7 +560,7 @@ async fn process_listed(
     settings: &ConnectionSettings,
     client: Client<'_>,
     envelopes: bool,
-    quotas: &mut QuotaCaches,
+    quotas: &mut ConnectionCaches,
 ) -> Result<Served, Refusal> {
     let handler_started = Instant::now();
     let failed = |e: anyhow::Error| refuse(CloseReason::MalformedRequest, e.to_string());
@@ -703,7 +718,7 @@ async fn process_frame(
     settings: &ConnectionSettings,
     client: Client<'_>,
     envelopes: bool,
-    quotas: &mut QuotaCaches,
+    quotas: &mut ConnectionCaches,
 ) -> Result<Served, Refusal> {
     let Client {
         principal,
@@ -865,15 +880,11 @@ async fn process_frame(
     })?;
     let mut info = RequestInfo {
         api_version,
-        client_id: header
-            .client_id
-            .as_ref()
-            .map(|c| c.as_str().to_owned())
-            .unwrap_or_default(),
+        client_id: quotas.client_id(header.client_id.as_deref()),
         listener_name: settings.listener_name.clone(),
         listener_kind: settings.listener_kind,
         principal: principal.clone(),
-        client_host: client_host.to_owned(),
+        client_host: client_host.clone(),
         fetch_quota: std::mem::take(&mut quotas.fetch),
         controller_failure,
     };
@@ -1046,7 +1057,7 @@ async fn process_frame(
     let throttle_time_ms = raise_throttle_time(&mut body, largest).max(throttle_time_ms);
     let mute = (throttle_time_ms > 0).then(|| Mute {
         manager: manager.shared.clone(),
-        client_id: info.client_id.clone(),
+        client_id: info.client_id.to_string(),
         throttle_ms: throttle_time_ms as u64,
     });
     let (encoded, encode_work) = timed(|| {
@@ -1116,7 +1127,7 @@ async fn forward_raw(
     handlers: &HandlerContext,
     settings: &ConnectionSettings,
     client: Client<'_>,
-    quotas: &mut QuotaCaches,
+    quotas: &mut ConnectionCaches,
 ) -> Result<Served, ForwardError> {
     let Client {
         principal,
@@ -1136,8 +1147,8 @@ async fn forward_raw(
         .unwrap_or_default()
     });
     let caller = Caller {
-        principal: principal.clone(),
-        client_host: client_host.to_owned(),
+        principal: (**principal).clone(),
+        client_host: client_host.to_string(),
         client_id,
     };
     // The round trip to the controller is waiting, not work: only the polls are charged.
@@ -1259,6 +1270,7 @@ async fn serve_envelope(
             EnvelopeResponse::default().with_error_code(error.code())
         }
         Ok((principal, client_host)) => {
+            let (principal, client_host) = (std::sync::Arc::new(principal), client_host.into());
             let inner = envelope.request_data.clone();
             match Box::pin(process(
                 inner,
@@ -1270,7 +1282,7 @@ async fn serve_envelope(
                 },
                 false,
                 // The connection carries many clients: no cached sensor fits all of them.
-                &mut QuotaCaches::default(),
+                &mut ConnectionCaches::default(),
             ))
             .await
             {

@@ -147,7 +147,7 @@ pub async fn run(
         } else {
             limits.memory.clone()
         },
-        listener_name: bound.spec.name.clone(),
+        listener_name: bound.spec.name.as_str().into(),
         listener_kind: bound.kind,
         max_request_size: config.socket_request_max_bytes,
         idle_timeout: Duration::from_millis(config.connections_max_idle_ms.max(1) as u64),
