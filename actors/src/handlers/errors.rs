@@ -6,9 +6,10 @@ use std::sync::OnceLock;
 use kafka_protocol::error::ResponseError;
 
 /// How many times each error code appears in a response, as Kafka's `errorCounts()` reports it
-/// for `ErrorsPerSec` (success included as `NONE`).
+/// for `ErrorsPerSec` (success included as `NONE`). Kept inline: almost every response has one
+/// or two distinct codes, and this is built for every request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ErrorCounts(Vec<(i16, u64)>);
+pub struct ErrorCounts(smallvec::SmallVec<[(i16, u64); 2]>);
 
 impl ErrorCounts {
     /// Counts one occurrence of `code`.

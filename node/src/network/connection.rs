@@ -1483,6 +1483,10 @@ pub(super) fn encode_response(
     const HEADER: usize = 9;
     let capacity = match body {
         ResponseKind::Metadata(metadata) => HEADER + handlers::encoded_size_bound(metadata),
+        // Every client's first request, and larger than the default: sized exactly.
+        ResponseKind::ApiVersions(versions) => versions
+            .compute_size(api_version)
+            .map_or(256, |size| HEADER + size),
         _ => 256,
     };
     let mut out = BytesMut::with_capacity(capacity);

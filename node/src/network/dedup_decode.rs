@@ -187,8 +187,12 @@ fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequ
         }
         None
     } else {
+        // A short list (the common request names one topic) is searched instead of hashed,
+        // which would allocate a table per request.
+        let searched = count <= 16;
         let mut seen: HashSet<(Option<Bytes>, Uuid)> = HashSet::new();
-        let mut topics = Vec::new();
+        let mut topics: Vec<MetadataRequestTopic> =
+            Vec::with_capacity(count.clamp(0, 1024) as usize);
         for _ in 0..count {
             let topic_id = if version >= 10 {
                 need(buf, 16)?;
@@ -205,7 +209,15 @@ fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequ
             if flexible {
                 skip_tagged_fields(buf)?;
             }
-            if seen.insert((name.clone(), topic_id)) {
+            let first = if searched {
+                !topics.iter().any(|kept| {
+                    kept.topic_id == topic_id
+                        && kept.name.as_ref().map(|n| n.0.as_bytes()) == name.as_deref()
+                })
+            } else {
+                seen.insert((name.clone(), topic_id))
+            };
+            if first {
                 let name = name
                     .map(|n| StrBytes::from_utf8(n).map(TopicName))
                     .transpose()
@@ -466,7 +478,8 @@ mod tests {
 
     #[test]
     fn every_version_matches_the_crate_without_duplicates() -> anyhow::Result<()> {
-        for version in 0..=13i16 {
+        // Short lists are searched, longer ones hashed: both, with repeats.
+        for (version, padding) in (0..=13i16).flat_map(|v| [(v, 0usize), (v, 20)]) {
             let ids = version >= 10;
             let id = |n: u128| if ids { n } else { 0 };
             let name_only = |n: &str| topic(Some(n), 0);
@@ -482,6 +495,10 @@ mod tests {
                 listed.push(topic(None, 7));
                 listed.push(topic(None, 7));
                 listed.push(topic(None, 8));
+            }
+            for i in 0..padding {
+                listed.push(name_only(&format!("t{i}")));
+                listed.push(name_only(&format!("t{}", i / 2)));
             }
             let mut request = MetadataRequest::default().with_topics(Some(listed));
             if version >= 4 {
@@ -503,7 +520,7 @@ mod tests {
                 topics.retain(|t| seen.insert((t.name.clone(), t.topic_id)));
             }
             assert_eq!(ours, expected, "Metadata v{version}");
-            let distinct = 3 + if ids { 2 } else { 0 };
+            let distinct = 3 + if ids { 2 } else { 0 } + padding;
             assert_eq!(ours.topics.map(|t| t.len()), Some(distinct), "v{version}");
         }
         Ok(())
