@@ -143,6 +143,12 @@ pub(crate) async fn serve(
             }
             match settings.quorum.serve_private(&mut session, &frame).await {
                 PrivateOutcome::Reply(bytes) if stream.write_all(&bytes).await.is_ok() => continue,
+                // The learner writes nothing past its hello unless asked, and the link ends on
+                // anything it does write: bytes already read past the hello end it too.
+                PrivateOutcome::RaftLink(..) if !buffer.is_empty() => {
+                    tracing::info!(%peer, listener = %settings.listener_name, "closing a raft link whose learner wrote past its hello");
+                    return CloseReason::MalformedRequest;
+                }
                 PrivateOutcome::RaftLink(bytes, node_id)
                     if stream.write_all(&bytes).await.is_ok() =>
                 {

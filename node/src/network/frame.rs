@@ -55,26 +55,32 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-/// Reads one frame body (without its size prefix). `buffer` is reused between frames. The body's
-/// size is reserved in `memory` before any of it is read (waiting while the pool is used up);
-/// the reservation comes back with the frame and is held until the request is done.
+/// Most bytes read ahead of the current frame: small frames (most requests) then arrive with
+/// their size prefix in one read, instead of one read for the prefix and one for the body.
+const READ_AHEAD: usize = 8 * 1024;
+
+/// Reads one frame body (without its size prefix). `buffer` is kept between frames: it holds
+/// what was read past the previous frame (at most [`READ_AHEAD`] bytes, or part of a pipelined
+/// request). The body's size is reserved in `memory` before the rest of it is read (waiting
+/// while the pool is used up); the reservation comes back with the frame and is held until the
+/// request is done.
 pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     buffer: &mut BytesMut,
     max_size: i32,
     memory: &std::sync::Arc<MemoryPool>,
 ) -> Result<(Bytes, Reservation), FrameError> {
-    let mut prefix = [0u8; 4];
-    let mut filled = 0;
-    while filled < prefix.len() {
-        match reader.read(&mut prefix[filled..]).await {
-            Ok(0) if filled == 0 => return Err(FrameError::Closed),
+    while buffer.len() < 4 {
+        buffer.reserve(READ_AHEAD);
+        let room = (buffer.capacity() - buffer.len()).min(READ_AHEAD);
+        match (&mut *reader).take(room as u64).read_buf(buffer).await {
+            Ok(0) if buffer.is_empty() => return Err(FrameError::Closed),
             Ok(0) => return Err(FrameError::Truncated),
-            Ok(read) => filled += read,
+            Ok(_) => {}
             Err(error) => return Err(FrameError::Io(error)),
         }
     }
-    let size = i32::from_be_bytes(prefix);
+    let size = i32::from_be_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]);
     if size < 0 {
         return Err(FrameError::NegativeSize(size));
     }
@@ -86,17 +92,36 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     }
     let size = size as usize;
     let reservation = memory.reserve(size).await;
-    buffer.clear();
+    let _prefix = buffer.split_to(4);
+    if buffer.len() >= size {
+        return Ok((buffer.split_to(size).freeze(), reservation));
+    }
     if size > READ_CHUNK {
         // One allocation of exactly the frame: growing by doubling would copy the body and
         // hold up to three times its size. Pages of it become resident only as data arrives.
-        *buffer = BytesMut::with_capacity(size);
+        let mut frame = BytesMut::with_capacity(size);
+        frame.extend_from_slice(buffer);
+        buffer.clear();
+        read_exactly(reader, &mut frame, size, size).await?;
+        return Ok((frame.freeze(), reservation));
     }
+    read_exactly(reader, buffer, size, size + READ_AHEAD).await?;
+    Ok((buffer.split_to(size).freeze(), reservation))
+}
+
+/// Reads into `buffer` until it holds `size` bytes, reading at most up to `limit` bytes in all
+/// (what lies past `size` is the next frame's) and reserving at most [`READ_CHUNK`] at a time.
+async fn read_exactly<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buffer: &mut BytesMut,
+    size: usize,
+    limit: usize,
+) -> Result<(), FrameError> {
     while buffer.len() < size {
         buffer.reserve((size - buffer.len()).min(READ_CHUNK));
-        let wanted = size - buffer.len();
+        let room = (buffer.capacity() - buffer.len()).min(limit - buffer.len());
         let read = (&mut *reader)
-            .take(wanted as u64)
+            .take(room as u64)
             .read_buf(buffer)
             .await
             .map_err(FrameError::Io)?;
@@ -104,7 +129,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             return Err(FrameError::Truncated);
         }
     }
-    Ok((buffer.split().freeze(), reservation))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -172,6 +197,80 @@ mod tests {
         let second = read_frame(&mut reader, &mut buffer, 10, &pool).await;
         assert_eq!(first.ok().map(|f| f.0).as_deref(), Some(&[42u8][..]));
         assert_eq!(second.ok().map(|f| f.0).as_deref(), Some(&[1u8, 2][..]));
+    }
+
+    /// A reader that counts its reads.
+    struct Counting<'a> {
+        bytes: &'a [u8],
+        reads: usize,
+    }
+
+    impl AsyncRead for Counting<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            self.reads += 1;
+            std::pin::Pin::new(&mut self.bytes).poll_read(cx, buf)
+        }
+    }
+
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(body);
+        frame
+    }
+
+    #[tokio::test]
+    async fn pipelined_frames_small_and_large_are_read_whole_and_in_order() {
+        let large: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let mut wire = framed(b"first");
+        wire.extend(framed(&large));
+        wire.extend(framed(b"third"));
+        wire.extend(framed(b""));
+        let mut reader = Counting {
+            bytes: &wire,
+            reads: 0,
+        };
+        let mut buffer = BytesMut::new();
+        let pool = MemoryPool::new(-1);
+        let mut frames = Vec::new();
+        for _ in 0..4 {
+            match read_frame(&mut reader, &mut buffer, 1 << 20, &pool).await {
+                Ok((frame, _)) => frames.push(frame),
+                Err(error) => panic!("{error}"),
+            }
+        }
+        assert_eq!(frames[0], &b"first"[..]);
+        assert_eq!(frames[1], &large[..]);
+        assert_eq!(frames[2], &b"third"[..]);
+        assert!(frames[3].is_empty());
+        assert!(matches!(
+            read_frame(&mut reader, &mut buffer, 1 << 20, &pool).await,
+            Err(FrameError::Closed)
+        ));
+        // The large frame is read into one buffer of its size, 64 KiB at most per read.
+        assert!(
+            reader.reads <= 1 + 200_000 / READ_CHUNK + 3,
+            "{} reads",
+            reader.reads
+        );
+    }
+
+    #[tokio::test]
+    async fn a_small_frame_and_its_size_come_in_one_read() {
+        let wire = framed(b"a small request");
+        let mut reader = Counting {
+            bytes: &wire,
+            reads: 0,
+        };
+        let frame = read_frame(&mut reader, &mut BytesMut::new(), 100, &MemoryPool::new(-1)).await;
+        assert_eq!(
+            frame.ok().map(|f| f.0).as_deref(),
+            Some(&b"a small request"[..])
+        );
+        assert_eq!(reader.reads, 1);
     }
 
     #[tokio::test]
