@@ -284,11 +284,12 @@ def test_peer_sessions_renew_on_every_link():
         def whole_log(node):
             with open(node.log_path, "rb") as f:
                 return f.read().decode("utf-8", "replace")
+        log_lines = [(n.overrides["node.id"], line) for n in nodes for line in whole_log(n).splitlines()]
         expired = {n.overrides["node.id"]: metric(n, "gregor_network_connections_closed_total", listener="CONTROLLER", reason="session_expired") for n in nodes}
-        renewals = [f"node {n.overrides['node.id']}: {line}" for n in nodes for line in whole_log(n).splitlines()
+        renewals = [f"node {node_id}: {line}" for node_id, line in log_lines
                     if "expired" in line or "renew" in line or "raft link" in line]
         assert not any(expired.values()), (expired, renewals[-60:])
-        fetchers_expired = [line for n in nodes for line in whole_log(n).splitlines()
+        fetchers_expired = [line for _, line in log_lines
                             if "SASL session expired" in line and "principal=User:broker" in line]
         assert not fetchers_expired, fetchers_expired
     finally:

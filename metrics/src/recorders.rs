@@ -159,15 +159,6 @@ impl RequestSeries {
     }
 }
 
-impl std::fmt::Debug for RequestMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RequestMetrics")
-            .field("requests", &self.requests.len())
-            .field("errors", &self.errors.len())
-            .finish()
-    }
-}
-
 impl RequestMetrics {
     /// Counts one more request in the queue until the guard is dropped.
     pub fn queued(&mut self) -> QueuedRequest {

@@ -3,7 +3,7 @@
 //! The 4-byte size is checked against `socket.request.max.bytes` before any of the body is
 //! buffered, so an oversized or negative size costs four bytes of memory, not its claim.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use gregor_metrics::CloseReason;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -92,7 +92,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     }
     let size = size as usize;
     let reservation = memory.reserve(size).await;
-    let _prefix = buffer.split_to(4);
+    buffer.advance(4);
     if buffer.len() >= size {
         return Ok((buffer.split_to(size).freeze(), reservation));
     }
