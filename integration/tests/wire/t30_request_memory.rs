@@ -828,7 +828,7 @@ async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
 
 /// A flexible frame of `prefix`, then a list of `count` distinct four-letter ids, each written
 /// by `element` in `element_size` bytes, then `suffix` (`flexible_list`).
-fn distinct(
+pub(crate) fn distinct(
     api_key: i16,
     version: i16,
     prefix: &[u8],
@@ -888,7 +888,7 @@ async fn describe_configs_naming_distinct_topics_stays_within_four_frames() {
 
 /// Asks for a group coordinator (which creates the offsets topic) and waits until it answers
 /// OffsetFetch for a group it does not know.
-async fn groups_ready(conn: &mut KafkaConn) {
+pub(crate) async fn groups_ready(conn: &mut KafkaConn) {
     use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
     use kafka_protocol::messages::{FindCoordinatorRequest, GroupId, OffsetFetchRequest};
     let find = FindCoordinatorRequest::default().with_coordinator_keys(vec![s("ready")]);
@@ -906,14 +906,21 @@ async fn groups_ready(conn: &mut KafkaConn) {
     }
 }
 
-/// DeleteGroups and OffsetFetch naming distinct groups: answered a chunk of groups at a time.
-#[tokio::test]
-async fn delete_groups_and_offset_fetch_naming_distinct_groups_stay_within_four_frames() {
-    use kafka_protocol::messages::{delete_groups_response, offset_fetch_response};
+/// A fresh node whose group coordinator is loaded, and a connection to it that waits up to
+/// five minutes for an answer.
+pub(crate) async fn node_with_coordinator() -> (GregorNode, KafkaConn) {
     let node = GregorNode::start(&[]).unwrap();
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
     conn.set_timeout(Duration::from_secs(300));
     groups_ready(&mut conn).await;
+    (node, conn)
+}
+
+/// DeleteGroups and OffsetFetch naming distinct groups: answered a chunk of groups at a time.
+#[tokio::test]
+async fn delete_groups_and_offset_fetch_naming_distinct_groups_stay_within_four_frames() {
+    use kafka_protocol::messages::{delete_groups_response, offset_fetch_response};
+    let (node, mut conn) = node_with_coordinator().await;
     // DeleteGroups v2: the ids, then tags.
     let (frame, count) = distinct(
         42,
@@ -967,7 +974,7 @@ async fn delete_groups_and_offset_fetch_naming_distinct_groups_stay_within_four_
 }
 
 /// Commits offset `offset` of partition 0 of topic "t" for `group` (a standalone commit).
-async fn commit(conn: &mut KafkaConn, group: &str, offset: i64) {
+pub(crate) async fn commit(conn: &mut KafkaConn, group: &str, offset: i64) {
     use kafka_protocol::messages::offset_commit_request::{
         OffsetCommitRequestPartition, OffsetCommitRequestTopic,
     };

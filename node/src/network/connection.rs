@@ -28,7 +28,7 @@ use super::forwarded::ForwardedAnswer;
 use super::frame::{read_frame, FrameError};
 use super::partition_list_chunks::{
     self, is_long, Chunked, DeleteRecordsList, DescribeProducersList, DescribeQuorumList,
-    OffsetForLeaderEpochList,
+    OffsetCommitList, OffsetForLeaderEpochList,
 };
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
@@ -503,6 +503,7 @@ async fn process(
         ApiKey::OffsetForLeaderEpoch => is_long::<OffsetForLeaderEpochList>(&frame, api_version),
         ApiKey::DescribeProducers => is_long::<DescribeProducersList>(&frame, api_version),
         ApiKey::DeleteRecords => is_long::<DeleteRecordsList>(&frame, api_version),
+        ApiKey::OffsetCommit => is_long::<OffsetCommitList>(&frame, api_version),
         _ => false,
     };
     let reduced = decode_guarded(|| {
@@ -622,6 +623,7 @@ enum ChunkedRequest {
     OffsetForLeaderEpoch(Chunked<OffsetForLeaderEpochList>),
     DescribeProducers(Chunked<DescribeProducersList>),
     DeleteRecords(Chunked<DeleteRecordsList>),
+    OffsetCommit(Chunked<OffsetCommitList>),
     DescribeQuorum(Chunked<DescribeQuorumList>),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
 }
@@ -638,6 +640,7 @@ impl ChunkedRequest {
             ChunkedRequest::OffsetForLeaderEpoch(chunked) => chunked.shell(),
             ChunkedRequest::DescribeProducers(chunked) => chunked.shell(),
             ChunkedRequest::DeleteRecords(chunked) => chunked.shell(),
+            ChunkedRequest::OffsetCommit(chunked) => chunked.shell(),
             ChunkedRequest::DescribeQuorum(chunked) => chunked.shell(),
             ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
         }
@@ -700,6 +703,11 @@ impl ChunkedRequest {
                 let (answer, partitions) =
                     partition_list_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::DeleteRecords(partitions)))
+            }
+            ChunkedRequest::OffsetCommit(chunked) => {
+                let (answer, partitions) =
+                    partition_list_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::OffsetCommit(partitions)))
             }
             ChunkedRequest::DescribeQuorum(chunked) => {
                 let (answer, partitions) =
@@ -850,6 +858,9 @@ async fn process_frame(
         ApiKey::DeleteRecords => partition_list_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DeleteRecords)),
+        ApiKey::OffsetCommit => partition_list_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::OffsetCommit)),
         ApiKey::DescribeQuorum => partition_list_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DescribeQuorum)),

@@ -398,7 +398,7 @@ fn decode_describe_client_quotas(
 }
 
 /// A string that must not be null.
-fn string(buf: &mut Bytes, flexible: bool, what: &str) -> anyhow::Result<StrBytes> {
+pub(super) fn string(buf: &mut Bytes, flexible: bool, what: &str) -> anyhow::Result<StrBytes> {
     let bytes = nullable_string(buf, flexible)?
         .ok_or_else(|| anyhow::anyhow!("{what} must not be null"))?;
     StrBytes::from_utf8(bytes).with_context(|| format!("{what} is not UTF-8"))

@@ -1,6 +1,6 @@
 //! Requests listing many elements whose answer to each element is its own, in order
 //! (FindCoordinator v4-6, DescribeGroups, ConsumerGroupDescribe, DescribeConfigs, DeleteGroups,
-//! OffsetFetch v8-9), served a chunk of elements at a time.
+//! OffsetFetch v8-9, LeaveGroup v3-5), served a chunk of elements at a time.
 //!
 //! A four-letter group id is five bytes on the wire, but a decoded id, a described group and
 //! its encoded answer of about 20 bytes: a frame of distinct ids cost 60 times its size (a
@@ -15,7 +15,9 @@
 //! the elements before it did: FindCoordinator locates each key on its own, DescribeGroups,
 //! ConsumerGroupDescribe, DescribeConfigs and OffsetFetch describe each element on its own, and
 //! DeleteGroups deletes its groups one after the other (a repeated id finds its group gone), as
-//! the chunks are served.
+//! the chunks are served. LeaveGroup removes its members one after the other too, and its
+//! answer's group-level code is the first chunk's: the group is looked up and authorized the
+//! same way for every chunk.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
@@ -48,6 +50,7 @@ fn chunked_api(key: ApiKey, version: i16) -> bool {
             | (ApiKey::DescribeConfigs, 1..=4)
             | (ApiKey::DeleteGroups, 0..=2)
             | (ApiKey::OffsetFetch, 8..=9)
+            | (ApiKey::LeaveGroup, 3..=5)
     )
 }
 

@@ -1,6 +1,6 @@
 //! Requests naming many partitions that their handler answers each on its own, repeats
-//! included (OffsetForLeaderEpoch, DescribeProducers, DeleteRecords), answered a chunk of
-//! partitions at a time as the answer is written.
+//! included (OffsetForLeaderEpoch, DescribeProducers, DeleteRecords, OffsetCommit), answered a
+//! chunk of partitions at a time as the answer is written.
 //!
 //! A partition is 4 to 13 bytes on the wire but a decoded partition, its answer and the
 //! answer's encoding: a frame of distinct partitions cost 11 to 30 times its size. Here the
@@ -8,7 +8,11 @@
 //! as its error code unless it says more (`partition_chunks.rs`, as for ListOffsets). Since
 //! each partition's answer depends on nothing but the partition (a DeleteRecords repeat deletes
 //! up to its own offset, as it would in one request), the chunks' answers are the whole
-//! request's.
+//! request's. An OffsetCommit's chunks are checked against the group each (its generation,
+//! member and authorization, the same for every chunk unless the group changes meanwhile) and
+//! written in order, so a partition named twice keeps its last offset, as in one request; the
+//! one difference is that the chunks are separate writes to the offsets log, which a group
+//! change between two chunks can split (the later ones then fail, as a retry of them would).
 //!
 //! DescribeQuorum is read the same way but decided once: the quorum has one partition, and
 //! Kafka's controller answers a request naming any other list than that one partition with
@@ -29,22 +33,27 @@ use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::describe_producers_response::PartitionResponse;
 use kafka_protocol::messages::describe_quorum_request;
 use kafka_protocol::messages::describe_quorum_response::PartitionData;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_commit_response::OffsetCommitResponsePartition;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, DeleteRecordsRequest, DescribeProducersRequest, DescribeQuorumRequest,
-    OffsetForLeaderEpochRequest, RequestHeader, RequestKind, ResponseKind, TopicName,
+    GroupId, OffsetCommitRequest, OffsetForLeaderEpochRequest, RequestHeader, RequestKind,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::Decodable;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::handlers::{self, ApiResponse, ErrorCounts};
 
-use super::dedup_decode::need;
+use super::dedup_decode::{need, string};
 use super::partition_chunks::{
-    lists_more_than_chunk, read_list, Answers, Cursor, Item, Listed, PartitionList,
+    lists_more_than_chunk, nullable_str, read_list, Answers, Cursor, Item, Listed, PartitionList,
     PartitionsWriter, TopicHead, CHUNK,
 };
 use super::repeated::skip_tagged_fields;
@@ -411,6 +420,105 @@ impl ChunkedPartitions for DeleteRecordsList {
 
     fn answers(response: &mut ResponseKind) -> Option<Vec<DeleteRecordsPartitionResult>> {
         let ResponseKind::DeleteRecords(response) = response else {
+            return None;
+        };
+        let topics = std::mem::take(&mut response.topics);
+        Some(topics.into_iter().flat_map(|t| t.partitions).collect())
+    }
+}
+
+/// OffsetCommit v2-9's topic-partitions (named topics in every version).
+pub struct OffsetCommitList;
+
+impl PartitionList for OffsetCommitList {
+    type Partition = OffsetCommitRequestPartition;
+    type Answer = OffsetCommitResponsePartition;
+    const FLEXIBLE_FROM: i16 = 8;
+
+    fn decode_partition(
+        buf: &mut Bytes,
+        version: i16,
+    ) -> anyhow::Result<OffsetCommitRequestPartition> {
+        OffsetCommitRequestPartition::decode(buf, version)
+    }
+
+    fn partition_index(partition: &OffsetCommitRequestPartition) -> i32 {
+        partition.partition_index
+    }
+
+    /// Every partition's answer is its error code.
+    fn plain(index: i32, error_code: i16) -> OffsetCommitResponsePartition {
+        OffsetCommitResponsePartition::default()
+            .with_partition_index(index)
+            .with_error_code(error_code)
+    }
+
+    fn error_code(answer: &OffsetCommitResponsePartition) -> i16 {
+        answer.error_code
+    }
+
+    fn index_mut(answer: &mut OffsetCommitResponsePartition) -> &mut i32 {
+        &mut answer.partition_index
+    }
+}
+
+impl LongPartitionList for OffsetCommitList {
+    const KEY: ApiKey = ApiKey::OffsetCommit;
+    const VERSIONS: RangeInclusive<i16> = 2..=9;
+    type Shell = OffsetCommitRequest;
+
+    /// `GroupId`, `GenerationIdOrMemberEpoch`, `MemberId`, `RetentionTimeMs` (v2-4) and
+    /// `GroupInstanceId` (v7+).
+    fn read_prefix(rest: &mut Bytes, version: i16) -> anyhow::Result<OffsetCommitRequest> {
+        let flexible = version >= Self::FLEXIBLE_FROM;
+        let group_id = string(rest, flexible, "the group id")?;
+        need(rest, 4)?;
+        let generation = rest.get_i32();
+        let member_id = string(rest, flexible, "the member id")?;
+        let mut shell = OffsetCommitRequest::default()
+            .with_group_id(GroupId(group_id))
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(member_id);
+        if version <= 4 {
+            need(rest, 8)?;
+            shell.retention_time_ms = rest.get_i64();
+        }
+        if version >= 7 {
+            shell.group_instance_id = nullable_str(rest, flexible)?;
+        }
+        Ok(shell)
+    }
+
+    fn read_suffix(rest: &mut Bytes, version: i16, _: &mut Self::Shell) -> anyhow::Result<()> {
+        skip_tagged_fields(rest, version >= Self::FLEXIBLE_FROM)
+    }
+
+    fn shell(shell: &OffsetCommitRequest) -> RequestKind {
+        Self::request(shell.clone(), Vec::new())
+    }
+}
+
+impl ChunkedPartitions for OffsetCommitList {
+    type Topic = OffsetCommitRequestTopic;
+
+    fn topic(head: &TopicHead) -> OffsetCommitRequestTopic {
+        OffsetCommitRequestTopic::default().with_name(TopicName(head.name.clone()))
+    }
+
+    fn add(topic: &mut OffsetCommitRequestTopic, partition: OffsetCommitRequestPartition) {
+        topic.partitions.push(partition);
+    }
+
+    fn partitions(topic: &OffsetCommitRequestTopic) -> usize {
+        topic.partitions.len()
+    }
+
+    fn request(shell: Self::Shell, topics: Vec<OffsetCommitRequestTopic>) -> RequestKind {
+        RequestKind::OffsetCommit(shell.with_topics(topics))
+    }
+
+    fn answers(response: &mut ResponseKind) -> Option<Vec<OffsetCommitResponsePartition>> {
+        let ResponseKind::OffsetCommit(response) = response else {
             return None;
         };
         let topics = std::mem::take(&mut response.topics);

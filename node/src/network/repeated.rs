@@ -47,7 +47,8 @@ use super::list_offsets_chunks::ListOffsetsList;
 use super::metadata_chunks::TopicsWriter;
 use super::partition_chunks::PartitionsWriter;
 use super::partition_list_chunks::{
-    DeleteRecordsList, DescribeProducersList, DescribeQuorumList, OffsetForLeaderEpochList,
+    DeleteRecordsList, DescribeProducersList, DescribeQuorumList, OffsetCommitList,
+    OffsetForLeaderEpochList,
 };
 use super::produce_chunks::ProduceList;
 
@@ -160,8 +161,9 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
         create_acls_response, delete_acls_request, delete_acls_response, delete_groups_response,
         delete_records_request, delete_records_response, describe_groups_response,
         describe_producers_request, describe_producers_response, find_coordinator_response,
-        list_offsets_request, list_offsets_response, offset_commit_request, offset_commit_response,
-        offset_delete_request, offset_delete_response, offset_fetch_request, offset_fetch_response,
+        leave_group_request, leave_group_response, list_offsets_request, list_offsets_response,
+        offset_commit_request, offset_commit_response, offset_delete_request,
+        offset_delete_response, offset_fetch_request, offset_fetch_response,
         offset_for_leader_epoch_request, offset_for_leader_epoch_response,
     };
     use kafka_protocol::messages::{
@@ -345,6 +347,17 @@ fn shape(key: ApiKey, version: i16) -> Option<Shape> {
                 version >= 8,
                 element::<offset_commit_request::OffsetCommitRequestTopic>,
                 element::<offset_commit_response::OffsetCommitResponseTopic>,
+            )
+        },
+        // Members leave one after the other: a repeated one is not a member any more at its
+        // second copy, and at every later copy alike.
+        ApiKey::LeaveGroup if within(3, 5) => Shape {
+            skip_prefix: |buf, version| skip_string(buf, version >= 4),
+            skip_answers_prefix: |buf, _| skip(buf, 6),
+            ..every(
+                version >= 4,
+                element::<leave_group_request::MemberIdentity>,
+                element::<leave_group_response::MemberResponse>,
             )
         },
         // Answered per topic when the group has offsets, else with the group's error alone.
@@ -883,6 +896,7 @@ pub enum ListWriter {
     OffsetForLeaderEpoch(PartitionsWriter<OffsetForLeaderEpochList>),
     DescribeProducers(PartitionsWriter<DescribeProducersList>),
     DeleteRecords(PartitionsWriter<DeleteRecordsList>),
+    OffsetCommit(PartitionsWriter<OffsetCommitList>),
     DescribeQuorum(PartitionsWriter<DescribeQuorumList>),
     DeleteTopics(DeletionResultsWriter),
 }
@@ -900,6 +914,7 @@ impl ListWriter {
             ListWriter::OffsetForLeaderEpoch(topics) => topics.count(),
             ListWriter::DescribeProducers(topics) => topics.count(),
             ListWriter::DeleteRecords(topics) => topics.count(),
+            ListWriter::OffsetCommit(topics) => topics.count(),
             ListWriter::DescribeQuorum(topics) => topics.count(),
             ListWriter::DeleteTopics(topics) => topics.count(),
         }
@@ -917,6 +932,7 @@ impl ListWriter {
             ListWriter::OffsetForLeaderEpoch(topics) => topics.len(),
             ListWriter::DescribeProducers(topics) => topics.len(),
             ListWriter::DeleteRecords(topics) => topics.len(),
+            ListWriter::OffsetCommit(topics) => topics.len(),
             ListWriter::DescribeQuorum(topics) => topics.len(),
             ListWriter::DeleteTopics(topics) => topics.len(),
         }
@@ -945,6 +961,8 @@ impl ListWriter {
             ListWriter::DescribeProducers(_) => (1, true),
             // After the topics: tagged fields (v2+).
             ListWriter::DeleteRecords(_) => (usize::from(version >= 2), version >= 2),
+            // After the topics: tagged fields (v8+).
+            ListWriter::OffsetCommit(_) => (usize::from(version >= 8), version >= 8),
             // After the topics: the nodes (v2+, none in an answer naming no partition of the
             // quorum), then tagged fields (every version is flexible).
             ListWriter::DescribeQuorum(_) => (1 + usize::from(version >= 2), true),
@@ -980,6 +998,7 @@ impl ListWriter {
             ListWriter::OffsetForLeaderEpoch(topics) => topics.write_to(out).await,
             ListWriter::DescribeProducers(topics) => topics.write_to(out).await,
             ListWriter::DeleteRecords(topics) => topics.write_to(out).await,
+            ListWriter::OffsetCommit(topics) => topics.write_to(out).await,
             ListWriter::DescribeQuorum(topics) => topics.write_to(out).await,
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
         }

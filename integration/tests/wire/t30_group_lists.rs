@@ -1,0 +1,384 @@
+//! LeaveGroup and OffsetCommit naming many members or partitions (`list_chunks.rs`,
+//! `partition_list_chunks.rs`): a 10 MB frame of distinct elements keeps the node below four
+//! frames with every element answered, and a request longer than a chunk is answered, and
+//! changes the group, as the same elements in shorter requests do.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::{
+    leave_group_response, offset_commit_response, GroupId, JoinGroupRequest, LeaveGroupRequest,
+    OffsetCommitRequest, OffsetFetchRequest,
+};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+use gregor_integration::admin::{creatable, create_topics, s, topic_name};
+use gregor_integration::frames::{compact_length, four_letter_name};
+use gregor_integration::{GregorNode, KafkaConn};
+
+use super::t30_request_memory::{
+    answer_within_four_frames_on, distinct, groups_ready, node_with_coordinator, FRAME,
+};
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const MEMBER_ID_REQUIRED: i16 = 79;
+
+/// Topic entries of an OffsetCommit: a name and (partition, offset) pairs.
+type Commits<'a> = Vec<(&'a str, Vec<(i32, i64)>)>;
+
+#[tokio::test]
+async fn leave_group_and_offset_commit_naming_distinct_elements_stay_within_four_frames() {
+    let (node, mut conn) = node_with_coordinator().await;
+
+    // LeaveGroup v5 of group "g": members {id, instance null, reason null, tags}.
+    let (frame, count) = distinct(
+        13,
+        5,
+        b"\x02g",
+        8,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_slice(&[0, 0, 0]);
+        },
+        b"\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "LeaveGroup distinct members", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(body.get_i16(), 0, "the group's code");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per member"
+    );
+    for index in 0..count {
+        let member = leave_group_response::MemberResponse::decode(&mut body, 5).unwrap();
+        assert_eq!(member.member_id.as_bytes(), &four_letter_name(index)[..]);
+        assert_eq!(member.group_instance_id, None);
+        assert_eq!(member.error_code, UNKNOWN_MEMBER_ID, "member {index}");
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+
+    // OffsetCommit v9 of group "g" (generation -1, member "", instance null): one unknown
+    // topic "t" with partitions {0, 1, 2, ..., offset 0, epoch -1, metadata null, tags}.
+    let count = (FRAME - 60) / 18;
+    let frame = gregor_integration::frames::flexible_list(
+        8,
+        9,
+        b"\x02g\xff\xff\xff\xff\x01\x00\x02\x02t",
+        count,
+        18,
+        |index, frame| {
+            frame.put_i32(index as i32);
+            frame.put_i64(0);
+            frame.put_i32(-1);
+            frame.put_slice(&[0, 0]);
+        },
+        b"\x00\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "OffsetCommit distinct partitions", &frame)
+            .await;
+    assert_eq!(
+        &body[..7],
+        b"\x00\x00\x00\x00\x02\x02t",
+        "throttle, one topic"
+    );
+    body.advance(7);
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per partition"
+    );
+    for index in 0..count {
+        let partition =
+            offset_commit_response::OffsetCommitResponsePartition::decode(&mut body, 9).unwrap();
+        assert_eq!(partition.partition_index, index as i32);
+        assert_eq!(partition.error_code, UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    assert_eq!(
+        &body[..],
+        b"\x00\x00",
+        "the topic's and the body's tagged fields"
+    );
+
+    // Distinct topics {name, [partition 0], tags}.
+    let (frame, count) = distinct(
+        8,
+        9,
+        b"\x02g\xff\xff\xff\xff\x01\x00",
+        25,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_u8(2);
+            frame.put_i32(0);
+            frame.put_i64(0);
+            frame.put_i32(-1);
+            frame.put_slice(&[0, 0, 0]);
+        },
+        b"\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "OffsetCommit distinct topics", &frame)
+            .await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per topic");
+    for index in 0..count {
+        let topic =
+            offset_commit_response::OffsetCommitResponseTopic::decode(&mut body, 9).unwrap();
+        assert_eq!(topic.name.as_bytes(), &four_letter_name(index)[..]);
+        let codes: Vec<(i32, i16)> = topic
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code))
+            .collect();
+        assert_eq!(
+            codes,
+            vec![(0, UNKNOWN_TOPIC_OR_PARTITION)],
+            "topic {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// Joins `count` members to `group` as far as Kafka's first step (KIP-394): each is given a
+/// member id and waits as a pending member; returns their ids.
+async fn pending_members(conn: &mut KafkaConn, group: &str, count: usize) -> Vec<String> {
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_session_timeout_ms(60_000)
+        .with_rebalance_timeout_ms(60_000)
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(bytes::Bytes::from_static(b"\x00\x00\x00\x00\x00\x00"))]);
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        let answer = conn.send(&join, 5).await.unwrap();
+        assert_eq!(answer.error_code, MEMBER_ID_REQUIRED);
+        ids.push(answer.member_id.to_string());
+    }
+    ids
+}
+
+/// A LeaveGroup listing `members` (pending ones by their place in `pending`, others by id) and
+/// its answers as (what each entry named, its code).
+async fn leave(
+    conn: &mut KafkaConn,
+    version: i16,
+    group: &str,
+    members: &[Result<usize, String>],
+    pending: &[String],
+) -> (i16, Vec<(Result<usize, String>, i16)>) {
+    let identities = members
+        .iter()
+        .map(|member| {
+            let id = match member {
+                Ok(at) => pending[*at].clone(),
+                Err(id) => id.clone(),
+            };
+            MemberIdentity::default().with_member_id(StrBytes::from_string(id))
+        })
+        .collect();
+    let request = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_members(identities);
+    let answer = conn.send(&request, version).await.unwrap();
+    assert_eq!(answer.members.len(), members.len(), "one answer per member");
+    let answered = answer
+        .members
+        .iter()
+        .zip(members)
+        .map(|(answer, member)| {
+            let named = match member {
+                Ok(at) => pending[*at].as_str(),
+                Err(id) => id.as_str(),
+            };
+            assert_eq!(answer.member_id.as_str(), named, "answers in request order");
+            (member.clone(), answer.error_code)
+        })
+        .collect();
+    (answer.error_code, answered)
+}
+
+/// `group`'s committed offsets by topic and partition.
+async fn committed(conn: &mut KafkaConn, group: &str) -> BTreeMap<(String, i32), i64> {
+    let fetch = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(None)]);
+    let answer = conn.send(&fetch, 8).await.unwrap();
+    answer.groups[0]
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| ((t.name.to_string(), p.partition_index), p.committed_offset))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn leave_group_and_offset_commit_of_many_elements_answer_as_shorter_requests() {
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let created = conn
+        .send(&create_topics(vec![creatable("t", 3, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    groups_ready(&mut conn).await;
+
+    // 1,200 entries (chunks of 256): 40 pending members, each named three times (in different
+    // chunks), and unknown ids, one of them repeated.
+    let members: Vec<Result<usize, String>> = (0..1_200)
+        .map(|index| match index % 30 {
+            0 => Ok((index / 30) % 40),
+            1 => Err("gone".to_owned()),
+            _ => Err(format!("unknown-{index}")),
+        })
+        .collect();
+    for version in [3, 4, 5] {
+        let group = format!("leaving-v{version}");
+        let pending = pending_members(&mut conn, &group, 40).await;
+        let whole = leave(&mut conn, version, &group, &members, &pending).await;
+        let pending = pending_members(&mut conn, &group, 40).await;
+        let mut parts = (0, Vec::new());
+        for part in members.chunks(250) {
+            let (code, answered) = leave(&mut conn, version, &group, part, &pending).await;
+            parts.0 = code;
+            parts.1.extend(answered);
+        }
+        assert!(whole == parts, "LeaveGroup v{version}");
+        let left = whole.1.iter().filter(|(_, code)| *code == 0).count();
+        assert_eq!(
+            left, 40,
+            "LeaveGroup v{version}: each pending member leaves once"
+        );
+        assert!(
+            whole
+                .1
+                .iter()
+                .all(|(_, code)| *code == 0 || *code == UNKNOWN_MEMBER_ID),
+            "LeaveGroup v{version}: {whole:?}"
+        );
+    }
+
+    // 2,500 partitions of "t" (0-2 exist, 3-4 do not) and of an unknown topic, each partition
+    // named many times with offsets that grow, so the last copy's offset is the committed one.
+    let topics: Commits<'static> = vec![
+        ("t", (0..1_500).map(|i| (i % 5, i64::from(i))).collect()),
+        ("missing", (0..300).map(|i| (i % 2, 7)).collect()),
+        ("t", (1_500..2_200).map(|i| (i % 4, i64::from(i))).collect()),
+    ];
+    let request = |topics: &Commits<'_>, group: &str| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_retention_time_ms(-1)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|(name, partitions)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(topic_name(name))
+                            .with_partitions(
+                                partitions
+                                    .iter()
+                                    .map(|(index, offset)| {
+                                        OffsetCommitRequestPartition::default()
+                                            .with_partition_index(*index)
+                                            .with_committed_offset(*offset)
+                                            .with_committed_leader_epoch(-1)
+                                            .with_committed_metadata(Some(s("m")))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+    };
+    // Shorter requests: each topic entry cut into pieces of at most 500 partitions.
+    let shorter: Vec<Commits<'static>> = topics
+        .iter()
+        .flat_map(|(name, partitions)| {
+            partitions
+                .chunks(500)
+                .map(|piece| vec![(*name, piece.to_vec())])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for version in [2, 7, 8, 9] {
+        let whole_group = format!("whole-v{version}");
+        let whole = conn
+            .send(&request(&topics, &whole_group), version)
+            .await
+            .unwrap();
+        let parts_group = format!("parts-v{version}");
+        let mut parts = Vec::new();
+        for piece in &shorter {
+            parts.extend(
+                conn.send(&request(piece, &parts_group), version)
+                    .await
+                    .unwrap()
+                    .topics,
+            );
+        }
+        let flatten = |topics: &[kafka_protocol::messages::offset_commit_response::OffsetCommitResponseTopic]| {
+            topics
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|p| (t.name.to_string(), p.partition_index, p.error_code))
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            whole.topics.len(),
+            3,
+            "OffsetCommit v{version}: one answer per topic entry"
+        );
+        assert_eq!(
+            flatten(&whole.topics),
+            flatten(&parts),
+            "OffsetCommit v{version}"
+        );
+        let codes: std::collections::BTreeSet<i16> = flatten(&whole.topics)
+            .iter()
+            .map(|(_, _, code)| *code)
+            .collect();
+        assert_eq!(
+            codes,
+            [0, UNKNOWN_TOPIC_OR_PARTITION].into(),
+            "OffsetCommit v{version}"
+        );
+        let offsets = committed(&mut conn, &whole_group).await;
+        assert_eq!(
+            offsets,
+            committed(&mut conn, &parts_group).await,
+            "v{version}"
+        );
+        let expected: BTreeMap<(String, i32), i64> = [
+            (("t".to_owned(), 0), 2_196),
+            (("t".to_owned(), 1), 2_197),
+            (("t".to_owned(), 2), 2_198),
+        ]
+        .into();
+        assert_eq!(
+            offsets, expected,
+            "OffsetCommit v{version}: the last copy's offset"
+        );
+    }
+}
