@@ -1,5 +1,5 @@
-//! LeaveGroup and OffsetCommit naming many members or partitions (`list_chunks.rs`,
-//! `partition_list_chunks.rs`): a 10 MB frame of distinct elements keeps the node below four
+//! LeaveGroup, OffsetCommit and OffsetDelete naming many members or partitions
+//! (`list_chunks.rs`, `partition_list_chunks.rs`): a 10 MB frame of distinct elements keeps the node below four
 //! frames with every element answered, and a request longer than a chunk is answered, and
 //! changes the group, as the same elements in shorter requests do.
 
@@ -14,8 +14,9 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    leave_group_response, offset_commit_response, GroupId, JoinGroupRequest, LeaveGroupRequest,
-    OffsetCommitRequest, OffsetFetchRequest,
+    leave_group_response, offset_commit_response, offset_delete_response, GroupId,
+    JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
@@ -24,12 +25,14 @@ use gregor_integration::frames::{compact_length, four_letter_name};
 use gregor_integration::{GregorNode, KafkaConn};
 
 use super::t30_request_memory::{
-    answer_within_four_frames_on, distinct, groups_ready, node_with_coordinator, FRAME,
+    answer_with_header_within_four_frames, answer_within_four_frames_on, commit, distinct,
+    groups_ready, node_with_coordinator, FRAME,
 };
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const UNKNOWN_MEMBER_ID: i16 = 25;
 const MEMBER_ID_REQUIRED: i16 = 79;
+const GROUP_ID_NOT_FOUND: i16 = 69;
 
 /// Topic entries of an OffsetCommit: a name and (partition, offset) pairs.
 type Commits<'a> = Vec<(&'a str, Vec<(i32, i64)>)>;
@@ -37,6 +40,8 @@ type Commits<'a> = Vec<(&'a str, Vec<(i32, i64)>)>;
 #[tokio::test]
 async fn leave_group_and_offset_commit_naming_distinct_elements_stay_within_four_frames() {
     let (node, mut conn) = node_with_coordinator().await;
+    // Group "g"'s offsets partition loaded: a member of it is unknown, not refused.
+    pending_members(&mut conn, "g", 1).await;
 
     // LeaveGroup v5 of group "g": members {id, instance null, reason null, tags}.
     let (frame, count) = distinct(
@@ -136,19 +141,96 @@ async fn leave_group_and_offset_commit_naming_distinct_elements_stay_within_four
     for index in 0..count {
         let topic =
             offset_commit_response::OffsetCommitResponseTopic::decode(&mut body, 9).unwrap();
-        assert_eq!(topic.name.as_bytes(), &four_letter_name(index)[..]);
-        let codes: Vec<(i32, i16)> = topic
-            .partitions
-            .iter()
-            .map(|p| (p.partition_index, p.error_code))
-            .collect();
-        assert_eq!(
-            codes,
-            vec![(0, UNKNOWN_TOPIC_OR_PARTITION)],
-            "topic {index}"
+        let partitions = topic.partitions.iter();
+        partition_zero_unknown(
+            index,
+            &topic.name,
+            partitions.map(|p| (p.partition_index, p.error_code)),
         );
     }
     assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+
+    // OffsetDelete v0 (not flexible) of group "kept", which has an offset of "t": distinct
+    // topics {name, [partition 0]}.
+    let created = conn
+        .send(&create_topics(vec![creatable("t", 1, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    commit(&mut conn, "kept", 5).await;
+    let count = (FRAME - 40) / 14;
+    let mut frame = bytes::BytesMut::with_capacity(FRAME);
+    frame.put_i32(0);
+    frame.put_slice(b"\x00\x2f\x00\x00\x00\x00\x00\x2a\x00\x01m\x00\x04kept");
+    frame.put_i32(count as i32);
+    for index in 0..count {
+        frame.put_i16(4);
+        frame.put_slice(&four_letter_name(index));
+        frame.put_i32(1);
+        frame.put_i32(0);
+    }
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    let mut body = answer_with_header_within_four_frames(
+        &node,
+        &mut conn,
+        "OffsetDelete distinct topics",
+        &frame,
+        0,
+    )
+    .await;
+    assert_eq!(body.get_i16(), 0, "the group's code");
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(body.get_i32(), count as i32, "one per topic");
+    for index in 0..count {
+        let topic =
+            offset_delete_response::OffsetDeleteResponseTopic::decode(&mut body, 0).unwrap();
+        let partitions = topic.partitions.iter();
+        partition_zero_unknown(
+            index,
+            &topic.name,
+            partitions.map(|p| (p.partition_index, p.error_code)),
+        );
+    }
+    assert!(body.is_empty(), "nothing after the topics");
+}
+
+/// Checks that the answer to the `index`th topic of a list of distinct names names its
+/// partition 0 alone, unknown.
+fn partition_zero_unknown(index: usize, name: &str, partitions: impl Iterator<Item = (i32, i16)>) {
+    assert_eq!(name.as_bytes(), &four_letter_name(index)[..]);
+    let codes: Vec<(i32, i16)> = partitions.collect();
+    assert_eq!(
+        codes,
+        vec![(0, UNKNOWN_TOPIC_OR_PARTITION)],
+        "topic {index}"
+    );
+}
+
+/// Shorter requests for `topics`: each topic entry cut into requests of at most 500 partitions.
+fn in_pieces<'a, P: Clone>(topics: &[(&'a str, Vec<P>)]) -> Vec<Vec<(&'a str, Vec<P>)>> {
+    topics
+        .iter()
+        .flat_map(|(name, partitions)| {
+            partitions
+                .chunks(500)
+                .map(|piece| vec![(*name, piece.to_vec())])
+        })
+        .collect()
+}
+
+/// A fresh node with topic "t" of three partitions and its group coordinator loaded.
+async fn node_with_topic_t() -> (GregorNode, KafkaConn) {
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let created = conn
+        .send(&create_topics(vec![creatable("t", 3, 1)], false), 7)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    groups_ready(&mut conn).await;
+    (node, conn)
 }
 
 /// Joins `count` members to `group` as far as Kafka's first step (KIP-394): each is given a
@@ -163,10 +245,17 @@ async fn pending_members(conn: &mut KafkaConn, group: &str, count: usize) -> Vec
             .with_name(s("range"))
             .with_metadata(bytes::Bytes::from_static(b"\x00\x00\x00\x00\x00\x00"))]);
     let mut ids = Vec::with_capacity(count);
-    for _ in 0..count {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while ids.len() < count {
         let answer = conn.send(&join, 5).await.unwrap();
-        assert_eq!(answer.error_code, MEMBER_ID_REQUIRED);
-        ids.push(answer.member_id.to_string());
+        match answer.error_code {
+            MEMBER_ID_REQUIRED => ids.push(answer.member_id.to_string()),
+            // The group's offsets partition is still loading or not yet led here.
+            14..=16 if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            code => panic!("{group}: JoinGroup answered {code}"),
+        }
     }
     ids
 }
@@ -230,15 +319,7 @@ async fn committed(conn: &mut KafkaConn, group: &str) -> BTreeMap<(String, i32),
 
 #[tokio::test]
 async fn leave_group_and_offset_commit_of_many_elements_answer_as_shorter_requests() {
-    let node = GregorNode::start(&[]).unwrap();
-    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-    conn.set_timeout(Duration::from_secs(120));
-    let created = conn
-        .send(&create_topics(vec![creatable("t", 3, 1)], false), 7)
-        .await
-        .unwrap();
-    assert_eq!(created.topics[0].error_code, 0);
-    groups_ready(&mut conn).await;
+    let (_node, mut conn) = node_with_topic_t().await;
 
     // 1,200 entries (chunks of 256): 40 pending members, each named three times (in different
     // chunks), and unknown ids, one of them repeated.
@@ -309,16 +390,7 @@ async fn leave_group_and_offset_commit_of_many_elements_answer_as_shorter_reques
                     .collect(),
             )
     };
-    // Shorter requests: each topic entry cut into pieces of at most 500 partitions.
-    let shorter: Vec<Commits<'static>> = topics
-        .iter()
-        .flat_map(|(name, partitions)| {
-            partitions
-                .chunks(500)
-                .map(|piece| vec![(*name, piece.to_vec())])
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let shorter = in_pieces(&topics);
     for version in [2, 7, 8, 9] {
         let whole_group = format!("whole-v{version}");
         let whole = conn
@@ -381,4 +453,86 @@ async fn leave_group_and_offset_commit_of_many_elements_answer_as_shorter_reques
             "OffsetCommit v{version}: the last copy's offset"
         );
     }
+}
+
+/// OffsetDelete naming more partitions than one chunk (a topic's partitions named many times,
+/// missing ones, an unknown topic) deletes and answers as shorter requests do; for a group
+/// without offsets it is refused whole, as a short one is.
+#[tokio::test]
+async fn offset_delete_of_many_partitions_answers_as_shorter_requests() {
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    let (_node, mut conn) = node_with_topic_t().await;
+    let topics: Vec<(&str, Vec<i32>)> = vec![
+        ("t", (0..1_500).map(|i| i % 5).collect()),
+        ("missing", (0..300).map(|i| i % 2).collect()),
+        ("t", (0..700).map(|i| i % 4).collect()),
+    ];
+    let request = |topics: &[(&str, Vec<i32>)], group: &str| {
+        OffsetDeleteRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|(name, partitions)| {
+                        OffsetDeleteRequestTopic::default()
+                            .with_name(topic_name(name))
+                            .with_partitions(
+                                partitions
+                                    .iter()
+                                    .map(|index| {
+                                        OffsetDeleteRequestPartition::default()
+                                            .with_partition_index(*index)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
+    };
+    let shorter = in_pieces(&topics);
+    let flatten = |answer: &kafka_protocol::messages::OffsetDeleteResponse| {
+        let partitions: Vec<(String, i32, i16)> = answer
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.name.to_string(), p.partition_index, p.error_code))
+            })
+            .collect();
+        (answer.error_code, partitions)
+    };
+    for group in ["whole", "parts"] {
+        commit(&mut conn, group, 5).await;
+    }
+    let whole = conn.send(&request(&topics, "whole"), 0).await.unwrap();
+    let mut parts = (0, Vec::new());
+    for piece in &shorter {
+        let answer = conn.send(&request(piece, "parts"), 0).await.unwrap();
+        let (code, partitions) = flatten(&answer);
+        parts.0 = code;
+        parts.1.extend(partitions);
+    }
+    assert_eq!(whole.topics.len(), 3, "one answer per topic entry");
+    assert_eq!(flatten(&whole), parts);
+    let codes: std::collections::BTreeSet<i16> = parts.1.iter().map(|(_, _, code)| *code).collect();
+    assert_eq!(codes, [0, UNKNOWN_TOPIC_OR_PARTITION].into());
+    for group in ["whole", "parts"] {
+        assert_eq!(
+            committed(&mut conn, group).await,
+            BTreeMap::new(),
+            "{group}"
+        );
+    }
+
+    let refused = conn.send(&request(&topics, "never"), 0).await.unwrap();
+    assert_eq!(
+        flatten(&refused),
+        (GROUP_ID_NOT_FOUND, Vec::new()),
+        "a group without offsets"
+    );
+    let short = conn.send(&request(&shorter[0], "never"), 0).await.unwrap();
+    assert_eq!(flatten(&refused), flatten(&short));
 }

@@ -116,6 +116,17 @@ pub(crate) async fn answer_within_four_frames_on(
     what: &str,
     frame: &[u8],
 ) -> Bytes {
+    answer_with_header_within_four_frames(node, conn, what, frame, 1).await
+}
+
+/// [`answer_within_four_frames_on`] for an answer whose header is of `header_version`.
+pub(crate) async fn answer_with_header_within_four_frames(
+    node: &GregorNode,
+    conn: &mut KafkaConn,
+    what: &str,
+    frame: &[u8],
+    header_version: i16,
+) -> Bytes {
     let before = node.resident_memory().unwrap();
     conn.write_raw(frame).await.unwrap();
     let mut answer = conn.read_frame().await.unwrap().unwrap();
@@ -126,7 +137,7 @@ pub(crate) async fn answer_within_four_frames_on(
         "a {}-byte {what} request grew the node's peak resident memory by {growth} bytes",
         frame.len()
     );
-    let header = ResponseHeader::decode(&mut answer, 1).unwrap();
+    let header = ResponseHeader::decode(&mut answer, header_version).unwrap();
     assert_eq!(header.correlation_id, 42, "{what}");
     answer
 }

@@ -28,7 +28,7 @@ use super::forwarded::ForwardedAnswer;
 use super::frame::{read_frame, FrameError};
 use super::partition_list_chunks::{
     self, is_long, Chunked, DeleteRecordsList, DescribeProducersList, DescribeQuorumList,
-    OffsetCommitList, OffsetForLeaderEpochList,
+    OffsetCommitList, OffsetDeleteList, OffsetForLeaderEpochList,
 };
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
@@ -504,6 +504,7 @@ async fn process(
         ApiKey::DescribeProducers => is_long::<DescribeProducersList>(&frame, api_version),
         ApiKey::DeleteRecords => is_long::<DeleteRecordsList>(&frame, api_version),
         ApiKey::OffsetCommit => is_long::<OffsetCommitList>(&frame, api_version),
+        ApiKey::OffsetDelete => is_long::<OffsetDeleteList>(&frame, api_version),
         _ => false,
     };
     let reduced = decode_guarded(|| {
@@ -624,6 +625,7 @@ enum ChunkedRequest {
     DescribeProducers(Chunked<DescribeProducersList>),
     DeleteRecords(Chunked<DeleteRecordsList>),
     OffsetCommit(Chunked<OffsetCommitList>),
+    OffsetDelete(Chunked<OffsetDeleteList>),
     DescribeQuorum(Chunked<DescribeQuorumList>),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
 }
@@ -641,6 +643,7 @@ impl ChunkedRequest {
             ChunkedRequest::DescribeProducers(chunked) => chunked.shell(),
             ChunkedRequest::DeleteRecords(chunked) => chunked.shell(),
             ChunkedRequest::OffsetCommit(chunked) => chunked.shell(),
+            ChunkedRequest::OffsetDelete(chunked) => chunked.shell(),
             ChunkedRequest::DescribeQuorum(chunked) => chunked.shell(),
             ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
         }
@@ -688,26 +691,28 @@ impl ChunkedRequest {
                     partition_list_chunks::handle(handlers, info, chunked).await?;
                 (
                     Some(answer),
-                    Some(ListWriter::OffsetForLeaderEpoch(partitions)),
+                    partitions.map(ListWriter::OffsetForLeaderEpoch),
                 )
             }
             ChunkedRequest::DescribeProducers(chunked) => {
                 let (answer, partitions) =
                     partition_list_chunks::handle(handlers, info, chunked).await?;
-                (
-                    Some(answer),
-                    Some(ListWriter::DescribeProducers(partitions)),
-                )
+                (Some(answer), partitions.map(ListWriter::DescribeProducers))
             }
             ChunkedRequest::DeleteRecords(chunked) => {
                 let (answer, partitions) =
                     partition_list_chunks::handle(handlers, info, chunked).await?;
-                (Some(answer), Some(ListWriter::DeleteRecords(partitions)))
+                (Some(answer), partitions.map(ListWriter::DeleteRecords))
             }
             ChunkedRequest::OffsetCommit(chunked) => {
                 let (answer, partitions) =
                     partition_list_chunks::handle(handlers, info, chunked).await?;
-                (Some(answer), Some(ListWriter::OffsetCommit(partitions)))
+                (Some(answer), partitions.map(ListWriter::OffsetCommit))
+            }
+            ChunkedRequest::OffsetDelete(chunked) => {
+                let (answer, partitions) =
+                    partition_list_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), partitions.map(ListWriter::OffsetDelete))
             }
             ChunkedRequest::DescribeQuorum(chunked) => {
                 let (answer, partitions) =
@@ -861,6 +866,9 @@ async fn process_frame(
         ApiKey::OffsetCommit => partition_list_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::OffsetCommit)),
+        ApiKey::OffsetDelete => partition_list_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::OffsetDelete)),
         ApiKey::DescribeQuorum => partition_list_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DescribeQuorum)),

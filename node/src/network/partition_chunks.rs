@@ -208,7 +208,7 @@ impl<'a, L: PartitionList> Cursor<'a, L> {
     pub fn next_chunk<T>(
         &mut self,
         start: impl Fn(&TopicHead) -> T,
-        add: impl Fn(&mut T, L::Partition),
+        mut add: impl FnMut(&mut T, L::Partition),
     ) -> anyhow::Result<Option<Vec<T>>> {
         let mut chunk: Vec<T> = Vec::new();
         let mut partitions = 0;

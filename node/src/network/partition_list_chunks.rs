@@ -13,6 +13,8 @@
 //! written in order, so a partition named twice keeps its last offset, as in one request; the
 //! one difference is that the chunks are separate writes to the offsets log, which a group
 //! change between two chunks can split (the later ones then fail, as a retry of them would).
+//! OffsetDelete likewise: a group that cannot have offsets deleted refuses the first chunk,
+//! which is then the answer; one that starts refusing later answers the rest with that code.
 //!
 //! DescribeQuorum is read the same way but decided once: the quorum has one partition, and
 //! Kafka's controller answers a request naming any other list than that one partition with
@@ -37,14 +39,18 @@ use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_commit_response::OffsetCommitResponsePartition;
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_response::OffsetDeleteResponsePartition;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::offset_for_leader_epoch_response::EpochEndOffset;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, DeleteRecordsRequest, DescribeProducersRequest, DescribeQuorumRequest,
-    GroupId, OffsetCommitRequest, OffsetForLeaderEpochRequest, RequestHeader, RequestKind,
-    ResponseKind, TopicName,
+    GroupId, OffsetCommitRequest, OffsetDeleteRequest, OffsetForLeaderEpochRequest, RequestHeader,
+    RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -85,6 +91,10 @@ pub trait ChunkedPartitions: LongPartitionList {
     fn request(shell: Self::Shell, topics: Vec<Self::Topic>) -> RequestKind;
     /// The partitions' answers of the handler's answer, in order; `None` for another API.
     fn answers(response: &mut ResponseKind) -> Option<Vec<Self::Answer>>;
+    /// The code of an answer refusing the whole request, which then names no partition.
+    fn refused(_response: &ResponseKind) -> Option<i16> {
+        None
+    }
 }
 
 /// A request whose partitions stay in the frame until their chunk is answered.
@@ -136,21 +146,38 @@ impl<L: LongPartitionList> Chunked<L> {
 
 /// Answers the partitions [`CHUNK`] at a time with `L`'s handler, keeping each one's answer as
 /// [`Answers`]: the answer's body is the first chunk's without topics, and its topics are
-/// written by the [`PartitionsWriter`].
+/// written by the [`PartitionsWriter`]. A first chunk refused whole (see
+/// [`ChunkedPartitions::refused`]) is the answer as it is, without a writer; a later one
+/// answers its partitions with the refusal's code.
 pub(crate) async fn handle<L: ChunkedPartitions>(
     ctx: &HandlerContext,
     info: &RequestInfo,
     request: Chunked<L>,
-) -> anyhow::Result<(ApiResponse, PartitionsWriter<L>)> {
+) -> anyhow::Result<(ApiResponse, Option<PartitionsWriter<L>>)> {
     let mut answer: Option<ApiResponse> = None;
     let mut answers = Answers::<L>::default();
     let mut cursor = Cursor::<L>::new(&request.listed)?;
-    while let Some(topics) = cursor.next_chunk(L::topic, L::add)? {
+    let mut indexes = Vec::with_capacity(CHUNK);
+    while let Some(topics) = cursor.next_chunk(L::topic, |topic, partition| {
+        indexes.push(L::partition_index(&partition));
+        L::add(topic, partition)
+    })? {
         let asked: usize = topics.iter().map(L::partitions).sum();
         let part = L::request(request.shell.clone(), topics);
         let Some(mut handled) = handlers::handle(ctx, info, part).await else {
             bail!("the {:?} handler gave no answer", L::KEY);
         };
+        if let Some(code) = L::refused(&handled.body) {
+            let Some(first) = &mut answer else {
+                return Ok((handled, None));
+            };
+            first.throttle_time_ms = first.throttle_time_ms.max(handled.throttle_time_ms);
+            for index in indexes.drain(..) {
+                answers.keep(L::plain(index, code))?;
+            }
+            continue;
+        }
+        indexes.clear();
         let Some(partitions) = L::answers(&mut handled.body) else {
             bail!("the {:?} handler answered another API", L::KEY);
         };
@@ -177,7 +204,7 @@ pub(crate) async fn handle<L: ChunkedPartitions>(
     answers.count_errors(&mut errors);
     answer.errors = errors;
     let writer = PartitionsWriter::new(request.listed, answers)?;
-    Ok((answer, writer))
+    Ok((answer, Some(writer)))
 }
 
 /// Reads `ReplicaId`, the field before OffsetForLeaderEpoch's topics from v3.
@@ -523,6 +550,96 @@ impl ChunkedPartitions for OffsetCommitList {
         };
         let topics = std::mem::take(&mut response.topics);
         Some(topics.into_iter().flat_map(|t| t.partitions).collect())
+    }
+}
+
+/// OffsetDelete v0's topic-partitions (not flexible): each partition is its index alone.
+pub struct OffsetDeleteList;
+
+impl PartitionList for OffsetDeleteList {
+    type Partition = i32;
+    type Answer = OffsetDeleteResponsePartition;
+    const FLEXIBLE_FROM: i16 = i16::MAX;
+
+    fn decode_partition(buf: &mut Bytes, version: i16) -> anyhow::Result<i32> {
+        Ok(OffsetDeleteRequestPartition::decode(buf, version)?.partition_index)
+    }
+
+    fn partition_index(partition: &i32) -> i32 {
+        *partition
+    }
+
+    fn plain(index: i32, error_code: i16) -> OffsetDeleteResponsePartition {
+        OffsetDeleteResponsePartition::default()
+            .with_partition_index(index)
+            .with_error_code(error_code)
+    }
+
+    fn error_code(answer: &OffsetDeleteResponsePartition) -> i16 {
+        answer.error_code
+    }
+
+    fn index_mut(answer: &mut OffsetDeleteResponsePartition) -> &mut i32 {
+        &mut answer.partition_index
+    }
+}
+
+impl LongPartitionList for OffsetDeleteList {
+    const KEY: ApiKey = ApiKey::OffsetDelete;
+    const VERSIONS: RangeInclusive<i16> = 0..=0;
+    type Shell = OffsetDeleteRequest;
+
+    fn read_prefix(rest: &mut Bytes, _: i16) -> anyhow::Result<OffsetDeleteRequest> {
+        let group_id = string(rest, false, "the group id")?;
+        Ok(OffsetDeleteRequest::default().with_group_id(GroupId(group_id)))
+    }
+
+    fn read_suffix(_: &mut Bytes, _: i16, _: &mut Self::Shell) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn shell(shell: &OffsetDeleteRequest) -> RequestKind {
+        Self::request(shell.clone(), Vec::new())
+    }
+}
+
+impl ChunkedPartitions for OffsetDeleteList {
+    type Topic = OffsetDeleteRequestTopic;
+
+    fn topic(head: &TopicHead) -> OffsetDeleteRequestTopic {
+        OffsetDeleteRequestTopic::default().with_name(TopicName(head.name.clone()))
+    }
+
+    fn add(topic: &mut OffsetDeleteRequestTopic, partition: i32) {
+        topic
+            .partitions
+            .push(OffsetDeleteRequestPartition::default().with_partition_index(partition));
+    }
+
+    fn partitions(topic: &OffsetDeleteRequestTopic) -> usize {
+        topic.partitions.len()
+    }
+
+    fn request(shell: Self::Shell, topics: Vec<OffsetDeleteRequestTopic>) -> RequestKind {
+        RequestKind::OffsetDelete(shell.with_topics(topics))
+    }
+
+    fn answers(response: &mut ResponseKind) -> Option<Vec<OffsetDeleteResponsePartition>> {
+        let ResponseKind::OffsetDelete(response) = response else {
+            return None;
+        };
+        let topics = std::mem::take(&mut response.topics);
+        Some(topics.into_iter().flat_map(|t| t.partitions).collect())
+    }
+
+    /// The group-level code (no coordinator, a denied or unknown group, a group not empty).
+    fn refused(response: &ResponseKind) -> Option<i16> {
+        match response {
+            ResponseKind::OffsetDelete(response) if response.error_code != 0 => {
+                Some(response.error_code)
+            }
+            _ => None,
+        }
     }
 }
 

@@ -48,7 +48,7 @@ use super::metadata_chunks::TopicsWriter;
 use super::partition_chunks::PartitionsWriter;
 use super::partition_list_chunks::{
     DeleteRecordsList, DescribeProducersList, DescribeQuorumList, OffsetCommitList,
-    OffsetForLeaderEpochList,
+    OffsetDeleteList, OffsetForLeaderEpochList,
 };
 use super::produce_chunks::ProduceList;
 
@@ -897,6 +897,7 @@ pub enum ListWriter {
     DescribeProducers(PartitionsWriter<DescribeProducersList>),
     DeleteRecords(PartitionsWriter<DeleteRecordsList>),
     OffsetCommit(PartitionsWriter<OffsetCommitList>),
+    OffsetDelete(PartitionsWriter<OffsetDeleteList>),
     DescribeQuorum(PartitionsWriter<DescribeQuorumList>),
     DeleteTopics(DeletionResultsWriter),
 }
@@ -915,6 +916,7 @@ impl ListWriter {
             ListWriter::DescribeProducers(topics) => topics.count(),
             ListWriter::DeleteRecords(topics) => topics.count(),
             ListWriter::OffsetCommit(topics) => topics.count(),
+            ListWriter::OffsetDelete(topics) => topics.count(),
             ListWriter::DescribeQuorum(topics) => topics.count(),
             ListWriter::DeleteTopics(topics) => topics.count(),
         }
@@ -933,6 +935,7 @@ impl ListWriter {
             ListWriter::DescribeProducers(topics) => topics.len(),
             ListWriter::DeleteRecords(topics) => topics.len(),
             ListWriter::OffsetCommit(topics) => topics.len(),
+            ListWriter::OffsetDelete(topics) => topics.len(),
             ListWriter::DescribeQuorum(topics) => topics.len(),
             ListWriter::DeleteTopics(topics) => topics.len(),
         }
@@ -963,6 +966,8 @@ impl ListWriter {
             ListWriter::DeleteRecords(_) => (usize::from(version >= 2), version >= 2),
             // After the topics: tagged fields (v8+).
             ListWriter::OffsetCommit(_) => (usize::from(version >= 8), version >= 8),
+            // The topics end the body (v0 is not flexible).
+            ListWriter::OffsetDelete(_) => (0, false),
             // After the topics: the nodes (v2+, none in an answer naming no partition of the
             // quorum), then tagged fields (every version is flexible).
             ListWriter::DescribeQuorum(_) => (1 + usize::from(version >= 2), true),
@@ -999,6 +1004,7 @@ impl ListWriter {
             ListWriter::DescribeProducers(topics) => topics.write_to(out).await,
             ListWriter::DeleteRecords(topics) => topics.write_to(out).await,
             ListWriter::OffsetCommit(topics) => topics.write_to(out).await,
+            ListWriter::OffsetDelete(topics) => topics.write_to(out).await,
             ListWriter::DescribeQuorum(topics) => topics.write_to(out).await,
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
         }
