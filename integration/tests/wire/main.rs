@@ -7,9 +7,9 @@
 mod t10_api_versions_fallback;
 mod t10_pipelining;
 mod t30_bad_frames;
+mod t30_chunked_lists;
 mod t30_connection_limits;
 mod t30_create_topics_authorized;
-mod t30_group_lists;
 mod t30_idle_timeout;
 mod t30_partition_chunks;
 mod t30_request_memory;

@@ -11,6 +11,10 @@
 //! until the last chunk is done, when the answer's size is known: it is written from them, one
 //! chunk decompressed at a time. The list's layout is `repeated.rs`'s shape of the API.
 //!
+//! ListPartitionReassignments is a filter: its answer lists, in request order, the named topics
+//! with a reassignment in progress among their named partitions, so a chunk's answer may list
+//! fewer topics than its request, and the answer is the chunks' lists one after the other.
+//!
 //! This holds only because each element's answer depends on nothing but the element and what
 //! the elements before it did: FindCoordinator locates each key on its own, DescribeGroups,
 //! ConsumerGroupDescribe, DescribeConfigs and OffsetFetch describe each element on its own, and
@@ -30,7 +34,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zstd::stream::raw::{self, InBuffer, Operation, OutBuffer};
 
 use super::dedup_decode::{array_length, need};
-use super::repeated::{leading_list, put_array_length, LeadingList, Skip};
+use super::repeated::{leading_list, put_array_length, skip, skip_string, LeadingList, Skip};
 
 /// Elements per chunk; a request listing no more is served whole. Smaller than the other
 /// chunked paths' 1,024: a chunk's decoded request and answer (a described group is a few
@@ -38,6 +42,26 @@ use super::repeated::{leading_list, put_array_length, LeadingList, Skip};
 /// them, so smaller chunks keep the peak down (ConsumerGroupDescribe of distinct ids 3.6-4.7x
 /// the frame at 1,024, 2.4-3.1x at 256) for a tenth more time.
 pub const CHUNK: usize = 256;
+
+/// ListPartitionReassignments v0's topics and its answer's: `TimeoutMs` before the topics;
+/// `ThrottleTimeMs`, `ErrorCode` and `ErrorMessage` before the answer's, each answered topic
+/// one `OngoingTopicReassignment`.
+fn filtered_list(key: ApiKey, version: i16) -> Option<LeadingList> {
+    use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+    use kafka_protocol::messages::list_partition_reassignments_response::OngoingTopicReassignment;
+    (key == ApiKey::ListPartitionReassignments && version == 0).then_some(LeadingList {
+        flexible: true,
+        skip_prefix: |buf, _| skip(buf, 4),
+        skip_element: |buf, version| {
+            ListPartitionReassignmentsTopics::decode(buf, version).map(drop)
+        },
+        skip_answers_prefix: |buf, _| {
+            skip(buf, 6)?;
+            skip_string(buf, true)
+        },
+        skip_answer: |buf, version| OngoingTopicReassignment::decode(buf, version).map(drop),
+    })
+}
 
 /// Whether `key` at `version` lists elements whose answers are each their own (see the
 /// module's comment), answered in order.
@@ -51,6 +75,7 @@ fn chunked_api(key: ApiKey, version: i16) -> bool {
             | (ApiKey::DeleteGroups, 0..=2)
             | (ApiKey::OffsetFetch, 8..=9)
             | (ApiKey::LeaveGroup, 3..=5)
+            | (ApiKey::ListPartitionReassignments, 0)
     )
 }
 
@@ -59,6 +84,8 @@ pub struct ChunkedList {
     key: ApiKey,
     version: i16,
     shape: LeadingList,
+    /// Whether a chunk's answer lists only some of its elements (a filter's).
+    filter: bool,
     /// The request header.
     header: Bytes,
     /// The body's fields before the list.
@@ -77,7 +104,10 @@ pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<C
     if !chunked_api(key, version) {
         return None;
     }
-    let shape = leading_list(key, version)?;
+    let (shape, filter) = match leading_list(key, version) {
+        Some(shape) => (shape, false),
+        None => (filtered_list(key, version)?, true),
+    };
     let mut body = frame.clone();
     RequestHeader::decode(&mut body, key.request_header_version(version)).ok()?;
     let header = frame.slice(..frame.len() - body.len());
@@ -95,6 +125,7 @@ pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<C
         version,
         elements: body.slice(..body.len() - rest.len()),
         shape,
+        filter,
         header,
         prefix,
         count: count as usize,
@@ -145,7 +176,8 @@ impl ChunkedList {
             flexible: self.shape.flexible,
             skip_answers_prefix: self.shape.skip_answers_prefix,
             skip_answer: self.shape.skip_answer,
-            count: self.count,
+            filter: self.filter,
+            count: if self.filter { 0 } else { self.count },
             head: None,
             tail: Bytes::new(),
             chunks: Vec::new(),
@@ -163,6 +195,8 @@ pub struct AnswerBuilder {
     flexible: bool,
     skip_answers_prefix: Skip,
     skip_answer: Skip,
+    /// Whether chunks answer only some of their elements; then `count` sums their answers.
+    filter: bool,
     count: usize,
     /// The answer's header and the fields before its list (no size prefix), with where its
     /// `ThrottleTimeMs` is.
@@ -261,15 +295,27 @@ impl ChunkSink<'_> {
                 return Ok(false);
             };
             let answered = head.1;
-            anyhow::ensure!(
-                answered == self.listed as i64,
-                "{answered} answers to {} {:?} elements",
-                self.listed,
-                builder.key
-            );
+            let entries = if builder.filter {
+                anyhow::ensure!(
+                    (0..=self.listed as i64).contains(&answered),
+                    "{answered} answers to {} {:?} elements",
+                    self.listed,
+                    builder.key
+                );
+                builder.count += answered as usize;
+                answered as usize
+            } else {
+                anyhow::ensure!(
+                    answered == self.listed as i64,
+                    "{answered} answers to {} {:?} elements",
+                    self.listed,
+                    builder.key
+                );
+                self.listed
+            };
             builder.head.get_or_insert(head.0);
             *rest = body;
-            self.stage = Stage::Entries(self.listed);
+            self.stage = Stage::Entries(entries);
             builder.encoder.reinit()?;
         }
         if let Stage::Entries(left) = &mut self.stage {
@@ -438,5 +484,112 @@ impl ChunkedAnswer {
             }
         }
         out.write_all(&self.tail).await
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+    use kafka_protocol::messages::list_partition_reassignments_response::{
+        OngoingPartitionReassignment, OngoingTopicReassignment,
+    };
+    use kafka_protocol::messages::{
+        BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+    };
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    /// What a controller would answer for `topics`: every topic whose number ends in 7, with
+    /// its first named partition in progress.
+    fn reassigning(topics: &[ListPartitionReassignmentsTopics]) -> Vec<OngoingTopicReassignment> {
+        topics
+            .iter()
+            .filter(|t| t.name.as_str().ends_with('7'))
+            .map(|t| {
+                OngoingTopicReassignment::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(vec![OngoingPartitionReassignment::default()
+                        .with_partition_index(t.partition_indexes[0])
+                        .with_replicas(vec![BrokerId(1), BrokerId(2)])
+                        .with_adding_replicas(vec![BrokerId(2)])])
+            })
+            .collect()
+    }
+
+    fn answer_bytes(topics: Vec<OngoingTopicReassignment>, throttle_time_ms: i32) -> Vec<u8> {
+        let mut body = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(9)
+            .encode(&mut body, 1)
+            .unwrap();
+        ListPartitionReassignmentsResponse::default()
+            .with_throttle_time_ms(throttle_time_ms)
+            .with_topics(topics)
+            .encode(&mut body, 0)
+            .unwrap();
+        let mut framed = (body.len() as i32).to_be_bytes().to_vec();
+        framed.extend_from_slice(&body);
+        framed
+    }
+
+    /// A ListPartitionReassignments of 700 topics is cut into chunks of [`CHUNK`] topics, and the
+    /// chunks' answers, each listing some of their topics (one none), make the answer to the
+    /// whole list, the largest throttle time first.
+    #[tokio::test]
+    async fn a_filters_chunks_answers_join_into_the_whole_answer() {
+        let topics: Vec<ListPartitionReassignmentsTopics> = (0..700)
+            .map(|index| {
+                // The second chunk's names never end in 7: it answers no topic.
+                let number = if (CHUNK..2 * CHUNK).contains(&index) {
+                    index * 10
+                } else {
+                    index
+                };
+                ListPartitionReassignmentsTopics::default()
+                    .with_name(TopicName(StrBytes::from_string(format!("t{number}"))))
+                    .with_partition_indexes(vec![index as i32 % 3, 5])
+            })
+            .collect();
+        let mut frame = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(ApiKey::ListPartitionReassignments as i16)
+            .with_correlation_id(9)
+            .encode(&mut frame, 2)
+            .unwrap();
+        ListPartitionReassignmentsRequest::default()
+            .with_timeout_ms(1_000)
+            .with_topics(Some(topics.clone()))
+            .encode(&mut frame, 0)
+            .unwrap();
+        let frame = frame.freeze();
+        let list = scan(&frame, ApiKey::ListPartitionReassignments, 0)
+            .expect("a long list is chunked")
+            .unwrap();
+        let mut answer = list.answer().unwrap();
+        let mut listed_in_all = 0;
+        for (index, request) in list.requests().enumerate() {
+            let (mut chunk, listed) = request.unwrap();
+            RequestHeader::decode(&mut chunk, 2).unwrap();
+            let decoded = ListPartitionReassignmentsRequest::decode(&mut chunk, 0).unwrap();
+            assert_eq!(decoded.timeout_ms, 1_000);
+            let named = decoded.topics.unwrap();
+            assert_eq!(named.len(), listed);
+            assert_eq!(named[..], topics[listed_in_all..listed_in_all + listed]);
+            listed_in_all += listed;
+            let mut sink = answer.chunk(listed);
+            let bytes = answer_bytes(reassigning(&named), index as i32 * 10);
+            sink.write_all(&bytes).await.unwrap();
+            sink.finish().unwrap();
+        }
+        assert_eq!(listed_in_all, topics.len());
+        let mut written = Vec::new();
+        answer
+            .finish(20)
+            .unwrap()
+            .write_to(&mut written)
+            .await
+            .unwrap();
+        assert_eq!(written, answer_bytes(reassigning(&topics), 20));
     }
 }

@@ -356,7 +356,9 @@ pub fn alter_partition_reassignments(
     }
     ControllerResult {
         records,
+        // Kafka sets the message null (the schema's default is the empty string).
         response: AlterPartitionReassignmentsResponse::default()
+            .with_error_message(None)
             .with_allow_replication_factor_change(allow_rf_change)
             .with_responses(responses),
     }
@@ -416,7 +418,10 @@ pub fn list_partition_reassignments(
             }
         }
     }
-    ListPartitionReassignmentsResponse::default().with_topics(topics)
+    // Kafka sets the message null (the schema's default is the empty string).
+    ListPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_topics(topics)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! LeaveGroup, OffsetCommit and OffsetDelete naming many members or partitions
-//! (`list_chunks.rs`, `partition_list_chunks.rs`): a 10 MB frame of distinct elements keeps the node below four
+//! LeaveGroup, OffsetCommit, OffsetDelete and ListPartitionReassignments naming many
+//! members, partitions or topics (`list_chunks.rs`, `partition_list_chunks.rs`): a 10 MB frame of distinct elements keeps the node below four
 //! frames with every element answered, and a request longer than a chunk is answered, and
 //! changes the group, as the same elements in shorter requests do.
 
@@ -535,4 +535,36 @@ async fn offset_delete_of_many_partitions_answers_as_shorter_requests() {
     );
     let short = conn.send(&request(&shorter[0], "never"), 0).await.unwrap();
     assert_eq!(flatten(&refused), flatten(&short));
+}
+
+/// ListPartitionReassignments v0 naming distinct topics {name, [0]}: a filter served a chunk of
+/// topics at a time; none exists, so none is listed.
+#[tokio::test]
+async fn list_partition_reassignments_naming_distinct_topics_stays_within_four_frames() {
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    let (frame, _) = distinct(
+        46,
+        0,
+        b"\x00\x00\x03\xe8",
+        11,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_u8(2);
+            frame.put_i32(0);
+            frame.put_u8(0);
+        },
+        b"\x00",
+    );
+    let body = answer_within_four_frames_on(
+        &node,
+        &mut conn,
+        "ListPartitionReassignments distinct topics",
+        &frame,
+    )
+    .await;
+    // Throttle time, no error, a null message, no topics, tagged fields.
+    assert_eq!(&body[..], b"\x00\x00\x00\x00\x00\x00\x00\x01\x00");
 }
