@@ -93,28 +93,20 @@ pub(super) fn describe(
     request: &DescribeUserScramCredentialsRequest,
 ) -> ApiResponse {
     let image = ctx.image.load();
-    // Kafka: DESCRIBE on the cluster, else the request and every user are refused.
+    // Kafka: DESCRIBE on the cluster, else the request and every listed user, repeats
+    // included, are refused (`getErrorResponse`: results without the user's name).
     let response = if Access::new(ctx, info).allows_cluster(AclOperation::Describe) {
         describe_credentials(&image.scram, request)
     } else {
         let denied = ResponseError::ClusterAuthorizationFailed.code();
         let message = || Some(StrBytes::from_static_str("Cluster authorization failed."));
+        let refused = DescribeUserScramCredentialsResult::default()
+            .with_error_code(denied)
+            .with_error_message(message());
         DescribeUserScramCredentialsResponse::default()
             .with_error_code(denied)
             .with_error_message(message())
-            .with_results(
-                request
-                    .users
-                    .iter()
-                    .flatten()
-                    .map(|user| {
-                        DescribeUserScramCredentialsResult::default()
-                            .with_user(user.name.clone())
-                            .with_error_code(denied)
-                            .with_error_message(message())
-                    })
-                    .collect(),
-            )
+            .with_results(vec![refused; request.users.as_ref().map_or(0, Vec::len)])
     };
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);

@@ -568,3 +568,148 @@ async fn list_partition_reassignments_naming_distinct_topics_stays_within_four_f
     // Throttle time, no error, a null message, no topics, tagged fields.
     assert_eq!(&body[..], b"\x00\x00\x00\x00\x00\x00\x00\x01\x00");
 }
+
+/// DescribeUserScramCredentials v0 naming distinct unknown users: each is answered
+/// RESOURCE_NOT_FOUND in request order, served a chunk of users at a time with the answers
+/// kept compressed.
+#[tokio::test]
+async fn describe_user_scram_credentials_naming_distinct_users_stays_within_four_frames() {
+    use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    // Users {name, tags}, then tags.
+    let (frame, count) = distinct(
+        50,
+        0,
+        b"",
+        6,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_u8(0);
+        },
+        b"\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "DescribeUserScramCredentials", &frame)
+            .await;
+    // Throttle time, no error, an empty message (the schema's default, which Kafka keeps).
+    assert_eq!(&body[..7], b"\x00\x00\x00\x00\x00\x00\x01");
+    body.advance(7);
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per user");
+    for index in 0..count {
+        let result = DescribeUserScramCredentialsResult::decode(&mut body, 0).unwrap();
+        let name = four_letter_name(index);
+        assert_eq!(result.user.as_bytes(), &name[..]);
+        assert_eq!(result.error_code, 91, "RESOURCE_NOT_FOUND");
+        let message = result.error_message.unwrap();
+        assert!(message.as_bytes().ends_with(&name), "{message}");
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// A DescribeUserScramCredentials naming more users than one chunk answers each distinct
+/// user once, in the order of first appearance, a user named twice anywhere (in two chunks
+/// too) DUPLICATE_RESOURCE; refused by the authorizer, it answers every listed user.
+#[tokio::test]
+async fn describe_user_scram_credentials_of_many_users_answers_each_distinct_user_once() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use kafka_protocol::messages::{
+        AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
+    };
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let upsert = AlterUserScramCredentialsRequest::default().with_upsertions(
+        ["alice", "bob"]
+            .iter()
+            .map(|user| {
+                ScramCredentialUpsertion::default()
+                    .with_name(s(user))
+                    .with_mechanism(1)
+                    .with_iterations(4096)
+                    .with_salt(bytes::Bytes::from_static(b"salt"))
+                    .with_salted_password(bytes::Bytes::from(vec![7; 32]))
+            })
+            .collect(),
+    );
+    let altered = conn.send(&upsert, 0).await.unwrap();
+    assert!(
+        altered.results.iter().all(|r| r.error_code == 0),
+        "{altered:?}"
+    );
+    let mut names: Vec<String> = (0..1_200).map(|i| format!("user-{i}")).collect();
+    names[5] = "alice".to_owned();
+    names[600] = "bob".to_owned();
+    names.extend((0..100).map(|j| format!("user-{}", 3 * j)));
+    names.push("bob".to_owned());
+    names.push("carol".to_owned());
+    let request = |names: &[String]| {
+        DescribeUserScramCredentialsRequest::default().with_users(Some(
+            names
+                .iter()
+                .map(|name| UserName::default().with_name(s(name)))
+                .collect(),
+        ))
+    };
+    let bootstrap = node.bootstrap();
+    gregor_integration::wait_until("the credentials described", Duration::from_secs(30), || {
+        let request = request(&["bob".to_owned()]);
+        let bootstrap = bootstrap.clone();
+        async move {
+            let mut conn = KafkaConn::connect(&bootstrap).await?;
+            let answer = conn.send(&request, 0).await?;
+            Ok((answer.results[0].error_code == 0).then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+    let answer = conn.send(&request(&names), 0).await.unwrap();
+    let mut expected: Vec<(String, i16)> = Vec::new();
+    for name in &names {
+        if expected.iter().any(|(seen, _)| seen == name) {
+            continue;
+        }
+        let twice = names.iter().filter(|n| *n == name).count() > 1;
+        let code = match name.as_str() {
+            _ if twice => 92,
+            "alice" | "bob" => 0,
+            _ => 91,
+        };
+        expected.push((name.clone(), code));
+    }
+    let answered: Vec<(String, i16)> = answer
+        .results
+        .iter()
+        .map(|r| (r.user.to_string(), r.error_code))
+        .collect();
+    assert_eq!(answered.len(), 1_201, "one per distinct user");
+    let differs = answered.iter().zip(&expected).position(|(a, e)| a != e);
+    assert_eq!(
+        differs,
+        None,
+        "{:?}",
+        differs.map(|at| (&answered[at], &expected[at]))
+    );
+    assert_eq!(
+        answer.results[5].credential_infos.len(),
+        1,
+        "alice's credential"
+    );
+    let duplicates = answered.iter().filter(|(_, code)| *code == 92).count();
+    assert_eq!(duplicates, 101, "user-0, user-3, ... user-297 and bob");
+
+    // Without DESCRIBE on the cluster (an authorizer, no ACLs): every listed user, repeats
+    // included, is refused, without its name (Kafka's `getErrorResponse`).
+    let node = GregorNode::start(&[("authorizer.class.name", "StandardAuthorizer")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let answer = conn.send(&request(&names), 0).await.unwrap();
+    assert_eq!(answer.error_code, 31, "CLUSTER_AUTHORIZATION_FAILED");
+    assert_eq!(answer.results.len(), names.len(), "one per listed user");
+    assert!(answer.results.iter().all(|r| r.error_code == 31
+        && r.user.is_empty()
+        && r.error_message == answer.error_message));
+}

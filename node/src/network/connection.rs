@@ -572,11 +572,13 @@ async fn process_listed(
 ) -> Result<Served, Refusal> {
     let handler_started = Instant::now();
     let failed = |e: anyhow::Error| refuse(CloseReason::MalformedRequest, e.to_string());
+    let mut list = list;
     let mut answer = list.answer().map_err(|e| failed(e.into()))?;
     let mut errors = handlers::ErrorCounts::default();
     let (mut throttle_time_ms, mut mute, mut handler_time, mut api) =
         (0, None, Duration::ZERO, None);
-    for request in list.requests() {
+    let mut requests = list.requests();
+    while let Some(request) = requests.next() {
         let (frame, listed) = request.map_err(failed)?;
         let served = Box::pin(process(
             frame, handlers, settings, client, envelopes, quotas,
@@ -589,6 +591,15 @@ async fn process_listed(
             .await
             .map_err(|e| failed(e.into()))?;
         sink.finish().map_err(failed)?;
+        // A refusal answers every element as listed: served again without the reduction.
+        if list.sends_distinct_keys() && answer.refused() {
+            drop(requests);
+            list = list.without_distinct_keys();
+            return Box::pin(process_listed(
+                list, handlers, settings, client, envelopes, quotas,
+            ))
+            .await;
+        }
         for (code, times) in served.errors.iter() {
             errors.add_times(code, times);
         }

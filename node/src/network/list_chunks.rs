@@ -14,6 +14,11 @@
 //! ListPartitionReassignments is a filter: its answer lists, in request order, the named topics
 //! with a reassignment in progress among their named partitions, so a chunk's answer may list
 //! fewer topics than its request, and the answer is the chunks' lists one after the other.
+//! DescribeUserScramCredentials answers each distinct user once (DUPLICATE_RESOURCE for one
+//! named twice or more, Kafka's `ScramImage.describe`): the list is read once first, its
+//! distinct names found by a table of offsets into the frame, and each chunk names only the
+//! users that first appear in it, twice those named again anywhere in the request, so the
+//! handler answers each as the whole request would.
 //!
 //! This holds only because each element's answer depends on nothing but the element and what
 //! the elements before it did: FindCoordinator locates each key on its own, DescribeGroups,
@@ -23,6 +28,7 @@
 //! answer's group-level code is the first chunk's: the group is looked up and authorized the
 //! same way for every chunk.
 
+use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 
@@ -43,24 +49,130 @@ use super::repeated::{leading_list, put_array_length, skip, skip_string, Leading
 /// the frame at 1,024, 2.4-3.1x at 256) for a tenth more time.
 pub const CHUNK: usize = 256;
 
-/// ListPartitionReassignments v0's topics and its answer's: `TimeoutMs` before the topics;
-/// `ThrottleTimeMs`, `ErrorCode` and `ErrorMessage` before the answer's, each answered topic
-/// one `OngoingTopicReassignment`.
-fn filtered_list(key: ApiKey, version: i16) -> Option<LeadingList> {
+/// An element's key, from its bytes, when a list answers each distinct key once.
+type KeyOf = fn(&[u8]) -> anyhow::Result<&[u8]>;
+
+/// A list whose chunks may answer fewer elements than they list: its layout, and the key of
+/// its elements when each distinct key is answered once.
+struct FilteredList {
+    shape: LeadingList,
+    distinct_by: Option<KeyOf>,
+}
+
+/// `ThrottleTimeMs`, `ErrorCode` and `ErrorMessage`, the fields both filters' answers have
+/// before their lists.
+fn skip_throttle_error_message(buf: &mut Bytes, _: i16) -> anyhow::Result<()> {
+    skip(buf, 6)?;
+    skip_string(buf, true)
+}
+
+/// ListPartitionReassignments v0's topics (after `TimeoutMs`), each answered topic one
+/// `OngoingTopicReassignment`; DescribeUserScramCredentials v0's users, keyed by name, each
+/// distinct one answered once.
+fn filtered_list(key: ApiKey, version: i16) -> Option<FilteredList> {
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use kafka_protocol::messages::describe_user_scram_credentials_response::DescribeUserScramCredentialsResult;
     use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
     use kafka_protocol::messages::list_partition_reassignments_response::OngoingTopicReassignment;
-    (key == ApiKey::ListPartitionReassignments && version == 0).then_some(LeadingList {
-        flexible: true,
-        skip_prefix: |buf, _| skip(buf, 4),
-        skip_element: |buf, version| {
-            ListPartitionReassignmentsTopics::decode(buf, version).map(drop)
-        },
-        skip_answers_prefix: |buf, _| {
-            skip(buf, 6)?;
-            skip_string(buf, true)
-        },
-        skip_answer: |buf, version| OngoingTopicReassignment::decode(buf, version).map(drop),
-    })
+    match (key, version) {
+        (ApiKey::ListPartitionReassignments, 0) => Some(FilteredList {
+            shape: LeadingList {
+                flexible: true,
+                skip_prefix: |buf, _| skip(buf, 4),
+                skip_element: |buf, version| {
+                    ListPartitionReassignmentsTopics::decode(buf, version).map(drop)
+                },
+                skip_answers_prefix: skip_throttle_error_message,
+                skip_answer: |buf, version| {
+                    OngoingTopicReassignment::decode(buf, version).map(drop)
+                },
+            },
+            distinct_by: None,
+        }),
+        (ApiKey::DescribeUserScramCredentials, 0) => Some(FilteredList {
+            shape: LeadingList {
+                flexible: true,
+                skip_prefix: |_, _| Ok(()),
+                skip_element: |buf, version| UserName::decode(buf, version).map(drop),
+                skip_answers_prefix: skip_throttle_error_message,
+                skip_answer: |buf, version| {
+                    DescribeUserScramCredentialsResult::decode(buf, version).map(drop)
+                },
+            },
+            distinct_by: Some(compact_string_first),
+        }),
+        _ => None,
+    }
+}
+
+/// The compact string an element starts with (a user's name).
+fn compact_string_first(element: &[u8]) -> anyhow::Result<&[u8]> {
+    let mut at = 0;
+    let length = super::repeated::uvarint_at(element, &mut at);
+    let length = usize::try_from(length.checked_sub(1).context("a null name")?)?;
+    element.get(at..at + length).context("a name cut short")
+}
+
+/// Which elements of a list answering each distinct key once are sent, as bits by an
+/// element's offset in the list: its key's first appearance, and a key named again later.
+struct DistinctKeys {
+    first: Vec<u64>,
+    repeated: Vec<u64>,
+}
+
+fn bit(bits: &[u64], at: usize) -> bool {
+    bits.get(at / 64)
+        .is_some_and(|word| word >> (at % 64) & 1 == 1)
+}
+
+fn set_bit(bits: &mut [u64], at: usize) {
+    if let Some(word) = bits.get_mut(at / 64) {
+        *word |= 1 << (at % 64);
+    }
+}
+
+impl DistinctKeys {
+    /// Reads the `count` elements of `elements`, keeping a table of the offsets of each
+    /// distinct key's first element (four bytes and a control byte per slot) while it runs.
+    fn find(
+        elements: &Bytes,
+        count: usize,
+        version: i16,
+        skip_element: Skip,
+        key_of: KeyOf,
+    ) -> anyhow::Result<DistinctKeys> {
+        let words = elements.len() / 64 + 1;
+        let mut keys = DistinctKeys {
+            first: vec![0; words],
+            repeated: vec![0; words],
+        };
+        let hasher = foldhash::fast::RandomState::default();
+        // Sized once: growing would hold the old table and the new one at once.
+        let mut table: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(count);
+        let key_at = |at: u32| key_of(&elements[at as usize..]);
+        let mut rest = elements.clone();
+        for _ in 0..count {
+            let at = elements.len() - rest.len();
+            skip_element(&mut rest, version)?;
+            let key = key_of(&elements[at..])?;
+            let offset = u32::try_from(at)?;
+            let entry = table.entry(
+                hasher.hash_one(key),
+                |&first| key_at(first).is_ok_and(|known| known == key),
+                |&first| hasher.hash_one(key_at(first).unwrap_or_default()),
+            );
+            match entry {
+                hashbrown::hash_table::Entry::Occupied(first) => {
+                    set_bit(&mut keys.repeated, *first.get() as usize)
+                }
+                hashbrown::hash_table::Entry::Vacant(slot) => {
+                    slot.insert(offset);
+                    set_bit(&mut keys.first, at);
+                }
+            }
+        }
+        Ok(keys)
+    }
 }
 
 /// Whether `key` at `version` lists elements whose answers are each their own (see the
@@ -76,6 +188,7 @@ fn chunked_api(key: ApiKey, version: i16) -> bool {
             | (ApiKey::OffsetFetch, 8..=9)
             | (ApiKey::LeaveGroup, 3..=5)
             | (ApiKey::ListPartitionReassignments, 0)
+            | (ApiKey::DescribeUserScramCredentials, 0)
     )
 }
 
@@ -86,6 +199,8 @@ pub struct ChunkedList {
     shape: LeadingList,
     /// Whether a chunk's answer lists only some of its elements (a filter's).
     filter: bool,
+    /// For a list answering each distinct key once, the elements sent.
+    distinct: Option<DistinctKeys>,
     /// The request header.
     header: Bytes,
     /// The body's fields before the list.
@@ -104,9 +219,12 @@ pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<C
     if !chunked_api(key, version) {
         return None;
     }
-    let (shape, filter) = match leading_list(key, version) {
-        Some(shape) => (shape, false),
-        None => (filtered_list(key, version)?, true),
+    let (shape, filter, distinct_by) = match leading_list(key, version) {
+        Some(shape) => (shape, false, None),
+        None => {
+            let filtered = filtered_list(key, version)?;
+            (filtered.shape, true, filtered.distinct_by)
+        }
     };
     let mut body = frame.clone();
     RequestHeader::decode(&mut body, key.request_header_version(version)).ok()?;
@@ -119,16 +237,24 @@ pub fn scan(frame: &Bytes, key: ApiKey, version: i16) -> Option<anyhow::Result<C
         return None;
     }
     let mut rest = body.clone();
+    let count = count as usize;
     let scanned = (0..count).try_for_each(|_| (shape.skip_element)(&mut rest, version));
-    Some(scanned.map(|()| ChunkedList {
+    let elements = body.slice(..body.len() - rest.len());
+    let distinct = scanned.and_then(|()| {
+        distinct_by
+            .map(|key_of| DistinctKeys::find(&elements, count, version, shape.skip_element, key_of))
+            .transpose()
+    });
+    Some(distinct.map(|distinct| ChunkedList {
         key,
         version,
-        elements: body.slice(..body.len() - rest.len()),
+        elements,
         shape,
         filter,
+        distinct,
         header,
         prefix,
-        count: count as usize,
+        count,
         rest,
     }))
 }
@@ -137,35 +263,76 @@ impl ChunkedList {
     /// The requests of [`CHUNK`] elements each (header and body, no size prefix), in order,
     /// with how many elements each lists.
     pub(crate) fn requests(&self) -> impl Iterator<Item = anyhow::Result<(Bytes, usize)>> + '_ {
-        let (flexible, skip_element) = (self.shape.flexible, self.shape.skip_element);
         let mut elements = self.elements.clone();
         let mut left = self.count;
-        std::iter::from_fn(move || {
+        std::iter::from_fn(move || loop {
             if left == 0 {
                 return None;
             }
-            let listed = left.min(CHUNK);
-            left -= listed;
-            let mut next = || {
-                let mut chunk = elements.clone();
-                for _ in 0..listed {
-                    skip_element(&mut chunk, self.version)?;
-                }
-                let taken = elements.len() - chunk.len();
-                let mut frame = BytesMut::with_capacity(
-                    self.header.len() + self.prefix.len() + 5 + taken + self.rest.len(),
-                );
-                frame.put_slice(&self.header);
-                frame.put_slice(&self.prefix);
-                put_array_length(&mut frame, listed, flexible)?;
-                frame.put_slice(&elements[..taken]);
-                frame.put_slice(&self.rest);
-                elements.advance(taken);
-                Ok((frame.freeze(), listed))
-            };
-            let result = next();
-            Some(result)
+            let in_chunk = left.min(CHUNK);
+            left -= in_chunk;
+            match self.chunk(&mut elements, in_chunk) {
+                // Every element of the chunk repeats an earlier key: nothing to send (an empty
+                // list would mean "all" to some APIs).
+                Ok((_, 0)) => continue,
+                answered => return Some(answered),
+            }
         })
+    }
+
+    /// The request for the next `in_chunk` elements of `elements`, which it advances past
+    /// them, with how many elements it lists.
+    fn chunk(&self, elements: &mut Bytes, in_chunk: usize) -> anyhow::Result<(Bytes, usize)> {
+        let start = self.elements.len() - elements.len();
+        let mut chunk = elements.clone();
+        // The elements sent: runs of (offset in `elements`, length, times sent).
+        let mut sent: Vec<(usize, usize, usize)> = Vec::new();
+        let mut listed = 0;
+        for _ in 0..in_chunk {
+            let at = elements.len() - chunk.len();
+            (self.shape.skip_element)(&mut chunk, self.version)?;
+            let length = elements.len() - chunk.len() - at;
+            let times = match &self.distinct {
+                None => 1,
+                Some(keys) if !bit(&keys.first, start + at) => 0,
+                Some(keys) => 1 + usize::from(bit(&keys.repeated, start + at)),
+            };
+            listed += times;
+            match sent.last_mut() {
+                Some((run_at, run_length, 1)) if times == 1 && *run_at + *run_length == at => {
+                    *run_length += length
+                }
+                _ if times > 0 => sent.push((at, length, times)),
+                _ => {}
+            }
+        }
+        let taken = elements.len() - chunk.len();
+        let mut frame = BytesMut::with_capacity(
+            self.header.len() + self.prefix.len() + 5 + 2 * taken + self.rest.len(),
+        );
+        frame.put_slice(&self.header);
+        frame.put_slice(&self.prefix);
+        put_array_length(&mut frame, listed, self.shape.flexible)?;
+        for &(at, length, times) in &sent {
+            for _ in 0..times {
+                frame.put_slice(&elements[at..at + length]);
+            }
+        }
+        frame.put_slice(&self.rest);
+        elements.advance(taken);
+        Ok((frame.freeze(), listed))
+    }
+
+    /// The list with every element sent as it came: a request refused whole answers each
+    /// listed element, repeats included.
+    pub(crate) fn without_distinct_keys(mut self) -> Self {
+        self.distinct = None;
+        self
+    }
+
+    /// Whether repeated keys are sent once (see [`DistinctKeys`]).
+    pub(crate) fn sends_distinct_keys(&self) -> bool {
+        self.distinct.is_some()
     }
 
     /// Gathers the answers to the chunks' requests into one answer.
@@ -234,6 +401,16 @@ impl AnswerBuilder {
             compressed: Vec::new(),
             failure: None,
         }
+    }
+
+    /// Whether the first chunk's answer refused the request whole: a nonzero error code after
+    /// the throttle time (the filters' answers have one there).
+    pub(crate) fn refused(&self) -> bool {
+        self.filter
+            && self.head.as_ref().is_some_and(|(head, throttle_at)| {
+                head.get(throttle_at + 4..throttle_at + 6)
+                    .is_some_and(|code| code != [0, 0])
+            })
     }
 
     /// The whole answer, its throttle time `throttle_time_ms`.
