@@ -6,7 +6,7 @@ reads the answer, and prints the node's peak (VmHWM) against its resident memory
 request. Linux only. Kinds: see `build`; a kind ending in `_authz` is sent to a node with the
 authorizer (see `AUTHZ`), one of `AUTHORIZER_KINDS` too; `prepare` sends what some kinds need
 first (a group coordinator, a group member, ACLs)."""
-import itertools, shutil, socket, struct, sys, time
+import itertools, shutil, socket, struct, sys, time, uuid
 
 from node_process import start_node
 
@@ -329,11 +329,15 @@ def build(kind, size):
         protocols = b"".join(compact(n) + compact(SUBSCRIPTION) + b"\x00" for n in names)
         return (header(11, 9, True) + compact(b"g") + I32(10000) + I32(5000) + b"\x01" + instance
             + compact(b"consumer") + uvarint(len(names) + 1) + protocols + b"\x00\x00")
-    if kind == "sync_group_v5_distinct":
+    if kind in ("sync_group_v5_distinct", "sync_group_v5_distinct_member_form"):
         # the leader of group "g" (joined in `prepare`) assigns {member id, empty assignment, tags}
-        # to distinct members, then to itself
+        # to distinct members, then to itself; `_member_form`: ids of the form the coordinator
+        # gives members (the shortest: "-" and a UUID), which it cannot drop unread
         member, generation, protocol = PREPARED["join"]
-        names = distinct_names((size - 60) // 7)
+        if kind.endswith("_member_form"):
+            names = [b"-" + str(uuid.UUID(int=i)).encode() for i in range((size - 60) // 40)]
+        else:
+            names = distinct_names((size - 60) // 7)
         assignments = b"".join(compact(n) + b"\x01\x00" for n in names) + compact(member) + b"\x01\x00"
         return (header(14, 5, True) + compact(b"g") + I32(generation) + compact(member) + compact(b"i")
             + compact(b"consumer") + compact(protocol) + uvarint(len(names) + 2) + assignments + b"\x00")
@@ -488,14 +492,14 @@ def await_coordinator(s):
 # those that need the group to exist (a member of the group for SyncGroup).
 GROUP_KINDS = ("offset_commit_v9_distinct", "offset_commit_v9_distinct_partitions", "offset_delete_v0_distinct",
     "leave_group_v5_distinct", "join_group_v9_distinct_protocols", "join_group_v9_distinct_protocols_static",
-    "sync_group_v5_distinct", "consumer_group_heartbeat_v1_distinct_topics")
+    "sync_group_v5_distinct", "sync_group_v5_distinct_member_form", "consumer_group_heartbeat_v1_distinct_topics")
 
 def prepare(kind, s, size):
     """Requests a kind needs answered before its own, on the same connection; True when they
     were large (the peak is then measured from the end of `prepare`)."""
     if kind in GROUP_KINDS:
         await_coordinator(s)
-    if kind in ("sync_group_v5_distinct", "leave_group_v5_distinct", "offset_delete_v0_distinct"):
+    if kind in ("sync_group_v5_distinct", "sync_group_v5_distinct_member_form", "leave_group_v5_distinct", "offset_delete_v0_distinct"):
         PREPARED["join"] = join_static(s)
     if kind == "delete_acls_v3_distinct":
         # one ACL for each filter's name, so that each filter matches (and deletes) one, in

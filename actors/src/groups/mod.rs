@@ -27,6 +27,24 @@ pub use publisher::GroupPublisher;
 /// The internal topic holding offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// A new classic member's id: `<prefix>-<UUID>`, the prefix its client id (Kafka's
+/// `clientId-UUID`) or, for a static member, its group instance id.
+pub fn new_member_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4())
+}
+
+/// Whether `id` has the form [`new_member_id`] gives, the only one a classic member's id has:
+/// a SyncGroup's assignment to any other id names no member and is ignored.
+pub fn could_be_member_id(id: &str) -> bool {
+    let Some(dash) = id.len().checked_sub(37) else {
+        return false;
+    };
+    id.as_bytes().get(dash) == Some(&b'-')
+        && id
+            .get(dash + 1..)
+            .is_some_and(|uuid| uuid::Uuid::try_parse(uuid).is_ok())
+}
+
 /// Kafka's error codes the coordinator answers with.
 pub mod codes {
     pub const NONE: i16 = 0;
@@ -165,6 +183,31 @@ pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     let hash = java_string_hash(group_id);
     let abs = if hash == i32::MIN { 0 } else { hash.abs() };
     abs % partitions.max(1)
+}
+
+#[cfg(test)]
+mod member_id_tests {
+    use super::{could_be_member_id, new_member_id};
+
+    #[test]
+    fn only_ids_of_the_given_form_could_be_members() {
+        for prefix in ["client", "", "é-instance", "a-b-c"] {
+            assert!(could_be_member_id(&new_member_id(prefix)), "{prefix:?}");
+        }
+        let uuid = "6f1c2a1e-9b1d-4c7e-8f5a-2b3c4d5e6f70";
+        assert!(could_be_member_id(&format!("c-{uuid}")));
+        for id in [
+            "abcd".to_owned(),
+            uuid.to_owned(),
+            format!("c_{uuid}"),
+            format!("c-{uuid}x"),
+            format!("c-{}", "z".repeat(36)),
+            // A dash inside a two-byte character's place: no panic, no match.
+            "é".repeat(19),
+        ] {
+            assert!(!could_be_member_id(&id), "{id:?}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -137,7 +137,8 @@ pub struct SyncRequest {
     pub group_instance_id: Option<String>,
     pub protocol_type: Option<String>,
     pub protocol_name: Option<String>,
-    pub assignments: Vec<(String, Bytes)>,
+    /// The leader's assignments as it listed them (kept as decoded: a leader may list many).
+    pub assignments: Vec<kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment>,
 }
 
 /// The answer to a SyncGroup.
@@ -845,7 +846,7 @@ impl Coordinator {
                 .group_instance_id
                 .as_deref()
                 .unwrap_or(&request.client_id);
-            let member_id = format!("{prefix}-{}", uuid::Uuid::new_v4());
+            let member_id = super::new_member_id(prefix);
             if request.group_instance_id.is_none() && request.version >= 4 {
                 // KIP-394: the member must come back with this id.
                 let session = millis(request.session_timeout_ms);
@@ -998,7 +999,7 @@ impl Coordinator {
             let _ = waiter.send(SyncResult::error(codes::FENCED_INSTANCE_ID));
         }
         let prefix = request.group_instance_id.as_deref().unwrap_or_default();
-        let new_id = format!("{prefix}-{}", uuid::Uuid::new_v4());
+        let new_id = super::new_member_id(prefix);
         let unchanged = member.same_protocols(&request.protocol_type, &request.protocols);
         member.id = new_id.clone();
         member.session_timeout = millis(request.session_timeout_ms);
@@ -1300,9 +1301,15 @@ impl Coordinator {
                 if !is_leader {
                     return;
                 }
-                let assignments: HashMap<String, Bytes> = request.assignments.into_iter().collect();
+                // Each member gets the last assignment naming it (Kafka reads them into a
+                // map), one without any an empty one; ids of no member are ignored.
                 for member in group.members.values_mut() {
-                    member.assignment = assignments.get(&member.id).cloned().unwrap_or_default();
+                    member.assignment = Bytes::new();
+                }
+                for listed in request.assignments {
+                    if let Some(member) = group.members.get_mut(listed.member_id.as_str()) {
+                        member.assignment = listed.assignment;
+                    }
                 }
                 group.transition(GroupState::Stable, now_ms);
                 for member in group.members.values_mut() {

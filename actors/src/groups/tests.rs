@@ -122,7 +122,7 @@ fn first_join_waits_the_initial_delay_then_leads() {
             group_instance_id: None,
             protocol_type: Some("consumer".into()),
             protocol_name: Some("range".into()),
-            assignments: vec![(id.clone(), Bytes::from_static(b"a0"))],
+            assignments: vec![assigned(&id, Bytes::from_static(b"a0"))],
         },
         t0,
         3000,
@@ -157,7 +157,7 @@ fn a_second_member_rebalances_and_the_leader_assigns_both() {
             group_instance_id: None,
             protocol_type: None,
             protocol_name: None,
-            assignments: vec![(first.clone(), Bytes::from_static(b"all"))],
+            assignments: vec![assigned(&first, Bytes::from_static(b"all"))],
         },
         t0,
         0,
@@ -197,9 +197,12 @@ fn a_second_member_rebalances_and_the_leader_assigns_both() {
             group_instance_id: None,
             protocol_type: None,
             protocol_name: None,
+            // The last assignment naming a member is its own; other ids are ignored.
             assignments: vec![
-                (first.clone(), Bytes::from_static(b"p0")),
-                (second.clone(), Bytes::from_static(b"p1")),
+                assigned(&second, Bytes::from_static(b"stale")),
+                assigned("no-member", Bytes::from_static(b"x")),
+                assigned(&first, Bytes::from_static(b"p0")),
+                assigned(&second, Bytes::from_static(b"p1")),
             ],
         },
         t0,
@@ -600,4 +603,14 @@ fn every_classic_state_name_is_listable() {
     for state in [Empty, PreparingRebalance, CompletingRebalance, Stable, Dead] {
         assert!(LISTABLE_STATES.contains(&state.name()), "{state:?}");
     }
+}
+
+/// A leader's assignment of `assignment` to `member_id`.
+fn assigned(
+    member_id: &str,
+    assignment: Bytes,
+) -> kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment {
+    kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default()
+        .with_member_id(member_id.to_owned().into())
+        .with_assignment(assignment)
 }

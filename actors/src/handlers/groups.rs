@@ -471,11 +471,7 @@ pub(super) async fn sync_group(
             .protocol_name
             .filter(|_| info.api_version >= 5)
             .map(|t| t.as_str().to_owned()),
-        assignments: request
-            .assignments
-            .into_iter()
-            .map(|a| (a.member_id.as_str().to_owned(), a.assignment))
-            .collect(),
+        assignments: request.assignments,
     };
     let allowed =
         Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &sync.group_id);

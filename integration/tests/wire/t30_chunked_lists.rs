@@ -713,3 +713,91 @@ async fn describe_user_scram_credentials_of_many_users_answers_each_distinct_use
         && r.user.is_empty()
         && r.error_message == answer.error_message));
 }
+
+/// A SyncGroup leader assigning to 10 MB of distinct ids of the form members' ids have (the
+/// shortest: "-" and a UUID), which the node must decode, stays below four frames; each member
+/// gets the last assignment naming it. Assignments to ids of any other form (which no member
+/// has) are dropped as they are read: a 4-letter id cost 33 times its size decoded.
+#[tokio::test]
+async fn sync_group_assigning_to_many_ids_stays_within_four_frames() {
+    use kafka_protocol::messages::SyncGroupRequest;
+    let (node, mut conn) = node_with_coordinator().await;
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(s("synced")))
+        .with_session_timeout_ms(60_000)
+        .with_rebalance_timeout_ms(60_000)
+        .with_group_instance_id(Some(s("i")))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(bytes::Bytes::from_static(b"\x00\x00\x00\x00\x00\x00"))]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let joined = loop {
+        let joined = conn.send(&join, 5).await.unwrap();
+        if !(14..=16).contains(&joined.error_code) || std::time::Instant::now() > deadline {
+            break joined;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(joined.error_code, 0, "{joined:?}");
+    assert_eq!(joined.leader, joined.member_id, "the only member leads");
+    let me = joined.member_id.to_string();
+
+    let mut prefix = bytes::BytesMut::new();
+    prefix.put_slice(b"\x07synced");
+    prefix.put_i32(joined.generation_id);
+    for field in [me.as_str(), "i", "consumer", "range"] {
+        prefix.put_u8(field.len() as u8 + 1);
+        prefix.put_slice(field.as_bytes());
+    }
+    // {member id, assignment, tags}: this member's first, then distinct ids, then its own last.
+    let own = |assignment: &[u8], frame: &mut bytes::BytesMut| {
+        frame.put_u8(me.len() as u8 + 1);
+        frame.put_slice(me.as_bytes());
+        frame.put_u8(assignment.len() as u8 + 1);
+        frame.put_slice(assignment);
+        frame.put_u8(0);
+    };
+    let count = (FRAME - 200) / 40;
+    let frame = gregor_integration::frames::flexible_list(
+        14,
+        5,
+        &prefix,
+        count + 2,
+        40,
+        |index, frame| match index {
+            0 => own(b"stale", frame),
+            _ if index == count + 1 => own(b"mine", frame),
+            _ => {
+                let id = format!("-{}", uuid::Uuid::from_u128(index as u128));
+                frame.put_u8(38);
+                frame.put_slice(id.as_bytes());
+                frame.put_slice(&[1, 0]);
+            }
+        },
+        b"\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "SyncGroup member-form ids", &frame).await;
+    let answer = kafka_protocol::messages::SyncGroupResponse::decode(&mut body, 5).unwrap();
+    assert_eq!(answer.error_code, 0);
+    assert_eq!(
+        &answer.assignment[..],
+        b"mine",
+        "the last assignment naming the member"
+    );
+
+    // A later SyncGroup of the stable group answers the same assignment, whatever it lists.
+    let again = SyncGroupRequest::default()
+        .with_group_id(GroupId(s("synced")))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(joined.member_id.clone())
+        .with_group_instance_id(Some(s("i")))
+        .with_protocol_type(Some(s("consumer")))
+        .with_protocol_name(Some(s("range")));
+    let answer = conn.send(&again, 5).await.unwrap();
+    assert_eq!(
+        (answer.error_code, &answer.assignment[..]),
+        (0, &b"mine"[..])
+    );
+}

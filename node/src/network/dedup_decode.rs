@@ -17,8 +17,11 @@
 //! most (a valid filter names each of Kafka's three entity types at most once, so a fourth
 //! component is always refused and the filter stops there), so only those are kept; later ones
 //! are read and dropped. DescribeConfigs filters each resource's configs by the set of
-//! requested keys, so each key is kept once per resource. Written on the wire primitives
-//! because the crate decodes whole lists at once.
+//! requested keys, so each key is kept once per resource. A SyncGroup leader's assignment to
+//! an id no member can have (members' ids have one form, `groups::could_be_member_id`) is
+//! ignored by the coordinator, so it is dropped as it is read: a frame of distinct short ids
+//! cost 33 times its size. Written on the wire primitives because the crate decodes whole
+//! lists at once.
 
 use std::collections::{HashMap, HashSet};
 
@@ -30,9 +33,11 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ApiKey, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeClientQuotasRequest, DescribeConfigsRequest, MetadataRequest, RequestKind, TopicName,
+    DescribeClientQuotasRequest, DescribeConfigsRequest, GroupId, MetadataRequest, RequestKind,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use uuid::Uuid;
@@ -81,6 +86,9 @@ pub(crate) fn decode(
         }
         ApiKey::DescribeConfigs if (1..=4).contains(&version) => {
             Some(decode_describe_configs(buf, version).map(RequestKind::DescribeConfigs))
+        }
+        ApiKey::SyncGroup if (0..=5).contains(&version) => {
+            Some(decode_sync_group(buf, version).map(RequestKind::SyncGroup))
         }
         _ => None,
     }
@@ -402,6 +410,79 @@ pub(super) fn string(buf: &mut Bytes, flexible: bool, what: &str) -> anyhow::Res
     let bytes = nullable_string(buf, flexible)?
         .ok_or_else(|| anyhow::anyhow!("{what} must not be null"))?;
     StrBytes::from_utf8(bytes).with_context(|| format!("{what} is not UTF-8"))
+}
+
+/// SyncGroup v0-5, keeping the assignments to ids a member could have, in order.
+fn decode_sync_group(buf: &mut Bytes, version: i16) -> anyhow::Result<SyncGroupRequest> {
+    let flexible = version >= 4;
+    let optional = |buf: &mut Bytes, what: &str| -> anyhow::Result<Option<StrBytes>> {
+        nullable_string(buf, flexible)?
+            .map(|bytes| StrBytes::from_utf8(bytes).with_context(|| format!("{what} is not UTF-8")))
+            .transpose()
+    };
+    let group_id = string(buf, flexible, "the group id")?;
+    need(buf, 4)?;
+    let generation_id = buf.get_i32();
+    let member_id = string(buf, flexible, "the member id")?;
+    let group_instance_id = if version >= 3 {
+        optional(buf, "the group instance id")?
+    } else {
+        None
+    };
+    let (protocol_type, protocol_name) = if version >= 5 {
+        (
+            optional(buf, "the protocol type")?,
+            optional(buf, "the protocol name")?,
+        )
+    } else {
+        (None, None)
+    };
+    let count = array_length(buf, flexible)?;
+    if count < 0 {
+        bail!("SyncGroup assignments must not be null");
+    }
+    // Counted first, so the kept ones are allocated once at their size: a list grown by
+    // doubling held up to one and a half times its size while it grew.
+    let mut counting = buf.clone();
+    let mut kept = 0;
+    for _ in 0..count {
+        let member_id = nullable_string(&mut counting, flexible)?.unwrap_or_default();
+        let assignment_length = if flexible {
+            i64::from(uvarint(&mut counting)?) - 1
+        } else {
+            need(&counting, 4)?;
+            i64::from(counting.get_i32())
+        };
+        need(&counting, assignment_length.max(0) as usize)?;
+        counting.advance(assignment_length.max(0) as usize);
+        if flexible {
+            tagged_fields(&mut counting)?;
+        }
+        let could_be =
+            std::str::from_utf8(&member_id).is_ok_and(gregor_actors::groups::could_be_member_id);
+        kept += usize::from(could_be);
+    }
+    let mut assignments = Vec::with_capacity(kept);
+    for _ in 0..count {
+        let assignment = SyncGroupRequestAssignment::decode(buf, version)?;
+        if gregor_actors::groups::could_be_member_id(&assignment.member_id) {
+            assignments.push(assignment);
+        }
+    }
+    let tagged = if flexible {
+        tagged_fields(buf)?
+    } else {
+        Default::default()
+    };
+    Ok(SyncGroupRequest::default()
+        .with_group_id(GroupId(group_id))
+        .with_generation_id(generation_id)
+        .with_member_id(member_id)
+        .with_group_instance_id(group_instance_id)
+        .with_protocol_type(protocol_type)
+        .with_protocol_name(protocol_name)
+        .with_assignments(assignments)
+        .with_unknown_tagged_fields(tagged))
 }
 
 /// DescribeConfigs v1-4 (`Resources`, `IncludeSynonyms`, `IncludeDocumentation`), each
