@@ -415,25 +415,14 @@ pub(super) fn string(buf: &mut Bytes, flexible: bool, what: &str) -> anyhow::Res
 /// SyncGroup v0-5, keeping the assignments to ids a member could have, in order.
 fn decode_sync_group(buf: &mut Bytes, version: i16) -> anyhow::Result<SyncGroupRequest> {
     let flexible = version >= 4;
-    let optional = |buf: &mut Bytes, what: &str| -> anyhow::Result<Option<StrBytes>> {
-        nullable_string(buf, flexible)?
-            .map(|bytes| StrBytes::from_utf8(bytes).with_context(|| format!("{what} is not UTF-8")))
-            .transpose()
-    };
+    let optional = |buf: &mut Bytes| super::partition_chunks::nullable_str(buf, flexible);
     let group_id = string(buf, flexible, "the group id")?;
     need(buf, 4)?;
     let generation_id = buf.get_i32();
     let member_id = string(buf, flexible, "the member id")?;
-    let group_instance_id = if version >= 3 {
-        optional(buf, "the group instance id")?
-    } else {
-        None
-    };
+    let group_instance_id = if version >= 3 { optional(buf)? } else { None };
     let (protocol_type, protocol_name) = if version >= 5 {
-        (
-            optional(buf, "the protocol type")?,
-            optional(buf, "the protocol name")?,
-        )
+        (optional(buf)?, optional(buf)?)
     } else {
         (None, None)
     };
@@ -443,29 +432,21 @@ fn decode_sync_group(buf: &mut Bytes, version: i16) -> anyhow::Result<SyncGroupR
     }
     // Counted first, so the kept ones are allocated once at their size: a list grown by
     // doubling held up to one and a half times its size while it grew.
+    let could_be_member = |assignment: &SyncGroupRequestAssignment| {
+        gregor_actors::groups::could_be_member_id(&assignment.member_id)
+    };
     let mut counting = buf.clone();
     let mut kept = 0;
     for _ in 0..count {
-        let member_id = nullable_string(&mut counting, flexible)?.unwrap_or_default();
-        let assignment_length = if flexible {
-            i64::from(uvarint(&mut counting)?) - 1
-        } else {
-            need(&counting, 4)?;
-            i64::from(counting.get_i32())
-        };
-        need(&counting, assignment_length.max(0) as usize)?;
-        counting.advance(assignment_length.max(0) as usize);
-        if flexible {
-            tagged_fields(&mut counting)?;
-        }
-        let could_be =
-            std::str::from_utf8(&member_id).is_ok_and(gregor_actors::groups::could_be_member_id);
-        kept += usize::from(could_be);
+        kept += usize::from(could_be_member(&SyncGroupRequestAssignment::decode(
+            &mut counting,
+            version,
+        )?));
     }
     let mut assignments = Vec::with_capacity(kept);
     for _ in 0..count {
         let assignment = SyncGroupRequestAssignment::decode(buf, version)?;
-        if gregor_actors::groups::could_be_member_id(&assignment.member_id) {
+        if could_be_member(&assignment) {
             assignments.push(assignment);
         }
     }

@@ -40,6 +40,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use zstd::stream::raw::{self, InBuffer, Operation, OutBuffer};
 
 use super::dedup_decode::{array_length, need};
+use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{leading_list, put_array_length, skip, skip_string, LeadingList, Skip};
 
 /// Elements per chunk; a request listing no more is served whole. Smaller than the other
@@ -118,17 +119,6 @@ fn compact_string_first(element: &[u8]) -> anyhow::Result<&[u8]> {
 struct DistinctKeys {
     first: Vec<u64>,
     repeated: Vec<u64>,
-}
-
-fn bit(bits: &[u64], at: usize) -> bool {
-    bits.get(at / 64)
-        .is_some_and(|word| word >> (at % 64) & 1 == 1)
-}
-
-fn set_bit(bits: &mut [u64], at: usize) {
-    if let Some(word) = bits.get_mut(at / 64) {
-        *word |= 1 << (at % 64);
-    }
 }
 
 impl DistinctKeys {
@@ -472,24 +462,22 @@ impl ChunkSink<'_> {
                 return Ok(false);
             };
             let answered = head.1;
-            let entries = if builder.filter {
-                anyhow::ensure!(
-                    (0..=self.listed as i64).contains(&answered),
-                    "{answered} answers to {} {:?} elements",
-                    self.listed,
-                    builder.key
-                );
-                builder.count += answered as usize;
-                answered as usize
+            // A filter's chunk answers some of its elements, any other chunk each of them.
+            let listed = self.listed as i64;
+            let fits = if builder.filter {
+                (0..=listed).contains(&answered)
             } else {
-                anyhow::ensure!(
-                    answered == self.listed as i64,
-                    "{answered} answers to {} {:?} elements",
-                    self.listed,
-                    builder.key
-                );
-                self.listed
+                answered == listed
             };
+            anyhow::ensure!(
+                fits,
+                "{answered} answers to {listed} {:?} elements",
+                builder.key
+            );
+            let entries = answered as usize;
+            if builder.filter {
+                builder.count += entries;
+            }
             builder.head.get_or_insert(head.0);
             *rest = body;
             self.stage = Stage::Entries(entries);
