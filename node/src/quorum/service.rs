@@ -525,6 +525,10 @@ impl QuorumService {
                 }
                 call = calls.recv() => {
                     let Some(call) = call else { break };
+                    if call.reply.is_closed() {
+                        // Its caller gave up while it queued: the learner need not do it.
+                        continue;
+                    }
                     let exchange = async {
                         stream.write_all(&call.frame).await?;
                         read_peer_frame(&mut stream).await

@@ -24,6 +24,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use openraft::{LogId, Vote};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -170,10 +171,6 @@ impl Channel {
             next_correlation: 0,
             hello: hello_frame(hello).unwrap_or_default(),
         }
-    }
-
-    pub(crate) fn addr(&self) -> &str {
-        &self.addr
     }
 
     /// Sends one quorum request and reads its response within `timeout`.
@@ -514,9 +511,11 @@ pub(crate) struct QuorumNetwork {
 }
 
 /// How openraft reaches one peer.
+#[derive(Clone)]
 enum Route {
-    /// The peer's controller listener.
-    Direct(Channel),
+    /// The peer's controller listener (locked by the one call on it at a time, which may
+    /// outlive the openraft call that started it: see [`SentAppend`]).
+    Direct(Arc<tokio::sync::Mutex<Channel>>),
     /// The raft link the peer (a broker without a controller listener) opened to this node.
     Link(Arc<RaftLinks>),
 }
@@ -524,22 +523,44 @@ enum Route {
 /// openraft's connection to one peer.
 pub(crate) struct PeerClient {
     target: u64,
+    /// Where the peer is reached, for errors.
+    addr: String,
     route: Route,
     next_correlation: i32,
     state: Arc<std::sync::OnceLock<Arc<QuorumState>>>,
     limits: Arc<PeerLimits>,
     /// Entry bytes the next AppendEntries may carry (see [`REPLICATION_BATCH_BYTES`]).
     batch_bytes: usize,
-    /// Set while an AppendEntries is out; still set at the next call if openraft dropped it.
-    append_in_flight: bool,
+    /// The last AppendEntries sent whose answer has not been read yet.
+    outstanding: Option<SentAppend>,
+    /// The furthest entry the peer confirmed holding under a vote: what it confirmed after
+    /// openraft gave up on a request still answers openraft's next requests.
+    acked: Option<(Vote<u64>, LogId<u64>)>,
 }
 
-/// Most entry bytes one AppendEntries carries when it holds more than one entry. openraft gives
-/// an AppendEntries one heartbeat interval (100 ms) to be sent, appended and fsynced by the
-/// peer, or it drops it and sends the same range again: a request a lagging peer cannot take in
-/// that time would be resent forever. So each peer's batch starts here, halves whenever a send
-/// failed or was dropped unanswered, and grows back by a quarter after each success (the controller's
-/// submitter keeps one entry under this size).
+/// An AppendEntries on its way. openraft gives each one a heartbeat interval (100 ms) and then
+/// sends the same range again, but the peer appends what it was sent whatever the leader
+/// decided: on a loaded machine a batch that takes a little longer would be sent, appended
+/// and abandoned forever. So the call runs in its own task for up to [`LATE_ANSWER_WAIT`], and
+/// the next call waits for its answer instead of sending behind it.
+struct SentAppend {
+    vote: Vote<u64>,
+    prev: Option<LogId<u64>>,
+    /// The last entry sent (`prev` for a heartbeat).
+    last: Option<LogId<u64>>,
+    /// The leader's commit index it carried.
+    committed: Option<u64>,
+    answer: tokio::task::JoinHandle<Result<QuorumResponse, CallError>>,
+}
+
+/// How long an AppendEntries may wait for its answer once openraft has given up on it.
+const LATE_ANSWER_WAIT: Duration = Duration::from_secs(10);
+
+/// Most entry bytes one AppendEntries carries when it holds more than one entry (the
+/// controller's submitter keeps one entry under this size). A batch openraft gave up on still
+/// counts once answered (see [`SentAppend`]), so a slow peer is best served by large batches;
+/// each peer's batch halves only when a send fails and grows back by a quarter after each
+/// success.
 const REPLICATION_BATCH_BYTES: usize = 1024 * 1024;
 /// The smallest batch the halving goes down to (one entry is always sent, whatever its size).
 const MIN_REPLICATION_BATCH_BYTES: usize = 16 * 1024;
@@ -565,58 +586,152 @@ impl RaftNetworkFactory<TypeConfig> for QuorumNetwork {
     async fn new_client(&mut self, target: u64, node: &VoterNode) -> PeerClient {
         // The first endpoint is the controller listener; a node without one (a broker) is
         // reached over the raft link it opens.
-        let route = match node.endpoints.first() {
-            Some(endpoint) => Route::Direct(Channel::new(
-                address_of(endpoint),
-                &self.hello,
-                self.connector.clone(),
-            )),
-            None => Route::Link(self.links.clone()),
+        let (addr, route) = match node.endpoints.first() {
+            Some(endpoint) => {
+                let addr = address_of(endpoint);
+                let channel = Channel::new(addr.clone(), &self.hello, self.connector.clone());
+                (
+                    addr,
+                    Route::Direct(Arc::new(tokio::sync::Mutex::new(channel))),
+                )
+            }
+            None => (
+                format!("raft link of node {target}"),
+                Route::Link(self.links.clone()),
+            ),
         };
         PeerClient {
             target,
+            addr,
             route,
             next_correlation: 0,
             state: self.state.clone(),
             limits: self.limits.clone(),
             batch_bytes: REPLICATION_BATCH_BYTES,
-            append_in_flight: false,
+            outstanding: None,
+            acked: None,
+        }
+    }
+}
+
+impl Drop for PeerClient {
+    /// A replication stream that ends (leadership or membership moved on) stops waiting for
+    /// its last answer.
+    fn drop(&mut self) {
+        if let Some(sent) = &self.outstanding {
+            sent.answer.abort();
         }
     }
 }
 
 impl PeerClient {
     fn addr(&self) -> String {
-        match &self.route {
-            Route::Direct(channel) => channel.addr().to_owned(),
-            Route::Link(_) => format!("raft link of node {}", self.target),
+        self.addr.clone()
+    }
+
+    /// The call of `request`, owning all it needs so it can run in a task of its own.
+    fn start_call(
+        &mut self,
+        request: QuorumRequest,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<QuorumResponse, CallError>> + Send + 'static {
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let correlation = self.next_correlation;
+        let route = self.route.clone();
+        let target = self.target;
+        async move {
+            let links = match route {
+                Route::Direct(channel) => {
+                    return channel.lock().await.call(&request, timeout).await
+                }
+                Route::Link(links) => links,
+            };
+            let io = |reason: String| CallError::Io {
+                addr: format!("raft link of node {target}"),
+                reason,
+            };
+            let frame = rpc::encode_request(correlation, &request).map_err(io)?;
+            let answer = links.round_trip(target, frame, timeout).await?;
+            let (got, response) = rpc::decode_response(&answer).map_err(io)?;
+            if got != correlation {
+                return Err(io(format!(
+                    "response for correlation id {got}, expected {correlation}"
+                )));
+            }
+            Ok(response)
         }
+    }
+
+    fn rpc_error<E: std::error::Error>(error: CallError) -> RPCError<u64, VoterNode, E> {
+        match error {
+            e @ CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+            e => RPCError::Network(NetworkError::new(&e)),
+        }
+    }
+
+    /// Waits up to `ttl` for the outstanding AppendEntries' answer; `None` if it is not in
+    /// yet (it stays outstanding) or nothing is outstanding.
+    async fn take_answer(
+        &mut self,
+        ttl: Duration,
+    ) -> Option<(SentAppend, Result<QuorumResponse, CallError>)> {
+        let sent = self.outstanding.as_mut()?;
+        let joined = tokio::time::timeout(ttl, &mut sent.answer).await.ok()?;
+        let sent = self.outstanding.take()?;
+        let answer = joined.unwrap_or_else(|e| {
+            Err(CallError::Io {
+                addr: self.addr(),
+                reason: format!("the AppendEntries task ended: {e}"),
+            })
+        });
+        Some((sent, answer))
+    }
+
+    /// What the peer answered to `sent`, with what it confirmed recorded (progress, the batch
+    /// size, [`PeerClient::acked`]).
+    // The error is openraft's own, as `append_entries` returns it.
+    #[allow(clippy::result_large_err)]
+    fn absorb(
+        &mut self,
+        sent: &SentAppend,
+        answer: Result<QuorumResponse, CallError>,
+    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, VoterNode, RaftError<u64>>> {
+        let response = match answer {
+            Ok(QuorumResponse::AppendEntries(Ok(response))) => response,
+            Ok(QuorumResponse::AppendEntries(Err(e))) => {
+                return Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            Ok(_) => return Err(self.unexpected()),
+            Err(e) => {
+                self.batch_bytes = (self.batch_bytes / 2).max(MIN_REPLICATION_BATCH_BYTES);
+                return Err(Self::rpc_error(e));
+            }
+        };
+        if matches!(response, AppendEntriesResponse::Success) {
+            self.batch_bytes =
+                (self.batch_bytes + self.batch_bytes / 4).min(REPLICATION_BATCH_BYTES);
+            if let Some(state) = self.state.get() {
+                state.record_replicated(self.target, sent.last.map(|l| l.index), sent.committed);
+            }
+            if let Some(last) = sent.last {
+                let further = match &self.acked {
+                    Some((vote, acked)) => *vote != sent.vote || last.index > acked.index,
+                    None => true,
+                };
+                if further {
+                    self.acked = Some((sent.vote, last));
+                }
+            }
+        }
+        Ok(response)
     }
 
     async fn call(
         &mut self,
-        request: &QuorumRequest,
+        request: QuorumRequest,
         timeout: Duration,
     ) -> Result<QuorumResponse, CallError> {
-        let links = match &mut self.route {
-            Route::Direct(channel) => return channel.call(request, timeout).await,
-            Route::Link(links) => links.clone(),
-        };
-        self.next_correlation = self.next_correlation.wrapping_add(1);
-        let correlation = self.next_correlation;
-        let io = |reason: String| CallError::Io {
-            addr: format!("raft link of node {}", self.target),
-            reason,
-        };
-        let frame = rpc::encode_request(correlation, request).map_err(io)?;
-        let answer = links.round_trip(self.target, frame, timeout).await?;
-        let (got, response) = rpc::decode_response(&answer).map_err(io)?;
-        if got != correlation {
-            return Err(io(format!(
-                "response for correlation id {got}, expected {correlation}"
-            )));
-        }
-        Ok(response)
+        self.start_call(request, timeout).await
     }
 
     async fn send<E: std::error::Error>(
@@ -624,11 +739,9 @@ impl PeerClient {
         request: QuorumRequest,
         option: &RPCOption,
     ) -> Result<QuorumResponse, RPCError<u64, VoterNode, E>> {
-        match self.call(&request, option.hard_ttl()).await {
-            Ok(response) => Ok(response),
-            Err(e @ CallError::Connect { .. }) => Err(RPCError::Unreachable(Unreachable::new(&e))),
-            Err(e) => Err(RPCError::Network(NetworkError::new(&e))),
-        }
+        self.call(request, option.hard_ttl())
+            .await
+            .map_err(Self::rpc_error)
     }
 
     fn unexpected<E: std::error::Error>(&self) -> RPCError<u64, VoterNode, E> {
@@ -638,6 +751,27 @@ impl PeerClient {
         };
         RPCError::Network(NetworkError::new(&e))
     }
+}
+
+/// The answer to `rpc` a peer already gave by confirming `acked`: the leading entries it holds
+/// under the same vote (a leader's log up to what a peer confirmed never changes within a
+/// vote). Heartbeats are always sent: they carry the commit index.
+fn answered_by(
+    acked: Option<&(Vote<u64>, LogId<u64>)>,
+    rpc: &AppendEntriesRequest<TypeConfig>,
+) -> Option<AppendEntriesResponse<u64>> {
+    let (vote, acked) = acked?;
+    let last = rpc.entries.last()?.log_id;
+    if *vote != rpc.vote || rpc.prev_log_id.is_some_and(|p| p.index >= acked.index) {
+        return None;
+    }
+    if last.index <= acked.index {
+        return Some(AppendEntriesResponse::Success);
+    }
+    let confirmed = rpc.entries.iter().find(|e| e.log_id.index == acked.index)?;
+    Some(AppendEntriesResponse::PartialSuccess(Some(
+        confirmed.log_id,
+    )))
 }
 
 /// `rpc` as chunks of at most `budget` data bytes each, in order; only the last keeps `done`.
@@ -677,12 +811,32 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, VoterNode, RaftError<u64>>> {
+        let ttl = option.hard_ttl();
+        if self.outstanding.is_some() {
+            let Some((earlier, answer)) = self.take_answer(ttl).await else {
+                return Err(RPCError::Network(NetworkError::new(&CallError::TimedOut {
+                    addr: self.addr(),
+                    after: ttl,
+                })));
+            };
+            match self.absorb(&earlier, answer) {
+                Ok(AppendEntriesResponse::HigherVote(vote)) => {
+                    return Ok(AppendEntriesResponse::HigherVote(vote))
+                }
+                Ok(AppendEntriesResponse::Conflict)
+                    if earlier.vote == rpc.vote && earlier.prev == rpc.prev_log_id =>
+                {
+                    return Ok(AppendEntriesResponse::Conflict)
+                }
+                _ => {}
+            }
+        }
+        if let Some(answered) = answered_by(self.acked.as_ref(), &rpc) {
+            return Ok(answered);
+        }
         // openraft bounds a request by entry count; an entry can hold a large group commit, so
         // send only the leading entries that fit what the peer accepts and tell openraft how
         // far this got (PartialSuccess): it sends the rest next.
-        if self.append_in_flight {
-            self.batch_bytes = (self.batch_bytes / 2).max(MIN_REPLICATION_BATCH_BYTES);
-        }
         let hard = self.limits.payload_budget(self.target);
         let fitting = entries_within(&rpc.entries, self.batch_bytes, hard);
         let trimmed = fitting < rpc.entries.len();
@@ -710,38 +864,29 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             let unsent = rpc.entries.split_off(fitting);
             tokio::task::spawn_blocking(move || drop(unsent));
         }
-        let sent_last = rpc.entries.last().map(|e| e.log_id);
-        let matched = rpc
-            .entries
-            .last()
-            .map(|e| e.log_id.index)
-            .or(rpc.prev_log_id.map(|l| l.index));
+        let (vote, prev) = (rpc.vote, rpc.prev_log_id);
+        let last = rpc.entries.last().map(|e| e.log_id).or(prev);
         let committed = rpc.leader_commit.map(|l| l.index);
-        self.append_in_flight = true;
-        let answer = self.send(QuorumRequest::AppendEntries(rpc), &option).await;
-        self.append_in_flight = false;
-        if answer.is_err() {
-            // Our own deadline (the same heartbeat interval) may fire first.
-            self.batch_bytes = (self.batch_bytes / 2).max(MIN_REPLICATION_BATCH_BYTES);
-        }
-        match answer? {
-            QuorumResponse::AppendEntries(Ok(response)) => {
-                if matches!(response, AppendEntriesResponse::Success) {
-                    self.batch_bytes =
-                        (self.batch_bytes + self.batch_bytes / 4).min(REPLICATION_BATCH_BYTES);
-                    if let Some(state) = self.state.get() {
-                        state.record_replicated(self.target, matched, committed);
-                    }
-                    if trimmed {
-                        return Ok(AppendEntriesResponse::PartialSuccess(sent_last));
-                    }
-                }
-                Ok(response)
+        let call = self.start_call(QuorumRequest::AppendEntries(rpc), LATE_ANSWER_WAIT);
+        self.outstanding = Some(SentAppend {
+            vote,
+            prev,
+            last,
+            committed,
+            answer: tokio::spawn(call),
+        });
+        let Some((sent, answer)) = self.take_answer(ttl).await else {
+            // Our own deadline (the same heartbeat interval) may fire before openraft's.
+            return Err(RPCError::Network(NetworkError::new(&CallError::TimedOut {
+                addr: self.addr(),
+                after: ttl,
+            })));
+        };
+        match self.absorb(&sent, answer)? {
+            AppendEntriesResponse::Success if trimmed => {
+                Ok(AppendEntriesResponse::PartialSuccess(sent.last))
             }
-            QuorumResponse::AppendEntries(Err(e)) => {
-                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
-            }
-            _ => Err(self.unexpected()),
+            response => Ok(response),
         }
     }
 
@@ -793,9 +938,127 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 
 #[cfg(test)]
 mod tests {
-    use openraft::{SnapshotMeta, Vote};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use openraft::{CommittedLeaderId, EntryPayload, SnapshotMeta};
 
     use super::*;
+
+    fn log_id(index: u64) -> LogId<u64> {
+        LogId::new(CommittedLeaderId::new(3, 1), index)
+    }
+
+    /// An AppendEntries of leader 1 in term 3 after `prev`, with entries `first..=last`.
+    fn append(
+        prev: Option<u64>,
+        entries: std::ops::RangeInclusive<u64>,
+    ) -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new_committed(3, 1),
+            prev_log_id: prev.map(log_id),
+            leader_commit: None,
+            entries: entries
+                .map(|i| openraft::Entry {
+                    log_id: log_id(i),
+                    payload: EntryPayload::Blank,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_confirmed_prefix_answers_the_requests_it_covers() {
+        let acked = (Vote::new_committed(3, 1), log_id(10));
+        let answer = |rpc| answered_by(Some(&acked), &rpc);
+        assert_eq!(
+            answer(append(Some(5), 6..=9)),
+            Some(AppendEntriesResponse::Success)
+        );
+        assert_eq!(
+            answer(append(Some(5), 6..=10)),
+            Some(AppendEntriesResponse::Success)
+        );
+        assert_eq!(
+            answer(append(Some(5), 6..=20)),
+            Some(AppendEntriesResponse::PartialSuccess(Some(log_id(10))))
+        );
+        assert_eq!(
+            answer(append(None, 1..=20)),
+            Some(AppendEntriesResponse::PartialSuccess(Some(log_id(10))))
+        );
+        // Nothing new confirmed, a heartbeat, another vote: sent to the peer.
+        assert_eq!(answer(append(Some(10), 11..=20)), None);
+        let mut heartbeat = append(Some(5), 6..=6);
+        heartbeat.entries.clear();
+        assert_eq!(answer(heartbeat), None);
+        let mut other_term = append(Some(5), 6..=9);
+        other_term.vote = Vote::new_committed(4, 1);
+        assert_eq!(answer(other_term), None);
+        assert_eq!(answered_by(None, &append(Some(5), 6..=9)), None);
+    }
+
+    /// openraft gives an AppendEntries one heartbeat interval and then sends the same range
+    /// again: a learner that takes longer is sent the batch once, and the answer it gives late
+    /// answers openraft's next call.
+    #[tokio::test]
+    async fn an_answer_after_openraft_gave_up_counts_and_the_batch_is_not_sent_twice(
+    ) -> Result<(), String> {
+        let links = Arc::new(RaftLinks::default());
+        let (sender, mut calls) = mpsc::channel::<LinkCall>(4);
+        links.insert(12, sender);
+        let received = Arc::new(AtomicUsize::new(0));
+        let counted = received.clone();
+        tokio::spawn(async move {
+            while let Some(call) = calls.recv().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let Ok((correlation, _)) = rpc::decode_request(&call.frame[4..]) else {
+                    return;
+                };
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let answer = QuorumResponse::AppendEntries(Ok(AppendEntriesResponse::Success));
+                let Ok(frame) = rpc::encode_response(correlation, &answer) else {
+                    return;
+                };
+                let _ = call.reply.send(Ok(frame[4..].to_vec()));
+            }
+        });
+        let mut client = PeerClient {
+            target: 12,
+            addr: "raft link of node 12".into(),
+            route: Route::Link(links),
+            next_correlation: 0,
+            state: Arc::new(std::sync::OnceLock::new()),
+            limits: Arc::new(PeerLimits::new(1 << 20)),
+            batch_bytes: REPLICATION_BATCH_BYTES,
+            outstanding: None,
+            acked: None,
+        };
+        let heartbeat = Duration::from_millis(100);
+        let mut answers = Vec::new();
+        for _ in 0..6 {
+            let call = client.append_entries(append(Some(4), 5..=8), RPCOption::new(heartbeat));
+            match tokio::time::timeout(heartbeat, call).await {
+                Ok(Ok(answer)) => {
+                    answers.push(answer);
+                    break;
+                }
+                Ok(Err(_)) | Err(_) => continue,
+            }
+        }
+        assert_eq!(answers, vec![AppendEntriesResponse::Success]);
+        assert_eq!(received.load(Ordering::SeqCst), 1);
+        // The next range starts from what was confirmed.
+        let next = client.append_entries(
+            append(Some(8), 9..=9),
+            RPCOption::new(Duration::from_secs(1)),
+        );
+        assert_eq!(
+            next.await.map_err(|e| e.to_string())?,
+            AppendEntriesResponse::Success
+        );
+        assert_eq!(received.load(Ordering::SeqCst), 2);
+        Ok(())
+    }
 
     #[test]
     fn entries_fill_the_soft_budget_but_one_may_use_the_hard_one() {
