@@ -820,7 +820,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 })));
             };
             match self.absorb(&earlier, answer) {
-                Ok(AppendEntriesResponse::HigherVote(vote)) => {
+                Ok(AppendEntriesResponse::HigherVote(vote)) if vote > rpc.vote => {
                     return Ok(AppendEntriesResponse::HigherVote(vote))
                 }
                 Ok(AppendEntriesResponse::Conflict)
