@@ -94,6 +94,49 @@ pub struct PartitionLog {
     pending_deletes: Vec<(i64, PathBuf)>,
     /// Bytes cut from torn tails when the log was opened.
     recovered_truncated_bytes: u64,
+    /// Whether a roll leaves the fsync of the sealed segment to the caller
+    /// ([`PartitionLog::take_rolled`]) instead of doing it before the append goes on.
+    defer_rolled_flushes: bool,
+    /// Sealed segments not fsynced yet, oldest first.
+    rolled: Vec<RolledSegment>,
+}
+
+/// A segment a roll sealed whose files are still to be fsynced. Kafka flushes a rolled
+/// segment on its scheduler thread (`flush-log`), so the appends after a roll do not wait for
+/// up to `segment.bytes` of dirty data to reach the disk; the recovery point moves to the new
+/// segment only once [`RolledSegment::flush`] has succeeded and
+/// [`PartitionLog::rolled_flushed`] is called with it.
+#[derive(Debug)]
+pub struct RolledSegment {
+    /// Every offset below this one is durable once the flush succeeded.
+    up_to: i64,
+    log_path: PathBuf,
+    /// The segment's `.log`, `.index` and `.timeindex`.
+    files: Vec<Arc<std::fs::File>>,
+    shared: Arc<LogDirShared>,
+    instance: u64,
+    truncations: u64,
+}
+
+impl RolledSegment {
+    /// fsyncs the segment's files (blocking: on a thread that may wait for the disk). A
+    /// failure takes the log dir offline, as a failed inline flush does.
+    pub fn flush(&self) -> Result<()> {
+        let result = self
+            .files
+            .iter()
+            .try_for_each(|file| file.sync_data())
+            .map_err(|e| LogError::io("flush", &self.log_path, e));
+        if let Err(e) = &result {
+            self.shared.mark_offline(e);
+        }
+        result
+    }
+
+    /// The offset below which the segment holds every record.
+    pub fn up_to(&self) -> i64 {
+        self.up_to
+    }
 }
 
 impl PartitionLog {
@@ -144,6 +187,8 @@ impl PartitionLog {
             last_flush_ms: now_ms,
             pending_deletes: Vec::new(),
             recovered_truncated_bytes: 0,
+            defer_rolled_flushes: false,
+            rolled: Vec::new(),
         };
         log.load_segments(&bases, checkpoints.clean_shutdown, now_ms)?;
         Ok(log)
@@ -507,17 +552,56 @@ impl PartitionLog {
         if self.active_ref().base_offset() == base {
             return Ok(());
         }
+        let defer = self.defer_rolled_flushes;
         let active = self.active();
-        active
-            .seal(&files)
-            .map_err(|e| LogError::io("flush", active.log_path(), e))?;
+        let sealed = if defer {
+            active
+                .finish_time_index(&files)
+                .and_then(|()| active.files_to_flush(&files))
+                .map(Some)
+        } else {
+            active.seal(&files).map(|()| None)
+        };
+        let sealed = sealed.map_err(|e| LogError::io("flush", active.log_path(), e))?;
+        let log_path = active.log_path().to_path_buf();
         active.unload_indexes();
         self.producers.take_snapshot(base)?;
         let segment = Segment::create(&self.dir, base, &files, now_ms)
             .map_err(|e| LogError::io("create segment", &self.dir, e))?;
         self.segments.insert(base, Box::new(segment));
-        self.recovery_point = self.recovery_point.max(base);
+        match sealed {
+            Some(files) => self.rolled.push(RolledSegment {
+                up_to: base,
+                log_path,
+                files,
+                shared: Arc::clone(&self.shared),
+                instance: self.instance,
+                truncations: self.truncations,
+            }),
+            None => self.recovery_point = self.recovery_point.max(base),
+        }
         Ok(())
+    }
+
+    /// From now on a roll hands the sealed segment's fsync to the caller through
+    /// [`PartitionLog::take_rolled`] (a broker's log shard, whose appends must not wait for it).
+    pub fn defer_rolled_flushes(&mut self) {
+        self.defer_rolled_flushes = true;
+    }
+
+    /// The segments sealed since the last call, to be flushed with [`RolledSegment::flush`].
+    pub fn take_rolled(&mut self) -> Vec<RolledSegment> {
+        std::mem::take(&mut self.rolled)
+    }
+
+    /// Moves the recovery point past `rolled`, flushed: unless the log was truncated since the
+    /// roll (then the records it held above the cut are gone) or `rolled` is another log's.
+    pub fn rolled_flushed(&mut self, rolled: &RolledSegment) {
+        if rolled.instance == self.instance && rolled.truncations == self.truncations {
+            self.recovery_point = self
+                .recovery_point
+                .max(rolled.up_to.min(self.log_end_offset()));
+        }
     }
 
     fn maybe_flush(&mut self, now_ms: i64) -> Result<()> {

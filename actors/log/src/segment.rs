@@ -624,6 +624,18 @@ impl Segment {
         self.maybe_append_time_entry(files)
     }
 
+    /// Handles on the segment's three files, for a flush on another thread.
+    pub fn files_to_flush(
+        &self,
+        files: &Arc<FileCache>,
+    ) -> std::io::Result<Vec<Arc<std::fs::File>>> {
+        Ok(vec![
+            files.get(&self.log_path, false)?,
+            files.get(self.index.path(), true)?,
+            files.get(self.time_index.path(), true)?,
+        ])
+    }
+
     pub fn flush(&self, files: &Arc<FileCache>) -> std::io::Result<()> {
         files.get(&self.log_path, false)?.sync_data()?;
         self.index.flush(files)?;

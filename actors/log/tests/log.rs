@@ -279,6 +279,43 @@ fn a_corrupt_batch_in_the_middle_drops_everything_after_it() {
     assert_eq!(read_all(&mut log, 0).len(), 2);
 }
 
+/// A broker's log shard defers the fsync of rolled segments (Kafka's `flush-log` task): the
+/// recovery point moves past a segment only once its flush is reported, and not after a
+/// truncation since the roll, whose records above the cut are gone.
+#[test]
+fn deferred_rolls_move_the_recovery_point_once_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, mut log) = open(dir.path(), small_config());
+    log.defer_rolled_flushes();
+    for i in 0..80u64 {
+        log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3);
+    assert_eq!(log.recovery_point(), 0, "nothing flushed yet");
+    let rolled = log.take_rolled();
+    assert_eq!(
+        rolled.iter().map(|r| r.up_to()).collect::<Vec<_>>(),
+        bases[1..].to_vec(),
+        "one per roll, in order"
+    );
+    assert!(log.take_rolled().is_empty());
+    for segment in &rolled[..rolled.len() - 1] {
+        segment.flush().unwrap();
+        log.rolled_flushed(segment);
+    }
+    assert_eq!(log.recovery_point(), bases[bases.len() - 2]);
+
+    // A truncation below the last roll makes its report stale.
+    let last = rolled.last().unwrap();
+    log.truncate_to(last.up_to() - 1, NOW).unwrap();
+    last.flush().unwrap();
+    log.rolled_flushed(last);
+    assert_eq!(log.recovery_point(), bases[bases.len() - 2]);
+    assert!(log.recovery_point() <= log.log_end_offset());
+}
+
 #[test]
 fn only_segments_from_the_recovery_point_are_scanned() {
     let dir = tempfile::tempdir().unwrap();

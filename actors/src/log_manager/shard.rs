@@ -10,7 +10,7 @@ use bytes::Bytes;
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 use gregor_log::checkpoint::TopicPartition;
 use gregor_log::config::LogConfig;
-use gregor_log::log::{AppendInfo, PartitionLog};
+use gregor_log::log::{AppendInfo, PartitionLog, RolledSegment};
 use gregor_log::log_dir::LogDir;
 
 use gregor_log::producer_state::ProducerEntry;
@@ -240,6 +240,29 @@ struct Worker {
     cleaned: Sender<Cleaned>,
     /// Partitions with a pass at a cleaner thread.
     cleaning: HashSet<TopicPartition>,
+    /// This shard's flusher thread, which fsyncs the segments appends roll.
+    flusher: Sender<(TopicPartition, RolledSegment)>,
+}
+
+/// A rolled segment the flusher fsynced (or failed to).
+type Flushed = (TopicPartition, RolledSegment, bool);
+
+/// fsyncs rolled segments in the order they were rolled, off the shard's thread: up to
+/// `segment.bytes` of dirty data, which the appends after a roll need not wait for (Kafka's
+/// `flush-log` task). Ends when the shard does.
+fn run_flusher(jobs: &Receiver<(TopicPartition, RolledSegment)>, done: &Sender<Flushed>) {
+    for (tp, rolled) in jobs {
+        let flushed = match rolled.flush() {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::error!(partition = %tp.dir_name(), up_to = rolled.up_to(), %error, "cannot flush a rolled segment");
+                false
+            }
+        };
+        if done.send((tp, rolled, flushed)).is_err() {
+            return;
+        }
+    }
 }
 
 /// Starts shard `index`.
@@ -252,6 +275,11 @@ pub(super) fn spawn(
     let (data_tx, data_rx) = channel::bounded(DATA_CHANNEL_CAPACITY);
     let (control_tx, control_rx) = channel::unbounded();
     let (cleaned_tx, cleaned_rx) = channel::unbounded();
+    let (flush_tx, flush_rx) = channel::unbounded();
+    let (flushed_tx, flushed_rx) = channel::unbounded();
+    std::thread::Builder::new()
+        .name(format!("log-flush-{index}"))
+        .spawn(move || run_flusher(&flush_rx, &flushed_tx))?;
     let now = Instant::now();
     let retention_every = Duration::from_millis(settings.retention_check_interval_ms.max(1000));
     let checkpoint_every = Duration::from_millis(settings.checkpoint_interval_ms.max(1000));
@@ -275,10 +303,11 @@ pub(super) fn spawn(
         cleaners,
         cleaned: cleaned_tx,
         cleaning: HashSet::new(),
+        flusher: flush_tx,
     };
     let thread = std::thread::Builder::new()
         .name(format!("log-shard-{index}"))
-        .spawn(move || worker.run(&data_rx, &control_rx, &cleaned_rx))?;
+        .spawn(move || worker.run(&data_rx, &control_rx, &cleaned_rx, &flushed_rx))?;
     Ok((
         Shard {
             data: data_tx,
@@ -298,6 +327,7 @@ impl Worker {
         data: &Receiver<DataCommand>,
         control: &Receiver<Control>,
         cleaned: &Receiver<Cleaned>,
+        flushed: &Receiver<Flushed>,
     ) {
         loop {
             // Metadata first: a log opened before a request was sent must be there to serve it.
@@ -322,6 +352,13 @@ impl Worker {
                 recv(cleaned) -> pass => {
                     if let Ok(pass) = pass {
                         self.on_cleaned(pass);
+                    }
+                }
+                recv(flushed) -> done => {
+                    if let Ok((tp, rolled, true)) = done {
+                        if let Some(hosted) = self.logs.get_mut(&tp) {
+                            hosted.log.rolled_flushed(&rolled);
+                        }
                     }
                 }
                 default(TICK) => {}
@@ -409,7 +446,8 @@ impl Worker {
             (opened, high_watermark)
         };
         match opened {
-            Ok(log) => {
+            Ok(mut log) => {
+                log.defer_rolled_flushes();
                 state.publish_offsets(log.log_start_offset(), log.log_end_offset());
                 // A restarted replica serves what it knew to be committed before its first
                 // fetch or ISR report moves it (Kafka's high-watermark checkpoint).
@@ -633,7 +671,17 @@ impl Worker {
             .logs
             .get_mut(tp)
             .ok_or_else(|| LogManagerError::NoLog(tp.dir_name()))?;
-        operation(hosted).map_err(|error| {
+        let result = operation(hosted);
+        for rolled in hosted.log.take_rolled() {
+            if let Err(unsent) = self.flusher.send((tp.clone(), rolled)) {
+                // The flusher thread is gone: flush here rather than never.
+                let (_, rolled) = unsent.into_inner();
+                if rolled.flush().is_ok() {
+                    hosted.log.rolled_flushed(&rolled);
+                }
+            }
+        }
+        result.map_err(|error| {
             if error.is_storage_error() {
                 hosted.state.offline.store(true, Ordering::Release);
                 hosted.state.appended.notify_waiters();

@@ -139,6 +139,11 @@ fn paced(
 ) -> anyhow::Result<Report> {
     let topic = args.common.topic.as_str();
     let interval = Duration::from_secs(1) / rate;
+    let warm_up = warm_up(args, &producer, consumer)?;
+    println!(
+        "Warm-up round trip: {:.3} ms (the producer's first metadata and connection; not counted)",
+        warm_up.as_secs_f64() * 1000.0
+    );
     let origin = Instant::now();
     let progress = super::progress_bar(args.num_records);
     let mut latencies = Latencies::default();
@@ -203,5 +208,37 @@ fn paced(
             .map_err(|_| anyhow::anyhow!("the sending thread panicked"))?
     })?;
     progress.finish_and_clear();
-    Ok(report(args, &latencies, origin.elapsed()))
+    let mut report = report(args, &latencies, origin.elapsed());
+    report.warm_up_ms = Some(warm_up.as_secs_f64() * 1000.0);
+    Ok(report)
+}
+
+/// Sends one record and reads it back before the paced run: a new producer's first send
+/// waits for the topic's metadata and a connection to the leader (tens of ms), and at 10,000
+/// records/s every record queued behind it would carry that wait, the steady state measured
+/// after.
+fn warm_up(
+    args: &LatencyArgs,
+    producer: &BaseProducer,
+    consumer: &BaseConsumer,
+) -> anyhow::Result<Duration> {
+    let payload = vec![0u8; args.record_size];
+    let sent = Instant::now();
+    producer
+        .send(BaseRecord::<(), [u8]>::to(&args.common.topic).payload(payload.as_slice()))
+        .map_err(|(error, _)| error)
+        .context("sending the warm-up record")?;
+    loop {
+        let left = ROUND_TRIP_TIMEOUT.saturating_sub(sent.elapsed());
+        anyhow::ensure!(
+            !left.is_zero(),
+            "the warm-up record was not read back within {ROUND_TRIP_TIMEOUT:?}"
+        );
+        producer.poll(Duration::ZERO);
+        match consumer.poll(left.min(Duration::from_millis(10))) {
+            Some(Ok(_)) => return Ok(sent.elapsed()),
+            Some(Err(error)) => return Err(error).context("consuming the warm-up record"),
+            None => {}
+        }
+    }
 }

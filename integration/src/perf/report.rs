@@ -83,6 +83,9 @@ pub struct Report {
     pub mb_per_s: f64,
     /// Send to acknowledgement (produce), send to read (latency); absent for consume.
     pub latency: Option<LatencySummary>,
+    /// Paced latency only: the round trip of the record sent before the measured ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_up_ms: Option<f64>,
     /// Consume only: the rates after the group assigned the partitions (Kafka's
     /// `fetch.MB.sec` and `fetch.nMsg.sec`), and the time that took (`rebalance.time.ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,6 +120,7 @@ impl Report {
             records_per_s: records as f64 / seconds,
             mb_per_s: super::megabytes(bytes) / seconds,
             latency: None,
+            warm_up_ms: None,
             fetch: None,
         }
     }
