@@ -203,10 +203,6 @@ impl<E: IndexEntry> IndexFile<E> {
         self.truncate_entries(files, 0)
     }
 
-    pub fn flush(&self, files: &Arc<FileCache>) -> std::io::Result<()> {
-        files.get(&self.path, true)?.sync_data()
-    }
-
     /// Every entry, for tools.
     pub fn entries(&mut self, files: &Arc<FileCache>) -> std::io::Result<Vec<E>> {
         Ok(self.load(files)?.clone())

@@ -637,9 +637,9 @@ impl Segment {
     }
 
     pub fn flush(&self, files: &Arc<FileCache>) -> std::io::Result<()> {
-        files.get(&self.log_path, false)?.sync_data()?;
-        self.index.flush(files)?;
-        self.time_index.flush(files)
+        self.files_to_flush(files)?
+            .iter()
+            .try_for_each(|file| file.sync_data())
     }
 
     /// Renames the segment's files with the `.deleted` suffix; returns the new paths.

@@ -244,22 +244,18 @@ struct Worker {
     flusher: Sender<(TopicPartition, RolledSegment)>,
 }
 
-/// A rolled segment the flusher fsynced (or failed to).
-type Flushed = (TopicPartition, RolledSegment, bool);
-
 /// fsyncs rolled segments in the order they were rolled, off the shard's thread: up to
 /// `segment.bytes` of dirty data, which the appends after a roll need not wait for (Kafka's
-/// `flush-log` task). Ends when the shard does.
-fn run_flusher(jobs: &Receiver<(TopicPartition, RolledSegment)>, done: &Sender<Flushed>) {
+/// `flush-log` task). Reports the flushed ones back; a failed flush has taken its log dir
+/// offline. Ends when the shard does.
+fn run_flusher(
+    jobs: &Receiver<(TopicPartition, RolledSegment)>,
+    flushed: &Sender<(TopicPartition, RolledSegment)>,
+) {
     for (tp, rolled) in jobs {
-        let flushed = match rolled.flush() {
-            Ok(()) => true,
-            Err(error) => {
-                tracing::error!(partition = %tp.dir_name(), up_to = rolled.up_to(), %error, "cannot flush a rolled segment");
-                false
-            }
-        };
-        if done.send((tp, rolled, flushed)).is_err() {
+        if let Err(error) = rolled.flush() {
+            tracing::error!(partition = %tp.dir_name(), up_to = rolled.up_to(), %error, "cannot flush a rolled segment");
+        } else if flushed.send((tp, rolled)).is_err() {
             return;
         }
     }
@@ -327,7 +323,7 @@ impl Worker {
         data: &Receiver<DataCommand>,
         control: &Receiver<Control>,
         cleaned: &Receiver<Cleaned>,
-        flushed: &Receiver<Flushed>,
+        flushed: &Receiver<(TopicPartition, RolledSegment)>,
     ) {
         loop {
             // Metadata first: a log opened before a request was sent must be there to serve it.
@@ -355,7 +351,7 @@ impl Worker {
                     }
                 }
                 recv(flushed) -> done => {
-                    if let Ok((tp, rolled, true)) = done {
+                    if let Ok((tp, rolled)) = done {
                         if let Some(hosted) = self.logs.get_mut(&tp) {
                             hosted.log.rolled_flushed(&rolled);
                         }

@@ -639,6 +639,7 @@ impl PeerClient {
         let correlation = self.next_correlation;
         let route = self.route.clone();
         let target = self.target;
+        let addr = self.addr();
         async move {
             let links = match route {
                 Route::Direct(channel) => {
@@ -647,7 +648,7 @@ impl PeerClient {
                 Route::Link(links) => links,
             };
             let io = |reason: String| CallError::Io {
-                addr: format!("raft link of node {target}"),
+                addr: addr.clone(),
                 reason,
             };
             let frame = rpc::encode_request(correlation, &request).map_err(io)?;
@@ -660,6 +661,14 @@ impl PeerClient {
             }
             Ok(response)
         }
+    }
+
+    /// openraft's error for an answer not in within `ttl`.
+    fn timed_out<E: std::error::Error>(&self, ttl: Duration) -> RPCError<u64, VoterNode, E> {
+        RPCError::Network(NetworkError::new(&CallError::TimedOut {
+            addr: self.addr(),
+            after: ttl,
+        }))
     }
 
     fn rpc_error<E: std::error::Error>(error: CallError) -> RPCError<u64, VoterNode, E> {
@@ -726,20 +735,12 @@ impl PeerClient {
         Ok(response)
     }
 
-    async fn call(
-        &mut self,
-        request: QuorumRequest,
-        timeout: Duration,
-    ) -> Result<QuorumResponse, CallError> {
-        self.start_call(request, timeout).await
-    }
-
     async fn send<E: std::error::Error>(
         &mut self,
         request: QuorumRequest,
         option: &RPCOption,
     ) -> Result<QuorumResponse, RPCError<u64, VoterNode, E>> {
-        self.call(request, option.hard_ttl())
+        self.start_call(request, option.hard_ttl())
             .await
             .map_err(Self::rpc_error)
     }
@@ -814,10 +815,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let ttl = option.hard_ttl();
         if self.outstanding.is_some() {
             let Some((earlier, answer)) = self.take_answer(ttl).await else {
-                return Err(RPCError::Network(NetworkError::new(&CallError::TimedOut {
-                    addr: self.addr(),
-                    after: ttl,
-                })));
+                return Err(self.timed_out(ttl));
             };
             match self.absorb(&earlier, answer) {
                 Ok(AppendEntriesResponse::HigherVote(vote)) if vote > rpc.vote => {
@@ -877,10 +875,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         });
         let Some((sent, answer)) = self.take_answer(ttl).await else {
             // Our own deadline (the same heartbeat interval) may fire before openraft's.
-            return Err(RPCError::Network(NetworkError::new(&CallError::TimedOut {
-                addr: self.addr(),
-                after: ttl,
-            })));
+            return Err(self.timed_out(ttl));
         };
         match self.absorb(&sent, answer)? {
             AppendEntriesResponse::Success if trimmed => {
