@@ -109,7 +109,13 @@ pub fn create_partitions(
     assignments: Option<Vec<Vec<i32>>>,
     validate_only: bool,
 ) -> CreatePartitionsRequest {
-    let topic = CreatePartitionsTopic::default()
+    grow_partitions(vec![growth(name, count, assignments)], validate_only)
+}
+
+/// A CreatePartitions topic growing `name` to `count` partitions, placed by the controller or
+/// on the replicas `assignments` lists per new partition.
+pub fn growth(name: &str, count: i32, assignments: Option<Vec<Vec<i32>>>) -> CreatePartitionsTopic {
+    CreatePartitionsTopic::default()
         .with_name(topic_name(name))
         .with_count(count)
         .with_assignments(assignments.map(|a| {
@@ -119,9 +125,16 @@ pub fn create_partitions(
                         .with_broker_ids(ids.into_iter().map(BrokerId).collect())
                 })
                 .collect()
-        }));
+        }))
+}
+
+/// A CreatePartitions request for `topics`.
+pub fn grow_partitions(
+    topics: Vec<CreatePartitionsTopic>,
+    validate_only: bool,
+) -> CreatePartitionsRequest {
     CreatePartitionsRequest::default()
-        .with_topics(vec![topic])
+        .with_topics(topics)
         .with_timeout_ms(30_000)
         .with_validate_only(validate_only)
 }

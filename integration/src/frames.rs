@@ -76,6 +76,29 @@ pub fn create_topics_v7(count: usize, partitions: i32, validate_only: bool) -> B
     )
 }
 
+/// A CreatePartitions v3 frame growing the first `count` distinct four-letter topics to
+/// `partitions` partitions each, without assignments (see [`flexible_list`] for the header).
+pub fn create_partitions_v3(count: usize, partitions: i32) -> BytesMut {
+    // TimeoutMs, ValidateOnly false, tagged fields.
+    let mut suffix = 1_000i32.to_be_bytes().to_vec();
+    suffix.extend([0, 0]);
+    flexible_list(
+        37,
+        3,
+        b"",
+        count,
+        11,
+        |index, frame| {
+            frame.put_u8(5);
+            frame.put_slice(&four_letter_name(index));
+            frame.put_i32(partitions);
+            // Assignments null, no tagged fields.
+            frame.put_slice(b"\x00\x00");
+        },
+        &suffix,
+    )
+}
+
 /// A DescribeQuorum v2 frame naming partitions 0 to `count - 1` of `__cluster_metadata` (see
 /// [`flexible_list`] for the header).
 pub fn describe_quorum_v2(count: usize) -> BytesMut {

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -171,6 +172,23 @@ pub struct CreatePartitions {
     /// The request as the client sent it.
     pub request: CreatePartitionsRequest,
     /// Its API version.
+    pub version: i16,
+    /// Who sent it.
+    pub principal: Principal,
+    /// Its client id.
+    pub client_id: String,
+}
+
+/// Add partitions to the topics of a request too large to decode whole, read from where they
+/// are kept and answered compactly (issue #11).
+#[derive(Message)]
+#[rtype(result = "logic::ListedGrowth")]
+pub struct CreateListedPartitions {
+    /// The request's topics.
+    pub topics: Arc<dyn logic::ListedTopics<CreatePartitionsTopic>>,
+    /// Whether only to validate.
+    pub validate_only: bool,
+    /// The request's API version.
     pub version: i16,
     /// Who sent it.
     pub principal: Principal,
@@ -864,16 +882,14 @@ impl Handler<CreatePartitions> for Controller {
     type Result = ResponseFuture<CreatePartitionsResponse>;
 
     fn handle(&mut self, msg: CreatePartitions, ctx: &mut Self::Context) -> Self::Result {
-        let msg = match self.admit(msg, ctx) {
-            Ok(msg) => msg,
-            Err(answer) => return answer,
-        };
-        let mut quota = self.mutation_quota(&msg.principal, &msg.client_id, msg.version, 3);
-        let response = self.mutate_charged(
+        self.topics_charged(
+            msg,
             ctx,
-            &msg,
-            &mut quota,
-            |image, mutation| logic::create_partitions(image, &msg.request, msg.version, mutation),
+            |msg| (&msg.principal, &msg.client_id, msg.version),
+            3,
+            |msg, image, _, mutation| {
+                logic::create_partitions(image, &msg.request, msg.version, mutation)
+            },
             |mut response: CreatePartitionsResponse, code, message| {
                 for topic in &mut response.results {
                     if topic.error_code == 0 {
@@ -883,12 +899,39 @@ impl Handler<CreatePartitions> for Controller {
                 }
                 response
             },
-        );
-        Box::pin(async move {
-            let mut response = response.await;
-            response.throttle_time_ms = with_throttle(response.throttle_time_ms, &quota);
-            response
-        })
+            |response| &mut response.throttle_time_ms,
+        )
+    }
+}
+
+impl Handler<CreateListedPartitions> for Controller {
+    type Result = ResponseFuture<logic::ListedGrowth>;
+
+    fn handle(&mut self, msg: CreateListedPartitions, ctx: &mut Self::Context) -> Self::Result {
+        self.topics_charged(
+            msg,
+            ctx,
+            |msg| (&msg.principal, &msg.client_id, msg.version),
+            3,
+            |msg, image, _, mutation| {
+                logic::create_listed_partitions(
+                    image,
+                    msg.topics.as_ref(),
+                    msg.validate_only,
+                    mutation,
+                )
+            },
+            |mut response: logic::ListedGrowth, code, message| {
+                for outcome in &mut response.outcomes {
+                    if outcome.code == 0 {
+                        outcome.code = code.code();
+                        outcome.message = Some(vec![message.to_owned()]);
+                    }
+                }
+                response
+            },
+            |response| &mut response.throttle_time_ms,
+        )
     }
 }
 
@@ -1022,6 +1065,12 @@ impl Refusable for DeleteTopics {
 impl Refusable for DeleteListedTopics {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         logic::ListedDeletion::refused(code.code(), message)
+    }
+}
+
+impl Refusable for CreateListedPartitions {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        logic::ListedGrowth::refused(code.code(), message)
     }
 }
 

@@ -26,9 +26,9 @@ pub use activation::Activation;
 pub(crate) use actor::Refusable;
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
-    ControllerSettings, CreateListedTopics, CreatePartitions, CreateTopics, DeleteListedTopics,
-    DeleteTopics, FenceBroker, RegisterNode, UnfenceBroker, WriteRecords, ACTIVATION_WAIT,
-    LATEST_CREATE_TOPICS_VERSION,
+    ControllerSettings, CreateListedPartitions, CreateListedTopics, CreatePartitions, CreateTopics,
+    DeleteListedTopics, DeleteTopics, FenceBroker, RegisterNode, UnfenceBroker, WriteRecords,
+    ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
 };
 pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::AlterClientQuotas;

@@ -54,8 +54,8 @@ pub use metadata::{
     BrokerTable,
 };
 pub use topics::{
-    create_listed_topics, creation_denied, delete_listed_topics, deletion_denied,
-    CreateTopicsAccess, DeleteTopicsAccess,
+    create_listed_partitions, create_listed_topics, creation_denied, delete_listed_topics,
+    deletion_denied, growth_denied, CreatePartitionsAccess, CreateTopicsAccess, DeleteTopicsAccess,
 };
 
 use crate::context::{HandlerContext, ListenerKind, RequestInfo};

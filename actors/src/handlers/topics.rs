@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use gregor_publishers::acl::{AclOperation, ResourceType};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, ResponseKind, TopicName,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -20,10 +21,12 @@ use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{Caller, ControllerForwarder, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::{
-    ListedCreation, ListedDeletion, ListedNames, ListedOutcome, ListedTopics,
+    ListedAnswers, ListedCreation, ListedDeletion, ListedGrowth, ListedNames, ListedOutcome,
+    ListedTopics,
 };
 use crate::controller::{
-    self, CreateListedTopics, CreatePartitions, CreateTopics, DeleteListedTopics, DeleteTopics,
+    self, CreateListedPartitions, CreateListedTopics, CreatePartitions, CreateTopics,
+    DeleteListedTopics, DeleteTopics,
 };
 
 /// Why the controller could not be asked: its mailbox is gone, so the node is shutting down.
@@ -253,30 +256,10 @@ pub async fn create_listed_topics(
             access.shows_configs(name)
         });
     }
-    let mut errors = ErrorCounts::default();
-    errors.add_times(
-        ResponseError::TopicAuthorizationFailed.code(),
-        denied as u64,
-    );
-    match &creation.refused {
-        Some((code, _)) => errors.add_times(*code, listed as u64),
-        None => {
-            let mut times = vec![0u64; creation.outcomes.len()];
-            for index in 0..creation.answered() {
-                let at = creation.per_topic.get(index).map_or(0, |at| *at as usize);
-                if let Some(count) = times.get_mut(at) {
-                    *count += 1;
-                }
-            }
-            for (outcome, times) in creation.outcomes.iter().zip(times) {
-                let code = match outcome {
-                    ListedOutcome::Created { result, .. } => result.error_code,
-                    ListedOutcome::Failed { code, .. } => *code,
-                };
-                errors.add_times(code, times);
-            }
-        }
-    }
+    let errors = listed_errors(&creation, listed, denied, |outcome| match outcome {
+        ListedOutcome::Created { result, .. } => result.error_code,
+        ListedOutcome::Failed { code, .. } => *code,
+    });
     let response = CreateTopicsResponse::default().with_throttle_time_ms(creation.throttle_time_ms);
     let answer = ApiResponse {
         throttle_time_ms: creation.throttle_time_ms,
@@ -286,6 +269,31 @@ pub async fn create_listed_topics(
         encoded_list: None,
     };
     (answer, creation)
+}
+
+/// The error codes of a listed request's answer: `denied` names refused authorization, and the
+/// controller's answers (each of `listed` topics its refusal's error when it refused the
+/// request whole).
+fn listed_errors<O>(
+    answers: &ListedAnswers<O>,
+    listed: usize,
+    denied: usize,
+    code: impl Fn(&O) -> i16,
+) -> ErrorCounts {
+    let mut errors = ErrorCounts::default();
+    errors.add_times(
+        ResponseError::TopicAuthorizationFailed.code(),
+        denied as u64,
+    );
+    match &answers.refused {
+        Some((refused, _)) => errors.add_times(*refused, listed as u64),
+        None => {
+            for (outcome, times) in answers.outcomes.iter().zip(answers.uses()) {
+                errors.add_times(code(outcome), times);
+            }
+        }
+    }
+    errors
 }
 
 /// Hides the configs of each created topic of `creation` that `shows` refuses, as the decoded
@@ -531,6 +539,87 @@ pub async fn delete_listed_topics(
     (answer, deletion)
 }
 
+/// Who may add partitions to the topics of one CreatePartitions request. Kafka: ALTER on each
+/// topic.
+pub struct CreatePartitionsAccess<'a> {
+    access: Access<'a>,
+}
+
+impl<'a> CreatePartitionsAccess<'a> {
+    pub fn new(ctx: &'a HandlerContext, info: &'a RequestInfo) -> Self {
+        CreatePartitionsAccess {
+            access: Access::new(ctx, info),
+        }
+    }
+
+    /// Whether each topic's ALTER is checked (an authorizer).
+    pub fn checks_each_topic(&self) -> bool {
+        self.access.is_enforced()
+    }
+
+    /// Whether partitions may be added to the topic `name`, named once; a denial is logged. A
+    /// name given twice is the controller's INVALID_REQUEST whatever the ACLs say, so it is not
+    /// asked.
+    pub fn may_alter(&self, name: &str) -> bool {
+        !self.access.is_enforced()
+            || self
+                .access
+                .allows(AclOperation::Alter, ResourceType::Topic, name)
+    }
+}
+
+/// The answer to a topic whose ALTER is denied.
+pub fn growth_denied(name: TopicName) -> CreatePartitionsTopicResult {
+    CreatePartitionsTopicResult::default()
+        .with_name(name)
+        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
+}
+
+/// CreatePartitions for a request whose topics stay in its frame (`ListedTopics`, which leaves
+/// out the denied names): the answer's body lists no topics, and the returned growth answers
+/// each topic given to the controller, for the caller to write as it sends the answer (with
+/// the denied names answered [`growth_denied`] in their place).
+pub async fn create_listed_partitions(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    topics: Arc<dyn ListedTopics<CreatePartitionsTopic>>,
+    validate_only: bool,
+) -> (ApiResponse, ListedGrowth) {
+    let listed = topics.listed();
+    let denied = topics.denied();
+    let growth = match ctx
+        .ask_controller(
+            info.controller_failure.as_ref(),
+            CreateListedPartitions {
+                topics,
+                validate_only,
+                version: info.api_version,
+                principal: (*info.principal).clone(),
+                client_id: info.client_id.to_string(),
+            },
+        )
+        .await
+    {
+        Ok(growth) => growth,
+        Err(error) => {
+            let (code, message) = unavailable(&error);
+            ListedGrowth::refused(code.code(), &message)
+        }
+    };
+    let errors = listed_errors(&growth, listed, denied, |outcome| outcome.code);
+    let response =
+        CreatePartitionsResponse::default().with_throttle_time_ms(growth.throttle_time_ms);
+    let answer = ApiResponse {
+        throttle_time_ms: growth.throttle_time_ms,
+        body: ResponseKind::CreatePartitions(response),
+        errors,
+        delivery: super::Delivery::Send,
+        encoded_list: None,
+    };
+    (answer, growth)
+}
+
 pub(super) async fn create_partitions(
     ctx: &HandlerContext,
     info: &RequestInfo,
@@ -576,12 +665,7 @@ pub(super) async fn create_partitions(
         &denied,
         std::mem::take(&mut response.results),
         |t| t.name.as_str(),
-        |name| {
-            CreatePartitionsTopicResult::default()
-                .with_name(name.clone())
-                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
-        },
+        |name| growth_denied(name.clone()),
     );
     let mut errors = ErrorCounts::default();
     errors.add_all(response.results.iter().map(|t| t.error_code));

@@ -1,6 +1,7 @@
-//! CreateTopics naming more topics than one chunk on a node with an authorizer
-//! (`node/src/network/create_topics_chunks.rs`): decided from its frame as without one, each
-//! name named once checked for CREATE unless the cluster allows it. The answer must be the one
+//! CreateTopics and CreatePartitions naming more topics than one chunk on a node with an
+//! authorizer (`node/src/network/topic_list_chunks.rs`): decided from its frame as without one,
+//! each name named once checked for CREATE unless the cluster allows it (ALTER on each topic
+//! for CreatePartitions). The answer must be the one
 //! the same topics get in shorter requests decoded whole (denied names TOPIC_AUTHORIZATION_FAILED
 //! in request order, repeated names INVALID_REQUEST unchecked, configs hidden from who may not
 //! describe them), each denial logged once, and 10 MB of distinct names must stay below four
@@ -39,7 +40,7 @@ fn authorized_node() -> GregorNode {
         None,
         &[(
             "RUST_LOG",
-            "info,gregor_node::network::create_topics_chunks=debug",
+            "info,gregor_node::network::topic_list_chunks=debug",
         )],
     )
     .unwrap()
@@ -58,9 +59,15 @@ async fn add_acls(conn: &mut KafkaConn, acls: Vec<AclCreation>) {
 
 /// The lines of `node`'s log denying CREATE on a topic, by topic name.
 fn create_denials(node: &GregorNode) -> Vec<String> {
+    denials(node, "CREATE")
+}
+
+/// The lines of `node`'s log denying `operation` on a topic, by topic name.
+fn denials(node: &GregorNode, operation: &str) -> Vec<String> {
+    let operation = format!("operation=\"{operation}\"");
     node.stderr()
         .lines()
-        .filter(|line| line.contains("gregor::authorizer") && line.contains("operation=\"CREATE\""))
+        .filter(|line| line.contains("gregor::authorizer") && line.contains(&operation))
         .filter_map(|line| line.split("resource=TOPIC:").nth(1))
         .map(str::to_owned)
         .collect()
@@ -100,6 +107,13 @@ async fn denials_since(
 fn decided_from_frame(node: &GregorNode) -> usize {
     node.stderr()
         .matches("a CreateTopics request decided from its frame")
+        .count()
+}
+
+/// How many CreatePartitions requests the node decided from their frame.
+fn growths_decided_from_frame(node: &GregorNode) -> usize {
+    node.stderr()
+        .matches("a CreatePartitions request decided from its frame")
         .count()
 }
 
@@ -295,6 +309,108 @@ async fn create_topics_naming_many_topics_with_acls_answers_as_shorter_requests(
     let whole: Vec<CreatableTopic> = first.iter().chain(&second).cloned().collect();
     let created = without_ids(conn.send(&create_topics(whole, false), 7).await.unwrap());
     assert_eq!(created, validated, "created as validated");
+}
+
+/// CreatePartitions naming more topics than one chunk, ALTER denied on the "d-" topics: each
+/// name named once is checked from the frame (once per request), the denied ones answered
+/// TOPIC_AUTHORIZATION_FAILED in request order, a repeated one INVALID_REQUEST unchecked, the
+/// others decided as in two shorter requests decoded whole.
+#[tokio::test]
+async fn create_partitions_of_many_topics_with_acls_answers_as_shorter_requests() {
+    use crate::t30_request_memory::{answered_with, growth_half, growth_validated_as_halves};
+    use gregor_integration::admin::{grow_partitions, growth};
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    let node = authorized_node();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let existing: Vec<CreatableTopic> = ["a", "b"]
+        .iter()
+        .flat_map(|tag| {
+            (0..22)
+                .map(move |index| format!("old-{tag}-{index}"))
+                .chain([format!("d-old-{tag}")])
+        })
+        .map(|name| creatable(&name, 1, 1))
+        .collect();
+    let created = conn.send(&create_topics(existing, false), 7).await.unwrap();
+    assert!(
+        created.topics.iter().all(|t| t.error_code == 0),
+        "{created:?}"
+    );
+    add_acls(&mut conn, vec![acl(TOPIC, "d-", PREFIXED, ALTER, DENY)]).await;
+    // Per half: the denied existing topic and 50 denied unknown ones among the others, and a
+    // denied name given twice.
+    let half = |tag: &str| -> Vec<CreatePartitionsTopic> {
+        let mut topics = growth_half(tag);
+        topics.insert(7, growth(&format!("d-old-{tag}"), 2, None));
+        topics.insert(9, growth(&format!("d-dup-{tag}"), 2, None));
+        for index in 0..50 {
+            topics.insert(
+                30 + 10 * index,
+                growth(&format!("d-{tag}-{index}"), 2, None),
+            );
+        }
+        topics.push(growth(&format!("d-dup-{tag}"), 3, None));
+        topics
+    };
+    let (first, second) = (half("a"), half("b"));
+    let whole: Vec<CreatePartitionsTopic> = first.iter().chain(&second).cloned().collect();
+    let seen = denials(&node, "ALTER").len();
+    let mut validated = None;
+    for version in [1, 3] {
+        let chunked = growths_decided_from_frame(&node);
+        let whole_logged = || async {
+            wait_until("the request's debug line", Duration::from_secs(30), || {
+                let decided = growths_decided_from_frame(&node);
+                async move { Ok((decided > chunked).then_some(())) }
+            })
+            .await
+            .unwrap();
+        };
+        let answer =
+            growth_validated_as_halves(&mut conn, &first, &second, version, whole_logged).await;
+        assert_eq!(growths_decided_from_frame(&node), chunked + 1);
+        validated = Some(answer);
+    }
+    let validated = validated.unwrap();
+    let codes = |code: i16| answered_with(&validated, code);
+    assert_eq!(
+        (codes(TOPIC_AUTHORIZATION_FAILED), codes(42), codes(0)),
+        (2 * 51, 2 * 2, 2 * 18)
+    );
+    // Each denied name logged once per request: the whole and the halves, at two versions.
+    let marker = conn
+        .send(&grow_partitions(vec![growth("d-marker", 2, None)], true), 3)
+        .await
+        .unwrap();
+    assert_eq!(marker.results[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    let logged = wait_until(
+        "the marker's denial in the log",
+        Duration::from_secs(30),
+        || {
+            let logged = denials(&node, "ALTER");
+            async move {
+                Ok(logged
+                    .last()
+                    .is_some_and(|last| last == "d-marker")
+                    .then(|| logged[seen..logged.len() - 1].to_vec()))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    let mut expected: Vec<String> = validated
+        .results
+        .iter()
+        .filter(|r| r.error_code == TOPIC_AUTHORIZATION_FAILED)
+        .flat_map(|r| vec![r.name.to_string(); 4])
+        .collect();
+    expected.sort();
+    let mut logged = logged;
+    logged.sort();
+    assert_eq!(logged, expected, "each denial logged once per request");
+    let grown = conn.send(&grow_partitions(whole, false), 3).await.unwrap();
+    assert_eq!(grown, validated, "grown as validated");
 }
 
 /// 10 MB of distinct names, CREATE checked on each: the names starting "ab" (3,844 of them)

@@ -14,6 +14,7 @@ use gregor_integration::admin::{
 };
 use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
 use gregor_integration::{decode_response, wait_until, GregorNode, KafkaConn};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::{
     alter_client_quotas_response, delete_topics_response, describe_configs_response,
     describe_groups_response, incremental_alter_configs_response, list_offsets_response,
@@ -744,6 +745,168 @@ async fn create_topics_naming_many_topics_answers_as_shorter_requests() {
             assert_eq!(now.error_code, 36, "{} exists", now.name.as_str());
         }
     }
+}
+
+/// CreatePartitions naming distinct topics, none of which exists: the node decides them from
+/// the frame and answers each UNKNOWN_TOPIC_OR_PARTITION (without a message, as Kafka), the
+/// answer written as it is built.
+#[tokio::test]
+async fn create_partitions_naming_distinct_topics_stays_within_four_frames() {
+    use gregor_integration::frames::create_partitions_v3;
+    use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+    let count = (FRAME - 40) / 11;
+    let frame = create_partitions_v3(count, 2);
+    let mut body = answer_within_four_frames("CreatePartitions distinct topics", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per topic");
+    for index in 0..count {
+        let answer = CreatePartitionsTopicResult::decode(&mut body, 3).unwrap();
+        assert_eq!(
+            (
+                answer.name.as_str().as_bytes(),
+                answer.error_code,
+                answer.error_message.as_deref()
+            ),
+            (&four_letter_name(index)[..], 3, None),
+            "topic {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// The topics of one half of a CreatePartitions request naming more than one chunk: the
+/// existing topics `old-<tag>-<i>` grown to three partitions (the first six by manual
+/// assignment, one of them naming an unknown broker), one of them named twice, one asked for
+/// the partition it has, one given too few assignments, then 640 unknown names.
+pub(crate) fn growth_half(tag: &str) -> Vec<CreatePartitionsTopic> {
+    use gregor_integration::admin::growth;
+    let old = |index: usize| format!("old-{tag}-{index}");
+    let mut topics = Vec::new();
+    for index in 0..20 {
+        let assignments = match index {
+            0..=4 => Some(vec![vec![1], vec![1]]),
+            5 => Some(vec![vec![1], vec![7]]),
+            _ => None,
+        };
+        topics.push(growth(&old(index), 3, assignments));
+    }
+    topics.push(growth(&old(3), 4, None));
+    topics.push(growth(&old(20), 1, None));
+    topics.push(growth(&old(21), 3, Some(vec![vec![1]])));
+    for index in 0..640 {
+        topics.push(growth(&format!("{tag}-{index}"), 2, None));
+    }
+    topics
+}
+
+/// The CreatePartitions request `first` and `second` make at `version`, validated only,
+/// answered as the two halves are (checked), `whole_answered` awaited once the whole is.
+pub(crate) async fn growth_validated_as_halves<F: std::future::Future<Output = ()>>(
+    conn: &mut KafkaConn,
+    first: &[CreatePartitionsTopic],
+    second: &[CreatePartitionsTopic],
+    version: i16,
+    whole_answered: impl FnOnce() -> F,
+) -> kafka_protocol::messages::CreatePartitionsResponse {
+    use gregor_integration::admin::grow_partitions;
+    let whole: Vec<_> = first.iter().chain(second).cloned().collect();
+    assert!(whole.len() > 1024 && first.len() <= 1024 && second.len() <= 1024);
+    let answer = conn
+        .send(&grow_partitions(whole, true), version)
+        .await
+        .unwrap();
+    whole_answered().await;
+    let mut halves = conn
+        .send(&grow_partitions(first.to_vec(), true), version)
+        .await
+        .unwrap();
+    let second_half = conn
+        .send(&grow_partitions(second.to_vec(), true), version)
+        .await
+        .unwrap();
+    halves.results.extend(second_half.results);
+    assert_eq!(answer, halves, "validated v{version}");
+    answer
+}
+
+/// How many topics `answer` answers with error `code`.
+pub(crate) fn answered_with(
+    answer: &kafka_protocol::messages::CreatePartitionsResponse,
+    code: i16,
+) -> usize {
+    answer
+        .results
+        .iter()
+        .filter(|r| r.error_code == code)
+        .count()
+}
+
+/// A CreatePartitions naming more topics than one chunk is answered as the same topics in two
+/// shorter requests (each decoded whole), validated only, at a version before and after the
+/// flexible ones; then executed, the grown topics having their new partitions afterwards.
+#[tokio::test]
+async fn create_partitions_naming_many_topics_answers_as_shorter_requests() {
+    use gregor_integration::admin::grow_partitions;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let existing: Vec<_> = ["a", "b"]
+        .iter()
+        .flat_map(|tag| (0..22).map(move |index| creatable(&format!("old-{tag}-{index}"), 1, 1)))
+        .collect();
+    let created = conn.send(&create_topics(existing, false), 7).await.unwrap();
+    assert!(
+        created.topics.iter().all(|t| t.error_code == 0),
+        "{created:?}"
+    );
+    let (first, second) = (growth_half("a"), growth_half("b"));
+    let whole: Vec<_> = first.iter().chain(&second).cloned().collect();
+    let mut validated = None;
+    for version in [1, 3] {
+        let answer =
+            growth_validated_as_halves(&mut conn, &first, &second, version, || async {}).await;
+        validated = Some(answer);
+    }
+    let validated = validated.unwrap();
+    let codes = |code: i16| answered_with(&validated, code);
+    // Per half: 18 grown; the unknown broker and the short assignment, the repeated name
+    // (once) and the count it has fail; 640 unknown.
+    assert_eq!(
+        (codes(0), codes(39), codes(42), codes(37), codes(3)),
+        (2 * 18, 2 * 2, 2, 2, 2 * 640)
+    );
+    let grown = conn.send(&grow_partitions(whole, false), 3).await.unwrap();
+    assert_eq!(grown, validated, "grown as validated");
+    let described = conn
+        .send(
+            &metadata(
+                12,
+                Some(&["old-a-0", "old-b-19", "old-a-3", "old-b-20"]),
+                false,
+            ),
+            12,
+        )
+        .await
+        .unwrap();
+    let partitions: Vec<(String, usize)> = described
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                t.partitions.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        partitions,
+        [
+            ("old-a-0".to_owned(), 3),
+            ("old-b-19".to_owned(), 3),
+            ("old-a-3".to_owned(), 1),
+            ("old-b-20".to_owned(), 1),
+        ]
+    );
 }
 
 /// DescribeGroups naming distinct group ids: nothing merges them, so the node answers them a

@@ -33,6 +33,7 @@ use super::partition_list_chunks::{
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
 use super::tls::Stream;
+use super::topic_list_chunks::{CreatePartitionsApi, CreateTopicsApi};
 use crate::quorum::service::ForwardError;
 
 /// Settings every connection of a listener shares.
@@ -630,7 +631,8 @@ enum ChunkedRequest {
     Metadata(super::metadata_chunks::ChunkedMetadata),
     Produce(super::produce_chunks::ChunkedProduce),
     Fetch(super::fetch_chunks::ChunkedFetch),
-    CreateTopics(super::create_topics_chunks::ChunkedCreateTopics),
+    CreateTopics(super::topic_list_chunks::ChunkedCreateTopics),
+    CreatePartitions(super::topic_list_chunks::ChunkedCreatePartitions),
     ListOffsets(super::list_offsets_chunks::ChunkedListOffsets),
     OffsetForLeaderEpoch(Chunked<OffsetForLeaderEpochList>),
     DescribeProducers(Chunked<DescribeProducersList>),
@@ -649,6 +651,9 @@ impl ChunkedRequest {
             ChunkedRequest::Produce(chunked) => chunked.shell(),
             ChunkedRequest::Fetch(chunked) => chunked.shell(),
             ChunkedRequest::CreateTopics(_) => RequestKind::CreateTopics(Default::default()),
+            ChunkedRequest::CreatePartitions(_) => {
+                RequestKind::CreatePartitions(Default::default())
+            }
             ChunkedRequest::ListOffsets(chunked) => chunked.shell(),
             ChunkedRequest::OffsetForLeaderEpoch(chunked) => chunked.shell(),
             ChunkedRequest::DescribeProducers(chunked) => chunked.shell(),
@@ -689,8 +694,14 @@ impl ChunkedRequest {
             }
             ChunkedRequest::CreateTopics(chunked) => {
                 let (answer, topics) =
-                    super::create_topics_chunks::handle(handlers, info, chunked).await?;
+                    super::topic_list_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::CreateTopics(topics)))
+            }
+            ChunkedRequest::CreatePartitions(chunked) => {
+                let (answer, topics) =
+                    super::topic_list_chunks::handle_create_partitions(handlers, info, chunked)
+                        .await?;
+                (Some(answer), Some(ListWriter::CreatePartitions(topics)))
             }
             ChunkedRequest::ListOffsets(chunked) => {
                 let (answer, partitions) =
@@ -847,7 +858,7 @@ async fn process_frame(
 
     // A Metadata request naming many topics, or a Produce or Fetch naming many partitions, is
     // decided a chunk at a time (`metadata_chunks`, `produce_chunks`, `fetch_chunks`); a
-    // CreateTopics naming many topics is decided from its frame (`create_topics_chunks`) where
+    // CreateTopics naming many topics is decided from its frame (`topic_list_chunks`) where
     // this node decides it.
     let chunked = decode_guarded(|| match api_key {
         ApiKey::Metadata => super::metadata_chunks::scan(&frame, api_version)
@@ -859,9 +870,16 @@ async fn process_frame(
         ApiKey::Fetch => super::fetch_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::Fetch)),
-        ApiKey::CreateTopics => super::create_topics_chunks::scan(&frame, api_version)
-            .transpose()
-            .map(|c| c.map(ChunkedRequest::CreateTopics)),
+        ApiKey::CreateTopics => {
+            super::topic_list_chunks::scan::<CreateTopicsApi>(&frame, api_version)
+                .transpose()
+                .map(|c| c.map(ChunkedRequest::CreateTopics))
+        }
+        ApiKey::CreatePartitions => {
+            super::topic_list_chunks::scan::<CreatePartitionsApi>(&frame, api_version)
+                .transpose()
+                .map(|c| c.map(ChunkedRequest::CreatePartitions))
+        }
         ApiKey::ListOffsets => super::list_offsets_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ListOffsets)),
@@ -929,33 +947,26 @@ async fn process_frame(
     // resource, so the controller never sees the denied part. A CreateTopics or DeleteTopics
     // naming many topics is forwarded without its denied topics, whose answers the broker adds.
     if forward && handlers.authorizer.is_some() {
+        let malformed = |e: anyhow::Error| {
+            refuse(
+                CloseReason::MalformedRequest,
+                format!("cannot decode {} v{api_version}: {e}", spec.name),
+            )
+        };
         let (to_forward, denied) = match &chunked {
             Some(ChunkedRequest::CreateTopics(topics)) => {
                 let mut topics = topics.clone();
-                let malformed = |e: anyhow::Error| {
-                    refuse(
-                        CloseReason::MalformedRequest,
-                        format!("cannot decode {} v{api_version}: {e}", spec.name),
-                    )
-                };
                 topics.authorize(handlers, &info).map_err(malformed)?;
-                match topics.denied_count() {
-                    0 => (Some(raw_frame.clone()), None),
-                    _ => {
-                        let without = topics.without_denied(&raw_frame).map_err(malformed)?;
-                        let denied = super::create_topics_chunks::DeniedResultsWriter::new(topics)
-                            .map_err(malformed)?;
-                        (Some(without), Some(Appended::CreateTopics(denied)))
-                    }
-                }
+                let (frame, denied) = topics.into_forwarded(&raw_frame).map_err(malformed)?;
+                (Some(frame), denied.map(Appended::CreateTopics))
+            }
+            Some(ChunkedRequest::CreatePartitions(topics)) => {
+                let mut topics = topics.clone();
+                topics.authorize(handlers, &info).map_err(malformed)?;
+                let (frame, denied) = topics.into_forwarded(&raw_frame).map_err(malformed)?;
+                (Some(frame), denied.map(Appended::CreatePartitions))
             }
             Some(ChunkedRequest::DeleteTopics(names)) => {
-                let malformed = |e: anyhow::Error| {
-                    refuse(
-                        CloseReason::MalformedRequest,
-                        format!("cannot decode {} v{api_version}: {e}", spec.name),
-                    )
-                };
                 let mut names = names.clone();
                 names.authorize(handlers, &info).map_err(malformed)?;
                 match names.denied_count() {

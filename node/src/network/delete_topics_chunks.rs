@@ -4,7 +4,7 @@
 //! A four-letter name is five bytes on the wire, but a decoded name, the deduplicating
 //! decoder's map entry, the controller's entry, set entries, outcome and result, and the
 //! encoded answer: a frame of distinct names cost 125 times its size. Here the names stay in
-//! the frame, as CreateTopics' do (`create_topics_chunks.rs`): a scan finds each name's first
+//! the frame, as CreateTopics' do (`topic_list_chunks.rs`): a scan finds each name's first
 //! and second appearance and whether it repeats, the controller reads the names from the frame
 //! (`ListedNames`) and keeps each distinct name's answer as an index into its few distinct
 //! outcomes (`ListedDeletion`), and the answer is written name by name from the frame. The
@@ -31,10 +31,10 @@ use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::{ListedDeletion, ListedNames};
 use gregor_actors::handlers::{self, ApiResponse};
 
-use super::create_topics_chunks::{first_appearances, name_at, REPEATED};
 use super::dedup_decode::{array_length, need};
 use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{skip_string, skip_tagged_fields};
+use super::topic_list_chunks::{first_appearances, name_at, REPEATED};
 
 /// Names answered per piece of the answer; a request naming no more is decoded whole.
 pub const CHUNK: usize = 1024;

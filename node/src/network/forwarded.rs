@@ -18,6 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::dedup_decode::{array_length, uvarint};
 use super::peer::PeerStream;
 use super::repeated::{put_array_length, skip, skip_tagged_fields, ResponseBytes};
+use super::topic_list_chunks::{CreatePartitionsApi, CreateTopicsApi, DeniedResultsWriter};
 
 /// Answers up to this size are read whole from the controller; larger ones are streamed.
 pub(crate) const WHOLE_ANSWER_LIMIT: usize = 1024 * 1024;
@@ -374,7 +375,8 @@ pub struct Extended {
 /// The answers a broker adds after a forwarded answer's topics: those of the topics it denied.
 #[derive(Debug)]
 pub enum Appended {
-    CreateTopics(super::create_topics_chunks::DeniedResultsWriter),
+    CreateTopics(DeniedResultsWriter<CreateTopicsApi>),
+    CreatePartitions(DeniedResultsWriter<CreatePartitionsApi>),
     DeleteTopics(super::delete_topics_chunks::DeletionResultsWriter),
 }
 
@@ -383,6 +385,7 @@ impl Appended {
     pub(crate) fn answers(&self) -> usize {
         match self {
             Appended::CreateTopics(denied) => denied.answers(),
+            Appended::CreatePartitions(denied) => denied.answers(),
             Appended::DeleteTopics(denied) => denied.count(),
         }
     }
@@ -391,6 +394,7 @@ impl Appended {
     fn len(&self) -> usize {
         match self {
             Appended::CreateTopics(denied) => denied.len(),
+            Appended::CreatePartitions(denied) => denied.len(),
             Appended::DeleteTopics(denied) => denied.len(),
         }
     }
@@ -398,6 +402,7 @@ impl Appended {
     async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
         match self {
             Appended::CreateTopics(denied) => denied.write_to(out).await,
+            Appended::CreatePartitions(denied) => denied.write_to(out).await,
             Appended::DeleteTopics(denied) => denied.write_to(out).await,
         }
     }
@@ -631,7 +636,7 @@ mod tests {
 
     #[tokio::test]
     async fn denied_topics_follow_the_controllers_answer() {
-        use crate::network::create_topics_chunks::{scan, DeniedResultsWriter};
+        use crate::network::topic_list_chunks::{scan, DeniedResultsWriter};
         use kafka_protocol::messages::create_topics_request::CreatableTopic;
         use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
         use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
@@ -663,7 +668,9 @@ mod tests {
                 .with_topics(topics)
                 .encode(&mut body, version)
                 .unwrap();
-            let mut request = scan(&body.freeze(), version).unwrap().unwrap();
+            let mut request = scan::<CreateTopicsApi>(&body.freeze(), version)
+                .unwrap()
+                .unwrap();
             request.deny(|topic| !topic.ends_with('0')).unwrap();
             let denied = DeniedResultsWriter::new(request).unwrap();
             // The controller's answer for the others (a few, as a small answer is).

@@ -26,7 +26,6 @@ use kafka_protocol::protocol::Decodable;
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::handlers::{self, ApiResponse, ErrorCounts};
 
-use super::create_topics_chunks::name_at;
 use super::dedup_decode::{array_length, need};
 use super::metadata_chunks::{bit, set_bit};
 use super::partition_chunks::{
@@ -34,6 +33,7 @@ use super::partition_chunks::{
     CHUNK,
 };
 use super::repeated::{skip_string, skip_tagged_fields};
+use super::topic_list_chunks::name_at;
 
 /// The first flexible version.
 const FLEXIBLE_FROM: i16 = 6;

@@ -5,7 +5,6 @@
 mod busy_time;
 mod collapse;
 mod connection;
-pub mod create_topics_chunks;
 mod dedup_decode;
 pub mod delete_topics_chunks;
 pub mod envelope;
@@ -25,6 +24,7 @@ pub mod raft_voter_versions;
 pub mod repeated;
 mod sasl;
 pub mod tls;
+pub mod topic_list_chunks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -39,7 +39,6 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::create_topics_chunks::TopicResultsWriter;
 use super::dedup_decode::{array_length, need, uvarint};
 use super::delete_topics_chunks::DeletionResultsWriter;
 use super::fetch_chunks::FetchList;
@@ -51,6 +50,7 @@ use super::partition_list_chunks::{
     OffsetDeleteList, OffsetForLeaderEpochList,
 };
 use super::produce_chunks::ProduceList;
+use super::topic_list_chunks::{CreatePartitionsApi, CreateTopicsApi, TopicResultsWriter};
 
 /// How the handler answers a list whose repeats were dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -699,7 +699,7 @@ fn measure(shape: &Shape, version: i16, frame: &Bytes, rest: &mut Bytes) -> anyh
     })
 }
 
-/// A CreateTopics list too long to be decoded (`create_topics_chunks.rs` finds its repeated
+/// A CreateTopics list too long to be decoded (`topic_list_chunks.rs` finds its repeated
 /// names with four bytes per topic, where the table here costs ten times that): only each
 /// topic's own list is reduced, and the frame is rebuilt only when one was.
 fn reduce_each_inner(
@@ -778,7 +778,7 @@ fn reduce_list(
     let inner_filter = shape.inner.as_ref().filter(|i| i.answers.is_none());
     let inner_answered = shape.inner.as_ref().filter(|i| i.answers.is_some());
     let mut inner_lists = Vec::new();
-    if key == ApiKey::CreateTopics && count > super::create_topics_chunks::CHUNK as i64 {
+    if key == ApiKey::CreateTopics && count > super::topic_list_chunks::CHUNK as i64 {
         if let Some(inner) = inner_filter {
             return reduce_each_inner(shape, inner, version, frame, rest, list_start, count);
         }
@@ -891,7 +891,8 @@ pub enum ListWriter {
     EncodedMetadata(EncodedList),
     Produce(PartitionsWriter<ProduceList>),
     Fetch(PartitionsWriter<FetchList>),
-    CreateTopics(TopicResultsWriter),
+    CreateTopics(TopicResultsWriter<CreateTopicsApi>),
+    CreatePartitions(TopicResultsWriter<CreatePartitionsApi>),
     ListOffsets(PartitionsWriter<ListOffsetsList>),
     OffsetForLeaderEpoch(PartitionsWriter<OffsetForLeaderEpochList>),
     DescribeProducers(PartitionsWriter<DescribeProducersList>),
@@ -911,6 +912,7 @@ impl ListWriter {
             ListWriter::Produce(topics) => topics.count(),
             ListWriter::Fetch(topics) => topics.count(),
             ListWriter::CreateTopics(topics) => topics.count(),
+            ListWriter::CreatePartitions(topics) => topics.count(),
             ListWriter::ListOffsets(topics) => topics.count(),
             ListWriter::OffsetForLeaderEpoch(topics) => topics.count(),
             ListWriter::DescribeProducers(topics) => topics.count(),
@@ -930,6 +932,7 @@ impl ListWriter {
             ListWriter::Produce(topics) => topics.len(),
             ListWriter::Fetch(topics) => topics.len(),
             ListWriter::CreateTopics(topics) => topics.len(),
+            ListWriter::CreatePartitions(topics) => topics.len(),
             ListWriter::ListOffsets(topics) => topics.len(),
             ListWriter::OffsetForLeaderEpoch(topics) => topics.len(),
             ListWriter::DescribeProducers(topics) => topics.len(),
@@ -956,6 +959,8 @@ impl ListWriter {
             ),
             // After the topics: tagged fields (v5+).
             ListWriter::CreateTopics(_) => (usize::from(version >= 5), version >= 5),
+            // After the topics: tagged fields (v2+).
+            ListWriter::CreatePartitions(_) => (usize::from(version >= 2), version >= 2),
             // After the topics: tagged fields (v6+).
             ListWriter::ListOffsets(_) => (usize::from(version >= 6), version >= 6),
             // After the topics: tagged fields (v4+).
@@ -999,6 +1004,7 @@ impl ListWriter {
             ListWriter::Produce(topics) => topics.write_to(out).await,
             ListWriter::Fetch(topics) => topics.write_to(out).await,
             ListWriter::CreateTopics(topics) => topics.write_to(out).await,
+            ListWriter::CreatePartitions(topics) => topics.write_to(out).await,
             ListWriter::ListOffsets(topics) => topics.write_to(out).await,
             ListWriter::OffsetForLeaderEpoch(topics) => topics.write_to(out).await,
             ListWriter::DescribeProducers(topics) => topics.write_to(out).await,

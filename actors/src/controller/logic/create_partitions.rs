@@ -20,6 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use gregor_publishers::records::MetadataRecord;
 
 use super::errors::ControllerError;
+use super::listed::{decide_listed, ListedAnswers, ListedError, ListedTopics};
 use super::partitions::{
     active_replicas, all_inactive, no_active_replica, validate_manual_assignment, NewPartition,
 };
@@ -68,6 +69,35 @@ pub fn create_partitions<V: MetadataView + ?Sized>(
         records,
         response: CreatePartitionsResponse::default().with_results(results),
     }
+}
+
+/// The answer to a [`ListedTopics`] CreatePartitions request: each distinct topic's error
+/// code and message.
+pub type ListedGrowth = ListedAnswers<ListedError>;
+
+/// Decides a request whose topics are read from `topics` as [`create_partitions`] decides the
+/// same topics, without holding them or their answers whole.
+pub fn create_listed_partitions<V: MetadataView + ?Sized>(
+    image: &V,
+    topics: &dyn ListedTopics<CreatePartitionsTopic>,
+    validate_only: bool,
+    ctx: &mut MutationContext<'_>,
+) -> ControllerResult<ListedGrowth> {
+    let brokers = image.brokers();
+    decide_listed(
+        "CreatePartitions",
+        topics,
+        validate_only,
+        |topic, repeated, records_so_far| {
+            if repeated {
+                return Err(ControllerError::DuplicateTopicName);
+            }
+            let records = grow(image, topic, &brokers, ctx, records_so_far)?;
+            Ok((records, ListedError::default()))
+        },
+        |topic| topic.name.0.as_str(),
+        ListedError::clone,
+    )
 }
 
 fn result(name: TopicName, error: Option<&ControllerError>) -> CreatePartitionsTopicResult {
@@ -184,6 +214,7 @@ fn grow<V: MetadataView + ?Sized>(
 #[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::controller::logic::listed::Listed;
     use crate::controller::logic::testing::{
         outcome, topic_name, with_ctx, CountingRng, FakeView, ScriptedQuota,
     };
@@ -364,5 +395,95 @@ mod tests {
             rows(&result),
             vec![("t".into(), 0, None), ("u".into(), 89, None)]
         );
+    }
+
+    /// The decoded request's answer and records, and the listed one's rebuilt from its
+    /// outcomes, with how many outcomes it kept.
+    fn both(
+        view: &FakeView,
+        topics: Vec<CreatePartitionsTopic>,
+        validate_only: bool,
+    ) -> (
+        ControllerResult<CreatePartitionsResponse>,
+        ControllerResult<CreatePartitionsResponse>,
+        usize,
+    ) {
+        let request = CreatePartitionsRequest::default()
+            .with_topics(topics.clone())
+            .with_validate_only(validate_only);
+        let decoded = with_ctx(|ctx| create_partitions(view, &request, 3, ctx));
+        let listed = Listed::new(topics, |topic| topic.name.as_str());
+        let kept = with_ctx(|ctx| create_listed_partitions(view, &listed, validate_only, ctx));
+        let firsts = listed.firsts();
+        assert_eq!(kept.response.answered(), firsts.len());
+        let results = firsts
+            .iter()
+            .enumerate()
+            .map(|(index, topic)| {
+                let outcome = kept.response.outcome(index).expect("answered");
+                CreatePartitionsTopicResult::default()
+                    .with_name(topic.name.clone())
+                    .with_error_code(outcome.code)
+                    .with_error_message(outcome.message_for(topic.name.as_str()))
+            })
+            .collect();
+        let rebuilt = ControllerResult {
+            records: kept.records,
+            response: CreatePartitionsResponse::default().with_results(results),
+        };
+        (decoded, rebuilt, kept.response.outcomes.len())
+    }
+
+    #[test]
+    fn listed_topics_are_answered_as_the_decoded_request() {
+        let view = FakeView::with_brokers(&[1, 2, 3])
+            .topic("t", 7, &[&[1, 2], &[2, 3]])
+            .topic("u", 8, &[&[1]])
+            .topic("v", 9, &[&[3]]);
+        let mut topics = vec![
+            grow_to("t", 4, None),
+            grow_to("u", 1, None),
+            grow_to("u", 3, None),
+            grow_to("v", 0, None),
+            grow_to("gone", 2, None),
+            grow_to("v", 1, None),
+        ];
+        // Many failing alike (one outcome per message) and a few grown between them.
+        let view = (0..3000).fold(view, |view, i| {
+            view.topic(&format!("z{i}"), 100 + i, &[&[1]])
+        });
+        for i in 0..3000 {
+            let count = match i % 1000 {
+                7 => 3,
+                8 => 2,
+                _ => 1,
+            };
+            topics.push(grow_to(&format!("z{i}"), count, None));
+            topics.push(grow_to(&format!("missing{i}"), 2, None));
+        }
+        topics.push(grow_to("w", 2, Some(&[&[1], &[2]])));
+        for validate_only in [false, true] {
+            let (decoded, listed, outcomes) = both(&view, topics.clone(), validate_only);
+            assert_eq!(listed.response, decoded.response);
+            assert_eq!(listed.records, decoded.records);
+            assert!(outcomes < 20, "{outcomes} outcomes kept");
+        }
+        assert_eq!(
+            both(&view, topics.clone(), false).0.records.len(),
+            2 + 3 * 3
+        );
+        // Past the record limit the whole request fails, every distinct name once.
+        let large = vec![
+            grow_to("gone", 2, None),
+            grow_to("t", 3 + MAX_RECORDS_PER_USER_OP as i32, None),
+            grow_to("u", 3, None),
+            grow_to("u", 3, None),
+        ];
+        let (decoded, listed, outcomes) = both(&view, large, false);
+        assert_eq!(listed.response, decoded.response);
+        assert_eq!(decoded.response.results.len(), 3);
+        assert_eq!(decoded.response.results[0].error_code, 44);
+        assert!(listed.records.is_empty() && decoded.records.is_empty());
+        assert_eq!(outcomes, 1);
     }
 }

@@ -26,6 +26,7 @@ use rand::Rng;
 use uuid::Uuid;
 
 use super::errors::ControllerError;
+use super::listed::{decide_listed, ListedAnswers, ListedError, ListedTopics};
 use super::partitions::{
     active_replicas, all_inactive, no_active_replica, validate_manual_assignment, NewPartition,
 };
@@ -34,7 +35,6 @@ use super::topic_configs::{effective_configs, validate_creation_configs};
 use super::topic_name::{self, CLUSTER_METADATA_TOPIC_NAME};
 use super::view::{BrokerView, MetadataView};
 use super::{ControllerResult, MutationContext, MAX_RECORDS_PER_USER_OP};
-use kafka_protocol::error::ResponseError;
 
 /// ConfigResource type id of topics.
 const TOPIC_RESOURCE: i8 = 2;
@@ -161,32 +161,6 @@ impl<'a, V: MetadataView + ?Sized> Decider<'a, V> {
     }
 }
 
-/// A CreateTopics request's topics read one at a time from where they are kept (the request's
-/// frame), for requests too large to decode whole (issue #11).
-/// Names denied before the creation (authorization) are left out, as the decoded request's
-/// handler leaves them out of the controller's request.
-pub trait ListedTopics: Send + Sync {
-    /// How many topics a refusal of the whole request answers with its error: each name's
-    /// first two copies (a decoded request holds no more, `dedup_decode.rs`), or, when some
-    /// names were denied, each name left once (the handler merges the answers back one per
-    /// name).
-    fn listed(&self) -> usize;
-
-    /// How many distinct names it lists, the denied ones left out.
-    fn distinct(&self) -> usize;
-
-    /// How many distinct names were denied (answered by the caller, never visited).
-    fn denied(&self) -> usize;
-
-    /// Calls `visit` with each distinct name's first appearance in request order (the denied
-    /// ones left out) and whether the request names it again; stops early when `visit`
-    /// returns false.
-    fn each_first(
-        &self,
-        visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
-    ) -> Result<(), String>;
-}
-
 /// What one distinct topic of a [`ListedTopics`] request is answered, without its name (the
 /// answer is written from the request's frame, which has it).
 #[derive(Debug, Clone, PartialEq)]
@@ -205,46 +179,21 @@ pub enum ListedOutcome {
     },
 }
 
-/// The answer to a [`ListedTopics`] request, kept compactly: four bytes per distinct topic
-/// plus its distinct outcomes (at most [`MAX_RECORDS_PER_USER_OP`] / 2 topics are created).
-#[derive(Debug, Default, PartialEq)]
-pub struct ListedCreation {
-    /// Per distinct topic, in request order: its index in `outcomes`.
-    pub per_topic: Vec<u32>,
-    /// With `per_topic` empty: this many distinct topics, each answered `outcomes[0]` (a
-    /// request refused past the record limit keeps no index per topic).
-    pub alike: usize,
-    pub outcomes: Vec<ListedOutcome>,
-    /// A request refused whole: each name's first two copies answered with this code and
-    /// message (as [`crate::controller::failed_create_topics`] answers a decoded request).
-    pub refused: Option<(i16, String)>,
-    pub throttle_time_ms: i32,
-}
-
-impl ListedCreation {
-    /// A request refused whole.
-    pub fn refused(code: i16, message: &str) -> Self {
-        ListedCreation {
-            refused: Some((code, message.to_owned())),
-            ..Default::default()
+impl ListedOutcome {
+    /// The outcome of a topic that failed with `error`.
+    fn failed(error: &ListedError) -> Self {
+        ListedOutcome::Failed {
+            code: error.code,
+            message: error.message.clone(),
         }
     }
+}
 
-    /// How many distinct topics are answered (without a refusal).
-    pub fn answered(&self) -> usize {
-        self.per_topic.len().max(self.alike)
-    }
+/// The answer to a [`ListedTopics`] CreateTopics request (at most
+/// [`MAX_RECORDS_PER_USER_OP`] / 2 topics are created).
+pub type ListedCreation = ListedAnswers<ListedOutcome>;
 
-    /// The outcome of the distinct topic at `index` (in request order).
-    pub fn outcome(&self, index: usize) -> Option<&ListedOutcome> {
-        let at = match self.per_topic.get(index) {
-            Some(at) => *at as usize,
-            None if index < self.alike => 0,
-            None => return None,
-        };
-        self.outcomes.get(at)
-    }
-
+impl ListedAnswers<ListedOutcome> {
     /// The answer to the topic named `name` whose outcome is `outcome`.
     pub fn result(outcome: &ListedOutcome, name: &TopicName) -> CreatableTopicResult {
         match outcome {
@@ -277,19 +226,6 @@ impl ListedCreation {
     }
 }
 
-/// A failure's outcome: the message split at the name, which [`ListedCreation::result`] joins
-/// again (an empty name is never split).
-fn failed_outcome(name: &str, error: &ControllerError) -> (i16, Option<Vec<String>>) {
-    let message = error.message().map(|message| {
-        if name.is_empty() {
-            vec![message]
-        } else {
-            message.split(name).map(str::to_owned).collect()
-        }
-    });
-    (error.code().code(), message)
-}
-
 /// Decides a request whose topics are read from `topics` as [`create_topics`] decides the
 /// same topics, without holding them or their answers whole.
 pub fn create_listed_topics<V: MetadataView + ?Sized>(
@@ -301,89 +237,29 @@ pub fn create_listed_topics<V: MetadataView + ?Sized>(
     ctx: &mut MutationContext<'_>,
 ) -> ControllerResult<ListedCreation> {
     let mut decider = Decider::new(image, version, defaults);
-    // Sized once: a doubling vector's earlier copies stay resident in the allocator.
-    let mut creation = ListedCreation {
-        per_topic: Vec::with_capacity(topics.distinct()),
-        ..Default::default()
-    };
-    // At most one batch of records: sized once, as a doubling vector's copies cost more.
-    let mut records = Vec::with_capacity(MAX_RECORDS_PER_USER_OP);
-    let mut failures: HashMap<(i16, Option<Vec<String>>), u32> = HashMap::new();
     let mut last_configs: Option<Arc<Option<Vec<CreatableTopicConfigs>>>> = None;
-    let mut too_large = false;
-    let mut broken: Option<String> = None;
-    let walked = topics.each_first(&mut |topic, repeated| {
-        let index = match decider.decide(topic, repeated, ctx) {
-            Err(ControllerError::BatchTooLarge) => {
-                too_large = true;
-                return false;
-            }
-            Ok(mut created) => {
-                records.append(&mut created.records);
-                let configs = created.result.configs.take();
-                let configs = match &last_configs {
-                    Some(last) if **last == configs => last.clone(),
-                    _ => Arc::new(configs),
-                };
-                last_configs = Some(configs.clone());
-                created.result.name = TopicName::default();
-                creation.outcomes.push(ListedOutcome::Created {
-                    result: Box::new(created.result),
-                    configs,
-                });
-                creation.outcomes.len() - 1
-            }
-            Err(error) => {
-                let (code, message) = failed_outcome(topic.name.0.as_str(), &error);
-                let next = creation.outcomes.len();
-                match u32::try_from(next) {
-                    Ok(next) => {
-                        let index = *failures.entry((code, message.clone())).or_insert(next);
-                        if index == next {
-                            creation
-                                .outcomes
-                                .push(ListedOutcome::Failed { code, message });
-                        }
-                        index as usize
-                    }
-                    Err(_) => next,
-                }
-            }
-        };
-        match u32::try_from(index) {
-            Ok(index) => {
-                creation.per_topic.push(index);
-                true
-            }
-            Err(_) => {
-                broken = Some("more than 2^32 topics".to_owned());
-                false
-            }
-        }
-    });
-    if let Some(error) = walked.err().or(broken) {
-        tracing::error!(%error, "a CreateTopics request could not be read again");
-        return ControllerResult {
-            records: Vec::new(),
-            response: ListedCreation::refused(ResponseError::UnknownServerError.code(), &error),
-        };
-    }
-    if too_large {
-        // Kafka fails the whole request when it would exceed one batch: every distinct name.
-        // What was decided is freed before the answer's indices are all written.
-        records = Vec::new();
-        let (code, message) = failed_outcome("", &ControllerError::BatchTooLarge);
-        creation.outcomes = vec![ListedOutcome::Failed { code, message }];
-        creation.per_topic = Vec::new();
-        creation.alike = topics.distinct();
-    }
-    if validate_only {
-        records.clear();
-    }
-    ControllerResult {
-        records,
-        response: creation,
-    }
+    decide_listed(
+        "CreateTopics",
+        topics,
+        validate_only,
+        |topic, repeated, _| {
+            let mut created = decider.decide(topic, repeated, ctx)?;
+            let configs = created.result.configs.take();
+            let configs = match &last_configs {
+                Some(last) if **last == configs => last.clone(),
+                _ => Arc::new(configs),
+            };
+            last_configs = Some(configs.clone());
+            created.result.name = TopicName::default();
+            let outcome = ListedOutcome::Created {
+                result: Box::new(created.result),
+                configs,
+            };
+            Ok((created.records, outcome))
+        },
+        |topic| topic.name.0.as_str(),
+        ListedOutcome::failed,
+    )
 }
 
 fn failed(name: TopicName, error: &ControllerError) -> CreatableTopicResult {
@@ -645,6 +521,7 @@ fn new_topic_id<V: MetadataView + ?Sized>(
 #[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::controller::logic::listed::Listed;
     use crate::controller::logic::quota::Unlimited;
     use crate::controller::logic::testing::{
         outcome, topic_name, with_ctx, CountingRng, FakeView, ScriptedQuota,
@@ -851,7 +728,7 @@ mod tests {
     #[test]
     fn name_rules() {
         let view = FakeView::with_brokers(&[1]).topic("a.b", 1, &[&[1]]);
-        let invalid = ResponseError::InvalidTopicException.code();
+        let invalid = kafka_protocol::error::ResponseError::InvalidTopicException.code();
         assert_eq!(
             single_error(&view, topic("bad name", 1, 1)),
             (invalid, Some("Topic name is invalid: 'bad name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'".into()))
@@ -1089,42 +966,6 @@ mod tests {
         let _ = Unlimited;
     }
 
-    /// A request's topics kept as a list, read as a frame would be.
-    struct Listed(Vec<CreatableTopic>);
-
-    impl ListedTopics for Listed {
-        fn listed(&self) -> usize {
-            self.0.len()
-        }
-
-        fn distinct(&self) -> usize {
-            self.0
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect::<HashSet<_>>()
-                .len()
-        }
-
-        fn denied(&self) -> usize {
-            0
-        }
-
-        fn each_first(
-            &self,
-            visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
-        ) -> Result<(), String> {
-            let mut seen = HashSet::new();
-            for topic in &self.0 {
-                let name = topic.name.as_str();
-                let copies = self.0.iter().filter(|t| t.name.as_str() == name).count();
-                if seen.insert(name) && !visit(topic, copies > 1) {
-                    break;
-                }
-            }
-            Ok(())
-        }
-    }
-
     /// The decoded request's answer and records, and the listed one's rebuilt from its outcomes.
     fn both(
         view: &FakeView,
@@ -1140,7 +981,7 @@ mod tests {
             .with_validate_only(validate_only);
         let decoded =
             with_ctx(|ctx| create_topics(view, &request, 7, &TopicDefaults::default(), ctx));
-        let listed = Listed(topics);
+        let listed = Listed::new(topics, |topic| topic.name.as_str());
         let kept = with_ctx(|ctx| {
             create_listed_topics(
                 view,

@@ -26,6 +26,7 @@ pub mod create_topics;
 pub mod delete_topics;
 pub mod election;
 pub mod errors;
+pub mod listed;
 mod partitions;
 pub mod placement;
 pub mod quota;
@@ -44,12 +45,13 @@ mod testing;
 use gregor_publishers::records::MetadataRecord;
 use rand::RngCore;
 
-pub use create_partitions::create_partitions;
+pub use create_partitions::{create_listed_partitions, create_partitions, ListedGrowth};
 pub use create_topics::{
-    create_listed_topics, create_topics, ListedCreation, ListedOutcome, ListedTopics, TopicDefaults,
+    create_listed_topics, create_topics, ListedCreation, ListedOutcome, TopicDefaults,
 };
 pub use delete_topics::{delete_listed_topics, delete_topics, ListedDeletion, ListedNames};
 pub use errors::ControllerError;
+pub use listed::{ListedAnswers, ListedError, ListedTopics};
 pub use quota::{MutationQuota, QuotaExceeded, Unlimited};
 pub use view::{BrokerView, MetadataView};
 

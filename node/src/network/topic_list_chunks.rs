@@ -1,39 +1,185 @@
-//! CreateTopics requests naming many topics, decided without decoding their list and answered
-//! as the answer is written.
+//! CreateTopics and CreatePartitions requests naming many topics, decided without decoding their
+//! list and answered as the answer is written.
 //!
 //! A topic costs 14 bytes on the wire (a four-letter name, one partition, one replica) but a
 //! decoded `CreatableTopic`, a `CreatableTopicResult` with its message, a set entry and the
-//! encoded answer of about 80 bytes: a frame of distinct names cost 56 times its size. Here the
-//! topics stay in the frame. A scan finds each name's first appearance and whether it repeats
-//! (the elements' offsets sorted by name, then two bits per element); the controller reads the
-//! topics from the frame one at a time (`ListedTopics`) and keeps each distinct topic's answer
-//! as an index into its distinct outcomes (`ListedCreation`: a failure's message is kept
-//! without the name, so topics failing alike share one). The creation stays one decision: the
-//! records of every created topic are one batch, refused whole past the record limit. The
-//! answer is then written topic by topic from the frame and the outcomes, never held whole, as
-//! `produce_chunks.rs` writes Produce's.
+//! encoded answer of about 80 bytes: a frame of distinct names cost 56 times its size (a
+//! CreatePartitions topic of 11 bytes, 42 times). Here the topics stay in the frame. A scan
+//! finds each name's first appearance and whether it repeats (the elements' offsets sorted by
+//! name, then two bits per element); the controller reads the topics from the frame one at a
+//! time (`ListedTopics`) and keeps each distinct topic's answer as an index into its distinct
+//! outcomes (`ListedAnswers`: a failure's message is kept without the name, so topics failing
+//! alike share one). The decision stays one: the records of every created topic or partition
+//! are one batch, refused whole past the record limit. The answer is then written topic by
+//! topic from the frame and the outcomes, never held whole, as `produce_chunks.rs` writes
+//! Produce's. What differs between the two APIs is a [`TopicListApi`].
 //!
-//! With an authorizer, each name named once is then checked for CREATE, read from the frame (one
-//! more bit per topic, set on a denied name's first appearance): the controller never reads a
-//! denied topic, and the answer puts TOPIC_AUTHORIZATION_FAILED in its place, as the decoded
-//! request's handler merges its refusals back in request order.
+//! With an authorizer, each name named once is then checked (CREATE, or ALTER for
+//! CreatePartitions), read from the frame (one more bit per topic, set on a denied name's first
+//! appearance): the controller never reads a denied topic, and the answer puts
+//! TOPIC_AUTHORIZATION_FAILED in its place, as the decoded request's handler merges its
+//! refusals back in request order.
 
+use std::marker::PhantomData;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::AsyncWrite;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
-use gregor_actors::controller::logic::{ListedCreation, ListedTopics};
+use gregor_actors::controller::logic::{ListedAnswers, ListedCreation, ListedError, ListedTopics};
 use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::{array_length, need};
 use super::metadata_chunks::{bit, set_bit};
-use super::repeated::{put_array_length, skip_tagged_fields, uvarint_at};
+use super::repeated::{put_array_length, skip, skip_string, skip_tagged_fields, uvarint_at};
+
+/// What differs between the APIs whose requests list topics by name, each decided by the
+/// controller as one batch and answered once per distinct name in request order; both end
+/// their request with `TimeoutMs`, `ValidateOnly` and tagged fields.
+pub trait TopicListApi: Clone + Send + Sync + 'static {
+    /// A topic of the request.
+    type Topic: Decodable + Send + Sync + 'static;
+    /// A topic's answer.
+    type Result: Encodable;
+    /// What the controller keeps of a distinct topic's answer.
+    type Outcome: Send + Sync + 'static;
+    const NAME: &'static str;
+    /// The versions whose topics may be left in the frame.
+    const VERSIONS: RangeInclusive<i16>;
+    const FLEXIBLE_FROM: i16;
+
+    fn name(topic: Self::Topic) -> TopicName;
+
+    /// Skips one topic read whole before.
+    fn skip_topic(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()>;
+
+    /// A topic's answer with this error code and message.
+    fn answer(name: TopicName, code: i16, message: Option<StrBytes>) -> Self::Result;
+
+    /// The answer to a topic the principal may not change.
+    fn denied(name: TopicName) -> Self::Result;
+
+    /// The answer to a topic of a request refused whole.
+    fn refused(name: TopicName, code: i16, message: &str) -> Self::Result {
+        Self::answer(name, code, Some(StrBytes::from_string(message.to_owned())))
+    }
+
+    /// The answer to the topic `name` the controller decided `outcome`.
+    fn decided(outcome: &Self::Outcome, name: &TopicName) -> Self::Result;
+}
+
+/// CreateTopics v2-7 (the versions that answer with a throttle time first).
+#[derive(Clone, Debug)]
+pub struct CreateTopicsApi;
+
+impl TopicListApi for CreateTopicsApi {
+    type Topic = CreatableTopic;
+    type Result = CreatableTopicResult;
+    type Outcome = gregor_actors::controller::logic::ListedOutcome;
+    const NAME: &'static str = "CreateTopics";
+    const VERSIONS: RangeInclusive<i16> = 2..=7;
+    const FLEXIBLE_FROM: i16 = 5;
+
+    fn name(topic: CreatableTopic) -> TopicName {
+        topic.name
+    }
+
+    /// Name, partitions and replication factor, assignments, configs, tagged fields.
+    fn skip_topic(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+        skip_string(buf, flexible)?;
+        skip(buf, 6)?;
+        for _ in 0..array_length(buf, flexible)?.max(0) {
+            skip(buf, 4)?;
+            for _ in 0..array_length(buf, flexible)?.max(0) {
+                skip(buf, 4)?;
+            }
+            skip_tagged_fields(buf, flexible)?;
+        }
+        for _ in 0..array_length(buf, flexible)?.max(0) {
+            skip_string(buf, flexible)?;
+            skip_string(buf, flexible)?;
+            skip_tagged_fields(buf, flexible)?;
+        }
+        skip_tagged_fields(buf, flexible)
+    }
+
+    fn answer(name: TopicName, code: i16, message: Option<StrBytes>) -> CreatableTopicResult {
+        CreatableTopicResult::default()
+            .with_name(name)
+            .with_error_code(code)
+            .with_error_message(message)
+    }
+
+    fn denied(name: TopicName) -> CreatableTopicResult {
+        handlers::creation_denied(name)
+    }
+
+    fn decided(outcome: &Self::Outcome, name: &TopicName) -> CreatableTopicResult {
+        ListedCreation::result(outcome, name)
+    }
+}
+
+/// CreatePartitions v0-3.
+#[derive(Clone, Debug)]
+pub struct CreatePartitionsApi;
+
+impl TopicListApi for CreatePartitionsApi {
+    type Topic = CreatePartitionsTopic;
+    type Result = CreatePartitionsTopicResult;
+    type Outcome = ListedError;
+    const NAME: &'static str = "CreatePartitions";
+    const VERSIONS: RangeInclusive<i16> = 0..=3;
+    const FLEXIBLE_FROM: i16 = 2;
+
+    fn name(topic: CreatePartitionsTopic) -> TopicName {
+        topic.name
+    }
+
+    /// Name, count, assignments (nullable), tagged fields.
+    fn skip_topic(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+        skip_string(buf, flexible)?;
+        skip(buf, 4)?;
+        for _ in 0..array_length(buf, flexible)?.max(0) {
+            for _ in 0..array_length(buf, flexible)?.max(0) {
+                skip(buf, 4)?;
+            }
+            skip_tagged_fields(buf, flexible)?;
+        }
+        skip_tagged_fields(buf, flexible)
+    }
+
+    fn answer(
+        name: TopicName,
+        code: i16,
+        message: Option<StrBytes>,
+    ) -> CreatePartitionsTopicResult {
+        CreatePartitionsTopicResult::default()
+            .with_name(name)
+            .with_error_code(code)
+            .with_error_message(message)
+    }
+
+    fn denied(name: TopicName) -> CreatePartitionsTopicResult {
+        handlers::growth_denied(name)
+    }
+
+    fn decided(outcome: &ListedError, name: &TopicName) -> CreatePartitionsTopicResult {
+        Self::answer(
+            name.clone(),
+            outcome.code,
+            outcome.message_for(name.as_str()),
+        )
+    }
+}
 
 /// Topics answered per piece of the answer; a request naming no more is decoded whole.
 pub const CHUNK: usize = 1024;
@@ -41,9 +187,9 @@ pub const CHUNK: usize = 1024;
 /// Offsets in a frame fit 31 bits, leaving the top bit to mark a repeated name.
 pub(super) const REPEATED: u32 = 1 << 31;
 
-/// A CreateTopics request whose topics stay in the frame.
+/// A request of `A` whose topics stay in the frame.
 #[derive(Clone)]
-pub struct ChunkedCreateTopics {
+pub struct ChunkedTopics<A: TopicListApi> {
     /// The request body from the first topic on.
     topics: Bytes,
     version: i16,
@@ -54,25 +200,35 @@ pub struct ChunkedCreateTopics {
     repeated: Vec<u64>,
     /// One bit per listed topic: set on its name's second appearance.
     second: Vec<u64>,
-    /// One bit per listed topic: set on the first appearance of a name denied CREATE; empty
-    /// when none is.
+    /// One bit per listed topic: set on the first appearance of a name denied; empty when none
+    /// is.
     denied: Vec<u64>,
     /// How many names are denied.
     denied_count: usize,
     validate_only: bool,
     /// The bytes of the list's length before `topics`, as the client wrote it.
     length_len: usize,
+    api: PhantomData<A>,
 }
 
-/// Reads `body` (a CreateTopics request body) when it names more than [`CHUNK`] topics; `None`
+/// A CreateTopics request whose topics stay in the frame.
+pub type ChunkedCreateTopics = ChunkedTopics<CreateTopicsApi>;
+
+/// A CreatePartitions request whose topics stay in the frame.
+pub type ChunkedCreatePartitions = ChunkedTopics<CreatePartitionsApi>;
+
+/// Reads `body` (a request body of `api`) when it names more than [`CHUNK`] topics; `None`
 /// for other requests, decoded whole. The request is read to its end first, so a malformed
 /// one is refused whole, as the crate's decoder refuses it.
-pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedCreateTopics>> {
-    if !(2..=7).contains(&version) {
+pub fn scan<A: TopicListApi>(
+    body: &Bytes,
+    version: i16,
+) -> Option<anyhow::Result<ChunkedTopics<A>>> {
+    if !A::VERSIONS.contains(&version) {
         return None;
     }
     let mut rest = body.clone();
-    let count = array_length(&mut rest, version >= 5).ok()?;
+    let count = array_length(&mut rest, version >= A::FLEXIBLE_FROM).ok()?;
     if count <= CHUNK as i64 {
         return None;
     }
@@ -128,23 +284,23 @@ pub(super) fn first_appearances<'a>(
     seconds
 }
 
-fn scan_topics(
+fn scan_topics<A: TopicListApi>(
     topics: Bytes,
     length_len: usize,
     count: usize,
     version: i16,
-) -> anyhow::Result<ChunkedCreateTopics> {
-    let flexible = version >= 5;
+) -> anyhow::Result<ChunkedTopics<A>> {
+    let flexible = version >= A::FLEXIBLE_FROM;
     let mut rest = topics.clone();
     // Each topic's offset, four bytes per topic where a set of the names cost ten times that.
-    // Sized once (a topic is at least ten bytes): a growing vector is copied, leaving holes.
-    let mut offsets: Vec<u32> = Vec::with_capacity(count.min(topics.len() / 10));
+    // Sized once (a topic is at least seven bytes): a growing vector is copied, leaving holes.
+    let mut offsets: Vec<u32> = Vec::with_capacity(count.min(topics.len() / 7));
     for _ in 0..count {
         let start = u32::try_from(topics.len() - rest.len())
             .ok()
             .filter(|start| *start < REPEATED)
-            .context("a CreateTopics frame over 2 GiB")?;
-        CreatableTopic::decode(&mut rest, version)?;
+            .with_context(|| format!("a {} frame over 2 GiB", A::NAME))?;
+        A::Topic::decode(&mut rest, version)?;
         offsets.push(start);
     }
     need(&rest, 5)?;
@@ -174,9 +330,9 @@ fn scan_topics(
         {
             set_bit(&mut second, index);
         }
-        skip_topic(&mut walk, flexible)?;
+        A::skip_topic(&mut walk, flexible)?;
     }
-    Ok(ChunkedCreateTopics {
+    Ok(ChunkedTopics {
         topics,
         version,
         count,
@@ -187,14 +343,19 @@ fn scan_topics(
         denied_count: 0,
         validate_only,
         length_len,
+        api: PhantomData,
     })
 }
 
-impl ChunkedCreateTopics {
-    /// Marks the names named once that `may_create` refuses, asking once per name in request
+impl<A: TopicListApi> ChunkedTopics<A> {
+    fn flexible(&self) -> bool {
+        self.version >= A::FLEXIBLE_FROM
+    }
+
+    /// Marks the names named once that `may_change` refuses, asking once per name in request
     /// order (a repeated name is the controller's INVALID_REQUEST, as on the decoded path).
-    pub(crate) fn deny(&mut self, may_create: impl Fn(&str) -> bool) -> anyhow::Result<()> {
-        let flexible = self.version >= 5;
+    pub(crate) fn deny(&mut self, may_change: impl Fn(&str) -> bool) -> anyhow::Result<()> {
+        let flexible = self.flexible();
         let mut denied = vec![0u64; self.count.div_ceil(64)];
         let mut count = 0;
         let mut walk = self.topics.clone();
@@ -203,18 +364,55 @@ impl ChunkedCreateTopics {
                 let at = self.topics.len() - walk.len();
                 let name = std::str::from_utf8(name_at(&self.topics, at, flexible))
                     .context("a topic name that is not UTF-8")?;
-                if !may_create(name) {
+                if !may_change(name) {
                     set_bit(&mut denied, index);
                     count += 1;
                 }
             }
-            skip_topic(&mut walk, flexible)?;
+            A::skip_topic(&mut walk, flexible)?;
         }
         if count > 0 {
             self.denied = denied;
         }
         self.denied_count = count;
         Ok(())
+    }
+
+    /// `frame`, the request frame (header included, no size prefix) these topics were read
+    /// from, without the denied topics: what a broker forwards to the controller.
+    pub(crate) fn without_denied(&self, frame: &Bytes) -> anyhow::Result<Bytes> {
+        let flexible = self.flexible();
+        let head = frame
+            .len()
+            .checked_sub(self.topics.len() + self.length_len)
+            .and_then(|end| frame.get(..end))
+            .with_context(|| format!("a {} frame without its list length", A::NAME))?;
+        let mut out = BytesMut::with_capacity(frame.len());
+        out.extend_from_slice(head);
+        put_array_length(&mut out, self.count - self.denied_count, flexible)?;
+        let mut walk = self.topics.clone();
+        for index in 0..self.count {
+            let start = self.topics.len() - walk.len();
+            A::skip_topic(&mut walk, flexible)?;
+            if !bit(&self.denied, index) {
+                out.extend_from_slice(&self.topics[start..self.topics.len() - walk.len()]);
+            }
+        }
+        out.extend_from_slice(&walk);
+        Ok(out.freeze())
+    }
+
+    /// What a broker forwards to the controller (`frame` without the denied topics), and the
+    /// answers it adds after the controller's (`None` when nothing is denied).
+    pub(crate) fn into_forwarded(
+        self,
+        frame: &Bytes,
+    ) -> anyhow::Result<(Bytes, Option<DeniedResultsWriter<A>>)> {
+        if self.denied_count == 0 {
+            return Ok((frame.clone(), None));
+        }
+        let without = self.without_denied(frame)?;
+        Ok((without, Some(DeniedResultsWriter::new(self)?)))
     }
 }
 
@@ -232,47 +430,34 @@ impl ChunkedCreateTopics {
         }
         Ok(())
     }
+}
 
-    /// How many names are denied CREATE.
-    pub(crate) fn denied_count(&self) -> usize {
-        self.denied_count
-    }
-
-    /// `frame`, the request frame (header included, no size prefix) these topics were read
-    /// from, without the denied topics: what a broker forwards to the controller.
-    pub(crate) fn without_denied(&self, frame: &Bytes) -> anyhow::Result<Bytes> {
-        let flexible = self.version >= 5;
-        let head = frame
-            .len()
-            .checked_sub(self.topics.len() + self.length_len)
-            .and_then(|end| frame.get(..end))
-            .context("a CreateTopics frame without its list length")?;
-        let mut out = BytesMut::with_capacity(frame.len());
-        out.extend_from_slice(head);
-        put_array_length(&mut out, self.count - self.denied_count, flexible)?;
-        let mut walk = self.topics.clone();
-        for index in 0..self.count {
-            let start = self.topics.len() - walk.len();
-            skip_topic(&mut walk, flexible)?;
-            if !bit(&self.denied, index) {
-                out.extend_from_slice(&self.topics[start..self.topics.len() - walk.len()]);
-            }
+impl ChunkedCreatePartitions {
+    /// Marks the topics the request's principal may not add partitions to, as the node
+    /// deciding the request does (a broker checks them before it forwards the rest).
+    pub(crate) fn authorize(
+        &mut self,
+        ctx: &HandlerContext,
+        info: &RequestInfo,
+    ) -> anyhow::Result<()> {
+        let access = handlers::CreatePartitionsAccess::new(ctx, info);
+        if access.checks_each_topic() {
+            self.deny(|name| access.may_alter(name))?;
         }
-        out.extend_from_slice(&walk);
-        Ok(out.freeze())
+        Ok(())
     }
 }
 
-/// Writes the answers of the topics denied CREATE (TOPIC_AUTHORIZATION_FAILED, in request
-/// order) after a forwarded answer for the others, as Kafka's controller adds them after the
-/// answers it decided.
-pub struct DeniedResultsWriter {
-    request: Arc<ChunkedCreateTopics>,
+/// Writes the answers of the denied topics (TOPIC_AUTHORIZATION_FAILED, in request order)
+/// after a forwarded answer for the others, as Kafka's controller adds them after the answers
+/// it decided.
+pub struct DeniedResultsWriter<A: TopicListApi> {
+    request: Arc<ChunkedTopics<A>>,
     size: usize,
 }
 
-impl DeniedResultsWriter {
-    pub(crate) fn new(request: ChunkedCreateTopics) -> anyhow::Result<Self> {
+impl<A: TopicListApi> DeniedResultsWriter<A> {
+    pub(crate) fn new(request: ChunkedTopics<A>) -> anyhow::Result<Self> {
         let mut writer = DeniedResultsWriter {
             request: Arc::new(request),
             size: 0,
@@ -301,11 +486,11 @@ impl DeniedResultsWriter {
             let mut in_piece = 0;
             while in_piece < CHUNK && index < request.count {
                 if bit(&request.denied, index) {
-                    let name = CreatableTopic::decode(&mut rest, request.version)?.name;
-                    handlers::creation_denied(name).encode(&mut piece, request.version)?;
+                    let name = A::name(A::Topic::decode(&mut rest, request.version)?);
+                    A::denied(name).encode(&mut piece, request.version)?;
                     in_piece += 1;
                 } else {
-                    skip_topic(&mut rest, request.version >= 5)?;
+                    A::skip_topic(&mut rest, request.flexible())?;
                 }
                 index += 1;
             }
@@ -319,41 +504,21 @@ impl DeniedResultsWriter {
         out: &mut W,
     ) -> std::io::Result<()> {
         let mut pieces = self.pieces();
-        super::repeated::write_pieces(out, self.size, "CreateTopics", &mut pieces).await
+        super::repeated::write_pieces(out, self.size, A::NAME, &mut pieces).await
     }
 }
 
-impl std::fmt::Debug for DeniedResultsWriter {
+impl<A: TopicListApi> std::fmt::Debug for DeniedResultsWriter<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeniedResultsWriter")
+            .field("api", &A::NAME)
             .field("answers", &self.answers())
             .field("size", &self.size)
             .finish_non_exhaustive()
     }
 }
 
-/// Skips one topic read whole before: name, partitions and replication factor, assignments,
-/// configs, tagged fields.
-fn skip_topic(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
-    use super::repeated::{skip, skip_string};
-    skip_string(buf, flexible)?;
-    skip(buf, 6)?;
-    for _ in 0..array_length(buf, flexible)?.max(0) {
-        skip(buf, 4)?;
-        for _ in 0..array_length(buf, flexible)?.max(0) {
-            skip(buf, 4)?;
-        }
-        skip_tagged_fields(buf, flexible)?;
-    }
-    for _ in 0..array_length(buf, flexible)?.max(0) {
-        skip_string(buf, flexible)?;
-        skip_string(buf, flexible)?;
-        skip_tagged_fields(buf, flexible)?;
-    }
-    skip_tagged_fields(buf, flexible)
-}
-
-impl ListedTopics for ChunkedCreateTopics {
+impl<A: TopicListApi> ListedTopics<A::Topic> for ChunkedTopics<A> {
     fn listed(&self) -> usize {
         if self.denied_count > 0 {
             return self.distinct();
@@ -378,19 +543,15 @@ impl ListedTopics for ChunkedCreateTopics {
         self.denied_count
     }
 
-    fn each_first(
-        &self,
-        visit: &mut dyn FnMut(&CreatableTopic, bool) -> bool,
-    ) -> Result<(), String> {
+    fn each_first(&self, visit: &mut dyn FnMut(&A::Topic, bool) -> bool) -> Result<(), String> {
         let mut rest = self.topics.clone();
-        let flexible = self.version >= 5;
+        let flexible = self.flexible();
         for index in 0..self.count {
             if !bit(&self.first, index) || bit(&self.denied, index) {
-                skip_topic(&mut rest, flexible).map_err(|e| e.to_string())?;
+                A::skip_topic(&mut rest, flexible).map_err(|e| e.to_string())?;
                 continue;
             }
-            let topic =
-                CreatableTopic::decode(&mut rest, self.version).map_err(|e| e.to_string())?;
+            let topic = A::Topic::decode(&mut rest, self.version).map_err(|e| e.to_string())?;
             if !visit(&topic, bit(&self.repeated, index)) {
                 break;
             }
@@ -400,25 +561,28 @@ impl ListedTopics for ChunkedCreateTopics {
 }
 
 /// Writes the answer's topics from the frame and the kept outcomes, [`CHUNK`] at a time.
-pub struct TopicResultsWriter {
-    request: Arc<ChunkedCreateTopics>,
-    creation: ListedCreation,
+pub struct TopicResultsWriter<A: TopicListApi> {
+    request: Arc<ChunkedTopics<A>>,
+    answers: ListedAnswers<A::Outcome>,
     /// How many topics the answer lists.
     count: usize,
     /// The encoded size of every topic's answer.
     size: usize,
 }
 
-impl TopicResultsWriter {
-    fn new(request: Arc<ChunkedCreateTopics>, creation: ListedCreation) -> anyhow::Result<Self> {
+impl<A: TopicListApi> TopicResultsWriter<A> {
+    fn new(
+        request: Arc<ChunkedTopics<A>>,
+        answers: ListedAnswers<A::Outcome>,
+    ) -> anyhow::Result<Self> {
         let count = request.denied()
-            + match creation.refused {
+            + match answers.refused {
                 Some(_) => request.listed(),
-                None => creation.answered(),
+                None => answers.answered(),
             };
         let mut writer = TopicResultsWriter {
             request,
-            creation,
+            answers,
             count,
             size: 0,
         };
@@ -443,13 +607,14 @@ impl TopicResultsWriter {
         out: &mut W,
     ) -> std::io::Result<()> {
         let mut pieces = Pieces::new(self);
-        super::repeated::write_pieces(out, self.size, "CreateTopics", || pieces.next_piece()).await
+        super::repeated::write_pieces(out, self.size, A::NAME, || pieces.next_piece()).await
     }
 }
 
-impl std::fmt::Debug for TopicResultsWriter {
+impl<A: TopicListApi> std::fmt::Debug for TopicResultsWriter<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TopicResultsWriter")
+            .field("api", &A::NAME)
             .field("count", &self.count)
             .field("size", &self.size)
             .finish_non_exhaustive()
@@ -457,8 +622,8 @@ impl std::fmt::Debug for TopicResultsWriter {
 }
 
 /// Encodes the topics' answers in frame order.
-struct Pieces<'a> {
-    writer: &'a TopicResultsWriter,
+struct Pieces<'a, A: TopicListApi> {
+    writer: &'a TopicResultsWriter<A>,
     rest: Bytes,
     /// The next listed topic.
     index: usize,
@@ -468,8 +633,8 @@ struct Pieces<'a> {
     decided: usize,
 }
 
-impl<'a> Pieces<'a> {
-    fn new(writer: &'a TopicResultsWriter) -> Self {
+impl<'a, A: TopicListApi> Pieces<'a, A> {
+    fn new(writer: &'a TopicResultsWriter<A>) -> Self {
         Pieces {
             writer,
             rest: writer.request.topics.clone(),
@@ -481,7 +646,7 @@ impl<'a> Pieces<'a> {
 
     fn next_piece(&mut self) -> anyhow::Result<Option<BytesMut>> {
         let request = &self.writer.request;
-        let creation = &self.writer.creation;
+        let answers = &self.writer.answers;
         if self.index >= request.count {
             if self.answered != self.writer.count {
                 bail!("{} topics answered of {}", self.answered, self.writer.count);
@@ -498,27 +663,24 @@ impl<'a> Pieces<'a> {
             // the answers back one per name.
             let first = bit(&request.first, index);
             let answered = first
-                || (creation.refused.is_some()
+                || (answers.refused.is_some()
                     && request.denied_count == 0
                     && bit(&request.second, index));
             if !answered {
-                skip_topic(&mut self.rest, request.version >= 5)?;
+                A::skip_topic(&mut self.rest, request.flexible())?;
                 continue;
             }
-            let name = CreatableTopic::decode(&mut self.rest, request.version)?.name;
+            let name = A::name(A::Topic::decode(&mut self.rest, request.version)?);
             let result = if first && bit(&request.denied, index) {
-                handlers::creation_denied(name)
-            } else if let Some((code, message)) = &creation.refused {
-                CreatableTopicResult::default()
-                    .with_name(name)
-                    .with_error_code(*code)
-                    .with_error_message(Some(message.clone().into()))
+                A::denied(name)
+            } else if let Some((code, message)) = &answers.refused {
+                A::refused(name, *code, message)
             } else {
-                let outcome = creation
+                let outcome = answers
                     .outcome(self.decided)
                     .context("more topics than answers")?;
                 self.decided += 1;
-                ListedCreation::result(outcome, &name)
+                A::decided(outcome, &name)
             };
             result.encode(&mut piece, request.version)?;
             self.answered += 1;
@@ -534,7 +696,7 @@ pub(crate) async fn handle(
     ctx: &HandlerContext,
     info: &RequestInfo,
     mut request: ChunkedCreateTopics,
-) -> anyhow::Result<(ApiResponse, TopicResultsWriter)> {
+) -> anyhow::Result<(ApiResponse, TopicResultsWriter<CreateTopicsApi>)> {
     let access = handlers::CreateTopicsAccess::new(ctx, info);
     if access.checks_each_topic() {
         request.deny(|name| access.may_create(name))?;
@@ -543,13 +705,39 @@ pub(crate) async fn handle(
     let validate_only = request.validate_only;
     let (answer, creation) =
         handlers::create_listed_topics(ctx, info, request.clone(), validate_only, &access).await;
+    decided(request, answer, creation)
+}
+
+/// Adds partitions to the topics the principal may alter with the controller reading them
+/// from the frame: the answer's body lists no topics, and the [`TopicResultsWriter`] writes
+/// them.
+pub(crate) async fn handle_create_partitions(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    mut request: ChunkedCreatePartitions,
+) -> anyhow::Result<(ApiResponse, TopicResultsWriter<CreatePartitionsApi>)> {
+    request.authorize(ctx, info)?;
+    let request = Arc::new(request);
+    let validate_only = request.validate_only;
+    let (answer, growth) =
+        handlers::create_listed_partitions(ctx, info, request.clone(), validate_only).await;
+    decided(request, answer, growth)
+}
+
+/// The answer to `request`, whose topics the controller answered `answers`.
+fn decided<A: TopicListApi>(
+    request: Arc<ChunkedTopics<A>>,
+    answer: ApiResponse,
+    answers: ListedAnswers<A::Outcome>,
+) -> anyhow::Result<(ApiResponse, TopicResultsWriter<A>)> {
     tracing::debug!(
         topics = request.count,
         denied = request.denied_count,
-        outcomes = creation.outcomes.len(),
-        "a CreateTopics request decided from its frame"
+        outcomes = answers.outcomes.len(),
+        "a {} request decided from its frame",
+        A::NAME
     );
-    let writer = TopicResultsWriter::new(request, creation)?;
+    let writer = TopicResultsWriter::new(request, answers)?;
     Ok((answer, writer))
 }
 
@@ -557,8 +745,7 @@ pub(crate) async fn handle(
 mod tests {
     use std::cell::RefCell;
 
-    use gregor_actors::controller::logic::ListedOutcome;
-    use kafka_protocol::messages::TopicName;
+    use gregor_actors::controller::logic::{ListedGrowth, ListedOutcome};
 
     use super::*;
 
@@ -657,7 +844,7 @@ mod tests {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let (frame, mut request) = framed(&names)?;
         denied_d(&mut request)?;
-        assert_eq!(request.denied_count(), 10);
+        assert_eq!(request.denied_count, 10);
         let mut filtered = request.without_denied(&frame)?;
         assert_eq!(request.length_len, 2);
         RequestHeader::decode(&mut filtered, 2)?;
@@ -681,7 +868,7 @@ mod tests {
         let padded = padded.freeze();
         let mut topics = padded.slice(header..);
         let count = array_length(&mut topics, true)? as usize;
-        let mut long = scan_topics(topics, 5, count, 7)?;
+        let mut long: ChunkedCreateTopics = scan_topics(topics, 5, count, 7)?;
         long.denied = request.denied.clone();
         long.denied_count = request.denied_count;
         assert!(long.without_denied(&padded)? == request.without_denied(&frame)?);
@@ -816,6 +1003,144 @@ mod tests {
             written(request, ListedCreation::refused(41, "gone"))?,
             everyone
         );
+        Ok(())
+    }
+
+    /// A CreatePartitions request `names`, each grown to two partitions more than its index,
+    /// every other one with manual assignments, framed at `version`; and the frame's topics.
+    fn framed_growth(
+        names: &[&str],
+        version: i16,
+    ) -> anyhow::Result<(Bytes, Vec<CreatePartitionsTopic>, ChunkedCreatePartitions)> {
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
+        use kafka_protocol::messages::{BrokerId, CreatePartitionsRequest, RequestHeader};
+        let topics: Vec<CreatePartitionsTopic> = (0..)
+            .zip(names)
+            .map(|(index, name)| {
+                let assignment = CreatePartitionsAssignment::default()
+                    .with_broker_ids(vec![BrokerId(1), BrokerId(index)]);
+                CreatePartitionsTopic::default()
+                    .with_name(TopicName(name.to_string().into()))
+                    .with_count(index + 2)
+                    .with_assignments((index % 2 == 0).then(|| vec![assignment; 2]))
+            })
+            .collect();
+        let request = CreatePartitionsRequest::default()
+            .with_topics(topics.clone())
+            .with_timeout_ms(1_000)
+            .with_validate_only(true);
+        let header_version = if version >= 2 { 2 } else { 1 };
+        let mut frame = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(37)
+            .with_request_api_version(version)
+            .with_correlation_id(42)
+            .encode(&mut frame, header_version)?;
+        let header = frame.len();
+        request.encode(&mut frame, version)?;
+        let frame = frame.freeze();
+        let mut listed = frame.slice(header..);
+        let before = listed.len();
+        let count = array_length(&mut listed, version >= 2)? as usize;
+        let length_len = before - listed.len();
+        let scanned = scan_topics(listed, length_len, count, version)?;
+        Ok((frame, topics, scanned))
+    }
+
+    #[test]
+    fn create_partitions_topics_are_read_forwarded_and_answered_from_the_frame(
+    ) -> anyhow::Result<()> {
+        use kafka_protocol::messages::{CreatePartitionsRequest, RequestHeader};
+        let names = ["a", "d1", "b", "a", "d2", "c"];
+        for version in [1, 3] {
+            let (frame, topics, mut request) = framed_growth(&names, version)?;
+            assert!(request.validate_only, "v{version}");
+            request.deny(|name| !name.starts_with('d'))?;
+            assert_eq!(request.denied_count, 2);
+            // The controller reads each name's first appearance, the denied left out, whole.
+            let mut visited = Vec::new();
+            request
+                .each_first(&mut |topic, repeated| {
+                    visited.push((topic.clone(), repeated));
+                    true
+                })
+                .map_err(anyhow::Error::msg)?;
+            let expected = vec![
+                (topics[0].clone(), true),
+                (topics[2].clone(), false),
+                (topics[5].clone(), false),
+            ];
+            assert_eq!(visited, expected, "v{version}");
+            // A broker forwards the others as they came.
+            let (mut forwarded, denied) = request.clone().into_forwarded(&frame)?;
+            RequestHeader::decode(&mut forwarded, if version >= 2 { 2 } else { 1 })?;
+            let kept = CreatePartitionsRequest::decode(&mut forwarded, version)?;
+            assert!(forwarded.is_empty());
+            let kept_topics: Vec<CreatePartitionsTopic> = topics
+                .iter()
+                .filter(|t| !t.name.starts_with('d'))
+                .cloned()
+                .collect();
+            assert_eq!(kept.topics, kept_topics, "v{version}");
+            assert!(kept.validate_only);
+            let denied = denied.context("two denied")?;
+            let mut written = Vec::new();
+            futures::executor::block_on(denied.write_to(&mut written))?;
+            assert_eq!(written.len(), denied.len());
+            let mut written = Bytes::from(written);
+            let mut answered = Vec::new();
+            while written.has_remaining() {
+                answered.push(CreatePartitionsTopicResult::decode(&mut written, version)?);
+            }
+            let expected: Vec<_> = ["d1", "d2"]
+                .iter()
+                .map(|n| handlers::growth_denied(TopicName(n.to_string().into())))
+                .collect();
+            assert_eq!(answered, expected, "v{version}");
+            // The answer puts the denied in request order among the decided.
+            let growth = ListedGrowth {
+                per_topic: vec![0, 1, 2],
+                outcomes: vec![
+                    ListedError {
+                        code: 42,
+                        message: Some(vec!["Duplicate topic name.".to_owned()]),
+                    },
+                    ListedError::default(),
+                    ListedError {
+                        code: 37,
+                        message: Some(vec!["The topic ".to_owned(), " has 1.".to_owned()]),
+                    },
+                ],
+                ..Default::default()
+            };
+            let writer = TopicResultsWriter::new(Arc::new(request), growth)?;
+            let mut written = Vec::new();
+            futures::executor::block_on(writer.write_to(&mut written))?;
+            assert_eq!(written.len(), writer.len());
+            let mut written = Bytes::from(written);
+            let mut answered = Vec::new();
+            while written.has_remaining() {
+                let result = CreatePartitionsTopicResult::decode(&mut written, version)?;
+                answered.push((
+                    result.name.to_string(),
+                    result.error_code,
+                    result.error_message.map(|m| m.to_string()),
+                ));
+            }
+            assert_eq!(answered.len(), writer.count());
+            let denial = Some("Authorization failed.".to_owned());
+            assert_eq!(
+                answered,
+                [
+                    ("a".into(), 42, Some("Duplicate topic name.".into())),
+                    ("d1".into(), 29, denial.clone()),
+                    ("b".into(), 0, None),
+                    ("d2".into(), 29, denial),
+                    ("c".into(), 37, Some("The topic c has 1.".into())),
+                ],
+                "v{version}"
+            );
+        }
         Ok(())
     }
 }

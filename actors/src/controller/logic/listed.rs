@@ -1,0 +1,287 @@
+//! Topic requests too large to decode whole (issue #11): CreateTopics and CreatePartitions
+//! naming many topics are decided with their topics read one at a time from where they are kept
+//! (the request's frame), and each distinct topic's answer is kept as an index into the few
+//! distinct outcomes, the topic's name left out (the answer is written from the frame, which
+//! has it). The decision stays one: its records are one batch, refused whole past
+//! [`MAX_RECORDS_PER_USER_OP`].
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::protocol::StrBytes;
+
+use gregor_publishers::records::MetadataRecord;
+
+use super::errors::ControllerError;
+use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
+
+/// A request's topics (`T`: the API's topic) read one at a time from where they are kept.
+/// Names denied before the decision (authorization) are left out, as the decoded request's
+/// handler leaves them out of the controller's request.
+pub trait ListedTopics<T = CreatableTopic>: Send + Sync {
+    /// How many topics a refusal of the whole request answers with its error: each name's
+    /// first two copies (a decoded request holds no more, `dedup_decode.rs`), or, when some
+    /// names were denied, each name left once (the handler merges the answers back one per
+    /// name).
+    fn listed(&self) -> usize;
+
+    /// How many distinct names it lists, the denied ones left out.
+    fn distinct(&self) -> usize;
+
+    /// How many distinct names were denied (answered by the caller, never visited).
+    fn denied(&self) -> usize;
+
+    /// Calls `visit` with each distinct name's first appearance in request order (the denied
+    /// ones left out) and whether the request names it again; stops early when `visit`
+    /// returns false.
+    fn each_first(&self, visit: &mut dyn FnMut(&T, bool) -> bool) -> Result<(), String>;
+}
+
+/// The answer to a [`ListedTopics`] request, kept compactly: four bytes per distinct topic
+/// plus its distinct outcomes `O`.
+#[derive(Debug, PartialEq)]
+pub struct ListedAnswers<O> {
+    /// Per distinct topic, in request order: its index in `outcomes`.
+    pub per_topic: Vec<u32>,
+    /// With `per_topic` empty: this many distinct topics, each answered `outcomes[0]` (a
+    /// request refused past the record limit keeps no index per topic).
+    pub alike: usize,
+    pub outcomes: Vec<O>,
+    /// A request refused whole: each name's first two copies answered with this code and
+    /// message (as the controller's refusal of a decoded request answers it).
+    pub refused: Option<(i16, String)>,
+    pub throttle_time_ms: i32,
+}
+
+impl<O> Default for ListedAnswers<O> {
+    fn default() -> Self {
+        ListedAnswers {
+            per_topic: Vec::new(),
+            alike: 0,
+            outcomes: Vec::new(),
+            refused: None,
+            throttle_time_ms: 0,
+        }
+    }
+}
+
+impl<O> ListedAnswers<O> {
+    /// A request refused whole.
+    pub fn refused(code: i16, message: &str) -> Self {
+        ListedAnswers {
+            refused: Some((code, message.to_owned())),
+            ..Default::default()
+        }
+    }
+
+    /// How many distinct topics are answered (without a refusal).
+    pub fn answered(&self) -> usize {
+        self.per_topic.len().max(self.alike)
+    }
+
+    /// The outcome of the distinct topic at `index` (in request order).
+    pub fn outcome(&self, index: usize) -> Option<&O> {
+        let at = match self.per_topic.get(index) {
+            Some(at) => *at as usize,
+            None if index < self.alike => 0,
+            None => return None,
+        };
+        self.outcomes.get(at)
+    }
+
+    /// How many distinct topics each outcome answers, in the order of `outcomes`.
+    pub fn uses(&self) -> Vec<u64> {
+        let mut times = vec![0u64; self.outcomes.len()];
+        for index in 0..self.answered() {
+            let at = self.per_topic.get(index).map_or(0, |at| *at as usize);
+            if let Some(count) = times.get_mut(at) {
+                *count += 1;
+            }
+        }
+        times
+    }
+
+    /// Answers the next distinct topic with outcome `outcome`.
+    fn push(&mut self, outcome: O) -> Result<(), String> {
+        let index = u32::try_from(self.outcomes.len()).map_err(|_| "more than 2^32 outcomes")?;
+        self.outcomes.push(outcome);
+        self.per_topic.push(index);
+        Ok(())
+    }
+
+    /// Answers the next distinct topic with the outcome `key` stands for, shared with the
+    /// topics answered alike before (`seen`: each key's index in `outcomes`).
+    fn push_shared<K: Hash + Eq>(
+        &mut self,
+        seen: &mut HashMap<K, u32>,
+        key: K,
+        outcome: impl FnOnce(&K) -> O,
+    ) -> Result<(), String> {
+        if let Some(index) = seen.get(&key) {
+            self.per_topic.push(*index);
+            return Ok(());
+        }
+        let index = u32::try_from(self.outcomes.len()).map_err(|_| "more than 2^32 outcomes")?;
+        self.outcomes.push(outcome(&key));
+        seen.insert(key, index);
+        self.per_topic.push(index);
+        Ok(())
+    }
+}
+
+/// A topic's error code and message (0 and none when it succeeded), the message split at the
+/// topic's name so that topics failing alike share one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ListedError {
+    pub code: i16,
+    pub message: Option<Vec<String>>,
+}
+
+impl ListedError {
+    /// The outcome of `error` for the topic named `name` (an empty name is never split).
+    pub fn of(name: &str, error: &ControllerError) -> Self {
+        let message = error.message().map(|message| {
+            if name.is_empty() {
+                vec![message]
+            } else {
+                message.split(name).map(str::to_owned).collect()
+            }
+        });
+        ListedError {
+            code: error.code().code(),
+            message,
+        }
+    }
+
+    /// The message for the topic named `name`.
+    pub fn message_for(&self, name: &str) -> Option<StrBytes> {
+        self.message
+            .as_ref()
+            .map(|parts| StrBytes::from_string(parts.join(name)))
+    }
+}
+
+/// A topic's decision: its records, and what its answer says (without its name).
+pub(super) type Decided<O> = Result<(Vec<MetadataRecord>, O), ControllerError>;
+
+/// Decides the distinct topics of `topics` in request order with `decide` (given each topic,
+/// whether it repeats and the records decided so far), keeping each success's outcome as it
+/// comes and sharing each failure's ([`ListedError`], made an outcome by `failed`) among the
+/// topics failing alike. Past [`MAX_RECORDS_PER_USER_OP`] (`decide` answers
+/// [`ControllerError::BatchTooLarge`]) the whole request fails, once per distinct name; a
+/// request that cannot be read again is refused whole.
+pub(super) fn decide_listed<T, O>(
+    api: &str,
+    topics: &dyn ListedTopics<T>,
+    validate_only: bool,
+    mut decide: impl FnMut(&T, bool, usize) -> Decided<O>,
+    name: fn(&T) -> &str,
+    failed: impl Fn(&ListedError) -> O,
+) -> ControllerResult<ListedAnswers<O>> {
+    // Sized once: a doubling vector's earlier copies stay resident in the allocator.
+    let mut answers = ListedAnswers {
+        per_topic: Vec::with_capacity(topics.distinct()),
+        ..Default::default()
+    };
+    // At most one batch of records: sized once, as a doubling vector's copies cost more.
+    let mut records = Vec::with_capacity(MAX_RECORDS_PER_USER_OP);
+    let mut failures: HashMap<ListedError, u32> = HashMap::new();
+    let mut too_large = false;
+    let mut broken: Option<String> = None;
+    let walked = topics.each_first(&mut |topic, repeated| {
+        let pushed = match decide(topic, repeated, records.len()) {
+            Err(ControllerError::BatchTooLarge) => {
+                too_large = true;
+                return false;
+            }
+            Ok((mut new, outcome)) => {
+                records.append(&mut new);
+                answers.push(outcome)
+            }
+            Err(error) => {
+                answers.push_shared(&mut failures, ListedError::of(name(topic), &error), &failed)
+            }
+        };
+        pushed.map_err(|error| broken = Some(error)).is_ok()
+    });
+    if let Some(error) = walked.err().or(broken) {
+        tracing::error!(%error, "a {api} request could not be read again");
+        return ControllerResult {
+            records: Vec::new(),
+            response: ListedAnswers::refused(ResponseError::UnknownServerError.code(), &error),
+        };
+    }
+    if too_large {
+        // Kafka fails the whole request when it would exceed one batch: every distinct name.
+        // What was decided is freed before the answer's indices are all written.
+        records = Vec::new();
+        answers.outcomes = vec![failed(&ListedError::of(
+            "",
+            &ControllerError::BatchTooLarge,
+        ))];
+        answers.per_topic = Vec::new();
+        answers.alike = topics.distinct();
+    }
+    if validate_only {
+        records.clear();
+    }
+    ControllerResult {
+        records,
+        response: answers,
+    }
+}
+
+/// A request's topics kept as a list, read as a frame would be (for tests).
+#[cfg(test)]
+pub(super) struct Listed<T> {
+    topics: Vec<T>,
+    name: fn(&T) -> &str,
+}
+
+#[cfg(test)]
+impl<T> Listed<T> {
+    pub(super) fn new(topics: Vec<T>, name: fn(&T) -> &str) -> Self {
+        Listed { topics, name }
+    }
+
+    /// Each distinct name's first appearance, in request order.
+    pub(super) fn firsts(&self) -> Vec<&T> {
+        let mut seen = std::collections::HashSet::new();
+        self.topics
+            .iter()
+            .filter(|topic| seen.insert((self.name)(topic)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+impl<T: Send + Sync> ListedTopics<T> for Listed<T> {
+    fn listed(&self) -> usize {
+        self.topics.len()
+    }
+
+    fn distinct(&self) -> usize {
+        self.firsts().len()
+    }
+
+    fn denied(&self) -> usize {
+        0
+    }
+
+    fn each_first(&self, visit: &mut dyn FnMut(&T, bool) -> bool) -> Result<(), String> {
+        for topic in self.firsts() {
+            let name = (self.name)(topic);
+            let copies = self
+                .topics
+                .iter()
+                .filter(|t| (self.name)(t) == name)
+                .count();
+            if !visit(topic, copies > 1) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
