@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use gregor_integration::admin::acl::{
-    ALLOW, CLUSTER, CLUSTER_ACTION, CREATE, DENY, LITERAL, PREFIXED, TOPIC,
+    ALLOW, ALTER, CLUSTER, CLUSTER_ACTION, CREATE, DENY, LITERAL, PREFIXED, TOPIC,
 };
 use gregor_integration::admin::{anonymous_acl, creatable, create_topics, metadata, s};
 use gregor_integration::frames::{compact_length, create_topics_v7, four_letter_name};
@@ -211,7 +211,7 @@ async fn a_large_forwarded_answer_is_the_controllers() -> anyhow::Result<()> {
 
 /// One controller and one broker, both with the authorizer, on which User:ANONYMOUS (every
 /// connection here) may send the broker's envelopes (CLUSTER_ACTION), may not create topics
-/// through the cluster, and may create each topic but those prefixed `ab`.
+/// through the cluster, and may create and alter each topic but those prefixed `ab`.
 async fn authorized_cluster() -> anyhow::Result<Cluster> {
     let authorizer = [
         ("authorizer.class.name", "StandardAuthorizer"),
@@ -225,6 +225,7 @@ async fn authorized_cluster() -> anyhow::Result<Cluster> {
         anonymous_acl(CLUSTER, "kafka-cluster", LITERAL, CLUSTER_ACTION, ALLOW),
         anonymous_acl(CLUSTER, "kafka-cluster", LITERAL, CREATE, DENY),
         anonymous_acl(TOPIC, "ab", PREFIXED, CREATE, DENY),
+        anonymous_acl(TOPIC, "ab", PREFIXED, ALTER, DENY),
     ]);
     wait_until("the ACLs are created", FORM_TIMEOUT, || async {
         let mut conn = KafkaConn::connect(&broker).await?;
@@ -338,6 +339,74 @@ async fn a_broker_forwards_many_topics_without_the_denied_ones() -> anyhow::Resu
             assert_eq!(got, want, "answer {index} of {topics} topics");
         }
     }
+    Ok(())
+}
+
+/// A broker with an authorizer forwards a CreatePartitions naming many topics without those
+/// it denies ALTER and adds their answers after the controller's, as for CreateTopics: the
+/// controller's answer to the allowed topics alone, then each denied one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_forwards_a_create_partitions_without_the_denied_topics() -> anyhow::Result<()> {
+    use gregor_integration::admin::{grow_partitions, growth, topic_name};
+    use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+    use kafka_protocol::messages::CreatePartitionsRequest;
+    let cluster = authorized_cluster().await?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    let mut conn = KafkaConn::connect(&broker.bootstrap()).await?;
+    let existing: Vec<_> = (0..10)
+        .map(|index| creatable(&format!("ok-{index}"), 1, 1))
+        .collect();
+    let created = conn
+        .send::<CreateTopicsRequest>(&create_topics(existing, false), 7)
+        .await?;
+    assert!(
+        created.topics.iter().all(|t| t.error_code == 0),
+        "{created:?}"
+    );
+    // A third denied; ok-0 to ok-9 grown (ok-1 named twice: INVALID_REQUEST), the others
+    // unknown.
+    let name = |index: usize| match index % 3 {
+        0 => format!("ab-{index}"),
+        _ => format!("ok-{index}"),
+    };
+    let mut topics: Vec<_> = (0..1_500)
+        .map(|index| growth(&name(index), 2, None))
+        .collect();
+    topics.push(growth("ok-1", 3, None));
+    let results = |frame: Bytes| -> anyhow::Result<Vec<CreatePartitionsTopicResult>> {
+        let (header, response) = decode_response::<CreatePartitionsRequest>(frame, 3)?;
+        assert_eq!(header.correlation_id, 42);
+        Ok(response.results)
+    };
+    let frame = gregor_integration::encode_request(
+        &grow_partitions(topics.clone(), true),
+        3,
+        42,
+        Some("m"),
+    )?;
+    let through_broker = results(answer(&broker.bootstrap(), &frame).await?)?;
+    let allowed: Vec<_> = topics
+        .iter()
+        .filter(|topic| !topic.name.starts_with("ab"))
+        .cloned()
+        .collect();
+    let allowed_frame =
+        gregor_integration::encode_request(&grow_partitions(allowed, true), 3, 42, Some("m"))?;
+    let mut expected = results(answer(&controller.bootstrap(), &allowed_frame).await?)?;
+    for index in (0..1_500).filter(|index| index % 3 == 0) {
+        expected.push(
+            CreatePartitionsTopicResult::default()
+                .with_name(topic_name(&name(index)))
+                .with_error_code(29)
+                .with_error_message(Some(s("Authorization failed."))),
+        );
+    }
+    assert_eq!(through_broker.len(), 1_000 + 500);
+    for (index, (got, want)) in through_broker.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "answer {index}");
+    }
+    let grown = through_broker.iter().filter(|r| r.error_code == 0).count();
+    assert_eq!(grown, 5, "ok-2, ok-4, ok-5, ok-7 and ok-8 grown");
     Ok(())
 }
 
