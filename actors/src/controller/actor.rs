@@ -123,9 +123,9 @@ pub struct CreateTopics {
 /// and answered compactly (issue #11).
 #[derive(Message)]
 #[rtype(result = "logic::ListedCreation")]
-pub struct CreateListedTopics {
+pub struct CreateListedElements {
     /// The request's topics.
-    pub topics: Arc<dyn logic::ListedTopics>,
+    pub topics: Arc<dyn logic::ListedElements>,
     /// Whether only to validate.
     pub validate_only: bool,
     /// The request's API version.
@@ -154,7 +154,7 @@ pub struct DeleteTopics {
 /// they are kept and answered compactly (issue #11).
 #[derive(Message)]
 #[rtype(result = "logic::ListedDeletion")]
-pub struct DeleteListedTopics {
+pub struct DeleteListedElements {
     /// The request's names.
     pub names: Arc<dyn logic::ListedNames>,
     /// The request's API version.
@@ -185,7 +185,7 @@ pub struct CreatePartitions {
 #[rtype(result = "logic::ListedGrowth")]
 pub struct CreateListedPartitions {
     /// The request's topics.
-    pub topics: Arc<dyn logic::ListedTopics<CreatePartitionsTopic>>,
+    pub topics: Arc<dyn logic::ListedElements<CreatePartitionsTopic>>,
     /// Whether only to validate.
     pub validate_only: bool,
     /// The request's API version.
@@ -740,10 +740,10 @@ impl Handler<CreateTopics> for Controller {
     }
 }
 
-impl Handler<CreateListedTopics> for Controller {
+impl Handler<CreateListedElements> for Controller {
     type Result = ResponseFuture<logic::ListedCreation>;
 
-    fn handle(&mut self, msg: CreateListedTopics, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: CreateListedElements, ctx: &mut Self::Context) -> Self::Result {
         self.topics_charged(
             msg,
             ctx,
@@ -851,10 +851,10 @@ impl Handler<DeleteTopics> for Controller {
     }
 }
 
-impl Handler<DeleteListedTopics> for Controller {
+impl Handler<DeleteListedElements> for Controller {
     type Result = ResponseFuture<logic::ListedDeletion>;
 
-    fn handle(&mut self, msg: DeleteListedTopics, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: DeleteListedElements, ctx: &mut Self::Context) -> Self::Result {
         self.topics_charged(
             msg,
             ctx,
@@ -921,14 +921,9 @@ impl Handler<CreateListedPartitions> for Controller {
                     mutation,
                 )
             },
-            |mut response: logic::ListedGrowth, code, message| {
-                for outcome in &mut response.outcomes {
-                    if outcome.code == 0 {
-                        outcome.code = code.code();
-                        outcome.message = Some(vec![message.to_owned()]);
-                    }
-                }
-                response
+            |mut answers: logic::ListedAnswers<logic::ListedError>, code, message| {
+                answers.fail_succeeded(code.code(), message);
+                answers
             },
             |response| &mut response.throttle_time_ms,
         )
@@ -1050,7 +1045,7 @@ impl Refusable for CreateTopics {
     }
 }
 
-impl Refusable for CreateListedTopics {
+impl Refusable for CreateListedElements {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         logic::ListedCreation::refused(code.code(), message)
     }
@@ -1062,7 +1057,7 @@ impl Refusable for DeleteTopics {
     }
 }
 
-impl Refusable for DeleteListedTopics {
+impl Refusable for DeleteListedElements {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         logic::ListedDeletion::refused(code.code(), message)
     }

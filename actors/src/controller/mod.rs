@@ -26,9 +26,9 @@ pub use activation::Activation;
 pub(crate) use actor::Refusable;
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
-    ControllerSettings, CreateListedPartitions, CreateListedTopics, CreatePartitions, CreateTopics,
-    DeleteListedTopics, DeleteTopics, FenceBroker, RegisterNode, UnfenceBroker, WriteRecords,
-    ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
+    ControllerSettings, CreateListedElements, CreateListedPartitions, CreatePartitions,
+    CreateTopics, DeleteListedElements, DeleteTopics, FenceBroker, RegisterNode, UnfenceBroker,
+    WriteRecords, ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
 };
 pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::AlterClientQuotas;
@@ -40,5 +40,7 @@ pub use reassignment::{
     failed_alter_partition_reassignments, failed_list_partition_reassignments,
     AlterPartitionReassignments, ListPartitionReassignments,
 };
-pub use scram::{refused as refused_scram_alteration, AlterUserScramCredentials};
+pub use scram::{
+    refused as refused_scram_alteration, AlterListedScramCredentials, AlterUserScramCredentials,
+};
 pub use unregister::UnregisterBroker;

@@ -49,6 +49,47 @@ impl Handler<AlterUserScramCredentials> for Controller {
     }
 }
 
+/// Alter the SCRAM credentials of a request too large to decode whole, read from where they
+/// are kept and answered compactly (issue #11).
+#[derive(Message)]
+#[rtype(result = "logic::scram::ListedScramAlteration")]
+pub struct AlterListedScramCredentials {
+    /// The request's deletions, then its upsertions.
+    pub alterations: Arc<dyn logic::ListedElements<logic::scram::ScramAlteration>>,
+}
+
+impl Handler<AlterListedScramCredentials> for Controller {
+    type Result = ResponseFuture<logic::scram::ListedScramAlteration>;
+
+    fn handle(
+        &mut self,
+        msg: AlterListedScramCredentials,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.mutate(
+            ctx,
+            &msg,
+            |image, _| {
+                logic::scram::alter_listed_credentials(&image.scram, msg.alterations.as_ref())
+            },
+            |mut answers: logic::ListedAnswers<logic::ListedError>, code, message| {
+                answers.fail_succeeded(code.code(), message);
+                answers
+            },
+        )
+    }
+}
+
+impl Refusable for AlterListedScramCredentials {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        logic::scram::ListedScramAlteration::refused(code.code(), message)
+    }
+}
+
 impl Refusable for AlterUserScramCredentials {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         refused(&self.request, code, message)

@@ -11,8 +11,8 @@ use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
 };
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse, ResponseKind,
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -21,7 +21,11 @@ use gregor_publishers::acl::AclOperation;
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
-use crate::controller::{refused_scram_alteration, AlterUserScramCredentials};
+use crate::controller::logic::scram::{ListedScramAlteration, ScramAlteration};
+use crate::controller::logic::ListedElements;
+use crate::controller::{
+    refused_scram_alteration, AlterListedScramCredentials, AlterUserScramCredentials,
+};
 
 /// Kafka's `ScramImage.describe`: every user when the list is null or empty; a user named twice
 /// is DUPLICATE_RESOURCE, an unknown one RESOURCE_NOT_FOUND.
@@ -112,6 +116,50 @@ pub(super) fn describe(
     errors.add(response.error_code);
     errors.add_all(response.results.iter().map(|r| r.error_code));
     ApiResponse::new(ResponseKind::DescribeUserScramCredentials(response), errors)
+}
+
+/// AlterUserScramCredentials for a request whose alterations stay in its frame (deletions,
+/// then upsertions): the answer's body lists no users, and the returned answers give each
+/// distinct user's, in order of first appearance, for the caller to write as it sends the
+/// answer. Decided as [`alter`] decides a decoded request.
+pub async fn alter_listed(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    alterations: Arc<dyn ListedElements<ScramAlteration>>,
+) -> (ApiResponse, ListedScramAlteration) {
+    let distinct = alterations.distinct();
+    let answers = if !Access::new(ctx, info).allows_cluster(AclOperation::Alter) {
+        ListedScramAlteration::refused(
+            ResponseError::ClusterAuthorizationFailed.code(),
+            "Cluster authorization failed.",
+        )
+    } else if ctx.answers_not_controller(info) {
+        ListedScramAlteration::refused(
+            ResponseError::NotController.code(),
+            "This node is not the active controller",
+        )
+    } else {
+        match ctx
+            .ask_controller(
+                info.controller_failure.as_ref(),
+                AlterListedScramCredentials { alterations },
+            )
+            .await
+        {
+            Ok(answers) => answers,
+            Err(error) => {
+                tracing::error!(%error, "controller actor unavailable");
+                ListedScramAlteration::refused(
+                    ResponseError::NotController.code(),
+                    "The controller is not available; retry against another node",
+                )
+            }
+        }
+    };
+    let errors = super::topics::listed_errors(&answers, distinct, 0, |outcome| outcome.code);
+    let response = AlterUserScramCredentialsResponse::default();
+    let answer = ApiResponse::new(ResponseKind::AlterUserScramCredentials(response), errors);
+    (answer, answers)
 }
 
 pub(super) async fn alter(

@@ -21,12 +21,12 @@ use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{Caller, ControllerForwarder, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::{
-    ListedAnswers, ListedCreation, ListedDeletion, ListedGrowth, ListedNames, ListedOutcome,
-    ListedTopics,
+    ListedAnswers, ListedCreation, ListedDeletion, ListedElements, ListedGrowth, ListedNames,
+    ListedOutcome,
 };
 use crate::controller::{
-    self, CreateListedPartitions, CreateListedTopics, CreatePartitions, CreateTopics,
-    DeleteListedTopics, DeleteTopics,
+    self, CreateListedElements, CreateListedPartitions, CreatePartitions, CreateTopics,
+    DeleteListedElements, DeleteTopics,
 };
 
 /// Why the controller could not be asked: its mailbox is gone, so the node is shutting down.
@@ -219,14 +219,14 @@ pub(super) async fn create_topics(
     }
 }
 
-/// CreateTopics for a request whose topics stay in its frame (`ListedTopics`, which leaves out
+/// CreateTopics for a request whose topics stay in its frame (`ListedElements`, which leaves out
 /// the names `access` denied): the answer's body lists no topics, and the returned creation
 /// answers each topic given to the controller, for the caller to write as it sends the answer
 /// (with the denied names answered [`creation_denied`] in their place).
 pub async fn create_listed_topics(
     ctx: &HandlerContext,
     info: &RequestInfo,
-    topics: Arc<dyn ListedTopics>,
+    topics: Arc<dyn ListedElements>,
     validate_only: bool,
     access: &CreateTopicsAccess<'_>,
 ) -> (ApiResponse, ListedCreation) {
@@ -235,7 +235,7 @@ pub async fn create_listed_topics(
     let mut creation = match ctx
         .ask_controller(
             info.controller_failure.as_ref(),
-            CreateListedTopics {
+            CreateListedElements {
                 topics: topics.clone(),
                 validate_only,
                 version: info.api_version,
@@ -274,7 +274,7 @@ pub async fn create_listed_topics(
 /// The error codes of a listed request's answer: `denied` names refused authorization, and the
 /// controller's answers (each of `listed` topics its refusal's error when it refused the
 /// request whole).
-fn listed_errors<O>(
+pub(super) fn listed_errors<O>(
     answers: &ListedAnswers<O>,
     listed: usize,
     denied: usize,
@@ -302,7 +302,7 @@ fn listed_errors<O>(
 /// stops at the last created topic. Should the topics not read again, every created topic's
 /// configs are hidden: they are never shown unchecked.
 fn hide_listed_configs(
-    topics: &dyn ListedTopics,
+    topics: &dyn ListedElements,
     creation: &mut ListedCreation,
     mut shows: impl FnMut(&str) -> bool,
 ) {
@@ -320,7 +320,7 @@ fn hide_listed_configs(
     };
     let mut decided = 0;
     let walked = topics.each_first(&mut |topic, _| {
-        let at = creation.per_topic.get(decided).map(|at| *at as usize);
+        let at = creation.per_element.get(decided).map(|at| *at as usize);
         decided += 1;
         if let Some(outcome) = at.and_then(|at| creation.outcomes.get_mut(at)) {
             if created(outcome) {
@@ -494,7 +494,7 @@ pub async fn delete_listed_topics(
     let deletion = match ctx
         .ask_controller(
             info.controller_failure.as_ref(),
-            DeleteListedTopics {
+            DeleteListedElements {
                 names,
                 version: info.api_version,
                 principal: (*info.principal).clone(),
@@ -576,14 +576,14 @@ pub fn growth_denied(name: TopicName) -> CreatePartitionsTopicResult {
         .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
 }
 
-/// CreatePartitions for a request whose topics stay in its frame (`ListedTopics`, which leaves
+/// CreatePartitions for a request whose topics stay in its frame (`ListedElements`, which leaves
 /// out the denied names): the answer's body lists no topics, and the returned growth answers
 /// each topic given to the controller, for the caller to write as it sends the answer (with
 /// the denied names answered [`growth_denied`] in their place).
 pub async fn create_listed_partitions(
     ctx: &HandlerContext,
     info: &RequestInfo,
-    topics: Arc<dyn ListedTopics<CreatePartitionsTopic>>,
+    topics: Arc<dyn ListedElements<CreatePartitionsTopic>>,
     validate_only: bool,
 ) -> (ApiResponse, ListedGrowth) {
     let listed = topics.listed();
@@ -694,7 +694,7 @@ mod tests {
         broken: bool,
     }
 
-    impl ListedTopics for Names {
+    impl ListedElements for Names {
         fn listed(&self) -> usize {
             self.names.len()
         }
@@ -741,7 +741,7 @@ mod tests {
             configs: configs.clone(),
         };
         ListedCreation {
-            per_topic: vec![0, 1, 2, 3, 4, 1, 1, 1, 1, 1],
+            per_element: vec![0, 1, 2, 3, 4, 1, 1, 1, 1, 1],
             outcomes: vec![
                 created(0),
                 ListedOutcome::Failed {

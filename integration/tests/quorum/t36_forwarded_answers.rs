@@ -536,6 +536,65 @@ async fn a_forwarded_delete_topics_of_distinct_names_stays_within_four_frames() 
     Ok(())
 }
 
+/// An AlterUserScramCredentials deleting `frame_size()` of distinct users' credentials,
+/// forwarded by a broker as it came: the controller decides it from the frame
+/// (`scram_chunks.rs`) and answers every user RESOURCE_NOT_FOUND (nine times the frame), and
+/// neither node's peak resident memory grows by four frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_alter_user_scram_credentials_of_distinct_users_stays_within_four_frames(
+) -> anyhow::Result<()> {
+    use bytes::BufMut;
+    use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+    let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    forwarding(&broker.bootstrap()).await?;
+    let frame_size = frame_size();
+    let count = (frame_size - 40) / 7;
+    // Deletions {name, SCRAM-SHA-256, tags}, then no upsertions and tags.
+    let frame = gregor_integration::frames::flexible_list(
+        51,
+        0,
+        b"",
+        count,
+        7,
+        |index, frame| {
+            frame.put_u8(5);
+            frame.put_slice(&four_letter_name(index));
+            frame.put_slice(b"\x01\x00");
+        },
+        b"\x01\x00",
+    );
+    let (mut body, controller_growth, broker_growth) =
+        answer_through(controller, broker, &frame).await?;
+    let header = ResponseHeader::decode(&mut body, 1)?;
+    assert_eq!(header.correlation_id, 42);
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per user");
+    for index in 0..count {
+        let result = AlterUserScramCredentialsResult::decode(&mut body, 0)?;
+        assert_eq!(
+            (result.user.as_bytes(), result.error_code),
+            (&four_letter_name(index)[..], 91),
+            "user {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    eprintln!(
+        "a {}-byte AlterUserScramCredentials through a broker: peak growth \
+         {controller_growth} bytes on the controller, {broker_growth} on the broker",
+        frame.len()
+    );
+    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
+        assert!(
+            grown < 4 * frame_size as u64,
+            "a {}-byte AlterUserScramCredentials grew the {node}'s peak resident memory by \
+             {grown} bytes",
+            frame.len()
+        );
+    }
+    Ok(())
+}
+
 /// A broker with an authorizer checks a DeleteTopics naming many topics from its frame,
 /// forwards it without the names it denies DELETE, and adds their TOPIC_AUTHORIZATION_FAILED
 /// answers after the controller's; at `frame_size()` of distinct names neither node's peak

@@ -714,6 +714,177 @@ async fn describe_user_scram_credentials_of_many_users_answers_each_distinct_use
         && r.error_message == answer.error_message));
 }
 
+/// An AlterUserScramCredentials deleting 10 MB of distinct users' credentials, none of which
+/// exists: decided from its frame (`scram_chunks.rs`), each user answered RESOURCE_NOT_FOUND
+/// in order (an answer nine times the frame, written as it is built), the node growing by
+/// less than four frames.
+#[tokio::test]
+async fn alter_user_scram_credentials_of_distinct_users_stays_within_four_frames() {
+    use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    // Deletions {name, SCRAM-SHA-256, tags}, then no upsertions and tags.
+    let (frame, count) = distinct(
+        51,
+        0,
+        b"",
+        7,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_slice(b"\x01\x00");
+        },
+        b"\x01\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "AlterUserScramCredentials", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per user");
+    for index in 0..count {
+        let result = AlterUserScramCredentialsResult::decode(&mut body, 0).unwrap();
+        assert_eq!(
+            (
+                result.user.as_bytes(),
+                result.error_code,
+                result.error_message.as_deref()
+            ),
+            (
+                &four_letter_name(index)[..],
+                91,
+                Some("Attempt to delete a user credential that does not exist")
+            ),
+            "user {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// An AlterUserScramCredentials of more alterations than one chunk, decided from its frame on
+/// one node, answers as its deletions and its upsertions sent apart (each decoded whole) on
+/// another node holding the same credentials, and leaves both with the same credentials:
+/// existing and missing credentials deleted, unknown mechanisms, an empty name, users altered
+/// twice (DUPLICATE_RESOURCE, or their first alteration's error), valid and refused upsertions.
+#[tokio::test]
+async fn alter_user_scram_credentials_of_many_users_answers_as_shorter_requests() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    use kafka_protocol::messages::{
+        AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
+    };
+    let upsertion = |name: &str, mechanism: i8, iterations: i32| {
+        ScramCredentialUpsertion::default()
+            .with_name(s(name))
+            .with_mechanism(mechanism)
+            .with_iterations(iterations)
+            .with_salt(bytes::Bytes::from_static(b"salt"))
+            .with_salted_password(bytes::Bytes::from(vec![7; 32]))
+    };
+    let deletion = |name: &str, mechanism: i8| {
+        ScramCredentialDeletion::default()
+            .with_name(s(name))
+            .with_mechanism(mechanism)
+    };
+    let existing: Vec<_> = (0..40)
+        .map(|index| upsertion(&format!("old-{index}"), 1 + (index % 2) as i8, 4096))
+        .collect();
+    let mut deletions = vec![deletion("", 1), deletion("old-0", 3), deletion("old-1", 2)];
+    for index in 2..40 {
+        deletions.push(deletion(&format!("old-{index}"), 1 + (index % 2) as i8));
+        if index % 10 == 0 {
+            deletions.push(deletion(&format!("old-{index}"), 1));
+        }
+    }
+    deletions.extend((0..700).map(|index| deletion(&format!("gone-{index}"), 1)));
+    let mut upsertions = vec![upsertion("new-0", 1, 4095), upsertion("new-1", 2, 16385)];
+    for index in 2..700 {
+        upsertions.push(upsertion(
+            &format!("new-{index}"),
+            1 + (index % 2) as i8,
+            4096,
+        ));
+        if index % 100 == 0 {
+            upsertions.push(upsertion(&format!("new-{index}"), 1, 8192));
+        }
+    }
+    assert!(deletions.len() <= 1024 && upsertions.len() <= 1024);
+    assert!(deletions.len() + upsertions.len() > 1024);
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let node = GregorNode::start(&[]).unwrap();
+        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        conn.set_timeout(Duration::from_secs(120));
+        let request = AlterUserScramCredentialsRequest::default().with_upsertions(existing.clone());
+        let created = conn.send(&request, 0).await.unwrap();
+        assert!(
+            created.results.iter().all(|r| r.error_code == 0),
+            "{created:?}"
+        );
+        nodes.push((node, conn));
+    }
+    let whole = AlterUserScramCredentialsRequest::default()
+        .with_deletions(deletions.clone())
+        .with_upsertions(upsertions.clone());
+    let answer = nodes[0].1.send(&whole, 0).await.unwrap();
+    let apart = AlterUserScramCredentialsRequest::default().with_deletions(deletions);
+    let mut expected = nodes[1].1.send(&apart, 0).await.unwrap();
+    let apart = AlterUserScramCredentialsRequest::default().with_upsertions(upsertions);
+    expected
+        .results
+        .extend(nodes[1].1.send(&apart, 0).await.unwrap().results);
+    assert_eq!(answer, expected);
+    let count = |code: i16| {
+        answer
+            .results
+            .iter()
+            .filter(|r| r.error_code == code)
+            .count()
+    };
+    // Deleted: old-1 to old-39 but old-10, -20 and -30 (named twice); upserted: new-2 to
+    // new-699 but the six named twice.
+    assert_eq!(
+        (count(0), count(91), count(92), count(93), count(33)),
+        (36 + 692, 700, 3 + 6, 1 + 2, 1)
+    );
+    let every_user = DescribeUserScramCredentialsRequest::default().with_users(None);
+    let left = nodes[0].1.send(&every_user, 0).await.unwrap();
+    let right = nodes[1].1.send(&every_user, 0).await.unwrap();
+    assert_eq!(
+        left.results.len(),
+        4 + 692,
+        "old-0, -10, -20, -30 and the upserted"
+    );
+    assert_eq!(left, right, "both nodes hold the same credentials");
+
+    // Without ALTER on the cluster (an authorizer, no ACLs): each distinct user refused once,
+    // in order of first appearance, as the decoded request is.
+    let node = GregorNode::start(&[("authorizer.class.name", "StandardAuthorizer")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let refused = conn.send(&whole, 0).await.unwrap();
+    let mut users: Vec<&str> = Vec::new();
+    for user in whole
+        .deletions
+        .iter()
+        .map(|d| &d.name)
+        .chain(whole.upsertions.iter().map(|u| &u.name))
+    {
+        if !users.contains(&user.as_str()) {
+            users.push(user.as_str());
+        }
+    }
+    let answered: Vec<(&str, i16, Option<&str>)> = refused
+        .results
+        .iter()
+        .map(|r| (r.user.as_str(), r.error_code, r.error_message.as_deref()))
+        .collect();
+    let expected: Vec<_> = users
+        .into_iter()
+        .map(|user| (user, 31, Some("Cluster authorization failed.")))
+        .collect();
+    assert_eq!(answered, expected);
+}
+
 /// A SyncGroup leader assigning to 10 MB of distinct ids of the form members' ids have (the
 /// shortest: "-" and a UUID), which the node must decode, stays below four frames; each member
 /// gets the last assignment naming it. Assignments to ids of any other form (which no member

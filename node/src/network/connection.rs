@@ -641,6 +641,7 @@ enum ChunkedRequest {
     OffsetDelete(Chunked<OffsetDeleteList>),
     DescribeQuorum(Chunked<DescribeQuorumList>),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
+    AlterScram(super::scram_chunks::ChunkedScramAlteration),
 }
 
 impl ChunkedRequest {
@@ -662,6 +663,9 @@ impl ChunkedRequest {
             ChunkedRequest::OffsetDelete(chunked) => chunked.shell(),
             ChunkedRequest::DescribeQuorum(chunked) => chunked.shell(),
             ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
+            ChunkedRequest::AlterScram(_) => {
+                RequestKind::AlterUserScramCredentials(Default::default())
+            }
         }
     }
 
@@ -745,6 +749,10 @@ impl ChunkedRequest {
                 let (answer, topics) =
                     super::delete_topics_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::DeleteTopics(topics)))
+            }
+            ChunkedRequest::AlterScram(chunked) => {
+                let (answer, users) = super::scram_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::AlterScram(users)))
             }
         })
     }
@@ -901,6 +909,9 @@ async fn process_frame(
         ApiKey::DescribeQuorum => partition_list_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DescribeQuorum)),
+        ApiKey::AlterUserScramCredentials => super::scram_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::AlterScram)),
         // Where this node decides it, or checks it before it forwards it (an authorizer).
         ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
             super::delete_topics_chunks::scan(&frame, api_version)

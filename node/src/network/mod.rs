@@ -23,6 +23,7 @@ pub mod produce_chunks;
 pub mod raft_voter_versions;
 pub mod repeated;
 mod sasl;
+pub mod scram_chunks;
 pub mod tls;
 pub mod topic_list_chunks;
 

@@ -7,7 +7,7 @@
 //! CreatePartitions topic of 11 bytes, 42 times). Here the topics stay in the frame. A scan
 //! finds each name's first appearance and whether it repeats (the elements' offsets sorted by
 //! name, then two bits per element); the controller reads the topics from the frame one at a
-//! time (`ListedTopics`) and keeps each distinct topic's answer as an index into its distinct
+//! time (`ListedElements`) and keeps each distinct topic's answer as an index into its distinct
 //! outcomes (`ListedAnswers`: a failure's message is kept without the name, so topics failing
 //! alike share one). The decision stays one: the records of every created topic or partition
 //! are one batch, refused whole past the record limit. The answer is then written topic by
@@ -35,7 +35,9 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::AsyncWrite;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
-use gregor_actors::controller::logic::{ListedAnswers, ListedCreation, ListedError, ListedTopics};
+use gregor_actors::controller::logic::{
+    ListedAnswers, ListedCreation, ListedElements, ListedError,
+};
 use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::{array_length, need};
@@ -518,7 +520,7 @@ impl<A: TopicListApi> std::fmt::Debug for DeniedResultsWriter<A> {
     }
 }
 
-impl<A: TopicListApi> ListedTopics<A::Topic> for ChunkedTopics<A> {
+impl<A: TopicListApi> ListedElements<A::Topic> for ChunkedTopics<A> {
     fn listed(&self) -> usize {
         if self.denied_count > 0 {
             return self.distinct();
@@ -944,7 +946,7 @@ mod tests {
             configs: Arc::new(None),
         };
         let creation = ListedCreation {
-            per_topic: vec![0, 1, 0, 2],
+            per_element: vec![0, 1, 0, 2],
             outcomes: vec![
                 failed(42, "Duplicate topic name."),
                 created,
@@ -1099,7 +1101,7 @@ mod tests {
             assert_eq!(answered, expected, "v{version}");
             // The answer puts the denied in request order among the decided.
             let growth = ListedGrowth {
-                per_topic: vec![0, 1, 2],
+                per_element: vec![0, 1, 2],
                 outcomes: vec![
                     ListedError {
                         code: 42,

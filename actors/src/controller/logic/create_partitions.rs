@@ -20,7 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use gregor_publishers::records::MetadataRecord;
 
 use super::errors::ControllerError;
-use super::listed::{decide_listed, ListedAnswers, ListedError, ListedTopics};
+use super::listed::{decide_listed, ListedAnswers, ListedElements, ListedError};
 use super::partitions::{
     active_replicas, all_inactive, no_active_replica, validate_manual_assignment, NewPartition,
 };
@@ -71,7 +71,7 @@ pub fn create_partitions<V: MetadataView + ?Sized>(
     }
 }
 
-/// The answer to a [`ListedTopics`] CreatePartitions request: each distinct topic's error
+/// The answer to a [`ListedElements`] CreatePartitions request: each distinct topic's error
 /// code and message.
 pub type ListedGrowth = ListedAnswers<ListedError>;
 
@@ -79,7 +79,7 @@ pub type ListedGrowth = ListedAnswers<ListedError>;
 /// same topics, without holding them or their answers whole.
 pub fn create_listed_partitions<V: MetadataView + ?Sized>(
     image: &V,
-    topics: &dyn ListedTopics<CreatePartitionsTopic>,
+    topics: &dyn ListedElements<CreatePartitionsTopic>,
     validate_only: bool,
     ctx: &mut MutationContext<'_>,
 ) -> ControllerResult<ListedGrowth> {

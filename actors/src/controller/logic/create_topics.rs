@@ -26,7 +26,7 @@ use rand::Rng;
 use uuid::Uuid;
 
 use super::errors::ControllerError;
-use super::listed::{decide_listed, ListedAnswers, ListedError, ListedTopics};
+use super::listed::{decide_listed, ListedAnswers, ListedElements, ListedError};
 use super::partitions::{
     active_replicas, all_inactive, no_active_replica, validate_manual_assignment, NewPartition,
 };
@@ -161,7 +161,7 @@ impl<'a, V: MetadataView + ?Sized> Decider<'a, V> {
     }
 }
 
-/// What one distinct topic of a [`ListedTopics`] request is answered, without its name (the
+/// What one distinct topic of a [`ListedElements`] request is answered, without its name (the
 /// answer is written from the request's frame, which has it).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ListedOutcome {
@@ -189,7 +189,7 @@ impl ListedOutcome {
     }
 }
 
-/// The answer to a [`ListedTopics`] CreateTopics request (at most
+/// The answer to a [`ListedElements`] CreateTopics request (at most
 /// [`MAX_RECORDS_PER_USER_OP`] / 2 topics are created).
 pub type ListedCreation = ListedAnswers<ListedOutcome>;
 
@@ -230,7 +230,7 @@ impl ListedAnswers<ListedOutcome> {
 /// same topics, without holding them or their answers whole.
 pub fn create_listed_topics<V: MetadataView + ?Sized>(
     image: &V,
-    topics: &dyn ListedTopics,
+    topics: &dyn ListedElements,
     validate_only: bool,
     version: i16,
     defaults: &TopicDefaults,
@@ -255,7 +255,7 @@ pub fn create_listed_topics<V: MetadataView + ?Sized>(
                 result: Box::new(created.result),
                 configs,
             };
-            Ok((created.records, outcome))
+            Ok::<_, ControllerError>((created.records, outcome))
         },
         |topic| topic.name.0.as_str(),
         ListedOutcome::failed,

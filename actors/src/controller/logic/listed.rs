@@ -1,9 +1,9 @@
-//! Topic requests too large to decode whole (issue #11): CreateTopics and CreatePartitions
-//! naming many topics are decided with their topics read one at a time from where they are kept
-//! (the request's frame), and each distinct topic's answer is kept as an index into the few
-//! distinct outcomes, the topic's name left out (the answer is written from the frame, which
-//! has it). The decision stays one: its records are one batch, refused whole past
-//! [`MAX_RECORDS_PER_USER_OP`].
+//! Requests too large to decode whole (issue #11): CreateTopics, CreatePartitions and
+//! AlterUserScramCredentials naming many topics or users are decided with their elements read
+//! one at a time from where they are kept (the request's frame), and each distinct element's
+//! answer is kept as an index into the few distinct outcomes, the element's name left out (the
+//! answer is written from the frame, which has it). The decision stays one: its records are
+//! one batch, refused whole past [`MAX_RECORDS_PER_USER_OP`] where Kafka bounds it.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -17,11 +17,12 @@ use gregor_publishers::records::MetadataRecord;
 use super::errors::ControllerError;
 use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 
-/// A request's topics (`T`: the API's topic) read one at a time from where they are kept.
-/// Names denied before the decision (authorization) are left out, as the decoded request's
-/// handler leaves them out of the controller's request.
-pub trait ListedTopics<T = CreatableTopic>: Send + Sync {
-    /// How many topics a refusal of the whole request answers with its error: each name's
+/// A request's elements (`T`: a topic, a user's alteration) read one at a time from where
+/// they are kept, each named by a topic or user name. Names denied before the decision
+/// (authorization) are left out, as the decoded request's handler leaves them out of the
+/// controller's request.
+pub trait ListedElements<T = CreatableTopic>: Send + Sync {
+    /// How many elements a refusal of the whole request answers with its error: each name's
     /// first two copies (a decoded request holds no more, `dedup_decode.rs`), or, when some
     /// names were denied, each name left once (the handler merges the answers back one per
     /// name).
@@ -39,14 +40,14 @@ pub trait ListedTopics<T = CreatableTopic>: Send + Sync {
     fn each_first(&self, visit: &mut dyn FnMut(&T, bool) -> bool) -> Result<(), String>;
 }
 
-/// The answer to a [`ListedTopics`] request, kept compactly: four bytes per distinct topic
-/// plus its distinct outcomes `O`.
+/// The answer to a [`ListedElements`] request, kept compactly: four bytes per distinct
+/// element plus its distinct outcomes `O`.
 #[derive(Debug, PartialEq)]
 pub struct ListedAnswers<O> {
-    /// Per distinct topic, in request order: its index in `outcomes`.
-    pub per_topic: Vec<u32>,
-    /// With `per_topic` empty: this many distinct topics, each answered `outcomes[0]` (a
-    /// request refused past the record limit keeps no index per topic).
+    /// Per distinct element, in request order: its index in `outcomes`.
+    pub per_element: Vec<u32>,
+    /// With `per_element` empty: this many distinct elements, each answered `outcomes[0]` (a
+    /// request refused past the record limit keeps no index per element).
     pub alike: usize,
     pub outcomes: Vec<O>,
     /// A request refused whole: each name's first two copies answered with this code and
@@ -58,7 +59,7 @@ pub struct ListedAnswers<O> {
 impl<O> Default for ListedAnswers<O> {
     fn default() -> Self {
         ListedAnswers {
-            per_topic: Vec::new(),
+            per_element: Vec::new(),
             alike: 0,
             outcomes: Vec::new(),
             refused: None,
@@ -76,14 +77,14 @@ impl<O> ListedAnswers<O> {
         }
     }
 
-    /// How many distinct topics are answered (without a refusal).
+    /// How many distinct elements are answered (without a refusal).
     pub fn answered(&self) -> usize {
-        self.per_topic.len().max(self.alike)
+        self.per_element.len().max(self.alike)
     }
 
-    /// The outcome of the distinct topic at `index` (in request order).
+    /// The outcome of the distinct element at `index` (in request order).
     pub fn outcome(&self, index: usize) -> Option<&O> {
-        let at = match self.per_topic.get(index) {
+        let at = match self.per_element.get(index) {
             Some(at) => *at as usize,
             None if index < self.alike => 0,
             None => return None,
@@ -91,11 +92,11 @@ impl<O> ListedAnswers<O> {
         self.outcomes.get(at)
     }
 
-    /// How many distinct topics each outcome answers, in the order of `outcomes`.
+    /// How many distinct elements each outcome answers, in the order of `outcomes`.
     pub fn uses(&self) -> Vec<u64> {
         let mut times = vec![0u64; self.outcomes.len()];
         for index in 0..self.answered() {
-            let at = self.per_topic.get(index).map_or(0, |at| *at as usize);
+            let at = self.per_element.get(index).map_or(0, |at| *at as usize);
             if let Some(count) = times.get_mut(at) {
                 *count += 1;
             }
@@ -103,16 +104,16 @@ impl<O> ListedAnswers<O> {
         times
     }
 
-    /// Answers the next distinct topic with outcome `outcome`.
+    /// Answers the next distinct element with outcome `outcome`.
     fn push(&mut self, outcome: O) -> Result<(), String> {
         let index = u32::try_from(self.outcomes.len()).map_err(|_| "more than 2^32 outcomes")?;
         self.outcomes.push(outcome);
-        self.per_topic.push(index);
+        self.per_element.push(index);
         Ok(())
     }
 
-    /// Answers the next distinct topic with the outcome `key` stands for, shared with the
-    /// topics answered alike before (`seen`: each key's index in `outcomes`).
+    /// Answers the next distinct element with the outcome `key` stands for, shared with the
+    /// elements answered alike before (`seen`: each key's index in `outcomes`).
     fn push_shared<K: Hash + Eq>(
         &mut self,
         seen: &mut HashMap<K, u32>,
@@ -120,19 +121,19 @@ impl<O> ListedAnswers<O> {
         outcome: impl FnOnce(&K) -> O,
     ) -> Result<(), String> {
         if let Some(index) = seen.get(&key) {
-            self.per_topic.push(*index);
+            self.per_element.push(*index);
             return Ok(());
         }
         let index = u32::try_from(self.outcomes.len()).map_err(|_| "more than 2^32 outcomes")?;
         self.outcomes.push(outcome(&key));
         seen.insert(key, index);
-        self.per_topic.push(index);
+        self.per_element.push(index);
         Ok(())
     }
 }
 
-/// A topic's error code and message (0 and none when it succeeded), the message split at the
-/// topic's name so that topics failing alike share one.
+/// An element's error code and message (0 and none when it succeeded), the message split at
+/// the element's name so that elements failing alike share one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ListedError {
     pub code: i16,
@@ -155,7 +156,7 @@ impl ListedError {
         }
     }
 
-    /// The message for the topic named `name`.
+    /// The message for the element named `name`.
     pub fn message_for(&self, name: &str) -> Option<StrBytes> {
         self.message
             .as_ref()
@@ -163,36 +164,68 @@ impl ListedError {
     }
 }
 
-/// A topic's decision: its records, and what its answer says (without its name).
-pub(super) type Decided<O> = Result<(Vec<MetadataRecord>, O), ControllerError>;
+impl ListedAnswers<ListedError> {
+    /// Marks every success failed with `code` and `message` (its records did not commit).
+    pub fn fail_succeeded(&mut self, code: i16, message: &str) {
+        for outcome in &mut self.outcomes {
+            if outcome.code == 0 {
+                outcome.code = code;
+                outcome.message = Some(vec![message.to_owned()]);
+            }
+        }
+    }
+}
 
-/// Decides the distinct topics of `topics` in request order with `decide` (given each topic,
-/// whether it repeats and the records decided so far), keeping each success's outcome as it
-/// comes and sharing each failure's ([`ListedError`], made an outcome by `failed`) among the
-/// topics failing alike. Past [`MAX_RECORDS_PER_USER_OP`] (`decide` answers
-/// [`ControllerError::BatchTooLarge`]) the whole request fails, once per distinct name; a
-/// request that cannot be read again is refused whole.
-pub(super) fn decide_listed<T, O>(
+/// Why one element fails.
+pub(super) trait ElementError {
+    /// Whether the request would pass [`MAX_RECORDS_PER_USER_OP`] records: it fails whole.
+    fn is_batch_too_large(&self) -> bool;
+
+    /// The element named `name`'s answer.
+    fn answer(&self, name: &str) -> ListedError;
+}
+
+impl ElementError for ControllerError {
+    fn is_batch_too_large(&self) -> bool {
+        matches!(self, ControllerError::BatchTooLarge)
+    }
+
+    fn answer(&self, name: &str) -> ListedError {
+        ListedError::of(name, self)
+    }
+}
+
+/// An element's decision: its records and what its answer says (without its name), or why
+/// it fails.
+pub(super) type Decided<O, E> = Result<(Vec<MetadataRecord>, O), E>;
+
+/// Decides the distinct elements of `elements` in request order with `decide` (given each
+/// element, whether it repeats and the records decided so far), keeping each success's outcome
+/// as it comes and sharing each failure's ([`ListedError`], made an outcome by `failed`) among
+/// the elements failing alike. Past [`MAX_RECORDS_PER_USER_OP`] (an error saying so) the whole
+/// request fails, once per distinct name; a request that cannot be read again is refused
+/// whole.
+pub(super) fn decide_listed<T, O, E: ElementError>(
     api: &str,
-    topics: &dyn ListedTopics<T>,
+    elements: &dyn ListedElements<T>,
     validate_only: bool,
-    mut decide: impl FnMut(&T, bool, usize) -> Decided<O>,
+    mut decide: impl FnMut(&T, bool, usize) -> Decided<O, E>,
     name: fn(&T) -> &str,
     failed: impl Fn(&ListedError) -> O,
 ) -> ControllerResult<ListedAnswers<O>> {
     // Sized once: a doubling vector's earlier copies stay resident in the allocator.
     let mut answers = ListedAnswers {
-        per_topic: Vec::with_capacity(topics.distinct()),
+        per_element: Vec::with_capacity(elements.distinct()),
         ..Default::default()
     };
-    // At most one batch of records: sized once, as a doubling vector's copies cost more.
-    let mut records = Vec::with_capacity(MAX_RECORDS_PER_USER_OP);
+    // Sized once for the usual case, at most a batch: a doubling vector's copies cost more.
+    let mut records = Vec::with_capacity(elements.distinct().min(MAX_RECORDS_PER_USER_OP));
     let mut failures: HashMap<ListedError, u32> = HashMap::new();
     let mut too_large = false;
     let mut broken: Option<String> = None;
-    let walked = topics.each_first(&mut |topic, repeated| {
-        let pushed = match decide(topic, repeated, records.len()) {
-            Err(ControllerError::BatchTooLarge) => {
+    let walked = elements.each_first(&mut |element, repeated| {
+        let pushed = match decide(element, repeated, records.len()) {
+            Err(error) if error.is_batch_too_large() => {
                 too_large = true;
                 return false;
             }
@@ -200,9 +233,7 @@ pub(super) fn decide_listed<T, O>(
                 records.append(&mut new);
                 answers.push(outcome)
             }
-            Err(error) => {
-                answers.push_shared(&mut failures, ListedError::of(name(topic), &error), &failed)
-            }
+            Err(error) => answers.push_shared(&mut failures, error.answer(name(element)), &failed),
         };
         pushed.map_err(|error| broken = Some(error)).is_ok()
     });
@@ -221,8 +252,8 @@ pub(super) fn decide_listed<T, O>(
             "",
             &ControllerError::BatchTooLarge,
         ))];
-        answers.per_topic = Vec::new();
-        answers.alike = topics.distinct();
+        answers.per_element = Vec::new();
+        answers.alike = elements.distinct();
     }
     if validate_only {
         records.clear();
@@ -257,7 +288,7 @@ impl<T> Listed<T> {
 }
 
 #[cfg(test)]
-impl<T: Send + Sync> ListedTopics<T> for Listed<T> {
+impl<T: Send + Sync> ListedElements<T> for Listed<T> {
     fn listed(&self) -> usize {
         self.topics.len()
     }

@@ -51,7 +51,7 @@ pub use create_topics::{
 };
 pub use delete_topics::{delete_listed_topics, delete_topics, ListedDeletion, ListedNames};
 pub use errors::ControllerError;
-pub use listed::{ListedAnswers, ListedError, ListedTopics};
+pub use listed::{ListedAnswers, ListedElements, ListedError};
 pub use quota::{MutationQuota, QuotaExceeded, Unlimited};
 pub use view::{BrokerView, MetadataView};
 

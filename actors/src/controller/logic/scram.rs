@@ -12,12 +12,16 @@ use gregor_publishers::records::{
 };
 use gregor_publishers::scram::{ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_request::{
+    ScramCredentialDeletion, ScramCredentialUpsertion,
+};
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::listed::{decide_listed, ElementError, ListedAnswers, ListedElements, ListedError};
 use super::ControllerResult;
 
 type Refusal = (ResponseError, &'static str);
@@ -35,6 +39,58 @@ fn user_and_mechanism(name: &str, mechanism: i8) -> Result<ScramMechanism, Refus
     ))
 }
 
+const DUPLICATE: Refusal = (
+    ResponseError::DuplicateResource,
+    "A user credential cannot be altered twice in the same request",
+);
+
+/// The record deleting `deletion`'s credential, or why it is refused.
+fn deletion_record(
+    image: &ScramImage,
+    deletion: &ScramCredentialDeletion,
+) -> Result<MetadataRecord, Refusal> {
+    let mechanism = user_and_mechanism(&deletion.name, deletion.mechanism)?;
+    if image.credential(&deletion.name, mechanism).is_none() {
+        return Err((
+            ResponseError::ResourceNotFound,
+            "Attempt to delete a user credential that does not exist",
+        ));
+    }
+    Ok(MetadataRecord::RemoveUserScramCredential(
+        RemoveUserScramCredentialRecord {
+            name: deletion.name.to_string(),
+            mechanism: mechanism.type_code(),
+        },
+    ))
+}
+
+/// The record storing `upsertion`'s credential (its keys derived from the salted password),
+/// or why it is refused.
+fn upsertion_record(upsertion: &ScramCredentialUpsertion) -> Result<MetadataRecord, Refusal> {
+    let mechanism = user_and_mechanism(&upsertion.name, upsertion.mechanism)?;
+    if upsertion.iterations < MIN_ITERATIONS {
+        return Err((ResponseError::UnacceptableCredential, "Too few iterations"));
+    }
+    if upsertion.iterations > MAX_ITERATIONS {
+        return Err((ResponseError::UnacceptableCredential, "Too many iterations"));
+    }
+    let credential = mechanism.credential_from_salted(
+        upsertion.salt.to_vec(),
+        &upsertion.salted_password,
+        upsertion.iterations,
+    );
+    Ok(MetadataRecord::UserScramCredential(
+        UserScramCredentialRecord {
+            name: upsertion.name.to_string(),
+            mechanism: mechanism.type_code(),
+            salt: credential.salt,
+            stored_key: credential.stored_key,
+            server_key: credential.server_key,
+            iterations: credential.iterations,
+        },
+    ))
+}
+
 /// Decides an AlterUserScramCredentials request against `image`.
 pub fn alter_user_scram_credentials(
     image: &ScramImage,
@@ -44,10 +100,6 @@ pub fn alter_user_scram_credentials(
     let mut users: Vec<(&str, Result<MetadataRecord, Refusal>)> = Vec::new();
     // Each user's place in `users`, so a repeat is found in O(1), not by a scan.
     let mut places: HashMap<&str, usize> = HashMap::new();
-    const DUPLICATE: Refusal = (
-        ResponseError::DuplicateResource,
-        "A user credential cannot be altered twice in the same request",
-    );
     let mut decide = |name, decision: &dyn Fn() -> Result<MetadataRecord, Refusal>| {
         match places.get(name).and_then(|&at| users.get_mut(at)) {
             // A user that already failed keeps its first error.
@@ -60,47 +112,10 @@ pub fn alter_user_scram_credentials(
         }
     };
     for deletion in &request.deletions {
-        decide(deletion.name.as_str(), &|| {
-            let mechanism = user_and_mechanism(&deletion.name, deletion.mechanism)?;
-            if image.credential(&deletion.name, mechanism).is_none() {
-                return Err((
-                    ResponseError::ResourceNotFound,
-                    "Attempt to delete a user credential that does not exist",
-                ));
-            }
-            Ok(MetadataRecord::RemoveUserScramCredential(
-                RemoveUserScramCredentialRecord {
-                    name: deletion.name.to_string(),
-                    mechanism: mechanism.type_code(),
-                },
-            ))
-        });
+        decide(deletion.name.as_str(), &|| deletion_record(image, deletion));
     }
     for upsertion in &request.upsertions {
-        decide(upsertion.name.as_str(), &|| {
-            let mechanism = user_and_mechanism(&upsertion.name, upsertion.mechanism)?;
-            if upsertion.iterations < MIN_ITERATIONS {
-                return Err((ResponseError::UnacceptableCredential, "Too few iterations"));
-            }
-            if upsertion.iterations > MAX_ITERATIONS {
-                return Err((ResponseError::UnacceptableCredential, "Too many iterations"));
-            }
-            let credential = mechanism.credential_from_salted(
-                upsertion.salt.to_vec(),
-                &upsertion.salted_password,
-                upsertion.iterations,
-            );
-            Ok(MetadataRecord::UserScramCredential(
-                UserScramCredentialRecord {
-                    name: upsertion.name.to_string(),
-                    mechanism: mechanism.type_code(),
-                    salt: credential.salt,
-                    stored_key: credential.stored_key,
-                    server_key: credential.server_key,
-                    iterations: credential.iterations,
-                },
-            ))
-        });
+        decide(upsertion.name.as_str(), &|| upsertion_record(upsertion));
     }
     let mut records = Vec::new();
     let mut results = Vec::new();
@@ -108,9 +123,10 @@ pub fn alter_user_scram_credentials(
         let result = AlterUserScramCredentialsResult::default()
             .with_user(StrBytes::from_string(user.to_owned()));
         results.push(match outcome {
+            // Kafka answers a success with a null message, not the crate's default empty one.
             Ok(record) => {
                 records.push(record);
-                result
+                result.with_error_message(None)
             }
             Err((code, message)) => result
                 .with_error_code(code.code())
@@ -123,16 +139,76 @@ pub fn alter_user_scram_credentials(
     }
 }
 
+/// One alteration of a request read from where it is kept (issue #11).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScramAlteration {
+    Deletion(ScramCredentialDeletion),
+    Upsertion(ScramCredentialUpsertion),
+}
+
+impl ScramAlteration {
+    /// The user it alters.
+    pub fn user(&self) -> &str {
+        match self {
+            ScramAlteration::Deletion(deletion) => deletion.name.as_str(),
+            ScramAlteration::Upsertion(upsertion) => upsertion.name.as_str(),
+        }
+    }
+}
+
+impl ElementError for Refusal {
+    fn is_batch_too_large(&self) -> bool {
+        false
+    }
+
+    /// The messages never name the user.
+    fn answer(&self, _: &str) -> ListedError {
+        ListedError {
+            code: self.0.code(),
+            message: Some(vec![self.1.to_owned()]),
+        }
+    }
+}
+
+/// The answer to a [`ListedElements`] AlterUserScramCredentials request: each distinct user's
+/// error code and message, in order of first appearance (deletions, then upsertions).
+pub type ListedScramAlteration = ListedAnswers<ListedError>;
+
+/// Decides a request whose alterations are read from `alterations` (deletions, then
+/// upsertions) as [`alter_user_scram_credentials`] decides the same alterations, without
+/// holding them or their answers whole: a user's answer is its first alteration's, or
+/// DUPLICATE_RESOURCE when that one is valid and the user is altered again.
+pub fn alter_listed_credentials(
+    image: &ScramImage,
+    alterations: &dyn ListedElements<ScramAlteration>,
+) -> ControllerResult<ListedScramAlteration> {
+    decide_listed(
+        "AlterUserScramCredentials",
+        alterations,
+        false,
+        |alteration, repeated, _| {
+            let record = match alteration {
+                ScramAlteration::Deletion(deletion) => deletion_record(image, deletion)?,
+                ScramAlteration::Upsertion(upsertion) => upsertion_record(upsertion)?,
+            };
+            if repeated {
+                return Err(DUPLICATE);
+            }
+            Ok((vec![record], ListedError::default()))
+        },
+        ScramAlteration::user,
+        ListedError::clone,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use gregor_publishers::{MetadataDelta, MetadataImage, Provenance};
-    use kafka_protocol::messages::alter_user_scram_credentials_request::{
-        ScramCredentialDeletion, ScramCredentialUpsertion,
-    };
 
     use super::*;
+    use crate::controller::logic::listed::Listed;
 
     fn upsert(name: &str, mechanism: i8, iterations: i32) -> ScramCredentialUpsertion {
         ScramCredentialUpsertion::default()
@@ -205,7 +281,7 @@ mod tests {
                 ("carol".into(), 91, not_found),
                 ("dave".into(), 93, Some("Too few iterations".into())),
                 ("erin".into(), 93, Some("Too many iterations".into())),
-                ("frank".into(), 0, Some(String::new())),
+                ("frank".into(), 0, None),
             ]
         );
         assert_eq!(result.records.len(), 1);
@@ -226,7 +302,7 @@ mod tests {
                     92,
                     Some("A user credential cannot be altered twice in the same request".into())
                 ),
-                ("bob".into(), 0, Some(String::new())),
+                ("bob".into(), 0, None),
             ]
         );
         assert_eq!(result.records.len(), 1);
@@ -242,10 +318,7 @@ mod tests {
         let request =
             AlterUserScramCredentialsRequest::default().with_deletions(vec![delete("alice", 1)]);
         let result = alter_user_scram_credentials(&image.scram, &request);
-        assert_eq!(
-            outcome(&result),
-            vec![("alice".into(), 0, Some(String::new()))]
-        );
+        assert_eq!(outcome(&result), vec![("alice".into(), 0, None)]);
         assert_eq!(
             result.records,
             vec![MetadataRecord::RemoveUserScramCredential(
@@ -255,5 +328,62 @@ mod tests {
                 }
             )]
         );
+    }
+
+    #[test]
+    fn listed_alterations_are_answered_as_the_decoded_request() {
+        let image = with_alice();
+        let mut deletions = vec![
+            delete("alice", 2),
+            delete("", 1),
+            delete("bob", 3),
+            delete("carol", 1),
+            delete("alice", 1),
+        ];
+        let mut upsertions = vec![
+            upsert("dave", 1, 4095),
+            upsert("erin", 2, 16385),
+            upsert("frank", 2, 16384),
+            upsert("carol", 1, 4096),
+            upsert("gina", 1, 4096),
+            upsert("gina", 2, 4096),
+        ];
+        // Many failing alike (one outcome each kind) and a few valid between them.
+        for index in 0..2_000 {
+            deletions.push(delete(&format!("d{index}"), 1));
+            upsertions.push(upsert(
+                &format!("u{index}"),
+                1,
+                4096 + i32::from(index % 500 != 0) * 100_000,
+            ));
+        }
+        let request = AlterUserScramCredentialsRequest::default()
+            .with_deletions(deletions.clone())
+            .with_upsertions(upsertions.clone());
+        let decoded = alter_user_scram_credentials(&image.scram, &request);
+        let alterations: Vec<ScramAlteration> = deletions
+            .into_iter()
+            .map(ScramAlteration::Deletion)
+            .chain(upsertions.into_iter().map(ScramAlteration::Upsertion))
+            .collect();
+        let listed = Listed::new(alterations, ScramAlteration::user);
+        let kept = alter_listed_credentials(&image.scram, &listed);
+        let firsts = listed.firsts();
+        assert_eq!(kept.response.answered(), firsts.len());
+        let results: Vec<AlterUserScramCredentialsResult> = firsts
+            .iter()
+            .enumerate()
+            .map(|(index, alteration)| {
+                let outcome = kept.response.outcome(index).expect("answered");
+                AlterUserScramCredentialsResult::default()
+                    .with_user(StrBytes::from_string(alteration.user().to_owned()))
+                    .with_error_code(outcome.code)
+                    .with_error_message(outcome.message_for(alteration.user()))
+            })
+            .collect();
+        assert_eq!(results, decoded.response.results);
+        assert_eq!(kept.records, decoded.records);
+        assert_eq!(kept.records.len(), 1 + 4, "frank and four u<n>");
+        assert!(kept.response.outcomes.len() < 20);
     }
 }
