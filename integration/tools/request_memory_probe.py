@@ -304,6 +304,12 @@ def build(kind, size):
         names = distinct_names((size - 30) // 7)
         deletions = b"".join(compact(n) + b"\x01\x00" for n in names)
         return header(51, 0, True) + uvarint(len(names) + 1) + deletions + b"\x01\x00"
+    if kind == "alter_scram_v0_distinct_upsertions":
+        # no deletions; upsertions {name, SCRAM-SHA-256, 4096 iterations, empty salt and salted
+        # password, tags}: every one valid, each a credential record
+        names = distinct_names((size - 30) // 13)
+        upsertions = b"".join(compact(n) + b"\x01" + I32(4096) + b"\x01\x01\x00" for n in names)
+        return header(51, 0, True) + b"\x01" + uvarint(len(names) + 1) + upsertions + b"\x00"
     if kind in ("list_groups_v5_distinct_states", "list_groups_v5_distinct_types"):
         # states filter of distinct names and no types filter, or the other way round
         names = distinct_names((size - 30) // 5)

@@ -1,7 +1,9 @@
 //! AlterUserScramCredentials (KIP-554) as Kafka's `ScramControlManager` decides it: a user named
 //! twice in one request (deletion and/or upsertion, whatever the mechanisms) is
 //! DUPLICATE_RESOURCE; each other entry is validated alone, and the valid ones are written
-//! together. The client sends the salted password; the controller derives the stored and server
+//! together. Kafka writes them as one batch, which its metadata log refuses past 8 MiB; Gregor
+//! bounds the batch as it bounds its other controller writes, at [`MAX_RECORDS_PER_USER_OP`]
+//! credentials, past which every user is refused with POLICY_VIOLATION. The client sends the salted password; the controller derives the stored and server
 //! keys, so the password never reaches the controller or the log.
 
 use std::collections::HashMap;
@@ -22,7 +24,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::listed::{decide_listed, ElementError, ListedAnswers, ListedElements, ListedError};
-use super::ControllerResult;
+use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 
 type Refusal = (ResponseError, &'static str);
 
@@ -42,6 +44,12 @@ fn user_and_mechanism(name: &str, mechanism: i8) -> Result<ScramMechanism, Refus
 const DUPLICATE: Refusal = (
     ResponseError::DuplicateResource,
     "A user credential cannot be altered twice in the same request",
+);
+
+/// More valid alterations than one batch may write.
+const TOO_MANY: Refusal = (
+    ResponseError::PolicyViolation,
+    "Unable to perform excessively large batch operation.",
 );
 
 /// The record deleting `deletion`'s credential, or why it is refused.
@@ -117,6 +125,11 @@ pub fn alter_user_scram_credentials(
     for upsertion in &request.upsertions {
         decide(upsertion.name.as_str(), &|| upsertion_record(upsertion));
     }
+    if users.iter().filter(|(_, outcome)| outcome.is_ok()).count() > MAX_RECORDS_PER_USER_OP {
+        for (_, outcome) in &mut users {
+            *outcome = Err(TOO_MANY);
+        }
+    }
     let mut records = Vec::new();
     let mut results = Vec::new();
     for (user, outcome) in users {
@@ -158,7 +171,7 @@ impl ScramAlteration {
 
 impl ElementError for Refusal {
     fn is_batch_too_large(&self) -> bool {
-        false
+        *self == TOO_MANY
     }
 
     /// The messages never name the user.
@@ -186,13 +199,16 @@ pub fn alter_listed_credentials(
         "AlterUserScramCredentials",
         alterations,
         false,
-        |alteration, repeated, _| {
+        |alteration, repeated, records_so_far| {
             let record = match alteration {
                 ScramAlteration::Deletion(deletion) => deletion_record(image, deletion)?,
                 ScramAlteration::Upsertion(upsertion) => upsertion_record(upsertion)?,
             };
             if repeated {
                 return Err(DUPLICATE);
+            }
+            if records_so_far == MAX_RECORDS_PER_USER_OP {
+                return Err(TOO_MANY);
             }
             Ok((vec![record], ListedError::default()))
         },
@@ -385,5 +401,46 @@ mod tests {
         assert_eq!(kept.records, decoded.records);
         assert_eq!(kept.records.len(), 1 + 4, "frank and four u<n>");
         assert!(kept.response.outcomes.len() < 20);
+    }
+
+    #[test]
+    fn more_credentials_than_one_batch_refuse_every_user() {
+        let image = with_alice();
+        let mut upsertions: Vec<_> = (0..MAX_RECORDS_PER_USER_OP)
+            .map(|index| upsert(&format!("u{index}"), 1, 4096))
+            .collect();
+        upsertions.push(upsert("dave", 1, 4095));
+        let at_limit = AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![delete("bob", 1)])
+            .with_upsertions(upsertions.clone());
+        let decided = alter_user_scram_credentials(&image.scram, &at_limit);
+        assert_eq!(decided.records.len(), MAX_RECORDS_PER_USER_OP);
+        upsertions.push(upsert("erin", 2, 4096));
+        let over = AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![delete("bob", 1)])
+            .with_upsertions(upsertions.clone());
+        let refused = alter_user_scram_credentials(&image.scram, &over);
+        assert!(refused.records.is_empty());
+        let too_many = Some("Unable to perform excessively large batch operation.".to_owned());
+        assert_eq!(outcome(&refused).len(), MAX_RECORDS_PER_USER_OP + 3);
+        assert!(outcome(&refused)
+            .iter()
+            .all(|(_, code, message)| *code == 44 && *message == too_many));
+        // Listed, the same.
+        let alterations: Vec<ScramAlteration> =
+            std::iter::once(ScramAlteration::Deletion(delete("bob", 1)))
+                .chain(upsertions.into_iter().map(ScramAlteration::Upsertion))
+                .collect();
+        let listed = Listed::new(alterations, ScramAlteration::user);
+        let kept = alter_listed_credentials(&image.scram, &listed);
+        assert!(kept.records.is_empty());
+        assert_eq!(kept.response.answered(), MAX_RECORDS_PER_USER_OP + 3);
+        assert_eq!(
+            kept.response.outcomes,
+            vec![ListedError {
+                code: 44,
+                message: too_many.map(|m| vec![m])
+            }]
+        );
     }
 }
