@@ -22,6 +22,17 @@ pub struct CreateAcls {
     pub request: std::sync::Arc<CreateAclsRequest>,
 }
 
+/// Create the ACLs of a request too large to decode whole, read from where they are kept and
+/// answered compactly (issue #11). One answer per creation, in request order.
+#[derive(Message)]
+#[rtype(result = "logic::acls::ListedAclCreation")]
+pub struct CreateListedAcls {
+    /// The request's creations.
+    pub creations: std::sync::Arc<
+        dyn logic::ListedElements<kafka_protocol::messages::create_acls_request::AclCreation>,
+    >,
+}
+
 /// Delete the ACLs selected by filters. One result per filter, in request order.
 #[derive(Message)]
 #[rtype(result = "DeleteAclsResponse")]
@@ -53,6 +64,34 @@ impl Handler<CreateAcls> for Controller {
                 response
             },
         )
+    }
+}
+
+impl Handler<CreateListedAcls> for Controller {
+    type Result = ResponseFuture<logic::acls::ListedAclCreation>;
+
+    fn handle(&mut self, msg: CreateListedAcls, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.mutate(
+            ctx,
+            &msg,
+            |image, mutation| {
+                logic::acls::create_listed_acls(&image.acls, msg.creations.as_ref(), mutation.rng)
+            },
+            |mut answers: logic::acls::ListedAclCreation, code, message| {
+                answers.fail_succeeded(code.code(), message);
+                answers
+            },
+        )
+    }
+}
+
+impl Refusable for CreateListedAcls {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        logic::acls::ListedAclCreation::refused(code.code(), message)
     }
 }
 

@@ -7,17 +7,22 @@ use std::sync::Arc;
 use gregor_publishers::acl::{AclFilter, AclOperation};
 use gregor_publishers::image::AclsImage;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{
-    CreateAclsRequest, DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest,
-    DescribeAclsResponse, ResponseKind,
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
-use crate::controller::{refused_create_acls, refused_delete_acls, CreateAcls, DeleteAcls};
+use crate::controller::logic::acls::ListedAclCreation;
+use crate::controller::logic::ListedElements;
+use crate::controller::{
+    refused_create_acls, refused_delete_acls, CreateAcls, CreateListedAcls, DeleteAcls,
+};
 
 const SECURITY_DISABLED: &str = "No Authorizer is configured.";
 const CLUSTER_DENIED: &str = "Cluster authorization failed.";
@@ -156,6 +161,42 @@ pub(super) async fn create(
     let mut errors = ErrorCounts::default();
     errors.add_all(response.results.iter().map(|r| r.error_code));
     ApiResponse::new(ResponseKind::CreateAcls(response), errors)
+}
+
+/// CreateAcls for a request whose creations stay in its frame: the answer's body lists no
+/// results, and the returned answers give each creation's, in request order, for the caller to
+/// write as it sends the answer. Decided as [`create`] decides a decoded request.
+pub async fn create_listed(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    creations: Arc<dyn ListedElements<AclCreation>>,
+) -> (ApiResponse, ListedAclCreation) {
+    let count = creations.listed();
+    let answers = match refusal(ctx, info) {
+        Some((code, message)) => ListedAclCreation::refused(code.code(), message),
+        None => match ctx
+            .ask_controller(
+                info.controller_failure.as_ref(),
+                CreateListedAcls { creations },
+            )
+            .await
+        {
+            Ok(answers) => answers,
+            Err(error) => {
+                tracing::error!(%error, "controller actor unavailable");
+                ListedAclCreation::refused(
+                    ResponseError::NotController.code(),
+                    CONTROLLER_UNAVAILABLE,
+                )
+            }
+        },
+    };
+    let errors = super::topics::listed_errors(&answers, count, 0, |outcome| outcome.code);
+    let answer = ApiResponse::new(
+        ResponseKind::CreateAcls(CreateAclsResponse::default()),
+        errors,
+    );
+    (answer, answers)
 }
 
 pub(super) async fn delete(

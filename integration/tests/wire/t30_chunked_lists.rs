@@ -885,6 +885,137 @@ async fn alter_user_scram_credentials_of_many_users_answers_as_shorter_requests(
     assert_eq!(answered, expected);
 }
 
+/// A node with the authorizer on which User:ANONYMOUS may do anything until ACLs say
+/// otherwise (CreateAcls needs an authorizer and ALTER on the cluster).
+fn acl_node() -> GregorNode {
+    GregorNode::start(&[
+        ("authorizer.class.name", "StandardAuthorizer"),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ])
+    .unwrap()
+}
+
+/// A CreateAcls of 10 MB of distinct topic ACLs: decided from its frame (`acl_chunks.rs`),
+/// refused whole past 10,000 new ACLs as Kafka's `BoundedList` refuses it, each creation
+/// answered in order, the node growing by less than four frames.
+#[tokio::test]
+async fn create_acls_of_distinct_acls_stays_within_four_frames() {
+    use kafka_protocol::messages::create_acls_response::AclCreationResult;
+    let node = acl_node();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    // {TOPIC, name, LITERAL, "User:x", "*", READ, ALLOW, tags}, then tags.
+    let (frame, count) = distinct(
+        30,
+        3,
+        b"",
+        20,
+        |name, frame| {
+            frame.put_slice(b"\x02\x05");
+            frame.put_slice(name);
+            frame.put_slice(b"\x03\x07User:x\x02*\x03\x03\x00");
+        },
+        b"\x00",
+    );
+    let mut body = answer_within_four_frames_on(&node, &mut conn, "CreateAcls", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per creation"
+    );
+    for index in 0..count {
+        let result = AclCreationResult::decode(&mut body, 3).unwrap();
+        assert_eq!(
+            (result.error_code, result.error_message.as_deref()),
+            (-1, Some("A request may create at most 10000 ACLs")),
+            "creation {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// A CreateAcls of more creations than one chunk, decided from its frame on one node, answers
+/// as the same creations in two shorter requests (each decoded whole) on another, and leaves
+/// both nodes with the same ACLs: new ones, ones repeated within and across the halves,
+/// existing ones and invalid ones (a non-cluster name for CLUSTER, an empty name, ANY types).
+#[tokio::test]
+async fn create_acls_of_many_creations_answers_as_shorter_requests() {
+    use gregor_integration::admin::acl::{ALLOW, CLUSTER, DENY, LITERAL, PREFIXED, TOPIC};
+    use gregor_integration::admin::anonymous_acl as acl;
+    use kafka_protocol::messages::{CreateAclsRequest, DescribeAclsRequest};
+    const READ: i8 = 3;
+    const ANY: i8 = 1;
+    let old = acl(TOPIC, "old", LITERAL, READ, ALLOW);
+    let mut first = vec![
+        old.clone(),
+        acl(CLUSTER, "not-the-cluster", LITERAL, READ, ALLOW),
+        acl(TOPIC, "", LITERAL, READ, ALLOW),
+        acl(ANY, "t", LITERAL, READ, ALLOW),
+        acl(TOPIC, "t", ANY, READ, ALLOW),
+        acl(TOPIC, "t", LITERAL, ANY, ALLOW),
+        acl(TOPIC, "t", LITERAL, READ, ANY),
+    ];
+    first.extend(
+        (0..700).map(|index| acl(TOPIC, &format!("a-{}", index % 500), LITERAL, READ, ALLOW)),
+    );
+    let mut second: Vec<_> = (0..700)
+        .map(|index| acl(TOPIC, &format!("b-{index}"), PREFIXED, READ, DENY))
+        .collect();
+    second.extend((0..100).map(|index| acl(TOPIC, &format!("a-{index}"), LITERAL, READ, ALLOW)));
+    let whole: Vec<_> = first.iter().chain(&second).cloned().collect();
+    assert!(whole.len() > 1024 && first.len() <= 1024 && second.len() <= 1024);
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let node = acl_node();
+        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        conn.set_timeout(Duration::from_secs(120));
+        let request = CreateAclsRequest::default().with_creations(vec![old.clone()]);
+        let created = conn.send(&request, 3).await.unwrap();
+        assert_eq!(created.results[0].error_code, 0);
+        nodes.push((node, conn));
+    }
+    for version in [1, 3] {
+        let request = |creations: Vec<_>| CreateAclsRequest::default().with_creations(creations);
+        let answer = nodes[0]
+            .1
+            .send(&request(whole.clone()), version)
+            .await
+            .unwrap();
+        let mut halves = nodes[1]
+            .1
+            .send(&request(first.clone()), version)
+            .await
+            .unwrap();
+        let second_half = nodes[1]
+            .1
+            .send(&request(second.clone()), version)
+            .await
+            .unwrap();
+        halves.results.extend(second_half.results);
+        assert_eq!(answer, halves, "v{version}");
+        let failed = answer.results.iter().filter(|r| r.error_code != 0).count();
+        assert_eq!(failed, 6, "v{version}: the invalid creations");
+    }
+    // Every ACL: resource type, pattern, operation and permission ANY.
+    let every_acl = DescribeAclsRequest::default()
+        .with_resource_type_filter(ANY)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(ANY)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(ANY)
+        .with_permission_type(ANY);
+    let left = nodes[0].1.send(&every_acl, 3).await.unwrap();
+    let right = nodes[1].1.send(&every_acl, 3).await.unwrap();
+    assert_eq!(
+        left.resources.len(),
+        1 + 500 + 700,
+        "old, a-0 to a-499, b-0 to b-699"
+    );
+    assert_eq!(left, right, "both nodes hold the same ACLs");
+}
+
 /// A SyncGroup leader assigning to 10 MB of distinct ids of the form members' ids have (the
 /// shortest: "-" and a UUID), which the node must decode, stays below four frames; each member
 /// gets the last assignment naming it. Assignments to ids of any other form (which no member

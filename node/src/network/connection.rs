@@ -642,6 +642,7 @@ enum ChunkedRequest {
     DescribeQuorum(Chunked<DescribeQuorumList>),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
     AlterScram(super::scram_chunks::ChunkedScramAlteration),
+    CreateAcls(super::acl_chunks::ChunkedAclCreations),
 }
 
 impl ChunkedRequest {
@@ -666,6 +667,7 @@ impl ChunkedRequest {
             ChunkedRequest::AlterScram(_) => {
                 RequestKind::AlterUserScramCredentials(Default::default())
             }
+            ChunkedRequest::CreateAcls(_) => RequestKind::CreateAcls(Default::default()),
         }
     }
 
@@ -753,6 +755,10 @@ impl ChunkedRequest {
             ChunkedRequest::AlterScram(chunked) => {
                 let (answer, users) = super::scram_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::AlterScram(users)))
+            }
+            ChunkedRequest::CreateAcls(chunked) => {
+                let (answer, results) = super::acl_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::CreateAcls(results)))
             }
         })
     }
@@ -912,6 +918,9 @@ async fn process_frame(
         ApiKey::AlterUserScramCredentials => super::scram_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::AlterScram)),
+        ApiKey::CreateAcls => super::acl_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::CreateAcls)),
         // Where this node decides it, or checks it before it forwards it (an authorizer).
         ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
             super::delete_topics_chunks::scan(&frame, api_version)

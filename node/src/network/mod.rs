@@ -2,6 +2,7 @@
 //! connection (see [`connection`]). Handlers never touch bytes; this module never touches the
 //! image.
 
+pub mod acl_chunks;
 mod busy_time;
 mod collapse;
 mod connection;

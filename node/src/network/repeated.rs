@@ -39,6 +39,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use super::acl_chunks::AclResultsWriter;
 use super::dedup_decode::{array_length, need, uvarint};
 use super::delete_topics_chunks::DeletionResultsWriter;
 use super::fetch_chunks::FetchList;
@@ -779,9 +780,14 @@ fn reduce_list(
     let inner_filter = shape.inner.as_ref().filter(|i| i.answers.is_none());
     let inner_answered = shape.inner.as_ref().filter(|i| i.answers.is_some());
     let mut inner_lists = Vec::new();
-    // Decided from its frame (`scram_chunks.rs`), which finds its repeats with four bytes per
-    // alteration where the table here costs several times that.
-    if key == ApiKey::AlterUserScramCredentials && count > super::scram_chunks::CHUNK as i64 {
+    // Decided from its frame (`scram_chunks.rs`, `acl_chunks.rs`), which answers repeats
+    // without the table here, which costs several times the list.
+    let decided_from_frame = match key {
+        ApiKey::AlterUserScramCredentials => count > super::scram_chunks::CHUNK as i64,
+        ApiKey::CreateAcls => count > super::acl_chunks::CHUNK as i64,
+        _ => false,
+    };
+    if decided_from_frame {
         return Ok(unchanged());
     }
     if key == ApiKey::CreateTopics && count > super::topic_list_chunks::CHUNK as i64 {
@@ -908,6 +914,7 @@ pub enum ListWriter {
     DescribeQuorum(PartitionsWriter<DescribeQuorumList>),
     DeleteTopics(DeletionResultsWriter),
     AlterScram(ScramResultsWriter),
+    CreateAcls(AclResultsWriter),
 }
 
 impl ListWriter {
@@ -929,6 +936,7 @@ impl ListWriter {
             ListWriter::DescribeQuorum(topics) => topics.count(),
             ListWriter::DeleteTopics(topics) => topics.count(),
             ListWriter::AlterScram(users) => users.count(),
+            ListWriter::CreateAcls(results) => results.count(),
         }
     }
 
@@ -950,6 +958,7 @@ impl ListWriter {
             ListWriter::DescribeQuorum(topics) => topics.len(),
             ListWriter::DeleteTopics(topics) => topics.len(),
             ListWriter::AlterScram(users) => users.len(),
+            ListWriter::CreateAcls(results) => results.len(),
         }
     }
 
@@ -989,6 +998,8 @@ impl ListWriter {
             ListWriter::DeleteTopics(_) => (usize::from(version >= 4), version >= 4),
             // After the results: tagged fields (every version is flexible).
             ListWriter::AlterScram(_) => (1, true),
+            // After the results: tagged fields (v2+).
+            ListWriter::CreateAcls(_) => (usize::from(version >= 2), version >= 2),
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
             // the list is found from the front: the response header, then what the body has
             // before its topics (Produce nothing, Fetch its throttle time, error code and
@@ -1025,6 +1036,7 @@ impl ListWriter {
             ListWriter::DescribeQuorum(topics) => topics.write_to(out).await,
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
             ListWriter::AlterScram(users) => users.write_to(out).await,
+            ListWriter::CreateAcls(results) => results.write_to(out).await,
         }
     }
 }

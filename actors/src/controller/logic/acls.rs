@@ -26,6 +26,7 @@ use kafka_protocol::protocol::StrBytes;
 use rand::RngCore;
 use uuid::Uuid;
 
+use super::listed::{decide_listed, ElementError, ListedAnswers, ListedElements, ListedError};
 use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 
 /// Kafka's limit on the ACLs one DeleteAcls may remove (`AclControlManager` refuses more).
@@ -143,9 +144,7 @@ pub fn create_acls(
 /// Every creation of `request` refused: it would create more than [`MAX_RECORDS_PER_USER_OP`]
 /// ACLs (Kafka's UNKNOWN_SERVER_ERROR; here with a message saying what to do).
 fn too_many_acls(request: &CreateAclsRequest) -> ControllerResult<CreateAclsResponse> {
-    let message = StrBytes::from_string(format!(
-        "A request may create at most {MAX_RECORDS_PER_USER_OP} ACLs"
-    ));
+    let message = StrBytes::from_string(too_many_message());
     let refused = AclCreationResult::default()
         .with_error_code(ResponseError::UnknownServerError.code())
         .with_error_message(Some(message));
@@ -154,6 +153,73 @@ fn too_many_acls(request: &CreateAclsRequest) -> ControllerResult<CreateAclsResp
         response: CreateAclsResponse::default()
             .with_results(vec![refused; request.creations.len()]),
     }
+}
+
+/// Why one creation of a [`ListedElements`] CreateAcls request is refused.
+pub(super) enum CreationRefusal {
+    /// Not a valid ACL.
+    Invalid((ResponseError, String)),
+    /// One ACL more than a request may create: every creation fails.
+    TooMany,
+}
+
+impl ElementError for CreationRefusal {
+    fn is_batch_too_large(&self) -> bool {
+        matches!(self, CreationRefusal::TooMany)
+    }
+
+    /// The messages never name the ACL.
+    fn answer(&self, _: &str) -> ListedError {
+        let (code, message) = match self {
+            CreationRefusal::Invalid((code, message)) => (*code, message.clone()),
+            CreationRefusal::TooMany => (ResponseError::UnknownServerError, too_many_message()),
+        };
+        ListedError {
+            code: code.code(),
+            message: Some(vec![message]),
+        }
+    }
+}
+
+fn too_many_message() -> String {
+    format!("A request may create at most {MAX_RECORDS_PER_USER_OP} ACLs")
+}
+
+/// The answer to a [`ListedElements`] CreateAcls request: each creation's error code and
+/// message, in request order.
+pub type ListedAclCreation = ListedAnswers<ListedError>;
+
+/// Decides a request whose creations are read from `creations` (each one listed on its own:
+/// every creation is answered) as [`create_acls`] decides the same creations, without
+/// holding them or their answers whole.
+pub fn create_listed_acls(
+    image: &AclsImage,
+    creations: &dyn ListedElements<AclCreation>,
+    rng: &mut dyn RngCore,
+) -> ControllerResult<ListedAclCreation> {
+    let mut created: HashSet<StandardAcl> = HashSet::new();
+    let mut ids = HashSet::new();
+    decide_listed(
+        "CreateAcls",
+        creations,
+        false,
+        |creation, _, records_so_far| {
+            let acl = validate(creation).map_err(CreationRefusal::Invalid)?;
+            if image.contains(&acl) || created.contains(&acl) {
+                return Ok((Vec::new(), ListedError::default()));
+            }
+            if records_so_far == MAX_RECORDS_PER_USER_OP {
+                return Err(CreationRefusal::TooMany);
+            }
+            let id = new_acl_id(image, &ids, rng);
+            ids.insert(id);
+            let record = MetadataRecord::AccessControlEntry(acl.to_record(id));
+            created.insert(acl);
+            Ok((vec![record], ListedError::default()))
+        },
+        |creation| creation.resource_name.as_str(),
+        ListedError::clone,
+    )
 }
 
 /// The response field of one ACL.
@@ -400,5 +466,81 @@ mod tests {
         assert_eq!(result.records.len(), 3, "orders/alice is removed once");
         let after = applied(&image, &result.records);
         assert!(after.acls.is_empty());
+    }
+
+    #[test]
+    fn listed_creations_are_answered_as_the_decoded_request() {
+        use crate::controller::logic::listed::Listed;
+        let existing = CreateAclsRequest::default().with_creations(vec![creation(
+            2,
+            "old",
+            3,
+            "User:alice",
+            3,
+            3,
+        )]);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let created = create_acls(&AclsImage::default(), &existing, &mut rng);
+        let image = applied(&MetadataImage::empty(), &created.records);
+        let mut creations = vec![
+            creation(2, "old", 3, "User:alice", 3, 3),
+            creation(4, "not-the-cluster", 3, "User:alice", 3, 3),
+            creation(2, "", 3, "User:alice", 3, 3),
+            creation(1, "t", 3, "User:alice", 3, 3),
+            creation(2, "t", 1, "User:alice", 3, 3),
+            creation(2, "t", 3, "User:alice", 1, 3),
+            creation(2, "t", 3, "User:alice", 3, 1),
+        ];
+        for index in 0..3_000 {
+            creations.push(creation(
+                2,
+                &format!("t{}", index % 1_500),
+                3,
+                "User:bob",
+                3,
+                3,
+            ));
+            creations.push(creation(2, "", 3, "User:bob", 3, 3));
+        }
+        let results = |creations: Vec<AclCreation>, limit: bool| {
+            let request = CreateAclsRequest::default().with_creations(creations.clone());
+            let decoded = create_acls(
+                &image.acls,
+                &request,
+                &mut rand::rngs::StdRng::seed_from_u64(9),
+            );
+            let listed = Listed::each(creations);
+            let kept = create_listed_acls(
+                &image.acls,
+                &listed,
+                &mut rand::rngs::StdRng::seed_from_u64(9),
+            );
+            let rebuilt: Vec<AclCreationResult> = (0..listed.distinct())
+                .map(|index| {
+                    let outcome = match &kept.response.refused {
+                        Some(_) => unreachable!("decided"),
+                        None => kept.response.outcome(index).expect("answered"),
+                    };
+                    AclCreationResult::default()
+                        .with_error_code(outcome.code)
+                        .with_error_message(outcome.message_for(""))
+                })
+                .collect();
+            assert_eq!(rebuilt, decoded.response.results, "limit {limit}");
+            assert_eq!(kept.records, decoded.records, "limit {limit}");
+            assert!(
+                kept.response.outcomes.len() < 10,
+                "{:?}",
+                kept.response.outcomes
+            );
+            decoded.records.len()
+        };
+        assert_eq!(results(creations.clone(), false), 1_500, "t0 to t1499");
+        // Past 10,000 new ACLs every creation fails alike.
+        creations.extend(
+            (0..MAX_RECORDS_PER_USER_OP)
+                .map(|i| creation(2, &format!("u{i}"), 3, "User:bob", 3, 3)),
+        );
+        assert_eq!(results(creations, true), 0);
     }
 }

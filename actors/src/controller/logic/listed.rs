@@ -104,11 +104,20 @@ impl<O> ListedAnswers<O> {
         times
     }
 
-    /// Answers the next distinct element with outcome `outcome`.
-    fn push(&mut self, outcome: O) -> Result<(), String> {
+    /// Answers the next distinct element with the success `outcome`, shared with the last
+    /// success (`last`, its index in `outcomes`) when they are alike.
+    fn push_success(&mut self, last: &mut Option<u32>, outcome: O) -> Result<(), String>
+    where
+        O: PartialEq,
+    {
+        if let Some(index) = last.filter(|at| self.outcomes.get(*at as usize) == Some(&outcome)) {
+            self.per_element.push(index);
+            return Ok(());
+        }
         let index = u32::try_from(self.outcomes.len()).map_err(|_| "more than 2^32 outcomes")?;
         self.outcomes.push(outcome);
         self.per_element.push(index);
+        *last = Some(index);
         Ok(())
     }
 
@@ -178,7 +187,8 @@ impl ListedAnswers<ListedError> {
 
 /// Why one element fails.
 pub(super) trait ElementError {
-    /// Whether the request would pass [`MAX_RECORDS_PER_USER_OP`] records: it fails whole.
+    /// Whether the request would pass [`MAX_RECORDS_PER_USER_OP`] records: it fails whole,
+    /// every element answered `self.answer("")`.
     fn is_batch_too_large(&self) -> bool;
 
     /// The element named `name`'s answer.
@@ -200,12 +210,12 @@ impl ElementError for ControllerError {
 pub(super) type Decided<O, E> = Result<(Vec<MetadataRecord>, O), E>;
 
 /// Decides the distinct elements of `elements` in request order with `decide` (given each
-/// element, whether it repeats and the records decided so far), keeping each success's outcome
-/// as it comes and sharing each failure's ([`ListedError`], made an outcome by `failed`) among
+/// element, whether it repeats and the records decided so far), sharing each success's outcome
+/// with the last success's when alike and each failure's ([`ListedError`], made an outcome by `failed`) among
 /// the elements failing alike. Past [`MAX_RECORDS_PER_USER_OP`] (an error saying so) the whole
 /// request fails, once per distinct name; a request that cannot be read again is refused
 /// whole.
-pub(super) fn decide_listed<T, O, E: ElementError>(
+pub(super) fn decide_listed<T, O: PartialEq, E: ElementError>(
     api: &str,
     elements: &dyn ListedElements<T>,
     validate_only: bool,
@@ -221,17 +231,19 @@ pub(super) fn decide_listed<T, O, E: ElementError>(
     // Sized once for the usual case, at most a batch: a doubling vector's copies cost more.
     let mut records = Vec::with_capacity(elements.distinct().min(MAX_RECORDS_PER_USER_OP));
     let mut failures: HashMap<ListedError, u32> = HashMap::new();
-    let mut too_large = false;
+    let mut last_success: Option<u32> = None;
+    // The answer of every element when the request would pass the record limit.
+    let mut too_large: Option<ListedError> = None;
     let mut broken: Option<String> = None;
     let walked = elements.each_first(&mut |element, repeated| {
         let pushed = match decide(element, repeated, records.len()) {
             Err(error) if error.is_batch_too_large() => {
-                too_large = true;
+                too_large = Some(error.answer(""));
                 return false;
             }
             Ok((mut new, outcome)) => {
                 records.append(&mut new);
-                answers.push(outcome)
+                answers.push_success(&mut last_success, outcome)
             }
             Err(error) => answers.push_shared(&mut failures, error.answer(name(element)), &failed),
         };
@@ -244,14 +256,11 @@ pub(super) fn decide_listed<T, O, E: ElementError>(
             response: ListedAnswers::refused(ResponseError::UnknownServerError.code(), &error),
         };
     }
-    if too_large {
+    if let Some(refusal) = too_large {
         // Kafka fails the whole request when it would exceed one batch: every distinct name.
         // What was decided is freed before the answer's indices are all written.
         records = Vec::new();
-        answers.outcomes = vec![failed(&ListedError::of(
-            "",
-            &ControllerError::BatchTooLarge,
-        ))];
+        answers.outcomes = vec![failed(&refusal)];
         answers.per_element = Vec::new();
         answers.alike = elements.distinct();
     }
@@ -264,33 +273,60 @@ pub(super) fn decide_listed<T, O, E: ElementError>(
     }
 }
 
-/// A request's topics kept as a list, read as a frame would be (for tests).
+/// A request's elements kept as a list, read as a frame would be (for tests).
 #[cfg(test)]
 pub(super) struct Listed<T> {
-    topics: Vec<T>,
-    name: fn(&T) -> &str,
+    elements: Vec<T>,
+    /// Each element's name; `None`: every element is answered on its own.
+    name: Option<fn(&T) -> &str>,
 }
 
 #[cfg(test)]
 impl<T> Listed<T> {
-    pub(super) fn new(topics: Vec<T>, name: fn(&T) -> &str) -> Self {
-        Listed { topics, name }
+    /// Elements answered once per distinct `name`.
+    pub(super) fn new(elements: Vec<T>, name: fn(&T) -> &str) -> Self {
+        Listed {
+            elements,
+            name: Some(name),
+        }
     }
 
-    /// Each distinct name's first appearance, in request order.
+    /// Elements each answered on its own.
+    pub(super) fn each(elements: Vec<T>) -> Self {
+        Listed {
+            elements,
+            name: None,
+        }
+    }
+
+    /// Each distinct name's first appearance (every element, without names), in request
+    /// order.
     pub(super) fn firsts(&self) -> Vec<&T> {
+        let Some(name) = self.name else {
+            return self.elements.iter().collect();
+        };
         let mut seen = std::collections::HashSet::new();
-        self.topics
+        self.elements
             .iter()
-            .filter(|topic| seen.insert((self.name)(topic)))
+            .filter(|element| seen.insert(name(element)))
             .collect()
+    }
+
+    fn repeated(&self, element: &T) -> bool {
+        self.name.is_some_and(|name| {
+            self.elements
+                .iter()
+                .filter(|other| name(other) == name(element))
+                .count()
+                > 1
+        })
     }
 }
 
 #[cfg(test)]
 impl<T: Send + Sync> ListedElements<T> for Listed<T> {
     fn listed(&self) -> usize {
-        self.topics.len()
+        self.elements.len()
     }
 
     fn distinct(&self) -> usize {
@@ -302,14 +338,8 @@ impl<T: Send + Sync> ListedElements<T> for Listed<T> {
     }
 
     fn each_first(&self, visit: &mut dyn FnMut(&T, bool) -> bool) -> Result<(), String> {
-        for topic in self.firsts() {
-            let name = (self.name)(topic);
-            let copies = self
-                .topics
-                .iter()
-                .filter(|t| (self.name)(t) == name)
-                .count();
-            if !visit(topic, copies > 1) {
+        for element in self.firsts() {
+            if !visit(element, self.repeated(element)) {
                 break;
             }
         }
