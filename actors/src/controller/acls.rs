@@ -33,6 +33,17 @@ pub struct CreateListedAcls {
     >,
 }
 
+/// Delete the ACLs selected by the filters of a request too large to decode whole, read from
+/// where they are kept and answered compactly (issue #11). One answer per filter.
+#[derive(Message)]
+#[rtype(result = "logic::acls::ListedAclDeletion")]
+pub struct DeleteListedAcls {
+    /// The request's filters.
+    pub filters: std::sync::Arc<
+        dyn logic::ListedElements<kafka_protocol::messages::delete_acls_request::DeleteAclsFilter>,
+    >,
+}
+
 /// Delete the ACLs selected by filters. One result per filter, in request order.
 #[derive(Message)]
 #[rtype(result = "DeleteAclsResponse")]
@@ -92,6 +103,39 @@ impl Handler<CreateListedAcls> for Controller {
 impl Refusable for CreateListedAcls {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         logic::acls::ListedAclCreation::refused(code.code(), message)
+    }
+}
+
+impl Handler<DeleteListedAcls> for Controller {
+    type Result = ResponseFuture<logic::acls::ListedAclDeletion>;
+
+    fn handle(&mut self, msg: DeleteListedAcls, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.mutate(
+            ctx,
+            &msg,
+            |image, _| logic::acls::delete_listed_acls(&image.acls, msg.filters.as_ref()),
+            |mut answers: logic::acls::ListedAclDeletion, code, message| {
+                for outcome in &mut answers.outcomes {
+                    if matches!(outcome, logic::acls::FilterOutcome::Matched(_)) {
+                        *outcome = logic::acls::FilterOutcome::Failed(logic::ListedError {
+                            code: code.code(),
+                            message: Some(vec![message.to_owned()]),
+                        });
+                    }
+                }
+                answers
+            },
+        )
+    }
+}
+
+impl Refusable for DeleteListedAcls {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        logic::acls::ListedAclDeletion::refused(code.code(), message)
     }
 }
 

@@ -20,7 +20,7 @@ mod unregister;
 
 pub use acls::{
     refused_create as refused_create_acls, refused_delete as refused_delete_acls, CreateAcls,
-    CreateListedAcls, DeleteAcls,
+    CreateListedAcls, DeleteAcls, DeleteListedAcls,
 };
 pub use activation::Activation;
 pub(crate) use actor::Refusable;

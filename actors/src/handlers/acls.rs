@@ -8,6 +8,7 @@ use gregor_publishers::acl::{AclFilter, AclOperation};
 use gregor_publishers::image::AclsImage;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
@@ -18,10 +19,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
-use crate::controller::logic::acls::ListedAclCreation;
-use crate::controller::logic::ListedElements;
+use crate::controller::logic::acls::{FilterOutcome, ListedAclCreation, ListedAclDeletion};
+use crate::controller::logic::{ListedAnswers, ListedElements};
 use crate::controller::{
-    refused_create_acls, refused_delete_acls, CreateAcls, CreateListedAcls, DeleteAcls,
+    refused_create_acls, refused_delete_acls, Controller, CreateAcls, CreateListedAcls, DeleteAcls,
+    DeleteListedAcls, Refusable,
 };
 
 const SECURITY_DISABLED: &str = "No Authorizer is configured.";
@@ -163,6 +165,30 @@ pub(super) async fn create(
     ApiResponse::new(ResponseKind::CreateAcls(response), errors)
 }
 
+/// The answers to a request whose elements stay in its frame (`count` of them, each answered):
+/// every element refused alike when the request may not be decided here, else the
+/// controller's to `msg`.
+async fn listed_answers<M, O>(ctx: &HandlerContext, info: &RequestInfo, msg: M) -> ListedAnswers<O>
+where
+    M: Refusable<Result = ListedAnswers<O>>,
+    O: Send,
+    Controller: actix::Handler<M>,
+{
+    match refusal(ctx, info) {
+        Some((code, message)) => ListedAnswers::refused(code.code(), message),
+        None => match ctx
+            .ask_controller(info.controller_failure.as_ref(), msg)
+            .await
+        {
+            Ok(answers) => answers,
+            Err(error) => {
+                tracing::error!(%error, "controller actor unavailable");
+                ListedAnswers::refused(ResponseError::NotController.code(), CONTROLLER_UNAVAILABLE)
+            }
+        },
+    }
+}
+
 /// CreateAcls for a request whose creations stay in its frame: the answer's body lists no
 /// results, and the returned answers give each creation's, in request order, for the caller to
 /// write as it sends the answer. Decided as [`create`] decides a decoded request.
@@ -172,28 +198,30 @@ pub async fn create_listed(
     creations: Arc<dyn ListedElements<AclCreation>>,
 ) -> (ApiResponse, ListedAclCreation) {
     let count = creations.listed();
-    let answers = match refusal(ctx, info) {
-        Some((code, message)) => ListedAclCreation::refused(code.code(), message),
-        None => match ctx
-            .ask_controller(
-                info.controller_failure.as_ref(),
-                CreateListedAcls { creations },
-            )
-            .await
-        {
-            Ok(answers) => answers,
-            Err(error) => {
-                tracing::error!(%error, "controller actor unavailable");
-                ListedAclCreation::refused(
-                    ResponseError::NotController.code(),
-                    CONTROLLER_UNAVAILABLE,
-                )
-            }
-        },
-    };
+    let answers = listed_answers(ctx, info, CreateListedAcls { creations }).await;
     let errors = super::topics::listed_errors(&answers, count, 0, |outcome| outcome.code);
     let answer = ApiResponse::new(
         ResponseKind::CreateAcls(CreateAclsResponse::default()),
+        errors,
+    );
+    (answer, answers)
+}
+
+/// DeleteAcls for a request whose filters stay in its frame, as [`create_listed`] for
+/// CreateAcls. Decided as [`delete`] decides a decoded request.
+pub async fn delete_listed(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    filters: Arc<dyn ListedElements<DeleteAclsFilter>>,
+) -> (ApiResponse, ListedAclDeletion) {
+    let count = filters.listed();
+    let answers = listed_answers(ctx, info, DeleteListedAcls { filters }).await;
+    let errors = super::topics::listed_errors(&answers, count, 0, |outcome| match outcome {
+        FilterOutcome::Failed(error) => error.code,
+        FilterOutcome::Matched(_) => 0,
+    });
+    let answer = ApiResponse::new(
+        ResponseKind::DeleteAcls(DeleteAclsResponse::default()),
         errors,
     );
     (answer, answers)

@@ -895,44 +895,82 @@ fn acl_node() -> GregorNode {
     .unwrap()
 }
 
+/// DescribeAcls of every ACL: resource type, pattern, operation and permission ANY.
+fn every_acl() -> kafka_protocol::messages::DescribeAclsRequest {
+    const ANY: i8 = 1;
+    kafka_protocol::messages::DescribeAclsRequest::default()
+        .with_resource_type_filter(ANY)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(ANY)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(ANY)
+        .with_permission_type(ANY)
+}
+
+/// Sends a 10 MB v3 `api_key` request of distinct elements on a TOPIC each (the resource type,
+/// a four-letter name, then `after_name`; `element_size` bytes) to a fresh node with the
+/// authorizer, and checks that it grows by less than four frames and answers every element
+/// `expected`, in order.
+async fn every_acl_element_answered_within_four_frames<T>(
+    what: &str,
+    api_key: i16,
+    element_size: usize,
+    after_name: &[u8],
+    expected: T,
+) where
+    T: Decodable + PartialEq + std::fmt::Debug,
+{
+    let node = acl_node();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    let (frame, count) = distinct(
+        api_key,
+        3,
+        b"",
+        element_size,
+        |name, frame| {
+            frame.put_slice(b"\x02\x05");
+            frame.put_slice(name);
+            frame.put_slice(after_name);
+        },
+        b"\x00",
+    );
+    let mut body = answer_within_four_frames_on(&node, &mut conn, what, &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per element"
+    );
+    for index in 0..count {
+        assert_eq!(
+            T::decode(&mut body, 3).unwrap(),
+            expected,
+            "element {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
 /// A CreateAcls of 10 MB of distinct topic ACLs: decided from its frame (`acl_chunks.rs`),
 /// refused whole past 10,000 new ACLs as Kafka's `BoundedList` refuses it, each creation
 /// answered in order, the node growing by less than four frames.
 #[tokio::test]
 async fn create_acls_of_distinct_acls_stays_within_four_frames() {
     use kafka_protocol::messages::create_acls_response::AclCreationResult;
-    let node = acl_node();
-    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-    conn.set_timeout(Duration::from_secs(300));
-    // {TOPIC, name, LITERAL, "User:x", "*", READ, ALLOW, tags}, then tags.
-    let (frame, count) = distinct(
+    // {TOPIC, name, LITERAL, "User:x", "*", READ, ALLOW, tags}.
+    let refused = AclCreationResult::default()
+        .with_error_code(-1)
+        .with_error_message(Some(s("A request may create at most 10000 ACLs")));
+    every_acl_element_answered_within_four_frames(
+        "CreateAcls",
         30,
-        3,
-        b"",
         20,
-        |name, frame| {
-            frame.put_slice(b"\x02\x05");
-            frame.put_slice(name);
-            frame.put_slice(b"\x03\x07User:x\x02*\x03\x03\x00");
-        },
-        b"\x00",
-    );
-    let mut body = answer_within_four_frames_on(&node, &mut conn, "CreateAcls", &frame).await;
-    assert_eq!(body.get_i32(), 0, "throttle time");
-    assert_eq!(
-        compact_length(&mut body),
-        count as u64 + 1,
-        "one per creation"
-    );
-    for index in 0..count {
-        let result = AclCreationResult::decode(&mut body, 3).unwrap();
-        assert_eq!(
-            (result.error_code, result.error_message.as_deref()),
-            (-1, Some("A request may create at most 10000 ACLs")),
-            "creation {index}"
-        );
-    }
-    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+        b"\x03\x07User:x\x02*\x03\x03\x00",
+        refused,
+    )
+    .await;
 }
 
 /// A CreateAcls of more creations than one chunk, decided from its frame on one node, answers
@@ -943,7 +981,7 @@ async fn create_acls_of_distinct_acls_stays_within_four_frames() {
 async fn create_acls_of_many_creations_answers_as_shorter_requests() {
     use gregor_integration::admin::acl::{ALLOW, CLUSTER, DENY, LITERAL, PREFIXED, TOPIC};
     use gregor_integration::admin::anonymous_acl as acl;
-    use kafka_protocol::messages::{CreateAclsRequest, DescribeAclsRequest};
+    use kafka_protocol::messages::CreateAclsRequest;
     const READ: i8 = 3;
     const ANY: i8 = 1;
     let old = acl(TOPIC, "old", LITERAL, READ, ALLOW);
@@ -997,22 +1035,129 @@ async fn create_acls_of_many_creations_answers_as_shorter_requests() {
         let failed = answer.results.iter().filter(|r| r.error_code != 0).count();
         assert_eq!(failed, 6, "v{version}: the invalid creations");
     }
-    // Every ACL: resource type, pattern, operation and permission ANY.
-    let every_acl = DescribeAclsRequest::default()
-        .with_resource_type_filter(ANY)
-        .with_resource_name_filter(None)
-        .with_pattern_type_filter(ANY)
-        .with_principal_filter(None)
-        .with_host_filter(None)
-        .with_operation(ANY)
-        .with_permission_type(ANY);
-    let left = nodes[0].1.send(&every_acl, 3).await.unwrap();
-    let right = nodes[1].1.send(&every_acl, 3).await.unwrap();
+    let left = nodes[0].1.send(&every_acl(), 3).await.unwrap();
+    let right = nodes[1].1.send(&every_acl(), 3).await.unwrap();
     assert_eq!(
         left.resources.len(),
         1 + 500 + 700,
         "old, a-0 to a-499, b-0 to b-699"
     );
+    assert_eq!(left, right, "both nodes hold the same ACLs");
+}
+
+/// A DeleteAcls of 10 MB of distinct filters selecting no ACL: decided from its frame
+/// (`acl_chunks.rs`), each filter answered without a match, in order, the node growing by
+/// less than four frames.
+#[tokio::test]
+async fn delete_acls_of_distinct_filters_stays_within_four_frames() {
+    use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+    // {TOPIC, name, LITERAL, principal null, host null, ANY, ANY, tags}.
+    let nothing = DeleteAclsFilterResult::default().with_error_message(None);
+    every_acl_element_answered_within_four_frames(
+        "DeleteAcls",
+        31,
+        12,
+        b"\x03\x00\x00\x01\x01\x00",
+        nothing,
+    )
+    .await;
+}
+
+/// A DeleteAcls of more filters than one chunk, decided from its frame on one node, answers as
+/// the same filters in two shorter requests (each decoded whole) on another holding the same
+/// ACLs, and leaves both with the same ACLs: filters selecting one ACL, several, the same ACLs
+/// as an earlier filter of their half, none, and invalid ones.
+#[tokio::test]
+async fn delete_acls_of_many_filters_answers_as_shorter_requests() {
+    use gregor_integration::admin::acl::{ALLOW, DENY, LITERAL, PREFIXED, TOPIC};
+    use gregor_integration::admin::anonymous_acl as acl;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest};
+    const READ: i8 = 3;
+    const ANY: i8 = 1;
+    let mut acls: Vec<_> = (0..300)
+        .map(|index| acl(TOPIC, &format!("a-{index}"), LITERAL, READ, ALLOW))
+        .collect();
+    acls.extend((0..300).map(|index| acl(TOPIC, &format!("b-{index}"), LITERAL, READ, DENY)));
+    acls.push(acl(TOPIC, "b-", PREFIXED, READ, ALLOW));
+    let filter = |name: Option<&str>, pattern: i8, permission: i8| {
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(TOPIC)
+            .with_resource_name_filter(name.map(s))
+            .with_pattern_type_filter(pattern)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(ANY)
+            .with_permission_type(permission)
+    };
+    // The first half selects a-0 to a-199 (some twice) and nothing else; the second half the
+    // b- ACLs, b-7 alone and all of them with their prefixed one (a pattern MATCH).
+    let mut first = vec![filter(Some("a-1"), 9, ANY)];
+    for index in 0..700 {
+        first.push(filter(Some(&format!("a-{}", index % 200)), LITERAL, ANY));
+        if index % 7 == 0 {
+            first.push(filter(Some(&format!("none-{index}")), LITERAL, ANY));
+        }
+    }
+    const MATCH: i8 = 2;
+    let mut second = vec![filter(Some("b-7"), MATCH, ANY), filter(None, ANY, DENY)];
+    second.extend((0..300).map(|index| filter(Some(&format!("b-{index}")), LITERAL, DENY)));
+    second.push(filter(Some("b-"), PREFIXED, ANY));
+    let whole: Vec<_> = first.iter().chain(&second).cloned().collect();
+    assert!(whole.len() > 1024 && first.len() <= 1024 && second.len() <= 1024);
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let node = acl_node();
+        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        conn.set_timeout(Duration::from_secs(120));
+        let request = CreateAclsRequest::default().with_creations(acls.clone());
+        let created = conn.send(&request, 3).await.unwrap();
+        assert!(created.results.iter().all(|r| r.error_code == 0));
+        nodes.push((node, conn));
+    }
+    let request = |filters: Vec<_>| DeleteAclsRequest::default().with_filters(filters);
+    // A filter without a name lists what it selects in the order of the ACLs' ids, which each
+    // node draws at random: compared as sets.
+    let sorted = |mut answer: kafka_protocol::messages::DeleteAclsResponse| {
+        for result in &mut answer.filter_results {
+            result.matching_acls.sort_by(|a, b| {
+                (&a.resource_name, a.pattern_type).cmp(&(&b.resource_name, b.pattern_type))
+            });
+        }
+        answer
+    };
+    let answer = sorted(nodes[0].1.send(&request(whole), 3).await.unwrap());
+    let mut halves = sorted(nodes[1].1.send(&request(first), 3).await.unwrap());
+    let second_half = sorted(nodes[1].1.send(&request(second), 3).await.unwrap());
+    halves.filter_results.extend(second_half.filter_results);
+    assert_eq!(answer.filter_results.len(), halves.filter_results.len());
+    let differs = (answer.filter_results.iter().zip(&halves.filter_results))
+        .position(|(whole, half)| whole != half);
+    assert_eq!(
+        differs,
+        None,
+        "{:?}",
+        differs.map(|at| (&answer.filter_results[at], &halves.filter_results[at]))
+    );
+    let matched: usize = answer
+        .filter_results
+        .iter()
+        .map(|r| r.matching_acls.len())
+        .sum();
+    assert_eq!(
+        matched,
+        700 + 2 + 300 + 300 + 1,
+        "each filter reports what it selects"
+    );
+    let failed = answer
+        .filter_results
+        .iter()
+        .filter(|r| r.error_code != 0)
+        .count();
+    assert_eq!(failed, 1, "the unknown pattern");
+    let left = nodes[0].1.send(&every_acl(), 3).await.unwrap();
+    let right = nodes[1].1.send(&every_acl(), 3).await.unwrap();
+    assert_eq!(left.resources.len(), 100, "a-200 to a-299");
     assert_eq!(left, right, "both nodes hold the same ACLs");
 }
 

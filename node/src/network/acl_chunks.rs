@@ -1,69 +1,83 @@
-//! CreateAcls requests of many creations, decided without decoding their list and answered as
-//! the answer is written.
+//! CreateAcls and DeleteAcls requests of many creations or filters, decided without decoding
+//! their list and answered as the answer is written.
 //!
-//! A creation is about ten bytes on the wire but a decoded `AclCreation` of about 120 bytes,
-//! its result and the encoded answer: a frame of distinct creations cost a hundred times its
-//! size. Here the creations stay in the frame: the controller reads them one at a time
-//! (`ListedElements<AclCreation>`, every creation answered on its own, as Kafka answers each)
-//! and keeps each one's answer as an index into its few distinct outcomes (a success, the
-//! validation errors, the refusal past 10,000 new ACLs); the answer is written from those
-//! alone, a result per creation in request order. The creations stay one decision: their
-//! records are one batch, refused whole past the limit.
+//! A creation or filter is about ten bytes on the wire but a decoded `AclCreation` or
+//! `DeleteAclsFilter` of about 120 bytes, its result and the encoded answer: a frame of
+//! distinct elements cost 50 to 100 times its size. Here the elements stay in the frame: the
+//! controller reads them one at a time (`ListedElements`, every element answered on its own,
+//! as Kafka answers each) and keeps each one's answer as an index into its few distinct
+//! outcomes (a success, the validation errors, the refusal past 10,000 ACLs; for DeleteAcls
+//! each distinct selection of ACLs); the answer is written from those alone, a result per
+//! element in request order. The elements stay one decision: their records are one batch,
+//! refused whole past the limit.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
 
 use anyhow::Context;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::AsyncWrite;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
-use gregor_actors::controller::logic::acls::ListedAclCreation;
-use gregor_actors::controller::logic::ListedElements;
+use gregor_actors::controller::logic::acls::{matching_acl, FilterOutcome};
+use gregor_actors::controller::logic::{ListedAnswers, ListedElements, ListedError};
 use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::array_length;
 use super::repeated::skip_tagged_fields;
 
-/// Creations answered per piece of the answer; a request of no more is decoded whole.
+/// Elements answered per piece of the answer; a request of no more is decoded whole.
 pub const CHUNK: usize = 1024;
 
-/// The first flexible version.
+/// The first flexible version of both APIs.
 const FLEXIBLE_FROM: i16 = 2;
 
-/// A CreateAcls request whose creations stay in the frame.
+/// A CreateAcls or DeleteAcls request whose creations or filters (`T`) stay in the frame.
 #[derive(Clone)]
-pub struct ChunkedAclCreations {
-    /// The request body from its first creation on.
-    creations: Bytes,
+pub struct ChunkedAclList<T> {
+    /// The request body from its first element on.
+    elements: Bytes,
     count: usize,
     version: i16,
+    element: PhantomData<fn() -> T>,
 }
 
-/// Reads `body` (a CreateAcls request body) when it holds more than [`CHUNK`] creations;
-/// `None` for other requests, decoded whole. The request is read to its end first, so a
-/// malformed one is refused whole, as the crate's decoder refuses it.
-pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedAclCreations>> {
+/// A CreateAcls request whose creations stay in the frame.
+pub type ChunkedAclCreations = ChunkedAclList<AclCreation>;
+
+/// A DeleteAcls request whose filters stay in the frame.
+pub type ChunkedAclFilters = ChunkedAclList<DeleteAclsFilter>;
+
+/// Reads `body` (a CreateAcls or DeleteAcls request body, of `T`s) when it holds more than
+/// [`CHUNK`] elements; `None` for other requests, decoded whole. The request is read to its end
+/// first, so a malformed one is refused whole, as the crate's decoder refuses it.
+pub fn scan<T: Decodable>(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedAclList<T>>> {
     let mut rest = body.clone();
     let count = usize::try_from(array_length(&mut rest, version >= FLEXIBLE_FROM).ok()?).ok()?;
     if count <= CHUNK {
         return None;
     }
-    let creations = rest.clone();
+    let elements = rest.clone();
     let read = (|| {
         for _ in 0..count {
-            AclCreation::decode(&mut rest, version)?;
+            T::decode(&mut rest, version)?;
         }
         skip_tagged_fields(&mut rest, version >= FLEXIBLE_FROM)
     })();
-    Some(read.map(|()| ChunkedAclCreations {
-        creations,
+    Some(read.map(|()| ChunkedAclList {
+        elements,
         count,
         version,
+        element: PhantomData,
     }))
 }
 
-impl ListedElements<AclCreation> for ChunkedAclCreations {
+impl<T: Decodable> ListedElements<T> for ChunkedAclList<T> {
     fn listed(&self) -> usize {
         self.count
     }
@@ -76,13 +90,12 @@ impl ListedElements<AclCreation> for ChunkedAclCreations {
         0
     }
 
-    /// Every creation, none repeated: each is answered on its own.
-    fn each_first(&self, visit: &mut dyn FnMut(&AclCreation, bool) -> bool) -> Result<(), String> {
-        let mut rest = self.creations.clone();
+    /// Every element, none repeated: each is answered on its own.
+    fn each_first(&self, visit: &mut dyn FnMut(&T, bool) -> bool) -> Result<(), String> {
+        let mut rest = self.elements.clone();
         for _ in 0..self.count {
-            let creation =
-                AclCreation::decode(&mut rest, self.version).map_err(|e| e.to_string())?;
-            if !visit(&creation, false) {
+            let element = T::decode(&mut rest, self.version).map_err(|e| e.to_string())?;
+            if !visit(&element, false) {
                 break;
             }
         }
@@ -90,18 +103,85 @@ impl ListedElements<AclCreation> for ChunkedAclCreations {
     }
 }
 
-/// Writes the answer's results, one per creation in request order, from the kept outcomes,
+/// How one API's elements are answered.
+pub trait AclAnswer {
+    /// What the controller keeps of an element's answer.
+    type Outcome;
+    /// An element's answer.
+    type Result: Encodable;
+    const NAME: &'static str;
+
+    /// The answer to an element of a request refused whole.
+    fn refused(code: i16, message: &str) -> Self::Result;
+
+    /// The answer to an element the controller decided `outcome`.
+    fn decided(outcome: &Self::Outcome) -> Self::Result;
+}
+
+/// CreateAcls' results.
+#[derive(Debug)]
+pub struct CreationAnswer;
+
+impl AclAnswer for CreationAnswer {
+    type Outcome = ListedError;
+    type Result = AclCreationResult;
+    const NAME: &'static str = "CreateAcls";
+
+    fn refused(code: i16, message: &str) -> AclCreationResult {
+        AclCreationResult::default()
+            .with_error_code(code)
+            .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+    }
+
+    fn decided(outcome: &ListedError) -> AclCreationResult {
+        AclCreationResult::default()
+            .with_error_code(outcome.code)
+            .with_error_message(outcome.message_for(""))
+    }
+}
+
+/// DeleteAcls' filter results.
+#[derive(Debug)]
+pub struct FilterAnswer;
+
+impl AclAnswer for FilterAnswer {
+    type Outcome = FilterOutcome;
+    type Result = DeleteAclsFilterResult;
+    const NAME: &'static str = "DeleteAcls";
+
+    fn refused(code: i16, message: &str) -> DeleteAclsFilterResult {
+        DeleteAclsFilterResult::default()
+            .with_error_code(code)
+            .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+    }
+
+    fn decided(outcome: &FilterOutcome) -> DeleteAclsFilterResult {
+        match outcome {
+            FilterOutcome::Failed(error) => DeleteAclsFilterResult::default()
+                .with_error_code(error.code)
+                .with_error_message(error.message_for("")),
+            FilterOutcome::Matched(acls) => DeleteAclsFilterResult::default()
+                .with_error_message(None)
+                .with_matching_acls(acls.iter().map(matching_acl).collect()),
+        }
+    }
+}
+
+/// Writes the answer's results, one per element in request order, from the kept outcomes,
 /// [`CHUNK`] at a time.
-pub struct AclResultsWriter {
-    answers: ListedAclCreation,
+pub struct AclResultsWriter<A: AclAnswer> {
+    answers: ListedAnswers<A::Outcome>,
     count: usize,
     version: i16,
-    /// The encoded size of every creation's result.
+    /// The encoded size of every element's result.
     size: usize,
 }
 
-impl AclResultsWriter {
-    fn new(request: &ChunkedAclCreations, answers: ListedAclCreation) -> anyhow::Result<Self> {
+impl<A: AclAnswer> AclResultsWriter<A> {
+    fn new<T>(
+        request: &ChunkedAclList<T>,
+        answers: ListedAnswers<A::Outcome>,
+    ) -> anyhow::Result<Self> {
         let mut writer = AclResultsWriter {
             answers,
             count: request.count,
@@ -112,12 +192,12 @@ impl AclResultsWriter {
         Ok(writer)
     }
 
-    /// How many creations the answer lists.
+    /// How many elements the answer lists.
     pub(crate) fn count(&self) -> usize {
         self.count
     }
 
-    /// The encoded size of every creation's result.
+    /// The encoded size of every element's result.
     pub(crate) fn len(&self) -> usize {
         self.size
     }
@@ -132,20 +212,15 @@ impl AclResultsWriter {
             let mut piece = BytesMut::new();
             let end = self.count.min(next + CHUNK);
             for index in next..end {
-                let (code, message) = match &self.answers.refused {
-                    Some((code, message)) => (*code, Some(StrBytes::from_string(message.clone()))),
-                    None => {
-                        let outcome = self
-                            .answers
+                let result = match &self.answers.refused {
+                    Some((code, message)) => A::refused(*code, message),
+                    None => A::decided(
+                        self.answers
                             .outcome(index)
-                            .context("more creations than answers")?;
-                        (outcome.code, outcome.message_for(""))
-                    }
+                            .context("more elements than answers")?,
+                    ),
                 };
-                AclCreationResult::default()
-                    .with_error_code(code)
-                    .with_error_message(message)
-                    .encode(&mut piece, self.version)?;
+                result.encode(&mut piece, self.version)?;
             }
             next = end;
             Ok(Some(piece))
@@ -158,40 +233,61 @@ impl AclResultsWriter {
         out: &mut W,
     ) -> std::io::Result<()> {
         let mut pieces = self.pieces();
-        super::repeated::write_pieces(out, self.size, "CreateAcls", &mut pieces).await
+        super::repeated::write_pieces(out, self.size, A::NAME, &mut pieces).await
     }
 }
 
-impl std::fmt::Debug for AclResultsWriter {
+impl<A: AclAnswer> std::fmt::Debug for AclResultsWriter<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AclResultsWriter")
+            .field("api", &A::NAME)
             .field("count", &self.count)
             .field("size", &self.size)
             .finish_non_exhaustive()
     }
 }
 
+/// Logs how `request` was decided and builds the writer of its answers.
+fn decided<T, A: AclAnswer>(
+    request: &ChunkedAclList<T>,
+    answers: ListedAnswers<A::Outcome>,
+) -> anyhow::Result<AclResultsWriter<A>> {
+    tracing::debug!(
+        elements = request.count,
+        outcomes = answers.outcomes.len(),
+        "a {} request decided from its frame",
+        A::NAME
+    );
+    AclResultsWriter::new(request, answers)
+}
+
 /// Creates the ACLs with the controller reading the creations from the frame: the answer's
 /// body lists no results, and the [`AclResultsWriter`] writes them.
-pub(crate) async fn handle(
+pub(crate) async fn handle_creations(
     ctx: &HandlerContext,
     info: &RequestInfo,
     request: ChunkedAclCreations,
-) -> anyhow::Result<(ApiResponse, AclResultsWriter)> {
-    let request = std::sync::Arc::new(request);
+) -> anyhow::Result<(ApiResponse, AclResultsWriter<CreationAnswer>)> {
+    let request = Arc::new(request);
     let (answer, answers) = handlers::create_listed_acls(ctx, info, request.clone()).await;
-    tracing::debug!(
-        creations = request.count,
-        outcomes = answers.outcomes.len(),
-        "a CreateAcls request decided from its frame"
-    );
-    let writer = AclResultsWriter::new(&request, answers)?;
-    Ok((answer, writer))
+    Ok((answer, decided(&request, answers)?))
+}
+
+/// Deletes the ACLs the filters select with the controller reading them from the frame: the
+/// answer's body lists no results, and the [`AclResultsWriter`] writes them.
+pub(crate) async fn handle_filters(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: ChunkedAclFilters,
+) -> anyhow::Result<(ApiResponse, AclResultsWriter<FilterAnswer>)> {
+    let request = Arc::new(request);
+    let (answer, answers) = handlers::delete_listed_acls(ctx, info, request.clone()).await;
+    Ok((answer, decided(&request, answers)?))
 }
 
 #[cfg(test)]
 mod tests {
-    use gregor_actors::controller::logic::ListedError;
+    use gregor_actors::controller::logic::acls::ListedAclCreation;
     use kafka_protocol::messages::CreateAclsRequest;
 
     use super::*;
@@ -218,7 +314,7 @@ mod tests {
                 .with_creations(creations.clone())
                 .encode(&mut body, version)?;
             let body = body.freeze();
-            let request = scan(&body, version).context("chunked")??;
+            let request: ChunkedAclCreations = scan(&body, version).context("chunked")??;
             let mut read = Vec::new();
             request
                 .each_first(&mut |creation, repeated| {
@@ -238,7 +334,7 @@ mod tests {
                 outcomes: vec![ListedError::default(), invalid],
                 ..Default::default()
             };
-            let writer = AclResultsWriter::new(&request, answers)?;
+            let writer = AclResultsWriter::<CreationAnswer>::new(&request, answers)?;
             let mut written = Vec::new();
             futures::executor::block_on(writer.write_to(&mut written))?;
             assert_eq!(written.len(), writer.len());
@@ -261,7 +357,9 @@ mod tests {
             assert_eq!(writer.count(), 1_500);
             // Cut inside the last creation: refused whole.
             let cut = body.slice(..body.len() - 5);
-            assert!(scan(&cut, version).context("chunked")?.is_err());
+            assert!(scan::<AclCreation>(&cut, version)
+                .context("chunked")?
+                .is_err());
         }
         Ok(())
     }

@@ -643,6 +643,7 @@ enum ChunkedRequest {
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
     AlterScram(super::scram_chunks::ChunkedScramAlteration),
     CreateAcls(super::acl_chunks::ChunkedAclCreations),
+    DeleteAcls(super::acl_chunks::ChunkedAclFilters),
 }
 
 impl ChunkedRequest {
@@ -668,6 +669,7 @@ impl ChunkedRequest {
                 RequestKind::AlterUserScramCredentials(Default::default())
             }
             ChunkedRequest::CreateAcls(_) => RequestKind::CreateAcls(Default::default()),
+            ChunkedRequest::DeleteAcls(_) => RequestKind::DeleteAcls(Default::default()),
         }
     }
 
@@ -757,8 +759,14 @@ impl ChunkedRequest {
                 (Some(answer), Some(ListWriter::AlterScram(users)))
             }
             ChunkedRequest::CreateAcls(chunked) => {
-                let (answer, results) = super::acl_chunks::handle(handlers, info, chunked).await?;
+                let (answer, results) =
+                    super::acl_chunks::handle_creations(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::CreateAcls(results)))
+            }
+            ChunkedRequest::DeleteAcls(chunked) => {
+                let (answer, results) =
+                    super::acl_chunks::handle_filters(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::DeleteAcls(results)))
             }
         })
     }
@@ -921,6 +929,9 @@ async fn process_frame(
         ApiKey::CreateAcls => super::acl_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::CreateAcls)),
+        ApiKey::DeleteAcls => super::acl_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::DeleteAcls)),
         // Where this node decides it, or checks it before it forwards it (an authorizer).
         ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
             super::delete_topics_chunks::scan(&frame, api_version)

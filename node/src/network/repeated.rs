@@ -39,7 +39,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::acl_chunks::AclResultsWriter;
+use super::acl_chunks::{AclResultsWriter, CreationAnswer, FilterAnswer};
 use super::dedup_decode::{array_length, need, uvarint};
 use super::delete_topics_chunks::DeletionResultsWriter;
 use super::fetch_chunks::FetchList;
@@ -784,7 +784,7 @@ fn reduce_list(
     // without the table here, which costs several times the list.
     let decided_from_frame = match key {
         ApiKey::AlterUserScramCredentials => count > super::scram_chunks::CHUNK as i64,
-        ApiKey::CreateAcls => count > super::acl_chunks::CHUNK as i64,
+        ApiKey::CreateAcls | ApiKey::DeleteAcls => count > super::acl_chunks::CHUNK as i64,
         _ => false,
     };
     if decided_from_frame {
@@ -914,7 +914,8 @@ pub enum ListWriter {
     DescribeQuorum(PartitionsWriter<DescribeQuorumList>),
     DeleteTopics(DeletionResultsWriter),
     AlterScram(ScramResultsWriter),
-    CreateAcls(AclResultsWriter),
+    CreateAcls(AclResultsWriter<CreationAnswer>),
+    DeleteAcls(AclResultsWriter<FilterAnswer>),
 }
 
 impl ListWriter {
@@ -937,6 +938,7 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.count(),
             ListWriter::AlterScram(users) => users.count(),
             ListWriter::CreateAcls(results) => results.count(),
+            ListWriter::DeleteAcls(results) => results.count(),
         }
     }
 
@@ -959,6 +961,7 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.len(),
             ListWriter::AlterScram(users) => users.len(),
             ListWriter::CreateAcls(results) => results.len(),
+            ListWriter::DeleteAcls(results) => results.len(),
         }
     }
 
@@ -999,7 +1002,9 @@ impl ListWriter {
             // After the results: tagged fields (every version is flexible).
             ListWriter::AlterScram(_) => (1, true),
             // After the results: tagged fields (v2+).
-            ListWriter::CreateAcls(_) => (usize::from(version >= 2), version >= 2),
+            ListWriter::CreateAcls(_) | ListWriter::DeleteAcls(_) => {
+                (usize::from(version >= 2), version >= 2)
+            }
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
             // the list is found from the front: the response header, then what the body has
             // before its topics (Produce nothing, Fetch its throttle time, error code and
@@ -1037,6 +1042,7 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
             ListWriter::AlterScram(users) => users.write_to(out).await,
             ListWriter::CreateAcls(results) => results.write_to(out).await,
+            ListWriter::DeleteAcls(results) => results.write_to(out).await,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! Delete: each filter selects from the ACLs of the image; an ACL selected by several filters
 //! is reported by each and removed once; the whole request is one atomic batch.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use gregor_publishers::acl::{
     AclFilter, AclOperation, AclPermission, PatternType, ResourceType, CLUSTER_NAME,
@@ -16,6 +16,7 @@ use gregor_publishers::records::{MetadataRecord, RemoveAccessControlEntryRecord}
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
 };
@@ -235,7 +236,30 @@ pub fn matching_acl(acl: &StandardAcl) -> DeleteAclsMatchingAcl {
         .with_error_message(None)
 }
 
+/// The ACL filter a DeleteAcls filter asks for; `None` when it names an unknown pattern or
+/// entry.
+fn acl_filter(filter: &DeleteAclsFilter) -> Option<AclFilter> {
+    AclFilter::from_codes(
+        filter.resource_type_filter,
+        filter.resource_name_filter.as_deref(),
+        filter.pattern_type_filter,
+        filter.principal_filter.as_deref(),
+        filter.host_filter.as_deref(),
+        filter.operation,
+        filter.permission_type,
+    )
+}
+
+const UNKNOWN_FILTER: &str = "Unknown patternFilter or entryFilter.";
+
+/// Why a DeleteAcls selecting more ACLs than one request may delete fails, every filter alike.
+fn too_many_deleted() -> String {
+    format!("Cannot delete more than {MAX_DELETED_ACLS} ACLs in one request")
+}
+
 /// Decides a DeleteAcls request against `image`; one result per filter, in request order.
+/// Past [`MAX_DELETED_ACLS`] selected ACLs the whole request fails: the decision stops at the
+/// first filter selecting one too many.
 pub fn delete_acls(
     image: &AclsImage,
     request: &DeleteAclsRequest,
@@ -244,21 +268,11 @@ pub fn delete_acls(
     let mut seen: HashSet<Uuid> = HashSet::new();
     let mut results = Vec::with_capacity(request.filters.len());
     for filter in &request.filters {
-        let Some(filter) = AclFilter::from_codes(
-            filter.resource_type_filter,
-            filter.resource_name_filter.as_deref(),
-            filter.pattern_type_filter,
-            filter.principal_filter.as_deref(),
-            filter.host_filter.as_deref(),
-            filter.operation,
-            filter.permission_type,
-        ) else {
+        let Some(filter) = acl_filter(filter) else {
             results.push(
                 DeleteAclsFilterResult::default()
                     .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(StrBytes::from_static_str(
-                        "Unknown patternFilter or entryFilter.",
-                    ))),
+                    .with_error_message(Some(StrBytes::from_static_str(UNKNOWN_FILTER))),
             );
             continue;
         };
@@ -267,6 +281,20 @@ pub fn delete_acls(
             if seen.insert(**id) {
                 removed.push(**id);
             }
+        }
+        if removed.len() > MAX_DELETED_ACLS {
+            let refused = DeleteAclsFilterResult::default()
+                .with_error_code(ResponseError::UnknownServerError.code())
+                .with_error_message(Some(StrBytes::from_string(too_many_deleted())));
+            return ControllerResult {
+                records: Vec::new(),
+                response: DeleteAclsResponse::default().with_filter_results(vec![
+                    refused;
+                    request
+                        .filters
+                        .len()
+                ]),
+            };
         }
         results.push(
             DeleteAclsFilterResult::default()
@@ -279,33 +307,108 @@ pub fn delete_acls(
                 ),
         );
     }
-    if removed.len() > MAX_DELETED_ACLS {
-        let message = format!(
-            "Cannot delete more than {MAX_DELETED_ACLS} ACLs in one request ({} matched)",
-            removed.len()
-        );
-        let results = request
-            .filters
-            .iter()
-            .map(|_| {
-                DeleteAclsFilterResult::default()
-                    .with_error_code(ResponseError::UnknownServerError.code())
-                    .with_error_message(Some(StrBytes::from_string(message.clone())))
-            })
-            .collect();
+    ControllerResult {
+        records: removed_records(removed),
+        response: DeleteAclsResponse::default().with_filter_results(results),
+    }
+}
+
+fn removed_records(removed: Vec<Uuid>) -> Vec<MetadataRecord> {
+    removed
+        .into_iter()
+        .map(|id| MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id }))
+        .collect()
+}
+
+/// What one filter of a [`ListedElements`] DeleteAcls request is answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FilterOutcome {
+    Failed(ListedError),
+    /// The ACLs it selects, as the image before the request holds them.
+    Matched(Vec<StandardAcl>),
+}
+
+/// The answer to a [`ListedElements`] DeleteAcls request: each filter's outcome, in request
+/// order, filters selecting the same ACLs sharing one.
+pub type ListedAclDeletion = ListedAnswers<FilterOutcome>;
+
+/// Decides a request whose filters are read from `filters` (each listed on its own: every
+/// filter is answered) as [`delete_acls`] decides the same filters, without holding them or
+/// their answers whole.
+pub fn delete_listed_acls(
+    image: &AclsImage,
+    filters: &dyn ListedElements<DeleteAclsFilter>,
+) -> ControllerResult<ListedAclDeletion> {
+    let mut answers = ListedAclDeletion {
+        per_element: Vec::with_capacity(filters.distinct()),
+        ..Default::default()
+    };
+    let mut removed: Vec<Uuid> = Vec::new();
+    let mut seen: HashSet<Uuid> = HashSet::new();
+    // Each selection's outcome, by the ids it selects (the unknown filter's by none).
+    let mut selections: HashMap<Option<Vec<Uuid>>, u32> = HashMap::new();
+    let mut too_many = false;
+    let mut broken: Option<String> = None;
+    let walked = filters.each_first(&mut |filter, _| {
+        let selected = acl_filter(filter).map(|filter| image.matching(&filter));
+        for (id, _) in selected.iter().flatten() {
+            if seen.insert(**id) {
+                removed.push(**id);
+            }
+        }
+        if removed.len() > MAX_DELETED_ACLS {
+            too_many = true;
+            return false;
+        }
+        let key = selected
+            .as_ref()
+            .map(|matching| matching.iter().map(|(id, _)| **id).collect::<Vec<Uuid>>());
+        let index = match selections.get(&key) {
+            Some(index) => *index,
+            None => {
+                let Ok(index) = u32::try_from(answers.outcomes.len()) else {
+                    broken = Some("more than 2^32 outcomes".to_owned());
+                    return false;
+                };
+                answers.outcomes.push(match selected {
+                    None => FilterOutcome::Failed(ListedError {
+                        code: ResponseError::InvalidRequest.code(),
+                        message: Some(vec![UNKNOWN_FILTER.to_owned()]),
+                    }),
+                    Some(matching) => FilterOutcome::Matched(
+                        matching.into_iter().map(|(_, acl)| acl.clone()).collect(),
+                    ),
+                });
+                selections.insert(key, index);
+                index
+            }
+        };
+        answers.per_element.push(index);
+        true
+    });
+    if let Some(error) = walked.err().or(broken) {
+        tracing::error!(%error, "a DeleteAcls request could not be read again");
         return ControllerResult {
             records: Vec::new(),
-            response: DeleteAclsResponse::default().with_filter_results(results),
+            response: ListedAnswers::refused(ResponseError::UnknownServerError.code(), &error),
+        };
+    }
+    if too_many {
+        return ControllerResult {
+            records: Vec::new(),
+            response: ListedAclDeletion {
+                alike: filters.distinct(),
+                outcomes: vec![FilterOutcome::Failed(ListedError {
+                    code: ResponseError::UnknownServerError.code(),
+                    message: Some(vec![too_many_deleted()]),
+                })],
+                ..Default::default()
+            },
         };
     }
     ControllerResult {
-        records: removed
-            .into_iter()
-            .map(|id| {
-                MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord { id })
-            })
-            .collect(),
-        response: DeleteAclsResponse::default().with_filter_results(results),
+        records: removed_records(removed),
+        response: answers,
     }
 }
 
@@ -542,5 +645,105 @@ mod tests {
                 .map(|i| creation(2, &format!("u{i}"), 3, "User:bob", 3, 3)),
         );
         assert_eq!(results(creations, true), 0);
+    }
+
+    #[test]
+    fn listed_filters_are_answered_as_the_decoded_request() {
+        use crate::controller::logic::listed::Listed;
+        use crate::controller::logic::ListedElements;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut acls: Vec<AclCreation> = (0..30)
+            .map(|i| creation(2, &format!("t{i}"), 3, "User:alice", 3, 3))
+            .collect();
+        acls.push(creation(2, "t", 4, "User:bob", 3, 3));
+        let created = create_acls(
+            &AclsImage::default(),
+            &CreateAclsRequest::default().with_creations(acls),
+            &mut rng,
+        );
+        let image = applied(&MetadataImage::empty(), &created.records);
+        let filter = |name: Option<&str>, pattern: i8, principal: Option<&str>| {
+            DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(name.map(|n| StrBytes::from_string(n.to_owned())))
+                .with_pattern_type_filter(pattern)
+                .with_principal_filter(principal.map(|p| StrBytes::from_string(p.to_owned())))
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1)
+        };
+        let mut filters = vec![
+            filter(None, 1, Some("User:bob")),
+            filter(Some("t3"), 9, None),
+            filter(Some("t3"), 3, None),
+            filter(Some("t3"), 3, Some("User:alice")),
+            filter(Some("t"), 4, None),
+            filter(Some("t3"), 1, None),
+        ];
+        for index in 0..2_000 {
+            filters.push(filter(Some(&format!("t{}", index % 40)), 3, None));
+            filters.push(filter(Some("zz"), 3, None));
+        }
+        let rebuilt = |filters: Vec<DeleteAclsFilter>| {
+            let request = DeleteAclsRequest::default().with_filters(filters.clone());
+            let decoded = delete_acls(&image.acls, &request);
+            let listed = Listed::each(filters);
+            let kept = delete_listed_acls(&image.acls, &listed);
+            let results: Vec<DeleteAclsFilterResult> = (0..listed.distinct())
+                .map(
+                    |index| match kept.response.outcome(index).expect("answered") {
+                        FilterOutcome::Failed(error) => DeleteAclsFilterResult::default()
+                            .with_error_code(error.code)
+                            .with_error_message(error.message_for("")),
+                        FilterOutcome::Matched(acls) => DeleteAclsFilterResult::default()
+                            .with_error_message(None)
+                            .with_matching_acls(acls.iter().map(matching_acl).collect()),
+                    },
+                )
+                .collect();
+            assert_eq!(results, decoded.response.filter_results);
+            assert_eq!(kept.records, decoded.records);
+            (kept.records.len(), kept.response.outcomes.len())
+        };
+        // bob's, t3 (once, however many filters select it), t0 to t29; "t" prefixed is bob's.
+        let (removed, outcomes) = rebuilt(filters.clone());
+        assert_eq!(removed, 31);
+        assert!(outcomes < 40, "{outcomes} outcomes");
+        // Past the limit every filter fails alike.
+        let many: Vec<AclCreation> = (0..MAX_DELETED_ACLS)
+            .map(|i| creation(2, &format!("u{i}"), 3, "User:carol", 3, 3))
+            .collect();
+        let more = create_acls(
+            &image.acls,
+            &CreateAclsRequest::default().with_creations(many),
+            &mut rng,
+        );
+        let image = applied(&image, &more.records);
+        let mut over = filters;
+        over.push(filter(None, 1, Some("User:carol")));
+        let request = DeleteAclsRequest::default().with_filters(over.clone());
+        let decoded = delete_acls(&image.acls, &request);
+        assert!(decoded.records.is_empty());
+        let listed = Listed::each(over);
+        let kept = delete_listed_acls(&image.acls, &listed);
+        assert!(kept.records.is_empty());
+        assert_eq!(
+            kept.response.answered(),
+            decoded.response.filter_results.len()
+        );
+        assert_eq!(
+            kept.response.outcomes,
+            vec![FilterOutcome::Failed(ListedError {
+                code: -1,
+                message: Some(vec![
+                    "Cannot delete more than 10000 ACLs in one request".to_owned()
+                ]),
+            })]
+        );
+        assert!(decoded
+            .response
+            .filter_results
+            .iter()
+            .all(|r| r.error_code == -1));
     }
 }

@@ -472,8 +472,8 @@ fn delete_acls_many_filters_each_matching_an_acl() {
         let result = super::acls::delete_acls(&image.acls, &request);
         let results = &result.response.filter_results;
         assert_eq!(results.len(), n + 1);
-        // Past Kafka's limit on one request's deletions every filter is refused, once all
-        // were matched.
+        // Past Kafka's limit on one request's deletions every filter is refused, from the
+        // first filter selecting one ACL too many.
         if n > super::acls::MAX_DELETED_ACLS {
             assert!(results.iter().all(|r| r.error_code == -1));
             assert!(result.records.is_empty());
