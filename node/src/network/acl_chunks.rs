@@ -21,7 +21,6 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::AsyncWrite;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::acls::{matching_acl, FilterOutcome};
@@ -29,7 +28,7 @@ use gregor_actors::controller::logic::{ListedAnswers, ListedElements, ListedErro
 use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::array_length;
-use super::repeated::skip_tagged_fields;
+use super::repeated::{skip_tagged_fields, PieceSource, PiecesWriter};
 
 /// Elements answered per piece of the answer; a request of no more is decoded whole.
 pub const CHUNK: usize = 1024;
@@ -106,7 +105,7 @@ impl<T: Decodable> ListedElements<T> for ChunkedAclList<T> {
 /// How one API's elements are answered.
 pub trait AclAnswer {
     /// What the controller keeps of an element's answer.
-    type Outcome;
+    type Outcome: Sync;
     /// An element's answer.
     type Result: Encodable;
     const NAME: &'static str;
@@ -167,43 +166,20 @@ impl AclAnswer for FilterAnswer {
     }
 }
 
-/// Writes the answer's results, one per element in request order, from the kept outcomes,
-/// [`CHUNK`] at a time.
-pub struct AclResultsWriter<A: AclAnswer> {
+/// The answer's results, one per element in request order, from the kept outcomes.
+pub struct AclResults<A: AclAnswer> {
     answers: ListedAnswers<A::Outcome>,
     count: usize,
     version: i16,
-    /// The encoded size of every element's result.
-    size: usize,
 }
 
-impl<A: AclAnswer> AclResultsWriter<A> {
-    fn new<T>(
-        request: &ChunkedAclList<T>,
-        answers: ListedAnswers<A::Outcome>,
-    ) -> anyhow::Result<Self> {
-        let mut writer = AclResultsWriter {
-            answers,
-            count: request.count,
-            version: request.version,
-            size: 0,
-        };
-        writer.size = super::repeated::pieces_size(writer.pieces())?;
-        Ok(writer)
-    }
+/// Writes an answer's results, [`CHUNK`] at a time.
+pub type AclResultsWriter<A> = PiecesWriter<AclResults<A>>;
 
-    /// How many elements the answer lists.
-    pub(crate) fn count(&self) -> usize {
-        self.count
-    }
+impl<A: AclAnswer> PieceSource for AclResults<A> {
+    const API: &'static str = A::NAME;
 
-    /// The encoded size of every element's result.
-    pub(crate) fn len(&self) -> usize {
-        self.size
-    }
-
-    /// The results, [`CHUNK`] at a time.
-    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + '_ {
+    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
         let mut next = 0;
         move || {
             if next == self.count {
@@ -226,25 +202,6 @@ impl<A: AclAnswer> AclResultsWriter<A> {
             Ok(Some(piece))
         }
     }
-
-    /// Writes every result, encoding them a piece at a time.
-    pub(crate) async fn write_to<W: AsyncWrite + Unpin + Send>(
-        &self,
-        out: &mut W,
-    ) -> std::io::Result<()> {
-        let mut pieces = self.pieces();
-        super::repeated::write_pieces(out, self.size, A::NAME, &mut pieces).await
-    }
-}
-
-impl<A: AclAnswer> std::fmt::Debug for AclResultsWriter<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AclResultsWriter")
-            .field("api", &A::NAME)
-            .field("count", &self.count)
-            .field("size", &self.size)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Logs how `request` was decided and builds the writer of its answers.
@@ -258,7 +215,12 @@ fn decided<T, A: AclAnswer>(
         "a {} request decided from its frame",
         A::NAME
     );
-    AclResultsWriter::new(request, answers)
+    let results = AclResults {
+        answers,
+        count: request.count,
+        version: request.version,
+    };
+    PiecesWriter::new(results, request.count)
 }
 
 /// Creates the ACLs with the controller reading the creations from the frame: the answer's
@@ -334,7 +296,7 @@ mod tests {
                 outcomes: vec![ListedError::default(), invalid],
                 ..Default::default()
             };
-            let writer = AclResultsWriter::<CreationAnswer>::new(&request, answers)?;
+            let writer: AclResultsWriter<CreationAnswer> = decided(&request, answers)?;
             let mut written = Vec::new();
             futures::executor::block_on(writer.write_to(&mut written))?;
             assert_eq!(written.len(), writer.len());

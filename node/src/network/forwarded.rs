@@ -384,8 +384,8 @@ impl Appended {
     /// How many topics it answers.
     pub(crate) fn answers(&self) -> usize {
         match self {
-            Appended::CreateTopics(denied) => denied.answers(),
-            Appended::CreatePartitions(denied) => denied.answers(),
+            Appended::CreateTopics(denied) => denied.count(),
+            Appended::CreatePartitions(denied) => denied.count(),
             Appended::DeleteTopics(denied) => denied.count(),
         }
     }
@@ -636,7 +636,7 @@ mod tests {
 
     #[tokio::test]
     async fn denied_topics_follow_the_controllers_answer() {
-        use crate::network::topic_list_chunks::{scan, DeniedResultsWriter};
+        use crate::network::topic_list_chunks::{scan, DeniedResults};
         use kafka_protocol::messages::create_topics_request::CreatableTopic;
         use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
         use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
@@ -672,7 +672,7 @@ mod tests {
                 .unwrap()
                 .unwrap();
             request.deny(|topic| !topic.ends_with('0')).unwrap();
-            let denied = DeniedResultsWriter::new(request).unwrap();
+            let denied = DeniedResults::writer(request).unwrap();
             // The controller's answer for the others (a few, as a small answer is).
             let decided: Vec<_> = (0..3)
                 .map(|i| {

@@ -1350,6 +1350,62 @@ pub(super) fn pieces_size(
     Ok(size)
 }
 
+/// Where an answer's list comes from when it is encoded a piece at a time.
+pub trait PieceSource {
+    /// The request, for the log.
+    const API: &'static str;
+
+    /// The list's entries encoded a piece at a time, from the first.
+    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_;
+}
+
+/// An answer's list of `count` entries, written a piece at a time from its source and never
+/// held whole; its size is counted by a first encoding, since the size prefix goes first.
+pub struct PiecesWriter<S> {
+    source: S,
+    count: usize,
+    size: usize,
+}
+
+impl<S: PieceSource> PiecesWriter<S> {
+    pub(super) fn new(source: S, count: usize) -> anyhow::Result<Self> {
+        let size = pieces_size(source.pieces())?;
+        Ok(PiecesWriter {
+            source,
+            count,
+            size,
+        })
+    }
+
+    /// How many entries the list holds.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The list's encoded size, without its length.
+    pub(crate) fn len(&self) -> usize {
+        self.size
+    }
+
+    /// Writes the list, encoding it a piece at a time.
+    pub(crate) async fn write_to<W: AsyncWrite + Unpin + Send>(
+        &self,
+        out: &mut W,
+    ) -> std::io::Result<()> {
+        write_pieces(out, self.size, S::API, self.source.pieces()).await
+    }
+}
+
+impl<S: PieceSource> std::fmt::Debug for PiecesWriter<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PiecesWriter")
+            .field("api", &S::API)
+            .field("count", &self.count)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Writes an answer's list encoded a piece at a time by `next`, and checks it adds up to the
 /// `announced` size (the size prefix was sent before): `api` names the request in the log.
 pub(super) async fn write_pieces<W: AsyncWrite + Unpin + Send>(

@@ -21,7 +21,6 @@ use kafka_protocol::messages::alter_user_scram_credentials_request::{
 };
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::AsyncWrite;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::scram::{ListedScramAlteration, ScramAlteration};
@@ -30,7 +29,7 @@ use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::array_length;
 use super::metadata_chunks::{bit, set_bit};
-use super::repeated::{skip, skip_string, skip_tagged_fields};
+use super::repeated::{skip, skip_string, skip_tagged_fields, PieceSource, PiecesWriter};
 use super::topic_list_chunks::{first_appearances, name_at, REPEATED};
 
 /// Users answered per piece of the answer; a request with no more alterations is decoded
@@ -246,48 +245,20 @@ impl ListedElements<ScramAlteration> for ChunkedScramAlteration {
     }
 }
 
-/// Writes the answer's results, one per distinct user in order of first appearance, from the
-/// frame and the kept outcomes, [`CHUNK`] at a time.
-pub struct ScramResultsWriter {
+/// The answer's results, one per distinct user in order of first appearance, from the frame
+/// and the kept outcomes.
+pub struct ScramResults {
     request: Arc<ChunkedScramAlteration>,
     answers: ListedScramAlteration,
-    /// How many users the answer lists.
-    count: usize,
-    /// The encoded size of every user's result.
-    size: usize,
 }
 
-impl ScramResultsWriter {
-    fn new(
-        request: Arc<ChunkedScramAlteration>,
-        answers: ListedScramAlteration,
-    ) -> anyhow::Result<Self> {
-        let count = request.distinct();
-        if answers.refused.is_none() && answers.answered() != count {
-            bail!("{} users answered of {count}", answers.answered());
-        }
-        let mut writer = ScramResultsWriter {
-            request,
-            answers,
-            count,
-            size: 0,
-        };
-        writer.size = super::repeated::pieces_size(writer.pieces())?;
-        Ok(writer)
-    }
+/// Writes the users' results, [`CHUNK`] at a time.
+pub type ScramResultsWriter = PiecesWriter<ScramResults>;
 
-    /// How many users the answer lists.
-    pub(crate) fn count(&self) -> usize {
-        self.count
-    }
+impl PieceSource for ScramResults {
+    const API: &'static str = "AlterUserScramCredentials";
 
-    /// The encoded size of every user's result.
-    pub(crate) fn len(&self) -> usize {
-        self.size
-    }
-
-    /// The users' results, [`CHUNK`] at a time.
-    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + '_ {
+    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
         let request = &self.request;
         let mut cursor = request.cursor();
         let mut answered = 0;
@@ -323,25 +294,18 @@ impl ScramResultsWriter {
             Ok((in_piece > 0).then_some(piece))
         }
     }
-
-    /// Writes every user's result, encoding them a piece at a time.
-    pub(crate) async fn write_to<W: AsyncWrite + Unpin + Send>(
-        &self,
-        out: &mut W,
-    ) -> std::io::Result<()> {
-        let mut pieces = self.pieces();
-        super::repeated::write_pieces(out, self.size, "AlterUserScramCredentials", &mut pieces)
-            .await
-    }
 }
 
-impl std::fmt::Debug for ScramResultsWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScramResultsWriter")
-            .field("count", &self.count)
-            .field("size", &self.size)
-            .finish_non_exhaustive()
+/// The writer of `request`'s answer, the controller's `answers`.
+fn results_writer(
+    request: Arc<ChunkedScramAlteration>,
+    answers: ListedScramAlteration,
+) -> anyhow::Result<ScramResultsWriter> {
+    let count = request.distinct();
+    if answers.refused.is_none() && answers.answered() != count {
+        bail!("{} users answered of {count}", answers.answered());
     }
+    PiecesWriter::new(ScramResults { request, answers }, count)
 }
 
 /// Alters the credentials with the controller reading the alterations from the frame: the
@@ -360,8 +324,7 @@ pub(crate) async fn handle(
         outcomes = answers.outcomes.len(),
         "an AlterUserScramCredentials request decided from its frame"
     );
-    let writer = ScramResultsWriter::new(request, answers)?;
-    Ok((answer, writer))
+    Ok((answer, results_writer(request, answers)?))
 }
 
 #[cfg(test)]
@@ -453,7 +416,7 @@ mod tests {
             outcomes: vec![ListedError::default(), duplicate],
             ..Default::default()
         };
-        let writer = ScramResultsWriter::new(Arc::new(request.clone()), answers)?;
+        let writer = results_writer(Arc::new(request.clone()), answers)?;
         let mut written = Vec::new();
         futures::executor::block_on(writer.write_to(&mut written))?;
         assert_eq!(written.len(), writer.len());
@@ -478,7 +441,7 @@ mod tests {
             .collect();
         assert_eq!(results, expected);
         // Refused whole: each user once, with the refusal.
-        let writer = ScramResultsWriter::new(
+        let writer = results_writer(
             Arc::new(request),
             ListedScramAlteration::refused(41, "gone"),
         )?;

@@ -32,7 +32,6 @@ use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::AsyncWrite;
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::{
@@ -42,7 +41,9 @@ use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::{array_length, need};
 use super::metadata_chunks::{bit, set_bit};
-use super::repeated::{put_array_length, skip, skip_string, skip_tagged_fields, uvarint_at};
+use super::repeated::{
+    put_array_length, skip, skip_string, skip_tagged_fields, uvarint_at, PieceSource, PiecesWriter,
+};
 
 /// What differs between the APIs whose requests list topics by name, each decided by the
 /// controller as one batch and answered once per distinct name in request order; both end
@@ -414,7 +415,7 @@ impl<A: TopicListApi> ChunkedTopics<A> {
             return Ok((frame.clone(), None));
         }
         let without = self.without_denied(frame)?;
-        Ok((without, Some(DeniedResultsWriter::new(self)?)))
+        Ok((without, Some(DeniedResults::writer(self)?)))
     }
 }
 
@@ -450,36 +451,33 @@ impl ChunkedCreatePartitions {
     }
 }
 
-/// Writes the answers of the denied topics (TOPIC_AUTHORIZATION_FAILED, in request order)
-/// after a forwarded answer for the others, as Kafka's controller adds them after the answers
-/// it decided.
-pub struct DeniedResultsWriter<A: TopicListApi> {
+/// The answers of the denied topics (TOPIC_AUTHORIZATION_FAILED, in request order), which a
+/// broker writes after a forwarded answer for the others, as Kafka's controller adds them
+/// after the answers it decided.
+pub struct DeniedResults<A: TopicListApi> {
     request: Arc<ChunkedTopics<A>>,
-    size: usize,
 }
 
-impl<A: TopicListApi> DeniedResultsWriter<A> {
-    pub(crate) fn new(request: ChunkedTopics<A>) -> anyhow::Result<Self> {
-        let mut writer = DeniedResultsWriter {
-            request: Arc::new(request),
-            size: 0,
-        };
-        writer.size = super::repeated::pieces_size(writer.pieces())?;
-        Ok(writer)
-    }
+/// Writes the denied topics' answers, [`CHUNK`] at a time.
+pub type DeniedResultsWriter<A> = PiecesWriter<DeniedResults<A>>;
 
-    /// How many topics it answers.
-    pub(crate) fn answers(&self) -> usize {
-        self.request.denied_count
+impl<A: TopicListApi> DeniedResults<A> {
+    /// The writer of `request`'s denied topics' answers.
+    pub(crate) fn writer(request: ChunkedTopics<A>) -> anyhow::Result<DeniedResultsWriter<A>> {
+        let count = request.denied_count;
+        PiecesWriter::new(
+            DeniedResults {
+                request: Arc::new(request),
+            },
+            count,
+        )
     }
+}
 
-    /// The encoded size of their answers.
-    pub(crate) fn len(&self) -> usize {
-        self.size
-    }
+impl<A: TopicListApi> PieceSource for DeniedResults<A> {
+    const API: &'static str = A::NAME;
 
-    /// The denied topics' answers, [`CHUNK`] at a time.
-    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + '_ {
+    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
         let request = &self.request;
         let mut rest = request.topics.clone();
         let mut index = 0;
@@ -498,25 +496,6 @@ impl<A: TopicListApi> DeniedResultsWriter<A> {
             }
             Ok((in_piece > 0).then_some(piece))
         }
-    }
-
-    /// Writes the answers, encoding them a piece at a time.
-    pub(crate) async fn write_to<W: AsyncWrite + Unpin + Send>(
-        &self,
-        out: &mut W,
-    ) -> std::io::Result<()> {
-        let mut pieces = self.pieces();
-        super::repeated::write_pieces(out, self.size, A::NAME, &mut pieces).await
-    }
-}
-
-impl<A: TopicListApi> std::fmt::Debug for DeniedResultsWriter<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeniedResultsWriter")
-            .field("api", &A::NAME)
-            .field("answers", &self.answers())
-            .field("size", &self.size)
-            .finish_non_exhaustive()
     }
 }
 
@@ -562,70 +541,51 @@ impl<A: TopicListApi> ListedElements<A::Topic> for ChunkedTopics<A> {
     }
 }
 
-/// Writes the answer's topics from the frame and the kept outcomes, [`CHUNK`] at a time.
-pub struct TopicResultsWriter<A: TopicListApi> {
+/// The answer's topics, from the frame and the kept outcomes.
+pub struct TopicResults<A: TopicListApi> {
     request: Arc<ChunkedTopics<A>>,
     answers: ListedAnswers<A::Outcome>,
     /// How many topics the answer lists.
     count: usize,
-    /// The encoded size of every topic's answer.
-    size: usize,
 }
 
-impl<A: TopicListApi> TopicResultsWriter<A> {
-    fn new(
+/// Writes the answer's topics, [`CHUNK`] at a time.
+pub type TopicResultsWriter<A> = PiecesWriter<TopicResults<A>>;
+
+impl<A: TopicListApi> TopicResults<A> {
+    /// The writer of `request`'s answer, the controller's `answers`.
+    fn writer(
         request: Arc<ChunkedTopics<A>>,
         answers: ListedAnswers<A::Outcome>,
-    ) -> anyhow::Result<Self> {
+    ) -> anyhow::Result<TopicResultsWriter<A>> {
         let count = request.denied()
             + match answers.refused {
                 Some(_) => request.listed(),
                 None => answers.answered(),
             };
-        let mut writer = TopicResultsWriter {
-            request,
-            answers,
+        PiecesWriter::new(
+            TopicResults {
+                request,
+                answers,
+                count,
+            },
             count,
-            size: 0,
-        };
-        let mut pieces = Pieces::new(&writer);
-        writer.size = super::repeated::pieces_size(|| pieces.next_piece())?;
-        Ok(writer)
-    }
-
-    /// How many topics the answer lists.
-    pub(crate) fn count(&self) -> usize {
-        self.count
-    }
-
-    /// The encoded size of every topic's answer.
-    pub(crate) fn len(&self) -> usize {
-        self.size
-    }
-
-    /// Writes every topic's answer, encoding it a piece at a time.
-    pub(crate) async fn write_to<W: AsyncWrite + Unpin + Send>(
-        &self,
-        out: &mut W,
-    ) -> std::io::Result<()> {
-        let mut pieces = Pieces::new(self);
-        super::repeated::write_pieces(out, self.size, A::NAME, || pieces.next_piece()).await
+        )
     }
 }
 
-impl<A: TopicListApi> std::fmt::Debug for TopicResultsWriter<A> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TopicResultsWriter")
-            .field("api", &A::NAME)
-            .field("count", &self.count)
-            .field("size", &self.size)
-            .finish_non_exhaustive()
+impl<A: TopicListApi> PieceSource for TopicResults<A> {
+    const API: &'static str = A::NAME;
+
+    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
+        let mut pieces = Pieces::new(self);
+        move || pieces.next_piece()
     }
 }
 
 /// Encodes the topics' answers in frame order.
 struct Pieces<'a, A: TopicListApi> {
-    writer: &'a TopicResultsWriter<A>,
+    writer: &'a TopicResults<A>,
     rest: Bytes,
     /// The next listed topic.
     index: usize,
@@ -636,7 +596,7 @@ struct Pieces<'a, A: TopicListApi> {
 }
 
 impl<'a, A: TopicListApi> Pieces<'a, A> {
-    fn new(writer: &'a TopicResultsWriter<A>) -> Self {
+    fn new(writer: &'a TopicResults<A>) -> Self {
         Pieces {
             writer,
             rest: writer.request.topics.clone(),
@@ -739,7 +699,7 @@ fn decided<A: TopicListApi>(
         "a {} request decided from its frame",
         A::NAME
     );
-    let writer = TopicResultsWriter::new(request, answers)?;
+    let writer = TopicResults::writer(request, answers)?;
     Ok((answer, writer))
 }
 
@@ -773,20 +733,20 @@ mod tests {
         request: ChunkedCreateTopics,
         creation: ListedCreation,
     ) -> anyhow::Result<Vec<Answer>> {
-        let writer = TopicResultsWriter::new(Arc::new(request), creation)?;
-        let mut pieces = Pieces::new(&writer);
+        let writer = TopicResults::writer(Arc::new(request), creation)?;
+        let mut written = Vec::new();
+        futures::executor::block_on(writer.write_to(&mut written))?;
+        assert_eq!(written.len(), writer.len());
         let mut answers = Vec::new();
-        while let Some(piece) = pieces.next_piece()? {
-            let mut piece = piece.freeze();
-            while piece.has_remaining() {
-                let result = CreatableTopicResult::decode(&mut piece, 7)?;
-                answers.push((
-                    result.name.to_string(),
-                    result.error_code,
-                    result.error_message.map(|m| m.to_string()),
-                    result.num_partitions,
-                ));
-            }
+        let mut written = Bytes::from(written);
+        while written.has_remaining() {
+            let result = CreatableTopicResult::decode(&mut written, 7)?;
+            answers.push((
+                result.name.to_string(),
+                result.error_code,
+                result.error_message.map(|m| m.to_string()),
+                result.num_partitions,
+            ));
         }
         assert_eq!(answers.len(), writer.count());
         Ok(answers)
@@ -875,7 +835,7 @@ mod tests {
         long.denied_count = request.denied_count;
         assert!(long.without_denied(&padded)? == request.without_denied(&frame)?);
         // The denied topics' answers, in request order, as the decoded path answers them.
-        let denied = DeniedResultsWriter::new(request)?;
+        let denied = DeniedResults::writer(request)?;
         let mut written = Vec::new();
         futures::executor::block_on(denied.write_to(&mut written))?;
         assert_eq!(written.len(), denied.len());
@@ -890,7 +850,7 @@ mod tests {
             .map(|n| handlers::creation_denied(TopicName(n.to_string().into())))
             .collect();
         assert_eq!(answered, expected);
-        assert_eq!(denied.answers(), 10);
+        assert_eq!(denied.count(), 10);
         Ok(())
     }
 
@@ -1115,7 +1075,7 @@ mod tests {
                 ],
                 ..Default::default()
             };
-            let writer = TopicResultsWriter::new(Arc::new(request), growth)?;
+            let writer = TopicResults::writer(Arc::new(request), growth)?;
             let mut written = Vec::new();
             futures::executor::block_on(writer.write_to(&mut written))?;
             assert_eq!(written.len(), writer.len());
