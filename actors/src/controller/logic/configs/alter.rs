@@ -6,7 +6,10 @@
 //! (`ConfigurationControlManager`: names, existence, operations, validation, records). Gregor's
 //! node is both, so [`precheck_incremental`] / [`precheck_legacy`] are the broker half (the
 //! handler runs them to route BROKER_LOGGER resources locally) and the alter functions run both
-//! halves, in Kafka's order, for every resource on its own.
+//! halves, in Kafka's order, for every resource on its own. As Kafka's `BoundedList` of records,
+//! one request writes at most [`MAX_RECORDS_PER_USER_OP`] config records: one more fails every
+//! resource with POLICY_VIOLATION, validated only or not (Gregor's message for that limit, as
+//! for its other controller writes).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -22,7 +25,7 @@ use gregor_publishers::MetadataImage;
 
 use super::super::topic_configs::{self, ConfigType, TopicConfigDef};
 use super::super::topic_name;
-use super::super::ControllerResult;
+use super::super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 use super::{broker, client_metrics, group, resource_type as rt, ApiError, OpType};
 
 /// What resource configs are validated against beyond Kafka's definitions: this controller's
@@ -401,41 +404,58 @@ fn decide(
 ) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
     let prechecks = precheck_all(changes, node_id, legacy);
     let mut records = Vec::new();
-    let results = changes
-        .iter()
-        .zip(prechecks)
-        .map(|(change, precheck)| {
-            match precheck {
-                Precheck::Failed(error) => return Err(error),
-                // The handler applies these locally; one that reaches here is refused rather
-                // than persisted.
-                Precheck::BrokerLogger => {
-                    return Err(ApiError::invalid_request(
-                        "BROKER_LOGGER resources are applied by the node that receives them",
-                    ))
-                }
-                Precheck::Forward => {}
-            }
-            check_resource(image, change)?;
-            let current: BTreeMap<String, String> = image
-                .configs
-                .get(change.resource_type, &change.name)
-                .map(|configs| {
-                    configs
-                        .iter()
-                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let next = apply_ops(&current, change)?;
-            validate(change, &next, rules)?;
-            if !validate_only {
-                records.extend(records_for(change, &current, &next));
-            }
-            Ok(())
-        })
-        .collect();
+    let mut results = Vec::with_capacity(changes.len());
+    for (change, precheck) in changes.iter().zip(prechecks) {
+        results.push(decide_one(image, change, precheck, rules, &mut records));
+        // Kafka's `BoundedList` of records fails the whole request, validated only or not.
+        if records.len() > MAX_RECORDS_PER_USER_OP {
+            let too_large = ApiError {
+                code: ResponseError::PolicyViolation,
+                message: Some("Unable to perform excessively large batch operation.".to_owned()),
+            };
+            return (vec![Err(too_large); changes.len()], Vec::new());
+        }
+    }
+    if validate_only {
+        records.clear();
+    }
     (results, records)
+}
+
+/// One resource's decision, its records added to `records`.
+fn decide_one(
+    image: &MetadataImage,
+    change: &Change,
+    precheck: Precheck,
+    rules: &ConfigRules,
+    records: &mut Vec<MetadataRecord>,
+) -> Result<(), ApiError> {
+    match precheck {
+        Precheck::Failed(error) => return Err(error),
+        // The handler applies these locally; one that reaches here is refused rather than
+        // persisted.
+        Precheck::BrokerLogger => {
+            return Err(ApiError::invalid_request(
+                "BROKER_LOGGER resources are applied by the node that receives them",
+            ))
+        }
+        Precheck::Forward => {}
+    }
+    check_resource(image, change)?;
+    let current: BTreeMap<String, String> = image
+        .configs
+        .get(change.resource_type, &change.name)
+        .map(|configs| {
+            configs
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let next = apply_ops(&current, change)?;
+    validate(change, &next, rules)?;
+    records.extend(records_for(change, &current, &next));
+    Ok(())
 }
 
 fn parts(result: &Result<(), ApiError>) -> (i16, Option<StrBytes>) {

@@ -489,3 +489,43 @@ fn legacy_alter_replaces_the_whole_set() {
     let image = super::super::testing::apply(&image, &result.records);
     assert_eq!(image.configs.get(rt::GROUP, "g").map(|c| c.len()), Some(1));
 }
+
+/// Kafka's `BoundedList` of records: 10,000 config records in one request are written; one
+/// more fails every resource, validated only or not, and nothing is written.
+#[test]
+fn at_most_ten_thousand_config_records_in_one_request() {
+    let image = image_with(&[]);
+    let groups = |count: usize| -> Vec<AlterConfigsResource> {
+        (0..count)
+            .map(|index| {
+                resource(
+                    rt::GROUP,
+                    &format!("G{index}"),
+                    &[("consumer.heartbeat.interval.ms", SET, Some("10000"))],
+                )
+            })
+            .collect()
+    };
+    let mut at_limit = groups(MAX_RECORDS_PER_USER_OP);
+    at_limit.push(resource(rt::GROUP, "", &[]));
+    let result = incremental_alter_configs(&image, &incremental(at_limit, false), Some(1));
+    assert_eq!(result.records.len(), MAX_RECORDS_PER_USER_OP);
+    let codes: Vec<i16> = outcome(&result).iter().map(|(code, _)| *code).collect();
+    assert!(codes[..MAX_RECORDS_PER_USER_OP]
+        .iter()
+        .all(|code| *code == 0));
+    assert_eq!(codes[MAX_RECORDS_PER_USER_OP], 42);
+    let too_large = (
+        44,
+        Some("Unable to perform excessively large batch operation.".to_owned()),
+    );
+    for validate_only in [false, true] {
+        let mut over = groups(MAX_RECORDS_PER_USER_OP + 1);
+        over.insert(0, resource(rt::GROUP, "", &[]));
+        let result = incremental_alter_configs(&image, &incremental(over, validate_only), Some(1));
+        assert!(result.records.is_empty());
+        let outcomes = outcome(&result);
+        assert_eq!(outcomes.len(), MAX_RECORDS_PER_USER_OP + 2);
+        assert!(outcomes.iter().all(|o| *o == too_large), "{validate_only}");
+    }
+}
