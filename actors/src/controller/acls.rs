@@ -92,10 +92,7 @@ impl Handler<CreateListedAcls> for Controller {
             |image, mutation| {
                 logic::acls::create_listed_acls(&image.acls, msg.creations.as_ref(), mutation.rng)
             },
-            |mut answers: logic::acls::ListedAclCreation, code, message| {
-                answers.fail_succeeded(code.code(), message);
-                answers
-            },
+            logic::acls::ListedAclCreation::fail_succeeded,
         )
     }
 }
@@ -118,17 +115,7 @@ impl Handler<DeleteListedAcls> for Controller {
             ctx,
             &msg,
             |image, _| logic::acls::delete_listed_acls(&image.acls, msg.filters.as_ref()),
-            |mut answers: logic::acls::ListedAclDeletion, code, message| {
-                for outcome in &mut answers.outcomes {
-                    if matches!(outcome, logic::acls::FilterOutcome::Matched(_)) {
-                        *outcome = logic::acls::FilterOutcome::Failed(logic::ListedError {
-                            code: code.code(),
-                            message: Some(vec![message.to_owned()]),
-                        });
-                    }
-                }
-                answers
-            },
+            logic::acls::ListedAclDeletion::fail_succeeded,
         )
     }
 }

@@ -759,10 +759,7 @@ impl Handler<CreateListedElements> for Controller {
                     mutation,
                 )
             },
-            |mut response: logic::ListedCreation, code, message| {
-                response.fail_created(code.code(), message);
-                response
-            },
+            logic::ListedCreation::fail_succeeded,
             |response| &mut response.throttle_time_ms,
         )
     }
@@ -921,10 +918,7 @@ impl Handler<CreateListedPartitions> for Controller {
                     mutation,
                 )
             },
-            |mut answers: logic::ListedAnswers<logic::ListedError>, code, message| {
-                answers.fail_succeeded(code.code(), message);
-                answers
-            },
+            logic::ListedGrowth::fail_succeeded,
             |response| &mut response.throttle_time_ms,
         )
     }

@@ -76,10 +76,7 @@ impl Handler<AlterListedScramCredentials> for Controller {
             |image, _| {
                 logic::scram::alter_listed_credentials(&image.scram, msg.alterations.as_ref())
             },
-            |mut answers: logic::ListedAnswers<logic::ListedError>, code, message| {
-                answers.fail_succeeded(code.code(), message);
-                answers
-            },
+            logic::scram::ListedScramAlteration::fail_succeeded,
         )
     }
 }

@@ -199,7 +199,7 @@ pub async fn create_listed(
 ) -> (ApiResponse, ListedAclCreation) {
     let count = creations.listed();
     let answers = listed_answers(ctx, info, CreateListedAcls { creations }).await;
-    let errors = super::topics::listed_errors(&answers, count, 0, |outcome| outcome.code);
+    let errors = ErrorCounts::of_listed(&answers, count, 0, |outcome| outcome.code);
     let answer = ApiResponse::new(
         ResponseKind::CreateAcls(CreateAclsResponse::default()),
         errors,
@@ -216,7 +216,7 @@ pub async fn delete_listed(
 ) -> (ApiResponse, ListedAclDeletion) {
     let count = filters.listed();
     let answers = listed_answers(ctx, info, DeleteListedAcls { filters }).await;
-    let errors = super::topics::listed_errors(&answers, count, 0, |outcome| match outcome {
+    let errors = ErrorCounts::of_listed(&answers, count, 0, |outcome| match outcome {
         FilterOutcome::Failed(error) => error.code,
         FilterOutcome::Matched(_) => 0,
     });

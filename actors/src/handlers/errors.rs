@@ -5,6 +5,8 @@ use std::sync::OnceLock;
 
 use kafka_protocol::error::ResponseError;
 
+use crate::controller::logic::ListedAnswers;
+
 /// How many times each error code appears in a response, as Kafka's `errorCounts()` reports it
 /// for `ErrorsPerSec` (success included as `NONE`). Kept inline: almost every response has one
 /// or two distinct codes, and this is built for every request.
@@ -29,6 +31,32 @@ impl ErrorCounts {
             Some((_, count)) => *count += times,
             None => self.0.push((code, times)),
         }
+    }
+
+    /// The error codes of the answer to a request whose elements stayed in its frame:
+    /// `denied` elements refused authorization, and the controller's `answers` (each of
+    /// `listed` elements its refusal's error when it refused the request whole; `code`: an
+    /// outcome's error code).
+    pub fn of_listed<O>(
+        answers: &ListedAnswers<O>,
+        listed: usize,
+        denied: usize,
+        code: impl Fn(&O) -> i16,
+    ) -> Self {
+        let mut errors = ErrorCounts::default();
+        errors.add_times(
+            ResponseError::TopicAuthorizationFailed.code(),
+            denied as u64,
+        );
+        match &answers.refused {
+            Some((refused, _)) => errors.add_times(*refused, listed as u64),
+            None => {
+                for (outcome, times) in answers.outcomes.iter().zip(answers.uses()) {
+                    errors.add_times(code(outcome), times);
+                }
+            }
+        }
+        errors
     }
 
     /// Counts one occurrence of each code.

@@ -156,7 +156,7 @@ pub async fn alter_listed(
             }
         }
     };
-    let errors = super::topics::listed_errors(&answers, distinct, 0, |outcome| outcome.code);
+    let errors = ErrorCounts::of_listed(&answers, distinct, 0, |outcome| outcome.code);
     let response = AlterUserScramCredentialsResponse::default();
     let answer = ApiResponse::new(ResponseKind::AlterUserScramCredentials(response), errors);
     (answer, answers)

@@ -21,8 +21,7 @@ use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{Caller, ControllerForwarder, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::{
-    ListedAnswers, ListedCreation, ListedDeletion, ListedElements, ListedGrowth, ListedNames,
-    ListedOutcome,
+    ListedCreation, ListedDeletion, ListedElements, ListedGrowth, ListedNames, ListedOutcome,
 };
 use crate::controller::{
     self, CreateListedElements, CreateListedPartitions, CreatePartitions, CreateTopics,
@@ -256,7 +255,7 @@ pub async fn create_listed_topics(
             access.shows_configs(name)
         });
     }
-    let errors = listed_errors(&creation, listed, denied, |outcome| match outcome {
+    let errors = ErrorCounts::of_listed(&creation, listed, denied, |outcome| match outcome {
         ListedOutcome::Created { result, .. } => result.error_code,
         ListedOutcome::Failed { code, .. } => *code,
     });
@@ -269,31 +268,6 @@ pub async fn create_listed_topics(
         encoded_list: None,
     };
     (answer, creation)
-}
-
-/// The error codes of a listed request's answer: `denied` names refused authorization, and the
-/// controller's answers (each of `listed` topics its refusal's error when it refused the
-/// request whole).
-pub(super) fn listed_errors<O>(
-    answers: &ListedAnswers<O>,
-    listed: usize,
-    denied: usize,
-    code: impl Fn(&O) -> i16,
-) -> ErrorCounts {
-    let mut errors = ErrorCounts::default();
-    errors.add_times(
-        ResponseError::TopicAuthorizationFailed.code(),
-        denied as u64,
-    );
-    match &answers.refused {
-        Some((refused, _)) => errors.add_times(*refused, listed as u64),
-        None => {
-            for (outcome, times) in answers.outcomes.iter().zip(answers.uses()) {
-                errors.add_times(code(outcome), times);
-            }
-        }
-    }
-    errors
 }
 
 /// Hides the configs of each created topic of `creation` that `shows` refuses, as the decoded
@@ -607,7 +581,7 @@ pub async fn create_listed_partitions(
             ListedGrowth::refused(code.code(), &message)
         }
     };
-    let errors = listed_errors(&growth, listed, denied, |outcome| outcome.code);
+    let errors = ErrorCounts::of_listed(&growth, listed, denied, |outcome| outcome.code);
     let response =
         CreatePartitionsResponse::default().with_throttle_time_ms(growth.throttle_time_ms);
     let answer = ApiResponse {

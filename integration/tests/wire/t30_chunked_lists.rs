@@ -895,6 +895,28 @@ fn acl_node() -> GregorNode {
     .unwrap()
 }
 
+/// Two nodes with the authorizer ([`acl_node`]), each holding the ACLs `acls` creates, and a
+/// connection to each.
+async fn acl_nodes_holding(
+    acls: Vec<kafka_protocol::messages::create_acls_request::AclCreation>,
+) -> Vec<(GregorNode, KafkaConn)> {
+    use kafka_protocol::messages::CreateAclsRequest;
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let node = acl_node();
+        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        conn.set_timeout(Duration::from_secs(120));
+        let request = CreateAclsRequest::default().with_creations(acls.clone());
+        let created = conn.send(&request, 3).await.unwrap();
+        assert!(
+            created.results.iter().all(|r| r.error_code == 0),
+            "{created:?}"
+        );
+        nodes.push((node, conn));
+    }
+    nodes
+}
+
 /// DescribeAcls of every ACL: resource type, pattern, operation and permission ANY.
 fn every_acl() -> kafka_protocol::messages::DescribeAclsRequest {
     const ANY: i8 = 1;
@@ -1003,16 +1025,7 @@ async fn create_acls_of_many_creations_answers_as_shorter_requests() {
     second.extend((0..100).map(|index| acl(TOPIC, &format!("a-{index}"), LITERAL, READ, ALLOW)));
     let whole: Vec<_> = first.iter().chain(&second).cloned().collect();
     assert!(whole.len() > 1024 && first.len() <= 1024 && second.len() <= 1024);
-    let mut nodes = Vec::new();
-    for _ in 0..2 {
-        let node = acl_node();
-        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-        conn.set_timeout(Duration::from_secs(120));
-        let request = CreateAclsRequest::default().with_creations(vec![old.clone()]);
-        let created = conn.send(&request, 3).await.unwrap();
-        assert_eq!(created.results[0].error_code, 0);
-        nodes.push((node, conn));
-    }
+    let mut nodes = acl_nodes_holding(vec![old.clone()]).await;
     for version in [1, 3] {
         let request = |creations: Vec<_>| CreateAclsRequest::default().with_creations(creations);
         let answer = nodes[0]
@@ -1072,7 +1085,7 @@ async fn delete_acls_of_many_filters_answers_as_shorter_requests() {
     use gregor_integration::admin::acl::{ALLOW, DENY, LITERAL, PREFIXED, TOPIC};
     use gregor_integration::admin::anonymous_acl as acl;
     use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
-    use kafka_protocol::messages::{CreateAclsRequest, DeleteAclsRequest};
+    use kafka_protocol::messages::DeleteAclsRequest;
     const READ: i8 = 3;
     const ANY: i8 = 1;
     let mut acls: Vec<_> = (0..300)
@@ -1105,16 +1118,7 @@ async fn delete_acls_of_many_filters_answers_as_shorter_requests() {
     second.push(filter(Some("b-"), PREFIXED, ANY));
     let whole: Vec<_> = first.iter().chain(&second).cloned().collect();
     assert!(whole.len() > 1024 && first.len() <= 1024 && second.len() <= 1024);
-    let mut nodes = Vec::new();
-    for _ in 0..2 {
-        let node = acl_node();
-        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-        conn.set_timeout(Duration::from_secs(120));
-        let request = CreateAclsRequest::default().with_creations(acls.clone());
-        let created = conn.send(&request, 3).await.unwrap();
-        assert!(created.results.iter().all(|r| r.error_code == 0));
-        nodes.push((node, conn));
-    }
+    let mut nodes = acl_nodes_holding(acls).await;
     let request = |filters: Vec<_>| DeleteAclsRequest::default().with_filters(filters);
     // A filter without a name lists what it selects in the order of the ACLs' ids, which each
     // node draws at random: compared as sets.

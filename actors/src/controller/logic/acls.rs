@@ -27,7 +27,9 @@ use kafka_protocol::protocol::StrBytes;
 use rand::RngCore;
 use uuid::Uuid;
 
-use super::listed::{decide_listed, ElementError, ListedAnswers, ListedElements, ListedError};
+use super::listed::{
+    decide_listed, ElementError, ListedAnswers, ListedElements, ListedError, Uncommitted,
+};
 use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 
 /// Kafka's limit on the ACLs one DeleteAcls may remove (`AclControlManager` refuses more).
@@ -326,6 +328,18 @@ pub enum FilterOutcome {
     Failed(ListedError),
     /// The ACLs it selects, as the image before the request holds them.
     Matched(Vec<StandardAcl>),
+}
+
+impl Uncommitted for FilterOutcome {
+    /// A filter's selection fails; a failure stays as it is.
+    fn fail_if_succeeded(&mut self, code: i16, message: &str) {
+        if matches!(self, FilterOutcome::Matched(_)) {
+            *self = FilterOutcome::Failed(ListedError {
+                code,
+                message: Some(vec![message.to_owned()]),
+            });
+        }
+    }
 }
 
 /// The answer to a [`ListedElements`] DeleteAcls request: each filter's outcome, in request
@@ -745,5 +759,24 @@ mod tests {
             .filter_results
             .iter()
             .all(|r| r.error_code == -1));
+    }
+
+    #[test]
+    fn an_uncommitted_deletion_fails_the_selections_only() {
+        let invalid = FilterOutcome::Failed(ListedError {
+            code: 42,
+            message: Some(vec![UNKNOWN_FILTER.to_owned()]),
+        });
+        let answers = ListedAclDeletion {
+            per_element: vec![0, 1],
+            outcomes: vec![FilterOutcome::Matched(Vec::new()), invalid.clone()],
+            ..Default::default()
+        };
+        let failed = answers.fail_succeeded(ResponseError::NotController, "gone");
+        let gone = FilterOutcome::Failed(ListedError {
+            code: ResponseError::NotController.code(),
+            message: Some(vec!["gone".to_owned()]),
+        });
+        assert_eq!(failed.outcomes, vec![gone, invalid]);
     }
 }

@@ -26,7 +26,7 @@ use rand::Rng;
 use uuid::Uuid;
 
 use super::errors::ControllerError;
-use super::listed::{decide_listed, ListedAnswers, ListedElements, ListedError};
+use super::listed::{decide_listed, ListedAnswers, ListedElements, ListedError, Uncommitted};
 use super::partitions::{
     active_replicas, all_inactive, no_active_replica, validate_manual_assignment, NewPartition,
 };
@@ -212,15 +212,15 @@ impl ListedAnswers<ListedOutcome> {
                 ),
         }
     }
+}
 
-    /// Marks every created topic failed (the records did not commit).
-    pub fn fail_created(&mut self, code: i16, message: &str) {
-        for outcome in &mut self.outcomes {
-            if let ListedOutcome::Created { result, .. } = outcome {
-                if result.error_code == 0 {
-                    result.error_code = code;
-                    result.error_message = Some(StrBytes::from_string(message.to_owned()));
-                }
+impl Uncommitted for ListedOutcome {
+    /// A created topic fails; a failure stays as it is.
+    fn fail_if_succeeded(&mut self, code: i16, message: &str) {
+        if let ListedOutcome::Created { result, .. } = self {
+            if result.error_code == 0 {
+                result.error_code = code;
+                result.error_message = Some(StrBytes::from_string(message.to_owned()));
             }
         }
     }

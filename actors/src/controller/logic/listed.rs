@@ -173,15 +173,29 @@ impl ListedError {
     }
 }
 
-impl ListedAnswers<ListedError> {
-    /// Marks every success failed with `code` and `message` (its records did not commit).
-    pub fn fail_succeeded(&mut self, code: i16, message: &str) {
-        for outcome in &mut self.outcomes {
-            if outcome.code == 0 {
-                outcome.code = code;
-                outcome.message = Some(vec![message.to_owned()]);
-            }
+/// An outcome that a write which did not commit turns into a failure.
+pub trait Uncommitted {
+    /// Fails the outcome with `code` and `message` if it is a success.
+    fn fail_if_succeeded(&mut self, code: i16, message: &str);
+}
+
+impl Uncommitted for ListedError {
+    fn fail_if_succeeded(&mut self, code: i16, message: &str) {
+        if self.code == 0 {
+            self.code = code;
+            self.message = Some(vec![message.to_owned()]);
         }
+    }
+}
+
+impl<O: Uncommitted> ListedAnswers<O> {
+    /// The answers with every success failed with `code` and `message` (the records did not
+    /// commit).
+    pub fn fail_succeeded(mut self, code: ResponseError, message: &str) -> Self {
+        for outcome in &mut self.outcomes {
+            outcome.fail_if_succeeded(code.code(), message);
+        }
+        self
     }
 }
 
@@ -344,5 +358,35 @@ impl<T: Send + Sync> ListedElements<T> for Listed<T> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_uncommitted_write_fails_the_successes_only() {
+        let refused = ListedError {
+            code: 42,
+            message: Some(vec!["Duplicate topic name.".to_owned()]),
+        };
+        let answers = ListedAnswers {
+            per_element: vec![0, 1, 0],
+            outcomes: vec![ListedError::default(), refused.clone()],
+            ..Default::default()
+        };
+        let failed = answers.fail_succeeded(ResponseError::NotController, "not the leader");
+        assert_eq!(
+            failed.outcomes,
+            vec![
+                ListedError {
+                    code: ResponseError::NotController.code(),
+                    message: Some(vec!["not the leader".to_owned()]),
+                },
+                refused,
+            ]
+        );
+        assert_eq!(failed.per_element, vec![0, 1, 0]);
     }
 }
