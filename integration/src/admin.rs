@@ -235,3 +235,32 @@ pub fn anonymous_acl(
         .with_operation(operation)
         .with_permission_type(permission)
 }
+
+/// One AlterClientQuotas entry: its entity's (type, name) parts and (key, value, remove) ops.
+pub fn quota_entry(
+    entity: &[(&str, Option<&str>)],
+    ops: &[(&str, f64, bool)],
+) -> kafka_protocol::messages::alter_client_quotas_request::EntryData {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    EntryData::default()
+        .with_entity(
+            entity
+                .iter()
+                .map(|(t, n)| {
+                    EntityData::default()
+                        .with_entity_type(s(t))
+                        .with_entity_name(n.map(s))
+                })
+                .collect(),
+        )
+        .with_ops(
+            ops.iter()
+                .map(|(k, v, remove)| {
+                    OpData::default()
+                        .with_key(s(k))
+                        .with_value(*v)
+                        .with_remove(*remove)
+                })
+                .collect(),
+        )
+}

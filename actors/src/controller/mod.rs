@@ -31,7 +31,7 @@ pub use actor::{
     WriteRecords, ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
 };
 pub use alter_partition::{failed_alter_partition, AlterPartition};
-pub use client_quotas::AlterClientQuotas;
+pub use client_quotas::{AlterClientQuotas, AlterListedClientQuotas};
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
 pub use controlled_shutdown::ControlledShutdown;
 pub use elections::{failed_elect_leaders, ElectLeaders, LeadershipSettings};

@@ -1,9 +1,12 @@
 //! DescribeClientQuotas (48), served from the image, and AlterClientQuotas (49), handed to the
 //! controller (reference §4.7-4.8).
 
+use std::sync::Arc;
+
 use gregor_publishers::records::EntityData;
 use gregor_publishers::ClientQuotasImage;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_client_quotas_request::EntryData as RequestEntry;
 use kafka_protocol::messages::alter_client_quotas_response::{
     EntityData as AlterEntity, EntryData as AlterEntry,
 };
@@ -18,8 +21,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{ApiResponse, ErrorCounts};
 use crate::context::{HandlerContext, RequestInfo};
-use crate::controller::logic::client_quotas::{CLIENT_ID, IP, USER};
-use crate::controller::AlterClientQuotas;
+use crate::controller::logic::client_quotas::{ListedQuotaAlteration, CLIENT_ID, IP, USER};
+use crate::controller::logic::ListedElements;
+use crate::controller::{AlterClientQuotas, AlterListedClientQuotas};
 
 const MATCH_TYPE_EXACT: i8 = 0;
 const MATCH_TYPE_DEFAULT: i8 = 1;
@@ -252,6 +256,53 @@ pub(super) async fn alter_client_quotas(
     let mut errors = ErrorCounts::default();
     errors.add_all(response.entries.iter().map(|e| e.error_code));
     ApiResponse::new(ResponseKind::AlterClientQuotas(response), errors)
+}
+
+/// AlterClientQuotas for a request whose entries stay in its frame: the answer's body lists no
+/// entries, and the returned answers give each distinct entity's, in order of first
+/// appearance (or every entry's, when the request is refused whole), for the caller to write
+/// as it sends the answer. Decided as [`alter_client_quotas`] decides a decoded request.
+pub async fn alter_listed_client_quotas(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    entries: Arc<dyn ListedElements<RequestEntry>>,
+    validate_only: bool,
+) -> (ApiResponse, ListedQuotaAlteration) {
+    let listed = entries.listed();
+    let answers = if !crate::authorizer::Access::new(ctx, info)
+        .allows_cluster(gregor_publishers::acl::AclOperation::AlterConfigs)
+    {
+        ListedQuotaAlteration::refused(
+            ResponseError::ClusterAuthorizationFailed.code(),
+            "Cluster authorization failed.",
+        )
+    } else {
+        match ctx
+            .ask_controller(
+                info.controller_failure.as_ref(),
+                AlterListedClientQuotas {
+                    entries: Arc::clone(&entries),
+                    validate_only,
+                },
+            )
+            .await
+        {
+            Ok(answers) => answers,
+            Err(error) => {
+                tracing::error!(%error, "controller actor unavailable");
+                ListedQuotaAlteration::refused(
+                    ResponseError::NotController.code(),
+                    &format!(
+                        "The controller is not available ({error}); retry against another node"
+                    ),
+                )
+            }
+        }
+    };
+    let errors = ErrorCounts::of_listed(&answers, listed, 0, |outcome| outcome.code());
+    let response = AlterClientQuotasResponse::default();
+    let answer = ApiResponse::new(ResponseKind::AlterClientQuotas(response), errors);
+    (answer, answers)
 }
 
 #[cfg(test)]

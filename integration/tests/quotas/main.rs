@@ -11,9 +11,8 @@ mod t10_controller_mutation;
 mod t10_request_quota_thread_time;
 mod t30_sensor_expiry;
 
-use gregor_integration::admin::s;
+pub use gregor_integration::admin::quota_entry;
 use gregor_integration::{GregorNode, KafkaConn};
-use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::AlterClientQuotasRequest;
 
 /// A node whose controller-mutation bucket holds 10 × 1 s × rate.
@@ -27,31 +26,6 @@ pub fn start_node() -> GregorNode {
 
 pub async fn connect(node: &GregorNode) -> KafkaConn {
     KafkaConn::connect(&node.bootstrap()).await.unwrap()
-}
-
-/// One AlterClientQuotas entry.
-pub fn quota_entry(entity: &[(&str, Option<&str>)], ops: &[(&str, f64, bool)]) -> EntryData {
-    EntryData::default()
-        .with_entity(
-            entity
-                .iter()
-                .map(|(t, n)| {
-                    EntityData::default()
-                        .with_entity_type(s(t))
-                        .with_entity_name(n.map(s))
-                })
-                .collect(),
-        )
-        .with_ops(
-            ops.iter()
-                .map(|(k, v, remove)| {
-                    OpData::default()
-                        .with_key(s(k))
-                        .with_value(*v)
-                        .with_remove(*remove)
-                })
-                .collect(),
-        )
 }
 
 /// Sets `controller_mutation_rate` for `user` and checks the answer.

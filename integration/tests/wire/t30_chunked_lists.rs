@@ -20,7 +20,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
-use gregor_integration::admin::{creatable, create_topics, s, topic_name};
+use gregor_integration::admin::{creatable, create_topics, quota_entry, s, topic_name};
 use gregor_integration::frames::{compact_length, four_letter_name};
 use gregor_integration::{GregorNode, KafkaConn};
 
@@ -1251,4 +1251,232 @@ async fn sync_group_assigning_to_many_ids_stays_within_four_frames() {
         (answer.error_code, &answer.assignment[..]),
         (0, &b"mine"[..])
     );
+}
+
+/// AlterClientQuotas of distinct client ids, each setting a produce rate: past 10,000 records
+/// every entity is refused whole (`quota_chunks.rs`), each answered once with its entity.
+#[tokio::test]
+async fn alter_client_quotas_of_distinct_entities_stays_within_four_frames() {
+    use kafka_protocol::messages::alter_client_quotas_response::EntryData;
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    // Entries {entity [{"client-id", name, tags}], ops [{"producer_byte_rate", 1024.0, false,
+    // tags}], tags}, then validate_only false and tags.
+    let (frame, count) = distinct(
+        49,
+        1,
+        b"",
+        48,
+        |name, frame| {
+            frame.put_slice(b"\x02\x0aclient-id\x05");
+            frame.put_slice(name);
+            frame.put_slice(b"\x00\x02\x13producer_byte_rate");
+            frame.put_f64(1024.0);
+            frame.put_slice(b"\x00\x00\x00");
+        },
+        b"\x00\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "AlterClientQuotas", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per entity"
+    );
+    for index in 0..count {
+        let entry = EntryData::decode(&mut body, 1).unwrap();
+        assert_eq!(
+            (entry.error_code, entry.error_message.as_deref()),
+            (
+                44,
+                Some("Unable to perform excessively large batch operation.")
+            ),
+            "entity {index}"
+        );
+        assert_eq!(entry.entity.len(), 1);
+        assert_eq!(entry.entity[0].entity_type.as_str(), "client-id");
+        assert_eq!(
+            entry.entity[0].entity_name.as_deref().map(str::as_bytes),
+            Some(&four_letter_name(index)[..])
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+/// Entries of one half of a long request, `half` naming its entities apart from the other
+/// half's: distinct client ids with rates and removals, an entity sent in two orders, a type
+/// named twice (its last name counts), an entity of more than four parts equal to a small one,
+/// invalid entities and values, a key named three times.
+fn quota_half(
+    half: usize,
+) -> Vec<kafka_protocol::messages::alter_client_quotas_request::EntryData> {
+    let name = |what: &str| format!("{what}-{half}");
+    let rate = [("producer_byte_rate", 1024.0 * (half + 1) as f64, false)];
+    let mut entries: Vec<_> = (0..580)
+        .map(|index| {
+            let ops = match index % 3 {
+                0 => vec![("producer_byte_rate", 1024.0, false)],
+                1 => vec![
+                    ("consumer_byte_rate", 2048.0, false),
+                    ("request_percentage", 50.0, false),
+                ],
+                _ => vec![("producer_byte_rate", 0.0, true)],
+            };
+            quota_entry(&[("client-id", Some(&name(&format!("c{index}"))))], &ops)
+        })
+        .collect();
+    let (a, b, k, r) = (name("a"), name("b"), name("k"), name("r"));
+    let more = vec![
+        quota_entry(&[("user", Some(&a)), ("client-id", Some(&b))], &rate),
+        quota_entry(&[("client-id", Some(&b)), ("user", Some(&a))], &rate),
+        quota_entry(&[("user", Some("x")), ("user", Some(&a))], &rate),
+        quota_entry(
+            &[
+                ("user", Some("q")),
+                ("user", Some("z")),
+                ("client-id", Some(&k)),
+                ("user", Some("q")),
+                ("user", Some(&r)),
+            ],
+            &rate,
+        ),
+        quota_entry(&[("client-id", Some(&k)), ("user", Some(&r))], &rate),
+        quota_entry(&[("group", Some(&a))], &rate),
+        quota_entry(&[(["client-id", "user"][half], Some(""))], &rate),
+        quota_entry(&[("ip", Some("10.0.0.1")), ("user", Some(&a))], &rate),
+        quota_entry(
+            &[("ip", Some(&name("not an ip")))],
+            &[("connection_creation_rate", 1.0, false)],
+        ),
+        quota_entry(&[("user", Some(&b))], &[("producer_byte_rate", 1.5, false)]),
+        quota_entry(
+            &[("client-id", Some(&a))],
+            &[
+                ("request_percentage", 1.0, false),
+                ("request_percentage", 2.0, false),
+                ("request_percentage", 3.0, false),
+            ],
+        ),
+        quota_entry(&[("client-id", Some(&name("c5")))], &rate),
+    ];
+    for (index, extra) in more.into_iter().enumerate() {
+        entries.insert(index * 45 + 7, extra);
+    }
+    entries
+}
+
+/// An AlterClientQuotas of more entries than one chunk, decided from its frame on one node,
+/// answers as its two halves (each decoded whole, no entity in both) on another node, and
+/// leaves both with the same quotas; validated only, it writes nothing; refused without
+/// ALTER_CONFIGS on the cluster, every entry is answered as it was sent.
+#[tokio::test]
+async fn alter_client_quotas_of_many_entries_answers_as_shorter_requests() {
+    use kafka_protocol::messages::{AlterClientQuotasRequest, DescribeClientQuotasRequest};
+    let halves = [quota_half(0), quota_half(1)];
+    assert!(halves.iter().all(|half| half.len() <= 1024));
+    let whole: Vec<_> = halves.concat();
+    let every_quota = DescribeClientQuotasRequest::default().with_strict(false);
+    let mut nodes = Vec::new();
+    for _ in 0..2 {
+        let node = GregorNode::start(&[]).unwrap();
+        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        conn.set_timeout(Duration::from_secs(120));
+        // Quotas to remove: the first half's client ids c2, c5, c8, ...
+        let existing = AlterClientQuotasRequest::default().with_entries(
+            (2..580)
+                .step_by(3)
+                .map(|index| {
+                    quota_entry(
+                        &[("client-id", Some(&format!("c{index}-0")))],
+                        &[("producer_byte_rate", 7.0, false)],
+                    )
+                })
+                .collect(),
+        );
+        let created = conn.send(&existing, 1).await.unwrap();
+        assert!(created.entries.iter().all(|e| e.error_code == 0));
+        nodes.push((node, conn));
+    }
+    for validate_only in [true, false] {
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(whole.clone())
+            .with_validate_only(validate_only);
+        let answer = nodes[0].1.send(&request, 1).await.unwrap();
+        let mut expected = Vec::new();
+        for half in &halves {
+            let request = AlterClientQuotasRequest::default()
+                .with_entries(half.clone())
+                .with_validate_only(validate_only);
+            expected.extend(nodes[1].1.send(&request, 1).await.unwrap().entries);
+        }
+        assert_eq!(
+            answer.entries.len(),
+            expected.len(),
+            "validate_only {validate_only}"
+        );
+        let differing = answer
+            .entries
+            .iter()
+            .zip(&expected)
+            .position(|(a, e)| a != e);
+        assert_eq!(
+            differing.map(|at| (&answer.entries[at], &expected[at])),
+            None,
+            "validate_only {validate_only}"
+        );
+        let codes = |code: i16| {
+            answer
+                .entries
+                .iter()
+                .filter(|e| e.error_code == code)
+                .count()
+        };
+        // Per half: 580 client ids (c5 named twice) and 12 more entries naming 9 more
+        // entities, 7 of them invalid and 2 named twice.
+        assert_eq!((codes(0), codes(42)), (2 * (580 - 1), 2 * (1 + 7 + 2)));
+        let left = nodes[0].1.send(&every_quota, 1).await.unwrap();
+        let right = nodes[1].1.send(&every_quota, 1).await.unwrap();
+        let sorted = |response: kafka_protocol::messages::DescribeClientQuotasResponse| {
+            let mut entries = response.entries.unwrap_or_default();
+            entries.sort_by_key(|entry| format!("{:?}", entry.entity));
+            entries
+        };
+        let (left, right) = (sorted(left), sorted(right));
+        assert_eq!(left, right, "both nodes hold the same quotas");
+        let held = match validate_only {
+            true => 193,
+            // c0, c3, ... and c1, c4, ... of each half (c2, c5, ... removed), and the user
+            // and client id named in two orders, whose first entry keeps its change although
+            // it is answered as a duplicate, as in Kafka.
+            false => 2 * (194 + 193) + 2,
+        };
+        assert_eq!(left.len(), held, "validate_only {validate_only}");
+    }
+
+    // Without ALTER_CONFIGS on the cluster (an authorizer, no ACLs): every entry refused, its
+    // entity as sent.
+    let node = GregorNode::start(&[("authorizer.class.name", "StandardAuthorizer")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let request = AlterClientQuotasRequest::default().with_entries(whole.clone());
+    let refused = conn.send(&request, 1).await.unwrap();
+    assert_eq!(refused.entries.len(), whole.len());
+    for (answer, entry) in refused.entries.iter().zip(&whole) {
+        assert_eq!(
+            (answer.error_code, answer.error_message.as_deref()),
+            (31, Some("Cluster authorization failed."))
+        );
+        let sent: Vec<_> = entry
+            .entity
+            .iter()
+            .map(|p| (p.entity_type.as_str(), p.entity_name.as_deref()))
+            .collect();
+        let echoed: Vec<_> = answer
+            .entity
+            .iter()
+            .map(|p| (p.entity_type.as_str(), p.entity_name.as_deref()))
+            .collect();
+        assert_eq!(echoed, sent);
+    }
 }

@@ -642,6 +642,7 @@ enum ChunkedRequest {
     DescribeQuorum(Chunked<DescribeQuorumList>),
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
     AlterScram(super::scram_chunks::ChunkedScramAlteration),
+    AlterClientQuotas(super::quota_chunks::ChunkedQuotaAlteration),
     CreateAcls(super::acl_chunks::ChunkedAclCreations),
     DeleteAcls(super::acl_chunks::ChunkedAclFilters),
 }
@@ -667,6 +668,9 @@ impl ChunkedRequest {
             ChunkedRequest::DeleteTopics(chunked) => chunked.shell(),
             ChunkedRequest::AlterScram(_) => {
                 RequestKind::AlterUserScramCredentials(Default::default())
+            }
+            ChunkedRequest::AlterClientQuotas(_) => {
+                RequestKind::AlterClientQuotas(Default::default())
             }
             ChunkedRequest::CreateAcls(_) => RequestKind::CreateAcls(Default::default()),
             ChunkedRequest::DeleteAcls(_) => RequestKind::DeleteAcls(Default::default()),
@@ -757,6 +761,11 @@ impl ChunkedRequest {
             ChunkedRequest::AlterScram(chunked) => {
                 let (answer, users) = super::scram_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::AlterScram(users)))
+            }
+            ChunkedRequest::AlterClientQuotas(chunked) => {
+                let (answer, entries) =
+                    super::quota_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::AlterClientQuotas(entries)))
             }
             ChunkedRequest::CreateAcls(chunked) => {
                 let (answer, results) =
@@ -926,6 +935,9 @@ async fn process_frame(
         ApiKey::AlterUserScramCredentials => super::scram_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::AlterScram)),
+        ApiKey::AlterClientQuotas => super::quota_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::AlterClientQuotas)),
         ApiKey::CreateAcls => super::acl_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::CreateAcls)),

@@ -21,6 +21,7 @@ pub mod partition_chunks;
 pub mod partition_list_chunks;
 pub mod peer;
 pub mod produce_chunks;
+pub mod quota_chunks;
 pub mod raft_voter_versions;
 pub mod repeated;
 mod sasl;

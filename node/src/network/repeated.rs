@@ -51,6 +51,7 @@ use super::partition_list_chunks::{
     OffsetDeleteList, OffsetForLeaderEpochList,
 };
 use super::produce_chunks::ProduceList;
+use super::quota_chunks::QuotaResultsWriter;
 use super::scram_chunks::ScramResultsWriter;
 use super::topic_list_chunks::{CreatePartitionsApi, CreateTopicsApi, TopicResultsWriter};
 
@@ -780,11 +781,12 @@ fn reduce_list(
     let inner_filter = shape.inner.as_ref().filter(|i| i.answers.is_none());
     let inner_answered = shape.inner.as_ref().filter(|i| i.answers.is_some());
     let mut inner_lists = Vec::new();
-    // Decided from its frame (`scram_chunks.rs`, `acl_chunks.rs`), which answers repeats
+    // Decided from its frame (`scram_chunks.rs`, `acl_chunks.rs`, `quota_chunks.rs`), which answers repeats
     // without the table here, which costs several times the list.
     let decided_from_frame = match key {
         ApiKey::AlterUserScramCredentials => count > super::scram_chunks::CHUNK as i64,
         ApiKey::CreateAcls | ApiKey::DeleteAcls => count > super::acl_chunks::CHUNK as i64,
+        ApiKey::AlterClientQuotas => count > super::quota_chunks::CHUNK as i64,
         _ => false,
     };
     if decided_from_frame {
@@ -914,6 +916,7 @@ pub enum ListWriter {
     DescribeQuorum(PartitionsWriter<DescribeQuorumList>),
     DeleteTopics(DeletionResultsWriter),
     AlterScram(ScramResultsWriter),
+    AlterClientQuotas(QuotaResultsWriter),
     CreateAcls(AclResultsWriter<CreationAnswer>),
     DeleteAcls(AclResultsWriter<FilterAnswer>),
 }
@@ -937,6 +940,7 @@ impl ListWriter {
             ListWriter::DescribeQuorum(topics) => topics.count(),
             ListWriter::DeleteTopics(topics) => topics.count(),
             ListWriter::AlterScram(users) => users.count(),
+            ListWriter::AlterClientQuotas(entries) => entries.count(),
             ListWriter::CreateAcls(results) => results.count(),
             ListWriter::DeleteAcls(results) => results.count(),
         }
@@ -960,6 +964,7 @@ impl ListWriter {
             ListWriter::DescribeQuorum(topics) => topics.len(),
             ListWriter::DeleteTopics(topics) => topics.len(),
             ListWriter::AlterScram(users) => users.len(),
+            ListWriter::AlterClientQuotas(entries) => entries.len(),
             ListWriter::CreateAcls(results) => results.len(),
             ListWriter::DeleteAcls(results) => results.len(),
         }
@@ -1001,6 +1006,8 @@ impl ListWriter {
             ListWriter::DeleteTopics(_) => (usize::from(version >= 4), version >= 4),
             // After the results: tagged fields (every version is flexible).
             ListWriter::AlterScram(_) => (1, true),
+            // After the entries: tagged fields (v1+).
+            ListWriter::AlterClientQuotas(_) => (usize::from(version >= 1), version >= 1),
             // After the results: tagged fields (v2+).
             ListWriter::CreateAcls(_) | ListWriter::DeleteAcls(_) => {
                 (usize::from(version >= 2), version >= 2)
@@ -1041,6 +1048,7 @@ impl ListWriter {
             ListWriter::DescribeQuorum(topics) => topics.write_to(out).await,
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
             ListWriter::AlterScram(users) => users.write_to(out).await,
+            ListWriter::AlterClientQuotas(entries) => entries.write_to(out).await,
             ListWriter::CreateAcls(results) => results.write_to(out).await,
             ListWriter::DeleteAcls(results) => results.write_to(out).await,
         }
@@ -1573,7 +1581,7 @@ fn skip_quota_op(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
 }
 
 /// AlterClientQuotas' `EntryData`.
-fn skip_quota_entry(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
+pub(super) fn skip_quota_entry(buf: &mut Bytes, flexible: bool) -> anyhow::Result<()> {
     skip_quota_entity(buf, flexible)?;
     skip_array(buf, flexible, |buf| skip_quota_op(buf, flexible))?;
     skip_tagged_fields(buf, flexible)

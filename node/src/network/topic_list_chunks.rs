@@ -256,20 +256,29 @@ pub(super) fn name_at(topics: &Bytes, offset: usize, flexible: bool) -> &[u8] {
 
 /// Reduces `offsets` (elements' offsets, named by `name`) to each name's first appearance,
 /// the top bit ([`REPEATED`]) set when the name appears again, and returns the second
-/// appearances; both sorted by offset. Sorted by name, then by offset, each name's first
-/// appearance leads its run: it is kept in place and the others dropped.
+/// appearances; both sorted by offset.
 pub(super) fn first_appearances<'a>(
     offsets: &mut Vec<u32>,
     name: impl Fn(u32) -> &'a [u8],
 ) -> Vec<u32> {
-    offsets.sort_unstable_by(|a, b| name(*a).cmp(name(*b)).then(a.cmp(b)));
+    first_appearances_by(offsets, |a, b| name(a).cmp(name(b)))
+}
+
+/// [`first_appearances`] of elements that `compare` orders (equal: the same element). Sorted
+/// by element, then by offset, each element's first appearance leads its run: it is kept in
+/// place and the others dropped.
+pub(super) fn first_appearances_by(
+    offsets: &mut Vec<u32>,
+    mut compare: impl FnMut(u32, u32) -> std::cmp::Ordering,
+) -> Vec<u32> {
+    offsets.sort_unstable_by(|a, b| compare(*a, *b).then(a.cmp(b)));
     let mut seconds = Vec::new();
     let mut kept = 0;
     let mut at = 0;
     while at < offsets.len() {
         let first = offsets[at];
         let mut end = at + 1;
-        while end < offsets.len() && name(offsets[end]) == name(first) {
+        while end < offsets.len() && compare(offsets[end], first).is_eq() {
             end += 1;
         }
         offsets[kept] = if end - at > 1 {

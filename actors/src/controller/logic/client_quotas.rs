@@ -26,7 +26,8 @@ use kafka_protocol::messages::alter_client_quotas_response::{
 use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::ControllerResult;
+use super::listed::{ListedAnswers, ListedElements, Uncommitted};
+use super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 
 /// Entity types.
 pub const USER: &str = "user";
@@ -63,11 +64,17 @@ pub const IP_KEYS: &[(&str, QuotaKeyType)] = &[("connection_creation_rate", Quot
 struct Entity(Vec<(String, Option<String>)>);
 
 fn java_order(entity_type: &str) -> (u8, &str) {
+    (type_rank(entity_type.as_bytes()), entity_type)
+}
+
+/// Where an entity type comes in an entity (Java's `HashMap` order of the three types, any
+/// other type after them): an entity sorted by rank, then type, is Kafka's map of it.
+pub fn type_rank(entity_type: &[u8]) -> u8 {
     match entity_type {
-        IP => (0, entity_type),
-        CLIENT_ID => (1, entity_type),
-        USER => (2, entity_type),
-        other => (3, other),
+        b"ip" => 0,
+        b"client-id" => 1,
+        b"user" => 2,
+        _ => 3,
     }
 }
 
@@ -208,121 +215,325 @@ pub fn validate_key_value(
     }
 }
 
-/// Decides an AlterClientQuotas request against the current quotas.
+/// How one distinct entity of a request is answered. The message of a refusal is made from
+/// the entity's entry when the answer is written ([`answer_entry`]), so entities refused
+/// alike share one outcome whatever their messages say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaOutcome {
+    /// Valid: its changes are written.
+    Altered,
+    /// INVALID_REQUEST with the message its entry's validation gives.
+    Invalid,
+    /// Named again in the request, or a key named twice in its entry: INVALID_REQUEST
+    /// "Ignoring duplicate entity <entity>".
+    Duplicate,
+    /// Failed with this code and message.
+    Failed { code: i16, message: String },
+}
+
+impl QuotaOutcome {
+    /// Its error code (0 for a success).
+    pub fn code(&self) -> i16 {
+        match self {
+            QuotaOutcome::Altered => 0,
+            QuotaOutcome::Invalid | QuotaOutcome::Duplicate => ResponseError::InvalidRequest.code(),
+            QuotaOutcome::Failed { code, .. } => *code,
+        }
+    }
+}
+
+impl Uncommitted for QuotaOutcome {
+    fn fail_if_succeeded(&mut self, code: i16, message: &str) {
+        if *self == QuotaOutcome::Altered {
+            *self = QuotaOutcome::Failed {
+                code,
+                message: message.to_owned(),
+            };
+        }
+    }
+}
+
+/// The answer to an AlterClientQuotas request: each distinct entity's outcome, in order of
+/// first appearance.
+pub type ListedQuotaAlteration = ListedAnswers<QuotaOutcome>;
+
+/// The outcomes every decision starts with, at these indices.
+const ALTERED: u32 = 0;
+const INVALID: u32 = 1;
+const DUPLICATE: u32 = 2;
+
+/// More changes than one batch may write.
+const TOO_MANY: &str = "Unable to perform excessively large batch operation.";
+
+/// The entry's ops, each key once (`None` for a removal), or `None` when a key comes twice.
+fn distinct_ops(entry: &EntryData) -> Option<Vec<(&str, Option<f64>)>> {
+    let mut keys: HashSet<&str> = HashSet::with_capacity(entry.ops.len());
+    let mut ops = Vec::with_capacity(entry.ops.len());
+    for op in &entry.ops {
+        if !keys.insert(op.key.as_str()) {
+            return None;
+        }
+        ops.push((op.key.as_str(), (!op.remove).then_some(op.value)));
+    }
+    Some(ops)
+}
+
+/// Why the entity and ops of an entry are refused, in Kafka's order of checks: the entity,
+/// its combination of types, then each value set.
+fn validate(
+    entry: &EntryData,
+    entity: &Entity,
+    ops: &[(&str, Option<f64>)],
+) -> Result<(), Refusal> {
+    validate_entity(entry)?;
+    let keys = keys_for(entity)?;
+    for (key, value) in ops {
+        if let Some(value) = value {
+            validate_key_value(keys, key, *value)?;
+        }
+    }
+    Ok(())
+}
+
+/// The records that change `entity`'s quotas as `ops` (validated) ask: a removal only of a
+/// key it has, a value only when it differs.
+fn changes(
+    quotas: &ClientQuotasImage,
+    entity: &Entity,
+    ops: &[(&str, Option<f64>)],
+    records: &mut Vec<MetadataRecord>,
+) {
+    let record_entity = entity.records_entity();
+    let current = quotas.get(&record_entity);
+    for (key, value) in ops {
+        let now = current.and_then(|c| c.get(key));
+        let (value, remove) = match value {
+            None if now.is_some() => (0.0, true),
+            Some(value) if now != Some(*value) => (*value, false),
+            _ => continue,
+        };
+        records.push(MetadataRecord::ClientQuota(ClientQuotaRecord {
+            entity: record_entity.clone(),
+            key: (*key).to_owned(),
+            value,
+            remove,
+        }));
+    }
+}
+
+/// Decides an entity's first entry (`repeated`: the request names the entity again), adding
+/// its changes to `records`. As in Kafka, a valid entity named again keeps its changes while
+/// its answer becomes the duplicate's.
+fn decide_first(
+    quotas: &ClientQuotasImage,
+    entry: &EntryData,
+    repeated: bool,
+    records: &mut Vec<MetadataRecord>,
+) -> u32 {
+    let Some(ops) = distinct_ops(entry) else {
+        return DUPLICATE;
+    };
+    let entity = Entity::from_wire(entry);
+    let valid = validate(entry, &entity, &ops).is_ok();
+    if valid {
+        changes(quotas, &entity, &ops, records);
+    }
+    match (repeated, valid) {
+        (true, _) => DUPLICATE,
+        (false, true) => ALTERED,
+        (false, false) => INVALID,
+    }
+}
+
+/// Decides an AlterClientQuotas request whose entries are read from `entries` (each distinct
+/// entity's first entry, in request order) against the current quotas. Kafka writes the
+/// changes as one atomic batch, which its controller refuses past
+/// [`MAX_RECORDS_PER_USER_OP`] records; past it every entity fails with POLICY_VIOLATION, as
+/// Gregor's other controller writes do. `validate_only` answers the same and writes nothing
+/// (Kafka drops its records before the batch is checked, so it is never too large).
+pub fn alter_listed_client_quotas(
+    quotas: &ClientQuotasImage,
+    entries: &dyn ListedElements<EntryData>,
+    validate_only: bool,
+) -> ControllerResult<ListedQuotaAlteration> {
+    let distinct = entries.distinct();
+    // Sized once: a doubling vector's earlier copies stay resident in the allocator.
+    let mut answers = ListedQuotaAlteration {
+        per_element: Vec::with_capacity(distinct),
+        outcomes: vec![
+            QuotaOutcome::Altered,
+            QuotaOutcome::Invalid,
+            QuotaOutcome::Duplicate,
+        ],
+        ..Default::default()
+    };
+    let mut records = Vec::new();
+    let mut too_many = false;
+    let walked = entries.each_first(&mut |entry, repeated| {
+        answers
+            .per_element
+            .push(decide_first(quotas, entry, repeated, &mut records));
+        if validate_only {
+            records.clear();
+        }
+        too_many = records.len() > MAX_RECORDS_PER_USER_OP;
+        !too_many
+    });
+    if let Err(error) = walked {
+        tracing::error!(%error, "an AlterClientQuotas request could not be read again");
+        return ControllerResult {
+            records: Vec::new(),
+            response: ListedAnswers::refused(ResponseError::UnknownServerError.code(), &error),
+        };
+    }
+    if too_many {
+        records = Vec::new();
+        answers.per_element = Vec::new();
+        answers.outcomes = vec![QuotaOutcome::Failed {
+            code: ResponseError::PolicyViolation.code(),
+            message: TOO_MANY.to_owned(),
+        }];
+        answers.alike = distinct;
+    }
+    ControllerResult {
+        records,
+        response: answers,
+    }
+}
+
+/// A distinct entity's answer: its entity as Kafka's map holds it (each type once, in Java's
+/// order) with `outcome`'s code and message.
+pub fn answer_entry(entry: &EntryData, outcome: &QuotaOutcome) -> ResponseEntry {
+    let entity = Entity::from_wire(entry);
+    let (code, message) = match outcome {
+        QuotaOutcome::Altered => (0, None),
+        QuotaOutcome::Invalid => {
+            let refusal = distinct_ops(entry)
+                .and_then(|ops| validate(entry, &entity, &ops).err())
+                .map_or(
+                    (
+                        ResponseError::UnknownServerError,
+                        "the entry's refusal could not be found again".to_owned(),
+                    ),
+                    |message| (ResponseError::InvalidRequest, message),
+                );
+            (refusal.0.code(), Some(refusal.1))
+        }
+        QuotaOutcome::Duplicate => (
+            ResponseError::InvalidRequest.code(),
+            Some(format!("Ignoring duplicate entity {entity}")),
+        ),
+        QuotaOutcome::Failed { code, message } => (*code, Some(message.clone())),
+    };
+    ResponseEntry::default()
+        .with_error_code(code)
+        .with_error_message(message.map(StrBytes::from_string))
+        .with_entity(
+            entity
+                .0
+                .into_iter()
+                .map(|(t, n)| {
+                    ResponseEntity::default()
+                        .with_entity_type(StrBytes::from_string(t))
+                        .with_entity_name(n.map(StrBytes::from_string))
+                })
+                .collect(),
+        )
+}
+
+/// The answer to an entry of a request refused whole: its entity as it was sent.
+pub fn refused_entry(entry: &EntryData, code: i16, message: &str) -> ResponseEntry {
+    ResponseEntry::default()
+        .with_error_code(code)
+        .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+        .with_entity(
+            entry
+                .entity
+                .iter()
+                .map(|part| {
+                    ResponseEntity::default()
+                        .with_entity_type(part.entity_type.clone())
+                        .with_entity_name(part.entity_name.clone())
+                })
+                .collect(),
+        )
+}
+
+/// A decoded request's entries: each distinct entity's first entry and whether it comes again.
+struct DecodedEntries<'a> {
+    entries: &'a [EntryData],
+    firsts: Vec<(usize, bool)>,
+}
+
+impl<'a> DecodedEntries<'a> {
+    fn new(entries: &'a [EntryData]) -> Self {
+        // Entity → its place in `firsts`: repeats are found in O(1), not by a scan.
+        let mut places: HashMap<Entity, usize> = HashMap::new();
+        let mut firsts: Vec<(usize, bool)> = Vec::new();
+        for (index, entry) in entries.iter().enumerate() {
+            match places.entry(Entity::from_wire(entry)) {
+                std::collections::hash_map::Entry::Occupied(place) => {
+                    firsts[*place.get()].1 = true;
+                }
+                std::collections::hash_map::Entry::Vacant(place) => {
+                    place.insert(firsts.len());
+                    firsts.push((index, false));
+                }
+            }
+        }
+        DecodedEntries { entries, firsts }
+    }
+}
+
+impl ListedElements<EntryData> for DecodedEntries<'_> {
+    fn listed(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn distinct(&self) -> usize {
+        self.firsts.len()
+    }
+
+    fn denied(&self) -> usize {
+        0
+    }
+
+    fn each_first(&self, visit: &mut dyn FnMut(&EntryData, bool) -> bool) -> Result<(), String> {
+        for (index, repeated) in &self.firsts {
+            let entry = self.entries.get(*index).ok_or("an entry past the list")?;
+            if !visit(entry, *repeated) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decides a decoded AlterClientQuotas request against the current quotas: one result per
+/// distinct entity, in order of first appearance.
 pub fn alter_client_quotas(
     quotas: &ClientQuotasImage,
     request: &AlterClientQuotasRequest,
 ) -> ControllerResult<AlterClientQuotasResponse> {
-    let mut results: Vec<(Entity, Result<(), Refusal>)> = Vec::new();
-    // Entity → its index in `results`: duplicates are found in O(1), not by a scan.
-    let mut positions: HashMap<Entity, usize> = HashMap::new();
-    let mut records = Vec::new();
-    for entry in &request.entries {
-        let entity = Entity::from_wire(entry);
-        let mut keys: HashSet<&str> = HashSet::with_capacity(entry.ops.len());
-        let mut duplicate_key = false;
-        let mut ops: Vec<(&str, Option<f64>)> = Vec::with_capacity(entry.ops.len());
-        for op in &entry.ops {
-            if keys.insert(op.key.as_str()) {
-                ops.push((op.key.as_str(), (!op.remove).then_some(op.value)));
-            } else {
-                duplicate_key = true;
-            }
+    let entries = DecodedEntries::new(&request.entries);
+    let ControllerResult { records, response } =
+        alter_listed_client_quotas(quotas, &entries, request.validate_only);
+    let answered = entries.firsts.iter().enumerate().map(|(at, (index, _))| {
+        let entry = &request.entries[*index];
+        match (&response.refused, response.outcome(at)) {
+            (Some((code, message)), _) => refused_entry(entry, *code, message),
+            (None, Some(outcome)) => answer_entry(entry, outcome),
+            (None, None) => refused_entry(
+                entry,
+                ResponseError::UnknownServerError.code(),
+                "the entity has no answer",
+            ),
         }
-        let seen = positions.get(&entity).copied();
-        if duplicate_key || seen.is_some() {
-            let refusal = Err(format!("Ignoring duplicate entity {entity}"));
-            match seen {
-                Some(index) => results[index].1 = refusal,
-                None => {
-                    positions.insert(entity.clone(), results.len());
-                    results.push((entity, refusal));
-                }
-            }
-            continue;
-        }
-        positions.insert(entity.clone(), results.len());
-        let outcome = alter_entity(quotas, entry, &entity, &ops);
-        match outcome {
-            Ok(mut entity_records) => {
-                records.append(&mut entity_records);
-                results.push((entity, Ok(())));
-            }
-            Err(refusal) => results.push((entity, Err(refusal))),
-        }
-    }
-    let entries = results
-        .into_iter()
-        .map(|(entity, outcome)| {
-            let (code, message) = match outcome {
-                Ok(()) => (0, None),
-                Err(message) => (
-                    ResponseError::InvalidRequest.code(),
-                    Some(StrBytes::from_string(message)),
-                ),
-            };
-            ResponseEntry::default()
-                .with_error_code(code)
-                .with_error_message(message)
-                .with_entity(
-                    entity
-                        .0
-                        .into_iter()
-                        .map(|(t, n)| {
-                            ResponseEntity::default()
-                                .with_entity_type(StrBytes::from_string(t))
-                                .with_entity_name(n.map(StrBytes::from_string))
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
-    if request.validate_only {
-        records.clear();
-    }
+    });
     ControllerResult {
         records,
-        response: AlterClientQuotasResponse::default().with_entries(entries),
+        response: AlterClientQuotasResponse::default().with_entries(answered.collect()),
     }
-}
-
-fn alter_entity(
-    quotas: &ClientQuotasImage,
-    entry: &EntryData,
-    entity: &Entity,
-    ops: &[(&str, Option<f64>)],
-) -> Result<Vec<MetadataRecord>, Refusal> {
-    validate_entity(entry)?;
-    let keys = keys_for(entity)?;
-    let record_entity = entity.records_entity();
-    let current = quotas.get(&record_entity);
-    let mut records = Vec::new();
-    for (key, value) in ops {
-        match value {
-            None => {
-                if current.is_some_and(|c| c.get(key).is_some()) {
-                    records.push(MetadataRecord::ClientQuota(ClientQuotaRecord {
-                        entity: record_entity.clone(),
-                        key: (*key).to_owned(),
-                        value: 0.0,
-                        remove: true,
-                    }));
-                }
-            }
-            Some(value) => {
-                validate_key_value(keys, key, *value)?;
-                if current.and_then(|c| c.get(key)) != Some(*value) {
-                    records.push(MetadataRecord::ClientQuota(ClientQuotaRecord {
-                        entity: record_entity.clone(),
-                        key: (*key).to_owned(),
-                        value: *value,
-                        remove: false,
-                    }));
-                }
-            }
-        }
-    }
-    Ok(records)
 }
 
 #[cfg(test)]
@@ -539,5 +750,58 @@ mod tests {
         assert!(record.remove);
         assert_eq!(record.key, "producer_byte_rate");
         assert_eq!(record.entity[0].entity_type, "client-id");
+    }
+    #[test]
+    fn at_most_ten_thousand_records_in_one_request() {
+        // 5,000 entities of two keys: 10,000 records, written.
+        let two_keys = [
+            ("producer_byte_rate", 1024.0, false),
+            ("consumer_byte_rate", 2048.0, false),
+        ];
+        let client = |i: usize| format!("c{i}");
+        let entries = |n: usize| -> Vec<EntryData> {
+            (0..n)
+                .map(|i| entry(&[("client-id", Some(client(i).as_str()))], &two_keys))
+                .collect()
+        };
+        let (records, outcomes) = run(&ClientQuotasImage::empty(), entries(5_000), false);
+        assert_eq!(records.len(), MAX_RECORDS_PER_USER_OP);
+        assert!(outcomes.iter().all(|o| *o == (0, None)));
+        // One more entity: every entity refused, nothing written; validated only, all valid.
+        let mut over = entries(5_000);
+        over.insert(
+            7,
+            entry(&[("user", None)], &[("request_percentage", 5.0, false)]),
+        );
+        let (records, outcomes) = run(&ClientQuotasImage::empty(), over.clone(), false);
+        assert!(records.is_empty());
+        assert_eq!(outcomes.len(), 5_001);
+        let too_many = (44, Some(TOO_MANY.to_owned()));
+        assert!(outcomes.iter().all(|o| *o == too_many));
+        let (records, outcomes) = run(&ClientQuotasImage::empty(), over, true);
+        assert!(records.is_empty());
+        assert!(outcomes.iter().all(|o| *o == (0, None)));
+    }
+
+    #[test]
+    fn an_uncommitted_write_fails_the_altered_entities_only() {
+        let answers = ListedQuotaAlteration {
+            per_element: vec![ALTERED, INVALID, DUPLICATE, ALTERED],
+            outcomes: vec![
+                QuotaOutcome::Altered,
+                QuotaOutcome::Invalid,
+                QuotaOutcome::Duplicate,
+            ],
+            ..Default::default()
+        };
+        let failed = answers.fail_succeeded(ResponseError::NotController, "lost");
+        let lost = QuotaOutcome::Failed {
+            code: ResponseError::NotController.code(),
+            message: "lost".to_owned(),
+        };
+        assert_eq!(failed.outcome(0), Some(&lost));
+        assert_eq!(failed.outcome(1), Some(&QuotaOutcome::Invalid));
+        assert_eq!(failed.outcome(2), Some(&QuotaOutcome::Duplicate));
+        assert_eq!(failed.outcome(3), Some(&lost));
     }
 }

@@ -104,9 +104,16 @@ fn alter_client_quotas_many_entities() {
                 .map(|i| quota_entry(i, vec![op("producer_byte_rate", 1024.0)]))
                 .collect(),
         );
+        // Validated only: every entity valid. Written: past one batch, every entity refused.
+        let request = request.with_validate_only(true);
         let result = client_quotas::alter_client_quotas(&Default::default(), &request);
         assert_eq!(result.response.entries.len(), n);
-        assert_eq!(result.records.len(), n);
+        assert!(result.response.entries.iter().all(|e| e.error_code == 0));
+        let request = request.with_validate_only(false);
+        let result = client_quotas::alter_client_quotas(&Default::default(), &request);
+        assert_eq!(result.response.entries.len(), n);
+        assert!(result.response.entries.iter().all(|e| e.error_code == 44));
+        assert!(result.records.is_empty());
     });
 }
 
@@ -114,11 +121,13 @@ fn alter_client_quotas_many_entities() {
 fn alter_client_quotas_repeated_entities() {
     finishes("AlterClientQuotas repeated entities", LARGE, |n| {
         // Every entity twice: each is answered once, as a duplicate.
-        let request = AlterClientQuotasRequest::default().with_entries(
-            (0..n)
-                .map(|i| quota_entry(i % (n / 2), vec![op("producer_byte_rate", 1024.0)]))
-                .collect(),
-        );
+        let request = AlterClientQuotasRequest::default()
+            .with_entries(
+                (0..n)
+                    .map(|i| quota_entry(i % (n / 2), vec![op("producer_byte_rate", 1024.0)]))
+                    .collect(),
+            )
+            .with_validate_only(true);
         let result = client_quotas::alter_client_quotas(&Default::default(), &request);
         assert_eq!(result.response.entries.len(), n / 2);
         assert!(result.response.entries.iter().all(|e| e.error_code == 42));
