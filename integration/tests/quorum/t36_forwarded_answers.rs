@@ -595,6 +595,74 @@ async fn a_forwarded_alter_user_scram_credentials_of_distinct_users_stays_within
     Ok(())
 }
 
+/// An AlterClientQuotas setting a produce rate for `frame_size()` of distinct client ids,
+/// forwarded by a broker as it came: the controller decides it from the frame
+/// (`quota_chunks.rs`) and, past 10,000 records, refuses every entity with POLICY_VIOLATION,
+/// and neither node's peak resident memory grows by four frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_alter_client_quotas_of_distinct_entities_stays_within_four_frames(
+) -> anyhow::Result<()> {
+    use bytes::BufMut;
+    use kafka_protocol::messages::alter_client_quotas_response::EntryData;
+    let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
+    let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
+    forwarding(&broker.bootstrap()).await?;
+    let frame_size = frame_size();
+    let count = (frame_size - 40) / 48;
+    // Entries {entity [{"client-id", name, tags}], ops [{"producer_byte_rate", 1024.0,
+    // false, tags}], tags}, then validate_only false and tags.
+    let frame = gregor_integration::frames::flexible_list(
+        49,
+        1,
+        b"",
+        count,
+        48,
+        |index, frame| {
+            frame.put_slice(b"\x02\x0aclient-id\x05");
+            frame.put_slice(&four_letter_name(index));
+            frame.put_slice(b"\x00\x02\x13producer_byte_rate");
+            frame.put_f64(1024.0);
+            frame.put_slice(b"\x00\x00\x00");
+        },
+        b"\x00\x00",
+    );
+    let (mut body, controller_growth, broker_growth) =
+        answer_through(controller, broker, &frame).await?;
+    let header = ResponseHeader::decode(&mut body, 1)?;
+    assert_eq!(header.correlation_id, 42);
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "one per entity"
+    );
+    for index in 0..count {
+        let entry = EntryData::decode(&mut body, 1)?;
+        assert_eq!(
+            (
+                entry.entity[0].entity_name.as_deref().map(str::as_bytes),
+                entry.error_code
+            ),
+            (Some(&four_letter_name(index)[..]), 44),
+            "entity {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    eprintln!(
+        "a {}-byte AlterClientQuotas through a broker: peak growth {controller_growth} bytes \
+         on the controller, {broker_growth} on the broker",
+        frame.len()
+    );
+    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
+        assert!(
+            grown < 4 * frame_size as u64,
+            "a {}-byte AlterClientQuotas grew the {node}'s peak resident memory by {grown} bytes",
+            frame.len()
+        );
+    }
+    Ok(())
+}
+
 /// A broker with an authorizer checks a DeleteTopics naming many topics from its frame,
 /// forwards it without the names it denies DELETE, and adds their TOPIC_AUTHORIZATION_FAILED
 /// answers after the controller's; at `frame_size()` of distinct names neither node's peak

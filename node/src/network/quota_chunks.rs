@@ -298,9 +298,27 @@ fn scan_entries(
     let mut offsets: Vec<u32> = Vec::with_capacity(entries.min(body.len() / 3));
     let mut large = LargeEntities::default();
     let mut scratch = Vec::new();
-    for _ in 0..entries {
-        offsets.push(offset_in(body, &rest)?);
+    // An entry the same bytes as the one before repeats it without an offset of its own
+    // (a frame of one entry over and over costs bits, not four bytes per entry): per entry,
+    // set when such copies follow it.
+    let mut copied = vec![0u64; entries.div_ceil(64)];
+    let mut previous = Bytes::new();
+    let mut head = 0;
+    for index in 0..entries {
+        let mut entry = rest.clone();
+        let at = offset_in(body, &rest)?;
         scan_entry(body, &mut rest, version, &mut large, &mut scratch)?;
+        entry.truncate(entry.len() - rest.len());
+        if index > 0 && entry == previous {
+            set_bit(&mut copied, head);
+            if let Some((_, start, _)) = large.entries.pop_if(|(entry, ..)| *entry == at) {
+                large.parts.truncate(start as usize);
+            }
+            continue;
+        }
+        offsets.push(at);
+        head = index;
+        previous = entry;
     }
     drop(scratch);
     let validate_only = match rest.first() {
@@ -329,7 +347,7 @@ fn scan_entries(
     while let Some((index, at, _)) = cursor.next_entry()? {
         if let Some(offset) = next.next_if(|offset| (**offset & !REPEATED) as usize == at) {
             set_bit(&mut first, index);
-            if offset & REPEATED != 0 {
+            if offset & REPEATED != 0 || bit(&copied, index) {
                 set_bit(&mut repeated, index);
             }
         }
@@ -635,6 +653,11 @@ mod tests {
         for (i, extra) in more.into_iter().enumerate() {
             entries.insert(i * 50 + 3, extra);
         }
+        // Copies right after their first entry: a client id, a large entity (twice), an
+        // invalid entity.
+        for at in [203, 203, 303, 1000] {
+            entries.insert(at, entries[at].clone());
+        }
         entries
     }
 
@@ -686,6 +709,23 @@ mod tests {
             Some("Ignoring duplicate entity ClientQuotaEntity(entries={client-id=b, user=a})")
         );
         assert_eq!(decoded.response.entries.len(), 1150 + 20 - 5);
+        let copied = mixed()[1000].entity.clone();
+        let answer = decoded
+            .response
+            .entries
+            .iter()
+            .find(|e| e.entity.first().map(|p| &p.entity_name) == Some(&copied[0].entity_name))
+            .context("the copied entity's answer")?;
+        let name = copied[0].entity_name.as_deref().unwrap_or_default();
+        assert_eq!(
+            answer.error_message.as_deref(),
+            Some(
+                format!(
+                    "Ignoring duplicate entity ClientQuotaEntity(entries={{client-id={name}}})"
+                )
+                .as_str()
+            )
+        );
         Ok(())
     }
 
