@@ -17,7 +17,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::actor::{Controller, Refusable};
 use super::logic::election::{
-    balance_leaders, elect_leaderless, elect_leaders, UncleanPolicy, MAX_ELECTIONS_PER_PASS,
+    balance_leaders, elect_leaderless, elect_leaders, elect_listed_leaders, ListedElections,
+    RequestedPartitions, UncleanPolicy, MAX_ELECTIONS_PER_PASS,
 };
 
 /// How the controller keeps leadership where it belongs.
@@ -111,6 +112,46 @@ impl Handler<ElectLeaders> for Controller {
             &msg,
             |image, _| elect_leaders(image, &msg.request, msg.version),
             move |_, code, message| failed_elect_leaders(&request, code, message),
+        )
+    }
+}
+
+/// ElectLeaders naming its partitions where they are kept (its frame): read one at a time,
+/// answered with an outcome per partition (issue #11).
+#[derive(Message)]
+#[rtype(result = "ListedElections")]
+pub struct ElectListedLeaders {
+    pub partitions: Arc<dyn RequestedPartitions>,
+    pub election_type: i8,
+    pub version: i16,
+}
+
+impl Refusable for ElectListedLeaders {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        ListedElections::refused(code.code(), Some(message.to_owned()))
+    }
+}
+
+impl Handler<ElectListedLeaders> for Controller {
+    type Result = ResponseFuture<ListedElections>;
+
+    fn handle(&mut self, msg: ElectListedLeaders, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        self.mutate(
+            ctx,
+            &msg,
+            |image, _| {
+                elect_listed_leaders(
+                    image,
+                    msg.partitions.as_ref(),
+                    msg.election_type,
+                    msg.version,
+                )
+            },
+            |_, code, message| ListedElections::refused(code.code(), Some(message.to_owned())),
         )
     }
 }

@@ -34,7 +34,7 @@ pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::{AlterClientQuotas, AlterListedClientQuotas};
 pub use configs::{AlterConfigs, IncrementalAlterConfigs};
 pub use controlled_shutdown::ControlledShutdown;
-pub use elections::{failed_elect_leaders, ElectLeaders, LeadershipSettings};
+pub use elections::{failed_elect_leaders, ElectLeaders, ElectListedLeaders, LeadershipSettings};
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use reassignment::{
     failed_alter_partition_reassignments, failed_list_partition_reassignments,

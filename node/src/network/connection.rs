@@ -506,6 +506,7 @@ async fn process(
         ApiKey::DeleteRecords => is_long::<DeleteRecordsList>(&frame, api_version),
         ApiKey::OffsetCommit => is_long::<OffsetCommitList>(&frame, api_version),
         ApiKey::OffsetDelete => is_long::<OffsetDeleteList>(&frame, api_version),
+        ApiKey::ElectLeaders => super::election_chunks::is_long(&frame, api_version),
         _ => false,
     };
     let reduced = decode_guarded(|| {
@@ -643,6 +644,7 @@ enum ChunkedRequest {
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
     AlterScram(super::scram_chunks::ChunkedScramAlteration),
     AlterClientQuotas(super::quota_chunks::ChunkedQuotaAlteration),
+    ElectLeaders(super::election_chunks::ChunkedElections),
     CreateAcls(super::acl_chunks::ChunkedAclCreations),
     DeleteAcls(super::acl_chunks::ChunkedAclFilters),
 }
@@ -672,6 +674,7 @@ impl ChunkedRequest {
             ChunkedRequest::AlterClientQuotas(_) => {
                 RequestKind::AlterClientQuotas(Default::default())
             }
+            ChunkedRequest::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
             ChunkedRequest::CreateAcls(_) => RequestKind::CreateAcls(Default::default()),
             ChunkedRequest::DeleteAcls(_) => RequestKind::DeleteAcls(Default::default()),
         }
@@ -766,6 +769,11 @@ impl ChunkedRequest {
                 let (answer, entries) =
                     super::quota_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::AlterClientQuotas(entries)))
+            }
+            ChunkedRequest::ElectLeaders(chunked) => {
+                let (answer, topics) =
+                    super::election_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::ElectLeaders(topics)))
             }
             ChunkedRequest::CreateAcls(chunked) => {
                 let (answer, results) =
@@ -938,6 +946,9 @@ async fn process_frame(
         ApiKey::AlterClientQuotas => super::quota_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::AlterClientQuotas)),
+        ApiKey::ElectLeaders => super::election_chunks::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::ElectLeaders)),
         ApiKey::CreateAcls => super::acl_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::CreateAcls)),

@@ -8,6 +8,7 @@ mod collapse;
 mod connection;
 mod dedup_decode;
 pub mod delete_topics_chunks;
+pub mod election_chunks;
 pub mod envelope;
 pub mod fetch_chunks;
 pub mod forwarded;

@@ -42,6 +42,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::acl_chunks::{AclResultsWriter, CreationAnswer, FilterAnswer};
 use super::dedup_decode::{array_length, need, uvarint};
 use super::delete_topics_chunks::DeletionResultsWriter;
+use super::election_chunks::ElectionResultsWriter;
 use super::fetch_chunks::FetchList;
 use super::list_offsets_chunks::ListOffsetsList;
 use super::metadata_chunks::TopicsWriter;
@@ -917,6 +918,7 @@ pub enum ListWriter {
     DeleteTopics(DeletionResultsWriter),
     AlterScram(ScramResultsWriter),
     AlterClientQuotas(QuotaResultsWriter),
+    ElectLeaders(ElectionResultsWriter),
     CreateAcls(AclResultsWriter<CreationAnswer>),
     DeleteAcls(AclResultsWriter<FilterAnswer>),
 }
@@ -941,6 +943,7 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.count(),
             ListWriter::AlterScram(users) => users.count(),
             ListWriter::AlterClientQuotas(entries) => entries.count(),
+            ListWriter::ElectLeaders(topics) => topics.count(),
             ListWriter::CreateAcls(results) => results.count(),
             ListWriter::DeleteAcls(results) => results.count(),
         }
@@ -965,6 +968,7 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.len(),
             ListWriter::AlterScram(users) => users.len(),
             ListWriter::AlterClientQuotas(entries) => entries.len(),
+            ListWriter::ElectLeaders(topics) => topics.len(),
             ListWriter::CreateAcls(results) => results.len(),
             ListWriter::DeleteAcls(results) => results.len(),
         }
@@ -1008,6 +1012,8 @@ impl ListWriter {
             ListWriter::AlterScram(_) => (1, true),
             // After the entries: tagged fields (v1+).
             ListWriter::AlterClientQuotas(_) => (usize::from(version >= 1), version >= 1),
+            // After the topics: tagged fields (v2+).
+            ListWriter::ElectLeaders(_) => (usize::from(version >= 2), version >= 2),
             // After the results: tagged fields (v2+).
             ListWriter::CreateAcls(_) | ListWriter::DeleteAcls(_) => {
                 (usize::from(version >= 2), version >= 2)
@@ -1049,6 +1055,7 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
             ListWriter::AlterScram(users) => users.write_to(out).await,
             ListWriter::AlterClientQuotas(entries) => entries.write_to(out).await,
+            ListWriter::ElectLeaders(topics) => topics.write_to(out).await,
             ListWriter::CreateAcls(results) => results.write_to(out).await,
             ListWriter::DeleteAcls(results) => results.write_to(out).await,
         }

@@ -15,6 +15,8 @@ use gregor_publishers::image::configs::TOPIC_RESOURCE;
 use gregor_publishers::image::partition::PartitionRegistration;
 use gregor_publishers::records::{MetadataRecord, PartitionChangeRecord, NO_LEADER};
 use gregor_publishers::MetadataImage;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -148,50 +150,79 @@ fn has_preferred_leader(partition: &PartitionRegistration) -> bool {
     partition.has_leader() && partition.replicas.first() == Some(&partition.leader)
 }
 
-/// The outcome of one partition's election: Kafka's code and message, and the record.
+/// How one requested partition's election ended; its message is made from the topic and
+/// partition when the answer is written ([`ElectionOutcome::answer`]), so a request's outcomes
+/// cost a byte per partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElectionOutcome {
+    Elected,
+    NoSuchTopic,
+    NoSuchPartition,
+    NotNeeded,
+    EligibleLeadersNotAvailable,
+    PreferredLeaderNotAvailable,
+}
+
+impl ElectionOutcome {
+    /// Kafka's error code (0: elected).
+    pub fn code(self) -> i16 {
+        match self {
+            ElectionOutcome::Elected => 0,
+            ElectionOutcome::NoSuchTopic | ElectionOutcome::NoSuchPartition => {
+                UNKNOWN_TOPIC_OR_PARTITION
+            }
+            ElectionOutcome::NotNeeded => ELECTION_NOT_NEEDED,
+            ElectionOutcome::EligibleLeadersNotAvailable => ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            ElectionOutcome::PreferredLeaderNotAvailable => PREFERRED_LEADER_NOT_AVAILABLE,
+        }
+    }
+
+    /// Kafka's code and message for the partition `partition` of `topic`.
+    pub fn answer(self, topic: &str, partition: i32) -> (i16, Option<String>) {
+        let message = match self {
+            ElectionOutcome::Elected => return (0, None),
+            ElectionOutcome::NoSuchTopic => format!("No such topic as {topic}"),
+            ElectionOutcome::NoSuchPartition => format!("No such partition as {topic}-{partition}"),
+            ElectionOutcome::NotNeeded => {
+                "Leader election not needed for topic partition.".to_owned()
+            }
+            ElectionOutcome::EligibleLeadersNotAvailable => {
+                "Eligible topic partition leaders are not available.".to_owned()
+            }
+            ElectionOutcome::PreferredLeaderNotAvailable => {
+                "The preferred leader was not available.".to_owned()
+            }
+        };
+        (self.code(), Some(message))
+    }
+}
+
+/// The outcome of one partition's election, and its record.
 fn elect_one(
     image: &MetadataImage,
     topic: &str,
     partition_id: i32,
     election: Election,
-) -> (i16, Option<String>, Option<PartitionChangeRecord>) {
+) -> (ElectionOutcome, Option<PartitionChangeRecord>) {
     let Some(current) = image.topics.get_by_name(topic) else {
-        return (
-            UNKNOWN_TOPIC_OR_PARTITION,
-            Some(format!("No such topic as {topic}")),
-            None,
-        );
+        return (ElectionOutcome::NoSuchTopic, None);
     };
     let Some(partition) = current.partition(partition_id) else {
-        return (
-            UNKNOWN_TOPIC_OR_PARTITION,
-            Some(format!("No such partition as {topic}-{partition_id}")),
-            None,
-        );
+        return (ElectionOutcome::NoSuchPartition, None);
     };
     let not_needed = match election {
         Election::Unclean => partition.has_leader(),
         _ => has_preferred_leader(partition),
     };
     if not_needed {
-        return (
-            ELECTION_NOT_NEEDED,
-            Some("Leader election not needed for topic partition.".to_owned()),
-            None,
-        );
+        return (ElectionOutcome::NotNeeded, None);
     }
     match election_change(image, current.id, partition_id, partition, election) {
-        Some(record) => (0, None, Some(record)),
-        None if election == Election::Unclean => (
-            ELIGIBLE_LEADERS_NOT_AVAILABLE,
-            Some("Eligible topic partition leaders are not available.".to_owned()),
-            None,
-        ),
-        None => (
-            PREFERRED_LEADER_NOT_AVAILABLE,
-            Some("The preferred leader was not available.".to_owned()),
-            None,
-        ),
+        Some(record) => (ElectionOutcome::Elected, Some(record)),
+        None if election == Election::Unclean => {
+            (ElectionOutcome::EligibleLeadersNotAvailable, None)
+        }
+        None => (ElectionOutcome::PreferredLeaderNotAvailable, None),
     }
 }
 
@@ -202,73 +233,184 @@ fn partition_result(partition_id: i32, code: i16, message: Option<String>) -> Pa
         .with_error_message(message.map(StrBytes::from_string))
 }
 
-/// Decides ElectLeaders at `version` (Kafka's `ReplicationControlManager.electLeaders`): one
-/// result per requested partition in request order; with null partitions every partition of
-/// every topic, leaving out those already led as wanted (ELECTION_NOT_NEEDED). An unknown
-/// election type fails every requested partition and the request with INVALID_REQUEST. More
-/// than [`MAX_RECORDS_PER_USER_OP`] elections (Kafka's `BoundedList` of records, a repeat
-/// counting again as it writes its record again there) fail them all with POLICY_VIOLATION and
-/// write nothing, as Kafka's controller answers its batch-too-large failure.
+/// The partitions an ElectLeaders request names, read one at a time from where they are kept
+/// (a decoded request, or its frame: issue #11).
+pub trait RequestedPartitions: Send + Sync {
+    /// Calls `visit` with each named topic and partition in request order (a partition named
+    /// twice, twice); stops early when `visit` returns false.
+    fn each(&self, visit: &mut dyn FnMut(&str, i32) -> bool) -> Result<(), String>;
+}
+
+impl RequestedPartitions for Vec<TopicPartitions> {
+    fn each(&self, visit: &mut dyn FnMut(&str, i32) -> bool) -> Result<(), String> {
+        for topic in self {
+            for &partition in &topic.partitions {
+                if !visit(&topic.topic, partition) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The answer to ElectLeaders naming its partitions: each named partition's outcome in request
+/// order, or the refusal of the whole request (its code at the top and, with the message, for
+/// every named partition).
+#[derive(Debug, Default, PartialEq)]
+pub struct ListedElections {
+    pub outcomes: Vec<ElectionOutcome>,
+    pub refused: Option<(i16, Option<String>)>,
+}
+
+impl ListedElections {
+    /// A request refused whole.
+    pub fn refused(code: i16, message: Option<String>) -> Self {
+        ListedElections {
+            outcomes: Vec::new(),
+            refused: Some((code, message)),
+        }
+    }
+}
+
+/// The election an ElectLeaders request at `version` asks for (v0 knows only the preferred
+/// one), or why it is refused.
+fn election_of(version: i16, election_type: i8) -> Result<Election, String> {
+    match (version, election_type) {
+        (0, _) | (_, 0) => Ok(Election::Preferred),
+        (_, 1) => Ok(Election::Unclean),
+        (_, other) => Err(format!("Unknown election type {other}")),
+    }
+}
+
+/// Decides ElectLeaders for the partitions `partitions` names (Kafka's
+/// `ReplicationControlManager.electLeaders`): one outcome per named partition in request order.
+/// A partition named twice is elected once (its second record would name a leader that already
+/// leads); both get the first outcome, and both count toward the limit, as Kafka writes a
+/// record for each. An unknown election type refuses the request with INVALID_REQUEST; more
+/// than [`MAX_RECORDS_PER_USER_OP`] elections (Kafka's `BoundedList` of records) with
+/// POLICY_VIOLATION, writing nothing, as Kafka's controller answers its batch-too-large
+/// failure.
+pub fn elect_listed_leaders(
+    image: &MetadataImage,
+    partitions: &dyn RequestedPartitions,
+    election_type: i8,
+    version: i16,
+) -> ControllerResult<ListedElections> {
+    let refused = |code, message| ControllerResult {
+        records: Vec::new(),
+        response: ListedElections::refused(code, Some(message)),
+    };
+    let election = match election_of(version, election_type) {
+        Ok(election) => election,
+        Err(message) => return refused(INVALID_REQUEST, message),
+    };
+    let mut records = Vec::new();
+    let mut elections = 0;
+    let mut outcomes = Vec::new();
+    // The partitions elected so far: at most one batch of them, the request failing past it.
+    let mut elected: HashSet<(Uuid, i32)> = HashSet::new();
+    let walked = partitions.each(&mut |topic, partition_id| {
+        let (outcome, record) = elect_one(image, topic, partition_id, election);
+        if let Some(record) = record {
+            elections += 1;
+            if elected.insert((record.topic_id, partition_id)) {
+                records.push(MetadataRecord::PartitionChange(record));
+            }
+        }
+        outcomes.push(outcome);
+        elections <= MAX_RECORDS_PER_USER_OP
+    });
+    if let Err(error) = walked {
+        tracing::error!(%error, "an ElectLeaders request could not be read again");
+        return refused(ResponseError::UnknownServerError.code(), error);
+    }
+    if elections > MAX_RECORDS_PER_USER_OP {
+        return refused(POLICY_VIOLATION, ControllerError::BatchTooLarge.to_string());
+    }
+    ControllerResult {
+        records,
+        response: ListedElections {
+            outcomes,
+            refused: None,
+        },
+    }
+}
+
+/// Decides ElectLeaders at `version`: with named partitions as [`elect_listed_leaders`]; with
+/// null partitions every partition of every topic, leaving out those already led as wanted
+/// (ELECTION_NOT_NEEDED).
 pub fn elect_leaders(
     image: &MetadataImage,
     request: &ElectLeadersRequest,
     version: i16,
 ) -> ControllerResult<ElectLeadersResponse> {
-    let election = match (version, request.election_type) {
-        (0, _) | (_, 0) => Election::Preferred,
-        (_, 1) => Election::Unclean,
-        (_, other) => {
-            let message = format!("Unknown election type {other}");
-            return refused_whole(request, INVALID_REQUEST, message);
-        }
+    let Some(topics) = &request.topic_partitions else {
+        return elect_every_leader(image, request, version);
+    };
+    let ControllerResult { records, response } =
+        elect_listed_leaders(image, topics, request.election_type, version);
+    if let Some((code, message)) = response.refused {
+        return refused_whole(request, code, message.unwrap_or_default());
+    }
+    let mut outcomes = response.outcomes.into_iter();
+    let results = topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|&partition_id| {
+                    let (code, message) = outcomes.next().map_or(
+                        (
+                            ResponseError::UnknownServerError.code(),
+                            Some("the partition has no outcome".to_owned()),
+                        ),
+                        |outcome| outcome.answer(&topic.topic, partition_id),
+                    );
+                    partition_result(partition_id, code, message)
+                })
+                .collect();
+            ReplicaElectionResult::default()
+                .with_topic(topic.topic.clone())
+                .with_partition_result(partitions)
+        })
+        .collect();
+    ControllerResult {
+        records,
+        response: ElectLeadersResponse::default().with_replica_election_results(results),
+    }
+}
+
+/// ElectLeaders with null partitions: every partition of every topic that needs it.
+fn elect_every_leader(
+    image: &MetadataImage,
+    request: &ElectLeadersRequest,
+    version: i16,
+) -> ControllerResult<ElectLeadersResponse> {
+    let election = match election_of(version, request.election_type) {
+        Ok(election) => election,
+        Err(message) => return refused_whole(request, INVALID_REQUEST, message),
     };
     let mut records = Vec::new();
-    let mut elections = 0;
     let mut results = Vec::new();
-    match &request.topic_partitions {
-        None => {
-            for topic in image.topics.iter() {
-                let mut partitions = Vec::new();
-                for (partition_id, _) in topic.partitions() {
-                    let (code, message, record) =
-                        elect_one(image, &topic.name, partition_id, election);
-                    elections += usize::from(record.is_some());
-                    records.extend(record.map(MetadataRecord::PartitionChange));
-                    if code != ELECTION_NOT_NEEDED {
-                        partitions.push(partition_result(partition_id, code, message));
-                    }
-                }
-                results.push(
-                    ReplicaElectionResult::default()
-                        .with_topic(TopicName(StrBytes::from_string(topic.name.to_string())))
-                        .with_partition_result(partitions),
-                );
+    for topic in image.topics.iter() {
+        let mut partitions = Vec::new();
+        for (partition_id, _) in topic.partitions() {
+            let (outcome, record) = elect_one(image, &topic.name, partition_id, election);
+            records.extend(record.map(MetadataRecord::PartitionChange));
+            if outcome != ElectionOutcome::NotNeeded {
+                let (code, message) = outcome.answer(&topic.name, partition_id);
+                partitions.push(partition_result(partition_id, code, message));
             }
         }
-        Some(topics) => {
-            // A partition named twice is elected once (its second record would name a leader
-            // that already leads); both entries get the first outcome.
-            let mut decided: HashSet<(&str, i32)> = HashSet::new();
-            for topic in topics {
-                let mut partitions = Vec::with_capacity(topic.partitions.len());
-                for &partition_id in &topic.partitions {
-                    let (code, message, record) =
-                        elect_one(image, &topic.topic, partition_id, election);
-                    elections += usize::from(record.is_some());
-                    if decided.insert((&topic.topic, partition_id)) {
-                        records.extend(record.map(MetadataRecord::PartitionChange));
-                    }
-                    partitions.push(partition_result(partition_id, code, message));
-                }
-                results.push(
-                    ReplicaElectionResult::default()
-                        .with_topic(topic.topic.clone())
-                        .with_partition_result(partitions),
-                );
-            }
-        }
+        results.push(
+            ReplicaElectionResult::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.name.to_string())))
+                .with_partition_result(partitions),
+        );
     }
-    if elections > MAX_RECORDS_PER_USER_OP {
+    if records.len() > MAX_RECORDS_PER_USER_OP {
         let message = ControllerError::BatchTooLarge.to_string();
         return refused_whole(request, POLICY_VIOLATION, message);
     }

@@ -1,0 +1,489 @@
+//! ElectLeaders requests naming many partitions, decided without decoding their list and
+//! answered as the answer is written.
+//!
+//! A partition is four bytes on the wire, but a decoded request, its result (with a message
+//! naming the topic and partition for an unknown one) and the encoded answer cost 80 to 110
+//! times that. Here the topics stay in the frame: the controller reads the named partitions
+//! from it one at a time (`RequestedPartitions`) and keeps one byte per partition, its
+//! outcome, whose message is made from the frame's topic and partition when the answer is
+//! written. Kafka answers every named partition in request order, a partition named twice
+//! twice, so nothing here looks for repeats.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::elect_leaders_response::PartitionResult;
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+use gregor_actors::context::{HandlerContext, RequestInfo};
+use gregor_actors::controller::logic::election::{ListedElections, RequestedPartitions};
+use gregor_actors::handlers::{self, ApiResponse};
+
+use super::dedup_decode::{array_length, need};
+use super::repeated::{
+    put_array_length, put_uvarint, skip, skip_string, skip_tagged_fields, PieceSource, PiecesWriter,
+};
+
+/// Partitions (and topics) answered per piece of the answer; a request naming no more is
+/// decoded whole.
+pub const CHUNK: usize = 1024;
+
+/// An ElectLeaders request whose topics stay in the frame.
+#[derive(Clone)]
+pub struct ChunkedElections {
+    /// The request body.
+    body: Bytes,
+    version: i16,
+    election_type: i8,
+    /// Where the topics start in `body` (after their list's length), and how many.
+    topics_at: usize,
+    topics: usize,
+    /// How many partitions they name.
+    partitions: usize,
+}
+
+/// Whether `frame` (header and body) is an ElectLeaders request this module decides: the
+/// repeats of such a request are answered here, not dropped before.
+pub fn is_long(frame: &Bytes, version: i16) -> bool {
+    let mut rest = frame.clone();
+    let header_version = ApiKey::ElectLeaders.request_header_version(version);
+    RequestHeader::decode(&mut rest, header_version).is_ok()
+        && matches!(scan(&rest, version), Some(Ok(_)))
+}
+
+/// Reads `body` (an ElectLeaders request body) when it names more than [`CHUNK`] topics or
+/// partitions; `None` for other requests (null partitions: every partition), decoded whole.
+/// The request is read to its end first, so a malformed one is refused whole, as the crate's
+/// decoder refuses it.
+pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedElections>> {
+    if !(0..=2).contains(&version) {
+        return None;
+    }
+    let flexible = version >= 2;
+    let mut rest = body.clone();
+    let election_type = match version {
+        0 => 0,
+        _ => rest.try_get_i8().ok()?,
+    };
+    let topics = usize::try_from(array_length(&mut rest, flexible).ok()?).ok()?;
+    let topics_at = body.len() - rest.len();
+    // Counted leniently: a short list is left to the crate's decoder, whatever it holds.
+    let mut counting = rest.clone();
+    let mut partitions = 0usize;
+    for _ in 0..topics {
+        skip_string(&mut counting, flexible).ok()?;
+        let named = usize::try_from(array_length(&mut counting, flexible).ok()?).ok()?;
+        skip(&mut counting, named.checked_mul(4)?).ok()?;
+        skip_tagged_fields(&mut counting, flexible).ok()?;
+        partitions += named;
+    }
+    if topics <= CHUNK && partitions <= CHUNK {
+        return None;
+    }
+    Some(
+        read_topics(rest, version, topics).map(|()| ChunkedElections {
+            body: body.clone(),
+            version,
+            election_type,
+            topics_at,
+            topics,
+            partitions,
+        }),
+    )
+}
+
+/// Reads the topics and what follows them as the crate's decoder would.
+fn read_topics(mut rest: Bytes, version: i16, topics: usize) -> anyhow::Result<()> {
+    let flexible = version >= 2;
+    for _ in 0..topics {
+        name(&mut rest, flexible)?;
+        let named = usize::try_from(array_length(&mut rest, flexible)?)
+            .context("an ElectLeaders topic's partitions must not be null")?;
+        skip(
+            &mut rest,
+            named.checked_mul(4).context("too many partitions")?,
+        )?;
+        skip_tagged_fields(&mut rest, flexible)?;
+    }
+    need(&rest, 4)?;
+    rest.advance(4);
+    skip_tagged_fields(&mut rest, flexible)
+}
+
+/// A topic's name, checked as the crate checks a string.
+fn name(rest: &mut Bytes, flexible: bool) -> anyhow::Result<Bytes> {
+    let length = if flexible {
+        i64::from(super::dedup_decode::uvarint(rest)?) - 1
+    } else {
+        need(rest, 2)?;
+        i64::from(rest.get_i16())
+    };
+    let Ok(length) = usize::try_from(length) else {
+        bail!("an ElectLeaders topic name must not be null");
+    };
+    need(rest, length)?;
+    let name = rest.split_to(length);
+    std::str::from_utf8(&name).context("an ElectLeaders topic name that is not UTF-8")?;
+    Ok(name)
+}
+
+/// The topics of a request in order: each one's name and partitions (four bytes each).
+struct Cursor<'a> {
+    request: &'a ChunkedElections,
+    rest: Bytes,
+    index: usize,
+}
+
+impl Cursor<'_> {
+    fn next_topic(&mut self) -> anyhow::Result<Option<(Bytes, Bytes)>> {
+        if self.index == self.request.topics {
+            return Ok(None);
+        }
+        let flexible = self.request.version >= 2;
+        let name = name(&mut self.rest, flexible)?;
+        let named = usize::try_from(array_length(&mut self.rest, flexible)?)
+            .context("an ElectLeaders topic's partitions must not be null")?;
+        need(&self.rest, named * 4)?;
+        let partitions = self.rest.split_to(named * 4);
+        skip_tagged_fields(&mut self.rest, flexible)?;
+        self.index += 1;
+        Ok(Some((name, partitions)))
+    }
+}
+
+fn text(name: &Bytes) -> anyhow::Result<&str> {
+    std::str::from_utf8(name).context("a topic name that is not UTF-8")
+}
+
+impl ChunkedElections {
+    fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            request: self,
+            rest: self.body.slice(self.topics_at..),
+            index: 0,
+        }
+    }
+}
+
+impl RequestedPartitions for ChunkedElections {
+    fn each(&self, visit: &mut dyn FnMut(&str, i32) -> bool) -> Result<(), String> {
+        let mut cursor = self.cursor();
+        while let Some((name, mut partitions)) = cursor.next_topic().map_err(|e| e.to_string())? {
+            let topic = text(&name).map_err(|e| e.to_string())?;
+            while partitions.has_remaining() {
+                if !visit(topic, partitions.get_i32()) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The answer's topics, each with a result per named partition, from the frame and the
+/// controller's outcomes.
+pub struct ElectionResults {
+    request: Arc<ChunkedElections>,
+    answers: ListedElections,
+}
+
+/// Writes the topics' results, about [`CHUNK`] partitions at a time.
+pub type ElectionResultsWriter = PiecesWriter<ElectionResults>;
+
+fn put_string(piece: &mut BytesMut, text: &[u8], flexible: bool) -> anyhow::Result<()> {
+    if flexible {
+        put_uvarint(piece, u32::try_from(text.len() + 1)?);
+    } else {
+        piece.put_i16(i16::try_from(text.len())?);
+    }
+    piece.put_slice(text);
+    Ok(())
+}
+
+impl PieceSource for ElectionResults {
+    const API: &'static str = "ElectLeaders";
+
+    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
+        let request = &self.request;
+        let flexible = request.version >= 2;
+        let mut cursor = request.cursor();
+        // The topic being written and its partitions not yet answered.
+        let mut current: Option<(Bytes, Bytes)> = None;
+        let mut answered = 0;
+        move || {
+            let mut piece = BytesMut::new();
+            let mut in_piece = 0;
+            while in_piece < CHUNK {
+                let Some((name, partitions)) = current.as_mut() else {
+                    let Some((name, partitions)) = cursor.next_topic()? else {
+                        break;
+                    };
+                    put_string(&mut piece, &name, flexible)?;
+                    put_array_length(&mut piece, partitions.len() / 4, flexible)?;
+                    current = Some((name, partitions));
+                    in_piece += 1;
+                    continue;
+                };
+                if !partitions.has_remaining() {
+                    if flexible {
+                        piece.put_u8(0);
+                    }
+                    current = None;
+                    continue;
+                }
+                let partition = partitions.get_i32();
+                let (code, message) = match &self.answers.refused {
+                    Some((code, message)) => (*code, message.clone()),
+                    None => self
+                        .answers
+                        .outcomes
+                        .get(answered)
+                        .context("more partitions than outcomes")?
+                        .answer(text(name)?, partition),
+                };
+                PartitionResult::default()
+                    .with_partition_id(partition)
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string))
+                    .encode(&mut piece, request.version)?;
+                answered += 1;
+                in_piece += 1;
+            }
+            Ok((!piece.is_empty()).then_some(piece))
+        }
+    }
+}
+
+/// The writer of `request`'s answer, the controller's `answers`.
+fn results_writer(
+    request: Arc<ChunkedElections>,
+    answers: ListedElections,
+) -> anyhow::Result<ElectionResultsWriter> {
+    if answers.refused.is_none() && answers.outcomes.len() != request.partitions {
+        bail!(
+            "{} partitions answered of {}",
+            answers.outcomes.len(),
+            request.partitions
+        );
+    }
+    let topics = request.topics;
+    PiecesWriter::new(ElectionResults { request, answers }, topics)
+}
+
+/// Elects leaders with the controller reading the partitions from the frame: the answer's
+/// body lists no topics, and the [`ElectionResultsWriter`] writes them.
+pub(crate) async fn handle(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: ChunkedElections,
+) -> anyhow::Result<(ApiResponse, ElectionResultsWriter)> {
+    let request = Arc::new(request);
+    let (answer, answers) = handlers::elect_listed_leaders(
+        ctx,
+        info,
+        request.clone(),
+        request.partitions,
+        request.election_type,
+    )
+    .await;
+    tracing::debug!(
+        topics = request.topics,
+        partitions = request.partitions,
+        "an ElectLeaders request decided from its frame"
+    );
+    Ok((answer, results_writer(request, answers)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use gregor_actors::controller::logic::election::{elect_leaders, elect_listed_leaders};
+    use gregor_publishers::records::{
+        MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord,
+    };
+    use gregor_publishers::{MetadataDelta, MetadataImage};
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::elect_leaders_response::ReplicaElectionResult;
+    use kafka_protocol::messages::{ElectLeadersRequest, TopicName};
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn partition(topic_id: Uuid, id: i32, replicas: &[i32], leader: i32) -> MetadataRecord {
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id: id,
+            topic_id,
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader,
+            leader_recovery_state: 0,
+            leader_epoch: 3,
+            partition_epoch: 5,
+            directories: Vec::new(),
+        })
+    }
+
+    /// Brokers 1 and 2, broker 3 fenced; topic "t" of 1,500 partitions on [1, 2], led by 2
+    /// (a preferred election moves them) or by 1 (not needed); topic "u" of one leaderless
+    /// partition on broker 3.
+    fn image() -> MetadataImage {
+        let mut records: Vec<MetadataRecord> = (1..=3)
+            .map(|id| {
+                MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                    broker_id: id,
+                    incarnation_id: Uuid::from_u128(id as u128),
+                    broker_epoch: 10,
+                    endpoints: Vec::new(),
+                    features: Vec::new(),
+                    rack: None,
+                    fenced: id == 3,
+                    in_controlled_shutdown: false,
+                    log_dirs: Vec::new(),
+                })
+            })
+            .collect();
+        let (t, u) = (Uuid::from_u128(7), Uuid::from_u128(8));
+        for (name, id) in [("t", t), ("u", u)] {
+            records.push(MetadataRecord::Topic(TopicRecord {
+                name: name.into(),
+                topic_id: id,
+            }));
+        }
+        records.extend((0..1500).map(|id| partition(t, id, &[1, 2], 2 - id % 2)));
+        records.push(partition(u, 0, &[3], -1));
+        let mut delta = MetadataDelta::new(Arc::new(MetadataImage::empty()));
+        for record in &records {
+            delta.replay(record).unwrap_or_else(|e| panic!("{e}"));
+        }
+        delta.apply(Default::default())
+    }
+
+    fn topic(name: &str, partitions: impl IntoIterator<Item = i32>) -> TopicPartitions {
+        TopicPartitions::default()
+            .with_topic(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_partitions(partitions.into_iter().collect())
+    }
+
+    /// 1,200 partitions of "t" (0 named again later), an unknown topic, a leaderless partition,
+    /// an unknown partition, a topic naming none.
+    fn named() -> Vec<TopicPartitions> {
+        vec![
+            topic("t", 0..1200),
+            topic("gone", [1, 2]),
+            topic("u", [0]),
+            topic("t", [99_999, 4, 0]),
+            topic("t", []),
+        ]
+    }
+
+    fn body(request: &ElectLeadersRequest, version: i16) -> anyhow::Result<Bytes> {
+        let mut body = BytesMut::new();
+        request.encode(&mut body, version)?;
+        Ok(body.freeze())
+    }
+
+    fn written(
+        writer: &ElectionResultsWriter,
+        version: i16,
+    ) -> anyhow::Result<Vec<ReplicaElectionResult>> {
+        let mut written = Vec::new();
+        futures::executor::block_on(writer.write_to(&mut written))?;
+        assert_eq!(written.len(), writer.len());
+        let mut written = Bytes::from(written);
+        let mut results = Vec::new();
+        while !written.is_empty() {
+            results.push(ReplicaElectionResult::decode(&mut written, version)?);
+        }
+        assert_eq!(results.len(), writer.count());
+        Ok(results)
+    }
+
+    #[test]
+    fn partitions_are_read_from_the_frame_and_answered_as_decoded() -> anyhow::Result<()> {
+        let image = image();
+        for (version, election_type) in [(0, 0), (1, 0), (1, 1), (2, 0), (2, 1), (2, 7)] {
+            let request = ElectLeadersRequest::default()
+                .with_election_type(election_type)
+                .with_topic_partitions(Some(named()))
+                .with_timeout_ms(1000);
+            let decoded = elect_leaders(&image, &request, version);
+            let body = body(&request, version)?;
+            assert!(scan(&body, 3).is_none(), "no such version");
+            let chunked = scan(&body, version).context("chunked")??;
+            assert_eq!((chunked.topics, chunked.partitions), (5, 1206));
+            let listed = elect_listed_leaders(&image, &chunked, election_type, version);
+            assert_eq!(
+                listed.records, decoded.records,
+                "v{version} type {election_type}"
+            );
+            let top = listed
+                .response
+                .refused
+                .as_ref()
+                .map_or(0, |(code, _)| *code);
+            assert_eq!(top, decoded.response.error_code);
+            let writer = results_writer(Arc::new(chunked), listed.response)?;
+            assert_eq!(
+                written(&writer, version)?,
+                decoded.response.replica_election_results,
+                "v{version} type {election_type}"
+            );
+        }
+        // The preferred election moves every other partition of "t" once.
+        let request = ElectLeadersRequest::default().with_topic_partitions(Some(named()));
+        let decoded = elect_leaders(&image, &request, 2);
+        assert_eq!(decoded.records.len(), 600);
+        let unknown = &decoded.response.replica_election_results[3].partition_result[0];
+        assert_eq!(
+            unknown.error_message.as_deref(),
+            Some("No such partition as t-99999")
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_refused_request_answers_every_partition_without_a_message() -> anyhow::Result<()> {
+        let request = ElectLeadersRequest::default().with_topic_partitions(Some(named()));
+        let chunked = scan(&body(&request, 2)?, 2).context("chunked")??;
+        let writer = results_writer(Arc::new(chunked), ListedElections::refused(31, None))?;
+        let results = written(&writer, 2)?;
+        assert_eq!(results.len(), 5);
+        let partitions: Vec<_> = results.iter().flat_map(|t| &t.partition_result).collect();
+        assert_eq!(partitions.len(), 1206);
+        assert!(partitions
+            .iter()
+            .all(|p| p.error_code == 31 && p.error_message.is_none()));
+        Ok(())
+    }
+
+    #[test]
+    fn short_null_and_malformed_requests_are_left_or_refused() -> anyhow::Result<()> {
+        let short =
+            ElectLeadersRequest::default().with_topic_partitions(Some(vec![topic("t", 0..1024)]));
+        assert!(scan(&body(&short, 2)?, 2).is_none());
+        let every = ElectLeadersRequest::default().with_topic_partitions(None);
+        assert!(scan(&body(&every, 2)?, 2).is_none());
+        let request = ElectLeadersRequest::default().with_topic_partitions(Some(named()));
+        for version in [0, 1, 2] {
+            let body = body(&request, version)?;
+            // Cut inside the timeout: counted, then refused.
+            let cut = body.slice(..body.len() - 3 - usize::from(version >= 2));
+            assert!(
+                scan(&cut, version).context("chunked")?.is_err(),
+                "v{version}"
+            );
+        }
+        // A topic name that is not UTF-8.
+        let mut bad = BytesMut::from(&body(&request, 2)?[..]);
+        let at = bad
+            .windows(4)
+            .position(|window| window == b"gone")
+            .context("the unknown topic")?;
+        bad[at] = 0xff;
+        assert!(scan(&bad.freeze(), 2).context("chunked")?.is_err());
+        Ok(())
+    }
+}
