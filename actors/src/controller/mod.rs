@@ -38,7 +38,7 @@ pub use elections::{failed_elect_leaders, ElectLeaders, ElectListedLeaders, Lead
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use reassignment::{
     failed_alter_partition_reassignments, failed_list_partition_reassignments,
-    AlterPartitionReassignments, ListPartitionReassignments,
+    AlterListedReassignments, AlterPartitionReassignments, ListPartitionReassignments,
 };
 pub use scram::{
     refused as refused_scram_alteration, AlterListedScramCredentials, AlterUserScramCredentials,

@@ -14,7 +14,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::actor::{Controller, Refusable};
-use super::logic::reassignment::{alter_partition_reassignments, list_partition_reassignments};
+use super::logic::reassignment::{
+    alter_listed_reassignments, alter_partition_reassignments, list_partition_reassignments,
+    ListedReassignments, RequestedReassignments,
+};
 use super::logic::ControllerResult;
 
 /// AlterPartitionReassignments as a client sent it, at `version`.
@@ -25,6 +28,48 @@ pub struct AlterPartitionReassignments {
     /// should the controller be gone.
     pub request: std::sync::Arc<AlterPartitionReassignmentsRequest>,
     pub version: i16,
+}
+
+/// AlterPartitionReassignments naming its partitions where they are kept (its frame): read one
+/// at a time, answered with an outcome per partition (issue #11).
+#[derive(Message)]
+#[rtype(result = "ListedReassignments")]
+pub struct AlterListedReassignments {
+    pub partitions: std::sync::Arc<dyn RequestedReassignments>,
+    pub allow_replication_factor_change: bool,
+    pub version: i16,
+}
+
+impl Refusable for AlterListedReassignments {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        ListedReassignments::refused(code.code(), message)
+    }
+}
+
+impl Handler<AlterListedReassignments> for Controller {
+    type Result = ResponseFuture<ListedReassignments>;
+
+    fn handle(&mut self, msg: AlterListedReassignments, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        let policy = self.leadership().unclean;
+        self.mutate(
+            ctx,
+            &msg,
+            |image, _| {
+                alter_listed_reassignments(
+                    image,
+                    msg.partitions.as_ref(),
+                    msg.allow_replication_factor_change,
+                    msg.version,
+                    &policy,
+                )
+            },
+            |_, code, message| ListedReassignments::refused(code.code(), message),
+        )
+    }
 }
 
 /// ListPartitionReassignments as a client sent it.

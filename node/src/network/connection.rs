@@ -507,6 +507,9 @@ async fn process(
         ApiKey::OffsetCommit => is_long::<OffsetCommitList>(&frame, api_version),
         ApiKey::OffsetDelete => is_long::<OffsetDeleteList>(&frame, api_version),
         ApiKey::ElectLeaders => super::election_chunks::is_long(&frame, api_version),
+        ApiKey::AlterPartitionReassignments => {
+            super::reassignment_chunks::is_long(&frame, api_version)
+        }
         _ => false,
     };
     let reduced = decode_guarded(|| {
@@ -645,6 +648,7 @@ enum ChunkedRequest {
     AlterScram(super::scram_chunks::ChunkedScramAlteration),
     AlterClientQuotas(super::quota_chunks::ChunkedQuotaAlteration),
     ElectLeaders(super::election_chunks::ChunkedElections),
+    AlterReassignments(super::reassignment_chunks::ChunkedReassignments),
     CreateAcls(super::acl_chunks::ChunkedAclCreations),
     DeleteAcls(super::acl_chunks::ChunkedAclFilters),
 }
@@ -675,6 +679,9 @@ impl ChunkedRequest {
                 RequestKind::AlterClientQuotas(Default::default())
             }
             ChunkedRequest::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
+            ChunkedRequest::AlterReassignments(_) => {
+                RequestKind::AlterPartitionReassignments(Default::default())
+            }
             ChunkedRequest::CreateAcls(_) => RequestKind::CreateAcls(Default::default()),
             ChunkedRequest::DeleteAcls(_) => RequestKind::DeleteAcls(Default::default()),
         }
@@ -774,6 +781,11 @@ impl ChunkedRequest {
                 let (answer, topics) =
                     super::election_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::ElectLeaders(topics)))
+            }
+            ChunkedRequest::AlterReassignments(chunked) => {
+                let (answer, topics) =
+                    super::reassignment_chunks::handle(handlers, info, chunked).await?;
+                (Some(answer), Some(ListWriter::AlterReassignments(topics)))
             }
             ChunkedRequest::CreateAcls(chunked) => {
                 let (answer, results) =
@@ -949,6 +961,11 @@ async fn process_frame(
         ApiKey::ElectLeaders => super::election_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ElectLeaders)),
+        ApiKey::AlterPartitionReassignments => {
+            super::reassignment_chunks::scan(&frame, api_version)
+                .transpose()
+                .map(|c| c.map(ChunkedRequest::AlterReassignments))
+        }
         ApiKey::CreateAcls => super::acl_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::CreateAcls)),

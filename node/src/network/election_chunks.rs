@@ -69,15 +69,27 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedElection
     };
     let topics = usize::try_from(array_length(&mut rest, flexible).ok()?).ok()?;
     let topics_at = body.len() - rest.len();
-    // Counted leniently: a short list is left to the crate's decoder, whatever it holds.
+    // Counted first: a short list is left to the crate's decoder, whatever it holds, and a
+    // long one is refused where it breaks, before the crate would decode what comes before.
     let mut counting = rest.clone();
     let mut partitions = 0usize;
-    for _ in 0..topics {
-        skip_string(&mut counting, flexible).ok()?;
-        let named = usize::try_from(array_length(&mut counting, flexible).ok()?).ok()?;
-        skip(&mut counting, named.checked_mul(4)?).ok()?;
-        skip_tagged_fields(&mut counting, flexible).ok()?;
-        partitions += named;
+    for topic in 0..topics {
+        // The partitions a topic claims count even when its list is cut short.
+        let mut claimed = 0;
+        let counted = (|| -> anyhow::Result<()> {
+            skip_string(&mut counting, flexible)?;
+            claimed = usize::try_from(array_length(&mut counting, flexible)?)
+                .context("an ElectLeaders topic's partitions must not be null")?;
+            skip(
+                &mut counting,
+                claimed.checked_mul(4).context("too many partitions")?,
+            )?;
+            skip_tagged_fields(&mut counting, flexible)
+        })();
+        partitions = partitions.saturating_add(claimed);
+        if let Err(e) = counted {
+            return (topic > CHUNK || partitions > CHUNK).then_some(Err(e));
+        }
     }
     if topics <= CHUNK && partitions <= CHUNK {
         return None;
@@ -168,6 +180,10 @@ impl ChunkedElections {
 }
 
 impl RequestedPartitions for ChunkedElections {
+    fn count(&self) -> usize {
+        self.partitions
+    }
+
     fn each(&self, visit: &mut dyn FnMut(&str, i32) -> bool) -> Result<(), String> {
         let mut cursor = self.cursor();
         while let Some((name, mut partitions)) = cursor.next_topic().map_err(|e| e.to_string())? {
@@ -476,6 +492,10 @@ mod tests {
                 "v{version}"
             );
         }
+        // Cut inside the first topic's partitions: refused, not decoded whole.
+        let long = ElectLeadersRequest::default().with_topic_partitions(Some(named()));
+        let cut = body(&long, 2)?.slice(..2000);
+        assert!(scan(&cut, 2).context("chunked")?.is_err());
         // A topic name that is not UTF-8.
         let mut bad = BytesMut::from(&body(&request, 2)?[..]);
         let at = bad

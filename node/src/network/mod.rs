@@ -24,6 +24,7 @@ pub mod peer;
 pub mod produce_chunks;
 pub mod quota_chunks;
 pub mod raft_voter_versions;
+pub mod reassignment_chunks;
 pub mod repeated;
 mod sasl;
 pub mod scram_chunks;

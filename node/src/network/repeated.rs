@@ -53,6 +53,7 @@ use super::partition_list_chunks::{
 };
 use super::produce_chunks::ProduceList;
 use super::quota_chunks::QuotaResultsWriter;
+use super::reassignment_chunks::ReassignmentResultsWriter;
 use super::scram_chunks::ScramResultsWriter;
 use super::topic_list_chunks::{CreatePartitionsApi, CreateTopicsApi, TopicResultsWriter};
 
@@ -919,6 +920,7 @@ pub enum ListWriter {
     AlterScram(ScramResultsWriter),
     AlterClientQuotas(QuotaResultsWriter),
     ElectLeaders(ElectionResultsWriter),
+    AlterReassignments(ReassignmentResultsWriter),
     CreateAcls(AclResultsWriter<CreationAnswer>),
     DeleteAcls(AclResultsWriter<FilterAnswer>),
 }
@@ -944,6 +946,7 @@ impl ListWriter {
             ListWriter::AlterScram(users) => users.count(),
             ListWriter::AlterClientQuotas(entries) => entries.count(),
             ListWriter::ElectLeaders(topics) => topics.count(),
+            ListWriter::AlterReassignments(topics) => topics.count(),
             ListWriter::CreateAcls(results) => results.count(),
             ListWriter::DeleteAcls(results) => results.count(),
         }
@@ -969,6 +972,7 @@ impl ListWriter {
             ListWriter::AlterScram(users) => users.len(),
             ListWriter::AlterClientQuotas(entries) => entries.len(),
             ListWriter::ElectLeaders(topics) => topics.len(),
+            ListWriter::AlterReassignments(topics) => topics.len(),
             ListWriter::CreateAcls(results) => results.len(),
             ListWriter::DeleteAcls(results) => results.len(),
         }
@@ -1014,6 +1018,8 @@ impl ListWriter {
             ListWriter::AlterClientQuotas(_) => (usize::from(version >= 1), version >= 1),
             // After the topics: tagged fields (v2+).
             ListWriter::ElectLeaders(_) => (usize::from(version >= 2), version >= 2),
+            // After the topics: tagged fields (every version is flexible).
+            ListWriter::AlterReassignments(_) => (1, true),
             // After the results: tagged fields (v2+).
             ListWriter::CreateAcls(_) | ListWriter::DeleteAcls(_) => {
                 (usize::from(version >= 2), version >= 2)
@@ -1056,6 +1062,7 @@ impl ListWriter {
             ListWriter::AlterScram(users) => users.write_to(out).await,
             ListWriter::AlterClientQuotas(entries) => entries.write_to(out).await,
             ListWriter::ElectLeaders(topics) => topics.write_to(out).await,
+            ListWriter::AlterReassignments(topics) => topics.write_to(out).await,
             ListWriter::CreateAcls(results) => results.write_to(out).await,
             ListWriter::DeleteAcls(results) => results.write_to(out).await,
         }

@@ -236,12 +236,19 @@ fn partition_result(partition_id: i32, code: i16, message: Option<String>) -> Pa
 /// The partitions an ElectLeaders request names, read one at a time from where they are kept
 /// (a decoded request, or its frame: issue #11).
 pub trait RequestedPartitions: Send + Sync {
+    /// How many partitions it names.
+    fn count(&self) -> usize;
+
     /// Calls `visit` with each named topic and partition in request order (a partition named
     /// twice, twice); stops early when `visit` returns false.
     fn each(&self, visit: &mut dyn FnMut(&str, i32) -> bool) -> Result<(), String>;
 }
 
 impl RequestedPartitions for Vec<TopicPartitions> {
+    fn count(&self) -> usize {
+        self.iter().map(|topic| topic.partitions.len()).sum()
+    }
+
     fn each(&self, visit: &mut dyn FnMut(&str, i32) -> bool) -> Result<(), String> {
         for topic in self {
             for &partition in &topic.partitions {
@@ -307,7 +314,8 @@ pub fn elect_listed_leaders(
     };
     let mut records = Vec::new();
     let mut elections = 0;
-    let mut outcomes = Vec::new();
+    // Sized once: a doubling vector's earlier copies stay resident in the allocator.
+    let mut outcomes = Vec::with_capacity(partitions.count());
     // The partitions elected so far: at most one batch of them, the request failing past it.
     let mut elected: HashSet<(Uuid, i32)> = HashSet::new();
     let walked = partitions.each(&mut |topic, partition_id| {

@@ -13,6 +13,7 @@
 use gregor_publishers::image::partition::PartitionRegistration;
 use gregor_publishers::records::{PartitionChangeRecord, NO_LEADER};
 use gregor_publishers::MetadataImage;
+use kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
@@ -163,33 +164,104 @@ pub fn build_change(
     (changes.then_some(record), leader)
 }
 
-/// Kafka's `validateManualPartitionAssignment` without a replication factor: the message of
-/// the first problem, brokers checked in id order.
-fn validate_target(image: &MetadataImage, target: &[i32]) -> Result<(), String> {
+/// Kafka's `validateManualPartitionAssignment` without a replication factor: the first
+/// problem, brokers checked in id order.
+fn validate_target(image: &MetadataImage, target: &[i32]) -> Result<(), ReassignmentOutcome> {
     if target.is_empty() {
-        return Err("The manual partition assignment includes an empty replica list.".to_owned());
+        return Err(ReassignmentOutcome::EmptyTarget);
     }
     let mut sorted = target.to_vec();
     sorted.sort_unstable();
     let mut previous = None;
     for id in sorted {
         if image.cluster.broker(id).is_none() {
-            return Err(format!(
-                "The manual partition assignment includes broker {id}, but no such broker is registered."
-            ));
+            return Err(ReassignmentOutcome::UnknownBroker(id));
         }
         if previous == Some(id) {
-            return Err(format!(
-                "The manual partition assignment includes the broker {id} more than once."
-            ));
+            return Err(ReassignmentOutcome::RepeatedBroker(id));
         }
         previous = Some(id);
     }
     Ok(())
 }
 
-/// One partition's outcome: Kafka's code and message, or the record (if anything changes).
-type Outcome = Result<Option<PartitionChangeRecord>, (i16, String)>;
+/// How one requested partition's reassignment ended. Its message is made when the answer is
+/// written ([`ReassignmentOutcome::answer`]) from the topic, the partition and the replicas
+/// asked for, with what the outcome keeps of the image (a broker id, the replication factor),
+/// so a request's outcomes cost eight bytes per partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReassignmentOutcome {
+    /// Started, cancelled, or nothing to change.
+    Altered,
+    /// Its record would pass one batch: UNKNOWN_SERVER_ERROR without a message.
+    PastBatch,
+    NoSuchTopic,
+    NoSuchPartition,
+    EmptyTarget,
+    UnknownBroker(i32),
+    RepeatedBroker(i32),
+    /// The replication factor (before the reassignment) would change.
+    ReplicationFactorChanged {
+        from: i32,
+    },
+    NotInProgress,
+    RevertNeedsUncleanElection,
+}
+
+impl ReassignmentOutcome {
+    /// Kafka's error code (0: altered).
+    pub fn code(self) -> i16 {
+        match self {
+            ReassignmentOutcome::Altered => 0,
+            ReassignmentOutcome::PastBatch => UNKNOWN_SERVER_ERROR,
+            ReassignmentOutcome::NoSuchTopic | ReassignmentOutcome::NoSuchPartition => {
+                UNKNOWN_TOPIC_OR_PARTITION
+            }
+            ReassignmentOutcome::EmptyTarget
+            | ReassignmentOutcome::UnknownBroker(_)
+            | ReassignmentOutcome::RepeatedBroker(_)
+            | ReassignmentOutcome::RevertNeedsUncleanElection => INVALID_REPLICA_ASSIGNMENT,
+            ReassignmentOutcome::ReplicationFactorChanged { .. } => INVALID_REPLICATION_FACTOR,
+            ReassignmentOutcome::NotInProgress => NO_REASSIGNMENT_IN_PROGRESS,
+        }
+    }
+
+    /// Kafka's code and message for partition `partition` of `topic`, asked to move to
+    /// `wanted` replicas.
+    pub fn answer(self, topic: &str, partition: i32, wanted: usize) -> (i16, Option<String>) {
+        let message = match self {
+            ReassignmentOutcome::Altered | ReassignmentOutcome::PastBatch => None,
+            ReassignmentOutcome::NoSuchTopic => {
+                Some(format!("Unable to find a topic named {topic}."))
+            }
+            ReassignmentOutcome::NoSuchPartition => {
+                Some(format!("Unable to find partition {topic}:{partition}."))
+            }
+            ReassignmentOutcome::EmptyTarget => Some(
+                "The manual partition assignment includes an empty replica list.".to_owned(),
+            ),
+            ReassignmentOutcome::UnknownBroker(id) => Some(format!(
+                "The manual partition assignment includes broker {id}, but no such broker is registered."
+            )),
+            ReassignmentOutcome::RepeatedBroker(id) => Some(format!(
+                "The manual partition assignment includes the broker {id} more than once."
+            )),
+            ReassignmentOutcome::ReplicationFactorChanged { from } => Some(format!(
+                "The replication factor is changed from {from} to {wanted} but allowReplicationFactorChange is false"
+            )),
+            ReassignmentOutcome::NotInProgress => {
+                Some("No partition reassignment is in progress.".to_owned())
+            }
+            ReassignmentOutcome::RevertNeedsUncleanElection => Some(format!(
+                "Unable to revert partition assignment for {topic}:{partition} because it would require an unclean leader election."
+            )),
+        };
+        (self.code(), message)
+    }
+}
+
+/// One partition's outcome: the record (if anything changes), or why it is refused.
+type Outcome = Result<Option<PartitionChangeRecord>, ReassignmentOutcome>;
 
 fn alter_one(
     image: &MetadataImage,
@@ -199,31 +271,22 @@ fn alter_one(
     allow_replication_factor_change: bool,
     policy: &UncleanPolicy,
 ) -> Outcome {
-    let current = image.topics.get_by_name(topic).ok_or_else(|| {
-        (
-            UNKNOWN_TOPIC_OR_PARTITION,
-            format!("Unable to find a topic named {topic}."),
-        )
-    })?;
-    let partition = current.partition(partition_id).ok_or_else(|| {
-        (
-            UNKNOWN_TOPIC_OR_PARTITION,
-            format!("Unable to find partition {topic}:{partition_id}."),
-        )
-    })?;
+    let current = image
+        .topics
+        .get_by_name(topic)
+        .ok_or(ReassignmentOutcome::NoSuchTopic)?;
+    let partition = current
+        .partition(partition_id)
+        .ok_or(ReassignmentOutcome::NoSuchPartition)?;
     let Some(wanted) = wanted else {
         return cancel(image, topic, current.id, partition_id, partition, policy);
     };
-    validate_target(image, wanted).map_err(|message| (INVALID_REPLICA_ASSIGNMENT, message))?;
+    validate_target(image, wanted)?;
     let original = partition.replicas.len() - partition.adding_replicas.len();
     if !allow_replication_factor_change && wanted.len() != original {
-        return Err((
-            INVALID_REPLICATION_FACTOR,
-            format!(
-                "The replication factor is changed from {original} to {} but allowReplicationFactorChange is false",
-                wanted.len()
-            ),
-        ));
+        return Err(ReassignmentOutcome::ReplicationFactorChanged {
+            from: i32::try_from(original).unwrap_or(i32::MAX),
+        });
     }
     // Kafka's `PartitionReassignmentReplicas`: the target first, then the replicas leaving.
     let removing: Vec<i32> = partition
@@ -263,10 +326,7 @@ fn cancel(
     policy: &UncleanPolicy,
 ) -> Outcome {
     if !in_progress(partition) {
-        return Err((
-            NO_REASSIGNMENT_IN_PROGRESS,
-            "No partition reassignment is in progress.".to_owned(),
-        ));
+        return Err(ReassignmentOutcome::NotInProgress);
     }
     let adding = &partition.adding_replicas;
     let replicas: Vec<i32> = partition
@@ -283,12 +343,7 @@ fn cancel(
         .collect();
     let unclean = policy.enabled(image, topic);
     if isr.is_empty() && !unclean {
-        return Err((
-            INVALID_REPLICA_ASSIGNMENT,
-            format!(
-                "Unable to revert partition assignment for {topic}:{partition_id} because it would require an unclean leader election."
-            ),
-        ));
+        return Err(ReassignmentOutcome::RevertNeedsUncleanElection);
     }
     let target = ChangeTarget {
         replicas,
@@ -300,66 +355,182 @@ fn cancel(
     Ok(build_change(image, topic_id, partition_id, partition, target).0)
 }
 
-/// Decides AlterPartitionReassignments at `version`: one result per requested partition in
-/// request order; every record of the request is written atomically. A partition whose record
-/// would be past [`MAX_RECORDS_PER_USER_OP`] fails UNKNOWN_SERVER_ERROR without a message and
-/// the others are decided on, as Kafka's controller answers the `BoundedList` overflow it
-/// catches per partition.
+/// One named partition: its topic, index and the replicas wanted (`None`: cancel).
+#[derive(Clone, Copy, Debug)]
+pub struct Wanted<'a> {
+    pub topic: &'a str,
+    pub partition: i32,
+    pub replicas: Option<&'a [i32]>,
+}
+
+/// The partitions an AlterPartitionReassignments request names with the replicas it wants
+/// (`None`: cancel), read one at a time from where they are kept (a decoded request, or its
+/// frame: issue #11).
+pub trait RequestedReassignments: Send + Sync {
+    /// How many partitions it names.
+    fn count(&self) -> usize;
+
+    /// Calls `visit` with each named topic, partition and wanted replicas in request order;
+    /// stops early when `visit` returns false.
+    fn each(&self, visit: &mut dyn FnMut(Wanted<'_>) -> bool) -> Result<(), String>;
+}
+
+impl RequestedReassignments for Vec<ReassignableTopic> {
+    fn count(&self) -> usize {
+        self.iter().map(|topic| topic.partitions.len()).sum()
+    }
+
+    fn each(&self, visit: &mut dyn FnMut(Wanted<'_>) -> bool) -> Result<(), String> {
+        let mut replica_ids = Vec::new();
+        for topic in self {
+            for partition in &topic.partitions {
+                let replicas = partition.replicas.as_ref().map(|ids| {
+                    replica_ids.clear();
+                    replica_ids.extend(ids.iter().map(|id| id.0));
+                    replica_ids.as_slice()
+                });
+                let wanted = Wanted {
+                    topic: &topic.name,
+                    partition: partition.partition_index,
+                    replicas,
+                };
+                if !visit(wanted) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The answer to AlterPartitionReassignments: each named partition's outcome in request
+/// order and whether the replication factor could change, or the refusal of the whole request
+/// (its code and message at the top and on every named partition).
+#[derive(Debug, Default, PartialEq)]
+pub struct ListedReassignments {
+    pub outcomes: Vec<ReassignmentOutcome>,
+    pub allow_replication_factor_change: bool,
+    pub refused: Option<(i16, String)>,
+}
+
+impl ListedReassignments {
+    /// A request refused whole.
+    pub fn refused(code: i16, message: &str) -> Self {
+        ListedReassignments {
+            refused: Some((code, message.to_owned())),
+            ..Default::default()
+        }
+    }
+}
+
+/// Decides AlterPartitionReassignments at `version` for the partitions `partitions` names:
+/// one outcome per named partition in request order; every record of the request is written
+/// atomically. Every partition is decided on the image before this request, as Kafka's
+/// controller decides them (a partition named twice gets two records, the second applied
+/// last). A partition whose record would be past [`MAX_RECORDS_PER_USER_OP`] fails
+/// UNKNOWN_SERVER_ERROR without a message and the others are decided on, as Kafka's controller
+/// answers the `BoundedList` overflow it catches per partition.
+pub fn alter_listed_reassignments(
+    image: &MetadataImage,
+    partitions: &dyn RequestedReassignments,
+    allow_replication_factor_change: bool,
+    version: i16,
+    policy: &UncleanPolicy,
+) -> ControllerResult<ListedReassignments> {
+    let allow_rf_change = version < 1 || allow_replication_factor_change;
+    let mut records = Vec::new();
+    // Sized once: a doubling vector's earlier copies stay resident in the allocator.
+    let mut outcomes = Vec::with_capacity(partitions.count());
+    let walked = partitions.each(&mut |wanted| {
+        let outcome = alter_one(
+            image,
+            wanted.topic,
+            wanted.partition,
+            wanted.replicas,
+            allow_rf_change,
+            policy,
+        );
+        outcomes.push(match outcome {
+            Ok(Some(_)) if records.len() == MAX_RECORDS_PER_USER_OP => {
+                ReassignmentOutcome::PastBatch
+            }
+            Ok(record) => {
+                records.extend(record.map(MetadataRecord::PartitionChange));
+                ReassignmentOutcome::Altered
+            }
+            Err(refused) => refused,
+        });
+        true
+    });
+    if let Err(error) = walked {
+        tracing::error!(%error, "an AlterPartitionReassignments request could not be read again");
+        return ControllerResult {
+            records: Vec::new(),
+            response: ListedReassignments::refused(UNKNOWN_SERVER_ERROR, &error),
+        };
+    }
+    ControllerResult {
+        records,
+        response: ListedReassignments {
+            outcomes,
+            allow_replication_factor_change: allow_rf_change,
+            refused: None,
+        },
+    }
+}
+
+/// Decides a decoded AlterPartitionReassignments request at `version` as
+/// [`alter_listed_reassignments`] does.
 pub fn alter_partition_reassignments(
     image: &MetadataImage,
     request: &AlterPartitionReassignmentsRequest,
     version: i16,
     policy: &UncleanPolicy,
 ) -> ControllerResult<AlterPartitionReassignmentsResponse> {
-    let allow_rf_change = version < 1 || request.allow_replication_factor_change;
-    let mut records = Vec::new();
-    let mut responses = Vec::with_capacity(request.topics.len());
-    // Every partition is decided on the image before this request, as Kafka's controller
-    // decides them (a partition named twice gets two records, the second applied last).
-    for topic in &request.topics {
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for wanted in &topic.partitions {
-            let target: Option<Vec<i32>> = wanted
-                .replicas
-                .as_ref()
-                .map(|ids| ids.iter().map(|id| id.0).collect());
-            let outcome = alter_one(
-                image,
-                &topic.name,
-                wanted.partition_index,
-                target.as_deref(),
-                allow_rf_change,
-                policy,
-            );
-            let (code, message) = match outcome {
-                Ok(Some(_)) if records.len() == MAX_RECORDS_PER_USER_OP => {
-                    (UNKNOWN_SERVER_ERROR, None)
-                }
-                Ok(record) => {
-                    records.extend(record.map(MetadataRecord::PartitionChange));
-                    (0, None)
-                }
-                Err((code, message)) => (code, Some(message)),
-            };
-            partitions.push(
-                ReassignablePartitionResponse::default()
-                    .with_partition_index(wanted.partition_index)
-                    .with_error_code(code)
-                    .with_error_message(message.map(StrBytes::from_string)),
-            );
-        }
-        responses.push(
+    let ControllerResult { records, response } = alter_listed_reassignments(
+        image,
+        &request.topics,
+        request.allow_replication_factor_change,
+        version,
+        policy,
+    );
+    let mut outcomes = response.outcomes.into_iter();
+    let responses = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|wanted| {
+                    let replicas = wanted.replicas.as_ref().map_or(0, Vec::len);
+                    let (code, message) = match &response.refused {
+                        Some((code, message)) => (*code, Some(message.clone())),
+                        None => outcomes.next().map_or(
+                            (
+                                UNKNOWN_SERVER_ERROR,
+                                Some("the partition has no outcome".to_owned()),
+                            ),
+                            |outcome| outcome.answer(&topic.name, wanted.partition_index, replicas),
+                        ),
+                    };
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(wanted.partition_index)
+                        .with_error_code(code)
+                        .with_error_message(message.map(StrBytes::from_string))
+                })
+                .collect();
             ReassignableTopicResponse::default()
                 .with_name(topic.name.clone())
-                .with_partitions(partitions),
-        );
-    }
+                .with_partitions(partitions)
+        })
+        .collect();
     ControllerResult {
         records,
         // Kafka sets the message null (the schema's default is the empty string).
         response: AlterPartitionReassignmentsResponse::default()
             .with_error_message(None)
-            .with_allow_replication_factor_change(allow_rf_change)
+            .with_allow_replication_factor_change(response.allow_replication_factor_change)
             .with_responses(responses),
     }
 }
