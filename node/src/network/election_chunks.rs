@@ -3,16 +3,16 @@
 //!
 //! A partition is four bytes on the wire, but a decoded request, its result (with a message
 //! naming the topic and partition for an unknown one) and the encoded answer cost 80 to 110
-//! times that. Here the topics stay in the frame: the controller reads the named partitions
-//! from it one at a time (`RequestedPartitions`) and keeps one byte per partition, its
-//! outcome, whose message is made from the frame's topic and partition when the answer is
-//! written. Kafka answers every named partition in request order, a partition named twice
-//! twice, so nothing here looks for repeats.
+//! times that. Here the topics stay in the frame (`topic_partitions.rs`): the controller reads
+//! the named partitions from it one at a time (`RequestedPartitions`) and keeps one byte per
+//! partition, its outcome, whose message is made from the frame's topic and partition when the
+//! answer is written. Kafka answers every named partition in request order, a partition named
+//! twice twice, so nothing here looks for repeats.
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use anyhow::Context;
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::elect_leaders_response::PartitionResult;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -21,27 +21,61 @@ use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::election::{ListedElections, RequestedPartitions};
 use gregor_actors::handlers::{self, ApiResponse};
 
-use super::dedup_decode::{array_length, need};
-use super::repeated::{
-    put_array_length, put_uvarint, skip, skip_string, skip_tagged_fields, PieceSource, PiecesWriter,
-};
+use super::dedup_decode::need;
+use super::repeated::PiecesWriter;
+use super::topic_partitions::{TopicList, TopicPartitionsApi, TopicResults};
 
-/// Partitions (and topics) answered per piece of the answer; a request naming no more is
-/// decoded whole.
-pub const CHUNK: usize = 1024;
+/// ElectLeaders as a list of topics naming partitions (four bytes each).
+pub struct ElectLeadersApi;
+
+impl TopicPartitionsApi for ElectLeadersApi {
+    const API: &'static str = "ElectLeaders";
+    type Partition = i32;
+    type Answers = ListedElections;
+
+    fn flexible(version: i16) -> bool {
+        version >= 2
+    }
+
+    fn partition(partitions: &mut Bytes, _: i16) -> anyhow::Result<i32> {
+        need(partitions, 4)?;
+        Ok(partitions.get_i32())
+    }
+
+    fn answered(answers: &ListedElections) -> Option<usize> {
+        answers.refused.is_none().then_some(answers.outcomes.len())
+    }
+
+    fn write_partition(
+        answers: &ListedElections,
+        index: usize,
+        topic: &str,
+        partition: &i32,
+        piece: &mut BytesMut,
+        version: i16,
+    ) -> anyhow::Result<()> {
+        let (code, message) = match &answers.refused {
+            Some((code, message)) => (*code, message.clone()),
+            None => answers
+                .outcomes
+                .get(index)
+                .context("more partitions than outcomes")?
+                .answer(topic, *partition),
+        };
+        PartitionResult::default()
+            .with_partition_id(*partition)
+            .with_error_code(code)
+            .with_error_message(message.map(StrBytes::from_string))
+            .encode(piece, version)?;
+        Ok(())
+    }
+}
 
 /// An ElectLeaders request whose topics stay in the frame.
 #[derive(Clone)]
 pub struct ChunkedElections {
-    /// The request body.
-    body: Bytes,
-    version: i16,
+    topics: TopicList,
     election_type: i8,
-    /// Where the topics start in `body` (after their list's length), and how many.
-    topics_at: usize,
-    topics: usize,
-    /// How many partitions they name.
-    partitions: usize,
 }
 
 /// Whether `frame` (header and body) is an ElectLeaders request this module decides: the
@@ -57,235 +91,52 @@ pub fn is_long(frame: &Bytes, version: i16) -> bool {
 /// partitions; `None` for other requests (null partitions: every partition), decoded whole.
 /// The request is read to its end first, so a malformed one is refused whole, as the crate's
 /// decoder refuses it.
+///
+/// [`CHUNK`]: super::topic_partitions::CHUNK
 pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedElections>> {
     if !(0..=2).contains(&version) {
         return None;
     }
-    let flexible = version >= 2;
     let mut rest = body.clone();
     let election_type = match version {
         0 => 0,
         _ => rest.try_get_i8().ok()?,
     };
-    let topics = usize::try_from(array_length(&mut rest, flexible).ok()?).ok()?;
-    let topics_at = body.len() - rest.len();
-    // Counted first: a short list is left to the crate's decoder, whatever it holds, and a
-    // long one is refused where it breaks, before the crate would decode what comes before.
-    let mut counting = rest.clone();
-    let mut partitions = 0usize;
-    for topic in 0..topics {
-        // The partitions a topic claims count even when its list is cut short.
-        let mut claimed = 0;
-        let counted = (|| -> anyhow::Result<()> {
-            skip_string(&mut counting, flexible)?;
-            claimed = usize::try_from(array_length(&mut counting, flexible)?)
-                .context("an ElectLeaders topic's partitions must not be null")?;
-            skip(
-                &mut counting,
-                claimed.checked_mul(4).context("too many partitions")?,
-            )?;
-            skip_tagged_fields(&mut counting, flexible)
-        })();
-        partitions = partitions.saturating_add(claimed);
-        if let Err(e) = counted {
-            return (topic > CHUNK || partitions > CHUNK).then_some(Err(e));
-        }
-    }
-    if topics <= CHUNK && partitions <= CHUNK {
-        return None;
-    }
-    Some(
-        read_topics(rest, version, topics).map(|()| ChunkedElections {
-            body: body.clone(),
-            version,
-            election_type,
-            topics_at,
+    let topics = TopicList::scan::<ElectLeadersApi>(body, &mut rest, version)?;
+    Some(topics.and_then(|topics| {
+        // The timeout, then tagged fields.
+        need(&rest, 4)?;
+        rest.advance(4);
+        super::repeated::skip_tagged_fields(&mut rest, version >= 2)?;
+        Ok(ChunkedElections {
             topics,
-            partitions,
-        }),
-    )
-}
-
-/// Reads the topics and what follows them as the crate's decoder would.
-fn read_topics(mut rest: Bytes, version: i16, topics: usize) -> anyhow::Result<()> {
-    let flexible = version >= 2;
-    for _ in 0..topics {
-        name(&mut rest, flexible)?;
-        let named = usize::try_from(array_length(&mut rest, flexible)?)
-            .context("an ElectLeaders topic's partitions must not be null")?;
-        skip(
-            &mut rest,
-            named.checked_mul(4).context("too many partitions")?,
-        )?;
-        skip_tagged_fields(&mut rest, flexible)?;
-    }
-    need(&rest, 4)?;
-    rest.advance(4);
-    skip_tagged_fields(&mut rest, flexible)
-}
-
-/// A topic's name, checked as the crate checks a string.
-fn name(rest: &mut Bytes, flexible: bool) -> anyhow::Result<Bytes> {
-    let length = if flexible {
-        i64::from(super::dedup_decode::uvarint(rest)?) - 1
-    } else {
-        need(rest, 2)?;
-        i64::from(rest.get_i16())
-    };
-    let Ok(length) = usize::try_from(length) else {
-        bail!("an ElectLeaders topic name must not be null");
-    };
-    need(rest, length)?;
-    let name = rest.split_to(length);
-    std::str::from_utf8(&name).context("an ElectLeaders topic name that is not UTF-8")?;
-    Ok(name)
-}
-
-/// The topics of a request in order: each one's name and partitions (four bytes each).
-struct Cursor<'a> {
-    request: &'a ChunkedElections,
-    rest: Bytes,
-    index: usize,
-}
-
-impl Cursor<'_> {
-    fn next_topic(&mut self) -> anyhow::Result<Option<(Bytes, Bytes)>> {
-        if self.index == self.request.topics {
-            return Ok(None);
-        }
-        let flexible = self.request.version >= 2;
-        let name = name(&mut self.rest, flexible)?;
-        let named = usize::try_from(array_length(&mut self.rest, flexible)?)
-            .context("an ElectLeaders topic's partitions must not be null")?;
-        need(&self.rest, named * 4)?;
-        let partitions = self.rest.split_to(named * 4);
-        skip_tagged_fields(&mut self.rest, flexible)?;
-        self.index += 1;
-        Ok(Some((name, partitions)))
-    }
-}
-
-fn text(name: &Bytes) -> anyhow::Result<&str> {
-    std::str::from_utf8(name).context("a topic name that is not UTF-8")
-}
-
-impl ChunkedElections {
-    fn cursor(&self) -> Cursor<'_> {
-        Cursor {
-            request: self,
-            rest: self.body.slice(self.topics_at..),
-            index: 0,
-        }
-    }
+            election_type,
+        })
+    }))
 }
 
 impl RequestedPartitions for ChunkedElections {
     fn count(&self) -> usize {
-        self.partitions
+        self.topics.partitions
     }
 
     fn each(&self, visit: &mut dyn FnMut(&str, i32) -> bool) -> Result<(), String> {
-        let mut cursor = self.cursor();
-        while let Some((name, mut partitions)) = cursor.next_topic().map_err(|e| e.to_string())? {
-            let topic = text(&name).map_err(|e| e.to_string())?;
-            while partitions.has_remaining() {
-                if !visit(topic, partitions.get_i32()) {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
+        self.topics.each::<ElectLeadersApi>(visit)
     }
-}
-
-/// The answer's topics, each with a result per named partition, from the frame and the
-/// controller's outcomes.
-pub struct ElectionResults {
-    request: Arc<ChunkedElections>,
-    answers: ListedElections,
 }
 
 /// Writes the topics' results, about [`CHUNK`] partitions at a time.
-pub type ElectionResultsWriter = PiecesWriter<ElectionResults>;
-
-fn put_string(piece: &mut BytesMut, text: &[u8], flexible: bool) -> anyhow::Result<()> {
-    if flexible {
-        put_uvarint(piece, u32::try_from(text.len() + 1)?);
-    } else {
-        piece.put_i16(i16::try_from(text.len())?);
-    }
-    piece.put_slice(text);
-    Ok(())
-}
-
-impl PieceSource for ElectionResults {
-    const API: &'static str = "ElectLeaders";
-
-    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
-        let request = &self.request;
-        let flexible = request.version >= 2;
-        let mut cursor = request.cursor();
-        // The topic being written and its partitions not yet answered.
-        let mut current: Option<(Bytes, Bytes)> = None;
-        let mut answered = 0;
-        move || {
-            let mut piece = BytesMut::new();
-            let mut in_piece = 0;
-            while in_piece < CHUNK {
-                let Some((name, partitions)) = current.as_mut() else {
-                    let Some((name, partitions)) = cursor.next_topic()? else {
-                        break;
-                    };
-                    put_string(&mut piece, &name, flexible)?;
-                    put_array_length(&mut piece, partitions.len() / 4, flexible)?;
-                    current = Some((name, partitions));
-                    in_piece += 1;
-                    continue;
-                };
-                if !partitions.has_remaining() {
-                    if flexible {
-                        piece.put_u8(0);
-                    }
-                    current = None;
-                    continue;
-                }
-                let partition = partitions.get_i32();
-                let (code, message) = match &self.answers.refused {
-                    Some((code, message)) => (*code, message.clone()),
-                    None => self
-                        .answers
-                        .outcomes
-                        .get(answered)
-                        .context("more partitions than outcomes")?
-                        .answer(text(name)?, partition),
-                };
-                PartitionResult::default()
-                    .with_partition_id(partition)
-                    .with_error_code(code)
-                    .with_error_message(message.map(StrBytes::from_string))
-                    .encode(&mut piece, request.version)?;
-                answered += 1;
-                in_piece += 1;
-            }
-            Ok((!piece.is_empty()).then_some(piece))
-        }
-    }
-}
+///
+/// [`CHUNK`]: super::topic_partitions::CHUNK
+pub type ElectionResultsWriter = PiecesWriter<TopicResults<ElectLeadersApi>>;
 
 /// The writer of `request`'s answer, the controller's `answers`.
 fn results_writer(
-    request: Arc<ChunkedElections>,
+    request: &ChunkedElections,
     answers: ListedElections,
 ) -> anyhow::Result<ElectionResultsWriter> {
-    if answers.refused.is_none() && answers.outcomes.len() != request.partitions {
-        bail!(
-            "{} partitions answered of {}",
-            answers.outcomes.len(),
-            request.partitions
-        );
-    }
-    let topics = request.topics;
-    PiecesWriter::new(ElectionResults { request, answers }, topics)
+    let topics = request.topics.topics;
+    PiecesWriter::new(TopicResults::new(request.topics.clone(), answers)?, topics)
 }
 
 /// Elects leaders with the controller reading the partitions from the frame: the answer's
@@ -300,16 +151,16 @@ pub(crate) async fn handle(
         ctx,
         info,
         request.clone(),
-        request.partitions,
+        request.topics.partitions,
         request.election_type,
     )
     .await;
     tracing::debug!(
-        topics = request.topics,
-        partitions = request.partitions,
+        topics = request.topics.topics,
+        partitions = request.topics.partitions,
         "an ElectLeaders request decided from its frame"
     );
-    Ok((answer, results_writer(request, answers)?))
+    Ok((answer, results_writer(&request, answers)?))
 }
 
 #[cfg(test)]
@@ -429,7 +280,10 @@ mod tests {
             let body = body(&request, version)?;
             assert!(scan(&body, 3).is_none(), "no such version");
             let chunked = scan(&body, version).context("chunked")??;
-            assert_eq!((chunked.topics, chunked.partitions), (5, 1206));
+            assert_eq!(
+                (chunked.topics.topics, chunked.topics.partitions),
+                (5, 1206)
+            );
             let listed = elect_listed_leaders(&image, &chunked, election_type, version);
             assert_eq!(
                 listed.records, decoded.records,
@@ -441,7 +295,7 @@ mod tests {
                 .as_ref()
                 .map_or(0, |(code, _)| *code);
             assert_eq!(top, decoded.response.error_code);
-            let writer = results_writer(Arc::new(chunked), listed.response)?;
+            let writer = results_writer(&chunked, listed.response)?;
             assert_eq!(
                 written(&writer, version)?,
                 decoded.response.replica_election_results,
@@ -464,7 +318,7 @@ mod tests {
     fn a_refused_request_answers_every_partition_without_a_message() -> anyhow::Result<()> {
         let request = ElectLeadersRequest::default().with_topic_partitions(Some(named()));
         let chunked = scan(&body(&request, 2)?, 2).context("chunked")??;
-        let writer = results_writer(Arc::new(chunked), ListedElections::refused(31, None))?;
+        let writer = results_writer(&chunked, ListedElections::refused(31, None))?;
         let results = written(&writer, 2)?;
         assert_eq!(results.len(), 5);
         let partitions: Vec<_> = results.iter().flat_map(|t| &t.partition_result).collect();

@@ -30,6 +30,7 @@ mod sasl;
 pub mod scram_chunks;
 pub mod tls;
 pub mod topic_list_chunks;
+pub mod topic_partitions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

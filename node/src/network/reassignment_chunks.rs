@@ -3,16 +3,16 @@
 //!
 //! A cancelled partition is six bytes on the wire, but a decoded request, its result (with a
 //! message naming the topic and partition for an unknown one) and the encoded answer cost 75 to
-//! 95 times that. As ElectLeaders' (`election_chunks.rs`), the topics stay in the frame: the
-//! controller reads the named partitions one at a time (`RequestedReassignments`) and keeps
-//! an eight-byte outcome per partition, whose message is made from the frame's topic,
-//! partition and replicas when the answer is written. Kafka answers every named partition in
-//! request order, so nothing here looks for repeats.
+//! 95 times that. As ElectLeaders' (`election_chunks.rs`), the topics stay in the frame
+//! (`topic_partitions.rs`): the controller reads the named partitions one at a time
+//! (`RequestedReassignments`) and keeps an eight-byte outcome per partition, whose message is
+//! made from the frame's topic, partition and replicas when the answer is written. Kafka
+//! answers every named partition in request order, so nothing here looks for repeats.
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use anyhow::Context;
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::alter_partition_reassignments_response::ReassignablePartitionResponse;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -23,28 +23,73 @@ use gregor_actors::controller::logic::reassignment::{
 };
 use gregor_actors::handlers::{self, ApiResponse};
 
-use super::dedup_decode::{array_length, need, uvarint};
-use super::repeated::{
-    put_array_length, put_uvarint, skip, skip_tagged_fields, PieceSource, PiecesWriter,
-};
+use super::dedup_decode::{array_length, need};
+use super::repeated::{skip, skip_tagged_fields, PiecesWriter};
+use super::topic_partitions::{TopicList, TopicPartitionsApi, TopicResults};
 
-/// Partitions (and topics) answered per piece of the answer; a request naming no more is
-/// decoded whole.
-pub const CHUNK: usize = 1024;
+/// AlterPartitionReassignments as a list of topics naming partitions, each with the replicas
+/// it wants (four bytes each; `None`: cancel). Every version is flexible.
+pub struct ReassignmentsApi;
 
-/// An AlterPartitionReassignments request whose topics stay in the frame (every version is
-/// flexible).
+impl TopicPartitionsApi for ReassignmentsApi {
+    const API: &'static str = "AlterPartitionReassignments";
+    type Partition = (i32, Option<Bytes>);
+    type Answers = ListedReassignments;
+
+    fn flexible(_: i16) -> bool {
+        true
+    }
+
+    fn partition(partitions: &mut Bytes, _: i16) -> anyhow::Result<(i32, Option<Bytes>)> {
+        need(partitions, 4)?;
+        let index = partitions.get_i32();
+        let replicas = match usize::try_from(array_length(partitions, true)?) {
+            Ok(count) => {
+                let size = count.checked_mul(4).context("too many replicas")?;
+                need(partitions, size)?;
+                Some(partitions.split_to(size))
+            }
+            Err(_) => None,
+        };
+        skip_tagged_fields(partitions, true)?;
+        Ok((index, replicas))
+    }
+
+    fn answered(answers: &ListedReassignments) -> Option<usize> {
+        answers.refused.is_none().then_some(answers.outcomes.len())
+    }
+
+    fn write_partition(
+        answers: &ListedReassignments,
+        index: usize,
+        topic: &str,
+        (partition, replicas): &(i32, Option<Bytes>),
+        piece: &mut BytesMut,
+        version: i16,
+    ) -> anyhow::Result<()> {
+        let wanted = replicas.as_ref().map_or(0, |ids| ids.len() / 4);
+        let (code, message) = match &answers.refused {
+            Some((code, message)) => (*code, Some(message.clone())),
+            None => answers
+                .outcomes
+                .get(index)
+                .context("more partitions than outcomes")?
+                .answer(topic, *partition, wanted),
+        };
+        ReassignablePartitionResponse::default()
+            .with_partition_index(*partition)
+            .with_error_code(code)
+            .with_error_message(message.map(StrBytes::from_string))
+            .encode(piece, version)?;
+        Ok(())
+    }
+}
+
+/// An AlterPartitionReassignments request whose topics stay in the frame.
 #[derive(Clone)]
 pub struct ChunkedReassignments {
-    /// The request body.
-    body: Bytes,
-    version: i16,
+    topics: TopicList,
     allow_replication_factor_change: bool,
-    /// Where the topics start in `body` (after their list's length), and how many.
-    topics_at: usize,
-    topics: usize,
-    /// How many partitions they name.
-    partitions: usize,
 }
 
 /// Whether `frame` (header and body) is an AlterPartitionReassignments request this module
@@ -56,52 +101,11 @@ pub fn is_long(frame: &Bytes, version: i16) -> bool {
         && matches!(scan(&rest, version), Some(Ok(_)))
 }
 
-/// A topic's name, checked as the crate checks a string.
-fn name(rest: &mut Bytes) -> anyhow::Result<Bytes> {
-    let Some(length) = (uvarint(rest)? as usize).checked_sub(1) else {
-        bail!("an AlterPartitionReassignments topic name must not be null");
-    };
-    need(rest, length)?;
-    let name = rest.split_to(length);
-    std::str::from_utf8(&name).context("a topic name that is not UTF-8")?;
-    Ok(name)
-}
-
-/// One partition: its index and wanted replicas (four bytes each; `None`: cancel).
-fn partition(rest: &mut Bytes) -> anyhow::Result<(i32, Option<Bytes>)> {
-    need(rest, 4)?;
-    let index = rest.get_i32();
-    let replicas = match usize::try_from(array_length(rest, true)?) {
-        Ok(count) => {
-            let size = count.checked_mul(4).context("too many replicas")?;
-            need(rest, size)?;
-            Some(rest.split_to(size))
-        }
-        Err(_) => None,
-    };
-    skip_tagged_fields(rest, true)?;
-    Ok((index, replicas))
-}
-
-/// One topic: its name and partitions, and how many it names.
-fn topic(rest: &mut Bytes, claimed: &mut usize) -> anyhow::Result<(Bytes, Bytes)> {
-    let name = name(rest)?;
-    *claimed = usize::try_from(array_length(rest, true)?)
-        .context("an AlterPartitionReassignments topic's partitions must not be null")?;
-    let start = rest.clone();
-    for _ in 0..*claimed {
-        partition(rest)?;
-    }
-    let mut partitions = start;
-    partitions.truncate(partitions.len() - rest.len());
-    skip_tagged_fields(rest, true)?;
-    Ok((name, partitions))
-}
-
 /// Reads `body` (an AlterPartitionReassignments request body) when it names more than
 /// [`CHUNK`] topics or partitions; `None` for other requests, decoded whole. A long request
-/// is read to its end first, so a malformed one is refused whole, before the crate would
-/// decode what comes before where it breaks.
+/// is read to its end first, so a malformed one is refused whole.
+///
+/// [`CHUNK`]: super::topic_partitions::CHUNK
 pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedReassignments>> {
     if !(0..=1).contains(&version) {
         return None;
@@ -112,75 +116,25 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedReassign
         0 => true,
         _ => rest.try_get_u8().ok()? != 0,
     };
-    let topics = usize::try_from(array_length(&mut rest, true).ok()?).ok()?;
-    let topics_at = body.len() - rest.len();
-    let mut partitions = 0usize;
-    for index in 0..topics {
-        let mut claimed = 0;
-        let read = topic(&mut rest, &mut claimed);
-        partitions = partitions.saturating_add(claimed);
-        if let Err(e) = read {
-            return (index > CHUNK || partitions > CHUNK).then_some(Err(e));
-        }
-    }
-    if topics <= CHUNK && partitions <= CHUNK {
-        return None;
-    }
-    Some(
-        skip_tagged_fields(&mut rest, true).map(|()| ChunkedReassignments {
-            body: body.clone(),
-            version,
-            allow_replication_factor_change,
-            topics_at,
+    let topics = TopicList::scan::<ReassignmentsApi>(body, &mut rest, version)?;
+    Some(topics.and_then(|topics| {
+        skip_tagged_fields(&mut rest, true)?;
+        Ok(ChunkedReassignments {
             topics,
-            partitions,
-        }),
-    )
-}
-
-/// The topics of a request in order: each one's name and partitions.
-struct Cursor<'a> {
-    request: &'a ChunkedReassignments,
-    rest: Bytes,
-    index: usize,
-}
-
-impl Cursor<'_> {
-    fn next_topic(&mut self) -> anyhow::Result<Option<(Bytes, Bytes)>> {
-        if self.index == self.request.topics {
-            return Ok(None);
-        }
-        self.index += 1;
-        topic(&mut self.rest, &mut 0).map(Some)
-    }
-}
-
-fn text(name: &Bytes) -> anyhow::Result<&str> {
-    std::str::from_utf8(name).context("a topic name that is not UTF-8")
-}
-
-impl ChunkedReassignments {
-    fn cursor(&self) -> Cursor<'_> {
-        Cursor {
-            request: self,
-            rest: self.body.slice(self.topics_at..),
-            index: 0,
-        }
-    }
+            allow_replication_factor_change,
+        })
+    }))
 }
 
 impl RequestedReassignments for ChunkedReassignments {
     fn count(&self) -> usize {
-        self.partitions
+        self.topics.partitions
     }
 
     fn each(&self, visit: &mut dyn FnMut(Wanted<'_>) -> bool) -> Result<(), String> {
-        let mut cursor = self.cursor();
         let mut replica_ids = Vec::new();
-        while let Some((name, mut partitions)) = cursor.next_topic().map_err(|e| e.to_string())? {
-            let topic = text(&name).map_err(|e| e.to_string())?;
-            while partitions.has_remaining() {
-                let (index, replicas) = partition(&mut partitions).map_err(|e| e.to_string())?;
+        self.topics
+            .each::<ReassignmentsApi>(|topic, (partition, replicas)| {
                 let replicas = replicas.map(|mut ids| {
                     replica_ids.clear();
                     while ids.has_remaining() {
@@ -188,102 +142,27 @@ impl RequestedReassignments for ChunkedReassignments {
                     }
                     replica_ids.as_slice()
                 });
-                let wanted = Wanted {
+                visit(Wanted {
                     topic,
-                    partition: index,
+                    partition,
                     replicas,
-                };
-                if !visit(wanted) {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
+                })
+            })
     }
-}
-
-/// The answer's topics, each with a result per named partition, from the frame and the
-/// controller's outcomes.
-pub struct ReassignmentResults {
-    request: Arc<ChunkedReassignments>,
-    answers: ListedReassignments,
 }
 
 /// Writes the topics' results, about [`CHUNK`] partitions at a time.
-pub type ReassignmentResultsWriter = PiecesWriter<ReassignmentResults>;
-
-impl PieceSource for ReassignmentResults {
-    const API: &'static str = "AlterPartitionReassignments";
-
-    fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
-        let request = &self.request;
-        let mut cursor = request.cursor();
-        // The topic being written and its partitions not yet answered.
-        let mut current: Option<(Bytes, Bytes)> = None;
-        let mut answered = 0;
-        move || {
-            let mut piece = BytesMut::new();
-            let mut in_piece = 0;
-            while in_piece < CHUNK {
-                let Some((name, partitions)) = current.as_mut() else {
-                    let Some((name, partitions)) = cursor.next_topic()? else {
-                        break;
-                    };
-                    put_uvarint(&mut piece, u32::try_from(name.len() + 1)?);
-                    piece.put_slice(&name);
-                    let mut counting = partitions.clone();
-                    let mut count = 0;
-                    while counting.has_remaining() {
-                        partition(&mut counting)?;
-                        count += 1;
-                    }
-                    put_array_length(&mut piece, count, true)?;
-                    current = Some((name, partitions));
-                    in_piece += 1;
-                    continue;
-                };
-                if !partitions.has_remaining() {
-                    piece.put_u8(0);
-                    current = None;
-                    continue;
-                }
-                let (index, replicas) = partition(partitions)?;
-                let (code, message) = match &self.answers.refused {
-                    Some((code, message)) => (*code, Some(message.clone())),
-                    None => self
-                        .answers
-                        .outcomes
-                        .get(answered)
-                        .context("more partitions than outcomes")?
-                        .answer(text(name)?, index, replicas.map_or(0, |ids| ids.len() / 4)),
-                };
-                ReassignablePartitionResponse::default()
-                    .with_partition_index(index)
-                    .with_error_code(code)
-                    .with_error_message(message.map(StrBytes::from_string))
-                    .encode(&mut piece, request.version)?;
-                answered += 1;
-                in_piece += 1;
-            }
-            Ok((!piece.is_empty()).then_some(piece))
-        }
-    }
-}
+///
+/// [`CHUNK`]: super::topic_partitions::CHUNK
+pub type ReassignmentResultsWriter = PiecesWriter<TopicResults<ReassignmentsApi>>;
 
 /// The writer of `request`'s answer, the controller's `answers`.
 fn results_writer(
-    request: Arc<ChunkedReassignments>,
+    request: &ChunkedReassignments,
     answers: ListedReassignments,
 ) -> anyhow::Result<ReassignmentResultsWriter> {
-    if answers.refused.is_none() && answers.outcomes.len() != request.partitions {
-        bail!(
-            "{} partitions answered of {}",
-            answers.outcomes.len(),
-            request.partitions
-        );
-    }
-    let topics = request.topics;
-    PiecesWriter::new(ReassignmentResults { request, answers }, topics)
+    let topics = request.topics.topics;
+    PiecesWriter::new(TopicResults::new(request.topics.clone(), answers)?, topics)
 }
 
 /// Alters the reassignments with the controller reading the partitions from the frame: the
@@ -298,16 +177,16 @@ pub(crate) async fn handle(
         ctx,
         info,
         request.clone(),
-        request.partitions,
+        request.topics.partitions,
         request.allow_replication_factor_change,
     )
     .await;
     tracing::debug!(
-        topics = request.topics,
-        partitions = request.partitions,
+        topics = request.topics.topics,
+        partitions = request.topics.partitions,
         "an AlterPartitionReassignments request decided from its frame"
     );
-    Ok((answer, results_writer(request, answers)?))
+    Ok((answer, results_writer(&request, answers)?))
 }
 
 #[cfg(test)]
@@ -446,14 +325,17 @@ mod tests {
             let body = body(&request, version)?;
             assert!(scan(&body, 2).is_none(), "no such version");
             let chunked = scan(&body, version).context("chunked")??;
-            assert_eq!((chunked.topics, chunked.partitions), (5, 1109));
+            assert_eq!(
+                (chunked.topics.topics, chunked.topics.partitions),
+                (5, 1109)
+            );
             let listed = alter_listed_reassignments(&image, &chunked, allow, version, &policy);
             assert_eq!(listed.records, decoded.records, "v{version} {allow}");
             assert_eq!(
                 listed.response.allow_replication_factor_change,
                 decoded.response.allow_replication_factor_change
             );
-            let writer = results_writer(Arc::new(chunked), listed.response)?;
+            let writer = results_writer(&chunked, listed.response)?;
             assert_eq!(written(&writer, version)?, decoded.response.responses);
         }
         // Kafka's messages, made from the frame.
@@ -484,7 +366,7 @@ mod tests {
         let request = AlterPartitionReassignmentsRequest::default().with_topics(named());
         let chunked = scan(&body(&request, 1)?, 1).context("chunked")??;
         let writer = results_writer(
-            Arc::new(chunked),
+            &chunked,
             ListedReassignments::refused(31, "Cluster authorization failed."),
         )?;
         let results = written(&writer, 1)?;
