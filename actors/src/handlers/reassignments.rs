@@ -118,7 +118,7 @@ pub async fn alter_listed_reassignments(
         }
         None => {
             errors.add(0);
-            for outcome in &answers.outcomes {
+            for outcome in answers.outcomes.iter() {
                 errors.add(outcome.code());
             }
             // Kafka sets the message null (the schema's default is the empty string).

@@ -5,7 +5,7 @@
 //! message naming the topic and partition for an unknown one) and the encoded answer cost 75 to
 //! 95 times that. As ElectLeaders' (`election_chunks.rs`), the topics stay in the frame
 //! (`topic_partitions.rs`): the controller reads the named partitions one at a time
-//! (`RequestedReassignments`) and keeps an eight-byte outcome per partition, whose message is
+//! (`RequestedReassignments`) and keeps a one-byte outcome per partition, whose message is
 //! made from the frame's topic, partition and replicas when the answer is written. Kafka
 //! answers every named partition in request order, so nothing here looks for repeats.
 

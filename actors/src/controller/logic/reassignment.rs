@@ -188,7 +188,7 @@ fn validate_target(image: &MetadataImage, target: &[i32]) -> Result<(), Reassign
 /// How one requested partition's reassignment ended. Its message is made when the answer is
 /// written ([`ReassignmentOutcome::answer`]) from the topic, the partition and the replicas
 /// asked for, with what the outcome keeps of the image (a broker id, the replication factor),
-/// so a request's outcomes cost eight bytes per partition.
+/// kept compactly ([`ReassignmentOutcomes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReassignmentOutcome {
     /// Started, cancelled, or nothing to change.
@@ -403,12 +403,103 @@ impl RequestedReassignments for Vec<ReassignableTopic> {
     }
 }
 
+/// The outcomes of a request's partitions in request order, a byte each: the few that name a
+/// broker or a replication factor keep it beside, by index.
+#[derive(Debug, Default, PartialEq)]
+pub struct ReassignmentOutcomes {
+    kinds: Vec<OutcomeKind>,
+    /// (index, broker id or replication factor), by index.
+    values: Vec<(u32, i32)>,
+}
+
+/// A [`ReassignmentOutcome`] without its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutcomeKind {
+    Altered,
+    PastBatch,
+    NoSuchTopic,
+    NoSuchPartition,
+    EmptyTarget,
+    UnknownBroker,
+    RepeatedBroker,
+    ReplicationFactorChanged,
+    NotInProgress,
+    RevertNeedsUncleanElection,
+}
+
+impl ReassignmentOutcomes {
+    fn with_capacity(partitions: usize) -> Self {
+        ReassignmentOutcomes {
+            kinds: Vec::with_capacity(partitions),
+            values: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, outcome: ReassignmentOutcome) {
+        use ReassignmentOutcome as O;
+        let index = u32::try_from(self.kinds.len()).unwrap_or(u32::MAX);
+        let (kind, value) = match outcome {
+            O::Altered => (OutcomeKind::Altered, None),
+            O::PastBatch => (OutcomeKind::PastBatch, None),
+            O::NoSuchTopic => (OutcomeKind::NoSuchTopic, None),
+            O::NoSuchPartition => (OutcomeKind::NoSuchPartition, None),
+            O::EmptyTarget => (OutcomeKind::EmptyTarget, None),
+            O::UnknownBroker(id) => (OutcomeKind::UnknownBroker, Some(id)),
+            O::RepeatedBroker(id) => (OutcomeKind::RepeatedBroker, Some(id)),
+            O::ReplicationFactorChanged { from } => {
+                (OutcomeKind::ReplicationFactorChanged, Some(from))
+            }
+            O::NotInProgress => (OutcomeKind::NotInProgress, None),
+            O::RevertNeedsUncleanElection => (OutcomeKind::RevertNeedsUncleanElection, None),
+        };
+        self.kinds.push(kind);
+        self.values.extend(value.map(|value| (index, value)));
+    }
+
+    /// How many partitions they answer.
+    pub fn len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Whether they answer none.
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    /// The outcome of the partition at `index`.
+    pub fn get(&self, index: usize) -> Option<ReassignmentOutcome> {
+        use ReassignmentOutcome as O;
+        let value = || {
+            let at = u32::try_from(index).ok()?;
+            let found = self.values.binary_search_by_key(&at, |(i, _)| *i).ok()?;
+            Some(self.values[found].1)
+        };
+        Some(match self.kinds.get(index)? {
+            OutcomeKind::Altered => O::Altered,
+            OutcomeKind::PastBatch => O::PastBatch,
+            OutcomeKind::NoSuchTopic => O::NoSuchTopic,
+            OutcomeKind::NoSuchPartition => O::NoSuchPartition,
+            OutcomeKind::EmptyTarget => O::EmptyTarget,
+            OutcomeKind::UnknownBroker => O::UnknownBroker(value()?),
+            OutcomeKind::RepeatedBroker => O::RepeatedBroker(value()?),
+            OutcomeKind::ReplicationFactorChanged => O::ReplicationFactorChanged { from: value()? },
+            OutcomeKind::NotInProgress => O::NotInProgress,
+            OutcomeKind::RevertNeedsUncleanElection => O::RevertNeedsUncleanElection,
+        })
+    }
+
+    /// The outcomes in request order.
+    pub fn iter(&self) -> impl Iterator<Item = ReassignmentOutcome> + '_ {
+        (0..self.len()).filter_map(|index| self.get(index))
+    }
+}
+
 /// The answer to AlterPartitionReassignments: each named partition's outcome in request
 /// order and whether the replication factor could change, or the refusal of the whole request
 /// (its code and message at the top and on every named partition).
 #[derive(Debug, Default, PartialEq)]
 pub struct ListedReassignments {
-    pub outcomes: Vec<ReassignmentOutcome>,
+    pub outcomes: ReassignmentOutcomes,
     pub allow_replication_factor_change: bool,
     pub refused: Option<(i16, String)>,
 }
@@ -440,7 +531,7 @@ pub fn alter_listed_reassignments(
     let allow_rf_change = version < 1 || allow_replication_factor_change;
     let mut records = Vec::new();
     // Sized once: a doubling vector's earlier copies stay resident in the allocator.
-    let mut outcomes = Vec::with_capacity(partitions.count());
+    let mut outcomes = ReassignmentOutcomes::with_capacity(partitions.count());
     let walked = partitions.each(&mut |wanted| {
         let outcome = alter_one(
             image,
@@ -494,7 +585,7 @@ pub fn alter_partition_reassignments(
         version,
         policy,
     );
-    let mut outcomes = response.outcomes.into_iter();
+    let mut outcomes = response.outcomes.iter();
     let responses = request
         .topics
         .iter()
