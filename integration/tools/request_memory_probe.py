@@ -215,6 +215,13 @@ def build(kind, size):
         op = uvarint(2) + compact(b"producer_byte_rate") + struct.pack(">d", 1024.0) + b"\x00\x00"
         entries = b"".join(uvarint(2) + compact(b"client-id") + compact(n) + b"\x00" + op + b"\x00" for n in names)
         return header(49, 1, True) + uvarint(len(names) + 1) + entries + b"\x00\x00"
+    if kind == "alter_client_quotas_v1_large_entities":
+        # entries {entity [six parts {type "a".."f", name, tags}], ops [], tags}: entities of
+        # more than four parts, whose canonical parts the scan keeps (`quota_chunks.rs`)
+        names = distinct_names((size - 30) // 51)
+        entries = b"".join(uvarint(7) + b"".join(compact(bytes([t])) + compact(n) + b"\x00" for t in b"fedcba")
+            + b"\x01\x00" for n in names)
+        return header(49, 1, True) + uvarint(len(names) + 1) + entries + b"\x00\x00"
     if kind == "describe_client_quotas_v1_distinct_types":
         # components {entity type, match ANY, match null, tags}, strict false. Not meaningful:
         # Kafka refuses an entity type other than user, client-id and ip, and any one of them
