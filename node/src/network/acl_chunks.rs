@@ -297,14 +297,7 @@ mod tests {
                 ..Default::default()
             };
             let writer: AclResultsWriter<CreationAnswer> = decided(&request, answers)?;
-            let mut written = Vec::new();
-            futures::executor::block_on(writer.write_to(&mut written))?;
-            assert_eq!(written.len(), writer.len());
-            let mut written = Bytes::from(written);
-            let mut results = Vec::new();
-            while !written.is_empty() {
-                results.push(AclCreationResult::decode(&mut written, version)?);
-            }
+            let results: Vec<AclCreationResult> = writer.written_as(version)?;
             let expected: Vec<_> = (0..1_500)
                 .map(|i| match i % 3 {
                     0 => AclCreationResult::default()

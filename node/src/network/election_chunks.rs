@@ -252,22 +252,6 @@ mod tests {
         Ok(body.freeze())
     }
 
-    fn written(
-        writer: &ElectionResultsWriter,
-        version: i16,
-    ) -> anyhow::Result<Vec<ReplicaElectionResult>> {
-        let mut written = Vec::new();
-        futures::executor::block_on(writer.write_to(&mut written))?;
-        assert_eq!(written.len(), writer.len());
-        let mut written = Bytes::from(written);
-        let mut results = Vec::new();
-        while !written.is_empty() {
-            results.push(ReplicaElectionResult::decode(&mut written, version)?);
-        }
-        assert_eq!(results.len(), writer.count());
-        Ok(results)
-    }
-
     #[test]
     fn partitions_are_read_from_the_frame_and_answered_as_decoded() -> anyhow::Result<()> {
         let image = image();
@@ -297,7 +281,7 @@ mod tests {
             assert_eq!(top, decoded.response.error_code);
             let writer = results_writer(&chunked, listed.response)?;
             assert_eq!(
-                written(&writer, version)?,
+                writer.written_as::<ReplicaElectionResult>(version)?,
                 decoded.response.replica_election_results,
                 "v{version} type {election_type}"
             );
@@ -319,7 +303,7 @@ mod tests {
         let request = ElectLeadersRequest::default().with_topic_partitions(Some(named()));
         let chunked = scan(&body(&request, 2)?, 2).context("chunked")??;
         let writer = results_writer(&chunked, ListedElections::refused(31, None))?;
-        let results = written(&writer, 2)?;
+        let results = writer.written_as::<ReplicaElectionResult>(2)?;
         assert_eq!(results.len(), 5);
         let partitions: Vec<_> = results.iter().flat_map(|t| &t.partition_result).collect();
         assert_eq!(partitions.len(), 1206);

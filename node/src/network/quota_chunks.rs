@@ -569,19 +569,6 @@ mod tests {
         Ok(body.freeze())
     }
 
-    fn written(writer: &QuotaResultsWriter, version: i16) -> anyhow::Result<Vec<ResultEntry>> {
-        let mut written = Vec::new();
-        futures::executor::block_on(writer.write_to(&mut written))?;
-        assert_eq!(written.len(), writer.len());
-        let mut written = Bytes::from(written);
-        let mut results = Vec::new();
-        while !written.is_empty() {
-            results.push(ResultEntry::decode(&mut written, version)?);
-        }
-        assert_eq!(results.len(), writer.count());
-        Ok(results)
-    }
-
     /// 1,200 entries: distinct client ids, an entity sent in two orders, a type named twice
     /// (its last name counts), entities of more than four parts equal to small ones, invalid
     /// entities and values of each kind, a key named three times, removals.
@@ -695,7 +682,10 @@ mod tests {
                 let listed = alter_listed_client_quotas(&quotas, &chunked, validate_only);
                 assert_eq!(listed.records, decoded.records, "v{version}");
                 let writer = results_writer(Arc::new(chunked), listed.response)?;
-                assert_eq!(written(&writer, version)?, decoded.response.entries);
+                assert_eq!(
+                    writer.written_as::<ResultEntry>(version)?,
+                    decoded.response.entries
+                );
             }
         }
         // The answers are Kafka's: the entity in the order of its map, duplicates named.
@@ -738,7 +728,7 @@ mod tests {
             Arc::new(chunked),
             ListedQuotaAlteration::refused(31, "Cluster authorization failed."),
         )?;
-        let results = written(&writer, 1)?;
+        let results = writer.written_as::<ResultEntry>(1)?;
         let expected: Vec<_> = request
             .entries
             .iter()

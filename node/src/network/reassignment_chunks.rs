@@ -290,22 +290,6 @@ mod tests {
         ]
     }
 
-    fn written(
-        writer: &ReassignmentResultsWriter,
-        version: i16,
-    ) -> anyhow::Result<Vec<ReassignableTopicResponse>> {
-        let mut written = Vec::new();
-        futures::executor::block_on(writer.write_to(&mut written))?;
-        assert_eq!(written.len(), writer.len());
-        let mut written = Bytes::from(written);
-        let mut results = Vec::new();
-        while !written.is_empty() {
-            results.push(ReassignableTopicResponse::decode(&mut written, version)?);
-        }
-        assert_eq!(results.len(), writer.count());
-        Ok(results)
-    }
-
     fn body(request: &AlterPartitionReassignmentsRequest, version: i16) -> anyhow::Result<Bytes> {
         let mut body = BytesMut::new();
         request.encode(&mut body, version)?;
@@ -336,7 +320,10 @@ mod tests {
                 decoded.response.allow_replication_factor_change
             );
             let writer = results_writer(&chunked, listed.response)?;
-            assert_eq!(written(&writer, version)?, decoded.response.responses);
+            assert_eq!(
+                writer.written_as::<ReassignableTopicResponse>(version)?,
+                decoded.response.responses
+            );
         }
         // Kafka's messages, made from the frame.
         let request = AlterPartitionReassignmentsRequest::default()
@@ -369,7 +356,7 @@ mod tests {
             &chunked,
             ListedReassignments::refused(31, "Cluster authorization failed."),
         )?;
-        let results = written(&writer, 1)?;
+        let results = writer.written_as::<ReassignableTopicResponse>(1)?;
         let partitions: Vec<_> = results.iter().flat_map(|t| &t.partitions).collect();
         assert_eq!(partitions.len(), 1109);
         assert!(partitions.iter().all(|p| p.error_code == 31

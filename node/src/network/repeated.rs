@@ -1418,6 +1418,32 @@ impl<S: PieceSource> PiecesWriter<S> {
     }
 }
 
+#[cfg(test)]
+impl<S: PieceSource> PiecesWriter<S> {
+    /// Writes the list and reads it back as `T`s encoded at `version`, checking it is the
+    /// size and count announced.
+    pub(super) fn written_as<T: Decodable>(&self, version: i16) -> anyhow::Result<Vec<T>> {
+        let mut written = Vec::new();
+        futures::executor::block_on(self.write_to(&mut written))?;
+        if written.len() != self.size {
+            bail!("{} bytes written, {} announced", written.len(), self.size);
+        }
+        let mut written = Bytes::from(written);
+        let mut entries = Vec::new();
+        while !written.is_empty() {
+            entries.push(T::decode(&mut written, version)?);
+        }
+        if entries.len() != self.count {
+            bail!(
+                "{} entries written, {} announced",
+                entries.len(),
+                self.count
+            );
+        }
+        Ok(entries)
+    }
+}
+
 impl<S: PieceSource> std::fmt::Debug for PiecesWriter<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PiecesWriter")

@@ -417,15 +417,7 @@ mod tests {
             ..Default::default()
         };
         let writer = results_writer(Arc::new(request.clone()), answers)?;
-        let mut written = Vec::new();
-        futures::executor::block_on(writer.write_to(&mut written))?;
-        assert_eq!(written.len(), writer.len());
-        let mut written = Bytes::from(written);
-        let mut results = Vec::new();
-        while !written.is_empty() {
-            results.push(AlterUserScramCredentialsResult::decode(&mut written, 0)?);
-        }
-        assert_eq!(results.len(), writer.count());
+        let results: Vec<AlterUserScramCredentialsResult> = writer.written_as(0)?;
         let expected: Vec<_> = visited
             .iter()
             .map(|(alteration, repeated)| {
@@ -445,19 +437,14 @@ mod tests {
             Arc::new(request),
             ListedScramAlteration::refused(41, "gone"),
         )?;
-        let mut written = Vec::new();
-        futures::executor::block_on(writer.write_to(&mut written))?;
-        let mut written = Bytes::from(written);
-        let mut refused = 0;
-        while !written.is_empty() {
-            let result = AlterUserScramCredentialsResult::decode(&mut written, 0)?;
+        let refused: Vec<AlterUserScramCredentialsResult> = writer.written_as(0)?;
+        for result in &refused {
             assert_eq!(
                 (result.error_code, result.error_message.as_deref()),
                 (41, Some("gone"))
             );
-            refused += 1;
         }
-        assert_eq!(refused, 1 + 1 + 698 + 699);
+        assert_eq!(refused.len(), 1 + 1 + 698 + 699);
         Ok(())
     }
 

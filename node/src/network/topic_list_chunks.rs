@@ -743,22 +743,18 @@ mod tests {
         creation: ListedCreation,
     ) -> anyhow::Result<Vec<Answer>> {
         let writer = TopicResults::writer(Arc::new(request), creation)?;
-        let mut written = Vec::new();
-        futures::executor::block_on(writer.write_to(&mut written))?;
-        assert_eq!(written.len(), writer.len());
-        let mut answers = Vec::new();
-        let mut written = Bytes::from(written);
-        while written.has_remaining() {
-            let result = CreatableTopicResult::decode(&mut written, 7)?;
-            answers.push((
-                result.name.to_string(),
-                result.error_code,
-                result.error_message.map(|m| m.to_string()),
-                result.num_partitions,
-            ));
-        }
-        assert_eq!(answers.len(), writer.count());
-        Ok(answers)
+        let results: Vec<CreatableTopicResult> = writer.written_as(7)?;
+        Ok(results
+            .into_iter()
+            .map(|result| {
+                (
+                    result.name.to_string(),
+                    result.error_code,
+                    result.error_message.map(|m| m.to_string()),
+                    result.num_partitions,
+                )
+            })
+            .collect())
     }
 
     const NAMES: [&str; 8] = ["a", "d1", "b", "a", "d2", "d2", "c", "d3"];
@@ -1085,20 +1081,17 @@ mod tests {
                 ..Default::default()
             };
             let writer = TopicResults::writer(Arc::new(request), growth)?;
-            let mut written = Vec::new();
-            futures::executor::block_on(writer.write_to(&mut written))?;
-            assert_eq!(written.len(), writer.len());
-            let mut written = Bytes::from(written);
-            let mut answered = Vec::new();
-            while written.has_remaining() {
-                let result = CreatePartitionsTopicResult::decode(&mut written, version)?;
-                answered.push((
-                    result.name.to_string(),
-                    result.error_code,
-                    result.error_message.map(|m| m.to_string()),
-                ));
-            }
-            assert_eq!(answered.len(), writer.count());
+            let results: Vec<CreatePartitionsTopicResult> = writer.written_as(version)?;
+            let answered: Vec<_> = results
+                .into_iter()
+                .map(|result| {
+                    (
+                        result.name.to_string(),
+                        result.error_code,
+                        result.error_message.map(|m| m.to_string()),
+                    )
+                })
+                .collect();
             let denial = Some("Authorization failed.".to_owned());
             assert_eq!(
                 answered,
