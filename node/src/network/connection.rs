@@ -506,10 +506,18 @@ async fn process(
         ApiKey::DeleteRecords => is_long::<DeleteRecordsList>(&frame, api_version),
         ApiKey::OffsetCommit => is_long::<OffsetCommitList>(&frame, api_version),
         ApiKey::OffsetDelete => is_long::<OffsetDeleteList>(&frame, api_version),
-        ApiKey::ElectLeaders => super::election_chunks::is_long(&frame, api_version),
-        ApiKey::AlterPartitionReassignments => {
-            super::reassignment_chunks::is_long(&frame, api_version)
-        }
+        ApiKey::ElectLeaders => super::topic_partitions::is_long(
+            &frame,
+            api_key,
+            api_version,
+            super::election_chunks::scan,
+        ),
+        ApiKey::AlterPartitionReassignments => super::topic_partitions::is_long(
+            &frame,
+            api_key,
+            api_version,
+            super::reassignment_chunks::scan,
+        ),
         _ => false,
     };
     let reduced = decode_guarded(|| {

@@ -14,16 +14,14 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::elect_leaders_response::PartitionResult;
-use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::election::{ListedElections, RequestedPartitions};
 use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::need;
-use super::repeated::PiecesWriter;
-use super::topic_partitions::{TopicList, TopicPartitionsApi, TopicResults};
+use super::topic_partitions::{PartitionResultsWriter, TopicList, TopicPartitionsApi};
 
 /// ElectLeaders as a list of topics naming partitions (four bytes each).
 pub struct ElectLeadersApi;
@@ -78,15 +76,6 @@ pub struct ChunkedElections {
     election_type: i8,
 }
 
-/// Whether `frame` (header and body) is an ElectLeaders request this module decides: the
-/// repeats of such a request are answered here, not dropped before.
-pub fn is_long(frame: &Bytes, version: i16) -> bool {
-    let mut rest = frame.clone();
-    let header_version = ApiKey::ElectLeaders.request_header_version(version);
-    RequestHeader::decode(&mut rest, header_version).is_ok()
-        && matches!(scan(&rest, version), Some(Ok(_)))
-}
-
 /// Reads `body` (an ElectLeaders request body) when it names more than [`CHUNK`] topics or
 /// partitions; `None` for other requests (null partitions: every partition), decoded whole.
 /// The request is read to its end first, so a malformed one is refused whole, as the crate's
@@ -125,19 +114,8 @@ impl RequestedPartitions for ChunkedElections {
     }
 }
 
-/// Writes the topics' results, about [`CHUNK`] partitions at a time.
-///
-/// [`CHUNK`]: super::topic_partitions::CHUNK
-pub type ElectionResultsWriter = PiecesWriter<TopicResults<ElectLeadersApi>>;
-
-/// The writer of `request`'s answer, the controller's `answers`.
-fn results_writer(
-    request: &ChunkedElections,
-    answers: ListedElections,
-) -> anyhow::Result<ElectionResultsWriter> {
-    let topics = request.topics.topics;
-    PiecesWriter::new(TopicResults::new(request.topics.clone(), answers)?, topics)
-}
+/// Writes the topics' results (`topic_partitions.rs`).
+pub type ElectionResultsWriter = PartitionResultsWriter<ElectLeadersApi>;
 
 /// Elects leaders with the controller reading the partitions from the frame: the answer's
 /// body lists no topics, and the [`ElectionResultsWriter`] writes them.
@@ -160,7 +138,7 @@ pub(crate) async fn handle(
         partitions = request.topics.partitions,
         "an ElectLeaders request decided from its frame"
     );
-    Ok((answer, results_writer(&request, answers)?))
+    Ok((answer, request.topics.writer::<ElectLeadersApi>(answers)?))
 }
 
 #[cfg(test)]
@@ -279,7 +257,7 @@ mod tests {
                 .as_ref()
                 .map_or(0, |(code, _)| *code);
             assert_eq!(top, decoded.response.error_code);
-            let writer = results_writer(&chunked, listed.response)?;
+            let writer = chunked.topics.writer::<ElectLeadersApi>(listed.response)?;
             assert_eq!(
                 writer.written_as::<ReplicaElectionResult>(version)?,
                 decoded.response.replica_election_results,
@@ -302,7 +280,9 @@ mod tests {
     fn a_refused_request_answers_every_partition_without_a_message() -> anyhow::Result<()> {
         let request = ElectLeadersRequest::default().with_topic_partitions(Some(named()));
         let chunked = scan(&body(&request, 2)?, 2).context("chunked")??;
-        let writer = results_writer(&chunked, ListedElections::refused(31, None))?;
+        let writer = chunked
+            .topics
+            .writer::<ElectLeadersApi>(ListedElections::refused(31, None))?;
         let results = writer.written_as::<ReplicaElectionResult>(2)?;
         assert_eq!(results.len(), 5);
         let partitions: Vec<_> = results.iter().flat_map(|t| &t.partition_result).collect();

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::alter_partition_reassignments_response::ReassignablePartitionResponse;
-use kafka_protocol::messages::{ApiKey, RequestHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::reassignment::{
@@ -24,8 +23,8 @@ use gregor_actors::controller::logic::reassignment::{
 use gregor_actors::handlers::{self, ApiResponse};
 
 use super::dedup_decode::{array_length, need};
-use super::repeated::{skip, skip_tagged_fields, PiecesWriter};
-use super::topic_partitions::{TopicList, TopicPartitionsApi, TopicResults};
+use super::repeated::{skip, skip_tagged_fields};
+use super::topic_partitions::{PartitionResultsWriter, TopicList, TopicPartitionsApi};
 
 /// AlterPartitionReassignments as a list of topics naming partitions, each with the replicas
 /// it wants (four bytes each; `None`: cancel). Every version is flexible.
@@ -92,15 +91,6 @@ pub struct ChunkedReassignments {
     allow_replication_factor_change: bool,
 }
 
-/// Whether `frame` (header and body) is an AlterPartitionReassignments request this module
-/// decides: the repeats of such a request are answered here, not dropped before.
-pub fn is_long(frame: &Bytes, version: i16) -> bool {
-    let mut rest = frame.clone();
-    let header_version = ApiKey::AlterPartitionReassignments.request_header_version(version);
-    RequestHeader::decode(&mut rest, header_version).is_ok()
-        && matches!(scan(&rest, version), Some(Ok(_)))
-}
-
 /// Reads `body` (an AlterPartitionReassignments request body) when it names more than
 /// [`CHUNK`] topics or partitions; `None` for other requests, decoded whole. A long request
 /// is read to its end first, so a malformed one is refused whole.
@@ -151,19 +141,8 @@ impl RequestedReassignments for ChunkedReassignments {
     }
 }
 
-/// Writes the topics' results, about [`CHUNK`] partitions at a time.
-///
-/// [`CHUNK`]: super::topic_partitions::CHUNK
-pub type ReassignmentResultsWriter = PiecesWriter<TopicResults<ReassignmentsApi>>;
-
-/// The writer of `request`'s answer, the controller's `answers`.
-fn results_writer(
-    request: &ChunkedReassignments,
-    answers: ListedReassignments,
-) -> anyhow::Result<ReassignmentResultsWriter> {
-    let topics = request.topics.topics;
-    PiecesWriter::new(TopicResults::new(request.topics.clone(), answers)?, topics)
-}
+/// Writes the topics' results (`topic_partitions.rs`).
+pub type ReassignmentResultsWriter = PartitionResultsWriter<ReassignmentsApi>;
 
 /// Alters the reassignments with the controller reading the partitions from the frame: the
 /// answer's body lists no topics, and the [`ReassignmentResultsWriter`] writes them.
@@ -186,7 +165,7 @@ pub(crate) async fn handle(
         partitions = request.topics.partitions,
         "an AlterPartitionReassignments request decided from its frame"
     );
-    Ok((answer, results_writer(&request, answers)?))
+    Ok((answer, request.topics.writer::<ReassignmentsApi>(answers)?))
 }
 
 #[cfg(test)]
@@ -319,7 +298,7 @@ mod tests {
                 listed.response.allow_replication_factor_change,
                 decoded.response.allow_replication_factor_change
             );
-            let writer = results_writer(&chunked, listed.response)?;
+            let writer = chunked.topics.writer::<ReassignmentsApi>(listed.response)?;
             assert_eq!(
                 writer.written_as::<ReassignableTopicResponse>(version)?,
                 decoded.response.responses
@@ -352,10 +331,12 @@ mod tests {
     fn a_refused_request_answers_every_partition() -> anyhow::Result<()> {
         let request = AlterPartitionReassignmentsRequest::default().with_topics(named());
         let chunked = scan(&body(&request, 1)?, 1).context("chunked")??;
-        let writer = results_writer(
-            &chunked,
-            ListedReassignments::refused(31, "Cluster authorization failed."),
-        )?;
+        let writer = chunked
+            .topics
+            .writer::<ReassignmentsApi>(ListedReassignments::refused(
+                31,
+                "Cluster authorization failed.",
+            ))?;
         let results = writer.written_as::<ReassignableTopicResponse>(1)?;
         let partitions: Vec<_> = results.iter().flat_map(|t| &t.partitions).collect();
         assert_eq!(partitions.len(), 1109);

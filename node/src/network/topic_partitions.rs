@@ -7,11 +7,29 @@ use anyhow::{bail, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::dedup_decode::{array_length, need, uvarint};
-use super::repeated::{put_array_length, put_uvarint, skip_tagged_fields, PieceSource};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::Decodable;
+
+use super::repeated::{
+    put_array_length, put_uvarint, skip_tagged_fields, PieceSource, PiecesWriter,
+};
 
 /// Topics and partitions answered per piece of the answer; a request naming no more of
 /// either is decoded whole.
 pub const CHUNK: usize = 1024;
+
+/// Whether `frame` (header and body) is a request of `key` that `scan` decides from its
+/// frame: the repeats of such a request are answered there, not dropped before.
+pub fn is_long<T>(
+    frame: &Bytes,
+    key: ApiKey,
+    version: i16,
+    scan: fn(&Bytes, i16) -> Option<anyhow::Result<T>>,
+) -> bool {
+    let mut rest = frame.clone();
+    RequestHeader::decode(&mut rest, key.request_header_version(version)).is_ok()
+        && matches!(scan(&rest, version), Some(Ok(_)))
+}
 
 /// What differs between the requests of topics naming partitions.
 pub trait TopicPartitionsApi: Send + Sync + 'static {
@@ -129,6 +147,14 @@ impl TopicList {
         })
     }
 
+    /// The writer of the answer to these topics, the controller's `answers`.
+    pub fn writer<A: TopicPartitionsApi>(
+        &self,
+        answers: A::Answers,
+    ) -> anyhow::Result<PartitionResultsWriter<A>> {
+        PiecesWriter::new(PartitionResults::new(self.clone(), answers)?, self.topics)
+    }
+
     /// Calls `visit` with each topic's name and its partitions, in request order; stops early
     /// when `visit` returns false.
     pub fn each<A: TopicPartitionsApi>(
@@ -183,24 +209,27 @@ impl<'a, A: TopicPartitionsApi> Cursor<'a, A> {
 
 /// The answer's topics, each with a result per named partition, from the frame and the
 /// controller's answers.
-pub struct TopicResults<A: TopicPartitionsApi> {
+pub struct PartitionResults<A: TopicPartitionsApi> {
     list: TopicList,
     answers: A::Answers,
 }
 
-impl<A: TopicPartitionsApi> TopicResults<A> {
+/// Writes the topics' results, about [`CHUNK`] partitions at a time.
+pub type PartitionResultsWriter<A> = PiecesWriter<PartitionResults<A>>;
+
+impl<A: TopicPartitionsApi> PartitionResults<A> {
     /// The answer to `list`, the controller's `answers`.
-    pub fn new(list: TopicList, answers: A::Answers) -> anyhow::Result<Self> {
+    fn new(list: TopicList, answers: A::Answers) -> anyhow::Result<Self> {
         if let Some(answered) = A::answered(&answers) {
             if answered != list.partitions {
                 bail!("{answered} partitions answered of {}", list.partitions);
             }
         }
-        Ok(TopicResults { list, answers })
+        Ok(PartitionResults { list, answers })
     }
 }
 
-impl<A: TopicPartitionsApi> PieceSource for TopicResults<A> {
+impl<A: TopicPartitionsApi> PieceSource for PartitionResults<A> {
     const API: &'static str = A::API;
 
     fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
