@@ -63,6 +63,22 @@ fn growth(node: &GregorNode, before: u64) -> u64 {
     node.resident_memory().unwrap().peak.saturating_sub(before)
 }
 
+/// Logs how much `request` (a frame of `frame_len` bytes, `frame_size()` asked for) grew the
+/// peak resident memory of the controller and of the broker, and checks each grew by less than
+/// four frames.
+fn within_four_frames(request: &str, frame_len: usize, controller_growth: u64, broker_growth: u64) {
+    eprintln!(
+        "a {frame_len}-byte {request}: peak growth {controller_growth} bytes on the controller, \
+         {broker_growth} on the broker"
+    );
+    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
+        assert!(
+            grown < 4 * frame_size() as u64,
+            "a {frame_len}-byte {request} grew the {node}'s peak resident memory by {grown} bytes"
+        );
+    }
+}
+
 /// Sends `frame` through `broker` and returns the answer frame with how much the peak
 /// resident memory of `controller` and of `broker` grew meanwhile.
 async fn answer_through(
@@ -131,19 +147,12 @@ async fn distinct_topics_within_four_frames(
         answer_size > 5 * frame_size,
         "an answer of {answer_size} bytes"
     );
-    eprintln!(
-        "{what}: a {}-byte CreateTopics answered with {answer_size} bytes: peak growth \
-         {controller_growth} bytes on the controller, {broker_growth} on the broker",
-        frame.len()
+    within_four_frames(
+        &format!("CreateTopics {what} answered with {answer_size} bytes"),
+        frame.len(),
+        controller_growth,
+        broker_growth,
     );
-    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
-        assert!(
-            grown < 4 * frame_size as u64,
-            "{what}: a {}-byte CreateTopics answered with {answer_size} bytes grew the {node}'s \
-             peak resident memory by {grown} bytes",
-            frame.len()
-        );
-    }
     Ok(())
 }
 
@@ -172,13 +181,12 @@ async fn a_forwarded_describe_quorum_of_distinct_partitions_stays_within_four_fr
     let header = ResponseHeader::decode(&mut body, 1)?;
     assert_eq!(header.correlation_id, 42);
     gregor_integration::frames::check_describe_quorum_v2_unknown(body, count)?;
-    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
-        assert!(
-            grown < 4 * frame_size as u64,
-            "a {}-byte DescribeQuorum grew the {node}'s peak resident memory by {grown} bytes",
-            frame.len()
-        );
-    }
+    within_four_frames(
+        "DescribeQuorum",
+        frame.len(),
+        controller_growth,
+        broker_growth,
+    );
     Ok(())
 }
 
@@ -517,18 +525,12 @@ async fn a_forwarded_delete_topics_of_distinct_names_stays_within_four_frames() 
         );
     }
     assert_eq!(&body[..], b"\x00", "the body's tagged fields");
-    eprintln!(
-        "a {}-byte DeleteTopics through a broker: peak growth {controller_growth} bytes on \
-         the controller, {broker_growth} on the broker",
-        frame.len()
+    within_four_frames(
+        "DeleteTopics through a broker",
+        frame.len(),
+        controller_growth,
+        broker_growth,
     );
-    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
-        assert!(
-            grown < 4 * frame_size as u64,
-            "a {}-byte DeleteTopics grew the {node}'s peak resident memory by {grown} bytes",
-            frame.len()
-        );
-    }
     let created = conn
         .send::<CreateTopicsRequest>(&create_topics(vec![creatable("dd1", 1, 1)], false), 7)
         .await?;
@@ -579,19 +581,12 @@ async fn a_forwarded_alter_user_scram_credentials_of_distinct_users_stays_within
         );
     }
     assert_eq!(&body[..], b"\x00", "the body's tagged fields");
-    eprintln!(
-        "a {}-byte AlterUserScramCredentials through a broker: peak growth \
-         {controller_growth} bytes on the controller, {broker_growth} on the broker",
-        frame.len()
+    within_four_frames(
+        "AlterUserScramCredentials through a broker",
+        frame.len(),
+        controller_growth,
+        broker_growth,
     );
-    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
-        assert!(
-            grown < 4 * frame_size as u64,
-            "a {}-byte AlterUserScramCredentials grew the {node}'s peak resident memory by \
-             {grown} bytes",
-            frame.len()
-        );
-    }
     Ok(())
 }
 
@@ -648,18 +643,12 @@ async fn a_forwarded_alter_client_quotas_of_distinct_entities_stays_within_four_
         );
     }
     assert_eq!(&body[..], b"\x00", "the body's tagged fields");
-    eprintln!(
-        "a {}-byte AlterClientQuotas through a broker: peak growth {controller_growth} bytes \
-         on the controller, {broker_growth} on the broker",
-        frame.len()
+    within_four_frames(
+        "AlterClientQuotas through a broker",
+        frame.len(),
+        controller_growth,
+        broker_growth,
     );
-    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
-        assert!(
-            grown < 4 * frame_size as u64,
-            "a {}-byte AlterClientQuotas grew the {node}'s peak resident memory by {grown} bytes",
-            frame.len()
-        );
-    }
     Ok(())
 }
 
@@ -752,18 +741,12 @@ async fn a_broker_forwards_a_delete_topics_without_the_denied_names() -> anyhow:
         );
     }
     assert_eq!(&body[..], b"\x00", "the body's tagged fields");
-    eprintln!(
-        "a {}-byte DeleteTopics through a broker with an authorizer: peak growth \
-         {controller_growth} bytes on the controller, {broker_growth} on the broker",
-        frame.len()
+    within_four_frames(
+        "DeleteTopics through a broker with an authorizer",
+        frame.len(),
+        controller_growth,
+        broker_growth,
     );
-    for (node, grown) in [("controller", controller_growth), ("broker", broker_growth)] {
-        assert!(
-            grown < 4 * frame_size as u64,
-            "a {}-byte DeleteTopics grew the {node}'s peak resident memory by {grown} bytes",
-            frame.len()
-        );
-    }
     Ok(())
 }
 
