@@ -15,7 +15,7 @@ use gregor_integration::admin::{creatable, create_topics, s};
 use gregor_integration::frames::compact_length;
 use gregor_integration::{GregorNode, KafkaConn};
 
-use super::t30_request_memory::{answer_within_four_frames_on, FRAME};
+use super::t30_request_memory::{answer_within_four_frames_on, assert_same_entries, FRAME};
 
 /// ElectLeaders v2 of one topic "t" naming partitions 0, 1, 2, ... (the node has no such
 /// topic): each partition answered UNKNOWN_TOPIC_OR_PARTITION with Kafka's message naming it,
@@ -111,17 +111,11 @@ async fn elect_leaders_of_many_partitions_answers_as_shorter_requests() {
             expected.extend(part.replica_election_results);
         }
         assert_eq!(expected.len(), 7);
-        let differing = answer
-            .replica_election_results
-            .iter()
-            .zip(&expected)
-            .position(|(a, e)| a != e);
-        assert_eq!(
-            differing.map(|at| (&answer.replica_election_results[at], &expected[at])),
-            None,
-            "v{version} type {election_type}"
+        assert_same_entries(
+            &answer.replica_election_results,
+            &expected,
+            &format!("v{version} type {election_type}"),
         );
-        assert_eq!(answer.replica_election_results.len(), expected.len());
         let codes: Vec<i16> = answer
             .replica_election_results
             .iter()
@@ -263,17 +257,7 @@ async fn alter_partition_reassignments_of_many_partitions_answers_as_shorter_req
             assert_eq!(part.error_code, answer.error_code);
             expected.extend(part.responses);
         }
-        assert_eq!(answer.responses.len(), expected.len());
-        let differing = answer
-            .responses
-            .iter()
-            .zip(&expected)
-            .position(|(a, e)| a != e);
-        assert_eq!(
-            differing.map(|at| (&answer.responses[at], &expected[at])),
-            None,
-            "v{version}"
-        );
+        assert_same_entries(&answer.responses, &expected, &format!("v{version}"));
         let codes: Vec<i16> = answer
             .responses
             .iter()

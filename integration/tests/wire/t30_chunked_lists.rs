@@ -25,8 +25,8 @@ use gregor_integration::frames::{compact_length, four_letter_name};
 use gregor_integration::{GregorNode, KafkaConn};
 
 use super::t30_request_memory::{
-    answer_with_header_within_four_frames, answer_within_four_frames_on, commit, distinct,
-    groups_ready, node_with_coordinator, FRAME,
+    answer_with_header_within_four_frames, answer_within_four_frames_on, assert_same_entries,
+    commit, distinct, groups_ready, node_with_coordinator, FRAME,
 };
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -686,13 +686,7 @@ async fn describe_user_scram_credentials_of_many_users_answers_each_distinct_use
         .map(|r| (r.user.to_string(), r.error_code))
         .collect();
     assert_eq!(answered.len(), 1_201, "one per distinct user");
-    let differs = answered.iter().zip(&expected).position(|(a, e)| a != e);
-    assert_eq!(
-        differs,
-        None,
-        "{:?}",
-        differs.map(|at| (&answered[at], &expected[at]))
-    );
+    assert_same_entries(&answered, &expected, "each distinct user once");
     assert_eq!(
         answer.results[5].credential_infos.len(),
         1,
@@ -1411,20 +1405,10 @@ async fn alter_client_quotas_of_many_entries_answers_as_shorter_requests() {
                 .with_validate_only(validate_only);
             expected.extend(nodes[1].1.send(&request, 1).await.unwrap().entries);
         }
-        assert_eq!(
-            answer.entries.len(),
-            expected.len(),
-            "validate_only {validate_only}"
-        );
-        let differing = answer
-            .entries
-            .iter()
-            .zip(&expected)
-            .position(|(a, e)| a != e);
-        assert_eq!(
-            differing.map(|at| (&answer.entries[at], &expected[at])),
-            None,
-            "validate_only {validate_only}"
+        assert_same_entries(
+            &answer.entries,
+            &expected,
+            &format!("validate_only {validate_only}"),
         );
         let codes = |code: i16| {
             answer

@@ -1000,6 +1000,22 @@ async fn group_descriptions_of_many_ids_answer_as_shorter_requests() {
     }
 }
 
+/// Checks that `answer` lists the entries `expected` does, naming the first that differs (an
+/// answer of thousands of entries is too long to print whole).
+pub(crate) fn assert_same_entries<T: PartialEq + std::fmt::Debug>(
+    answer: &[T],
+    expected: &[T],
+    what: &str,
+) {
+    let differing = answer.iter().zip(expected).position(|(a, e)| a != e);
+    assert_eq!(
+        differing.map(|at| (&answer[at], &expected[at])),
+        None,
+        "{what}"
+    );
+    assert_eq!(answer.len(), expected.len(), "{what}");
+}
+
 /// A flexible frame of `prefix`, then a list of `count` distinct four-letter ids, each written
 /// by `element` in `element_size` bytes, then `suffix` (`flexible_list`).
 pub(crate) fn distinct(
