@@ -102,6 +102,23 @@ pub fn delete_topics_by_id(ids: &[Uuid]) -> DeleteTopicsRequest {
         )
 }
 
+/// A DeleteTopics v6 request of entries spelled (name, id), each a name, an id, both or
+/// neither (a nil id is none).
+pub fn delete_topic_states(entries: &[(Option<String>, Uuid)]) -> DeleteTopicsRequest {
+    DeleteTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(
+            entries
+                .iter()
+                .map(|(name, id)| {
+                    DeleteTopicState::default()
+                        .with_name(name.as_deref().map(topic_name))
+                        .with_topic_id(*id)
+                })
+                .collect(),
+        )
+}
+
 /// A CreatePartitions request for one topic.
 pub fn create_partitions(
     name: &str,

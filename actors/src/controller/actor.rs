@@ -150,13 +150,13 @@ pub struct DeleteTopics {
     pub client_id: String,
 }
 
-/// Delete the topics of a DeleteTopics v1-5 request too large to decode whole, read from where
+/// Delete the topics of a DeleteTopics request too large to decode whole, read from where
 /// they are kept and answered compactly (issue #11).
 #[derive(Message)]
 #[rtype(result = "logic::ListedDeletion")]
-pub struct DeleteListedElements {
-    /// The request's names.
-    pub names: Arc<dyn logic::ListedNames>,
+pub struct DeleteListedTopics {
+    /// The request's entries.
+    pub topics: Arc<dyn logic::ListedTopics>,
     /// The request's API version.
     pub version: i16,
     /// Who sent it.
@@ -848,10 +848,10 @@ impl Handler<DeleteTopics> for Controller {
     }
 }
 
-impl Handler<DeleteListedElements> for Controller {
+impl Handler<DeleteListedTopics> for Controller {
     type Result = ResponseFuture<logic::ListedDeletion>;
 
-    fn handle(&mut self, msg: DeleteListedElements, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: DeleteListedTopics, ctx: &mut Self::Context) -> Self::Result {
         self.topics_charged(
             msg,
             ctx,
@@ -860,7 +860,7 @@ impl Handler<DeleteListedElements> for Controller {
             |msg, image, rules, mutation| {
                 logic::delete_listed_topics(
                     image,
-                    msg.names.as_ref(),
+                    msg.topics.as_ref(),
                     msg.version,
                     rules.delete_topic_enable,
                     mutation,
@@ -1051,7 +1051,7 @@ impl Refusable for DeleteTopics {
     }
 }
 
-impl Refusable for DeleteListedElements {
+impl Refusable for DeleteListedTopics {
     fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
         logic::ListedDeletion::refused(code.code(), message)
     }

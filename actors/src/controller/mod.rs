@@ -27,7 +27,7 @@ pub(crate) use actor::Refusable;
 pub use actor::{
     failed_create_partitions, failed_create_topics, failed_delete_topics_for, Controller,
     ControllerSettings, CreateListedElements, CreateListedPartitions, CreatePartitions,
-    CreateTopics, DeleteListedElements, DeleteTopics, FenceBroker, RegisterNode, UnfenceBroker,
+    CreateTopics, DeleteListedTopics, DeleteTopics, FenceBroker, RegisterNode, UnfenceBroker,
     WriteRecords, ACTIVATION_WAIT, LATEST_CREATE_TOPICS_VERSION,
 };
 pub use alter_partition::{failed_alter_partition, AlterPartition};

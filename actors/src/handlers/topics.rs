@@ -21,11 +21,11 @@ use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{Caller, ControllerForwarder, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::{
-    ListedCreation, ListedDeletion, ListedElements, ListedGrowth, ListedNames, ListedOutcome,
+    ListedCreation, ListedDeletion, ListedElements, ListedGrowth, ListedOutcome, ListedTopics,
 };
 use crate::controller::{
     self, CreateListedElements, CreateListedPartitions, CreatePartitions, CreateTopics,
-    DeleteListedElements, DeleteTopics,
+    DeleteListedTopics, DeleteTopics,
 };
 
 /// Why the controller could not be asked: its mailbox is gone, so the node is shutting down.
@@ -321,58 +321,57 @@ pub(super) async fn delete_topics(
     info: &RequestInfo,
     mut request: DeleteTopicsRequest,
 ) -> ApiResponse {
-    // Kafka: DELETE on the cluster covers every topic, else DESCRIBE and DELETE on each; a
-    // topic named by id that may not be described is answered without its name. Refused
-    // topics are answered after the others (Kafka's order is unspecified).
-    let access = Access::new(ctx, info);
+    // Kafka: DELETE on the cluster covers every topic, else DESCRIBE and DELETE on each name or
+    // id listed alone once (the rest are the controller's INVALID_REQUEST, as in Kafka's
+    // `ControllerApis.deleteTopics`); a topic named by id that may not be described is
+    // answered without its name. Refused topics are answered after the others (Kafka's order
+    // is unspecified).
+    let access = DeleteTopicsAccess::new(ctx, info);
     let mut refused: Vec<DeletableTopicResult> = Vec::new();
-    if access.is_enforced() && !access.allows_cluster(AclOperation::Delete) {
+    if access.checks_each_topic() {
         let image = ctx.image.load();
-        let topic = ResourceType::Topic;
-        let refuse = |name: Option<TopicName>, id: uuid::Uuid| {
-            DeletableTopicResult::default()
-                .with_name(name)
-                .with_topic_id(id)
-                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
-        };
-        let names: Vec<&str> = request.topic_names.iter().map(|n| n.as_str()).collect();
-        let undescribable = denied_once(&access, AclOperation::Describe, names.iter().copied());
-        let undeletable = denied_once(&access, AclOperation::Delete, names.iter().copied());
-        request.topic_names.retain(|name| {
-            let denied =
-                undescribable.contains(name.as_str()) || undeletable.contains(name.as_str());
-            if denied {
-                refused.push(refuse(Some(name.clone()), uuid::Uuid::nil()));
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        let mut ids: HashMap<uuid::Uuid, usize> = HashMap::new();
+        let spelled = request
+            .topic_names
+            .iter()
+            .map(|name| (Some(name), uuid::Uuid::nil()))
+            .chain(request.topics.iter().map(|t| (t.name.as_ref(), t.topic_id)));
+        for (name, id) in spelled.clone() {
+            match (name, id.is_nil()) {
+                (Some(name), true) => *names.entry(name.as_str()).or_default() += 1,
+                (None, false) => *ids.entry(id).or_default() += 1,
+                _ => {}
             }
-            !denied
-        });
-        request.topics.retain(|state| {
-            let (name, hidden) = match &state.name {
-                Some(name) => (Some(name.to_string()), false),
-                None => match image.topics.get_by_id(&state.topic_id) {
-                    Some(known) => (Some(known.name.to_string()), true),
-                    None => (None, false),
-                },
-            };
-            let Some(name) = name else { return true };
-            if !access.allows(AclOperation::Describe, topic, &name) {
-                // Ids are not secret, names are.
-                refused.push(refuse(
-                    (!hidden).then(|| TopicName(StrBytes::from_string(name))),
-                    state.topic_id,
-                ));
-                return false;
-            }
-            if !access.allows(AclOperation::Delete, topic, &name) {
-                refused.push(refuse(
-                    Some(TopicName(StrBytes::from_string(name))),
-                    state.topic_id,
-                ));
-                return false;
-            }
-            true
-        });
+        }
+        let denied: Vec<bool> = spelled
+            .map(|(name, id)| {
+                let denial =
+                    match (name, id.is_nil()) {
+                        (Some(name), true) if names[name.as_str()] == 1 => {
+                            (!access.may_delete(name)).then(|| Some(name.clone()))
+                        }
+                        (None, false) if ids[&id] == 1 => {
+                            image.topics.get_by_id(&id).and_then(|known| {
+                                let shown = access.denial_by_id(&known.name)?;
+                                Some(shown.then(|| {
+                                    TopicName(StrBytes::from_string(known.name.to_string()))
+                                }))
+                            })
+                        }
+                        _ => None,
+                    };
+                if let Some(name) = &denial {
+                    refused.push(deletion_denied(name.clone(), id));
+                }
+                denial.is_some()
+            })
+            .collect();
+        let mut denied = denied.into_iter();
+        request
+            .topic_names
+            .retain(|_| !denied.next().unwrap_or(false));
+        request.topics.retain(|_| !denied.next().unwrap_or(false));
     }
     let fallback = controller::failed_delete_topics_for(&request, info.api_version);
     let forwarded = match remote_controller(ctx, !refused.is_empty()) {
@@ -429,11 +428,17 @@ impl<'a> DeleteTopicsAccess<'a> {
         self.each_topic
     }
 
-    /// Whether the topic `name`, named once, may be deleted: DESCRIBE and DELETE are both
-    /// asked (and logged when denied), as the decoded request's two checks are.
+    /// Whether the topic `name`, listed once by name, may be deleted.
     pub fn may_delete(&self, name: &str) -> bool {
+        self.denial_by_id(name).is_none()
+    }
+
+    /// Whether the topic `name`, listed once by id, may be deleted: `None` if so, else whether
+    /// its name may be shown in the answer (it may be described). DESCRIBE and DELETE are both
+    /// asked (and logged when denied), as Kafka asks both of every topic.
+    pub fn denial_by_id(&self, name: &str) -> Option<bool> {
         if !self.each_topic {
-            return true;
+            return None;
         }
         let describe = self
             .access
@@ -441,35 +446,38 @@ impl<'a> DeleteTopicsAccess<'a> {
         let delete = self
             .access
             .allows(AclOperation::Delete, ResourceType::Topic, name);
-        describe && delete
+        (!(describe && delete)).then_some(describe)
     }
 }
 
-/// The answer to a topic the principal may not delete.
-pub fn deletion_denied(name: TopicName) -> DeletableTopicResult {
+/// The answer to a topic the principal may not delete, as the request spelled it (an id's name
+/// only where it may be described).
+pub fn deletion_denied(name: Option<TopicName>, id: uuid::Uuid) -> DeletableTopicResult {
     DeletableTopicResult::default()
-        .with_name(Some(name))
+        .with_name(name)
+        .with_topic_id(id)
         .with_error_code(ResponseError::TopicAuthorizationFailed.code())
         .with_error_message(Some(StrBytes::from_static_str(AUTHORIZATION_FAILED)))
 }
 
-/// DeleteTopics v1-5 for a request whose names stay in its frame (`ListedNames`, which leaves
-/// out the `denied` names): the answer's body lists no topics, and the returned deletion
-/// answers each name given to the controller, for the caller to write as it sends the answer
-/// (followed by the denied names, each [`deletion_denied`], as the decoded request's handler
-/// answers them after the others).
+/// DeleteTopics for a request whose entries stay in its frame (`ListedTopics`, which leaves
+/// out the `denied` entries): the answer's body lists no topics, and the returned deletion
+/// answers each entry given to the controller, for the caller to write as it sends the answer
+/// (followed by the denied entries, each TOPIC_AUTHORIZATION_FAILED, as the decoded request's
+/// handler answers them after the others).
 pub async fn delete_listed_topics(
     ctx: &HandlerContext,
     info: &RequestInfo,
-    names: Arc<dyn ListedNames>,
+    topics: Arc<dyn ListedTopics>,
     denied: usize,
 ) -> (ApiResponse, ListedDeletion) {
-    let listed = names.listed();
+    let listed = topics.listed();
+    let distinct = topics.distinct();
     let deletion = match ctx
         .ask_controller(
             info.controller_failure.as_ref(),
-            DeleteListedElements {
-                names,
+            DeleteListedTopics {
+                topics,
                 version: info.api_version,
                 principal: (*info.principal).clone(),
                 client_id: info.client_id.to_string(),
@@ -488,11 +496,12 @@ pub async fn delete_listed_topics(
         ResponseError::TopicAuthorizationFailed.code(),
         denied as u64,
     );
-    match &deletion.refused {
-        Some((code, _)) => errors.add_times(*code, listed as u64),
-        None => {
+    match (&deletion.refused, deletion.rejected) {
+        (Some((code, _)), _) => errors.add_times(*code, listed as u64),
+        (None, Some(code)) => errors.add_times(code, distinct as u64),
+        (None, None) => {
             let mut times = vec![0u64; deletion.outcomes.len()];
-            for at in &deletion.per_name {
+            for at in &deletion.per_entry {
                 if let Some(count) = times.get_mut(*at as usize) {
                     *count += 1;
                 }

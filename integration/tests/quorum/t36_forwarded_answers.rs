@@ -663,45 +663,86 @@ async fn a_broker_forwards_a_delete_topics_without_the_denied_names() -> anyhow:
     let cluster = authorized_cluster().await?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
     let mut conn = KafkaConn::connect(&broker.bootstrap()).await?;
-    let created = conn
-        .send::<CreateTopicsRequest>(&create_topics(vec![creatable("ok-del", 1, 1)], false), 7)
-        .await?;
-    assert_eq!(created.topics[0].error_code, 0);
-    // Topics prefixed "ab" have an ACL, none allowing DELETE: denied.
-    let names: Vec<String> = (0..1_500)
-        .map(|index| match index {
-            700 => "ok-del".to_owned(),
-            _ if index % 3 == 0 => format!("ab-{index}"),
-            _ => format!("ok-{index}"),
-        })
-        .collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let request = gregor_integration::admin::delete_topics_by_name(5, &refs);
-    let frame = gregor_integration::encode_request(&request, 5, 42, Some("m"))?;
-    let (header, response) = decode_response::<kafka_protocol::messages::DeleteTopicsRequest>(
-        answer(&broker.bootstrap(), &frame).await?,
-        5,
-    )?;
-    assert_eq!(header.correlation_id, 42);
-    let result = |name: &str, code: i16, message: Option<&str>| {
-        DeletableTopicResult::default()
-            .with_name(Some(gregor_integration::admin::topic_name(name)))
-            .with_error_code(code)
-            .with_error_message(message.map(s))
-    };
-    let unknown = Some("This server does not host this topic-partition.");
-    let allowed = names.iter().filter(|name| !name.starts_with("ab"));
-    let denied = names.iter().filter(|name| name.starts_with("ab"));
-    let expected: Vec<DeletableTopicResult> = allowed
-        .map(|name| match name.as_str() {
-            "ok-del" => result(name, 0, None),
-            _ => result(name, 3, unknown),
-        })
-        .chain(denied.map(|name| result(name, 29, Some("Authorization failed."))))
-        .collect();
-    assert_eq!(response.responses.len(), expected.len());
-    for (index, (got, want)) in response.responses.iter().zip(&expected).enumerate() {
-        assert_eq!(got, want, "answer {index}");
+    for version in [5, 6] {
+        let created = conn
+            .send::<CreateTopicsRequest>(
+                &create_topics(
+                    vec![creatable("ok-del", 1, 1), creatable("ok-id", 1, 1)],
+                    false,
+                ),
+                7,
+            )
+            .await?;
+        assert!(created.topics.iter().all(|t| t.error_code == 0));
+        let id_of = |name: &str| {
+            created
+                .topics
+                .iter()
+                .find(|t| t.name.as_str() == name)
+                .map_or(uuid::Uuid::nil(), |t| t.topic_id)
+        };
+        // Topics prefixed "ab" have an ACL, none allowing DELETE: denied. At v6 "ok-id" is
+        // named by its id, and a deleted name is answered with its topic's id.
+        let entries: Vec<(Option<String>, uuid::Uuid)> = (0..1_500)
+            .map(|index| match index {
+                700 => (Some("ok-del".to_owned()), uuid::Uuid::nil()),
+                800 if version == 6 => (None, id_of("ok-id")),
+                _ if index % 3 == 0 => (Some(format!("ab-{index}")), uuid::Uuid::nil()),
+                _ => (Some(format!("ok-{index}")), uuid::Uuid::nil()),
+            })
+            .collect();
+        let request = if version == 6 {
+            gregor_integration::admin::delete_topic_states(&entries)
+        } else {
+            let names: Vec<&str> = entries.iter().filter_map(|(n, _)| n.as_deref()).collect();
+            gregor_integration::admin::delete_topics_by_name(5, &names)
+        };
+        let frame = gregor_integration::encode_request(&request, version, 42, Some("m"))?;
+        let (header, response) = decode_response::<kafka_protocol::messages::DeleteTopicsRequest>(
+            answer(&broker.bootstrap(), &frame).await?,
+            version,
+        )?;
+        assert_eq!(header.correlation_id, 42);
+        let result = |name: &str, id: uuid::Uuid, code: i16, message: Option<&str>| {
+            DeletableTopicResult::default()
+                .with_name(Some(gregor_integration::admin::topic_name(name)))
+                .with_topic_id(if version == 6 { id } else { uuid::Uuid::nil() })
+                .with_error_code(code)
+                .with_error_message(message.map(s))
+        };
+        let unknown = Some("This server does not host this topic-partition.");
+        let denied = |name: &Option<String>| name.as_ref().is_some_and(|n| n.starts_with("ab"));
+        let expected: Vec<DeletableTopicResult> = entries
+            .iter()
+            .filter(|(name, _)| !denied(name))
+            .map(|(name, _)| match name.as_deref() {
+                Some("ok-del") => result("ok-del", id_of("ok-del"), 0, None),
+                None => result("ok-id", id_of("ok-id"), 0, None),
+                Some(name) => result(name, uuid::Uuid::nil(), 3, unknown),
+            })
+            .chain(
+                entries
+                    .iter()
+                    .filter(|(name, _)| denied(name))
+                    .map(|(name, _)| {
+                        let name = name.as_deref().unwrap_or_default();
+                        result(name, uuid::Uuid::nil(), 29, Some("Authorization failed."))
+                    }),
+            )
+            .collect();
+        assert_eq!(response.responses.len(), expected.len(), "v{version}");
+        for (index, (got, want)) in response.responses.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "v{version} answer {index}");
+        }
+        if version == 5 {
+            let again = conn
+                .send::<kafka_protocol::messages::DeleteTopicsRequest>(
+                    &gregor_integration::admin::delete_topics_by_name(5, &["ok-id"]),
+                    5,
+                )
+                .await?;
+            assert_eq!(again.responses[0].error_code, 0);
+        }
     }
 
     // Distinct four-letter names, those prefixed "ab" denied: within four frames on each node.

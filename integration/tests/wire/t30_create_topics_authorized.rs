@@ -552,3 +552,143 @@ async fn delete_topics_of_many_names_checks_each_name_and_answers_the_denied_aft
     let codes: Vec<i16> = again.responses.iter().map(|r| r.error_code).collect();
     assert_eq!(codes, vec![3, TOPIC_AUTHORIZATION_FAILED]);
 }
+
+/// DeleteTopics v6 listing more entries than one chunk, without DELETE on the cluster: each
+/// name or id listed alone once is checked from the frame (an id by its topic's name), the
+/// denied ones follow the controller's answers with the name shown only where it may be
+/// described; repeated ids and entries with both are INVALID_REQUEST unchecked.
+#[tokio::test]
+async fn delete_topics_v6_of_many_entries_checks_each_name_and_id_and_answers_the_denied_after() {
+    use crate::t30_request_memory::{created_ids, topic_ids};
+    use gregor_integration::admin::acl::{DELETE, DESCRIBE};
+    use gregor_integration::admin::{delete_topic_states, topic_name};
+    use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+    use uuid::Uuid;
+    let node = authorized_node();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(120));
+    let topics = ["keep-1", "no-1", "no-2", "no-3", "hid-1"];
+    let id = created_ids(&mut conn, &topics).await;
+    add_acls(
+        &mut conn,
+        vec![
+            acl(CLUSTER, "kafka-cluster", LITERAL, DELETE, DENY),
+            acl(TOPIC, "no", PREFIXED, DELETE, DENY),
+            acl(TOPIC, "no", PREFIXED, DESCRIBE, ALLOW),
+            acl(TOPIC, "hid", PREFIXED, DESCRIBE, DENY),
+        ],
+    )
+    .await;
+    let name = |name: &str| Some(name.to_owned());
+    let nil = Uuid::nil();
+    let entries: Vec<(Option<String>, Uuid)> = (0..2_000)
+        .map(|index| match index {
+            7 => (None, id["keep-1"]),
+            900 => (None, id["no-1"]),
+            950 => (None, id["hid-1"]),
+            1_200 => (name("no-3"), nil),
+            // Listed twice, or with both: INVALID_REQUEST, never checked.
+            300 | 1_700 => (None, id["no-2"]),
+            1_100 => (name("no-1"), id["no-1"]),
+            _ if index % 100 == 33 => (Some(format!("no-missing-{index}")), nil),
+            _ if index % 2 == 0 => (Some(format!("missing-{index}")), nil),
+            _ => (None, Uuid::from_u128(0xabc_0000 + index as u128)),
+        })
+        .collect();
+    let whole = conn
+        .send(&delete_topic_states(&entries), 6)
+        .await
+        .unwrap()
+        .responses;
+    let denied = |(entry_name, entry_id): &(Option<String>, Uuid)| match entry_name {
+        Some(entry_name) => entry_id.is_nil() && entry_name.starts_with("no"),
+        None => [id["no-1"], id["hid-1"]].contains(entry_id),
+    };
+    let result = |name: Option<&str>, topic_id: Uuid, code: i16, message: Option<&str>| {
+        DeletableTopicResult::default()
+            .with_name(name.map(topic_name))
+            .with_topic_id(topic_id)
+            .with_error_code(code)
+            .with_error_message(message.map(s))
+    };
+    let mut expected = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for entry in entries.iter().filter(|entry| !denied(entry)) {
+        let (entry_name, entry_id) = entry;
+        if entry_name.is_some() == entry_id.is_nil() && !seen.insert(entry.clone()) {
+            continue;
+        }
+        expected.push(match (entry_name.as_deref(), *entry_id) {
+            (None, topic_id) if topic_id == id["keep-1"] => {
+                result(Some("keep-1"), topic_id, 0, None)
+            }
+            (None, topic_id) if topic_id == id["no-2"] => {
+                result(None, topic_id, 42, Some("Duplicate topic id."))
+            }
+            (Some("no-1"), topic_id) => result(
+                Some("no-1"),
+                topic_id,
+                42,
+                Some("You may not specify both topic name and topic id."),
+            ),
+            (None, topic_id) => result(
+                None,
+                topic_id,
+                100,
+                Some("This server does not host this topic ID."),
+            ),
+            (entry_name, _) => result(
+                entry_name,
+                nil,
+                3,
+                Some("This server does not host this topic-partition."),
+            ),
+        });
+    }
+    for (entry_name, entry_id) in entries.iter().filter(|entry| denied(entry)) {
+        let shown = match entry_name {
+            Some(entry_name) => Some(entry_name.as_str()),
+            None if *entry_id == id["no-1"] => Some("no-1"),
+            None => None,
+        };
+        expected.push(result(
+            shown,
+            *entry_id,
+            TOPIC_AUTHORIZATION_FAILED,
+            Some("Authorization failed."),
+        ));
+    }
+    crate::t30_request_memory::assert_same_entries(&whole, &expected, "DeleteTopics v6");
+    // A short request, decoded whole, is checked alike.
+    let short: Vec<(Option<String>, Uuid)> = [0, 300, 900, 950, 1_100, 1_200, 1_700]
+        .iter()
+        .map(|index| entries[*index].clone())
+        .collect();
+    let decoded = conn
+        .send(&delete_topic_states(&short), 6)
+        .await
+        .unwrap()
+        .responses;
+    let codes: Vec<(Option<String>, i16)> = decoded
+        .iter()
+        .map(|r| (r.name.as_ref().map(|n| n.to_string()), r.error_code))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            (Some("missing-0".to_owned()), 3),
+            (None, 42),
+            (Some("no-1".to_owned()), 42),
+            (Some("no-1".to_owned()), TOPIC_AUTHORIZATION_FAILED),
+            (None, TOPIC_AUTHORIZATION_FAILED),
+            (Some("no-3".to_owned()), TOPIC_AUTHORIZATION_FAILED),
+        ]
+    );
+    let left: Vec<String> = topic_ids(&mut conn)
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    // hid-1 is kept too, unseen by who may not describe it.
+    assert_eq!(left, ["no-1", "no-2", "no-3"], "keep-1 deleted");
+}

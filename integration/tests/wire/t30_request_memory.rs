@@ -1665,6 +1665,229 @@ async fn delete_topics_of_many_names_answers_as_shorter_requests_and_stays_one_d
     assert_eq!(metadata.topics.len(), many.len() + 2, "nothing deleted");
 }
 
+/// DeleteTopics v6 listing distinct unknown ids: decided from the frame, each answered
+/// UNKNOWN_TOPIC_ID with its id.
+#[tokio::test]
+async fn delete_topics_v6_of_distinct_ids_stays_within_four_frames() {
+    // Entry {null name, id, tags}: the id ends with the four-letter name.
+    let id_of = |name: &[u8; 4]| {
+        let mut id = [0x67u8; 16];
+        id[12..].copy_from_slice(name);
+        id
+    };
+    let (frame, count) = distinct(
+        20,
+        6,
+        b"",
+        18,
+        |name, frame| {
+            frame.put_u8(0);
+            frame.put_slice(&id_of(name));
+            frame.put_u8(0);
+        },
+        b"\x00\x00\x03\xe8\x00",
+    );
+    let mut body = answer_within_four_frames("DeleteTopics v6 distinct ids", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(compact_length(&mut body), count as u64 + 1, "one per entry");
+    for index in 0..count {
+        let result = delete_topics_response::DeletableTopicResult::decode(&mut body, 6).unwrap();
+        assert_eq!(
+            (result.name, result.topic_id.into_bytes()),
+            (None, id_of(&four_letter_name(index))),
+            "entry {index}"
+        );
+        assert_eq!(result.error_code, 100, "UNKNOWN_TOPIC_ID");
+    }
+    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+}
+
+type Spelled = (Option<String>, uuid::Uuid);
+
+/// 2,500 DeleteTopics v6 entries of every kind, the topics' ids from `ids`: names and ids
+/// alone that exist (deleted), are unknown or repeat across chunks, entries with both or
+/// neither (repeated), an empty name, and a name listed beside its own id.
+fn v6_entries(ids: &std::collections::HashMap<String, uuid::Uuid>) -> Vec<Spelled> {
+    let name = |name: &str| Some(name.to_owned());
+    let nil = uuid::Uuid::nil();
+    (0..2_500)
+        .map(|index| match index {
+            7 => (name("d1"), nil),
+            1_500 => (name("d2"), nil),
+            20 => (None, ids["i1"]),
+            1_800 => (None, ids["i2"]),
+            30 | 2_200 => (None, ids["dup"]),
+            40 => (None, ids["c"]),
+            41 => (name("c"), nil),
+            50 | 2_300 => (name("r"), nil),
+            _ if index % 100 == 9 => (None, nil),
+            _ if index % 100 == 11 => (name("both"), uuid::Uuid::from_u128(5)),
+            _ if index % 100 == 13 => (name(""), nil),
+            _ if index % 2 == 0 => (Some(format!("missing-{index}")), nil),
+            _ => (None, uuid::Uuid::from_u128(0xabc_0000 + index as u128)),
+        })
+        .collect()
+}
+
+/// The entries of `entries` as requests of at most 1,000 answered as the whole is: each name
+/// or id alone once in order of first appearance (twice when repeated), every other entry, and
+/// a name kept in the request of the id it maps to (the entry before it).
+fn shorter_v6(entries: &[Spelled], conflicting: uuid::Uuid) -> Vec<Vec<Spelled>> {
+    let alone = |(name, id): &Spelled| name.is_some() == id.is_nil();
+    let mut counts = std::collections::HashMap::new();
+    for entry in entries.iter().filter(|entry| alone(entry)) {
+        *counts.entry(entry.clone()).or_insert(0) += 1;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut units: Vec<Vec<Spelled>> = Vec::new();
+    for entry in entries {
+        if alone(entry) && !seen.insert(entry.clone()) {
+            continue;
+        }
+        let copies = if alone(entry) && counts[entry] > 1 {
+            2
+        } else {
+            1
+        };
+        let unit = vec![entry.clone(); copies];
+        match units.last_mut() {
+            Some(last) if last.iter().any(|(_, id)| *id == conflicting) => last.extend(unit),
+            _ => units.push(unit),
+        }
+    }
+    let mut requests: Vec<Vec<Spelled>> = vec![Vec::new()];
+    for unit in units {
+        if requests
+            .last()
+            .is_some_and(|r| r.len() + unit.len() > 1_000)
+        {
+            requests.push(Vec::new());
+        }
+        if let Some(request) = requests.last_mut() {
+            request.extend(unit);
+        }
+    }
+    requests
+}
+
+/// Creates `topics` (those that exist stay) and returns the id of every topic the connection
+/// may see, by name.
+pub(crate) async fn created_ids(
+    conn: &mut KafkaConn,
+    topics: &[&str],
+) -> std::collections::HashMap<String, uuid::Uuid> {
+    let creatable = topics.iter().map(|n| creatable(n, 1, 1)).collect();
+    let created = conn
+        .send(&create_topics(creatable, false), 7)
+        .await
+        .unwrap();
+    assert!(created
+        .topics
+        .iter()
+        .all(|t| matches!(t.error_code, 0 | 36)));
+    topic_ids(conn).await.into_iter().collect()
+}
+
+/// The (name, id) of every topic the connection may see, by name.
+pub(crate) async fn topic_ids(conn: &mut KafkaConn) -> Vec<(String, uuid::Uuid)> {
+    let described = conn.send(&metadata(12, None, false), 12).await.unwrap();
+    let mut topics: Vec<(String, uuid::Uuid)> = described
+        .topics
+        .iter()
+        .map(|t| (t.name.as_ref().unwrap().to_string(), t.topic_id))
+        .collect();
+    topics.sort();
+    topics
+}
+
+/// DeleteTopics v6 listing more entries than one chunk answers each entry as shorter requests
+/// do: names and ids alone deleted (answered with the id or name they resolve to), each
+/// repeated one INVALID_REQUEST at its first appearance only, every entry with both or neither
+/// INVALID_REQUEST, a name beside its own id neither deleted; the same request on a node that
+/// may not delete answers each distinct entry once.
+#[tokio::test]
+async fn delete_topics_v6_of_many_entries_answers_as_shorter_requests() {
+    use gregor_integration::admin::delete_topic_states;
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    let topics = ["d1", "d2", "i1", "i2", "dup", "c", "r"];
+    let ids = created_ids(&mut conn, &topics).await;
+    let entries = v6_entries(&ids);
+    let whole = conn
+        .send(&delete_topic_states(&entries), 6)
+        .await
+        .unwrap()
+        .responses;
+    let left: Vec<String> = topic_ids(&mut conn)
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(left, ["c", "dup", "r"], "deleted by name and by id");
+    let answer_of = |name: Option<&str>, id: uuid::Uuid| {
+        whole
+            .iter()
+            .find(|r| r.name.as_ref().map(|n| n.as_str()) == name && r.topic_id == id)
+            .map(|r| r.error_code)
+    };
+    assert_eq!(answer_of(Some("d1"), ids["d1"]), Some(0));
+    assert_eq!(answer_of(Some("i2"), ids["i2"]), Some(0));
+    assert_eq!(
+        answer_of(Some("c"), ids["c"]),
+        Some(42),
+        "maps to a listed id"
+    );
+    assert_eq!(answer_of(None, ids["c"]), Some(42), "a duplicate id");
+    assert_eq!(answer_of(None, ids["dup"]), Some(42));
+
+    let new_ids = created_ids(&mut conn, &topics).await;
+    let old_of: std::collections::HashMap<uuid::Uuid, uuid::Uuid> = topics
+        .iter()
+        .map(|topic| (new_ids[*topic], ids[*topic]))
+        .collect();
+    let mut parts = Vec::new();
+    for request in shorter_v6(&v6_entries(&new_ids), new_ids["c"]) {
+        let answer = conn.send(&delete_topic_states(&request), 6).await.unwrap();
+        parts.extend(answer.responses.into_iter().map(|mut result| {
+            result.topic_id = old_of
+                .get(&result.topic_id)
+                .copied()
+                .unwrap_or(result.topic_id);
+            result
+        }));
+    }
+    assert_same_entries(&whole, &parts, "DeleteTopics v6");
+
+    // Deletion disabled: every distinct entry once, without a message.
+    let refusing = GregorNode::start(&[
+        ("auto.create.topics.enable", "false"),
+        ("delete.topic.enable", "false"),
+    ])
+    .unwrap();
+    let mut conn = KafkaConn::connect(&refusing.bootstrap()).await.unwrap();
+    conn.set_timeout(Duration::from_secs(300));
+    let refused = conn
+        .send(&delete_topic_states(&entries), 6)
+        .await
+        .unwrap()
+        .responses;
+    let mut seen = std::collections::HashSet::new();
+    let distinct: Vec<Spelled> = entries
+        .iter()
+        .filter(|entry| seen.insert((*entry).clone()))
+        .cloned()
+        .collect();
+    let answered: Vec<Spelled> = refused
+        .iter()
+        .map(|r| (r.name.as_ref().map(|n| n.to_string()), r.topic_id))
+        .collect();
+    assert_eq!(answered, distinct);
+    assert!(refused
+        .iter()
+        .all(|r| r.error_code == 73 && r.error_message.is_none()));
+}
+
 /// FindCoordinator v6 naming distinct keys: each key is located on its own, so the node answers
 /// them a chunk at a time. Transactional ids, each refused with a message (an answer 23 times
 /// the frame, 228 MB, written from compressed chunks), and group ids.

@@ -518,6 +518,7 @@ async fn process(
             api_version,
             super::reassignment_chunks::scan,
         ),
+        ApiKey::DeleteTopics => super::delete_topics_chunks::is_long(&frame, api_version),
         _ => false,
     };
     let reduced = decode_guarded(|| {

@@ -12,6 +12,10 @@
 //! Kafka shuffles the results; Gregor answers in request order. Where Kafka would drop the
 //! result of an id whose name is also listed, Gregor answers it with "Duplicate topic id." so
 //! every entry is echoed.
+//!
+//! One decision serves both forms of a request: [`delete_listed_topics`] reads the entries
+//! through [`ListedTopics`] one at a time and keeps a compact answer, whether they stay in a
+//! frame too large to decode whole (issue #11) or were decoded ([`delete_topics`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,218 +30,63 @@ use super::errors::ControllerError;
 use super::view::MetadataView;
 use super::{ControllerResult, MutationContext, MAX_RECORDS_PER_USER_OP};
 
-/// One requested topic as the request spelled it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Entry {
-    name: Option<TopicName>,
-    id: Uuid,
+/// One entry of a DeleteTopics request, as the decision reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedTopic<'a> {
+    /// A name alone (every v0-5 entry).
+    Name(&'a str),
+    /// An id alone.
+    Id(Uuid),
+    /// Both a name and an id: refused on its own.
+    Both,
+    /// Neither a name nor an id: refused on its own.
+    Neither,
 }
 
-/// What happens to one entry.
-enum Outcome {
-    Failed(Option<TopicName>, Uuid, ControllerError),
-    Delete(TopicName, Uuid),
-    /// Reported elsewhere (a repeated name or id).
-    Skip,
-}
+/// A DeleteTopics request's entries read one at a time from where they are kept (the request
+/// frame, or a decoded request), as [`delete_listed_topics`] decides them.
+pub trait ListedTopics: Send + Sync {
+    /// How many entries a decision answers: each distinct name or id alone once, at its first
+    /// appearance, and every entry with both or neither.
+    fn answered(&self) -> usize;
 
-/// Decides a DeleteTopics request against `image`. `delete_topic_enable` is the controller's
-/// `delete.topic.enable`. Only `ctx.quota` is used (DeleteTopics draws no randomness).
-pub fn delete_topics<V: MetadataView + ?Sized>(
-    image: &V,
-    request: &DeleteTopicsRequest,
-    version: i16,
-    delete_topic_enable: bool,
-    ctx: &mut MutationContext<'_>,
-) -> ControllerResult<DeleteTopicsResponse> {
-    let entries: Vec<Entry> = request
-        .topic_names
-        .iter()
-        .map(|name| Entry {
-            name: Some(name.clone()),
-            id: Uuid::nil(),
-        })
-        .chain(request.topics.iter().map(|t| Entry {
-            name: t.name.clone(),
-            id: t.topic_id,
-        }))
-        .collect();
-    if !delete_topic_enable {
-        return whole_request_error(
-            &entries,
-            &ControllerError::TopicDeletionDisabled { version },
-        );
-    }
-
-    let mut name_count: HashMap<&str, usize> = HashMap::new();
-    let mut id_count: HashMap<Uuid, usize> = HashMap::new();
-    for entry in &entries {
-        match (&entry.name, entry.id.is_nil()) {
-            (Some(name), true) => *name_count.entry(name.0.as_str()).or_default() += 1,
-            (None, false) => *id_count.entry(entry.id).or_default() += 1,
-            _ => {}
-        }
-    }
-    // Ids listed once, with their names: a name that resolves to one of them conflicts.
-    let listed_ids: HashSet<Uuid> = id_count.keys().copied().collect();
-    let mut conflicting_ids = HashSet::new();
-    let mut seen = HashSet::new();
-    let mut outcomes = Vec::with_capacity(entries.len());
-    for entry in &entries {
-        let outcome = match (&entry.name, entry.id.is_nil()) {
-            (None, true) => Outcome::Failed(None, entry.id, ControllerError::NeitherNameNorId),
-            (Some(name), false) => {
-                Outcome::Failed(Some(name.clone()), entry.id, ControllerError::BothNameAndId)
-            }
-            (Some(name), true) => {
-                if !seen.insert(entry.clone()) {
-                    Outcome::Skip
-                } else if name_count.get(name.0.as_str()).copied().unwrap_or(0) > 1 {
-                    Outcome::Failed(
-                        Some(name.clone()),
-                        Uuid::nil(),
-                        ControllerError::DuplicateTopicName,
-                    )
-                } else {
-                    match image.topic_id(name.0.as_str()) {
-                        None => Outcome::Failed(
-                            Some(name.clone()),
-                            Uuid::nil(),
-                            ControllerError::UnknownTopicName,
-                        ),
-                        Some(id) if listed_ids.contains(&id) => {
-                            conflicting_ids.insert(id);
-                            Outcome::Failed(
-                                Some(name.clone()),
-                                id,
-                                ControllerError::NameMapsToSuppliedId,
-                            )
-                        }
-                        Some(id) => Outcome::Delete(name.clone(), id),
-                    }
-                }
-            }
-            (None, false) => {
-                if !seen.insert(entry.clone()) {
-                    Outcome::Skip
-                } else if id_count.get(&entry.id).copied().unwrap_or(0) > 1 {
-                    Outcome::Failed(None, entry.id, ControllerError::DuplicateTopicId)
-                } else {
-                    match image.topic_name(&entry.id) {
-                        None => Outcome::Failed(None, entry.id, ControllerError::UnknownTopicId),
-                        Some(name) => {
-                            Outcome::Delete(TopicName(StrBytes::from_string(name)), entry.id)
-                        }
-                    }
-                }
-            }
-        };
-        outcomes.push(outcome);
-    }
-
-    let deletions = outcomes
-        .iter()
-        .filter(|o| matches!(o, Outcome::Delete(..)))
-        .count();
-    if deletions > MAX_RECORDS_PER_USER_OP {
-        return whole_request_error(&entries, &ControllerError::BatchTooLarge);
-    }
-    let mut records = Vec::with_capacity(deletions);
-    let mut results = Vec::with_capacity(outcomes.len());
-    for outcome in outcomes {
-        let (name, id, error) = match outcome {
-            Outcome::Skip => continue,
-            Outcome::Failed(name, id, error) => (name, id, Some(error)),
-            Outcome::Delete(_, id) if conflicting_ids.contains(&id) => {
-                (None, id, Some(ControllerError::DuplicateTopicId))
-            }
-            Outcome::Delete(name, id) => {
-                let partitions = u32::try_from(image.partition_count(&id)).unwrap_or(u32::MAX);
-                match ctx.quota.charge(partitions) {
-                    Ok(()) => {
-                        records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
-                            topic_id: id,
-                        }));
-                        (Some(name), id, None)
-                    }
-                    Err(e) => (
-                        Some(name),
-                        id,
-                        Some(ControllerError::ThrottlingQuotaExceeded {
-                            throttle_time_ms: e.throttle_time_ms,
-                        }),
-                    ),
-                }
-            }
-        };
-        results.push(result(name, id, error.as_ref()));
-    }
-    ControllerResult {
-        records,
-        response: DeleteTopicsResponse::default().with_responses(results),
-    }
-}
-
-fn result(
-    name: Option<TopicName>,
-    id: Uuid,
-    error: Option<&ControllerError>,
-) -> DeletableTopicResult {
-    DeletableTopicResult::default()
-        .with_name(name)
-        .with_topic_id(id)
-        .with_error_code(error.map_or(0, |e| e.code().code()))
-        .with_error_message(error.and_then(|e| e.message().map(StrBytes::from_string)))
-}
-
-/// Kafka's `DeleteTopicsRequest.getErrorResponse`: every entry gets the code, no message.
-fn whole_request_error(
-    entries: &[Entry],
-    error: &ControllerError,
-) -> ControllerResult<DeleteTopicsResponse> {
-    let mut seen = HashSet::new();
-    let results = entries
-        .iter()
-        .filter(|entry| seen.insert(*entry))
-        .map(|entry| {
-            DeletableTopicResult::default()
-                .with_name(entry.name.clone())
-                .with_topic_id(entry.id)
-                .with_error_code(error.code().code())
-                .with_error_message(None)
-        })
-        .collect();
-    ControllerResult {
-        records: Vec::new(),
-        response: DeleteTopicsResponse::default().with_responses(results),
-    }
-}
-
-/// A DeleteTopics v1-5 request's names read one at a time from where they are kept (the
-/// request's frame), for requests too large to decode whole (issue #11).
-pub trait ListedNames: Send + Sync {
-    /// How many distinct names it lists.
-    fn distinct(&self) -> usize;
-
-    /// How many names a refusal of the whole request answers: each name's first two copies,
-    /// as a decoded request holds them (`dedup_decode.rs`).
+    /// How many entries a refusal of the whole request answers: each name's or id's first two
+    /// copies, as a decoded request holds them (`dedup_decode.rs`), and every other entry.
     fn listed(&self) -> usize;
 
-    /// Calls `visit` with each distinct name's first appearance in request order and whether
-    /// the request names it again; stops early when `visit` returns false.
-    fn each_first(&self, visit: &mut dyn FnMut(&str, bool) -> bool) -> Result<(), String>;
+    /// How many distinct entries the request holds, which a rejection of the whole request
+    /// answers (Kafka's `getErrorResponse` over its set of entries).
+    fn distinct(&self) -> usize;
+
+    /// Calls `visit` with each answered entry in request order and whether the request names
+    /// its name or id alone again; stops early when `visit` returns false.
+    fn each_answered(
+        &self,
+        visit: &mut dyn FnMut(ListedTopic<'_>, bool) -> bool,
+    ) -> Result<(), String>;
+
+    /// Whether an entry names `id` alone.
+    fn lists_id(&self, id: &Uuid) -> bool;
 }
 
-/// The answer to a [`ListedNames`] request, kept compactly: two bytes per distinct name and
-/// its few distinct outcomes (an error code and message, or a deletion's code 0; at most
-/// [`MAX_RECORDS_PER_USER_OP`] deletions, so fewer than 65,536 outcomes).
+/// The answer to a [`ListedTopics`] request, kept compactly: two bytes per answered entry and
+/// its few distinct outcomes (an error code and message, or a deletion's code 0), with the
+/// names and ids the answer takes from the image beside, by entry (at most
+/// [`MAX_RECORDS_PER_USER_OP`] deletions, and one id per name that maps to a listed id).
 #[derive(Debug, Default, PartialEq)]
 pub struct ListedDeletion {
-    /// Per distinct name, in request order: its index in `outcomes`.
-    pub per_name: Vec<u16>,
+    /// Per answered entry, in request order: its index in `outcomes`.
+    pub per_entry: Vec<u16>,
     pub outcomes: Vec<(i16, Option<String>)>,
-    /// A request the controller could not decide: every copy of each name the decoded request
-    /// holds (its first two) answered with this code and message, as
+    /// (answered entry, the topic id of the name it lists), by entry.
+    pub resolved_ids: Vec<(u32, Uuid)>,
+    /// (answered entry, the name of the id it lists), by entry.
+    pub resolved_names: Vec<(u32, String)>,
+    /// A request the controller rejected whole (deletion disabled, too many deletions): each
+    /// distinct entry answered with this code and no message, as Kafka's `getErrorResponse`.
+    pub rejected: Option<i16>,
+    /// A request the controller could not decide: every copy of each entry the decoded request
+    /// holds ([`ListedTopics::listed`]) answered with this code and message, as
     /// [`crate::controller::failed_delete_topics_for`] answers it.
     pub refused: Option<(i16, String)>,
     pub throttle_time_ms: i32,
@@ -252,9 +101,46 @@ impl ListedDeletion {
         }
     }
 
-    /// The code and message of the distinct name at `index` (in request order).
+    /// The code and message of the answered entry at `index` (in request order).
     pub fn outcome(&self, index: usize) -> Option<&(i16, Option<String>)> {
-        self.outcomes.get(*self.per_name.get(index)? as usize)
+        self.outcomes.get(*self.per_entry.get(index)? as usize)
+    }
+
+    /// The answer to the answered entry at `index`, which the request spelled `name` and `id`
+    /// (a name alone answered with its topic's id, an id alone with its topic's name, where
+    /// the topic was found).
+    pub fn answer(
+        &self,
+        index: usize,
+        name: Option<TopicName>,
+        id: Uuid,
+    ) -> Option<DeletableTopicResult> {
+        let (code, message) = self.outcome(index)?;
+        let at = u32::try_from(index).ok()?;
+        let (name, id) = match (name, id.is_nil()) {
+            (Some(name), true) => {
+                let resolved = self.resolved_ids.binary_search_by_key(&at, |(at, _)| *at);
+                (
+                    Some(name),
+                    resolved.map_or(id, |found| self.resolved_ids[found].1),
+                )
+            }
+            (None, false) => {
+                let resolved = self.resolved_names.binary_search_by_key(&at, |(at, _)| *at);
+                let name = resolved.ok().map(|found| {
+                    TopicName(StrBytes::from_string(self.resolved_names[found].1.clone()))
+                });
+                (name, id)
+            }
+            (name, _) => (name, id),
+        };
+        Some(
+            DeletableTopicResult::default()
+                .with_name(name)
+                .with_topic_id(id)
+                .with_error_code(*code)
+                .with_error_message(message.clone().map(StrBytes::from_string)),
+        )
     }
 
     /// Marks every deleted topic failed (the records did not commit).
@@ -267,103 +153,284 @@ impl ListedDeletion {
     }
 }
 
-/// Decides a request whose names are read from `names` as [`delete_topics`] decides the same
-/// names, without holding them or their answers whole.
+/// A topic to delete once the request is known to stay within one batch.
+struct Candidate {
+    /// Its answered entry.
+    entry: usize,
+    id: Uuid,
+    /// The image's name of a topic listed by id.
+    name: Option<String>,
+}
+
+/// Decides a DeleteTopics request whose entries are read from `topics`. `delete_topic_enable`
+/// is the controller's `delete.topic.enable`. Only `ctx.quota` is used (DeleteTopics draws no
+/// randomness).
 pub fn delete_listed_topics<V: MetadataView + ?Sized>(
     image: &V,
-    names: &dyn ListedNames,
+    topics: &dyn ListedTopics,
     version: i16,
     delete_topic_enable: bool,
     ctx: &mut MutationContext<'_>,
 ) -> ControllerResult<ListedDeletion> {
-    let alike = |error: &ControllerError| ControllerResult {
+    let rejected = |error: &ControllerError| ControllerResult {
         records: Vec::new(),
         response: ListedDeletion {
-            per_name: vec![0; names.distinct()],
-            outcomes: vec![(error.code().code(), None)],
+            rejected: Some(error.code().code()),
             ..Default::default()
         },
     };
     if !delete_topic_enable {
-        return alike(&ControllerError::TopicDeletionDisabled { version });
+        return rejected(&ControllerError::TopicDeletionDisabled { version });
     }
     let mut deletion = ListedDeletion {
-        per_name: Vec::with_capacity(names.distinct()),
+        per_entry: Vec::with_capacity(topics.answered()),
         ..Default::default()
     };
     let mut index_of: HashMap<(i16, Option<String>), u16> = HashMap::new();
-    // Distinct outcomes: a few errors and one per deletion (at most the record limit).
+    // Distinct outcomes: a few errors and the few a deletion can end with.
     let mut outcome_index = |outcome: (i16, Option<String>), outcomes: &mut Vec<_>| {
         *index_of.entry(outcome.clone()).or_insert_with(|| {
             outcomes.push(outcome);
             u16::try_from(outcomes.len() - 1).unwrap_or(u16::MAX)
         })
     };
-    // (the name's position in `per_name`, its topic), decided once the count is known.
-    let mut deletions: Vec<(usize, Uuid)> = Vec::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    // Ids listed alone that a listed name maps to: answered as duplicates, never deleted.
+    let mut conflicting: Vec<Uuid> = Vec::new();
     let mut too_large = false;
-    let walked = names.each_first(&mut |name, repeated| {
-        let error = if repeated {
-            ControllerError::DuplicateTopicName
-        } else {
-            match image.topic_id(name) {
-                None => ControllerError::UnknownTopicName,
-                Some(id) => {
-                    if deletions.len() == MAX_RECORDS_PER_USER_OP {
-                        too_large = true;
-                        return false;
-                    }
-                    deletions.push((deletion.per_name.len(), id));
-                    deletion.per_name.push(u16::MAX);
-                    return true;
-                }
+    let walked = topics.each_answered(&mut |topic, repeated| {
+        let entry = deletion.per_entry.len();
+        let mut candidate = |id: Uuid, name: Option<String>| {
+            if candidates.len() == MAX_RECORDS_PER_USER_OP {
+                too_large = true;
+                return false;
             }
+            candidates.push(Candidate { entry, id, name });
+            true
+        };
+        let error = match topic {
+            ListedTopic::Neither => ControllerError::NeitherNameNorId,
+            ListedTopic::Both => ControllerError::BothNameAndId,
+            ListedTopic::Name(_) if repeated => ControllerError::DuplicateTopicName,
+            ListedTopic::Id(_) if repeated => ControllerError::DuplicateTopicId,
+            ListedTopic::Name(name) => match image.topic_id(name) {
+                None => ControllerError::UnknownTopicName,
+                Some(id) if topics.lists_id(&id) => {
+                    conflicting.push(id);
+                    if let Ok(at) = u32::try_from(entry) {
+                        deletion.resolved_ids.push((at, id));
+                    }
+                    ControllerError::NameMapsToSuppliedId
+                }
+                Some(id) => {
+                    deletion.per_entry.push(u16::MAX);
+                    return candidate(id, None);
+                }
+            },
+            ListedTopic::Id(id) => match image.topic_name(&id) {
+                None => ControllerError::UnknownTopicId,
+                Some(name) => {
+                    deletion.per_entry.push(u16::MAX);
+                    return candidate(id, Some(name));
+                }
+            },
         };
         let at = outcome_index(
             (error.code().code(), error.message()),
             &mut deletion.outcomes,
         );
-        deletion.per_name.push(at);
+        deletion.per_entry.push(at);
         true
     });
     if let Err(error) = walked {
-        tracing::error!(%error, "the names of a DeleteTopics request did not read again");
+        tracing::error!(%error, "the entries of a DeleteTopics request did not read again");
         let at = outcome_index(
             (ResponseError::UnknownServerError.code(), Some(error)),
             &mut deletion.outcomes,
         );
-        deletion.per_name.clear();
-        deletion.per_name.resize(names.distinct(), at);
+        deletion.per_entry.clear();
+        deletion.per_entry.resize(topics.answered(), at);
+        deletion.resolved_ids.clear();
         return ControllerResult {
             records: Vec::new(),
             response: deletion,
         };
     }
     if too_large {
-        return alike(&ControllerError::BatchTooLarge);
+        return rejected(&ControllerError::BatchTooLarge);
     }
-    let mut records = Vec::with_capacity(deletions.len());
-    for (position, id) in deletions {
-        let partitions = u32::try_from(image.partition_count(&id)).unwrap_or(u32::MAX);
-        let outcome = match ctx.quota.charge(partitions) {
-            Ok(()) => {
-                records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
-                    topic_id: id,
-                }));
-                (0, None)
+    conflicting.sort_unstable();
+    let mut records = Vec::with_capacity(candidates.len());
+    for Candidate { entry, id, name } in candidates {
+        let listed_by_name = name.is_none();
+        let outcome = if !listed_by_name && conflicting.binary_search(&id).is_ok() {
+            let error = ControllerError::DuplicateTopicId;
+            (error.code().code(), error.message())
+        } else {
+            let at = u32::try_from(entry).unwrap_or(u32::MAX);
+            match name {
+                None => deletion.resolved_ids.push((at, id)),
+                Some(name) => deletion.resolved_names.push((at, name)),
             }
-            Err(e) => {
-                let error = ControllerError::ThrottlingQuotaExceeded {
-                    throttle_time_ms: e.throttle_time_ms,
-                };
-                (error.code().code(), error.message())
+            let partitions = u32::try_from(image.partition_count(&id)).unwrap_or(u32::MAX);
+            match ctx.quota.charge(partitions) {
+                Ok(()) => {
+                    records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                        topic_id: id,
+                    }));
+                    (0, None)
+                }
+                Err(e) => {
+                    let error = ControllerError::ThrottlingQuotaExceeded {
+                        throttle_time_ms: e.throttle_time_ms,
+                    };
+                    (error.code().code(), error.message())
+                }
             }
         };
-        deletion.per_name[position] = outcome_index(outcome, &mut deletion.outcomes);
+        deletion.per_entry[entry] = outcome_index(outcome, &mut deletion.outcomes);
     }
+    deletion.resolved_ids.sort_unstable_by_key(|(at, _)| *at);
     ControllerResult {
         records,
         response: deletion,
+    }
+}
+
+/// A decoded request's entries, as the request spelled them.
+struct DecodedTopics<'a> {
+    entries: Vec<(Option<&'a str>, Uuid)>,
+    /// How many entries list each name alone, and each id alone.
+    names: HashMap<&'a str, usize>,
+    ids: HashMap<Uuid, usize>,
+}
+
+impl<'a> DecodedTopics<'a> {
+    fn new(request: &'a DeleteTopicsRequest) -> Self {
+        let entries: Vec<(Option<&str>, Uuid)> = request
+            .topic_names
+            .iter()
+            .map(|name| (Some(name.0.as_str()), Uuid::nil()))
+            .chain(
+                request
+                    .topics
+                    .iter()
+                    .map(|t| (t.name.as_ref().map(|name| name.0.as_str()), t.topic_id)),
+            )
+            .collect();
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        let mut ids: HashMap<Uuid, usize> = HashMap::new();
+        for (name, id) in &entries {
+            match (name, id.is_nil()) {
+                (Some(name), true) => *names.entry(name).or_default() += 1,
+                (None, false) => *ids.entry(*id).or_default() += 1,
+                _ => {}
+            }
+        }
+        DecodedTopics {
+            entries,
+            names,
+            ids,
+        }
+    }
+
+    /// Each entry as the decision reads it, and whether it is answered (every entry with both
+    /// or neither; a name or id alone at its first appearance).
+    fn each(&self, mut visit: impl FnMut(&(Option<&'a str>, Uuid), ListedTopic<'a>, bool, bool)) {
+        let mut seen = HashSet::new();
+        for entry in &self.entries {
+            let (topic, repeated) = match *entry {
+                (Some(name), id) if id.is_nil() => (ListedTopic::Name(name), self.names[name] > 1),
+                (None, id) if !id.is_nil() => (ListedTopic::Id(id), self.ids[&id] > 1),
+                (Some(_), _) => (ListedTopic::Both, false),
+                (None, _) => (ListedTopic::Neither, false),
+            };
+            let answered = match topic {
+                ListedTopic::Name(_) | ListedTopic::Id(_) => seen.insert(*entry),
+                ListedTopic::Both | ListedTopic::Neither => true,
+            };
+            visit(entry, topic, repeated, answered);
+        }
+    }
+}
+
+impl ListedTopics for DecodedTopics<'_> {
+    fn answered(&self) -> usize {
+        let mut count = 0;
+        self.each(|_, _, _, answered| count += usize::from(answered));
+        count
+    }
+
+    fn listed(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn distinct(&self) -> usize {
+        self.entries.iter().collect::<HashSet<_>>().len()
+    }
+
+    fn each_answered(
+        &self,
+        visit: &mut dyn FnMut(ListedTopic<'_>, bool) -> bool,
+    ) -> Result<(), String> {
+        let mut going = true;
+        self.each(|_, topic, repeated, answered| {
+            if going && answered {
+                going = visit(topic, repeated);
+            }
+        });
+        Ok(())
+    }
+
+    fn lists_id(&self, id: &Uuid) -> bool {
+        self.ids.contains_key(id)
+    }
+}
+
+/// Decides a decoded DeleteTopics request (each name or id alone kept at most twice,
+/// `dedup_decode.rs`) as [`delete_listed_topics`] decides the same entries.
+pub fn delete_topics<V: MetadataView + ?Sized>(
+    image: &V,
+    request: &DeleteTopicsRequest,
+    version: i16,
+    delete_topic_enable: bool,
+    ctx: &mut MutationContext<'_>,
+) -> ControllerResult<DeleteTopicsResponse> {
+    let topics = DecodedTopics::new(request);
+    let ControllerResult {
+        records,
+        response: deletion,
+    } = delete_listed_topics(image, &topics, version, delete_topic_enable, ctx);
+    let spelled = |(name, id): &(Option<&str>, Uuid)| {
+        (
+            name.map(|name| TopicName(StrBytes::from_string(name.to_owned()))),
+            *id,
+        )
+    };
+    let mut results = Vec::new();
+    match deletion.rejected {
+        Some(code) => {
+            let mut seen = HashSet::new();
+            for entry in topics.entries.iter().filter(|entry| seen.insert(*entry)) {
+                let (name, id) = spelled(entry);
+                results.push(
+                    DeletableTopicResult::default()
+                        .with_name(name)
+                        .with_topic_id(id)
+                        .with_error_code(code),
+                );
+            }
+        }
+        None => topics.each(|entry, _, _, answered| {
+            if answered {
+                let (name, id) = spelled(entry);
+                results.extend(deletion.answer(results.len(), name, id));
+            }
+        }),
+    }
+    ControllerResult {
+        records,
+        response: DeleteTopicsResponse::default().with_responses(results),
     }
 }
 
@@ -574,9 +641,9 @@ mod tests {
     /// Names as a frame would list them, for [`delete_listed_topics`].
     struct Names(Vec<&'static str>);
 
-    impl ListedNames for Names {
-        fn distinct(&self) -> usize {
-            self.0.iter().collect::<HashSet<_>>().len()
+    impl ListedTopics for Names {
+        fn answered(&self) -> usize {
+            self.distinct()
         }
 
         fn listed(&self) -> usize {
@@ -591,15 +658,26 @@ mod tests {
                 .count()
         }
 
-        fn each_first(&self, visit: &mut dyn FnMut(&str, bool) -> bool) -> Result<(), String> {
+        fn distinct(&self) -> usize {
+            self.0.iter().collect::<HashSet<_>>().len()
+        }
+
+        fn each_answered(
+            &self,
+            visit: &mut dyn FnMut(ListedTopic<'_>, bool) -> bool,
+        ) -> Result<(), String> {
             let mut seen = HashSet::new();
             for name in &self.0 {
                 let repeated = self.0.iter().filter(|n| *n == name).count() > 1;
-                if seen.insert(*name) && !visit(name, repeated) {
+                if seen.insert(*name) && !visit(ListedTopic::Name(name), repeated) {
                     break;
                 }
             }
             Ok(())
+        }
+
+        fn lists_id(&self, _: &Uuid) -> bool {
+            false
         }
     }
 
@@ -620,7 +698,10 @@ mod tests {
         firsts
             .enumerate()
             .map(|(index, name)| {
-                let (code, message) = result.response.outcome(index).cloned().unwrap_or_default();
+                let (code, message) = match result.response.rejected {
+                    Some(code) => (code, None),
+                    None => result.response.outcome(index).cloned().unwrap_or_default(),
+                };
                 (name.to_string(), code, message)
             })
             .collect()

@@ -49,7 +49,9 @@ pub use create_partitions::{create_listed_partitions, create_partitions, ListedG
 pub use create_topics::{
     create_listed_topics, create_topics, ListedCreation, ListedOutcome, TopicDefaults,
 };
-pub use delete_topics::{delete_listed_topics, delete_topics, ListedDeletion, ListedNames};
+pub use delete_topics::{
+    delete_listed_topics, delete_topics, ListedDeletion, ListedTopic, ListedTopics,
+};
 pub use errors::ControllerError;
 pub use listed::{ListedAnswers, ListedElements, ListedError};
 pub use quota::{MutationQuota, QuotaExceeded, Unlimited};
