@@ -29,7 +29,7 @@ mod metadata;
 mod offset_for_leader_epoch;
 mod produce;
 pub mod quorum;
-mod raft_voters;
+pub mod raft_voters;
 mod reassignments;
 mod replica_fetch;
 mod sasl;

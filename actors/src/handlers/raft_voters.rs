@@ -8,8 +8,12 @@
 //! what to do (several observers share the id; no observer or registration exists for it).
 //!
 //! The voter set is openraft's membership: a voter is added by promoting the learner that
-//! replicates to it (after pointing the learner's endpoints at the requested listeners), and a
+//! replicates to it (after pointing the learner's endpoints at the requested listeners, one
+//! per listener name, the last given winning, as Kafka's `Endpoints` map keeps them), and a
 //! removed voter stays a learner, like a Kafka controller that becomes an observer.
+//!
+//! The listeners are read through [`VoterListeners`], from a decoded request or from a frame
+//! listing too many to decode (issue #11); a refusal names at most [`LISTED`] of them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,9 +21,10 @@ use std::time::Duration;
 use gregor_publishers::kafka_uuid::to_kafka_string;
 use gregor_publishers::records::Endpoint;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_raft_voter_request::Listener;
 use kafka_protocol::messages::{
     AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
-    ResponseKind,
+    RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use openraft::ChangeMembers;
@@ -32,6 +37,61 @@ use crate::raft::{MetadataLogError, VoterNode};
 
 /// "Caught up" must be recent (Kafka: a fetch within the last hour and a caught-up time set).
 const CAUGHT_UP_WITHIN_MS: i64 = 3_600_000;
+
+/// How many listeners a refusal names: Kafka's message lists every one, which for a request
+/// of millions is an answer larger than the request and no help to the person reading it.
+pub const LISTED: usize = 10;
+
+/// The listeners of an AddRaftVoter request, read one at a time from where they are kept.
+pub trait VoterListeners: Send + Sync {
+    /// How many listeners the request lists.
+    fn count(&self) -> usize;
+
+    /// Calls `visit` with each listener's name, host and port in request order; stops early
+    /// when `visit` returns false.
+    fn each(&self, visit: &mut dyn FnMut(&str, &str, u16) -> bool) -> Result<(), String>;
+}
+
+impl VoterListeners for Vec<Listener> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn each(&self, visit: &mut dyn FnMut(&str, &str, u16) -> bool) -> Result<(), String> {
+        for listener in self {
+            if !visit(&listener.name, &listener.host, listener.port) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The requested listeners as the voter's endpoints: one per name, the last given winning, in
+/// order of each name's first appearance.
+fn requested_endpoints(listeners: &dyn VoterListeners) -> Result<Vec<Endpoint>, Refusal> {
+    let mut endpoints: Vec<Endpoint> = Vec::new();
+    let mut by_name: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    listeners
+        .each(&mut |name, host, port| {
+            let endpoint = Endpoint {
+                name: name.to_owned(),
+                host: host.to_owned(),
+                port,
+                security_protocol: 0,
+            };
+            match by_name.get(name) {
+                Some(at) => endpoints[*at] = endpoint,
+                None => {
+                    by_name.insert(name.to_owned(), endpoints.len());
+                    endpoints.push(endpoint);
+                }
+            }
+            true
+        })
+        .map_err(|error| refuse(ResponseError::InvalidRequest, error))?;
+    Ok(endpoints)
+}
 
 /// Kafka's `ReplicaKey.toString()`.
 fn replica_key(id: i32, directory_id: Uuid) -> String {
@@ -191,7 +251,34 @@ fn respond_remove(result: Result<(), Refusal>) -> ApiResponse {
 pub(super) async fn add(
     ctx: &HandlerContext,
     info: &RequestInfo,
+    mut request: AddRaftVoterRequest,
+) -> ApiResponse {
+    let listeners = std::mem::take(&mut request.listeners);
+    add_with(ctx, info, request, &listeners).await
+}
+
+/// AddRaftVoter of `request` (its own listeners ignored) to the voters, with `listeners`, for
+/// a request whose listeners stay in its frame: authorized here (ALTER on the cluster), as
+/// [`super::handle`] authorizes a decoded one.
+pub async fn add_listed(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
     request: AddRaftVoterRequest,
+    listeners: &dyn VoterListeners,
+) -> ApiResponse {
+    // The request without its listeners: a clone of a few fields.
+    let shell = RequestKind::AddRaftVoter(request.clone());
+    if let Some(denied) = super::authorize::cluster_denial(ctx, info, &shell) {
+        return denied;
+    }
+    add_with(ctx, info, request, listeners).await
+}
+
+async fn add_with(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
+    request: AddRaftVoterRequest,
+    listeners: &dyn VoterListeners,
 ) -> ApiResponse {
     if let Some(failure) = &info.controller_failure {
         return respond_add(Err(refuse(failure.error, failure.message.clone())));
@@ -199,7 +286,7 @@ pub(super) async fn add(
     let Some(state) = ctx.quorum.as_deref() else {
         return respond_add(Err(Refusal(ResponseError::NotLeaderOrFollower, None)));
     };
-    respond_add(add_voter(ctx, state, info.api_version, request).await)
+    respond_add(add_voter(ctx, state, info.api_version, request, listeners).await)
 }
 
 async fn add_voter(
@@ -207,6 +294,7 @@ async fn add_voter(
     state: &QuorumState,
     version: i16,
     request: AddRaftVoterRequest,
+    listeners: &dyn VoterListeners,
 ) -> Result<(), Refusal> {
     check_cluster_and_leader(state, request.cluster_id.as_ref())?;
     let voter_id = request.voter_id;
@@ -220,9 +308,10 @@ async fn add_voter(
     let metrics = state.log.metrics();
     let membership = metrics.membership_config.membership().clone();
     let is_voter = membership.voter_ids().any(|id| id == voter_id as u64);
+    let no_listeners = listeners.count() == 0;
     // Duplicate ids first when the operator named only the id: "already a voter" is the
     // answer they need, not "no observer".
-    if is_voter && (request.voter_directory_id.is_nil() || request.listeners.is_empty()) {
+    if is_voter && (request.voter_directory_id.is_nil() || no_listeners) {
         let key = replica_key(voter_id, request.voter_directory_id);
         return Err(refuse(
             ResponseError::DuplicateVoter,
@@ -263,11 +352,12 @@ async fn add_voter(
     } else {
         request.voter_directory_id
     };
-    let endpoints: Vec<Endpoint> = if request.listeners.is_empty() && derive {
+    // The registration's endpoints when v2 names none; else the request's, read when needed.
+    let derived: Option<Vec<Endpoint>> = if no_listeners && derive {
         let image = ctx.image.load();
         match image.cluster.controller(voter_id) {
             Some(registration) if !registration.endpoints.is_empty() => {
-                registration.endpoints.clone()
+                Some(registration.endpoints.clone())
             }
             _ => {
                 return Err(refuse(
@@ -281,33 +371,46 @@ async fn add_voter(
             }
         }
     } else {
-        request
-            .listeners
-            .iter()
-            .map(|l| Endpoint {
-                name: l.name.to_string(),
-                host: l.host.to_string(),
-                port: l.port,
-                security_protocol: 0,
-            })
-            .collect()
+        None
     };
     // Step 4: the quorum's default listener (the leader's first controller listener).
     let default_listener = membership
         .get_node(&metrics.id)
         .and_then(|n| n.endpoints.first())
         .map(|e| e.name.clone());
-    if let Some(name) = &default_listener {
-        if !endpoints.iter().any(|e| &e.name == name) {
-            let listed: Vec<String> = endpoints
-                .iter()
-                .map(|e| format!("{}://{}:{}", e.name, e.host, e.port))
-                .collect();
+    if let Some(default) = &default_listener {
+        let mut present = false;
+        let mut named: Vec<String> = Vec::new();
+        let mut visit = |name: &str, host: &str, port: u16| {
+            present |= name == default;
+            if named.len() < LISTED {
+                named.push(format!("{name}://{host}:{port}"));
+            }
+            true
+        };
+        let count = match &derived {
+            Some(endpoints) => {
+                for e in endpoints {
+                    visit(&e.name, &e.host, e.port);
+                }
+                endpoints.len()
+            }
+            None => {
+                listeners
+                    .each(&mut visit)
+                    .map_err(|error| refuse(ResponseError::InvalidRequest, error))?;
+                listeners.count()
+            }
+        };
+        if !present {
+            if count > named.len() {
+                named.push(format!("and {} more", count - named.len()));
+            }
             return Err(refuse(
                 ResponseError::InvalidRequest,
                 format!(
-                    "Add voter request didn't include the endpoint ([{}]) for the default listener {name}",
-                    listed.join(", ")
+                    "Add voter request didn't include the endpoint ([{}]) for the default listener {default}",
+                    named.join(", ")
                 ),
             ));
         }
@@ -344,6 +447,10 @@ async fn add_voter(
     }
     // Step 13: point the learner at the requested listeners, then promote it.
     let timeout = Duration::from_millis(request.timeout_ms.max(1) as u64);
+    let endpoints = match derived {
+        Some(endpoints) => endpoints,
+        None => requested_endpoints(listeners)?,
+    };
     let change = async {
         let node = VoterNode {
             directory_id,

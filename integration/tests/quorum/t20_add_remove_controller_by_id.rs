@@ -204,6 +204,25 @@ async fn a_controller_is_added_and_removed_by_id() -> anyhow::Result<()> {
     ])?;
     assert!(ok, "{err}");
 
+    // Listing more listeners than a node decodes (read from the frame): without the quorum's
+    // listener refused, naming ten; with it named twice, the last one right, added with one
+    // endpoint per listener name.
+    let framed = add_voter_listing_many(&broker, 4, &directory, &endpoint).await?;
+    assert_eq!(framed.len(), 1_501, "one endpoint per listener name");
+    let controller = framed
+        .iter()
+        .find(|(name, _)| name == "CONTROLLER")
+        .map(|(_, address)| address.clone());
+    assert_eq!(controller.as_deref(), Some(endpoint.as_str()));
+    let (ok, _, err) = quorum_tool(&[
+        "--bootstrap-server",
+        &broker,
+        "remove-controller",
+        "--controller-id",
+        "4",
+    ])?;
+    assert!(ok, "{err}");
+
     // Two observers sharing id 5: refused, naming both directory ids.
     let five_a = start_observer(&cluster, 5)?;
     let five_b = start_observer_with(&cluster, 5, false)?;
@@ -311,4 +330,83 @@ async fn the_last_voter_cannot_be_removed() -> anyhow::Result<()> {
         "{err}"
     );
     Ok(())
+}
+
+/// Adds controller `id` (`directory`, listening at `endpoint`) with an AddRaftVoter v2 of
+/// 1,500 made-up listeners around its CONTROLLER one, first refused without it; returns the
+/// endpoints the quorum then lists for it, as (listener, host:port).
+async fn add_voter_listing_many(
+    broker: &str,
+    id: i32,
+    directory: &str,
+    endpoint: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    use gregor_integration::KafkaConn;
+    use gregor_node::network::raft_voter_versions::AddRaftVoterRequestV;
+    use kafka_protocol::messages::add_raft_voter_request::Listener;
+    use kafka_protocol::messages::AddRaftVoterRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let (host, port) = endpoint.rsplit_once(':').expect("host:port");
+    let port: u16 = port.parse()?;
+    let listener = |name: String, host: &str, port: u16| {
+        Listener::default()
+            .with_name(StrBytes::from_string(name))
+            .with_host(StrBytes::from_string(host.to_owned()))
+            .with_port(port)
+    };
+    let made_up: Vec<Listener> = (0..1_500)
+        .map(|index| listener(format!("L{index}"), "h", 1))
+        .collect();
+    let directory = gregor_publishers::kafka_uuid::from_kafka_string(directory)
+        .ok_or_else(|| anyhow::anyhow!("a directory id that is not a Kafka UUID"))?;
+    let request = |listeners: Vec<Listener>| AddRaftVoterRequestV {
+        request: AddRaftVoterRequest::default()
+            .with_cluster_id(None)
+            .with_timeout_ms(30_000)
+            .with_voter_id(id)
+            .with_voter_directory_id(directory)
+            .with_listeners(listeners),
+        ack_when_committed: true,
+    };
+    let mut conn = KafkaConn::connect(broker).await?;
+    let refused = conn.send(&request(made_up.clone()), 2).await?.0;
+    assert_eq!(refused.error_code, 42, "INVALID_REQUEST");
+    let named: Vec<String> = (0..10).map(|index| format!("L{index}://h:1")).collect();
+    assert_eq!(
+        refused.error_message.as_deref(),
+        Some(
+            format!(
+                "Add voter request didn't include the endpoint ([{}, and 1490 more]) for the default listener CONTROLLER",
+                named.join(", ")
+            )
+            .as_str()
+        )
+    );
+    let mut listeners = made_up;
+    listeners.insert(3, listener("CONTROLLER".to_owned(), host, 1));
+    listeners.push(listener("CONTROLLER".to_owned(), host, port));
+    let added = wait_until("the framed add of the controller", FORM_TIMEOUT, || {
+        let request = request(listeners.clone());
+        async move {
+            let mut conn = KafkaConn::connect(broker).await?;
+            let answer = conn.send(&request, 2).await?.0;
+            // REQUEST_TIMED_OUT while it catches up: retry.
+            Ok((answer.error_code != 7).then_some(answer))
+        }
+    })
+    .await?;
+    assert_eq!(added.error_code, 0, "{added:?}");
+    let view = leader_view(&[broker.to_owned()])
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no leader"))?;
+    let node = view
+        .nodes
+        .iter()
+        .find(|n| n.node_id.0 == id)
+        .ok_or_else(|| anyhow::anyhow!("controller {id} not among the quorum's nodes"))?;
+    Ok(node
+        .listeners
+        .iter()
+        .map(|l| (l.name.to_string(), format!("{}:{}", l.host, l.port)))
+        .collect())
 }

@@ -1888,6 +1888,49 @@ async fn delete_topics_v6_of_many_entries_answers_as_shorter_requests() {
         .all(|r| r.error_code == 73 && r.error_message.is_none()));
 }
 
+/// AddRaftVoter listing distinct listeners, none the quorum's: read from the frame, refused
+/// with a message naming ten of them.
+#[tokio::test]
+async fn add_raft_voter_listing_distinct_listeners_stays_within_four_frames() {
+    // Cluster id null, timeout, voter 99 with a directory id; listeners {name, "h", 9093,
+    // tags}; then AckWhenCommitted and tags.
+    let mut prefix = vec![0u8];
+    prefix.extend_from_slice(&1_000i32.to_be_bytes());
+    prefix.extend_from_slice(&99i32.to_be_bytes());
+    prefix.extend_from_slice(&uuid::Uuid::from_u128(99).into_bytes());
+    let (frame, count) = distinct(
+        80,
+        2,
+        &prefix,
+        10,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_slice(b"\x02h\x23\x85\x00");
+        },
+        b"\x01\x00",
+    );
+    let mut body = answer_within_four_frames("AddRaftVoter distinct listeners", &frame).await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(body.get_i16(), 42, "INVALID_REQUEST");
+    let length = compact_length(&mut body) as usize - 1;
+    let message = std::str::from_utf8(&body[..length]).unwrap().to_owned();
+    let named: Vec<String> = (0..10)
+        .map(|index| {
+            let name = four_letter_name(index);
+            format!("{}://h:9093", std::str::from_utf8(&name).unwrap())
+        })
+        .collect();
+    assert_eq!(
+        message,
+        format!(
+            "Add voter request didn't include the endpoint ([{}, and {} more]) for the default listener CONTROLLER",
+            named.join(", "),
+            count - 10
+        )
+    );
+}
+
 /// FindCoordinator v6 naming distinct keys: each key is located on its own, so the node answers
 /// them a chunk at a time. Transactional ids, each refused with a message (an answer 23 times
 /// the frame, 228 MB, written from compressed chunks), and group ids.

@@ -660,6 +660,7 @@ enum ChunkedRequest {
     AlterReassignments(super::reassignment_chunks::ChunkedReassignments),
     CreateAcls(super::acl_chunks::ChunkedAclCreations),
     DeleteAcls(super::acl_chunks::ChunkedAclFilters),
+    AddRaftVoter(super::raft_voter_versions::FramedAddVoter),
 }
 
 impl ChunkedRequest {
@@ -693,6 +694,9 @@ impl ChunkedRequest {
             }
             ChunkedRequest::CreateAcls(_) => RequestKind::CreateAcls(Default::default()),
             ChunkedRequest::DeleteAcls(_) => RequestKind::DeleteAcls(Default::default()),
+            ChunkedRequest::AddRaftVoter(framed) => {
+                RequestKind::AddRaftVoter(framed.request.clone())
+            }
         }
     }
 
@@ -805,6 +809,12 @@ impl ChunkedRequest {
                 let (answer, results) =
                     super::acl_chunks::handle_filters(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::DeleteAcls(results)))
+            }
+            ChunkedRequest::AddRaftVoter(framed) => {
+                let request = framed.request.clone();
+                let answer =
+                    handlers::raft_voters::add_listed(handlers, info, request, &framed).await;
+                (Some(answer), None)
             }
         })
     }
@@ -981,6 +991,9 @@ async fn process_frame(
         ApiKey::DeleteAcls => super::acl_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DeleteAcls)),
+        ApiKey::AddRaftVoter => super::raft_voter_versions::scan_add_voter(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::AddRaftVoter)),
         // Where this node decides it, or checks it before it forwards it (an authorizer).
         ApiKey::DeleteTopics if !forward || handlers.authorizer.is_some() => {
             super::delete_topics_chunks::scan(&frame, api_version)

@@ -16,7 +16,8 @@
 //! any version like any other request.
 
 use anyhow::bail;
-use bytes::Buf;
+use bytes::{Buf, Bytes};
+use gregor_actors::handlers::raft_voters::VoterListeners;
 use gregor_actors::wire::put_uvarint;
 use kafka_protocol::messages::add_raft_voter_request::Listener;
 use kafka_protocol::messages::{
@@ -100,6 +101,106 @@ pub fn decode<B: ByteBuf>(
             Some(RemoveRaftVoterRequest::decode(buf, 0).map(RequestKind::RemoveRaftVoter))
         }
         _ => None,
+    }
+}
+
+/// AddRaftVoter requests listing more listeners than this keep them in their frame.
+pub const LISTENERS_DECODED: usize = 1024;
+
+/// An AddRaftVoter request whose listeners stay in its frame: a decoded listener costs ten
+/// times its few bytes on the wire (issue #11), and the handler reads them one at a time.
+#[derive(Clone, Debug)]
+pub struct FramedAddVoter {
+    /// The request without its listeners.
+    pub request: AddRaftVoterRequest,
+    /// The listeners, from the first on.
+    listeners: Bytes,
+    count: usize,
+}
+
+/// Reads `body` (an AddRaftVoter request body) when it lists more than [`LISTENERS_DECODED`]
+/// listeners; `None` for other requests, decoded whole. The request is read to its end first,
+/// so a malformed one is refused whole, as the decoder refuses it.
+pub fn scan_add_voter(body: &Bytes, version: i16) -> Option<anyhow::Result<FramedAddVoter>> {
+    if !(0..=2).contains(&version) {
+        return None;
+    }
+    let mut rest = body.clone();
+    let prefix = (|| {
+        let cluster_id = get_compact_nullable_string(&mut rest)?;
+        need(&rest, 24)?;
+        let timeout_ms = rest.get_i32();
+        let voter_id = rest.get_i32();
+        let voter_directory_id = uuid::Uuid::from_slice(&rest.split_to(16))?;
+        let count = get_uvarint(&mut rest)?;
+        anyhow::Ok((cluster_id, timeout_ms, voter_id, voter_directory_id, count))
+    })();
+    let (cluster_id, timeout_ms, voter_id, voter_directory_id, count) = prefix.ok()?;
+    let count = (count as usize).checked_sub(1)?;
+    if count <= LISTENERS_DECODED {
+        return None;
+    }
+    Some((|| {
+        let start = rest.clone();
+        for _ in 0..count {
+            read_listener(&mut rest)?;
+        }
+        let listeners = start.slice(..start.len() - rest.len());
+        if version >= 1 {
+            need(&rest, 1)?;
+            rest.advance(1);
+        }
+        skip_tagged_fields(&mut rest)?;
+        Ok(FramedAddVoter {
+            request: AddRaftVoterRequest::default()
+                .with_cluster_id(cluster_id)
+                .with_timeout_ms(timeout_ms)
+                .with_voter_id(voter_id)
+                .with_voter_directory_id(voter_directory_id),
+            listeners,
+            count,
+        })
+    })())
+}
+
+/// Reads one listener: a UTF-8 name and host, a port and tagged fields.
+fn read_listener(buf: &mut Bytes) -> anyhow::Result<(StrBytes, StrBytes, u16)> {
+    let mut string = |what: &str| match get_compact_nullable_string(buf)? {
+        Some(value) => Ok(value),
+        None => bail!("an AddRaftVoter listener {what} must not be null"),
+    };
+    let name = string("name")?;
+    let host = string("host")?;
+    need(buf, 2)?;
+    let port = buf.get_u16();
+    skip_tagged_fields(buf)?;
+    Ok((name, host, port))
+}
+
+fn skip_tagged_fields<B: ByteBuf>(buf: &mut B) -> anyhow::Result<()> {
+    let tagged = get_uvarint(buf)?;
+    for _ in 0..tagged {
+        let _tag = get_uvarint(buf)?;
+        let size = get_uvarint(buf)?;
+        buf.try_get_bytes(size as usize)?;
+    }
+    Ok(())
+}
+
+impl VoterListeners for FramedAddVoter {
+    fn count(&self) -> usize {
+        self.count
+    }
+
+    fn each(&self, visit: &mut dyn FnMut(&str, &str, u16) -> bool) -> Result<(), String> {
+        let mut rest = self.listeners.clone();
+        for _ in 0..self.count {
+            let (name, host, port) = read_listener(&mut rest).map_err(|e| e.to_string())?;
+            if !visit(&name, &host, port) {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -192,12 +293,7 @@ impl Decodable for AddRaftVoterRequestV {
         } else {
             true
         };
-        let tagged = get_uvarint(buf)?;
-        for _ in 0..tagged {
-            let _tag = get_uvarint(buf)?;
-            let size = get_uvarint(buf)?;
-            buf.try_get_bytes(size as usize)?;
-        }
+        skip_tagged_fields(buf)?;
         Ok(AddRaftVoterRequestV {
             request: AddRaftVoterRequest::default()
                 .with_cluster_id(cluster_id)
@@ -344,6 +440,68 @@ mod tests {
         assert!(decode(ApiKey::RemoveRaftVoter, &mut v1.freeze(), 0).is_none());
         assert_eq!(response_layout(ApiKey::AddRaftVoter, 2), 0);
         assert_eq!(response_layout(ApiKey::Metadata, 12), 12);
+        Ok(())
+    }
+
+    /// `count` listeners, their names repeating every 1,000.
+    fn many(count: usize) -> Vec<Listener> {
+        (0..count)
+            .map(|index| {
+                Listener::default()
+                    .with_name(StrBytes::from_string(format!("L{}", index % 1_000)))
+                    .with_host(StrBytes::from_string(format!("h{index}")))
+                    .with_port(index as u16)
+            })
+            .collect()
+    }
+
+    fn body(listeners: Vec<Listener>, version: i16) -> anyhow::Result<Bytes> {
+        let mut body = bytes::BytesMut::new();
+        AddRaftVoterRequestV {
+            request: request().with_listeners(listeners),
+            ack_when_committed: true,
+        }
+        .encode(&mut body, version)?;
+        Ok(body.freeze())
+    }
+
+    #[test]
+    fn many_listeners_are_read_from_the_frame_as_decoded() -> anyhow::Result<()> {
+        for version in 0..=2 {
+            let listeners = many(1_500);
+            let framed = scan_add_voter(&body(listeners.clone(), version)?, version)
+                .ok_or_else(|| anyhow::anyhow!("not framed"))??;
+            assert_eq!(framed.request, request().with_listeners(Vec::new()));
+            assert_eq!(VoterListeners::count(&framed), 1_500);
+            let mut read = Vec::new();
+            framed
+                .each(&mut |name, host, port| {
+                    read.push((name.to_owned(), host.to_owned(), port));
+                    true
+                })
+                .map_err(anyhow::Error::msg)?;
+            let expected: Vec<(String, String, u16)> = listeners
+                .iter()
+                .map(|l| (l.name.to_string(), l.host.to_string(), l.port))
+                .collect();
+            assert_eq!(read, expected, "v{version}");
+            assert!(scan_add_voter(&body(many(1_024), version)?, version).is_none());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_malformed_framed_request_is_refused_whole() -> anyhow::Result<()> {
+        let whole = body(many(1_500), 2)?;
+        let short = whole.slice(..whole.len() - 4);
+        assert!(scan_add_voter(&short, 2).is_some_and(|scanned| scanned.is_err()));
+        let mut bad = bytes::BytesMut::from(&whole[..]);
+        let at = bad
+            .windows(5)
+            .position(|w| w == b"h1234")
+            .ok_or_else(|| anyhow::anyhow!("no such host"))?;
+        bad[at] = 0xff;
+        assert!(scan_add_voter(&bad.freeze(), 2).is_some_and(|scanned| scanned.is_err()));
         Ok(())
     }
 }
