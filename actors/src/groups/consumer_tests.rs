@@ -228,7 +228,7 @@ fn epochs_and_bad_requests_get_kafkas_codes() {
             session_timeout_ms: 10_000,
             rebalance_timeout_ms: 10_000,
             protocol_type: "consumer".into(),
-            protocols: vec![("range".into(), bytes::Bytes::new())],
+            protocols: crate::groups::protocols::Protocols::from_pairs([("range", &b""[..])]),
         },
         t0,
         0,

@@ -11,6 +11,7 @@
 
 mod actor;
 pub mod assignor;
+pub mod protocols;
 mod publisher;
 pub mod records;
 pub mod state;

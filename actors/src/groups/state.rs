@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use super::protocols::{CommonProtocols, Protocols};
 use super::records::{self, CoordinatorRecord, GroupValue, MemberValue, OffsetKey, OffsetValue};
 use super::{codes, partition_for, GroupSettings};
 
@@ -89,7 +90,7 @@ pub struct JoinRequest {
     pub session_timeout_ms: i32,
     pub rebalance_timeout_ms: i32,
     pub protocol_type: String,
-    pub protocols: Vec<(String, Bytes)>,
+    pub protocols: Protocols,
 }
 
 /// One member in the leader's JoinGroup answer.
@@ -277,7 +278,7 @@ struct Member {
     session_timeout: Duration,
     rebalance_timeout: Duration,
     protocol_type: String,
-    protocols: Vec<(String, Bytes)>,
+    protocols: Protocols,
     assignment: Bytes,
     /// Order of joining: the first joiner leads.
     joined_seq: u64,
@@ -288,31 +289,18 @@ struct Member {
 
 impl Member {
     fn metadata(&self, protocol: &str) -> Bytes {
-        self.protocols
-            .iter()
-            .find(|(name, _)| name == protocol)
-            .map(|(_, metadata)| metadata.clone())
-            .unwrap_or_default()
+        self.protocols.metadata(protocol).unwrap_or_default()
     }
-    fn same_protocols(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
-        self.protocol_type == protocol_type && self.protocols == protocols
+    fn same_protocols(&self, protocol_type: &str, protocols: &Protocols) -> bool {
+        self.protocol_type == protocol_type && &self.protocols == protocols
     }
 }
 
-/// How many of `members` support each protocol name (Kafka's `supportedProtocols`): counted
-/// once per member whatever its repeats, so a protocol every member supports is found with one
-/// lookup instead of a scan of every member's protocols per name.
-fn protocol_support<'a>(members: impl Iterator<Item = &'a Member>) -> HashMap<&'a str, usize> {
-    let mut support: HashMap<&str, usize> = HashMap::new();
-    for member in members {
-        let mut own = HashSet::with_capacity(member.protocols.len());
-        for (name, _) in &member.protocols {
-            if own.insert(name.as_str()) {
-                *support.entry(name.as_str()).or_default() += 1;
-            }
-        }
-    }
-    support
+/// The protocols every one of `members` supports (Kafka's `supportedProtocols` counted to the
+/// group's size), found once so each name is then one lookup.
+fn common_protocols<'a>(members: impl Iterator<Item = &'a Member>) -> CommonProtocols<'a> {
+    let protocols: Vec<&Protocols> = members.map(|member| &member.protocols).collect();
+    CommonProtocols::of(&protocols)
 }
 
 struct Group {
@@ -678,8 +666,8 @@ impl Coordinator {
                     let session_timeout = millis(member.session_timeout_ms);
                     let protocols = value
                         .protocol
-                        .clone()
-                        .map(|p| vec![(p, member.subscription.clone())])
+                        .as_deref()
+                        .map(|p| Protocols::from_pairs([(p, &member.subscription[..])]))
                         .unwrap_or_default();
                     if let Some(instance) = &member.group_instance_id {
                         group
@@ -821,12 +809,9 @@ impl Coordinator {
         } else if group.members.is_empty() {
             true
         } else {
-            let support = protocol_support(group.members.values());
+            let common = common_protocols(group.members.values());
             group.protocol_type.as_deref() == Some(request.protocol_type.as_str())
-                && request
-                    .protocols
-                    .iter()
-                    .any(|(name, _)| support.get(name.as_str()) == Some(&group.members.len()))
+                && request.protocols.names().any(|name| common.contains(name))
         };
         if !compatible {
             return fail(codes::INCONSISTENT_GROUP_PROTOCOL, sender);
@@ -1135,12 +1120,11 @@ impl Coordinator {
         }
         // Each member votes for its most preferred protocol that every member supports; the
         // first member's order breaks ties.
-        let support = protocol_support(group.members.values());
-        let everyone = |name: &str| support.get(name) == Some(&group.members.len());
+        let common = common_protocols(group.members.values());
         let mut votes: HashMap<&str, usize> = HashMap::new();
         for member in group.members.values() {
-            if let Some((name, _)) = member.protocols.iter().find(|(n, _)| everyone(n)) {
-                *votes.entry(name.as_str()).or_default() += 1;
+            if let Some(name) = member.protocols.names().find(|n| common.contains(n)) {
+                *votes.entry(name).or_default() += 1;
             }
         }
         let candidates = group
@@ -1148,8 +1132,8 @@ impl Coordinator {
             .values()
             .next()
             .into_iter()
-            .flat_map(|m| m.protocols.iter().map(|(name, _)| name.as_str()))
-            .filter(|name| everyone(name));
+            .flat_map(|m| m.protocols.names())
+            .filter(|name| common.contains(name));
         let chosen = candidates
             .fold(None::<(&str, usize)>, |best, name| {
                 let count = votes.get(name).copied().unwrap_or(0);

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::codes::*;
+use super::protocols::Protocols;
 use super::records::{self, CoordinatorRecord, OffsetKey, OffsetValue};
 use super::state::*;
 use super::GroupSettings;
@@ -39,7 +40,7 @@ fn join_request(member_id: &str, version: i16) -> JoinRequest {
         session_timeout_ms: 10_000,
         rebalance_timeout_ms: 60_000,
         protocol_type: "consumer".into(),
-        protocols: vec![("range".into(), Bytes::from_static(b"sub"))],
+        protocols: Protocols::from_pairs([("range", &b"sub"[..])]),
     }
 }
 
@@ -271,7 +272,7 @@ fn join_errors_follow_kafka() {
     request.group_instance_id = Some("i".repeat(20_000));
     assert_eq!(answered(c.join(request, t0, 0)).error, INVALID_REQUEST);
     let mut request = join_request("", 5);
-    request.protocols.clear();
+    request.protocols = Protocols::default();
     assert_eq!(
         answered(c.join(request, t0, 0)).error,
         INCONSISTENT_GROUP_PROTOCOL
@@ -418,10 +419,10 @@ fn delete_refuses_live_groups_and_subscribed_topics() {
     assert_eq!(c.delete_group("g"), GROUP_ID_NOT_FOUND);
     let mut request = join_request("", 5);
     // ConsumerProtocolSubscription v0 for topic "t".
-    request.protocols = vec![(
-        "range".into(),
-        Bytes::from_static(&[0, 0, 0, 0, 0, 1, 0, 1, b't', 255, 255, 255, 255]),
-    )];
+    request.protocols = Protocols::from_pairs([(
+        "range",
+        &[0, 0, 0, 0, 0, 1, 0, 1, b't', 255, 255, 255, 255][..],
+    )]);
     let id = answered(c.join(request.clone(), t0, 0)).member_id;
     request.member_id = id.clone();
     let join = c.join(request, t0, 0);
@@ -562,7 +563,7 @@ fn members_with_many_protocols_join_in_linear_time() {
         let mut c = loaded(t0);
         let protocol = |name: String| (name, Bytes::from_static(b"sub"));
         let with = |member: &str, protocols: Vec<(String, Bytes)>| JoinRequest {
-            protocols,
+            protocols: Protocols::from_pairs(protocols.iter().map(|(n, m)| (n.as_str(), &m[..]))),
             ..join_request(member, 5)
         };
         // The first member prefers a protocol the second lacks; the second lists p0 to

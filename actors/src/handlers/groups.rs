@@ -51,6 +51,7 @@ use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::CreateTopics;
 use crate::groups::assignor::Assignment;
+use crate::groups::protocols::Protocols;
 use crate::groups::state::{
     CommitPartition, CommitRequest, ConsumerHeartbeat, JoinRequest, JoinResult, Leaving,
     SyncRequest, SyncResult,
@@ -391,7 +392,22 @@ async fn create_offsets_topic(ctx: &HandlerContext, info: &RequestInfo, image: &
 pub(super) async fn join_group(
     ctx: &HandlerContext,
     info: &RequestInfo,
+    mut request: JoinGroupRequest,
+) -> ApiResponse {
+    let listed = std::mem::take(&mut request.protocols);
+    let protocols =
+        Protocols::from_pairs(listed.iter().map(|p| (p.name.as_str(), &p.metadata[..])));
+    drop(listed);
+    join_group_listed(ctx, info, request, protocols).await
+}
+
+/// JoinGroup of `request` (its own protocols ignored) with `protocols`, read from its frame
+/// or decoded.
+pub async fn join_group_listed(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
     request: JoinGroupRequest,
+    protocols: Protocols,
 ) -> ApiResponse {
     let member_id = request.member_id.as_str().to_owned();
     let join = JoinRequest {
@@ -409,11 +425,7 @@ pub(super) async fn join_group(
             request.rebalance_timeout_ms
         },
         protocol_type: request.protocol_type.as_str().to_owned(),
-        protocols: request
-            .protocols
-            .into_iter()
-            .map(|p| (p.name.as_str().to_owned(), p.metadata))
-            .collect(),
+        protocols,
     };
     let allowed =
         Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &join.group_id);

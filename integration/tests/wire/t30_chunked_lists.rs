@@ -1464,3 +1464,122 @@ async fn alter_client_quotas_of_many_entries_answers_as_shorter_requests() {
         assert_eq!(echoed, sent);
     }
 }
+
+/// A static member's JoinGroup of `protocols` (name, metadata) to group "gp", at `version`.
+fn static_join(instance: &str, protocols: &[(String, Vec<u8>)], version: i16) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(GroupId(s("gp")))
+        .with_session_timeout_ms(60_000)
+        .with_rebalance_timeout_ms(60_000)
+        .with_group_instance_id(Some(StrBytes::from_string(instance.to_owned())))
+        .with_protocol_type(s("consumer"))
+        .with_protocols(
+            protocols
+                .iter()
+                .map(|(name, metadata)| {
+                    JoinGroupRequestProtocol::default()
+                        .with_name(StrBytes::from_string(name.clone()))
+                        .with_metadata(bytes::Bytes::from(metadata.clone()))
+                })
+                .collect(),
+        )
+        .with_reason((version >= 8).then(|| s("many")))
+}
+
+/// Members listing more protocols than a node decodes (kept in their frames) and one listing
+/// three (decoded) join one group: the protocol chosen is the one most members prefer among
+/// those all of them list, and the leader is given each member's metadata for it, whatever
+/// form each request took.
+#[tokio::test]
+async fn join_group_of_many_protocols_chooses_among_those_every_member_lists() {
+    let (node, _conn) = node_with_topic_t().await;
+    let protocol = |name: String, tag: &str| {
+        let metadata = format!("{tag}-{name}").into_bytes();
+        (name, metadata)
+    };
+    // "a" lists p0 to p1499 (prefers p3 to p7), "b" p1499 down to p0 after one only it
+    // lists (prefers p7), "c" three, p7 first.
+    let a: Vec<(String, Vec<u8>)> = (0..1_500).map(|i| protocol(format!("p{i}"), "a")).collect();
+    let b: Vec<(String, Vec<u8>)> = std::iter::once(protocol("only-b".to_owned(), "b"))
+        .chain((0..1_500).rev().map(|i| protocol(format!("p{i}"), "b")))
+        .collect();
+    let c: Vec<(String, Vec<u8>)> = ["p7", "p3", "zz"]
+        .iter()
+        .map(|name| protocol((*name).to_owned(), "c"))
+        .collect();
+    let join = |instance: &'static str, protocols: Vec<(String, Vec<u8>)>, version: i16| {
+        let address = node.bootstrap();
+        async move {
+            let mut conn = KafkaConn::connect(&address).await.unwrap();
+            conn.set_timeout(Duration::from_secs(120));
+            conn.send(&static_join(instance, &protocols, version), version)
+                .await
+                .unwrap()
+        }
+    };
+    let (a, b, c) = tokio::join!(join("a", a, 9), join("b", b, 5), join("c", c, 7));
+    for (who, answer) in [("a", &a), ("b", &b), ("c", &c)] {
+        assert_eq!(answer.error_code, 0, "{who}");
+        assert_eq!(answer.protocol_name.as_deref(), Some("p7"), "{who}");
+    }
+    let leader = [&a, &b, &c]
+        .into_iter()
+        .find(|answer| answer.leader == answer.member_id)
+        .expect("a leader");
+    let mut metadata: Vec<(String, String)> = leader
+        .members
+        .iter()
+        .map(|member| {
+            (
+                member
+                    .group_instance_id
+                    .as_deref()
+                    .unwrap_or_default()
+                    .to_owned(),
+                String::from_utf8(member.metadata.to_vec()).unwrap(),
+            )
+        })
+        .collect();
+    metadata.sort();
+    assert_eq!(
+        metadata,
+        [("a", "a-p7"), ("b", "b-p7"), ("c", "c-p7")].map(|(i, m)| (i.to_owned(), m.to_owned()))
+    );
+}
+
+/// A static member's JoinGroup of 10 MB of distinct protocols: kept in its frame, below four
+/// frames, and the group chooses its first protocol.
+#[tokio::test]
+async fn join_group_of_distinct_protocols_stays_within_four_frames() {
+    let (node, mut conn) = node_with_coordinator().await;
+    // Group "g", session 10 s, rebalance 10 s, member "", instance "i", "consumer"; protocols
+    // {name, empty metadata, tags}; then reason null and tags.
+    let prefix = b"\x02g\x00\x00\x27\x10\x00\x00\x27\x10\x01\x02i\x09consumer";
+    let (frame, count) = distinct(
+        11,
+        9,
+        prefix,
+        7,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+            frame.put_slice(b"\x01\x00");
+        },
+        b"\x00\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "JoinGroup distinct protocols", &frame)
+            .await;
+    let mut framed = bytes::BytesMut::new();
+    framed.put_slice(&[0, 0, 0, 42, 0]);
+    framed.put_slice(&body.split_off(0));
+    let (_, answer) =
+        gregor_integration::decode_response::<JoinGroupRequest>(framed.freeze(), 9).unwrap();
+    assert_eq!(answer.error_code, 0);
+    assert_eq!(
+        answer.protocol_name.as_deref().map(str::as_bytes),
+        Some(&four_letter_name(0)[..])
+    );
+    assert_eq!(answer.members.len(), 1);
+    assert!(count > 1_000_000, "{count} protocols");
+}

@@ -661,6 +661,7 @@ enum ChunkedRequest {
     CreateAcls(super::acl_chunks::ChunkedAclCreations),
     DeleteAcls(super::acl_chunks::ChunkedAclFilters),
     AddRaftVoter(super::raft_voter_versions::FramedAddVoter),
+    JoinGroup(super::join_group_frame::FramedJoin),
 }
 
 impl ChunkedRequest {
@@ -697,6 +698,7 @@ impl ChunkedRequest {
             ChunkedRequest::AddRaftVoter(framed) => {
                 RequestKind::AddRaftVoter(framed.request.clone())
             }
+            ChunkedRequest::JoinGroup(framed) => RequestKind::JoinGroup(framed.request.clone()),
         }
     }
 
@@ -814,6 +816,12 @@ impl ChunkedRequest {
                 let request = framed.request.clone();
                 let answer =
                     handlers::raft_voters::add_listed(handlers, info, request, &framed).await;
+                (Some(answer), None)
+            }
+            ChunkedRequest::JoinGroup(framed) => {
+                let answer =
+                    handlers::join_group_listed(handlers, info, framed.request, framed.protocols)
+                        .await;
                 (Some(answer), None)
             }
         })
@@ -991,6 +999,9 @@ async fn process_frame(
         ApiKey::DeleteAcls => super::acl_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DeleteAcls)),
+        ApiKey::JoinGroup => super::join_group_frame::scan(&frame, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::JoinGroup)),
         ApiKey::AddRaftVoter => super::raft_voter_versions::scan_add_voter(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::AddRaftVoter)),

@@ -13,6 +13,7 @@ pub mod envelope;
 pub mod fetch_chunks;
 pub mod forwarded;
 pub mod frame;
+pub mod join_group_frame;
 mod limits;
 pub mod list_chunks;
 pub mod list_offsets_chunks;
