@@ -11,3 +11,8 @@ pub fn put_uvarint<B: BufMut + ?Sized>(out: &mut B, mut value: u32) {
     }
     out.put_u8(value as u8);
 }
+
+/// How many bytes [`put_uvarint`] writes for `value`.
+pub fn uvarint_len(value: u32) -> usize {
+    (32 - value.leading_zeros() as usize).max(1).div_ceil(7)
+}

@@ -18,9 +18,9 @@ use tokio::sync::oneshot;
 
 use super::records::{self, CoordinatorRecord};
 use super::state::{
-    CommitRequest, Committed, ConsumerGroupDescription, ConsumerHeartbeat, ConsumerHeartbeatResult,
-    ConsumerTimeouts, Coordinator, Effect, GroupDescription, GroupListing, JoinRequest, JoinResult,
-    Leaving, SyncRequest, SyncResult, TopicLookup, Write,
+    CommitRequest, Committed, ConsumerConfigs, ConsumerGroupDescription, ConsumerHeartbeat,
+    ConsumerHeartbeatResult, Coordinator, Effect, GroupDescription, GroupListing, JoinRequest,
+    JoinResult, Leaving, SyncRequest, SyncResult, TopicLookup, Write,
 };
 use super::{codes, GroupSettings, OFFSETS_TOPIC};
 use crate::log_manager::LogManager;
@@ -509,14 +509,24 @@ impl TopicLookup for ImageTopics<'_> {
 #[rtype(result = "ConsumerHeartbeatResult")]
 pub struct ConsumerGroupHeartbeat {
     pub request: ConsumerHeartbeat,
-    pub timeouts: ConsumerTimeouts,
+    pub timeouts: ConsumerConfigs,
     pub image: Arc<MetadataImage>,
 }
 
 impl Handler<ConsumerGroupHeartbeat> for GroupCoordinator {
     type Result = MessageResult<ConsumerGroupHeartbeat>;
 
-    fn handle(&mut self, msg: ConsumerGroupHeartbeat, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, mut msg: ConsumerGroupHeartbeat, ctx: &mut Context<Self>) -> Self::Result {
+        let partitions = self.state.settings().offsets_topic_partitions;
+        let partition = super::partition_for(&msg.request.group_id, partitions);
+        if let Some(log) = self
+            .logs
+            .as_ref()
+            .and_then(|logs| logs.partition(OFFSETS_TOPIC, partition))
+        {
+            msg.timeouts.max_write_bytes =
+                usize::try_from(log.max_message_bytes()).unwrap_or(usize::MAX);
+        }
         let result = self.state.consumer_heartbeat(
             msg.request,
             msg.timeouts,

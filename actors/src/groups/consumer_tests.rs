@@ -57,9 +57,10 @@ fn owned(ps: &[i32]) -> Option<Vec<(Uuid, Vec<i32>)>> {
     })
 }
 
-const TIMEOUTS: ConsumerTimeouts = ConsumerTimeouts {
+const TIMEOUTS: ConsumerConfigs = ConsumerConfigs {
     session_timeout_ms: 45_000,
     heartbeat_interval_ms: 5000,
+    max_write_bytes: crate::groups::DEFAULT_MAX_WRITE_BYTES,
 };
 
 fn loaded(now: Instant) -> Coordinator {
@@ -79,7 +80,7 @@ fn join(member: &str) -> ConsumerHeartbeat {
         member_id: member.into(),
         member_epoch: 0,
         rebalance_timeout_ms: 60_000,
-        subscribed_topic_names: Some(vec!["t".into()]),
+        subscribed_topic_names: Some(crate::groups::topic_names::TopicNames::from_names(["t"])),
         owned: owned(&[]),
         client_id: "client".into(),
         client_host: "/127.0.0.1".into(),
@@ -496,32 +497,35 @@ fn fresh() -> Coordinator {
 fn group_configs_are_kept_within_the_broker_bounds() {
     let settings = GroupSettings::default();
     assert_eq!(
-        settings.consumer_timeouts(None, None),
-        ConsumerTimeouts {
+        settings.consumer_configs(None, None),
+        ConsumerConfigs {
             session_timeout_ms: 45_000,
-            heartbeat_interval_ms: 5000
+            heartbeat_interval_ms: 5000,
+            max_write_bytes: crate::groups::DEFAULT_MAX_WRITE_BYTES,
         }
     );
     assert_eq!(
-        settings.consumer_timeouts(Some(50_000), Some(8000)),
-        ConsumerTimeouts {
+        settings.consumer_configs(Some(50_000), Some(8000)),
+        ConsumerConfigs {
             session_timeout_ms: 50_000,
-            heartbeat_interval_ms: 8000
+            heartbeat_interval_ms: 8000,
+            max_write_bytes: crate::groups::DEFAULT_MAX_WRITE_BYTES,
         }
     );
     // Outside the bounds (stored before the bounds changed): clamped.
     assert_eq!(
-        settings.consumer_timeouts(Some(1000), Some(99_000)),
-        ConsumerTimeouts {
+        settings.consumer_configs(Some(1000), Some(99_000)),
+        ConsumerConfigs {
             session_timeout_ms: 45_000,
-            heartbeat_interval_ms: 15_000
+            heartbeat_interval_ms: 15_000,
+            max_write_bytes: crate::groups::DEFAULT_MAX_WRITE_BYTES,
         }
     );
     // The interval a heartbeat answers with, and the session it arms, are the group's now.
     let t0 = Instant::now();
     let mut c = loaded(t0);
     let topics = Topics::default().with("t", T, 1);
-    let timeouts = settings.consumer_timeouts(Some(50_000), Some(8000));
+    let timeouts = settings.consumer_configs(Some(50_000), Some(8000));
     let a = c.consumer_heartbeat(join("A"), timeouts, &topics, t0, 0);
     assert_eq!(a.heartbeat_interval_ms, 8000);
     let session = Timer::ConsumerSession {
@@ -532,4 +536,61 @@ fn group_configs_are_kept_within_the_broker_bounds() {
     assert_eq!(c.consumer_describe("g").members.len(), 1);
     c.fire(session, t0 + Duration::from_millis(50_000), 0);
     assert!(c.consumer_describe("g").members.is_empty());
+}
+
+/// A subscription whose member record the offsets partition cannot take (its
+/// `max.message.bytes`) is refused with UNKNOWN_SERVER_ERROR before anything changes, as
+/// Kafka's coordinator fails the write; a smaller one is taken, each name once.
+#[test]
+fn a_subscription_too_large_to_write_is_refused_and_changes_nothing() {
+    use crate::groups::topic_names::TopicNames;
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let topics = Topics::default().with("t", T, 4);
+    let limits = ConsumerConfigs {
+        max_write_bytes: 400,
+        ..TIMEOUTS
+    };
+    let names = |count: usize| TopicNames::from_names((0..count).map(|i| format!("n{i:03}")));
+    let join_with = |count: usize| ConsumerHeartbeat {
+        subscribed_topic_names: Some(names(count)),
+        ..join("A")
+    };
+    // 60 names of four bytes: five bytes each on the wire, 300 bytes, over 400 with the rest.
+    let refused = c.consumer_heartbeat(join_with(60), limits, &topics, t0, 0);
+    assert_eq!(refused.error, UNKNOWN_SERVER_ERROR, "{:?}", refused.message);
+    assert!(c.take_effects().is_empty(), "nothing written");
+    assert_eq!(c.consumer_describe("g").error, GROUP_ID_NOT_FOUND);
+    let taken = c.consumer_heartbeat(join_with(20), limits, &topics, t0, 0);
+    ok(&taken);
+    let described = c.consumer_describe("g");
+    assert_eq!(described.members[0].subscribed_topic_names.len(), 20);
+    // The member's own subscription stays when a larger one is refused.
+    let larger = ConsumerHeartbeat {
+        subscribed_topic_names: Some(names(60)),
+        ..beat("A", taken.member_epoch, None)
+    };
+    let refused = c.consumer_heartbeat(larger, limits, &topics, t0, 0);
+    assert_eq!(refused.error, UNKNOWN_SERVER_ERROR);
+    assert_eq!(c.consumer_describe("g"), described);
+}
+
+#[test]
+fn uvarint_lengths() {
+    use crate::wire::{put_uvarint, uvarint_len};
+    for value in [
+        0,
+        1,
+        127,
+        128,
+        16_383,
+        16_384,
+        2_097_151,
+        2_097_152,
+        u32::MAX,
+    ] {
+        let mut out = Vec::new();
+        put_uvarint(&mut out, value);
+        assert_eq!(uvarint_len(value), out.len(), "{value}");
+    }
 }

@@ -15,6 +15,7 @@ pub mod protocols;
 mod publisher;
 pub mod records;
 pub mod state;
+pub mod topic_names;
 
 use std::time::Duration;
 
@@ -27,6 +28,10 @@ pub use publisher::GroupPublisher;
 
 /// The internal topic holding offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Kafka's `message.max.bytes` default, the largest batch a `__consumer_offsets` partition
+/// takes unless configured otherwise (the coordinator asks the partition's log for its own).
+pub const DEFAULT_MAX_WRITE_BYTES: usize = 1_048_588;
 
 /// A new classic member's id: `<prefix>-<UUID>`, the prefix its client id (Kafka's
 /// `clientId-UUID`) or, for a static member, its group instance id.
@@ -48,6 +53,7 @@ pub fn could_be_member_id(id: &str) -> bool {
 
 /// Kafka's error codes the coordinator answers with.
 pub mod codes {
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
     pub const NONE: i16 = 0;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const REQUEST_TIMED_OUT: i16 = 7;
@@ -122,13 +128,13 @@ impl GroupSettings {
     /// A consumer group's session timeout and heartbeat interval: its dynamic configs
     /// (`consumer.session.timeout.ms`, `consumer.heartbeat.interval.ms`) when set, else the
     /// broker's defaults, kept within the broker's bounds as they are now.
-    pub fn consumer_timeouts(
+    pub fn consumer_configs(
         &self,
         session_timeout_ms: Option<i32>,
         heartbeat_interval_ms: Option<i32>,
-    ) -> state::ConsumerTimeouts {
+    ) -> state::ConsumerConfigs {
         let clamp = |value: i32, min: i32, max: i32| value.max(min).min(max.max(min));
-        state::ConsumerTimeouts {
+        state::ConsumerConfigs {
             session_timeout_ms: clamp(
                 session_timeout_ms.unwrap_or(self.consumer_session_timeout_ms),
                 self.consumer_min_session_timeout_ms,
@@ -139,6 +145,7 @@ impl GroupSettings {
                 self.consumer_min_heartbeat_interval_ms,
                 self.consumer_max_heartbeat_interval_ms,
             ),
+            max_write_bytes: DEFAULT_MAX_WRITE_BYTES,
         }
     }
 }

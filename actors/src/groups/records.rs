@@ -9,6 +9,7 @@
 
 use bytes::{Buf, BufMut, Bytes};
 
+use super::topic_names::TopicNames;
 use crate::wire::put_uvarint;
 
 pub use super::assignor::Assignment;
@@ -92,7 +93,7 @@ pub struct ConsumerMemberValue {
     pub rack_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
-    pub subscribed_topic_names: Vec<String>,
+    pub subscribed_topic_names: TopicNames,
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
@@ -268,7 +269,7 @@ pub fn consumer_member_value(value: &ConsumerMemberValue) -> Vec<u8> {
     put_compact_string(&mut out, &value.client_id);
     put_compact_string(&mut out, &value.client_host);
     put_uvarint(&mut out, value.subscribed_topic_names.len() as u32 + 1);
-    for name in &value.subscribed_topic_names {
+    for name in value.subscribed_topic_names.iter() {
         put_compact_string(&mut out, name);
     }
     put_compact_nullable_string(&mut out, value.subscribed_topic_regex.as_deref());
@@ -576,7 +577,7 @@ fn decode_consumer_member(value: &[u8]) -> Decoded<ConsumerMemberValue> {
         rack_id,
         client_id,
         client_host,
-        subscribed_topic_names,
+        subscribed_topic_names: TopicNames::from_names(subscribed_topic_names),
         subscribed_topic_regex,
         rebalance_timeout_ms,
         server_assignor,
@@ -835,7 +836,7 @@ mod tests {
             rack_id: None,
             client_id: "c".into(),
             client_host: "/127.0.0.1".into(),
-            subscribed_topic_names: vec!["a".into(), "b".into()],
+            subscribed_topic_names: TopicNames::from_names(["a", "b"]),
             subscribed_topic_regex: Some("t.*".into()),
             rebalance_timeout_ms: 300_000,
             server_assignor: Some("range".into()),

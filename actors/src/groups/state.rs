@@ -20,8 +20,9 @@ use super::{codes, partition_for, GroupSettings};
 mod consumer;
 
 pub use consumer::{
-    validate as validate_consumer_heartbeat, ConsumerGroupDescription, ConsumerHeartbeat,
-    ConsumerHeartbeatResult, ConsumerMemberDescription, ConsumerTimeouts, MemberState, TopicLookup,
+    validate as validate_consumer_heartbeat, ConsumerConfigs, ConsumerGroupDescription,
+    ConsumerHeartbeat, ConsumerHeartbeatResult, ConsumerMemberDescription, MemberState,
+    TopicLookup,
 };
 use consumer::{ConsumerGroup, ConsumerLoad};
 

@@ -56,6 +56,7 @@ use crate::groups::state::{
     CommitPartition, CommitRequest, ConsumerHeartbeat, JoinRequest, JoinResult, Leaving,
     SyncRequest, SyncResult,
 };
+use crate::groups::topic_names::TopicNames;
 use crate::groups::{self, codes, partition_for, GroupCoordinator, Groups, OFFSETS_TOPIC};
 
 /// FindCoordinator key types.
@@ -1229,7 +1230,22 @@ fn heartbeat_error(code: i16, message: Option<String>) -> ConsumerGroupHeartbeat
 pub(super) async fn consumer_group_heartbeat(
     ctx: &HandlerContext,
     info: &RequestInfo,
+    mut request: ConsumerGroupHeartbeatRequest,
+) -> ApiResponse {
+    let names = request
+        .subscribed_topic_names
+        .take()
+        .map(|names| TopicNames::from_names(names.iter().map(|name| name.as_str())));
+    consumer_group_heartbeat_listed(ctx, info, request, names).await
+}
+
+/// ConsumerGroupHeartbeat of `request` (its own subscribed names ignored) subscribing to
+/// `names`, read from its frame or decoded.
+pub async fn consumer_group_heartbeat_listed(
+    ctx: &HandlerContext,
+    info: &RequestInfo,
     request: ConsumerGroupHeartbeatRequest,
+    names: Option<TopicNames>,
 ) -> ApiResponse {
     let mut errors = ErrorCounts::default();
     // Kafka: READ on the group.
@@ -1259,7 +1275,7 @@ pub(super) async fn consumer_group_heartbeat(
             .value(GROUP_RESOURCE, &group_id, key)
             .and_then(|v| v.parse::<i32>().ok())
     };
-    let timeouts = groups.settings.consumer_timeouts(
+    let timeouts = groups.settings.consumer_configs(
         config(CONSUMER_SESSION_TIMEOUT_MS),
         config(CONSUMER_HEARTBEAT_INTERVAL_MS),
     );
@@ -1271,9 +1287,7 @@ pub(super) async fn consumer_group_heartbeat(
         instance_id: request.instance_id.map(|s| s.as_str().to_owned()),
         rack_id: request.rack_id.map(|s| s.as_str().to_owned()),
         rebalance_timeout_ms: request.rebalance_timeout_ms,
-        subscribed_topic_names: request
-            .subscribed_topic_names
-            .map(|names| names.iter().map(|n| n.0.as_str().to_owned()).collect()),
+        subscribed_topic_names: names,
         subscribed_topic_regex: request
             .subscribed_topic_regex
             .filter(|_| info.api_version >= 1)

@@ -37,7 +37,7 @@ mod scram;
 pub use acls::{create_listed as create_listed_acls, delete_listed as delete_listed_acls};
 pub use client_quotas::alter_listed_client_quotas;
 pub use elect_leaders::elect_listed_leaders;
-pub use groups::join_group_listed;
+pub use groups::{consumer_group_heartbeat_listed, join_group_listed};
 pub use reassignments::alter_listed_reassignments;
 pub use scram::alter_listed as alter_listed_scram_credentials;
 pub mod throttle;

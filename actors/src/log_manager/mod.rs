@@ -26,7 +26,7 @@ mod shard;
 mod tests;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -56,6 +56,9 @@ pub struct PartitionState {
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     min_insync_replicas: AtomicI32,
+    /// The log's `max.message.bytes`, for writers that check a batch before they change
+    /// anything (the group coordinator).
+    max_message_bytes: AtomicU64,
     /// Set once the log is open (recovered) and serving.
     open: AtomicBool,
     /// Set when the log could not be opened or its log dir went offline.
@@ -79,6 +82,9 @@ impl PartitionState {
     }
     pub fn min_insync_replicas(&self) -> i32 {
         self.min_insync_replicas.load(Ordering::Acquire)
+    }
+    pub fn max_message_bytes(&self) -> u64 {
+        self.max_message_bytes.load(Ordering::Acquire)
     }
     /// Open and online: it can serve requests.
     pub fn is_serving(&self) -> bool {
@@ -330,6 +336,9 @@ impl LogManager {
                 state
                     .min_insync_replicas
                     .store(min_insync_replicas, Ordering::Release);
+                state
+                    .max_message_bytes
+                    .store(config.max_message_bytes, Ordering::Release);
                 self.shards[shard].control(Control::Configure { tp, config });
                 return;
             }
@@ -340,6 +349,9 @@ impl LogManager {
             }
             None => self.new_state(&tp, topic_id, shard, min_insync_replicas),
         };
+        state
+            .max_message_bytes
+            .store(config.max_message_bytes, Ordering::Release);
         self.shards[shard].control(Control::Open { tp, config, state });
     }
 
@@ -357,6 +369,7 @@ impl LogManager {
             log_start_offset: AtomicI64::new(0),
             log_end_offset: AtomicI64::new(0),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
+            max_message_bytes: AtomicU64::new(0),
             open: AtomicBool::new(false),
             offline: AtomicBool::new(false),
             appended: Notify::new(),

@@ -1583,3 +1583,80 @@ async fn join_group_of_distinct_protocols_stays_within_four_frames() {
     assert_eq!(answer.members.len(), 1);
     assert!(count > 1_000_000, "{count} protocols");
 }
+
+/// A ConsumerGroupHeartbeat joining group "cg" as `member`, subscribed to `names`.
+fn consumer_join(
+    member: &str,
+    names: &[String],
+) -> kafka_protocol::messages::ConsumerGroupHeartbeatRequest {
+    kafka_protocol::messages::ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(StrBytes::from_string(member.to_owned()))
+        .with_member_epoch(0)
+        .with_rebalance_timeout_ms(5_000)
+        .with_subscribed_topic_names(Some(names.iter().map(|n| topic_name(n)).collect()))
+        .with_topic_partitions(Some(Vec::new()))
+}
+
+/// ConsumerGroupHeartbeats subscribing to more names than a node decodes (kept in their
+/// frames) and to fewer (decoded) keep each member's names once, as ConsumerGroupDescribe
+/// shows them; a subscription whose record `__consumer_offsets` cannot take (10 MB of distinct
+/// names, over its `max.message.bytes`) is refused with UNKNOWN_SERVER_ERROR below four frames,
+/// and the group is left as it was.
+#[tokio::test]
+async fn consumer_group_heartbeat_of_many_names_keeps_each_once_and_refuses_an_unwritable_one() {
+    use kafka_protocol::messages::ConsumerGroupDescribeRequest;
+    let (node, mut conn) = node_with_topic_t().await;
+    // 1,500 names, each named twice, then "t": framed; 1,000 names once: decoded.
+    let mut framed: Vec<String> = (0..1_500).map(|i| format!("n{}", i % 750)).collect();
+    framed.push("t".to_owned());
+    let decoded: Vec<String> = (0..1_000).map(|i| format!("d{i}")).collect();
+    for (member, names) in [("framed", &framed), ("decoded", &decoded)] {
+        let answer = conn.send(&consumer_join(member, names), 1).await.unwrap();
+        assert_eq!(answer.error_code, 0, "{member}: {:?}", answer.error_message);
+    }
+    let describe = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]);
+    let before = conn.send(&describe, 1).await.unwrap();
+    let subscribed: BTreeMap<String, Vec<String>> = before.groups[0]
+        .members
+        .iter()
+        .map(|m| {
+            let names = m
+                .subscribed_topic_names
+                .iter()
+                .map(|n| n.to_string())
+                .collect();
+            (m.member_id.to_string(), names)
+        })
+        .collect();
+    let once = |names: &[String]| {
+        let mut names = names.to_vec();
+        names.sort();
+        names.dedup();
+        names
+    };
+    assert_eq!(subscribed["framed"], once(&framed));
+    assert_eq!(subscribed["decoded"], once(&decoded));
+
+    // Header v2 (api 68, v1); group "cg", member "framed", epoch 0, instance and rack null,
+    // rebalance 5 s; the names; regex and assignor null, no owned partitions, tags.
+    let prefix = b"\x03cg\x07framed\x00\x00\x00\x00\x00\x00\x00\x00\x13\x88";
+    let (frame, count) = distinct(
+        68,
+        1,
+        prefix,
+        5,
+        |name, frame| {
+            frame.put_u8(5);
+            frame.put_slice(name);
+        },
+        b"\x00\x00\x01\x00",
+    );
+    let mut body =
+        answer_within_four_frames_on(&node, &mut conn, "ConsumerGroupHeartbeat names", &frame)
+            .await;
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(body.get_i16(), -1, "UNKNOWN_SERVER_ERROR for {count} names");
+    let after = conn.send(&describe, 1).await.unwrap();
+    assert_eq!(after.groups, before.groups, "nothing changed");
+}

@@ -662,6 +662,7 @@ enum ChunkedRequest {
     DeleteAcls(super::acl_chunks::ChunkedAclFilters),
     AddRaftVoter(super::raft_voter_versions::FramedAddVoter),
     JoinGroup(super::join_group_frame::FramedJoin),
+    ConsumerGroupHeartbeat(super::consumer_heartbeat_frame::FramedHeartbeat),
 }
 
 impl ChunkedRequest {
@@ -699,6 +700,9 @@ impl ChunkedRequest {
                 RequestKind::AddRaftVoter(framed.request.clone())
             }
             ChunkedRequest::JoinGroup(framed) => RequestKind::JoinGroup(framed.request.clone()),
+            ChunkedRequest::ConsumerGroupHeartbeat(framed) => {
+                RequestKind::ConsumerGroupHeartbeat(framed.request.clone())
+            }
         }
     }
 
@@ -816,6 +820,16 @@ impl ChunkedRequest {
                 let request = framed.request.clone();
                 let answer =
                     handlers::raft_voters::add_listed(handlers, info, request, &framed).await;
+                (Some(answer), None)
+            }
+            ChunkedRequest::ConsumerGroupHeartbeat(framed) => {
+                let answer = handlers::consumer_group_heartbeat_listed(
+                    handlers,
+                    info,
+                    framed.request,
+                    Some(framed.names),
+                )
+                .await;
                 (Some(answer), None)
             }
             ChunkedRequest::JoinGroup(framed) => {
@@ -999,6 +1013,11 @@ async fn process_frame(
         ApiKey::DeleteAcls => super::acl_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::DeleteAcls)),
+        ApiKey::ConsumerGroupHeartbeat => {
+            super::consumer_heartbeat_frame::scan(&frame, api_version)
+                .transpose()
+                .map(|c| c.map(ChunkedRequest::ConsumerGroupHeartbeat))
+        }
         ApiKey::JoinGroup => super::join_group_frame::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::JoinGroup)),

@@ -128,7 +128,8 @@ fn tagged_fields(buf: &mut Bytes) -> anyhow::Result<std::collections::BTreeMap<i
     Ok(tagged)
 }
 
-fn skip_tagged_fields(buf: &mut Bytes) -> anyhow::Result<()> {
+/// Skips a flexible message's tagged fields.
+pub(super) fn skip_tagged_fields(buf: &mut Bytes) -> anyhow::Result<()> {
     for _ in 0..uvarint(buf)? {
         uvarint(buf)?;
         let size = uvarint(buf)? as usize;

@@ -11,7 +11,7 @@ use bytes::{Buf, Bytes};
 use gregor_actors::groups::protocols::Protocols;
 use kafka_protocol::messages::{GroupId, JoinGroupRequest};
 
-use super::dedup_decode::{array_length, need, nullable_string, string};
+use super::dedup_decode::{array_length, need, nullable_string, skip_tagged_fields, string};
 
 /// JoinGroup requests listing more protocols than this keep them in their frame.
 pub const PROTOCOLS_DECODED: usize = 1024;
@@ -52,12 +52,7 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<FramedJoin>> {
             None
         };
         if flexible {
-            for _ in 0..super::dedup_decode::uvarint(&mut rest)? {
-                super::dedup_decode::uvarint(&mut rest)?;
-                let size = super::dedup_decode::uvarint(&mut rest)? as usize;
-                need(&rest, size)?;
-                rest.advance(size);
-            }
+            skip_tagged_fields(&mut rest)?;
         }
         Ok(FramedJoin {
             request: request.with_reason(reason),

@@ -6,6 +6,7 @@ pub mod acl_chunks;
 mod busy_time;
 mod collapse;
 mod connection;
+pub mod consumer_heartbeat_frame;
 mod dedup_decode;
 pub mod delete_topics_chunks;
 pub mod election_chunks;

@@ -17,6 +17,7 @@ use super::super::assignor::{self, Assignment, AssignorMember};
 use super::super::records::{
     self, ConsumerGroupValue, ConsumerMemberValue, CoordinatorRecord, CurrentAssignmentValue,
 };
+use super::super::topic_names::TopicNames;
 use super::{codes, millis, Coordinator, Effect, Group, GroupState, KeyValue, Timer};
 
 /// Kafka's MemberState values (as stored in CurrentMemberAssignment).
@@ -60,7 +61,7 @@ pub struct ConsumerHeartbeat {
     pub instance_id: Option<String>,
     pub rack_id: Option<String>,
     pub rebalance_timeout_ms: i32,
-    pub subscribed_topic_names: Option<Vec<String>>,
+    pub subscribed_topic_names: Option<TopicNames>,
     pub subscribed_topic_regex: Option<String>,
     pub server_assignor: Option<String>,
     pub owned: Option<Vec<(Uuid, Vec<i32>)>>,
@@ -69,11 +70,15 @@ pub struct ConsumerHeartbeat {
 }
 
 /// The group's session timeout and heartbeat interval now (its dynamic configs within the
-/// broker's bounds); read on every heartbeat so a config change applies to the next one.
+/// broker's bounds), and the largest batch its `__consumer_offsets` partition takes; read on
+/// every heartbeat so a config change applies to the next one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConsumerTimeouts {
+pub struct ConsumerConfigs {
     pub session_timeout_ms: i32,
     pub heartbeat_interval_ms: i32,
+    /// The partition's `max.message.bytes`: Kafka's coordinator refuses a write larger than
+    /// it (UNKNOWN_SERVER_ERROR, nothing changed), and so does this one.
+    pub max_write_bytes: usize,
 }
 
 /// The answer to a ConsumerGroupHeartbeat.
@@ -133,7 +138,7 @@ pub(super) struct ConsumerMember {
     rack_id: Option<String>,
     client_id: String,
     client_host: String,
-    subscribed_names: Vec<String>,
+    subscribed_names: TopicNames,
     regex: Option<String>,
     rebalance_timeout_ms: i32,
     server_assignor: Option<String>,
@@ -219,7 +224,7 @@ impl ConsumerGroup {
     pub(super) fn subscribes_to(&self, topic: &str) -> bool {
         self.members
             .values()
-            .any(|m| m.subscribed_names.iter().any(|n| n == topic))
+            .any(|m| m.subscribed_names.contains(topic))
     }
 
     /// Validates an OffsetCommit or OffsetFetch member and epoch.
@@ -281,6 +286,32 @@ fn compile(regex: &str) -> Result<regex::Regex, regex::Error> {
 
 /// Topics a member subscribes to that exist, by name → (id, partitions).
 /// Regex subscriptions resolved once per heartbeat: members sharing a regex share the work.
+/// An upper bound of the batch that writes the member's metadata record alone when the
+/// heartbeat subscribes it to `names`: the batch header (61 bytes), the record's fields, its
+/// key (group and member ids) and value (each string with a five-byte length at most, each
+/// name with its own).
+fn member_write_bytes(request: &ConsumerHeartbeat, names: &TopicNames) -> usize {
+    const BATCH_HEADER: usize = 61;
+    const RECORD_FIELDS: usize = 32;
+    let string = |value: Option<&str>| 5 + value.map_or(0, str::len);
+    let key = 2 + string(Some(&request.group_id)) + string(Some(&request.member_id));
+    let value = 2
+        + string(request.instance_id.as_deref())
+        + string(request.rack_id.as_deref())
+        + string(Some(&request.client_id))
+        + string(Some(&request.client_host))
+        + 5
+        + names
+            .iter()
+            .map(|name| crate::wire::uvarint_len(name.len() as u32 + 1) + name.len())
+            .sum::<usize>()
+        + string(request.subscribed_topic_regex.as_deref())
+        + 4
+        + string(request.server_assignor.as_deref())
+        + 1;
+    BATCH_HEADER + RECORD_FIELDS + key + value
+}
+
 #[derive(Default)]
 struct RegexMatches {
     all_names: Option<Vec<String>>,
@@ -288,15 +319,15 @@ struct RegexMatches {
 }
 
 fn resolve(
-    names: &[String],
+    names: &TopicNames,
     regex: Option<&str>,
     topics: &dyn TopicLookup,
     regexes: &mut RegexMatches,
 ) -> BTreeMap<String, (Uuid, i32)> {
     let mut out = BTreeMap::new();
-    for name in names {
+    for name in names.iter() {
         if let Some(found) = topics.by_name(name) {
-            out.insert(name.clone(), found);
+            out.insert(name.to_owned(), found);
         }
     }
     if let Some(regex) = regex {
@@ -445,7 +476,7 @@ impl Coordinator {
     pub fn consumer_heartbeat(
         &mut self,
         mut request: ConsumerHeartbeat,
-        timeouts: ConsumerTimeouts,
+        timeouts: ConsumerConfigs,
         topics: &dyn TopicLookup,
         now: Instant,
         now_ms: i64,
@@ -461,6 +492,22 @@ impl Coordinator {
             Ok(p) => p,
             Err(code) => return ConsumerHeartbeatResult::error(code, super::error_name(code)),
         };
+        // A subscription whose record the partition cannot take is refused before anything
+        // changes, as Kafka's coordinator fails the write (RecordTooLargeException, answered
+        // UNKNOWN_SERVER_ERROR) and reverts.
+        if let Some(names) = &request.subscribed_topic_names {
+            let bytes = member_write_bytes(&request, names);
+            if bytes > timeouts.max_write_bytes {
+                return ConsumerHeartbeatResult::error(
+                    codes::UNKNOWN_SERVER_ERROR,
+                    format!(
+                        "The member's subscription to {} topic names needs a __consumer_offsets record of {bytes} bytes, more than the {} bytes (max.message.bytes) its partition takes. Subscribe to fewer names, or by a regular expression.",
+                        names.len(),
+                        timeouts.max_write_bytes
+                    ),
+                );
+            }
+        }
         let mut writes: Vec<KeyValue> = Vec::new();
         let group_id = request.group_id.clone();
         // The group: created by a join; an empty classic or simple group becomes a consumer
@@ -616,7 +663,7 @@ impl Coordinator {
                 rack_id: None,
                 client_id: String::new(),
                 client_host: String::new(),
-                subscribed_names: Vec::new(),
+                subscribed_names: TopicNames::default(),
                 regex: None,
                 rebalance_timeout_ms: request.rebalance_timeout_ms,
                 server_assignor: None,
@@ -718,10 +765,7 @@ impl Coordinator {
             member.rebalance_timeout_ms = request.rebalance_timeout_ms;
         }
         if let Some(names) = &request.subscribed_topic_names {
-            let mut names = names.clone();
-            names.sort_unstable();
-            names.dedup();
-            member.subscribed_names = names;
+            member.subscribed_names = names.clone();
         }
         if let Some(regex) = &request.subscribed_topic_regex {
             member.regex = Some(regex.clone()).filter(|r| !r.is_empty());
@@ -977,7 +1021,7 @@ impl Coordinator {
                     member_epoch: m.epoch,
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    subscribed_topic_names: m.subscribed_names.clone(),
+                    subscribed_topic_names: m.subscribed_names.iter().map(str::to_owned).collect(),
                     subscribed_topic_regex: m.regex.clone(),
                     assignment: m.assigned.clone(),
                     target_assignment: cg.target.get(&m.id).cloned().unwrap_or_default(),
