@@ -93,14 +93,30 @@ async fn partition_writer(
     }
 }
 
-/// Kafka's group coordinator's answer for a failed `__consumer_offsets` write: the client
-/// retries against the (new) coordinator.
+/// Kafka's group coordinator's answer for a failed `__consumer_offsets` write
+/// (`GroupCoordinatorService`'s mapping of an append error): a lost or missing partition sends
+/// the client to the (new) coordinator, a batch the log refuses as too large is the server's
+/// error, and any other is answered as it is.
 fn append_error_code(code: i16) -> i16 {
+    const INVALID_FETCH_SIZE: i16 = 4;
+    const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    const MESSAGE_TOO_LARGE: i16 = 10;
+    const RECORD_LIST_TOO_LARGE: i16 = 18;
+    const NOT_ENOUGH_REPLICAS: i16 = 19;
+    // Gregor's replication wait's form of NOT_ENOUGH_REPLICAS (the records are in the log).
+    const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
     const KAFKA_STORAGE_ERROR: i16 = 56;
     match code {
+        UNKNOWN_TOPIC_OR_PARTITION
+        | NOT_ENOUGH_REPLICAS
+        | NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        | codes::REQUEST_TIMED_OUT => codes::COORDINATOR_NOT_AVAILABLE,
         NOT_LEADER_OR_FOLLOWER | KAFKA_STORAGE_ERROR => codes::NOT_COORDINATOR,
-        _ => codes::COORDINATOR_NOT_AVAILABLE,
+        MESSAGE_TOO_LARGE | RECORD_LIST_TOO_LARGE | INVALID_FETCH_SIZE => {
+            codes::UNKNOWN_SERVER_ERROR
+        }
+        other => other,
     }
 }
 
@@ -774,6 +790,30 @@ mod tests {
                 codes::NONE,
                 codes::GROUP_ID_NOT_FOUND,
                 codes::GROUP_ID_NOT_FOUND
+            ]
+        );
+    }
+
+    /// Kafka's `GroupCoordinatorService` mapping of a failed append, code for code.
+    #[test]
+    fn a_failed_append_is_answered_as_kafka_answers_it() {
+        let mapped: Vec<(i16, i16)> = [3, 19, 20, 7, 6, 56, 10, 18, 4, 44]
+            .iter()
+            .map(|code| (*code, append_error_code(*code)))
+            .collect();
+        assert_eq!(
+            mapped,
+            vec![
+                (3, codes::COORDINATOR_NOT_AVAILABLE),
+                (19, codes::COORDINATOR_NOT_AVAILABLE),
+                (20, codes::COORDINATOR_NOT_AVAILABLE),
+                (7, codes::COORDINATOR_NOT_AVAILABLE),
+                (6, codes::NOT_COORDINATOR),
+                (56, codes::NOT_COORDINATOR),
+                (10, codes::UNKNOWN_SERVER_ERROR),
+                (18, codes::UNKNOWN_SERVER_ERROR),
+                (4, codes::UNKNOWN_SERVER_ERROR),
+                (44, 44),
             ]
         );
     }
