@@ -21,7 +21,8 @@ use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{Caller, ControllerForwarder, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::{
-    ListedCreation, ListedDeletion, ListedElements, ListedGrowth, ListedOutcome, ListedTopics,
+    ListedAlone, ListedCreation, ListedDeletion, ListedElements, ListedGrowth, ListedOutcome,
+    ListedTopics,
 };
 use crate::controller::{
     self, CreateListedElements, CreateListedPartitions, CreatePartitions, CreateTopics,
@@ -330,28 +331,20 @@ pub(super) async fn delete_topics(
     let mut refused: Vec<DeletableTopicResult> = Vec::new();
     if access.checks_each_topic() {
         let image = ctx.image.load();
-        let mut names: HashMap<&str, usize> = HashMap::new();
-        let mut ids: HashMap<uuid::Uuid, usize> = HashMap::new();
+        let alone = ListedAlone::of(&request);
         let spelled = request
             .topic_names
             .iter()
             .map(|name| (Some(name), uuid::Uuid::nil()))
             .chain(request.topics.iter().map(|t| (t.name.as_ref(), t.topic_id)));
-        for (name, id) in spelled.clone() {
-            match (name, id.is_nil()) {
-                (Some(name), true) => *names.entry(name.as_str()).or_default() += 1,
-                (None, false) => *ids.entry(id).or_default() += 1,
-                _ => {}
-            }
-        }
         let denied: Vec<bool> = spelled
             .map(|(name, id)| {
                 let denial =
                     match (name, id.is_nil()) {
-                        (Some(name), true) if names[name.as_str()] == 1 => {
+                        (Some(name), true) if alone.name_times(name.as_str()) == 1 => {
                             (!access.may_delete(name)).then(|| Some(name.clone()))
                         }
-                        (None, false) if ids[&id] == 1 => {
+                        (None, false) if alone.id_times(&id) == 1 => {
                             image.topics.get_by_id(&id).and_then(|known| {
                                 let shown = access.denial_by_id(&known.name)?;
                                 Some(shown.then(|| {

@@ -300,37 +300,64 @@ pub fn delete_listed_topics<V: MetadataView + ?Sized>(
 /// A decoded request's entries, as the request spelled them.
 struct DecodedTopics<'a> {
     entries: Vec<(Option<&'a str>, Uuid)>,
-    /// How many entries list each name alone, and each id alone.
+    alone: ListedAlone<'a>,
+}
+
+/// How many entries of a decoded DeleteTopics request list each name alone, and each id alone:
+/// a name or id listed alone more than once is refused, unchecked (Kafka's
+/// `ControllerApis.deleteTopics`).
+pub struct ListedAlone<'a> {
     names: HashMap<&'a str, usize>,
     ids: HashMap<Uuid, usize>,
 }
 
-impl<'a> DecodedTopics<'a> {
-    fn new(request: &'a DeleteTopicsRequest) -> Self {
-        let entries: Vec<(Option<&str>, Uuid)> = request
-            .topic_names
-            .iter()
-            .map(|name| (Some(name.0.as_str()), Uuid::nil()))
-            .chain(
-                request
-                    .topics
-                    .iter()
-                    .map(|t| (t.name.as_ref().map(|name| name.0.as_str()), t.topic_id)),
-            )
-            .collect();
-        let mut names: HashMap<&str, usize> = HashMap::new();
-        let mut ids: HashMap<Uuid, usize> = HashMap::new();
-        for (name, id) in &entries {
+impl<'a> ListedAlone<'a> {
+    /// Counts the entries of `request` (names of v0-5, then v6's states).
+    pub fn of(request: &'a DeleteTopicsRequest) -> Self {
+        let mut alone = ListedAlone {
+            names: HashMap::new(),
+            ids: HashMap::new(),
+        };
+        for (name, id) in entries(request) {
             match (name, id.is_nil()) {
-                (Some(name), true) => *names.entry(name).or_default() += 1,
-                (None, false) => *ids.entry(*id).or_default() += 1,
+                (Some(name), true) => *alone.names.entry(name).or_default() += 1,
+                (None, false) => *alone.ids.entry(id).or_default() += 1,
                 _ => {}
             }
         }
+        alone
+    }
+
+    /// How many entries list `name` alone.
+    pub fn name_times(&self, name: &str) -> usize {
+        self.names.get(name).copied().unwrap_or_default()
+    }
+
+    /// How many entries list `id` alone.
+    pub fn id_times(&self, id: &Uuid) -> usize {
+        self.ids.get(id).copied().unwrap_or_default()
+    }
+}
+
+/// Each entry of `request` as (name, id): v0-5's names with no id, then v6's states.
+fn entries(request: &DeleteTopicsRequest) -> impl Iterator<Item = (Option<&str>, Uuid)> {
+    request
+        .topic_names
+        .iter()
+        .map(|name| (Some(name.0.as_str()), Uuid::nil()))
+        .chain(
+            request
+                .topics
+                .iter()
+                .map(|t| (t.name.as_ref().map(|name| name.0.as_str()), t.topic_id)),
+        )
+}
+
+impl<'a> DecodedTopics<'a> {
+    fn new(request: &'a DeleteTopicsRequest) -> Self {
         DecodedTopics {
-            entries,
-            names,
-            ids,
+            entries: entries(request).collect(),
+            alone: ListedAlone::of(request),
         }
     }
 
@@ -340,8 +367,10 @@ impl<'a> DecodedTopics<'a> {
         let mut seen = HashSet::new();
         for entry in &self.entries {
             let (topic, repeated) = match *entry {
-                (Some(name), id) if id.is_nil() => (ListedTopic::Name(name), self.names[name] > 1),
-                (None, id) if !id.is_nil() => (ListedTopic::Id(id), self.ids[&id] > 1),
+                (Some(name), id) if id.is_nil() => {
+                    (ListedTopic::Name(name), self.alone.name_times(name) > 1)
+                }
+                (None, id) if !id.is_nil() => (ListedTopic::Id(id), self.alone.id_times(&id) > 1),
                 (Some(_), _) => (ListedTopic::Both, false),
                 (None, _) => (ListedTopic::Neither, false),
             };
@@ -383,7 +412,7 @@ impl ListedTopics for DecodedTopics<'_> {
     }
 
     fn lists_id(&self, id: &Uuid) -> bool {
-        self.ids.contains_key(id)
+        self.alone.id_times(id) > 0
     }
 }
 

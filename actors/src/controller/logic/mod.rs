@@ -50,7 +50,7 @@ pub use create_topics::{
     create_listed_topics, create_topics, ListedCreation, ListedOutcome, TopicDefaults,
 };
 pub use delete_topics::{
-    delete_listed_topics, delete_topics, ListedDeletion, ListedTopic, ListedTopics,
+    delete_listed_topics, delete_topics, ListedAlone, ListedDeletion, ListedTopic, ListedTopics,
 };
 pub use errors::ControllerError;
 pub use listed::{ListedAnswers, ListedElements, ListedError};
