@@ -231,6 +231,8 @@ pub mod acl {
     pub const DESCRIBE: i8 = 8;
     pub const DESCRIBE_CONFIGS: i8 = 10;
     pub const CLUSTER_ACTION: i8 = 9;
+    pub const ALTER_CONFIGS: i8 = 11;
+    pub const GROUP: i8 = 3;
     pub const DENY: i8 = 2;
     pub const ALLOW: i8 = 3;
 }

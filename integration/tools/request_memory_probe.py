@@ -208,6 +208,21 @@ def build(kind, size):
         config = uvarint(2) + compact(b"flush.ms") + b"\x00" + compact(b"1") + b"\x00"
         resources = b"".join(b"\x02" + compact(n) + config + b"\x00" for n in names)
         return header(44, 1, True) + uvarint(len(names) + 1) + resources + b"\x00\x00"
+    if kind == "incremental_alter_configs_v1_alternating":
+        # Two resources over and over, {TOPIC, "", [], tags} and {TOPIC, "a", [], tags}: no
+        # resource is a copy of the one before, every one is named again.
+        pairs = (size - 30) // 9
+        pair = b"\x02\x01\x01\x00" + b"\x02\x02a\x01\x00"
+        return header(44, 1, True) + uvarint(2 * pairs + 1) + pair * pairs + b"\x00\x00"
+    if kind == "incremental_alter_configs_v1_distinct_values":
+        # GROUP resources each setting a distinct invalid value: every resource fails with a
+        # message of its own (the controller's validation).
+        values = distinct_names((size - 30) // 41)
+        resources = b"".join(
+            b"\x20" + compact(v) + uvarint(2) + compact(b"consumer.session.timeout.ms") + b"\x00" + compact(v) + b"\x00\x00"
+            for v in values
+        )
+        return header(44, 1, True) + uvarint(len(values) + 1) + resources + b"\x00\x00"
     if kind == "alter_client_quotas_v1_distinct":
         # entries {entity [{"client-id", name, tags}], ops [{"producer_byte_rate", 1024.0, remove
         # false, tags}], tags}, validate_only false

@@ -2,6 +2,8 @@
 //! are `logic::configs`; this shell validates against the working image and commits the
 //! `ConfigRecord`s, like the topic mutations in `actor.rs`.
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -128,5 +130,55 @@ impl Refusable for AlterConfigs {
                 })
                 .collect(),
         )
+    }
+}
+
+/// Alter the configs of a request whose resources stay where they are kept (its frame): the
+/// resources routed here are read one at a time and answered with a code each (issue #11).
+#[derive(Message)]
+#[rtype(result = "configs::ListedConfigDecision")]
+pub struct AlterListedConfigs {
+    /// The request's resources.
+    pub resources: Arc<dyn configs::ListedConfigResources>,
+    /// Per resource: whether it is decided here.
+    pub routes: Arc<Vec<configs::Route>>,
+    /// As in [`IncrementalAlterConfigs::node_id`].
+    pub node_id: Option<i32>,
+    /// Decide and answer, write nothing.
+    pub validate_only: bool,
+}
+
+impl Handler<AlterListedConfigs> for Controller {
+    type Result = ResponseFuture<configs::ListedConfigDecision>;
+
+    fn handle(&mut self, msg: AlterListedConfigs, ctx: &mut Self::Context) -> Self::Result {
+        let msg = match self.admit(msg, ctx) {
+            Ok(msg) => msg,
+            Err(answer) => return answer,
+        };
+        let rules = self.settings.config_rules();
+        // The image `mutate` decides against, kept by the answer to explain its failures.
+        let image = self.base_image();
+        self.mutate(
+            ctx,
+            &msg,
+            |_, _| {
+                configs::alter_listed_configs(
+                    &image,
+                    msg.resources.as_ref(),
+                    &msg.routes,
+                    msg.node_id,
+                    msg.validate_only,
+                    &rules,
+                )
+            },
+            configs::ListedConfigDecision::fail_succeeded,
+        )
+    }
+}
+
+impl Refusable for AlterListedConfigs {
+    fn refuse(&self, code: ResponseError, message: &str) -> Self::Result {
+        configs::ListedConfigDecision::refused(code, message)
     }
 }

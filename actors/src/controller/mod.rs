@@ -32,7 +32,7 @@ pub use actor::{
 };
 pub use alter_partition::{failed_alter_partition, AlterPartition};
 pub use client_quotas::{AlterClientQuotas, AlterListedClientQuotas};
-pub use configs::{AlterConfigs, IncrementalAlterConfigs};
+pub use configs::{AlterConfigs, AlterListedConfigs, IncrementalAlterConfigs};
 pub use controlled_shutdown::ControlledShutdown;
 pub use elections::{failed_elect_leaders, ElectLeaders, ElectListedLeaders, LeadershipSettings};
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};

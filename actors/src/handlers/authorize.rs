@@ -106,20 +106,28 @@ pub(super) fn config_resource_denied(
     const BROKER_LOGGER: i8 = 8;
     const CLIENT_METRICS: i8 = 16;
     const GROUP: i8 = 32;
-    match resource_type {
-        TOPIC if !access.allows(operation, ResourceType::Topic, name) => Some((
-            ResponseError::TopicAuthorizationFailed,
-            "Topic authorization failed.",
-        )),
-        BROKER | BROKER_LOGGER | CLIENT_METRICS if !access.allows_cluster(operation) => Some((
-            ResponseError::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        )),
-        GROUP if !access.allows(operation, ResourceType::Group, name) => Some((
-            ResponseError::GroupAuthorizationFailed,
-            "Group authorization failed.",
-        )),
-        _ => None,
+    let code = match resource_type {
+        TOPIC if !access.allows(operation, ResourceType::Topic, name) => {
+            ResponseError::TopicAuthorizationFailed
+        }
+        BROKER | BROKER_LOGGER | CLIENT_METRICS if !access.allows_cluster(operation) => {
+            ResponseError::ClusterAuthorizationFailed
+        }
+        GROUP if !access.allows(operation, ResourceType::Group, name) => {
+            ResponseError::GroupAuthorizationFailed
+        }
+        _ => return None,
+    };
+    Some((code, config_denial_message(code.code())))
+}
+
+/// The message of a config resource refused with `code` by [`config_resource_denied`].
+pub(super) fn config_denial_message(code: i16) -> &'static str {
+    use kafka_protocol::error::ResponseError;
+    match ResponseError::try_from_code(code) {
+        Some(ResponseError::TopicAuthorizationFailed) => "Topic authorization failed.",
+        Some(ResponseError::GroupAuthorizationFailed) => "Group authorization failed.",
+        _ => "Cluster authorization failed.",
     }
 }
 

@@ -11,6 +11,7 @@
 //!                                       └─ forward ──▶ Controller ──records──▶──┘ request order
 //! ```
 
+mod alter_listed;
 mod describe;
 mod list;
 mod loggers;
@@ -35,6 +36,7 @@ use crate::context::{
 use crate::controller::logic::configs::{precheck_incremental, ApiError, Precheck};
 use crate::controller::{AlterConfigs, IncrementalAlterConfigs};
 
+pub use alter_listed::{alter_listed_configs, ListedConfigAnswers};
 pub use describe::describe_configs;
 pub use list::{list_config_resources, metric_name_also_counted, LIST_CLIENT_METRICS_RESOURCES};
 pub use loggers::{alter_loggers, LogLevels, KNOWN_LOGGERS, ROOT_LOGGER, VALID_LOG_LEVELS};

@@ -30,23 +30,28 @@ fn resource(kind: i8, name: &str, key: &str, value: &str) -> AlterConfigsResourc
             .with_value(Some(StrBytes::from_string(value.to_owned())))])
 }
 
+/// Creates `topic` through `broker` once the cluster has formed.
+async fn create_through(broker: &str, topic: &str) -> anyhow::Result<()> {
+    wait_until(
+        "create a topic through the broker",
+        FORM_TIMEOUT,
+        || async {
+            let mut conn = KafkaConn::connect(broker).await?;
+            let response = conn
+                .send(&create_topics(vec![creatable(topic, 1, 1)], false), 7)
+                .await?;
+            Ok(matches!(response.topics[0].error_code, 0 | 36).then_some(()))
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_forwards_config_changes_and_applies_its_loggers() -> anyhow::Result<()> {
     let cluster = Cluster::start(1, 1)?;
     let broker = cluster.brokers[0].1.bootstrap();
     let broker_id = cluster.brokers[0].0;
-    wait_until(
-        "create a topic through the broker",
-        FORM_TIMEOUT,
-        || async {
-            let mut conn = KafkaConn::connect(&broker).await?;
-            let response = conn
-                .send(&create_topics(vec![creatable("forwarded", 1, 1)], false), 7)
-                .await?;
-            Ok(matches!(response.topics[0].error_code, 0 | 36).then_some(()))
-        },
-    )
-    .await?;
+    create_through(&broker, "forwarded").await?;
 
     let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
         resource(TOPIC, "forwarded", "retention.ms", "1234"),
@@ -72,25 +77,112 @@ async fn a_broker_forwards_config_changes_and_applies_its_loggers() -> anyhow::R
         .collect();
     assert_eq!(codes, vec![(0, None), (0, None), (0, None)]);
 
-    // The topic config reached the broker's image through the controller's log.
+    retention_visible(&broker, "forwarded", "1234").await
+}
+
+/// Waits until `broker` describes `topic`'s retention.ms as `value`, which reaches its image
+/// through the controller's log.
+async fn retention_visible(broker: &str, topic: &str, value: &str) -> anyhow::Result<()> {
     let describe =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
             .with_resource_type(TOPIC)
-            .with_resource_name(StrBytes::from_static_str("forwarded"))
+            .with_resource_name(StrBytes::from_string(topic.to_owned()))
             .with_configuration_keys(Some(vec![StrBytes::from_static_str("retention.ms")]))]);
     wait_until(
         "the topic config is visible on the broker",
         FORM_TIMEOUT,
         || async {
-            let mut conn = KafkaConn::connect(&broker).await?;
+            let mut conn = KafkaConn::connect(broker).await?;
             let response = conn.send(&describe, 4).await?;
-            let value = response.results[0]
+            let described = response.results[0]
                 .configs
                 .first()
                 .and_then(|c| c.value.as_ref().map(|v| v.to_string()));
-            Ok((value.as_deref() == Some("1234")).then_some(()))
+            Ok((described.as_deref() == Some(value)).then_some(()))
         },
     )
-    .await?;
-    Ok(())
+    .await
+}
+
+/// Through a broker that does not lead, a request of more resources than one chunk (read from
+/// its frame) is split as a short one: the broker refuses its repeats and applies its loggers,
+/// the controller decides the rest, and the answers come back in request order, as its parts'
+/// do; applied, the topic's config reaches the broker's image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_splits_a_long_config_change_as_a_short_one() -> anyhow::Result<()> {
+    let cluster = Cluster::start(1, 1)?;
+    let broker = cluster.brokers[0].1.bootstrap();
+    let broker_id = cluster.brokers[0].0.to_string();
+    create_through(&broker, "long").await?;
+    let part = |tag: &str| {
+        let mut resources = vec![
+            resource(TOPIC, &format!("{tag}-again"), "retention.ms", "1"),
+            resource(TOPIC, &format!("{tag}-copied"), "retention.ms", "1"),
+            resource(TOPIC, &format!("{tag}-copied"), "retention.ms", "1"),
+            resource(TOPIC, &format!("{tag}-again"), "retention.ms", "2"),
+        ];
+        resources.extend((0..700).map(|i| resource(TOPIC, &format!("{tag}-{i}"), "flush.ms", "1")));
+        resources
+    };
+    let mut first = part("a");
+    first.extend([
+        resource(TOPIC, "long", "retention.ms", "4321"),
+        resource(BROKER, &broker_id, "log.retention.ms", "5678"),
+        resource(BROKER, "99", "log.retention.ms", "5678"),
+        resource(BROKER_LOGGER, &broker_id, "gregor_node", "DEBUG"),
+        resource(BROKER_LOGGER, &broker_id, "no.such.logger", "DEBUG"),
+        resource(TOPIC, "long-gone", "retention.ms", "x"),
+    ]);
+    let second = part("b");
+    let whole: Vec<AlterConfigsResource> = first.iter().chain(&second).cloned().collect();
+    let answers =
+        |response: IncrementalAlterConfigsResponse| -> Vec<(String, i16, Option<String>)> {
+            response
+                .responses
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.resource_name.to_string(),
+                        r.error_code,
+                        r.error_message.map(|m| m.to_string()),
+                    )
+                })
+                .collect()
+        };
+    let send = |resources: Vec<AlterConfigsResource>, validate_only: bool| {
+        let broker = broker.clone();
+        async move {
+            let mut conn = KafkaConn::connect(&broker).await?;
+            let request = IncrementalAlterConfigsRequest::default()
+                .with_resources(resources)
+                .with_validate_only(validate_only);
+            anyhow::Ok(answers(conn.send(&request, 1).await?))
+        }
+    };
+    let validated = send(whole.clone(), true).await?;
+    let mut as_parts = send(first.clone(), true).await?;
+    as_parts.extend(send(second.clone(), true).await?);
+    assert_eq!(validated.len(), whole.len());
+    if let Some(at) = (0..validated.len()).find(|i| validated[*i] != as_parts[*i]) {
+        panic!(
+            "resource {at}: {:?}, in parts {:?}",
+            validated[at], as_parts[at]
+        );
+    }
+    let named = |name: &str| {
+        validated
+            .iter()
+            .filter(|a| a.0 == name)
+            .map(|a| a.1)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(named("a-again"), vec![42, 42]);
+    assert_eq!(named("b-copied"), vec![42, 42]);
+    assert_eq!(named("a-5"), vec![3], "decided by the controller");
+    assert_eq!(named("long"), vec![0]);
+    assert_eq!(named("99"), vec![42], "the broker checks its own id");
+
+    let applied = send(whole, false).await?;
+    assert_eq!(applied, validated);
+    retention_visible(&broker, "long", "4321").await
 }

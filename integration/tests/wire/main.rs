@@ -9,6 +9,7 @@ mod t10_pipelining;
 mod t30_bad_frames;
 mod t30_chunked_elections;
 mod t30_chunked_lists;
+mod t30_config_chunks;
 mod t30_connection_limits;
 mod t30_create_topics_authorized;
 mod t30_idle_timeout;

@@ -519,6 +519,9 @@ async fn process(
             super::reassignment_chunks::scan,
         ),
         ApiKey::DeleteTopics => super::delete_topics_chunks::is_long(&frame, api_version),
+        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
+            super::config_chunks::is_long(&frame, api_key, api_version)
+        }
         _ => false,
     };
     let reduced = decode_guarded(|| {
@@ -656,6 +659,8 @@ enum ChunkedRequest {
     DeleteTopics(super::delete_topics_chunks::ChunkedDeleteTopics),
     AlterScram(super::scram_chunks::ChunkedScramAlteration),
     AlterClientQuotas(super::quota_chunks::ChunkedQuotaAlteration),
+    AlterConfigs(super::config_chunks::ChunkedConfigs),
+    IncrementalAlterConfigs(super::config_chunks::ChunkedConfigs),
     ElectLeaders(super::election_chunks::ChunkedElections),
     AlterReassignments(super::reassignment_chunks::ChunkedReassignments),
     CreateAcls(super::acl_chunks::ChunkedAclCreations),
@@ -689,6 +694,10 @@ impl ChunkedRequest {
             }
             ChunkedRequest::AlterClientQuotas(_) => {
                 RequestKind::AlterClientQuotas(Default::default())
+            }
+            ChunkedRequest::AlterConfigs(_) => RequestKind::AlterConfigs(Default::default()),
+            ChunkedRequest::IncrementalAlterConfigs(_) => {
+                RequestKind::IncrementalAlterConfigs(Default::default())
             }
             ChunkedRequest::ElectLeaders(_) => RequestKind::ElectLeaders(Default::default()),
             ChunkedRequest::AlterReassignments(_) => {
@@ -795,6 +804,22 @@ impl ChunkedRequest {
                 let (answer, entries) =
                     super::quota_chunks::handle(handlers, info, chunked).await?;
                 (Some(answer), Some(ListWriter::AlterClientQuotas(entries)))
+            }
+            ChunkedRequest::AlterConfigs(chunked) => {
+                let (answer, resources) =
+                    super::config_chunks::handle(handlers, info, chunked).await?;
+                (
+                    Some(answer),
+                    Some(ListWriter::AlterConfigs(Box::new(resources))),
+                )
+            }
+            ChunkedRequest::IncrementalAlterConfigs(chunked) => {
+                let (answer, resources) =
+                    super::config_chunks::handle(handlers, info, chunked).await?;
+                (
+                    Some(answer),
+                    Some(ListWriter::IncrementalAlterConfigs(Box::new(resources))),
+                )
             }
             ChunkedRequest::ElectLeaders(chunked) => {
                 let (answer, topics) =
@@ -999,6 +1024,12 @@ async fn process_frame(
         ApiKey::AlterClientQuotas => super::quota_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::AlterClientQuotas)),
+        ApiKey::AlterConfigs => super::config_chunks::scan(&frame, api_key, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::AlterConfigs)),
+        ApiKey::IncrementalAlterConfigs => super::config_chunks::scan(&frame, api_key, api_version)
+            .transpose()
+            .map(|c| c.map(ChunkedRequest::IncrementalAlterConfigs)),
         ApiKey::ElectLeaders => super::election_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ElectLeaders)),

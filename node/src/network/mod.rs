@@ -5,6 +5,7 @@
 pub mod acl_chunks;
 mod busy_time;
 mod collapse;
+pub mod config_chunks;
 mod connection;
 pub mod consumer_heartbeat_frame;
 mod dedup_decode;

@@ -40,6 +40,7 @@ use kafka_protocol::protocol::Decodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::acl_chunks::{AclResultsWriter, CreationAnswer, FilterAnswer};
+use super::config_chunks::ConfigResultsWriter;
 use super::dedup_decode::{array_length, need, uvarint};
 use super::delete_topics_chunks::DeletionResultsWriter;
 use super::election_chunks::ElectionResultsWriter;
@@ -919,6 +920,8 @@ pub enum ListWriter {
     DeleteTopics(DeletionResultsWriter),
     AlterScram(ScramResultsWriter),
     AlterClientQuotas(QuotaResultsWriter),
+    AlterConfigs(Box<ConfigResultsWriter>),
+    IncrementalAlterConfigs(Box<ConfigResultsWriter>),
     ElectLeaders(ElectionResultsWriter),
     AlterReassignments(ReassignmentResultsWriter),
     CreateAcls(AclResultsWriter<CreationAnswer>),
@@ -945,6 +948,8 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.count(),
             ListWriter::AlterScram(users) => users.count(),
             ListWriter::AlterClientQuotas(entries) => entries.count(),
+            ListWriter::AlterConfigs(resources)
+            | ListWriter::IncrementalAlterConfigs(resources) => resources.count(),
             ListWriter::ElectLeaders(topics) => topics.count(),
             ListWriter::AlterReassignments(topics) => topics.count(),
             ListWriter::CreateAcls(results) => results.count(),
@@ -971,6 +976,8 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.len(),
             ListWriter::AlterScram(users) => users.len(),
             ListWriter::AlterClientQuotas(entries) => entries.len(),
+            ListWriter::AlterConfigs(resources)
+            | ListWriter::IncrementalAlterConfigs(resources) => resources.len(),
             ListWriter::ElectLeaders(topics) => topics.len(),
             ListWriter::AlterReassignments(topics) => topics.len(),
             ListWriter::CreateAcls(results) => results.len(),
@@ -1016,6 +1023,10 @@ impl ListWriter {
             ListWriter::AlterScram(_) => (1, true),
             // After the entries: tagged fields (v1+).
             ListWriter::AlterClientQuotas(_) => (usize::from(version >= 1), version >= 1),
+            // After the resources: tagged fields (AlterConfigs v2+, IncrementalAlterConfigs
+            // v1+).
+            ListWriter::AlterConfigs(_) => (usize::from(version >= 2), version >= 2),
+            ListWriter::IncrementalAlterConfigs(_) => (usize::from(version >= 1), version >= 1),
             // After the topics: tagged fields (v2+).
             ListWriter::ElectLeaders(_) => (usize::from(version >= 2), version >= 2),
             // After the topics: tagged fields (every version is flexible).
@@ -1061,6 +1072,8 @@ impl ListWriter {
             ListWriter::DeleteTopics(topics) => topics.write_to(out).await,
             ListWriter::AlterScram(users) => users.write_to(out).await,
             ListWriter::AlterClientQuotas(entries) => entries.write_to(out).await,
+            ListWriter::AlterConfigs(resources)
+            | ListWriter::IncrementalAlterConfigs(resources) => resources.write_to(out).await,
             ListWriter::ElectLeaders(topics) => topics.write_to(out).await,
             ListWriter::AlterReassignments(topics) => topics.write_to(out).await,
             ListWriter::CreateAcls(results) => results.write_to(out).await,

@@ -14,6 +14,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_request::AlterConfigsResource as LegacyResource;
+use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource as IncrementalResource;
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
     AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
@@ -27,6 +29,10 @@ use super::super::topic_configs::{self, ConfigType, TopicConfigDef};
 use super::super::topic_name;
 use super::super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
 use super::{broker, client_metrics, group, resource_type as rt, ApiError, OpType};
+
+/// The message of every resource of a request that would write more than
+/// [`MAX_RECORDS_PER_USER_OP`] config records.
+pub(super) const TOO_MANY_RECORDS: &str = "Unable to perform excessively large batch operation.";
 
 /// What resource configs are validated against beyond Kafka's definitions: this controller's
 /// `group.*` bounds, and the dynamic broker configs its node's quota callback reconfigures on.
@@ -53,7 +59,7 @@ pub enum Precheck {
 
 /// One operation of a resource, as both request kinds reduce to it.
 #[derive(Debug, Clone)]
-struct Op {
+pub(super) struct Op {
     name: String,
     op: i8,
     value: Option<String>,
@@ -61,7 +67,7 @@ struct Op {
 
 /// One resource of either request kind.
 #[derive(Debug, Clone)]
-struct Change {
+pub(super) struct Change {
     resource_type: i8,
     name: String,
     ops: Vec<Op>,
@@ -83,7 +89,7 @@ fn duplicated_resources(changes: &[Change]) -> HashSet<usize> {
 
 /// The broker half for one resource (Kafka's order): duplicate keys, null values, the resource
 /// type, this node's id for BROKER resources and their values.
-fn precheck_one(change: &Change, node_id: Option<i32>, legacy: bool) -> Precheck {
+pub(super) fn precheck_one(change: &Change, node_id: Option<i32>, legacy: bool) -> Precheck {
     let mut names = HashSet::new();
     if !change.ops.iter().all(|op| names.insert(op.name.as_str())) {
         return Precheck::Failed(ApiError::invalid_request(
@@ -132,63 +138,73 @@ fn precheck_one(change: &Change, node_id: Option<i32>, legacy: bool) -> Precheck
     }
 }
 
+/// The broker half for one resource that another resource of the request may name too
+/// (`duplicated`: every copy is refused, as Kafka's `ConfigAdminManager` refuses them).
+pub(super) fn precheck_copy(
+    change: &Change,
+    duplicated: bool,
+    node_id: Option<i32>,
+    legacy: bool,
+) -> Precheck {
+    if duplicated {
+        return Precheck::Failed(ApiError::invalid_request(
+            "Each resource must appear at most once.",
+        ));
+    }
+    precheck_one(change, node_id, legacy)
+}
+
 fn precheck_all(changes: &[Change], node_id: Option<i32>, legacy: bool) -> Vec<Precheck> {
     let duplicated = duplicated_resources(changes);
     changes
         .iter()
         .enumerate()
-        .map(|(index, change)| {
-            if duplicated.contains(&index) {
-                Precheck::Failed(ApiError::invalid_request(
-                    "Each resource must appear at most once.",
-                ))
-            } else {
-                precheck_one(change, node_id, legacy)
-            }
-        })
+        .map(|(index, change)| precheck_copy(change, duplicated.contains(&index), node_id, legacy))
         .collect()
+}
+
+/// An IncrementalAlterConfigs resource as a change.
+pub(super) fn incremental_change(resource: &IncrementalResource) -> Change {
+    Change {
+        resource_type: resource.resource_type,
+        name: resource.resource_name.to_string(),
+        ops: resource
+            .configs
+            .iter()
+            .map(|config| Op {
+                name: config.name.to_string(),
+                op: config.config_operation,
+                value: config.value.as_ref().map(ToString::to_string),
+            })
+            .collect(),
+        replace: false,
+    }
+}
+
+/// An AlterConfigs resource as a change: its configs replace the resource's.
+pub(super) fn legacy_change(resource: &LegacyResource) -> Change {
+    Change {
+        resource_type: resource.resource_type,
+        name: resource.resource_name.to_string(),
+        ops: resource
+            .configs
+            .iter()
+            .map(|config| Op {
+                name: config.name.to_string(),
+                op: 0,
+                value: config.value.as_ref().map(ToString::to_string),
+            })
+            .collect(),
+        replace: true,
+    }
 }
 
 fn incremental_changes(request: &IncrementalAlterConfigsRequest) -> Vec<Change> {
-    request
-        .resources
-        .iter()
-        .map(|resource| Change {
-            resource_type: resource.resource_type,
-            name: resource.resource_name.to_string(),
-            ops: resource
-                .configs
-                .iter()
-                .map(|config| Op {
-                    name: config.name.to_string(),
-                    op: config.config_operation,
-                    value: config.value.as_ref().map(ToString::to_string),
-                })
-                .collect(),
-            replace: false,
-        })
-        .collect()
+    request.resources.iter().map(incremental_change).collect()
 }
 
 fn legacy_changes(request: &AlterConfigsRequest) -> Vec<Change> {
-    request
-        .resources
-        .iter()
-        .map(|resource| Change {
-            resource_type: resource.resource_type,
-            name: resource.resource_name.to_string(),
-            ops: resource
-                .configs
-                .iter()
-                .map(|config| Op {
-                    name: config.name.to_string(),
-                    op: 0,
-                    value: config.value.as_ref().map(ToString::to_string),
-                })
-                .collect(),
-            replace: true,
-        })
-        .collect()
+    request.resources.iter().map(legacy_change).collect()
 }
 
 /// The broker half of IncrementalAlterConfigs, one entry per resource in request order.
@@ -411,7 +427,7 @@ fn decide(
         if records.len() > MAX_RECORDS_PER_USER_OP {
             let too_large = ApiError {
                 code: ResponseError::PolicyViolation,
-                message: Some("Unable to perform excessively large batch operation.".to_owned()),
+                message: Some(TOO_MANY_RECORDS.to_owned()),
             };
             return (vec![Err(too_large); changes.len()], Vec::new());
         }
@@ -423,7 +439,7 @@ fn decide(
 }
 
 /// One resource's decision, its records added to `records`.
-fn decide_one(
+pub(super) fn decide_one(
     image: &MetadataImage,
     change: &Change,
     precheck: Precheck,

@@ -17,6 +17,7 @@ pub mod alter;
 pub mod broker;
 pub mod client_metrics;
 pub mod group;
+pub mod listed;
 #[cfg(test)]
 pub(crate) mod testing;
 
@@ -25,6 +26,10 @@ use kafka_protocol::error::ResponseError;
 pub use alter::{
     alter_configs, incremental_alter_configs, precheck_incremental, precheck_legacy, ConfigRules,
     Precheck,
+};
+pub use listed::{
+    alter_listed_configs, decided_elsewhere, ConfigResource, DecidedAgainst, ListedConfigDecision,
+    ListedConfigResources, Route,
 };
 
 /// `ConfigResource.Type` ids on the wire.

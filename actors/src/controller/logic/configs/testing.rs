@@ -7,11 +7,35 @@ use gregor_publishers::records::{
     Endpoint, MetadataRecord, RegisterBrokerRecord, TopicRecord, UnfenceBrokerRecord,
 };
 use gregor_publishers::{MetadataDelta, MetadataImage};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 pub(crate) fn s(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_owned())
+}
+
+/// An IncrementalAlterConfigs resource with (key, op, value) configs.
+pub(crate) fn resource(
+    resource_type: i8,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+) -> AlterConfigsResource {
+    AlterConfigsResource::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(s(name))
+        .with_configs(
+            ops.iter()
+                .map(|(key, op, value)| {
+                    AlterableConfig::default()
+                        .with_name(s(key))
+                        .with_config_operation(*op)
+                        .with_value(value.map(s))
+                })
+                .collect(),
+        )
 }
 
 pub(crate) fn base_records() -> Vec<MetadataRecord> {

@@ -1,10 +1,8 @@
-use kafka_protocol::messages::incremental_alter_configs_request::{
-    AlterConfigsResource, AlterableConfig,
-};
+use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::{alter_configs_request, AlterConfigsRequest};
 
 use super::*;
-use crate::controller::logic::configs::testing::{image_with, s};
+use crate::controller::logic::configs::testing::{image_with, resource, s};
 
 /// The functions under test with Kafka's default group config bounds.
 fn incremental_alter_configs(
@@ -27,26 +25,6 @@ const SET: i8 = 0;
 const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
-
-fn resource(
-    resource_type: i8,
-    name: &str,
-    ops: &[(&str, i8, Option<&str>)],
-) -> AlterConfigsResource {
-    AlterConfigsResource::default()
-        .with_resource_type(resource_type)
-        .with_resource_name(s(name))
-        .with_configs(
-            ops.iter()
-                .map(|(key, op, value)| {
-                    AlterableConfig::default()
-                        .with_name(s(key))
-                        .with_config_operation(*op)
-                        .with_value(value.map(s))
-                })
-                .collect(),
-        )
-}
 
 fn incremental(
     resources: Vec<AlterConfigsResource>,
