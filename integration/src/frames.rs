@@ -166,3 +166,91 @@ pub fn compact_length(body: &mut Bytes) -> u64 {
     }
     length
 }
+
+/// An IncrementalAlterConfigs v1 frame (AlterConfigs v2 when `legacy`) of `count` resources,
+/// each a distinct four-letter TOPIC setting `flush.ms` to 1 (21 and 20 bytes each), not
+/// validated only.
+pub fn alter_configs_of_distinct_topics(count: usize, legacy: bool) -> BytesMut {
+    let (api_key, version, size) = if legacy { (33, 2, 20) } else { (44, 1, 21) };
+    flexible_list(
+        api_key,
+        version,
+        b"",
+        count,
+        size,
+        |index, frame| {
+            frame.put_u8(2);
+            frame.put_u8(5);
+            frame.put_slice(&four_letter_name(index));
+            frame.put_u8(2);
+            frame.put_u8(9);
+            frame.put_slice(b"flush.ms");
+            if !legacy {
+                frame.put_u8(0);
+            }
+            frame.put_slice(b"\x021\x00\x00");
+        },
+        b"\x00\x00",
+    )
+}
+
+/// Checks the body of the answer to [`alter_configs_of_distinct_topics`] (its header read):
+/// each of the `count` topics answered UNKNOWN_TOPIC_OR_PARTITION with its own message, in
+/// request order.
+pub fn assert_each_topic_unknown(mut body: Bytes, count: usize, legacy: bool) {
+    use kafka_protocol::messages::{alter_configs_response, incremental_alter_configs_response};
+    use kafka_protocol::protocol::Decodable;
+    let what = if legacy {
+        "AlterConfigs"
+    } else {
+        "IncrementalAlterConfigs"
+    };
+    assert_eq!(body.get_i32(), 0, "throttle time");
+    assert_eq!(
+        compact_length(&mut body),
+        count as u64 + 1,
+        "{what}: one per resource"
+    );
+    for index in 0..count {
+        let name = four_letter_name(index);
+        let name = std::str::from_utf8(&name).unwrap_or_default();
+        let decoded = if legacy {
+            alter_configs_response::AlterConfigsResourceResponse::decode(&mut body, 2).map(|r| {
+                (
+                    r.error_code,
+                    r.error_message,
+                    r.resource_type,
+                    r.resource_name,
+                )
+            })
+        } else {
+            incremental_alter_configs_response::AlterConfigsResourceResponse::decode(&mut body, 1)
+                .map(|r| {
+                    (
+                        r.error_code,
+                        r.error_message,
+                        r.resource_type,
+                        r.resource_name,
+                    )
+                })
+        };
+        let (code, message, resource_type, resource_name) =
+            decoded.unwrap_or_else(|e| panic!("{what} resource {index}: {e}"));
+        assert_eq!(
+            (
+                code,
+                message.as_deref(),
+                resource_type,
+                resource_name.as_str()
+            ),
+            (
+                3,
+                Some(format!("The topic '{name}' does not exist.").as_str()),
+                2,
+                name
+            ),
+            "{what} resource {index}"
+        );
+    }
+    assert_eq!(&body[..], b"\x00", "{what}: the body's tagged fields");
+}

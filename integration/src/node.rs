@@ -370,6 +370,17 @@ impl GregorNode {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Resets the peak resident memory [`GregorNode::resident_memory`] reports to the memory
+    /// resident now (`/proc/<pid>/clear_refs`), so that a measurement is not of an earlier peak
+    /// (a node that joined a cluster peaks while it catches up).
+    pub fn reset_peak_memory(&self) -> anyhow::Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| anyhow!("the node is not running"))?;
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+            .with_context(|| format!("resetting the peak of /proc/{pid}"))
+    }
+
     /// The process's resident memory now and its peak so far, in bytes (`VmRSS`, `VmHWM` of
     /// `/proc/<pid>/status`; Linux only).
     pub fn resident_memory(&self) -> anyhow::Result<ResidentMemory> {

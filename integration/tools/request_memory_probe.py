@@ -217,7 +217,7 @@ def build(kind, size):
     if kind == "incremental_alter_configs_v1_distinct_values":
         # GROUP resources each setting a distinct invalid value: every resource fails with a
         # message of its own (the controller's validation).
-        values = distinct_names((size - 30) // 41)
+        values = distinct_names((size - 30) // 43)
         resources = b"".join(
             b"\x20" + compact(v) + uvarint(2) + compact(b"consumer.session.timeout.ms") + b"\x00" + compact(v) + b"\x00\x00"
             for v in values

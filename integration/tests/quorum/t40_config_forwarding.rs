@@ -11,7 +11,7 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 use kafka_protocol::messages::{
     DescribeConfigsRequest, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use crate::{Cluster, FORM_TIMEOUT};
 
@@ -185,4 +185,40 @@ async fn a_broker_splits_a_long_config_change_as_a_short_one() -> anyhow::Result
     let applied = send(whole, false).await?;
     assert_eq!(applied, validated);
     retention_visible(&broker, "long", "4321").await
+}
+
+/// 10 MB of IncrementalAlterConfigs naming distinct unknown topics through a broker that does
+/// not lead: the broker hands the resources to the controller as they came and reads its
+/// answer (twice the request: each topic's message) as it arrives, keeping a code each, so it
+/// stays below four frames too; every topic is answered in order with its own message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_config_change_through_a_broker_stays_within_four_frames() -> anyhow::Result<()> {
+    use gregor_integration::frames::{alter_configs_of_distinct_topics, assert_each_topic_unknown};
+    const FRAME: usize = 10_000_000;
+    let cluster = Cluster::start(1, 1)?;
+    let node = &cluster.brokers[0].1;
+    let broker = node.bootstrap();
+    create_through(&broker, "ready").await?;
+    let count = (FRAME - 40) / 21;
+    let frame = alter_configs_of_distinct_topics(count, false);
+    let mut conn = KafkaConn::connect(&broker).await?;
+    conn.set_timeout(std::time::Duration::from_secs(120));
+    node.reset_peak_memory()?;
+    let before = node.resident_memory()?;
+    conn.write_raw(&frame).await?;
+    let mut answer = conn
+        .read_frame()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no answer"))?;
+    let after = node.resident_memory()?;
+    let growth = after.peak.saturating_sub(before.current);
+    assert!(
+        growth < 4 * FRAME as u64,
+        "a {}-byte request grew the broker's peak resident memory by {growth} bytes",
+        frame.len()
+    );
+    let header = kafka_protocol::messages::ResponseHeader::decode(&mut answer, 1)?;
+    assert_eq!(header.correlation_id, 42);
+    assert_each_topic_unknown(answer, count, false);
+    Ok(())
 }

@@ -6,22 +6,21 @@
 
 use std::time::Duration;
 
-use bytes::{Buf, BufMut};
 use gregor_integration::admin::acl::{
     ALLOW, ALTER_CONFIGS, CLUSTER, DENY, GROUP, LITERAL, PREFIXED, TOPIC,
 };
 use gregor_integration::admin::{anonymous_acl as acl, creatable, create_topics, s};
-use gregor_integration::frames::{compact_length, flexible_list, four_letter_name};
+use gregor_integration::frames::{alter_configs_of_distinct_topics, assert_each_topic_unknown};
 use gregor_integration::{wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
-    alter_configs_request, alter_configs_response, incremental_alter_configs_response,
-    AlterConfigsRequest, CreateAclsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest,
+    alter_configs_request, AlterConfigsRequest, CreateAclsRequest, DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
 };
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::t30_request_memory::{answer_within_four_frames_on, FRAME};
 
@@ -405,80 +404,13 @@ async fn distinct_topics_within_four_frames(legacy_api: bool) {
     let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
     conn.set_timeout(Duration::from_secs(120));
-    // {TOPIC, 4-letter name, [{"flush.ms", (SET,) "1", tags}], tags}, then ValidateOnly.
-    let (api_key, version, size) = if legacy_api { (33, 2, 20) } else { (44, 1, 21) };
-    let count = (FRAME - 40) / size;
-    let frame = flexible_list(
-        api_key,
-        version,
-        b"",
-        count,
-        size,
-        |index, frame| {
-            frame.put_u8(2);
-            frame.put_u8(5);
-            frame.put_slice(&four_letter_name(index));
-            frame.put_u8(2);
-            frame.put_u8(9);
-            frame.put_slice(b"flush.ms");
-            if !legacy_api {
-                frame.put_u8(0);
-            }
-            frame.put_slice(b"\x021\x00\x00");
-        },
-        b"\x00\x00",
-    );
+    let count = (FRAME - 40) / if legacy_api { 20 } else { 21 };
+    let frame = alter_configs_of_distinct_topics(count, legacy_api);
     let what = if legacy_api {
         "AlterConfigs"
     } else {
         "IncrementalAlterConfigs"
     };
-    let mut body = answer_within_four_frames_on(&node, &mut conn, what, &frame).await;
-    assert_eq!(body.get_i32(), 0, "throttle time");
-    assert_eq!(
-        compact_length(&mut body),
-        count as u64 + 1,
-        "one per resource"
-    );
-    for index in 0..count {
-        let name = four_letter_name(index);
-        let name = std::str::from_utf8(&name).unwrap();
-        let (code, message, resource_type, resource_name) = if legacy_api {
-            let r =
-                alter_configs_response::AlterConfigsResourceResponse::decode(&mut body, 2).unwrap();
-            (
-                r.error_code,
-                r.error_message,
-                r.resource_type,
-                r.resource_name,
-            )
-        } else {
-            let r = incremental_alter_configs_response::AlterConfigsResourceResponse::decode(
-                &mut body, 1,
-            )
-            .unwrap();
-            (
-                r.error_code,
-                r.error_message,
-                r.resource_type,
-                r.resource_name,
-            )
-        };
-        assert_eq!(
-            (
-                code,
-                message.as_deref(),
-                resource_type,
-                resource_name.as_str()
-            ),
-            (
-                UNKNOWN_TOPIC_OR_PARTITION,
-                Some(format!("The topic '{name}' does not exist.").as_str()),
-                2,
-                name
-            ),
-            "{what} resource {index}"
-        );
-    }
-    assert_eq!(&body[..], b"\x00", "the body's tagged fields");
+    let body = answer_within_four_frames_on(&node, &mut conn, what, &frame).await;
+    assert_each_topic_unknown(body, count, legacy_api);
 }

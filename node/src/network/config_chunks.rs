@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use hashbrown::HashMap;
 use kafka_protocol::messages::alter_configs_request::{
     AlterConfigsResource as LegacyResource, AlterableConfig as LegacyConfig,
@@ -23,17 +23,24 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, ApiKey, RequestHeader,
+    ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use gregor_actors::context::{HandlerContext, RequestInfo};
-use gregor_actors::controller::logic::configs::{ConfigResource, ListedConfigResources};
+use futures::future::BoxFuture;
+use gregor_actors::context::{Caller, ControllerFailure, Forwarded, HandlerContext, RequestInfo};
+use gregor_actors::controller::logic::configs::{
+    ConfigResource, DecidedAgainst, ListedConfigDecision, ListedConfigResources, Route,
+};
 use gregor_actors::handlers::configs::{alter_listed_configs, ListedConfigAnswers};
 use gregor_actors::handlers::ApiResponse;
+use kafka_protocol::error::ResponseError;
 
 use super::dedup_decode::{array_length, need, string};
+use super::forwarded::ForwardedAnswer;
 use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{skip_tagged_fields, uvarint_at, PieceSource, PiecesWriter};
+use crate::quorum::QuorumService;
 
 /// Resources answered per piece of the answer; a request with no more is decoded whole.
 pub const CHUNK: usize = 1024;
@@ -79,6 +86,15 @@ pub struct ChunkedConfigs {
     duplicated: Vec<u64>,
     /// One bit per resource: set when it is the same bytes as the one before (so named twice).
     copies: Vec<u64>,
+    /// How the resources the controller decides reach it when it runs elsewhere.
+    forwarding: Option<Forwarding>,
+}
+
+/// What handing resources to the active controller elsewhere needs: the request's header as
+/// it came (the client's id, the version) and this node's quorum service.
+struct Forwarding {
+    header: Bytes,
+    quorum: Arc<QuorumService>,
 }
 
 /// Marks an offset, while the scan sorts them, as followed by copies of its resource.
@@ -173,6 +189,7 @@ fn scan_resources(
         validate_only,
         duplicated: Vec::new(),
         copies,
+        forwarding: None,
     };
     // The offsets become a bit per kept resource.
     let mut duplicated = vec![0u64; request.kept().div_ceil(64)];
@@ -281,6 +298,49 @@ fn read_configs<C: Decodable>(
 }
 
 impl ChunkedConfigs {
+    /// Lets the resources the controller decides be handed to it, when it runs elsewhere, with
+    /// `header` (the request's, as it came) through `quorum`.
+    pub(crate) fn forwarded_through(&mut self, header: Bytes, quorum: Arc<QuorumService>) {
+        self.forwarding = Some(Forwarding { header, quorum });
+    }
+
+    /// The request frame (header included, no size prefix) of the resources routed to the
+    /// controller alone, each as its bytes came.
+    fn decided_frame(
+        &self,
+        header: &[u8],
+        routes: &[Route],
+        validate_only: bool,
+    ) -> anyhow::Result<BytesMut> {
+        let flexible = flexible(self.legacy, self.version);
+        let decided = routes.iter().filter(|r| **r == Route::Decided).count();
+        // Sized once, to at most the request: a growing buffer would hold its last two sizes
+        // at once. The pages past what is written are never touched.
+        let mut frame = BytesMut::with_capacity(header.len() + self.body.len() + 8);
+        frame.extend_from_slice(header);
+        super::repeated::put_array_length(&mut frame, decided, flexible)?;
+        let mut cursor = self.cursor();
+        loop {
+            match cursor.next()? {
+                Next::Kept(kept, _, _) if routes.get(kept) == Some(&Route::Decided) => {
+                    let at = cursor.last_offset as usize;
+                    let resource = self
+                        .body
+                        .get(at..at + cursor.last_len)
+                        .context("a resource past the frame")?;
+                    frame.extend_from_slice(resource);
+                }
+                Next::Kept(..) | Next::Copy => {}
+                Next::End => break,
+            }
+        }
+        frame.put_u8(u8::from(validate_only));
+        if flexible {
+            frame.put_u8(0);
+        }
+        Ok(frame)
+    }
+
     fn cursor(&self) -> Cursor<'_> {
         Cursor {
             request: self,
@@ -373,6 +433,211 @@ impl ListedConfigResources for ChunkedConfigs {
                 Next::End => return Ok(()),
             }
         }
+    }
+
+    fn forward_decided(
+        self: Arc<Self>,
+        routes: Arc<Vec<Route>>,
+        validate_only: bool,
+        caller: Caller,
+        against: DecidedAgainst,
+    ) -> Option<BoxFuture<'static, Forwarded<ListedConfigDecision>>> {
+        let forwarding = self.forwarding.as_ref()?;
+        let (header, quorum) = (forwarding.header.clone(), Arc::clone(&forwarding.quorum));
+        Some(Box::pin(async move {
+            let failed = |error: anyhow::Error| {
+                tracing::error!(%error, "a config alteration could not be handed to the controller");
+                Forwarded::Failed(ControllerFailure {
+                    error: ResponseError::UnknownServerError,
+                    message: format!(
+                        "This broker could not forward the request to the active controller: {error}"
+                    ),
+                })
+            };
+            let frame = match self.decided_frame(&header, &routes, validate_only) {
+                Ok(frame) => frame,
+                Err(error) => return failed(error),
+            };
+            let answer = match quorum.forward(&frame, Some(&caller)).await {
+                Ok(answer) => answer,
+                Err(error) => return error.into_forwarded(),
+            };
+            drop(frame);
+            let mut reader = DecidedAnswers::new(&self, &routes, &against);
+            let read = match answer {
+                ForwardedAnswer::Whole(bytes) => reader.feed(&bytes),
+                ForwardedAnswer::Streamed(answer) => answer
+                    .write_to(&mut reader)
+                    .await
+                    .map_err(anyhow::Error::from),
+            };
+            match read.and_then(|()| reader.finish()) {
+                Ok(decision) => Forwarded::Answered(decision),
+                Err(error) => failed(error),
+            }
+        }))
+    }
+}
+
+/// The active controller's answer to the decided resources, read as it arrives (it can be
+/// several times the request: each failure has its message): a code kept per resource, and
+/// a message only where this node's image does not give the same again.
+struct DecidedAnswers<'a> {
+    request: &'a ChunkedConfigs,
+    routes: &'a [Route],
+    against: &'a DecidedAgainst,
+    cursor: Cursor<'a>,
+    /// Bytes read but not yet taken apart.
+    buffer: BytesMut,
+    /// Answers still to read once the answer's head is read.
+    left: Option<usize>,
+    decision: ListedConfigDecision,
+}
+
+impl<'a> DecidedAnswers<'a> {
+    fn new(request: &'a ChunkedConfigs, routes: &'a [Route], against: &'a DecidedAgainst) -> Self {
+        DecidedAnswers {
+            request,
+            routes,
+            against,
+            cursor: request.cursor(),
+            buffer: BytesMut::new(),
+            left: None,
+            decision: ListedConfigDecision {
+                codes: Vec::with_capacity(routes.len()),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn api_key(&self) -> ApiKey {
+        if self.request.legacy {
+            ApiKey::AlterConfigs
+        } else {
+            ApiKey::IncrementalAlterConfigs
+        }
+    }
+
+    /// Takes apart what `bytes` completes: the head (size, header, throttle time, the list's
+    /// length), then each whole answer. A part not yet whole waits for more.
+    fn feed(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.buffer.extend_from_slice(bytes);
+        let mut rest = std::mem::take(&mut self.buffer).freeze();
+        let version = self.request.version;
+        if self.left.is_none() {
+            let mut head = rest.clone();
+            let read = (|| -> anyhow::Result<usize> {
+                need(&head, 4)?;
+                head.advance(4);
+                ResponseHeader::decode(&mut head, self.api_key().response_header_version(version))?;
+                need(&head, 4)?;
+                head.advance(4);
+                let count = array_length(&mut head, flexible(self.request.legacy, version))?;
+                usize::try_from(count).context("a null list of answers")
+            })();
+            match read {
+                Ok(count) => {
+                    let decided = self.routes.iter().filter(|r| **r == Route::Decided).count();
+                    if count != decided {
+                        bail!("{count} answers to {decided} resources");
+                    }
+                    self.left = Some(count);
+                    rest = head;
+                }
+                Err(_) => {
+                    self.buffer = BytesMut::from(&rest[..]);
+                    return Ok(());
+                }
+            }
+        }
+        while self.left.is_some_and(|left| left > 0) {
+            let mut entry = rest.clone();
+            let answer = if self.request.legacy {
+                alter_configs_response::AlterConfigsResourceResponse::decode(&mut entry, version)
+                    .map(|r| (r.error_code, r.error_message))
+            } else {
+                incremental_alter_configs_response::AlterConfigsResourceResponse::decode(
+                    &mut entry, version,
+                )
+                .map(|r| (r.error_code, r.error_message))
+            };
+            let Ok((code, message)) = answer else {
+                break;
+            };
+            rest = entry;
+            self.left = self.left.map(|left| left - 1);
+            self.take(code, message.map(|m| m.to_string()))?;
+        }
+        if self.left != Some(0) {
+            self.buffer = BytesMut::from(&rest[..]);
+        }
+        Ok(())
+    }
+
+    /// Keeps the answer of the next decided resource.
+    fn take(&mut self, code: i16, message: Option<String>) -> anyhow::Result<()> {
+        loop {
+            match self.cursor.next()? {
+                Next::Kept(kept, resource, duplicated)
+                    if self.routes.get(kept) == Some(&Route::Decided) =>
+                {
+                    let ordinal = self.decision.codes.len();
+                    if code != 0
+                        && self.against.message(resource.as_listed(), duplicated, code) != message
+                    {
+                        self.decision.messages.push((ordinal as u32, message));
+                    }
+                    self.decision.codes.push(code);
+                    return Ok(());
+                }
+                Next::Kept(..) | Next::Copy => {}
+                Next::End => bail!("more answers than resources"),
+            }
+        }
+    }
+
+    fn finish(self) -> anyhow::Result<ListedConfigDecision> {
+        match self.left {
+            Some(0) => {
+                tracing::debug!(
+                    answers = self.decision.codes.len(),
+                    messages_kept = self.decision.messages.len(),
+                    "the controller's answer to a config alteration read"
+                );
+                Ok(ListedConfigDecision {
+                    against: Some(self.against.clone()),
+                    ..self.decision
+                })
+            }
+            Some(left) => bail!("the controller's answer ended {left} resources short"),
+            None => bail!("the controller's answer ended before its resources"),
+        }
+    }
+}
+
+/// A streamed answer is copied into the reader as it arrives.
+impl tokio::io::AsyncWrite for DecidedAnswers<'_> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        bytes: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let fed = self.get_mut().feed(bytes).map_err(std::io::Error::other);
+        std::task::Poll::Ready(fed.map(|()| bytes.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }
 
@@ -726,5 +991,142 @@ mod tests {
         let frame = frame.freeze();
         assert!(is_long(&frame, ApiKey::IncrementalAlterConfigs, 1));
         assert!(!is_long(&frame, ApiKey::AlterConfigs, 3));
+    }
+}
+
+#[cfg(test)]
+mod forwarding_tests {
+    use gregor_publishers::MetadataImage;
+    use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+
+    use super::*;
+
+    fn resource(t: i8, name: &str) -> IncrementalResource {
+        IncrementalResource::default()
+            .with_resource_type(t)
+            .with_resource_name(StrBytes::from_string(name.to_owned()))
+    }
+
+    /// The answer frame (size prefix, header v1, body) of `answers` at v1.
+    fn answer_frame(answers: &[(&str, i16, Option<&str>)]) -> Bytes {
+        let response = IncrementalAlterConfigsResponse::default().with_responses(
+            answers
+                .iter()
+                .map(|(name, code, message)| {
+                    AlterConfigsResourceResponse::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_string((*name).to_owned()))
+                        .with_error_code(*code)
+                        .with_error_message(message.map(|m| StrBytes::from_string(m.to_owned())))
+                })
+                .collect(),
+        );
+        let mut body = BytesMut::new();
+        ResponseHeader::default()
+            .with_correlation_id(7)
+            .encode(&mut body, 1)
+            .unwrap_or_else(|e| panic!("{e}"));
+        response
+            .encode(&mut body, 1)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut frame = BytesMut::new();
+        frame.put_i32(body.len() as i32);
+        frame.extend_from_slice(&body);
+        frame.freeze()
+    }
+
+    #[test]
+    fn the_controllers_answer_is_read_as_it_arrives_keeping_only_messages_not_found_again() {
+        // 1,100 unknown topics and a repeated one (refused by this node, never handed over).
+        let mut resources: Vec<IncrementalResource> =
+            (0..1_100).map(|i| resource(2, &format!("t{i}"))).collect();
+        resources.insert(5, resource(2, "twice"));
+        resources.insert(500, resource(2, "twice"));
+        let request = IncrementalAlterConfigsRequest::default().with_resources(resources);
+        let mut body = BytesMut::new();
+        request
+            .encode(&mut body, 1)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let listed = scan(&body.freeze(), ApiKey::IncrementalAlterConfigs, 1)
+            .unwrap_or_else(|| panic!("long"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let routes: Vec<Route> = (0..1_102)
+            .map(|i| {
+                if i == 5 || i == 500 {
+                    Route::Local
+                } else {
+                    Route::Decided
+                }
+            })
+            .collect();
+        // What the controller says: unknown topics as this node's image says it, but for one
+        // it knows (altered) and one whose message differs.
+        let names: Vec<String> = (0..1_100).map(|i| format!("t{i}")).collect();
+        let messages: Vec<String> = names
+            .iter()
+            .map(|n| format!("The topic '{n}' does not exist."))
+            .collect();
+        let answers: Vec<(&str, i16, Option<&str>)> = names
+            .iter()
+            .zip(&messages)
+            .enumerate()
+            .map(|(i, (name, message))| match i {
+                3 => (name.as_str(), 0, None),
+                4 => (name.as_str(), 3, Some("elsewhere")),
+                _ => (name.as_str(), 3, Some(message.as_str())),
+            })
+            .collect();
+        let frame = answer_frame(&answers);
+        let against = DecidedAgainst {
+            image: Arc::new(MetadataImage::empty()),
+            rules: Default::default(),
+            node_id: None,
+        };
+        for chunk in [1, 7, 4096, frame.len()] {
+            let mut reader = DecidedAnswers::new(&listed, &routes, &against);
+            for piece in frame.chunks(chunk) {
+                reader.feed(piece).unwrap_or_else(|e| panic!("{e}"));
+            }
+            let decision = reader.finish().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(decision.codes.len(), 1_100, "in pieces of {chunk}");
+            assert_eq!(
+                decision.messages,
+                vec![(4, Some("elsewhere".to_owned()))],
+                "only the message not found again is kept"
+            );
+            assert_eq!((decision.code(3), decision.code(4)), (0, 3));
+            let t9 = resource(2, "t9");
+            assert_eq!(
+                decision
+                    .message(9, ConfigResource::Incremental(&t9), false, 3)
+                    .as_deref(),
+                Some("The topic 't9' does not exist.")
+            );
+        }
+        // An answer cut short, or answering another number of resources, is refused.
+        let mut reader = DecidedAnswers::new(&listed, &routes, &against);
+        reader
+            .feed(&frame[..frame.len() - 40])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(reader.finish().is_err());
+        let mut reader = DecidedAnswers::new(&listed, &routes, &against);
+        assert!(reader.feed(&answer_frame(&answers[..10])).is_err());
+        // The frame handed over: the header as it came, then the decided resources alone.
+        let handed = listed
+            .decided_frame(b"HEAD", &routes, true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(&handed[..4], b"HEAD");
+        let decoded = IncrementalAlterConfigsRequest::decode(&mut handed.freeze().slice(4..), 1)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(decoded.validate_only);
+        let handed_names: Vec<String> = decoded
+            .resources
+            .iter()
+            .map(|r| r.resource_name.to_string())
+            .collect();
+        assert_eq!(handed_names, names);
     }
 }

@@ -1024,12 +1024,21 @@ async fn process_frame(
         ApiKey::AlterClientQuotas => super::quota_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::AlterClientQuotas)),
-        ApiKey::AlterConfigs => super::config_chunks::scan(&frame, api_key, api_version)
-            .transpose()
-            .map(|c| c.map(ChunkedRequest::AlterConfigs)),
-        ApiKey::IncrementalAlterConfigs => super::config_chunks::scan(&frame, api_key, api_version)
-            .transpose()
-            .map(|c| c.map(ChunkedRequest::IncrementalAlterConfigs)),
+        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
+            let header = raw_frame.slice(..raw_frame.len() - frame.len());
+            super::config_chunks::scan(&frame, api_key, api_version)
+                .transpose()
+                .map(|chunked| {
+                    chunked.map(|mut chunked| {
+                        chunked.forwarded_through(header, std::sync::Arc::clone(&settings.quorum));
+                        if api_key == ApiKey::AlterConfigs {
+                            ChunkedRequest::AlterConfigs(chunked)
+                        } else {
+                            ChunkedRequest::IncrementalAlterConfigs(chunked)
+                        }
+                    })
+                })
+        }
         ApiKey::ElectLeaders => super::election_chunks::scan(&frame, api_version)
             .transpose()
             .map(|c| c.map(ChunkedRequest::ElectLeaders)),

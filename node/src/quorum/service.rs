@@ -128,7 +128,7 @@ impl ForwardError {
 
     /// What a handler that forwarded a typed request makes of this (it cannot close the
     /// client's connection, so an unparsable request fails like a refused one).
-    fn into_forwarded<T>(self) -> Forwarded<T> {
+    pub(crate) fn into_forwarded<T>(self) -> Forwarded<T> {
         match self {
             ForwardError::Unreachable => Forwarded::Unreachable,
             ForwardError::Failed(failure) => Forwarded::Failed(failure),

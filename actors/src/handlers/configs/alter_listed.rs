@@ -13,10 +13,8 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, ResponseKind,
+    AlterConfigsResponse, IncrementalAlterConfigsResponse, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use gregor_publishers::acl::AclOperation;
 
@@ -26,7 +24,8 @@ use super::{alter_loggers, broker_side_node, remote_controller, unavailable, Log
 use crate::authorizer::Access;
 use crate::context::{Caller, Forwarded, HandlerContext, RequestInfo};
 use crate::controller::logic::configs::{
-    decided_elsewhere, ConfigResource, ListedConfigDecision, ListedConfigResources, Precheck, Route,
+    ConfigResource, ConfigRules, DecidedAgainst, ListedConfigDecision, ListedConfigResources,
+    Precheck, Route,
 };
 use crate::controller::AlterListedConfigs;
 
@@ -167,7 +166,25 @@ pub async fn alter_listed_configs(
     } else {
         let forwarded = match remote_controller(ctx) {
             Some(_) => {
-                forward_decided(ctx, info, resources.as_ref(), &routes, validate_only).await?
+                // The controller elsewhere decides against its image; its messages are found
+                // again against this node's where they are the same.
+                let against = DecidedAgainst {
+                    image: ctx.image.load_full(),
+                    rules: ConfigRules::default(),
+                    node_id: None,
+                };
+                let handed = Arc::clone(&resources).forward_decided(
+                    Arc::clone(&routes),
+                    validate_only,
+                    Caller::of(info),
+                    against,
+                );
+                match handed {
+                    Some(forwarded) => forwarded.await,
+                    // Resources that cannot be handed over are this node's controller's,
+                    // which answers NOT_CONTROLLER when it does not lead.
+                    None => Forwarded::Unreachable,
+                }
             }
             None => Forwarded::Unreachable,
         };
@@ -209,57 +226,4 @@ pub async fn alter_listed_configs(
         loggers,
     };
     Ok((ApiResponse::new(response, errors), answers))
-}
-
-/// Hands the decided resources to the active controller elsewhere, as the decoded handlers
-/// do (a request of those resources alone).
-async fn forward_decided(
-    ctx: &HandlerContext,
-    info: &RequestInfo,
-    resources: &dyn ListedConfigResources,
-    routes: &[Route],
-    validate_only: bool,
-) -> Result<Forwarded<ListedConfigDecision>, String> {
-    let Some(forwarder) = remote_controller(ctx) else {
-        return Ok(Forwarded::Unreachable);
-    };
-    let caller = Some(Caller::of(info));
-    let mut incremental = Vec::new();
-    let mut legacy = Vec::new();
-    resources.each(&mut |index, resource, _| {
-        if routes.get(index) == Some(&Route::Decided) {
-            match resource {
-                ConfigResource::Incremental(resource) => incremental.push(resource.clone()),
-                ConfigResource::Legacy(resource) => legacy.push(resource.clone()),
-            }
-        }
-        true
-    })?;
-    // Each decided resource's code and message, in order.
-    let answers: Forwarded<Vec<(i16, Option<StrBytes>)>> = if resources.legacy() {
-        let request = AlterConfigsRequest::default()
-            .with_resources(legacy)
-            .with_validate_only(validate_only);
-        let forwarded = forwarder.alter_configs(request, info.api_version, caller);
-        forwarded.await.map(|response| {
-            let answers = response.responses.into_iter();
-            answers.map(|r| (r.error_code, r.error_message)).collect()
-        })
-    } else {
-        let request = IncrementalAlterConfigsRequest::default()
-            .with_resources(incremental)
-            .with_validate_only(validate_only);
-        let forwarded = forwarder.incremental_alter_configs(request, info.api_version, caller);
-        forwarded.await.map(|response| {
-            let answers = response.responses.into_iter();
-            answers.map(|r| (r.error_code, r.error_message)).collect()
-        })
-    };
-    Ok(answers.map(|answers| {
-        decided_elsewhere(
-            answers
-                .into_iter()
-                .map(|(code, message)| (code, message.map(|m| m.to_string()))),
-        )
-    }))
 }

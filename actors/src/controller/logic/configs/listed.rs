@@ -14,6 +14,7 @@ use kafka_protocol::messages::alter_configs_request::AlterConfigsResource as Leg
 use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource as IncrementalResource;
 use kafka_protocol::protocol::StrBytes;
 
+use futures::future::BoxFuture;
 use gregor_publishers::MetadataImage;
 
 use super::super::{ControllerResult, MAX_RECORDS_PER_USER_OP};
@@ -21,6 +22,7 @@ use super::alter::{
     decide_one, incremental_change, legacy_change, precheck_copy, Change, TOO_MANY_RECORDS,
 };
 use super::{ApiError, ConfigRules, Precheck};
+use crate::context::{Caller, Forwarded};
 
 /// One resource of either request kind, as it was read.
 #[derive(Clone, Copy, Debug)]
@@ -80,6 +82,43 @@ pub trait ListedConfigResources: Send + Sync {
         &self,
         visit: &mut dyn FnMut(usize, ConfigResource<'_>, bool) -> bool,
     ) -> Result<(), String>;
+
+    /// Hands the resources routed to the controller (`routes`) to the active controller
+    /// elsewhere, as a request of those alone, and keeps its answer as a decision: a code each,
+    /// and the messages `against` does not give again. `None` where the resources cannot be
+    /// handed over so (the handler then forwards a decoded request of them).
+    fn forward_decided(
+        self: Arc<Self>,
+        _routes: Arc<Vec<Route>>,
+        _validate_only: bool,
+        _caller: Caller,
+        _against: DecidedAgainst,
+    ) -> Option<BoxFuture<'static, Forwarded<ListedConfigDecision>>> {
+        None
+    }
+}
+
+impl DecidedAgainst {
+    /// The message a decided resource (`duplicated` as in [`ListedConfigResources::each`])
+    /// failing with `code` gets when decided against this image, if it fails so.
+    pub fn message(
+        &self,
+        resource: ConfigResource<'_>,
+        duplicated: bool,
+        code: i16,
+    ) -> Option<String> {
+        let precheck = resource.precheck(duplicated, self.node_id);
+        decide_one(
+            &self.image,
+            &resource.change(),
+            precheck,
+            &self.rules,
+            &mut Vec::new(),
+        )
+        .err()
+        .filter(|error| error.code.code() == code)
+        .and_then(|error| error.message)
+    }
 }
 
 /// Where a resource's answer comes from.
@@ -115,8 +154,9 @@ pub struct ListedConfigDecision {
     pub alike: Option<(i16, String)>,
     /// The answer of the resources that succeeded, when their records did not commit.
     pub uncommitted: Option<(i16, String)>,
-    /// Messages a controller elsewhere gave, by decided resource (its place among them).
-    pub messages: Vec<(u32, String)>,
+    /// Messages a controller elsewhere gave, by decided resource (its place among them): all
+    /// of them, or those [`ListedConfigDecision::against`] does not give again.
+    pub messages: Vec<(u32, Option<String>)>,
     /// Where this node's controller decided them, to find their messages again.
     pub against: Option<DecidedAgainst>,
 }
@@ -172,21 +212,17 @@ impl ListedConfigDecision {
             .messages
             .binary_search_by_key(&ordinal, |(at, _)| *at as usize)
         {
-            return self.messages.get(at).map(|(_, message)| message.clone());
+            return self
+                .messages
+                .get(at)
+                .and_then(|(_, message)| message.clone());
         }
-        let decided_again = self.against.as_ref().and_then(|against| {
-            let precheck = resource.precheck(duplicated, against.node_id);
-            decide_one(
-                &against.image,
-                &resource.change(),
-                precheck,
-                &against.rules,
-                &mut Vec::new(),
-            )
-            .err()
-        });
+        let decided_again = self
+            .against
+            .as_ref()
+            .and_then(|against| against.message(resource, duplicated, code));
         match (decided_again, &self.uncommitted) {
-            (Some(error), _) if error.code.code() == code => error.message,
+            (Some(message), _) => Some(message),
             (_, Some((uncommitted, message))) if *uncommitted == code => Some(message.clone()),
             (_, _) if self.codes.get(ordinal).is_none() => {
                 Some("the controller did not answer for this resource".to_owned())
@@ -255,21 +291,6 @@ pub fn alter_listed_configs(
             ..Default::default()
         },
     }
-}
-
-/// The decision a controller elsewhere gave, from its answers to the decided resources in
-/// order (code and message each).
-pub fn decided_elsewhere(
-    answers: impl IntoIterator<Item = (i16, Option<String>)>,
-) -> ListedConfigDecision {
-    let mut decision = ListedConfigDecision::default();
-    for (ordinal, (code, message)) in answers.into_iter().enumerate() {
-        decision.codes.push(code);
-        if let Some(message) = message {
-            decision.messages.push((ordinal as u32, message));
-        }
-    }
-    decision
 }
 
 #[cfg(test)]

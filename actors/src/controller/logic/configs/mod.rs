@@ -28,7 +28,7 @@ pub use alter::{
     Precheck,
 };
 pub use listed::{
-    alter_listed_configs, decided_elsewhere, ConfigResource, DecidedAgainst, ListedConfigDecision,
+    alter_listed_configs, ConfigResource, DecidedAgainst, ListedConfigDecision,
     ListedConfigResources, Route,
 };
 

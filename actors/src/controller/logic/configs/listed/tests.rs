@@ -283,7 +283,12 @@ fn uncommitted_successes_and_answers_from_elsewhere_keep_their_messages() {
         ResponseError::UnknownTopicOrPartition.code()
     );
 
-    let elsewhere = decided_elsewhere([(0, None), (42, Some("why".to_owned()))]);
+    // As a controller elsewhere answered: its messages kept by place.
+    let elsewhere = ListedConfigDecision {
+        codes: vec![0, 42],
+        messages: vec![(1, Some("why".to_owned()))],
+        ..Default::default()
+    };
     assert_eq!((elsewhere.code(0), elsewhere.code(1)), (0, 42));
     assert_eq!(
         elsewhere.message(1, first, false, 42).as_deref(),
