@@ -363,7 +363,7 @@ def build(kind, size):
         # gives members (the shortest: "-" and a UUID), which it cannot drop unread
         member, generation, protocol = PREPARED["join"]
         if kind.endswith("_member_form"):
-            names = [b"-" + str(uuid.UUID(int=i)).encode() for i in range((size - 60) // 40)]
+            names = [b"-" + str(uuid.UUID(int=i)).encode() for i in range((size - 200) // 40)]
         else:
             names = distinct_names((size - 60) // 7)
         assignments = b"".join(compact(n) + b"\x01\x00" for n in names) + compact(member) + b"\x01\x00"
