@@ -193,15 +193,6 @@ impl<T> Forwarded<T> {
         }
     }
 
-    /// The answer turned into a `U` by `convert`.
-    pub fn map<U>(self, convert: impl FnOnce(T) -> U) -> Forwarded<U> {
-        match self {
-            Forwarded::Answered(answer) => Forwarded::Answered(convert(answer)),
-            Forwarded::Unreachable => Forwarded::Unreachable,
-            Forwarded::Failed(failure) => Forwarded::Failed(failure),
-        }
-    }
-
     /// The answer, if the controller gave one.
     pub fn answered(self) -> Option<T> {
         match self {

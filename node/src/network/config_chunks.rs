@@ -652,7 +652,7 @@ pub struct ConfigResults {
 pub type ConfigResultsWriter = PiecesWriter<ConfigResults>;
 
 impl PieceSource for ConfigResults {
-    const API: &'static str = "AlterConfigs";
+    const API: &'static str = "(Incremental)AlterConfigs";
 
     fn pieces(&self) -> impl FnMut() -> anyhow::Result<Option<BytesMut>> + Send + '_ {
         let request = &self.request;

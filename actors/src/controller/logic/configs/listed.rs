@@ -86,7 +86,8 @@ pub trait ListedConfigResources: Send + Sync {
     /// Hands the resources routed to the controller (`routes`) to the active controller
     /// elsewhere, as a request of those alone, and keeps its answer as a decision: a code each,
     /// and the messages `against` does not give again. `None` where the resources cannot be
-    /// handed over so (the handler then forwards a decoded request of them).
+    /// handed over so (the handler then asks this node's controller, which answers
+    /// NOT_CONTROLLER when it does not lead).
     fn forward_decided(
         self: Arc<Self>,
         _routes: Arc<Vec<Route>>,
@@ -157,7 +158,8 @@ pub struct ListedConfigDecision {
     /// Messages a controller elsewhere gave, by decided resource (its place among them): all
     /// of them, or those [`ListedConfigDecision::against`] does not give again.
     pub messages: Vec<(u32, Option<String>)>,
-    /// Where this node's controller decided them, to find their messages again.
+    /// What their messages are found again from: the image this node's controller decided
+    /// against, or this node's image for a controller elsewhere.
     pub against: Option<DecidedAgainst>,
 }
 
