@@ -128,6 +128,8 @@ pub(crate) async fn answer_with_header_within_four_frames(
     frame: &[u8],
     header_version: i16,
 ) -> Bytes {
+    // The peak so far is the node's start-up, not this request's.
+    node.reset_peak_memory().unwrap();
     let before = node.resident_memory().unwrap();
     conn.write_raw(frame).await.unwrap();
     let mut answer = conn.read_frame().await.unwrap().unwrap();

@@ -159,7 +159,7 @@ pub(crate) async fn handle(
     let follower = fetch::is_follower(shell, version);
     let limits = Limits::of(shell);
     let (answers, counts) = loop {
-        let mut answers = Answers::<FetchList>::default();
+        let mut answers = Answers::<FetchList>::for_list(&request.listed);
         let mut counts = TopicFetchCounts::default();
         let mut watched = Watched::default();
         let (mut bytes, mut any_error, mut urgent) = (0, false, false);

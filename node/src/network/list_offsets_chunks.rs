@@ -193,7 +193,7 @@ pub(crate) async fn handle(
 ) -> anyhow::Result<(ApiResponse, PartitionsWriter<ListOffsetsList>)> {
     let mut answer: Option<ApiResponse> = None;
     let mut errors = ErrorCounts::default();
-    let mut answers = Answers::<ListOffsetsList>::default();
+    let mut answers = Answers::<ListOffsetsList>::for_list(&request.listed);
     let mut cursor = Cursor::<ListOffsetsList>::new(&request.listed)?;
     let mut number = 0;
     while let Some(mut topics) = cursor.next_chunk(

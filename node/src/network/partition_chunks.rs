@@ -243,16 +243,16 @@ pub struct Answers<L: PartitionList> {
     detailed: Vec<(u32, u32, L::Answer)>,
 }
 
-impl<L: PartitionList> Default for Answers<L> {
-    fn default() -> Self {
+impl<L: PartitionList> Answers<L> {
+    /// Room for the answers of `listed`'s partitions, sized once: a doubling vector's earlier
+    /// copies stay resident in the allocator.
+    pub fn for_list(listed: &Listed) -> Self {
         Answers {
-            codes: Vec::new(),
+            codes: Vec::with_capacity(listed.partitions),
             detailed: Vec::new(),
         }
     }
-}
 
-impl<L: PartitionList> Answers<L> {
     pub fn keep(&mut self, mut answer: L::Answer) -> anyhow::Result<()> {
         let number = u32::try_from(self.codes.len())?;
         let code = L::error_code(&answer);

@@ -155,7 +155,7 @@ pub(crate) async fn handle<L: ChunkedPartitions>(
     request: Chunked<L>,
 ) -> anyhow::Result<(ApiResponse, Option<PartitionsWriter<L>>)> {
     let mut answer: Option<ApiResponse> = None;
-    let mut answers = Answers::<L>::default();
+    let mut answers = Answers::<L>::for_list(&request.listed);
     let mut cursor = Cursor::<L>::new(&request.listed)?;
     let mut indexes = Vec::with_capacity(CHUNK);
     while let Some(topics) = cursor.next_chunk(L::topic, |topic, partition| {
@@ -716,7 +716,7 @@ pub(crate) async fn handle_describe_quorum(
         bail!("the DescribeQuorum handler described nodes for a request naming no partition");
     }
     let code = ResponseError::UnknownTopicOrPartition.code();
-    let mut answers = Answers::<DescribeQuorumList>::default();
+    let mut answers = Answers::<DescribeQuorumList>::for_list(&request.listed);
     let mut cursor = Cursor::<DescribeQuorumList>::new(&request.listed)?;
     while let Some(item) = cursor.next_item()? {
         if let Item::Partition(index) = item {

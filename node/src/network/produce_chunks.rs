@@ -113,7 +113,7 @@ pub(crate) async fn handle(
     let mut answer: Option<ApiResponse> = None;
     let mut errors = ErrorCounts::default();
     let mut endpoints: Vec<NodeEndpoint> = Vec::new();
-    let mut answers = Answers::<ProduceList>::default();
+    let mut answers = Answers::<ProduceList>::for_list(&request.listed);
     let mut close = false;
     let mut cursor = Cursor::<ProduceList>::new(&request.listed)?;
     while let Some(topics) = cursor.next_chunk(
