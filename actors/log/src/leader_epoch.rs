@@ -26,6 +26,20 @@ impl LeaderEpochCache {
         })
     }
 
+    /// The cache of a partition directory just made: no file to read.
+    pub fn empty(dir: &std::path::Path) -> Self {
+        LeaderEpochCache {
+            path: dir.join(checkpoint::LEADER_EPOCH_CHECKPOINT),
+            entries: Vec::new(),
+            unsynced: false,
+        }
+    }
+
+    /// Whether entries written by [`Self::persist`] may not be on disk yet.
+    pub fn unsynced(&self) -> bool {
+        self.unsynced
+    }
+
     pub fn entries(&self) -> &[(i32, i64)] {
         &self.entries
     }

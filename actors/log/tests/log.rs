@@ -303,7 +303,7 @@ fn deferred_rolls_move_the_recovery_point_once_flushed() {
     assert!(log.take_rolled().is_empty());
     for segment in &rolled[..rolled.len() - 1] {
         segment.flush().unwrap();
-        log.rolled_flushed(segment);
+        log.rolled_flushed(segment).unwrap();
     }
     assert_eq!(log.recovery_point(), bases[bases.len() - 2]);
 
@@ -311,7 +311,7 @@ fn deferred_rolls_move_the_recovery_point_once_flushed() {
     let last = rolled.last().unwrap();
     log.truncate_to(last.up_to() - 1, NOW).unwrap();
     last.flush().unwrap();
-    log.rolled_flushed(last);
+    log.rolled_flushed(last).unwrap();
     assert_eq!(log.recovery_point(), bases[bases.len() - 2]);
     assert!(log.recovery_point() <= log.log_end_offset());
 }
@@ -809,4 +809,61 @@ fn high_watermarks_survive_a_reopen_until_the_log_is_deleted() {
         .unwrap();
     log_dir.delete_log(log).unwrap();
     assert_eq!(log_dir.high_watermark(&tp()), None);
+}
+
+/// A log in a directory it made starts empty with Kafka's files; a new leader's epoch is
+/// written at once without fsync, and every move of the recovery point (a flush, a roll, a
+/// deferred roll reported flushed) syncs it first, since recovery rebuilds epochs only above
+/// the recovery point.
+#[test]
+fn a_new_leader_epoch_is_synced_before_the_recovery_point_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, mut log) = open(dir.path(), small_config());
+    let part = dir.path().join("orders-3");
+    for file in [
+        "00000000000000000000.log",
+        "00000000000000000000.index",
+        "00000000000000000000.timeindex",
+        "partition.metadata",
+    ] {
+        assert!(part.join(file).exists(), "{file}");
+    }
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+
+    log.assign_leader_epoch(3).unwrap();
+    assert!(log.leader_epochs().unsynced());
+    assert_eq!(
+        gregor_log::checkpoint::read_epochs(&part.join("leader-epoch-checkpoint")).unwrap(),
+        vec![(3, 0)],
+        "written at once"
+    );
+    log.append(&client_batch(0, 2, Compression::None, NOW), NOW, 3)
+        .unwrap();
+    log.flush(NOW).unwrap();
+    assert!(!log.leader_epochs().unsynced(), "a flush syncs the epochs");
+    assert_eq!(log.recovery_point(), 2);
+
+    log.assign_leader_epoch(4).unwrap();
+    log.append(&client_batch(1, 2, Compression::None, NOW), NOW, 4)
+        .unwrap();
+    assert!(log.leader_epochs().unsynced());
+    log.roll(NOW).unwrap();
+    assert!(!log.leader_epochs().unsynced(), "a roll syncs the epochs");
+    assert_eq!(log.recovery_point(), 4);
+
+    log.defer_rolled_flushes();
+    log.assign_leader_epoch(5).unwrap();
+    log.append(&client_batch(2, 2, Compression::None, NOW), NOW, 5)
+        .unwrap();
+    log.roll(NOW).unwrap();
+    assert!(
+        log.leader_epochs().unsynced(),
+        "a deferred roll leaves it to the report"
+    );
+    let rolled = log.take_rolled();
+    rolled[0].flush().unwrap();
+    log.rolled_flushed(&rolled[0]).unwrap();
+    assert!(!log.leader_epochs().unsynced());
+    assert_eq!(log.recovery_point(), 6);
+    assert_eq!(log.leader_epochs().entries(), &[(3, 0), (4, 2), (5, 4)]);
 }

@@ -41,7 +41,7 @@ pub use admin::LogDirDescription;
 pub use publisher::{effective_log_config, LogPublisher, StaticLogDefaults};
 
 use crate::replication::Replication;
-use shard::{Control, DataCommand, Shard};
+use shard::{Change, Control, DataCommand, Shard};
 
 /// Commands that may wait in one shard's data channel.
 const DATA_CHANNEL_CAPACITY: usize = 1024;
@@ -321,38 +321,13 @@ impl LogManager {
         (hasher.finish() % self.shards.len() as u64) as usize
     }
 
-    /// Opens (or reconfigures) the log of a hosted partition.
-    pub(crate) fn ensure(
-        &self,
-        tp: TopicPartition,
-        topic_id: uuid::Uuid,
-        config: LogConfig,
-        min_insync_replicas: i32,
-    ) {
-        let shard = self.shard_of(&tp);
-        let existing = self.partitions.get(&tp).map(|s| Arc::clone(s.value()));
-        let state = match existing {
-            Some(state) if state.topic_id == topic_id => {
-                state
-                    .min_insync_replicas
-                    .store(min_insync_replicas, Ordering::Release);
-                state
-                    .max_message_bytes
-                    .store(config.max_message_bytes, Ordering::Release);
-                self.shards[shard].control(Control::Configure { tp, config });
-                return;
-            }
-            Some(_) => {
-                // Same name, new topic id: the old topic was deleted and recreated.
-                self.remove(&tp);
-                self.new_state(&tp, topic_id, shard, min_insync_replicas)
-            }
-            None => self.new_state(&tp, topic_id, shard, min_insync_replicas),
-        };
-        state
-            .max_message_bytes
-            .store(config.max_message_bytes, Ordering::Release);
-        self.shards[shard].control(Control::Open { tp, config, state });
+    /// Gathers metadata changes for the shards; they reach them when [`LogChanges::send`] is
+    /// called.
+    pub(crate) fn changes(&self) -> LogChanges<'_> {
+        LogChanges {
+            manager: self,
+            per_shard: (0..self.shards.len()).map(|_| Vec::new()).collect(),
+        }
     }
 
     fn new_state(
@@ -377,16 +352,6 @@ impl LogManager {
         });
         self.partitions.insert(tp.clone(), Arc::clone(&state));
         state
-    }
-
-    /// Stops serving a partition and deletes its log (rename to `-delete`, removal after
-    /// `file.delete.delay.ms`).
-    pub(crate) fn remove(&self, tp: &TopicPartition) {
-        if let Some((tp, state)) = self.partitions.remove(tp) {
-            state.open.store(false, Ordering::Release);
-            state.appended.notify_waiters();
-            self.shards[state.shard].control(Control::Delete { tp });
-        }
     }
 
     /// Topic-partitions currently hosted.
@@ -614,17 +579,6 @@ impl LogManager {
             .collect()
     }
 
-    /// Records that this node leads the partition from `epoch` on (in its leader-epoch cache, at
-    /// its log end offset).
-    pub(crate) fn become_leader(&self, tp: &TopicPartition, epoch: i32) {
-        if let Some(state) = self.partitions.get(tp) {
-            self.shards[state.shard].control(Control::BecomeLeader {
-                tp: tp.clone(),
-                epoch,
-            });
-        }
-    }
-
     /// Clean shutdown: every shard closes its logs, then each log dir writes its checkpoints and
     /// the clean-shutdown marker. Blocking: call it from a blocking thread.
     pub fn shutdown(&self, broker_epoch: i64) {
@@ -652,6 +606,84 @@ impl LogManager {
         for thread in threads {
             if thread.join().is_err() {
                 tracing::error!("a log shard thread panicked");
+            }
+        }
+    }
+}
+
+/// Metadata changes for the shards, gathered while a publisher walks a delta and sent as one
+/// message per shard: a 1,000-partition topic costs each shard one channel message, not 1,000
+/// (and the publisher, on the path of the request that created the topic, a few allocations
+/// instead of a channel slot per partition). Each shard applies its changes in the order they
+/// were made.
+#[must_use = "the changes reach the shards only when sent"]
+pub(crate) struct LogChanges<'a> {
+    manager: &'a LogManager,
+    per_shard: Vec<Vec<Change>>,
+}
+
+impl LogChanges<'_> {
+    /// Opens (or reconfigures) the log of a hosted partition.
+    pub(crate) fn ensure(
+        &mut self,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: &Arc<LogConfig>,
+        min_insync_replicas: i32,
+    ) {
+        let manager = self.manager;
+        let shard = manager.shard_of(&tp);
+        let existing = manager.partitions.get(&tp).map(|s| Arc::clone(s.value()));
+        let state = match existing {
+            Some(state) if state.topic_id == topic_id => {
+                state
+                    .min_insync_replicas
+                    .store(min_insync_replicas, Ordering::Release);
+                state
+                    .max_message_bytes
+                    .store(config.max_message_bytes, Ordering::Release);
+                let config = Arc::clone(config);
+                self.per_shard[shard].push(Change::Configure { tp, config });
+                return;
+            }
+            Some(_) => {
+                // Same name, new topic id: the old topic was deleted and recreated.
+                self.remove(&tp);
+                manager.new_state(&tp, topic_id, shard, min_insync_replicas)
+            }
+            None => manager.new_state(&tp, topic_id, shard, min_insync_replicas),
+        };
+        state
+            .max_message_bytes
+            .store(config.max_message_bytes, Ordering::Release);
+        let config = Arc::clone(config);
+        self.per_shard[shard].push(Change::Open { tp, config, state });
+    }
+
+    /// Stops serving a partition and deletes its log (rename to `-delete`, removal after
+    /// `file.delete.delay.ms`).
+    pub(crate) fn remove(&mut self, tp: &TopicPartition) {
+        if let Some((tp, state)) = self.manager.partitions.remove(tp) {
+            state.open.store(false, Ordering::Release);
+            state.appended.notify_waiters();
+            self.per_shard[state.shard].push(Change::Delete { tp });
+        }
+    }
+
+    /// Records that this node leads the partition from `epoch` on (in its leader-epoch cache,
+    /// at its log end offset).
+    pub(crate) fn become_leader(&mut self, tp: &TopicPartition, epoch: i32) {
+        if let Some(state) = self.manager.partitions.get(tp) {
+            let tp = tp.clone();
+            self.per_shard[state.shard].push(Change::BecomeLeader { tp, epoch });
+        }
+    }
+
+    /// Hands each shard its changes.
+    pub(crate) fn send(self) {
+        for (shard, changes) in self.manager.shards.iter().zip(self.per_shard) {
+            if !changes.is_empty() {
+                shard.control(Control::Changes(changes));
             }
         }
     }

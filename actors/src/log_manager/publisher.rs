@@ -9,7 +9,7 @@ use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, PublishError,
 };
 
-use super::LogManager;
+use super::{LogChanges, LogManager};
 use crate::controller::logic::configs::broker::TOPIC_SYNONYMS;
 use crate::controller::logic::configs::resource_type::{BROKER, TOPIC};
 
@@ -96,21 +96,22 @@ impl LogPublisher {
         }
     }
 
-    fn sync_topic(&self, image: &MetadataImage, topic: &TopicImage) {
+    fn sync_topic(&self, changes: &mut LogChanges<'_>, image: &MetadataImage, topic: &TopicImage) {
         let (config, min_isr) = effective_log_config(image, &self.statics, &self.node, &topic.name);
+        let config = Arc::new(config);
         for (partition, registration) in topic.partitions() {
             let tp = TopicPartition::new(topic.name.to_string(), partition);
             if registration.replicas.as_slice().contains(&self.node_id) {
-                self.manager.ensure(tp, topic.id, config.clone(), min_isr);
+                changes.ensure(tp, topic.id, &config, min_isr);
             } else if self.manager.partition(&topic.name, partition).is_some() {
-                self.manager.remove(&tp);
+                changes.remove(&tp);
             }
         }
     }
 
-    fn sync_all(&self, image: &MetadataImage) {
+    fn sync_all(&self, changes: &mut LogChanges<'_>, image: &MetadataImage) {
         for topic in image.topics.iter() {
-            self.sync_topic(image, topic);
+            self.sync_topic(changes, image, topic);
         }
         for (tp, topic_id) in self.manager.hosted() {
             let current = image.topics.get_by_name(&tp.topic);
@@ -120,7 +121,7 @@ impl LogPublisher {
                         .is_some_and(|p| p.replicas.as_slice().contains(&self.node_id))
             });
             if !keep {
-                self.manager.remove(&tp);
+                changes.remove(&tp);
             }
         }
     }
@@ -141,8 +142,10 @@ impl MetadataPublisher for LogPublisher {
             c.changed_resources()
                 .any(|(t, name, _)| t == BROKER && (name.is_empty() || name == self.node))
         });
+        let mut changes = self.manager.changes();
         if matches!(manifest, LoaderManifest::Snapshot { .. }) || broker_defaults_changed {
-            self.sync_all(image);
+            self.sync_all(&mut changes, image);
+            changes.send();
             return Ok(());
         }
         if let Some(topics) = delta.topics_delta() {
@@ -155,14 +158,13 @@ impl MetadataPublisher for LogPublisher {
                 for (partition, _) in deleted.partitions() {
                     let hosted = self.manager.partition(name, partition);
                     if hosted.is_some_and(|state| state.topic_id == id) {
-                        self.manager
-                            .remove(&TopicPartition::new(name.to_owned(), partition));
+                        changes.remove(&TopicPartition::new(name.to_owned(), partition));
                     }
                 }
             }
             for changed in topics.changed_topics() {
                 if let Some(topic) = image.topics.get_by_id(&changed.id()) {
-                    self.sync_topic(image, topic);
+                    self.sync_topic(&mut changes, image, topic);
                 }
             }
         }
@@ -170,11 +172,12 @@ impl MetadataPublisher for LogPublisher {
             for (resource_type, name, _) in configs.changed_resources() {
                 if resource_type == TOPIC {
                     if let Some(topic) = image.topics.get_by_name(name) {
-                        self.sync_topic(image, topic);
+                        self.sync_topic(&mut changes, image, topic);
                     }
                 }
             }
         }
+        changes.send();
         Ok(())
     }
 }

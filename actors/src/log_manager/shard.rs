@@ -90,14 +90,25 @@ pub(super) enum DataCommand {
 
 /// Changes from the metadata image, and shutdown.
 pub(super) enum Control {
+    /// Applied in order (see [`super::LogChanges`]).
+    Changes(Vec<Change>),
+    Shutdown {
+        broker_epoch: i64,
+        done: std::sync::mpsc::Sender<Vec<(usize, PartitionLog)>>,
+    },
+}
+
+/// One partition's change from the metadata image.
+pub(super) enum Change {
     Open {
         tp: TopicPartition,
-        config: LogConfig,
+        /// Shared by the partitions of a topic.
+        config: Arc<LogConfig>,
         state: Arc<PartitionState>,
     },
     Configure {
         tp: TopicPartition,
-        config: LogConfig,
+        config: Arc<LogConfig>,
     },
     Delete {
         tp: TopicPartition,
@@ -105,10 +116,6 @@ pub(super) enum Control {
     BecomeLeader {
         tp: TopicPartition,
         epoch: i32,
-    },
-    Shutdown {
-        broker_epoch: i64,
-        done: std::sync::mpsc::Sender<Vec<(usize, PartitionLog)>>,
     },
 }
 
@@ -218,6 +225,19 @@ struct Hosted {
     dir: usize,
     log: PartitionLog,
     state: Arc<PartitionState>,
+}
+
+impl Hosted {
+    /// Moves the recovery point past a rolled segment the flusher made durable.
+    fn rolled_flushed(&mut self, tp: &TopicPartition, rolled: &RolledSegment) {
+        if let Err(error) = self.log.rolled_flushed(rolled) {
+            tracing::error!(partition = %tp.dir_name(), %error, "cannot move the recovery point past a flushed segment");
+            if error.is_storage_error() {
+                self.state.offline.store(true, Ordering::Release);
+                self.state.appended.notify_waiters();
+            }
+        }
+    }
 }
 
 struct Worker {
@@ -353,7 +373,7 @@ impl Worker {
                 recv(flushed) -> done => {
                     if let Ok((tp, rolled)) = done {
                         if let Some(hosted) = self.logs.get_mut(&tp) {
-                            hosted.log.rolled_flushed(&rolled);
+                            hosted.rolled_flushed(&tp, &rolled);
                         }
                     }
                 }
@@ -365,18 +385,9 @@ impl Worker {
 
     fn on_control(&mut self, command: Control) -> bool {
         match command {
-            Control::Open { tp, config, state } => self.open(tp, config, state),
-            Control::Configure { tp, config } => {
-                if let Some(hosted) = self.logs.get_mut(&tp) {
-                    hosted.log.set_config(config);
-                }
-            }
-            Control::Delete { tp } => self.delete(&tp),
-            Control::BecomeLeader { tp, epoch } => {
-                if let Some(hosted) = self.logs.get_mut(&tp) {
-                    if let Err(error) = hosted.log.assign_leader_epoch(epoch) {
-                        tracing::error!(partition = %tp.dir_name(), %error, "cannot record the new leader epoch");
-                    }
+            Control::Changes(changes) => {
+                for change in changes {
+                    self.on_change(change);
                 }
             }
             Control::Shutdown { done, broker_epoch } => {
@@ -396,6 +407,25 @@ impl Worker {
             }
         }
         true
+    }
+
+    fn on_change(&mut self, change: Change) {
+        match change {
+            Change::Open { tp, config, state } => self.open(tp, (*config).clone(), state),
+            Change::Configure { tp, config } => {
+                if let Some(hosted) = self.logs.get_mut(&tp) {
+                    hosted.log.set_config((*config).clone());
+                }
+            }
+            Change::Delete { tp } => self.delete(&tp),
+            Change::BecomeLeader { tp, epoch } => {
+                if let Some(hosted) = self.logs.get_mut(&tp) {
+                    if let Err(error) = hosted.log.assign_leader_epoch(epoch) {
+                        tracing::error!(partition = %tp.dir_name(), %error, "cannot record the new leader epoch");
+                    }
+                }
+            }
+        }
     }
 
     /// Writes every dir's `replication-offset-checkpoint` with this shard's high watermarks
@@ -548,7 +578,7 @@ impl Worker {
             } => {
                 // A fetch answered by a leader this node no longer follows (it may lead the
                 // partition now) must not reach the log. A leadership taken between this check
-                // and the append is applied after it (`Control::BecomeLeader` comes through this
+                // and the append is applied after it (`Change::BecomeLeader` comes through this
                 // shard), so the records count as fetched before it, as in Kafka.
                 if let Err(error) = following(&tp, self.logs.get(&tp), leader, leader_epoch) {
                     let _ = reply.send(Err(error));
@@ -673,7 +703,7 @@ impl Worker {
                 // The flusher thread is gone: flush here rather than never.
                 let (_, rolled) = unsent.into_inner();
                 if rolled.flush().is_ok() {
-                    hosted.log.rolled_flushed(&rolled);
+                    hosted.rolled_flushed(tp, &rolled);
                 }
             }
         }

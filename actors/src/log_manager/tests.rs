@@ -99,7 +99,9 @@ async fn logs_open_append_read_dedupe_and_delete() {
         file_delete_delay_ms: 0,
         ..LogConfig::default()
     };
-    manager.ensure(TopicPartition::new("t", 0), id, config, 1);
+    let mut changes = manager.changes();
+    changes.ensure(TopicPartition::new("t", 0), id, &Arc::new(config), 1);
+    changes.send();
     // This node leads the partition alone: what it appends is committed.
     manager.partition("t", 0).unwrap().replication().assign(
         1,
@@ -159,7 +161,9 @@ async fn logs_open_append_read_dedupe_and_delete() {
         .unwrap();
     assert_eq!(offset, 0);
 
-    manager.remove(&TopicPartition::new("t", 0));
+    let mut changes = manager.changes();
+    changes.remove(&TopicPartition::new("t", 0));
+    changes.send();
     assert!(manager.partition("t", 0).is_none());
     assert_eq!(
         manager
@@ -198,12 +202,14 @@ async fn hosting(dir: &tempfile::TempDir, leader: i32, epoch: i32) -> Arc<LogMan
         cleaner_threads: 1,
     })
     .unwrap();
-    manager.ensure(
+    let mut changes = manager.changes();
+    changes.ensure(
         TopicPartition::new("t", 0),
         uuid::Uuid::from_u128(7),
-        LogConfig::default(),
+        &Arc::new(LogConfig::default()),
         1,
     );
+    changes.send();
     let state = manager.partition("t", 0).unwrap();
     state.replication().assign(
         1,

@@ -12,7 +12,7 @@ use gregor_publishers::{
 use tokio::sync::watch;
 
 use super::{Assignment, RoleChange};
-use crate::log_manager::{now_ms, LogManager};
+use crate::log_manager::{now_ms, LogChanges, LogManager};
 
 /// A partition this node follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,8 +87,9 @@ impl ReplicationPublisher {
         self.followed_changed |= self.followed.remove(key).is_some();
     }
 
-    fn sync_topic(&mut self, topic: &TopicImage) {
+    fn sync_topic(&mut self, changes: &mut LogChanges<'_>, topic: &TopicImage) {
         let now = now_ms();
+        let mut led_from = LedFrom::default();
         for (partition, registration) in topic.partitions() {
             let key = (topic.name.to_string(), partition);
             let hosted = registration.replicas.as_slice().contains(&self.node_id);
@@ -122,8 +123,9 @@ impl ReplicationPublisher {
                     .assign(self.node_id, &assignment, state.log_end_offset(), now);
             match change {
                 RoleChange::BecameLeader => {
-                    tracing::info!(topic = %topic.name, partition, leader_epoch = registration.leader_epoch, "leading the partition");
-                    self.logs.become_leader(
+                    tracing::debug!(topic = %topic.name, partition, leader_epoch = registration.leader_epoch, "leading the partition");
+                    led_from.add(partition, registration.leader_epoch);
+                    changes.become_leader(
                         &TopicPartition::new(topic.name.to_string(), partition),
                         registration.leader_epoch,
                     );
@@ -147,6 +149,9 @@ impl ReplicationPublisher {
             } else {
                 self.stop_following(&key);
             }
+        }
+        if let Some((partitions, epochs)) = led_from.describe() {
+            tracing::info!(topic = %topic.name, count = led_from.count, %partitions, leader_epochs = %epochs, "leading partitions");
         }
     }
 
@@ -182,13 +187,15 @@ impl MetadataPublisher for ReplicationPublisher {
         image: &Arc<MetadataImage>,
         manifest: &LoaderManifest,
     ) -> Result<(), PublishError> {
+        let logs = Arc::clone(&self.logs);
+        let mut changes = logs.changes();
         if matches!(manifest, LoaderManifest::Snapshot { .. }) {
             self.followed.clear();
             self.followed_changed = true;
             self.led.clear();
             self.under_replicated = 0;
             for topic in image.topics.iter() {
-                self.sync_topic(topic);
+                self.sync_topic(&mut changes, topic);
             }
         } else if let Some(topics) = delta.topics_delta() {
             // A deleted topic's partitions are those of the image before the delta: a deletion
@@ -205,15 +212,60 @@ impl MetadataPublisher for ReplicationPublisher {
             }
             for changed in topics.changed_topics() {
                 if let Some(topic) = image.topics.get_by_id(&changed.id()) {
-                    self.sync_topic(topic);
+                    self.sync_topic(&mut changes, topic);
                 }
             }
         } else {
             return Ok(());
         }
+        changes.send();
         self.publish_assignments();
         gregor_metrics::replica_leadership(self.led.len(), self.under_replicated);
         Ok(())
+    }
+}
+
+/// The partitions of one topic this node started leading in one image, logged as one line:
+/// a new 1,000-partition topic is one INFO line, not 1,000 (each is at DEBUG).
+#[derive(Default)]
+struct LedFrom {
+    count: usize,
+    /// Runs of consecutive partition ids, in the order they were taken.
+    runs: Vec<(i32, i32)>,
+    epochs: Option<(i32, i32)>,
+}
+
+impl LedFrom {
+    fn add(&mut self, partition: i32, leader_epoch: i32) {
+        self.count += 1;
+        match self.runs.last_mut() {
+            Some((_, last)) if last.checked_add(1) == Some(partition) => *last = partition,
+            _ => self.runs.push((partition, partition)),
+        }
+        self.epochs = Some(match self.epochs {
+            Some((low, high)) => (low.min(leader_epoch), high.max(leader_epoch)),
+            None => (leader_epoch, leader_epoch),
+        });
+    }
+
+    /// The partitions as runs (`0-999`, `3,7-9`) and the leader epochs (`4` or `2-5`); None
+    /// when there were none.
+    fn describe(&self) -> Option<(String, String)> {
+        let (low, high) = self.epochs?;
+        let span = |(first, last): (i32, i32)| {
+            if first == last {
+                first.to_string()
+            } else {
+                format!("{first}-{last}")
+            }
+        };
+        let partitions = self
+            .runs
+            .iter()
+            .map(|run| span(*run))
+            .collect::<Vec<_>>()
+            .join(",");
+        Some((partitions, span((low, high))))
     }
 }
 
@@ -267,6 +319,23 @@ mod tests {
             .on_metadata_update(&delta, &next, &manifest)
             .unwrap();
         next
+    }
+
+    /// The partitions a topic started leading are logged as runs of ids and a span of epochs.
+    #[test]
+    fn partitions_taken_are_described_as_runs() {
+        let mut led = LedFrom::default();
+        assert_eq!(led.describe(), None);
+        for partition in 0..1000 {
+            led.add(partition, 0);
+        }
+        assert_eq!(led.describe(), Some(("0-999".into(), "0".into())));
+        let mut led = LedFrom::default();
+        for (partition, epoch) in [(3, 4), (7, 2), (8, 5), (9, 5), (11, 4)] {
+            led.add(partition, epoch);
+        }
+        assert_eq!(led.count, 5);
+        assert_eq!(led.describe(), Some(("3,7-9,11".into(), "2-5".into())));
     }
 
     /// Deleting a topic drops its partitions' logs and roles (found through the image before
