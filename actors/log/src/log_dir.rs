@@ -35,6 +35,20 @@ impl LogDirShared {
     pub(crate) fn is_offline(&self) -> bool {
         self.offline.load(Ordering::SeqCst)
     }
+
+    /// fsyncs the log dir's directory, so the partition directories made, renamed or removed
+    /// in it are durable (on a journaled file system this commits every metadata change queued
+    /// so far, the files made inside those directories included). A failure marks the dir
+    /// offline.
+    pub fn sync_directory(&self) -> Result<()> {
+        let synced = std::fs::File::open(&self.path)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| LogError::io("sync", &self.path, e));
+        if let Err(error) = &synced {
+            self.mark_offline(error);
+        }
+        synced
+    }
 }
 
 /// One log directory.
@@ -84,6 +98,11 @@ impl LogDir {
 
     pub fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// What a log's owner needs to sync this directory without holding the `LogDir`.
+    pub fn shared(&self) -> Arc<LogDirShared> {
+        Arc::clone(&self.shared)
     }
 
     /// Whether the previous run ended with a clean shutdown (no recovery needed).

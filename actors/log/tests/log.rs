@@ -525,6 +525,22 @@ fn io_failures_mark_the_log_dir_offline() {
         .is_err());
 }
 
+/// The owner's one sync of a log dir after a batch of new and deleted logs: a dir that
+/// cannot be synced goes offline like any other storage failure.
+#[test]
+fn a_log_dir_that_cannot_be_synced_goes_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("logs");
+    let (log_dir, _log) = open(&path, LogConfig::default());
+    let shared = log_dir.shared();
+    shared.sync_directory().unwrap();
+    assert!(!log_dir.is_offline());
+    std::fs::rename(&path, dir.path().join("gone")).unwrap();
+    let err = shared.sync_directory().unwrap_err();
+    assert_eq!(err.kafka_code(), KafkaCode::KafkaStorageError);
+    assert!(log_dir.is_offline());
+}
+
 #[test]
 fn many_partitions_share_a_bounded_handle_cache() {
     let dir = tempfile::tempdir().unwrap();

@@ -260,6 +260,8 @@ struct Worker {
     cleaned: Sender<Cleaned>,
     /// Partitions with a pass at a cleaner thread.
     cleaning: HashSet<TopicPartition>,
+    /// Log dirs changed by the batch of metadata changes being applied.
+    touched_dirs: Vec<usize>,
     /// This shard's flusher thread, which fsyncs the segments appends roll.
     flusher: Sender<(TopicPartition, RolledSegment)>,
 }
@@ -319,6 +321,7 @@ pub(super) fn spawn(
         cleaners,
         cleaned: cleaned_tx,
         cleaning: HashSet::new(),
+        touched_dirs: Vec::new(),
         flusher: flush_tx,
     };
     let thread = std::thread::Builder::new()
@@ -389,6 +392,7 @@ impl Worker {
                 for change in changes {
                     self.on_change(change);
                 }
+                self.sync_touched_dirs();
             }
             Control::Shutdown { done, broker_epoch } => {
                 tracing::debug!(shard = self.index, broker_epoch, "log shard stopping");
@@ -423,7 +427,35 @@ impl Worker {
                     if let Err(error) = hosted.log.assign_leader_epoch(epoch) {
                         tracing::error!(partition = %tp.dir_name(), %error, "cannot record the new leader epoch");
                     }
+                    let dir = hosted.dir;
+                    self.touch(dir);
                 }
+            }
+        }
+    }
+
+    /// Notes a log dir whose entries a change made, renamed or wrote.
+    fn touch(&mut self, dir: usize) {
+        if !self.touched_dirs.contains(&dir) {
+            self.touched_dirs.push(dir);
+        }
+    }
+
+    /// One fsync per log dir after a batch of changes, instead of syncs per log: the new and
+    /// renamed partition directories become durable together, and on a journaled file system
+    /// the batch's metadata is committed here, on the shard, rather than by the next fsync of
+    /// the metadata log sharing the file system (which would then wait for it).
+    fn sync_touched_dirs(&mut self) {
+        for dir in std::mem::take(&mut self.touched_dirs) {
+            let shared = {
+                let log_dir = self.dirs.lock(dir);
+                if log_dir.is_offline() {
+                    continue;
+                }
+                log_dir.shared()
+            };
+            if let Err(error) = shared.sync_directory() {
+                tracing::error!(%error, "cannot sync the log dir after metadata changes");
             }
         }
     }
@@ -464,6 +496,7 @@ impl Worker {
             state.offline.store(true, Ordering::Release);
             return;
         };
+        self.touch(dir);
         let started = Instant::now();
         let (opened, checkpointed_high_watermark) = {
             let log_dir = self.dirs.lock(dir);
@@ -501,6 +534,7 @@ impl Worker {
         let Some(hosted) = self.logs.remove(tp) else {
             return;
         };
+        self.touch(hosted.dir);
         hosted.state.open.store(false, Ordering::Release);
         hosted.state.appended.notify_waiters();
         let delay = hosted.log.config().file_delete_delay_ms.max(0) as u64;
