@@ -89,7 +89,7 @@ impl ReplicationPublisher {
 
     fn sync_topic(&mut self, changes: &mut LogChanges<'_>, topic: &TopicImage) {
         let now = now_ms();
-        let mut led_from = LedFrom::default();
+        let mut taken = LeadershipTaken::default();
         for (partition, registration) in topic.partitions() {
             let key = (topic.name.to_string(), partition);
             let hosted = registration.replicas.as_slice().contains(&self.node_id);
@@ -124,7 +124,7 @@ impl ReplicationPublisher {
             match change {
                 RoleChange::BecameLeader => {
                     tracing::debug!(topic = %topic.name, partition, leader_epoch = registration.leader_epoch, "leading the partition");
-                    led_from.add(partition, registration.leader_epoch);
+                    taken.add(partition, registration.leader_epoch);
                     changes.become_leader(
                         &TopicPartition::new(topic.name.to_string(), partition),
                         registration.leader_epoch,
@@ -150,8 +150,8 @@ impl ReplicationPublisher {
                 self.stop_following(&key);
             }
         }
-        if let Some((partitions, epochs)) = led_from.describe() {
-            tracing::info!(topic = %topic.name, count = led_from.count, %partitions, leader_epochs = %epochs, "leading partitions");
+        if let Some((partitions, epochs)) = taken.describe() {
+            tracing::info!(topic = %topic.name, count = taken.count, %partitions, leader_epochs = %epochs, "leading partitions");
         }
     }
 
@@ -228,14 +228,14 @@ impl MetadataPublisher for ReplicationPublisher {
 /// The partitions of one topic this node started leading in one image, logged as one line:
 /// a new 1,000-partition topic is one INFO line, not 1,000 (each is at DEBUG).
 #[derive(Default)]
-struct LedFrom {
+struct LeadershipTaken {
     count: usize,
     /// Runs of consecutive partition ids, in the order they were taken.
     runs: Vec<(i32, i32)>,
     epochs: Option<(i32, i32)>,
 }
 
-impl LedFrom {
+impl LeadershipTaken {
     fn add(&mut self, partition: i32, leader_epoch: i32) {
         self.count += 1;
         match self.runs.last_mut() {
@@ -324,13 +324,13 @@ mod tests {
     /// The partitions a topic started leading are logged as runs of ids and a span of epochs.
     #[test]
     fn partitions_taken_are_described_as_runs() {
-        let mut led = LedFrom::default();
+        let mut led = LeadershipTaken::default();
         assert_eq!(led.describe(), None);
         for partition in 0..1000 {
             led.add(partition, 0);
         }
         assert_eq!(led.describe(), Some(("0-999".into(), "0".into())));
-        let mut led = LedFrom::default();
+        let mut led = LeadershipTaken::default();
         for (partition, epoch) in [(3, 4), (7, 2), (8, 5), (9, 5), (11, 4)] {
             led.add(partition, epoch);
         }
