@@ -232,10 +232,16 @@ impl Hosted {
     fn rolled_flushed(&mut self, tp: &TopicPartition, rolled: &RolledSegment) {
         if let Err(error) = self.log.rolled_flushed(rolled) {
             tracing::error!(partition = %tp.dir_name(), %error, "cannot move the recovery point past a flushed segment");
-            if error.is_storage_error() {
-                self.state.offline.store(true, Ordering::Release);
-                self.state.appended.notify_waiters();
-            }
+            self.failed(&error);
+        }
+    }
+
+    /// A storage error takes the partition offline (its log dir is already); waiting fetches
+    /// and produces wake to see it.
+    fn failed(&self, error: &gregor_log::error::LogError) {
+        if error.is_storage_error() {
+            self.state.offline.store(true, Ordering::Release);
+            self.state.appended.notify_waiters();
         }
     }
 }
@@ -742,10 +748,7 @@ impl Worker {
             }
         }
         result.map_err(|error| {
-            if error.is_storage_error() {
-                hosted.state.offline.store(true, Ordering::Release);
-                hosted.state.appended.notify_waiters();
-            }
+            hosted.failed(&error);
             LogManagerError::Log(error)
         })
     }
@@ -819,10 +822,7 @@ impl Worker {
             }
             Err(error) => {
                 tracing::warn!(partition = %tp.dir_name(), %error, "log cleaning failed");
-                if error.is_storage_error() {
-                    hosted.state.offline.store(true, Ordering::Release);
-                    hosted.state.appended.notify_waiters();
-                }
+                hosted.failed(&error);
             }
         }
     }
