@@ -21,6 +21,7 @@ pub mod groups;
 pub mod handlers;
 pub mod loader;
 pub mod log_manager;
+pub mod partition_runs;
 pub mod quorum;
 pub mod quota;
 pub mod raft;

@@ -19,6 +19,14 @@ from test_data_plane import batch, create, fetch, list_offset, produce
 KAFKA_STORAGE_ERROR = 56
 
 
+def gauge(node, name):
+    """The value of an unlabelled gauge in the node's scrape (None when absent)."""
+    for line in node.metrics_text().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return None
+
+
 @pytest.fixture
 def small_dir():
     mount_point = tempfile.mkdtemp(prefix="gregor-full-")
@@ -41,6 +49,8 @@ def test_a_full_log_dir_answers_kafka_storage_error_and_the_node_stays_up(start_
     wait_for("fd-ordinary", lambda: list_offset(conn, "fd-ordinary", 0, -1).error_code == 0)
     create(node, ("fd-full", 1))
     wait_for("fd-full", lambda: list_offset(conn, "fd-full", 0, -1).error_code == 0)
+    wait_for("two hosted logs in the metrics", lambda: gauge(node, "kafka_server_replicamanager_partitioncount") == 2)
+    assert gauge(node, "kafka_log_logmanager_offlinelogdirectorycount") == 0
     assert os.path.isdir(os.path.join(small_dir, "fd-full-0")), os.listdir(small_dir)
     assert os.path.isdir(os.path.join(ordinary, "fd-ordinary-0"))
 
@@ -65,6 +75,11 @@ def test_a_full_log_dir_answers_kafka_storage_error_and_the_node_stays_up(start_
     _, partition = fetch(conn, "fd-ordinary", 0, 0)
     assert (partition.error_code, b"still here" in bytes(partition.records)) == (0, True)
     assert node.proc.poll() is None
+
+    # Kafka's gauges: both logs still count as hosted (the failed one as offline, as Kafka counts
+    # an offline partition), and one log dir is offline.
+    wait_for("the offline log dir in the metrics", lambda: gauge(node, "kafka_log_logmanager_offlinelogdirectorycount") == 1)
+    assert gauge(node, "kafka_server_replicamanager_partitioncount") == 2
 
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:

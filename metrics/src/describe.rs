@@ -37,6 +37,8 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::CONTROLLER_ACTIVE_BROKER_COUNT, Gauge, Unit::Count, "Registered brokers that are not fenced."),
     (names::REPLICA_LEADER_COUNT, Gauge, Unit::Count, "Partitions this broker leads."),
     (names::REPLICA_UNDER_REPLICATED_PARTITIONS, Gauge, Unit::Count, "Partitions this broker leads whose ISR is smaller than their replica set."),
+    (names::REPLICA_PARTITION_COUNT, Gauge, Unit::Count, "Partition logs this broker has opened, including those whose log dir went offline since (as Kafka counts offline partitions)."),
+    (names::LOG_OFFLINE_LOG_DIRECTORY_COUNT, Gauge, Unit::Count, "Log dirs marked offline after a storage error; their partitions answer KAFKA_STORAGE_ERROR."),
     (names::REPLICA_ISR_SHRINKS_TOTAL, Counter, Unit::Count, "ISR shrinks this broker's partition leaders committed through AlterPartition."),
     (names::REPLICA_ISR_EXPANDS_TOTAL, Counter, Unit::Count, "ISR expansions this broker's partition leaders committed through AlterPartition."),
     (names::REPLICA_FETCHER_CONSUMER_LAG, Gauge, Unit::Count, "Messages a followed partition's log end is behind the leader's high watermark, as of the last fetch."),

@@ -175,6 +175,11 @@ pub const REPLICA_LEADER_COUNT: &str = "kafka_server_replicamanager_leadercount"
 /// `ReplicaManager.UnderReplicatedPartitions`).
 pub const REPLICA_UNDER_REPLICATED_PARTITIONS: &str =
     "kafka_server_replicamanager_underreplicatedpartitions";
+/// Partition logs this broker has opened, those whose log dir went offline since included (Kafka's
+/// `ReplicaManager.PartitionCount`).
+pub const REPLICA_PARTITION_COUNT: &str = "kafka_server_replicamanager_partitioncount";
+/// Log dirs marked offline after a storage error (Kafka's `LogManager.OfflineLogDirectoryCount`).
+pub const LOG_OFFLINE_LOG_DIRECTORY_COUNT: &str = "kafka_log_logmanager_offlinelogdirectorycount";
 /// ISR shrinks this broker's leaders committed through AlterPartition (`IsrShrinksPerSec`).
 pub const REPLICA_ISR_SHRINKS_TOTAL: &str = "kafka_server_replicamanager_isrshrinks_total";
 /// ISR expansions this broker's leaders committed through AlterPartition (`IsrExpandsPerSec`).

@@ -466,6 +466,12 @@ pub fn replica_leadership(leaders: usize, under_replicated: usize) {
     gauge!(names::REPLICA_UNDER_REPLICATED_PARTITIONS).set(under_replicated as f64);
 }
 
+/// The partitions whose log is open on this broker and the log dirs that are offline.
+pub fn hosted_logs(partitions: usize, offline_log_dirs: usize) {
+    gauge!(names::REPLICA_PARTITION_COUNT).set(partitions as f64);
+    gauge!(names::LOG_OFFLINE_LOG_DIRECTORY_COUNT).set(offline_log_dirs as f64);
+}
+
 /// The lag gauge of one partition a replica fetcher follows from `leader`; it leaves the scrape
 /// when the returned series is dropped (the partition is no longer followed from that leader),
 /// as Kafka removes a partition's fetcher lag metric.

@@ -230,6 +230,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "How often the recovery-point and log-start-offset checkpoints of each log dir are written.",
     ),
     def(
+        "num.recovery.threads.per.data.dir",
+        ConfigType::Int,
+        Some("2"),
+        "Partition logs opened (and recovered after an unclean shutdown) at once per log dir, shared among the log shards.",
+    ),
+    def(
         "replica.high.watermark.checkpoint.interval.ms",
         ConfigType::Long,
         Some("5000"),

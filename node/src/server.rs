@@ -573,6 +573,9 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
             .is_none_or(|v| v.trim().eq_ignore_ascii_case("true")),
         cleaner_backoff_ms: number("log.cleaner.backoff.ms", 15_000),
         cleaner_threads: usize::try_from(config.log_cleaner_threads).unwrap_or(1),
+        recovery_threads_per_dir: usize::try_from(number("num.recovery.threads.per.data.dir", 2))
+            .unwrap_or(2)
+            .max(1),
     })
     .map_err(StartError::Runtime)
 }

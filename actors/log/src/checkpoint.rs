@@ -4,6 +4,7 @@
 //! Kafka's `CheckpointFile` does, so a crash leaves either the old or the new content.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -144,7 +145,8 @@ pub fn read_offsets(path: &Path) -> Result<BTreeMap<TopicPartition, i64>> {
 pub fn write_offsets(path: &Path, offsets: &BTreeMap<TopicPartition, i64>) -> Result<()> {
     let mut text = format!("0\n{}\n", offsets.len());
     for (tp, offset) in offsets {
-        text.push_str(&format!("{} {} {}\n", tp.topic, tp.partition, offset));
+        // Writing into a String cannot fail.
+        let _ = writeln!(text, "{} {} {}", tp.topic, tp.partition, offset);
     }
     write_atomically(path, text.as_bytes())
 }

@@ -16,6 +16,8 @@ use crate::files::FileCache;
 /// One index entry type.
 pub trait IndexEntry: Copy + std::fmt::Debug {
     const SIZE: usize;
+    /// The file's extension, beside the segment's `.log`.
+    const EXTENSION: &'static str;
     fn decode(bytes: &[u8]) -> Self;
     fn encode(&self, out: &mut Vec<u8>);
     /// The sort key lookups search on.
@@ -31,6 +33,7 @@ pub struct OffsetEntry {
 
 impl IndexEntry for OffsetEntry {
     const SIZE: usize = 8;
+    const EXTENSION: &'static str = "index";
     fn decode(b: &[u8]) -> Self {
         OffsetEntry {
             relative_offset: u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
@@ -55,6 +58,7 @@ pub struct TimeEntry {
 
 impl IndexEntry for TimeEntry {
     const SIZE: usize = 12;
+    const EXTENSION: &'static str = "timeindex";
     fn decode(b: &[u8]) -> Self {
         let mut ts = [0u8; 8];
         ts.copy_from_slice(&b[0..8]);
@@ -72,20 +76,27 @@ impl IndexEntry for TimeEntry {
     }
 }
 
-/// An index file whose entries are loaded on demand.
+/// An index file whose entries are loaded on demand. It keeps no path: the file is the one
+/// beside its segment's `.log` with [`IndexEntry::EXTENSION`], and every call that touches the
+/// file is given that `.log` path (a path per index would be two of the three allocations a
+/// new partition's segment makes, ~250 bytes per partition).
 #[derive(Debug)]
 pub struct IndexFile<E: IndexEntry> {
-    path: PathBuf,
     count: u64,
     last: Option<E>,
     entries: Option<Vec<E>>,
 }
 
 impl<E: IndexEntry> IndexFile<E> {
-    /// Opens (or creates) the index at `path`. A size that is not a whole number of entries means a
-    /// damaged file: `Ok(None)` tells the caller to rebuild it.
-    pub fn open(path: PathBuf, files: &Arc<FileCache>) -> std::io::Result<Option<Self>> {
-        let file = files.get(&path, true)?;
+    /// The index file of the segment whose `.log` is `segment`.
+    pub fn path(segment: &Path) -> PathBuf {
+        segment.with_extension(E::EXTENSION)
+    }
+
+    /// Opens (or creates) the index of `segment`. A size that is not a whole number of entries
+    /// means a damaged file: `Ok(None)` tells the caller to rebuild it.
+    pub fn open(segment: &Path, files: &Arc<FileCache>) -> std::io::Result<Option<Self>> {
+        let file = files.get(&Self::path(segment), true)?;
         let len = file.metadata()?.len();
         if len % E::SIZE as u64 != 0 {
             return Ok(None);
@@ -99,28 +110,23 @@ impl<E: IndexEntry> IndexFile<E> {
             None
         };
         Ok(Some(IndexFile {
-            path,
             count,
             last,
             entries: None,
         }))
     }
 
-    /// Creates an empty index at `path`, replacing any file there.
-    pub fn create(path: PathBuf, files: &Arc<FileCache>) -> std::io::Result<Self> {
-        let file = files.get(&path, true)?;
+    /// Creates an empty index for `segment`, replacing any file there.
+    pub fn create(segment: &Path, files: &Arc<FileCache>) -> std::io::Result<Self> {
+        let file = files.get(&Self::path(segment), true)?;
         file.set_len(0)?;
         Ok(IndexFile {
-            path,
             count: 0,
             last: None,
             entries: None,
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
     pub fn len(&self) -> u64 {
         self.count
     }
@@ -131,9 +137,9 @@ impl<E: IndexEntry> IndexFile<E> {
         self.last
     }
 
-    fn load(&mut self, files: &Arc<FileCache>) -> std::io::Result<&Vec<E>> {
+    fn load(&mut self, files: &Arc<FileCache>, segment: &Path) -> std::io::Result<&Vec<E>> {
         if self.entries.is_none() {
-            let file = files.get(&self.path, false)?;
+            let file = files.get(&Self::path(segment), false)?;
             let mut buf = vec![0u8; (self.count as usize) * E::SIZE];
             file.read_exact_at(&mut buf, 0)?;
             self.entries = Some(buf.chunks_exact(E::SIZE).map(E::decode).collect());
@@ -147,17 +153,27 @@ impl<E: IndexEntry> IndexFile<E> {
     }
 
     /// The last entry whose key is ≤ `key`.
-    pub fn floor(&mut self, files: &Arc<FileCache>, key: i64) -> std::io::Result<Option<E>> {
-        let entries = self.load(files)?;
+    pub fn floor(
+        &mut self,
+        files: &Arc<FileCache>,
+        segment: &Path,
+        key: i64,
+    ) -> std::io::Result<Option<E>> {
+        let entries = self.load(files, segment)?;
         let idx = entries.partition_point(|e| e.key() <= key);
         Ok(idx.checked_sub(1).map(|i| entries[i]))
     }
 
-    pub fn append(&mut self, files: &Arc<FileCache>, entry: E) -> std::io::Result<()> {
+    pub fn append(
+        &mut self,
+        files: &Arc<FileCache>,
+        segment: &Path,
+        entry: E,
+    ) -> std::io::Result<()> {
         let mut buf = Vec::with_capacity(E::SIZE);
         entry.encode(&mut buf);
         files
-            .get(&self.path, true)?
+            .get(&Self::path(segment), true)?
             .write_all_at(&buf, self.count * E::SIZE as u64)?;
         self.count += 1;
         self.last = Some(entry);
@@ -167,44 +183,12 @@ impl<E: IndexEntry> IndexFile<E> {
         Ok(())
     }
 
-    /// Keeps only the entries for which `keep` holds (they form a prefix, as entries are sorted).
-    pub fn truncate_while(
-        &mut self,
-        files: &Arc<FileCache>,
-        keep: impl Fn(&E) -> bool,
-    ) -> std::io::Result<()> {
-        let entries = self.load(files)?;
-        let kept = entries.partition_point(|e| keep(e));
-        self.truncate_entries(files, kept as u64)
-    }
-
-    fn truncate_entries(&mut self, files: &Arc<FileCache>, kept: u64) -> std::io::Result<()> {
-        files
-            .get(&self.path, true)?
-            .set_len(kept * E::SIZE as u64)?;
-        self.count = kept;
-        if let Some(entries) = self.entries.as_mut() {
-            entries.truncate(kept as usize);
-            self.last = entries.last().copied();
-        } else {
-            self.entries = None;
-            self.last = None;
-            if kept > 0 {
-                let last = self.load(files)?.last().copied();
-                self.last = last;
-            }
-        }
-        Ok(())
-    }
-
     /// Empties the index (before a rebuild).
-    pub fn reset(&mut self, files: &Arc<FileCache>) -> std::io::Result<()> {
+    pub fn reset(&mut self, files: &Arc<FileCache>, segment: &Path) -> std::io::Result<()> {
+        files.get(&Self::path(segment), true)?.set_len(0)?;
+        self.count = 0;
+        self.last = None;
         self.entries = Some(Vec::new());
-        self.truncate_entries(files, 0)
-    }
-
-    /// Every entry, for tools.
-    pub fn entries(&mut self, files: &Arc<FileCache>) -> std::io::Result<Vec<E>> {
-        Ok(self.load(files)?.clone())
+        Ok(())
     }
 }

@@ -74,7 +74,8 @@ pub struct PartitionLog {
     pub(crate) tp: TopicPartition,
     pub(crate) dir: PathBuf,
     pub(crate) shared: Arc<LogDirShared>,
-    pub(crate) config: LogConfig,
+    /// Shared by the partitions of a topic (the log manager hands one per topic).
+    pub(crate) config: Arc<LogConfig>,
     /// Boxed: a B-tree node holds 11 values, and most partitions have one segment.
     pub(crate) segments: BTreeMap<i64, Box<Segment>>,
     pub(crate) log_start_offset: i64,
@@ -146,7 +147,7 @@ impl PartitionLog {
         shared: Arc<LogDirShared>,
         tp: TopicPartition,
         topic_id: Option<uuid::Uuid>,
-        config: LogConfig,
+        config: Arc<LogConfig>,
         checkpoints: LogCheckpoints,
         now_ms: i64,
     ) -> Result<Self> {
@@ -1043,8 +1044,8 @@ impl PartitionLog {
     }
 
     /// Replaces the configuration (topic or broker config change); takes effect from the next operation.
-    pub fn set_config(&mut self, config: LogConfig) {
-        self.config = config;
+    pub fn set_config(&mut self, config: impl Into<Arc<LogConfig>>) {
+        self.config = config.into();
     }
 
     pub fn config(&self) -> &LogConfig {

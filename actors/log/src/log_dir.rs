@@ -51,6 +51,44 @@ impl LogDirShared {
     }
 }
 
+/// A partition's log ready to be opened, from [`LogDir::opener`].
+#[derive(Debug)]
+pub struct LogOpener {
+    shared: Arc<LogDirShared>,
+    tp: TopicPartition,
+    checkpoints: LogCheckpoints,
+}
+
+impl LogOpener {
+    /// Opens or creates the log (blocking file I/O); a storage error takes the dir offline,
+    /// and the opens prepared before that then fail at once with [`LogError::LogDirOffline`].
+    pub fn open(
+        self,
+        topic_id: Option<uuid::Uuid>,
+        config: impl Into<Arc<LogConfig>>,
+        now_ms: i64,
+    ) -> Result<PartitionLog> {
+        if self.shared.is_offline() {
+            return Err(LogError::LogDirOffline(self.shared.path.clone()));
+        }
+        let shared = Arc::clone(&self.shared);
+        let result = PartitionLog::open(
+            self.shared,
+            self.tp,
+            topic_id,
+            config.into(),
+            self.checkpoints,
+            now_ms,
+        );
+        if let Err(e) = &result {
+            if e.is_storage_error() {
+                shared.mark_offline(e);
+            }
+        }
+        result
+    }
+}
+
 /// One log directory.
 #[derive(Debug)]
 pub struct LogDir {
@@ -59,6 +97,11 @@ pub struct LogDir {
     log_start_offsets: BTreeMap<TopicPartition, i64>,
     cleaner_offsets: BTreeMap<TopicPartition, i64>,
     high_watermarks: BTreeMap<TopicPartition, i64>,
+    /// Whether the three log checkpoints, or `replication-offset-checkpoint`, differ from the
+    /// files: an unchanged file is not written again (with 1,000,000 partitions each is ~50 MB,
+    /// and the high watermarks' is due every 5 s). True at first, so the files exist.
+    checkpoints_changed: bool,
+    high_watermarks_changed: bool,
     clean_shutdown: bool,
 }
 
@@ -87,6 +130,8 @@ impl LogDir {
                 files,
                 offline: AtomicBool::new(false),
             }),
+            checkpoints_changed: true,
+            high_watermarks_changed: true,
             clean_shutdown,
         };
         if clean_shutdown {
@@ -152,9 +197,16 @@ impl LogDir {
         &self,
         tp: TopicPartition,
         topic_id: Option<uuid::Uuid>,
-        config: LogConfig,
+        config: impl Into<Arc<LogConfig>>,
         now_ms: i64,
     ) -> Result<PartitionLog> {
+        self.opener(tp)?.open(topic_id, config, now_ms)
+    }
+
+    /// What opening `tp`'s log needs from this dir (its checkpointed offsets), so that the open
+    /// itself, file reads and recovery, runs apart from the dir: several at once, and without
+    /// holding whatever guards the dir.
+    pub fn opener(&self, tp: TopicPartition) -> Result<LogOpener> {
         if self.is_offline() {
             return Err(LogError::LogDirOffline(self.shared.path.clone()));
         }
@@ -164,20 +216,11 @@ impl LogDir {
             cleaner_offset: self.cleaner_offsets.get(&tp).copied(),
             clean_shutdown: self.clean_shutdown,
         };
-        let result = PartitionLog::open(
-            Arc::clone(&self.shared),
+        Ok(LogOpener {
+            shared: Arc::clone(&self.shared),
             tp,
-            topic_id,
-            config,
             checkpoints,
-            now_ms,
-        );
-        if let Err(e) = &result {
-            if e.is_storage_error() {
-                self.shared.mark_offline(e);
-            }
-        }
-        result
+        })
     }
 
     /// Writes `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
@@ -187,14 +230,16 @@ impl LogDir {
         logs: impl IntoIterator<Item = &'a PartitionLog>,
     ) -> Result<()> {
         for log in logs {
-            let tp = log.topic_partition().clone();
-            self.recovery_points
-                .insert(tp.clone(), log.recovery_point());
-            self.log_start_offsets
-                .insert(tp.clone(), log.log_start_offset());
+            let tp = log.topic_partition();
+            let mut changed = record(&mut self.recovery_points, tp, log.recovery_point());
+            changed |= record(&mut self.log_start_offsets, tp, log.log_start_offset());
             if let Some(offset) = log.cleaner_offset() {
-                self.cleaner_offsets.insert(tp, offset);
+                changed |= record(&mut self.cleaner_offsets, tp, offset);
             }
+            self.checkpoints_changed |= changed;
+        }
+        if !self.checkpoints_changed {
+            return Ok(());
         }
         let path = self.shared.path.clone();
         let result = checkpoint::write_offsets(
@@ -213,8 +258,9 @@ impl LogDir {
                 &self.cleaner_offsets,
             )
         });
-        if let Err(e) = &result {
-            self.shared.mark_offline(e);
+        match &result {
+            Ok(()) => self.checkpoints_changed = false,
+            Err(e) => self.shared.mark_offline(e),
         }
         result
     }
@@ -226,18 +272,24 @@ impl LogDir {
 
     /// Records the high watermarks of replicas in this dir and writes
     /// `replication-offset-checkpoint` (durably: a restarted broker starts from it).
-    pub fn checkpoint_high_watermarks(
+    pub fn checkpoint_high_watermarks<'a>(
         &mut self,
-        high_watermarks: impl IntoIterator<Item = (TopicPartition, i64)>,
+        high_watermarks: impl IntoIterator<Item = (&'a TopicPartition, i64)>,
     ) -> Result<()> {
-        self.high_watermarks.extend(high_watermarks);
+        for (tp, high_watermark) in high_watermarks {
+            self.high_watermarks_changed |= record(&mut self.high_watermarks, tp, high_watermark);
+        }
+        if !self.high_watermarks_changed {
+            return Ok(());
+        }
         let path = self
             .shared
             .path
             .join(checkpoint::REPLICATION_OFFSET_CHECKPOINT);
         let result = checkpoint::write_offsets(&path, &self.high_watermarks);
-        if let Err(e) = &result {
-            self.shared.mark_offline(e);
+        match &result {
+            Ok(()) => self.high_watermarks_changed = false,
+            Err(e) => self.shared.mark_offline(e),
         }
         result
     }
@@ -295,6 +347,8 @@ impl LogDir {
         self.log_start_offsets.remove(&tp);
         self.cleaner_offsets.remove(&tp);
         self.high_watermarks.remove(&tp);
+        self.checkpoints_changed = true;
+        self.high_watermarks_changed = true;
         Ok(to)
     }
 
@@ -322,5 +376,21 @@ impl LogDir {
     /// The file-handle cache its logs share.
     pub fn files(&self) -> &Arc<FileCache> {
         &self.shared.files
+    }
+}
+
+/// Sets `tp`'s offset, cloning the key only for a partition not recorded yet; whether the
+/// offset changed.
+fn record(offsets: &mut BTreeMap<TopicPartition, i64>, tp: &TopicPartition, offset: i64) -> bool {
+    match offsets.get_mut(tp) {
+        Some(recorded) if *recorded == offset => false,
+        Some(recorded) => {
+            *recorded = offset;
+            true
+        }
+        None => {
+            offsets.insert(tp.clone(), offset);
+            true
+        }
     }
 }

@@ -220,8 +220,8 @@ impl Segment {
         files.get(&log_path, true)?.set_len(0)?;
         Ok(Segment {
             base_offset,
-            index: IndexFile::create(index_path(dir, base_offset), files)?,
-            time_index: IndexFile::create(time_index_path(dir, base_offset), files)?,
+            index: IndexFile::create(&log_path, files)?,
+            time_index: IndexFile::create(&log_path, files)?,
             log_path,
             size: 0,
             next_offset: base_offset,
@@ -251,19 +251,19 @@ impl Segment {
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(now_ms, |d| d.as_millis() as i64);
-        let index = IndexFile::open(index_path(dir, base_offset), files)?;
-        let time_index = IndexFile::open(time_index_path(dir, base_offset), files)?;
+        let index = match IndexFile::open(&log_path, files)? {
+            Some(index) => index,
+            None => IndexFile::create(&log_path, files)?,
+        };
+        let time_index = match IndexFile::open(&log_path, files)? {
+            Some(index) => index,
+            None => IndexFile::create(&log_path, files)?,
+        };
         let mut segment = Segment {
             base_offset,
             log_path,
-            index: match index {
-                Some(index) => index,
-                None => IndexFile::create(index_path(dir, base_offset), files)?,
-            },
-            time_index: match time_index {
-                Some(index) => index,
-                None => IndexFile::create(time_index_path(dir, base_offset), files)?,
-            },
+            index,
+            time_index,
             size: meta.len(),
             next_offset: base_offset,
             max_timestamp: batch::NO_TIMESTAMP,
@@ -337,8 +337,8 @@ impl Segment {
     ) -> std::io::Result<u64> {
         let file = files.get(&self.log_path, false)?;
         self.size = file.metadata()?.len();
-        self.index.reset(files)?;
-        self.time_index.reset(files)?;
+        self.index.reset(files, &self.log_path)?;
+        self.time_index.reset(files, &self.log_path)?;
         self.reset_stats();
         let base_offset = self.base_offset;
         let mut previous_next = base_offset;
@@ -432,6 +432,7 @@ impl Segment {
         if self.bytes_since_last_index > index_interval_bytes {
             self.index.append(
                 files,
+                &self.log_path,
                 OffsetEntry {
                     relative_offset: self.relative(loc.last_offset),
                     position: loc.position as u32,
@@ -450,6 +451,7 @@ impl Segment {
             let relative_offset = self.relative(self.offset_of_max_timestamp);
             self.time_index.append(
                 files,
+                &self.log_path,
                 TimeEntry {
                     timestamp: self.max_timestamp,
                     relative_offset,
@@ -490,10 +492,11 @@ impl Segment {
         files: &Arc<FileCache>,
         offset: i64,
     ) -> std::io::Result<Option<BatchLocation>> {
-        let start = match self
-            .index
-            .floor(files, offset.saturating_sub(self.base_offset))?
-        {
+        let start = match self.index.floor(
+            files,
+            &self.log_path,
+            offset.saturating_sub(self.base_offset),
+        )? {
             Some(entry) => u64::from(entry.position),
             None => 0,
         };
@@ -551,12 +554,19 @@ impl Segment {
         timestamp: i64,
         start_offset: i64,
     ) -> std::io::Result<Option<BatchLocation>> {
-        let from_offset = match self.time_index.floor(files, timestamp.saturating_sub(1))? {
-            Some(entry) => self.base_offset + i64::from(entry.relative_offset),
-            None => self.base_offset,
-        }
-        .max(start_offset);
-        let start = match self.index.floor(files, from_offset - self.base_offset)? {
+        let from_offset =
+            match self
+                .time_index
+                .floor(files, &self.log_path, timestamp.saturating_sub(1))?
+            {
+                Some(entry) => self.base_offset + i64::from(entry.relative_offset),
+                None => self.base_offset,
+            }
+            .max(start_offset);
+        let start = match self
+            .index
+            .floor(files, &self.log_path, from_offset - self.base_offset)?
+        {
             Some(entry) => u64::from(entry.position),
             None => 0,
         };
@@ -631,8 +641,8 @@ impl Segment {
     ) -> std::io::Result<Vec<Arc<std::fs::File>>> {
         Ok(vec![
             files.get(&self.log_path, false)?,
-            files.get(self.index.path(), true)?,
-            files.get(self.time_index.path(), true)?,
+            files.get(&IndexFile::<OffsetEntry>::path(&self.log_path), true)?,
+            files.get(&IndexFile::<TimeEntry>::path(&self.log_path), true)?,
         ])
     }
 
@@ -647,8 +657,8 @@ impl Segment {
         let mut out = Vec::new();
         for path in [
             self.log_path.clone(),
-            self.index.path().to_path_buf(),
-            self.time_index.path().to_path_buf(),
+            IndexFile::<OffsetEntry>::path(&self.log_path),
+            IndexFile::<TimeEntry>::path(&self.log_path),
         ] {
             files.forget(&path);
             let mut deleted = path.clone().into_os_string();
@@ -699,12 +709,6 @@ impl Segment {
     /// The timestamp `segment.ms` counts from.
     pub fn roll_reference_ms(&self) -> i64 {
         self.rolling_timestamp.unwrap_or(self.created_ms)
-    }
-    pub fn offset_index(&mut self) -> &mut IndexFile<OffsetEntry> {
-        &mut self.index
-    }
-    pub fn time_index(&mut self) -> &mut IndexFile<TimeEntry> {
-        &mut self.time_index
     }
 }
 

@@ -806,7 +806,7 @@ fn high_watermarks_survive_a_reopen_until_the_log_is_deleted() {
     drop(open(dir.path(), LogConfig::default()));
     let mut log_dir = gregor_log::log_dir::LogDir::open(dir.path(), FileCache::new(8)).unwrap();
     assert_eq!(log_dir.high_watermark(&tp()), None);
-    log_dir.checkpoint_high_watermarks([(tp(), 42)]).unwrap();
+    log_dir.checkpoint_high_watermarks([(&tp(), 42)]).unwrap();
     let text = std::fs::read_to_string(
         dir.path()
             .join(gregor_log::checkpoint::REPLICATION_OFFSET_CHECKPOINT),
@@ -825,6 +825,42 @@ fn high_watermarks_survive_a_reopen_until_the_log_is_deleted() {
         .unwrap();
     log_dir.delete_log(log).unwrap();
     assert_eq!(log_dir.high_watermark(&tp()), None);
+}
+
+/// A checkpoint file is written again only when an offset in it changed (or a partition left):
+/// with a million partitions each is tens of megabytes, the high watermarks' due every 5 s.
+#[test]
+fn unchanged_checkpoints_are_not_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log_dir, mut log) = open(dir.path(), LogConfig::default());
+    let file = |name: &str| dir.path().join(name);
+    let high_watermarks = file(gregor_log::checkpoint::REPLICATION_OFFSET_CHECKPOINT);
+    let recovery_points = file(gregor_log::checkpoint::RECOVERY_POINT_CHECKPOINT);
+
+    log_dir.checkpoint_high_watermarks([(&tp(), 0)]).unwrap();
+    log_dir.checkpoint([&log]).unwrap();
+    assert!(high_watermarks.exists() && recovery_points.exists());
+    std::fs::remove_file(&high_watermarks).unwrap();
+    std::fs::remove_file(&recovery_points).unwrap();
+    log_dir.checkpoint_high_watermarks([(&tp(), 0)]).unwrap();
+    log_dir.checkpoint([&log]).unwrap();
+    assert!(!high_watermarks.exists() && !recovery_points.exists());
+
+    log_dir.checkpoint_high_watermarks([(&tp(), 7)]).unwrap();
+    let line = |offset: i64| format!("0\n1\n{} {} {offset}\n", tp().topic, tp().partition);
+    assert_eq!(std::fs::read_to_string(&high_watermarks).unwrap(), line(7));
+    log.append(&client_batch(1, 2, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    log.flush(NOW).unwrap();
+    log_dir.checkpoint([&log]).unwrap();
+    assert_eq!(std::fs::read_to_string(&recovery_points).unwrap(), line(2));
+
+    // A deleted partition leaves both files at the next checkpoint.
+    log_dir.delete_log(log).unwrap();
+    log_dir.checkpoint_high_watermarks([]).unwrap();
+    log_dir.checkpoint([]).unwrap();
+    assert_eq!(std::fs::read_to_string(&high_watermarks).unwrap(), "0\n0\n");
+    assert_eq!(std::fs::read_to_string(&recovery_points).unwrap(), "0\n0\n");
 }
 
 /// A log in a directory it made starts empty with Kafka's files; a new leader's epoch is

@@ -245,6 +245,28 @@ pub struct LogManagerSettings {
     pub cleaner_backoff_ms: u64,
     /// `log.cleaner.threads`: threads that run compaction passes.
     pub cleaner_threads: usize,
+    /// `num.recovery.threads.per.data.dir`: logs opened (and recovered) at once per log dir,
+    /// shared out among the shards.
+    pub recovery_threads_per_dir: usize,
+}
+
+#[cfg(test)]
+impl LogManagerSettings {
+    /// One shard over `dir` with Kafka's intervals and no cleaner.
+    pub(crate) fn for_tests(dir: &std::path::Path) -> Self {
+        LogManagerSettings {
+            log_dirs: vec![dir.to_path_buf()],
+            shards: 1,
+            retention_check_interval_ms: 300_000,
+            checkpoint_interval_ms: 60_000,
+            high_watermark_checkpoint_interval_ms: 5_000,
+            max_open_files: 64,
+            cleaner_enable: false,
+            cleaner_backoff_ms: 15_000,
+            cleaner_threads: 1,
+            recovery_threads_per_dir: 2,
+        }
+    }
 }
 
 impl LogManager {

@@ -71,6 +71,22 @@ fn records(values: &[&str], producer: Option<(i64, i32)>) -> Bytes {
     Bytes::from(builder.build().unwrap())
 }
 
+/// This node (id 1) leads the partition alone: what it appends is committed.
+fn lead_alone(state: &PartitionState) {
+    state.replication().assign(
+        1,
+        &crate::replication::Assignment {
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![1],
+            isr: vec![1],
+        },
+        0,
+        0,
+    );
+}
+
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !done() {
@@ -83,15 +99,9 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 async fn logs_open_append_read_dedupe_and_delete() {
     let dir = tempfile::tempdir().unwrap();
     let manager = LogManager::start(LogManagerSettings {
-        log_dirs: vec![dir.path().to_path_buf()],
         shards: 2,
-        retention_check_interval_ms: 300_000,
-        checkpoint_interval_ms: 60_000,
-        high_watermark_checkpoint_interval_ms: 5_000,
-        max_open_files: 64,
         cleaner_enable: true,
-        cleaner_backoff_ms: 15_000,
-        cleaner_threads: 1,
+        ..LogManagerSettings::for_tests(dir.path())
     })
     .unwrap();
     let id = uuid::Uuid::from_u128(7);
@@ -102,19 +112,7 @@ async fn logs_open_append_read_dedupe_and_delete() {
     let mut changes = manager.changes();
     changes.ensure(TopicPartition::new("t", 0), id, &Arc::new(config), 1);
     changes.send();
-    // This node leads the partition alone: what it appends is committed.
-    manager.partition("t", 0).unwrap().replication().assign(
-        1,
-        &crate::replication::Assignment {
-            leader: 1,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            replicas: vec![1],
-            isr: vec![1],
-        },
-        0,
-        0,
-    );
+    lead_alone(&manager.partition("t", 0).unwrap());
     // Appends queued while the log is being opened are served once it is.
     let first = manager
         .append("t", 0, records(&["a", "b"], Some((5, 0))), 3)
@@ -191,15 +189,8 @@ async fn logs_open_append_read_dedupe_and_delete() {
 /// (id 1) in `leader`'s partition of replicas 1 and 2.
 async fn hosting(dir: &tempfile::TempDir, leader: i32, epoch: i32) -> Arc<LogManager> {
     let manager = LogManager::start(LogManagerSettings {
-        log_dirs: vec![dir.path().to_path_buf()],
-        shards: 1,
-        retention_check_interval_ms: 300_000,
-        checkpoint_interval_ms: 60_000,
-        high_watermark_checkpoint_interval_ms: 5_000,
-        max_open_files: 64,
         cleaner_enable: true,
-        cleaner_backoff_ms: 15_000,
-        cleaner_threads: 1,
+        ..LogManagerSettings::for_tests(dir.path())
     })
     .unwrap();
     let mut changes = manager.changes();
@@ -305,4 +296,78 @@ async fn a_follower_appends_the_leaders_batches_and_truncates_a_divergent_tail()
             .await
             .unwrap();
     }
+}
+
+/// The new logs of one batch open on several threads and are served in the batch's order: a
+/// partition deleted and created again within the batch ends up as the new topic's, and a
+/// restart opens every log again with its records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_new_logs_opens_on_several_threads_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_id, new_id) = (uuid::Uuid::from_u128(7), uuid::Uuid::from_u128(8));
+    let config = Arc::new(LogConfig {
+        file_delete_delay_ms: 60_000,
+        ..LogConfig::default()
+    });
+    // Four open threads on the one shard, and its 300 partitions of topic "m" in one batch.
+    let start = || {
+        LogManager::start(LogManagerSettings {
+            recovery_threads_per_dir: 4,
+            ..LogManagerSettings::for_tests(dir.path())
+        })
+        .unwrap()
+    };
+    let ensure_300 = |changes: &mut LogChanges<'_>, id_of: &dyn Fn(i32) -> uuid::Uuid| {
+        for partition in 0..300 {
+            changes.ensure(
+                TopicPartition::new("m", partition),
+                id_of(partition),
+                &config,
+                1,
+            );
+        }
+    };
+    let manager = start();
+    let mut changes = manager.changes();
+    ensure_300(&mut changes, &|_| old_id);
+    changes.remove(&TopicPartition::new("m", 5));
+    changes.ensure(TopicPartition::new("m", 5), new_id, &config, 1);
+    changes.send();
+    let serving = |manager: &LogManager| {
+        (0..300).all(|p| manager.partition("m", p).is_some_and(|s| s.is_serving()))
+    };
+    wait_until("300 logs open", || serving(&manager));
+    assert_eq!(manager.partition("m", 5).unwrap().topic_id, new_id);
+    let listed: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(listed.iter().filter(|n| n.starts_with("m-")).count(), 301);
+    assert_eq!(listed.iter().filter(|n| n.starts_with("m-5.")).count(), 1);
+    let metadata = std::fs::read_to_string(dir.path().join("m-5/partition.metadata")).unwrap();
+    assert!(metadata.contains(&gregor_log::checkpoint::topic_id_string(&new_id)));
+
+    lead_alone(&manager.partition("m", 299).unwrap());
+    let appended = manager
+        .append("m", 299, records(&["a", "b", "c"], None), 3)
+        .await
+        .unwrap();
+    assert_eq!(appended.last_offset, 2);
+    let stopping = manager.clone();
+    tokio::task::spawn_blocking(move || stopping.shutdown(1))
+        .await
+        .unwrap();
+
+    let manager = start();
+    let mut changes = manager.changes();
+    ensure_300(&mut changes, &|p| if p == 5 { new_id } else { old_id });
+    changes.send();
+    wait_until("300 logs open again", || serving(&manager));
+    assert_eq!(manager.partition("m", 299).unwrap().log_end_offset(), 3);
+    assert_eq!(manager.partition("m", 0).unwrap().log_end_offset(), 0);
+    let stopping = manager.clone();
+    tokio::task::spawn_blocking(move || stopping.shutdown(1))
+        .await
+        .unwrap();
 }

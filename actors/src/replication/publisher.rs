@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use super::{Assignment, RoleChange};
 use crate::log_manager::{now_ms, LogChanges, LogManager};
+use crate::partition_runs::{write_span, PartitionRuns};
 
 /// A partition this node follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,7 +152,7 @@ impl ReplicationPublisher {
             }
         }
         if let Some((partitions, epochs)) = taken.describe() {
-            tracing::info!(topic = %topic.name, count = taken.count, %partitions, leader_epochs = %epochs, "leading partitions");
+            tracing::info!(topic = %topic.name, count = taken.partitions.count(), %partitions, leader_epochs = %epochs, "leading partitions");
         }
     }
 
@@ -229,19 +230,13 @@ impl MetadataPublisher for ReplicationPublisher {
 /// a new 1,000-partition topic is one INFO line, not 1,000 (each is at DEBUG).
 #[derive(Default)]
 struct LeadershipTaken {
-    count: usize,
-    /// Runs of consecutive partition ids, in the order they were taken.
-    runs: Vec<(i32, i32)>,
+    partitions: PartitionRuns,
     epochs: Option<(i32, i32)>,
 }
 
 impl LeadershipTaken {
     fn add(&mut self, partition: i32, leader_epoch: i32) {
-        self.count += 1;
-        match self.runs.last_mut() {
-            Some((_, last)) if last.checked_add(1) == Some(partition) => *last = partition,
-            _ => self.runs.push((partition, partition)),
-        }
+        self.partitions.add(partition);
         self.epochs = Some(match self.epochs {
             Some((low, high)) => (low.min(leader_epoch), high.max(leader_epoch)),
             None => (leader_epoch, leader_epoch),
@@ -251,21 +246,11 @@ impl LeadershipTaken {
     /// The partitions as runs (`0-999`, `3,7-9`) and the leader epochs (`4` or `2-5`); None
     /// when there were none.
     fn describe(&self) -> Option<(String, String)> {
-        let (low, high) = self.epochs?;
-        let span = |(first, last): (i32, i32)| {
-            if first == last {
-                first.to_string()
-            } else {
-                format!("{first}-{last}")
-            }
-        };
-        let partitions = self
-            .runs
-            .iter()
-            .map(|run| span(*run))
-            .collect::<Vec<_>>()
-            .join(",");
-        Some((partitions, span((low, high))))
+        let epochs = self.epochs?;
+        let mut span = String::new();
+        // Writing into a String cannot fail.
+        let _ = write_span(&mut span, epochs);
+        Some((self.partitions.to_string(), span))
     }
 }
 
@@ -334,7 +319,7 @@ mod tests {
         for (partition, epoch) in [(3, 4), (7, 2), (8, 5), (9, 5), (11, 4)] {
             led.add(partition, epoch);
         }
-        assert_eq!(led.count, 5);
+        assert_eq!(led.partitions.count(), 5);
         assert_eq!(led.describe(), Some(("3,7-9,11".into(), "2-5".into())));
     }
 
@@ -344,18 +329,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_deleted_topic_takes_only_its_own_partitions_along() {
         let dir = tempfile::tempdir().unwrap();
-        let manager = LogManager::start(LogManagerSettings {
-            log_dirs: vec![dir.path().to_path_buf()],
-            shards: 1,
-            retention_check_interval_ms: 300_000,
-            checkpoint_interval_ms: 60_000,
-            high_watermark_checkpoint_interval_ms: 5_000,
-            max_open_files: 64,
-            cleaner_enable: false,
-            cleaner_backoff_ms: 15_000,
-            cleaner_threads: 1,
-        })
-        .unwrap();
+        let manager = LogManager::start(LogManagerSettings::for_tests(dir.path())).unwrap();
         let mut logs = LogPublisher::new(Arc::clone(&manager), 1, StaticLogDefaults::default());
         let (mut replication, assignments) = ReplicationPublisher::new(Arc::clone(&manager), 1);
         let (kept, gone, again) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
