@@ -125,6 +125,9 @@ pub(super) enum Change {
 pub(super) struct LogDirs {
     dirs: Vec<Mutex<LogDir>>,
     hosted: Vec<std::sync::atomic::AtomicUsize>,
+    /// See `PartitionState::high_watermark_moves`; a deleted log counts as a move too (its
+    /// entry leaves the checkpoint).
+    pub(super) high_watermark_moves: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl LogDirs {
@@ -135,6 +138,7 @@ impl LogDirs {
                 .map(|_| std::sync::atomic::AtomicUsize::new(0))
                 .collect(),
             dirs: dirs.into_iter().map(Mutex::new).collect(),
+            high_watermark_moves: Arc::default(),
         }
     }
 
@@ -342,6 +346,8 @@ struct Worker {
     unplaced: BTreeMap<String, PartitionRuns>,
     /// This shard's flusher thread, which fsyncs the segments appends roll.
     flusher: Sender<(TopicPartition, RolledSegment)>,
+    /// `LogDirs::high_watermark_moves` at this shard's last high-watermark checkpoint.
+    checkpointed_high_watermark_moves: Option<u64>,
     /// Threads that open a batch's new logs at once: this shard's share of
     /// `num.recovery.threads.per.data.dir` over the log dirs.
     open_threads: usize,
@@ -406,6 +412,7 @@ pub(super) fn spawn(
         touched_dirs: Vec::new(),
         unplaced: BTreeMap::new(),
         flusher: flush_tx,
+        checkpointed_high_watermark_moves: None,
         open_threads: (settings.recovery_threads_per_dir * dirs.len())
             .div_ceil(settings.shards.max(1))
             .max(1),
@@ -583,6 +590,11 @@ impl Worker {
     /// (every `replica.high.watermark.checkpoint.interval.ms`, and at a clean shutdown before
     /// the logs are handed back).
     fn checkpoint_high_watermarks(&mut self) {
+        let moves = self.dirs.high_watermark_moves.load(Ordering::Relaxed);
+        if self.checkpointed_high_watermark_moves == Some(moves) {
+            return;
+        }
+        self.checkpointed_high_watermark_moves = Some(moves);
         for dir in 0..self.dirs.dirs.len() {
             let mut log_dir = self.dirs.lock(dir);
             if log_dir.is_offline() {
@@ -735,6 +747,9 @@ impl Worker {
         let Some(hosted) = self.logs.remove(tp) else {
             return;
         };
+        self.dirs
+            .high_watermark_moves
+            .fetch_add(1, Ordering::Relaxed);
         self.touch(hosted.dir);
         hosted.state.open.store(false, Ordering::Release);
         hosted.state.appended.notify_waiters();

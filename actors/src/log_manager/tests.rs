@@ -371,3 +371,52 @@ async fn a_batch_of_new_logs_opens_on_several_threads_in_order() {
         .await
         .unwrap();
 }
+
+/// `replication-offset-checkpoint` is written when a high watermark moved (or a log left),
+/// not every interval: an idle node with a million partitions reads none of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_high_watermark_checkpoint_waits_for_a_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::start(LogManagerSettings {
+        high_watermark_checkpoint_interval_ms: 100,
+        ..LogManagerSettings::for_tests(dir.path())
+    })
+    .unwrap();
+    let mut changes = manager.changes();
+    changes.ensure(
+        TopicPartition::new("h", 0),
+        uuid::Uuid::from_u128(9),
+        &Arc::new(LogConfig::default()),
+        1,
+    );
+    changes.send();
+    let state = manager.partition("h", 0).unwrap();
+    lead_alone(&state);
+    wait_until("the log open", || state.is_serving());
+    let checkpoint = dir
+        .path()
+        .join(gregor_log::checkpoint::REPLICATION_OFFSET_CHECKPOINT);
+    let recorded = |offset: i64| {
+        std::fs::read_to_string(&checkpoint)
+            .is_ok_and(|text| text.ends_with(&format!("h 0 {offset}\n")))
+    };
+    manager
+        .append("h", 0, records(&["a"], None), 3)
+        .await
+        .unwrap();
+    wait_until("high watermark 1 checkpointed", || recorded(1));
+
+    std::fs::remove_file(&checkpoint).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!checkpoint.exists(), "rewritten without a move");
+
+    manager
+        .append("h", 0, records(&["b"], None), 3)
+        .await
+        .unwrap();
+    wait_until("high watermark 2 checkpointed", || recorded(2));
+    let stopping = manager.clone();
+    tokio::task::spawn_blocking(move || stopping.shutdown(1))
+        .await
+        .unwrap();
+}
