@@ -83,7 +83,8 @@ async fn stock_kafka_server_properties_starts_a_node() {
     );
 
     let unimplemented: Vec<&String> = keys.iter().filter(|k| !is_implemented(k)).collect();
-    assert!(unimplemented.len() >= 10, "{unimplemented:?}");
+    // The stock file keeps several keys Gregor does not implement (fewer as more are).
+    assert!(unimplemented.len() >= 5, "{unimplemented:?}");
     let stderr = node.stderr();
     let warnings: Vec<&str> = stderr
         .lines()
