@@ -21,10 +21,10 @@ pub fn log_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{}.log", file_stem(base_offset)))
 }
 pub fn index_path(dir: &Path, base_offset: i64) -> PathBuf {
-    dir.join(format!("{}.index", file_stem(base_offset)))
+    IndexFile::<OffsetEntry>::path(&log_path(dir, base_offset))
 }
 pub fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
-    dir.join(format!("{}.timeindex", file_stem(base_offset)))
+    IndexFile::<TimeEntry>::path(&log_path(dir, base_offset))
 }
 
 /// A byte range of a segment file for a fetch: hand `file`, `position` and `len` to sendfile, or call

@@ -483,17 +483,20 @@ impl Worker {
         match command {
             Control::Changes(changes) => {
                 let mut opening = Vec::new();
+                // The partitions in `opening`: a set, as a restart's batch holds 500,000.
+                let mut pending = HashSet::new();
                 for change in changes {
                     match change {
                         Change::Open { tp, config, state }
-                            if !self.logs.contains_key(&tp)
-                                && !opening.iter().any(|o: &Opening| o.tp == tp) =>
+                            if !self.logs.contains_key(&tp) && !pending.contains(&tp) =>
                         {
                             if let Some(prepared) = self.prepare_open(tp, config, state) {
+                                pending.insert(prepared.tp.clone());
                                 opening.push(prepared);
                             }
                         }
                         change => {
+                            pending.clear();
                             self.open_all(std::mem::take(&mut opening));
                             self.on_change(change);
                         }
