@@ -469,3 +469,53 @@ def test_kafka_python_produce_request_over_many_partitions(node):
         consumer.close()
     read = confluent_read(node, topic, 1234, 2)
     assert [(o, k, v) for o, k, v, _, _ in read] == [(0, b"k", b"1234:0"), (1, b"k", b"1234:1")]
+
+
+def test_large_fetch_answers_at_every_version(node, raw):
+    """Batches of 40 KiB (answered from the log shards' buffers, written around the encoded
+    fields) come back byte for byte, beside a small partition, at every Fetch version."""
+    from kafka.record.memory_records import MemoryRecords
+
+    topic = "dp-large-fetch"
+    create(node, (topic, 3))
+    conn = raw()
+    for partition in range(3):
+        wait_for("the log", lambda: list_offset(conn, topic, partition, -1).error_code == 0)
+    sizes = {0: 1024, 1: 1024, 2: 10}
+    sent = {p: [] for p in sizes}
+    # Current timestamps: records from 1970 would roll a segment per batch (segment.ms), and a
+    # fetch, as Kafka's, reads from one segment.
+    now = int(time.time() * 1000)
+    for partition, size in sizes.items():
+        for n in range(3):
+            records = [(f"k{partition}-{n}-{i}".encode(), os.urandom(size), [("h", b"x")], now + i)
+                       for i in range(40)]
+            assert produce(conn, topic, partition, batch(records)).error_code == 0
+            sent[partition] += [(key, value) for key, value, _, _ in records]
+    metadata = conn.send(MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(topic_id=None, name=topic)],
+                                             allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False), MetadataResponse)
+    topic_id = metadata.topics[0].topic_id
+    for version in range(4, 19):
+        F = FetchRequest[version]
+        key = {"topic_id": topic_id} if version >= 13 else {"topic": topic}
+        request = F(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=8 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            topics=[F.FetchTopic(partitions=[F.FetchTopic.FetchPartition(
+                partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=1 << 20) for p in sizes], **key)],
+        )
+        response = conn.send(request, FetchResponse)
+        if version >= 7:
+            assert response.error_code == 0
+        (topic_response,) = response.responses
+        got = {}
+        for partition in topic_response.partitions:
+            assert (partition.error_code, partition.high_watermark) == (0, 120), version
+            records = MemoryRecords(bytes(partition.records))
+            got[partition.partition_index] = []
+            while records.has_next():
+                for record in records.next_batch():
+                    got[partition.partition_index].append((record.key, record.value))
+        assert got == sent, f"v{version}"

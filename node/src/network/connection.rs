@@ -1270,28 +1270,30 @@ async fn process_frame(
         client_id: info.client_id.to_string(),
         throttle_ms: throttle_time_ms as u64,
     });
-    let (encoded, encode_work) = timed(|| {
-        encode_response(
-            correlation_id,
-            api_key.response_header_version(api_version),
-            super::raft_voter_versions::response_layout(api_key, api_version),
-            &body,
-        )
+    let header_version = api_key.response_header_version(api_version);
+    let (encoded, encode_work) = timed(|| match (&mut body, topics) {
+        (ResponseKind::Fetch(fetch), None) if super::fetch_parts::worth_parts(fetch) => {
+            super::fetch_parts::encode(correlation_id, header_version, api_version, fetch)
+                .map(ResponseBytes::Parts)
+        }
+        (body, topics) => {
+            let bytes = encode_response(
+                correlation_id,
+                header_version,
+                super::raft_voter_versions::response_layout(api_key, api_version),
+                body,
+            )?;
+            match topics {
+                None => Ok(ResponseBytes::Whole(bytes)),
+                Some(topics) => super::repeated::splice_topics(bytes, api_version, topics)
+                    .map_err(|e| e.to_string()),
+            }
+        }
     });
     let bytes = encoded.map_err(|e| {
         tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
         refuse(CloseReason::MalformedRequest, e)
     })?;
-    let bytes = match topics {
-        None => ResponseBytes::Whole(bytes),
-        Some(topics) => {
-            super::repeated::splice_topics(bytes, api_version, topics)
-            .map_err(|e| {
-                tracing::error!(api = spec.name, api_version, error = %e, "cannot encode a response");
-                refuse(CloseReason::MalformedRequest, e.to_string())
-            })?
-        }
-    };
     // Encoding happens after the throttle is decided; as Kafka records network-thread time
     // once the response is done, it is charged without throttling this response.
     handlers.quotas.request.shared.record_cached(
@@ -1695,6 +1697,10 @@ pub(super) fn encode_response(
         ResponseKind::Metadata(metadata) => HEADER + handlers::encoded_size_bound(metadata),
         // Every client's first request, and larger than the default: sized exactly.
         ResponseKind::ApiVersions(versions) => versions
+            .compute_size(api_version)
+            .map_or(256, |size| HEADER + size),
+        // Records make most of it: sized once instead of grown by doubling.
+        ResponseKind::Fetch(fetch) => fetch
             .compute_size(api_version)
             .map_or(256, |size| HEADER + size),
         _ => 256,

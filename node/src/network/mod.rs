@@ -13,6 +13,7 @@ pub mod delete_topics_chunks;
 pub mod election_chunks;
 pub mod envelope;
 pub mod fetch_chunks;
+pub mod fetch_parts;
 pub mod forwarded;
 pub mod frame;
 pub mod join_group_frame;

@@ -877,6 +877,8 @@ fn reduce_list(
 #[derive(Debug)]
 pub enum ResponseBytes {
     Whole(Bytes),
+    /// A Fetch answer whose record batches are written from the log shards' buffers.
+    Parts(super::fetch_parts::Parts),
     Expanded(Expanded),
     /// A Metadata answer whose topics are decided again as they are written.
     Chunked(Chunked),
@@ -1109,6 +1111,7 @@ impl ResponseBytes {
     ) -> std::io::Result<()> {
         match self {
             ResponseBytes::Whole(bytes) => out.write_all(bytes).await,
+            ResponseBytes::Parts(parts) => parts.write_to(out).await,
             ResponseBytes::Expanded(expanded) => expanded.write_to(out).await,
             ResponseBytes::Chunked(chunked) => {
                 let mut head = BytesMut::with_capacity(4 + chunked.head.len() + 5);
@@ -1132,6 +1135,7 @@ impl ResponseBytes {
     pub fn len(&self) -> usize {
         match self {
             ResponseBytes::Whole(bytes) => bytes.len(),
+            ResponseBytes::Parts(parts) => parts.len(),
             ResponseBytes::Expanded(expanded) => 4 + expanded.size as usize,
             ResponseBytes::Chunked(chunked) => 4 + chunked.size as usize,
             ResponseBytes::Enveloped(enveloped) => enveloped.len(),
