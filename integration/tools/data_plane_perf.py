@@ -2,8 +2,9 @@
 recovery time of a Gregor node, beside this machine's floors measured in the same run
 (BENCHMARKS.md, "Data plane throughput").
 
-Floors: one loopback TCP stream (Python sender and receiver, so a lower bound) and sequential
-1 MiB writes to the log dir's file system ended by fdatasync. Load: `gregor-perf` (librdkafka
+Floors: one loopback TCP stream (Python sender and receiver, so a lower bound), sequential 1 MiB
+writes to the log dir's file system ended by fdatasync (512 MiB, and as much as the four produce
+rounds write), and the first touch of fresh memory (see `--warm-memory`). Load: `gregor-perf` (librdkafka
 through the rdkafka crate), as kafka-producer-perf-test / kafka-consumer-perf-test /
 EndToEndLatency drive Kafka: 1 KiB records to 4 partitions with acks=1 and with
 enable.idempotence=true in the order plain, idempotent, idempotent, plain (so the drift of a
@@ -20,7 +21,15 @@ once with `recovery-point-offset-checkpoint` removed (every segment rescanned, K
 recovery after a lost checkpoint). Each restart is timed from the process start until every
 partition answers ListOffsets with its end offset.
 
-Usage: data_plane_perf.py GREGOR GREGOR_PERF [--records N] [--partitions N] [--recovery-gb G] [--json]
+`--warm-memory`: first fill the page cache with a sparse file as large as the machine's memory
+(read, never written: no disk space is used) and keep it cached through the run, so that what the
+node writes takes page frames the kernel reclaims from that cache, as on a broker that has been
+running for a while. On this kind of VM the hypervisor backs a guest page frame on its first touch
+(and again after the guest frees it and reports it free), which limits a page cache growing into
+fresh memory to about the `memory_first_touch_mb_s` floor measured beside the others; a run
+without this option measures that as much as the node.
+
+Usage: data_plane_perf.py GREGOR GREGOR_PERF [--records N] [--partitions N] [--recovery-gb G] [--warm-memory] [--json]
 """
 
 import argparse
@@ -78,7 +87,7 @@ def loopback_floor(total=2 << 30):
 
 
 def disk_floor(directory, total=512 << 20):
-    """MB/s of sequential 1 MiB writes ended by fdatasync."""
+    """MB/s of `total` bytes of sequential 1 MiB writes ended by fdatasync."""
     path = os.path.join(directory, "floor.bin")
     block = os.urandom(1 << 20)
     started = time.perf_counter()
@@ -90,6 +99,35 @@ def disk_floor(directory, total=512 << 20):
     elapsed = time.perf_counter() - started
     os.remove(path)
     return total / elapsed / 1e6
+
+
+def memory_first_touch_floor(total=2 << 30):
+    """MB/s of writing one byte to each page of fresh anonymous memory (the cost of page frames the
+    process never used, which a page cache growing into free memory pays too)."""
+    import mmap
+
+    area = mmap.mmap(-1, total)
+    page = mmap.PAGESIZE
+    started = time.perf_counter()
+    for offset in range(0, total, page):
+        area[offset] = 1
+    elapsed = time.perf_counter() - started
+    area.close()
+    return total / elapsed / 1e6
+
+
+def warm_memory(directory):
+    """Fills the page cache with a sparse file of the machine's memory size; returns it open (its
+    pages stay cached while it exists, and the kernel reclaims them for the node's writes)."""
+    with open("/proc/meminfo") as f:
+        total = int(next(line for line in f if line.startswith("MemTotal:")).split()[1]) * 1024
+    path = os.path.join(directory, "warm.sparse")
+    with open(path, "wb") as f:
+        f.truncate(total)
+    handle = open(path, "rb")
+    while handle.read(16 << 20):
+        pass
+    return handle
 
 
 class NodeProcess:
@@ -204,12 +242,22 @@ def main():
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=0, help="also measure memory with this many partitions")
     parser.add_argument("--recovery-gb", type=float, default=0, help="also measure recovery after writing this much")
+    parser.add_argument("--warm-memory", action="store_true",
+                        help="fill the page cache first, as on a broker that has been running")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gregor-perf-") as tmp:
         data = os.path.join(tmp, "data")
         os.makedirs(data)
-        results = {"loopback_mb_s": loopback_floor(), "disk_fdatasync_mb_s": disk_floor(tmp)}
+        results = {"memory_first_touch_mb_s": memory_first_touch_floor()}
+        if args.warm_memory:
+            started = time.perf_counter()
+            warmed = warm_memory(tmp)
+            results["warm_memory_s"] = time.perf_counter() - started
+        # The disk floor twice: a 512 MiB burst, and as much as the four produce rounds write.
+        rounds_volume = max(512 << 20, (4 * args.records * RECORD) >> 20 << 20)
+        results.update(loopback_mb_s=loopback_floor(), disk_fdatasync_mb_s=disk_floor(tmp),
+                       disk_fdatasync_rounds_volume_mb_s=disk_floor(tmp, rounds_volume))
         node = NodeProcess(args.binary, data)
         try:
             admin = AdminClient({"bootstrap.servers": node.bootstrap})
@@ -257,7 +305,10 @@ def main():
                 results.update(recovery(node, args.gregor_perf, tmp, args.recovery_gb))
         finally:
             node.stop()
+        if args.warm_memory:
+            warmed.close()
     results["produce_vs_disk"] = results["produce_mb_s"] / results["disk_fdatasync_mb_s"]
+    results["produce_vs_disk_rounds_volume"] = results["produce_mb_s"] / results["disk_fdatasync_rounds_volume_mb_s"]
     results["consume_vs_loopback"] = results["consume_mb_s"] / results["loopback_mb_s"]
     results["idempotence_cost"] = 1 - results["idempotent_mb_s"] / results["produce_mb_s"]
     if args.json:

@@ -473,22 +473,35 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
         .copy_from_slice(&epoch.to_be_bytes());
 }
 
-/// Sets the timestamp type bit and max timestamp, recomputing the CRC only when something changed
+/// Sets the timestamp type bit and max timestamp in a batch's `header`, recomputing the CRC
+/// (over the header's covered part and the `records` after it) only when something changed
 /// (Kafka's `setMaxTimestamp`).
-pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
-    let attributes = be_i16(batch, ATTRIBUTES_OFFSET);
+pub fn set_max_timestamp(
+    header: &mut [u8; RECORD_BATCH_OVERHEAD],
+    records: &[u8],
+    timestamp_type: TimestampType,
+    max_timestamp: i64,
+) {
+    let attributes = be_i16(header, ATTRIBUTES_OFFSET);
     let new_attributes = match timestamp_type {
         TimestampType::CreateTime => attributes & !TIMESTAMP_TYPE_MASK,
         TimestampType::LogAppendTime => attributes | TIMESTAMP_TYPE_MASK,
     };
-    if new_attributes == attributes && be_i64(batch, MAX_TIMESTAMP_OFFSET) == max_timestamp {
+    if new_attributes == attributes && be_i64(header, MAX_TIMESTAMP_OFFSET) == max_timestamp {
         return;
     }
-    batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&new_attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
+    header[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&new_attributes.to_be_bytes());
+    header[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8]
         .copy_from_slice(&max_timestamp.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..]);
-    batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]), records);
+    header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The `N` bytes of a fixed-size field at `at` of a batch header.
+pub fn field<const N: usize>(header: &[u8; RECORD_BATCH_OVERHEAD], at: usize) -> [u8; N] {
+    let mut out = [0; N];
+    out.copy_from_slice(&header[at..at + N]);
+    out
 }
 
 /// Builds one v2 batch. Records get consecutive offset deltas unless given explicitly (compaction keeps the
@@ -844,7 +857,13 @@ mod tests {
             (view.base_offset(), view.partition_leader_epoch()),
             (1234, 7)
         );
-        set_max_timestamp(&mut patched, TimestampType::LogAppendTime, 5000);
+        let (header, rest) = patched.split_at_mut(RECORD_BATCH_OVERHEAD);
+        set_max_timestamp(
+            header.try_into().unwrap(),
+            rest,
+            TimestampType::LogAppendTime,
+            5000,
+        );
         let view = RecordBatch::new(&patched).unwrap();
         assert!(view.is_valid_crc());
         assert_ne!(view.crc(), 0x716a_6189);

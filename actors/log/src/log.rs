@@ -18,7 +18,7 @@ use crate::leader_epoch::LeaderEpochCache;
 use crate::log_dir::LogDirShared;
 use crate::producer_state::{ProducerBatch, ProducerCheck, ProducerEntry, ProducerStateManager};
 use crate::segment::{FileSlice, Segment};
-use crate::validate::{self, ValidatedBatch};
+use crate::validate::{self, BatchParts, ValidatedBatch};
 
 /// What a log dir remembers of a partition between runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -436,7 +436,7 @@ impl PartitionLog {
     /// Appends a batch that already passed [`validate::validate`].
     pub fn append_validated(
         &mut self,
-        mut validated: ValidatedBatch,
+        mut validated: ValidatedBatch<'_>,
         now_ms: i64,
         leader_epoch: i32,
     ) -> Result<AppendInfo> {
@@ -466,7 +466,7 @@ impl PartitionLog {
         let base_offset = self.log_end_offset();
         validated.assign_offsets(base_offset, leader_epoch);
         let last_offset = base_offset + i64::from(validated.last_offset_delta);
-        let result = self.write_batch(&validated.bytes, now_ms);
+        let result = self.write_batch(validated.parts(), now_ms);
         self.guard(result)?;
         self.producers
             .update(&producer, base_offset, last_offset, validated.max_timestamp);
@@ -485,7 +485,7 @@ impl PartitionLog {
             record_count: validated.record_count,
             duplicate: false,
             rebuilt: validated.rebuilt,
-            bytes_appended: validated.bytes.len() as u64,
+            bytes_appended: validated.parts().size() as u64,
         })
     }
 
@@ -520,7 +520,7 @@ impl PartitionLog {
                 )
                 .into());
             }
-            let result = self.write_batch(batch.bytes(), now_ms);
+            let result = self.write_batch(BatchParts::of(&batch), now_ms);
             self.guard(result)?;
             self.producers.replay(&batch);
             if batch.partition_leader_epoch() >= 0
@@ -543,15 +543,13 @@ impl PartitionLog {
     }
 
     /// Writes a batch with assigned offsets, rolling first when needed.
-    fn write_batch(&mut self, bytes: &[u8], now_ms: i64) -> Result<()> {
-        let batch = RecordBatch::new(bytes)
-            .map_err(|reason| LogError::InvalidArgument(reason.to_string()))?;
+    fn write_batch(&mut self, batch: BatchParts<'_>, now_ms: i64) -> Result<()> {
         self.maybe_roll(batch.size() as u64, batch.last_offset(), now_ms)?;
         let files = Arc::clone(self.files());
         let interval = self.config.index_interval_bytes;
         let active = self.active();
         active
-            .append(&files, &batch, interval)
+            .append(&files, batch, interval)
             .map_err(|e| LogError::io("append to", active.log_path(), e))
     }
 

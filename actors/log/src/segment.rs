@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::batch::{self, framing, BatchFraming, RecordBatch, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
 use crate::files::FileCache;
 use crate::index::{IndexFile, OffsetEntry, TimeEntry};
+use crate::validate::BatchParts;
 
 /// Bytes read at a time when scanning a segment.
 const SCAN_CHUNK: usize = 1 << 20;
@@ -55,6 +56,28 @@ impl FileSlice {
         buf.truncate(len);
         Ok(buf)
     }
+}
+
+/// Writes `parts` one after the other at `position`, with one `pwritev` unless it is cut short.
+fn write_parts_at(file: &File, parts: &[&[u8]], position: u64) -> std::io::Result<()> {
+    let slices: Vec<std::io::IoSlice<'_>> =
+        parts.iter().map(|p| std::io::IoSlice::new(p)).collect();
+    let mut written = loop {
+        match rustix::io::pwritev(file, &slices, position) {
+            Ok(written) => break written,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    };
+    let mut at = position;
+    for part in parts {
+        let skip = written.min(part.len());
+        written -= skip;
+        at += skip as u64;
+        file.write_all_at(&part[skip..], at)?;
+        at += (part.len() - skip) as u64;
+    }
+    Ok(())
 }
 
 /// Where a batch lies in a segment file.
@@ -480,12 +503,12 @@ impl Segment {
     pub fn append(
         &mut self,
         files: &Arc<FileCache>,
-        batch: &RecordBatch<'_>,
+        batch: BatchParts<'_>,
         index_interval_bytes: u64,
     ) -> std::io::Result<()> {
         let file = files.get(&self.log_path, false)?;
         let position = self.size;
-        file.write_all_at(batch.bytes(), position)?;
+        write_parts_at(&file, &[batch.header, batch.records], position)?;
         self.size += batch.size() as u64;
         let loc = BatchLocation {
             position,

@@ -6,8 +6,11 @@
 //! the topic's `compression.type` asks for it. Offsets and the leader epoch are assigned later, under the
 //! log's append lock, by [`ValidatedBatch::assign_offsets`]; both lie outside the CRC.
 
+use std::borrow::Cow;
+
 use crate::batch::{
     self, framing, BatchBuilder, BatchFraming, RecordBatch, TimestampType, CURRENT_MAGIC,
+    RECORD_BATCH_OVERHEAD,
 };
 use crate::compression::Compression;
 use crate::config::{LogConfig, TopicCompression};
@@ -15,9 +18,14 @@ use crate::error::{BatchRejection, KafkaCode, RecordError};
 
 /// A batch that passed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidatedBatch {
-    /// The bytes to append; base offset 0 until [`Self::assign_offsets`].
-    pub bytes: Vec<u8>,
+pub struct ValidatedBatch<'a> {
+    /// The batch header (base offset to record count); base offset 0 until
+    /// [`Self::assign_offsets`].
+    header: [u8; RECORD_BATCH_OVERHEAD],
+    /// What follows the header: the producer's bytes, borrowed, unless the batch was rebuilt.
+    /// Validation rewrites at most header fields, so an append copies the records once, into the
+    /// page cache.
+    records: Cow<'a, [u8]>,
     pub record_count: i32,
     pub last_offset_delta: i32,
     /// The batch's max timestamp as stored (now for LogAppendTime topics).
@@ -32,11 +40,11 @@ pub struct ValidatedBatch {
     pub transactional: bool,
 }
 
-impl ValidatedBatch {
+impl ValidatedBatch<'_> {
     /// Sets the base offset and partition leader epoch; the CRC stays valid (neither is covered).
     pub fn assign_offsets(&mut self, base_offset: i64, partition_leader_epoch: i32) {
-        batch::set_base_offset(&mut self.bytes, base_offset);
-        batch::set_partition_leader_epoch(&mut self.bytes, partition_leader_epoch);
+        batch::set_base_offset(&mut self.header, base_offset);
+        batch::set_partition_leader_epoch(&mut self.header, partition_leader_epoch);
     }
 
     pub fn last_sequence(&self) -> i32 {
@@ -44,6 +52,51 @@ impl ValidatedBatch {
             return self.base_sequence;
         }
         batch::increment_sequence(self.base_sequence, self.last_offset_delta)
+    }
+
+    /// The batch as it is appended: its header, then its records.
+    pub fn parts(&self) -> BatchParts<'_> {
+        BatchParts {
+            header: &self.header,
+            records: &self.records,
+        }
+    }
+
+    /// The batch's bytes in one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        [&self.header[..], &self.records].concat()
+    }
+}
+
+/// A v2 batch as two slices: its 61-byte header and the records after it.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchParts<'b> {
+    pub header: &'b [u8; RECORD_BATCH_OVERHEAD],
+    pub records: &'b [u8],
+}
+
+impl<'b> BatchParts<'b> {
+    /// Splits a whole batch (at least a header long, as [`RecordBatch::new`] checks).
+    pub fn of(batch: &RecordBatch<'b>) -> Self {
+        let (header, records) = batch.bytes().split_at(RECORD_BATCH_OVERHEAD);
+        BatchParts {
+            header: header.try_into().unwrap_or(&[0; RECORD_BATCH_OVERHEAD]),
+            records,
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        RECORD_BATCH_OVERHEAD + self.records.len()
+    }
+    pub fn base_offset(&self) -> i64 {
+        i64::from_be_bytes(batch::field(self.header, batch::BASE_OFFSET_OFFSET))
+    }
+    pub fn last_offset(&self) -> i64 {
+        let delta = i32::from_be_bytes(batch::field(self.header, batch::LAST_OFFSET_DELTA_OFFSET));
+        self.base_offset() + i64::from(delta)
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        i64::from_be_bytes(batch::field(self.header, batch::MAX_TIMESTAMP_OFFSET))
     }
 }
 
@@ -82,11 +135,11 @@ pub fn single_batch(records: &[u8]) -> Result<&[u8], BatchRejection> {
 }
 
 /// Validates one produced partition's records for a client append.
-pub fn validate(
-    records: &[u8],
+pub fn validate<'a>(
+    records: &'a [u8],
     config: &LogConfig,
     now_ms: i64,
-) -> Result<ValidatedBatch, BatchRejection> {
+) -> Result<ValidatedBatch<'a>, BatchRejection> {
     let bytes = single_batch(records)?;
     let base_offset = i64::from_be_bytes(bytes[0..8].try_into().unwrap_or_default());
     if base_offset != 0 {
@@ -218,17 +271,20 @@ pub fn validate(
     };
     let in_place = target_codec == source_codec
         && (source_codec == Compression::None || inner_deltas_in_order);
-    let (out, rebuilt) = if in_place {
-        let mut out = bytes.to_vec();
-        match config.timestamp_type {
-            TimestampType::LogAppendTime => {
-                batch::set_max_timestamp(&mut out, TimestampType::LogAppendTime, now_ms)
-            }
-            TimestampType::CreateTime => {
-                batch::set_max_timestamp(&mut out, TimestampType::CreateTime, max_timestamp)
-            }
-        }
-        (out, false)
+    let (header, records, rebuilt) = if in_place {
+        let parts = BatchParts::of(&batch);
+        let mut header = *parts.header;
+        let stored_max = match config.timestamp_type {
+            TimestampType::LogAppendTime => now_ms,
+            TimestampType::CreateTime => max_timestamp,
+        };
+        batch::set_max_timestamp(
+            &mut header,
+            parts.records,
+            config.timestamp_type,
+            stored_max,
+        );
+        (header, Cow::Borrowed(parts.records), false)
     } else {
         let mut builder = BatchBuilder::new(target_codec);
         builder.levels = config.compression_levels;
@@ -260,15 +316,24 @@ pub fn validate(
                 ),
             ));
         }
-        (out, true)
+        let mut records = out;
+        let rest = records.split_off(RECORD_BATCH_OVERHEAD.min(records.len()));
+        let header = std::mem::replace(&mut records, rest);
+        let header: [u8; RECORD_BATCH_OVERHEAD] = header.try_into().map_err(|_| {
+            reject(
+                KafkaCode::CorruptMessage,
+                "the recompressed batch is shorter than a batch header",
+            )
+        })?;
+        (header, Cow::Owned(records), true)
     };
-    if out.len() as u64 > config.segment_bytes {
+    let size = RECORD_BATCH_OVERHEAD + records.len();
+    if size as u64 > config.segment_bytes {
         return Err(reject(
             KafkaCode::RecordListTooLarge,
             format!(
                 "the batch is {} bytes, larger than the topic's segment.bytes ({})",
-                out.len(),
-                config.segment_bytes
+                size, config.segment_bytes
             ),
         ));
     }
@@ -286,7 +351,8 @@ pub fn validate(
         producer_epoch: batch.producer_epoch(),
         base_sequence: batch.base_sequence(),
         transactional: batch.is_transactional(),
-        bytes: out,
+        header,
+        records,
     })
 }
 
@@ -341,5 +407,39 @@ fn record_rejection(errors: Vec<(KafkaCode, RecordError)>) -> BatchRejection {
         code,
         message,
         record_errors,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_appended_as_produced_keeps_the_producers_records() {
+        let now = 1_700_000_000_000;
+        let mut builder = BatchBuilder::new(Compression::None);
+        builder.append(now, Some(b"k"), Some(&[7; 5000]), &[]);
+        let produced = builder.build().unwrap();
+        let validated = validate(&produced, &LogConfig::default(), now).unwrap();
+        assert!(
+            matches!(&validated.records, Cow::Borrowed(records)
+                if std::ptr::eq(records.as_ptr(), produced[RECORD_BATCH_OVERHEAD..].as_ptr())),
+            "the records are the request's bytes, not a copy"
+        );
+        assert_eq!(validated.to_vec(), produced);
+
+        let log_append_time = LogConfig {
+            timestamp_type: TimestampType::LogAppendTime,
+            ..LogConfig::default()
+        };
+        let stamped = validate(&produced, &log_append_time, now + 5).unwrap();
+        assert!(matches!(stamped.records, Cow::Borrowed(_)));
+        let appended = stamped.to_vec();
+        let view = RecordBatch::new(&appended).unwrap();
+        assert!(
+            view.is_valid_crc(),
+            "the CRC covers the new header and the same records"
+        );
+        assert_eq!(view.max_timestamp(), now + 5);
     }
 }

@@ -59,12 +59,14 @@ fn a_valid_batch_is_kept_in_place_with_the_record_maximum_timestamp() {
         ),
         (3, 2, NOW - 1, -1)
     );
-    let view = RecordBatch::new(&v.bytes).unwrap();
+    let appended = v.to_vec();
+    let view = RecordBatch::new(&appended).unwrap();
     assert_eq!(view.max_timestamp(), NOW - 1);
     assert!(view.is_valid_crc());
     let crc = view.crc();
     v.assign_offsets(500, 3);
-    let view = RecordBatch::new(&v.bytes).unwrap();
+    let appended = v.to_vec();
+    let view = RecordBatch::new(&appended).unwrap();
     assert_eq!(
         (
             view.base_offset(),
@@ -88,7 +90,8 @@ fn log_append_time_topics_stamp_now() {
         let v = validate(&bytes, &config, NOW).unwrap();
         assert!(!v.rebuilt, "{codec:?}");
         assert_eq!((v.log_append_time, v.max_timestamp), (NOW, NOW));
-        let view = RecordBatch::new(&v.bytes).unwrap();
+        let appended = v.to_vec();
+        let view = RecordBatch::new(&appended).unwrap();
         assert_eq!(view.timestamp_type(), TimestampType::LogAppendTime);
         assert_eq!(
             view.base_timestamp(),
@@ -203,7 +206,13 @@ fn header_checks_in_kafkas_order() {
 
     let lat = batch_of(Compression::None, &[(Some(b"a"), -1)]);
     let mut lat = lat;
-    batch::set_max_timestamp(&mut lat, TimestampType::LogAppendTime, 0);
+    let (header, rest) = lat.split_at_mut(batch::RECORD_BATCH_OVERHEAD);
+    batch::set_max_timestamp(
+        header.try_into().unwrap(),
+        rest,
+        TimestampType::LogAppendTime,
+        0,
+    );
     assert_eq!(
         code(&lat, &config),
         KafkaCode::InvalidTimestamp,
@@ -282,7 +291,8 @@ fn topic_codec_recompresses_and_bad_inner_offsets_rebuild() {
         };
         let v = validate(&producer, &config, NOW).unwrap();
         assert!(v.rebuilt);
-        let view = RecordBatch::new(&v.bytes).unwrap();
+        let appended = v.to_vec();
+        let view = RecordBatch::new(&appended).unwrap();
         assert_eq!(view.compression(), Some(target));
         assert!(view.is_valid_crc());
         assert_eq!(view.owned_records().unwrap(), original, "{target:?}");
@@ -300,7 +310,8 @@ fn topic_codec_recompresses_and_bad_inner_offsets_rebuild() {
     let gappy = builder.build().unwrap();
     let v = validate(&gappy, &LogConfig::default(), NOW).unwrap();
     assert!(v.rebuilt, "inner offsets 0, 5 are rewritten to 0, 1");
-    let offsets: Vec<i64> = RecordBatch::new(&v.bytes)
+    let appended = v.to_vec();
+    let offsets: Vec<i64> = RecordBatch::new(&appended)
         .unwrap()
         .owned_records()
         .unwrap()
