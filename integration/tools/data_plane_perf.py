@@ -29,7 +29,8 @@ running for a while. On this kind of VM the hypervisor backs a guest page frame 
 fresh memory to about the `memory_first_touch_mb_s` floor measured beside the others; a run
 without this option measures that as much as the node.
 
-Usage: data_plane_perf.py GREGOR GREGOR_PERF [--records N] [--partitions N] [--recovery-gb G] [--warm-memory] [--json]
+Usage: data_plane_perf.py GREGOR GREGOR_PERF [--records N] [--rounds R] [--partitions N] [--recovery-gb G]
+       [--warm-memory] [--json]
 """
 
 import argparse
@@ -242,10 +243,14 @@ def main():
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=0, help="also measure memory with this many partitions")
     parser.add_argument("--recovery-gb", type=float, default=0, help="also measure recovery after writing this much")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="produce rounds, a multiple of 4 (plain, idempotent, idempotent, plain)")
     parser.add_argument("--warm-memory", action="store_true",
                         help="fill the page cache first, as on a broker that has been running")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.rounds < 4 or args.rounds % 4:
+        parser.error("--rounds must be a positive multiple of 4")
     with tempfile.TemporaryDirectory(prefix="gregor-perf-") as tmp:
         data = os.path.join(tmp, "data")
         os.makedirs(data)
@@ -254,8 +259,8 @@ def main():
             started = time.perf_counter()
             warmed = warm_memory(tmp)
             results["warm_memory_s"] = time.perf_counter() - started
-        # The disk floor twice: a 512 MiB burst, and as much as the four produce rounds write.
-        rounds_volume = max(512 << 20, (4 * args.records * RECORD) >> 20 << 20)
+        # The disk floor twice: a 512 MiB burst, and as much as the produce rounds write.
+        rounds_volume = max(512 << 20, (args.rounds * args.records * RECORD) >> 20 << 20)
         results.update(loopback_mb_s=loopback_floor(), disk_fdatasync_mb_s=disk_floor(tmp),
                        disk_fdatasync_rounds_volume_mb_s=disk_floor(tmp, rounds_volume))
         node = NodeProcess(args.binary, data)
@@ -267,14 +272,16 @@ def main():
             # fills with dirty pages, so a plain round first and an idempotent one after would
             # charge that drift to idempotence.
             rounds = {"plain": [], "idempotent": []}
-            for index, kind in enumerate(("plain", "idempotent", "idempotent", "plain")):
+            order = ("plain", "idempotent", "idempotent", "plain") * (args.rounds // 4)
+            for index, kind in enumerate(order):
                 topic = "perf" if index == 0 else f"perf-{index}"
                 if index:
                     create(admin, topic, PARTITIONS)
                 props = ["acks=1"] if kind == "plain" else ["enable.idempotence=true"]
                 report = produce(args.gregor_perf, node.bootstrap, topic, args.records, props, f"{tmp}/p.json")
                 rounds[kind].append(report["mb_per_s"] * 1.048576)
-            results.update(produce_mb_s=sum(rounds["plain"]) / 2, idempotent_mb_s=sum(rounds["idempotent"]) / 2,
+            results.update(produce_mb_s=sum(rounds["plain"]) / len(rounds["plain"]),
+                           idempotent_mb_s=sum(rounds["idempotent"]) / len(rounds["idempotent"]),
                            produce_rounds_mb_s=rounds["plain"], idempotent_rounds_mb_s=rounds["idempotent"])
             read = perf(args.gregor_perf, "consume", ["--bootstrap-server", node.bootstrap, "--topic", "perf",
                                                       "--messages", str(args.records), "--consumer-props",
