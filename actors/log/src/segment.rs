@@ -10,7 +10,11 @@ use crate::files::FileCache;
 use crate::index::{IndexFile, OffsetEntry, TimeEntry};
 use crate::validate::BatchParts;
 
-/// Bytes read at a time when scanning a segment.
+/// The first read of a scan: a lookup from an index entry usually ends within
+/// `index.interval.bytes` (4 KiB by default) of it, or at the next header.
+const FIRST_SCAN_CHUNK: usize = 16 << 10;
+
+/// The most a scan reads at a time; its reads double up to this on a long walk (recovery).
 const SCAN_CHUNK: usize = 1 << 20;
 
 /// `<offset>` zero-padded to 20 digits, Kafka's file name stem.
@@ -39,23 +43,31 @@ pub struct FileSlice {
 }
 
 impl FileSlice {
-    /// Reads the bytes of the slice. The buffer is not zeroed first: a fetch reads megabytes,
-    /// and zeroing them (with the page faults of a fresh buffer) cost as much as the read.
+    /// Reads the bytes of the slice.
     pub fn read(&self) -> std::io::Result<Vec<u8>> {
-        let len = self.len as usize;
-        let mut buf = Vec::with_capacity(len);
-        while buf.len() < len {
-            let at = self.position + buf.len() as u64;
-            match rustix::io::pread(&*self.file, rustix::buffer::spare_capacity(&mut buf), at) {
-                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(error) => return Err(error.into()),
-            }
-        }
-        // The allocator may have given more room than asked, and the read filled it.
-        buf.truncate(len);
+        let mut buf = Vec::new();
+        read_at(&self.file, &mut buf, self.len as usize, self.position)?;
         Ok(buf)
     }
+}
+
+/// Replaces `buf`'s contents with the `len` bytes of `file` at `position`. The buffer is not
+/// zeroed first: a fetch reads megabytes, and zeroing them (with the page faults of a fresh
+/// buffer) cost as much as the read.
+fn read_at(file: &File, buf: &mut Vec<u8>, len: usize, position: u64) -> std::io::Result<()> {
+    buf.clear();
+    buf.reserve(len);
+    while buf.len() < len {
+        let at = position + buf.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut *buf), at) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    // The allocator may have given more room than asked, and the read filled it.
+    buf.truncate(len);
+    Ok(())
 }
 
 /// Writes `parts` one after the other at `position`, with one `pwritev` unless it is cut short.
@@ -105,6 +117,8 @@ struct Scanner<'f> {
     end: u64,
     buf: Vec<u8>,
     buf_start: u64,
+    /// How much the next read takes (at least what is asked).
+    chunk: usize,
 }
 
 impl<'f> Scanner<'f> {
@@ -114,6 +128,7 @@ impl<'f> Scanner<'f> {
             end,
             buf: Vec::new(),
             buf_start: 0,
+            chunk: FIRST_SCAN_CHUNK,
         }
     }
 
@@ -124,10 +139,10 @@ impl<'f> Scanner<'f> {
         }
         let buf_end = self.buf_start + self.buf.len() as u64;
         if pos < self.buf_start || pos + len as u64 > buf_end {
-            let want = (len.max(SCAN_CHUNK) as u64).min(self.end - pos) as usize;
-            self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf, pos)?;
+            let want = (len.max(self.chunk) as u64).min(self.end - pos) as usize;
+            read_at(self.file, &mut self.buf, want, pos)?;
             self.buf_start = pos;
+            self.chunk = (self.chunk * 2).min(SCAN_CHUNK);
         }
         let from = (pos - self.buf_start) as usize;
         Ok(Some(&self.buf[from..from + len]))
