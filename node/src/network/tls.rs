@@ -65,6 +65,25 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
         }
     }
 
+    // A Fetch answer is written as several buffers (`fetch_parts`): one `writev` for them.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeTls::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            MaybeTls::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            MaybeTls::Plain(tcp) => tcp.is_write_vectored(),
+            MaybeTls::Tls(tls) => tls.is_write_vectored(),
+        }
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             MaybeTls::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
