@@ -12,7 +12,7 @@
 //! workspace forbids. So the bytes around a list or the records are cut from small encodings
 //! of the same struct made by the crate itself: the struct with an empty list (or records) and
 //! with one element (one byte) more differ first in the last byte of the length field, and the
-//! field's width (an `INT32`, or one varint byte for a length of 0 or 1 in flexible versions)
+//! field's width (an `INT32`, or in flexible versions one varint byte for these small lengths)
 //! gives its start. Everything else is the crate's own encoding, and the parts are checked
 //! against its size of the whole answer.
 
@@ -25,7 +25,7 @@ use kafka_protocol::protocol::Encodable;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// Records at least this long are written from the shard's buffer; shorter ones are copied
-/// among the fields around them (a `writev` entry costs about as much as copying a few KiB).
+/// among the fields around them, so an answer of many small partitions stays a few buffers.
 const SHARED_RECORDS: usize = 16 * 1024;
 
 /// How many parts one `writev` takes (Linux allows 1,024).
