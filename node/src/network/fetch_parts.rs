@@ -409,6 +409,92 @@ mod tests {
         assert!(!worth_parts(&response));
     }
 
+    /// Takes at most `max` bytes per call, across as many buffers as given.
+    struct Trickle {
+        out: Vec<u8>,
+        max: usize,
+        calls: usize,
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let this = self.get_mut();
+            this.calls += 1;
+            let mut taken = 0;
+            for buf in bufs {
+                let take = buf.len().min(this.max - taken);
+                this.out.extend_from_slice(&buf[..take]);
+                taken += take;
+                if taken == this.max {
+                    break;
+                }
+            }
+            std::task::Poll::Ready(Ok(taken))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    async fn trickled(parts: &Parts, max: usize) -> Trickle {
+        let mut writer = Trickle {
+            out: Vec::new(),
+            max,
+            calls: 0,
+        };
+        parts.write_to(&mut writer).await.unwrap();
+        writer
+    }
+
+    #[tokio::test]
+    async fn vectored_writes_cut_anywhere_resume_where_they_stopped() {
+        let mut small = answer(12);
+        small.responses.truncate(2);
+        let parts = encode(42, 1, 12, &mut small).unwrap();
+        // Cuts inside parts, at their ends and across several of them.
+        for max in [1, 7, SHARED_RECORDS, SHARED_RECORDS + 3] {
+            assert_eq!(trickled(&parts, max).await.out, joined(&parts), "max {max}");
+        }
+        // Hundreds of parts go out 64 at a time.
+        let mut large = answer(12);
+        let parts = encode(42, 1, 12, &mut large).unwrap();
+        let writer = trickled(&parts, 1 << 20).await;
+        assert_eq!(writer.out, joined(&parts));
+        assert!(
+            writer.calls <= parts.parts().len().div_ceil(PARTS_PER_WRITE) + 4,
+            "{} calls for {} parts",
+            writer.calls,
+            parts.parts().len()
+        );
+    }
+
     #[tokio::test]
     async fn parts_are_written_in_order_through_short_writes() {
         let mut response = answer(17);
