@@ -5,13 +5,15 @@ untrusted client certificate refused and counted, SASL_SSL with PLAIN, and kcat 
 Certificates are made for each test run with the openssl command line.
 """
 
+import os
 import re
 import shutil
 import subprocess
+import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RawConn, wait_for
 from kafka import KafkaConsumer
@@ -150,7 +152,25 @@ def test_sasl_ssl_authenticates_plain_users_over_tls(start_node, certs):
             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
     producer = Producer(conf)
     producer.produce(topic, b"over-tls")
+    # 60 KiB of records: the Fetch answer goes out as several buffers (one vectored write),
+    # through TLS as through plain TCP.
+    values = [os.urandom(2048) for _ in range(30)]
+    for value in values:
+        producer.produce(topic, value)
     assert producer.flush(TIMEOUT) == 0
+    consumer = Consumer(dict(conf, **{"group.id": "tls-large", "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(got) < 31 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                got.append(message.value())
+    finally:
+        consumer.close()
+    assert got == [b"over-tls"] + values
     errors = []
     admin = AdminClient(dict(conf, **{"sasl.password": "wrong", "error_cb": errors.append}))
     wait_for("an authentication error", lambda: admin.poll(0.1) >= 0 and errors, timeout=TIMEOUT)
