@@ -58,12 +58,12 @@ impl TimestampType {
     }
 }
 
-fn be_i64(b: &[u8], at: usize) -> i64 {
+pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
     i64::from_be_bytes(a)
 }
-fn be_i32(b: &[u8], at: usize) -> i32 {
+pub(crate) fn be_i32(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 fn be_i16(b: &[u8], at: usize) -> i16 {
@@ -495,13 +495,6 @@ pub fn set_max_timestamp(
         .copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_OFFSET..]), records);
     header[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
-}
-
-/// The `N` bytes of a fixed-size field at `at` of a batch header.
-pub fn field<const N: usize>(header: &[u8; RECORD_BATCH_OVERHEAD], at: usize) -> [u8; N] {
-    let mut out = [0; N];
-    out.copy_from_slice(&header[at..at + N]);
-    out
 }
 
 /// Builds one v2 batch. Records get consecutive offset deltas unless given explicitly (compaction keeps the

@@ -89,14 +89,14 @@ impl<'b> BatchParts<'b> {
         RECORD_BATCH_OVERHEAD + self.records.len()
     }
     pub fn base_offset(&self) -> i64 {
-        i64::from_be_bytes(batch::field(self.header, batch::BASE_OFFSET_OFFSET))
+        batch::be_i64(self.header, batch::BASE_OFFSET_OFFSET)
     }
     pub fn last_offset(&self) -> i64 {
-        let delta = i32::from_be_bytes(batch::field(self.header, batch::LAST_OFFSET_DELTA_OFFSET));
+        let delta = batch::be_i32(self.header, batch::LAST_OFFSET_DELTA_OFFSET);
         self.base_offset() + i64::from(delta)
     }
     pub fn max_timestamp(&self) -> i64 {
-        i64::from_be_bytes(batch::field(self.header, batch::MAX_TIMESTAMP_OFFSET))
+        batch::be_i64(self.header, batch::MAX_TIMESTAMP_OFFSET)
     }
 }
 
@@ -317,14 +317,16 @@ pub fn validate<'a>(
             ));
         }
         let mut records = out;
-        let rest = records.split_off(RECORD_BATCH_OVERHEAD.min(records.len()));
-        let header = std::mem::replace(&mut records, rest);
-        let header: [u8; RECORD_BATCH_OVERHEAD] = header.try_into().map_err(|_| {
-            reject(
-                KafkaCode::CorruptMessage,
-                "the recompressed batch is shorter than a batch header",
-            )
-        })?;
+        let header: [u8; RECORD_BATCH_OVERHEAD] = records
+            .get(..RECORD_BATCH_OVERHEAD)
+            .and_then(|header| header.try_into().ok())
+            .ok_or_else(|| {
+                reject(
+                    KafkaCode::CorruptMessage,
+                    "the recompressed batch is shorter than a batch header",
+                )
+            })?;
+        records.drain(..RECORD_BATCH_OVERHEAD);
         (header, Cow::Owned(records), true)
     };
     let size = RECORD_BATCH_OVERHEAD + records.len();
