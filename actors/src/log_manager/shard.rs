@@ -154,20 +154,22 @@ impl LogDirs {
 
     /// The dir already holding the partition, else the online one hosting the fewest logs.
     fn place(&self, tp: &TopicPartition) -> Option<usize> {
-        let online = |i: &usize| !self.lock(*i).is_offline();
-        let mut candidates = (0..self.dirs.len()).filter(online);
-        let first = candidates.next()?;
-        if candidates.next().is_none() {
+        let online: Vec<usize> = (0..self.dirs.len())
+            .filter(|i| !self.lock(*i).is_offline())
+            .collect();
+        if let [only] = online[..] {
             // One online dir: nothing to choose, no directory to look up.
-            return Some(first);
+            return Some(only);
         }
         let name = tp.dir_name();
-        (0..self.dirs.len())
-            .filter(online)
+        online
+            .iter()
+            .copied()
             .find(|i| self.lock(*i).path().join(&name).is_dir())
             .or_else(|| {
-                (0..self.dirs.len())
-                    .filter(online)
+                online
+                    .iter()
+                    .copied()
                     .min_by_key(|i| self.hosted[*i].load(Ordering::Relaxed))
             })
     }

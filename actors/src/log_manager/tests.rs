@@ -87,6 +87,19 @@ fn lead_alone(state: &PartitionState) {
     );
 }
 
+/// Hosts partition 0 of `topic` (topic id `id`) on this node (id 1); its state.
+fn host(
+    manager: &LogManager,
+    topic: &str,
+    id: uuid::Uuid,
+    config: LogConfig,
+) -> Arc<PartitionState> {
+    let mut changes = manager.changes();
+    changes.ensure(TopicPartition::new(topic, 0), id, &Arc::new(config), 1);
+    changes.send();
+    manager.partition(topic, 0).unwrap()
+}
+
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !done() {
@@ -109,10 +122,7 @@ async fn logs_open_append_read_dedupe_and_delete() {
         file_delete_delay_ms: 0,
         ..LogConfig::default()
     };
-    let mut changes = manager.changes();
-    changes.ensure(TopicPartition::new("t", 0), id, &Arc::new(config), 1);
-    changes.send();
-    lead_alone(&manager.partition("t", 0).unwrap());
+    lead_alone(&host(&manager, "t", id, config));
     // Appends queued while the log is being opened are served once it is.
     let first = manager
         .append("t", 0, records(&["a", "b"], Some((5, 0))), 3)
@@ -193,15 +203,12 @@ async fn hosting(dir: &tempfile::TempDir, leader: i32, epoch: i32) -> Arc<LogMan
         ..LogManagerSettings::for_tests(dir.path())
     })
     .unwrap();
-    let mut changes = manager.changes();
-    changes.ensure(
-        TopicPartition::new("t", 0),
+    let state = host(
+        &manager,
+        "t",
         uuid::Uuid::from_u128(7),
-        &Arc::new(LogConfig::default()),
-        1,
+        LogConfig::default(),
     );
-    changes.send();
-    let state = manager.partition("t", 0).unwrap();
     state.replication().assign(
         1,
         &crate::replication::Assignment {
@@ -382,15 +389,12 @@ async fn the_high_watermark_checkpoint_waits_for_a_move() {
         ..LogManagerSettings::for_tests(dir.path())
     })
     .unwrap();
-    let mut changes = manager.changes();
-    changes.ensure(
-        TopicPartition::new("h", 0),
+    let state = host(
+        &manager,
+        "h",
         uuid::Uuid::from_u128(9),
-        &Arc::new(LogConfig::default()),
-        1,
+        LogConfig::default(),
     );
-    changes.send();
-    let state = manager.partition("h", 0).unwrap();
     lead_alone(&state);
     wait_until("the log open", || state.is_serving());
     let checkpoint = dir
