@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::BuildHasher;
+use std::num::NonZeroU8;
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -357,19 +358,30 @@ const INLINE_NAME: usize = 23;
 /// A topic name as a key of the by-name indexes, ordered as `str` (byte-wise).
 ///
 /// Inserting into a persistent B-tree copies every node on the path, cloning each key in them
-/// (about 150 keys for one new topic among 100,000). Names of up to 23 bytes are stored inline
+/// (about 80 keys for one new topic among 100,000). Names of up to 23 bytes are stored inline
 /// here, so that clone is a copy, not an atomic reference-count increment (and a decrement when
 /// the copy is dropped). Longer names share the `Arc<str>` their topic already holds, which is
 /// why this is hand-written rather than an inline-string crate that would copy them.
 #[derive(Clone)]
 enum NameKey {
-    /// `bytes[len..]` are zero.
-    Inline {
-        len: u8,
-        bytes: [u8; INLINE_NAME],
-    },
+    Inline(InlineName),
     Shared(Arc<str>),
 }
+
+/// A name of up to [`INLINE_NAME`] bytes in one aligned 24-byte word triple: a key is cloned
+/// as three 8-byte moves, and the length's unused zero lets `NameKey` keep its variant there
+/// (24 bytes, not 32), so a B-tree node of keys is a quarter smaller to copy.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct InlineName {
+    /// `bytes[len..]` are zero.
+    bytes: [u8; INLINE_NAME],
+    /// The length plus one.
+    len_plus_one: NonZeroU8,
+}
+
+// The variant lives in the length's niche.
+const _: () = assert!(std::mem::size_of::<NameKey>() == 24);
 
 impl NameKey {
     /// The key of a topic's name, sharing it when it is long.
@@ -386,16 +398,19 @@ impl NameKey {
         bytes
             .get_mut(..name.len())?
             .copy_from_slice(name.as_bytes());
-        Some(NameKey::Inline {
-            // At most INLINE_NAME, so the cast cannot truncate.
-            len: name.len() as u8,
+        Some(NameKey::Inline(InlineName {
             bytes,
-        })
+            // At most INLINE_NAME, so the cast cannot truncate.
+            len_plus_one: NonZeroU8::MIN.saturating_add(name.len() as u8),
+        }))
     }
 
     fn as_bytes(&self) -> &[u8] {
         match self {
-            NameKey::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            NameKey::Inline(name) => name
+                .bytes
+                .get(..usize::from(name.len_plus_one.get() - 1))
+                .unwrap_or_default(),
             NameKey::Shared(name) => name.as_bytes(),
         }
     }
@@ -403,7 +418,7 @@ impl NameKey {
     fn as_str(&self) -> &str {
         match self {
             // Always valid: the bytes were copied from a `str` whole.
-            NameKey::Inline { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            NameKey::Inline(_) => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
             NameKey::Shared(name) => name,
         }
     }
