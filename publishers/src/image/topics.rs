@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::BuildHasher;
 use std::num::NonZeroU8;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
 
 use uuid::Uuid;
 
@@ -839,18 +840,16 @@ impl TopicsDelta {
             .collect();
         changed.sort_unstable_by_key(|(slot, _)| *slot);
         let mut created = Vec::new();
-        for (_, delta) in changed {
-            let id = &delta.id;
-            let topic = delta.apply(digest);
+        rebuild_topics(&changed, digest, |delta, topic| {
             match &delta.base {
                 Some(base) => {
                     partition_count = partition_count.saturating_sub(base.partition_count());
                 }
-                None => created.push((&delta.name, *id)),
+                None => created.push((&delta.name, delta.id)),
             }
             partition_count += topic.partition_count();
-            by_id.insert(*id, topic);
-        }
+            by_id.insert(delta.id, topic);
+        });
         // Inserting names in order keeps the B-tree path being written hot in cache (a snapshot
         // inserts every name; in hash order each insert was a walk of cache misses).
         created.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -867,6 +866,102 @@ impl TopicsDelta {
             collisions,
         }
     }
+}
+
+/// Below this many changed partitions a delta's topics are rebuilt on the calling thread alone:
+/// starting a helper thread costs tens of microseconds, rebuilding a topic well under one.
+const PARALLEL_REBUILD_PARTITIONS: usize = 4_096;
+
+/// Topics per unit of work handed between threads: enough that the hand-off is noise, few
+/// enough that the inserting thread seldom waits for the next one.
+const REBUILD_CHUNK_TOPICS: usize = 64;
+
+/// Rebuilds each changed topic and hands it to `insert` in `changed`'s order, with `digest` kept
+/// in step.
+///
+/// A large delta (a broker leaving thousands of ISRs, a snapshot) is mostly this: copying each
+/// topic's partitions, cold in memory, and hashing the old and new state of every changed
+/// partition, then writing the result into the persistent maps. The maps take one writer, but
+/// topics are independent and the digest is a sum: so for a large delta helper threads (one per
+/// other core) rebuild chunks of topics while this thread inserts the finished ones in order,
+/// and rebuilds a chunk itself whenever the next one it needs is not ready.
+fn rebuild_topics<'a>(
+    changed: &[(u32, &'a TopicDelta)],
+    digest: &mut ImageDigest,
+    mut insert: impl FnMut(&'a TopicDelta, Arc<TopicImage>),
+) {
+    let changed_partitions: usize = changed
+        .iter()
+        .map(|(_, delta)| delta.partitions.len())
+        .sum();
+    let helpers = rebuild_helpers();
+    if changed_partitions < PARALLEL_REBUILD_PARTITIONS || helpers == 0 {
+        for (_, delta) in changed {
+            insert(delta, delta.apply(digest));
+        }
+        return;
+    }
+    let chunks: Vec<&[(u32, &'a TopicDelta)]> = changed.chunks(REBUILD_CHUNK_TOPICS).collect();
+    let next_chunk = AtomicUsize::new(0);
+    let claim = || {
+        let index = next_chunk.fetch_add(1, Ordering::Relaxed);
+        (index < chunks.len()).then_some(index)
+    };
+    let rebuild = |index: usize| {
+        let mut chunk_digest = ImageDigest::default();
+        let topics: Vec<Arc<TopicImage>> = chunks
+            .get(index)
+            .into_iter()
+            .flat_map(|chunk| chunk.iter())
+            .map(|(_, delta)| delta.apply(&mut chunk_digest))
+            .collect();
+        (topics, chunk_digest)
+    };
+    std::thread::scope(|scope| {
+        let (done_tx, done_rx) = mpsc::channel();
+        for _ in 0..helpers.min(chunks.len()) {
+            let done_tx = done_tx.clone();
+            scope.spawn(move || {
+                while let Some(index) = claim() {
+                    if done_tx.send((index, rebuild(index))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        let mut ready = BTreeMap::new();
+        for (index, chunk) in chunks.iter().enumerate() {
+            let (topics, chunk_digest) = loop {
+                if let Some(rebuilt) = ready.remove(&index) {
+                    break rebuilt;
+                }
+                if let Ok((done, rebuilt)) = done_rx.try_recv() {
+                    ready.insert(done, rebuilt);
+                } else if let Some(unclaimed) = claim() {
+                    ready.insert(unclaimed, rebuild(unclaimed));
+                } else if let Ok((done, rebuilt)) = done_rx.recv() {
+                    ready.insert(done, rebuilt);
+                } else {
+                    // Every helper has stopped without this chunk (one panicked, which the
+                    // scope reports when it ends): rebuild it here.
+                    break rebuild(index);
+                }
+            };
+            digest.add_all(chunk_digest);
+            for ((_, delta), topic) in chunk.iter().zip(topics) {
+                insert(delta, topic);
+            }
+        }
+    });
+}
+
+/// Helper threads a large delta's rebuild may start: one per core beyond the caller's.
+fn rebuild_helpers() -> usize {
+    static HELPERS: OnceLock<usize> = OnceLock::new();
+    *HELPERS.get_or_init(|| {
+        std::thread::available_parallelism().map_or(0, |cores| cores.get().saturating_sub(1).min(7))
+    })
 }
 
 /// The delta of topic `id`, started from the base image on the first record that touches it.
@@ -1307,6 +1402,61 @@ mod tests {
             delta.replay(&topic("new", 51)),
             Err(ReplayError::DuplicateTopicName { .. })
         ));
+    }
+
+    /// Large deltas are rebuilt on helper threads (above `PARALLEL_REBUILD_PARTITIONS`); the
+    /// image must be the one small deltas applied one topic at a time give.
+    #[test]
+    fn a_large_delta_gives_the_image_of_small_ones() {
+        const TOPICS: u128 = 1_500;
+        const PARTITIONS: i32 = 4;
+        assert!((TOPICS as usize) * (PARTITIONS as usize) > PARALLEL_REBUILD_PARTITIONS);
+        let create = |id: u128| {
+            let mut records = vec![topic(&format!("t{id:05}"), id)];
+            records.extend((0..PARTITIONS).map(|p| partition(id, p, &[1, 2, 3])));
+            records
+        };
+        // Shrink the ISR of every partition of most topics, delete some, create others.
+        let change = |id: u128| match id % 10 {
+            0 => vec![remove_topic(id)],
+            9 => create(id + TOPICS),
+            _ => (0..PARTITIONS)
+                .map(|p| isr_change(id, p, &[2, 3], Some(2)))
+                .collect(),
+        };
+        let one_at_a_time =
+            |base: MetadataImage, per_topic: &dyn Fn(u128) -> Vec<MetadataRecord>| {
+                (1..=TOPICS).fold(base, |image, id| apply(&image, &per_topic(id)))
+            };
+        let all_at_once =
+            |base: &MetadataImage, per_topic: &dyn Fn(u128) -> Vec<MetadataRecord>| {
+                apply(base, &(1..=TOPICS).flat_map(per_topic).collect::<Vec<_>>())
+            };
+
+        let created = all_at_once(&MetadataImage::empty(), &create);
+        let created_small = one_at_a_time(MetadataImage::empty(), &create);
+        assert_eq!(created.topics, created_small.topics);
+        assert_eq!(created.digest, created_small.digest);
+        assert_eq!(created.digest, created.compute_digest());
+        assert_eq!(created.topics.partition_count(), 6_000);
+
+        let changed = all_at_once(&created, &change);
+        let changed_small = one_at_a_time(created_small, &change);
+        assert_eq!(changed.topics, changed_small.topics);
+        assert_eq!(changed.digest, changed_small.digest);
+        assert_eq!(changed.digest, changed.compute_digest());
+        assert_eq!(changed.topics.topic_count(), 1_500);
+        let shrunk = changed.topics.get_by_name("t00001").unwrap();
+        assert_eq!(shrunk.partition(3).unwrap().isr, [2, 3]);
+        assert!(changed.topics.get_by_name("t00010").is_none());
+        assert_eq!(
+            changed
+                .topics
+                .get_by_name("t01509")
+                .unwrap()
+                .partition_count(),
+            4
+        );
     }
 
     #[test]
