@@ -921,13 +921,20 @@ fn rebuild_topics<'a>(
         let (done_tx, done_rx) = mpsc::channel();
         for _ in 0..helpers.min(chunks.len()) {
             let done_tx = done_tx.clone();
-            scope.spawn(move || {
-                while let Some(index) = claim() {
-                    if done_tx.send((index, rebuild(index))).is_err() {
-                        return;
+            let started = std::thread::Builder::new()
+                .name("image-rebuild".into())
+                .spawn_scoped(scope, move || {
+                    while let Some(index) = claim() {
+                        if done_tx.send((index, rebuild(index))).is_err() {
+                            return;
+                        }
                     }
-                }
-            });
+                });
+            if let Err(error) = started {
+                // The loop below claims whatever no helper took.
+                tracing::warn!(%error, "no thread to help rebuild the image's topics; rebuilding them on this one");
+                break;
+            }
         }
         drop(done_tx);
         let mut ready = BTreeMap::new();
