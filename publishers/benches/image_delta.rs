@@ -122,8 +122,9 @@ fn report_memory() {
         drop(delta);
         let elapsed = started.elapsed();
         let stats = region.change();
-        let live_bytes = stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
-            + stats.bytes_reallocated as i64;
+        // stats_alloc already counts a realloc's growth in `bytes_allocated` (and a shrink in
+        // `bytes_deallocated`); `bytes_reallocated` is the same change again.
+        let live_bytes = stats.bytes_allocated as i64 - stats.bytes_deallocated as i64;
         let live_allocs = stats.allocations as i64 - stats.deallocations as i64;
         let per_partition = live_bytes as f64 / partitions as f64;
         let overhead = live_allocs as f64 * 8.0 / partitions as f64;
