@@ -65,7 +65,10 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
     // Clock reads cost about as much as librdkafka's delivery of a record on this VM, and the
     // tool shares the cores with the broker it measures: the idle timeout, the progress bar and
     // the detailed stats are checked when a poll comes back empty or every `RECORDS_PER_CHECK`.
+    // A record counted since the last check arrived at most one poll ago, so the idle timeout
+    // runs from the check that first sees it.
     let mut last_record = Instant::now();
+    let mut records_at_last_record = 0u64;
     let mut window = (Instant::now(), 0u64, 0u64);
     while records < args.messages {
         match consumer.poll(Duration::from_millis(100)) {
@@ -75,11 +78,14 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
                 if records % RECORDS_PER_CHECK != 0 && records < args.messages {
                     continue;
                 }
-                last_record = Instant::now();
-                progress.set_position(records);
             }
             Some(Err(error)) => return Err(error).context("consuming"),
-            None => progress.set_position(records),
+            None => {}
+        }
+        if records != records_at_last_record {
+            last_record = Instant::now();
+            records_at_last_record = records;
+            progress.set_position(records);
         }
         if last_record.elapsed() > timeout {
             progress.finish_and_clear();

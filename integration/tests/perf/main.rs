@@ -379,3 +379,55 @@ async fn handshakes_count_authentications_and_fail_on_a_wrong_password() {
     );
     assert!(!std::path::Path::new(json).exists());
 }
+
+/// The consumer looks at the clock only every 256 records or when a poll comes back empty; its
+/// idle timeout must still run from the last record, so records trickling in more slowly than
+/// the timeout's length in all never trip it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_stream_is_read_to_the_end_without_an_idle_timeout() {
+    let node = GregorNode::start(&[("group.initial.rebalance.delay.ms", "0")]).unwrap();
+    create(&node, &[("trickle", 1)]).await;
+    let bootstrap = node.bootstrap();
+    // Six records 1.5 s apart: the last arrives about 7.5 s in, past the 5 s timeout counted
+    // from the start or from any record but the latest.
+    let consume_args = [
+        "consume",
+        "--bootstrap-server",
+        &bootstrap,
+        "--topic",
+        "trickle",
+        "--messages",
+        "6",
+        "--timeout",
+        "5000",
+    ];
+    let produce_args = [
+        "produce",
+        "--bootstrap-server",
+        &bootstrap,
+        "--topic",
+        "trickle",
+        "--num-records",
+        "6",
+        "--record-size",
+        "10",
+        "--throughput",
+        "0.67",
+    ];
+    let (consumed, produced) = tokio::join!(
+        perf(&consume_args, Duration::from_secs(60)),
+        perf(&produce_args, Duration::from_secs(60))
+    );
+    assert!(produced.status.success(), "{}", text(&produced.stderr));
+    assert!(
+        consumed.status.success(),
+        "stdout:\n{}\nstderr:\n{}",
+        text(&consumed.stdout),
+        text(&consumed.stderr)
+    );
+    assert!(
+        text(&consumed.stdout).contains(", 6, "),
+        "{}",
+        text(&consumed.stdout)
+    );
+}
