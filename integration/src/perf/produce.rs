@@ -41,7 +41,7 @@ struct PerfContext {
     deliveries: Arc<Mutex<Deliveries>>,
     /// Each record's opaque is its send time as nanoseconds since this instant, so a send
     /// allocates nothing of the tool's.
-    started: Instant,
+    epoch: Instant,
 }
 
 impl ClientContext for PerfContext {}
@@ -51,7 +51,7 @@ impl ProducerContext for PerfContext {
 
     fn delivery(&self, result: &DeliveryResult<'_>, sent_nanos: Self::DeliveryOpaque) {
         let latency = self
-            .started
+            .epoch
             .elapsed()
             .saturating_sub(Duration::from_nanos(sent_nanos as u64));
         let Ok(mut deliveries) = self.deliveries.lock() else {
@@ -85,7 +85,7 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
         client_config(&args.common.bootstrap_server, &[], &args.producer_props)?
             .create_with_context(PerfContext {
                 deliveries: deliveries.clone(),
-                started: epoch,
+                epoch,
             })
             .context("creating the producer")?;
     let mut payload = vec![0u8; args.record_size];
