@@ -346,6 +346,9 @@ struct Worker {
     /// once per topic after the batch (a failed disk under a 1,000-partition topic is one
     /// line, not 1,000).
     unplaced: BTreeMap<String, PartitionRuns>,
+    /// Logs the batch being applied renamed for deletion, by topic, log dir and delay: logged
+    /// once per entry after the batch, as `unplaced` (each rename at DEBUG).
+    scheduled_deletions: BTreeMap<(String, usize, u64), PartitionRuns>,
     /// This shard's flusher thread, which fsyncs the segments appends roll.
     flusher: Sender<(TopicPartition, RolledSegment)>,
     /// `LogDirs::high_watermark_moves` at this shard's last high-watermark checkpoint.
@@ -413,6 +416,7 @@ pub(super) fn spawn(
         cleaning: HashSet::new(),
         touched_dirs: Vec::new(),
         unplaced: BTreeMap::new(),
+        scheduled_deletions: BTreeMap::new(),
         flusher: flush_tx,
         checkpointed_high_watermark_moves: None,
         open_threads: (settings.recovery_threads_per_dir * dirs.len())
@@ -507,6 +511,7 @@ impl Worker {
                 self.open_all(opening);
                 self.sync_touched_dirs();
                 self.report_unplaced();
+                self.report_scheduled_deletions();
             }
             Control::Shutdown { done, broker_epoch } => {
                 tracing::debug!(shard = self.index, broker_epoch, "log shard stopping");
@@ -587,6 +592,20 @@ impl Worker {
                 count = partitions.count(),
                 %partitions,
                 "no online log dir for these partitions: they answer KAFKA_STORAGE_ERROR until the node restarts with a working log dir"
+            );
+        }
+    }
+
+    fn report_scheduled_deletions(&mut self) {
+        for ((topic, dir, delay_ms), partitions) in std::mem::take(&mut self.scheduled_deletions) {
+            let log_dir = self.dirs.lock(dir).path().display().to_string();
+            tracing::info!(
+                %topic,
+                count = partitions.count(),
+                %partitions,
+                %log_dir,
+                delay_ms,
+                "partition logs renamed with the -delete suffix and scheduled for deletion"
             );
         }
     }
@@ -759,11 +778,16 @@ impl Worker {
         hosted.state.open.store(false, Ordering::Release);
         hosted.state.appended.notify_waiters();
         let delay = hosted.log.config().file_delete_delay_ms.max(0) as u64;
-        self.dirs.hosted[hosted.dir].fetch_sub(1, Ordering::Relaxed);
-        let renamed = self.dirs.lock(hosted.dir).delete_log(hosted.log);
+        let dir = hosted.dir;
+        self.dirs.hosted[dir].fetch_sub(1, Ordering::Relaxed);
+        let renamed = self.dirs.lock(dir).delete_log(hosted.log);
         match renamed {
             Ok(path) => {
-                tracing::info!(partition = %tp.dir_name(), renamed = %path.display(), delay_ms = delay, "partition log scheduled for deletion");
+                tracing::debug!(partition = %tp.dir_name(), renamed = %path.display(), delay_ms = delay, "partition log scheduled for deletion");
+                self.scheduled_deletions
+                    .entry((tp.topic.clone(), dir, delay))
+                    .or_default()
+                    .add(tp.partition);
                 self.pending_deletes
                     .push((Instant::now() + Duration::from_millis(delay), path));
             }
