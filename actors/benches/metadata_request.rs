@@ -148,6 +148,12 @@ fn bench(c: &mut Criterion) {
 }
 
 fn main() {
+    // As the node does (`node/src/main.rs`), so its image is measured on the same pages.
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        if let Err(error) = rustix::thread::disable_transparent_huge_pages(true) {
+            eprintln!("transparent huge pages stay on: {error}");
+        }
+    }
     let mut criterion = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))

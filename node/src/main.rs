@@ -118,11 +118,15 @@ fn load(args: &ConfigArgs) -> Result<NodeConfig, String> {
     NodeConfig::load(args.config.as_deref(), &args.overrides).map_err(|e| e.to_string())
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+/// `huge_pages`: whether the node's process could turn transparent huge pages off.
+fn run(cli: Cli, huge_pages: std::io::Result<()>) -> Result<(), String> {
     match cli.command {
         Command::Node(args) => {
             let config = load(&args)?;
             log_levels::init_logging_as(Some(config.log_format()));
+            if let Err(error) = huge_pages {
+                tracing::warn!(%error, "cannot turn transparent huge pages off for this process; the node runs with them");
+            }
             server::run(config).map_err(|e| e.to_string())
         }
         Command::Storage(StorageCommand::Format {
@@ -216,14 +220,31 @@ fn run(cli: Cli) -> Result<(), String> {
 #[global_allocator]
 static ALLOCATOR: MiMalloc = MiMalloc;
 
+/// mimalloc marks its arenas `MADV_HUGEPAGE`, so where the kernel's transparent huge pages are
+/// on for such memory (the common `madvise` mode), a fresh allocation faults in and zeroes a
+/// whole 2 MiB page. A node creating one 1,000-partition topic a second spent a third of its
+/// time zeroing them, for several times the p99 latency and twice the peak memory, while the
+/// image's speed does not depend on them (BENCHMARKS.md, "mimalloc's huge pages"). So a node
+/// turns them off for its process, unless the operator chose with mimalloc's own setting,
+/// `MIMALLOC_ALLOW_THP`.
+fn disable_huge_pages_unless_chosen() -> std::io::Result<()> {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_some() {
+        return Ok(());
+    }
+    Ok(rustix::thread::disable_transparent_huge_pages(true)?)
+}
+
 fn main() -> ExitCode {
+    // Before the first allocations of any size, so no page is faulted in huge; reported once
+    // the node's logging is set up.
+    let huge_pages = disable_huge_pages_unless_chosen();
     let cli = Cli::parse();
     // A node logs in the format its configuration names, so it starts logging once that is
     // loaded (a configuration error is printed on its own line either way).
     if !matches!(cli.command, Command::Node(_)) {
         server::init_logging();
     }
-    match run(cli) {
+    match run(cli, huge_pages) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("gregor: {message}");

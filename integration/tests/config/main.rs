@@ -11,3 +11,4 @@ mod t40_json_logs;
 mod t50_storage_info;
 mod t60_cargo_install;
 mod t70_container;
+mod t80_huge_pages;
