@@ -125,6 +125,12 @@ impl LeaderEpochCache {
         }
         Ok(())
     }
+
+    /// Records that an earlier [`Self::persist`] was made durable by a sync of the whole file
+    /// system.
+    pub fn synced_by_file_system(&mut self) {
+        self.unsynced = false;
+    }
 }
 
 #[cfg(test)]

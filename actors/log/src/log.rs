@@ -1009,10 +1009,13 @@ impl PartitionLog {
             .remove_expired(now_ms, self.config.producer_id_expiration_ms)
     }
 
-    /// Clean close: a producer snapshot at the LEO (or none at all when no producer is known, which a
-    /// clean reopen reads as "no producers" without replaying the log), the final time-index entry,
-    /// and fsync of whatever is not yet durable. A log with nothing new costs no fsync.
-    pub fn close(&mut self, now_ms: i64) -> Result<()> {
+    /// Clean close, but for durability: a producer snapshot at the LEO (or none at all when no
+    /// producer is known, which a clean reopen reads as "no producers" without replaying the
+    /// log), the final time-index entry, the files due for deletion removed. The caller then syncs
+    /// the log dir's file system once and calls [`synced_by_file_system`](Self::synced_by_file_system):
+    /// a shutdown of a million new logs is one `syncfs`, not two fsyncs each for their leader
+    /// epochs.
+    pub fn close_without_sync(&mut self) -> Result<()> {
         self.check_online()?;
         let result = (|| {
             let leo = self.log_end_offset();
@@ -1027,11 +1030,20 @@ impl PartitionLog {
             active
                 .finish_time_index(&files)
                 .map_err(|e| LogError::io("write", active.log_path(), e))?;
-            self.flush(now_ms)?;
             self.purge_deleted_files(i64::MAX)?;
             Ok(())
         })();
         self.guard(result)
+    }
+
+    /// Records that everything this log has written is durable (its file system was synced after
+    /// [`close_without_sync`](Self::close_without_sync)): the recovery point moves to the LEO, as
+    /// after a [`flush`](Self::flush).
+    pub fn synced_by_file_system(&mut self, now_ms: i64) {
+        self.epochs.synced_by_file_system();
+        self.recovery_point = self.log_end_offset();
+        self.unflushed_messages = 0;
+        self.last_flush_ms = now_ms;
     }
 
     /// Drops the in-memory index entries of every segment (for partitions gone idle).
