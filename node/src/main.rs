@@ -235,8 +235,8 @@ fn disable_huge_pages_unless_chosen() -> std::io::Result<()> {
 }
 
 fn main() -> ExitCode {
-    // Before the first allocations of any size, so no page is faulted in huge; reported once
-    // the node's logging is set up.
+    // Before the node's own allocations (only what the runtime and mimalloc set up before
+    // `main` can still be in huge pages); a failure is reported once logging is set up.
     let huge_pages = disable_huge_pages_unless_chosen();
     let cli = Cli::parse();
     // A node logs in the format its configuration names, so it starts logging once that is

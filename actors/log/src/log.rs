@@ -1009,7 +1009,7 @@ impl PartitionLog {
             .remove_expired(now_ms, self.config.producer_id_expiration_ms)
     }
 
-    /// Clean close, but for durability: a producer snapshot at the LEO (or none at all when no
+    /// A clean close without its fsyncs: a producer snapshot at the LEO (or none at all when no
     /// producer is known, which a clean reopen reads as "no producers" without replaying the
     /// log), the final time-index entry, the files due for deletion removed. The caller then syncs
     /// the log dir's file system once and calls [`synced_by_file_system`](Self::synced_by_file_system):
