@@ -674,10 +674,15 @@ impl PartitionLog {
         self.guard(result)?;
         let synced = self.epochs.sync();
         self.guard(synced)?;
+        self.durable_to_end(now_ms);
+        Ok(())
+    }
+
+    /// Everything written is durable: the recovery point moves to the LEO.
+    fn durable_to_end(&mut self, now_ms: i64) {
         self.recovery_point = self.log_end_offset();
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
-        Ok(())
     }
 
     /// Reads from the batch holding `from_offset`: at most `max_bytes` (the whole first batch when
@@ -1041,9 +1046,7 @@ impl PartitionLog {
     /// after a [`flush`](Self::flush).
     pub fn synced_by_file_system(&mut self, now_ms: i64) {
         self.epochs.synced_by_file_system();
-        self.recovery_point = self.log_end_offset();
-        self.unflushed_messages = 0;
-        self.last_flush_ms = now_ms;
+        self.durable_to_end(now_ms);
     }
 
     /// Drops the in-memory index entries of every segment (for partitions gone idle).

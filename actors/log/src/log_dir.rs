@@ -41,8 +41,19 @@ impl LogDirShared {
     /// so far, the files made inside those directories included). A failure marks the dir
     /// offline.
     pub fn sync_directory(&self) -> Result<()> {
+        self.sync_with(std::fs::File::sync_all)
+    }
+
+    /// Syncs the whole file system holding the log dir (`syncfs`): every file and directory
+    /// entry written so far, other programs' included. It reports a writeback error of any file
+    /// since it was last seen. A failure marks the dir offline.
+    pub(crate) fn sync_file_system(&self) -> Result<()> {
+        self.sync_with(|dir| Ok(rustix::fs::syncfs(dir)?))
+    }
+
+    fn sync_with(&self, sync: impl FnOnce(&std::fs::File) -> std::io::Result<()>) -> Result<()> {
         let synced = std::fs::File::open(&self.path)
-            .and_then(|dir| dir.sync_all())
+            .and_then(|dir| sync(&dir))
             .map_err(|e| LogError::io("sync", &self.path, e));
         if let Err(error) = &synced {
             self.mark_offline(error);
@@ -326,17 +337,8 @@ impl LogDir {
         })?;
         // One sync of the file system instead of an fsync per file: every segment, index and
         // leader-epoch checkpoint written (a new log's epoch is written without fsync), with the
-        // directory entries. It reports a writeback error of any file since it was last seen.
-        let synced = std::fs::File::open(&self.shared.path)
-            .map_err(|e| LogError::io("open", &self.shared.path, e))
-            .and_then(|dir| {
-                rustix::fs::syncfs(&dir)
-                    .map_err(|e| LogError::io("sync", &self.shared.path, e.into()))
-            });
-        if let Err(error) = &synced {
-            self.shared.mark_offline(error);
-        }
-        synced?;
+        // directory entries.
+        self.shared.sync_file_system()?;
         for log in &mut logs {
             log.synced_by_file_system(now_ms);
         }
