@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use gregor_publishers::records::MetadataBatch;
+use gregor_publishers::records::{MetadataBatch, MetadataRecord};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::raft::{MetadataLog, MetadataLogError, MetadataLogId};
@@ -33,8 +33,8 @@ const MAX_GROUP_RECORDS: usize = 50_000;
 const MAX_GROUP_BYTES: usize = 1024 * 1024;
 
 /// Encoded size of a batch's records.
-fn encoded_bytes(batch: &MetadataBatch) -> usize {
-    postcard::experimental::serialized_size(&batch.records).unwrap_or(usize::MAX)
+fn encoded_bytes(records: &[MetadataRecord]) -> usize {
+    postcard::experimental::serialized_size(records).unwrap_or(usize::MAX)
 }
 
 /// One batch on its way to the metadata log, and who waits for its outcome.
@@ -68,19 +68,22 @@ pub(super) async fn run(
             continue;
         }
         let generation = first.generation;
-        let mut bytes = encoded_bytes(&first.batch);
         let mut records = first.batch.records;
         let mut waiters = vec![first.done];
+        // Sized only once another batch is queued: measuring a lone 1,000-partition creation
+        // costs as much as encoding it, on the path of its answer.
+        let mut bytes = None;
         while let Ok(next) = queue.try_recv() {
-            let next_bytes = encoded_bytes(&next.batch);
+            let group_bytes = *bytes.get_or_insert_with(|| encoded_bytes(&records));
+            let next_bytes = encoded_bytes(&next.batch.records);
             if next.generation != generation
                 || records.len() + next.batch.records.len() > MAX_GROUP_RECORDS
-                || bytes.saturating_add(next_bytes) > MAX_GROUP_BYTES
+                || group_bytes.saturating_add(next_bytes) > MAX_GROUP_BYTES
             {
                 waiting = Some(next);
                 break;
             }
-            bytes = bytes.saturating_add(next_bytes);
+            bytes = Some(group_bytes.saturating_add(next_bytes));
             records.extend(next.batch.records);
             waiters.push(next.done);
         }
