@@ -97,8 +97,11 @@ impl PartitionState {
     pub fn is_offline(&self) -> bool {
         self.offline.load(Ordering::Acquire)
     }
-    /// Being opened (recovered) by its shard. Appends may already be queued: the shard opens the
-    /// log before it serves any later command. Offsets are not known yet.
+    /// Registered by the metadata image and being opened (recovered) by its shard. Appends may
+    /// already be queued: the shard opens the log before it serves any command sent after the
+    /// open reached it (one sent in the moment between the registration and the log
+    /// publisher's send gets NOT_LEADER_OR_FOLLOWER, which clients retry). Offsets are not
+    /// known yet.
     pub fn is_opening(&self) -> bool {
         !self.open.load(Ordering::Acquire) && !self.offline.load(Ordering::Acquire)
     }
