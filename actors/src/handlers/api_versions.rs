@@ -1,15 +1,18 @@
 //! ApiVersions (key 18): the served versions, straight from the routing table.
 
+use std::sync::OnceLock;
+
+use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_response::{
     ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
 };
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
-use kafka_protocol::protocol::{Message, StrBytes};
+use kafka_protocol::protocol::{Encodable, Message, StrBytes};
 
 use gregor_publishers::records::{KRAFT_VERSION_FEATURE, METADATA_VERSION_FEATURE};
 
-use super::{ApiResponse, ErrorCounts, APIS};
+use super::{ApiResponse, EncodedList, ErrorCounts, APIS};
 use crate::context::{HandlerContext, ListenerKind, RequestInfo};
 use crate::features::SUPPORTED_FEATURES;
 
@@ -48,21 +51,6 @@ pub(super) fn handle(
         );
     }
     let image = ctx.image.load();
-    // Sized up front: collecting a filter grows the vector five times.
-    let mut api_keys = Vec::with_capacity(APIS.len());
-    api_keys.extend(
-        APIS.iter()
-            .filter(|spec| match info.listener_kind {
-                ListenerKind::Broker => spec.on_broker_listener,
-                ListenerKind::Controller => spec.on_controller_listener,
-            })
-            .map(|spec| {
-                ApiVersion::default()
-                    .with_api_key(spec.key as i16)
-                    .with_min_version(spec.versions.min)
-                    .with_max_version(spec.versions.max)
-            }),
-    );
     // KAFKA-17011: before v4, features whose minimum is 0 are left out.
     let supported_features = SUPPORTED_FEATURES
         .iter()
@@ -87,16 +75,55 @@ pub(super) fn handle(
         })
         .collect();
     errors.add(0);
-    ApiResponse::new(
+    let mut answer = ApiResponse::new(
         ResponseKind::ApiVersions(
             ApiVersionsResponse::default()
-                .with_api_keys(api_keys)
                 .with_supported_features(supported_features)
                 .with_finalized_features_epoch(image.provenance.last_log_index as i64)
                 .with_finalized_features(finalized_features),
         ),
         errors,
-    )
+    );
+    answer.encoded_list = Some(api_keys(info.listener_kind, info.api_version));
+    answer
+}
+
+/// The answer's `api_keys`, encoded once per listener kind and encoding (v0-2, then the
+/// flexible v3+): the routing table is fixed for the process, and building, encoding and
+/// dropping its ~70 entries was a third of the node's work per ApiVersions.
+fn api_keys(listener_kind: ListenerKind, api_version: i16) -> EncodedList {
+    static ENCODED: [OnceLock<EncodedList>; 4] = [const { OnceLock::new() }; 4];
+    let flexible = api_version >= 3;
+    let slot = match listener_kind {
+        ListenerKind::Broker => 0,
+        ListenerKind::Controller => 2,
+    } + usize::from(flexible);
+    ENCODED[slot]
+        .get_or_init(|| encode_api_keys(listener_kind, if flexible { 3 } else { 0 }))
+        .clone()
+}
+
+/// The routing table's entries served on `listener_kind`, encoded at `api_version`.
+fn encode_api_keys(listener_kind: ListenerKind, api_version: i16) -> EncodedList {
+    let mut bytes = BytesMut::new();
+    let mut count = 0;
+    for spec in APIS.iter().filter(|spec| match listener_kind {
+        ListenerKind::Broker => spec.on_broker_listener,
+        ListenerKind::Controller => spec.on_controller_listener,
+    }) {
+        let entry = ApiVersion::default()
+            .with_api_key(spec.key as i16)
+            .with_min_version(spec.versions.min)
+            .with_max_version(spec.versions.max);
+        // Three integers and, when flexible, an empty tag buffer: nothing that can fail.
+        if entry.encode(&mut bytes, api_version).is_ok() {
+            count += 1;
+        }
+    }
+    EncodedList {
+        count,
+        bytes: bytes.freeze(),
+    }
 }
 
 /// Kafka's answer to an ApiVersions request of a version it does not know (KIP-511): a v0 body

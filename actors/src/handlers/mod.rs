@@ -507,12 +507,13 @@ pub struct ApiResponse {
     /// Whether the response is sent (Produce with acks=0 sends none).
     pub delivery: Delivery,
     /// The body's list, already encoded, when the handler wrote it straight to bytes (an
-    /// all-topics Metadata answer's topics); the body then holds an empty list in its place.
+    /// all-topics Metadata answer's topics, ApiVersions' api keys); the body then holds an
+    /// empty list in its place.
     pub encoded_list: Option<EncodedList>,
 }
 
 /// A response's list encoded at the request's version, without its length prefix.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct EncodedList {
     /// How many elements it holds.
     pub count: usize,

@@ -1196,10 +1196,14 @@ async fn process_frame(
             format!("no handler for {}", spec.name),
         )
     })?;
-    // Only Metadata's handler writes its list itself (all topics), never a chunked one.
+    // Only Metadata's handler (all topics) and ApiVersions' write their lists themselves,
+    // never a chunked one.
     let topics = match (topics, encoded_list) {
         (None, Some(list)) if api_key == ApiKey::Metadata => {
             Some(ListWriter::EncodedMetadata(list))
+        }
+        (None, Some(list)) if api_key == ApiKey::ApiVersions => {
+            Some(ListWriter::EncodedApiKeys(list))
         }
         (topics, None) => topics,
         (_, Some(_)) => {
@@ -1277,11 +1281,12 @@ async fn process_frame(
                 .map(ResponseBytes::Parts)
         }
         (body, topics) => {
-            let bytes = encode_response(
+            let bytes = encode_response_with_room(
                 correlation_id,
                 header_version,
                 super::raft_voter_versions::response_layout(api_key, api_version),
                 body,
+                super::repeated::spliced_list_room(topics.as_ref()),
             )?;
             match topics {
                 None => Ok(ResponseBytes::Whole(bytes)),
@@ -1691,6 +1696,17 @@ pub(super) fn encode_response(
     api_version: i16,
     body: &ResponseKind,
 ) -> Result<Bytes, String> {
+    encode_response_with_room(correlation_id, header_version, api_version, body, 0)
+}
+
+/// [`encode_response`] into a buffer with `room` bytes to spare, for a list spliced in later.
+fn encode_response_with_room(
+    correlation_id: i32,
+    header_version: i16,
+    api_version: i16,
+    body: &ResponseKind,
+    room: usize,
+) -> Result<Bytes, String> {
     // Size prefix, correlation id, header tag buffer.
     const HEADER: usize = 9;
     let capacity = match body {
@@ -1705,7 +1721,7 @@ pub(super) fn encode_response(
             .map_or(256, |size| HEADER + size),
         _ => 256,
     };
-    let mut out = BytesMut::with_capacity(capacity);
+    let mut out = BytesMut::with_capacity(capacity + room);
     out.put_i32(0);
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
@@ -1775,6 +1791,68 @@ mod tests {
         }
         let empty = good.clone().with_request_data(Bytes::new());
         assert_eq!(error(&empty, true), Some(ResponseError::UnsupportedVersion));
+        Ok(())
+    }
+
+    /// The handler sends ApiVersions' api keys encoded once, spliced into the rest of the
+    /// answer: the bytes must be those of the whole answer encoded at once, throttle time
+    /// and features included, at every version.
+    #[test]
+    fn an_api_versions_answer_with_its_keys_encoded_apart_is_the_same_bytes() -> anyhow::Result<()>
+    {
+        use kafka_protocol::messages::api_versions_response::{
+            ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+        };
+        use kafka_protocol::messages::ApiVersionsResponse;
+        use kafka_protocol::protocol::{Encodable, StrBytes};
+        let keys: Vec<ApiVersion> = (0..70)
+            .map(|key| {
+                ApiVersion::default()
+                    .with_api_key(key)
+                    .with_min_version(key % 2)
+                    .with_max_version(key % 7 + 1)
+            })
+            .collect();
+        let feature = StrBytes::from_static_str("metadata.version");
+        let answer = ApiVersionsResponse::default()
+            .with_throttle_time_ms(1234)
+            .with_supported_features(vec![SupportedFeatureKey::default()
+                .with_name(feature.clone())
+                .with_min_version(7)
+                .with_max_version(27)])
+            .with_finalized_features_epoch(42)
+            .with_finalized_features(vec![FinalizedFeatureKey::default()
+                .with_name(feature)
+                .with_min_version_level(27)
+                .with_max_version_level(27)]);
+        for version in 0..=4 {
+            let whole = ResponseKind::ApiVersions(answer.clone().with_api_keys(keys.clone()));
+            let expected = encode_response(9, 0, version, &whole).map_err(anyhow::Error::msg)?;
+            let mut list = BytesMut::new();
+            for key in &keys {
+                key.encode(&mut list, version)?;
+            }
+            let list = handlers::EncodedList {
+                count: keys.len(),
+                bytes: list.freeze(),
+            };
+            let list = || ListWriter::EncodedApiKeys(list.clone());
+            // With room left for the list (in place) and without (copied).
+            let room = super::super::repeated::spliced_list_room(Some(&list()));
+            assert!(room > 0);
+            for room in [room, 0] {
+                let stand_in = ResponseKind::ApiVersions(answer.clone());
+                let stand_in = encode_response_with_room(9, 0, version, &stand_in, room)
+                    .map_err(anyhow::Error::msg)?;
+                let spliced = super::super::repeated::splice_topics(stand_in, version, list())?;
+                match spliced {
+                    ResponseBytes::Whole(bytes) => {
+                        assert_eq!(bytes, expected, "ApiVersions v{version}, room {room}")
+                    }
+                    other => anyhow::bail!("v{version}: spliced into {other:?}, not one buffer"),
+                }
+            }
+        }
         Ok(())
     }
 

@@ -892,6 +892,9 @@ pub enum ResponseBytes {
     Listed(Box<super::list_chunks::ChunkedAnswer>),
 }
 
+/// The largest encoded list copied into its answer's buffer (see [`splice_topics`]).
+const COPIED_LIST_BYTES: usize = 64 * 1024;
+
 /// An answer whose list is written by a [`ListWriter`] between its head and tail.
 #[derive(Debug)]
 pub struct Chunked {
@@ -908,6 +911,8 @@ pub enum ListWriter {
     Metadata(Box<TopicsWriter>),
     /// An all-topics Metadata answer's topics, encoded by the handler.
     EncodedMetadata(EncodedList),
+    /// An ApiVersions answer's api keys, encoded once by the handler.
+    EncodedApiKeys(EncodedList),
     Produce(PartitionsWriter<ProduceList>),
     Fetch(PartitionsWriter<FetchList>),
     CreateTopics(TopicResultsWriter<CreateTopicsApi>),
@@ -935,7 +940,9 @@ impl ListWriter {
     fn count(&self) -> usize {
         match self {
             ListWriter::Metadata(topics) => topics.count,
-            ListWriter::EncodedMetadata(topics) => topics.count,
+            ListWriter::EncodedMetadata(topics) | ListWriter::EncodedApiKeys(topics) => {
+                topics.count
+            }
             ListWriter::Produce(topics) => topics.count(),
             ListWriter::Fetch(topics) => topics.count(),
             ListWriter::CreateTopics(topics) => topics.count(),
@@ -963,7 +970,9 @@ impl ListWriter {
     fn len(&self) -> usize {
         match self {
             ListWriter::Metadata(topics) => topics.len(),
-            ListWriter::EncodedMetadata(topics) => topics.bytes.len(),
+            ListWriter::EncodedMetadata(topics) | ListWriter::EncodedApiKeys(topics) => {
+                topics.bytes.len()
+            }
             ListWriter::Produce(topics) => topics.len(),
             ListWriter::Fetch(topics) => topics.len(),
             ListWriter::CreateTopics(topics) => topics.len(),
@@ -984,6 +993,16 @@ impl ListWriter {
             ListWriter::AlterReassignments(topics) => topics.len(),
             ListWriter::CreateAcls(results) => results.len(),
             ListWriter::DeleteAcls(results) => results.len(),
+        }
+    }
+
+    /// The list's bytes, when the handler encoded it.
+    fn encoded(&self) -> Option<&Bytes> {
+        match self {
+            ListWriter::EncodedMetadata(list) | ListWriter::EncodedApiKeys(list) => {
+                Some(&list.bytes)
+            }
+            _ => None,
         }
     }
 
@@ -1040,13 +1059,19 @@ impl ListWriter {
             // After the topics come tagged fields that vary (Produce's leaders from v10), so
             // the list is found from the front: the response header, then what the body has
             // before its topics (Produce nothing, Fetch its throttle time, error code and
-            // session id), then the empty list.
-            ListWriter::Produce(_) | ListWriter::Fetch(_) => {
+            // session id, ApiVersions its error code), then the empty list.
+            ListWriter::Produce(_) | ListWriter::Fetch(_) | ListWriter::EncodedApiKeys(_) => {
                 let (flexible, before) = match self {
                     ListWriter::Fetch(_) => (version >= 12, 4 + if version >= 7 { 6 } else { 0 }),
+                    ListWriter::EncodedApiKeys(_) => (version >= 3, 2),
                     _ => (version >= 9, 0),
                 };
-                let header = if flexible { 5 } else { 4 };
+                // ApiVersions' answer has the v0 header at every version (KIP-511).
+                let header = match self {
+                    ListWriter::EncodedApiKeys(_) => 4,
+                    _ if flexible => 5,
+                    _ => 4,
+                };
                 let empty = if flexible { 1 } else { 4 };
                 (
                     response_len.saturating_sub(4 + header + before + empty),
@@ -1059,7 +1084,9 @@ impl ListWriter {
     async fn write_to<W: AsyncWrite + Unpin + Send>(&self, out: &mut W) -> std::io::Result<()> {
         match self {
             ListWriter::Metadata(topics) => topics.write_to(out).await,
-            ListWriter::EncodedMetadata(topics) => out.write_all(&topics.bytes).await,
+            ListWriter::EncodedMetadata(topics) | ListWriter::EncodedApiKeys(topics) => {
+                out.write_all(&topics.bytes).await
+            }
             ListWriter::Produce(topics) => topics.write_to(out).await,
             ListWriter::Fetch(topics) => topics.write_to(out).await,
             ListWriter::CreateTopics(topics) => topics.write_to(out).await,
@@ -1514,7 +1541,7 @@ pub(super) fn uvarint_at(bytes: &[u8], at: &mut usize) -> u64 {
 /// An array's length (-1 for null): compact (length + 1 as a varint) when `flexible`, else an
 /// i32.
 pub(super) fn put_array_length(
-    out: &mut BytesMut,
+    out: &mut impl BufMut,
     length: usize,
     flexible: bool,
 ) -> anyhow::Result<()> {
@@ -1646,6 +1673,49 @@ pub(super) fn skip_quota_entry(buf: &mut Bytes, flexible: bool) -> anyhow::Resul
 
 /// Puts the list a [`ListWriter`] writes into `response` (size prefix, header, body, encoded
 /// at `version` with an empty list) in place of that empty list.
+/// `response` with its `stand_in` bytes replaced by `list_length` and `list`, and its size
+/// prefix set to `size`: in its own buffer when the encoder left room for the list (see
+/// [`spliced_list_room`]), else in a new one.
+fn splice_in_place(
+    response: Bytes,
+    stand_in: std::ops::Range<usize>,
+    list_length: &[u8],
+    list: &[u8],
+    size: i32,
+) -> Bytes {
+    let inserted = list_length.len() + list.len();
+    let spliced_len = response.len() - stand_in.len() + inserted;
+    let mut out = match response.try_into_mut() {
+        Ok(out) if out.capacity() >= spliced_len => out,
+        Ok(out) => copied(&out, spliced_len),
+        Err(response) => copied(&response, spliced_len),
+    };
+    let old_len = out.len();
+    out.resize(spliced_len.max(old_len), 0);
+    // The tail moves behind the list's place, then the list fills the gap.
+    out.copy_within(stand_in.end..old_len, stand_in.start + inserted);
+    out.truncate(spliced_len);
+    out[stand_in.start..stand_in.start + list_length.len()].copy_from_slice(list_length);
+    out[stand_in.start + list_length.len()..stand_in.start + inserted].copy_from_slice(list);
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    out.freeze()
+}
+
+fn copied(bytes: &[u8], capacity: usize) -> BytesMut {
+    let mut out = BytesMut::with_capacity(capacity.max(bytes.len()));
+    out.put_slice(bytes);
+    out
+}
+
+/// The room an answer's encoder leaves behind it so that [`splice_topics`] can put `topics`
+/// in place without a second buffer: a small encoded list and its length prefix.
+pub(crate) fn spliced_list_room(topics: Option<&ListWriter>) -> usize {
+    topics
+        .and_then(ListWriter::encoded)
+        .filter(|list| list.len() <= COPIED_LIST_BYTES)
+        .map_or(0, |list| list.len() + 5)
+}
+
 pub(crate) fn splice_topics(
     response: Bytes,
     version: i16,
@@ -1662,15 +1732,32 @@ pub(crate) fn splice_topics(
     if &response[start..end] != empty {
         bail!("the response's list is not empty where it is spliced");
     }
-    let mut list_length = BytesMut::new();
-    put_array_length(&mut list_length, topics.count(), flexible)?;
+    let mut length_prefix = [0; 5];
+    let mut unwritten = &mut length_prefix[..];
+    put_array_length(&mut unwritten, topics.count(), flexible)?;
+    let written = 5 - unwritten.len();
+    let list_length = &length_prefix[..written];
     let size = response.len() - 4 - empty.len() + list_length.len() + topics.len();
     let size = i32::try_from(size)
         .map_err(|_| anyhow::anyhow!("the response is {size} bytes, over 2 GiB"))?;
+    // A small list already in bytes goes out with its answer in one write (one segment on
+    // the wire, not three); a large one is not copied.
+    if let Some(list) = topics
+        .encoded()
+        .filter(|list| list.len() <= COPIED_LIST_BYTES)
+    {
+        return Ok(ResponseBytes::Whole(splice_in_place(
+            response,
+            start..end,
+            list_length,
+            list,
+            size,
+        )));
+    }
     Ok(ResponseBytes::Chunked(Chunked {
         size,
         head: response.slice(4..start),
-        list_length,
+        list_length: BytesMut::from(list_length),
         topics,
         tail: response.slice(end..),
     }))
