@@ -107,10 +107,7 @@ fn api_keys(listener_kind: ListenerKind, api_version: i16) -> EncodedList {
 fn encode_api_keys(listener_kind: ListenerKind, api_version: i16) -> EncodedList {
     let mut bytes = BytesMut::new();
     let mut count = 0;
-    for spec in APIS.iter().filter(|spec| match listener_kind {
-        ListenerKind::Broker => spec.on_broker_listener,
-        ListenerKind::Controller => spec.on_controller_listener,
-    }) {
+    for spec in APIS.iter().filter(|spec| spec.served_on(listener_kind)) {
         let entry = ApiVersion::default()
             .with_api_key(spec.key as i16)
             .with_min_version(spec.versions.min)

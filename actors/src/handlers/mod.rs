@@ -84,6 +84,16 @@ pub struct ApiSpec {
     pub also_counted_as: Option<fn(i16) -> Option<&'static str>>,
 }
 
+impl ApiSpec {
+    /// Whether the API is served on listeners of `kind`.
+    pub fn served_on(&self, kind: ListenerKind) -> bool {
+        match kind {
+            ListenerKind::Broker => self.on_broker_listener,
+            ListenerKind::Controller => self.on_controller_listener,
+        }
+    }
+}
+
 const fn api(
     key: ApiKey,
     name: &'static str,
@@ -477,13 +487,8 @@ pub const APIS: &[ApiSpec] = &[
 
 /// The entry for `key` if it is served on listeners of `kind`.
 pub fn lookup(key: ApiKey, kind: ListenerKind) -> Option<&'static ApiSpec> {
-    APIS.iter().find(|spec| {
-        spec.key == key
-            && match kind {
-                ListenerKind::Broker => spec.on_broker_listener,
-                ListenerKind::Controller => spec.on_controller_listener,
-            }
-    })
+    APIS.iter()
+        .find(|spec| spec.key == key && spec.served_on(kind))
 }
 
 /// The second request-metric name of a request of API `name` at `version`, if it has one

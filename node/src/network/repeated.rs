@@ -895,6 +895,9 @@ pub enum ResponseBytes {
 /// The largest encoded list copied into its answer's buffer (see [`splice_topics`]).
 const COPIED_LIST_BYTES: usize = 64 * 1024;
 
+/// The longest array length prefix: an i32, or a varint of a `u32` (five bytes).
+const MAX_ARRAY_LENGTH_BYTES: usize = 5;
+
 /// An answer whose list is written by a [`ListWriter`] between its head and tail.
 #[derive(Debug)]
 pub struct Chunked {
@@ -996,11 +999,12 @@ impl ListWriter {
         }
     }
 
-    /// The list's bytes, when the handler encoded it.
-    fn encoded(&self) -> Option<&Bytes> {
+    /// The list's bytes, when the handler encoded them and they are few enough to be copied
+    /// into the answer's buffer (see [`splice_topics`]).
+    fn copied_into_answer(&self) -> Option<&Bytes> {
         match self {
             ListWriter::EncodedMetadata(list) | ListWriter::EncodedApiKeys(list) => {
-                Some(&list.bytes)
+                Some(&list.bytes).filter(|bytes| bytes.len() <= COPIED_LIST_BYTES)
             }
             _ => None,
         }
@@ -1711,9 +1715,8 @@ fn copied(bytes: &[u8], capacity: usize) -> BytesMut {
 /// in place without a second buffer: a small encoded list and its length prefix.
 pub(crate) fn spliced_list_room(topics: Option<&ListWriter>) -> usize {
     topics
-        .and_then(ListWriter::encoded)
-        .filter(|list| list.len() <= COPIED_LIST_BYTES)
-        .map_or(0, |list| list.len() + 5)
+        .and_then(ListWriter::copied_into_answer)
+        .map_or(0, |list| list.len() + MAX_ARRAY_LENGTH_BYTES)
 }
 
 pub(crate) fn splice_topics(
@@ -1732,20 +1735,17 @@ pub(crate) fn splice_topics(
     if &response[start..end] != empty {
         bail!("the response's list is not empty where it is spliced");
     }
-    let mut length_prefix = [0; 5];
+    let mut length_prefix = [0; MAX_ARRAY_LENGTH_BYTES];
     let mut unwritten = &mut length_prefix[..];
     put_array_length(&mut unwritten, topics.count(), flexible)?;
-    let written = 5 - unwritten.len();
+    let written = MAX_ARRAY_LENGTH_BYTES - unwritten.len();
     let list_length = &length_prefix[..written];
     let size = response.len() - 4 - empty.len() + list_length.len() + topics.len();
     let size = i32::try_from(size)
         .map_err(|_| anyhow::anyhow!("the response is {size} bytes, over 2 GiB"))?;
     // A small list already in bytes goes out with its answer in one write (one segment on
     // the wire, not three); a large one is not copied.
-    if let Some(list) = topics
-        .encoded()
-        .filter(|list| list.len() <= COPIED_LIST_BYTES)
-    {
+    if let Some(list) = topics.copied_into_answer() {
         return Ok(ResponseBytes::Whole(splice_in_place(
             response,
             start..end,
