@@ -519,3 +519,82 @@ def test_large_fetch_answers_at_every_version(node, raw):
                 for record in records.next_batch():
                     got[partition.partition_index].append((record.key, record.value))
         assert got == sent, f"v{version}"
+
+
+def kafka_fetch_rule(batch_sizes, max_bytes, partition_max_bytes):
+    """Kafka's byte limits, partition after partition: each takes at most partition_max_bytes
+    of what is left of max_bytes, in whole batches, and the first partition to return records
+    returns its first batch whole even past its limit. Batches returned per partition."""
+    used, returned = 0, []
+    for sizes in batch_sizes:
+        limit, first = min(partition_max_bytes, max(max_bytes - used, 0)), used == 0
+        count = total = 0
+        if limit > 0 or first:
+            for size in sizes:
+                if total + size > limit and not (first and count == 0):
+                    break
+                count, total = count + 1, total + size
+        returned.append(count)
+        used += total
+    return returned
+
+
+def test_fetch_byte_limits_across_partitions(node, raw):
+    """A fetch of several partitions returns exactly what Kafka's partition-after-partition
+    rule returns (the node reads them together when that cannot change the answer): budgets
+    that cover every partition, a partition limit below one batch (the first batch still whole),
+    a response limit that runs out part way, and an oversized first batch that leaves too
+    little for the partitions after it."""
+    from kafka.record.memory_records import MemoryRecords
+
+    topic = "dp-fetch-limits"
+    partitions = 3
+    create(node, (topic, partitions))
+    conn = raw()
+    for partition in range(partitions):
+        wait_for("the log", lambda: list_offset(conn, topic, partition, -1).error_code == 0)
+    now = int(time.time() * 1000)
+    # Partition 0 holds batches of about 4 KB, partitions 1 and 2 batches of about 170 bytes.
+    shapes = {0: (4, 1000), 1: (1, 100), 2: (1, 100)}
+    sizes = [[], [], []]
+    for partition, (count, value_size) in shapes.items():
+        for n in range(3):
+            records = [(f"k{partition}-{n}-{i}".encode(), os.urandom(value_size), [], now + i)
+                       for i in range(count)]
+            encoded = batch(records)
+            assert produce(conn, topic, partition, encoded).error_code == 0
+            sizes[partition].append(len(encoded))
+    big, small = max(sizes[0]), max(sizes[1] + sizes[2])
+    F = FetchRequest[12]
+    cases = [
+        (1 << 20, 1 << 20),
+        (1 << 20, small + 10),
+        (1 << 20, 100),
+        (big + 3 * small + 10, 3 * small + 10),
+        (2 * big + 10, 2 * big + 10),
+        # Partition 0's first batch goes past its limit, leaving less than the others' limits.
+        (big + 2 * small + 10, 3 * small + 10),
+        (big + small + 10, 100),
+        (3 * big, 5 * big),
+    ]
+    for max_bytes, partition_max_bytes in cases:
+        request = F(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+                partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=partition_max_bytes)
+                for p in range(partitions)])],
+        )
+        (topic_response,) = conn.send(request, FetchResponse).responses
+        returned = []
+        for partition in topic_response.partitions:
+            assert (partition.error_code, partition.high_watermark) == (0, 3 * shapes[partition.partition_index][0])
+            records = MemoryRecords(bytes(partition.records or b""))
+            count = 0
+            while records.has_next():
+                records.next_batch()
+                count += 1
+            returned.append(count)
+        assert returned == kafka_fetch_rule(sizes, max_bytes, partition_max_bytes), \
+            (max_bytes, partition_max_bytes, sizes)

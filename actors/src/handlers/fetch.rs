@@ -328,6 +328,7 @@ pub async fn read_all(
     // a consumer READ on each topic.
     let access = Access::new(ctx, info);
     let follower_denied = replica_id >= 0 && !access.allows_cluster(AclOperation::ClusterAction);
+    let mut pending = Vec::new();
     for topic in &request.topics {
         let (name, unknown_topic) =
             requested_topic(&image, version >= 13, &topic.topic_id, &topic.topic);
@@ -399,7 +400,7 @@ pub async fn read_all(
                 partitions.push(partition_error(index, OFFSET_OUT_OF_RANGE));
                 continue;
             }
-            let mut response = PartitionData::default()
+            let response = PartitionData::default()
                 .with_partition_index(index)
                 .with_error_code(NONE)
                 .with_high_watermark(high_watermark)
@@ -408,39 +409,19 @@ pub async fn read_all(
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_aborted_transactions((request.isolation_level == 1).then(Vec::new))
                 .with_records(Some(bytes::Bytes::new()));
-            let budget = (max_bytes - pass.bytes).max(0);
-            let limit = i64::from(wanted.partition_max_bytes).clamp(0, budget);
-            let first_data = pass.bytes == 0;
-            if wanted.fetch_offset < high_watermark && (limit > 0 || first_data) {
-                let read = match ctx.logs.as_ref() {
-                    Some(logs) => {
-                        logs.read(
-                            &led_name(&name),
-                            index,
-                            wanted.fetch_offset,
-                            limit as u64,
-                            first_data,
-                        )
-                        .await
-                    }
-                    None => Err(crate::log_manager::LogManagerError::NoLog(String::new())),
-                };
-                match read {
-                    Ok(read) => {
-                        pass.bytes += read.records.len() as i64;
-                        response.high_watermark = read.high_watermark;
-                        response.last_stable_offset = read.high_watermark;
-                        response.log_start_offset = read.log_start_offset;
-                        response.records = Some(read.records);
-                    }
-                    Err(error) => {
-                        tracing::debug!(partition = index, %error, "fetch read failed");
-                        partitions.push(partition_error(index, error.code()));
-                        continue;
-                    }
-                }
+            if wanted.fetch_offset < high_watermark {
+                pending.push(PendingRead {
+                    slot: (pass.topics.len(), partitions.len()),
+                    name: led_name(&name),
+                    index,
+                    fetch_offset: wanted.fetch_offset,
+                    partition_max_bytes: i64::from(wanted.partition_max_bytes).max(0),
+                    state,
+                    high_watermark,
+                });
+            } else {
+                pass.watched.push(state, high_watermark);
             }
-            pass.watched.push(state, high_watermark);
             partitions.push(response);
         }
         pass.topics.push(
@@ -450,12 +431,137 @@ pub async fn read_all(
                 .with_partitions(partitions),
         );
     }
+    read_pending(ctx, &pending, &mut pass, max_bytes).await;
     pass.any_error = pass
         .topics
         .iter()
         .flat_map(|t| &t.partitions)
         .any(|p| p.error_code != NONE);
     pass
+}
+
+/// A consumer's partition with records below its high watermark, still to be read; `slot` is
+/// its place (topic, partition) in the response.
+struct PendingRead {
+    slot: (usize, usize),
+    name: String,
+    index: i32,
+    fetch_offset: i64,
+    partition_max_bytes: i64,
+    state: Arc<PartitionState>,
+    high_watermark: i64,
+}
+
+/// Reads the pending partitions with Kafka's rules, as if one after the other: each may take
+/// `partition_max_bytes` of what is left of `max_bytes`, and the first to return records returns
+/// its first batch whole. One after the other, a fetch of several partitions paid a trip to a
+/// shard thread per partition; so a partition is read together with every one after it, and its
+/// followers' answers are kept only when that order could not have changed them: the lead
+/// returned records (so none of them owed a whole first batch) and what was left of the budget
+/// after it covered all their `partition_max_bytes`. Otherwise, rare (an empty lead, or an
+/// oversized first batch), the next partition leads a new round and the rest are read again.
+async fn read_pending(
+    ctx: &HandlerContext,
+    pending: &[PendingRead],
+    pass: &mut ReadPass,
+    max_bytes: i64,
+) {
+    let mut next = 0;
+    while let Some(lead) = pending.get(next) {
+        let budget = (max_bytes - pass.bytes).max(0);
+        let lead_limit = lead.partition_max_bytes.min(budget);
+        let first_data = pass.bytes == 0;
+        let followers = &pending[next + 1..];
+        let followers_wanted: i64 = followers.iter().map(|p| p.partition_max_bytes).sum();
+        let together = !followers.is_empty() && budget - lead_limit >= followers_wanted;
+        let round = if together {
+            &pending[next..]
+        } else {
+            &pending[next..=next]
+        };
+        let reads = round.iter().enumerate().map(|(position, partition)| {
+            let (limit, min_one_batch) = match position {
+                0 => (lead_limit, first_data),
+                _ => (partition.partition_max_bytes, false),
+            };
+            read_partition(ctx, partition, limit, min_one_batch)
+        });
+        let mut results = futures::future::join_all(reads).await.into_iter();
+        let lead_result = results.next().flatten();
+        let lead_bytes = lead_result
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .map_or(0, |read| read.records.len() as i64);
+        let after_lead = pass.bytes + lead_bytes;
+        let followers_stand =
+            together && after_lead > 0 && max_bytes - after_lead >= followers_wanted;
+        settle(pass, lead, lead_result);
+        next += 1;
+        if followers_stand {
+            for (partition, result) in followers.iter().zip(results) {
+                settle(pass, partition, result);
+            }
+            next = pending.len();
+        }
+    }
+}
+
+/// Reads one partition, or `None` when its limit leaves nothing to read.
+async fn read_partition(
+    ctx: &HandlerContext,
+    partition: &PendingRead,
+    limit: i64,
+    min_one_batch: bool,
+) -> Option<Result<crate::log_manager::ReadResult, crate::log_manager::LogManagerError>> {
+    if limit <= 0 && !min_one_batch {
+        return None;
+    }
+    Some(match ctx.logs.as_ref() {
+        Some(logs) => {
+            logs.read(
+                &partition.name,
+                partition.index,
+                partition.fetch_offset,
+                limit as u64,
+                min_one_batch,
+            )
+            .await
+        }
+        None => Err(crate::log_manager::LogManagerError::NoLog(String::new())),
+    })
+}
+
+/// Puts a partition's read into its place in the response.
+fn settle(
+    pass: &mut ReadPass,
+    partition: &PendingRead,
+    result: Option<Result<crate::log_manager::ReadResult, crate::log_manager::LogManagerError>>,
+) {
+    let (topic, slot) = partition.slot;
+    let Some(response) = pass
+        .topics
+        .get_mut(topic)
+        .and_then(|t| t.partitions.get_mut(slot))
+    else {
+        return;
+    };
+    match result {
+        None => {}
+        Some(Ok(read)) => {
+            pass.bytes += read.records.len() as i64;
+            response.high_watermark = read.high_watermark;
+            response.last_stable_offset = read.high_watermark;
+            response.log_start_offset = read.log_start_offset;
+            response.records = Some(read.records);
+        }
+        Some(Err(error)) => {
+            tracing::debug!(partition = partition.index, %error, "fetch read failed");
+            *response = partition_error(partition.index, error.code());
+            return;
+        }
+    }
+    pass.watched
+        .push(Arc::clone(&partition.state), partition.high_watermark);
 }
 
 fn led_name(name: &Option<String>) -> String {
