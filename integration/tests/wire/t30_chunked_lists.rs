@@ -1611,8 +1611,20 @@ async fn consumer_group_heartbeat_of_many_names_keeps_each_once_and_refuses_an_u
     let mut framed: Vec<String> = (0..1_500).map(|i| format!("n{}", i % 750)).collect();
     framed.push("t".to_owned());
     let decoded: Vec<String> = (0..1_000).map(|i| format!("d{i}")).collect();
+    // As a client does, a join is retried while the group's coordinator is still loading its
+    // partition of __consumer_offsets (COORDINATOR_LOAD_IN_PROGRESS).
+    const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     for (member, names) in [("framed", &framed), ("decoded", &decoded)] {
-        let answer = conn.send(&consumer_join(member, names), 1).await.unwrap();
+        let answer = loop {
+            let answer = conn.send(&consumer_join(member, names), 1).await.unwrap();
+            if answer.error_code != COORDINATOR_LOAD_IN_PROGRESS
+                || std::time::Instant::now() >= deadline
+            {
+                break answer;
+            }
+            tokio::time::sleep(gregor_integration::wait::POLL_INTERVAL).await;
+        };
         assert_eq!(answer.error_code, 0, "{member}: {:?}", answer.error_message);
     }
     let describe = ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]);
