@@ -320,6 +320,37 @@ pub struct RequestInfo {
     /// Set when this broker forwarded the request and the active controller failed it: the
     /// handler answers every part with this instead of deciding anything.
     pub controller_failure: Option<ControllerFailure>,
+    /// Raised by a Produce (acks 1 or -1) once all its appends are queued on their shards: the
+    /// connection may then start serving its next Produce, whose appends queue behind them.
+    pub appends_queued: Option<Arc<AppendsQueued>>,
+}
+
+/// A flag a Produce raises once every append it makes is queued (see
+/// [`RequestInfo::appends_queued`]); raised once, it stays raised.
+#[derive(Debug, Default)]
+pub struct AppendsQueued {
+    raised: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl AppendsQueued {
+    pub fn raise(&self) {
+        self.raised
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.notify.notify_one();
+    }
+
+    pub fn is_raised(&self) -> bool {
+        self.raised.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Returns once the flag is raised (at once if it already is).
+    pub async fn raised(&self) {
+        // A raise between the check and the wait leaves the notification's permit behind.
+        while !self.is_raised() {
+            self.notify.notified().await;
+        }
+    }
 }
 
 /// The client a broker forwards a request for: the controller handles it as this principal

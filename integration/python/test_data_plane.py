@@ -598,3 +598,64 @@ def test_fetch_byte_limits_across_partitions(node, raw):
             returned.append(count)
         assert returned == kafka_fetch_rule(sizes, max_bytes, partition_max_bytes), \
             (max_bytes, partition_max_bytes, sizes)
+
+
+def test_pipelined_produces_are_appended_and_answered_in_order(node, raw):
+    """A client may send Produce requests without waiting for answers (librdkafka keeps up to
+    max.in.flight out). The node serves several of a connection's Produces at once, so each
+    partition's batches must still be appended in request order, the answers leave in request
+    order, an acks=0 Produce among them gets none, and a Fetch sent after them sees them all."""
+    from kafka.record.memory_records import MemoryRecords
+    from conftest import decode_strict
+
+    topic = "dp-pipelined"
+    create(node, (topic, 2))
+    conn = raw()
+    for partition in range(2):
+        wait_for("the log", lambda: list_offset(conn, topic, partition, -1).error_code == 0)
+    now = int(time.time() * 1000)
+    # Runs on one partition and alternations between both; some batches large enough for an
+    # append to take a while, so later requests overtake unless kept in order.
+    plan = [(0 if n < 12 or n % 3 == 0 else n % 2, n) for n in range(48)]
+    sent = {0: [], 1: []}
+    expected = []
+    P = ProduceRequest[9]
+    for partition, n in plan:
+        value_size = 200_000 if n % 5 == 0 else 100
+        records = [(f"{partition}-{n}-{i}".encode(), os.urandom(value_size), [], now + i)
+                   for i in range(3)]
+        acks = 0 if n == 20 else (-1 if n % 4 == 1 else 1)
+        request = P(transactional_id=None, acks=acks, timeout_ms=10000, topic_data=[
+            P.TopicProduceData(name=topic, partition_data=[
+                P.TopicProduceData.PartitionProduceData(index=partition, records=batch(records))])])
+        request.with_header(correlation_id=1000 + n, client_id="pytest-pipelined")
+        conn.send_bytes(bytes(request.encode(header=True, framed=True)))
+        if acks != 0:
+            expected.append((1000 + n, partition, len(sent[partition])))
+        sent[partition] += [key for key, _, _, _ in records]
+    F = FetchRequest[12]
+    fetch = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=64 << 20, isolation_level=0,
+              session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+              topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+                  partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                  log_start_offset=-1, partition_max_bytes=32 << 20) for p in range(2)])])
+    fetch.with_header(correlation_id=5000, client_id="pytest-pipelined")
+    conn.send_bytes(bytes(fetch.encode(header=True, framed=True)))
+    for correlation_id, partition, base_offset in expected:
+        response = decode_strict(ProduceResponse[9], conn.recv_frame(), 9)
+        assert response._header.correlation_id == correlation_id
+        (topic_response,) = response.responses
+        (partition_response,) = topic_response.partition_responses
+        assert (partition_response.index, partition_response.error_code,
+                partition_response.base_offset) == (partition, 0, base_offset), correlation_id
+    response = decode_strict(FetchResponse[12], conn.recv_frame(), 12)
+    assert response._header.correlation_id == 5000
+    (topic_response,) = response.responses
+    for partition in topic_response.partitions:
+        assert partition.error_code == 0
+        assert partition.high_watermark == len(sent[partition.partition_index])
+        records = MemoryRecords(bytes(partition.records))
+        keys = []
+        while records.has_next():
+            keys += [record.key for record in records.next_batch()]
+        assert keys == sent[partition.partition_index]

@@ -35,6 +35,19 @@ const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
+/// A partition whose batch is to be appended; `slot` is its place (topic, partition) in the
+/// response.
+struct Accepted {
+    slot: (usize, usize),
+    log_start: i64,
+    name: String,
+    index: i32,
+    records: bytes::Bytes,
+    epoch: i32,
+    state: std::sync::Arc<crate::log_manager::PartitionState>,
+    logs: std::sync::Arc<crate::log_manager::LogManager>,
+}
+
 fn failed(index: i32, code: i16) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
@@ -63,7 +76,7 @@ pub(super) async fn handle(
         .as_ref()
         .is_some_and(|id| !access.allows(AclOperation::Write, ResourceType::TransactionalId, id));
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(request.topic_data.len());
-    let mut appends = Vec::new();
+    let mut accepted = Vec::new();
     let mut leaders = Vec::new();
     for (topic_index, topic) in request.topic_data.into_iter().enumerate() {
         let (name, unknown_topic) =
@@ -147,34 +160,15 @@ pub(super) async fn handle(
             };
             let slot = (topic_index, partitions.len());
             partitions.push(failed(index, NONE));
-            let name = name.clone().unwrap_or_default();
-            let state = led.state;
-            appends.push(async move {
-                let result = logs.append(&name, index, records, epoch).await;
-                let replicated = match &result {
-                    Ok(appended) if acks == -1 => {
-                        crate::replication::await_replication(
-                            &state,
-                            epoch,
-                            appended.last_offset + 1,
-                            deadline,
-                        )
-                        .await
-                    }
-                    _ => Ok(()),
-                };
-                gregor_metrics::topic_produce(
-                    &name,
-                    result.as_ref().ok().map(|appended| {
-                        let messages = if appended.duplicate {
-                            0
-                        } else {
-                            u64::try_from(appended.record_count).unwrap_or(0)
-                        };
-                        (messages, appended.bytes_appended)
-                    }),
-                );
-                (slot, log_start, result, replicated)
+            accepted.push(Accepted {
+                slot,
+                log_start,
+                name: name.clone().unwrap_or_default(),
+                index,
+                records,
+                epoch,
+                state: led.state,
+                logs,
             });
         }
         responses.push(
@@ -184,6 +178,52 @@ pub(super) async fn handle(
                 .with_partition_responses(partitions),
         );
     }
+    // Every append is queued, in request order, before any is awaited: the shards write them in
+    // parallel, and a connection serving the next Produce meanwhile queues its appends behind.
+    let mut queued = Vec::with_capacity(accepted.len());
+    for mut partition in accepted {
+        let records = std::mem::take(&mut partition.records);
+        let append = partition
+            .logs
+            .queue_append(&partition.name, partition.index, records, partition.epoch)
+            .await;
+        queued.push((partition, append));
+    }
+    if acks != 0 {
+        if let Some(appends_queued) = &info.appends_queued {
+            appends_queued.raise();
+        }
+    }
+    let appends = queued.into_iter().map(|(partition, append)| async move {
+        let result = match append {
+            Ok(append) => append.outcome().await,
+            Err(error) => Err(error),
+        };
+        let replicated = match &result {
+            Ok(appended) if acks == -1 => {
+                crate::replication::await_replication(
+                    &partition.state,
+                    partition.epoch,
+                    appended.last_offset + 1,
+                    deadline,
+                )
+                .await
+            }
+            _ => Ok(()),
+        };
+        gregor_metrics::topic_produce(
+            &partition.name,
+            result.as_ref().ok().map(|appended| {
+                let messages = if appended.duplicate {
+                    0
+                } else {
+                    u64::try_from(appended.record_count).unwrap_or(0)
+                };
+                (messages, appended.bytes_appended)
+            }),
+        );
+        (partition.slot, partition.log_start, result, replicated)
+    });
     for ((topic_index, slot), log_start, result, replicated) in join_all(appends).await {
         let response = &mut responses[topic_index].partition_responses[slot];
         match result {

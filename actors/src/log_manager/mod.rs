@@ -218,6 +218,16 @@ impl LogManagerError {
 
 type Reply<T> = oneshot::Sender<Result<T, LogManagerError>>;
 
+/// An append queued on its shard: [`QueuedAppend::outcome`] waits for it.
+pub struct QueuedAppend(oneshot::Receiver<Result<AppendInfo, LogManagerError>>);
+
+impl QueuedAppend {
+    /// The append's result, once the shard has written it.
+    pub async fn outcome(self) -> Result<AppendInfo, LogManagerError> {
+        self.0.await.map_err(|_| LogManagerError::ShuttingDown)?
+    }
+}
+
 /// The partition logs of this node. Cheap to share (`Arc`).
 pub struct LogManager {
     /// `log.dirs` as configured, usable or not (DescribeLogDirs lists them all).
@@ -421,15 +431,34 @@ impl LogManager {
         records: Bytes,
         leader_epoch: i32,
     ) -> Result<AppendInfo, LogManagerError> {
+        self.queue_append(topic, partition, records, leader_epoch)
+            .await?
+            .outcome()
+            .await
+    }
+
+    /// Queues a produced batch's append on its shard, behind every command queued before it,
+    /// and returns where its outcome arrives: a caller knows its appends are in order before
+    /// it waits for them (a connection serving its next Produce meanwhile relies on it).
+    pub async fn queue_append(
+        &self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        leader_epoch: i32,
+    ) -> Result<QueuedAppend, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.serving(&tp, true)?;
-        self.submit(&state, |reply| DataCommand::Append {
-            tp,
-            records,
-            leader_epoch,
-            reply,
-        })
-        .await
+        let (reply, answer) = oneshot::channel();
+        self.shards[state.shard]
+            .send(DataCommand::Append {
+                tp,
+                records,
+                leader_epoch,
+                reply,
+            })
+            .await?;
+        Ok(QueuedAppend(answer))
     }
 
     /// Reads whole batches from `offset`, up to `max_bytes` (the whole first batch when

@@ -2,7 +2,10 @@
 //!
 //! Requests on a connection are handled one at a time in arrival order, as Kafka's network
 //! processor mutes a channel until its response is sent; clients may pipeline, the socket
-//! buffers what follows, and responses leave in request order. A frame that cannot be served
+//! buffers what follows, and responses leave in request order. One exception: consecutive
+//! Produce requests (acks 1 or -1, no produce or request quota in force) are served up to
+//! [`PRODUCES_IN_FLIGHT`] at a time, each started once the one before it has queued its
+//! appends on the log shards, so appends keep request order and answers still leave in it. A frame that cannot be served
 //! (unknown API, unsupported version, malformed header or body, bad size) closes this connection
 //! only, with no response, and the reason is counted.
 
@@ -25,14 +28,15 @@ use tokio::io::AsyncWriteExt;
 use super::busy_time::{timed, PollTimed};
 use super::forwarded::Appended;
 use super::forwarded::ForwardedAnswer;
-use super::frame::{read_frame, FrameError};
+use super::frame::FrameError;
+use super::frame_source::FrameSource;
 use super::partition_list_chunks::{
     self, is_long, Chunked, DeleteRecordsList, DescribeProducersList, DescribeQuorumList,
     OffsetCommitList, OffsetDeleteList, OffsetForLeaderEpochList,
 };
 use super::repeated::{ListWriter, ResponseBytes};
 use super::sasl::{SaslSession, SaslStep};
-use super::tls::Stream;
+use super::tls::{Stream, StreamWriter};
 use super::topic_list_chunks::{CreatePartitionsApi, CreateTopicsApi};
 use crate::quorum::service::ForwardError;
 
@@ -71,7 +75,7 @@ fn refuse(reason: CloseReason, detail: impl Into<String>) -> Refusal {
 
 /// Serves one connection until it closes; returns why it closed.
 pub(crate) async fn serve(
-    mut stream: Stream,
+    stream: Stream,
     principal: Principal,
     handlers: HandlerContext,
     settings: ConnectionSettings,
@@ -86,22 +90,21 @@ pub(crate) async fn serve(
         .into();
     let mut principal = std::sync::Arc::new(principal);
     let mut sasl = settings.sasl.clone().map(SaslSession::new);
-    let mut buffer = BytesMut::new();
+    let (reader, mut writer) = stream.split();
+    let mut frames = FrameSource::new(reader);
     // What the peer proved for private RPCs (a broker's connection to the controller is one).
     let mut session = crate::quorum::service::PeerSession::default();
-    let mut quotas = ConnectionCaches::default();
+    // Two: a Produce may be served beside the one before it (`serve_produces`).
+    let mut caches = [ConnectionCaches::default(), ConnectionCaches::default()];
     let mut request_metrics = gregor_metrics::RequestMetrics::default();
     loop {
-        let (frame, _reserved) = match tokio::time::timeout(
-            settings.idle_timeout,
-            read_frame(
-                &mut stream,
-                &mut buffer,
+        let (frame, _reserved) = match frames
+            .next(
                 frame_limit(&settings, sasl.as_ref(), session.is_known_peer()),
                 &settings.memory,
-            ),
-        )
-        .await
+                settings.idle_timeout,
+            )
+            .await
         {
             Err(_) => {
                 tracing::debug!(%peer, "closing idle connection");
@@ -143,17 +146,20 @@ pub(crate) async fn serve(
                 return CloseReason::ClusterAuthorizationFailed;
             }
             match settings.quorum.serve_private(&mut session, &frame).await {
-                PrivateOutcome::Reply(bytes) if stream.write_all(&bytes).await.is_ok() => continue,
+                PrivateOutcome::Reply(bytes) if writer.write_all(&bytes).await.is_ok() => continue,
                 // The learner writes nothing past its hello unless asked, and the link ends on
                 // anything it does write: bytes already read past the hello end it too.
-                PrivateOutcome::RaftLink(..) if !buffer.is_empty() => {
+                PrivateOutcome::RaftLink(..) if frames.has_buffered_bytes() => {
                     tracing::info!(%peer, listener = %settings.listener_name, "closing a raft link whose learner wrote past its hello");
                     return CloseReason::MalformedRequest;
                 }
                 PrivateOutcome::RaftLink(bytes, node_id)
-                    if stream.write_all(&bytes).await.is_ok() =>
+                    if writer.write_all(&bytes).await.is_ok() =>
                 {
                     let expires_at = sasl.as_ref().and_then(|s| s.expires_at());
+                    let Some(stream) = frames.into_stream(writer) else {
+                        return CloseReason::IoError;
+                    };
                     return match settings
                         .quorum
                         .serve_raft_link(stream, node_id, expires_at)
@@ -164,7 +170,7 @@ pub(crate) async fn serve(
                     };
                 }
                 PrivateOutcome::Refuse(bytes) => {
-                    let _ = stream.write_all(&bytes).await;
+                    let _ = writer.write_all(&bytes).await;
                     return CloseReason::MalformedRequest;
                 }
                 PrivateOutcome::Close(detail) => {
@@ -188,7 +194,7 @@ pub(crate) async fn serve(
             match session.on_frame(&frame, &lookup) {
                 SaslStep::Serve => {}
                 SaslStep::Reply(bytes) => {
-                    if stream.write_all(&bytes).await.is_err() {
+                    if writer.write_all(&bytes).await.is_err() {
                         return CloseReason::IoError;
                     }
                     continue;
@@ -201,7 +207,7 @@ pub(crate) async fn serve(
                     tracing::debug!(%peer, listener = %settings.listener_name, %authenticated, mechanism, "authenticated");
                     gregor_metrics::authenticated(&settings.listener_name, mechanism);
                     principal = std::sync::Arc::new(authenticated);
-                    if stream.write_all(&reply).await.is_err() {
+                    if writer.write_all(&reply).await.is_err() {
                         return CloseReason::IoError;
                     }
                     continue;
@@ -219,7 +225,7 @@ pub(crate) async fn serve(
                         reason.as_str(),
                     );
                     if let Some(reply) = reply {
-                        let _ = stream.write_all(&reply).await;
+                        let _ = writer.write_all(&reply).await;
                     }
                     // Kafka delays the close so a client cannot retry in a tight loop.
                     tokio::time::sleep(Duration::from_millis(session.failure_delay_ms())).await;
@@ -236,6 +242,31 @@ pub(crate) async fn serve(
             }
         }
         let received = Instant::now();
+        if serves_produces_together(&frame, &settings, &handlers, session.is_known_peer()) {
+            let produces = ProduceSection {
+                handlers: &handlers,
+                settings: &settings,
+                principal: &principal,
+                client_host: &client_host,
+                peer: &peer,
+                frame_limit: frame_limit(&settings, sasl.as_ref(), session.is_known_peer()),
+            };
+            let served = produces
+                .serve(
+                    frame,
+                    received,
+                    &mut frames,
+                    &mut writer,
+                    &mut caches,
+                    &mut request_metrics,
+                    sasl.as_ref(),
+                )
+                .await;
+            match served {
+                Ok(()) => continue,
+                Err(reason) => return reason,
+            }
+        }
         let queued = request_metrics.queued();
         let request_bytes = frame.len();
         // An Envelope carries a client's request for that client's principal: only a node
@@ -257,71 +288,350 @@ pub(crate) async fn serve(
             Client {
                 principal: &principal,
                 host: &client_host,
+                appends_queued: None,
             },
             envelopes,
-            &mut quotas,
+            &mut caches[0],
         )
         .await
         {
             Ok(served) => served,
-            Err(refusal) => {
-                tracing::info!(
-                    %peer,
-                    listener = %settings.listener_name,
-                    reason = refusal.reason.as_str(),
-                    detail = %refusal.detail,
-                    "closing connection without a response"
-                );
-                return refusal.reason;
-            }
+            Err(refusal) => return refused(&peer, &settings, refusal),
         };
-        let send_started = Instant::now();
-        match served.delivery {
-            Delivery::Send => {
-                if let Err(error) = served.bytes.write_to(&mut stream).await {
-                    tracing::debug!(%peer, %error, "response write failed");
-                    return CloseReason::IoError;
-                }
-            }
-            Delivery::Silent => {}
-            Delivery::Close => {
-                record_metrics(
-                    &mut request_metrics,
-                    &served,
-                    &RequestTimings {
-                        queue: served.handler_started.duration_since(received),
-                        local: served.handler_time,
-                        throttle: Duration::ZERO,
-                        send: Duration::ZERO,
-                        total: received.elapsed(),
-                        request_bytes,
-                    },
-                );
-                tracing::debug!(%peer, "closing the connection after a failed acks=0 produce");
-                return CloseReason::ProduceFailedWithoutAcks;
-            }
-        }
-        let done = Instant::now();
-        let timings = RequestTimings {
-            queue: served.handler_started.duration_since(received),
-            local: served.handler_time,
-            throttle: Duration::from_millis(served.throttle_time_ms.max(0) as u64),
-            send: done.duration_since(send_started),
-            total: done.duration_since(received),
-            request_bytes,
-        };
-        record_metrics(&mut request_metrics, &served, &timings);
-        drop(queued);
         // A known node's connection carries many clients' requests (in envelopes) and its
         // own: the broker throttles its clients, so it is never muted.
-        if let Some(mute) = served.mute.filter(|_| !session.is_known_peer()) {
-            // KIP-219: the response went out at once with its throttle time; now stop
-            // reading this connection for that long. Requests the client sends meanwhile wait
-            // in the socket buffers, so nothing is lost, and the idle timer does not run.
-            let _muted = mute
-                .manager
-                .throttle(&principal.name, &mute.client_id, mute.throttle_ms);
-            tokio::time::sleep(Duration::from_millis(mute.throttle_ms)).await;
+        let muted = (!session.is_known_peer()).then_some(&*principal);
+        if let Err(reason) = deliver(
+            &mut writer,
+            served,
+            Arrival {
+                received,
+                request_bytes,
+                queued,
+            },
+            &mut request_metrics,
+            muted,
+            &peer,
+        )
+        .await
+        {
+            return reason;
+        }
+    }
+}
+
+/// Logs why a connection closes without a response and returns the reason.
+fn refused(peer: &str, settings: &ConnectionSettings, refusal: Refusal) -> CloseReason {
+    tracing::info!(
+        %peer,
+        listener = %settings.listener_name,
+        reason = refusal.reason.as_str(),
+        detail = %refusal.detail,
+        "closing connection without a response"
+    );
+    refusal.reason
+}
+
+/// When a request was read, its size and its place in the request queue gauge.
+struct Arrival {
+    received: Instant,
+    request_bytes: usize,
+    queued: gregor_metrics::QueuedRequest,
+}
+
+/// Writes a served request's answer (or nothing, or closes the connection after a failed
+/// acks=0 Produce), records its metrics, and mutes the connection for its throttle (KIP-219)
+/// unless `muted` is `None` (a known node's connection).
+async fn deliver(
+    writer: &mut StreamWriter,
+    served: Served,
+    arrival: Arrival,
+    request_metrics: &mut gregor_metrics::RequestMetrics,
+    muted: Option<&Principal>,
+    peer: &str,
+) -> Result<(), CloseReason> {
+    let Arrival {
+        received,
+        request_bytes,
+        queued,
+    } = arrival;
+    let send_started = Instant::now();
+    match served.delivery {
+        Delivery::Send => {
+            if let Err(error) = served.bytes.write_to(writer).await {
+                tracing::debug!(%peer, %error, "response write failed");
+                return Err(CloseReason::IoError);
+            }
+        }
+        Delivery::Silent => {}
+        Delivery::Close => {
+            record_metrics(
+                request_metrics,
+                &served,
+                &RequestTimings {
+                    queue: served.handler_started.duration_since(received),
+                    local: served.handler_time,
+                    throttle: Duration::ZERO,
+                    send: Duration::ZERO,
+                    total: received.elapsed(),
+                    request_bytes,
+                },
+            );
+            tracing::debug!(%peer, "closing the connection after a failed acks=0 produce");
+            return Err(CloseReason::ProduceFailedWithoutAcks);
+        }
+    }
+    let done = Instant::now();
+    let timings = RequestTimings {
+        queue: served.handler_started.duration_since(received),
+        local: served.handler_time,
+        throttle: Duration::from_millis(served.throttle_time_ms.max(0) as u64),
+        send: done.duration_since(send_started),
+        total: done.duration_since(received),
+        request_bytes,
+    };
+    record_metrics(request_metrics, &served, &timings);
+    drop(queued);
+    if let (Some(mute), Some(principal)) = (served.mute, muted) {
+        // KIP-219: the response went out at once with its throttle time; now stop
+        // reading this connection for that long. Requests the client sends meanwhile wait
+        // in the socket buffers, so nothing is lost, and the idle timer does not run.
+        let _muted = mute
+            .manager
+            .throttle(&principal.name, &mute.client_id, mute.throttle_ms);
+        tokio::time::sleep(Duration::from_millis(mute.throttle_ms)).await;
+    }
+    Ok(())
+}
+
+/// How many Produce requests of one connection may be in flight at once.
+const PRODUCES_IN_FLIGHT: usize = 2;
+
+/// Whether `frame` starts a run of Produce requests served together. Only a client's
+/// connection to a broker listener, and only while no produce or request quota (or quota
+/// callback) could throttle it: a throttle must mute the connection before it reads the next
+/// request, as Kafka's does.
+fn serves_produces_together(
+    frame: &Bytes,
+    settings: &ConnectionSettings,
+    handlers: &HandlerContext,
+    known_peer: bool,
+) -> bool {
+    settings.listener_kind == ListenerKind::Broker
+        && !known_peer
+        && is_produce(frame)
+        && !handlers.quotas.produce.shared.quotas_enabled()
+        && !handlers.quotas.request.shared.quotas_enabled()
+}
+
+fn is_produce(frame: &Bytes) -> bool {
+    frame.get(..2) == Some(&(ApiKey::Produce as i16).to_be_bytes()[..])
+}
+
+/// Serves a run of Produce requests, answering them in order, as the one-at-a-time loop would,
+/// but not one at a time: once a Produce has queued its appends on the log shards
+/// (`RequestInfo::appends_queued`), the next frame is read, and when it is another Produce it
+/// is served beside it, its appends queued behind. A Produce with acks=0 never raises the
+/// flag, so nothing is read past it before it is done (a failed one closes the connection).
+/// Any other frame read ahead waits, with the rest of the connection, until the run is
+/// answered.
+struct ProduceSection<'a> {
+    handlers: &'a HandlerContext,
+    settings: &'a ConnectionSettings,
+    principal: &'a std::sync::Arc<Principal>,
+    client_host: &'a std::sync::Arc<str>,
+    peer: &'a str,
+    frame_limit: i32,
+}
+
+/// A Produce's answer, with the caches it was served with.
+struct ProduceServed {
+    served: Result<Served, Refusal>,
+    caches: ConnectionCaches,
+}
+
+type ServingProduce<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Box<ProduceServed>> + Send + 'a>>;
+
+/// A Produce being served (its `work` polled until it yields `finished`), with what its answer
+/// is recorded against.
+struct InFlight<'a> {
+    work: Option<ServingProduce<'a>>,
+    finished: Option<Box<ProduceServed>>,
+    appends_queued: std::sync::Arc<gregor_actors::context::AppendsQueued>,
+    arrival: Arrival,
+    _reserved: Option<super::memory_pool::Reservation>,
+}
+
+/// What the section waited for.
+enum Step {
+    /// The Produce at this place in the run is served (not necessarily the oldest).
+    Served(usize, Box<ProduceServed>),
+    AppendsQueued,
+    FrameRead,
+}
+
+impl<'a> ProduceSection<'a> {
+    #[allow(clippy::too_many_arguments)]
+    async fn serve(
+        &self,
+        first: Bytes,
+        received: Instant,
+        frames: &mut FrameSource,
+        writer: &mut StreamWriter,
+        caches: &mut [ConnectionCaches; 2],
+        request_metrics: &mut gregor_metrics::RequestMetrics,
+        sasl: Option<&SaslSession>,
+    ) -> Result<(), CloseReason> {
+        let mut spare: Vec<ConnectionCaches> = caches.iter_mut().map(std::mem::take).collect();
+        let mut in_flight = std::collections::VecDeque::with_capacity(PRODUCES_IN_FLIGHT);
+        let first_caches = spare.remove(0);
+        in_flight.push_back(self.start(first, received, None, first_caches, request_metrics));
+        let outcome = self
+            .run(
+                &mut in_flight,
+                &mut spare,
+                frames,
+                writer,
+                request_metrics,
+                sasl,
+            )
+            .await;
+        drop(in_flight);
+        for (slot, kept) in caches.iter_mut().zip(spare) {
+            *slot = kept;
+        }
+        outcome
+    }
+
+    /// Until the run is answered: answers the oldest Produce once it is served, polls every
+    /// one in flight, and reads the next frame once the newest has queued its appends.
+    async fn run(
+        &self,
+        in_flight: &mut std::collections::VecDeque<InFlight<'a>>,
+        spare: &mut Vec<ConnectionCaches>,
+        frames: &mut FrameSource,
+        writer: &mut StreamWriter,
+        request_metrics: &mut gregor_metrics::RequestMetrics,
+        sasl: Option<&SaslSession>,
+    ) -> Result<(), CloseReason> {
+        loop {
+            while let Some(finished) = in_flight.front_mut().and_then(|p| p.finished.take()) {
+                let Some(done) = in_flight.pop_front() else {
+                    break;
+                };
+                let ProduceServed { served, caches } = *finished;
+                spare.push(caches);
+                let served =
+                    served.map_err(|refusal| refused(self.peer, self.settings, refusal))?;
+                deliver(
+                    writer,
+                    served,
+                    done.arrival,
+                    request_metrics,
+                    Some(&**self.principal),
+                    self.peer,
+                )
+                .await?;
+            }
+            let Some(newest) = in_flight.back() else {
+                return Ok(());
+            };
+            let queued_signal = std::sync::Arc::clone(&newest.appends_queued);
+            let read_next = in_flight.len() < PRODUCES_IN_FLIGHT
+                && queued_signal.is_raised()
+                && !frames.has_read();
+            if read_next {
+                frames.start_ahead(
+                    self.frame_limit,
+                    std::sync::Arc::clone(&self.settings.memory),
+                    self.settings.idle_timeout,
+                );
+            }
+            let served = std::future::poll_fn(|cx| {
+                for (index, produce) in in_flight.iter_mut().enumerate() {
+                    if let Some(work) = produce.work.as_mut() {
+                        if let std::task::Poll::Ready(finished) = work.as_mut().poll(cx) {
+                            return std::task::Poll::Ready((index, finished));
+                        }
+                    }
+                }
+                std::task::Poll::Pending
+            });
+            let step = tokio::select! {
+                biased;
+                (index, finished) = served => Step::Served(index, finished),
+                () = queued_signal.raised(), if !queued_signal.is_raised() => Step::AppendsQueued,
+                () = frames.ahead(), if read_next => Step::FrameRead,
+            };
+            match step {
+                Step::Served(index, finished) => {
+                    if let Some(produce) = in_flight.get_mut(index) {
+                        produce.work = None;
+                        produce.finished = Some(finished);
+                    }
+                }
+                // The loop looks at the flag again.
+                Step::AppendsQueued => {}
+                Step::FrameRead => {
+                    // Only a Produce joins the run, and only on a connection whose SASL session
+                    // (if any) is current; anything else waits for `FrameSource::next`.
+                    let current =
+                        sasl.is_none_or(|s| s.is_authenticated() && !s.expired(Instant::now()));
+                    if let Some((frame, reservation)) =
+                        frames.take_if(|frame| current && is_produce(frame))
+                    {
+                        let caches = spare.pop().unwrap_or_default();
+                        in_flight.push_back(self.start(
+                            frame,
+                            Instant::now(),
+                            Some(reservation),
+                            caches,
+                            request_metrics,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    fn start(
+        &self,
+        frame: Bytes,
+        received: Instant,
+        reserved: Option<super::memory_pool::Reservation>,
+        caches: ConnectionCaches,
+        request_metrics: &mut gregor_metrics::RequestMetrics,
+    ) -> InFlight<'a> {
+        let appends_queued = std::sync::Arc::new(gregor_actors::context::AppendsQueued::default());
+        let raised = std::sync::Arc::clone(&appends_queued);
+        let arrival = Arrival {
+            received,
+            request_bytes: frame.len(),
+            queued: request_metrics.queued(),
+        };
+        let (handlers, settings, principal, host) = (
+            self.handlers,
+            self.settings,
+            self.principal,
+            self.client_host,
+        );
+        let work = Box::pin(async move {
+            let mut caches = caches;
+            let client = Client {
+                principal,
+                host,
+                appends_queued: Some(&raised),
+            };
+            let served = process(frame, handlers, settings, client, false, &mut caches).await;
+            Box::new(ProduceServed { served, caches })
+        });
+        InFlight {
+            work: Some(work),
+            finished: None,
+            appends_queued,
+            arrival,
+            _reserved: reserved,
         }
     }
 }
@@ -450,6 +760,8 @@ fn record_metrics(
 struct Client<'a> {
     principal: &'a std::sync::Arc<Principal>,
     host: &'a std::sync::Arc<str>,
+    /// Raised by a Produce once its appends are queued (a run of Produces served together).
+    appends_queued: Option<&'a std::sync::Arc<gregor_actors::context::AppendsQueued>>,
 }
 
 /// Serves one request frame; a request repeating list elements is served reduced and its
@@ -881,6 +1193,7 @@ async fn process_frame(
     let Client {
         principal,
         host: client_host,
+        appends_queued,
     } = client;
     if frame.len() < 4 {
         return Err(refuse(
@@ -1104,6 +1417,7 @@ async fn process_frame(
         client_host: client_host.clone(),
         fetch_quota: std::mem::take(&mut quotas.fetch),
         controller_failure,
+        appends_queued: appends_queued.cloned(),
     };
     let decode_work = decode_started.elapsed();
     // A request the broker would not let through whole is handled here, resource by
@@ -1349,6 +1663,7 @@ async fn forward_raw(
     let Client {
         principal,
         host: client_host,
+        ..
     } = client;
     let (api_key, api_name) = (spec.key, spec.name);
     let handler_started = Instant::now();
@@ -1496,6 +1811,7 @@ async fn serve_envelope(
                 Client {
                     principal: &principal,
                     host: &client_host,
+                    appends_queued: None,
                 },
                 false,
                 // The connection carries many clients: no cached sensor fits all of them.

@@ -16,6 +16,7 @@ pub mod fetch_chunks;
 pub mod fetch_parts;
 pub mod forwarded;
 pub mod frame;
+mod frame_source;
 pub mod join_group_frame;
 mod limits;
 pub mod list_chunks;

@@ -19,17 +19,27 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config_security::{ClientAuth, TlsSettings};
 
-/// A byte stream that is plain TCP or `T`, TLS over it (a listener's server side, or a peer
-/// connection's client side).
-pub enum MaybeTls<T> {
+/// A byte stream that is plain TCP (`P`) or `T`, TLS over it (a listener's server side, or a
+/// peer connection's client side), or one half of either.
+pub enum MaybeTls<T, P = TcpStream> {
     /// Plain TCP.
-    Plain(TcpStream),
+    Plain(P),
     /// TLS over TCP.
     Tls(Box<T>),
 }
 
 /// A connection's byte stream on a listener.
 pub(crate) type Stream = MaybeTls<TlsStream<TcpStream>>;
+
+/// The reading half of a [`Stream`] split in two (a connection reads its next request while it
+/// still answers the ones before). Plain TCP splits into tokio's owned halves, without a lock;
+/// a TLS session, which both directions share, through `tokio::io::split`.
+pub(crate) type StreamReader =
+    MaybeTls<tokio::io::ReadHalf<TlsStream<TcpStream>>, tokio::net::tcp::OwnedReadHalf>;
+
+/// The writing half of a [`Stream`] split in two.
+pub(crate) type StreamWriter =
+    MaybeTls<tokio::io::WriteHalf<TlsStream<TcpStream>>, tokio::net::tcp::OwnedWriteHalf>;
 
 impl Stream {
     pub(crate) fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
@@ -38,9 +48,40 @@ impl Stream {
             MaybeTls::Tls(tls) => tls.get_ref().0.peer_addr(),
         }
     }
+
+    pub(crate) fn split(self) -> (StreamReader, StreamWriter) {
+        match self {
+            MaybeTls::Plain(tcp) => {
+                let (reader, writer) = tcp.into_split();
+                (MaybeTls::Plain(reader), MaybeTls::Plain(writer))
+            }
+            MaybeTls::Tls(tls) => {
+                let (reader, writer) = tokio::io::split(*tls);
+                (
+                    MaybeTls::Tls(Box::new(reader)),
+                    MaybeTls::Tls(Box::new(writer)),
+                )
+            }
+        }
+    }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
+impl StreamReader {
+    /// The stream again; `None` when `writer` is another stream's half.
+    pub(crate) fn unsplit(self, writer: StreamWriter) -> Option<Stream> {
+        match (self, writer) {
+            (MaybeTls::Plain(reader), MaybeTls::Plain(writer)) => {
+                reader.reunite(writer).ok().map(MaybeTls::Plain)
+            }
+            (MaybeTls::Tls(reader), MaybeTls::Tls(writer)) if reader.is_pair_of(&writer) => {
+                Some(MaybeTls::Tls(Box::new(reader.unsplit(*writer))))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin, P: AsyncRead + Unpin> AsyncRead for MaybeTls<T, P> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -53,7 +94,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
+impl<T: AsyncWrite + Unpin, P: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T, P> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

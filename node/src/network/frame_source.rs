@@ -1,0 +1,154 @@
+//! A connection's reading side: it reads frames one at a time, and can read the next frame
+//! ahead while the requests before it are still being served.
+//!
+//! A read ahead is never abandoned half way: [`read_frame`] consumes the size prefix before
+//! the body arrives, so a dropped read would lose the frame. The read ahead therefore owns the
+//! read half and the buffer until it ends, and whoever reads next takes its result. A read
+//! ahead that finds nothing to read costs nothing: it waits on the socket as the next ordinary
+//! read would have.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::time::error::Elapsed;
+
+use super::frame::{read_frame, FrameError};
+use super::memory_pool::{MemoryPool, Reservation};
+use super::tls::{Stream, StreamReader, StreamWriter};
+
+/// What reading one frame came to: the frame and its memory reservation, a framing error, or
+/// the idle timeout.
+pub(crate) type FrameRead = Result<Result<(Bytes, Reservation), FrameError>, Elapsed>;
+
+type ReadAhead = Pin<Box<dyn Future<Output = (FrameRead, StreamReader, BytesMut)> + Send>>;
+
+enum State {
+    Idle(StreamReader, BytesMut),
+    Reading(ReadAhead),
+    Read(FrameRead, StreamReader, BytesMut),
+    /// Only between two of the states above, inside one method.
+    Moving,
+}
+
+pub(crate) struct FrameSource {
+    state: State,
+}
+
+impl FrameSource {
+    pub(crate) fn new(reader: StreamReader) -> Self {
+        Self {
+            state: State::Idle(reader, BytesMut::new()),
+        }
+    }
+
+    /// The next frame: the one read ahead, else one read now. `max_size` and `idle_timeout`
+    /// apply to a read started here.
+    pub(crate) async fn next(
+        &mut self,
+        max_size: i32,
+        memory: &Arc<MemoryPool>,
+        idle_timeout: Duration,
+    ) -> FrameRead {
+        if let State::Idle(reader, buffer) = &mut self.state {
+            return tokio::time::timeout(
+                idle_timeout,
+                read_frame(reader, buffer, max_size, memory),
+            )
+            .await;
+        }
+        self.ahead().await;
+        match std::mem::replace(&mut self.state, State::Moving) {
+            State::Read(read, reader, buffer) => {
+                self.state = State::Idle(reader, buffer);
+                read
+            }
+            other => {
+                self.state = other;
+                Ok(Err(FrameError::Io(std::io::Error::other(
+                    "a read ahead ended without its frame",
+                ))))
+            }
+        }
+    }
+
+    /// Starts reading the next frame ahead, unless a read ahead is under way or done.
+    pub(crate) fn start_ahead(
+        &mut self,
+        max_size: i32,
+        memory: Arc<MemoryPool>,
+        idle_timeout: Duration,
+    ) {
+        let State::Idle(..) = self.state else {
+            return;
+        };
+        let State::Idle(mut reader, mut buffer) = std::mem::replace(&mut self.state, State::Moving)
+        else {
+            return;
+        };
+        self.state = State::Reading(Box::pin(async move {
+            let read = tokio::time::timeout(
+                idle_timeout,
+                read_frame(&mut reader, &mut buffer, max_size, &memory),
+            )
+            .await;
+            (read, reader, buffer)
+        }));
+    }
+
+    /// Waits for the read ahead to end (at once when none is under way). Dropping this
+    /// future leaves the read ahead where it was.
+    pub(crate) async fn ahead(&mut self) {
+        if let State::Reading(read) = &mut self.state {
+            let (read, reader, buffer) = read.as_mut().await;
+            self.state = State::Read(read, reader, buffer);
+        }
+    }
+
+    /// Whether a frame read ahead waits to be taken.
+    pub(crate) fn has_read(&self) -> bool {
+        matches!(self.state, State::Read(..))
+    }
+
+    /// The frame read ahead, when there is one and `wanted` accepts it; anything else stays
+    /// for [`FrameSource::next`].
+    pub(crate) fn take_if(
+        &mut self,
+        wanted: impl FnOnce(&Bytes) -> bool,
+    ) -> Option<(Bytes, Reservation)> {
+        let State::Read(Ok(Ok((frame, _))), ..) = &self.state else {
+            return None;
+        };
+        if !wanted(frame) {
+            return None;
+        }
+        match std::mem::replace(&mut self.state, State::Moving) {
+            State::Read(Ok(Ok(read)), reader, buffer) => {
+                self.state = State::Idle(reader, buffer);
+                Some(read)
+            }
+            other => {
+                self.state = other;
+                None
+            }
+        }
+    }
+
+    /// Whether bytes past the last frame read wait in the buffer (none while reading ahead).
+    pub(crate) fn has_buffered_bytes(&self) -> bool {
+        match &self.state {
+            State::Idle(_, buffer) | State::Read(_, _, buffer) => !buffer.is_empty(),
+            State::Reading(_) | State::Moving => false,
+        }
+    }
+
+    /// The whole stream again, when no read ahead holds its read half.
+    pub(crate) fn into_stream(self, writer: StreamWriter) -> Option<Stream> {
+        match self.state {
+            State::Idle(reader, _) => reader.unsplit(writer),
+            _ => None,
+        }
+    }
+}
