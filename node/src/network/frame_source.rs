@@ -152,3 +152,80 @@ impl FrameSource {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    const IDLE: Duration = Duration::from_secs(30);
+
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(body);
+        frame
+    }
+
+    /// A connected pair on loopback: the client's end, and the server's split in two.
+    async fn connected() -> (TcpStream, FrameSource, StreamWriter) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let (client, accepted) = tokio::join!(TcpStream::connect(address), listener.accept());
+        let (server, _) = accepted.expect("accept");
+        let (reader, writer) = Stream::Plain(server).split();
+        (client.expect("connect"), FrameSource::new(reader), writer)
+    }
+
+    async fn next(frames: &mut FrameSource) -> Bytes {
+        match frames.next(1 << 20, &MemoryPool::new(-1), IDLE).await {
+            Ok(Ok((frame, _))) => frame,
+            other => panic!("no frame: {:?}", other.map(|r| r.map(|(f, _)| f))),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_frame_read_ahead_is_taken_or_left_for_next() {
+        let (mut client, mut frames, writer) = connected().await;
+        client.write_all(&framed(b"first")).await.expect("write");
+        client.write_all(&framed(b"second")).await.expect("write");
+        frames.start_ahead(1 << 20, MemoryPool::new(-1), IDLE);
+        frames.ahead().await;
+        assert!(frames.has_read());
+        assert!(frames.take_if(|frame| &frame[..] == b"other").is_none());
+        let taken = frames.take_if(|frame| &frame[..] == b"first");
+        assert_eq!(
+            taken.map(|(frame, _)| frame).as_deref(),
+            Some(&b"first"[..])
+        );
+        frames.start_ahead(1 << 20, MemoryPool::new(-1), IDLE);
+        frames.ahead().await;
+        assert!(frames.take_if(|_| false).is_none(), "a refused frame stays");
+        assert_eq!(&next(&mut frames).await[..], b"second");
+        assert!(
+            frames.into_stream(writer).is_some(),
+            "the halves join again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_read_ahead_left_half_way_loses_no_byte() {
+        let (mut client, mut frames, _writer) = connected().await;
+        let whole = framed(&[7u8; 100_000]);
+        client.write_all(&whole[..50_000]).await.expect("write");
+        frames.start_ahead(1 << 20, MemoryPool::new(-1), IDLE);
+        // Polled until it has taken what arrived, then left (as a served Produce leaves it).
+        for _ in 0..100 {
+            assert!(
+                frames.ahead().now_or_never().is_none(),
+                "half a frame is not a frame"
+            );
+            tokio::task::yield_now().await;
+        }
+        client.write_all(&whole[50_000..]).await.expect("write");
+        client.write_all(&framed(b"after")).await.expect("write");
+        assert_eq!(&next(&mut frames).await[..], &[7u8; 100_000][..]);
+        assert_eq!(&next(&mut frames).await[..], b"after");
+    }
+}
