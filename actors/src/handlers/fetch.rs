@@ -506,13 +506,17 @@ async fn read_pending(
     }
 }
 
-/// Reads one partition, or `None` when its limit leaves nothing to read.
+/// A pending partition's read; `None` when its limit left nothing to read.
+type PartitionRead =
+    Option<Result<crate::log_manager::ReadResult, crate::log_manager::LogManagerError>>;
+
+/// Reads one partition, or nothing when its limit leaves nothing to read.
 async fn read_partition(
     ctx: &HandlerContext,
     partition: &PendingRead,
     limit: i64,
     min_one_batch: bool,
-) -> Option<Result<crate::log_manager::ReadResult, crate::log_manager::LogManagerError>> {
+) -> PartitionRead {
     if limit <= 0 && !min_one_batch {
         return None;
     }
@@ -532,11 +536,7 @@ async fn read_partition(
 }
 
 /// Puts a partition's read into its place in the response.
-fn settle(
-    pass: &mut ReadPass,
-    partition: &PendingRead,
-    result: Option<Result<crate::log_manager::ReadResult, crate::log_manager::LogManagerError>>,
-) {
+fn settle(pass: &mut ReadPass, partition: &PendingRead, result: PartitionRead) {
     let (topic, slot) = partition.slot;
     let Some(response) = pass
         .topics

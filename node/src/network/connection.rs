@@ -5,9 +5,9 @@
 //! buffers what follows, and responses leave in request order. One exception: consecutive
 //! Produce requests (acks 1 or -1, no produce or request quota in force) are served up to
 //! [`PRODUCES_IN_FLIGHT`] at a time, each started once the one before it has queued its
-//! appends on the log shards, so appends keep request order and answers still leave in it. A frame that cannot be served
-//! (unknown API, unsupported version, malformed header or body, bad size) closes this connection
-//! only, with no response, and the reason is counted.
+//! appends on the log shards, so appends keep request order and answers still leave in it.
+//! A frame that cannot be served (unknown API, unsupported version, malformed header or body,
+//! bad size) closes this connection only, with no response, and the reason is counted.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -94,7 +94,7 @@ pub(crate) async fn serve(
     let mut frames = FrameSource::new(reader);
     // What the peer proved for private RPCs (a broker's connection to the controller is one).
     let mut session = crate::quorum::service::PeerSession::default();
-    // Two: a Produce may be served beside the one before it (`serve_produces`).
+    // Two: a Produce may be served beside the one before it (`ProduceSection`).
     let mut caches = [ConnectionCaches::default(), ConnectionCaches::default()];
     let mut request_metrics = gregor_metrics::RequestMetrics::default();
     loop {
@@ -453,11 +453,15 @@ struct ProduceServed {
 type ServingProduce<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Box<ProduceServed>> + Send + 'a>>;
 
-/// A Produce being served (its `work` polled until it yields `finished`), with what its answer
-/// is recorded against.
+/// Where a Produce of a run is.
+enum Progress<'a> {
+    Serving(ServingProduce<'a>),
+    Served(Box<ProduceServed>),
+}
+
+/// A Produce of a run, with what its answer is recorded against.
 struct InFlight<'a> {
-    work: Option<ServingProduce<'a>>,
-    finished: Option<Box<ProduceServed>>,
+    progress: Progress<'a>,
     appends_queued: std::sync::Arc<gregor_actors::context::AppendsQueued>,
     arrival: Arrival,
     _reserved: Option<super::memory_pool::Reservation>,
@@ -516,8 +520,16 @@ impl<'a> ProduceSection<'a> {
         sasl: Option<&SaslSession>,
     ) -> Result<(), CloseReason> {
         loop {
-            while let Some(finished) = in_flight.front_mut().and_then(|p| p.finished.take()) {
-                let Some(done) = in_flight.pop_front() else {
+            while in_flight
+                .front()
+                .is_some_and(|p| matches!(p.progress, Progress::Served(_)))
+            {
+                let Some(InFlight {
+                    progress: Progress::Served(finished),
+                    arrival,
+                    ..
+                }) = in_flight.pop_front()
+                else {
                     break;
                 };
                 let ProduceServed { served, caches } = *finished;
@@ -527,7 +539,7 @@ impl<'a> ProduceSection<'a> {
                 deliver(
                     writer,
                     served,
-                    done.arrival,
+                    arrival,
                     request_metrics,
                     Some(&**self.principal),
                     self.peer,
@@ -550,7 +562,7 @@ impl<'a> ProduceSection<'a> {
             }
             let served = std::future::poll_fn(|cx| {
                 for (index, produce) in in_flight.iter_mut().enumerate() {
-                    if let Some(work) = produce.work.as_mut() {
+                    if let Progress::Serving(work) = &mut produce.progress {
                         if let std::task::Poll::Ready(finished) = work.as_mut().poll(cx) {
                             return std::task::Poll::Ready((index, finished));
                         }
@@ -567,8 +579,7 @@ impl<'a> ProduceSection<'a> {
             match step {
                 Step::Served(index, finished) => {
                     if let Some(produce) = in_flight.get_mut(index) {
-                        produce.work = None;
-                        produce.finished = Some(finished);
+                        produce.progress = Progress::Served(finished);
                     }
                 }
                 // The loop looks at the flag again.
@@ -627,8 +638,7 @@ impl<'a> ProduceSection<'a> {
             Box::new(ProduceServed { served, caches })
         });
         InFlight {
-            work: Some(work),
-            finished: None,
+            progress: Progress::Serving(work),
             appends_queued,
             arrival,
             _reserved: reserved,

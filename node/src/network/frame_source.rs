@@ -53,11 +53,7 @@ impl FrameSource {
         idle_timeout: Duration,
     ) -> FrameRead {
         if let State::Idle(reader, buffer) = &mut self.state {
-            return tokio::time::timeout(
-                idle_timeout,
-                read_frame(reader, buffer, max_size, memory),
-            )
-            .await;
+            return read_one(reader, buffer, max_size, memory, idle_timeout).await;
         }
         self.ahead().await;
         match std::mem::replace(&mut self.state, State::Moving) {
@@ -81,21 +77,14 @@ impl FrameSource {
         memory: Arc<MemoryPool>,
         idle_timeout: Duration,
     ) {
-        let State::Idle(..) = self.state else {
-            return;
+        self.state = match std::mem::replace(&mut self.state, State::Moving) {
+            State::Idle(mut reader, mut buffer) => State::Reading(Box::pin(async move {
+                let read =
+                    read_one(&mut reader, &mut buffer, max_size, &memory, idle_timeout).await;
+                (read, reader, buffer)
+            })),
+            other => other,
         };
-        let State::Idle(mut reader, mut buffer) = std::mem::replace(&mut self.state, State::Moving)
-        else {
-            return;
-        };
-        self.state = State::Reading(Box::pin(async move {
-            let read = tokio::time::timeout(
-                idle_timeout,
-                read_frame(&mut reader, &mut buffer, max_size, &memory),
-            )
-            .await;
-            (read, reader, buffer)
-        }));
     }
 
     /// Waits for the read ahead to end (at once when none is under way). Dropping this
@@ -151,6 +140,17 @@ impl FrameSource {
             _ => None,
         }
     }
+}
+
+/// One frame, or the idle timeout.
+async fn read_one(
+    reader: &mut StreamReader,
+    buffer: &mut BytesMut,
+    max_size: i32,
+    memory: &Arc<MemoryPool>,
+    idle_timeout: Duration,
+) -> FrameRead {
+    tokio::time::timeout(idle_timeout, read_frame(reader, buffer, max_size, memory)).await
 }
 
 #[cfg(test)]
