@@ -106,10 +106,7 @@ impl Partitions {
         match self {
             Partitions::Small(entries) => {
                 // The exact length, so `into_boxed_slice` does not reallocate and copy.
-                let added = changes
-                    .iter()
-                    .filter(|(id, _)| entries.binary_search_by_key(id, |(key, _)| *key).is_err())
-                    .count();
+                let added = new_ids(entries, changes);
                 let mut merged = Vec::with_capacity(entries.len() + added);
                 let mut old = entries.iter().peekable();
                 for (id, partition) in changes.iter() {
@@ -145,6 +142,22 @@ impl Partitions {
             }
         }
     }
+}
+
+/// How many of `changes`' partition ids `entries` (sorted by id) does not hold.
+///
+/// A merge walk rather than a binary search per change: a topic's entries are usually cold, and
+/// a binary search's loads each wait for the one before, where the walk's sequential loads are
+/// fetched together.
+fn new_ids(entries: &[Entry], changes: &ChangedPartitions) -> usize {
+    let mut old_ids = entries.iter().map(|(id, _)| *id).peekable();
+    changes
+        .iter()
+        .filter(|(id, _)| {
+            while old_ids.next_if(|old_id| old_id < id).is_some() {}
+            old_ids.peek() != Some(id)
+        })
+        .count()
 }
 
 /// The partitions one delta creates or changes in one topic, in their state at the end of the
@@ -1012,6 +1025,26 @@ mod tests {
     const BAR: u128 = 2;
     const BAZ: u128 = 3;
     const BAR2: u128 = 4;
+
+    #[test]
+    fn new_ids_counts_the_changed_partitions_the_topic_lacks() {
+        let entries: Vec<Entry> = [0, 2, 4, 6]
+            .into_iter()
+            .map(|id| (id, PartitionRegistration::default()))
+            .collect();
+        let changes = |ids: &[i32]| {
+            let mut changes = ChangedPartitions::new();
+            for id in ids {
+                changes.insert(*id, PartitionRegistration::default());
+            }
+            changes
+        };
+        assert_eq!(new_ids(&entries, &changes(&[1, 2, 5, 6, 7])), 3);
+        assert_eq!(new_ids(&entries, &changes(&[0, 2, 4, 6])), 0);
+        assert_eq!(new_ids(&entries, &changes(&[-1, 8, 9])), 3);
+        assert_eq!(new_ids(&entries, &changes(&[])), 0);
+        assert_eq!(new_ids(&[], &changes(&[0, 1])), 2);
+    }
 
     fn image1_records() -> Vec<MetadataRecord> {
         vec![
