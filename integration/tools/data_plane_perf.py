@@ -8,7 +8,12 @@ rounds write), and the first touch of fresh memory (see `--warm-memory`). Load: 
 through the rdkafka crate), as kafka-producer-perf-test / kafka-consumer-perf-test /
 EndToEndLatency drive Kafka: 1 KiB records to 4 partitions with acks=1 and with
 enable.idempotence=true in the order plain, idempotent, idempotent, plain (so the drift of a
-filling page cache does not count as idempotence's cost), then a consumer reading the first
+filling page cache does not count as idempotence's cost), each with Kafka's `--warmup-records`
+(200,000 by default): the figures compared are the steady state after it, the whole runs' are
+kept beside them. librdkafka's idempotent producer asks for its producer id only when a 500 ms
+timer set at its creation fires, so every idempotent run starts half a second late, which is
+most of a short run's difference; the warm-up is larger than librdkafka's queue (100,000
+messages), so the steady state starts after the producer id came. Then a consumer reading the first
 round back from the page cache (Kafka's fetch.MB.sec: after the group's assignment), then
 end-to-end latency with 1 KiB records paced at 10,000/s (10 MB/s) on one partition.
 
@@ -29,8 +34,8 @@ running for a while. On this kind of VM the hypervisor backs a guest page frame 
 fresh memory to about the `memory_first_touch_mb_s` floor measured beside the others; a run
 without this option measures that as much as the node.
 
-Usage: data_plane_perf.py GREGOR GREGOR_PERF [--records N] [--rounds R] [--partitions N] [--recovery-gb G]
-       [--warm-memory] [--json]
+Usage: data_plane_perf.py GREGOR GREGOR_PERF [--records N] [--rounds R] [--warmup-records W] [--partitions N]
+       [--recovery-gb G] [--warm-memory] [--json]
 """
 
 import argparse
@@ -184,9 +189,10 @@ def perf(gregor_perf, mode, args, report):
         return json.load(f)
 
 
-def produce(gregor_perf, bootstrap, topic, records, props, report, record_size=RECORD):
+def produce(gregor_perf, bootstrap, topic, records, props, report, record_size=RECORD, warmup=0):
     return perf(gregor_perf, "produce", ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
-                                         "--record-size", str(record_size), "--throughput", "-1", "--producer-props",
+                                         "--record-size", str(record_size), "--throughput", "-1",
+                                         "--warmup-records", str(warmup), "--producer-props",
                                          "linger.ms=5", "batch.size=1048576", *props], report)
 
 
@@ -245,6 +251,8 @@ def main():
     parser.add_argument("--recovery-gb", type=float, default=0, help="also measure recovery after writing this much")
     parser.add_argument("--rounds", type=int, default=4,
                         help="produce rounds, a multiple of 4 (plain, idempotent, idempotent, plain)")
+    parser.add_argument("--warmup-records", type=int, default=200_000,
+                        help="records of each produce round before its steady state (at most half the round)")
     parser.add_argument("--warm-memory", action="store_true",
                         help="fill the page cache first, as on a broker that has been running")
     parser.add_argument("--json", action="store_true")
@@ -272,17 +280,25 @@ def main():
             # fills with dirty pages, so a plain round first and an idempotent one after would
             # charge that drift to idempotence.
             rounds = {"plain": [], "idempotent": []}
+            whole_rounds = {"plain": [], "idempotent": []}
+            warmup = min(args.warmup_records, args.records // 2)
             order = ("plain", "idempotent", "idempotent", "plain") * (args.rounds // 4)
             for index, kind in enumerate(order):
                 topic = "perf" if index == 0 else f"perf-{index}"
                 if index:
                     create(admin, topic, PARTITIONS)
                 props = ["acks=1"] if kind == "plain" else ["enable.idempotence=true"]
-                report = produce(args.gregor_perf, node.bootstrap, topic, args.records, props, f"{tmp}/p.json")
-                rounds[kind].append(report["mb_per_s"] * 1.048576)
-            results.update(produce_mb_s=sum(rounds["plain"]) / len(rounds["plain"]),
+                report = produce(args.gregor_perf, node.bootstrap, topic, args.records, props, f"{tmp}/p.json",
+                                 warmup=warmup)
+                steady = report.get("steady_state", report)
+                rounds[kind].append(steady["mb_per_s"] * 1.048576)
+                whole_rounds[kind].append(report["mb_per_s"] * 1.048576)
+            results.update(warmup_records=warmup,
+                           produce_mb_s=sum(rounds["plain"]) / len(rounds["plain"]),
                            idempotent_mb_s=sum(rounds["idempotent"]) / len(rounds["idempotent"]),
-                           produce_rounds_mb_s=rounds["plain"], idempotent_rounds_mb_s=rounds["idempotent"])
+                           produce_rounds_mb_s=rounds["plain"], idempotent_rounds_mb_s=rounds["idempotent"],
+                           produce_whole_rounds_mb_s=whole_rounds["plain"],
+                           idempotent_whole_rounds_mb_s=whole_rounds["idempotent"])
             # librdkafka's default fetch sizes (50 MiB per fetch, 1 MiB per partition, as
             # kafka-consumer-perf-test's --fetch-size): with 10 MiB per partition the consumer
             # spent a third of its CPU faulting in a fresh 40 MB buffer for every response.
@@ -319,6 +335,8 @@ def main():
     results["produce_vs_disk_rounds_volume"] = results["produce_mb_s"] / results["disk_fdatasync_rounds_volume_mb_s"]
     results["consume_vs_loopback"] = results["consume_mb_s"] / results["loopback_mb_s"]
     results["idempotence_cost"] = 1 - results["idempotent_mb_s"] / results["produce_mb_s"]
+    results["idempotence_cost_whole_runs"] = 1 - (sum(results["idempotent_whole_rounds_mb_s"])
+                                                  / sum(results["produce_whole_rounds_mb_s"]))
     if args.json:
         print(json.dumps(results))
     else:

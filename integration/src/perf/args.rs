@@ -68,6 +68,11 @@ pub struct ProduceArgs {
     /// `batch.size`, `compression.type`, `enable.idempotence` are Kafka's).
     #[arg(long, num_args = 1..)]
     pub producer_props: Vec<String>,
+    /// As Kafka's tool: the first this many records are a warm-up; a steady-state summary of
+    /// the records after them is printed after the complete one. It must be fewer than
+    /// `--num-records`.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_records: u64,
 }
 
 #[derive(Debug, Args)]

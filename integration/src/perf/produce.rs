@@ -1,5 +1,6 @@
 //! `gregor-perf produce`: kafka-producer-perf-test.sh on librdkafka.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, Prod
 use rdkafka::ClientContext;
 
 use super::args::ProduceArgs;
-use super::report::{Latencies, Report};
+use super::report::{Latencies, Report, SteadyState};
 use super::{client_config, megabytes};
 
 /// How often a progress line is printed (Kafka's tool: every 5 s).
@@ -35,6 +36,12 @@ struct Deliveries {
     bytes: u64,
     errors: u64,
     first_error: Option<String>,
+    /// The records sent after the warm-up (`--warmup-records`), Kafka's steady state.
+    steady: Latencies,
+    steady_acknowledged: u64,
+    steady_bytes: u64,
+    /// Set when the warm-up ends: the next progress line is the first of the steady state.
+    announce_steady_state: bool,
 }
 
 struct PerfContext {
@@ -42,6 +49,9 @@ struct PerfContext {
     /// Each record's opaque is its send time as nanoseconds since this instant, so a send
     /// allocates nothing of the tool's.
     epoch: Instant,
+    /// A record sent at or after this many nanoseconds since `epoch` counts in the steady
+    /// state; `u64::MAX` until the warm-up is over.
+    steady_from_nanos: AtomicU64,
 }
 
 impl ClientContext for PerfContext {}
@@ -66,6 +76,11 @@ impl ProducerContext for PerfContext {
                 deliveries.window_bytes += bytes;
                 deliveries.acknowledged += 1;
                 deliveries.bytes += bytes;
+                if sent_nanos as u64 >= self.steady_from_nanos.load(Ordering::Relaxed) {
+                    deliveries.steady.record(latency);
+                    deliveries.steady_acknowledged += 1;
+                    deliveries.steady_bytes += bytes;
+                }
             }
             Err((error, _)) => {
                 deliveries.errors += 1;
@@ -79,22 +94,52 @@ impl ProducerContext for PerfContext {
 
 /// Runs the produce test; prints Kafka's progress and final lines and returns the report.
 pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
+    anyhow::ensure!(
+        args.warmup_records < args.num_records,
+        "the value for --warmup-records must be strictly fewer than the number of records in the test, --num-records"
+    );
     let deliveries = Arc::new(Mutex::new(Deliveries::default()));
     let epoch = Instant::now();
+    let context = PerfContext {
+        deliveries: deliveries.clone(),
+        epoch,
+        steady_from_nanos: AtomicU64::new(u64::MAX),
+    };
     let producer: BaseProducer<PerfContext> =
         client_config(&args.common.bootstrap_server, &[], &args.producer_props)?
-            .create_with_context(PerfContext {
-                deliveries: deliveries.clone(),
-                epoch,
-            })
+            .create_with_context(context)
             .context("creating the producer")?;
     let mut payload = vec![0u8; args.record_size];
     rand::rng().fill_bytes(&mut payload);
+    if args.warmup_records > 0 {
+        println!(
+            "Warmup first {} records. Steady state results will print after the complete test summary.",
+            args.warmup_records
+        );
+    }
     let progress = super::progress_bar(args.num_records);
 
     let started = Instant::now();
+    let mut steady_started = None;
     let mut window_started = started;
     for sent in 0..args.num_records {
+        if sent == args.warmup_records && sent > 0 {
+            // As Kafka's tool, the steady state starts when its first record is sent, with a
+            // new progress window.
+            let now = Instant::now();
+            producer.context().steady_from_nanos.store(
+                u64::try_from(now.duration_since(epoch).as_nanos()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            steady_started = Some(now);
+            window_started = now;
+            if let Ok(mut deliveries) = deliveries.lock() {
+                deliveries.window.reset();
+                deliveries.window_records = 0;
+                deliveries.window_bytes = 0;
+                deliveries.announce_steady_state = true;
+            }
+        }
         if args.throughput > 0.0 {
             // Kafka's ThroughputThrottler: sleep until this record's turn.
             let due = started + Duration::from_secs_f64(sent as f64 / args.throughput);
@@ -129,7 +174,8 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
     producer
         .flush(FLUSH_TIMEOUT)
         .context("waiting for every record to be acknowledged")?;
-    let elapsed = started.elapsed();
+    let finished = Instant::now();
+    let elapsed = finished.duration_since(started);
     progress.finish_and_clear();
 
     let deliveries = deliveries
@@ -145,19 +191,29 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
     report.errors = deliveries.errors;
     let latency = deliveries.total.summary();
     report.latency = Some(latency);
-    println!(
-        "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.2} ms avg latency, {:.2} ms max latency, \
-         {:.0} ms 50th, {:.0} ms 95th, {:.0} ms 99th, {:.0} ms 99.9th.",
+    print_total(
+        "",
         report.records,
         report.records_per_s,
         report.mb_per_s,
-        latency.avg_ms,
-        latency.max_ms,
-        latency.p50_ms,
-        latency.p95_ms,
-        latency.p99_ms,
-        latency.p999_ms,
+        &deliveries.total,
     );
+    if let Some(steady_started) = steady_started {
+        let steady = SteadyState::new(
+            deliveries.steady_acknowledged,
+            deliveries.steady_bytes,
+            finished.duration_since(steady_started),
+            deliveries.steady.summary(),
+        );
+        print_total(
+            " steady state",
+            steady.records,
+            steady.records_per_s,
+            steady.mb_per_s,
+            &deliveries.steady,
+        );
+        report.steady_state = Some(steady);
+    }
     if let Some(error) = &deliveries.first_error {
         eprintln!(
             "gregor-perf: {} of {} records were not acknowledged; the first error: {error}",
@@ -167,11 +223,29 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
     Ok(report)
 }
 
+/// Kafka's summary line, of all records (`kind` empty) or of the steady state.
+fn print_total(kind: &str, records: u64, records_per_s: f64, mb_per_s: f64, latencies: &Latencies) {
+    let latency = latencies.summary();
+    println!(
+        "{records}{kind} records sent, {records_per_s:.1} records/sec ({mb_per_s:.2} MB/sec), {:.2} ms avg latency, \
+         {:.2} ms max latency, {:.0} ms 50th, {:.0} ms 95th, {:.0} ms 99th, {:.0} ms 99.9th.",
+        latency.avg_ms,
+        latency.max_ms,
+        latency.p50_ms,
+        latency.p95_ms,
+        latency.p99_ms,
+        latency.p999_ms,
+    );
+}
+
 /// Kafka's periodic line: what was acknowledged since the previous one.
 fn print_window(deliveries: &Mutex<Deliveries>, elapsed: Duration) {
     let Ok(mut deliveries) = deliveries.lock() else {
         return;
     };
+    if std::mem::take(&mut deliveries.announce_steady_state) {
+        println!("In steady state.");
+    }
     let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
     println!(
         "{} records sent, {:.1} records/sec ({:.2} MB/sec), {:.1} ms avg latency, {:.1} ms max latency.",

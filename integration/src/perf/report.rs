@@ -86,10 +86,39 @@ pub struct Report {
     /// Paced latency only: the round trip of the record sent before the measured ones.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_up_ms: Option<f64>,
+    /// Produce with `--warmup-records` only: the records after the warm-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyState>,
     /// Consume only: the rates after the group assigned the partitions (Kafka's
     /// `fetch.MB.sec` and `fetch.nMsg.sec`), and the time that took (`rebalance.time.ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fetch: Option<FetchSummary>,
+}
+
+/// A produce run's records after its warm-up, from the first one's send to the end of the run
+/// (Kafka's steady-state summary).
+#[derive(Debug, Serialize)]
+pub struct SteadyState {
+    pub records: u64,
+    pub bytes: u64,
+    pub elapsed_s: f64,
+    pub records_per_s: f64,
+    pub mb_per_s: f64,
+    pub latency: LatencySummary,
+}
+
+impl SteadyState {
+    pub fn new(records: u64, bytes: u64, elapsed: Duration, latency: LatencySummary) -> Self {
+        let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+        SteadyState {
+            records,
+            bytes,
+            elapsed_s: elapsed.as_secs_f64(),
+            records_per_s: records as f64 / seconds,
+            mb_per_s: super::megabytes(bytes) / seconds,
+            latency,
+        }
+    }
 }
 
 /// The part of a consume run after the group's first assignment.
@@ -121,6 +150,7 @@ impl Report {
             mb_per_s: super::megabytes(bytes) / seconds,
             latency: None,
             warm_up_ms: None,
+            steady_state: None,
             fetch: None,
         }
     }

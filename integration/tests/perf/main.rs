@@ -65,6 +65,33 @@ async fn create(node: &GregorNode, topics: &[(&str, i32)]) {
     );
 }
 
+/// `gregor-perf produce` of `records` 200-byte records to topic `perf`, the first `warmup` a
+/// warm-up, then `more` arguments.
+fn produce_to_perf<'a>(
+    bootstrap: &'a str,
+    records: &'a str,
+    warmup: &'a str,
+    more: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "produce",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        "perf",
+        "--num-records",
+        records,
+        "--record-size",
+        "200",
+        "--throughput",
+        "-1",
+        "--warmup-records",
+        warmup,
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_consume_and_latency_runs_report_what_went_through() {
     let node = GregorNode::start(&[("group.initial.rebalance.delay.ms", "0")]).unwrap();
@@ -74,32 +101,38 @@ async fn produce_consume_and_latency_runs_report_what_went_through() {
 
     let produced = dir.path().join("produce.json");
     let out = perf(
-        &[
-            "produce",
-            "--bootstrap-server",
+        &produce_to_perf(
             &bootstrap,
-            "--topic",
-            "perf",
-            "--num-records",
             "3000",
-            "--record-size",
-            "200",
-            "--throughput",
-            "-1",
-            "--producer-props",
-            "acks=all",
-            "enable.idempotence=true",
-            "--json",
-            produced.to_str().unwrap(),
-        ],
+            "1000",
+            &[
+                "--producer-props",
+                "acks=all",
+                "enable.idempotence=true",
+                "--json",
+                produced.to_str().unwrap(),
+            ],
+        ),
         Duration::from_secs(120),
     )
     .await;
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    let last = stdout.lines().last().unwrap_or_default();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some("Warmup first 1000 records. Steady state results will print after the complete test summary."),
+        "{stdout}"
+    );
+    let [.., total, steady] = lines[..] else {
+        panic!("no summary lines: {stdout}");
+    };
     assert!(
-        last.starts_with("3000 records sent, ") && last.ends_with(" ms 99.9th."),
+        total.starts_with("3000 records sent, ") && total.ends_with(" ms 99.9th."),
+        "{stdout}"
+    );
+    assert!(
+        steady.starts_with("2000 steady state records sent, ") && steady.ends_with(" ms 99.9th."),
         "{stdout}"
     );
     let produce = report(&produced);
@@ -107,6 +140,24 @@ async fn produce_consume_and_latency_runs_report_what_went_through() {
     assert_eq!(produce["bytes"], 600_000);
     assert_eq!(produce["errors"], 0);
     assert!(produce["latency"]["p99_ms"].as_f64().unwrap() > 0.0);
+    let steady = &produce["steady_state"];
+    assert_eq!(steady["records"], 2000);
+    assert_eq!(steady["bytes"], 400_000);
+    assert!(steady["elapsed_s"].as_f64().unwrap() <= produce["elapsed_s"].as_f64().unwrap());
+    assert!(steady["latency"]["p99_ms"].as_f64().unwrap() > 0.0);
+
+    // As Kafka's tool: the warm-up must leave records to measure.
+    let out = perf(
+        &produce_to_perf(&bootstrap, "10", "10", &[]),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--warmup-records must be strictly fewer than"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let consumed = dir.path().join("consume.json");
     let out = perf(
