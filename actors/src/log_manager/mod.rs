@@ -365,10 +365,7 @@ impl LogManager {
     }
 
     fn shard_of(&self, tp: &TopicPartition) -> usize {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        tp.hash(&mut hasher);
-        (hasher.finish() % self.shards.len() as u64) as usize
+        shard_of(tp, self.shards.len())
     }
 
     /// Gathers metadata changes for the shards; they reach them when [`LogChanges::send`] is
@@ -773,4 +770,17 @@ pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The shard of a partition's log among `shards`: a topic's partitions go round robin over
+/// the shards from one its name picks, so a Produce or Fetch of several partitions of a topic
+/// has every shard working on it (hashing each partition on its own put three of a 4-partition
+/// topic's partitions on one of two shards).
+fn shard_of(tp: &TopicPartition, shards: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    tp.topic.hash(&mut hasher);
+    let shards = shards.max(1) as u64;
+    let first = hasher.finish() % shards;
+    ((first + u64::from(tp.partition.unsigned_abs()) % shards) % shards) as usize
 }

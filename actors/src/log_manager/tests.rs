@@ -424,3 +424,30 @@ async fn the_high_watermark_checkpoint_waits_for_a_move() {
         .await
         .unwrap();
 }
+
+#[test]
+fn a_topics_partitions_take_the_shards_in_turn() {
+    for shards in 1..=4 {
+        for topic in ["perf", "orders", "__consumer_offsets"] {
+            let of = |partition| shard_of(&TopicPartition::new(topic, partition), shards);
+            let mut per_shard = vec![0; shards];
+            for partition in 0..(shards as i32 * 3) {
+                per_shard[of(partition)] += 1;
+                assert_eq!(
+                    of(partition + 1),
+                    (of(partition) + 1) % shards,
+                    "{topic}-{partition}"
+                );
+            }
+            assert!(
+                per_shard.iter().all(|&count| count == 3),
+                "{topic}: {per_shard:?}"
+            );
+        }
+    }
+    // Topics start at different shards, so one-partition topics spread too.
+    let firsts: std::collections::HashSet<usize> = (0..16)
+        .map(|n| shard_of(&TopicPartition::new(format!("t{n}"), 0), 4))
+        .collect();
+    assert!(firsts.len() > 1, "{firsts:?}");
+}
