@@ -218,12 +218,12 @@ impl LogManagerError {
 
 type Reply<T> = oneshot::Sender<Result<T, LogManagerError>>;
 
-/// An append queued on its shard: [`QueuedAppend::outcome`] waits for it.
-pub struct QueuedAppend(oneshot::Receiver<Result<AppendInfo, LogManagerError>>);
+/// A command queued on its shard: [`Queued::outcome`] waits for its answer.
+pub struct Queued<T>(oneshot::Receiver<Result<T, LogManagerError>>);
 
-impl QueuedAppend {
-    /// The append's result, once the shard has written it.
-    pub async fn outcome(self) -> Result<AppendInfo, LogManagerError> {
+impl<T> Queued<T> {
+    /// The command's result, once the shard has carried it out.
+    pub async fn outcome(self) -> Result<T, LogManagerError> {
         self.0.await.map_err(|_| LogManagerError::ShuttingDown)?
     }
 }
@@ -415,9 +415,18 @@ impl LogManager {
         state: &PartitionState,
         make: impl FnOnce(Reply<T>) -> DataCommand,
     ) -> Result<T, LogManagerError> {
+        self.queue(state, make).await?.outcome().await
+    }
+
+    /// Queues a command on the partition's shard, behind every command queued before it.
+    async fn queue<T>(
+        &self,
+        state: &PartitionState,
+        make: impl FnOnce(Reply<T>) -> DataCommand,
+    ) -> Result<Queued<T>, LogManagerError> {
         let (reply, answer) = oneshot::channel();
         self.shards[state.shard].send(make(reply)).await?;
-        answer.await.map_err(|_| LogManagerError::ShuttingDown)?
+        Ok(Queued(answer))
     }
 
     /// Appends a produced batch (validated by the library) at `leader_epoch`.
@@ -443,19 +452,16 @@ impl LogManager {
         partition: i32,
         records: Bytes,
         leader_epoch: i32,
-    ) -> Result<QueuedAppend, LogManagerError> {
+    ) -> Result<Queued<AppendInfo>, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.serving(&tp, true)?;
-        let (reply, answer) = oneshot::channel();
-        self.shards[state.shard]
-            .send(DataCommand::Append {
-                tp,
-                records,
-                leader_epoch,
-                reply,
-            })
-            .await?;
-        Ok(QueuedAppend(answer))
+        self.queue(&state, |reply| DataCommand::Append {
+            tp,
+            records,
+            leader_epoch,
+            reply,
+        })
+        .await
     }
 
     /// Reads whole batches from `offset`, up to `max_bytes` (the whole first batch when

@@ -109,16 +109,22 @@ pub struct SteadyState {
 
 impl SteadyState {
     pub fn new(records: u64, bytes: u64, elapsed: Duration, latency: LatencySummary) -> Self {
-        let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+        let (records_per_s, mb_per_s) = rates(records, bytes, elapsed);
         SteadyState {
             records,
             bytes,
             elapsed_s: elapsed.as_secs_f64(),
-            records_per_s: records as f64 / seconds,
-            mb_per_s: super::megabytes(bytes) / seconds,
+            records_per_s,
+            mb_per_s,
             latency,
         }
     }
+}
+
+/// Records and megabytes per second over `elapsed`.
+fn rates(records: u64, bytes: u64, elapsed: Duration) -> (f64, f64) {
+    let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+    (records as f64 / seconds, super::megabytes(bytes) / seconds)
 }
 
 /// The part of a consume run after the group's first assignment.
@@ -138,7 +144,7 @@ impl Report {
         bytes: u64,
         elapsed: Duration,
     ) -> Self {
-        let seconds = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+        let (records_per_s, mb_per_s) = rates(records, bytes, elapsed);
         Report {
             mode,
             topic: topic.to_owned(),
@@ -146,8 +152,8 @@ impl Report {
             bytes,
             errors: 0,
             elapsed_s: elapsed.as_secs_f64(),
-            records_per_s: records as f64 / seconds,
-            mb_per_s: super::megabytes(bytes) / seconds,
+            records_per_s,
+            mb_per_s,
             latency: None,
             warm_up_ms: None,
             steady_state: None,

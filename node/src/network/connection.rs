@@ -94,8 +94,8 @@ pub(crate) async fn serve(
     let mut frames = FrameSource::new(reader);
     // What the peer proved for private RPCs (a broker's connection to the controller is one).
     let mut session = crate::quorum::service::PeerSession::default();
-    // Two: a Produce may be served beside the one before it (`ProduceSection`).
-    let mut caches = [ConnectionCaches::default(), ConnectionCaches::default()];
+    // One per Produce that may be in flight at once (`ProduceSection`).
+    let mut caches: [ConnectionCaches; PRODUCES_IN_FLIGHT] = Default::default();
     let mut request_metrics = gregor_metrics::RequestMetrics::default();
     loop {
         let (frame, _reserved) = match frames
@@ -483,7 +483,7 @@ impl<'a> ProduceSection<'a> {
         received: Instant,
         frames: &mut FrameSource,
         writer: &mut StreamWriter,
-        caches: &mut [ConnectionCaches; 2],
+        caches: &mut [ConnectionCaches; PRODUCES_IN_FLIGHT],
         request_metrics: &mut gregor_metrics::RequestMetrics,
         sasl: Option<&SaslSession>,
     ) -> Result<(), CloseReason> {
