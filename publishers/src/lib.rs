@@ -51,7 +51,7 @@ pub use image::topics::{PartitionIter, TopicDelta, TopicsDelta};
 pub use image::{
     BrokerIds, BrokerRegistration, ClientQuotaImage, ClientQuotasImage, ClusterImage, ConfigsImage,
     ControllerRegistration, DirectoryIds, FeaturesImage, ImageDigest, MetadataImage,
-    PartitionRegistration, Provenance, ResourceConfigs, TopicImage, TopicsImage,
+    PartitionRegistration, Provenance, Reassignment, ResourceConfigs, TopicImage, TopicsImage,
 };
 pub use publisher::{LoaderManifest, MetadataPublisher, PublishError};
 pub use records::MetadataRecord;

@@ -134,8 +134,8 @@ pub(crate) fn partition_hash(
     frame.uuid(topic_id);
     frame.ids(&partition.replicas);
     frame.ids(&partition.isr);
-    frame.ids(&partition.removing_replicas);
-    frame.ids(&partition.adding_replicas);
+    frame.ids(partition.removing_replicas());
+    frame.ids(partition.adding_replicas());
     frame.i32(partition.leader);
     frame.byte(partition.leader_recovery_state.to_le_bytes()[0]);
     frame.i32(partition.leader_epoch);
@@ -152,8 +152,8 @@ pub(crate) fn partition_hash(
                 topic_id,
                 replicas: &partition.replicas,
                 isr: &partition.isr,
-                removing_replicas: &partition.removing_replicas,
-                adding_replicas: &partition.adding_replicas,
+                removing_replicas: partition.removing_replicas(),
+                adding_replicas: partition.adding_replicas(),
                 leader: partition.leader,
                 leader_recovery_state: partition.leader_recovery_state,
                 leader_epoch: partition.leader_epoch,
@@ -443,7 +443,7 @@ mod tests {
     #[test]
     fn field_hashes_equal_the_record_hashes() {
         use super::{partition_hash, record_hash, topic_hash};
-        use crate::image::partition::{BrokerIds, DirectoryIds};
+        use crate::image::partition::{BrokerIds, DirectoryIds, Reassignment};
         use crate::image::PartitionRegistration;
         use uuid::Uuid;
 
@@ -455,8 +455,7 @@ mod tests {
             PartitionRegistration {
                 replicas: BrokerIds::from_slice(&[1, 2, 3]),
                 isr: BrokerIds::from_slice(&[3]),
-                removing_replicas: BrokerIds::from_slice(&[2]),
-                adding_replicas: BrokerIds::from_slice(&[7, 8, 9, 10]),
+                reassignment: Reassignment::new(&[2], &[7, 8, 9, 10]),
                 directories: DirectoryIds::from_slice(&dirs[..3]),
                 leader: -1,
                 leader_epoch: i32::MAX,

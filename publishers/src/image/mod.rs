@@ -30,7 +30,7 @@ pub use cluster::{BrokerRegistration, ClusterImage, ControllerRegistration};
 pub use configs::{ConfigsImage, ResourceConfigs};
 pub use digest::ImageDigest;
 pub use features::FeaturesImage;
-pub use partition::{BrokerIds, DirectoryIds, PartitionRegistration};
+pub use partition::{BrokerIds, DirectoryIds, PartitionRegistration, Reassignment};
 pub use scram::ScramImage;
 pub use topics::{TopicImage, TopicsImage};
 

@@ -38,7 +38,7 @@ const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
 
 /// Whether a reassignment of `partition` is in progress.
 pub fn in_progress(partition: &PartitionRegistration) -> bool {
-    !partition.adding_replicas.is_empty() || !partition.removing_replicas.is_empty()
+    !partition.adding_replicas().is_empty() || !partition.removing_replicas().is_empty()
 }
 
 /// What a partition change aims at; the builder turns it into the smallest record.
@@ -62,8 +62,8 @@ impl ChangeTarget {
         ChangeTarget {
             replicas: partition.replicas.to_vec(),
             isr: partition.isr.to_vec(),
-            adding: partition.adding_replicas.to_vec(),
-            removing: partition.removing_replicas.to_vec(),
+            adding: partition.adding_replicas().to_vec(),
+            removing: partition.removing_replicas().to_vec(),
             unclean: false,
         }
     }
@@ -150,8 +150,8 @@ pub fn build_change(
         isr: set(&partition.isr, &target.isr),
         leader: (leader != partition.leader || shrinks).then_some(leader),
         replicas: set(&partition.replicas, &target.replicas),
-        removing_replicas: set(&partition.removing_replicas, &target.removing),
-        adding_replicas: set(&partition.adding_replicas, &target.adding),
+        removing_replicas: set(partition.removing_replicas(), &target.removing),
+        adding_replicas: set(partition.adding_replicas(), &target.adding),
         leader_recovery_state: recovering.then_some(RECOVERING),
         directories: None,
     };
@@ -282,7 +282,7 @@ fn alter_one(
         return cancel(image, topic, current.id, partition_id, partition, policy);
     };
     validate_target(image, wanted)?;
-    let original = partition.replicas.len() - partition.adding_replicas.len();
+    let original = partition.replicas.len() - partition.adding_replicas().len();
     if !allow_replication_factor_change && wanted.len() != original {
         return Err(ReassignmentOutcome::ReplicationFactorChanged {
             from: i32::try_from(original).unwrap_or(i32::MAX),
@@ -328,7 +328,7 @@ fn cancel(
     if !in_progress(partition) {
         return Err(ReassignmentOutcome::NotInProgress);
     }
-    let adding = &partition.adding_replicas;
+    let adding = partition.adding_replicas();
     let replicas: Vec<i32> = partition
         .replicas
         .iter()
@@ -639,8 +639,8 @@ pub fn list_partition_reassignments(
             OngoingPartitionReassignment::default()
                 .with_partition_index(partition_id)
                 .with_replicas(ids(&partition.replicas))
-                .with_adding_replicas(ids(&partition.adding_replicas))
-                .with_removing_replicas(ids(&partition.removing_replicas))
+                .with_adding_replicas(ids(partition.adding_replicas()))
+                .with_removing_replicas(ids(partition.removing_replicas()))
         })
     };
     let mut topics = Vec::new();
