@@ -4,7 +4,11 @@
 //! floor.
 //!
 //! `GREGOR_BIN=target/release/gregor cargo bench -p gregor-integration --bench request_rate --
-//! [--secs 5] [--connections 1,8] [--bootstrap host:port]`
+//! [--secs 5] [--connections 1,8] [--rounds 1] [--bootstrap host:port]`
+//!
+//! On a small shared machine the echo's own rate moves by a third from one run to the next, so
+//! one pair of measurements says little; `--rounds N` alternates the node's slice and the echo's
+//! N times per case and ends with each case's median ratio over the N pairs.
 //!
 //! Without `--bootstrap` it starts its own node (`GREGOR_BIN`, default `target/release/gregor`
 //! when built, else `target/debug/gregor`) on ephemeral ports.
@@ -31,6 +35,7 @@ enum Kind {
 struct Opts {
     secs: f64,
     connections: Vec<usize>,
+    rounds: usize,
     bootstrap: Option<String>,
 }
 
@@ -38,6 +43,7 @@ fn parse() -> anyhow::Result<Opts> {
     let mut opts = Opts {
         secs: 5.0,
         connections: vec![1, 8],
+        rounds: 1,
         bootstrap: None,
     };
     let mut args = std::env::args().skip(1);
@@ -53,6 +59,7 @@ fn parse() -> anyhow::Result<Opts> {
                     .map(|c| c.trim().parse::<usize>())
                     .collect::<Result<_, _>>()?
             }
+            "--rounds" => opts.rounds = args.next().context("--rounds needs a value")?.parse()?,
             "--bootstrap" => {
                 opts.bootstrap = Some(args.next().context("--bootstrap needs a value")?)
             }
@@ -61,6 +68,9 @@ fn parse() -> anyhow::Result<Opts> {
     }
     if !(opts.secs > 0.0 && opts.secs.is_finite()) {
         bail!("--secs must be positive");
+    }
+    if opts.rounds == 0 {
+        bail!("--rounds must be at least 1");
     }
     Ok(opts)
 }
@@ -134,21 +144,49 @@ async fn bench(opts: &Opts, addr: &str) -> anyhow::Result<()> {
     let echo = EchoServer::start(2)?;
     println!("| request | connections | frames (req -> resp) | Gregor req/s | p50 | p99 | echo rt/s | echo p50 | Gregor / echo |");
     println!("|---|---|---|---|---|---|---|---|---|");
+    let mut medians = Vec::new();
     for kind in [Kind::ApiVersions, Kind::Metadata] {
         for &n in &opts.connections {
-            let (rate, lat, rq, rs) = run_kind(addr, kind, n, opts.secs).await?;
-            let e = measure(echo.addr, n, rq, rs, Duration::from_secs_f64(opts.secs)).await?;
+            let mut ratios = Vec::with_capacity(opts.rounds);
+            for _ in 0..opts.rounds {
+                let (rate, lat, rq, rs) = run_kind(addr, kind, n, opts.secs).await?;
+                let e = measure(echo.addr, n, rq, rs, Duration::from_secs_f64(opts.secs)).await?;
+                let ratio = rate / e.round_trips_per_s.max(1e-9);
+                ratios.push(ratio);
+                println!(
+                    "| {kind:?} | {n} | {rq} B -> {rs} B | {rate:.0} | {} us | {} us | {:.0} | {} us | {ratio:.2} |",
+                    lat.p50_us,
+                    lat.p99_us,
+                    e.round_trips_per_s,
+                    e.latency.p50_us,
+                );
+            }
+            medians.push((kind, n, ratios));
+        }
+    }
+    if opts.rounds > 1 {
+        println!();
+        for (kind, n, mut ratios) in medians {
+            ratios.sort_by(f64::total_cmp);
             println!(
-                "| {kind:?} | {n} | {rq} B -> {rs} B | {rate:.0} | {} us | {} us | {:.0} | {} us | {:.2} |",
-                lat.p50_us,
-                lat.p99_us,
-                e.round_trips_per_s,
-                e.latency.p50_us,
-                rate / e.round_trips_per_s.max(1e-9)
+                "{kind:?}, {n} connection(s): median Gregor / echo {:.2} over {} pairs ({:.2} to {:.2})",
+                median(&ratios),
+                ratios.len(),
+                ratios.first().copied().unwrap_or_default(),
+                ratios.last().copied().unwrap_or_default(),
             );
         }
     }
     Ok(())
+}
+
+/// The middle of sorted `values` (the mean of the two middle ones for an even count).
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => sorted[len / 2],
+        len => (sorted[len / 2 - 1] + sorted[len / 2]) / 2.0,
+    }
 }
 
 fn main() -> std::process::ExitCode {
