@@ -144,7 +144,7 @@ async fn bench(opts: &Opts, addr: &str) -> anyhow::Result<()> {
     let echo = EchoServer::start(2)?;
     println!("| request | connections | frames (req -> resp) | Gregor req/s | p50 | p99 | echo rt/s | echo p50 | Gregor / echo |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    let mut medians = Vec::new();
+    let mut ratios_by_case = Vec::new();
     for kind in [Kind::ApiVersions, Kind::Metadata] {
         for &n in &opts.connections {
             let mut ratios = Vec::with_capacity(opts.rounds);
@@ -161,12 +161,12 @@ async fn bench(opts: &Opts, addr: &str) -> anyhow::Result<()> {
                     e.latency.p50_us,
                 );
             }
-            medians.push((kind, n, ratios));
+            ratios_by_case.push((kind, n, ratios));
         }
     }
     if opts.rounds > 1 {
         println!();
-        for (kind, n, mut ratios) in medians {
+        for (kind, n, mut ratios) in ratios_by_case {
             ratios.sort_by(f64::total_cmp);
             println!(
                 "{kind:?}, {n} connection(s): median Gregor / echo {:.2} over {} pairs ({:.2} to {:.2})",

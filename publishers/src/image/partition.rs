@@ -181,19 +181,9 @@ impl Default for DirsRepr {
 /// this many, new lists are shared per delta instead.
 pub const MAX_INTERNED_LISTS: usize = 4096;
 
-/// A list kept for the process's lifetime, looked up by slice.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct InternedList(&'static Vec<Uuid>);
-
-impl std::borrow::Borrow<[Uuid]> for InternedList {
-    fn borrow(&self) -> &[Uuid] {
-        self.0.as_slice()
-    }
-}
-
-/// The process's interned lists.
-fn interned_lists() -> &'static Mutex<HashSet<InternedList>> {
-    static LISTS: OnceLock<Mutex<HashSet<InternedList>>> = OnceLock::new();
+/// The process's interned lists (only `DirsRepr::Interned` ones), looked up by slice.
+fn interned_lists() -> &'static Mutex<HashSet<DirectoryIds>> {
+    static LISTS: OnceLock<Mutex<HashSet<DirectoryIds>>> = OnceLock::new();
     LISTS.get_or_init(Mutex::default)
 }
 
@@ -218,14 +208,14 @@ impl DirectoryIds {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(list) = lists.get(dirs) {
-            return Some(DirectoryIds(DirsRepr::Interned(list.0)));
+            return Some(list.clone());
         }
         if lists.len() >= MAX_INTERNED_LISTS {
             return None;
         }
-        let list: &'static Vec<Uuid> = Box::leak(Box::new(dirs.to_vec()));
-        lists.insert(InternedList(list));
-        Some(DirectoryIds(DirsRepr::Interned(list)))
+        let list = DirectoryIds(DirsRepr::Interned(Box::leak(Box::new(dirs.to_vec()))));
+        lists.insert(list.clone());
+        Some(list)
     }
 
     /// The directory ids as a slice.
