@@ -37,6 +37,9 @@ pub struct BrokerSettings {
 pub struct HandlerContext {
     /// The image the loader published last. Handlers load it once per request.
     pub image: Arc<ArcSwap<MetadataImage>>,
+    /// The offset of the last image every publisher has taken in, which the logs, leaderships
+    /// and group coordinator follow a little behind `image` (see [`Self::publishers_caught_up`]).
+    pub published: crate::loader::PublishedOffset,
     /// The controller actor, which owns every metadata mutation.
     pub controller: Addr<Controller>,
     /// This node.
@@ -213,7 +216,32 @@ pub struct ControllerFailure {
     pub message: String,
 }
 
+/// How long a request waits for the publishers to take in the image it sees before it reads
+/// what state there is (a snapshot of 10^6 partitions takes the log publisher seconds; the
+/// request then finds the partition not yet served, a retriable answer).
+const PUBLISHERS_CATCH_UP_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl HandlerContext {
+    /// Waits until every publisher has taken in the image handlers see now. The log manager,
+    /// the replication roles and the group coordinator follow the image through publishers
+    /// that run after a metadata write is answered; a request reading their state (a produce
+    /// to a topic just created, a join to a group whose coordinator just moved here) waits for
+    /// them here instead of finding them one image behind. Free when they are caught up.
+    pub async fn publishers_caught_up(&self) {
+        let offset = self.image.load().provenance.last_log_index;
+        if !self
+            .published
+            .wait_for(offset, PUBLISHERS_CATCH_UP_LIMIT)
+            .await
+        {
+            tracing::debug!(
+                offset,
+                published = self.published.offset(),
+                "the publishers are still taking in the image; answering from their state"
+            );
+        }
+    }
+
     /// Whether a controller request this node cannot decide is answered NOT_CONTROLLER here:
     /// another node leads, and this request's forward to it did not fail (a failure is
     /// answered instead, by [`HandlerContext::ask_controller`]).

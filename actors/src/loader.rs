@@ -7,6 +7,13 @@
 //! the others still run. A publisher installed later first gets the whole image as a delta from
 //! the empty image.
 //!
+//! The write that committed the batches is answered once the image is swapped and the
+//! publishers that hold the answer ([`MetadataPublisher::holds_the_answer`]: ACLs, quotas,
+//! configs) have run; the data path's publishers (logs, replication, groups) run after it, and
+//! [`PublishedOffset`] says when every publisher has seen an image. Requests that read their
+//! state wait for it (`HandlerContext::publishers_caught_up`), so a produce right after a
+//! create finds the new log, while the create's answer does not wait for 1,000 logs' set-up.
+//!
 //! A record that does not replay stops metadata processing, as Kafka's fatal fault handler
 //! does: the controller validated every record before committing it, so such a record means a
 //! bug or an incompatible log, and skipping it would leave this node's image different from
@@ -24,6 +31,7 @@ use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use openraft::LogId;
+use tokio::sync::{oneshot, watch};
 
 use gregor_publishers::kafka_uuid::KafkaUuid;
 use gregor_publishers::records::{MetadataBatch, MetadataRecord};
@@ -42,6 +50,48 @@ pub struct ApplyBatches {
     /// Log id of the last entry covered (may follow the last batch: blank and membership
     /// entries carry no records).
     pub last_applied: LogId<u64>,
+    /// Told the outcome as soon as the image is swapped and the publishers that hold the
+    /// answer have run, before the others run (the metadata log's applier waits on this).
+    pub answer: Option<oneshot::Sender<Result<(), ApplyError>>>,
+}
+
+/// The offset of the last image every installed publisher has taken in. Published images run
+/// ahead of it while the publishers that do not hold the answer run; readers of their state
+/// wait for it to reach the image they read.
+#[derive(Clone, Debug)]
+pub struct PublishedOffset(Arc<watch::Sender<u64>>);
+
+impl Default for PublishedOffset {
+    fn default() -> Self {
+        PublishedOffset(Arc::new(watch::Sender::new(0)))
+    }
+}
+
+impl PublishedOffset {
+    fn mark(&self, offset: u64) {
+        self.0.send_if_modified(|published| {
+            let moved = offset > *published;
+            *published = (*published).max(offset);
+            moved
+        });
+    }
+
+    /// The offset every publisher has seen.
+    pub fn offset(&self) -> u64 {
+        *self.0.borrow()
+    }
+
+    /// Waits until every publisher has seen `offset`, at most `limit`; whether they have.
+    pub async fn wait_for(&self, offset: u64, limit: std::time::Duration) -> bool {
+        if self.offset() >= offset {
+            return true;
+        }
+        let mut published = self.0.subscribe();
+        let caught_up = tokio::time::timeout(limit, published.wait_for(|seen| *seen >= offset))
+            .await
+            .is_ok_and(|seen| seen.is_ok());
+        caught_up
+    }
 }
 
 /// Replace the image with the one a snapshot describes.
@@ -71,6 +121,7 @@ pub struct Loader {
     on_fatal: Option<FatalFaultHandler>,
     /// Set by the first record that did not replay; every later apply is refused with it.
     fault: Option<ApplyError>,
+    published: PublishedOffset,
 }
 
 impl Loader {
@@ -81,7 +132,14 @@ impl Loader {
             publishers: Vec::new(),
             on_fatal: None,
             fault: None,
+            published: PublishedOffset::default(),
         }
+    }
+
+    /// Reports to `published` the offset of each image every publisher has taken in.
+    pub fn reporting_to(mut self, published: PublishedOffset) -> Self {
+        self.published = published;
+        self
     }
 
     /// Calls `handler` when a committed record cannot be replayed (see the module docs).
@@ -101,15 +159,80 @@ impl Loader {
         fault
     }
 
+    /// Hands the image to the publishers that hold the answer, then tells `answer`, then hands
+    /// it to the others; each group in install order.
     fn publish(
         &mut self,
         delta: &MetadataDelta,
         image: &Arc<MetadataImage>,
         manifest: &LoaderManifest,
+        mut answer: Option<oneshot::Sender<Result<(), ApplyError>>>,
     ) {
-        for publisher in &mut self.publishers {
-            publish_one(publisher.as_mut(), delta, image, manifest);
+        for holds_the_answer in [true, false] {
+            for publisher in &mut self.publishers {
+                if publisher.holds_the_answer() == holds_the_answer {
+                    publish_one(publisher.as_mut(), delta, image, manifest);
+                }
+            }
+            if holds_the_answer {
+                if let Some(answer) = answer.take() {
+                    // The applier may have given up waiting; the image stands either way.
+                    let _ = answer.send(Ok(()));
+                }
+            }
         }
+        self.published.mark(image.provenance.last_log_index);
+    }
+
+    /// Builds the image `delta` leads to, stores it for the handlers and counts it; the time is
+    /// that since `started`.
+    fn store_image(
+        &self,
+        delta: &MetadataDelta,
+        last_applied: LogId<u64>,
+        started: Instant,
+    ) -> (Arc<MetadataImage>, Provenance, std::time::Duration) {
+        let provenance = provenance_of(last_applied);
+        let image = Arc::new(delta.apply(provenance));
+        self.image.store(image.clone());
+        let elapsed = started.elapsed();
+        gregor_metrics::image_published(
+            provenance.last_log_index,
+            image.topics.topic_count(),
+            image.topics.partition_count(),
+            elapsed,
+        );
+        (image, provenance, elapsed)
+    }
+
+    /// Replays `batches` into the next image, swaps it in and publishes it.
+    fn apply_batches(
+        &mut self,
+        batches: &[(LogId<u64>, MetadataBatch)],
+        last_applied: LogId<u64>,
+        answer: &mut Option<oneshot::Sender<Result<(), ApplyError>>>,
+    ) -> Result<(), ApplyError> {
+        if let Some(fault) = &self.fault {
+            return Err(fault.clone());
+        }
+        let started = Instant::now();
+        let mut delta = MetadataDelta::new(self.image.load_full());
+        let mut num_records = 0;
+        for (log_id, batch) in batches {
+            num_records += batch.records.len();
+            if let Err(fault) = replay_into(&mut delta, Some(log_id.index), &batch.records) {
+                return Err(self.fail(fault));
+            }
+        }
+        let (image, provenance, elapsed) = self.store_image(&delta, last_applied, started);
+        let manifest = LoaderManifest::LogDelta {
+            provenance,
+            num_batches: batches.len(),
+            num_records,
+            elapsed_ns: elapsed.as_nanos() as u64,
+        };
+        self.publish(&delta, &image, &manifest, answer.take());
+        Ok(())
     }
 }
 
@@ -179,36 +302,12 @@ impl Handler<ApplyBatches> for Loader {
     type Result = Result<(), ApplyError>;
 
     fn handle(&mut self, msg: ApplyBatches, _: &mut Self::Context) -> Self::Result {
-        if let Some(fault) = &self.fault {
-            return Err(fault.clone());
+        let mut answer = msg.answer;
+        let outcome = self.apply_batches(&msg.batches, msg.last_applied, &mut answer);
+        if let (Err(fault), Some(answer)) = (&outcome, answer) {
+            let _ = answer.send(Err(fault.clone()));
         }
-        let started = Instant::now();
-        let mut delta = MetadataDelta::new(self.image.load_full());
-        let mut num_records = 0;
-        for (log_id, batch) in &msg.batches {
-            num_records += batch.records.len();
-            if let Err(fault) = replay_into(&mut delta, Some(log_id.index), &batch.records) {
-                return Err(self.fail(fault));
-            }
-        }
-        let provenance = provenance_of(msg.last_applied);
-        let image = Arc::new(delta.apply(provenance));
-        self.image.store(image.clone());
-        let elapsed = started.elapsed();
-        gregor_metrics::image_published(
-            provenance.last_log_index,
-            image.topics.topic_count(),
-            image.topics.partition_count(),
-            elapsed,
-        );
-        let manifest = LoaderManifest::LogDelta {
-            provenance,
-            num_batches: msg.batches.len(),
-            num_records,
-            elapsed_ns: elapsed.as_nanos() as u64,
-        };
-        self.publish(&delta, &image, &manifest);
-        Ok(())
+        outcome
     }
 }
 
@@ -225,22 +324,13 @@ impl Handler<InstallSnapshot> for Loader {
         if let Err(fault) = replay_into(&mut delta, None, &msg.records) {
             return Err(self.fail(fault));
         }
-        let provenance = provenance_of(msg.last_applied);
-        let image = Arc::new(delta.apply(provenance));
-        self.image.store(image.clone());
-        let elapsed = started.elapsed();
-        gregor_metrics::image_published(
-            provenance.last_log_index,
-            image.topics.topic_count(),
-            image.topics.partition_count(),
-            elapsed,
-        );
+        let (image, provenance, elapsed) = self.store_image(&delta, msg.last_applied, started);
         let manifest = LoaderManifest::Snapshot {
             provenance,
             num_records: msg.records.len(),
             elapsed_ns: elapsed.as_nanos() as u64,
         };
-        self.publish(&delta, &image, &manifest);
+        self.publish(&delta, &image, &manifest, None);
         Ok(())
     }
 }
@@ -287,11 +377,19 @@ impl MetadataApplier for LoaderApplier {
         batches: Vec<(LogId<u64>, MetadataBatch)>,
         last_applied: LogId<u64>,
     ) -> BoxFuture<'static, Result<(), ApplyError>> {
-        let request = self.loader.send(ApplyBatches {
+        let (answer, answered) = oneshot::channel();
+        // `do_send`: the answer comes through `answered`, before the message's own result.
+        self.loader.do_send(ApplyBatches {
             batches,
             last_applied,
+            answer: Some(answer),
         });
-        async move { request.await.map_err(mailbox_error)? }.boxed()
+        async move {
+            answered.await.map_err(|_| {
+                ApplyError::new("the metadata loader stopped before applying the batches")
+            })?
+        }
+        .boxed()
     }
 
     fn snapshot_records(&self) -> SnapshotRecords {
@@ -365,6 +463,8 @@ mod tests {
     use std::sync::Mutex;
 
     use gregor_publishers::records::{RegisterBrokerRecord, TopicRecord, UnfenceBrokerRecord};
+    use std::time::Duration;
+
     use gregor_publishers::PublishError;
     use openraft::CommittedLeaderId;
     use uuid::Uuid;
@@ -479,6 +579,7 @@ mod tests {
                 .send(ApplyBatches {
                     batches: vec![(log_id(index as u64 + 1), topic_batch(name, index as u128))],
                     last_applied: log_id(index as u64 + 1),
+                    answer: None,
                 })
                 .await
                 .unwrap();
@@ -488,6 +589,82 @@ mod tests {
         assert_eq!(seen(&last), seen(&first));
         assert_eq!(image.load().topics.topic_count(), 2);
         assert_eq!(image.load().provenance.last_log_index, 2);
+    }
+
+    /// A publisher that does not hold the answer, and waits for the test's word before it
+    /// takes in each image.
+    struct Deferred(Seen, std::sync::mpsc::Receiver<()>);
+
+    impl MetadataPublisher for Deferred {
+        fn name(&self) -> &str {
+            "deferred"
+        }
+
+        fn holds_the_answer(&self) -> bool {
+            false
+        }
+
+        fn on_metadata_update(
+            &mut self,
+            _: &MetadataDelta,
+            image: &Arc<MetadataImage>,
+            _: &LoaderManifest,
+        ) -> Result<(), PublishError> {
+            self.1
+                .recv()
+                .map_err(|_| PublishError::new("the test is gone"))?;
+            if let Ok(mut seen) = self.0.lock() {
+                seen.push((image.topics.topic_count(), 0, false));
+            }
+            Ok(())
+        }
+    }
+
+    /// The applier hears back once the image is swapped and the publishers that hold the
+    /// answer have run, whatever the others still do; the published offset moves once every
+    /// publisher, installed before or after, has taken the image in.
+    #[actix_rt::test]
+    async fn the_answer_does_not_wait_for_publishers_that_do_not_hold_it() {
+        let image = Arc::new(ArcSwap::from_pointee(MetadataImage::empty()));
+        let published = PublishedOffset::default();
+        let (loader_image, loader_published) = (image.clone(), published.clone());
+        // Its own thread: the deferred publisher blocks the loader while the test goes on.
+        let loader = Loader::start_in_arbiter(&Arbiter::new().handle(), move |_| {
+            Loader::new(loader_image).reporting_to(loader_published)
+        });
+        let (deferred_seen, holding_seen): (Seen, Seen) = (Arc::default(), Arc::default());
+        let (release, released) = std::sync::mpsc::channel();
+        loader
+            .send(InstallPublisher(Box::new(Deferred(
+                deferred_seen.clone(),
+                released,
+            ))))
+            .await
+            .unwrap();
+        loader
+            .send(InstallPublisher(Box::new(Recording(
+                "holding",
+                holding_seen.clone(),
+            ))))
+            .await
+            .unwrap();
+        let applier = LoaderApplier::new(loader, image.clone());
+        applier
+            .apply(vec![(log_id(5), topic_batch("a", 1))], log_id(5))
+            .await
+            .unwrap();
+        assert_eq!(image.load().provenance.last_log_index, 5);
+        assert_eq!(seen(&holding_seen), vec![(1, 1, false)]);
+        assert!(seen(&deferred_seen).is_empty());
+        assert_eq!(published.offset(), 0);
+        assert!(!published.wait_for(5, Duration::from_millis(20)).await);
+
+        release.send(()).unwrap();
+        assert!(published.wait_for(5, Duration::from_secs(10)).await);
+        assert_eq!(seen(&deferred_seen), vec![(1, 0, false)]);
+        assert_eq!(published.offset(), 5);
+        // Already reached: no wait at all.
+        assert!(published.wait_for(4, Duration::ZERO).await);
     }
 
     #[actix_rt::test]
@@ -502,6 +679,7 @@ mod tests {
             .send(ApplyBatches {
                 batches,
                 last_applied: log_id(3),
+                answer: None,
             })
             .await
             .unwrap()
@@ -515,6 +693,7 @@ mod tests {
             .send(ApplyBatches {
                 batches: vec![(log_id(4), topic_batch("c", 3))],
                 last_applied: log_id(4),
+                answer: None,
             })
             .await
             .unwrap()
@@ -531,6 +710,7 @@ mod tests {
             .send(ApplyBatches {
                 batches: vec![(log_id(1), topic_batch("old", 1))],
                 last_applied: log_id(1),
+                answer: None,
             })
             .await
             .unwrap()
@@ -580,6 +760,7 @@ mod tests {
             .send(ApplyBatches {
                 batches: vec![(log_id(5), bad)],
                 last_applied: log_id(5),
+                answer: None,
             })
             .await
             .unwrap();
@@ -594,6 +775,7 @@ mod tests {
             .send(ApplyBatches {
                 batches: vec![(log_id(6), topic_batch("b", 2))],
                 last_applied: log_id(6),
+                answer: None,
             })
             .await
             .unwrap();
@@ -629,6 +811,7 @@ mod tests {
                     ),
                 ],
                 last_applied: log_id(10),
+                answer: None,
             })
             .await
             .unwrap()

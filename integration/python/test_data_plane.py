@@ -659,3 +659,39 @@ def test_pipelined_produces_are_appended_and_answered_in_order(node, raw):
         while records.has_next():
             keys += [record.key for record in records.next_batch()]
         assert keys == sent[partition.partition_index]
+
+
+def test_produce_right_after_create_finds_every_new_log(node, raw):
+    """A CreateTopics is answered once the image is published; the log manager and the
+    replication roles take the new partitions in right after, off the answer's path. A Produce
+    sent the moment the answer arrives must still find every partition served (it waits for
+    them), not NOT_LEADER_OR_FOLLOWER: 4,000 partitions make that window long enough for the
+    request to land in it (without the wait, some of them are refused)."""
+    from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+    from conftest import decode_strict
+
+    PARTITIONS = 4000
+    conn = raw()
+    good = batch([(b"k", b"v", [], int(time.time() * 1000))])
+    Topic = CreateTopicsRequest.CreatableTopic
+    P = ProduceRequest[9]
+    for round_ in range(3):
+        topic = f"dp-fresh-{round_}"
+        # Encoded beforehand, so it leaves the moment the create is answered.
+        request = P(transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
+            P.TopicProduceData(name=topic, partition_data=[
+                P.TopicProduceData.PartitionProduceData(index=p, records=good)
+                for p in reversed(range(PARTITIONS))])])
+        request.with_header(correlation_id=7000 + round_, client_id="pytest-raw")
+        encoded = bytes(request.encode(header=True, framed=True))
+        created = conn.send(CreateTopicsRequest[7](
+            topics=[Topic(name=topic, num_partitions=PARTITIONS, replication_factor=1, assignments=[],
+                          configs=[])],
+            timeout_ms=30000, validate_only=False), CreateTopicsResponse)
+        conn.send_bytes(encoded)
+        assert [t.error_code for t in created.topics] == [0]
+        response = decode_strict(ProduceResponse[9], conn.recv_frame(), 9)
+        assert response._header.correlation_id == 7000 + round_
+        (topic_response,) = response.responses
+        answers = {(r.index, r.error_code, r.base_offset) for r in topic_response.partition_responses}
+        assert answers == {(p, 0, 0) for p in range(PARTITIONS)}, round_

@@ -18,7 +18,9 @@ use gregor_actors::controller::{Controller, ControllerSettings, LeadershipSettin
 use gregor_actors::controller_metrics_publisher::ControllerMetricsPublisher;
 use gregor_actors::digest_publisher::DigestPublisher;
 use gregor_actors::groups::{GroupCoordinator, GroupPublisher, Groups};
-use gregor_actors::loader::{InstallPublisher, Loader, LoaderApplier, TopicChangeLogPublisher};
+use gregor_actors::loader::{
+    InstallPublisher, Loader, LoaderApplier, PublishedOffset, TopicChangeLogPublisher,
+};
 use gregor_actors::log_manager::{LogManager, LogManagerSettings, LogPublisher, StaticLogDefaults};
 use gregor_actors::quorum::QuorumState;
 use gregor_actors::quota::{
@@ -167,11 +169,15 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     // A committed record that does not apply stops the node (Kafka's fatal fault handler halts
     // the process): its image would otherwise differ from every other node's for good.
     let loader_image = image.clone();
+    let published = PublishedOffset::default();
+    let loader_published = published.clone();
     let loader = Loader::start_in_arbiter(&actix::Arbiter::new().handle(), move |_| {
-        Loader::new(loader_image).with_fatal_fault_handler(Arc::new(|fault| {
-            tracing::error!(error = %fault, "stopping: the metadata log cannot be applied");
-            std::process::exit(1);
-        }))
+        Loader::new(loader_image)
+            .reporting_to(loader_published)
+            .with_fatal_fault_handler(Arc::new(|fault| {
+                tracing::error!(error = %fault, "stopping: the metadata log cannot be applied");
+                std::process::exit(1);
+            }))
     });
     loader
         .send(InstallPublisher(Box::new(DigestPublisher)))
@@ -392,6 +398,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         quorum: Some(quorum.state.clone()),
         forwarder: Some(quorum.clone()),
         image: image.clone(),
+        published,
         controller,
         node: Arc::new(NodeInfo {
             node_id: config.node_id,

@@ -55,8 +55,9 @@ impl PublishError {
 }
 
 /// Something that follows the metadata image: the metadata cache, the quota managers, the
-/// config handlers... The loader calls every installed publisher, in install order, with each
-/// new image and the delta that produced it.
+/// config handlers... The loader calls every installed publisher with each new image and the
+/// delta that produced it: first, in install order, those that hold the answer of the write
+/// that made the image ([`MetadataPublisher::holds_the_answer`]), then the others.
 ///
 /// # Correctness requirements
 ///
@@ -147,6 +148,16 @@ pub trait MetadataPublisher: Send {
         image: &Arc<MetadataImage>,
         manifest: &LoaderManifest,
     ) -> Result<(), PublishError>;
+
+    /// Whether the answer to a metadata write waits until this publisher has taken in the
+    /// write's image (the default): state that requests read right after a write (ACLs,
+    /// quotas, configs) is then current when the client hears back. A publisher whose readers
+    /// first wait for the loader's published offset may return `false`; the loader then
+    /// answers the write before running it (after the ones that hold the answer, in install
+    /// order among those that do not), so a write's answer does not wait for its work.
+    fn holds_the_answer(&self) -> bool {
+        true
+    }
 
     /// Releases the publisher's resources; no update follows.
     fn close(&mut self) {}

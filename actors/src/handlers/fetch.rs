@@ -315,6 +315,7 @@ pub async fn read_all(
     already: i64,
 ) -> ReadPass {
     let version = info.api_version;
+    ctx.publishers_caught_up().await;
     let image = ctx.image.load_full();
     let mut pass = ReadPass {
         topics: Vec::with_capacity(request.topics.len()),

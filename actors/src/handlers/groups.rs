@@ -410,6 +410,7 @@ pub async fn join_group_listed(
     request: JoinGroupRequest,
     protocols: Protocols,
 ) -> ApiResponse {
+    ctx.publishers_caught_up().await;
     let member_id = request.member_id.as_str().to_owned();
     let join = JoinRequest {
         version: info.api_version,
@@ -1247,6 +1248,7 @@ pub async fn consumer_group_heartbeat_listed(
     request: ConsumerGroupHeartbeatRequest,
     names: Option<TopicNames>,
 ) -> ApiResponse {
+    ctx.publishers_caught_up().await;
     let mut errors = ErrorCounts::default();
     // Kafka: READ on the group.
     if !Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &request.group_id) {

@@ -550,6 +550,33 @@ impl ApiResponse {
     }
 }
 
+/// Whether a request reads what the publishers that run after a write's answer keep (the
+/// partition logs, leaderships, the group coordinator), so it first waits for them to take in
+/// the image ([`HandlerContext::publishers_caught_up`]). Fetch waits in its read pass.
+fn reads_published_state(request: &RequestKind) -> bool {
+    matches!(
+        request,
+        RequestKind::Produce(_)
+            | RequestKind::ListOffsets(_)
+            | RequestKind::OffsetForLeaderEpoch(_)
+            | RequestKind::DeleteRecords(_)
+            | RequestKind::DescribeLogDirs(_)
+            | RequestKind::DescribeProducers(_)
+            | RequestKind::JoinGroup(_)
+            | RequestKind::SyncGroup(_)
+            | RequestKind::Heartbeat(_)
+            | RequestKind::LeaveGroup(_)
+            | RequestKind::OffsetCommit(_)
+            | RequestKind::OffsetFetch(_)
+            | RequestKind::ListGroups(_)
+            | RequestKind::DescribeGroups(_)
+            | RequestKind::DeleteGroups(_)
+            | RequestKind::OffsetDelete(_)
+            | RequestKind::ConsumerGroupHeartbeat(_)
+            | RequestKind::ConsumerGroupDescribe(_)
+    )
+}
+
 /// Handles one decoded request. The caller has checked that the API and version are served on
 /// the request's listener (see [`lookup`]); a request of an API without a route is a bug in the
 /// table, logged, and answered with `None` so the front end closes the connection as Kafka
@@ -561,6 +588,9 @@ pub async fn handle(
 ) -> Option<ApiResponse> {
     if let Some(denied) = authorize::cluster_denial(ctx, info, &request) {
         return Some(denied);
+    }
+    if reads_published_state(&request) {
+        ctx.publishers_caught_up().await;
     }
     Some(match request {
         RequestKind::ApiVersions(request) => api_versions::handle(ctx, info, &request),

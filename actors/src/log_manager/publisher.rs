@@ -132,6 +132,12 @@ impl MetadataPublisher for LogPublisher {
         "log-manager"
     }
 
+    /// Requests reading this state wait for the loader's published offset
+    /// (`HandlerContext::publishers_caught_up`), so a write's answer need not.
+    fn holds_the_answer(&self) -> bool {
+        false
+    }
+
     fn on_metadata_update(
         &mut self,
         delta: &MetadataDelta,
