@@ -461,10 +461,9 @@ impl MetadataPublisher for TopicChangeLogPublisher {
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
-
-    use gregor_publishers::records::{RegisterBrokerRecord, TopicRecord, UnfenceBrokerRecord};
     use std::time::Duration;
 
+    use gregor_publishers::records::{RegisterBrokerRecord, TopicRecord, UnfenceBrokerRecord};
     use gregor_publishers::PublishError;
     use openraft::CommittedLeaderId;
     use uuid::Uuid;

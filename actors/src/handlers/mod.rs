@@ -552,7 +552,8 @@ impl ApiResponse {
 
 /// Whether a request reads what the publishers that run after a write's answer keep (the
 /// partition logs, leaderships, the group coordinator), so it first waits for them to take in
-/// the image ([`HandlerContext::publishers_caught_up`]). Fetch waits in its read pass.
+/// the image ([`HandlerContext::publishers_caught_up`]). Fetch waits in its read pass, JoinGroup
+/// and ConsumerGroupHeartbeat in their `_listed` forms, which the front end also calls.
 fn reads_published_state(request: &RequestKind) -> bool {
     matches!(
         request,
@@ -562,7 +563,6 @@ fn reads_published_state(request: &RequestKind) -> bool {
             | RequestKind::DeleteRecords(_)
             | RequestKind::DescribeLogDirs(_)
             | RequestKind::DescribeProducers(_)
-            | RequestKind::JoinGroup(_)
             | RequestKind::SyncGroup(_)
             | RequestKind::Heartbeat(_)
             | RequestKind::LeaveGroup(_)
@@ -572,7 +572,6 @@ fn reads_published_state(request: &RequestKind) -> bool {
             | RequestKind::DescribeGroups(_)
             | RequestKind::DeleteGroups(_)
             | RequestKind::OffsetDelete(_)
-            | RequestKind::ConsumerGroupHeartbeat(_)
             | RequestKind::ConsumerGroupDescribe(_)
     )
 }
