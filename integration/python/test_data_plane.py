@@ -40,21 +40,25 @@ def create(node, *topics):
         admin.close()
 
 
-def batch(records, compression=0):
-    """One record batch v2: records are (key, value, headers, timestamp)."""
+def batch(records, compression=0, producer=(-1, -1, -1), transactional=False):
+    """One record batch v2: records are (key, value, headers, timestamp); `producer` is
+    (producer id, epoch, base sequence)."""
+    producer_id, producer_epoch, base_sequence = producer
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=compression, is_transactional=False,
-        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        magic=2, compression_type=compression, is_transactional=transactional,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        batch_size=1 << 20,
     )
     for offset, (key, value, headers, timestamp) in enumerate(records):
         builder.append(offset, timestamp=timestamp, key=key, value=value, headers=headers)
     return bytes(builder.build())
 
 
-def produce(conn, topic, partition, records_bytes, version=9, acks=-1, timeout_ms=10000):
+def produce(conn, topic, partition, records_bytes, version=9, acks=-1, timeout_ms=10000,
+            transactional_id=None):
     P = ProduceRequest[version]
     request = P(
-        transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+        transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
         topic_data=[P.TopicProduceData(name=topic, partition_data=[
             P.TopicProduceData.PartitionProduceData(index=partition, records=records_bytes)])],
     )
@@ -274,6 +278,80 @@ def test_fetch_and_list_offsets(node, raw):
                         session_id=1234, session_epoch=3, topics=[], forgotten_topics_data=[], rack_id=""),
                       FetchResponse)
     assert (stale.error_code, stale.session_id, list(stale.responses)) == (70, 0, [])
+
+
+def test_list_offsets_at_every_version(node, raw):
+    """Every ListOffsets version the node advertises (1-10) answers each kind of query: the
+    leader epoch only from v4 (older responses have no such field), and then the epoch Kafka
+    gives: the partition's for LATEST, the first cached epoch's for EARLIEST, the batch's for a
+    record found by timestamp."""
+    topic = "dp-offsets-versions"
+    create(node, (topic, 1))
+    conn = raw()
+    wait_for("the log", lambda: list_offset(conn, topic, 0, -1).error_code == 0)
+    records = [(f"k{i}".encode(), b"v", [], ts) for i, ts in enumerate([1000, 3000, 2000])]
+    assert produce(conn, topic, 0, batch(records)).error_code == 0
+    cases = {  # query: (offset, timestamp, epoch at v4+, first version)
+        -1: (3, -1, 0, 1), -2: (0, -1, 0, 1), 2500: (1, 3000, 0, 1), 5000: (-1, -1, -1, 1),
+        -3: (1, 3000, 0, 7), -4: (0, -1, 0, 8), -5: (-1, -1, -1, 9),
+    }
+    for version in range(1, 11):
+        for query, (offset, timestamp, epoch, since) in cases.items():
+            got = list_offset(raw(), topic, 0, query, version)
+            if version < since:
+                assert got.error_code == 35, (version, query)  # UNSUPPORTED_VERSION
+                continue
+            want = (0, offset, timestamp) + ((epoch,) if version >= 4 else ())
+            have = (got.error_code, got.offset, got.timestamp) + (
+                (got.leader_epoch,) if version >= 4 else ())
+            assert have == want, (version, query)
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
+def test_kcat_reads_from_the_end_and_from_a_relative_offset(node):
+    """`kcat -o end` and `-o -N` ask for the latest offset (ListOffsets v2 from kcat's
+    librdkafka)."""
+    topic = "dp-kcat-end"
+    create(node, (topic, 1))
+    subprocess.run([KCAT, "-b", node.bootstrap, "-P", "-t", topic, "-p", "0"],
+                   input=b"".join(b"r%d\n" % i for i in range(5)), check=True, timeout=60)
+    tail = subprocess.run([KCAT, "-b", node.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "-2",
+                           "-e", "-f", "%o %s\n"], capture_output=True, check=True, timeout=60)
+    assert tail.stdout.decode().split("\n")[:2] == ["3 r3", "4 r4"]
+    end = subprocess.run([KCAT, "-b", node.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "end",
+                          "-e", "-f", "%o %s\n"], capture_output=True, check=True, timeout=60)
+    assert end.stdout == b""
+
+
+def test_transactional_batches_without_a_transaction_are_refused(node, raw):
+    """Gregor has no transaction coordinator: a batch with the transactional bit and no
+    transactional id refuses the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), one
+    with an id gets INVALID_TXN_STATE, and nothing is appended either way."""
+    topic = "dp-txn-refused"
+    create(node, (topic, 2))
+    conn = raw()
+    for partition in (0, 1):
+        wait_for("the log", lambda: list_offset(conn, topic, partition, -1).error_code == 0)
+    txn = batch([(b"k", b"txn", [], 1000)], producer=(4242, 0, 0), transactional=True)
+    plain = batch([(b"k", b"plain", [], 1000)])
+    P = ProduceRequest[9]
+
+    def produce_both(transactional_id):
+        request = P(transactional_id=transactional_id, acks=-1, timeout_ms=10000, topic_data=[
+            P.TopicProduceData(name=topic, partition_data=[
+                P.TopicProduceData.PartitionProduceData(index=0, records=txn),
+                P.TopicProduceData.PartitionProduceData(index=1, records=plain)])])
+        (topic_response,) = conn.send(request, ProduceResponse).responses
+        return [(p.error_code, p.base_offset) for p in topic_response.partition_responses]
+
+    assert produce_both(None) == [(53, -1), (53, -1)]
+    assert produce_both("some-txn") == [(48, -1), (0, 0)]
+    assert produce(conn, topic, 0, txn, transactional_id="some-txn").error_code == 48
+    # A transactional id beside plain records is not a transaction: they are appended.
+    assert produce(conn, topic, 0, plain, transactional_id="some-txn").error_code == 0
+    assert [list_offset(conn, topic, p, -1).offset for p in (0, 1)] == [1, 1]
+    _, fetched = fetch(conn, topic, 0, 0)
+    assert b"txn" not in bytes(fetched.records) and b"plain" in bytes(fetched.records)
 
 
 def test_long_poll_is_woken_by_an_append(node, raw):

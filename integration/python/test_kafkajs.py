@@ -19,14 +19,15 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def run_js(script, *args, timeout=60):
+    """Runs integration/js/`script` with Node.js; its completed process."""
+    return subprocess.run([NODE, str(JS / script), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def test_kafkajs_admin_round_trip(start_node):
     node = start_node({"auto.create.topics.enable": "false"})
-    result = subprocess.run(
-        [NODE, str(JS / "admin.js"), node.bootstrap],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_js("admin.js", node.bootstrap)
     assert result.returncode == 0, result.stderr + node.log()
     steps = {}
     for line in result.stdout.splitlines():
@@ -48,12 +49,7 @@ def test_kafkajs_idempotent_producer_read_by_confluent(start_node):
 
     node = start_node({"auto.create.topics.enable": "false"})
     create(node, ("js-produce", 1))
-    result = subprocess.run(
-        [NODE, str(JS / "produce.js"), node.bootstrap, "js-produce"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_js("produce.js", node.bootstrap, "js-produce")
     assert result.returncode == 0, result.stderr + node.log()
     offsets = json.loads(result.stdout.strip().splitlines()[-1])
     assert offsets == {"plain": ["0"], "gzip": ["5"]}
@@ -62,3 +58,21 @@ def test_kafkajs_idempotent_producer_read_by_confluent(start_node):
         (i, f"js-key-{i}".encode(), f"js-value-{i}".encode(), [("origin", b"kafkajs")], 1_700_000_000_000 + i)
         for i in range(10)
     ]
+
+
+def test_kafkajs_reads_from_the_latest_offset(start_node):
+    """kafkajs asks for LATEST with ListOffsets v3 (admin.fetchTopicOffsets, and a consumer in
+    a new group with fromBeginning false): the answer carries no leader epoch at that version,
+    and the consumer reads only what was sent after it joined."""
+    from test_data_plane import create
+
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("js-latest", 1))
+    produced = run_js("produce.js", node.bootstrap, "js-latest")
+    assert produced.returncode == 0, produced.stderr + node.log()
+    result = run_js("latest.js", node.bootstrap, "js-latest", timeout=120)
+    assert result.returncode == 0, result.stderr + node.log()
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["offsets"] == [{"partition": 0, "offset": "10", "high": "10", "low": "0"}]
+    assert got["consumed"], got
+    assert all(int(offset) >= 10 and value.startswith("after-") for offset, value in got["consumed"])

@@ -65,6 +65,16 @@ pub struct RetentionInfo {
     pub log_start_offset: i64,
 }
 
+/// A ListOffsets answer from the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetMatch {
+    pub offset: i64,
+    /// The record's timestamp; −1 for EARLIEST, which names no record.
+    pub timestamp: i64,
+    /// The leader epoch of the offset, or −1 when the log does not know it.
+    pub leader_epoch: i32,
+}
+
 /// The next [`PartitionLog::instance`].
 static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -778,14 +788,34 @@ impl PartitionLog {
         }
     }
 
-    /// ListOffsets by timestamp: the first record with timestamp ≥ `timestamp`, as (offset, timestamp).
-    pub fn offset_for_timestamp(&mut self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+    /// ListOffsets EARLIEST: the log start offset, with the epoch of the cache's first entry
+    /// when that entry starts at or below it (as Kafka's `fetchOffsetByTimestamp`).
+    pub fn earliest_offset(&self) -> OffsetMatch {
+        OffsetMatch {
+            offset: self.log_start_offset,
+            timestamp: -1,
+            leader_epoch: self.epochs.earliest_epoch_at(self.log_start_offset),
+        }
+    }
+
+    /// ListOffsets EARLIEST_LOCAL: the log start offset (no tiered storage, so the local start
+    /// is the start), with the epoch covering it.
+    pub fn earliest_local_offset(&self) -> OffsetMatch {
+        OffsetMatch {
+            offset: self.log_start_offset,
+            timestamp: -1,
+            leader_epoch: self.epochs.epoch_for_offset(self.log_start_offset),
+        }
+    }
+
+    /// ListOffsets by timestamp: the first record with timestamp ≥ `timestamp`.
+    pub fn offset_for_timestamp(&mut self, timestamp: i64) -> Result<Option<OffsetMatch>> {
         self.check_online()?;
         let result = self.offset_for_timestamp_inner(timestamp);
         self.guard(result)
     }
 
-    fn offset_for_timestamp_inner(&mut self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+    fn offset_for_timestamp_inner(&mut self, timestamp: i64) -> Result<Option<OffsetMatch>> {
         let files = Arc::clone(self.files());
         let start = self.log_start_offset;
         for segment in self.segments.values_mut() {
@@ -805,8 +835,8 @@ impl PartitionLog {
         Ok(None)
     }
 
-    /// ListOffsets MAX_TIMESTAMP (KIP-734): the record with the largest timestamp, as (offset, timestamp).
-    pub fn max_timestamp_offset(&mut self) -> Result<Option<(i64, i64)>> {
+    /// ListOffsets MAX_TIMESTAMP (KIP-734): the record with the largest timestamp.
+    pub fn max_timestamp_offset(&mut self) -> Result<Option<OffsetMatch>> {
         self.check_online()?;
         let files = Arc::clone(self.files());
         let Some(segment) =
@@ -1150,16 +1180,22 @@ fn read_batch_at(
 }
 
 /// The first record of a stored batch matching `wanted(offset, timestamp)`.
-fn first_record_matching(bytes: &[u8], wanted: impl Fn(i64, i64) -> bool) -> Option<(i64, i64)> {
+fn first_record_matching(bytes: &[u8], wanted: impl Fn(i64, i64) -> bool) -> Option<OffsetMatch> {
     let batch = RecordBatch::new(bytes).ok()?;
     let payload = batch.decompressed_records().ok()?;
+    // Kafka answers the epoch of the batch holding the record, none (−1) for a batch without one.
+    let leader_epoch = batch.partition_leader_epoch().max(-1);
     batch
         .records_in(&payload)
         .map_while(|r| r.ok())
         .find_map(|record| {
             let offset = batch.base_offset() + i64::from(record.offset_delta);
-            let ts = batch.record_timestamp(&record);
-            wanted(offset, ts).then_some((offset, ts))
+            let timestamp = batch.record_timestamp(&record);
+            wanted(offset, timestamp).then_some(OffsetMatch {
+                offset,
+                timestamp,
+                leader_epoch,
+            })
         })
 }
 

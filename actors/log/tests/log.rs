@@ -9,6 +9,7 @@ use gregor_log::compression::Compression;
 use gregor_log::config::LogConfig;
 use gregor_log::error::{KafkaCode, LogError};
 use gregor_log::files::FileCache;
+use gregor_log::log::OffsetMatch;
 use gregor_log::segment;
 
 #[test]
@@ -114,30 +115,48 @@ fn read_limits_follow_kafka() {
 fn lookups_by_timestamp() {
     let dir = tempfile::tempdir().unwrap();
     let (_d, mut log) = open(dir.path(), small_config());
+    // Leader epoch 0 for the first 20 batches, 3 from batch 20 (offset 40) on.
     for i in 0..40u64 {
         log.append(
             &client_batch(i, 2, Compression::Gzip, NOW + 10 * i as i64),
             NOW + 1000,
-            0,
+            if i < 20 { 0 } else { 3 },
         )
         .unwrap();
     }
+    let found = |offset, timestamp, leader_epoch| {
+        Some(OffsetMatch {
+            offset,
+            timestamp,
+            leader_epoch,
+        })
+    };
     // Batch i holds offsets 2i, 2i+1 with timestamps NOW+10i, NOW+10i+1.
-    assert_eq!(log.offset_for_timestamp(NOW).unwrap(), Some((0, NOW)));
+    assert_eq!(log.offset_for_timestamp(NOW).unwrap(), found(0, NOW, 0));
     assert_eq!(
         log.offset_for_timestamp(NOW + 101).unwrap(),
-        Some((21, NOW + 101))
+        found(21, NOW + 101, 0)
     );
     assert_eq!(
         log.offset_for_timestamp(NOW + 102).unwrap(),
-        Some((22, NOW + 110))
+        found(22, NOW + 110, 0)
     );
     assert_eq!(
         log.offset_for_timestamp(NOW + 391).unwrap(),
-        Some((79, NOW + 391))
+        found(79, NOW + 391, 3)
     );
     assert_eq!(log.offset_for_timestamp(NOW + 392).unwrap(), None);
-    assert_eq!(log.max_timestamp_offset().unwrap(), Some((79, NOW + 391)));
+    assert_eq!(log.max_timestamp_offset().unwrap(), found(79, NOW + 391, 3));
+    assert_eq!(Some(log.earliest_offset()), found(0, -1, 0));
+    assert_eq!(Some(log.earliest_local_offset()), found(0, -1, 0));
+    // The start moved into epoch 3: the earliest offset carries that epoch.
+    log.delete_records_before(50).unwrap();
+    assert_eq!(Some(log.earliest_offset()), found(50, -1, 3));
+    assert_eq!(Some(log.earliest_local_offset()), found(50, -1, 3));
+    assert_eq!(
+        log.offset_for_timestamp(NOW).unwrap(),
+        found(50, NOW + 250, 3)
+    );
 }
 
 #[test]

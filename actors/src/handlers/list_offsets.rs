@@ -16,7 +16,7 @@ use super::data::{
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
-use crate::log_manager::{LogManagerError, OffsetQuery};
+use crate::log_manager::{LogManagerError, OffsetMatch, OffsetQuery};
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -99,17 +99,25 @@ async fn lookup(
         }
     }
     let state = &led.state;
-    let epoch = led.registration.leader_epoch;
-    let found = |offset: i64, timestamp: i64, leader_epoch: i32| {
+    let found = |found: OffsetMatch| {
         answer(index, NONE)
-            .with_offset(offset)
-            .with_timestamp(timestamp)
-            .with_leader_epoch(leader_epoch)
+            .with_offset(found.offset)
+            .with_timestamp(found.timestamp)
+            // A v4+ field: older versions cannot carry an epoch.
+            .with_leader_epoch(if version >= 4 { found.leader_epoch } else { -1 })
     };
     let query = match wanted.timestamp {
-        LATEST => return found(state.high_watermark(), -1, epoch),
-        EARLIEST => return found(state.log_start_offset(), -1, -1),
-        EARLIEST_LOCAL if version >= 8 => return found(state.log_start_offset(), -1, -1),
+        // As Kafka's `Partition.fetchOffsetForTimestamp`: the high watermark (the last stable
+        // offset, with no transactions, for read_committed too) in the current leader epoch.
+        LATEST => {
+            return found(OffsetMatch {
+                offset: state.high_watermark(),
+                timestamp: -1,
+                leader_epoch: led.registration.leader_epoch,
+            })
+        }
+        EARLIEST => OffsetQuery::Earliest,
+        EARLIEST_LOCAL if version >= 8 => OffsetQuery::EarliestLocal,
         LATEST_TIERED if version >= 9 => return answer(index, NONE),
         MAX_TIMESTAMP if version >= 7 => OffsetQuery::MaxTimestamp,
         ts if ts >= 0 => OffsetQuery::Timestamp(ts),
@@ -118,12 +126,14 @@ async fn lookup(
     let Some(logs) = ctx.logs.as_ref() else {
         return answer(index, LogManagerError::NoLog(String::new()).code());
     };
+    let by_timestamp = matches!(query, OffsetQuery::Timestamp(_) | OffsetQuery::MaxTimestamp);
     match logs.offset_lookup(topic, index, query).await {
-        // A match at or past the high watermark is not visible yet: no match.
-        Ok(Some((offset, timestamp))) if offset < state.high_watermark() => {
-            found(offset, timestamp, -1)
+        // A record at or past the high watermark is not visible yet: no match.
+        Ok(Some(record)) if by_timestamp && record.offset >= state.high_watermark() => {
+            answer(index, NONE)
         }
-        Ok(_) => answer(index, NONE),
+        Ok(Some(offset)) => found(offset),
+        Ok(None) => answer(index, NONE),
         Err(error) => answer(index, error.code()),
     }
 }

@@ -34,6 +34,35 @@ const ATTRIBUTES_LOW_BYTE: usize = 22;
 const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+const INVALID_TXN_STATE: i16 = 48;
+/// The transactional bit of a batch's attributes (record batch v2).
+const TRANSACTIONAL: u8 = 0x10;
+/// A v2 batch's length field follows its 8-byte base offset and covers what comes after it.
+const BATCH_LENGTH_OFFSET: usize = 8;
+const BATCH_LOG_OVERHEAD: usize = 12;
+
+/// Whether any batch of `records` has the transactional bit (Kafka's
+/// `ProduceRequest.hasTransactionalRecords`). A walk over the batch headers only: a truncated
+/// tail ends it, and the append's validation refuses such a batch.
+fn has_transactional_batch(records: &[u8]) -> bool {
+    let mut position = 0usize;
+    loop {
+        let Some(attributes) = records.get(position.saturating_add(ATTRIBUTES_LOW_BYTE)) else {
+            return false;
+        };
+        if attributes & TRANSACTIONAL != 0 {
+            return true;
+        }
+        let length = records
+            .get(position + BATCH_LENGTH_OFFSET..position + BATCH_LOG_OVERHEAD)
+            .and_then(|bytes| <[u8; 4]>::try_from(bytes).ok())
+            .and_then(|bytes| usize::try_from(i32::from_be_bytes(bytes)).ok());
+        let Some(length) = length else {
+            return false;
+        };
+        position = position.saturating_add(BATCH_LOG_OVERHEAD + length);
+    }
+}
 
 /// A partition whose batch is to be appended; `slot` is its place (topic, partition) in the
 /// response.
@@ -71,10 +100,16 @@ pub(super) async fn handle(
     // Kafka: WRITE on the transactional id refuses the whole request, WRITE on each topic
     // its partitions (before the topic's existence is looked at).
     let access = Access::new(ctx, info);
-    let transactional_denied = request
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !access.allows(AclOperation::Write, ResourceType::TransactionalId, id));
+    let transactional = request.topic_data.iter().any(|topic| {
+        topic
+            .partition_data
+            .iter()
+            .any(|data| data.records.as_deref().is_some_and(has_transactional_batch))
+    });
+    let transactional_denied = transactional
+        && request.transactional_id.as_ref().is_none_or(|id| {
+            !access.allows(AclOperation::Write, ResourceType::TransactionalId, id)
+        });
     let mut responses: Vec<TopicProduceResponse> = Vec::with_capacity(request.topic_data.len());
     let mut accepted = Vec::new();
     let mut leaders = Vec::new();
@@ -137,6 +172,18 @@ pub(super) async fn handle(
             {
                 partitions.push(
                     failed(index, UNSUPPORTED_COMPRESSION_TYPE).with_log_start_offset(log_start),
+                );
+                continue;
+            }
+            // Gregor has no transaction coordinator, so no transaction is ever open or verified
+            // (KIP-890): Kafka refuses such a batch before it reaches the log.
+            if has_transactional_batch(&records) {
+                partitions.push(
+                    failed(index, INVALID_TXN_STATE)
+                        .with_log_start_offset(log_start)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "No transaction is open for this producer: this broker has no transaction coordinator",
+                        ))),
                 );
                 continue;
             }

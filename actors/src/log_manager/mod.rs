@@ -35,6 +35,7 @@ use gregor_log::checkpoint::TopicPartition;
 use gregor_log::config::LogConfig;
 use gregor_log::error::LogError;
 use gregor_log::log::AppendInfo;
+pub use gregor_log::log::OffsetMatch;
 use tokio::sync::{oneshot, Notify};
 
 pub use admin::LogDirDescription;
@@ -507,14 +508,14 @@ impl LogManager {
         .await
     }
 
-    /// ListOffsets: the first record with a timestamp ≥ `timestamp` (`Some((offset, ts))`), or
-    /// for [`OffsetQuery::MaxTimestamp`] the record with the largest timestamp.
+    /// ListOffsets: the offset `query` names, with its timestamp and leader epoch; `None` when
+    /// no record matches.
     pub async fn offset_lookup(
         &self,
         topic: &str,
         partition: i32,
         query: OffsetQuery,
-    ) -> Result<Option<(i64, i64)>, LogManagerError> {
+    ) -> Result<Option<OffsetMatch>, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.serving(&tp, false)?;
         self.submit(&state, |reply| DataCommand::Lookup { tp, query, reply })
@@ -762,9 +763,13 @@ impl LogChanges<'_> {
     }
 }
 
-/// A ListOffsets lookup the log answers from its indexes.
+/// A ListOffsets lookup the log answers from its indexes and its leader-epoch cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetQuery {
+    /// The log start offset and the epoch of the cache's first entry (EARLIEST).
+    Earliest,
+    /// The log start offset and the epoch covering it (EARLIEST_LOCAL).
+    EarliestLocal,
     /// The first record with timestamp ≥ this.
     Timestamp(i64),
     /// The record with the largest timestamp (KIP-734).

@@ -11,7 +11,7 @@ use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 use gregor_log::checkpoint::TopicPartition;
 use gregor_log::config::LogConfig;
 use gregor_log::error::LogError;
-use gregor_log::log::{AppendInfo, PartitionLog, RolledSegment};
+use gregor_log::log::{AppendInfo, OffsetMatch, PartitionLog, RolledSegment};
 use gregor_log::log_dir::{LogDir, LogOpener};
 
 use gregor_log::producer_state::ProducerEntry;
@@ -42,7 +42,7 @@ pub(super) enum DataCommand {
     Lookup {
         tp: TopicPartition,
         query: OffsetQuery,
-        reply: Reply<Option<(i64, i64)>>,
+        reply: Reply<Option<OffsetMatch>>,
     },
     /// DeleteRecords: raise the log start offset (`-1`: to the high watermark).
     DeleteRecords {
@@ -927,6 +927,8 @@ impl Worker {
             }
             DataCommand::Lookup { tp, query, reply } => {
                 let result = self.with_log(&tp, |hosted| match query {
+                    OffsetQuery::Earliest => Ok(Some(hosted.log.earliest_offset())),
+                    OffsetQuery::EarliestLocal => Ok(Some(hosted.log.earliest_local_offset())),
                     OffsetQuery::Timestamp(ts) => hosted.log.offset_for_timestamp(ts),
                     OffsetQuery::MaxTimestamp => hosted.log.max_timestamp_offset(),
                 });

@@ -162,12 +162,12 @@ async fn logs_open_append_read_dedupe_and_delete() {
     );
     let past_end = manager.read("t", 0, 4, 1 << 20, true).await.unwrap_err();
     assert_eq!(past_end.code(), 1);
-    let (offset, _) = manager
+    let found = manager
         .offset_lookup("t", 0, OffsetQuery::Timestamp(0))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(offset, 0);
+    assert_eq!(found.offset, 0);
 
     let mut changes = manager.changes();
     changes.remove(&TopicPartition::new("t", 0));
