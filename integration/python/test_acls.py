@@ -32,6 +32,7 @@ from kafka.admin import (
     ResourcePatternFilter,
 )
 from kafka.admin import ResourceType as ResourceTypePy
+from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.protocol.sasl import (
@@ -508,10 +509,32 @@ def gregor_tool_as(node, user, *args):
     )
 
 
+def sasl_conn(addr, user):
+    """A raw connection authenticated as `user` with SASL/PLAIN."""
+    conn = RawConn(addr)
+    assert conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse).error_code == 0
+    token = b"\0" + user.encode() + b"\0" + PASSWORDS[user].encode()
+    assert conn.send(SaslAuthenticateRequest[1](auth_bytes=token), SaslAuthenticateResponse).error_code == 0
+    return conn
+
+
 def test_leader_elections_and_reassignments_need_the_cluster(start_node):
     node = acl_node(start_node)
     name = f"lead-{uuid.uuid4().hex[:6]}"
     create_topic(node, name)
+    # ElectLeaders v0 has no top-level error code (it is v1+): the refusal is in each partition's
+    # result, as from Kafka, and the connection stays open for the next version.
+    conn = sasl_conn(node.sasl, "bob")
+    for version in (0, 1, 2):
+        E = ElectLeadersRequest[version]
+        request = E(election_type=0, timeout_ms=10000,
+                    topic_partitions=[E.TopicPartitions(topic=name, partitions=[0])])
+        response = conn.send(request, ElectLeadersResponse)
+        if version >= 1:
+            assert response.error_code == 31, version  # CLUSTER_AUTHORIZATION_FAILED
+        (result,) = response.replica_election_results
+        assert [(p.partition_id, p.error_code) for p in result.partition_result] == [(0, 31)], version
+    conn.close()
     elect = ("leader-election", "--election-type", "preferred", "--topic", name, "--partition", "0")
     listing = ("reassign-partitions", "--list")
     for args in (elect, listing):

@@ -218,7 +218,10 @@ pub(super) fn cluster_denial(
                 .collect();
             ResponseKind::ElectLeaders(
                 ElectLeadersResponse::default()
-                    .with_error_code(code)
+                    .with_error_code(super::elect_leaders::top_level_error(
+                        info.api_version,
+                        code,
+                    ))
                     .with_replica_election_results(results),
             )
         }

@@ -13,6 +13,16 @@ use crate::context::{HandlerContext, RequestInfo};
 use crate::controller::logic::election::{ListedElections, RequestedPartitions};
 use crate::controller::{failed_elect_leaders, ElectLeaders, ElectListedLeaders};
 
+/// The response's top-level error code at `version`: the field exists from v1, and Kafka's
+/// `ElectLeadersResponse` leaves it out below (v0 carries each error in the partitions' results).
+pub(super) fn top_level_error(version: i16, code: i16) -> i16 {
+    if version >= 1 {
+        code
+    } else {
+        0
+    }
+}
+
 pub(super) async fn handle(
     ctx: &HandlerContext,
     info: &RequestInfo,
@@ -35,6 +45,8 @@ pub(super) async fn handle(
                 "The controller is not available; retry against another node",
             )
         });
+    let mut response = response;
+    response.error_code = top_level_error(info.api_version, response.error_code);
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);
     errors.add_all(
@@ -79,7 +91,10 @@ pub async fn elect_listed_leaders(
         })
     };
     let mut errors = ErrorCounts::default();
-    let top = answers.refused.as_ref().map_or(0, |(code, _)| *code);
+    let top = top_level_error(
+        info.api_version,
+        answers.refused.as_ref().map_or(0, |(code, _)| *code),
+    );
     errors.add(top);
     match &answers.refused {
         Some((code, _)) => errors.add_times(*code, count as u64),
