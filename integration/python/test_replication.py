@@ -441,10 +441,11 @@ def test_a_leader_cut_off_from_the_quorum_stops_acknowledging_and_truncates(tmp_
             node.close()
 
 
-def lag_series(node, name):
-    """{labels: value} of the series `name` in the node's scrape."""
+def lag_series(node, name, text=None):
+    """{labels: value} of the series `name` in the node's scrape (or in `text`, one already
+    taken)."""
     series = {}
-    for line in node.metrics_text().splitlines():
+    for line in (text if text is not None else node.metrics_text()).splitlines():
         if line.startswith(name + "{"):
             labels, value = line[len(name) + 1:].rsplit("} ", 1)
             series[labels] = float(value)
@@ -489,8 +490,11 @@ def test_replica_lag_metrics_follow_a_lagging_follower(tmp_path):
         seen = []
 
         def caught_up():
-            lag = lag_series(follower, "kafka_server_fetcherlagmetrics_consumerlag").get(series)
-            max_lag = lag_series(follower, "kafka_server_replicafetchermanager_maxlag").get('clientId="Replica"')
+            # Both from one scrape: from two, the maximum could be read after the follower
+            # caught up a little further than the partition's lag read before it.
+            text = follower.metrics_text()
+            lag = lag_series(follower, "kafka_server_fetcherlagmetrics_consumerlag", text).get(series)
+            max_lag = lag_series(follower, "kafka_server_replicafetchermanager_maxlag", text).get('clientId="Replica"')
             seen.append((lag, max_lag))
             return lag == 0 and max_lag == 0 and lagging in partition_state(admin, topic)[2]
 
