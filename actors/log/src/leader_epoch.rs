@@ -48,15 +48,6 @@ impl LeaderEpochCache {
         self.entries.last().map(|e| e.0)
     }
 
-    /// The first epoch when it starts at or below `log_start_offset`, else −1 (Kafka's answer
-    /// to ListOffsets EARLIEST: an older first entry may not cover the start).
-    pub fn earliest_epoch_at(&self, log_start_offset: i64) -> i32 {
-        match self.entries.first() {
-            Some(&(epoch, start)) if start <= log_start_offset => epoch,
-            _ => -1,
-        }
-    }
-
     /// The epoch whose range holds `offset` (the last one starting at or below it), or −1.
     pub fn epoch_for_offset(&self, offset: i64) -> i32 {
         self.entries

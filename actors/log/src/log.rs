@@ -788,24 +788,10 @@ impl PartitionLog {
         }
     }
 
-    /// ListOffsets EARLIEST: the log start offset, with the epoch of the cache's first entry
-    /// when that entry starts at or below it (as Kafka's `fetchOffsetByTimestamp`).
-    pub fn earliest_offset(&self) -> OffsetMatch {
-        OffsetMatch {
-            offset: self.log_start_offset,
-            timestamp: -1,
-            leader_epoch: self.epochs.earliest_epoch_at(self.log_start_offset),
-        }
-    }
-
-    /// ListOffsets EARLIEST_LOCAL: the log start offset (no tiered storage, so the local start
-    /// is the start), with the epoch covering it.
-    pub fn earliest_local_offset(&self) -> OffsetMatch {
-        OffsetMatch {
-            offset: self.log_start_offset,
-            timestamp: -1,
-            leader_epoch: self.epochs.epoch_for_offset(self.log_start_offset),
-        }
+    /// The leader epoch of the log start offset (the last epoch starting at or below it), or
+    /// −1: ListOffsets EARLIEST's epoch, as Kafka's, whose cache is truncated to start there.
+    pub fn log_start_epoch(&self) -> i32 {
+        self.epochs.epoch_for_offset(self.log_start_offset)
     }
 
     /// ListOffsets by timestamp: the first record with timestamp ≥ `timestamp`.

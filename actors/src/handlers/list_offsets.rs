@@ -106,6 +106,11 @@ async fn lookup(
             // A v4+ field: older versions cannot carry an epoch.
             .with_leader_epoch(if version >= 4 { found.leader_epoch } else { -1 })
     };
+    let earliest = OffsetMatch {
+        offset: state.log_start_offset(),
+        timestamp: -1,
+        leader_epoch: state.log_start_epoch(),
+    };
     let query = match wanted.timestamp {
         // As Kafka's `Partition.fetchOffsetForTimestamp`: the high watermark (the last stable
         // offset, with no transactions, for read_committed too) in the current leader epoch.
@@ -116,8 +121,9 @@ async fn lookup(
                 leader_epoch: led.registration.leader_epoch,
             })
         }
-        EARLIEST => OffsetQuery::Earliest,
-        EARLIEST_LOCAL if version >= 8 => OffsetQuery::EarliestLocal,
+        EARLIEST => return found(earliest),
+        // No tiered storage: the local log start is the log start.
+        EARLIEST_LOCAL if version >= 8 => return found(earliest),
         LATEST_TIERED if version >= 9 => return answer(index, NONE),
         MAX_TIMESTAMP if version >= 7 => OffsetQuery::MaxTimestamp,
         ts if ts >= 0 => OffsetQuery::Timestamp(ts),
@@ -126,13 +132,10 @@ async fn lookup(
     let Some(logs) = ctx.logs.as_ref() else {
         return answer(index, LogManagerError::NoLog(String::new()).code());
     };
-    let by_timestamp = matches!(query, OffsetQuery::Timestamp(_) | OffsetQuery::MaxTimestamp);
     match logs.offset_lookup(topic, index, query).await {
         // A record at or past the high watermark is not visible yet: no match.
-        Ok(Some(record)) if by_timestamp && record.offset >= state.high_watermark() => {
-            answer(index, NONE)
-        }
-        Ok(Some(offset)) => found(offset),
+        Ok(Some(record)) if record.offset >= state.high_watermark() => answer(index, NONE),
+        Ok(Some(record)) => found(record),
         Ok(None) => answer(index, NONE),
         Err(error) => answer(index, error.code()),
     }

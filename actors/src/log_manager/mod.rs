@@ -34,8 +34,8 @@ use dashmap::DashMap;
 use gregor_log::checkpoint::TopicPartition;
 use gregor_log::config::LogConfig;
 use gregor_log::error::LogError;
-use gregor_log::log::AppendInfo;
 pub use gregor_log::log::OffsetMatch;
+use gregor_log::log::{AppendInfo, PartitionLog};
 use tokio::sync::{oneshot, Notify};
 
 pub use admin::LogDirDescription;
@@ -55,6 +55,8 @@ pub struct PartitionState {
     shard: usize,
     high_watermark: AtomicI64,
     log_start_offset: AtomicI64,
+    /// The leader epoch of the log start offset, −1 when the log knows none.
+    log_start_epoch: AtomicI32,
     log_end_offset: AtomicI64,
     min_insync_replicas: AtomicI32,
     /// The log's `max.message.bytes`, for writers that check a batch before they change
@@ -82,6 +84,9 @@ impl PartitionState {
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset.load(Ordering::Acquire)
     }
+    pub fn log_start_epoch(&self) -> i32 {
+        self.log_start_epoch.load(Ordering::Acquire)
+    }
     pub fn log_end_offset(&self) -> i64 {
         self.log_end_offset.load(Ordering::Acquire)
     }
@@ -107,9 +112,20 @@ impl PartitionState {
         !self.open.load(Ordering::Acquire) && !self.offline.load(Ordering::Acquire)
     }
 
-    fn publish_offsets(&self, log_start: i64, log_end: i64) {
-        self.log_start_offset.store(log_start, Ordering::Release);
-        self.log_end_offset.store(log_end, Ordering::Release);
+    /// After a new leader epoch: an empty log's first epoch is its start offset's.
+    fn publish_log_start_epoch(&self, log: &PartitionLog) {
+        self.log_start_epoch
+            .store(log.log_start_epoch(), Ordering::Release);
+    }
+
+    /// Publishes what requests read without asking the shard, after any change of the log's
+    /// offsets or leader epochs.
+    fn publish_offsets(&self, log: &PartitionLog) {
+        self.publish_log_start_epoch(log);
+        self.log_start_offset
+            .store(log.log_start_offset(), Ordering::Release);
+        self.log_end_offset
+            .store(log.log_end_offset(), Ordering::Release);
         self.refresh_high_watermark();
     }
 
@@ -390,6 +406,7 @@ impl LogManager {
             shard,
             high_watermark: AtomicI64::new(0),
             log_start_offset: AtomicI64::new(0),
+            log_start_epoch: AtomicI32::new(-1),
             log_end_offset: AtomicI64::new(0),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
             max_message_bytes: AtomicU64::new(0),
@@ -763,13 +780,9 @@ impl LogChanges<'_> {
     }
 }
 
-/// A ListOffsets lookup the log answers from its indexes and its leader-epoch cache.
+/// A ListOffsets lookup the log answers from its indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetQuery {
-    /// The log start offset and the epoch of the cache's first entry (EARLIEST).
-    Earliest,
-    /// The log start offset and the epoch covering it (EARLIEST_LOCAL).
-    EarliestLocal,
     /// The first record with timestamp ≥ this.
     Timestamp(i64),
     /// The record with the largest timestamp (KIP-734).

@@ -552,7 +552,7 @@ impl Worker {
             Change::BecomeLeader { tp, epoch } => {
                 if let Some(hosted) = self.logs.get_mut(&tp) {
                     match hosted.log.assign_leader_epoch(epoch) {
-                        Ok(()) => {}
+                        Ok(()) => hosted.state.publish_log_start_epoch(&hosted.log),
                         // The dir's failure was logged when it went offline.
                         Err(error @ LogError::LogDirOffline(_)) => hosted.failed(&error),
                         Err(error) => {
@@ -647,7 +647,7 @@ impl Worker {
         if let Some(hosted) = self.logs.get_mut(&tp) {
             if hosted.state.topic_id == state.topic_id {
                 // Already open: the new state takes over serving it.
-                state.publish_offsets(hosted.log.log_start_offset(), hosted.log.log_end_offset());
+                state.publish_offsets(&hosted.log);
                 state.open.store(true, Ordering::Release);
                 hosted.state = state;
                 return;
@@ -752,7 +752,7 @@ impl Worker {
         match result {
             Ok(mut log) => {
                 log.defer_rolled_flushes();
-                state.publish_offsets(log.log_start_offset(), log.log_end_offset());
+                state.publish_offsets(&log);
                 // A restarted replica serves what it knew to be committed before its first
                 // fetch or ISR report moves it (Kafka's high-watermark checkpoint).
                 if let Some(high_watermark) = high_watermark {
@@ -819,10 +819,7 @@ impl Worker {
             } => {
                 let result = self.with_log(&tp, |hosted| {
                     let info = hosted.log.append(&records, now_ms(), leader_epoch)?;
-                    hosted.state.publish_offsets(
-                        hosted.log.log_start_offset(),
-                        hosted.log.log_end_offset(),
-                    );
+                    hosted.state.publish_offsets(&hosted.log);
                     if !info.duplicate {
                         hosted.state.appended.notify_waiters();
                     }
@@ -882,10 +879,7 @@ impl Worker {
                 }
                 let result = self.with_log(&tp, |hosted| {
                     hosted.log.append_as_follower(&records, now_ms())?;
-                    hosted.state.publish_offsets(
-                        hosted.log.log_start_offset(),
-                        hosted.log.log_end_offset(),
-                    );
+                    hosted.state.publish_offsets(&hosted.log);
                     hosted.state.appended.notify_waiters();
                     Ok(follower_log(&hosted.log))
                 });
@@ -914,9 +908,7 @@ impl Worker {
                     if after < before {
                         tracing::info!(partition = %tp.dir_name(), from = before, to = after, "truncated a divergent log tail");
                     }
-                    hosted
-                        .state
-                        .publish_offsets(hosted.log.log_start_offset(), after);
+                    hosted.state.publish_offsets(&hosted.log);
                     Ok(follower_log(&hosted.log))
                 });
                 let _ = reply.send(result);
@@ -927,8 +919,6 @@ impl Worker {
             }
             DataCommand::Lookup { tp, query, reply } => {
                 let result = self.with_log(&tp, |hosted| match query {
-                    OffsetQuery::Earliest => Ok(Some(hosted.log.earliest_offset())),
-                    OffsetQuery::EarliestLocal => Ok(Some(hosted.log.earliest_local_offset())),
                     OffsetQuery::Timestamp(ts) => hosted.log.offset_for_timestamp(ts),
                     OffsetQuery::MaxTimestamp => hosted.log.max_timestamp_offset(),
                 });
@@ -984,9 +974,7 @@ impl Worker {
         }
         self.with_log(tp, |hosted| {
             let low_watermark = hosted.log.delete_records_before(offset)?;
-            hosted
-                .state
-                .publish_offsets(low_watermark, hosted.log.log_end_offset());
+            hosted.state.publish_offsets(&hosted.log);
             Ok(low_watermark)
         })
     }
@@ -1104,10 +1092,7 @@ impl Worker {
                 match hosted.log.enforce_retention(now_ms, high_watermark) {
                     Ok(removed) if removed.segments_deleted > 0 => {
                         tracing::info!(partition = %tp.dir_name(), segments = removed.segments_deleted, bytes = removed.bytes_deleted, log_start_offset = removed.log_start_offset, "retention deleted segments");
-                        hosted.state.publish_offsets(
-                            hosted.log.log_start_offset(),
-                            hosted.log.log_end_offset(),
-                        );
+                        hosted.state.publish_offsets(&hosted.log);
                     }
                     Ok(_) => {}
                     Err(error) => {
