@@ -375,6 +375,37 @@ def test_a_former_leader_truncates_what_only_it_had(tmp_path):
             node.close()
 
 
+def test_a_leader_that_appended_nothing_rejoins_after_a_restart():
+    """Leadership moves twice with no record in between: the first new leader records its
+    epoch at its log end, is killed before it appends anything, and comes back as a follower of
+    a newer epoch that starts at the same offset. Its empty epoch diverges from the leader's
+    history; it must drop it (Kafka's `truncateTo` at the log end) to fetch again and rejoin
+    the ISR, not truncate to the same offset forever."""
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "empty-epoch"
+        create_replicated_topic(admin, topic, 2)
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all"})
+        for i in range(10):
+            producer.produce(topic, value=b"%d" % i, partition=0)
+        assert producer.flush(60) == 0
+
+        for _ in range(2):
+            leader = partition_state(admin, topic)[0]
+            by_id[leader].kill9()
+            survivors = AdminClient({"bootstrap.servers": bootstrap(nodes, [n for n in nodes if n is not by_id[leader]])})
+            wait_for("a new leader", lambda: partition_state(survivors, topic)[0] not in (-1, leader), timeout=FAILOVER_TIMEOUT)
+            by_id[leader].start()
+            by_id[leader].wait_ready()
+            admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+            wait_for(f"node {leader} back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+    finally:
+        for node in nodes:
+            node.close()
+
+
 def test_a_leader_cut_off_from_the_quorum_stops_acknowledging_and_truncates(tmp_path):
     """The partition leader loses every quorum connection (test-only isolation file) while its
     clients still reach it: the controller fences it and elects another leader; the old leader,

@@ -863,6 +863,13 @@ impl PartitionLog {
             )));
         }
         if offset >= self.log_end_offset() {
+            // No record goes, but an epoch this replica started as leader without appending
+            // anything starts at the log end and conflicts with the new leader's history: drop
+            // it (Kafka's `UnifiedLog.truncateTo`), or the next fetch names it and diverges
+            // again, forever.
+            if self.epochs.truncate_from_end(self.log_end_offset()) {
+                self.epochs.flush()?;
+            }
             return Ok(());
         }
         self.truncations += 1;

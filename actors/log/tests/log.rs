@@ -515,6 +515,34 @@ fn truncate_to_rewinds_the_log_epochs_and_producers() {
     );
 }
 
+/// A replica that became leader (epoch 2) and appended nothing before another leader took over
+/// keeps `2@20` in its cache; the new leader's history has epoch 3 there. Truncating to its own
+/// log end (what the divergence answer asks) must drop that entry, on disk too, or every next
+/// fetch names epoch 2 and diverges again.
+#[test]
+fn truncating_to_the_log_end_drops_an_epoch_with_no_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), small_config());
+    for i in 0..10 {
+        log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    log.assign_leader_epoch(2).unwrap();
+    assert_eq!(log.leader_epochs().entries(), &[(0, 0), (2, 20)]);
+    log.truncate_to(20, NOW).unwrap();
+    assert_eq!(log.log_end_offset(), 20);
+    assert_eq!(log.leader_epochs().entries(), &[(0, 0)]);
+    assert_eq!(log.latest_epoch(), Some(0));
+    assert_eq!(
+        gregor_log::checkpoint::read_epochs(
+            &log.dir()
+                .join(gregor_log::checkpoint::LEADER_EPOCH_CHECKPOINT)
+        )
+        .unwrap(),
+        vec![(0, 0)]
+    );
+}
+
 #[test]
 fn io_failures_mark_the_log_dir_offline() {
     let dir = tempfile::tempdir().unwrap();
