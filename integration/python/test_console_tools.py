@@ -81,6 +81,40 @@ def test_console_producer_acks_zero_and_one(node):
     assert [v for _, v, _ in read_all(node, "ct-acks", 0, 2)] == [b"acks-0", b"acks-1"]
 
 
+def test_console_producer_sends_what_it_read_before_a_bad_line(node):
+    """As kafka-console-producer.sh: a line the reader refuses ends the run with its line
+    number, after the lines read before it are sent."""
+    create(node, ("ct-bad-line", 1))
+    ready(node, "ct-bad-line", 1)
+    result = gregor("console-producer", "--bootstrap-server", node.bootstrap, "--topic", "ct-bad-line",
+                    "--property", "parse.key=true", "--property", "key.separator=:",
+                    stdin="k1:v1\nk2:v2\n:empty-key\nno-separator\nk5:never\n")
+    assert result.returncode == 1
+    assert "No key separator found on line number 4: 'no-separator'" in result.stderr, result.stderr
+    got = [(k, v) for k, v, _ in read_all(node, "ct-bad-line", 0, 3)]
+    assert got == [(b"k1", b"v1"), (b"k2", b"v2"), (b"", b"empty-key")]
+    headers = gregor("console-producer", "--bootstrap-server", node.bootstrap, "--topic", "ct-bad-line",
+                     "--property", "parse.headers=true", stdin="h1:v1,bad\tvalue\n")
+    assert headers.returncode == 1
+    assert "No header key separator found in pair 'bad' on line number 1" in headers.stderr, headers.stderr
+
+
+def test_console_producer_creates_a_missing_topic_as_a_producer_does(node, start_node):
+    """The producer's Metadata may create the topic (auto.create.topics.enable, on by default),
+    and the first send waits for it; without auto-creation it gives up after max.block.ms with
+    the Java producer's message."""
+    creating = start_node()
+    result = gregor("console-producer", "--bootstrap-server", creating.bootstrap, "--topic", "ct-auto-created",
+                    stdin="first\n")
+    assert result.returncode == 0, result.stderr
+    assert [v for _, v, _ in read_all(creating, "ct-auto-created", 0, 1)] == [b"first"]
+    # This module's node has auto-creation off.
+    refused = gregor("console-producer", "--bootstrap-server", node.bootstrap, "--topic", "ct-absent",
+                     "--producer-property", "max.block.ms=1000", stdin="lost\n")
+    assert refused.returncode == 1
+    assert "Topic ct-absent not present in metadata after 1000 ms." in refused.stderr, refused.stderr
+
+
 def test_console_consumer_prints_as_kafka(node):
     create(node, ("ct-consume", 2))
     ready(node, "ct-consume", 2)

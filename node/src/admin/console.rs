@@ -29,6 +29,12 @@ const LAST_VERSION_BY_NAME: i16 = 12;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const LEADER_NOT_AVAILABLE: i16 = 5;
+/// The producer's `retry.backoff.ms` between Metadata requests for a topic not there yet.
+const METADATA_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// The producer's `max.block.ms` default.
+const DEFAULT_MAX_BLOCK_MS: u64 = 60_000;
 
 /// Connections to the brokers of a cluster, opened when first needed.
 struct Brokers {
@@ -39,14 +45,17 @@ struct Brokers {
 }
 
 impl Brokers {
+    /// Connects through `bootstrap` and reads the cluster's brokers and the leaders of
+    /// `topics`; `auto_create` asks for missing ones to be created (as a producer does).
     async fn connect(
         bootstrap: &str,
         client_id: &str,
         topics: Option<&[String]>,
+        auto_create: bool,
     ) -> Result<Self, AdminError> {
         let mut client = AdminClient::connect(bootstrap).await?;
         client.set_client_id(client_id);
-        let view = cluster_view(&mut client, topics).await?;
+        let view = cluster_view(&mut client, topics, auto_create).await?;
         Ok(Brokers {
             bootstrap: bootstrap.to_owned(),
             client_id: client_id.to_owned(),
@@ -262,8 +271,9 @@ impl LineReader {
         }
     }
 
-    /// The record of one line, or Kafka's error for a line without the separator it needs.
-    pub fn parse(&self, line: &str) -> Result<LineRecord, String> {
+    /// The record of line `line_number` (from 1), or Kafka's error for a line without the
+    /// separator it needs.
+    pub fn parse(&self, line: &str, line_number: u64) -> Result<LineRecord, String> {
         let mut rest = line;
         let mut headers = Vec::new();
         if self.parse_headers {
@@ -277,8 +287,18 @@ impl LineReader {
                         let (key, value) =
                             match header.split_once(self.headers_key_separator.as_str()) {
                                 Some((k, v)) => (k, Some(v)),
-                                None => (header, None),
+                                None if self.ignore_error => (header, None),
+                                None => {
+                                    return Err(format!(
+                                        "No header key separator found in pair '{header}' on line number {line_number}"
+                                    ))
+                                }
                             };
+                        if self.null_marker.as_deref() == Some(key) {
+                            return Err(format!(
+                                "Header keys should not be equal to the null marker '{key}' as they can't be null"
+                            ));
+                        }
                         let value = value.filter(|v| self.null_marker.as_deref() != Some(*v));
                         headers.push((
                             key.as_bytes().to_vec(),
@@ -289,7 +309,7 @@ impl LineReader {
                 None if self.ignore_error => {}
                 None => {
                     return Err(format!(
-                        "No headers delimiter found on line number 1: '{line}'"
+                        "No headers delimiter found on line number {line_number}: '{line}'"
                     ))
                 }
             }
@@ -298,7 +318,11 @@ impl LineReader {
             match rest.split_once(self.key_separator.as_str()) {
                 Some((k, v)) => (Some(k), v),
                 None if self.ignore_error => (None, rest),
-                None => return Err(format!("No key separator found on line number 1: '{line}'")),
+                None => {
+                    return Err(format!(
+                        "No key separator found on line number {line_number}: '{line}'"
+                    ))
+                }
             }
         } else {
             (None, rest)
@@ -343,6 +367,17 @@ pub fn run_console_producer(args: ConsoleProducerArgs) -> Result<(), String> {
         .or(args.compression_codec.clone())
         .unwrap_or_else(|| "none".to_owned());
     let compression = compression_of(&codec)?;
+    let max_block = Duration::from_millis(
+        producer_props
+            .get("max.block.ms")
+            .map(|v| {
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("max.block.ms must be a number of milliseconds: {v}"))
+            })
+            .transpose()?
+            .unwrap_or(DEFAULT_MAX_BLOCK_MS),
+    );
     let batch_size = if args.sync { 1 } else { args.batch_size.max(1) };
     let linger = Duration::from_millis(if args.sync { 0 } else { args.timeout });
     let (lines_tx, lines_rx) = tokio::sync::mpsc::channel::<String>(1024);
@@ -363,6 +398,7 @@ pub fn run_console_producer(args: ConsoleProducerArgs) -> Result<(), String> {
         compression,
         batch_size,
         linger,
+        max_block,
         lines_rx,
     ))?
 }
@@ -376,23 +412,43 @@ async fn produce_lines(
     compression: Compression,
     batch_size: usize,
     linger: Duration,
+    max_block: Duration,
     mut lines: tokio::sync::mpsc::Receiver<String>,
 ) -> Result<(), String> {
-    let mut brokers = Brokers::connect(bootstrap, "console-producer", Some(&[topic.to_owned()]))
+    // As Kafka's producer: Metadata may create the topic (auto.create.topics.enable), and the
+    // first send waits up to max.block.ms for it to appear with its partitions.
+    let metadata_deadline = tokio::time::Instant::now() + max_block;
+    let (mut brokers, partitions) = loop {
+        let brokers = Brokers::connect(
+            bootstrap,
+            "console-producer",
+            Some(&[topic.to_owned()]),
+            true,
+        )
         .await
         .map_err(|e| e.to_string())?;
-    if let Some(code) = brokers.view.topic_errors.get(topic) {
-        return Err(format!(
-            "Topic {topic} not present in metadata: {}",
-            super::kafka_message(*code, None)
-        ));
-    }
-    let partitions = brokers.partitions(topic);
-    if partitions.is_empty() {
-        return Err(format!("Topic {topic} not present in metadata"));
-    }
+        let partitions = brokers.partitions(topic);
+        match brokers.view.topic_errors.get(topic) {
+            None if !partitions.is_empty() => break (brokers, partitions),
+            None | Some(&(UNKNOWN_TOPIC_OR_PARTITION | LEADER_NOT_AVAILABLE)) => {}
+            Some(code) => {
+                return Err(format!(
+                    "Topic {topic} not present in metadata: {}",
+                    super::kafka_message(*code, None)
+                ))
+            }
+        }
+        if tokio::time::Instant::now() >= metadata_deadline {
+            return Err(format!(
+                "Topic {topic} not present in metadata after {} ms.",
+                max_block.as_millis()
+            ));
+        }
+        tokio::time::sleep(METADATA_RETRY_BACKOFF).await;
+    };
     let mut next_unkeyed = 0usize;
     let mut failed = false;
+    let mut line_number = 0u64;
     loop {
         // One round: the first line, then more until the batch is full or the linger passes.
         let Some(first) = lines.recv().await else {
@@ -407,8 +463,10 @@ async fn produce_lines(
             }
         }
         let mut by_partition: BTreeMap<i32, Vec<LineRecord>> = BTreeMap::new();
+        let mut bad_line = None;
         for line in &round {
-            match reader.parse(line) {
+            line_number += 1;
+            match reader.parse(line, line_number) {
                 Ok(record) => {
                     let index = match &record.key {
                         Some(key) => partition_for_key(key, partitions.len()),
@@ -422,7 +480,12 @@ async fn produce_lines(
                         .or_default()
                         .push(record);
                 }
-                Err(message) => return Err(message),
+                // As Kafka's tool, which exits on the error after closing its producer: what
+                // was read before the bad line is still sent.
+                Err(message) => {
+                    bad_line = Some(message);
+                    break;
+                }
             }
         }
         for (partition, records) in by_partition {
@@ -439,6 +502,9 @@ async fn produce_lines(
                     );
                 }
             }
+        }
+        if let Some(message) = bad_line {
+            return Err(message);
         }
     }
     if failed {
@@ -726,6 +792,7 @@ async fn consume(
         &args.bootstrap_server,
         "console-consumer",
         Some(&[topic.to_owned()]),
+        false,
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -1102,7 +1169,7 @@ async fn get_offsets(
     timestamp: i64,
     exclude_internal: bool,
 ) -> Result<Vec<String>, String> {
-    let mut brokers = Brokers::connect(bootstrap, "GetOffsetShell", None)
+    let mut brokers = Brokers::connect(bootstrap, "GetOffsetShell", None, false)
         .await
         .map_err(|e| e.to_string())?;
     let wanted: Vec<(String, i32)> = brokers
@@ -1164,7 +1231,7 @@ mod tests {
         .unwrap_or_default();
         let reader = LineReader::new(&props);
         assert_eq!(
-            reader.parse("h1:v1,h2:NULL\tk:value"),
+            reader.parse("h1:v1,h2:NULL\tk:value", 1),
             Ok(LineRecord {
                 key: Some(b"k".to_vec()),
                 value: Some(b"value".to_vec()),
@@ -1175,17 +1242,35 @@ mod tests {
             })
         );
         assert_eq!(
-            reader.parse("\tNULL:NULL"),
+            reader.parse("\tNULL:NULL", 2),
             Ok(LineRecord {
                 key: None,
                 value: None,
                 headers: Vec::new()
             })
         );
-        assert!(reader.parse("no-delimiter").is_err());
+        assert_eq!(
+            reader.parse("no-delimiter", 3),
+            Err("No headers delimiter found on line number 3: 'no-delimiter'".to_owned())
+        );
+        assert_eq!(
+            reader.parse("h1:v1,bad\tk:v", 4),
+            Err("No header key separator found in pair 'bad' on line number 4".to_owned())
+        );
+        assert_eq!(
+            reader.parse("NULL:v\tk:v", 5),
+            Err(
+                "Header keys should not be equal to the null marker 'NULL' as they can't be null"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            reader.parse("h:v\tno-separator", 6),
+            Err("No key separator found on line number 6: 'h:v\tno-separator'".to_owned())
+        );
         let plain = LineReader::new(&HashMap::new());
         assert_eq!(
-            plain.parse("a\tb"),
+            plain.parse("a\tb", 1),
             Ok(LineRecord {
                 key: None,
                 value: Some(b"a\tb".to_vec()),

@@ -139,9 +139,10 @@ pub(crate) struct ClusterView {
 pub(crate) async fn cluster_view(
     client: &mut AdminClient,
     topics: Option<&[String]>,
+    allow_auto_topic_creation: bool,
 ) -> Result<ClusterView, AdminError> {
     let request = MetadataRequest::default()
-        .with_allow_auto_topic_creation(false)
+        .with_allow_auto_topic_creation(allow_auto_topic_creation)
         .with_topics(topics.map(|names| {
             names
                 .iter()
@@ -209,7 +210,7 @@ async fn delete_records(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let view = cluster_view(&mut client, Some(&topics)).await?;
+    let view = cluster_view(&mut client, Some(&topics), false).await?;
     let _ = writeln!(out, "Executing records delete operation");
     // Partitions by leader; those without one answer with the error the Java admin client
     // reports for them.
@@ -336,7 +337,7 @@ async fn log_dirs(
     out: &mut String,
 ) -> Result<(), String> {
     let mut client = config.connect(bootstrap).await.map_err(|e| e.to_string())?;
-    let view = cluster_view(&mut client, Some(&[]))
+    let view = cluster_view(&mut client, Some(&[]), false)
         .await
         .map_err(|e| e.to_string())?;
     let cluster: BTreeSet<i32> = view.brokers.keys().copied().collect();
