@@ -38,6 +38,9 @@ def test_kip_1142_group_example_with_the_cli(node):
     assert (every.returncode, every.stdout) == (0, expected), every.stderr
     one = cli(node, "configs", "--describe", "--entity-type", "groups", "--entity-name", "G1")
     assert (one.returncode, one.stdout) == (0, expected)
+    # kafka-configs.sh's shorthand for the same entity.
+    short = cli(node, "configs", "--describe", "--group", "G1")
+    assert (short.returncode, short.stdout) == (0, expected), short.stderr
     missing = cli(node, "configs", "--describe", "--entity-type", "groups", "--entity-name", "DOESNOTEXIST")
     assert missing.stdout == "The group 'DOESNOTEXIST' doesn't exist and doesn't have dynamic config.\n"
     cm = cli(node, "configs", "--describe", "--entity-type", "client-metrics", "--entity-name", "DOESNOTEXIST")

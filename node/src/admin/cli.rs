@@ -24,8 +24,44 @@ pub struct ConfigsOptions {
     #[arg(long)]
     pub alter: bool,
     /// Type of entity; `users` and `clients` may be given together (the clients of a user).
-    #[arg(long, value_enum, required = true)]
+    #[arg(long, value_enum)]
     pub entity_type: Vec<EntityType>,
+    /// The topic's name (`--entity-type topics --entity-name NAME`).
+    #[arg(long, value_name = "NAME")]
+    pub topic: Option<String>,
+    /// The client id (`--entity-type clients --entity-name ID`).
+    #[arg(long, value_name = "ID")]
+    pub client: Option<String>,
+    /// The user's principal name (`--entity-type users --entity-name NAME`).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The broker's id (`--entity-type brokers --entity-name ID`).
+    #[arg(long, value_name = "ID")]
+    pub broker: Option<String>,
+    /// The broker's id for its logger config (`--entity-type broker-loggers --entity-name ID`).
+    #[arg(long, value_name = "ID")]
+    pub broker_logger: Option<String>,
+    /// The IP address (`--entity-type ips --entity-name IP`).
+    #[arg(long, value_name = "IP")]
+    pub ip: Option<String>,
+    /// The client-metrics subscription's name.
+    #[arg(long, value_name = "NAME")]
+    pub client_metrics: Option<String>,
+    /// The group's id (`--entity-type groups --entity-name ID`).
+    #[arg(long, value_name = "ID")]
+    pub group: Option<String>,
+    /// The config defaults for all clients.
+    #[arg(long)]
+    pub client_defaults: bool,
+    /// The config defaults for all users.
+    #[arg(long)]
+    pub user_defaults: bool,
+    /// The config defaults for all brokers.
+    #[arg(long)]
+    pub broker_defaults: bool,
+    /// The config defaults for all IPs.
+    #[arg(long)]
+    pub ip_defaults: bool,
     /// Name of entity (topic name, broker id, group id, client-metrics name, user principal,
     /// client id, ip), one per --entity-type in the same order.
     #[arg(long)]
@@ -87,17 +123,56 @@ fn ordered_entity_names(matches: &ArgMatches) -> Vec<String> {
     named.into_iter().map(|(_, name)| name).collect()
 }
 
+/// kafka-configs.sh's entity options (`--topic T`, `--broker-defaults`, ...) after the
+/// `--entity-type` / `--entity-name` pairs, in its fixed order: the named ones, then the
+/// defaults.
+fn add_entity_shorthands(options: &mut ConfigsOptions, entity_names: &mut Vec<String>) {
+    let named = [
+        (options.topic.clone(), EntityType::Topics),
+        (options.client.clone(), EntityType::Clients),
+        (options.user.clone(), EntityType::Users),
+        (options.broker.clone(), EntityType::Brokers),
+        (options.broker_logger.clone(), EntityType::BrokerLoggers),
+        (options.ip.clone(), EntityType::Ips),
+        (options.client_metrics.clone(), EntityType::ClientMetrics),
+        (options.group.clone(), EntityType::Groups),
+    ];
+    for (name, entity_type) in named {
+        if let Some(name) = name {
+            options.entity_type.push(entity_type);
+            options.entity_name.push(name.clone());
+            entity_names.push(name);
+        }
+    }
+    let defaults = [
+        (options.client_defaults, EntityType::Clients),
+        (options.user_defaults, EntityType::Users),
+        (options.broker_defaults, EntityType::Brokers),
+        (options.ip_defaults, EntityType::Ips),
+    ];
+    for (given, entity_type) in defaults {
+        if given {
+            options.entity_type.push(entity_type);
+            entity_names.push(String::new());
+        }
+    }
+}
+
 impl FromArgMatches for ConfigsArgs {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut options = ConfigsOptions::from_arg_matches(matches)?;
+        let mut entity_names = ordered_entity_names(matches);
+        add_entity_shorthands(&mut options, &mut entity_names);
         Ok(ConfigsArgs {
-            options: ConfigsOptions::from_arg_matches(matches)?,
-            entity_names: ordered_entity_names(matches),
+            options,
+            entity_names,
         })
     }
 
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
         self.options.update_from_arg_matches(matches)?;
         self.entity_names = ordered_entity_names(matches);
+        add_entity_shorthands(&mut self.options, &mut self.entity_names);
         Ok(())
     }
 }
@@ -124,6 +199,9 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
             "--add-config, --add-config-file and --delete-config are only valid with --alter"
                 .into(),
         );
+    }
+    if types.is_empty() {
+        return Err("At least one entity type must be specified".into());
     }
     let mut duplicates: Vec<&str> = Vec::new();
     for (i, t) in types.iter().enumerate() {
@@ -513,6 +591,39 @@ mod tests {
         Cli::try_parse_from(std::iter::once("configs").chain(line.split_whitespace()))
             .unwrap()
             .args
+    }
+
+    #[test]
+    fn entity_shorthands_follow_the_long_forms_in_kafkas_order() {
+        let b = "--bootstrap-server h:1";
+        let args = parse(&format!("{b} --describe --broker 1"));
+        assert_eq!(args.options.entity_type, [EntityType::Brokers]);
+        assert_eq!(args.entity_names, ["1"]);
+        let args = parse(&format!("{b} --alter --add-config a=1 --user u --client c"));
+        assert_eq!(
+            args.options.entity_type,
+            [EntityType::Clients, EntityType::Users]
+        );
+        assert_eq!(args.entity_names, ["c", "u"]);
+        assert_eq!(check_configs_args(&args), Ok(()));
+        let args = parse(&format!(
+            "{b} --alter --add-config a=1 --entity-type users --entity-name u --client-defaults"
+        ));
+        assert_eq!(
+            args.options.entity_type,
+            [EntityType::Users, EntityType::Clients]
+        );
+        assert_eq!(args.entity_names, ["u", ""]);
+        let args = parse(&format!("{b} --describe --broker-defaults --topic t"));
+        assert_eq!(
+            args.options.entity_type,
+            [EntityType::Topics, EntityType::Brokers]
+        );
+        assert_eq!(args.entity_names, ["t", ""]);
+        assert_eq!(
+            check_configs_args(&parse(&format!("{b} --describe"))),
+            Err("At least one entity type must be specified".to_owned())
+        );
     }
 
     #[test]
