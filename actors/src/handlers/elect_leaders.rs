@@ -29,7 +29,7 @@ pub(super) async fn handle(
     request: ElectLeadersRequest,
 ) -> ApiResponse {
     let request = std::sync::Arc::new(request);
-    let response = ctx
+    let mut response = ctx
         .ask_controller(
             info.controller_failure.as_ref(),
             ElectLeaders {
@@ -45,7 +45,6 @@ pub(super) async fn handle(
                 "The controller is not available; retry against another node",
             )
         });
-    let mut response = response;
     response.error_code = top_level_error(info.api_version, response.error_code);
     let mut errors = ErrorCounts::default();
     errors.add(response.error_code);

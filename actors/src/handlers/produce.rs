@@ -15,6 +15,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
+use gregor_log::batch::{self, BatchFraming, RecordBatch};
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
@@ -35,33 +36,22 @@ const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 const INVALID_TXN_STATE: i16 = 48;
-/// The transactional bit of a batch's attributes (record batch v2).
-const TRANSACTIONAL: u8 = 0x10;
-/// A v2 batch's length field follows its 8-byte base offset and covers what comes after it.
-const BATCH_LENGTH_OFFSET: usize = 8;
-const BATCH_LOG_OVERHEAD: usize = 12;
 
 /// Whether any batch of `records` has the transactional bit (Kafka's
-/// `ProduceRequest.hasTransactionalRecords`). A walk over the batch headers only: a truncated
-/// tail ends it, and the append's validation refuses such a batch.
+/// `ProduceRequest.hasTransactionalRecords`): the batches the log store's framing finds, as
+/// Kafka's iterator; an incomplete or corrupt tail ends the walk, and the append refuses it.
 fn has_transactional_batch(records: &[u8]) -> bool {
-    let mut position = 0usize;
-    loop {
-        let Some(attributes) = records.get(position.saturating_add(ATTRIBUTES_LOW_BYTE)) else {
+    let mut rest = records;
+    while let BatchFraming::Complete(size) = batch::framing(rest) {
+        let Some((head, tail)) = rest.split_at_checked(size) else {
             return false;
         };
-        if attributes & TRANSACTIONAL != 0 {
+        if RecordBatch::new(head).is_ok_and(|batch| batch.is_transactional()) {
             return true;
         }
-        let length = records
-            .get(position + BATCH_LENGTH_OFFSET..position + BATCH_LOG_OVERHEAD)
-            .and_then(|bytes| <[u8; 4]>::try_from(bytes).ok())
-            .and_then(|bytes| usize::try_from(i32::from_be_bytes(bytes)).ok());
-        let Some(length) = length else {
-            return false;
-        };
-        position = position.saturating_add(BATCH_LOG_OVERHEAD + length);
+        rest = tail;
     }
+    false
 }
 
 /// A partition whose batch is to be appended; `slot` is its place (topic, partition) in the
@@ -177,7 +167,7 @@ pub(super) async fn handle(
             }
             // Gregor has no transaction coordinator, so no transaction is ever open or verified
             // (KIP-890): Kafka refuses such a batch before it reaches the log.
-            if has_transactional_batch(&records) {
+            if transactional && has_transactional_batch(&records) {
                 partitions.push(
                     failed(index, INVALID_TXN_STATE)
                         .with_log_start_offset(log_start)
