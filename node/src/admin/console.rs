@@ -33,6 +33,8 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const LEADER_NOT_AVAILABLE: i16 = 5;
 /// The producer's `retry.backoff.ms` between Metadata requests for a topic not there yet.
 const METADATA_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// The console producer's client id.
+const CONSOLE_PRODUCER: &str = "console-producer";
 /// The producer's `max.block.ms` default.
 const DEFAULT_MAX_BLOCK_MS: u64 = 60_000;
 
@@ -45,23 +47,25 @@ struct Brokers {
 }
 
 impl Brokers {
-    /// Connects through `bootstrap` and reads the cluster's brokers and the leaders of
-    /// `topics`; `auto_create` asks for missing ones to be created (as a producer does).
     async fn connect(
         bootstrap: &str,
         client_id: &str,
         topics: Option<&[String]>,
-        auto_create: bool,
     ) -> Result<Self, AdminError> {
         let mut client = AdminClient::connect(bootstrap).await?;
         client.set_client_id(client_id);
-        let view = cluster_view(&mut client, topics, auto_create).await?;
-        Ok(Brokers {
+        let view = cluster_view(&mut client, topics, false).await?;
+        Ok(Brokers::new(bootstrap, client_id, view))
+    }
+
+    /// The brokers `view` shows, connections opened when first needed.
+    fn new(bootstrap: &str, client_id: &str, view: ClusterView) -> Self {
+        Brokers {
             bootstrap: bootstrap.to_owned(),
             client_id: client_id.to_owned(),
             view,
             open: HashMap::new(),
-        })
+        }
     }
 
     /// The partitions of `topic`, sorted.
@@ -418,15 +422,15 @@ async fn produce_lines(
     // As Kafka's producer: Metadata may create the topic (auto.create.topics.enable), and the
     // first send waits up to max.block.ms for it to appear with its partitions.
     let metadata_deadline = tokio::time::Instant::now() + max_block;
-    let (mut brokers, partitions) = loop {
-        let brokers = Brokers::connect(
-            bootstrap,
-            "console-producer",
-            Some(&[topic.to_owned()]),
-            true,
-        )
+    let mut client = AdminClient::connect(bootstrap)
         .await
         .map_err(|e| e.to_string())?;
+    client.set_client_id(CONSOLE_PRODUCER);
+    let (mut brokers, partitions) = loop {
+        let view = cluster_view(&mut client, Some(&[topic.to_owned()]), true)
+            .await
+            .map_err(|e| e.to_string())?;
+        let brokers = Brokers::new(bootstrap, CONSOLE_PRODUCER, view);
         let partitions = brokers.partitions(topic);
         match brokers.view.topic_errors.get(topic) {
             None if !partitions.is_empty() => break (brokers, partitions),
@@ -792,7 +796,6 @@ async fn consume(
         &args.bootstrap_server,
         "console-consumer",
         Some(&[topic.to_owned()]),
-        false,
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -1169,7 +1172,7 @@ async fn get_offsets(
     timestamp: i64,
     exclude_internal: bool,
 ) -> Result<Vec<String>, String> {
-    let mut brokers = Brokers::connect(bootstrap, "GetOffsetShell", None, false)
+    let mut brokers = Brokers::connect(bootstrap, "GetOffsetShell", None)
         .await
         .map_err(|e| e.to_string())?;
     let wanted: Vec<(String, i32)> = brokers
