@@ -554,7 +554,7 @@ impl PartitionLog {
 
     /// Writes a batch with assigned offsets, rolling first when needed.
     fn write_batch(&mut self, batch: BatchParts<'_>, now_ms: i64) -> Result<()> {
-        self.maybe_roll(batch.size() as u64, batch.last_offset(), now_ms)?;
+        self.maybe_roll(&batch, now_ms)?;
         let files = Arc::clone(self.files());
         let interval = self.config.index_interval_bytes;
         let active = self.active();
@@ -563,14 +563,15 @@ impl PartitionLog {
             .map_err(|e| LogError::io("append to", active.log_path(), e))
     }
 
-    fn maybe_roll(&mut self, incoming: u64, last_offset: i64, now_ms: i64) -> Result<()> {
+    fn maybe_roll(&mut self, batch: &BatchParts<'_>, now_ms: i64) -> Result<()> {
         let config = &self.config;
         let active = self.active_ref();
         if active.is_empty() {
             return Ok(());
         }
-        let full = active.size() > config.segment_bytes.saturating_sub(incoming);
-        let old = now_ms.saturating_sub(active.roll_reference_ms())
+        let last_offset = batch.last_offset();
+        let full = active.size() > config.segment_bytes.saturating_sub(batch.size() as u64);
+        let old = active.time_waited_for_roll(now_ms, batch.max_timestamp())
             > config.segment_ms.saturating_sub(config.segment_jitter_ms);
         let index_full = active.index_entries() >= config.max_index_entries()
             || active.time_index_entries() >= config.max_time_index_entries();
@@ -958,11 +959,7 @@ impl PartitionLog {
             let by_size = size_excess >= segment.size() as i64
                 && size_excess >= 0
                 && self.config.cleanup_delete;
-            let largest = if segment.max_timestamp() >= 0 {
-                segment.max_timestamp()
-            } else {
-                segment.roll_reference_ms()
-            };
+            let largest = segment.largest_timestamp();
             let by_time = self.config.cleanup_delete
                 && self.config.retention_ms >= 0
                 && now_ms.saturating_sub(largest) > self.config.retention_ms;

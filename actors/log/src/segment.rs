@@ -442,6 +442,9 @@ impl Segment {
             file.set_len(valid_end)?;
             self.size = valid_end;
         }
+        // As Kafka's LogSegment.recover: the largest timestamp gets its time-index entry even
+        // when the index interval was not reached, as a roll or a clean close would have written.
+        self.maybe_append_time_entry(files)?;
         Ok(cut)
     }
 
@@ -755,9 +758,25 @@ impl Segment {
     pub fn time_index_entries(&self) -> u64 {
         self.time_index.len()
     }
-    /// The timestamp `segment.ms` counts from.
-    pub fn roll_reference_ms(&self) -> i64 {
-        self.rolling_timestamp.unwrap_or(self.created_ms)
+    /// How long this segment has waited to be rolled when a batch whose largest timestamp is
+    /// `incoming_max_timestamp` arrives (Kafka's `timeWaitedForRoll`): the distance between the
+    /// record timestamps when the first batch has one, so a backfill of old records fills
+    /// segments as a live stream does; the wall clock since creation otherwise.
+    pub fn time_waited_for_roll(&self, now_ms: i64, incoming_max_timestamp: i64) -> i64 {
+        match self.rolling_timestamp {
+            Some(first) if first >= 0 => incoming_max_timestamp.saturating_sub(first),
+            _ => now_ms.saturating_sub(self.created_ms),
+        }
+    }
+
+    /// The timestamp time-based retention counts from: the largest record timestamp, or the
+    /// segment's file time when no record has one (Kafka's `largestTimestamp`).
+    pub fn largest_timestamp(&self) -> i64 {
+        if self.max_timestamp >= 0 {
+            self.max_timestamp
+        } else {
+            self.created_ms
+        }
     }
 }
 

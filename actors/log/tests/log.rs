@@ -238,6 +238,42 @@ fn unclean_shutdown_truncates_a_torn_tail_and_keeps_producer_state() {
 }
 
 #[test]
+fn recovery_keeps_each_segments_largest_timestamp_in_its_time_index() {
+    let dir = tempfile::tempdir().unwrap();
+    // Room for one batch of one record per segment.
+    let config = LogConfig {
+        segment_bytes: 100,
+        ..LogConfig::default()
+    };
+    let bases;
+    {
+        let (_d, mut log) = open(dir.path(), config.clone());
+        for i in 0..3u64 {
+            log.append(
+                &client_batch(i, 1, Compression::None, NOW + i as i64),
+                NOW,
+                0,
+            )
+            .unwrap();
+        }
+        bases = log.segment_base_offsets();
+        // Dropped without close: a kill -9.
+    }
+    assert_eq!(bases, vec![0, 1, 2]);
+    let (log_dir, log) = open(dir.path(), config);
+    assert!(!log_dir.had_clean_shutdown());
+    for base in bases {
+        let time_index = log.dir().join(format!("{base:020}.timeindex"));
+        let entries = std::fs::read(&time_index).unwrap();
+        // One entry of 12 bytes: the batch's timestamp, at relative offset 0.
+        let timestamp = NOW + base;
+        let mut expected = timestamp.to_be_bytes().to_vec();
+        expected.extend_from_slice(&0u32.to_be_bytes());
+        assert_eq!(entries.get(..12), Some(&expected[..]), "segment {base}");
+    }
+}
+
+#[test]
 fn recovery_after_cutting_the_last_batch_at_every_byte() {
     let batches: Vec<Vec<u8>> = (0..3)
         .map(|i| client_batch(i, 2, Compression::Zstd, NOW))
@@ -759,6 +795,51 @@ fn rolls_on_segment_ms_and_on_a_full_index() {
     // An index entry per append after a segment's first; 3 entries (24 / 8) fill the offset index.
     assert_eq!(log.segment_base_offsets(), vec![0, 4, 8]);
     assert_eq!(read_all(&mut log, 0).len(), 12);
+}
+
+#[test]
+fn segment_ms_counts_record_time_not_arrival_time() {
+    const DAY_MS: i64 = 86_400_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(dir.path(), LogConfig::default());
+    // A backfill of records thirty days old, within a second of each other: one segment, as a
+    // live stream would fill it (Kafka's timeWaitedForRoll compares record timestamps).
+    let old = NOW - 30 * DAY_MS;
+    for i in 0..50 {
+        log.append(
+            &client_batch(i, 1, Compression::None, old + i as i64),
+            NOW,
+            0,
+        )
+        .unwrap();
+    }
+    assert_eq!(log.segment_count(), 1);
+    // A record more than segment.ms (7 days) after the segment's first one rolls it.
+    log.append(
+        &client_batch(50, 1, Compression::None, old + 7 * DAY_MS + 1),
+        NOW,
+        0,
+    )
+    .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 50]);
+
+    // A segment whose first batch has no timestamp counts from its creation on the wall clock.
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            segment_ms: 1000,
+            ..LogConfig::default()
+        },
+    );
+    log.append(&client_batch(0, 1, Compression::None, -1), NOW, 0)
+        .unwrap();
+    log.append(&client_batch(1, 1, Compression::None, -1), NOW + 1000, 0)
+        .unwrap();
+    assert_eq!(log.segment_count(), 1);
+    log.append(&client_batch(2, 1, Compression::None, -1), NOW + 1001, 0)
+        .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 2]);
 }
 
 #[test]
