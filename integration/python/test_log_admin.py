@@ -164,3 +164,22 @@ def test_describe_producers(node):
         assert admin.describe_producers([TopicPartition("la-quiet", 0)])[TopicPartition("la-quiet", 0)].active_producers == []
     finally:
         admin.close()
+
+
+def test_new_partitions_spread_over_the_log_dirs(start_node, tmp_path):
+    # Kafka's LogManager.nextLogDirs: each new partition goes to the dir holding the fewest
+    # logs, counting the partitions of the same topic placed just before it.
+    dirs = [tmp_path / "first", tmp_path / "second"]
+    for d in dirs:
+        d.mkdir()
+    node = start_node({"log.dirs": ",".join(map(str, dirs)), "auto.create.topics.enable": "false"})
+
+    def per_dir(topic):
+        return [sum(1 for name in os.listdir(d) if name.rsplit("-", 1)[0] == topic) for d in dirs]
+
+    for topic, partitions in [("spread-four", 4), ("spread-eight", 8), ("spread-three", 3)]:
+        create(node, (topic, partitions))
+        wait_for(f"the logs of {topic}", lambda: sum(per_dir(topic)) == partitions)
+    assert per_dir("spread-four") == [2, 2]
+    assert per_dir("spread-eight") == [4, 4]
+    assert sorted(per_dir("spread-three")) == [1, 2]

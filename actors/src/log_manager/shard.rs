@@ -124,7 +124,11 @@ pub(super) enum Change {
 /// The log dirs, shared by the shards (locked only to open, delete and checkpoint logs).
 pub(super) struct LogDirs {
     dirs: Vec<Mutex<LogDir>>,
+    /// Logs placed in each dir (open, or being opened).
     hosted: Vec<std::sync::atomic::AtomicUsize>,
+    /// Held while a dir is chosen and counted, so shards placing partitions at the same time
+    /// see each other's choices (a new topic's partitions spread over the dirs).
+    placing: Mutex<()>,
     /// See `PartitionState::high_watermark_moves`; a deleted log counts as a move too (its
     /// entry leaves the checkpoint).
     pub(super) high_watermark_moves: Arc<std::sync::atomic::AtomicU64>,
@@ -138,6 +142,7 @@ impl LogDirs {
                 .map(|_| std::sync::atomic::AtomicUsize::new(0))
                 .collect(),
             dirs: dirs.into_iter().map(Mutex::new).collect(),
+            placing: Mutex::new(()),
             high_watermark_moves: Arc::default(),
         }
     }
@@ -152,26 +157,39 @@ impl LogDirs {
         self.dirs.len()
     }
 
-    /// The dir already holding the partition, else the online one hosting the fewest logs.
+    /// The dir already holding the partition, else the online one hosting the fewest logs
+    /// (Kafka's `nextLogDirs`), counted at once as hosting it; [`LogDirs::unplace`] takes a
+    /// log that failed to open off the count.
     fn place(&self, tp: &TopicPartition) -> Option<usize> {
+        let _placing = self
+            .placing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let online: Vec<usize> = (0..self.dirs.len())
             .filter(|i| !self.lock(*i).is_offline())
             .collect();
-        if let [only] = online[..] {
+        let dir = if let [only] = online[..] {
             // One online dir: nothing to choose, no directory to look up.
-            return Some(only);
-        }
-        let name = tp.dir_name();
-        online
-            .iter()
-            .copied()
-            .find(|i| self.lock(*i).path().join(&name).is_dir())
-            .or_else(|| {
-                online
-                    .iter()
-                    .copied()
-                    .min_by_key(|i| self.hosted[*i].load(Ordering::Relaxed))
-            })
+            only
+        } else {
+            let name = tp.dir_name();
+            online
+                .iter()
+                .copied()
+                .find(|i| self.lock(*i).path().join(&name).is_dir())
+                .or_else(|| {
+                    online
+                        .iter()
+                        .copied()
+                        .min_by_key(|i| self.hosted[*i].load(Ordering::Relaxed))
+                })?
+        };
+        self.hosted[dir].fetch_add(1, Ordering::Relaxed);
+        Some(dir)
+    }
+
+    fn unplace(&self, dir: usize) {
+        self.hosted[dir].fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Records the open logs of every shard and the offline dirs in the broker's gauges.
@@ -670,10 +688,12 @@ impl Worker {
         let prepared = self.dirs.place(&tp).and_then(|dir| {
             let log_dir = self.dirs.lock(dir);
             let high_watermark = log_dir.high_watermark(&tp);
-            log_dir
-                .opener(tp.clone())
-                .ok()
-                .map(|opener| (dir, opener, high_watermark))
+            let opener = log_dir.opener(tp.clone()).ok();
+            drop(log_dir);
+            if opener.is_none() {
+                self.dirs.unplace(dir);
+            }
+            opener.map(|opener| (dir, opener, high_watermark))
         });
         let Some((dir, opener, high_watermark)) = prepared else {
             state.offline.store(true, Ordering::Release);
@@ -759,7 +779,6 @@ impl Worker {
                     state.restore_high_watermark(high_watermark, log.log_end_offset());
                 }
                 state.open.store(true, Ordering::Release);
-                self.dirs.hosted[dir].fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(
                     partition = %tp.dir_name(),
                     log_end_offset = log.log_end_offset(),
@@ -769,10 +788,12 @@ impl Worker {
                 self.logs.insert(tp, Box::new(Hosted { dir, log, state }));
             }
             Err(LogError::LogDirOffline(_)) => {
+                self.dirs.unplace(dir);
                 state.offline.store(true, Ordering::Release);
                 self.unplaced.entry(tp.topic).or_default().add(tp.partition);
             }
             Err(error) => {
+                self.dirs.unplace(dir);
                 tracing::error!(partition = %tp.dir_name(), %error, "cannot open the partition log");
                 state.offline.store(true, Ordering::Release);
             }
@@ -791,7 +812,7 @@ impl Worker {
         hosted.state.appended.notify_waiters();
         let delay = hosted.log.config().file_delete_delay_ms.max(0) as u64;
         let dir = hosted.dir;
-        self.dirs.hosted[dir].fetch_sub(1, Ordering::Relaxed);
+        self.dirs.unplace(dir);
         let renamed = self.dirs.lock(dir).delete_log(hosted.log);
         match renamed {
             Ok(path) => {
