@@ -467,6 +467,50 @@ def test_produce_and_fetch_byte_rate_quotas(start_node):
     assert (fetched.error_code, list(fetched.responses)) == (0, [])
 
 
+def test_a_fetch_quota_caps_the_read_and_takes_back_throttled_bytes(start_node):
+    from kafka.protocol.admin import AlterClientQuotasRequest, AlterClientQuotasResponse
+
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("dp-fetch-quota", 1))
+    conn = RawConn(node.bootstrap)
+    wait_for("the log", lambda: list_offset(conn, "dp-fetch-quota", 0, -1).error_code == 0)
+    # 100 batches of about 4 KiB.
+    now_ms = int(time.time() * 1000)
+    for i in range(100):
+        records = batch([(b"k", bytes([i]) * 1000, [], now_ms) for _ in range(4)])
+        assert produce(conn, "dp-fetch-quota", 0, records).error_code == 0
+    Entry = AlterClientQuotasRequest.EntryData
+    resp = conn.send(AlterClientQuotasRequest[1](
+        entries=[Entry(entity=[Entry.EntityData(entity_type="client-id", entity_name="pytest-raw")],
+                       ops=[Entry.OpData(key="consumer_byte_rate", value=20000.0, remove=False)])],
+        validate_only=False), AlterClientQuotasResponse)
+    assert [e.error_code for e in resp.entries] == [0]
+
+    # Kafka's getMaxValueInQuotaWindow: 20,000 B/s x 10 windows of 1 s caps the read, so the
+    # first fetch gets part of the 400 KB, within its quota (uncapped it got all, was over
+    # its quota, and every later fetch of a consumer asking for 1 MiB was answered empty).
+    response, partition = fetch(conn, "dp-fetch-quota", 0, 0)
+    assert response.throttle_time_ms == 0
+    assert partition.error_code == 0
+    assert 100_000 < len(partition.records) <= 200_000
+    # The next fetch is over the quota: empty, with the throttle time; its bytes are taken
+    # back (unrecordQuotaSensor), so the same fetch on another connection of the same client
+    # is throttled as long, not twice as long.
+    throttles = []
+    for connection in (conn, RawConn(node.bootstrap)):
+        response = connection.send(FetchRequest[12](
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[FetchRequest[12].FetchTopic(
+                topic="dp-fetch-quota", partitions=[FetchRequest[12].FetchTopic.FetchPartition(
+                    partition=0, current_leader_epoch=-1, fetch_offset=200, last_fetched_epoch=-1,
+                    log_start_offset=-1, partition_max_bytes=1 << 20)])],
+            forgotten_topics_data=[], rack_id=""), FetchResponse)
+        assert list(response.responses) == []
+        throttles.append(response.throttle_time_ms)
+    assert throttles[0] > 5_000, throttles
+    assert abs(throttles[1] - throttles[0]) < throttles[0] * 0.2, throttles
+
+
 def test_deleted_topic_log_is_removed_and_produce_refused(start_node):
     import os
 

@@ -58,7 +58,7 @@ pub(super) async fn handle(
         .topics
         .map(|topics| request.clone().with_topics(topics));
     let read_request = session_request.as_ref().unwrap_or(&request);
-    let limits = Limits::of(&request);
+    let limits = Limits::of(&request, quota_window_bytes(ctx, info, follower));
     loop {
         let read = read_all(ctx, info, read_request, limits.max_bytes, 0).await;
         let done = limits.done(read.bytes, read.any_error, read.urgent, &read.watched);
@@ -66,9 +66,7 @@ pub(super) async fn handle(
             let mut body = FetchResponse::default().with_responses(read.topics);
             // The fetch byte-rate quota counts the response this would send (size prefix
             // included, the partitions a session omits excluded); over quota, the answer is
-            // empty and carries the throttle time (Kafka also un-records those bytes, which
-            // Gregor's sensors cannot, so a throttled client waits a little longer than with
-            // Kafka).
+            // empty and carries the throttle time.
             let size = if matches!(session, FetchContext::Incremental { .. }) {
                 let mut sized = body.clone();
                 if let Err(code) =
@@ -119,9 +117,12 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The limits of `request`, its wait starting now.
-    pub fn of(request: &FetchRequest) -> Self {
-        let max_bytes = i64::from(request.max_bytes).clamp(0, FETCH_MAX_BYTES);
+    /// The limits of `request`, its wait starting now; `quota_window_bytes` (from
+    /// [`quota_window_bytes`]) caps what it reads, as Kafka's `fetchMaxBytes`.
+    pub fn of(request: &FetchRequest, quota_window_bytes: Option<i64>) -> Self {
+        let max_bytes = i64::from(request.max_bytes)
+            .clamp(0, FETCH_MAX_BYTES)
+            .min(quota_window_bytes.unwrap_or(i64::MAX));
         let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0));
         Limits {
             max_bytes,
@@ -203,19 +204,39 @@ pub async fn wait_for_news(watched: &Watched, follower: bool, deadline: tokio::t
     }
 }
 
+/// The most a client fetch may read under its fetch byte-rate quota (Kafka's
+/// `getMaxValueInQuotaWindow`, at least one byte); None without a quota and for followers.
+pub fn quota_window_bytes(ctx: &HandlerContext, info: &RequestInfo, follower: bool) -> Option<i64> {
+    if follower {
+        return None;
+    }
+    ctx.quotas
+        .fetch
+        .shared
+        .max_value_in_quota_window_cached(
+            &mut info.fetch_quota.lock(),
+            &info.principal.name,
+            &info.client_id,
+        )
+        .map(|bytes| (bytes.min(i64::MAX as f64) as i64).max(1))
+}
+
 /// Records a response of `size` bytes (size prefix included) against the fetch byte-rate
-/// quota; its throttle time. Replication is not charged to client quotas.
+/// quota; its throttle time. A throttled fetch is answered empty, so its bytes are taken back
+/// off the rate at once (Kafka's `unrecordQuotaSensor`). Replication is not charged to client
+/// quotas.
 pub fn record_quota(ctx: &HandlerContext, info: &RequestInfo, size: usize, follower: bool) -> i32 {
     if follower {
         return 0;
     }
-    let throttle = ctx.quotas.fetch.shared.record_cached(
-        &mut info.fetch_quota.lock(),
-        &info.principal.name,
-        &info.client_id,
-        size as f64,
-        std::time::Instant::now(),
-    );
+    let quota = &ctx.quotas.fetch.shared;
+    let mut cache = info.fetch_quota.lock();
+    let at = std::time::Instant::now();
+    let (principal, client) = (&info.principal.name, &info.client_id);
+    let throttle = quota.record_cached(&mut cache, principal, client, size as f64, at);
+    if throttle > 0 {
+        quota.unrecord_cached(&mut cache, principal, client, size as f64, at);
+    }
     i32::try_from(throttle).unwrap_or(i32::MAX)
 }
 

@@ -451,27 +451,86 @@ impl QuotaManager {
         value: f64,
         at: Instant,
     ) -> u64 {
+        let now = self.clock.ms_at(at);
+        self.with_cached_sensor(cache, principal_name, client_id, |sensor, table| {
+            self.record_in(sensor, table, value, now)
+        })
+        .unwrap_or(0)
+    }
+
+    /// Takes `value` back off a byte rate without checking the quota (Kafka's
+    /// `unrecordQuotaSensor`): a Fetch answered empty because it was throttled sent none of the
+    /// bytes it recorded, and keeping them would throttle a client that waits as told longer
+    /// each time, holding it well under its quota.
+    pub fn unrecord_cached(
+        &self,
+        cache: &mut SensorCache,
+        principal_name: &str,
+        client_id: &str,
+        value: f64,
+        at: Instant,
+    ) {
+        let now = self.clock.ms_at(at);
+        self.with_cached_sensor(cache, principal_name, client_id, |sensor, _| {
+            if let Measure::Rate(rate) = &mut sensor.lock().measure {
+                rate.unrecord(&self.window, value, now);
+            }
+        });
+    }
+
+    /// The most one request can record without being throttled for certain (Kafka's
+    /// `getMaxValueInQuotaWindow`): the quota over all windows but the current one, `limit ×
+    /// (samples − 1) × window`; None when no quota applies. A Fetch reads no more than this,
+    /// or a response larger than the quota allows over the whole window would be emptied by
+    /// the throttle every time and the consumer would never get a record.
+    pub fn max_value_in_quota_window_cached(
+        &self,
+        cache: &mut SensorCache,
+        principal_name: &str,
+        client_id: &str,
+    ) -> Option<f64> {
+        let seconds = f64::from(self.window.samples.saturating_sub(1))
+            * (self.window.window_ms as f64 / 1000.0);
+        self.with_cached_sensor(cache, principal_name, client_id, |sensor, table| {
+            let mut state = sensor.lock();
+            if let Some(table) = table {
+                self.refresh(&mut state, &sensor.tags, table);
+            }
+            state.limit.map(|limit| limit * seconds)
+        })
+        .flatten()
+    }
+
+    /// Runs `f` on the sensor of `principal_name` / `client_id` through the connection's
+    /// `cache` (None when no quota of this type applies). `f` gets the quota table when the
+    /// sensor was resolved again, so that it brings the sensor's limit up to date.
+    fn with_cached_sensor<R>(
+        &self,
+        cache: &mut SensorCache,
+        principal_name: &str,
+        client_id: &str,
+        f: impl FnOnce(&Sensor, Option<&Table>) -> R,
+    ) -> Option<R> {
         if let Some(callback) = self.callback.get() {
             self.check_reset(callback);
         }
         // Loaded before resolving: a change after this load makes the next request resolve
         // again, so a request sees a change at the latest on the request after it.
         let generation = self.resolution.load(Ordering::Acquire);
-        let now = self.clock.ms_at(at);
         if let Some(sensor) = cache.hit(generation, principal_name, client_id) {
-            return sensor.map_or(0, |sensor| self.record_in(sensor, None, value, now));
+            return sensor.map(|sensor| f(sensor, None));
         }
         let resolved = self.resolve(principal_name, client_id);
-        let throttle = resolved.as_ref().map_or(0, |(sensor, table)| {
-            self.record_in(sensor, Some(table), value, now)
-        });
+        let out = resolved
+            .as_ref()
+            .map(|(sensor, table)| f(sensor, Some(table)));
         cache.fill(
             generation,
             principal_name,
             client_id,
             resolved.map(|(sensor, _)| sensor),
         );
-        throttle
+        out
     }
 
     /// Records into `sensor` after bringing its limit up to date with `table` (`None`: nothing

@@ -237,6 +237,11 @@ impl RateQuota {
         (throttle_ms(rate, span, bound), rate)
     }
 
+    /// Takes `value` back off the rate (Kafka records it negated, without a quota check).
+    pub fn unrecord(&mut self, config: &WindowConfig, value: f64, now_ms: u64) {
+        self.stat.record(config, -value, now_ms);
+    }
+
     /// The throttle time the current rate asks for, without recording (0 within the quota).
     pub fn check(&mut self, config: &WindowConfig, bound: f64, now_ms: u64) -> u64 {
         let (rate, span) = self.stat.rate_and_span(config, now_ms);

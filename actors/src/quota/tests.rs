@@ -667,3 +667,36 @@ fn many_distinct_quotas_apply_in_linear_time() {
         );
     });
 }
+
+/// A fetch reads at most limit × (samples − 1) × window (Kafka's `getMaxValueInQuotaWindow`),
+/// and a throttled fetch's bytes are taken back (`unrecordQuotaSensor`): a client that waits as
+/// told is throttled the same each time, not longer and longer.
+#[test]
+fn a_fetch_reads_within_its_quota_window_and_throttled_bytes_are_taken_back() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Fetch, 11, &clock);
+    let mut cache = SensorCache::default();
+    let now = std::time::Instant::now();
+    assert_eq!(
+        manager.max_value_in_quota_window_cached(&mut cache, USER, CLIENT),
+        None
+    );
+    manager.update_quotas([(QuotaEntity::new(None, Some(Some(CLIENT))), Some(100.0))]);
+    assert_eq!(
+        manager.max_value_in_quota_window_cached(&mut cache, USER, CLIENT),
+        Some(1000.0)
+    );
+    // The whole window's worth passes; as much again is twice the rate: 10 s of throttle.
+    assert_eq!(
+        manager.record_cached(&mut cache, USER, CLIENT, 1000.0, now),
+        0
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            manager.record_cached(&mut cache, USER, CLIENT, 1000.0, now),
+            10_000
+        );
+        manager.unrecord_cached(&mut cache, USER, CLIENT, 1000.0, now);
+    }
+    assert_eq!(manager.record_cached(&mut cache, USER, CLIENT, 0.0, now), 0);
+}

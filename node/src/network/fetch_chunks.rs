@@ -157,7 +157,7 @@ pub(crate) async fn handle(
         .with_session_epoch(-1)
         .with_forgotten_topics_data(Vec::new());
     let follower = fetch::is_follower(shell, version);
-    let limits = Limits::of(shell);
+    let limits = Limits::of(shell, fetch::quota_window_bytes(ctx, info, follower));
     let (answers, counts) = loop {
         let mut answers = Answers::<FetchList>::for_list(&request.listed);
         let mut counts = TopicFetchCounts::default();
