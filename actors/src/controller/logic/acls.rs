@@ -1,7 +1,8 @@
 //! CreateAcls and DeleteAcls as Kafka's `AclApis` and `AclControlManager` decide them.
 //!
 //! Create: each creation is validated alone (CLUSTER only as `kafka-cluster`, no empty name, a
-//! concrete type, pattern, operation and permission: INVALID_REQUEST otherwise); an ACL equal
+//! concrete type, pattern, operation and permission, a `type:name` principal: INVALID_REQUEST
+//! otherwise); an ACL equal
 //! to an existing one (or to an earlier one of the same request) succeeds without a record.
 //! Delete: each filter selects from the ACLs of the image; an ACL selected by several filters
 //! is reported by each and removed once; the whole request is one atomic batch.
@@ -83,6 +84,15 @@ fn validate(creation: &AclCreation) -> Result<StandardAcl, (ResponseError, Strin
                 AclPermission::from_code(creation.permission_type).map_or("UNKNOWN", |p| p.name())
             ))
         })?;
+    // Kafka 4.0+ (KAFKA-18051): an ACL whose principal has no type matches no one, yet it
+    // would count as an ACL on its resource (allow.everyone.if.no.acl.found).
+    if !creation.principal.contains(':') {
+        return Err(invalid(format!(
+            "Could not parse principal from `{}` (no colon is present separating the principal \
+             type from the principal name)",
+            creation.principal
+        )));
+    }
     Ok(StandardAcl {
         resource_type,
         resource_name: creation.resource_name.to_string(),
@@ -507,6 +517,7 @@ mod tests {
             creation(2, "x", 3, "User:alice", 3, 1),
             creation(2, "orders", 3, "User:alice", 3, 3),
             creation(4, "kafka-cluster", 3, "User:bob", 9, 2),
+            creation(2, "orders", 3, "alice", 3, 3),
         ]);
         let result = create_acls(&AclsImage::default(), &request, &mut rng);
         let outcome: Vec<(i16, Option<String>)> = result
@@ -533,6 +544,7 @@ mod tests {
                 bad("Invalid permissionType ANY"),
                 (0, None),
                 (0, None),
+                bad("Could not parse principal from `alice` (no colon is present separating the principal type from the principal name)"),
             ]
         );
         assert_eq!(result.records.len(), 2, "the repeated ACL is written once");
