@@ -147,6 +147,58 @@ def test_console_consumer_prints_as_kafka(node):
     assert "Processed a total of 0 messages" in result.stderr
 
 
+def test_console_consumer_waits_for_its_topic_as_kafkas_consumer_does(node, start_node):
+    """Kafka's console consumer asks for its topic with auto-creation allowed and keeps polling
+    until it (and an assigned --partition) is there; --timeout-ms ends the wait as it ends any
+    poll without records: the TimeoutException line, 0 messages, exit 0."""
+    creating = start_node()
+    made = gregor("console-consumer", "--bootstrap-server", creating.bootstrap, "--topic", "ct-consumer-made",
+                  "--timeout-ms", "1500")
+    assert made.returncode == 0, made.stderr
+    assert "Processed a total of 0 messages" in made.stderr
+    assert "ct-consumer-made" in gregor("topics", "--bootstrap-server", creating.bootstrap, "--list").stdout
+
+    # This module's node has auto-creation off: the consumer waits for the topic.
+    for extra in ([], ["--partition", "0"]):
+        absent = gregor("console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-consumer-absent",
+                        "--timeout-ms", "1000", *extra)
+        assert absent.returncode == 0, absent.stderr
+        assert "org.apache.kafka.common.errors.TimeoutException" in absent.stderr, absent.stderr
+        assert "Processed a total of 0 messages" in absent.stderr
+    create(node, ("ct-consumer-two", 2))
+    ready(node, "ct-consumer-two", 2)
+    beyond = gregor("console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-consumer-two",
+                    "--partition", "7", "--timeout-ms", "1000")
+    assert beyond.returncode == 0, beyond.stderr
+    assert "Processed a total of 0 messages" in beyond.stderr
+
+    def metadata_requests():
+        return sum(float(line.rsplit(" ", 1)[1]) for line in node.metrics_text().splitlines()
+                   if line.startswith("kafka_network_requestmetrics_requests_total")
+                   and 'request="Metadata"' in line)
+
+    before = metadata_requests()
+    waiting = subprocess.Popen(
+        [str(gregor_bin()), "console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-consumer-later",
+         "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # The consumer is up and asking Metadata again before the topic exists.
+        wait_for("the consumer's Metadata retries", lambda: metadata_requests() >= before + 3)
+        assert waiting.poll() is None, waiting.communicate()
+        create(node, ("ct-consumer-later", 1))
+        ready(node, "ct-consumer-later", 1)
+        conn = RawConn(node.bootstrap)
+        assert produce(conn, "ct-consumer-later", 0, batch([(None, b"late", [], 1000)])).error_code == 0
+        conn.close()
+        out, err = waiting.communicate(timeout=60)
+    finally:
+        waiting.kill()
+    assert (waiting.returncode, out) == (0, "late\n"), err
+    assert "Processed a total of 1 messages" in err
+
+
 def test_get_offsets(node):
     create(node, ("ct-offsets", 2), ("ct-other", 1))
     ready(node, "ct-offsets", 2)

@@ -38,6 +38,16 @@ const CONSOLE_PRODUCER: &str = "console-producer";
 /// The producer's `max.block.ms` default.
 const DEFAULT_MAX_BLOCK_MS: u64 = 60_000;
 
+/// How a wait for a topic in Metadata ended.
+enum TopicWait {
+    /// The topic is there as the caller needs it.
+    Ready(Brokers),
+    /// The deadline passed first.
+    TimedOut,
+    /// Metadata answered an error that waiting does not cure.
+    Failed(i16),
+}
+
 /// Connections to the brokers of a cluster, opened when first needed.
 struct Brokers {
     bootstrap: String,
@@ -56,6 +66,34 @@ impl Brokers {
         client.set_client_id(client_id);
         let view = cluster_view(&mut client, topics, false).await?;
         Ok(Brokers::new(bootstrap, client_id, view))
+    }
+
+    /// Waits for `topic` as a Java client's first send or poll does: Metadata asked with
+    /// auto-creation allowed (so `auto.create.topics.enable` creates the topic), on one
+    /// connection, again every `METADATA_RETRY_BACKOFF` while the topic is unknown or leaderless,
+    /// until `ready` holds for what it shows or `deadline` (`None`: never) passes.
+    async fn wait_for_topic(
+        bootstrap: &str,
+        client_id: &str,
+        topic: &str,
+        deadline: Option<tokio::time::Instant>,
+        ready: impl Fn(&Brokers) -> bool,
+    ) -> Result<TopicWait, AdminError> {
+        let mut client = AdminClient::connect(bootstrap).await?;
+        client.set_client_id(client_id);
+        loop {
+            let view = cluster_view(&mut client, Some(&[topic.to_owned()]), true).await?;
+            let brokers = Brokers::new(bootstrap, client_id, view);
+            match brokers.view.topic_errors.get(topic) {
+                None if ready(&brokers) => return Ok(TopicWait::Ready(brokers)),
+                None | Some(&(UNKNOWN_TOPIC_OR_PARTITION | LEADER_NOT_AVAILABLE)) => {}
+                Some(code) => return Ok(TopicWait::Failed(*code)),
+            }
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                return Ok(TopicWait::TimedOut);
+            }
+            tokio::time::sleep(METADATA_RETRY_BACKOFF).await;
+        }
     }
 
     /// The brokers `view` shows, connections opened when first needed.
@@ -422,34 +460,31 @@ async fn produce_lines(
     // As Kafka's producer: Metadata may create the topic (auto.create.topics.enable), and the
     // first send waits up to max.block.ms for it to appear with its partitions.
     let metadata_deadline = tokio::time::Instant::now() + max_block;
-    let mut client = AdminClient::connect(bootstrap)
-        .await
-        .map_err(|e| e.to_string())?;
-    client.set_client_id(CONSOLE_PRODUCER);
-    let (mut brokers, partitions) = loop {
-        let view = cluster_view(&mut client, Some(&[topic.to_owned()]), true)
-            .await
-            .map_err(|e| e.to_string())?;
-        let brokers = Brokers::new(bootstrap, CONSOLE_PRODUCER, view);
-        let partitions = brokers.partitions(topic);
-        match brokers.view.topic_errors.get(topic) {
-            None if !partitions.is_empty() => break (brokers, partitions),
-            None | Some(&(UNKNOWN_TOPIC_OR_PARTITION | LEADER_NOT_AVAILABLE)) => {}
-            Some(code) => {
-                return Err(format!(
-                    "Topic {topic} not present in metadata: {}",
-                    super::kafka_message(*code, None)
-                ))
-            }
-        }
-        if tokio::time::Instant::now() >= metadata_deadline {
+    let waited = Brokers::wait_for_topic(
+        bootstrap,
+        CONSOLE_PRODUCER,
+        topic,
+        Some(metadata_deadline),
+        |brokers| !brokers.partitions(topic).is_empty(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut brokers = match waited {
+        TopicWait::Ready(brokers) => brokers,
+        TopicWait::TimedOut => {
             return Err(format!(
                 "Topic {topic} not present in metadata after {} ms.",
                 max_block.as_millis()
-            ));
+            ))
         }
-        tokio::time::sleep(METADATA_RETRY_BACKOFF).await;
+        TopicWait::Failed(code) => {
+            return Err(format!(
+                "Topic {topic} not present in metadata: {}",
+                super::kafka_message(code, None)
+            ))
+        }
     };
+    let partitions = brokers.partitions(topic);
     let mut next_unkeyed = 0usize;
     let mut failed = false;
     let mut line_number = 0u64;
@@ -792,22 +827,46 @@ async fn consume(
     processed: &mut u64,
 ) -> Result<(), String> {
     let topic = args.topic.as_str();
-    let mut brokers = Brokers::connect(
+    let started = Instant::now();
+    let timeout = args.timeout_ms.map(Duration::from_millis);
+    // Kafka's consumer (allow.auto.create.topics=true) asks for a topic it does not know with
+    // auto-creation allowed, and keeps polling until it is there, with its partitions; an
+    // assigned `--partition` the topic lacks is waited for the same way. Only --timeout-ms
+    // ends the wait.
+    let waited = Brokers::wait_for_topic(
         &args.bootstrap_server,
         "console-consumer",
-        Some(&[topic.to_owned()]),
+        topic,
+        timeout.map(|t| tokio::time::Instant::now() + t),
+        |brokers| {
+            let partitions = brokers.partitions(topic);
+            let wanted = match args.partition {
+                Some(p) => vec![p],
+                None => partitions.clone(),
+            };
+            !wanted.is_empty()
+                && wanted
+                    .iter()
+                    .all(|p| partitions.contains(p) && brokers.leader(topic, *p).is_some())
+        },
     )
     .await
     .map_err(|e| e.to_string())?;
-    if let Some(code) = brokers.view.topic_errors.get(topic) {
-        return Err(format!(
-            "Error processing message, terminating consumer process: {}",
-            super::kafka_message(*code, None)
-        ));
-    }
+    let mut brokers = match waited {
+        TopicWait::Ready(brokers) => brokers,
+        TopicWait::TimedOut => {
+            print_consumer_timeout();
+            return Ok(());
+        }
+        TopicWait::Failed(code) => {
+            return Err(format!(
+                "Error processing message, terminating consumer process: {}",
+                super::kafka_message(code, None)
+            ))
+        }
+    };
     let partitions = match args.partition {
-        Some(p) if brokers.partitions(topic).contains(&p) => vec![p],
-        Some(p) => return Err(format!("The partition {p} of topic {topic} does not exist")),
+        Some(p) => vec![p],
         None => brokers.partitions(topic),
     };
     let mut member = None;
@@ -824,16 +883,15 @@ async fn consume(
     let mut positions =
         start_positions(&mut brokers, member.as_mut(), topic, &positions_of, start).await?;
     let mut stdout = std::io::stdout().lock();
-    let mut last_message = Instant::now();
+    // The wait for the topic counts against the first poll's --timeout-ms.
+    let mut last_message = started;
     loop {
         if args.max_messages.is_some_and(|max| *processed >= max) {
             break;
         }
-        if let Some(timeout) = args.timeout_ms {
-            if last_message.elapsed() >= Duration::from_millis(timeout) {
-                eprintln!("[{}] ERROR Error processing message, terminating consumer process:  (org.apache.kafka.tools.consumer.ConsoleConsumer$)\norg.apache.kafka.common.errors.TimeoutException", now_text());
-                break;
-            }
+        if timeout.is_some_and(|t| last_message.elapsed() >= t) {
+            print_consumer_timeout();
+            break;
         }
         if let Some(m) = member.as_mut() {
             if let Some(assigned) = m
@@ -957,6 +1015,11 @@ async fn consume(
         m.close(&positions).await.map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// What kafka-console-consumer.sh prints when `--timeout-ms` passes without a record.
+fn print_consumer_timeout() {
+    eprintln!("[{}] ERROR Error processing message, terminating consumer process:  (org.apache.kafka.tools.consumer.ConsoleConsumer$)\norg.apache.kafka.common.errors.TimeoutException", now_text());
 }
 
 /// Where to start reading each partition: the group's committed offset, else `start` (an
