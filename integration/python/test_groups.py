@@ -456,10 +456,76 @@ def test_consumer_groups_tool(start_node):
         dry = tool("--reset-offsets", "--group", "grp-tool", "--all-topics", "--to-datetime", when, "--dry-run")
         assert [line.split()[3] for line in dry.stdout.splitlines()[2:]] == [offset, offset], dry.stderr
     removed = tool("--delete-offsets", "--group", "grp-tool", "--topic", "grp-tool:1")
-    assert removed.stdout.splitlines()[0] == "Request succeed for deleting offsets with topic grp-tool group grp-tool"
+    # Kafka 4.1's output (KAFKA PR 19610): the verdict, then TOPIC (15 wide or more), PARTITION
+    # (10) and STATUS (15).
+    assert removed.stdout == (
+        "Request succeeded for deleting offsets from group grp-tool.\n"
+        f"\n{'TOPIC':<15} {'PARTITION':<10} {'STATUS':<15}"
+        f"\n{'grp-tool':<15} {'1':<10} {'Successful':<15}\n"
+    ), removed.stdout
     assert tool("--delete", "--group", "grp-tool").stdout == "Deletion of requested consumer groups ('grp-tool') was successful.\n"
     missing = tool("--describe", "--group", "grp-tool")
     assert (missing.returncode, missing.stderr.strip()) == (1, "gregor: Error: Consumer group 'grp-tool' does not exist.")
+
+
+def test_consumer_groups_tool_on_a_new_node(start_node):
+    """On a node that creates topics on demand, as kafka-consumer-groups.sh: the first command
+    waits out the coordinator loading __consumer_offsets; topics are described without
+    creating them (an unknown one is a row or an error); `--topic T:p,p` names partitions for
+    --reset-offsets too; a --delete that fails for some groups reports both kinds."""
+    from conftest import gregor_bin
+
+    node = start_node({"group.initial.rebalance.delay.ms": "0"})
+
+    def tool(*args, command="consumer-groups"):
+        return subprocess.run(
+            [str(gregor_bin()), command, "--bootstrap-server", node.bootstrap, *args],
+            capture_output=True, text=True, timeout=60,
+        )
+
+    create(node, "grp-new", 3)
+    produce(node, "grp-new", 3, 6)
+    # The very first group request: the coordinator is still loading its partition
+    # (COORDINATOR_LOAD_IN_PROGRESS), which the tool retries as the Java admin client does.
+    first = tool("--reset-offsets", "--group", "grp-a", "--topic", "grp-new", "--to-earliest", "--execute")
+    assert first.returncode == 0, first.stderr
+    assert tool("--reset-offsets", "--group", "grp-b", "--topic", "grp-new", "--to-earliest",
+                "--execute").returncode == 0
+
+    reset = tool("--reset-offsets", "--group", "grp-a", "--topic", "grp-new:0,2", "--to-offset", "1", "--dry-run")
+    assert reset.returncode == 0, reset.stderr
+    assert [line.split() for line in reset.stdout.splitlines()[2:]] == [
+        ["grp-a", "grp-new", "0", "1"],
+        ["grp-a", "grp-new", "2", "1"],
+    ]
+    absent_partition = tool("--reset-offsets", "--group", "grp-a", "--topic", "grp-new:7", "--to-earliest")
+    assert absent_partition.returncode == 1
+    assert 'The partitions "grp-new-7" do not exist' in absent_partition.stderr, absent_partition.stderr
+    bad = tool("--reset-offsets", "--group", "grp-a", "--topic", "grp-new:x", "--to-earliest")
+    assert bad.returncode == 2
+    assert "Invalid partition 'x' specified in topic arg 'grp-new:x''" in bad.stderr, bad.stderr
+
+    unknown_reset = tool("--reset-offsets", "--group", "grp-a", "--topic", "grp-never-reset", "--to-earliest")
+    assert unknown_reset.returncode == 1
+    assert "This server does not host this topic-partition." in unknown_reset.stderr, unknown_reset.stderr
+    unknown_delete = tool("--delete-offsets", "--group", "grp-a", "--topic", "grp-never-deleted")
+    assert unknown_delete.returncode == 1
+    assert unknown_delete.stdout.splitlines()[3].split(maxsplit=2) == [
+        "grp-never-deleted", "-",
+        "Error: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
+        "This server does not host this topic-partition.",
+    ], unknown_delete.stdout
+    listed = tool("--list", command="topics").stdout.split()
+    assert "grp-never-reset" not in listed and "grp-never-deleted" not in listed, listed
+
+    deleted = tool("--delete", "--group", "grp-a", "--group", "grp-none", "--group", "grp-b")
+    assert deleted.returncode == 1
+    assert deleted.stdout == (
+        "\nError: Deletion of some consumer groups failed:\n"
+        "* Group 'grp-none' could not be deleted due to: "
+        "org.apache.kafka.common.errors.GroupIdNotFoundException: The group id does not exist.\n"
+        "\nThese consumer groups were deleted successfully: 'grp-a', 'grp-b'\n"
+    ), deleted.stdout
 
 
 def test_configs_lists_live_groups_with_the_configured_ones(start_node):

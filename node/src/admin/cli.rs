@@ -395,7 +395,8 @@ pub struct ConsumerGroupsArgs {
     /// With --describe --members: each member's assignment.
     #[arg(long)]
     pub verbose: bool,
-    /// The topic(s) of --reset-offsets (`T`) or --delete-offsets (`T` or `T:p,p`).
+    /// The topic(s) of --reset-offsets or --delete-offsets: `T`, or `T:p,p` for some of its
+    /// partitions.
     #[arg(long)]
     pub topic: Vec<String>,
     /// --reset-offsets of every topic the group has offsets for.
@@ -423,6 +424,22 @@ pub struct ConsumerGroupsArgs {
     /// Commit the new offsets.
     #[arg(long)]
     pub execute: bool,
+    /// How long each request is retried while the group's coordinator is loading or moving (ms).
+    #[arg(long, value_name = "MS", default_value_t = super::consumer_groups::DEFAULT_TIMEOUT_MS)]
+    pub timeout: u64,
+}
+
+/// The `--topic` values of kafka-consumer-groups.sh (`T` or `T:p,p`); one it cannot read is a
+/// usage error, as Kafka's IllegalArgumentException is.
+fn topic_args(topics: &[String]) -> Vec<super::consumer_groups::TopicArg> {
+    topics
+        .iter()
+        .map(|topic| {
+            super::consumer_groups::parse_topic_arg(topic).unwrap_or_else(|message| {
+                usage_exit::<ConsumerGroupsArgs>("consumer-groups", &message)
+            })
+        })
+        .collect()
 }
 
 /// Runs `gregor consumer-groups`; `Err` is the message for stderr.
@@ -489,25 +506,12 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
         }
         GroupsAction::Reset {
             group: one_group("reset-offsets")?,
-            topics: (!args.all_topics).then(|| args.topic.clone()),
+            topics: (!args.all_topics).then(|| topic_args(&args.topic)),
             spec,
             execute: args.execute,
         }
     } else if args.delete_offsets {
-        let mut topics = Vec::new();
-        for topic in &args.topic {
-            match topic.split_once(':') {
-                None => topics.push((topic.clone(), None)),
-                Some((name, list)) => {
-                    let partitions = list
-                        .split(',')
-                        .map(|p| p.trim().parse::<i32>())
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|_| format!("Invalid partitions in --topic {topic}"))?;
-                    topics.push((name.to_owned(), Some(partitions)));
-                }
-            }
-        }
+        let topics = topic_args(&args.topic);
         if topics.is_empty() {
             return Err("Option [delete-offsets] takes the following options: [topic]".into());
         }
@@ -521,6 +525,7 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
     let mut out = String::new();
     let result = block_on(super::consumer_groups::run(
         &args.bootstrap_server,
+        std::time::Duration::from_millis(args.timeout),
         &action,
         &mut out,
     ))?;

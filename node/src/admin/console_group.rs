@@ -32,6 +32,8 @@ const REBALANCE_IN_PROGRESS: i16 = 27;
 const MEMBER_ID_REQUIRED: i16 = 79;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+/// How long the group's coordinator is looked for (the consumer's `default.api.timeout.ms`).
+const COORDINATOR_WAIT: Duration = Duration::from_secs(60);
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
@@ -100,7 +102,12 @@ impl GroupMember {
         topic: &str,
         partitions: &[i32],
     ) -> Result<(Self, Vec<i32>), AdminError> {
-        let client = coordinator(bootstrap, group).await?;
+        let client = coordinator(
+            bootstrap,
+            group,
+            tokio::time::Instant::now() + COORDINATOR_WAIT,
+        )
+        .await?;
         let mut member = GroupMember {
             client,
             group: group.to_owned(),

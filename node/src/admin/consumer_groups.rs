@@ -4,8 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use bytes::Buf;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -20,8 +22,10 @@ use kafka_protocol::messages::{
     ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetDeleteRequest, OffsetFetchRequest, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
+use tokio::time::Instant;
 
+use super::records::{cluster_view, exception_text};
 use super::{check, java_message, AdminClient, AdminError};
 
 /// What to do.
@@ -37,19 +41,42 @@ pub enum GroupsAction {
     Describe { group: String, view: View },
     /// `--delete --group G...`.
     Delete { groups: Vec<String> },
-    /// `--reset-offsets --group G (--topic T | --all-topics) <spec> (--dry-run | --execute)`.
+    /// `--reset-offsets --group G (--topic T[:p,p]... | --all-topics) <spec> (--dry-run | --execute)`.
     Reset {
         group: String,
         /// `None`: every topic the group has offsets for.
-        topics: Option<Vec<String>>,
+        topics: Option<Vec<TopicArg>>,
         spec: ResetSpec,
         execute: bool,
     },
     /// `--delete-offsets --group G --topic T[:p,p]...`.
     DeleteOffsets {
         group: String,
-        topics: Vec<(String, Option<Vec<i32>>)>,
+        topics: Vec<TopicArg>,
     },
+}
+
+/// A `--topic` value: `T` (every partition) or `T:p,p`.
+pub type TopicArg = (String, Option<Vec<i32>>);
+
+/// Reads a `--topic` value as Kafka's parseTopicsWithPartitions does, with its messages.
+pub fn parse_topic_arg(arg: &str) -> Result<TopicArg, String> {
+    let Some((topic, partitions)) = arg.split_once(':') else {
+        return Ok((arg.to_owned(), None));
+    };
+    if partitions.contains(':') || partitions.is_empty() {
+        return Err(format!(
+            "Invalid topic arg '{arg}', expected topic name and partitions"
+        ));
+    }
+    let partitions = partitions
+        .split(',')
+        .map(|p| {
+            p.parse::<i32>()
+                .map_err(|_| format!("Invalid partition '{p}' specified in topic arg '{arg}''"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((topic.to_owned(), Some(partitions)))
 }
 
 /// `--describe` views.
@@ -118,8 +145,32 @@ fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 
-/// Connects to the coordinator of `group` (FindCoordinator through `bootstrap`).
-pub(super) async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminClient, AdminError> {
+/// Coordinator errors the Java admin client retries until its timeout: the coordinator is
+/// loading the group's partition, or it is not (yet, or any longer) the group's coordinator,
+/// which sends the client back to FindCoordinator.
+const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
+/// The admin client's `retry.backoff.ms`.
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// kafka-consumer-groups.sh's `--timeout` default.
+pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+
+fn retriable(code: i16) -> bool {
+    matches!(
+        code,
+        COORDINATOR_LOAD_IN_PROGRESS | COORDINATOR_NOT_AVAILABLE | NOT_COORDINATOR
+    )
+}
+
+/// Connects to the coordinator of `group` (FindCoordinator through `bootstrap`), asking again
+/// until `deadline` while there is none yet: a new cluster creates __consumer_offsets on the
+/// first request.
+pub(super) async fn coordinator(
+    bootstrap: &str,
+    group: &str,
+    deadline: Instant,
+) -> Result<AdminClient, AdminError> {
     let mut client = AdminClient::connect(bootstrap).await?;
     let version = client.version_of::<FindCoordinatorRequest>().unwrap_or(0);
     let request = if version >= 4 {
@@ -127,9 +178,7 @@ pub(super) async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminCli
     } else {
         FindCoordinatorRequest::default().with_key(text(group))
     };
-    // A new cluster creates __consumer_offsets on the first request: retry while it is
-    // COORDINATOR_NOT_AVAILABLE or loading, for up to about ten seconds.
-    for _ in 0..100 {
+    loop {
         let (version, response) = client.send(&request).await?;
         let (code, message, host, port) = if version >= 4 {
             let Some(c) = response.coordinators.first() else {
@@ -151,16 +200,59 @@ pub(super) async fn coordinator(bootstrap: &str, group: &str) -> Result<AdminCli
                 response.port,
             )
         };
-        match code {
-            0 => return AdminClient::connect(&format!("{host}:{port}")).await,
-            15 | 14 => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-            _ => check(code, message.as_ref())?,
+        if code == 0 {
+            return AdminClient::connect(&format!("{host}:{port}")).await;
+        }
+        if !retriable(code) || Instant::now() + RETRY_BACKOFF >= deadline {
+            return Err(AdminError::Broker {
+                code,
+                message: message.map(|m| m.to_string()),
+            });
+        }
+        tokio::time::sleep(RETRY_BACKOFF).await;
+    }
+}
+
+/// A connection to a group's coordinator whose requests are retried, as the Java admin client
+/// retries them within the tool's `--timeout`, while the coordinator is loading or has moved.
+struct GroupCoordinator {
+    bootstrap: String,
+    group: String,
+    timeout: Duration,
+    client: AdminClient,
+}
+
+impl GroupCoordinator {
+    async fn find(bootstrap: &str, group: &str, timeout: Duration) -> Result<Self, AdminError> {
+        let client = coordinator(bootstrap, group, Instant::now() + timeout).await?;
+        Ok(GroupCoordinator {
+            bootstrap: bootstrap.to_owned(),
+            group: group.to_owned(),
+            timeout,
+            client,
+        })
+    }
+
+    /// Sends `request`, again while the coordinator error `error_of` finds in the answer is
+    /// retriable and the timeout has not passed; the last answer is the caller's to judge.
+    async fn send<R: Request>(
+        &mut self,
+        request: &R,
+        error_of: impl Fn(i16, &R::Response) -> i16,
+    ) -> Result<(i16, R::Response), AdminError> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let (version, response) = self.client.send(request).await?;
+            let code = error_of(version, &response);
+            if !retriable(code) || Instant::now() + RETRY_BACKOFF >= deadline {
+                return Ok((version, response));
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+            if code != COORDINATOR_LOAD_IN_PROGRESS {
+                self.client = coordinator(&self.bootstrap, &self.group, deadline).await?;
+            }
         }
     }
-    Err(AdminError::Broker {
-        code: 15,
-        message: None,
-    })
 }
 
 /// A group as the describe views print it, from DescribeGroups or ConsumerGroupDescribe.
@@ -178,9 +270,16 @@ struct DescribedMember {
     assigned: Vec<(String, i32)>,
 }
 
-async fn describe_group(client: &mut AdminClient, group: &str) -> Result<Described, AdminError> {
+async fn describe_group(
+    client: &mut GroupCoordinator,
+    group: &str,
+) -> Result<Described, AdminError> {
     let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
-    let (_, response) = client.send(&request).await?;
+    let (_, response) = client
+        .send(&request, |_, r| {
+            r.groups.first().map_or(0, |g| g.error_code)
+        })
+        .await?;
     let described = response
         .groups
         .into_iter()
@@ -217,10 +316,11 @@ fn classic(described: DescribedGroup) -> Described {
 /// ConsumerGroupDescribe of a KIP-848 group; `None` when the node has not the API or the group
 /// is not a consumer group.
 async fn describe_consumer_group(
-    client: &mut AdminClient,
+    client: &mut GroupCoordinator,
     group: &str,
 ) -> Result<Option<Described>, AdminError> {
     if client
+        .client
         .version_of::<ConsumerGroupDescribeRequest>()
         .is_none()
     {
@@ -228,7 +328,11 @@ async fn describe_consumer_group(
     }
     let request =
         ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(text(group))]);
-    let (_, response) = client.send(&request).await?;
+    let (_, response) = client
+        .send(&request, |_, r| {
+            r.groups.first().map_or(0, |g| g.error_code)
+        })
+        .await?;
     let Some(described) = response.groups.into_iter().next() else {
         return Ok(None);
     };
@@ -263,10 +367,13 @@ async fn describe_consumer_group(
 
 /// The group's committed offsets: (topic, partition) → offset.
 async fn committed(
-    client: &mut AdminClient,
+    client: &mut GroupCoordinator,
     group: &str,
 ) -> Result<BTreeMap<(String, i32), i64>, AdminError> {
-    let version = client.version_of::<OffsetFetchRequest>().unwrap_or(1);
+    let version = client
+        .client
+        .version_of::<OffsetFetchRequest>()
+        .unwrap_or(1);
     let mut request = OffsetFetchRequest::default();
     if version >= 8 {
         request.groups = vec![
@@ -278,7 +385,15 @@ async fn committed(
         request.group_id = GroupId(text(group));
         request.topics = None;
     }
-    let (version, response) = client.send(&request).await?;
+    let (version, response) = client
+        .send(&request, |version, r| {
+            if version >= 8 {
+                r.groups.first().map_or(0, |g| g.error_code)
+            } else {
+                r.error_code
+            }
+        })
+        .await?;
     let mut out = BTreeMap::new();
     if version >= 8 {
         for g in response.groups {
@@ -315,36 +430,17 @@ async fn log_offsets(
     for (t, p) in partitions {
         topics.entry(t.as_str()).or_default().push(*p);
     }
-    let metadata = MetadataRequest::default().with_topics(Some(
-        topics
-            .keys()
-            .map(|t| {
-                kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                    .with_name(Some(TopicName(text(t))))
-            })
-            .collect(),
-    ));
-    let (_, metadata) = client.send(&metadata).await?;
-    let brokers: BTreeMap<i32, String> = metadata
-        .brokers
-        .iter()
-        .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
-        .collect();
+    // Metadata that may not create a topic, as the admin client's.
+    let names: Vec<String> = topics.keys().map(|t| (*t).to_owned()).collect();
+    let view = cluster_view(&mut client, Some(&names), false).await?;
+    let brokers = view.brokers;
     let mut by_leader: BTreeMap<i32, Vec<(String, i32)>> = BTreeMap::new();
-    for topic in &metadata.topics {
-        let Some(name) = topic.name.as_ref() else {
-            continue;
-        };
-        for p in &topic.partitions {
-            if topics
-                .get(name.as_str())
-                .is_some_and(|wanted| wanted.contains(&p.partition_index))
-            {
-                by_leader
-                    .entry(p.leader_id.0)
-                    .or_default()
-                    .push((name.to_string(), p.partition_index));
-            }
+    for ((name, partition), leader) in view.leaders {
+        if topics
+            .get(name.as_str())
+            .is_some_and(|wanted| wanted.contains(&partition))
+        {
+            by_leader.entry(leader).or_default().push((name, partition));
         }
     }
     let mut out = BTreeMap::new();
@@ -422,36 +518,82 @@ pub(super) fn assigned_partitions(assignment: &[u8]) -> Vec<(String, i32)> {
     read(assignment).unwrap_or_default()
 }
 
-/// The Java exception kafka-consumer-groups.sh prints for a group error code.
+/// Kafka's `Errors` texts of the group error codes (the broker sends none with them).
+fn group_error_message(code: i16) -> Option<&'static str> {
+    Some(match code {
+        24 => "The configured groupId is invalid.",
+        30 => "Group authorization failed.",
+        68 => "The group is not empty.",
+        69 => "The group id does not exist.",
+        86 => "Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.",
+        _ => return None,
+    })
+}
+
+/// The Java exception kafka-consumer-groups.sh prints for an error code (its `toString()`).
 fn group_exception(code: i16) -> String {
-    match code {
-        68 => "org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty.".into(),
-        69 => "org.apache.kafka.common.errors.GroupIdNotFoundException: The group id does not exist.".into(),
-        86 => "org.apache.kafka.common.errors.GroupSubscribedToTopicException: Deleting offsets of a topic is forbidden while the consumer group is actively subscribed to it.".into(),
-        other => java_message(other, None),
+    let class = match code {
+        24 => "InvalidGroupIdException",
+        30 => "GroupAuthorizationException",
+        68 => "GroupNotEmptyException",
+        69 => "GroupIdNotFoundException",
+        86 => "GroupSubscribedToTopicException",
+        _ => return exception_text(code),
+    };
+    let message = group_error_message(code).unwrap_or_default();
+    format!("org.apache.kafka.common.errors.{class}: {message}")
+}
+
+/// The name of Kafka's `Errors` constant of `code` (`COORDINATOR_NOT_AVAILABLE`).
+fn errors_name(code: i16) -> String {
+    let Some(error) = ResponseError::try_from_code(code) else {
+        return "UNKNOWN_SERVER_ERROR".to_owned();
+    };
+    let mut name = String::new();
+    for (i, c) in format!("{error:?}").chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.push(c.to_ascii_uppercase());
     }
+    name
 }
 
 fn dash_or<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
-/// Runs `action` against `bootstrap`, writing what kafka-consumer-groups.sh prints to `out`.
-pub async fn run(bootstrap: &str, action: &GroupsAction, out: &mut String) -> Result<(), String> {
+/// Runs `action` against `bootstrap`, writing what kafka-consumer-groups.sh prints to `out`;
+/// `timeout` bounds the retries of each request, as `--timeout` bounds each admin call.
+pub async fn run(
+    bootstrap: &str,
+    timeout: Duration,
+    action: &GroupsAction,
+    out: &mut String,
+) -> Result<(), String> {
     let result = match action {
         GroupsAction::List { states, types } => {
-            list(bootstrap, states.as_ref(), types.as_ref(), out).await
+            list(bootstrap, timeout, states.as_ref(), types.as_ref(), out).await
         }
-        GroupsAction::Describe { group, view } => describe(bootstrap, group, *view, out).await,
-        GroupsAction::Delete { groups } => delete(bootstrap, groups, out).await,
+        GroupsAction::Describe { group, view } => {
+            describe(bootstrap, timeout, group, *view, out).await
+        }
+        GroupsAction::Delete { groups } => delete(bootstrap, timeout, groups, out).await,
         GroupsAction::Reset {
             group,
             topics,
             spec,
             execute,
-        } => reset(bootstrap, group, topics.as_deref(), *spec, *execute, out).await,
+        } => {
+            let target = ResetTarget {
+                topics: topics.as_deref(),
+                spec: *spec,
+                execute: *execute,
+            };
+            reset(bootstrap, timeout, group, target, out).await
+        }
         GroupsAction::DeleteOffsets { group, topics } => {
-            delete_offsets(bootstrap, group, topics, out).await
+            delete_offsets(bootstrap, timeout, group, topics, out).await
         }
     };
     result.map_err(|e| match e {
@@ -501,6 +643,7 @@ fn filter_values(
 
 async fn list(
     bootstrap: &str,
+    timeout: Duration,
     states: Option<&Option<String>>,
     types: Option<&Option<String>>,
     out: &mut String,
@@ -530,7 +673,16 @@ async fn list(
     for broker in &metadata.brokers {
         let mut broker_client =
             AdminClient::connect(&format!("{}:{}", broker.host, broker.port)).await?;
-        let (_, response) = broker_client.send(&request).await?;
+        // A broker loading a group partition answers COORDINATOR_LOAD_IN_PROGRESS, which the
+        // Java admin client retries.
+        let deadline = Instant::now() + timeout;
+        let response = loop {
+            let (_, response) = broker_client.send(&request).await?;
+            if !retriable(response.error_code) || Instant::now() + RETRY_BACKOFF >= deadline {
+                break response;
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        };
         check(response.error_code, None)?;
         for g in response.groups {
             let group_type = match g.group_type.to_ascii_lowercase().as_str() {
@@ -572,11 +724,12 @@ async fn list(
 
 async fn describe(
     bootstrap: &str,
+    timeout: Duration,
     group: &str,
     view: View,
     out: &mut String,
 ) -> Result<(), AdminError> {
-    let mut client = coordinator(bootstrap, group).await?;
+    let mut client = GroupCoordinator::find(bootstrap, group, timeout).await?;
     let described = describe_group(&mut client, group).await?;
     let state = described.state.clone();
     if state == "Dead" {
@@ -588,6 +741,7 @@ async fn describe(
     match view {
         View::State => {
             let (_, metadata) = client
+                .client
                 .send(&MetadataRequest::default().with_topics(Some(Vec::new())))
                 .await?;
             let coordinator = metadata
@@ -762,33 +916,45 @@ async fn describe(
     Ok(())
 }
 
-async fn delete(bootstrap: &str, groups: &[String], out: &mut String) -> Result<(), AdminError> {
+async fn delete(
+    bootstrap: &str,
+    timeout: Duration,
+    groups: &[String],
+    out: &mut String,
+) -> Result<(), AdminError> {
+    let mut deleted = Vec::new();
     let mut failed = Vec::new();
     for group in groups {
-        let mut client = coordinator(bootstrap, group).await?;
-        let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(group))]);
-        let (_, response) = client.send(&request).await?;
-        for result in response.results {
-            if result.error_code != 0 {
-                failed.push((result.group_id.0.to_string(), result.error_code));
-            }
+        match delete_group(bootstrap, timeout, group).await {
+            Ok(()) => deleted.push(format!("'{group}'")),
+            Err(error) => failed.push((group, error)),
         }
     }
     if failed.is_empty() {
-        let names: Vec<String> = groups.iter().map(|g| format!("'{g}'")).collect();
         let _ = writeln!(
             out,
             "Deletion of requested consumer groups ({}) was successful.",
-            names.join(", ")
+            deleted.join(", ")
         );
         return Ok(());
     }
-    let _ = writeln!(out, "Deletion of some consumer groups failed:");
-    for (group, code) in &failed {
+    // As kafka-consumer-groups.sh, all on stdout: the failures, then the groups deleted.
+    let _ = writeln!(out, "\nError: Deletion of some consumer groups failed:");
+    for (group, error) in &failed {
+        let cause = match error {
+            AdminError::Broker { code, .. } => group_exception(*code),
+            other => other.to_string(),
+        };
         let _ = writeln!(
             out,
-            "* Group '{group}' could not be deleted due to: {}",
-            group_exception(*code)
+            "* Group '{group}' could not be deleted due to: {cause}"
+        );
+    }
+    if !deleted.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThese consumer groups were deleted successfully: {}",
+            deleted.join(", ")
         );
     }
     Err(AdminError::Io(format!(
@@ -797,15 +963,101 @@ async fn delete(bootstrap: &str, groups: &[String], out: &mut String) -> Result<
     )))
 }
 
-async fn reset(
-    bootstrap: &str,
-    group: &str,
-    topics: Option<&[String]>,
+async fn delete_group(bootstrap: &str, timeout: Duration, group: &str) -> Result<(), AdminError> {
+    let mut client = GroupCoordinator::find(bootstrap, group, timeout).await?;
+    let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(group))]);
+    let (_, response) = client
+        .send(&request, |_, r| {
+            r.results.first().map_or(0, |g| g.error_code)
+        })
+        .await?;
+    for result in &response.results {
+        check(result.error_code, None)?;
+    }
+    Ok(())
+}
+
+/// What `--reset-offsets` resets, and where to.
+struct ResetTarget<'a> {
+    /// `None`: every partition the group has an offset for.
+    topics: Option<&'a [TopicArg]>,
     spec: ResetSpec,
     execute: bool,
+}
+
+/// Kafka's parseTopicPartitionsToReset and checkAllTopicPartitionsValid: the partitions named
+/// by `T:p,p` and every partition of each plain `T`, all of which must exist (Metadata that
+/// may not create a topic, as the admin client's describeTopics) and have a leader.
+async fn partitions_to_reset(
+    bootstrap: &str,
+    topics: &[TopicArg],
+) -> Result<Vec<(String, i32)>, AdminError> {
+    let mut client = AdminClient::connect(bootstrap).await?;
+    let mut names: Vec<String> = topics.iter().map(|(t, _)| t.clone()).collect();
+    names.sort();
+    names.dedup();
+    let view = cluster_view(&mut client, Some(&names), false).await?;
+    if let Some((_, code)) = view.topic_errors.iter().next() {
+        return Err(AdminError::Broker {
+            code: *code,
+            message: None,
+        });
+    }
+    let mut partitions = Vec::new();
+    for (topic, wanted) in topics {
+        match wanted {
+            Some(wanted) => partitions.extend(wanted.iter().map(|p| (topic.clone(), *p))),
+            None => partitions.extend(view.leaders.keys().filter(|(t, _)| t == topic).cloned()),
+        }
+    }
+    partitions.sort();
+    partitions.dedup();
+    let listed = |tps: Vec<&(String, i32)>| {
+        let tps: Vec<String> = tps.iter().map(|(t, p)| format!("{t}-{p}")).collect();
+        tps.join(",")
+    };
+    let missing: Vec<&(String, i32)> = partitions
+        .iter()
+        .filter(|tp| !view.leaders.contains_key(*tp))
+        .collect();
+    if !missing.is_empty() {
+        return Err(AdminError::Broker {
+            code: 3,
+            message: Some(format!(
+                "The partitions \"{}\" do not exist",
+                listed(missing)
+            )),
+        });
+    }
+    let leaderless: Vec<&(String, i32)> = partitions
+        .iter()
+        .filter(|tp| view.leaders.get(*tp).is_some_and(|l| *l < 0))
+        .collect();
+    if !leaderless.is_empty() {
+        return Err(AdminError::Broker {
+            code: 5,
+            message: Some(format!(
+                "The partitions \"{}\" have no leader",
+                listed(leaderless)
+            )),
+        });
+    }
+    Ok(partitions)
+}
+
+async fn reset(
+    bootstrap: &str,
+    timeout: Duration,
+    group: &str,
+    target: ResetTarget<'_>,
     out: &mut String,
 ) -> Result<(), AdminError> {
-    let mut client = coordinator(bootstrap, group).await?;
+    let ResetTarget {
+        topics,
+        spec,
+        execute,
+    } = target;
+    let mut client = GroupCoordinator::find(bootstrap, group, timeout).await?;
     let described = describe_group(&mut client, group).await?;
     let state = described.state.clone();
     if state != "Empty" && state != "Dead" {
@@ -816,29 +1068,7 @@ async fn reset(
     let current = committed(&mut client, group).await?;
     let partitions: Vec<(String, i32)> = match topics {
         None => current.keys().cloned().collect(),
-        Some(topics) => {
-            let mut meta_client = AdminClient::connect(bootstrap).await?;
-            let request = MetadataRequest::default().with_topics(Some(
-                topics
-                    .iter()
-                    .map(|t| {
-                        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                            .with_name(Some(TopicName(text(t))))
-                    })
-                    .collect(),
-            ));
-            let (_, metadata) = meta_client.send(&request).await?;
-            let mut out = Vec::new();
-            for topic in metadata.topics {
-                check(topic.error_code, None)?;
-                let name = topic.name.map(|n| n.to_string()).unwrap_or_default();
-                for p in topic.partitions {
-                    out.push((name.clone(), p.partition_index));
-                }
-            }
-            out.sort();
-            out
-        }
+        Some(topics) => partitions_to_reset(bootstrap, topics).await?,
     };
     let earliest = log_offsets(bootstrap, &partitions, -2).await?;
     let latest = log_offsets(bootstrap, &partitions, -1).await?;
@@ -890,7 +1120,16 @@ async fn reset(
                     })
                     .collect(),
             );
-        let (_, response) = client.send(&request).await?;
+        let (_, response) = client
+            .send(&request, |_, r| {
+                r.topics
+                    .iter()
+                    .flat_map(|t| &t.partitions)
+                    .map(|p| p.error_code)
+                    .find(|code| *code != 0)
+                    .unwrap_or(0)
+            })
+            .await?;
         for t in &response.topics {
             for p in &t.partitions {
                 check(p.error_code, None)?;
@@ -917,41 +1156,46 @@ async fn reset(
 
 async fn delete_offsets(
     bootstrap: &str,
+    timeout: Duration,
     group: &str,
-    topics: &[(String, Option<Vec<i32>>)],
+    topics: &[TopicArg],
     out: &mut String,
 ) -> Result<(), AdminError> {
-    let mut client = coordinator(bootstrap, group).await?;
-    let mut asked: Vec<(String, Vec<i32>)> = Vec::new();
-    let whole: Vec<&String> = topics
+    // Each row: (topic, partition, or -1 for a topic that could not be described) → its error.
+    let mut rows: BTreeMap<(String, i32), Option<String>> = BTreeMap::new();
+    let mut asked: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (topic, partitions) in topics {
+        if let Some(partitions) = partitions {
+            asked
+                .entry(topic.clone())
+                .or_default()
+                .extend(partitions.iter().copied());
+        }
+    }
+    // The partitions of the topics named without any: Metadata that may not create a topic,
+    // as the admin client's describeTopics.
+    let mut whole: Vec<String> = topics
         .iter()
         .filter(|(_, p)| p.is_none())
-        .map(|(t, _)| t)
+        .map(|(t, _)| t.clone())
         .collect();
+    whole.sort();
+    whole.dedup();
     if !whole.is_empty() {
-        let request = MetadataRequest::default().with_topics(Some(
-            whole
-                .iter()
-                .map(|t| {
-                    kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-                        .with_name(Some(TopicName(text(t))))
-                })
-                .collect(),
-        ));
-        let (_, metadata) = client.send(&request).await?;
-        for topic in metadata.topics {
-            let name = topic.name.map(|n| n.to_string()).unwrap_or_default();
-            asked.push((
-                name,
-                topic.partitions.iter().map(|p| p.partition_index).collect(),
-            ));
+        let mut client = AdminClient::connect(bootstrap).await?;
+        let view = cluster_view(&mut client, Some(&whole), false).await?;
+        for (topic, code) in &view.topic_errors {
+            rows.insert((topic.clone(), -1), Some(exception_text(*code)));
+        }
+        for (topic, partition) in view.leaders.keys() {
+            asked.entry(topic.clone()).or_default().push(*partition);
         }
     }
-    for (t, ps) in topics {
-        if let Some(ps) = ps {
-            asked.push((t.clone(), ps.clone()));
-        }
+    for partitions in asked.values_mut() {
+        partitions.sort_unstable();
+        partitions.dedup();
     }
+    let mut client = GroupCoordinator::find(bootstrap, group, timeout).await?;
     let request = OffsetDeleteRequest::default()
         .with_group_id(GroupId(text(group)))
         .with_topics(
@@ -970,53 +1214,83 @@ async fn delete_offsets(
                 })
                 .collect(),
         );
-    let (_, response) = client.send(&request).await?;
-    if response.error_code != 0 {
-        return Err(AdminError::Io(group_exception(response.error_code)));
-    }
-    let failed = response
-        .topics
-        .iter()
-        .flat_map(|t| t.partitions.iter())
-        .any(|p| p.error_code != 0);
-    let names: Vec<&str> = asked.iter().map(|(t, _)| t.as_str()).collect();
-    if failed {
-        let _ = writeln!(
-            out,
-            "Request failed for deleting offsets with topic {} group {group}",
-            names.join(",")
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "Request succeed for deleting offsets with topic {} group {group}",
-            names.join(",")
-        );
-    }
-    let t = asked
-        .iter()
-        .map(|(t, _)| t.len())
-        .max()
-        .unwrap_or(0)
-        .max(15);
-    let _ = writeln!(out, "\n{:<t$} {:<10} STATUS", "TOPIC", "PARTITION");
-    for topic in &response.topics {
-        for p in &topic.partitions {
-            let status = if p.error_code == 0 {
-                "Successful".to_owned()
+    let (_, response) = client.send(&request, |_, r| r.error_code).await?;
+    // A group-level error fails every partition; otherwise the first partition error is the
+    // request's (the admin client's `all()`).
+    let mut top_level = response.error_code;
+    for (topic, partitions) in &asked {
+        for partition in partitions {
+            let code = if response.error_code != 0 {
+                response.error_code
             } else {
-                format!("Error: {}", group_exception(p.error_code))
+                response
+                    .topics
+                    .iter()
+                    .filter(|t| t.name.as_str() == topic)
+                    .flat_map(|t| &t.partitions)
+                    .find(|p| p.partition_index == *partition)
+                    .map_or(0, |p| p.error_code)
             };
-            let _ = writeln!(
-                out,
-                "{:<t$} {:<10} {}",
-                topic.name.as_str(),
-                p.partition_index,
-                status
+            if top_level == 0 {
+                top_level = code;
+            }
+            rows.insert(
+                (topic.clone(), *partition),
+                (code != 0).then(|| group_exception(code)),
             );
         }
     }
-    if failed {
+    match top_level {
+        0 => {
+            let _ = writeln!(
+                out,
+                "Request succeeded for deleting offsets from group {group}."
+            );
+        }
+        24 | 30 | 68 | 69 => {
+            let _ = writeln!(
+                out,
+                "\nError: {}",
+                group_error_message(top_level).unwrap_or_default()
+            );
+        }
+        86 | 29 | 3 => {
+            let _ = writeln!(
+                out,
+                "\nError: Encountered some partition-level error, see the follow-up details."
+            );
+        }
+        code => {
+            let _ = writeln!(
+                out,
+                "\nError: Encountered some unknown error: {}",
+                errors_name(code)
+            );
+        }
+    }
+    // Kafka's rows: sorted by topic and partition as one string, the partition of a topic
+    // that could not be described shown as "-".
+    let mut sorted: Vec<(&(String, i32), &Option<String>)> = rows.iter().collect();
+    sorted.sort_by_key(|((topic, partition), _)| format!("{topic}{partition}"));
+    let t = rows.keys().map(|(t, _)| t.len()).max().unwrap_or(0).max(15);
+    let _ = write!(
+        out,
+        "\n{:<t$} {:<10} {:<15}",
+        "TOPIC", "PARTITION", "STATUS"
+    );
+    for ((topic, partition), error) in sorted {
+        let partition = if *partition >= 0 {
+            partition.to_string()
+        } else {
+            "-".to_owned()
+        };
+        let status = error
+            .as_ref()
+            .map_or_else(|| "Successful".to_owned(), |e| format!("Error: {e}"));
+        let _ = write!(out, "\n{topic:<t$} {partition:<10} {status:<15}");
+    }
+    let _ = writeln!(out);
+    if rows.values().any(Option::is_some) {
         return Err(AdminError::Io("some offsets could not be deleted".into()));
     }
     Ok(())
@@ -1044,6 +1318,37 @@ mod tests {
         );
         assert_eq!(parse_datetime("2024-13-01T00:00:00"), None);
         assert_eq!(parse_datetime("yesterday"), None);
+    }
+
+    #[test]
+    fn topic_args_are_read_as_kafka_reads_them() {
+        assert_eq!(parse_topic_arg("t"), Ok(("t".to_owned(), None)));
+        assert_eq!(
+            parse_topic_arg("t:0,2"),
+            Ok(("t".to_owned(), Some(vec![0, 2])))
+        );
+        assert_eq!(
+            parse_topic_arg("t:0,x"),
+            Err("Invalid partition 'x' specified in topic arg 't:0,x''".to_owned())
+        );
+        for bad in ["t:", "t:0:1"] {
+            assert_eq!(
+                parse_topic_arg(bad),
+                Err(format!(
+                    "Invalid topic arg '{bad}', expected topic name and partitions"
+                ))
+            );
+        }
+    }
+
+    #[test]
+    fn errors_are_named_as_kafkas_errors_enum() {
+        assert_eq!(errors_name(15), "COORDINATOR_NOT_AVAILABLE");
+        assert_eq!(errors_name(17), "INVALID_TOPIC_EXCEPTION");
+        assert_eq!(
+            group_exception(3),
+            "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server does not host this topic-partition."
+        );
     }
 
     #[test]
