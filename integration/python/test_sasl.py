@@ -12,6 +12,7 @@ import re
 import shutil
 import struct
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -245,6 +246,27 @@ def test_the_exchange_follows_kafkas_rules(start_node):
     assert failures(node, "unsupported_mechanism") == 1
     assert failures(node, "illegal_sasl_state") == 1
     assert failures(node, "invalid_credentials") == 1
+
+
+def test_a_failed_authentication_is_answered_after_the_delay(start_node):
+    # KIP-306: the failure answer itself waits connection.failed.authentication.delay.ms, so a
+    # client dropping the connection as soon as it reads the answer cannot guess quickly.
+    node = sasl_node(start_node, mechanisms="PLAIN", extra={"connection.failed.authentication.delay.ms": "1500"})
+    conn = RawConn(node.sasl)
+    assert conn.send(SaslHandshakeRequest[1](mechanism="PLAIN"), SaslHandshakeResponse).error_code == 0
+    began = time.monotonic()
+    answer = conn.send(SaslAuthenticateRequest[2](auth_bytes=b"\0alice\0nope"), SaslAuthenticateResponse)
+    assert answer.error_code == 58
+    assert time.monotonic() - began >= 1.4
+    assert closed_without_answer(conn.sock)
+    conn.close()
+    # An unsupported mechanism is an authentication failure too.
+    conn = RawConn(node.sasl)
+    began = time.monotonic()
+    handshake = conn.send(SaslHandshakeRequest[1](mechanism="SCRAM-SHA-256"), SaslHandshakeResponse)
+    assert (handshake.error_code, handshake.mechanisms) == (33, ["PLAIN"])
+    assert time.monotonic() - began >= 1.4
+    conn.close()
 
 
 def test_user_quotas_apply_to_the_authenticated_user(start_node):

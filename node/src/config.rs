@@ -1506,11 +1506,28 @@ fn inter_broker_listener(
 /// The broker-level defaults of topic configs (`log.segment.bytes`, `log.retention.ms`, ...)
 /// given statically are this broker's log defaults: a bad value stops start-up, as in Kafka.
 fn check_static_log_defaults(originals: &BTreeMap<String, String>) -> Result<(), ConfigError> {
-    use gregor_actors::controller::logic::configs::broker::broker_config;
+    use gregor_actors::controller::logic::configs::broker::{
+        broker_config, unit_synonym_ms, UNIT_SYNONYMS,
+    };
+
     use gregor_actors::controller::logic::topic_configs::{
         check_value, parse_value, ConfigError as TopicConfigError,
     };
     for (key, raw) in originals {
+        let unit = UNIT_SYNONYMS.iter().find(|(unit, ..)| *unit == key);
+        if let Some((unit, ..)) = unit {
+            if let Some(Err(message)) = unit_synonym_ms(unit, raw) {
+                // The message names the key and value; ConfigError adds them itself.
+                let reason = message
+                    .split_once(": ")
+                    .map_or(message.clone(), |(_, reason)| reason.to_owned());
+                return Err(ConfigError::InvalidValue {
+                    key: unit,
+                    value: raw.clone(),
+                    reason,
+                });
+            }
+        }
         let Some(def) = broker_config(key) else {
             continue;
         };
@@ -1903,5 +1920,22 @@ mod tests {
             "{error:?}"
         );
         assert!(with("log.retention.ms", "soon").is_err());
+        assert!(with("log.retention.hours", "2").is_ok());
+        assert_eq!(
+            with("log.retention.hours", "soon")
+                .err()
+                .map(|e| e.to_string()),
+            Some(
+                "Invalid value soon for configuration log.retention.hours: Not a number of type INT"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            with("log.roll.hours", "0").err().map(|e| e.to_string()),
+            Some(
+                "Invalid value 0 for configuration log.roll.hours: Value must be at least 1"
+                    .to_owned()
+            )
+        );
     }
 }

@@ -361,9 +361,7 @@ pub fn is_implemented(key: &str) -> bool {
     DEFINITIONS.iter().any(|d| d.name == key)
         || crate::config_security::is_implemented_listener_key(key)
         || crate::config_security::TLS_KEYS.contains(&key)
-        || gregor_actors::controller::logic::configs::broker::TOPIC_SYNONYMS
-            .iter()
-            .any(|(broker, _)| *broker == key)
+        || gregor_actors::controller::logic::configs::broker::is_log_default_key(key)
 }
 
 /// The known name (Gregor's or Kafka's) nearest to `key`, if it is near enough to be a typo:

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use gregor_actors::controller::logic::configs::broker::is_log_default_key;
 use gregor_actors::handlers::configs::{ConfigSupport, StaticBrokerConfig};
 
 use crate::config::{NodeConfig, DEFINITIONS};
@@ -30,6 +31,14 @@ pub fn static_broker_configs(config: &NodeConfig) -> Vec<StaticBrokerConfig> {
 pub fn config_support(config: &NodeConfig) -> ConfigSupport {
     ConfigSupport {
         static_configs: Arc::new(static_broker_configs(config)),
+        static_log_configs: Arc::new(
+            config
+                .originals
+                .iter()
+                .filter(|(key, _)| is_log_default_key(key))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        ),
         loggers: log_levels::installed(),
     }
 }

@@ -613,6 +613,7 @@ fn decide(request: RequestKind, version: i16) {
     };
     let support = ConfigSupport {
         static_configs: Arc::new(Vec::new()),
+        static_log_configs: Arc::default(),
         loggers: Arc::new(NoLoggers),
     };
     IMAGE.with(|image| match request {

@@ -102,6 +102,7 @@ fn decide(image: &MetadataImage, request: &RequestKind, version: i16) -> Respons
     };
     let support = ConfigSupport {
         static_configs: Arc::new(Vec::new()),
+        static_log_configs: Arc::default(),
         loggers: Arc::new(NoLoggers),
     };
     match request {

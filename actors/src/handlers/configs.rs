@@ -63,6 +63,9 @@ pub struct StaticBrokerConfig {
 pub struct ConfigSupport {
     /// The node's static configs (from its properties file, overrides and defaults).
     pub static_configs: Arc<Vec<StaticBrokerConfig>>,
+    /// The broker-level log defaults the node was started with (`log.retention.hours`...), by
+    /// broker key: the STATIC_BROKER_CONFIG synonyms of topic configs.
+    pub static_log_configs: Arc<std::collections::BTreeMap<String, String>>,
     /// The live log filter.
     pub loggers: Arc<dyn LogLevels>,
 }

@@ -1,5 +1,6 @@
 //! [`LogPublisher`]: makes the log manager follow the metadata image.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gregor_log::checkpoint::TopicPartition;
@@ -10,7 +11,7 @@ use gregor_publishers::{
 };
 
 use super::{LogChanges, LogManager};
-use crate::controller::logic::configs::broker::TOPIC_SYNONYMS;
+use crate::controller::logic::configs::broker::{unit_synonym_ms, TOPIC_SYNONYMS, UNIT_SYNONYMS};
 use crate::controller::logic::configs::resource_type::{BROKER, TOPIC};
 
 /// The topic-level values of this node's static broker configs (`log.segment.bytes` becomes
@@ -21,18 +22,27 @@ pub struct StaticLogDefaults(pub Vec<(String, String)>);
 
 impl StaticLogDefaults {
     /// From `(broker key, value)` pairs; keys that are not topic-config synonyms are ignored.
+    /// A unit synonym (`log.retention.hours`...) counts only while the keys before it are
+    /// unset, as Kafka reads `log.retention.ms`, else `.minutes`, else `.hours`.
     pub fn from_broker_configs<'a>(configs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        StaticLogDefaults(
-            configs
-                .into_iter()
-                .filter_map(|(key, value)| {
-                    TOPIC_SYNONYMS
-                        .iter()
-                        .find(|(broker, _)| *broker == key)
-                        .map(|(_, topic)| ((*topic).to_owned(), value.to_owned()))
-                })
-                .collect(),
-        )
+        let given: BTreeMap<&str, &str> = configs.into_iter().collect();
+        // Lowest precedence first: a later pair overrides an earlier one when applied.
+        let units = UNIT_SYNONYMS.iter().rev().filter_map(|(unit, ..)| {
+            let raw = given.get(unit)?;
+            match unit_synonym_ms(unit, raw)? {
+                Ok((topic, ms)) => Some((topic.to_owned(), ms.to_string())),
+                Err(error) => {
+                    tracing::warn!(%error, "ignoring a static log config");
+                    None
+                }
+            }
+        });
+        let primaries = TOPIC_SYNONYMS.iter().filter_map(|(broker, topic)| {
+            given
+                .get(broker)
+                .map(|value| ((*topic).to_owned(), (*value).to_owned()))
+        });
+        StaticLogDefaults(units.chain(primaries).collect())
     }
 }
 

@@ -56,6 +56,46 @@ fn topic_configs_override_node_then_cluster_defaults_then_static_ones() {
     );
 }
 
+/// Kafka's `logRetentionTimeMillis` and `logRollTimeMillis`: `.ms`, else `.minutes`, else
+/// `.hours`; a negative retention is unlimited.
+#[test]
+fn static_unit_synonyms_follow_kafkas_precedence() {
+    let image = MetadataImage::empty();
+    let effective = |pairs: &[(&str, &str)]| {
+        let statics = StaticLogDefaults::from_broker_configs(pairs.iter().copied());
+        let (log, _) = effective_log_config(&image, &statics, "1", "t");
+        (log.retention_ms, log.segment_ms, log.segment_jitter_ms)
+    };
+    let week = 604_800_000;
+    assert_eq!(effective(&[]), (week, week, 0));
+    assert_eq!(
+        effective(&[
+            ("log.retention.hours", "2"),
+            ("log.roll.hours", "3"),
+            ("log.roll.jitter.hours", "1")
+        ]),
+        (7_200_000, 10_800_000, 3_600_000)
+    );
+    assert_eq!(
+        effective(&[
+            ("log.retention.hours", "2"),
+            ("log.retention.minutes", "90")
+        ])
+        .0,
+        5_400_000
+    );
+    assert_eq!(
+        effective(&[
+            ("log.retention.minutes", "90"),
+            ("log.retention.ms", "1000"),
+            ("log.roll.ms", "5000"),
+            ("log.roll.hours", "3")
+        ]),
+        (1000, 5000, 0)
+    );
+    assert_eq!(effective(&[("log.retention.hours", "-5")]).0, -1);
+}
+
 fn records(values: &[&str], producer: Option<(i64, i32)>) -> Bytes {
     let mut builder = BatchBuilder::new(Compression::None);
     if let Some((id, sequence)) = producer {

@@ -224,11 +224,13 @@ pub(crate) async fn serve(
                         mechanism.unwrap_or(""),
                         reason.as_str(),
                     );
+                    // Kafka holds the failure answer itself back (KIP-306), then closes: a
+                    // client that drops the connection as soon as it reads the answer would
+                    // otherwise try thousands of passwords a second.
+                    tokio::time::sleep(Duration::from_millis(session.failure_delay_ms())).await;
                     if let Some(reply) = reply {
                         let _ = writer.write_all(&reply).await;
                     }
-                    // Kafka delays the close so a client cannot retry in a tight loop.
-                    tokio::time::sleep(Duration::from_millis(session.failure_delay_ms())).await;
                     return CloseReason::AuthenticationFailed;
                 }
             }

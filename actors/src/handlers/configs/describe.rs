@@ -61,36 +61,84 @@ fn broker_id(name: &str) -> Result<i32, ApiError> {
     })
 }
 
-/// The synonym chain of a broker-level key for this node: per-broker dynamic, cluster-wide
-/// dynamic default, then the built-in default.
+/// Kafka's `configSynonyms` for this node: the broker keys `names` (one topic config's
+/// broker synonyms, highest precedence first) at each level in turn: this node's dynamic
+/// configs, the cluster-wide dynamic defaults, the static configs, then the built-in defaults
+/// (only the keys that have one: `log.retention.hours`, not `log.retention.ms`).
 fn broker_chain(
     image: &MetadataImage,
     node_id: i32,
-    name: &str,
-    default: &str,
+    names: &[&str],
+    support: &ConfigSupport,
 ) -> Vec<(String, Option<String>, i8)> {
-    let mut chain = Vec::new();
     let node = node_id.to_string();
-    if let Some(value) = image.configs.value(rt::BROKER, &node, name) {
-        chain.push((
-            name.to_owned(),
-            Some(value.to_owned()),
-            src::DYNAMIC_BROKER_CONFIG,
-        ));
+    let mut chain = Vec::new();
+    for (resource, source) in [
+        (node.as_str(), src::DYNAMIC_BROKER_CONFIG),
+        ("", src::DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ] {
+        for name in names {
+            if let Some(value) = image.configs.value(rt::BROKER, resource, name) {
+                chain.push(((*name).to_owned(), Some(value.to_owned()), source));
+            }
+        }
     }
-    if let Some(value) = image.configs.value(rt::BROKER, "", name) {
-        chain.push((
-            name.to_owned(),
-            Some(value.to_owned()),
-            src::DYNAMIC_DEFAULT_BROKER_CONFIG,
-        ));
+    for name in names {
+        if let Some(value) = support.static_log_configs.get(*name) {
+            chain.push((
+                (*name).to_owned(),
+                Some(value.clone()),
+                src::STATIC_BROKER_CONFIG,
+            ));
+        }
     }
-    chain.push((
-        name.to_owned(),
-        Some(default.to_owned()),
-        src::DEFAULT_CONFIG,
-    ));
+    for name in names {
+        if let Some(default) = broker::broker_default(name) {
+            chain.push((
+                (*name).to_owned(),
+                Some(default.to_owned()),
+                src::DEFAULT_CONFIG,
+            ));
+        }
+    }
     chain
+}
+
+/// The entry of a broker key that sets a topic config's broker default, as Kafka's
+/// `createBrokerConfigEntry`: its synonyms from its own name on (a higher-precedence key such as
+/// `log.retention.ms` is its own entry), its value the first of them, or none.
+fn broker_log_entry(
+    image: &MetadataImage,
+    node_id: i32,
+    name: &str,
+    support: &ConfigSupport,
+) -> Option<Entry> {
+    let topic = broker::topic_config_of(name)?;
+    let names = broker::broker_synonyms_of_topic_config(topic);
+    let synonyms: Vec<_> = broker_chain(image, node_id, &names, support)
+        .into_iter()
+        .skip_while(|(synonym, ..)| synonym != name)
+        .collect();
+    let (value, source) = synonyms
+        .first()
+        .map_or((None, src::DEFAULT_CONFIG), |(_, value, source)| {
+            (value.clone(), *source)
+        });
+    let (config_type, doc, read_only) = match broker::broker_config(name) {
+        Some(def) => (def.config_type.id(), def.doc, false),
+        // The unit synonyms are static INT keys.
+        None => (3, "The same broker default in a coarser unit, read only when the keys before it are unset.", true),
+    };
+    Some(Entry {
+        name: name.to_owned(),
+        value,
+        read_only,
+        source,
+        sensitive: false,
+        synonyms,
+        config_type,
+        doc: Some(doc.to_owned()),
+    })
 }
 
 fn describe_one(
@@ -121,10 +169,14 @@ fn describe_one(
                             src::TOPIC_CONFIG,
                         ));
                     }
-                    if let Some(synonym) = broker::synonym_of_topic_config(def.name) {
-                        synonyms.extend(broker_chain(image, node_id, synonym, def.default));
+                    let names = broker::broker_synonyms_of_topic_config(def.name);
+                    synonyms.extend(broker_chain(image, node_id, &names, support));
+                    let mut entry = Entry::from_def(def, synonyms);
+                    // A unit synonym's value (`log.retention.hours=2`) in the topic's unit.
+                    if let Some((name, Some(value), _)) = entry.synonyms.first() {
+                        entry.value = Some(broker::topic_value_of(name, value));
                     }
-                    Entry::from_def(def, synonyms)
+                    entry
                 })
                 .collect())
         }
@@ -181,10 +233,13 @@ fn describe_one(
                     }
                 })
                 .collect();
-            entries.extend(broker::broker_configs().map(|def| {
-                let chain = broker_chain(image, node_id, def.name, def.default);
-                Entry::from_def(&def, chain)
-            }));
+            entries.extend(
+                broker::TOPIC_SYNONYMS
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .chain(broker::UNIT_SYNONYMS.iter().map(|(name, ..)| *name))
+                    .filter_map(|name| broker_log_entry(image, node_id, name, support)),
+            );
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             Ok(entries)
         }
@@ -357,6 +412,15 @@ mod tests {
                 config_type: 3,
                 doc: "partitions".into(),
             }]),
+            static_log_configs: Arc::new(
+                [
+                    ("log.retention.hours", "2"),
+                    ("log.cleanup.policy", "compact"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            ),
             loggers: Arc::new(FakeLoggers::default()),
         }
     }
@@ -453,13 +517,51 @@ mod tests {
             (retention.value.as_deref(), retention.config_source),
             (Some("1000"), 1)
         );
+        // Kafka's order: each level in turn over the synonyms, then the defaults that exist
+        // (`log.retention.ms` has none; `log.retention.hours` is 168).
         assert_eq!(
             synonyms(retention),
             [
                 ("retention.ms".into(), Some("1000".into()), 1),
                 ("log.retention.ms".into(), Some("2000".into()), 3),
-                ("log.retention.ms".into(), Some("604800000".into()), 5),
+                ("log.retention.hours".into(), Some("2".into()), 4),
+                ("log.retention.hours".into(), Some("168".into()), 5),
             ]
+        );
+        // Without its own value a topic shows the static log default, in its own unit.
+        let plain = describe(&image, rt::TOPIC, "orders3");
+        let retention = entry(&plain, "retention.ms");
+        assert_eq!(
+            (retention.value.as_deref(), retention.config_source),
+            (Some("2000"), 3)
+        );
+        let roll = entry(&plain, "segment.ms");
+        assert_eq!(
+            (roll.value.as_deref(), roll.config_source),
+            (Some("604800000"), 5)
+        );
+        assert_eq!(
+            synonyms(roll),
+            [("log.roll.hours".into(), Some("168".into()), 5)]
+        );
+        let cleanup = entry(&plain, "cleanup.policy");
+        assert_eq!(
+            (cleanup.value.as_deref(), cleanup.config_source),
+            (Some("compact"), 4)
+        );
+        assert_eq!(
+            synonyms(cleanup),
+            [
+                ("log.cleanup.policy".into(), Some("compact".into()), 4),
+                ("log.cleanup.policy".into(), Some("delete".into()), 5),
+            ]
+        );
+        let hours_only = image_with(&[]);
+        let described = describe(&hours_only, rt::TOPIC, "orders3");
+        let retention = entry(&described, "retention.ms");
+        assert_eq!(
+            (retention.value.as_deref(), retention.config_source),
+            (Some("7200000"), 4)
         );
         let segment = entry(&result, "segment.bytes");
         assert_eq!(
@@ -486,6 +588,29 @@ mod tests {
         assert!(static_entry.read_only);
         assert_eq!(static_entry.config_source, 4);
         assert_eq!(entry(&this, "log.retention.ms").config_source, 3);
+        // Kafka's broker entries: each from its own name on; the static unit synonym is read
+        // only, and `log.retention.ms` without a value of its own has none.
+        let hours = entry(&this, "log.retention.hours");
+        assert_eq!(
+            (hours.value.as_deref(), hours.config_source, hours.read_only),
+            (Some("2"), 4, true)
+        );
+        assert_eq!(
+            synonyms(hours),
+            [
+                ("log.retention.hours".into(), Some("2".into()), 4),
+                ("log.retention.hours".into(), Some("168".into()), 5),
+            ]
+        );
+        let minutes = entry(&this, "log.retention.minutes");
+        assert_eq!((minutes.value.as_deref(), minutes.config_source), (None, 5));
+        let unset = describe(&image_with(&[]), rt::BROKER, "1");
+        let retention = entry(&unset, "log.retention.ms");
+        assert_eq!(
+            (retention.value.as_deref(), retention.config_source),
+            (None, 5)
+        );
+        assert_eq!(entry(&unset, "log.cleanup.policy").config_source, 4);
         let other = describe(&image, rt::BROKER, "2");
         assert_eq!(
             other.error_message.as_deref(),

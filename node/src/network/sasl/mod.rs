@@ -7,8 +7,8 @@
 //! 2. After a v1 handshake every token travels in a SaslAuthenticate request (v0-2); after a v0
 //!    handshake tokens are raw size-prefixed frames without a Kafka header. Anything else closes
 //!    the connection.
-//! 3. A failure is answered with SASL_AUTHENTICATION_FAILED and a message, then the connection
-//!    closes after `connection.failed.authentication.delay.ms`. Success fixes the connection's
+//! 3. A failure is answered with SASL_AUTHENTICATION_FAILED and a message after
+//!    `connection.failed.authentication.delay.ms`, then the connection closes. Success fixes the connection's
 //!    principal (`User:<name>`) for its lifetime; later SaslHandshake / SaslAuthenticate requests
 //!    reach the handlers, which answer ILLEGAL_SASL_STATE as Kafka's KafkaApis does.
 

@@ -57,6 +57,118 @@ pub const TOPIC_SYNONYMS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Static broker keys that give a topic config's broker default in a coarser unit (Kafka's
+/// `log.retention.minutes`/`.hours`, `log.roll.hours`, `log.roll.jitter.hours`): `(broker key,
+/// topic config, ms per unit, the lowest value Kafka accepts, Kafka's default)`, each read only
+/// when the keys before it for the same topic config (its `TOPIC_SYNONYMS` key first) are unset.
+pub const UNIT_SYNONYMS: &[(&str, &str, i64, Option<i32>, Option<&str>)] = &[
+    ("log.retention.minutes", "retention.ms", 60_000, None, None),
+    (
+        "log.retention.hours",
+        "retention.ms",
+        3_600_000,
+        None,
+        Some("168"),
+    ),
+    (
+        "log.roll.hours",
+        "segment.ms",
+        3_600_000,
+        Some(1),
+        Some("168"),
+    ),
+    (
+        "log.roll.jitter.hours",
+        "segment.jitter.ms",
+        3_600_000,
+        Some(0),
+        Some("0"),
+    ),
+];
+
+/// Whether `name` is a broker key setting a topic config's broker default (a dynamic one, or a
+/// static unit synonym).
+pub fn is_log_default_key(name: &str) -> bool {
+    broker_config(name).is_some() || UNIT_SYNONYMS.iter().any(|(unit, ..)| *unit == name)
+}
+
+/// The broker keys setting topic config `topic`, highest precedence first (Kafka's
+/// `brokerConfigSynonyms`): its `TOPIC_SYNONYMS` key, then its unit synonyms.
+pub fn broker_synonyms_of_topic_config(topic: &str) -> Vec<&'static str> {
+    synonym_of_topic_config(topic)
+        .into_iter()
+        .chain(
+            UNIT_SYNONYMS
+                .iter()
+                .filter(|(_, of, ..)| *of == topic)
+                .map(|(unit, ..)| *unit),
+        )
+        .collect()
+}
+
+/// The topic config a broker key sets.
+pub fn topic_config_of(broker: &str) -> Option<&'static str> {
+    TOPIC_SYNONYMS
+        .iter()
+        .find(|(name, _)| *name == broker)
+        .map(|(_, topic)| *topic)
+        .or_else(|| {
+            UNIT_SYNONYMS
+                .iter()
+                .find(|(unit, ..)| *unit == broker)
+                .map(|(_, topic, ..)| *topic)
+        })
+}
+
+/// Kafka's default of a broker key, None where Kafka has none (`log.retention.ms`: unset, so
+/// `log.retention.hours` applies).
+pub fn broker_default(broker: &str) -> Option<&'static str> {
+    if let Some((.., default)) = UNIT_SYNONYMS.iter().find(|(unit, ..)| *unit == broker) {
+        return *default;
+    }
+    let topic = topic_config_of(broker)?;
+    if UNIT_SYNONYMS.iter().any(|(_, of, ..)| *of == topic) {
+        return None;
+    }
+    broker_config(broker).map(|def| def.default)
+}
+
+/// The topic config value a static unit synonym's value stands for, in ms (Kafka's
+/// `logRetentionTimeMillis`: a negative retention is unlimited, -1); None for other keys.
+/// Errors carry Kafka's messages.
+pub fn unit_synonym_ms(broker: &str, raw: &str) -> Option<Result<(&'static str, i64), String>> {
+    let (name, topic, unit, at_least, _) =
+        UNIT_SYNONYMS.iter().find(|(unit, ..)| *unit == broker)?;
+    let parsed = raw.trim().parse::<i32>().map_err(|_| {
+        format!("Invalid value {raw} for configuration {name}: Not a number of type INT")
+    });
+    Some(parsed.and_then(|value| {
+        if let Some(min) = at_least.filter(|min| value < *min) {
+            return Err(format!(
+                "Invalid value {value} for configuration {name}: Value must be at least {min}"
+            ));
+        }
+        let ms = i64::from(value) * unit;
+        Ok((
+            *topic,
+            if *topic == "retention.ms" {
+                ms.max(-1)
+            } else {
+                ms
+            },
+        ))
+    }))
+}
+
+/// The topic config value a broker key's value stands for (a unit synonym's in ms; others as
+/// they are).
+pub fn topic_value_of(broker: &str, raw: &str) -> String {
+    match unit_synonym_ms(broker, raw) {
+        Some(Ok((_, ms))) => ms.to_string(),
+        _ => raw.to_owned(),
+    }
+}
+
 /// The definition of a dynamic broker config: its topic config's type, default and validator
 /// under the broker name.
 pub fn broker_config(name: &str) -> Option<TopicConfigDef> {
