@@ -438,7 +438,8 @@ impl PartitionLog {
     /// offset assignment, roll, write, indexes, producer state, leader-epoch cache and the flush policy.
     pub fn append(&mut self, records: &[u8], now_ms: i64, leader_epoch: i32) -> Result<AppendInfo> {
         self.check_online()?;
-        let validated = validate::validate(records, &self.config, now_ms)?;
+        let partition = self.tp.dir_name();
+        let validated = validate::validate(records, &self.config, now_ms, &partition)?;
         let result = self.append_validated(validated, now_ms, leader_epoch);
         self.guard(result)
     }

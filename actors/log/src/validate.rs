@@ -134,11 +134,13 @@ pub fn single_batch(records: &[u8]) -> Result<&[u8], BatchRejection> {
     }
 }
 
-/// Validates one produced partition's records for a client append.
+/// Validates one produced partition's records for a client append to `partition` (named in
+/// some of Kafka's messages, as `topic-index`).
 pub fn validate<'a>(
     records: &'a [u8],
     config: &LogConfig,
     now_ms: i64,
+    partition: &str,
 ) -> Result<ValidatedBatch<'a>, BatchRejection> {
     let bytes = single_batch(records)?;
     let base_offset = i64::from_be_bytes(bytes[0..8].try_into().unwrap_or_default());
@@ -241,12 +243,16 @@ pub fn validate<'a>(
                 KafkaCode::InvalidRecord,
                 RecordError {
                     batch_index: index,
-                    message: "compacted topic cannot accept a record without a key".into(),
+                    message: format!(
+                        "Compacted topic cannot accept message without key in topic partition {partition}."
+                    ),
                 },
             ));
         }
         let timestamp = batch.base_timestamp().wrapping_add(record.timestamp_delta);
-        if let Some(message) = timestamp_error(&batch, timestamp, index, config, now_ms) {
+        if let Some(message) =
+            timestamp_error(&batch, timestamp, record.offset_delta, config, now_ms)
+        {
             record_errors.push((
                 KafkaCode::InvalidTimestamp,
                 RecordError {
@@ -358,10 +364,12 @@ pub fn validate<'a>(
     })
 }
 
+/// Kafka's timestamp checks and messages; a produced batch's base offset is 0, so a record's
+/// offset there is its offset delta.
 fn timestamp_error(
     batch: &RecordBatch<'_>,
     timestamp: i64,
-    index: i32,
+    offset: i32,
     config: &LogConfig,
     now_ms: i64,
 ) -> Option<String> {
@@ -370,13 +378,13 @@ fn timestamp_error(
         let upper = now_ms.saturating_add(config.timestamp_after_max_ms);
         if timestamp < lower || timestamp > upper {
             return Some(format!(
-                "timestamp {timestamp} of the record at index {index} is out of range: it must lie within [{lower}, {upper}]"
+                "Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within [{lower}, {upper}]"
             ));
         }
         return None;
     }
     (batch.timestamp_type() == TimestampType::LogAppendTime)
-        .then(|| format!("the record at index {index} has timestamp type LogAppendTime, which producers may not set"))
+        .then(|| format!("the record at offset {offset} has timestamp type LogAppendTime, which producers may not set"))
 }
 
 /// Kafka's `processRecordErrors`: INVALID_TIMESTAMP wins over INVALID_RECORD; the message names at most 3.
@@ -422,7 +430,7 @@ mod tests {
         let mut builder = BatchBuilder::new(Compression::None);
         builder.append(now, Some(b"k"), Some(&[7; 5000]), &[]);
         let produced = builder.build().unwrap();
-        let validated = validate(&produced, &LogConfig::default(), now).unwrap();
+        let validated = validate(&produced, &LogConfig::default(), now, "t-0").unwrap();
         assert!(
             matches!(&validated.records, Cow::Borrowed(records)
                 if std::ptr::eq(records.as_ptr(), produced[RECORD_BATCH_OVERHEAD..].as_ptr())),
@@ -434,7 +442,7 @@ mod tests {
             timestamp_type: TimestampType::LogAppendTime,
             ..LogConfig::default()
         };
-        let stamped = validate(&produced, &log_append_time, now + 5).unwrap();
+        let stamped = validate(&produced, &log_append_time, now + 5, "t-0").unwrap();
         assert!(matches!(stamped.records, Cow::Borrowed(_)));
         let appended = stamped.to_vec();
         let view = RecordBatch::new(&appended).unwrap();

@@ -132,8 +132,8 @@ proptest! {
             let crc = crc32c::crc32c(&bytes[21..]);
             bytes[17..21].copy_from_slice(&crc.to_be_bytes());
         }
-        let _ = gregor_log::validate::validate(&bytes, &LogConfig::default(), NOW);
-        let _ = gregor_log::validate::validate(&bytes[..cut.index(bytes.len())], &LogConfig::default(), NOW);
+        let _ = gregor_log::validate::validate(&bytes, &LogConfig::default(), NOW, "t-0");
+        let _ = gregor_log::validate::validate(&bytes[..cut.index(bytes.len())], &LogConfig::default(), NOW, "t-0");
         if let Ok(batch) = RecordBatch::new(&bytes) {
             let _ = batch.owned_records();
         }

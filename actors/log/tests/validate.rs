@@ -31,7 +31,7 @@ fn refix_crc(bytes: &mut [u8]) {
 }
 
 fn code(bytes: &[u8], config: &LogConfig) -> KafkaCode {
-    validate(bytes, config, NOW).unwrap_err().code
+    validate(bytes, config, NOW, "t-0").unwrap_err().code
 }
 
 #[test]
@@ -48,7 +48,7 @@ fn a_valid_batch_is_kept_in_place_with_the_record_maximum_timestamp() {
     bytes[batch::MAX_TIMESTAMP_OFFSET..batch::MAX_TIMESTAMP_OFFSET + 8]
         .copy_from_slice(&7i64.to_be_bytes());
     refix_crc(&mut bytes);
-    let mut v = validate(&bytes, &LogConfig::default(), NOW).unwrap();
+    let mut v = validate(&bytes, &LogConfig::default(), NOW, "t-0").unwrap();
     assert!(!v.rebuilt);
     assert_eq!(
         (
@@ -87,7 +87,7 @@ fn log_append_time_topics_stamp_now() {
     };
     for codec in [Compression::None, Compression::Lz4] {
         let bytes = batch_of(codec, &[(Some(b"a"), 5), (Some(b"b"), 6)]);
-        let v = validate(&bytes, &config, NOW).unwrap();
+        let v = validate(&bytes, &config, NOW, "t-0").unwrap();
         assert!(!v.rebuilt, "{codec:?}");
         assert_eq!((v.log_append_time, v.max_timestamp), (NOW, NOW));
         let appended = v.to_vec();
@@ -118,7 +118,7 @@ fn framing_magic_and_batch_count() {
     let mut trailing = one.clone();
     trailing.extend_from_slice(&one[..20]);
     assert!(
-        validate(&trailing, &config, NOW).is_ok(),
+        validate(&trailing, &config, NOW, "t-0").is_ok(),
         "a trailing partial batch is trimmed"
     );
     let mut magic1 = one.clone();
@@ -236,7 +236,7 @@ fn per_record_errors_name_the_records() {
         Compression::Gzip,
         &[(Some(b"a"), NOW), (None, NOW), (None, NOW)],
     );
-    let err = validate(&bytes, &compact, NOW).unwrap_err();
+    let err = validate(&bytes, &compact, NOW, "t-0").unwrap_err();
     assert_eq!(err.code, KafkaCode::InvalidRecord);
     assert_eq!(
         err.record_errors
@@ -245,6 +245,10 @@ fn per_record_errors_name_the_records() {
             .collect::<Vec<_>>(),
         vec![1, 2]
     );
+    assert_eq!(
+        err.record_errors[0].message,
+        "Compacted topic cannot accept message without key in topic partition t-0."
+    );
 
     let config = LogConfig::default();
     let future = NOW + config.timestamp_after_max_ms + 1;
@@ -252,10 +256,18 @@ fn per_record_errors_name_the_records() {
         Compression::None,
         &[(Some(b"a"), NOW), (Some(b"b"), future), (Some(b"c"), -1)],
     );
-    let err = validate(&bytes, &config, NOW).unwrap_err();
+    let err = validate(&bytes, &config, NOW, "t-0").unwrap_err();
     assert_eq!(err.code, KafkaCode::InvalidTimestamp);
     assert_eq!(err.record_errors.len(), 1);
     assert_eq!(err.record_errors[0].batch_index, 1);
+    assert_eq!(
+        err.record_errors[0].message,
+        format!(
+            "Timestamp {future} of message with offset 1 is out of range. The timestamp should be within [{}, {}]",
+            NOW.saturating_sub(config.timestamp_before_max_ms),
+            NOW + config.timestamp_after_max_ms
+        )
+    );
 
     // Both kinds: INVALID_TIMESTAMP wins and every record error is listed.
     let past = LogConfig {
@@ -264,7 +276,7 @@ fn per_record_errors_name_the_records() {
         ..LogConfig::default()
     };
     let bytes = batch_of(Compression::None, &[(None, NOW), (Some(b"b"), NOW - 5000)]);
-    let err = validate(&bytes, &past, NOW).unwrap_err();
+    let err = validate(&bytes, &past, NOW, "t-0").unwrap_err();
     assert_eq!(err.code, KafkaCode::InvalidTimestamp);
     assert_eq!(err.record_errors.len(), 2);
 }
@@ -289,7 +301,7 @@ fn topic_codec_recompresses_and_bad_inner_offsets_rebuild() {
             compression: TopicCompression::Codec(target),
             ..LogConfig::default()
         };
-        let v = validate(&producer, &config, NOW).unwrap();
+        let v = validate(&producer, &config, NOW, "t-0").unwrap();
         assert!(v.rebuilt);
         let appended = v.to_vec();
         let view = RecordBatch::new(&appended).unwrap();
@@ -301,14 +313,14 @@ fn topic_codec_recompresses_and_bad_inner_offsets_rebuild() {
         compression: TopicCompression::Codec(Compression::Gzip),
         ..LogConfig::default()
     };
-    assert!(!validate(&producer, &same, NOW).unwrap().rebuilt);
+    assert!(!validate(&producer, &same, NOW, "t-0").unwrap().rebuilt);
 
     let mut builder = BatchBuilder::new(Compression::Snappy);
     builder.append_with_offset_delta(0, NOW, Some(b"a"), Some(b"1"), &[]);
     builder.append_with_offset_delta(5, NOW, Some(b"b"), Some(b"2"), &[]);
     builder.last_offset_delta = Some(1);
     let gappy = builder.build().unwrap();
-    let v = validate(&gappy, &LogConfig::default(), NOW).unwrap();
+    let v = validate(&gappy, &LogConfig::default(), NOW, "t-0").unwrap();
     assert!(v.rebuilt, "inner offsets 0, 5 are rewritten to 0, 1");
     let appended = v.to_vec();
     let offsets: Vec<i64> = RecordBatch::new(&appended)
