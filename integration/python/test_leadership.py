@@ -6,6 +6,7 @@ Nothing sleeps to synchronise: every wait is `wait_for` on a condition with a de
 """
 
 import json
+import os
 import subprocess
 
 from confluent_kafka import Producer
@@ -205,7 +206,7 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
     import threading
     from test_replication import check_log
     pause = tmp_path / "pause-4"
-    nodes = start_cluster_and_broker({"file.delete.delay.ms": "0"}, {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause)})
+    nodes = start_cluster_and_broker({"log.segment.delete.delay.ms": "0"}, {"GREGOR_TEST_ONLY_PAUSE_REPLICA_FETCH_FILE": str(pause)})
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         wait_for("four unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 4, timeout=FAILOVER_TIMEOUT)
@@ -300,6 +301,8 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
         assert reassign(nodes, "--execute", "--reassignment-json-file", str(plan)).returncode == 0
         assert reassign(nodes, "--list").stdout == "Current partition reassignments:\nstuck-0: replicas: 1,2,4,3. adding: 4. removing: 3.\n"
         wait_for("--describe showing the move", lambda: "Replicas: 1,2,4,3\tIsr: 1,2,3\tAdding Replicas: 4\tRemoving Replicas: 3\t" in describe(nodes, stuck), timeout=FAILOVER_TIMEOUT)
+        # Kafka's getReplicationFactor: the replicas being added do not count.
+        assert "\tReplicationFactor: 3\t" in describe(nodes, stuck)
         assert "Reassignment of partition stuck-0 is still in progress." in reassign(nodes, "--verify", "--reassignment-json-file", str(plan)).stdout
         again = reassign(nodes, "--execute", "--reassignment-json-file", str(plan))
         assert again.returncode == 1 and "Cannot execute because there is an existing partition assignment." in again.stderr
@@ -307,6 +310,35 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
         assert cancelled.stdout == "Successfully cancelled partition reassignment for: stuck-0\nNone of the specified partition moves are active."
         wait_for("the old replicas back", lambda: partition_state(admin, stuck)[1:] == ([1, 2, 3], [1, 2, 3]), timeout=FAILOVER_TIMEOUT)
         assert reassign(nodes, "--list").stdout == "No partition reassignments found.\n"
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_a_broker_back_on_a_replaced_disk_waits_for_its_old_registration():
+    # A broker killed and restarted at once on an empty, re-formatted log dir comes back as a
+    # new incarnation with other log dirs while its old session is still live. Kafka's
+    # controller answers DUPLICATE_BROKER_REGISTRATION and the broker retries until that session
+    # expires; it does not exit.
+    import shutil
+
+    nodes = start_cluster_and_broker()
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes[:3])})
+        admin.create_topics([NewTopic("replaced", num_partitions=1, replica_assignment=[[4, 1, 2]])])["replaced"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap(nodes[:3]), "acks": "all"})
+        for i in range(100):
+            producer.produce("replaced", value=f"v{i}".encode(), partition=0)
+        assert producer.flush(30) == 0
+        broker = nodes[3]
+        broker.kill9()
+        shutil.rmtree(broker.data_dir)
+        os.makedirs(broker.data_dir)
+        broker.formatted = False
+        broker.start()
+        broker.wait_ready()
+        # It re-fetched the partition from the new leader and is back in the ISR.
+        wait_for("broker 4 back in the ISR", lambda: 4 in partition_state(admin, "replaced")[2], timeout=FAILOVER_TIMEOUT)
     finally:
         for node in nodes:
             node.close()

@@ -758,7 +758,14 @@ async fn describe(args: &TopicsArgs, out: &mut String) -> Result<(), TopicsError
             if !id.is_nil() {
                 let _ = write!(line, "\tTopicId: {}", uuid_to_kafka_string(*id));
             }
-            let replication_factor = partitions.first().map_or(0, |p| p.replicas.len());
+            // Kafka's getReplicationFactor: a partition being reassigned counts its replicas
+            // without the ones being added.
+            let replication_factor = partitions.first().map_or(0, |p| {
+                let adding = moving
+                    .get(&(name.clone(), p.id))
+                    .map_or(0, |(adding, _)| adding.len());
+                p.replicas.len().saturating_sub(adding)
+            });
             let _ = write!(
                 line,
                 "\tPartitionCount: {}\tReplicationFactor: {replication_factor}\tConfigs: {}",

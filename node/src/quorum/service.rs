@@ -213,6 +213,14 @@ pub struct QuorumService {
 /// How long an address whose join call failed is asked only after the others.
 const UNRESPONSIVE_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Why a joining node cannot take its node id now.
+enum Conflict {
+    /// A voter of another directory holds the id: refused.
+    Voter(String),
+    /// A live broker incarnation with other log dirs holds it: the joiner waits.
+    LiveBroker(String),
+}
+
 impl QuorumService {
     pub(crate) fn new(
         state: Arc<QuorumState>,
@@ -622,9 +630,18 @@ impl QuorumService {
             // It removed itself and is stepping down: it knows no other leader yet.
             return JoinResponse::NotLeader { leader: None };
         }
-        if let Some(message) = self.conflicting_incarnation(&join) {
-            tracing::warn!(node_id = join.node_id, "{message}");
-            return JoinResponse::Refused { message };
+        match self.conflicting_incarnation(&join) {
+            Some(Conflict::Voter(message)) => {
+                tracing::warn!(node_id = join.node_id, "{message}");
+                return JoinResponse::Refused { message };
+            }
+            // Kafka's BrokerLifecycleManager retries a DUPLICATE_BROKER_REGISTRATION until
+            // the old incarnation's session expires (a broker back on a replaced disk).
+            Some(Conflict::LiveBroker(reason)) => {
+                tracing::info!(node_id = join.node_id, "{reason}");
+                return JoinResponse::Waiting { reason };
+            }
+            None => {}
         }
         match self.admit(&join).await {
             Ok(None) => {}
@@ -659,19 +676,19 @@ impl QuorumService {
     /// another process with other log dirs that is unfenced and still heard from (Kafka's
     /// DuplicateBrokerRegistrationException). A restart of the same node (same directories)
     /// takes over its own registration.
-    fn conflicting_incarnation(&self, join: &JoinRequest) -> Option<String> {
+    fn conflicting_incarnation(&self, join: &JoinRequest) -> Option<Conflict> {
         let node_id = join.node_id as u64;
         let metrics = self.state.log.metrics();
         let membership = metrics.membership_config.membership();
         if membership.voter_ids().any(|id| id == node_id) {
             let voter = membership.get_node(&node_id)?;
             return (voter.directory_id != join.raft_node.directory_id).then(|| {
-                format!(
+                Conflict::Voter(format!(
                     "node id {} is a voter with directory id {}; directory {} cannot join under that id",
                     join.node_id,
                     uuid_to_kafka_string(voter.directory_id),
                     uuid_to_kafka_string(join.raft_node.directory_id)
-                )
+                ))
             });
         }
         let joining = join.broker.as_ref()?;
@@ -686,10 +703,10 @@ impl QuorumService {
             && alive
             && registered.log_dirs != joining.log_dirs)
             .then(|| {
-                format!(
-                    "Another broker is registered with that broker id ({}): a live incarnation with other log dirs holds it",
+                Conflict::LiveBroker(format!(
+                    "Another broker is registered with that broker id ({}): a live incarnation with other log dirs holds it until its session expires",
                     join.node_id
-                )
+                ))
             })
     }
 
