@@ -152,3 +152,26 @@ def test_client_negotiated_api_versions_v4(node, admin):
     admin.list_topics()
     text = node.metrics_text()
     assert (metric(text, "kafka_network_requestmetrics_requests_total", request="ApiVersions", version="4") or 0) >= 1
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(admin):
+    # KIP-966's DescribeTopicPartitions as kafka-python sends it: name order, pages of at most
+    # `response_partition_limit` partitions, and a cursor to the next page.
+    admin.create_topics({"kp-dtp-b": {"num_partitions": 3, "replication_factor": 1},
+                         "kp-dtp-a": {"num_partitions": 2, "replication_factor": 1}})
+    wait_for("both topics", lambda: topic_partitions(admin, "kp-dtp-a") == 2 and topic_partitions(admin, "kp-dtp-b") == 3)
+    names = ["kp-dtp-b", "kp-dtp-a", "kp-dtp-missing"]
+    first = admin.describe_topic_partitions(names, response_partition_limit=3)
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in first["topics"]] == [
+        ("kp-dtp-a", [0, 1]), ("kp-dtp-b", [0])]
+    assert first["next_cursor"] == {"topic_name": "kp-dtp-b", "partition_index": 1}
+    second = admin.describe_topic_partitions(names, response_partition_limit=3, cursor=first["next_cursor"])
+    assert [(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]]) for t in second["topics"]] == [
+        ("kp-dtp-b", 0, [1, 2]), ("kp-dtp-missing", 3, [])]
+    assert second["next_cursor"] is None
+    (described,) = [t for t in first["topics"] if t["name"] == "kp-dtp-a"]
+    (metadata,) = admin.describe_topics(["kp-dtp-a"])
+    assert described["topic_id"] == metadata["topic_id"]
+    for partition in described["partitions"]:
+        assert (partition["leader_id"], partition["replica_nodes"], partition["isr_nodes"], partition["offline_replicas"]) == (1, [1], [1], [])
+        assert partition["error_code"] == 0 and partition["leader_epoch"] >= 0

@@ -251,6 +251,19 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
                     .with_permission_type(1),
             ]),
         ),
+        ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(
+            kafka_protocol::messages::DescribeTopicPartitionsRequest::default()
+                .with_topics(vec![
+                    kafka_protocol::messages::describe_topic_partitions_request::TopicRequest::default()
+                        .with_name(TopicName(s("orders"))),
+                ])
+                .with_response_partition_limit(1)
+                .with_cursor(Some(
+                    kafka_protocol::messages::describe_topic_partitions_request::Cursor::default()
+                        .with_topic_name(TopicName(s("orders")))
+                        .with_partition_index(1),
+                )),
+        ),
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
         ),

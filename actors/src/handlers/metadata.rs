@@ -205,7 +205,7 @@ pub(super) fn client_facing_controller_id(image: &MetadataImage, own_id: i32) ->
 }
 
 /// Kafka's internal topics: the group, transaction and share-group state topics.
-fn is_internal(name: &str) -> bool {
+pub(super) fn is_internal(name: &str) -> bool {
     matches!(
         name,
         "__consumer_offsets" | "__transaction_state" | "__share_group_state"
@@ -438,12 +438,12 @@ impl BrokerTable {
     }
 
     #[inline]
-    fn is_reachable(&self, id: i32) -> bool {
+    pub(super) fn is_reachable(&self, id: i32) -> bool {
         self.state(id) == BrokerState::Reachable
     }
 
     #[inline]
-    fn is_offline(&self, id: i32) -> bool {
+    pub(super) fn is_offline(&self, id: i32) -> bool {
         self.state(id) < BrokerState::Live
     }
 }

@@ -16,6 +16,7 @@ mod client_quotas;
 mod cluster;
 pub mod configs;
 mod data;
+mod describe_topic_partitions;
 mod elect_leaders;
 mod errors;
 pub mod fetch;
@@ -46,9 +47,10 @@ mod unregister_broker;
 
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListConfigResourcesRequest,
-    ListOffsetsRequest, MetadataRequest, ProduceRequest, RequestKind, ResponseKind,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeTopicPartitionsRequest, FetchRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
+    ProduceRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::{Message, VersionRange};
 
@@ -473,6 +475,13 @@ pub const APIS: &[ApiSpec] = &[
         false,
         true,
     ),
+    api(
+        ApiKey::DescribeTopicPartitions,
+        "DescribeTopicPartitions",
+        DescribeTopicPartitionsRequest::VERSIONS,
+        true,
+        false,
+    ),
     ApiSpec {
         also_counted_as: Some(configs::metric_name_also_counted),
         ..api(
@@ -629,6 +638,9 @@ pub async fn handle(
             groups::consumer_group_describe(ctx, info, request).await
         }
         RequestKind::DescribeCluster(request) => cluster::handle(ctx, info, &request),
+        RequestKind::DescribeTopicPartitions(request) => {
+            describe_topic_partitions::handle(ctx, info, &request)
+        }
         RequestKind::CreateTopics(request) => topics::create_topics(ctx, info, request).await,
         RequestKind::DeleteTopics(request) => topics::delete_topics(ctx, info, request).await,
         RequestKind::CreatePartitions(request) => {

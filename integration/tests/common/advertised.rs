@@ -307,6 +307,11 @@ async fn send_valid(
             let request = ListConfigResourcesRequest::default();
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        ApiKey::DescribeTopicPartitions => {
+            let request = kafka_protocol::messages::DescribeTopicPartitionsRequest::default()
+                .with_response_partition_limit(10);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         // The group APIs, each answered at once without changing a group: an unknown group, a
         // session timeout below the minimum, a generation that does not exist.
         ApiKey::FindCoordinator => {
