@@ -2,10 +2,12 @@
 the StandardAuthorizer's decisions (super users, prefixed patterns, DENY over ALLOW, hosts,
 allow.everyone.if.no.acl.found) as confluent-kafka, kafka-python and kcat see them, the ACL APIs
 (CreateAcls, DescribeAcls, DeleteAcls) with confluent-kafka's admin client, Metadata hiding
-unauthorized topics, groups, and `gregor acls` with kafka-acls.sh's flags and output.
+unauthorized topics, groups (KIP-848 ones hiding topics without DESCRIBE), and `gregor acls`
+with kafka-acls.sh's flags and output.
 """
 
 import shutil
+import struct
 import subprocess
 import uuid
 
@@ -34,6 +36,7 @@ from kafka.admin import (
 from kafka.admin import ResourceType as ResourceTypePy
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -46,6 +49,7 @@ from kafka.errors import (
     SecurityDisabledError,
     TopicAuthorizationFailedError,
 )
+from test_groups_consumer import compact_string, read_compact_string, read_uvarint, uvarint
 from test_sasl import listener_address
 
 KCAT = shutil.which("kcat")
@@ -551,3 +555,190 @@ def test_leader_elections_and_reassignments_need_the_cluster(start_node):
     allowed = gregor_tool_as(node, "bob", *elect)
     assert "clusterauthorization" not in (allowed.stdout + allowed.stderr).lower(), allowed.stderr
     assert "Valid replica already elected" in allowed.stdout + allowed.stderr, (allowed.stdout, allowed.stderr)
+
+
+# KIP-848 consumer groups and topic DESCRIBE (Kafka 4.0+, KAFKA-18813), by hand: kafka-python
+# has neither ConsumerGroupHeartbeat nor ConsumerGroupDescribe.
+
+
+def kip848_request(conn, api_key, version, body):
+    """Sends a flexible request and returns the response frame and where its body starts."""
+    conn.correlation_id += 1
+    header = struct.pack(">hhi", api_key, version, conn.correlation_id)
+    header += struct.pack(">h", 3) + b"raw" + b"\x00"
+    frame = header + body
+    conn.send_bytes(struct.pack(">i", len(frame)) + frame)
+    resp = conn.recv_frame()
+    assert struct.unpack_from(">i", resp, 0)[0] == conn.correlation_id
+    return resp, 5  # correlation id, empty header tags
+
+
+def kip848_heartbeat(conn, group, member_id, epoch, topics=None, regex=None):
+    """ConsumerGroupHeartbeat v1; the error, its message and the assigned topic ids."""
+    body = compact_string(group) + compact_string(member_id) + struct.pack(">i", epoch)
+    body += compact_string(None) + compact_string(None) + struct.pack(">i", 30000 if epoch == 0 else -1)
+    body += b"\x00" if topics is None else uvarint(len(topics) + 1) + b"".join(compact_string(t) for t in topics)
+    body += compact_string(regex) + compact_string(None)
+    body += (uvarint(1) if epoch == 0 else b"\x00") + b"\x00"
+    resp, pos = kip848_request(conn, 68, 1, body)
+    _throttle, error = struct.unpack_from(">ih", resp, pos)
+    message, pos = read_compact_string(resp, pos + 6)
+    _member, pos = read_compact_string(resp, pos)
+    member_epoch, _interval = struct.unpack_from(">ii", resp, pos)
+    pos += 8
+    assigned = None
+    if resp[pos] != 0xFF:
+        count, pos = read_uvarint(resp, pos + 1)
+        assigned = {}
+        for _ in range(count - 1):
+            topic_id = uuid.UUID(bytes=resp[pos:pos + 16])
+            n, pos = read_uvarint(resp, pos + 16)
+            assigned[topic_id] = sorted(struct.unpack_from(f">{n - 1}i", resp, pos))
+            pos += 4 * (n - 1) + 1  # the partitions, then empty tags
+    return {"error": error, "message": message, "epoch": member_epoch, "assigned": assigned}
+
+
+def kip848_describe(conn, group):
+    """ConsumerGroupDescribe v0 of one group: its error, message and member count."""
+    resp, pos = kip848_request(conn, 69, 0, uvarint(2) + compact_string(group) + b"\x00\x00")
+    count, pos = read_uvarint(resp, pos + 4)
+    assert count == 2
+    (error,) = struct.unpack_from(">h", resp, pos)
+    message, pos = read_compact_string(resp, pos + 2)
+    group_id, pos = read_compact_string(resp, pos)
+    _state, pos = read_compact_string(resp, pos)
+    _assignor, pos = read_compact_string(resp, pos + 8)
+    members, pos = read_uvarint(resp, pos)
+    return {"group": group_id, "error": error, "message": message, "members": members - 1}
+
+
+def kip848_topic_ids(node):
+    conn = sasl_conn(node.sasl, "admin")
+    try:
+        r = conn.send(MetadataRequest[12](topics=None, allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False), MetadataResponse)
+        return {t.name: t.topic_id for t in r.topics}
+    finally:
+        conn.close()
+
+
+def kip848_join(conn, group, **subscription):
+    """A new member's first heartbeat once the coordinator serves `group`, and its id."""
+    member = str(uuid.uuid4())
+
+    def joined():
+        if conn.send(FindCoordinatorRequest[2](key=group, key_type=0), FindCoordinatorResponse).error_code:
+            return None
+        beat = kip848_heartbeat(conn, group, member, 0, **subscription)
+        return None if beat["error"] in (14, 15, 16) else beat  # the coordinator is loading
+
+    return member, wait_for(f"a coordinator for {group}", joined, timeout=TIMEOUT)
+
+
+def kip848_assignment(conn, group, member, joined):
+    """Heartbeats after `joined` until the member's epoch settles: the last assignment sent."""
+    last = {"epoch": joined["epoch"]}
+    if joined["assigned"] is not None:
+        last["assigned"] = joined["assigned"]
+
+    def settled():
+        beat = kip848_heartbeat(conn, group, member, last["epoch"])
+        assert beat["error"] == 0, beat
+        if beat["assigned"] is not None:
+            last["assigned"] = beat["assigned"]
+        settled_now = beat["epoch"] == last["epoch"]
+        last["epoch"] = beat["epoch"]
+        return settled_now and "assigned" in last
+
+    wait_for(f"{member}'s assignment in {group}", settled, timeout=TIMEOUT, interval=0.3)
+    return last["assigned"]
+
+
+def kip848_node(start_node):
+    """A node with topics open (READ for alice) and secret (nothing for alice), alice READ on
+    the groups k848acl-*; returns it and the topic ids."""
+    node = acl_node(start_node)
+    create_topic(node, "open", 2)
+    create_topic(node, "secret", 3)
+    add_acls(node,
+             binding(ResourceType.TOPIC, "open", "User:alice", AclOperation.READ),
+             binding(ResourceType.GROUP, "k848acl-", "User:alice", AclOperation.READ,
+                     pattern=ResourcePatternType.PREFIXED))
+    return node, kip848_topic_ids(node)
+
+
+def test_kip848_heartbeat_needs_describe_on_every_named_topic(start_node):
+    node, ids = kip848_node(start_node)
+    alice = sasl_conn(node.sasl, "alice")
+    try:
+        # Naming a topic alice may not describe fails the heartbeat, without a message as
+        # Kafka's, and nothing joins.
+        _, refused = kip848_join(alice, "k848acl-named", topics=["open", "secret"])
+        assert (refused["error"], refused["message"], refused["assigned"]) == (29, None, None), refused
+        admin_conn = sasl_conn(node.sasl, "admin")
+        loaded = wait_for("the coordinator loaded", lambda: [
+            e for e in [kip848_describe(admin_conn, "k848acl-named")["error"]] if e != 14], timeout=TIMEOUT)
+        assert loaded == [69]  # GROUP_ID_NOT_FOUND
+        admin_conn.close()
+        member, joined = kip848_join(alice, "k848acl-named", topics=["open"])
+        assert joined["error"] == 0, joined
+        assert kip848_assignment(alice, "k848acl-named", member, joined) == {ids["open"]: [0, 1]}
+    finally:
+        alice.close()
+
+
+def test_kip848_regex_subscription_gets_only_describable_topics(start_node):
+    node, ids = kip848_node(start_node)
+    alice, admin_conn = sasl_conn(node.sasl, "alice"), sasl_conn(node.sasl, "admin")
+    try:
+        member, joined = kip848_join(alice, "k848acl-regex", regex="open|secret")
+        assert joined["error"] == 0, joined
+        assert kip848_assignment(alice, "k848acl-regex", member, joined) == {ids["open"]: [0, 1]}
+        # The same regex as a super user in another group matches both.
+        other, joined = kip848_join(admin_conn, "k848acl-regex-admin", regex="open|secret")
+        assert kip848_assignment(admin_conn, "k848acl-regex-admin", other, joined) == {
+            ids["open"]: [0, 1], ids["secret"]: [0, 1, 2]}
+    finally:
+        alice.close()
+        admin_conn.close()
+
+
+def test_kip848_describe_hides_a_group_assigned_a_topic_the_caller_may_not_describe(start_node):
+    node, ids = kip848_node(start_node)
+    alice, admin_conn = sasl_conn(node.sasl, "alice"), sasl_conn(node.sasl, "admin")
+    try:
+        member, joined = kip848_join(admin_conn, "k848acl-desc", topics=["open", "secret"])
+        assert ids["secret"] in kip848_assignment(admin_conn, "k848acl-desc", member, joined)
+        described = kip848_describe(alice, "k848acl-desc")
+        assert described == {
+            "group": "k848acl-desc", "error": 29, "members": 0,
+            "message": "The group has described topic(s) that the client is not authorized to describe.",
+        }, described
+        assert kip848_describe(admin_conn, "k848acl-desc")["members"] == 1
+        # A group of topics alice may describe is described to her.
+        member, joined = kip848_join(admin_conn, "k848acl-desc-open", topics=["open"])
+        kip848_assignment(admin_conn, "k848acl-desc-open", member, joined)
+        described = kip848_describe(alice, "k848acl-desc-open")
+        assert (described["error"], described["members"]) == (0, 1), described
+    finally:
+        alice.close()
+        admin_conn.close()
+
+
+def test_kip848_consumer_reads_its_authorized_topic(start_node):
+    node, _ = kip848_node(start_node)
+    producer = Producer(conf(node, "admin"))
+    producer.produce("open", b"hello", partition=1)
+    assert producer.flush(TIMEOUT) == 0
+    consumer = Consumer(conf(node, "alice", **{"group.id": "k848acl-consume", "group.protocol": "consumer",
+                                               "auto.offset.reset": "earliest"}))
+    consumer.subscribe(["open"])
+    try:
+        def consumed():
+            msg = consumer.poll(0.5)
+            assert msg is None or not msg.error(), msg.error()
+            return msg is not None and (msg.topic(), msg.value())
+
+        assert wait_for("alice's record", consumed, timeout=TIMEOUT) == ("open", b"hello")
+    finally:
+        consumer.close()

@@ -133,7 +133,7 @@ impl Authorizer {
 /// Who asks, for the checks of one request: the principal as `Type:Name` and the client's
 /// address, formatted once.
 pub struct Access<'a> {
-    authorizer: Option<&'a Authorizer>,
+    authorizer: Option<&'a Arc<Authorizer>>,
     principal: String,
     host: &'a str,
     super_user: bool,
@@ -143,7 +143,7 @@ impl<'a> Access<'a> {
     /// The access of the request `info` on a node with `ctx`'s authorizer. A request that came
     /// inside an Envelope is checked as the client's principal the envelope carries.
     pub fn new(ctx: &'a HandlerContext, info: &'a RequestInfo) -> Self {
-        let authorizer = ctx.authorizer.as_deref();
+        let authorizer = ctx.authorizer.as_ref();
         let principal = match authorizer {
             Some(_) => info.principal.to_string(),
             None => String::new(),
@@ -202,6 +202,24 @@ impl<'a> Access<'a> {
                 authorizer.acls_allow(&self.principal, self.host, operation, resource_type, name)
             }
         }
+    }
+
+    /// [`Access::quietly_allows`] DESCRIBE on topics as a check that outlives the request, for
+    /// the group coordinator to filter a member's regex subscription with; `None` when every
+    /// topic is allowed (no authorizer, or a super user).
+    pub fn topic_describe_check(&self) -> Option<impl Fn(&str) -> bool + Send + Sync + 'static> {
+        let authorizer = Arc::clone(self.authorizer.filter(|_| !self.super_user)?);
+        let principal = self.principal.clone();
+        let host = self.host.to_owned();
+        Some(move |topic: &str| {
+            authorizer.acls_allow(
+                &principal,
+                &host,
+                AclOperation::Describe,
+                ResourceType::Topic,
+                topic,
+            )
+        })
     }
 
     /// Whether the request may do `operation` on the cluster.

@@ -404,6 +404,86 @@ fn regex_subscriptions_match_whole_names() {
 }
 
 #[test]
+fn a_regex_resolves_to_the_topics_its_members_principal_may_describe() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let mut log = Vec::new();
+    let (open, secret, new) = (Uuid::from_u128(8), Uuid::from_u128(9), Uuid::from_u128(10));
+    let topics = Topics::default()
+        .with("orders-open", 8, 2)
+        .with("orders-secret", 9, 2);
+    let alice = DescribableTopics::only(|topic| topic != "orders-secret");
+    let everything = DescribableTopics::default();
+    let with_regex =
+        |heartbeat: ConsumerHeartbeat, describable: &DescribableTopics| ConsumerHeartbeat {
+            subscribed_topic_names: None,
+            subscribed_topic_regex: Some("orders-.*".into()),
+            describable: describable.clone(),
+            ..heartbeat
+        };
+    let topics_of = |result: &ConsumerHeartbeatResult| -> BTreeSet<Uuid> {
+        ok(result).1.unwrap().into_keys().collect()
+    };
+    let targets = |c: &Coordinator| -> BTreeMap<String, BTreeSet<Uuid>> {
+        c.consumer_describe("g")
+            .members
+            .into_iter()
+            .map(|m| (m.member_id, m.target_assignment.into_keys().collect()))
+            .collect()
+    };
+
+    // Alice may not describe orders-secret: her regex does not get it.
+    let a = c.consumer_heartbeat(with_regex(join("A"), &alice), TIMEOUTS, &topics, t0, 0);
+    assert_eq!(topics_of(&a), BTreeSet::from([open]));
+    // An ACL granted applies at her next heartbeat, one removed too (the member revokes it).
+    let a = c.consumer_heartbeat(
+        with_regex(beat("A", 1, Some(&[])), &everything),
+        TIMEOUTS,
+        &topics,
+        t0,
+        0,
+    );
+    assert_eq!(topics_of(&a), BTreeSet::from([open, secret]));
+    let a = c.consumer_heartbeat(
+        with_regex(beat("A", 2, None), &alice),
+        TIMEOUTS,
+        &topics,
+        t0,
+        0,
+    );
+    assert_eq!(topics_of(&a), BTreeSet::from([open]));
+    assert_eq!(targets(&c)["A"], BTreeSet::from([open]));
+
+    // Another member's heartbeat resolves A's regex within what A's principal may describe.
+    ok(&c.consumer_heartbeat(with_regex(join("B"), &everything), TIMEOUTS, &topics, t0, 0));
+    let after_b = targets(&c);
+    assert_eq!(after_b["A"], BTreeSet::from([open]), "{after_b:?}");
+    assert!(after_b["B"].contains(&secret), "{after_b:?}");
+
+    // Reloaded, A's regex keeps to its target's topics until A heartbeats: B's heartbeat
+    // finding a new matching topic rebalances without giving A anything new.
+    written(&mut c, &mut log);
+    let mut reloaded = fresh();
+    reloaded.loaded(0, log, t0, 0);
+    let grown = Topics::default()
+        .with("orders-open", 8, 2)
+        .with("orders-secret", 9, 2)
+        .with("orders-new", 10, 2);
+    let b_epoch = reloaded.consumer_describe("g").members[1].member_epoch;
+    ok(&reloaded.consumer_heartbeat(
+        with_regex(beat("B", b_epoch, None), &everything),
+        TIMEOUTS,
+        &grown,
+        t0,
+        0,
+    ));
+    let reloaded_targets = targets(&reloaded);
+    assert_eq!(reloaded_targets["A"], after_b["A"], "{reloaded_targets:?}");
+    assert!(reloaded_targets["B"].contains(&new), "{reloaded_targets:?}");
+    assert!(reloaded.consumer_describe("g").group_epoch > c.consumer_describe("g").group_epoch);
+}
+
+#[test]
 fn commits_and_fetches_check_the_member_epoch() {
     let t0 = Instant::now();
     let mut c = loaded(t0);

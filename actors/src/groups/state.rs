@@ -21,8 +21,8 @@ mod consumer;
 
 pub use consumer::{
     validate as validate_consumer_heartbeat, ConsumerConfigs, ConsumerGroupDescription,
-    ConsumerHeartbeat, ConsumerHeartbeatResult, ConsumerMemberDescription, MemberState,
-    TopicLookup,
+    ConsumerHeartbeat, ConsumerHeartbeatResult, ConsumerMemberDescription, DescribableTopics,
+    MemberState, TopicLookup,
 };
 use consumer::{ConsumerGroup, ConsumerLoad};
 

@@ -6,6 +6,8 @@
 //! partition), creating that topic through the controller on first use. Everything else goes to
 //! the [`GroupCoordinator`](crate::groups::GroupCoordinator) actor, which owns the groups.
 
+use std::collections::HashMap;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment as DescribeAssignment, DescribedGroup as DescribedConsumerGroup,
@@ -53,8 +55,8 @@ use crate::controller::CreateTopics;
 use crate::groups::assignor::Assignment;
 use crate::groups::protocols::Protocols;
 use crate::groups::state::{
-    CommitPartition, CommitRequest, ConsumerHeartbeat, JoinRequest, JoinResult, Leaving,
-    SyncRequest, SyncResult,
+    CommitPartition, CommitRequest, ConsumerHeartbeat, DescribableTopics, JoinRequest, JoinResult,
+    Leaving, SyncRequest, SyncResult,
 };
 use crate::groups::topic_names::TopicNames;
 use crate::groups::{self, codes, partition_for, GroupCoordinator, Groups, OFFSETS_TOPIC};
@@ -1250,11 +1252,29 @@ pub async fn consumer_group_heartbeat_listed(
 ) -> ApiResponse {
     ctx.publishers_caught_up().await;
     let mut errors = ErrorCounts::default();
+    let access = Access::new(ctx, info);
     // Kafka: READ on the group.
-    if !Access::new(ctx, info).allows(AclOperation::Read, ResourceType::Group, &request.group_id) {
+    if !access.allows(AclOperation::Read, ResourceType::Group, &request.group_id) {
         errors.add(GROUP_AUTHORIZATION_FAILED);
         return ApiResponse::new(
             ResponseKind::ConsumerGroupHeartbeat(heartbeat_error(GROUP_AUTHORIZATION_FAILED, None)),
+            errors,
+        );
+    }
+    // Kafka 4.0+ (KAFKA-18813): DESCRIBE on every topic the heartbeat names, else the heartbeat
+    // fails whole, answered without a message as Kafka's is.
+    let hidden_name = names.as_ref().is_some_and(|names| {
+        names
+            .iter()
+            .any(|name| !access.allows(AclOperation::Describe, ResourceType::Topic, name))
+    });
+    if hidden_name {
+        errors.add(TOPIC_AUTHORIZATION_FAILED);
+        return ApiResponse::new(
+            ResponseKind::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(TOPIC_AUTHORIZATION_FAILED),
+            ),
             errors,
         );
     }
@@ -1303,6 +1323,9 @@ pub async fn consumer_group_heartbeat_listed(
         }),
         client_id: info.client_id.to_string(),
         client_host: info.client_host.to_string(),
+        describable: access
+            .topic_describe_check()
+            .map_or_else(DescribableTopics::default, DescribableTopics::only),
     };
     let result = groups
         .coordinator
@@ -1355,6 +1378,28 @@ fn described_assignment(image: &MetadataImage, assignment: Assignment) -> Descri
     )
 }
 
+/// Kafka's message for a ConsumerGroupDescribe group that names a topic the caller may not
+/// DESCRIBE.
+const HIDDEN_TOPICS_MESSAGE: &str =
+    "The group has described topic(s) that the client is not authorized to describe.";
+
+/// Whether a member's assignment or target assignment has a topic `may_describe` refuses
+/// (Kafka checks those, not the subscriptions).
+fn assigns_hidden_topic(
+    members: &[DescribedConsumerMember],
+    mut may_describe: impl FnMut(&str) -> bool,
+) -> bool {
+    members
+        .iter()
+        .flat_map(|m| {
+            m.assignment
+                .topic_partitions
+                .iter()
+                .chain(&m.target_assignment.topic_partitions)
+        })
+        .any(|topic| !may_describe(topic.topic_name.as_str()))
+}
+
 pub(super) async fn consumer_group_describe(
     ctx: &HandlerContext,
     info: &RequestInfo,
@@ -1372,6 +1417,16 @@ pub(super) async fn consumer_group_describe(
     .await;
     let mut errors = ErrorCounts::default();
     let mut described = Vec::with_capacity(asked.len());
+    // Each topic is authorized once per request, as Kafka does (one denial logged).
+    let mut describable: HashMap<String, bool> = HashMap::new();
+    let mut may_describe = |topic: &str| match describable.get(topic) {
+        Some(allowed) => *allowed,
+        None => {
+            let allowed = access.allows(AclOperation::Describe, ResourceType::Topic, topic);
+            describable.insert(topic.to_owned(), allowed);
+            allowed
+        }
+    };
     for (group_id, asked) in asked {
         let operations = match (request.include_authorized_operations, access.is_enforced()) {
             (false, _) => OPERATIONS_NOT_REQUESTED,
@@ -1397,8 +1452,8 @@ pub(super) async fn consumer_group_describe(
                 continue;
             }
         };
-        errors.add(d.error);
         if d.error != codes::NONE {
+            errors.add(d.error);
             described.push(
                 DescribedConsumerGroup::default()
                     .with_group_id(group_id)
@@ -1434,7 +1489,20 @@ pub(super) async fn consumer_group_describe(
                     // v1: every member here uses the consumer protocol.
                     .with_member_type(if info.api_version >= 1 { 1 } else { -1 })
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // Kafka 4.0+ (KAFKA-18813): a group that would show the caller a topic it may not
+        // DESCRIBE is answered with the error alone.
+        if access.is_enforced() && assigns_hidden_topic(&members, &mut may_describe) {
+            errors.add(TOPIC_AUTHORIZATION_FAILED);
+            described.push(
+                DescribedConsumerGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                    .with_error_message(Some(text(HIDDEN_TOPICS_MESSAGE))),
+            );
+            continue;
+        }
+        errors.add(codes::NONE);
         described.push(
             DescribedConsumerGroup::default()
                 .with_group_id(group_id)
@@ -1452,4 +1520,47 @@ pub(super) async fn consumer_group_describe(
         ),
         errors,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(assigned: &[&str], target: &[&str]) -> DescribedConsumerMember {
+        let topics = |names: &[&str]| {
+            DescribeAssignment::default().with_topic_partitions(
+                names
+                    .iter()
+                    .map(|name| {
+                        DescribeTopicPartitions::default()
+                            .with_topic_name(TopicName(text(*name)))
+                            .with_partitions(vec![0])
+                    })
+                    .collect(),
+            )
+        };
+        DescribedConsumerMember::default()
+            .with_subscribed_topic_names(vec![TopicName(text("secret"))])
+            .with_assignment(topics(assigned))
+            .with_target_assignment(topics(target))
+    }
+
+    #[test]
+    fn a_group_is_hidden_by_a_topic_in_an_assignment_or_target_only() {
+        let may_describe = |topic: &str| topic != "secret";
+        // Subscribed to `secret` but given none of it: Kafka shows the group.
+        assert!(!assigns_hidden_topic(
+            &[member(&["orders"], &["orders"])],
+            may_describe
+        ));
+        assert!(assigns_hidden_topic(
+            &[member(&["orders"], &[]), member(&[], &["secret"])],
+            may_describe
+        ));
+        assert!(assigns_hidden_topic(
+            &[member(&["secret"], &[])],
+            may_describe
+        ));
+        assert!(!assigns_hidden_topic(&[], |_| false));
+    }
 }

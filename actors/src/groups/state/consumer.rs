@@ -9,6 +9,7 @@
 //! Every change is written as Kafka's KIP-848 records so a reload restores the group.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
@@ -51,6 +52,34 @@ pub trait TopicLookup {
     fn names(&self) -> Vec<String>;
 }
 
+/// Whether a principal may DESCRIBE a topic.
+type DescribeCheck = dyn Fn(&str) -> bool + Send + Sync;
+
+/// Which topics a heartbeat's principal may DESCRIBE: the handler's authorizer check, or every
+/// topic (the default) where nothing is checked.
+#[derive(Clone, Default)]
+pub struct DescribableTopics(Option<Arc<DescribeCheck>>);
+
+impl DescribableTopics {
+    /// Only the topics `check` allows.
+    pub fn only(check: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        DescribableTopics(Some(Arc::new(check)))
+    }
+
+    fn allows(&self, topic: &str) -> bool {
+        self.0.as_ref().is_none_or(|check| check(topic))
+    }
+}
+
+impl std::fmt::Debug for DescribableTopics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            Some(_) => "DescribableTopics(checked)",
+            None => "DescribableTopics(all)",
+        })
+    }
+}
+
 /// A ConsumerGroupHeartbeat, validated for shape by [`validate`].
 #[derive(Clone, Debug, Default)]
 pub struct ConsumerHeartbeat {
@@ -67,6 +96,9 @@ pub struct ConsumerHeartbeat {
     pub owned: Option<Vec<(Uuid, Vec<i32>)>>,
     pub client_id: String,
     pub client_host: String,
+    /// The topics a regex subscription may resolve to (Kafka 4.1 filters a regex's matches by
+    /// the heartbeat's DESCRIBE ACLs).
+    pub describable: DescribableTopics,
 }
 
 /// The group's session timeout and heartbeat interval now (its dynamic configs within the
@@ -140,6 +172,10 @@ pub(super) struct ConsumerMember {
     client_host: String,
     subscribed_names: TopicNames,
     regex: Option<String>,
+    /// The topics its regex matched that its principal may DESCRIBE, as of its last heartbeat:
+    /// another member's heartbeat resolves this member's regex within them, having no
+    /// principal of this member's to check new matches with.
+    regex_topics: BTreeSet<Uuid>,
     rebalance_timeout_ms: i32,
     server_assignor: Option<String>,
     epoch: i32,
@@ -318,9 +354,32 @@ struct RegexMatches {
     matched: HashMap<String, Vec<String>>,
 }
 
+impl RegexMatches {
+    /// The names of the topics `regex` matches (none for an invalid one).
+    fn matches(&mut self, regex: &str, topics: &dyn TopicLookup) -> &[String] {
+        if !self.matched.contains_key(regex) {
+            let matched = match compile(regex) {
+                Ok(compiled) => self
+                    .all_names
+                    .get_or_insert_with(|| topics.names())
+                    .iter()
+                    .filter(|name| compiled.is_match(name))
+                    .cloned()
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            self.matched.insert(regex.to_owned(), matched);
+        }
+        self.matched.get(regex).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// A member's subscription as topic name → (id, partitions): the named topics that exist and
+/// the regex's matches among `regex_topics`.
 fn resolve(
     names: &TopicNames,
     regex: Option<&str>,
+    regex_topics: &BTreeSet<Uuid>,
     topics: &dyn TopicLookup,
     regexes: &mut RegexMatches,
 ) -> BTreeMap<String, (Uuid, i32)> {
@@ -331,21 +390,11 @@ fn resolve(
         }
     }
     if let Some(regex) = regex {
-        if !regexes.matched.contains_key(regex) {
-            let matched = match compile(regex) {
-                Ok(compiled) => regexes
-                    .all_names
-                    .get_or_insert_with(|| topics.names())
-                    .iter()
-                    .filter(|name| compiled.is_match(name))
-                    .cloned()
-                    .collect(),
-                Err(_) => Vec::new(),
-            };
-            regexes.matched.insert(regex.to_owned(), matched);
-        }
-        for name in regexes.matched.get(regex).into_iter().flatten() {
-            if let Some(found) = topics.by_name(name) {
+        for name in regexes.matches(regex, topics) {
+            if let Some(found) = topics
+                .by_name(name)
+                .filter(|(id, _)| regex_topics.contains(id))
+            {
                 out.insert(name.clone(), found);
             }
         }
@@ -665,6 +714,7 @@ impl Coordinator {
                 client_host: String::new(),
                 subscribed_names: TopicNames::default(),
                 regex: None,
+                regex_topics: BTreeSet::new(),
                 rebalance_timeout_ms: request.rebalance_timeout_ms,
                 server_assignor: None,
                 epoch: 0,
@@ -780,6 +830,24 @@ impl Coordinator {
         if (member.subscribed_names.clone(), member.regex.clone()) != before_subscription {
             bump = true;
         }
+        // The regex's matches this heartbeat's principal may DESCRIBE now (Kafka's
+        // `filterTopicDescribeAuthorizedTopics`); a change (a topic created, an ACL granted or
+        // removed) is a new target, as another member may subscribe to the same topics.
+        let mut regexes = RegexMatches::default();
+        let regex_topics: BTreeSet<Uuid> = match member.regex.as_deref() {
+            None => BTreeSet::new(),
+            Some(regex) => regexes
+                .matches(regex, topics)
+                .iter()
+                .filter(|name| request.describable.allows(name))
+                .filter_map(|name| topics.by_name(name))
+                .map(|(id, _)| id)
+                .collect(),
+        };
+        if regex_topics != member.regex_topics {
+            member.regex_topics = regex_topics;
+            bump = true;
+        }
         if member.metadata_value() != before || bump {
             writes.push((
                 records::consumer_member_key(&group_id, &member.id),
@@ -800,13 +868,13 @@ impl Coordinator {
         }
 
         // The subscribed topics as the image has them now; a change is a new group epoch.
-        let mut regexes = RegexMatches::default();
         let mut subscribed: BTreeMap<String, (Uuid, i32)> = BTreeMap::new();
         let mut per_member: BTreeMap<String, BTreeSet<Uuid>> = BTreeMap::new();
         for m in cg.members.values() {
             let resolved = resolve(
                 &m.subscribed_names,
                 m.regex.as_deref(),
+                &m.regex_topics,
                 topics,
                 &mut regexes,
             );
@@ -1254,6 +1322,8 @@ impl ConsumerLoad {
                 client_host: value.client_host,
                 subscribed_names: value.subscribed_topic_names,
                 regex: value.subscribed_topic_regex,
+                // Its target's topics, below.
+                regex_topics: BTreeSet::new(),
                 rebalance_timeout_ms: value.rebalance_timeout_ms,
                 server_assignor: value.server_assignor,
                 epoch: current.map_or(0, |c| c.member_epoch),
@@ -1275,7 +1345,12 @@ impl ConsumerLoad {
             cg.claim(&id);
         }
         for (id, assignment) in self.targets {
-            if cg.members.contains_key(&id) {
+            if let Some(member) = cg.members.get_mut(&id) {
+                // Its principal is not in its records: until its next heartbeat its regex keeps
+                // to the topics of its target, which that principal could describe.
+                if member.regex.is_some() {
+                    member.regex_topics.extend(assignment.keys().copied());
+                }
                 cg.target.insert(id, assignment);
             }
         }
