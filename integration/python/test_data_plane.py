@@ -557,6 +557,80 @@ def test_broker_topic_metrics(node, raw):
     assert "kafka_server_brokertopicmetrics_messagesin_total " in node.metrics_text()
 
 
+BROKER_TOPIC_FAMILIES = [f"kafka_server_brokertopicmetrics_{name}_total" for name in (
+    "messagesin", "bytesin", "bytesout", "totalproducerequests", "failedproducerequests",
+    "totalfetchrequests", "failedfetchrequests")]
+
+
+def test_broker_topic_metrics_go_with_their_deleted_topic(node, raw):
+    """As Kafka's ReplicaManager removes a topic's BrokerTopicMetrics with its last partition:
+    the series leave the scrape, the totals stay, and a re-created topic counts from 0."""
+    topic = "dp-metrics-deleted"
+    label = f'{{topic="{topic}"}} '
+
+    def series(text, suffix=label):
+        found = {}
+        for line in text.splitlines():
+            for name in BROKER_TOPIC_FAMILIES:
+                if line.startswith(name + suffix):
+                    found[name] = float(line.split()[-1])
+        return found
+
+    def counts(text, suffix=label):
+        """The topic's values (or the totals), 0 for a family without its series."""
+        found = series(text, suffix)
+        return {name: found.get(name, 0) for name in BROKER_TOPIC_FAMILIES}
+
+    create(node, (topic, 1))
+    wait_for("the log", lambda: list_offset(raw(), topic, 0, -1).error_code == 0)
+    conn = raw()
+    first = batch([(b"k", b"v" * 100, [], 1), (b"k", b"w", [], 2)])
+    assert produce(conn, topic, 0, first).error_code == 0
+    assert fetch(conn, topic, 0, 0)[1].error_code == 0
+    text = node.metrics_text()
+    assert counts(text) == {
+        "kafka_server_brokertopicmetrics_messagesin_total": 2,
+        "kafka_server_brokertopicmetrics_bytesin_total": len(first),
+        "kafka_server_brokertopicmetrics_bytesout_total": len(first),
+        "kafka_server_brokertopicmetrics_totalproducerequests_total": 1,
+        "kafka_server_brokertopicmetrics_failedproducerequests_total": 0,
+        "kafka_server_brokertopicmetrics_totalfetchrequests_total": 1,
+        "kafka_server_brokertopicmetrics_failedfetchrequests_total": 0,
+    }, text
+    totals = counts(text, " ")
+
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+
+    def without_topic():
+        text = node.metrics_text()
+        return text if label not in text else None
+
+    text = wait_for("the deleted topic's series to leave the scrape", without_topic)
+    # The totals keep what the topic counted.
+    after = counts(text, " ")
+    assert all(after[name] >= totals[name] for name in BROKER_TOPIC_FAMILIES), (totals, after)
+    for name in BROKER_TOPIC_FAMILIES:
+        assert text.count(f"# TYPE {name} ") == 1, text
+
+    create(node, (topic, 1))
+    wait_for("the new log", lambda: list_offset(raw(), topic, 0, -1).error_code == 0)
+    second = batch([(b"k", b"x", [], 3)])
+    assert produce(raw(), topic, 0, second).error_code == 0
+    assert counts(node.metrics_text()) == {
+        "kafka_server_brokertopicmetrics_messagesin_total": 1,
+        "kafka_server_brokertopicmetrics_bytesin_total": len(second),
+        "kafka_server_brokertopicmetrics_bytesout_total": 0,
+        "kafka_server_brokertopicmetrics_totalproducerequests_total": 1,
+        "kafka_server_brokertopicmetrics_failedproducerequests_total": 0,
+        "kafka_server_brokertopicmetrics_totalfetchrequests_total": 0,
+        "kafka_server_brokertopicmetrics_failedfetchrequests_total": 0,
+    }
+
+
 def test_kafka_python_produce_request_over_many_partitions(node):
     # kafka-python drains every ready partition of a broker into one Produce request, so with a
     # long linger 1,500 partitions go in one request: past the node's chunk of 1,024 partitions

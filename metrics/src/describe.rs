@@ -1,5 +1,6 @@
-//! HELP texts of every metric in [`names`], registered with the recorder so that each exported
-//! family has a `# HELP` line next to its `# TYPE` line. A test checks that no name is left out.
+//! HELP texts of every metric in [`names`], registered with the recorder (or rendered by
+//! `topics.rs` for its own families) so that each exported family has a `# HELP` line next to
+//! its `# TYPE` line. A test checks that no name is left out.
 
 use metrics::Unit;
 
@@ -11,9 +12,11 @@ enum Kind {
     Counter,
     Gauge,
     Histogram,
+    /// A counter of `topics.rs`, which renders it itself (so the recorder never has its name).
+    TopicCounter,
 }
 
-use Kind::{Counter, Gauge, Histogram};
+use Kind::{Counter, Gauge, Histogram, TopicCounter};
 
 /// Every name in [`names`] with its kind, unit and help text.
 const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
@@ -45,13 +48,13 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::REPLICA_FETCHER_MAX_LAG, Gauge, Unit::Count, "The largest lag of any partition this broker follows, as of each fetcher's last fetch."),
     (names::SASL_AUTHENTICATIONS_TOTAL, Counter, Unit::Count, "Successful SASL authentications, by listener and mechanism."),
     (names::SASL_AUTHENTICATION_FAILURES_TOTAL, Counter, Unit::Count, "Failed authentications, SASL or TLS (each closes its connection), by listener, mechanism and reason."),
-    (names::TOPIC_MESSAGES_IN_TOTAL, Counter, Unit::Count, "Records appended by Produce, by topic (the series without a topic is the total)."),
-    (names::TOPIC_BYTES_IN_TOTAL, Counter, Unit::Bytes, "Produced batch bytes appended, by topic (the series without a topic is the total)."),
-    (names::TOPIC_BYTES_OUT_TOTAL, Counter, Unit::Bytes, "Record bytes sent to consumers, by topic (the series without a topic is the total)."),
-    (names::TOPIC_PRODUCE_REQUESTS_TOTAL, Counter, Unit::Count, "Produce requests per partition, by topic (the series without a topic is the total)."),
-    (names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, Counter, Unit::Count, "Produce requests per partition that failed, by topic (the series without a topic is the total)."),
-    (names::TOPIC_FETCH_REQUESTS_TOTAL, Counter, Unit::Count, "Fetch requests per partition, by topic (the series without a topic is the total)."),
-    (names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, Counter, Unit::Count, "Fetch requests per partition that failed, by topic (the series without a topic is the total)."),
+    (names::TOPIC_MESSAGES_IN_TOTAL, TopicCounter, Unit::Count, "Records appended by Produce, by topic (the series without a topic is the total)."),
+    (names::TOPIC_BYTES_IN_TOTAL, TopicCounter, Unit::Bytes, "Produced batch bytes appended, by topic (the series without a topic is the total)."),
+    (names::TOPIC_BYTES_OUT_TOTAL, TopicCounter, Unit::Bytes, "Record bytes sent to consumers, by topic (the series without a topic is the total)."),
+    (names::TOPIC_PRODUCE_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Produce requests per partition, by topic (the series without a topic is the total)."),
+    (names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Produce requests per partition that failed, by topic (the series without a topic is the total)."),
+    (names::TOPIC_FETCH_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Fetch requests per partition, by topic (the series without a topic is the total)."),
+    (names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Fetch requests per partition that failed, by topic (the series without a topic is the total)."),
     (names::FETCH_SESSIONS, Gauge, Unit::Count, "Incremental fetch sessions (KIP-227) in the fetch session cache."),
     (names::FETCH_SESSION_PARTITIONS, Gauge, Unit::Count, "Partitions held by all cached incremental fetch sessions."),
     (names::FETCH_SESSION_EVICTIONS_TOTAL, Counter, Unit::Count, "Incremental fetch sessions evicted from the cache to make room for new ones."),
@@ -89,15 +92,24 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::QUOTA_CALLBACK_CLUSTER_UPDATE_SECONDS, Histogram, Unit::Seconds, "Time a quota callback's update_cluster_metadata took, by callback."),
 ];
 
-/// Registers every HELP text with the installed recorder.
+/// Registers the HELP text of every metric the recorder exports with it.
 pub(crate) fn describe_all() {
     for &(name, kind, unit, help) in DESCRIPTIONS {
         match kind {
             Counter => metrics::describe_counter!(name, unit, help),
             Gauge => metrics::describe_gauge!(name, unit, help),
             Histogram => metrics::describe_histogram!(name, unit, help),
+            TopicCounter => {}
         }
     }
+}
+
+/// The HELP text of `name`.
+pub(crate) fn help(name: &str) -> Option<&'static str> {
+    DESCRIPTIONS
+        .iter()
+        .find(|(described, ..)| *described == name)
+        .map(|&(.., help)| help)
 }
 
 #[cfg(test)]

@@ -86,11 +86,18 @@ impl Scrape {
     fn render(&self) -> String {
         self.process.collect();
         self.handle.run_upkeep();
-        let mut body = self.handle.render();
-        // Series that leave with their quota sensor live outside the exporter's registry.
-        crate::removable::render(&mut body);
-        body
+        render_all(&self.handle)
     }
+}
+
+/// The recorder's families, then those kept outside its registry because they can be removed:
+/// the broker topic metrics and the series that leave with their quota sensor. No name is in
+/// both, so each family is rendered once, whole.
+fn render_all(handle: &PrometheusHandle) -> String {
+    let mut body = handle.render();
+    crate::topics::render(&mut body);
+    crate::removable::render(&mut body);
+    body
 }
 
 /// Serves `GET` and `HEAD /metrics` over HTTP/1.1 on an already-bound listener until the task
@@ -225,6 +232,52 @@ fn respond<B>(request: &Request<B>, scrape: &Scrape) -> Response<Full<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scrape_types_each_family_once() {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            crate::describe::describe_all();
+            crate::topic_produce("exporter-test", Some((1, 10)));
+            crate::topic_fetches("exporter-test", 1, 0, 10);
+            crate::connection_opened("PLAINTEXT");
+            crate::RequestMetrics::default().record_request(
+                "Produce",
+                9,
+                &crate::RequestTimings::default(),
+            );
+        });
+        struct Rate;
+        impl crate::removable::SeriesValue for Rate {
+            fn series_value(&self) -> f64 {
+                1.0
+            }
+        }
+        let rate: Arc<dyn crate::removable::SeriesValue> = Arc::new(Rate);
+        let _quota =
+            crate::quota_sensor_metrics("Produce", "", "exporter-test", Arc::downgrade(&rate));
+        let body = render_all(&handle);
+        let mut typed = std::collections::HashSet::new();
+        for line in body.lines() {
+            if let Some(name) = line.strip_prefix("# TYPE ") {
+                let name = name.split(' ').next().unwrap_or_default();
+                assert!(typed.insert(name.to_owned()), "{name} typed twice:\n{body}");
+            }
+        }
+        for name in [
+            names::TOPIC_MESSAGES_IN_TOTAL,
+            names::TOPIC_FETCH_REQUESTS_TOTAL,
+            names::REQUESTS_TOTAL,
+            names::QUOTA_THROTTLE_TIME,
+        ] {
+            assert!(typed.contains(name), "{name} not in the scrape:\n{body}");
+        }
+        assert!(body.contains(&format!(
+            "{}{{topic=\"exporter-test\"}} 1\n",
+            names::TOPIC_MESSAGES_IN_TOTAL
+        )));
+    }
 
     #[test]
     fn idle_ratio_is_the_share_of_worker_time_not_busy() {

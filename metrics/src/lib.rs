@@ -4,12 +4,16 @@
 //! cannot drift between call sites; `node/` installs the Prometheus exporter ([`exporter`]).
 //! Request metrics follow the Prometheus JMX-exporter mapping of Kafka's `RequestMetrics`
 //! (`kafka_network_requestmetrics_*`) so existing dashboards need little change, with real
-//! histograms in seconds instead of pre-computed quantiles.
+//! histograms in seconds instead of pre-computed quantiles. Series that must be removable are
+//! kept outside the recorder: quota sensors' ([`removable`]) and the broker topic metrics
+//! ([`topics`]).
 
 mod describe;
 pub mod exporter;
 pub mod names;
 mod recorders;
 pub mod removable;
+pub mod topics;
 
 pub use recorders::*;
+pub use topics::{remove_topic_metrics, topic_fetches, topic_produce};

@@ -231,33 +231,6 @@ pub struct RequestTimings {
     pub request_bytes: usize,
 }
 
-/// Counts one partition of a Produce request for `topic`: on success the records and bytes
-/// appended (0 and 0 for a duplicate), on failure a failed request.
-pub fn topic_produce(topic: &str, appended: Option<(u64, u64)>) {
-    for labels in [vec![("topic", topic.to_owned())], Vec::new()] {
-        counter!(names::TOPIC_PRODUCE_REQUESTS_TOTAL, &labels).increment(1);
-        match appended {
-            Some((messages, bytes)) => {
-                counter!(names::TOPIC_MESSAGES_IN_TOTAL, &labels).increment(messages);
-                counter!(names::TOPIC_BYTES_IN_TOTAL, &labels).increment(bytes);
-            }
-            None => counter!(names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, &labels).increment(1),
-        }
-    }
-}
-
-/// Counts `partitions` partitions of Fetch responses for `topic`: `failed` of them refused,
-/// the others sending `sent_bytes` record bytes in all.
-pub fn topic_fetches(topic: &str, partitions: u64, failed: u64, sent_bytes: u64) {
-    for labels in [vec![("topic", topic.to_owned())], Vec::new()] {
-        counter!(names::TOPIC_FETCH_REQUESTS_TOTAL, &labels).increment(partitions);
-        counter!(names::TOPIC_BYTES_OUT_TOTAL, &labels).increment(sent_bytes);
-        if failed > 0 {
-            counter!(names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, &labels).increment(failed);
-        }
-    }
-}
-
 /// Counts one log cleaning pass that removed `bytes_removed` bytes in `elapsed`.
 pub fn log_cleaned(bytes_removed: u64, elapsed: Duration) {
     counter!(names::LOG_CLEANER_PASSES_TOTAL).increment(1);

@@ -197,7 +197,7 @@ impl Drop for Registration {
 
 /// The text format's escapes for a label value: `\\`, `\"` and `\n`. Hand-written because the
 /// exporter's sanitiser drops a backslash before a quote, so two client ids could render alike.
-fn escape_label_value(value: &str) -> String {
+pub(crate) fn escape_label_value(value: &str) -> String {
     let mut escaped = String::with_capacity(value.len());
     for c in value.chars() {
         match c {

@@ -251,6 +251,9 @@ pub struct LogManager {
     log_dirs: Vec<PathBuf>,
     shards: Vec<Shard>,
     partitions: DashMap<TopicPartition, Arc<PartitionState>>,
+    /// How many of `partitions` each topic has: its broker topic metrics go with the last one
+    /// (counted so that removing a partition does not scan every hosted log).
+    topic_partitions: DashMap<String, usize>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Where leaders send ISR changes (set once by the node that sends AlterPartition).
     isr_changes: std::sync::OnceLock<crate::replication::IsrChanges>,
@@ -363,6 +366,7 @@ impl LogManager {
             log_dirs: settings.log_dirs.clone(),
             shards,
             partitions: DashMap::new(),
+            topic_partitions: DashMap::new(),
             threads: Mutex::new(threads),
             isr_changes: std::sync::OnceLock::new(),
             high_watermark_moves: Arc::clone(&dirs.high_watermark_moves),
@@ -416,8 +420,27 @@ impl LogManager {
             replication: Mutex::new(Replication::default()),
             high_watermark_moves: Arc::clone(&self.high_watermark_moves),
         });
+        // Never replaces a state: `ensure` removes a recreated topic's old one first.
         self.partitions.insert(tp.clone(), Arc::clone(&state));
+        *self.topic_partitions.entry(tp.topic.clone()).or_default() += 1;
         state
+    }
+
+    /// After `tp`'s state left `partitions`: when it was its topic's last, the topic's broker
+    /// topic metrics go too (Kafka's `ReplicaManager.maybeRemoveTopicMetrics`), so a topic
+    /// re-created under the same name counts from 0.
+    fn partition_removed(&self, tp: &TopicPartition) {
+        if let Some(mut count) = self.topic_partitions.get_mut(&tp.topic) {
+            *count = count.saturating_sub(1);
+        }
+        // Checked under the map's lock: a partition of the topic added meanwhile keeps it.
+        if self
+            .topic_partitions
+            .remove_if(&tp.topic, |_, count| *count == 0)
+            .is_some()
+        {
+            gregor_metrics::remove_topic_metrics(&tp.topic);
+        }
     }
 
     /// Topic-partitions currently hosted.
@@ -755,6 +778,7 @@ impl LogChanges<'_> {
     /// `file.delete.delay.ms`).
     pub(crate) fn remove(&mut self, tp: &TopicPartition) {
         if let Some((tp, state)) = self.manager.partitions.remove(tp) {
+            self.manager.partition_removed(&tp);
             state.open.store(false, Ordering::Release);
             state.appended.notify_waiters();
             self.per_shard[state.shard].push(Change::Delete { tp });

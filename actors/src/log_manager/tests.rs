@@ -491,3 +491,41 @@ fn a_topics_partitions_take_the_shards_in_turn() {
         .collect();
     assert!(firsts.len() > 1, "{firsts:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topics_metrics_go_with_its_last_hosted_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::start(LogManagerSettings {
+        shards: 2,
+        ..LogManagerSettings::for_tests(dir.path())
+    })
+    .unwrap();
+    let topic = "log-manager-metrics";
+    let series = format!("{{topic=\"{topic}\"}}");
+    let scraped = || {
+        let mut body = String::new();
+        gregor_metrics::topics::render(&mut body);
+        body.contains(&series)
+    };
+    let config = Arc::new(LogConfig::default());
+    let mut changes = manager.changes();
+    for partition in 0..2 {
+        let tp = TopicPartition::new(topic, partition);
+        changes.ensure(tp, uuid::Uuid::from_u128(9), &config, 1);
+    }
+    changes.send();
+    gregor_metrics::topic_produce(topic, Some((1, 10)));
+    assert!(scraped());
+    let mut changes = manager.changes();
+    changes.remove(&TopicPartition::new(topic, 0));
+    changes.send();
+    assert!(scraped(), "partition 1 is still hosted");
+    let mut changes = manager.changes();
+    changes.remove(&TopicPartition::new(topic, 1));
+    changes.send();
+    assert!(!scraped(), "no partition of the topic is hosted");
+    let manager_for_shutdown = manager.clone();
+    tokio::task::spawn_blocking(move || manager_for_shutdown.shutdown(1))
+        .await
+        .unwrap();
+}

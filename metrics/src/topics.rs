@@ -1,0 +1,281 @@
+//! Kafka's `BrokerTopicMetrics` (`kafka_server_brokertopicmetrics_*_total`), per topic and in
+//! total, kept apart from the `metrics` recorder so that a topic's series can be removed.
+//!
+//! Kafka removes a topic's metrics when the broker stops hosting its last partition (the topic
+//! was deleted or moved away), so a topic re-created under the same name starts from 0; the
+//! Prometheus recorder has no way to remove one series. Here each topic has its own counters,
+//! [`remove_topic_metrics`] drops them, and the totals, counted beside them, stay monotonic.
+//!
+//! Recording is a map lookup (no allocation once the topic has counters) and atomic adds. The
+//! `/metrics` endpoint appends [`render`]'s text, which writes each family whole (HELP, TYPE,
+//! the total, then one line per topic), so no family is split or typed twice in a scrape.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::LazyLock;
+
+use dashmap::DashMap;
+use metrics_exporter_prometheus::formatting::{write_help_line, write_type_line};
+
+use crate::names;
+use crate::removable::escape_label_value;
+
+/// The families, in the order they are rendered; the constants below index them.
+const FAMILIES: [&str; 7] = [
+    names::TOPIC_MESSAGES_IN_TOTAL,
+    names::TOPIC_BYTES_IN_TOTAL,
+    names::TOPIC_BYTES_OUT_TOTAL,
+    names::TOPIC_PRODUCE_REQUESTS_TOTAL,
+    names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL,
+    names::TOPIC_FETCH_REQUESTS_TOTAL,
+    names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL,
+];
+const MESSAGES_IN: usize = 0;
+const BYTES_IN: usize = 1;
+const BYTES_OUT: usize = 2;
+const PRODUCE_REQUESTS: usize = 3;
+const FAILED_PRODUCE_REQUESTS: usize = 4;
+const FETCH_REQUESTS: usize = 5;
+const FAILED_FETCH_REQUESTS: usize = 6;
+
+/// One value per family.
+#[derive(Debug, Default)]
+struct Counters([AtomicU64; FAMILIES.len()]);
+
+impl Counters {
+    fn add(&self, family: usize, value: u64) {
+        if value > 0 {
+            self.0[family].fetch_add(value, Ordering::Relaxed);
+        }
+    }
+
+    fn values(&self) -> [u64; FAMILIES.len()] {
+        std::array::from_fn(|family| self.0[family].load(Ordering::Relaxed))
+    }
+}
+
+/// The totals and each topic's counters.
+#[derive(Debug, Default)]
+struct TopicMetrics {
+    totals: Counters,
+    topics: DashMap<Box<str>, Counters>,
+}
+
+static TOPIC_METRICS: LazyLock<TopicMetrics> = LazyLock::new(TopicMetrics::default);
+
+impl TopicMetrics {
+    /// Applies `add` to the totals and to `topic`'s counters, created on its first use.
+    fn record(&self, topic: &str, add: impl Fn(&Counters)) {
+        add(&self.totals);
+        // Looked up by `&str` first: the key is allocated only for a new topic.
+        if let Some(counters) = self.topics.get(topic) {
+            add(&counters);
+            return;
+        }
+        add(&self.topics.entry(Box::from(topic)).or_default());
+    }
+
+    fn produce(&self, topic: &str, appended: Option<(u64, u64)>) {
+        self.record(topic, |counters| {
+            counters.add(PRODUCE_REQUESTS, 1);
+            match appended {
+                Some((messages, bytes)) => {
+                    counters.add(MESSAGES_IN, messages);
+                    counters.add(BYTES_IN, bytes);
+                }
+                None => counters.add(FAILED_PRODUCE_REQUESTS, 1),
+            }
+        });
+    }
+
+    fn fetches(&self, topic: &str, partitions: u64, failed: u64, sent_bytes: u64) {
+        self.record(topic, |counters| {
+            counters.add(FETCH_REQUESTS, partitions);
+            counters.add(BYTES_OUT, sent_bytes);
+            counters.add(FAILED_FETCH_REQUESTS, failed);
+        });
+    }
+
+    fn remove(&self, topic: &str) {
+        self.topics.remove(topic);
+    }
+
+    fn render(&self, body: &mut String) {
+        let mut topics: Vec<(String, [u64; FAMILIES.len()])> = self
+            .topics
+            .iter()
+            .map(|entry| (escape_label_value(entry.key()), entry.value().values()))
+            .collect();
+        let totals = self.totals.values();
+        // Nothing counted yet (no traffic, or a controller-only node): no families, as before
+        // this registry, when the recorder had no series for them.
+        if topics.is_empty() && totals.iter().all(|&total| total == 0) {
+            return;
+        }
+        // Sorted so scrapes are stable.
+        topics.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (family, name) in FAMILIES.into_iter().enumerate() {
+            if let Some(help) = crate::describe::help(name) {
+                write_help_line(body, name, None, None, help);
+            }
+            write_type_line(body, name, None, None, "counter");
+            let _ = writeln!(body, "{name} {}", totals[family]);
+            for (topic, values) in &topics {
+                let _ = writeln!(body, "{name}{{topic=\"{topic}\"}} {}", values[family]);
+            }
+            body.push('\n');
+        }
+    }
+}
+
+/// Counts one partition of a Produce request for `topic`: on success the records and bytes
+/// appended (0 and 0 for a duplicate), on failure a failed request.
+pub fn topic_produce(topic: &str, appended: Option<(u64, u64)>) {
+    TOPIC_METRICS.produce(topic, appended);
+}
+
+/// Counts `partitions` partitions of Fetch responses for `topic`: `failed` of them refused,
+/// the others sending `sent_bytes` record bytes in all.
+pub fn topic_fetches(topic: &str, partitions: u64, failed: u64, sent_bytes: u64) {
+    TOPIC_METRICS.fetches(topic, partitions, failed, sent_bytes);
+}
+
+/// Removes `topic`'s series from the scrape (the totals keep what it counted); called when this
+/// node stops hosting the topic's last partition, as Kafka's `ReplicaManager` does.
+pub fn remove_topic_metrics(topic: &str) {
+    TOPIC_METRICS.remove(topic);
+}
+
+/// Appends the seven families, whole, to a scrape in the Prometheus text format.
+pub fn render(body: &mut String) {
+    TOPIC_METRICS.render(body);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(metrics: &TopicMetrics) -> String {
+        let mut body = String::new();
+        metrics.render(&mut body);
+        body
+    }
+
+    /// The value of `name` for `topic` (`None`: the total), if rendered.
+    fn value(body: &str, name: &str, topic: Option<&str>) -> Option<u64> {
+        let series = match topic {
+            Some(topic) => format!("{name}{{topic=\"{topic}\"}} "),
+            None => format!("{name} "),
+        };
+        body.lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .and_then(|value| value.parse().ok())
+    }
+
+    #[test]
+    fn counts_per_topic_and_in_total() {
+        let metrics = TopicMetrics::default();
+        metrics.produce("a", Some((3, 300)));
+        metrics.produce("a", Some((0, 0)));
+        metrics.produce("a", None);
+        metrics.produce("b", Some((2, 20)));
+        metrics.fetches("a", 4, 1, 250);
+        metrics.fetches("b", 1, 0, 0);
+        let body = scrape(&metrics);
+        let expected = [
+            (names::TOPIC_MESSAGES_IN_TOTAL, 3, 2),
+            (names::TOPIC_BYTES_IN_TOTAL, 300, 20),
+            (names::TOPIC_BYTES_OUT_TOTAL, 250, 0),
+            (names::TOPIC_PRODUCE_REQUESTS_TOTAL, 3, 1),
+            (names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, 1, 0),
+            (names::TOPIC_FETCH_REQUESTS_TOTAL, 4, 1),
+            (names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, 1, 0),
+        ];
+        for (name, a, b) in expected {
+            assert_eq!(value(&body, name, Some("a")), Some(a), "{name}\n{body}");
+            assert_eq!(value(&body, name, Some("b")), Some(b), "{name}\n{body}");
+            assert_eq!(value(&body, name, None), Some(a + b), "{name}\n{body}");
+        }
+    }
+
+    #[test]
+    fn a_removed_topic_leaves_the_scrape_and_the_totals_stay() {
+        let metrics = TopicMetrics::default();
+        metrics.produce("gone", Some((5, 50)));
+        metrics.fetches("gone", 1, 0, 50);
+        metrics.produce("kept", Some((1, 10)));
+        metrics.remove("gone");
+        let body = scrape(&metrics);
+        assert!(!body.contains("topic=\"gone\""), "{body}");
+        assert_eq!(
+            value(&body, names::TOPIC_MESSAGES_IN_TOTAL, Some("kept")),
+            Some(1)
+        );
+        assert_eq!(value(&body, names::TOPIC_MESSAGES_IN_TOTAL, None), Some(6));
+        assert_eq!(value(&body, names::TOPIC_BYTES_OUT_TOTAL, None), Some(50));
+        // Re-created under the same name: counted from 0, the totals go on.
+        metrics.produce("gone", Some((2, 20)));
+        let body = scrape(&metrics);
+        assert_eq!(
+            value(&body, names::TOPIC_MESSAGES_IN_TOTAL, Some("gone")),
+            Some(2)
+        );
+        assert_eq!(
+            value(&body, names::TOPIC_BYTES_OUT_TOTAL, Some("gone")),
+            Some(0)
+        );
+        assert_eq!(value(&body, names::TOPIC_MESSAGES_IN_TOTAL, None), Some(8));
+        // Removing a topic without series is harmless.
+        metrics.remove("never");
+    }
+
+    #[test]
+    fn each_family_is_rendered_whole_with_its_total_then_its_topics() {
+        let metrics = TopicMetrics::default();
+        assert_eq!(scrape(&metrics), "", "nothing counted, nothing rendered");
+        metrics.produce("zeta", Some((1, 7)));
+        metrics.produce("alpha", Some((2, 9)));
+        let body = scrape(&metrics);
+        let name = names::TOPIC_BYTES_IN_TOTAL;
+        let help = crate::describe::help(name).unwrap_or_default();
+        let family = format!(
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} 16\n\
+             {name}{{topic=\"alpha\"}} 9\n{name}{{topic=\"zeta\"}} 7\n\n"
+        );
+        assert!(body.contains(&family), "{body}");
+        for name in FAMILIES {
+            assert_eq!(
+                body.matches(&format!("# TYPE {name} ")).count(),
+                1,
+                "{body}"
+            );
+            assert_eq!(
+                body.matches(&format!("# HELP {name} ")).count(),
+                1,
+                "{body}"
+            );
+            // Contiguous: every line of the family sits between its TYPE line and a blank line.
+            let lines: Vec<&str> = body.lines().collect();
+            let first = lines.iter().position(|l| l.starts_with(name));
+            let last = lines.iter().rposition(|l| l.starts_with(name));
+            let (Some(first), Some(last)) = (first, last) else {
+                panic!("{name} not rendered:\n{body}");
+            };
+            assert_eq!(last - first, 2, "{name}: total and two topics\n{body}");
+        }
+    }
+
+    #[test]
+    fn topic_label_values_are_escaped() {
+        let metrics = TopicMetrics::default();
+        metrics.produce("a\"b\\c\nd} 1", Some((1, 1)));
+        let body = scrape(&metrics);
+        assert!(
+            body.contains(&format!(
+                "{}{{topic=\"a\\\"b\\\\c\\nd}} 1\"}} 1\n",
+                names::TOPIC_MESSAGES_IN_TOTAL
+            )),
+            "{body}"
+        );
+    }
+}
