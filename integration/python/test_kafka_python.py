@@ -171,7 +171,7 @@ def test_describe_topic_partitions_pages_with_a_cursor(admin):
     assert second["next_cursor"] is None
     (described,) = [t for t in first["topics"] if t["name"] == "kp-dtp-a"]
     (metadata,) = admin.describe_topics(["kp-dtp-a"])
-    assert described["topic_id"] == metadata["topic_id"]
+    assert str(described["topic_id"]) == str(metadata["topic_id"])
     for partition in described["partitions"]:
         assert (partition["leader_id"], partition["replica_nodes"], partition["isr_nodes"], partition["offline_replicas"]) == (1, [1], [1], [])
         assert partition["error_code"] == 0 and partition["leader_epoch"] >= 0
