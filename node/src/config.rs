@@ -1507,22 +1507,21 @@ fn inter_broker_listener(
 /// given statically are this broker's log defaults: a bad value stops start-up, as in Kafka.
 fn check_static_log_defaults(originals: &BTreeMap<String, String>) -> Result<(), ConfigError> {
     use gregor_actors::controller::logic::configs::broker::{
-        broker_config, unit_synonym_ms, UNIT_SYNONYMS,
+        broker_config, unit_synonym, unit_synonym_ms,
     };
 
     use gregor_actors::controller::logic::topic_configs::{
         check_value, parse_value, ConfigError as TopicConfigError,
     };
     for (key, raw) in originals {
-        let unit = UNIT_SYNONYMS.iter().find(|(unit, ..)| *unit == key);
-        if let Some((unit, ..)) = unit {
-            if let Some(Err(message)) = unit_synonym_ms(unit, raw) {
+        if let Some(unit) = unit_synonym(key) {
+            if let Some(Err(message)) = unit_synonym_ms(unit.name, raw) {
                 // The message names the key and value; ConfigError adds them itself.
                 let reason = message
                     .split_once(": ")
                     .map_or(message.clone(), |(_, reason)| reason.to_owned());
                 return Err(ConfigError::InvalidValue {
-                    key: unit,
+                    key: unit.name,
                     value: raw.clone(),
                     reason,
                 });

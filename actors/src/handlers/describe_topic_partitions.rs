@@ -279,11 +279,14 @@ mod tests {
             }))
     }
 
-    /// (name, error, partition indexes) per answered topic, and the next cursor.
+    /// An answered topic: name, error code, partition indexes.
+    type Answered = (String, i16, Vec<i32>);
+
+    /// The answered topics and the next cursor.
     fn run(
         request: &DescribeTopicPartitionsRequest,
         denied: &[&str],
-    ) -> (Vec<(String, i16, Vec<i32>)>, Option<(String, i32)>) {
+    ) -> (Vec<Answered>, Option<(String, i32)>) {
         let response = describe(
             &image(),
             "PLAINTEXT",
@@ -308,7 +311,7 @@ mod tests {
         (topics, cursor)
     }
 
-    fn found(name: &str, partitions: &[i32]) -> (String, i16, Vec<i32>) {
+    fn found(name: &str, partitions: &[i32]) -> Answered {
         (name.to_owned(), 0, partitions.to_vec())
     }
 

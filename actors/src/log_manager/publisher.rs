@@ -27,9 +27,9 @@ impl StaticLogDefaults {
     pub fn from_broker_configs<'a>(configs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let given: BTreeMap<&str, &str> = configs.into_iter().collect();
         // Lowest precedence first: a later pair overrides an earlier one when applied.
-        let units = UNIT_SYNONYMS.iter().rev().filter_map(|(unit, ..)| {
-            let raw = given.get(unit)?;
-            match unit_synonym_ms(unit, raw)? {
+        let units = UNIT_SYNONYMS.iter().rev().filter_map(|unit| {
+            let raw = given.get(unit.name)?;
+            match unit_synonym_ms(unit.name, raw)? {
                 Ok((topic, ms)) => Some((topic.to_owned(), ms.to_string())),
                 Err(error) => {
                     tracing::warn!(%error, "ignoring a static log config");

@@ -237,7 +237,7 @@ fn describe_one(
                 broker::TOPIC_SYNONYMS
                     .iter()
                     .map(|(name, _)| *name)
-                    .chain(broker::UNIT_SYNONYMS.iter().map(|(name, ..)| *name))
+                    .chain(broker::UNIT_SYNONYMS.iter().map(|unit| unit.name))
                     .filter_map(|name| broker_log_entry(image, node_id, name, support)),
             );
             entries.sort_by(|a, b| a.name.cmp(&b.name));

@@ -57,39 +57,61 @@ pub const TOPIC_SYNONYMS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Static broker keys that give a topic config's broker default in a coarser unit (Kafka's
-/// `log.retention.minutes`/`.hours`, `log.roll.hours`, `log.roll.jitter.hours`): `(broker key,
-/// topic config, ms per unit, the lowest value Kafka accepts, Kafka's default)`, each read only
-/// when the keys before it for the same topic config (its `TOPIC_SYNONYMS` key first) are unset.
-pub const UNIT_SYNONYMS: &[(&str, &str, i64, Option<i32>, Option<&str>)] = &[
-    ("log.retention.minutes", "retention.ms", 60_000, None, None),
-    (
-        "log.retention.hours",
-        "retention.ms",
-        3_600_000,
-        None,
-        Some("168"),
-    ),
-    (
-        "log.roll.hours",
-        "segment.ms",
-        3_600_000,
-        Some(1),
-        Some("168"),
-    ),
-    (
-        "log.roll.jitter.hours",
-        "segment.jitter.ms",
-        3_600_000,
-        Some(0),
-        Some("0"),
-    ),
+/// A static broker key giving a topic config's broker default in a coarser unit (Kafka's
+/// `log.retention.minutes`/`.hours`, `log.roll.hours`, `log.roll.jitter.hours`), read only when
+/// the keys before it for the same topic config (its `TOPIC_SYNONYMS` key first) are unset.
+#[derive(Debug, Clone, Copy)]
+pub struct UnitSynonym {
+    pub name: &'static str,
+    pub topic_config: &'static str,
+    pub unit_ms: i64,
+    /// The lowest value Kafka accepts.
+    pub at_least: Option<i32>,
+    /// Kafka's default, if it has one.
+    pub default: Option<&'static str>,
+}
+
+/// The unit synonyms, each after the ones it yields to.
+pub const UNIT_SYNONYMS: &[UnitSynonym] = &[
+    UnitSynonym {
+        name: "log.retention.minutes",
+        topic_config: "retention.ms",
+        unit_ms: 60_000,
+        at_least: None,
+        default: None,
+    },
+    UnitSynonym {
+        name: "log.retention.hours",
+        topic_config: "retention.ms",
+        unit_ms: 3_600_000,
+        at_least: None,
+        default: Some("168"),
+    },
+    UnitSynonym {
+        name: "log.roll.hours",
+        topic_config: "segment.ms",
+        unit_ms: 3_600_000,
+        at_least: Some(1),
+        default: Some("168"),
+    },
+    UnitSynonym {
+        name: "log.roll.jitter.hours",
+        topic_config: "segment.jitter.ms",
+        unit_ms: 3_600_000,
+        at_least: Some(0),
+        default: Some("0"),
+    },
 ];
+
+/// The unit synonym named `name`.
+pub fn unit_synonym(name: &str) -> Option<&'static UnitSynonym> {
+    UNIT_SYNONYMS.iter().find(|unit| unit.name == name)
+}
 
 /// Whether `name` is a broker key setting a topic config's broker default (a dynamic one, or a
 /// static unit synonym).
 pub fn is_log_default_key(name: &str) -> bool {
-    broker_config(name).is_some() || UNIT_SYNONYMS.iter().any(|(unit, ..)| *unit == name)
+    broker_config(name).is_some() || unit_synonym(name).is_some()
 }
 
 /// The broker keys setting topic config `topic`, highest precedence first (Kafka's
@@ -100,8 +122,8 @@ pub fn broker_synonyms_of_topic_config(topic: &str) -> Vec<&'static str> {
         .chain(
             UNIT_SYNONYMS
                 .iter()
-                .filter(|(_, of, ..)| *of == topic)
-                .map(|(unit, ..)| *unit),
+                .filter(|unit| unit.topic_config == topic)
+                .map(|unit| unit.name),
         )
         .collect()
 }
@@ -112,22 +134,17 @@ pub fn topic_config_of(broker: &str) -> Option<&'static str> {
         .iter()
         .find(|(name, _)| *name == broker)
         .map(|(_, topic)| *topic)
-        .or_else(|| {
-            UNIT_SYNONYMS
-                .iter()
-                .find(|(unit, ..)| *unit == broker)
-                .map(|(_, topic, ..)| *topic)
-        })
+        .or_else(|| unit_synonym(broker).map(|unit| unit.topic_config))
 }
 
 /// Kafka's default of a broker key, None where Kafka has none (`log.retention.ms`: unset, so
 /// `log.retention.hours` applies).
 pub fn broker_default(broker: &str) -> Option<&'static str> {
-    if let Some((.., default)) = UNIT_SYNONYMS.iter().find(|(unit, ..)| *unit == broker) {
-        return *default;
+    if let Some(unit) = unit_synonym(broker) {
+        return unit.default;
     }
     let topic = topic_config_of(broker)?;
-    if UNIT_SYNONYMS.iter().any(|(_, of, ..)| *of == topic) {
+    if UNIT_SYNONYMS.iter().any(|unit| unit.topic_config == topic) {
         return None;
     }
     broker_config(broker).map(|def| def.default)
@@ -137,26 +154,24 @@ pub fn broker_default(broker: &str) -> Option<&'static str> {
 /// `logRetentionTimeMillis`: a negative retention is unlimited, -1); None for other keys.
 /// Errors carry Kafka's messages.
 pub fn unit_synonym_ms(broker: &str, raw: &str) -> Option<Result<(&'static str, i64), String>> {
-    let (name, topic, unit, at_least, _) =
-        UNIT_SYNONYMS.iter().find(|(unit, ..)| *unit == broker)?;
+    let unit = unit_synonym(broker)?;
+    let name = unit.name;
     let parsed = raw.trim().parse::<i32>().map_err(|_| {
         format!("Invalid value {raw} for configuration {name}: Not a number of type INT")
     });
     Some(parsed.and_then(|value| {
-        if let Some(min) = at_least.filter(|min| value < *min) {
+        if let Some(min) = unit.at_least.filter(|min| value < *min) {
             return Err(format!(
                 "Invalid value {value} for configuration {name}: Value must be at least {min}"
             ));
         }
-        let ms = i64::from(value) * unit;
-        Ok((
-            *topic,
-            if *topic == "retention.ms" {
-                ms.max(-1)
-            } else {
-                ms
-            },
-        ))
+        let ms = i64::from(value) * unit.unit_ms;
+        let ms = if unit.topic_config == "retention.ms" {
+            ms.max(-1)
+        } else {
+            ms
+        };
+        Ok((unit.topic_config, ms))
     }))
 }
 
