@@ -155,14 +155,23 @@ pub(super) fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result
     Ok(Some(buf.split_to(length)))
 }
 
-/// An array's length (-1 for null): compact in flexible versions, an `i32` before.
+/// An array's length (-1 for null): compact in flexible versions, an `i32` before. As Kafka's
+/// generated readers, a length beyond the bytes left is refused before anything is sized by
+/// it: every element takes at least one byte, so callers may allocate per element.
 pub(super) fn array_length(buf: &mut Bytes, flexible: bool) -> anyhow::Result<i64> {
-    if flexible {
-        Ok(i64::from(uvarint(buf)?) - 1)
+    let length = if flexible {
+        i64::from(uvarint(buf)?) - 1
     } else {
         need(buf, 4)?;
-        Ok(i64::from(buf.get_i32()))
+        i64::from(buf.get_i32())
+    };
+    if length > buf.remaining() as i64 {
+        bail!(
+            "Tried to allocate a collection of size {length}, but there are only {} bytes remaining.",
+            buf.remaining()
+        );
     }
+    Ok(length)
 }
 
 /// Whether an element named `key` is kept: at most two copies of a name, so the decision still
@@ -586,6 +595,30 @@ mod tests {
             let distinct = 3 + if ids { 2 } else { 0 } + padding;
             assert_eq!(ours.topics.map(|t| t.len()), Some(distinct), "v{version}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn an_array_longer_than_its_frame_is_refused_before_it_is_sized() -> anyhow::Result<()> {
+        // Kafka's generated readers: a length beyond the bytes left fails the request.
+        let mut compact = BytesMut::new();
+        super::super::repeated::put_array_length(&mut compact, 0x7fff_fffe, true)?;
+        compact.extend_from_slice(&[0; 30]);
+        let error = array_length(&mut compact.freeze(), true)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some("Tried to allocate a collection of size 2147483646, but there are only 30 bytes remaining.")
+        );
+        let legacy = Bytes::from_static(&[0x7f, 0, 0, 1, 0, 0]);
+        assert!(array_length(&mut legacy.clone(), false).is_err());
+        // Up to the bytes left, and null, are lengths.
+        assert_eq!(
+            array_length(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), false)?,
+            2
+        );
+        assert_eq!(array_length(&mut Bytes::from_static(&[0]), true)?, -1);
         Ok(())
     }
 

@@ -296,7 +296,7 @@ fn scan_states(states: Bytes, count: usize) -> anyhow::Result<(Bytes, Appearance
     let mut seen = Appearances::new(count);
     seen.other_first = vec![0u64; count.div_ceil(64)];
     // Each entry is at least 18 bytes on the wire.
-    let mut alone: Vec<u32> = Vec::with_capacity(count);
+    let mut alone: Vec<u32> = Vec::with_capacity(count.min(states.len() / 18));
     let mut both: Vec<u32> = Vec::new();
     let mut neither = None;
     let mut rest = states.clone();
@@ -819,6 +819,22 @@ mod tests {
             }
         }
         answers
+    }
+
+    #[test]
+    fn a_count_beyond_the_frame_is_left_to_the_decoder_unsized() {
+        // A 43-byte DeleteTopics v6 claiming 2^31 - 2 entries once sized three bitmaps and an
+        // offset vector from the claim (about 1 GB); now nothing is scanned.
+        for version in [1, 4, 6] {
+            let mut body = BytesMut::new();
+            if version >= 4 {
+                super::super::repeated::put_array_length(&mut body, 0x7fff_fffe, true).unwrap();
+            } else {
+                body.put_i32(0x7fff_fffe);
+            }
+            body.put_slice(&[1; 30]);
+            assert!(scan(&body.freeze(), version).is_none(), "v{version}");
+        }
     }
 
     #[test]
