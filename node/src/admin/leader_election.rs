@@ -242,14 +242,7 @@ async fn elect(
     loop {
         let mut client = config.connect(bootstrap).await?;
         let (version, response) = client.send(&request).await?;
-        let all_not_controller = response.error_code == NOT_CONTROLLER
-            || (!response.replica_election_results.is_empty()
-                && response
-                    .replica_election_results
-                    .iter()
-                    .flat_map(|t| &t.partition_result)
-                    .all(|p| p.error_code == NOT_CONTROLLER));
-        if all_not_controller && Instant::now() < deadline {
+        if answered_by_no_controller(&response) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         }
@@ -258,6 +251,19 @@ async fn elect(
         }
         return Ok(response);
     }
+}
+
+/// Whether the node asked was no controller: the whole answer, or every partition in it, is
+/// NOT_CONTROLLER. Only a non-empty list of results counts: an election of every partition
+/// leaves out those that need none, so its topics may all come back empty.
+fn answered_by_no_controller(response: &ElectLeadersResponse) -> bool {
+    let mut partitions = response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| &t.partition_result)
+        .peekable();
+    response.error_code == NOT_CONTROLLER
+        || (partitions.peek().is_some() && partitions.all(|p| p.error_code == NOT_CONTROLLER))
 }
 
 /// Writes Kafka's lines for `response` to `out`; returns how many partitions failed.
@@ -318,6 +324,38 @@ mod tests {
     use kafka_protocol::messages::elect_leaders_response::{
         PartitionResult, ReplicaElectionResult,
     };
+
+    #[test]
+    fn only_not_controller_answers_are_asked_again() {
+        let topic = |codes: &[i16]| {
+            ReplicaElectionResult::default().with_partition_result(
+                codes
+                    .iter()
+                    .map(|code| PartitionResult::default().with_error_code(*code))
+                    .collect(),
+            )
+        };
+        let answer = |topics: Vec<ReplicaElectionResult>| {
+            ElectLeadersResponse::default().with_replica_election_results(topics)
+        };
+        // Every partition already led by its preferred replica: topics without results.
+        assert!(!answered_by_no_controller(&answer(vec![
+            topic(&[]),
+            topic(&[])
+        ])));
+        assert!(!answered_by_no_controller(&answer(Vec::new())));
+        assert!(answered_by_no_controller(&answer(vec![
+            topic(&[NOT_CONTROLLER]),
+            topic(&[NOT_CONTROLLER, NOT_CONTROLLER])
+        ])));
+        assert!(!answered_by_no_controller(&answer(vec![topic(&[
+            NOT_CONTROLLER,
+            0
+        ])])));
+        assert!(answered_by_no_controller(
+            &ElectLeadersResponse::default().with_error_code(NOT_CONTROLLER)
+        ));
+    }
 
     #[test]
     fn json_file_errors_are_kafkas() {
