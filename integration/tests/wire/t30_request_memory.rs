@@ -2692,3 +2692,68 @@ async fn describe_quorum_of_many_partitions_refused_whole_as_shorter_requests() 
         "CLUSTER_AUTHORIZATION_FAILED, as a shorter request"
     );
 }
+
+/// A frame of a few dozen bytes whose first list claims 2^31 - 2 elements (the request
+/// header, then that length, then 30 bytes).
+fn claiming_a_huge_list(api_key: i16, version: i16, flexible: bool) -> BytesMut {
+    let mut frame = BytesMut::new();
+    frame.put_i32(0);
+    frame.put_i16(api_key);
+    frame.put_i16(version);
+    frame.put_i32(7);
+    frame.put_i16(1);
+    frame.put_u8(b'm');
+    if flexible {
+        frame.put_u8(0);
+        // 2^31 - 1 as an unsigned varint: the compact length of 2^31 - 2 elements.
+        frame.put_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+    } else {
+        frame.put_i32(0x7fff_fffe);
+    }
+    frame.put_bytes(1, 30);
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    frame
+}
+
+#[tokio::test]
+async fn a_list_longer_than_its_frame_is_refused_without_being_sized() {
+    // Each once took the node 262 MB to 1 GB before it closed the connection: the scans of
+    // long lists sized their bitmaps and offsets by the claimed length. As Kafka's readers,
+    // a length beyond the bytes left refuses the request first.
+    let node = GregorNode::start(&[("auto.create.topics.enable", "false")]).unwrap();
+    let cases = [
+        ("DeleteTopics v1", 20, 1, false),
+        ("DeleteTopics v6", 20, 6, true),
+        ("AlterConfigs v0", 33, 0, false),
+        ("AlterConfigs v2", 33, 2, true),
+        ("IncrementalAlterConfigs v1", 44, 1, true),
+        ("AlterClientQuotas v0", 49, 0, false),
+        ("AlterClientQuotas v1", 49, 1, true),
+    ];
+    for (what, api_key, version, flexible) in cases {
+        node.reset_peak_memory().unwrap();
+        let before = node.resident_memory().unwrap();
+        let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+        conn.set_timeout(Duration::from_secs(60));
+        conn.write_raw(&claiming_a_huge_list(api_key, version, flexible))
+            .await
+            .unwrap();
+        let answer = conn.read_frame().await;
+        assert!(
+            matches!(answer, Ok(None) | Err(_)),
+            "{what}: answered {answer:?} instead of closing the connection"
+        );
+        let after = node.resident_memory().unwrap();
+        let growth = after.peak.saturating_sub(before.current);
+        assert!(
+            growth < 64 << 20,
+            "{what}: a {}-byte frame grew the node's peak resident memory by {growth} bytes",
+            claiming_a_huge_list(api_key, version, flexible).len()
+        );
+    }
+    // The node still serves.
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let answer = conn.send(&metadata(12, None, false), 12).await.unwrap();
+    assert_eq!(answer.topics.len(), 0);
+}
