@@ -79,6 +79,12 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
             raw_frame(37, 4, 10, &[0; 12]),
         ),
         ("garbage Metadata v12 body", garbage_frame),
+        (
+            // Kafka's reader: "non-nullable field topics was serialized as null" (nullable
+            // from v2).
+            "OffsetFetch v1 with null topics",
+            raw_frame(9, 1, 12, &[0, 1, b'g', 0xff, 0xff, 0xff, 0xff]),
+        ),
         ("truncated CreateTopics v7 body", truncated_frame),
         ("truncated header (3 bytes)", sized(3, &[0, 3, 0])),
         ("header with an over-long client_id", {

@@ -232,11 +232,15 @@ impl Decodable for OffsetFetchRequest {
             Default::default()
         };
         let topics = if version <= 7 {
-            if version >= 6 {
+            let topics: Option<Vec<OffsetFetchRequestTopic>> = if version >= 6 {
                 types::CompactArray(types::Struct { version }).decode(buf)?
             } else {
                 types::Array(types::Struct { version }).decode(buf)?
+            };
+            if topics.is_none() && version < 2 {
+                bail!("non-nullable field topics was serialized as null");
             }
+            topics
         } else {
             Some(Default::default())
         };
