@@ -15,6 +15,16 @@ use crate::context::{HandlerContext, ListenerKind, RequestInfo};
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 const ENDPOINT_TYPE_CONTROLLERS: i8 = 2;
 
+/// An endpoint-type refusal's code: v0's error table predates KIP-919, so Kafka's `AuthHelper`
+/// answers it INVALID_REQUEST.
+fn endpoint_type_error(api_version: i16, error: ResponseError) -> i16 {
+    if api_version == 0 {
+        ResponseError::InvalidRequest.code()
+    } else {
+        error.code()
+    }
+}
+
 fn endpoint_type_name(endpoint_type: i8) -> &'static str {
     if endpoint_type == ENDPOINT_TYPE_CONTROLLERS {
         "CONTROLLER"
@@ -41,7 +51,7 @@ pub(super) fn handle(
     };
     let mut errors = ErrorCounts::default();
     if wanted != ENDPOINT_TYPE_BROKERS && wanted != ENDPOINT_TYPE_CONTROLLERS {
-        let code = ResponseError::UnsupportedEndpointType.code();
+        let code = endpoint_type_error(info.api_version, ResponseError::UnsupportedEndpointType);
         errors.add(code);
         return ApiResponse::new(
             ResponseKind::DescribeCluster(
@@ -55,7 +65,7 @@ pub(super) fn handle(
         );
     }
     if wanted != served {
-        let code = ResponseError::MismatchedEndpointType.code();
+        let code = endpoint_type_error(info.api_version, ResponseError::MismatchedEndpointType);
         errors.add(code);
         return ApiResponse::new(
             ResponseKind::DescribeCluster(

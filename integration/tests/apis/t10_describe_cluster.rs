@@ -67,3 +67,52 @@ async fn every_version_describes_the_cluster() {
     }
     f.assert_none(&node);
 }
+
+#[tokio::test]
+async fn a_refused_endpoint_type_is_invalid_request_at_v0() {
+    // Kafka's AuthHelper: v0's error table predates KIP-919, so a v0 request (which always
+    // means brokers) on a controller listener is INVALID_REQUEST; from v1 it is
+    // MISMATCHED_ENDPOINT_TYPE, and an unknown type UNSUPPORTED_ENDPOINT_TYPE.
+    let node = GregorNode::start(&[]).unwrap();
+    let controller = node.addrs().controller.clone().unwrap();
+    let mut conn = gregor_integration::KafkaConn::connect(&controller)
+        .await
+        .unwrap();
+    let mut f = Failures::default();
+    for (version, endpoint_type, code, message) in [
+        (
+            0,
+            1,
+            42,
+            "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER",
+        ),
+        (
+            1,
+            1,
+            114,
+            "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER",
+        ),
+        (1, 9, 115, "Unsupported endpoint type 9"),
+    ] {
+        let request = DescribeClusterRequest::default().with_endpoint_type(endpoint_type);
+        let response = conn.send(&request, version).await.unwrap();
+        let what = format!("v{version} endpoint type {endpoint_type}");
+        f.eq(&what, response.error_code, code);
+        f.eq(
+            &what,
+            response.error_message.map(|m| m.to_string()),
+            Some(message.to_owned()),
+        );
+    }
+    let mut conn = connect(&node).await;
+    let response = conn
+        .send(&DescribeClusterRequest::default().with_endpoint_type(9), 1)
+        .await
+        .unwrap();
+    f.eq(
+        "v1 unknown type on the broker listener",
+        response.error_code,
+        115,
+    );
+    f.assert_none(&node);
+}
