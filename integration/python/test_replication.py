@@ -607,3 +607,85 @@ def test_group_commits_wait_for_the_offsets_topic_isr(tmp_path):
     finally:
         for node in nodes:
             node.close()
+
+
+def test_an_acknowledged_commit_survives_the_coordinators_kill():
+    """A commit is acknowledged once the offsets topic's whole ISR has it, but a follower learns
+    the high watermark that covers it only on its next fetch. Killed at once, the coordinator
+    leaves a new leader whose high watermark is below the commit: its load must still read the
+    commit (Kafka's loader reads to the log end), not stop at that high watermark and forget it."""
+    from kafka.protocol.consumer.group import (
+        OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    )
+    from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+    nodes = start_cluster({"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "1"})
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        admin.create_topics([NewTopic("kept", 1, 3)])["kept"].result(30)
+        for round_ in range(3):
+            group = f"kept-{round_}"
+            alive = [n for n in nodes if n.proc and n.proc.poll() is None]
+
+            def coordinator():
+                for node in alive:
+                    try:
+                        conn = RawConn(node.bootstrap, timeout=5)
+                    except OSError:
+                        continue
+                    try:
+                        resp = conn.send(FindCoordinatorRequest[2](key=group, key_type=0), FindCoordinatorResponse)
+                        if resp.error_code == 0 and by_id[resp.node_id] in alive:
+                            return resp.node_id
+                    except (OSError, ConnectionError):
+                        pass
+                    finally:
+                        conn.close()
+                return None
+
+            def commit(conn, offset):
+                partition = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=None)
+                request = OffsetCommitRequest[8](
+                    group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                    topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="kept", partitions=[partition])])
+                return conn.send(request, OffsetCommitResponse).topics[0].partitions[0].error_code
+
+            wait_for("a coordinator", coordinator, timeout=FAILOVER_TIMEOUT)
+            wait_for("the offsets topic's full ISR",
+                     lambda: sorted(partition_state(admin, "__consumer_offsets")[2]) == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+            leader = wait_for("a coordinator", coordinator, timeout=FAILOVER_TIMEOUT)
+            conn = RawConn(by_id[leader].bootstrap)
+            assert wait_for("a first commit", lambda: commit(conn, 1) == 0, timeout=FAILOVER_TIMEOUT)
+            assert commit(conn, 1000 + round_) == 0
+            by_id[leader].kill9()
+            conn.close()
+            alive = [n for n in nodes if n.proc and n.proc.poll() is None]
+
+            def fetched():
+                new = coordinator()
+                if new is None:
+                    return None
+                conn = RawConn(by_id[new].bootstrap, timeout=10)
+                try:
+                    request = OffsetFetchRequest[7](
+                        group_id=group,
+                        topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="kept", partition_indexes=[0])],
+                        require_stable=False)
+                    resp = conn.send(request, OffsetFetchResponse)
+                    # Loading (14) or not the coordinator yet (16): ask again.
+                    return None if resp.error_code != 0 else (resp.topics[0].partitions[0].committed_offset,)
+                except (OSError, ConnectionError):
+                    return None
+                finally:
+                    conn.close()
+
+            (offset,) = wait_for("the new coordinator answering", fetched, timeout=FAILOVER_TIMEOUT)
+            assert offset == 1000 + round_, f"round {round_}: the acknowledged commit of {1000 + round_} read back as {offset}"
+            by_id[leader].start()
+            by_id[leader].wait_ready()
+    finally:
+        for node in nodes:
+            node.close()

@@ -28,6 +28,8 @@ use gregor_publishers::MetadataImage;
 
 /// Bytes read from a partition's log per step while loading it.
 const LOAD_READ_BYTES: u64 = 1 << 20;
+/// How long a load waiting for the high watermark sleeps before it looks again.
+const LOAD_WAIT_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Owns the groups of the `__consumer_offsets` partitions this node leads.
 pub struct GroupCoordinator {
@@ -193,7 +195,7 @@ impl GroupCoordinator {
         let me = ctx.address();
         actix::spawn(async move {
             let started = Instant::now();
-            let result = read_partition(&logs, partition).await;
+            let result = read_partition(&logs, partition, epoch).await;
             if let Ok(records) = &result {
                 tracing::debug!(
                     partition,
@@ -211,13 +213,19 @@ impl GroupCoordinator {
     }
 }
 
-/// Every coordinator record of one partition, in log order.
+/// Every coordinator record of one partition, in log order, up to the log end offset the
+/// new leader has when its log is open. A leader elected with records its followers have not
+/// yet fetched holds acknowledged writes above its high watermark (Kafka's loader reads to
+/// the log end for this reason); they are read once the high watermark reaches them, so a
+/// load never ends short of them nor serves a record that is not committed.
 async fn read_partition(
     logs: &LogManager,
     partition: i32,
+    epoch: i32,
 ) -> Result<Vec<CoordinatorRecord>, String> {
     let mut out = Vec::new();
     let mut offset = 0i64;
+    let mut target = None;
     loop {
         let read = match logs
             .read_when_open(OFFSETS_TOPIC, partition, offset, LOAD_READ_BYTES)
@@ -236,6 +244,11 @@ async fn read_partition(
             }
             Err(error) => return Err(error.to_string()),
         };
+        let state = logs
+            .partition(OFFSETS_TOPIC, partition)
+            .ok_or_else(|| format!("{OFFSETS_TOPIC}-{partition} is no longer hosted"))?;
+        // The log is open once a read answers: its end now is what the load must reach.
+        let target = *target.get_or_insert_with(|| state.log_end_offset());
         let mut progressed = false;
         for batch in batches(&read.records) {
             let batch = batch.map_err(|e| format!("corrupt batch at offset {offset}: {e}"))?;
@@ -260,8 +273,25 @@ async fn read_partition(
                 }
             }
         }
-        if !progressed || offset >= read.high_watermark {
+        if offset >= target {
             return Ok(out);
+        }
+        if progressed && offset < read.high_watermark {
+            continue;
+        }
+        // At the high watermark, short of the target: wait for it to move (every move wakes
+        // `appended`), while this node still leads the partition at the load's epoch.
+        let moved = state.appended.notified();
+        tokio::pin!(moved);
+        moved.as_mut().enable();
+        if state.replication().moved_past_leading(epoch) {
+            return Err(format!(
+                "{OFFSETS_TOPIC}-{partition} changed leader while it was loading"
+            ));
+        }
+        if state.high_watermark() <= offset {
+            // Bounded, so a lost wake-up or a leadership change is seen again.
+            let _ = tokio::time::timeout(LOAD_WAIT_RECHECK, moved).await;
         }
     }
 }

@@ -205,6 +205,20 @@ impl Replication {
         }
     }
 
+    /// Whether this node has moved past leading the partition at `leader_epoch`: it leads at a
+    /// later epoch, or follows at that epoch or a later one. (Before it takes up the role,
+    /// it may still follow at an earlier epoch.)
+    pub fn moved_past_leading(&self, leader_epoch: i32) -> bool {
+        match &self.role {
+            Role::Leader(state) => state.leader_epoch > leader_epoch,
+            Role::Follower {
+                leader_epoch: epoch,
+                ..
+            } => *epoch >= leader_epoch,
+            Role::Unassigned => false,
+        }
+    }
+
     /// The committed ISR's size when this node leads.
     pub fn isr_size(&self) -> Option<usize> {
         match &self.role {
