@@ -689,3 +689,49 @@ def test_an_acknowledged_commit_survives_the_coordinators_kill():
     finally:
         for node in nodes:
             node.close()
+
+
+def test_a_follower_behind_the_leaders_log_start_starts_again_there():
+    """A follower down while its leader's log start moved past the follower's end (DeleteRecords
+    here, retention in production) gets OFFSET_OUT_OF_RANGE for anything it asks: as Kafka's
+    fetcher, it empties its log to start at the leader's log start and rejoins the ISR."""
+    nodes = start_cluster({"replica.lag.time.max.ms": "2000"})
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        topic = "started-again"
+        admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "1"})])[topic].result(30)
+        wait_for("a full ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        leader = partition_state(admin, topic)[0]
+        follower = next(i for i in by_id if i != leader)
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all"})
+        for i in range(10):
+            producer.produce(topic, value=b"early-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        by_id[follower].kill9()
+        alive = [n for n in nodes if n is not by_id[follower]]
+        survivors = AdminClient({"bootstrap.servers": bootstrap(alive)})
+        wait_for("the follower out of the ISR", lambda: follower not in partition_state(survivors, topic)[2], timeout=FAILOVER_TIMEOUT)
+        producer = Producer({"bootstrap.servers": bootstrap(alive), "acks": "all"})
+        for i in range(100):
+            producer.produce(topic, value=b"late-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        deleted = survivors.delete_records([TopicPartition(topic, 0, 60)])
+        assert next(iter(deleted.values())).result(30).low_watermark == 60
+        by_id[follower].start()
+        by_id[follower].wait_ready()
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("the follower back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        # It starts at the leader's log start, or at the first batch holding it (DeleteRecords
+        # may cut inside a batch): never at what it had before (0).
+        segments = sorted(f for f in os.listdir(os.path.join(by_id[follower].data_dir, f"{topic}-0")) if f.endswith(".log"))
+        assert 10 <= int(segments[0][:-4]) <= 60, segments
+        # What it holds from there is the leader's, byte for byte.
+        wait_for("the follower's log equal to the leader's from offset 60",
+                 lambda: log_bytes(by_id[follower], topic) == log_bytes(by_id[leader], topic)[-len(log_bytes(by_id[follower], topic)):]
+                 and len(log_bytes(by_id[follower], topic)) > 0,
+                 timeout=FAILOVER_TIMEOUT)
+    finally:
+        for node in nodes:
+            node.close()

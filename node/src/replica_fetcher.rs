@@ -23,7 +23,8 @@ use gregor_metrics::removable::RemovableGauges;
 use gregor_publishers::MetadataImage;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -32,6 +33,9 @@ use crate::admin::AdminClient;
 
 const NONE: i16 = 0;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// ListOffsets' special timestamps.
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
 
 /// The follower's fetch settings (`replica.fetch.*`).
 #[derive(Debug, Clone)]
@@ -111,6 +115,7 @@ pub fn spawn(
                             epochs: HashMap::new(),
                             lags: HashMap::new(),
                             max_lags: max_lags.clone(),
+                            out_of_range: Vec::new(),
                         };
                         tokio::spawn(fetcher.run());
                         fetchers.insert(*leader, sender);
@@ -165,6 +170,9 @@ struct Fetcher {
     /// Lag of each partition fetched from this leader.
     lags: HashMap<Key, PartitionLag>,
     max_lags: MaxLags,
+    /// Partitions whose fetch offset the last answer called out of range, with the leader
+    /// epoch they were fetched at: reset after the answer, with the leader's offsets.
+    out_of_range: Vec<(Key, i32)>,
 }
 
 impl Fetcher {
@@ -263,6 +271,18 @@ impl Fetcher {
                     if still_followed && unchanged {
                         self.process(&name, leader_epoch, partition).await;
                     }
+                }
+            }
+            for ((topic, index), leader_epoch) in std::mem::take(&mut self.out_of_range) {
+                let Some(connection) = client.as_mut() else {
+                    break;
+                };
+                if let Err(error) = self
+                    .reset_out_of_range(connection, &topic, index, leader_epoch)
+                    .await
+                {
+                    tracing::warn!(leader = self.leader, %error, "cannot ask the leader for its offsets; reconnecting");
+                    client = None;
                 }
             }
             let max_lag = self.lags.values().map(|l| l.lag).max().unwrap_or(0);
@@ -420,19 +440,9 @@ impl Fetcher {
         match partition.error_code {
             NONE => {}
             OFFSET_OUT_OF_RANGE => {
-                // The leader has no history to compare ours with (our epoch cache is empty or
-                // its log starts later): start again from what is known committed.
-                let high_watermark = state.high_watermark();
-                tracing::warn!(
-                    topic,
-                    partition = index,
-                    high_watermark,
-                    "fetch offset out of range at the leader; truncating to the high watermark"
-                );
-                self.truncate(topic, index, leader_epoch, high_watermark)
-                    .await;
-                self.delayed
-                    .insert(key, Instant::now() + self.settings.backoff);
+                // Reset with the leader's offsets once the answer is read (it needs the
+                // connection).
+                self.out_of_range.push((key, leader_epoch));
                 return;
             }
             code => {
@@ -509,6 +519,107 @@ impl Fetcher {
             (leader_epoch, leader_end_offset),
             log_end,
         ))
+    }
+
+    /// A fetch offset out of range at the leader, as Kafka's fetcher resets it
+    /// (`AbstractFetcherThread.fetchOffsetAndTruncate`): below the leader's end only when
+    /// the follower's log goes past it (then cut to that end); a log that ends before the
+    /// leader's log start is emptied to start there, the only offset it can fetch from.
+    /// Otherwise the fetch goes on from the follower's end. Errors are the connection's.
+    async fn reset_out_of_range(
+        &mut self,
+        connection: &mut AdminClient,
+        topic: &str,
+        index: i32,
+        leader_epoch: i32,
+    ) -> Result<(), crate::admin::AdminError> {
+        let key = (topic.to_owned(), index);
+        let Some(state) = self.logs.partition(topic, index) else {
+            return Ok(());
+        };
+        let log_end = state.log_end_offset();
+        let leader_end = self
+            .leader_offset(connection, topic, index, leader_epoch, LATEST_TIMESTAMP)
+            .await?;
+        let leader_start = match leader_end {
+            Some(end) if end < log_end => {
+                tracing::warn!(
+                    topic,
+                    partition = index,
+                    log_end,
+                    leader_end = end,
+                    "fetch offset out of range at the leader; truncating to the leader's end"
+                );
+                self.truncate(topic, index, leader_epoch, end).await;
+                return Ok(());
+            }
+            Some(_) => {
+                self.leader_offset(connection, topic, index, leader_epoch, EARLIEST_TIMESTAMP)
+                    .await?
+            }
+            None => None,
+        };
+        match leader_start {
+            Some(start) if start > log_end => {
+                tracing::warn!(
+                    topic,
+                    partition = index,
+                    log_end,
+                    leader_start = start,
+                    "the leader's log starts past this replica's end; starting the replica there"
+                );
+                match self
+                    .logs
+                    .truncate_fully_and_start_at(topic, index, (self.leader, leader_epoch), start)
+                    .await
+                {
+                    Ok(log) => {
+                        self.epochs.insert(key, log.latest_epoch);
+                    }
+                    Err(error) => {
+                        tracing::warn!(topic, partition = index, %error, "cannot reset the follower log");
+                        self.delayed
+                            .insert(key, Instant::now() + self.settings.backoff);
+                    }
+                }
+            }
+            // In range by now (the leader moved on), or its offsets unknown: ask again later.
+            _ => {
+                self.delayed
+                    .insert(key, Instant::now() + self.settings.backoff);
+            }
+        }
+        Ok(())
+    }
+
+    /// The leader's offset for `timestamp` (latest or earliest), asked as this replica;
+    /// `None` when the leader answers an error for the partition.
+    async fn leader_offset(
+        &self,
+        connection: &mut AdminClient,
+        topic: &str,
+        index: i32,
+        leader_epoch: i32,
+        timestamp: i64,
+    ) -> Result<Option<i64>, crate::admin::AdminError> {
+        let Some(version) = connection.version_of::<ListOffsetsRequest>() else {
+            return Ok(None);
+        };
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(self.settings.node_id))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(index)
+                    .with_current_leader_epoch(leader_epoch)
+                    .with_timestamp(timestamp)])]);
+        let response = connection.send_at(&request, version).await?;
+        Ok(response
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition_index == index && p.error_code == NONE)
+            .map(|p| p.offset))
     }
 
     async fn truncate(&mut self, topic: &str, index: i32, leader_epoch: i32, offset: i64) {

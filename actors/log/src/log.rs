@@ -520,7 +520,20 @@ impl PartitionLog {
                 )
                 .into());
             }
-            let leo = self.log_end_offset();
+            let mut leo = self.log_end_offset();
+            let last_offset = batch.base_offset() + i64::from(batch.last_offset_delta());
+            if appended.is_none()
+                && leo == self.log_start_offset
+                && batch.base_offset() < leo
+                && last_offset >= leo
+            {
+                // An empty log started at a leader's log start that falls inside this batch
+                // (DeleteRecords cuts between records): as Kafka's
+                // `Partition.appendRecordsToFollowerOrFutureReplica`, start it at the batch.
+                let result = self.reset_to(batch.base_offset(), now_ms);
+                self.guard(result)?;
+                leo = self.log_end_offset();
+            }
             if batch.base_offset() < leo || batch.last_offset_delta() < 0 {
                 return Err(BatchRejection::new(
                     KafkaCode::InvalidRecord,
@@ -852,6 +865,21 @@ impl PartitionLog {
     }
 
     /// Truncates the log to `offset` (replication): batches from the one holding `offset` on are removed.
+    /// Removes every record and starts the log empty at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`): a follower whose log ends below its leader's log start can
+    /// only continue from that start.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        self.check_online()?;
+        if offset < 0 {
+            return Err(LogError::InvalidArgument(format!(
+                "cannot start a log at negative offset {offset}"
+            )));
+        }
+        self.truncations += 1;
+        let result = self.reset_to(offset, now_ms);
+        self.guard(result)
+    }
+
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
         self.check_online()?;
         let result = self.truncate_inner(offset, now_ms);

@@ -650,12 +650,38 @@ impl LogManager {
         fetched_from: (i32, i32),
         offset: i64,
     ) -> Result<FollowerLog, LogManagerError> {
+        self.truncate(topic, partition, fetched_from, offset, false)
+            .await
+    }
+
+    /// A follower's log emptied to start at `offset`, its leader's log start, which is past
+    /// the follower's log end (Kafka's `truncateFullyAndStartAt`).
+    pub async fn truncate_fully_and_start_at(
+        &self,
+        topic: &str,
+        partition: i32,
+        fetched_from: (i32, i32),
+        offset: i64,
+    ) -> Result<FollowerLog, LogManagerError> {
+        self.truncate(topic, partition, fetched_from, offset, true)
+            .await
+    }
+
+    async fn truncate(
+        &self,
+        topic: &str,
+        partition: i32,
+        fetched_from: (i32, i32),
+        offset: i64,
+        fully: bool,
+    ) -> Result<FollowerLog, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.serving(&tp, false)?;
         self.submit(&state, |reply| DataCommand::Truncate {
             tp,
             fetched_from,
             offset,
+            fully,
             reply,
         })
         .await

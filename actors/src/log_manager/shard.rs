@@ -82,6 +82,8 @@ pub(super) enum DataCommand {
         /// The leader and leader epoch whose answer asked for the truncation.
         fetched_from: (i32, i32),
         offset: i64,
+        /// Every record goes and the log starts empty at `offset`, past its end.
+        fully: bool,
         reply: Reply<FollowerLog>,
     },
     FollowerLog {
@@ -910,6 +912,7 @@ impl Worker {
                 tp,
                 fetched_from: (leader, leader_epoch),
                 offset,
+                fully,
                 reply,
             } => {
                 // As for an append: only the leader this node follows may cut its log.
@@ -924,7 +927,12 @@ impl Worker {
                 }
                 let result = self.with_log(&tp, |hosted| {
                     let before = hosted.log.log_end_offset();
-                    hosted.log.truncate_to(offset, now_ms())?;
+                    if fully {
+                        hosted.log.truncate_fully_and_start_at(offset, now_ms())?;
+                        tracing::info!(partition = %tp.dir_name(), from = before, start = offset, "emptied a log to start at its leader's log start");
+                    } else {
+                        hosted.log.truncate_to(offset, now_ms())?;
+                    }
                     let after = hosted.log.log_end_offset();
                     if after < before {
                         tracing::info!(partition = %tp.dir_name(), from = before, to = after, "truncated a divergent log tail");
