@@ -227,10 +227,13 @@ impl Replication {
         }
     }
 
-    /// The high watermark a leader may publish: the smallest log end offset of the ISR (this
-    /// node's is `log_end_offset`), never below `current`, unchanged while the ISR is smaller
-    /// than `min_insync_replicas` (capped at the replica count). `None` when this node does not
-    /// lead: the fetcher sets a follower's.
+    /// The high watermark a leader may publish: the smallest log end offset of the maximal ISR
+    /// (the committed one and a follower being added, Kafka's `maximalIsr`: a replica that
+    /// joins must hold everything below the high watermark, or an acknowledged record could be
+    /// missing from a member of the ISR; this node's is `log_end_offset`), never below
+    /// `current`, unchanged while the committed ISR is smaller than `min_insync_replicas`
+    /// (capped at the replica count). `None` when this node does not lead: the fetcher sets a
+    /// follower's.
     pub fn leader_high_watermark(
         &self,
         log_end_offset: i64,
@@ -247,7 +250,8 @@ impl Replication {
             return Some(current.min(log_end_offset));
         }
         let mut candidate = log_end_offset;
-        for id in state.isr.iter().filter(|id| **id != state.me) {
+        let adding = state.pending_isr.iter().flatten();
+        for id in state.isr.iter().chain(adding).filter(|id| **id != state.me) {
             let follower = state
                 .followers
                 .get(id)
@@ -447,6 +451,27 @@ mod tests {
             0,
         );
         assert_eq!(single.leader_high_watermark(7, 0, 2), Some(7));
+    }
+
+    #[test]
+    fn a_follower_being_added_holds_the_high_watermark_back() {
+        let mut replication = Replication::default();
+        replication.assign(1, &assignment(1, 4, &[1, 2]), 100, 0);
+        replication.record_follower_fetch(2, 100, 100, 95, 10, true);
+        assert_eq!(replication.leader_high_watermark(100, 95, 1), Some(100));
+        // Follower 3 reaches the high watermark and the epoch's start: asked to join.
+        assert_eq!(
+            replication.record_follower_fetch(3, 101, 130, 100, 20, true),
+            Some(vec![1, 2, 3])
+        );
+        replication.record_follower_fetch(2, 130, 130, 100, 30, true);
+        // Until the change is answered, the high watermark waits for 3 as for a member.
+        assert_eq!(replication.leader_high_watermark(130, 100, 1), Some(101));
+        replication.record_follower_fetch(3, 125, 130, 101, 40, true);
+        assert_eq!(replication.leader_high_watermark(130, 101, 1), Some(125));
+        // Refused: 3 is no longer waited for.
+        replication.clear_pending_isr(4);
+        assert_eq!(replication.leader_high_watermark(130, 125, 1), Some(130));
     }
 
     #[test]
