@@ -891,3 +891,32 @@ def test_produce_right_after_create_finds_every_new_log(node, raw):
         (topic_response,) = response.responses
         answers = {(r.index, r.error_code, r.base_offset) for r in topic_response.partition_responses}
         assert answers == {(p, 0, 0) for p in range(PARTITIONS)}, round_
+
+
+def peak_resident_bytes(node):
+    with open(f"/proc/{node.proc.pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
+def test_a_compressed_batch_is_validated_without_holding_its_records(start_node):
+    """A gzip batch of about 200 KB holding one 200 MiB record: the broker validates a batch it
+    keeps as it came by streaming it, keys and values skipped (Kafka's skipKeyValueIterator),
+    so its memory does not follow the decompressed size (it peaked 556 MB higher before)."""
+    node = start_node()
+    create(node, ("bomb", 1))
+    conn = RawConn(node.bootstrap)
+    wait_for("the partition's leader", lambda: produce(conn, "bomb", 0, batch([(b"k", b"v", [], 1000)])).error_code == 0)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    builder.append(0, timestamp=int(time.time() * 1000), key=b"k", value=bytes(200 << 20), headers=[])
+    bomb = bytes(builder.build())
+    del builder
+    assert len(bomb) < 1 << 20
+    with open(f"/proc/{node.proc.pid}/clear_refs", "w") as f:
+        f.write("5")
+    before = peak_resident_bytes(node)
+    answer = produce(conn, "bomb", 0, bomb)
+    assert (answer.error_code, answer.base_offset) == (0, 1)
+    growth = peak_resident_bytes(node) - before
+    assert growth < 64 << 20, f"a {len(bomb)}-byte batch grew the node's peak resident memory by {growth} bytes"
+    conn.close()

@@ -29,6 +29,15 @@ pub enum Compression {
 }
 
 impl Compression {
+    /// Every codec, by id.
+    pub const ALL: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
     /// The codec of an attributes value; `None` for the unassigned ids 5–7.
     pub fn from_id(id: u8) -> Option<Self> {
         match id {
@@ -138,6 +147,19 @@ pub fn decompress(codec: Compression, data: &[u8]) -> std::io::Result<Vec<u8>> {
     }
 }
 
+/// A batch's records section as a stream of its decompressed bytes, for reading without
+/// holding them all. Snappy (Kafka's xerial blocks) is decompressed whole: its format bounds
+/// the output to a small multiple of the input.
+pub fn reader<'a>(codec: Compression, data: &'a [u8]) -> std::io::Result<Box<dyn Read + 'a>> {
+    Ok(match codec {
+        Compression::None => Box::new(data),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(data)),
+        Compression::Snappy => Box::new(std::io::Cursor::new(decompress_snappy(data)?)),
+        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(data)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(data)?),
+    })
+}
+
 fn read_bounded(reader: impl Read) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     reader
@@ -205,13 +227,7 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32)
             .flat_map(|i| (i % 251).to_le_bytes())
             .collect();
-        for codec in [
-            Compression::None,
-            Compression::Gzip,
-            Compression::Snappy,
-            Compression::Lz4,
-            Compression::Zstd,
-        ] {
+        for codec in Compression::ALL {
             let packed = compress(codec, &data, CompressionLevels::default()).unwrap();
             assert_eq!(decompress(codec, &packed).unwrap(), data, "{codec:?}");
         }

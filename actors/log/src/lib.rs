@@ -38,5 +38,6 @@ pub mod log;
 pub mod log_dir;
 pub mod producer_state;
 pub mod segment;
+pub mod skim;
 pub mod validate;
 mod varint;

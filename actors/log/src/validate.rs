@@ -15,6 +15,7 @@ use crate::batch::{
 use crate::compression::Compression;
 use crate::config::{LogConfig, TopicCompression};
 use crate::error::{BatchRejection, KafkaCode, RecordError};
+use crate::skim::{RecordSkimmer, SkimError};
 
 /// A batch that passed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,7 +221,7 @@ pub fn validate<'a>(
         ));
     }
 
-    let payload = batch.decompressed_records().map_err(|e| {
+    let decompress_failed = |e: std::io::Error| {
         reject(
             KafkaCode::CorruptMessage,
             format!(
@@ -228,17 +229,22 @@ pub fn validate<'a>(
                 source_codec.name()
             ),
         )
-    })?;
+    };
+    // Read as a stream, keys and values skipped: memory does not follow the decompressed size.
+    let mut records = RecordSkimmer::new(source_codec, batch.records_section(), count)
+        .map_err(|e| skim_rejection(e, &decompress_failed))?;
     let mut record_errors = Vec::new();
     let mut max_timestamp = batch::NO_TIMESTAMP;
     let mut inner_deltas_in_order = true;
-    for (index, record) in batch.records_in(&payload).enumerate() {
-        let record = record.map_err(|e| reject(KafkaCode::InvalidRecord, e))?;
-        let index = index as i32;
+    let mut index = 0i32;
+    while let Some(record) = records
+        .next_record()
+        .map_err(|e| skim_rejection(e, &decompress_failed))?
+    {
         if record.offset_delta != index {
             inner_deltas_in_order = false;
         }
-        if config.cleanup_compact && record.key.is_none() {
+        if config.cleanup_compact && !record.has_key {
             record_errors.push((
                 KafkaCode::InvalidRecord,
                 RecordError {
@@ -262,7 +268,9 @@ pub fn validate<'a>(
             ));
         }
         max_timestamp = max_timestamp.max(timestamp);
+        index += 1;
     }
+    drop(records);
     if !record_errors.is_empty() {
         return Err(record_rejection(record_errors));
     }
@@ -300,6 +308,7 @@ pub fn validate<'a>(
         builder.producer_id = batch.producer_id();
         builder.producer_epoch = batch.producer_epoch();
         builder.base_sequence = batch.base_sequence();
+        let payload = batch.decompressed_records().map_err(decompress_failed)?;
         for record in batch.records_in(&payload) {
             let record = record.map_err(|e| reject(KafkaCode::InvalidRecord, e))?;
             let timestamp = batch.base_timestamp().wrapping_add(record.timestamp_delta);
@@ -417,6 +426,18 @@ fn record_rejection(errors: Vec<(KafkaCode, RecordError)>) -> BatchRejection {
         code,
         message,
         record_errors,
+    }
+}
+
+/// A skim's failure as the produce answer: the decompressor's as CORRUPT_MESSAGE, a malformed
+/// record as INVALID_RECORD.
+fn skim_rejection(
+    error: SkimError,
+    decompress_failed: &impl Fn(std::io::Error) -> BatchRejection,
+) -> BatchRejection {
+    match error {
+        SkimError::Decompress(error) => decompress_failed(error),
+        SkimError::Record(message) => reject(KafkaCode::InvalidRecord, message),
     }
 }
 
