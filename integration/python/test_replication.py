@@ -599,6 +599,9 @@ def test_group_commits_wait_for_the_offsets_topic_isr(tmp_path):
         # watermark cannot pass the commit: no acknowledgement within offsets.commit.timeout.ms,
         # answered as Kafka's coordinator answers a timed-out write, COORDINATOR_NOT_AVAILABLE.
         assert commit(7) == 15, "a commit was acknowledged before the offsets topic's ISR had it"
+        # In the leader's log but not replicated: OffsetFetch answers what is committed, as
+        # Kafka's coordinator reads at its last committed offset.
+        assert fetched() == 5
         for path in pause.values():
             path.unlink(missing_ok=True)
         assert wait_for("a commit acknowledged by the whole ISR", lambda: commit(9) == 0, timeout=FAILOVER_TIMEOUT)

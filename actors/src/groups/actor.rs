@@ -47,7 +47,35 @@ struct PreparedWrite {
     batch: Bytes,
     epoch: i32,
     done: Option<oneshot::Sender<i16>>,
+    /// A numbered write of offsets, whose outcome goes back to the coordinator.
+    offsets_write: Option<u64>,
 }
+
+/// The outcome of a numbered write of offsets (see [`Coordinator::offsets_written`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct OffsetsWritten {
+    partition: i32,
+    write: u64,
+    replicated: bool,
+}
+
+impl Handler<OffsetsWritten> for GroupCoordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: OffsetsWritten, _ctx: &mut Context<Self>) {
+        self.state
+            .offsets_written(msg.partition, msg.write, msg.replicated);
+    }
+}
+
+/// Gregor's replication wait's form of NOT_ENOUGH_REPLICAS: the records are in the log and the
+/// high watermark passed them, with an ISR below `min.insync.replicas`.
+const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+
+/// How long a write of offsets that timed out is still waited for before it is left
+/// uncommitted until the partition's next load.
+const LATE_REPLICATION_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Appends one partition's batches in order and tells each write's waiter its code once the
 /// batch is replicated to the partition's ISR (Kafka writes `__consumer_offsets` with
@@ -57,6 +85,7 @@ async fn partition_writer(
     logs: Arc<LogManager>,
     partition: i32,
     commit_timeout: std::time::Duration,
+    coordinator: Addr<GroupCoordinator>,
     mut queue: tokio::sync::mpsc::UnboundedReceiver<PreparedWrite>,
 ) {
     while let Some(write) = queue.recv().await {
@@ -70,6 +99,13 @@ async fn partition_writer(
                 if let Some(done) = write.done {
                     let _ = done.send(append_error_code(error.code()));
                 }
+                if let Some(write) = write.offsets_write {
+                    coordinator.do_send(OffsetsWritten {
+                        partition,
+                        write,
+                        replicated: false,
+                    });
+                }
                 continue;
             }
         };
@@ -81,15 +117,37 @@ async fn partition_writer(
         };
         let epoch = write.epoch;
         let done = write.done;
+        let offsets_write = write.offsets_write;
+        let coordinator = coordinator.clone();
         actix::spawn(async move {
+            // The high watermark passed the write (NOT_ENOUGH_REPLICAS_AFTER_APPEND says so
+            // too, with an ISR below min.insync.replicas); a lost leadership reloads the
+            // partition. Told before the client hears of it, so its next OffsetFetch, queued
+            // behind, reads the commit.
+            let replicated = |waited: &Result<(), i16>| {
+                if let (Some(write), Ok(()) | Err(NOT_ENOUGH_REPLICAS_AFTER_APPEND)) =
+                    (offsets_write, waited)
+                {
+                    coordinator.do_send(OffsetsWritten {
+                        partition,
+                        write,
+                        replicated: true,
+                    });
+                }
+            };
             let deadline = tokio::time::Instant::now() + commit_timeout;
-            let code =
-                match crate::replication::await_replication(&state, epoch, end, deadline).await {
-                    Ok(()) => codes::NONE,
-                    Err(code) => append_error_code(code),
-                };
+            let waited = crate::replication::await_replication(&state, epoch, end, deadline).await;
+            replicated(&waited);
             if let Some(done) = done {
-                let _ = done.send(code);
+                let _ = done.send(waited.map_or_else(append_error_code, |()| codes::NONE));
+            }
+            // Answered as timed out, but in the log: it counts once it is replicated, as
+            // Kafka's coordinator makes a write visible when the high watermark passes it.
+            if offsets_write.is_some() && waited == Err(codes::REQUEST_TIMED_OUT) {
+                let deadline = tokio::time::Instant::now() + LATE_REPLICATION_WAIT;
+                replicated(
+                    &crate::replication::await_replication(&state, epoch, end, deadline).await,
+                );
             }
         });
     }
@@ -106,8 +164,6 @@ fn append_error_code(code: i16) -> i16 {
     const MESSAGE_TOO_LARGE: i16 = 10;
     const RECORD_LIST_TOO_LARGE: i16 = 18;
     const NOT_ENOUGH_REPLICAS: i16 = 19;
-    // Gregor's replication wait's form of NOT_ENOUGH_REPLICAS (the records are in the log).
-    const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
     const KAFKA_STORAGE_ERROR: i16 = 56;
     match code {
         UNKNOWN_TOPIC_OR_PARTITION
@@ -142,16 +198,17 @@ impl GroupCoordinator {
                         act.run_effects(ctx);
                     });
                 }
-                Effect::Write(write) => self.spawn_write(write),
+                Effect::Write(write) => self.spawn_write(write, ctx.address()),
             }
         }
     }
 
-    fn spawn_write(&mut self, write: Write) {
+    fn spawn_write(&mut self, write: Write, me: Addr<Self>) {
         let Write {
             partition,
             records,
             done,
+            offsets_write,
         } = write;
         let answer = |done: Option<oneshot::Sender<i16>>, code| {
             if let Some(done) = done {
@@ -161,6 +218,9 @@ impl GroupCoordinator {
         let (Some(logs), Some(epoch)) = (self.logs.clone(), self.led.get(&partition).copied())
         else {
             answer(done, codes::NOT_COORDINATOR);
+            if let Some(write) = offsets_write {
+                self.state.offsets_written(partition, write, false);
+            }
             return;
         };
         let mut builder = BatchBuilder::new(Compression::None);
@@ -173,18 +233,29 @@ impl GroupCoordinator {
             Err(error) => {
                 tracing::error!(%error, "cannot encode a __consumer_offsets batch");
                 answer(done, codes::COORDINATOR_NOT_AVAILABLE);
+                if let Some(write) = offsets_write {
+                    self.state.offsets_written(partition, write, false);
+                }
                 return;
             }
         };
         let commit_timeout = self.state.settings().offsets_commit_timeout;
         let writer = self.writers.entry(partition).or_insert_with(|| {
             let (sender, queue) = tokio::sync::mpsc::unbounded_channel();
-            actix::spawn(partition_writer(logs, partition, commit_timeout, queue));
+            actix::spawn(partition_writer(logs, partition, commit_timeout, me, queue));
             sender
         });
-        if let Err(failed) = writer.send(PreparedWrite { batch, epoch, done }) {
+        if let Err(failed) = writer.send(PreparedWrite {
+            batch,
+            epoch,
+            done,
+            offsets_write,
+        }) {
             self.writers.remove(&partition);
             answer(failed.0.done, codes::COORDINATOR_NOT_AVAILABLE);
+            if let Some(write) = offsets_write {
+                self.state.offsets_written(partition, write, false);
+            }
         }
     }
 

@@ -519,6 +519,7 @@ fn commits_and_fetches_check_the_member_epoch() {
     // An admin commit while the group has members.
     assert_eq!(commit(&mut c, "", -1, 9), UNKNOWN_MEMBER_ID);
     assert_eq!(commit(&mut c, "A", 1, 9), NONE);
+    super::tests::replicate_offsets(&mut c);
     assert_eq!(
         c.fetch_offsets("g", Some(("A", 0)), None),
         Err(STALE_MEMBER_EPOCH)

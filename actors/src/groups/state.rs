@@ -7,7 +7,7 @@
 //! SyncGroup requests are oneshot senders answered when the group's state allows. So this file is
 //! unit-tested with exact values and no actor system, runtime or log.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,6 +18,7 @@ use super::records::{self, CoordinatorRecord, GroupValue, MemberValue, OffsetKey
 use super::{codes, partition_for, GroupSettings};
 
 mod consumer;
+mod uncommitted;
 
 pub use consumer::{
     validate as validate_consumer_heartbeat, ConsumerConfigs, ConsumerGroupDescription,
@@ -25,6 +26,7 @@ pub use consumer::{
     MemberState, TopicLookup,
 };
 use consumer::{ConsumerGroup, ConsumerLoad};
+use uncommitted::UncommittedOffsets;
 
 /// Kafka's default message of the coordinator errors answered before a group is looked at.
 fn error_name(code: i16) -> &'static str {
@@ -263,6 +265,9 @@ pub struct Write {
     pub records: Vec<KeyValue>,
     /// Told the append's error code (NONE on success) when the write is done.
     pub done: Option<oneshot::Sender<i16>>,
+    /// A write of offsets, numbered: its outcome goes back to
+    /// [`Coordinator::offsets_written`].
+    pub offsets_write: Option<u64>,
 }
 
 /// What the coordinator must do outside the pure state.
@@ -318,6 +323,8 @@ struct Group {
     /// `group.instance.id` → member id.
     static_members: HashMap<String, String>,
     offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// Offsets whose latest writes are not yet replicated: OffsetFetch answers the committed.
+    uncommitted: UncommittedOffsets,
     state_timestamp_ms: i64,
     rebalance_deadline: Option<Instant>,
     /// The initial rebalance delay: the join phase does not end before this.
@@ -340,6 +347,7 @@ impl Group {
             pending: HashMap::new(),
             static_members: HashMap::new(),
             offsets: BTreeMap::new(),
+            uncommitted: UncommittedOffsets::default(),
             state_timestamp_ms: now_ms,
             rebalance_deadline: None,
             join_not_before: None,
@@ -445,6 +453,9 @@ enum PartitionStatus {
     Loaded,
 }
 
+/// A numbered write of offsets: its number, its group and the partitions it sets.
+type OffsetsWrite = (u64, String, Vec<(String, i32)>);
+
 /// Every group of the `__consumer_offsets` partitions this node leads.
 pub struct Coordinator {
     settings: GroupSettings,
@@ -452,6 +463,11 @@ pub struct Coordinator {
     groups: HashMap<String, Group>,
     effects: Vec<Effect>,
     join_seq: u64,
+    /// The last number given to a write of offsets.
+    offsets_write_seq: u64,
+    /// Per partition, its writes of offsets not yet replicated, in write order: the number,
+    /// the group and the partitions it sets.
+    offsets_writes: HashMap<i32, VecDeque<OffsetsWrite>>,
 }
 
 impl Coordinator {
@@ -462,6 +478,8 @@ impl Coordinator {
             groups: HashMap::new(),
             effects: Vec::new(),
             join_seq: 0,
+            offsets_write_seq: 0,
+            offsets_writes: HashMap::new(),
         }
     }
 
@@ -502,7 +520,48 @@ impl Coordinator {
             partition,
             records,
             done,
+            offsets_write: None,
         }));
+    }
+
+    /// The outcome of write `write` of offsets on `partition`: replicated (with every earlier
+    /// one), or never in the log (taken back).
+    pub fn offsets_written(&mut self, partition: i32, write: u64, replicated: bool) {
+        let Some(writes) = self.offsets_writes.get_mut(&partition) else {
+            return;
+        };
+        let done: Vec<OffsetsWrite> = if replicated {
+            let mut done = Vec::new();
+            while let Some(entry) = writes.pop_front_if(|(seq, ..)| *seq <= write) {
+                done.push(entry);
+            }
+            done
+        } else {
+            match writes.iter().position(|(seq, ..)| *seq == write) {
+                Some(at) => writes.remove(at).into_iter().collect(),
+                None => Vec::new(),
+            }
+        };
+        for (seq, group_id, keys) in done {
+            let Some(group) = self.groups.get_mut(&group_id) else {
+                continue;
+            };
+            for key in keys {
+                if replicated {
+                    group.uncommitted.replicated(&key, seq);
+                    continue;
+                }
+                match group.uncommitted.lost(&key, seq) {
+                    Some(Some(value)) => {
+                        group.offsets.insert(key, value);
+                    }
+                    Some(None) => {
+                        group.offsets.remove(&key);
+                    }
+                    None => {}
+                }
+            }
+        }
     }
 
     fn write_group(&mut self, group_id: &str) {
@@ -560,6 +619,7 @@ impl Coordinator {
     /// NOT_COORDINATOR (the client finds the new coordinator).
     pub fn unload(&mut self, partition: i32) {
         self.partitions.remove(&partition);
+        self.offsets_writes.remove(&partition);
         let ids: Vec<String> = self
             .groups
             .values()
@@ -1504,6 +1564,9 @@ impl Coordinator {
         let mut out = Vec::with_capacity(request.partitions.len());
         let mut writes = Vec::new();
         let max_metadata = self.settings.offset_metadata_max_bytes;
+        self.offsets_write_seq += 1;
+        let write = self.offsets_write_seq;
+        let mut written = Vec::new();
         if let Some(group) = self.groups.get_mut(&request.group_id) {
             for p in &request.partitions {
                 let code = if let Err(code) = group_error {
@@ -1530,7 +1593,12 @@ impl Coordinator {
                         records::offset_key(&key),
                         Some(records::offset_value(&value)),
                     ));
-                    group.offsets.insert((p.topic.clone(), p.partition), value);
+                    let at = (p.topic.clone(), p.partition);
+                    group
+                        .uncommitted
+                        .wrote(&at, write, value.clone(), group.offsets.get(&at));
+                    group.offsets.insert(at.clone(), value);
+                    written.push(at);
                     codes::NONE
                 };
                 out.push(code);
@@ -1541,7 +1609,20 @@ impl Coordinator {
                 .unwrap_or(codes::COORDINATOR_NOT_AVAILABLE);
             out = vec![code; request.partitions.len()];
         }
-        self.write(partition, writes, Some(done));
+        if written.is_empty() {
+            self.write(partition, writes, Some(done));
+        } else {
+            self.offsets_writes
+                .entry(partition)
+                .or_default()
+                .push_back((write, request.group_id.clone(), written));
+            self.effects.push(Effect::Write(Write {
+                partition,
+                records: writes,
+                done: Some(done),
+                offsets_write: Some(write),
+            }));
+        }
         out
     }
 
@@ -1631,8 +1712,9 @@ impl Coordinator {
             }
         }
         let committed = |topic: &str, partition: i32| {
+            let key = (topic.to_owned(), partition);
             group
-                .and_then(|g| g.offsets.get(&(topic.to_owned(), partition)))
+                .and_then(|g| g.uncommitted.visible(&key).unwrap_or(g.offsets.get(&key)))
                 .map(|v| Committed {
                     offset: v.offset,
                     leader_epoch: v.leader_epoch,
@@ -1648,7 +1730,7 @@ impl Coordinator {
                 .map(|g| {
                     g.offsets
                         .keys()
-                        .map(|(t, p)| (t.clone(), *p, committed(t, *p)))
+                        .filter_map(|(t, p)| Some((t.clone(), *p, Some(committed(t, *p)?))))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -1815,6 +1897,7 @@ impl Coordinator {
                 out.push(codes::GROUP_SUBSCRIBED_TO_TOPIC);
                 continue;
             }
+            group.uncommitted.forget(&(topic.clone(), *p));
             if group.offsets.remove(&(topic.clone(), *p)).is_some() {
                 let key = OffsetKey {
                     group: group_id.to_owned(),
@@ -1875,6 +1958,7 @@ impl Coordinator {
                 .map(|(k, _)| k.clone())
                 .collect();
             for (topic, p) in expired {
+                group.uncommitted.forget(&(topic.clone(), p));
                 group.offsets.remove(&(topic.clone(), p));
                 expired_count += 1;
                 let key = OffsetKey {

@@ -354,6 +354,9 @@ fn commits_check_generation_and_member() {
         })
         .unwrap();
     assert_eq!(write.partition, 0);
+    // Not replicated yet: nothing committed to read.
+    assert_eq!(c.fetch_offsets("g", None, None).unwrap(), Vec::new());
+    c.offsets_written(write.partition, write.offsets_write.unwrap(), true);
     assert_eq!(
         records::decode(&write.records[0].0, write.records[0].1.as_deref()).unwrap(),
         CoordinatorRecord::Offset(
@@ -410,6 +413,88 @@ fn commits_check_generation_and_member() {
             .2,
         None
     );
+}
+
+/// Marks every numbered write of offsets among the pending effects replicated, as the writer
+/// task reports it (the effects are dropped).
+pub(super) fn replicate_offsets(c: &mut Coordinator) {
+    for effect in c.take_effects() {
+        if let Effect::Write(Write {
+            partition,
+            offsets_write: Some(write),
+            ..
+        }) = effect
+        {
+            c.offsets_written(partition, write, true);
+        }
+    }
+}
+
+/// The numbered writes of offsets among the pending effects (the effects are dropped).
+fn offsets_writes(c: &mut Coordinator) -> Vec<(i32, u64)> {
+    c.take_effects()
+        .into_iter()
+        .filter_map(|effect| match effect {
+            Effect::Write(Write {
+                partition,
+                offsets_write: Some(write),
+                ..
+            }) => Some((partition, write)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn offset_fetch_reads_only_replicated_commits() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let at = |offset: i64| {
+        let mut request = commit(-1, "", 8, "");
+        request.partitions[0].offset = offset;
+        request
+    };
+    let fetched = |c: &Coordinator| {
+        c.fetch_offsets("g", None, Some(&[("t".into(), 0)]))
+            .unwrap()[0]
+            .2
+            .as_ref()
+            .map(|o| o.offset)
+    };
+    let (done, _) = oneshot::channel();
+    assert_eq!(c.commit(at(5), done, t0, 0), vec![NONE]);
+    let first = offsets_writes(&mut c);
+    assert_eq!(fetched(&c), None);
+    c.offsets_written(first[0].0, first[0].1, true);
+    assert_eq!(fetched(&c), Some(5));
+    // Appended but not replicated (a write that timed out): still 5.
+    let (done, _) = oneshot::channel();
+    c.commit(at(7), done, t0, 0);
+    let second = offsets_writes(&mut c);
+    assert_eq!(fetched(&c), Some(5));
+    // A later write that never reached the log is taken back; the one before it counts once
+    // replicated.
+    let (done, _) = oneshot::channel();
+    c.commit(at(9), done, t0, 0);
+    let third = offsets_writes(&mut c);
+    c.offsets_written(third[0].0, third[0].1, false);
+    assert_eq!(fetched(&c), Some(5));
+    c.offsets_written(second[0].0, second[0].1, true);
+    assert_eq!(fetched(&c), Some(7));
+    // A first commit of a partition lost: the group has no offset for it.
+    let mut other = at(3);
+    other.partitions[0].partition = 1;
+    let (done, _) = oneshot::channel();
+    c.commit(other, done, t0, 0);
+    let lost = offsets_writes(&mut c);
+    c.offsets_written(lost[0].0, lost[0].1, false);
+    let listed: Vec<(String, i32, Option<i64>)> = c
+        .fetch_offsets("g", None, None)
+        .unwrap()
+        .into_iter()
+        .map(|(t, p, o)| (t, p, o.map(|o| o.offset)))
+        .collect();
+    assert_eq!(listed, vec![("t".to_owned(), 0, Some(7))]);
 }
 
 #[test]
