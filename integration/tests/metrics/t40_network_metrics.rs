@@ -38,10 +38,11 @@ async fn a_waiting_fetch_is_counted_in_the_request_queue_until_answered() {
     assert_eq!(created.topics[0].error_code, 0, "{created:?}");
     wait_for_queue_size(&node, 0.0).await;
 
-    // An empty partition and min_bytes 1: the fetch waits its whole max_wait_ms in the handler.
+    // An empty partition and min_bytes 1: the fetch waits its whole max_wait_ms in the handler,
+    // long enough for a scrape on a loaded machine to see it.
     let fetch = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(4_000)
+        .with_max_wait_ms(15_000)
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
         .with_session_epoch(-1)

@@ -1096,6 +1096,15 @@ pub(crate) async fn groups_ready(conn: &mut KafkaConn) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // ListGroups answers COORDINATOR_LOAD_IN_PROGRESS until every partition is loaded.
+    let list = kafka_protocol::messages::ListGroupsRequest::default();
+    while conn.send(&list, 4).await.unwrap().error_code != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the group coordinator never loaded every partition"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A fresh node whose group coordinator is loaded, and a connection to it that waits up to

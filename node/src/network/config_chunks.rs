@@ -36,7 +36,7 @@ use gregor_actors::handlers::configs::{alter_listed_configs, ListedConfigAnswers
 use gregor_actors::handlers::ApiResponse;
 use kafka_protocol::error::ResponseError;
 
-use super::dedup_decode::{array_length, need, string};
+use super::dedup_decode::{array_length, need, request_array_length, string};
 use super::forwarded::ForwardedAnswer;
 use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{skip_tagged_fields, uvarint_at, PieceSource, PiecesWriter};
@@ -67,7 +67,7 @@ pub fn is_long(frame: &Bytes, api_key: ApiKey, version: i16) -> bool {
     };
     let mut rest = frame.clone();
     RequestHeader::decode(&mut rest, api_key.request_header_version(version)).is_ok()
-        && array_length(&mut rest, flexible(legacy, version))
+        && request_array_length(&mut rest, flexible(legacy, version))
             .is_ok_and(|count| count > CHUNK as i64)
 }
 
@@ -106,7 +106,7 @@ const FOLLOWED: u32 = 1 << 31;
 pub fn scan(body: &Bytes, api_key: ApiKey, version: i16) -> Option<anyhow::Result<ChunkedConfigs>> {
     let legacy = legacy_api(api_key, version)?;
     let mut rest = body.clone();
-    let count = array_length(&mut rest, flexible(legacy, version)).ok()?;
+    let count = request_array_length(&mut rest, flexible(legacy, version)).ok()?;
     if count <= CHUNK as i64 {
         return None;
     }

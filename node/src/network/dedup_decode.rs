@@ -155,16 +155,22 @@ pub(super) fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result
     Ok(Some(buf.split_to(length)))
 }
 
-/// An array's length (-1 for null): compact in flexible versions, an `i32` before. As Kafka's
-/// generated readers, a length beyond the bytes left is refused before anything is sized by
-/// it: every element takes at least one byte, so callers may allocate per element.
+/// An array's length (-1 for null): compact in flexible versions, an `i32` before. For answers
+/// read a piece at a time, whose elements need not be in `buf` yet.
 pub(super) fn array_length(buf: &mut Bytes, flexible: bool) -> anyhow::Result<i64> {
-    let length = if flexible {
-        i64::from(uvarint(buf)?) - 1
+    if flexible {
+        Ok(i64::from(uvarint(buf)?) - 1)
     } else {
         need(buf, 4)?;
-        i64::from(buf.get_i32())
-    };
+        Ok(i64::from(buf.get_i32()))
+    }
+}
+
+/// A request's array length, its elements in `buf`: as Kafka's generated readers, a length
+/// beyond the bytes left is refused before anything is sized by it (every element takes at
+/// least one byte, so callers may allocate per element).
+pub(super) fn request_array_length(buf: &mut Bytes, flexible: bool) -> anyhow::Result<i64> {
+    let length = array_length(buf, flexible)?;
     if length > buf.remaining() as i64 {
         bail!(
             "Tried to allocate a collection of size {length}, but there are only {} bytes remaining.",
@@ -604,7 +610,7 @@ mod tests {
         let mut compact = BytesMut::new();
         super::super::repeated::put_array_length(&mut compact, 0x7fff_fffe, true)?;
         compact.extend_from_slice(&[0; 30]);
-        let error = array_length(&mut compact.freeze(), true)
+        let error = request_array_length(&mut compact.freeze(), true)
             .err()
             .map(|e| e.to_string());
         assert_eq!(
@@ -612,13 +618,17 @@ mod tests {
             Some("Tried to allocate a collection of size 2147483646, but there are only 30 bytes remaining.")
         );
         let legacy = Bytes::from_static(&[0x7f, 0, 0, 1, 0, 0]);
-        assert!(array_length(&mut legacy.clone(), false).is_err());
-        // Up to the bytes left, and null, are lengths.
+        assert!(request_array_length(&mut legacy.clone(), false).is_err());
+        // Up to the bytes left, and null, are lengths; an answer's list may come later.
         assert_eq!(
-            array_length(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), false)?,
+            request_array_length(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), false)?,
             2
         );
-        assert_eq!(array_length(&mut Bytes::from_static(&[0]), true)?, -1);
+        assert_eq!(
+            request_array_length(&mut Bytes::from_static(&[0]), true)?,
+            -1
+        );
+        assert_eq!(array_length(&mut legacy.clone(), false)?, 0x7f00_0001);
         Ok(())
     }
 

@@ -37,7 +37,7 @@ use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::{ListedDeletion, ListedTopic, ListedTopics};
 use gregor_actors::handlers::{self, ApiResponse};
 
-use super::dedup_decode::{array_length, need};
+use super::dedup_decode::{need, request_array_length};
 use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{skip_tagged_fields, uvarint_at};
 use super::topic_list_chunks::{first_appearances_by, REPEATED};
@@ -105,7 +105,7 @@ pub fn is_long(frame: &Bytes, version: i16) -> bool {
     let header_version = ApiKey::DeleteTopics.request_header_version(version);
     version >= STATES_FROM
         && RequestHeader::decode(&mut rest, header_version).is_ok()
-        && array_length(&mut rest, true).is_ok_and(|count| count > CHUNK as i64)
+        && request_array_length(&mut rest, true).is_ok_and(|count| count > CHUNK as i64)
 }
 
 /// Reads `body` (a DeleteTopics request body) when it lists more than [`CHUNK`] topics
@@ -116,7 +116,7 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedDeleteTo
         return None;
     }
     let mut rest = body.clone();
-    let count = array_length(&mut rest, version >= FLEXIBLE_FROM).ok()?;
+    let count = request_array_length(&mut rest, version >= FLEXIBLE_FROM).ok()?;
     if count <= CHUNK as i64 {
         return None;
     }

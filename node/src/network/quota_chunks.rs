@@ -28,7 +28,7 @@ use gregor_actors::controller::logic::client_quotas::{
 use gregor_actors::controller::logic::ListedElements;
 use gregor_actors::handlers::{self, ApiResponse};
 
-use super::dedup_decode::array_length;
+use super::dedup_decode::{array_length, request_array_length};
 use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{
     skip_quota_entry, skip_tagged_fields, uvarint_at, PieceSource, PiecesWriter,
@@ -67,7 +67,7 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedQuotaAlt
         return None;
     }
     let mut rest = body.clone();
-    let entries = usize::try_from(array_length(&mut rest, version >= 1).ok()?).ok()?;
+    let entries = usize::try_from(request_array_length(&mut rest, version >= 1).ok()?).ok()?;
     if entries <= CHUNK {
         return None;
     }
