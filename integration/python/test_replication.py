@@ -738,3 +738,52 @@ def test_a_follower_behind_the_leaders_log_start_starts_again_there():
     finally:
         for node in nodes:
             node.close()
+
+
+def test_fetch_answers_name_the_current_leader_and_its_endpoint():
+    """KIP-951 (Fetch v16+): NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the current
+    leader and epoch, and the answer the leader's endpoint, as Kafka's handleFetchRequest."""
+    from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        topic = "hinted"
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])])[topic].result(30)
+        wait_for("a full ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        by_id[1].kill9()
+        alive = nodes[1:]
+        survivors = AdminClient({"bootstrap.servers": bootstrap(alive)})
+        leader = wait_for("a new leader", lambda: (lambda p: p[0] if p[0] in (2, 3) else None)(partition_state(survivors, topic)), timeout=FAILOVER_TIMEOUT)
+        follower = 5 - leader
+        host, port = by_id[leader].bootstrap.rsplit(":", 1)
+
+        def fetch(node_id, version, current_leader_epoch):
+            conn = RawConn(by_id[node_id].bootstrap)
+            try:
+                M = MetadataRequest[12]
+                topic_id = conn.send(M(topics=[M.MetadataRequestTopic(topic_id=None, name=topic)], allow_auto_topic_creation=False,
+                                       include_topic_authorized_operations=False), MetadataResponse).topics[0].topic_id
+                F = FetchRequest[version]
+                request = F(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                            topics=[F.FetchTopic(topic_id=topic_id, partitions=[F.FetchTopic.FetchPartition(
+                                partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=0, last_fetched_epoch=-1,
+                                log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                            forgotten_topics_data=[], rack_id="", replica_state=F.ReplicaState(replica_id=-1, replica_epoch=-1))
+                response = conn.send(request, FetchResponse)
+                partition = response.responses[0].partitions[0]
+                return (partition.error_code, (partition.current_leader.leader_id, partition.current_leader.leader_epoch),
+                        [(e.node_id, e.host, e.port) for e in response.node_endpoints])
+            finally:
+                conn.close()
+
+        epoch = wait_for("the follower knowing the new leader", lambda: (lambda a: a[1][1] if a[0] == 6 and a[1][0] == leader else None)(fetch(follower, 16, -1)), timeout=FAILOVER_TIMEOUT)
+        assert epoch >= 1
+        assert fetch(follower, 16, -1) == (6, (leader, epoch), [(leader, host, int(port))])
+        assert fetch(leader, 17, 0) == (74, (leader, epoch), [(leader, host, int(port))])
+    finally:
+        for node in nodes:
+            node.close()

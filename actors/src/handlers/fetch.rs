@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
-use kafka_protocol::protocol::Encodable;
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::sync::futures::Notified;
 
 use gregor_publishers::acl::{AclOperation, ResourceType};
@@ -64,6 +64,9 @@ pub(super) async fn handle(
         let done = limits.done(read.bytes, read.any_error, read.urgent, &read.watched);
         if done {
             let mut body = FetchResponse::default().with_responses(read.topics);
+            if version >= 16 {
+                point_to_leaders(ctx, info, &mut body);
+            }
             // The fetch byte-rate quota counts the response this would send (size prefix
             // included, the partitions a session omits excluded); over quota, the answer is
             // empty and carries the throttle time.
@@ -238,6 +241,50 @@ pub fn record_quota(ctx: &HandlerContext, info: &RequestInfo, size: usize, follo
         quota.unrecord_cached(&mut cache, principal, client, size as f64, at);
     }
     i32::try_from(throttle).unwrap_or(i32::MAX)
+}
+
+/// KIP-951: a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its
+/// current leader and epoch, and the answer carries that leader's endpoint on the request's
+/// listener (Kafka's `KafkaApis.handleFetchRequest`, v16+), so the client goes there at once.
+fn point_to_leaders(ctx: &HandlerContext, info: &RequestInfo, body: &mut FetchResponse) {
+    const FENCED_LEADER_EPOCH: i16 = 74;
+    let image = ctx.image.load();
+    let mut leaders = Vec::new();
+    for topic in &mut body.responses {
+        let registered = image.topics.get_by_id(&topic.topic_id);
+        for partition in &mut topic.partitions {
+            if partition.error_code != NOT_LEADER_OR_FOLLOWER
+                && partition.error_code != FENCED_LEADER_EPOCH
+            {
+                continue;
+            }
+            let (leader, epoch) = registered
+                .and_then(|t| t.partition(partition.partition_index))
+                .map_or((-1, -1), |p| (p.leader, p.leader_epoch));
+            partition.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch);
+            if leader >= 0 {
+                leaders.push(leader);
+            }
+        }
+    }
+    leaders.sort_unstable();
+    leaders.dedup();
+    body.node_endpoints = leaders
+        .into_iter()
+        .filter_map(|id| image.cluster.broker(id))
+        .filter_map(|broker| {
+            let endpoint = broker.endpoint(&info.listener_name)?;
+            Some(
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(broker.id))
+                    .with_host(StrBytes::from_string(endpoint.host.clone()))
+                    .with_port(i32::from(endpoint.port))
+                    .with_rack(broker.rack.clone().map(StrBytes::from_string)),
+            )
+        })
+        .collect();
 }
 
 /// Whether `request` comes from a follower replica.
