@@ -784,6 +784,28 @@ def test_fetch_answers_name_the_current_leader_and_its_endpoint():
         assert epoch >= 1
         assert fetch(follower, 16, -1) == (6, (leader, epoch), [(leader, host, int(port))])
         assert fetch(leader, 17, 0) == (74, (leader, epoch), [(leader, host, int(port))])
+
+        # DescribeProducers is answered from the local log, by a follower too (Kafka's
+        # ReplicaManager.activeProducerState).
+        from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+        producer = Producer({"bootstrap.servers": bootstrap(alive), "enable.idempotence": True})
+        for i in range(3):
+            producer.produce(topic, value=b"%d" % i, partition=0)
+        assert producer.flush(30) == 0
+
+        def producers(node_id):
+            conn = RawConn(by_id[node_id].bootstrap)
+            try:
+                D = DescribeProducersRequest[0]
+                answer = conn.send(D(topics=[D.TopicRequest(name=topic, partition_indexes=[0])]), DescribeProducersResponse)
+                partition = answer.topics[0].partitions[0]
+                return partition.error_code, [(p.producer_id, p.last_sequence) for p in partition.active_producers]
+            finally:
+                conn.close()
+
+        led = producers(leader)
+        assert led[0] == 0 and len(led[1]) == 1 and led[1][0][1] == 2, led
+        wait_for("the follower's producer state", lambda: producers(follower) == led, timeout=FAILOVER_TIMEOUT)
     finally:
         for node in nodes:
             node.close()

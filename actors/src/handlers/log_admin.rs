@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    led_partition, KAFKA_STORAGE_ERROR, NONE, TOPIC_AUTHORIZATION_FAILED,
+    led_partition, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
 };
 use super::{ApiResponse, ErrorCounts};
@@ -180,6 +180,34 @@ pub(super) async fn describe_log_dirs(
     )
 }
 
+/// Whether this node holds a serving replica of the partition, leader or follower: Kafka
+/// answers DescribeProducers from the local log (`ReplicaManager.activeProducerState`).
+fn hosted_replica(
+    ctx: &HandlerContext,
+    image: &gregor_publishers::MetadataImage,
+    topic: &str,
+    index: i32,
+) -> Result<(), i16> {
+    let registered = image.topics.get_by_name(topic);
+    let Some(registration) = registered.and_then(|t| t.partition(index)) else {
+        return Err(UNKNOWN_TOPIC_OR_PARTITION);
+    };
+    if !registration.replicas.as_slice().contains(&ctx.node.node_id) {
+        return Err(NOT_LEADER_OR_FOLLOWER);
+    }
+    let state = ctx
+        .logs
+        .as_ref()
+        .and_then(|logs| logs.partition(topic, index));
+    match state {
+        Some(state) if registered.is_some_and(|t| t.id == state.topic_id) && state.is_serving() => {
+            Ok(())
+        }
+        Some(state) if state.is_offline() => Err(KAFKA_STORAGE_ERROR),
+        _ => Err(NOT_LEADER_OR_FOLLOWER),
+    }
+}
+
 /// DescribeProducers: the active producers of each partition's log (KIP-664).
 pub(super) async fn describe_producers(
     ctx: &HandlerContext,
@@ -196,17 +224,10 @@ pub(super) async fn describe_producers(
         let denied = !access.allows(AclOperation::Read, ResourceType::Topic, &topic.name);
         for &index in &topic.partition_indexes {
             let answer = PartitionResponse::default().with_partition_index(index);
-            let producers = match led_partition(
-                ctx,
-                &image,
-                Some(&topic.name),
-                index,
-                UNKNOWN_TOPIC_OR_PARTITION,
-                false,
-            ) {
+            let producers = match hosted_replica(ctx, &image, &topic.name, index) {
                 _ if denied => Err(TOPIC_AUTHORIZATION_FAILED),
-                Err(not_served) => Err(not_served.code),
-                Ok(_) => match ctx.logs.as_ref() {
+                Err(code) => Err(code),
+                Ok(()) => match ctx.logs.as_ref() {
                     Some(logs) => logs
                         .producers(&topic.name, index)
                         .await
