@@ -1887,8 +1887,14 @@ impl Coordinator {
                 .collect()
         } else if group.state == GroupState::Empty {
             HashSet::new()
+        } else if group.protocol_type.as_deref() != Some("consumer") {
+            return Err(codes::NON_EMPTY_GROUP);
         } else {
-            group.subscribed_topics().ok_or(codes::NON_EMPTY_GROUP)?
+            // Kafka's ClassicGroup.isSubscribedToTopic: a consumer group whose subscriptions
+            // cannot be read is taken to subscribe to every topic.
+            group
+                .subscribed_topics()
+                .unwrap_or_else(|| partitions.iter().map(|(topic, _)| topic.clone()).collect())
         };
         let mut out = Vec::with_capacity(partitions.len());
         let mut tombstones = Vec::new();

@@ -497,6 +497,41 @@ fn offset_fetch_reads_only_replicated_commits() {
     assert_eq!(listed, vec![("t".to_owned(), 0, Some(7))]);
 }
 
+/// A live group "g" of one member joined with `protocol_type` and the default metadata (not a
+/// readable consumer subscription).
+fn live_group(c: &mut Coordinator, protocol_type: &str, t0: Instant) {
+    let mut request = join_request("", 5);
+    request.protocol_type = protocol_type.into();
+    let id = answered(c.join(request.clone(), t0, 0)).member_id;
+    request.member_id = id;
+    let join = c.join(request, t0, 0);
+    c.fire(
+        Timer::Join { group: "g".into() },
+        t0 + Duration::from_secs(3),
+        0,
+    );
+    assert_eq!(answered(join).error, NONE);
+}
+
+#[test]
+fn offset_delete_on_a_live_group_follows_its_protocol_type() {
+    // Kafka's ClassicGroup: a consumer group whose subscriptions cannot be read subscribes to
+    // every topic (each partition GROUP_SUBSCRIBED_TO_TOPIC); another live group is not empty.
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    live_group(&mut c, "consumer", t0);
+    assert_eq!(
+        c.delete_offsets("g", &[("t".into(), 0), ("u".into(), 0)]),
+        Ok(vec![GROUP_SUBSCRIBED_TO_TOPIC, GROUP_SUBSCRIBED_TO_TOPIC])
+    );
+    let mut c = loaded(t0);
+    live_group(&mut c, "connect", t0);
+    assert_eq!(
+        c.delete_offsets("g", &[("t".into(), 0)]),
+        Err(NON_EMPTY_GROUP)
+    );
+}
+
 #[test]
 fn delete_refuses_live_groups_and_subscribed_topics() {
     let t0 = Instant::now();
