@@ -317,14 +317,44 @@ fn describe_one(
     }
 }
 
+/// Kafka's message for INVALID_REQUEST, which a whole refused request carries.
+const INVALID_REQUEST_MESSAGE: &str = "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.";
+
 /// The DescribeConfigs response: one result per requested resource, in request order; a
-/// failing resource gets its error and empty configs, never affecting the others.
+/// failing resource gets its error and empty configs, never affecting the others. A resource
+/// of an unknown type fails the whole request: Kafka throws while it sorts the resources by
+/// authorization, and every resource gets INVALID_REQUEST with the error's own message.
 pub fn describe_configs(
     image: &MetadataImage,
     request: &DescribeConfigsRequest,
     node_id: i32,
     support: &ConfigSupport,
 ) -> DescribeConfigsResponse {
+    let known = [
+        rt::TOPIC,
+        rt::BROKER,
+        rt::BROKER_LOGGER,
+        rt::CLIENT_METRICS,
+        rt::GROUP,
+    ];
+    if request
+        .resources
+        .iter()
+        .any(|resource| !known.contains(&resource.resource_type))
+    {
+        let results = request
+            .resources
+            .iter()
+            .map(|resource| {
+                DescribeConfigsResult::default()
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name.clone())
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_static_str(INVALID_REQUEST_MESSAGE)))
+            })
+            .collect();
+        return DescribeConfigsResponse::default().with_results(results);
+    }
     let results = request
         .resources
         .iter()
@@ -468,6 +498,43 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn an_unknown_resource_type_fails_every_resource() {
+        let image = image_with(&[]);
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(rt::BROKER)
+                .with_resource_name(s("1")),
+            DescribeConfigsResource::default()
+                .with_resource_type(99)
+                .with_resource_name(s("x")),
+        ]);
+        let answers: Vec<(i8, String, i16, Option<String>, usize)> =
+            describe_configs(&image, &request, 1, &support())
+                .results
+                .into_iter()
+                .map(|r| {
+                    (
+                        r.resource_type,
+                        r.resource_name.to_string(),
+                        r.error_code,
+                        r.error_message.map(|m| m.to_string()),
+                        r.configs.len(),
+                    )
+                })
+                .collect();
+        let refused = |resource_type: i8, name: &str| {
+            (
+                resource_type,
+                name.to_owned(),
+                42,
+                Some(INVALID_REQUEST_MESSAGE.to_owned()),
+                0,
+            )
+        };
+        assert_eq!(answers, vec![refused(rt::BROKER, "1"), refused(99, "x")]);
     }
 
     #[test]
