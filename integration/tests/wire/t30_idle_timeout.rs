@@ -52,3 +52,28 @@ async fn a_busy_connection_outlives_the_idle_timeout() {
             });
     }
 }
+
+#[tokio::test]
+async fn a_request_still_arriving_outlives_the_idle_timeout() {
+    // Kafka's Selector counts idleness from a connection's last read: a request whose bytes
+    // trickle in over three idle periods is served, and the connection is closed only after
+    // an idle period with no byte at all.
+    let node = GregorNode::start(&[("connections.max.idle.ms", "1500")]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let frame = gregor_integration::encode_request(&metadata(12, None, false), 12, 7, Some("slow"))
+        .unwrap();
+    let started = Instant::now();
+    let pause = Duration::from_millis(IDLE_MS * 3) / frame.len() as u32;
+    for byte in frame.iter() {
+        conn.write_raw(&[*byte]).await.unwrap();
+        tokio::time::sleep(pause.min(Duration::from_millis(300))).await;
+    }
+    assert!(started.elapsed() > Duration::from_millis(IDLE_MS));
+    let answer = conn.read_frame().await.unwrap_or_else(|e| {
+        panic!(
+            "a request arriving a byte at a time was cut off after {:?}: {e:#}",
+            started.elapsed()
+        )
+    });
+    assert!(answer.is_some(), "closed instead of answered");
+}
