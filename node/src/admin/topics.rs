@@ -5,10 +5,11 @@
 //! THROTTLING_QUOTA_EXCEEDED is reported at once, with the throttle time the broker asked for,
 //! and the tool exits non-zero: retrying would only queue the operator behind the quota.
 //!
-//! Kafka's texts are kept, and so is its failure split: usage mistakes print the usage; invalid
-//! values print Kafka's `IllegalArgumentException` text; anything failing later prints
-//! `Error while executing topic command : <message>` (kafka-topics.sh writes that one to
-//! stdout, Gregor to stderr like every other error).
+//! Kafka's texts are kept, and so is its failure split: usage mistakes print the usage; what
+//! `checkArgs` refuses prints its message alone; anything failing in the action (an invalid
+//! value, a missing topic, a broker's error) prints `Error while executing topic command :
+//! <message>` (kafka-topics.sh writes that one to stdout, Gregor to stderr like every other
+//! error).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -135,7 +136,7 @@ pub struct TopicsArgs {
 pub enum TopicsError {
     /// A usage mistake: the message, then the usage (`printUsageAndExit`).
     Usage(String),
-    /// An invalid value: the message alone (`IllegalArgumentException`).
+    /// An argument check before anything runs: the message alone (`checkArgs`' throw).
     Invalid(String),
     /// A failure while executing: `Error while executing topic command : <message>`.
     Command(String),
@@ -312,7 +313,7 @@ pub fn parse_replica_assignment(text: &str) -> Result<Vec<Vec<i32>>, TopicsError
         for id in part.split(':').map(str::trim) {
             let id: i32 = id
                 .parse()
-                .map_err(|_| TopicsError::Invalid(format!("For input string: \"{id}\"")))?;
+                .map_err(|_| TopicsError::Command(format!("For input string: \"{id}\"")))?;
             replicas.push(id);
         }
         let mut duplicates: Vec<String> = Vec::new();
@@ -352,7 +353,7 @@ pub fn parse_topic_configs(configs: &[String]) -> Result<Vec<(String, String)>, 
             parts.pop();
         }
         let [key, value] = parts.as_slice() else {
-            return Err(TopicsError::Invalid(
+            return Err(TopicsError::Command(
                 "requirement failed: Invalid topic config: all configs to be added must be in the format \"key=val\".".into(),
             ));
         };
@@ -490,7 +491,7 @@ async fn matching_topics(
 fn ensure_exists(args: &TopicsArgs, found: &[TopicInfo]) -> Result<(), TopicsError> {
     match &args.topic {
         Some(topic) if !topic.is_empty() && !args.if_exists && found.is_empty() => Err(
-            TopicsError::Invalid(format!("Topic '{topic}' does not exist as expected")),
+            TopicsError::Command(format!("Topic '{topic}' does not exist as expected")),
         ),
         _ => Ok(()),
     }
@@ -522,7 +523,7 @@ async fn create(args: &TopicsArgs, out: &mut String) -> Result<(), TopicsError> 
                 .ok()
                 .filter(|rf| *rf >= 1)
                 .ok_or_else(|| {
-                    TopicsError::Invalid(
+                    TopicsError::Command(
                         "The replication factor must be between 1 and 32767 inclusive".into(),
                     )
                 })?,
@@ -530,7 +531,7 @@ async fn create(args: &TopicsArgs, out: &mut String) -> Result<(), TopicsError> 
         None => None,
     };
     if args.partitions.is_some_and(|p| p < 1) {
-        return Err(TopicsError::Invalid(
+        return Err(TopicsError::Command(
             "The partitions must be greater than 0".into(),
         ));
     }
@@ -839,8 +840,9 @@ async fn reassignments(
         .collect())
 }
 
-/// `\tTopic: T\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: N/A\tLastKnownElr: N/A`
-/// (Metadata carries no ELR, which the Java client shows as N/A), with
+/// `\tTopic: T\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: \tLastKnownElr: `
+/// (kafka-topics.sh 4.x describes through DescribeTopicPartitions, whose ELR lists are empty
+/// while eligible leader replicas are off; it shows N/A only for a broker without that API), with
 /// `\tAdding Replicas: 4\tRemoving Replicas: 1` before `Elr` while a reassignment runs.
 fn partition_line(topic: &str, partition: &PartitionInfo, moving: Option<&Moving>) -> String {
     let join = |ids: &[i32]| ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
@@ -857,7 +859,7 @@ fn partition_line(topic: &str, partition: &PartitionInfo, moving: Option<&Moving
         )
     });
     format!(
-        "\tTopic: {topic}\tPartition: {}\tLeader: {leader}\tReplicas: {}\tIsr: {}{reassignment}\tElr: N/A\tLastKnownElr: N/A",
+        "\tTopic: {topic}\tPartition: {}\tLeader: {leader}\tReplicas: {}\tIsr: {}{reassignment}\tElr: \tLastKnownElr: ",
         partition.id,
         join(&partition.replicas),
         join(&partition.isr)
@@ -987,7 +989,7 @@ mod tests {
         );
         assert_eq!(
             parse_replica_assignment("1:x"),
-            Err(TopicsError::Invalid("For input string: \"x\"".into()))
+            Err(TopicsError::Command("For input string: \"x\"".into()))
         );
         assert_eq!(
             parse_replica_assignment("1:1:2"),
@@ -1016,7 +1018,7 @@ mod tests {
                 ("cleanup.policy".to_owned(), "compact".to_owned())
             ]
         );
-        let bad = Err(TopicsError::Invalid("requirement failed: Invalid topic config: all configs to be added must be in the format \"key=val\".".into()));
+        let bad = Err(TopicsError::Command("requirement failed: Invalid topic config: all configs to be added must be in the format \"key=val\".".into()));
         assert_eq!(parse_topic_configs(&["a".into()]), bad);
         assert_eq!(parse_topic_configs(&["a=".into()]), bad);
         assert_eq!(parse_topic_configs(&["a=b=c".into()]), bad);
@@ -1040,11 +1042,11 @@ mod tests {
         };
         assert_eq!(
             partition_line("t", &partition, None),
-            "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1,2\tIsr: 2\tElr: N/A\tLastKnownElr: N/A"
+            "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1,2\tIsr: 2\tElr: \tLastKnownElr: "
         );
         assert_eq!(
             partition_line("t", &partition, Some(&(vec![2], vec![3, 4]))),
-            "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1,2\tIsr: 2\tAdding Replicas: 2\tRemoving Replicas: 3,4\tElr: N/A\tLastKnownElr: N/A"
+            "\tTopic: t\tPartition: 2\tLeader: none\tReplicas: 1,2\tIsr: 2\tAdding Replicas: 2\tRemoving Replicas: 3,4\tElr: \tLastKnownElr: "
         );
     }
 
