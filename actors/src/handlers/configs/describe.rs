@@ -16,7 +16,7 @@ use super::ConfigSupport;
 use crate::controller::logic::configs::{
     broker, client_metrics, config_source as src, group, resource_type as rt, ApiError,
 };
-use crate::controller::logic::topic_configs::{TopicConfigDef, TOPIC_CONFIGS};
+use crate::controller::logic::topic_configs::{ConfigType, TopicConfigDef, TOPIC_CONFIGS};
 use crate::controller::logic::topic_name;
 
 fn s(value: &str) -> StrBytes {
@@ -53,6 +53,62 @@ impl Entry {
             doc: Some(def.doc.to_owned()),
         }
     }
+}
+
+/// A config value as Kafka prints it once parsed (`ConfigDef.parseType`, then
+/// `convertToString`): trimmed, numbers and booleans canonical, list items joined by a bare
+/// comma. A value that does not parse is shown as stored.
+fn as_parsed(value: &str, config_type: ConfigType) -> String {
+    let trimmed = value.trim();
+    match config_type {
+        ConfigType::Boolean if trimmed.eq_ignore_ascii_case("true") => "true".to_owned(),
+        ConfigType::Boolean if trimmed.eq_ignore_ascii_case("false") => "false".to_owned(),
+        ConfigType::Int | ConfigType::Short | ConfigType::Long => trimmed
+            .parse::<i64>()
+            .map_or_else(|_| value.to_owned(), |n| n.to_string()),
+        ConfigType::Double => trimmed
+            .parse::<f64>()
+            .map_or_else(|_| value.to_owned(), java_double),
+        ConfigType::List if trimmed.is_empty() => String::new(),
+        ConfigType::List => trimmed
+            .split(',')
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(","),
+        ConfigType::Boolean => value.to_owned(),
+        ConfigType::String | ConfigType::Class | ConfigType::Password => trimmed.to_owned(),
+    }
+}
+
+/// Java's `Double.toString`: the shortest digits, plain with at least one fraction digit
+/// from 10^-3 to 10^7, else `d.dddE±n`.
+fn java_double(value: f64) -> String {
+    if !value.is_finite() {
+        return if value.is_nan() {
+            "NaN".to_owned()
+        } else if value > 0.0 {
+            "Infinity".to_owned()
+        } else {
+            "-Infinity".to_owned()
+        };
+    }
+    let magnitude = value.abs();
+    if value == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        let plain = format!("{value}");
+        return if plain.contains('.') {
+            plain
+        } else {
+            format!("{plain}.0")
+        };
+    }
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let mantissa = if mantissa.contains('.') {
+        mantissa.to_owned()
+    } else {
+        format!("{mantissa}.0")
+    };
+    format!("{mantissa}E{exponent}")
 }
 
 fn broker_id(name: &str) -> Result<i32, ApiError> {
@@ -172,9 +228,13 @@ fn describe_one(
                     let names = broker::broker_synonyms_of_topic_config(def.name);
                     synonyms.extend(broker_chain(image, node_id, &names, support));
                     let mut entry = Entry::from_def(def, synonyms);
-                    // A unit synonym's value (`log.retention.hours=2`) in the topic's unit.
+                    // A unit synonym's value (`log.retention.hours=2`) in the topic's unit, as
+                    // the parsed value prints (Kafka's `ConfigDef.convertToString`).
                     if let Some((name, Some(value), _)) = entry.synonyms.first() {
-                        entry.value = Some(broker::topic_value_of(name, value));
+                        entry.value = Some(as_parsed(
+                            &broker::topic_value_of(name, value),
+                            def.config_type,
+                        ));
                     }
                     entry
                 })
@@ -498,6 +558,38 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn topic_values_show_as_parsed() {
+        for (value, config_type, shown) in [
+            (" 1000 ", ConfigType::Long, "1000"),
+            ("+1048576", ConfigType::Int, "1048576"),
+            ("TRUE", ConfigType::Boolean, "true"),
+            ("compact, delete", ConfigType::List, "compact,delete"),
+            ("  ", ConfigType::List, ""),
+            ("0.50", ConfigType::Double, "0.5"),
+            ("1", ConfigType::Double, "1.0"),
+            ("0.0001", ConfigType::Double, "1.0E-4"),
+            ("12345678", ConfigType::Double, "1.2345678E7"),
+            (" producer ", ConfigType::String, "producer"),
+            ("not-a-number", ConfigType::Long, "not-a-number"),
+        ] {
+            assert_eq!(as_parsed(value, config_type), shown, "{value:?}");
+        }
+        let image = image_with(&[config(rt::TOPIC, "orders", "retention.ms", " 1000 ")]);
+        let described = describe(&image, rt::TOPIC, "orders");
+        let retention = entry(&described, "retention.ms");
+        assert_eq!(retention.value.as_deref(), Some("1000"));
+        // The synonym is the topic's setting as stored, as Kafka's configSynonyms reads it.
+        assert_eq!(
+            synonyms(retention)[0],
+            (
+                "retention.ms".to_owned(),
+                Some(" 1000 ".to_owned()),
+                src::TOPIC_CONFIG
+            )
+        );
     }
 
     #[test]
