@@ -210,3 +210,27 @@ async fn socket_request_max_bytes_is_checked_before_the_body() {
     let _ = conn.write_raw(&metadata_frame_of_size(1025)).await;
     assert_eq!(conn.wait_closed(CLOSE_TIMEOUT).await, Closed::Silently);
 }
+
+#[tokio::test]
+async fn a_client_id_that_is_not_utf8_is_served() {
+    // Kafka's readString replaces invalid UTF-8: a Latin-1 client.id still gets its answer.
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let mut frame = BytesMut::new();
+    frame.put_i32(0);
+    frame.put_i16(18);
+    frame.put_i16(0);
+    frame.put_i32(77);
+    frame.put_i16(4);
+    frame.put_slice(b"caf\xe9");
+    let size = (frame.len() - 4) as i32;
+    frame[..4].copy_from_slice(&size.to_be_bytes());
+    conn.write_raw(&frame).await.unwrap();
+    let answer = conn
+        .read_frame()
+        .await
+        .unwrap()
+        .expect("an answer, not a closed connection");
+    // Correlation id, then ApiVersions v0's error code 0.
+    assert_eq!(&answer[..6], &[0, 0, 0, 77, 0, 0]);
+}

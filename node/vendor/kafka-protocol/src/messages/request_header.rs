@@ -147,7 +147,21 @@ impl Decodable for RequestHeader {
         let request_api_key = types::Int16.decode(buf)?;
         let request_api_version = types::Int16.decode(buf)?;
         let correlation_id = types::Int32.decode(buf)?;
-        let client_id = types::String.decode(buf)?;
+        // Gregor: read leniently, as Kafka's `readString` decodes UTF-8 with replacement
+        // characters: a client id that is not UTF-8 does not cost the client its connection.
+        let client_id = match types::Int16.decode(buf)? {
+            -1 => None,
+            n if n >= 0 => {
+                let bytes = buf.try_get_bytes(n as usize)?;
+                Some(match StrBytes::from_utf8(bytes.clone()) {
+                    Ok(text) => text,
+                    Err(_) => StrBytes::from_string(
+                        std::string::String::from_utf8_lossy(&bytes).into_owned(),
+                    ),
+                })
+            }
+            n => bail!("String length is negative ({n})"),
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
         if version >= 2 {
             let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
