@@ -4,6 +4,7 @@
 //! a small buffer whatever the batch decompresses to. A batch that is rebuilt (recompressed, or
 //! with offset deltas out of order) is decompressed whole afterwards, as it must be rewritten.
 
+use std::borrow::Cow;
 use std::io::Read;
 
 use crate::compression::{self, Compression, MAX_DECOMPRESSED_BYTES};
@@ -28,7 +29,9 @@ pub enum SkimError {
 /// The records of a batch's records section, `count` of them, read from `codec`'s stream.
 pub struct RecordSkimmer<'a> {
     reader: Box<dyn Read + 'a>,
-    buffer: Vec<u8>,
+    /// The section itself when it is not compressed (read in place, nothing copied), else a
+    /// buffer the decompressor fills.
+    buffer: Cow<'a, [u8]>,
     start: usize,
     end: usize,
     /// Decompressed bytes read so far, bounded by [`MAX_DECOMPRESSED_BYTES`].
@@ -40,11 +43,23 @@ const BUFFER: usize = 64 * 1024;
 
 impl<'a> RecordSkimmer<'a> {
     pub fn new(codec: Compression, section: &'a [u8], count: i32) -> Result<Self, SkimError> {
+        let (reader, buffer, end): (Box<dyn Read + 'a>, _, _) = match codec {
+            Compression::None => (
+                Box::new(std::io::empty()),
+                Cow::Borrowed(section),
+                section.len(),
+            ),
+            codec => (
+                compression::reader(codec, section).map_err(SkimError::Decompress)?,
+                Cow::Owned(vec![0; BUFFER]),
+                0,
+            ),
+        };
         Ok(RecordSkimmer {
-            reader: compression::reader(codec, section).map_err(SkimError::Decompress)?,
-            buffer: vec![0; BUFFER],
+            reader,
+            buffer,
             start: 0,
-            end: 0,
+            end,
             consumed: 0,
             remaining: count.max(0),
         })
@@ -127,8 +142,12 @@ impl<'a> RecordSkimmer<'a> {
 
     /// Refills the buffer; false at the end of the stream.
     fn fill(&mut self) -> Result<bool, SkimError> {
+        // An uncompressed section is all in the buffer already.
+        let Cow::Owned(buffer) = &mut self.buffer else {
+            return Ok(false);
+        };
         loop {
-            match self.reader.read(&mut self.buffer) {
+            match self.reader.read(buffer) {
                 Ok(0) => return Ok(false),
                 Ok(read) => {
                     self.consumed += read;
