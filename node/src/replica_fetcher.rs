@@ -464,7 +464,8 @@ impl Fetcher {
                 .truncation_offset(topic, index, diverging.epoch, diverging.end_offset)
                 .await;
             if let Some(target) = target {
-                self.truncate(topic, index, leader_epoch, target).await;
+                self.truncate(topic, index, leader_epoch, target, false)
+                    .await;
             }
             return;
         }
@@ -550,7 +551,7 @@ impl Fetcher {
                     leader_end = end,
                     "fetch offset out of range at the leader; truncating to the leader's end"
                 );
-                self.truncate(topic, index, leader_epoch, end).await;
+                self.truncate(topic, index, leader_epoch, end, false).await;
                 return Ok(());
             }
             Some(_) => {
@@ -568,20 +569,7 @@ impl Fetcher {
                     leader_start = start,
                     "the leader's log starts past this replica's end; starting the replica there"
                 );
-                match self
-                    .logs
-                    .truncate_fully_and_start_at(topic, index, (self.leader, leader_epoch), start)
-                    .await
-                {
-                    Ok(log) => {
-                        self.epochs.insert(key, log.latest_epoch);
-                    }
-                    Err(error) => {
-                        tracing::warn!(topic, partition = index, %error, "cannot reset the follower log");
-                        self.delayed
-                            .insert(key, Instant::now() + self.settings.backoff);
-                    }
-                }
+                self.truncate(topic, index, leader_epoch, start, true).await;
             }
             // In range by now (the leader moved on), or its offsets unknown: ask again later.
             _ => {
@@ -622,10 +610,18 @@ impl Fetcher {
             .map(|p| p.offset))
     }
 
-    async fn truncate(&mut self, topic: &str, index: i32, leader_epoch: i32, offset: i64) {
+    /// Cuts the follower log to `offset`, or with `fully` empties it to start there.
+    async fn truncate(
+        &mut self,
+        topic: &str,
+        index: i32,
+        leader_epoch: i32,
+        offset: i64,
+        fully: bool,
+    ) {
         match self
             .logs
-            .truncate_to(topic, index, (self.leader, leader_epoch), offset)
+            .truncate_follower(topic, index, (self.leader, leader_epoch), offset, fully)
             .await
         {
             Ok(FollowerLog {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use gregor_publishers::image::PartitionRegistration;
 use gregor_publishers::MetadataImage;
+use kafka_protocol::protocol::StrBytes;
 
 use crate::context::HandlerContext;
 use crate::log_manager::PartitionState;
@@ -23,6 +24,32 @@ pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 pub(super) const INVALID_RECORD: i16 = 87;
 pub(super) const UNKNOWN_TOPIC_ID: i16 = 100;
 pub(super) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+
+/// KIP-951's `node_endpoints`: each of `leaders` (ids in any order, repeats allowed) that is
+/// registered with an endpoint on `listener`, once, by id, built by `endpoint(id, host, port,
+/// rack)` (Produce and Fetch each have their own generated type).
+pub(super) fn leader_endpoints<T>(
+    image: &MetadataImage,
+    listener: &str,
+    mut leaders: Vec<i32>,
+    endpoint: impl Fn(i32, StrBytes, i32, Option<StrBytes>) -> T,
+) -> Vec<T> {
+    leaders.sort_unstable();
+    leaders.dedup();
+    leaders
+        .into_iter()
+        .filter_map(|id| image.cluster.broker(id))
+        .filter_map(|broker| {
+            let address = broker.endpoint(listener)?;
+            Some(endpoint(
+                broker.id,
+                StrBytes::from_string(address.host.clone()),
+                i32::from(address.port),
+                broker.rack.clone().map(StrBytes::from_string),
+            ))
+        })
+        .collect()
+}
 
 /// The name of a requested topic and the code for an unknown one: from v13 on, Produce and
 /// Fetch name topics by id (UNKNOWN_TOPIC_ID), before that by name.

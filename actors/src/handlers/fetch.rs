@@ -13,14 +13,15 @@ use kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::Encodable;
 use tokio::sync::futures::Notified;
 
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    check_leader_epoch, led_partition, requested_topic, KAFKA_STORAGE_ERROR, NONE,
-    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED,
+    check_leader_epoch, leader_endpoints, led_partition, requested_topic, FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+    TOPIC_AUTHORIZATION_FAILED,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
@@ -247,7 +248,6 @@ pub fn record_quota(ctx: &HandlerContext, info: &RequestInfo, size: usize, follo
 /// current leader and epoch, and the answer carries that leader's endpoint on the request's
 /// listener (Kafka's `KafkaApis.handleFetchRequest`, v16+), so the client goes there at once.
 fn point_to_leaders(ctx: &HandlerContext, info: &RequestInfo, body: &mut FetchResponse) {
-    const FENCED_LEADER_EPOCH: i16 = 74;
     let image = ctx.image.load();
     let mut leaders = Vec::new();
     for topic in &mut body.responses {
@@ -269,22 +269,18 @@ fn point_to_leaders(ctx: &HandlerContext, info: &RequestInfo, body: &mut FetchRe
             }
         }
     }
-    leaders.sort_unstable();
-    leaders.dedup();
-    body.node_endpoints = leaders
-        .into_iter()
-        .filter_map(|id| image.cluster.broker(id))
-        .filter_map(|broker| {
-            let endpoint = broker.endpoint(&info.listener_name)?;
-            Some(
-                NodeEndpoint::default()
-                    .with_node_id(BrokerId(broker.id))
-                    .with_host(StrBytes::from_string(endpoint.host.clone()))
-                    .with_port(i32::from(endpoint.port))
-                    .with_rack(broker.rack.clone().map(StrBytes::from_string)),
-            )
-        })
-        .collect();
+    body.node_endpoints = leader_endpoints(
+        &image,
+        &info.listener_name,
+        leaders,
+        |id, host, port, rack| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(id))
+                .with_host(host)
+                .with_port(port)
+                .with_rack(rack)
+        },
+    );
 }
 
 /// Whether `request` comes from a follower replica.

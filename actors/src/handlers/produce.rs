@@ -19,7 +19,7 @@ use gregor_log::batch::{self, BatchFraming, RecordBatch};
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    led_partition, requested_topic, INVALID_RECORD, INVALID_REQUIRED_ACKS, NONE,
+    leader_endpoints, led_partition, requested_topic, INVALID_RECORD, INVALID_REQUIRED_ACKS, NONE,
     NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, TOPIC_AUTHORIZATION_FAILED,
     UNSUPPORTED_COMPRESSION_TYPE,
 };
@@ -308,22 +308,18 @@ pub(super) async fn handle(
     }
     let mut body = ProduceResponse::default().with_responses(responses);
     if version >= 10 {
-        leaders.sort_unstable();
-        leaders.dedup();
-        body.node_endpoints = leaders
-            .into_iter()
-            .filter_map(|id| image.cluster.broker(id))
-            .filter_map(|broker| {
-                let endpoint = broker.endpoint(&info.listener_name)?;
-                Some(
-                    NodeEndpoint::default()
-                        .with_node_id(BrokerId(broker.id))
-                        .with_host(StrBytes::from_string(endpoint.host.clone()))
-                        .with_port(i32::from(endpoint.port))
-                        .with_rack(broker.rack.clone().map(StrBytes::from_string)),
-                )
-            })
-            .collect();
+        body.node_endpoints = leader_endpoints(
+            &image,
+            &info.listener_name,
+            leaders,
+            |id, host, port, rack| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(id))
+                    .with_host(host)
+                    .with_port(port)
+                    .with_rack(rack)
+            },
+        );
     }
     let mut response = ApiResponse::new(ResponseKind::Produce(body), errors);
     if acks == 0 {

@@ -650,24 +650,14 @@ impl LogManager {
         fetched_from: (i32, i32),
         offset: i64,
     ) -> Result<FollowerLog, LogManagerError> {
-        self.truncate(topic, partition, fetched_from, offset, false)
+        self.truncate_follower(topic, partition, fetched_from, offset, false)
             .await
     }
 
-    /// A follower's log emptied to start at `offset`, its leader's log start, which is past
-    /// the follower's log end (Kafka's `truncateFullyAndStartAt`).
-    pub async fn truncate_fully_and_start_at(
-        &self,
-        topic: &str,
-        partition: i32,
-        fetched_from: (i32, i32),
-        offset: i64,
-    ) -> Result<FollowerLog, LogManagerError> {
-        self.truncate(topic, partition, fetched_from, offset, true)
-            .await
-    }
-
-    async fn truncate(
+    /// A follower's log cut to `offset` (`truncate_to`), or with `fully` emptied to start at
+    /// `offset`, its leader's log start past the follower's end (Kafka's
+    /// `truncateFullyAndStartAt`).
+    pub async fn truncate_follower(
         &self,
         topic: &str,
         partition: i32,
