@@ -2,12 +2,13 @@
 //! on.
 //!
 //! Today that is the dynamic broker configs that concern this node (its own BROKER resource
-//! over the cluster-wide default ""): the publisher follows their effective values and logs
-//! every change, so an operator sees when it took effect. Gregor's dynamic broker configs are
-//! the broker-level defaults of topic configs, which the config handlers read from the image
-//! itself; nothing else in the node needs a copy. Topic, group and client-metrics configs are read straight from
-//! the image by the handlers; BROKER_LOGGER changes never reach the log (they are applied by
-//! the handler on the receiving node).
+//! over the cluster-wide default ""): the publisher follows their effective values, logs every
+//! change, so an operator sees when it took effect, and hands them to whoever follows them (the
+//! network's connection limits) through a watch channel. The broker-level defaults of topic
+//! configs are read from the image itself by the config handlers and the log manager. Topic,
+//! group and client-metrics configs are read straight from the image by the handlers;
+//! BROKER_LOGGER changes never reach the log (they are applied by the handler on the receiving
+//! node).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, PublishError,
 };
+use tokio::sync::watch;
 
 use crate::controller::logic::configs::resource_type::BROKER;
 
@@ -25,6 +27,7 @@ pub type DynamicBrokerConfigs = BTreeMap<String, (String, bool)>;
 pub struct ConfigPublisher {
     node: String,
     effective: DynamicBrokerConfigs,
+    followers: Option<watch::Sender<DynamicBrokerConfigs>>,
 }
 
 impl ConfigPublisher {
@@ -33,7 +36,14 @@ impl ConfigPublisher {
         ConfigPublisher {
             node: node_id.to_string(),
             effective: DynamicBrokerConfigs::new(),
+            followers: None,
         }
+    }
+
+    /// Also sends every change of the effective configs to `followers`.
+    pub fn sending_to(mut self, followers: watch::Sender<DynamicBrokerConfigs>) -> Self {
+        self.followers = Some(followers);
+        self
     }
 
     /// The effective dynamic broker configs of this node, as of the last image.
@@ -86,6 +96,10 @@ impl MetadataPublisher for ConfigPublisher {
             tracing::info!(config = %key, "dynamic broker config removed; the static value applies");
         }
         self.effective = next;
+        if let Some(followers) = &self.followers {
+            // Nobody following (the node is stopping) is not the publisher's fault.
+            followers.send_replace(self.effective.clone());
+        }
         Ok(())
     }
 }
@@ -131,7 +145,8 @@ mod tests {
 
     #[test]
     fn node_overrides_beat_the_cluster_default_and_other_nodes_are_ignored() {
-        let mut publisher = ConfigPublisher::new(1);
+        let (sender, followed) = watch::channel(DynamicBrokerConfigs::new());
+        let mut publisher = ConfigPublisher::new(1).sending_to(sender);
         let image = publish(
             &mut publisher,
             &Arc::new(MetadataImage::empty()),
@@ -152,6 +167,7 @@ mod tests {
             Some(&("2097152".to_owned(), false))
         );
         assert_eq!(got.get("message.max.bytes"), None);
+        assert_eq!(*followed.borrow(), got);
         publish(
             &mut publisher,
             &image,
@@ -161,5 +177,6 @@ mod tests {
             publisher.effective().get("log.retention.ms"),
             Some(&("1000".to_owned(), false))
         );
+        assert_eq!(*followed.borrow(), *publisher.effective());
     }
 }

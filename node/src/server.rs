@@ -196,10 +196,11 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     // Applies the dynamic broker configs that concern this node (see `config_publisher`).
+    let (dynamic_configs_sender, dynamic_configs) = tokio::sync::watch::channel(Default::default());
     loader
-        .send(InstallPublisher(Box::new(ConfigPublisher::new(
-            config.node_id,
-        ))))
+        .send(InstallPublisher(Box::new(
+            ConfigPublisher::new(config.node_id).sending_to(dynamic_configs_sender),
+        )))
         .await
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     // authorizer.class.name: the ACL authorizer, fed the image's ACLs by its publisher.
@@ -445,7 +446,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     // Listeners accept before the node is ready: peers' raft traffic must reach this node for
     // it to catch up. Kafka requests wait for `ready`.
     let (ready_sender, ready) = tokio::sync::watch::channel(false);
-    let limits = network::NodeLimits::new(&config, &handlers);
+    let limits = network::NodeLimits::new(&config, &handlers, dynamic_configs);
     for listener in bound {
         let handlers = handlers.clone();
         let config = config.clone();

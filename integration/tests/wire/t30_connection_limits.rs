@@ -8,7 +8,12 @@ use bytes::{BufMut, BytesMut};
 use gregor_integration::admin::s;
 use gregor_integration::{prom, wait_until, Closed, GregorNode, KafkaConn};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
-use kafka_protocol::messages::{AlterClientQuotasRequest, ApiVersionsRequest};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{
+    AlterClientQuotasRequest, ApiVersionsRequest, IncrementalAlterConfigsRequest,
+};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -88,6 +93,138 @@ async fn max_connections_makes_new_connections_wait_for_a_slot() {
         "the waiting connection is served once a slot frees"
     );
     assert!(served(&mut second).await);
+}
+
+/// Sets (or with `None` deletes) dynamic broker configs of BROKER resource `broker` ("" is the
+/// cluster default); the (code, message) of the answer.
+async fn alter_broker(
+    conn: &mut KafkaConn,
+    broker: &str,
+    configs: &[(&str, Option<&str>)],
+) -> (i16, Option<String>) {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(broker))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(name, value)| {
+                        AlterableConfig::default()
+                            .with_name(s(name))
+                            .with_config_operation(if value.is_some() { 0 } else { 1 })
+                            .with_value(value.map(s))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let answer = conn.send(&request, 1).await.unwrap();
+    let result = &answer.responses[0];
+    (
+        result.error_code,
+        result.error_message.as_ref().map(ToString::to_string),
+    )
+}
+
+/// Waits until a new connection from this address is served (`true`) or closed (`false`).
+async fn wait_for_new_connections(node: &GregorNode, served_now: bool, what: &str) -> KafkaConn {
+    wait_until(what, WAIT, || {
+        let addr = node.bootstrap();
+        async move {
+            let mut conn = KafkaConn::connect(&addr).await?;
+            Ok((served(&mut conn).await == served_now).then_some(conn))
+        }
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn connection_limits_follow_dynamic_broker_configs_without_a_restart() {
+    let node = GregorNode::start(&[]).unwrap();
+    let mut admin = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    // Kafka's validation, with its messages.
+    assert_eq!(
+        alter_broker(&mut admin, "", &[("max.connections.per.ip", Some("0"))]).await,
+        (
+            42,
+            Some(
+                "requirement failed: max.connections.per.ip can be set to zero only if \
+                 max.connections.per.ip.overrides property is set."
+                    .into()
+            )
+        )
+    );
+    assert_eq!(
+        alter_broker(&mut admin, "", &[("max.connections", Some("0"))]).await,
+        (42, Some("Invalid dynamic configuration".into()))
+    );
+    // The cluster default: two connections per address, the admin's among them.
+    assert_eq!(
+        alter_broker(&mut admin, "", &[("max.connections.per.ip", Some("2"))]).await,
+        (0, None)
+    );
+    let mut second = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    assert!(served(&mut second).await);
+    wait_for_new_connections(&node, false, "the per-address limit of 2").await;
+    // This node's own override of the address beats the default.
+    assert_eq!(
+        alter_broker(
+            &mut admin,
+            "1",
+            &[("max.connections.per.ip.overrides", Some("127.0.0.1:3"))]
+        )
+        .await,
+        (0, None)
+    );
+    let mut third = wait_for_new_connections(&node, true, "the override of 3").await;
+    let mut fourth = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    assert_eq!(fourth.wait_closed(WAIT).await, Closed::Silently);
+    // Lowering a limit closes no connection; deleting both brings back the static values.
+    assert!(served(&mut third).await);
+    assert_eq!(
+        alter_broker(
+            &mut admin,
+            "1",
+            &[("max.connections.per.ip.overrides", None)]
+        )
+        .await,
+        (0, None)
+    );
+    assert_eq!(
+        alter_broker(&mut admin, "", &[("max.connections.per.ip", None)]).await,
+        (0, None)
+    );
+    let _fourth = wait_for_new_connections(&node, true, "the static limits again").await;
+    assert!(served(&mut third).await && served(&mut second).await);
+}
+
+#[tokio::test]
+async fn raising_max_connections_dynamically_lets_a_waiting_connection_in() {
+    let node = GregorNode::start(&[("max.connections", "1")]).unwrap();
+    // The controller listener is exempt: administer through it while the client one is full.
+    let controller = node.addrs().controller.clone().unwrap();
+    let mut admin = KafkaConn::connect(&controller).await.unwrap();
+    let mut first = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    assert!(served(&mut first).await);
+    let mut second = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    second.set_timeout(Duration::from_secs(60));
+    let waiting = tokio::spawn(async move {
+        let answered = served(&mut second).await;
+        (answered, second)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    assert_eq!(
+        alter_broker(&mut admin, "1", &[("max.connections", Some("2"))]).await,
+        (0, None)
+    );
+    let (answered, _second) = tokio::time::timeout(WAIT, waiting).await.unwrap().unwrap();
+    assert!(
+        answered,
+        "the waiting connection is served once the limit is raised"
+    );
+    assert!(served(&mut first).await);
 }
 
 fn ip_rate_entry(ip: Option<&str>, rate: f64) -> EntryData {

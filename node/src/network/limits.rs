@@ -11,6 +11,10 @@
 //! * `connection_creation_rate`: each accepted connection is recorded in its address's rate
 //!   (the address's own quota, else the default `ip` entity's); one that exceeds it is not
 //!   counted, and is closed after the throttle time, at most one quota window.
+//!
+//! The first three are dynamic broker configs as in Kafka: this node's BROKER resource, then the
+//! cluster-wide default, then the static config. A change applies to new connections; raising
+//! `max.connections` lets waiting ones in at once, lowering a limit closes no connection.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -18,10 +22,15 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use gregor_actors::config_publisher::DynamicBrokerConfigs;
+use gregor_actors::controller::logic::configs::broker::{
+    parse_connection_count, parse_per_ip_overrides, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP,
+    MAX_CONNECTIONS_PER_IP_OVERRIDES,
+};
 use gregor_actors::quota::sampler::{RateQuota, WindowConfig};
 use gregor_publishers::image::MetadataImage;
 use gregor_publishers::records::EntityData;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 /// The client-quota key of the per-address connection rate.
 const CONNECTION_CREATION_RATE: &str = "connection_creation_rate";
@@ -39,12 +48,74 @@ pub(crate) enum Refused {
 }
 
 /// The limits as configured.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct LimitSettings {
     pub(crate) max_connections: usize,
     pub(crate) max_connections_per_ip: usize,
     pub(crate) per_ip_overrides: HashMap<IpAddr, usize>,
     pub(crate) window: WindowConfig,
+}
+
+/// A configured count as a limit (a negative override allows nothing).
+pub(crate) fn count(value: i32) -> usize {
+    usize::try_from(value).unwrap_or(0)
+}
+
+impl LimitSettings {
+    /// These (static) settings with the node's effective dynamic broker configs over them. An
+    /// override's host name is resolved here, off the accept path; one that does not resolve is
+    /// left out with a warning, as Kafka keeps its old overrides when a reconfiguration fails.
+    pub(crate) async fn with_dynamic(&self, dynamic: &DynamicBrokerConfigs) -> LimitSettings {
+        let mut settings = self.clone();
+        let value = |key: &str| dynamic.get(key).map(|(value, _)| value.as_str());
+        let apply_count = |key: &str, target: &mut usize| {
+            if let Some(raw) = value(key) {
+                match parse_connection_count(key, raw) {
+                    Ok(parsed) => *target = count(parsed),
+                    Err(error) => tracing::warn!(config = key, %error, "dynamic config ignored"),
+                }
+            }
+        };
+        apply_count(MAX_CONNECTIONS, &mut settings.max_connections);
+        apply_count(MAX_CONNECTIONS_PER_IP, &mut settings.max_connections_per_ip);
+        if let Some(raw) = value(MAX_CONNECTIONS_PER_IP_OVERRIDES) {
+            match parse_per_ip_overrides(raw) {
+                Ok(overrides) => {
+                    settings.per_ip_overrides = HashMap::new();
+                    for (host, max) in overrides {
+                        for ip in resolve(&host).await {
+                            settings.per_ip_overrides.insert(ip, count(max));
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(
+                    config = MAX_CONNECTIONS_PER_IP_OVERRIDES,
+                    %error,
+                    "dynamic config ignored"
+                ),
+            }
+        }
+        settings
+    }
+}
+
+/// The addresses of an override's host: itself if it is one, else what it resolves to.
+async fn resolve(host: &str) -> Vec<IpAddr> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return vec![ip];
+    }
+    match tokio::net::lookup_host((host, 0)).await {
+        Ok(addresses) => addresses.map(|a| a.ip()).collect(),
+        Err(error) => {
+            tracing::warn!(
+                config = MAX_CONNECTIONS_PER_IP_OVERRIDES,
+                %host,
+                %error,
+                "the override's host does not resolve; it is left out"
+            );
+            Vec::new()
+        }
+    }
 }
 
 struct IpRate {
@@ -61,7 +132,7 @@ struct Counts {
 
 /// Connection counts and rates of the whole node, shared by every listener.
 pub(crate) struct ConnectionLimits {
-    settings: LimitSettings,
+    settings: ArcSwap<LimitSettings>,
     image: Arc<ArcSwap<MetadataImage>>,
     counts: Mutex<Counts>,
     slot_freed: Notify,
@@ -78,12 +149,50 @@ pub(crate) struct Slot {
 impl ConnectionLimits {
     pub(crate) fn new(settings: LimitSettings, image: Arc<ArcSwap<MetadataImage>>) -> Arc<Self> {
         Arc::new(ConnectionLimits {
-            settings,
+            settings: ArcSwap::from_pointee(settings),
             image,
             counts: Mutex::new(Counts::default()),
             slot_freed: Notify::new(),
             started: Instant::now(),
         })
+    }
+
+    /// Applies new settings: waiting connections see a raised `max.connections` at once.
+    pub(crate) fn reconfigure(&self, settings: LimitSettings) {
+        let before = self.settings.swap(Arc::new(settings));
+        let now = self.settings.load();
+        if before.max_connections != now.max_connections {
+            tracing::info!(
+                max_connections = now.max_connections,
+                "Updating broker-wide max.connections"
+            );
+        }
+        if before.max_connections_per_ip != now.max_connections_per_ip {
+            tracing::info!(
+                max_connections_per_ip = now.max_connections_per_ip,
+                "Updating max.connections.per.ip"
+            );
+        }
+        if before.per_ip_overrides != now.per_ip_overrides {
+            tracing::info!(overrides = ?now.per_ip_overrides, "Updating max.connections.per.ip.overrides");
+        }
+        self.slot_freed.notify_waiters();
+    }
+
+    /// Follows this node's dynamic broker configs, over the static `base` settings, until the
+    /// publisher goes away.
+    pub(crate) async fn follow(
+        self: Arc<Self>,
+        base: LimitSettings,
+        mut configs: watch::Receiver<DynamicBrokerConfigs>,
+    ) {
+        loop {
+            let dynamic = configs.borrow_and_update().clone();
+            self.reconfigure(base.with_dynamic(&dynamic).await);
+            if configs.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     fn counts(&self) -> MutexGuard<'_, Counts> {
@@ -99,7 +208,7 @@ impl ConnectionLimits {
             freed.as_mut().enable();
             {
                 let mut counts = self.counts();
-                if exempt || counts.total < self.settings.max_connections {
+                if exempt || counts.total < self.settings.load().max_connections {
                     counts.total += usize::from(!exempt);
                     return Slot {
                         limits: self.clone(),
@@ -137,7 +246,8 @@ impl ConnectionLimits {
     pub(crate) fn admit(&self, slot: &mut Slot, ip: IpAddr) -> Result<(), Refused> {
         let quota = self.rate_quota(ip);
         let now_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let window = self.settings.window;
+        let settings = self.settings.load();
+        let window = settings.window;
         let mut counts = self.counts();
         if let Some(bound) = quota {
             if counts.rates.len() > PRUNE_ABOVE && !counts.rates.contains_key(&ip) {
@@ -163,12 +273,11 @@ impl ConnectionLimits {
         let count = counts.per_ip.entry(ip).or_insert(0);
         *count += 1;
         slot.ip = Some(ip);
-        let max = self
-            .settings
+        let max = settings
             .per_ip_overrides
             .get(&ip)
             .copied()
-            .unwrap_or(self.settings.max_connections_per_ip);
+            .unwrap_or(settings.max_connections_per_ip);
         if *count > max {
             return Err(Refused::TooMany { max });
         }

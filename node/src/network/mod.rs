@@ -41,15 +41,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gregor_actors::config_publisher::DynamicBrokerConfigs;
 use gregor_actors::context::{HandlerContext, ListenerKind, Principal};
 use gregor_actors::quota::sampler::WindowConfig;
 use gregor_metrics::CloseReason;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::config::{ListenerSpec, NodeConfig};
 use crate::quorum::QuorumService;
 use connection::ConnectionSettings;
-use limits::{ConnectionLimits, LimitSettings, Refused};
+use limits::{count, ConnectionLimits, LimitSettings, Refused};
 use memory_pool::MemoryPool;
 
 /// What every listener of the node shares: the connection limits and the request memory pool.
@@ -60,9 +62,13 @@ pub struct NodeLimits {
 }
 
 impl NodeLimits {
-    /// The limits of `config`; `ip` connection-rate quotas are read from `handlers`' image.
-    pub fn new(config: &NodeConfig, handlers: &HandlerContext) -> Self {
-        let count = |value: i32| usize::try_from(value).unwrap_or(0);
+    /// The limits of `config`; `ip` connection-rate quotas are read from `handlers`' image, and
+    /// the dynamic connection limits from `dynamic_configs` (the config publisher's).
+    pub fn new(
+        config: &NodeConfig,
+        handlers: &HandlerContext,
+        dynamic_configs: watch::Receiver<DynamicBrokerConfigs>,
+    ) -> Self {
         let settings = LimitSettings {
             max_connections: count(config.max_connections),
             max_connections_per_ip: count(config.max_connections_per_ip),
@@ -76,8 +82,10 @@ impl NodeLimits {
                 u64::from(config.quota_window_size_seconds),
             ),
         };
+        let connections = ConnectionLimits::new(settings.clone(), handlers.image.clone());
+        tokio::spawn(connections.clone().follow(settings, dynamic_configs));
         NodeLimits {
-            connections: ConnectionLimits::new(settings, handlers.image.clone()),
+            connections,
             memory: MemoryPool::new(config.queued_max_request_bytes),
         }
     }

@@ -160,6 +160,70 @@ fn broker_chain(
     chain
 }
 
+/// The dynamic values of broker key `name` for this node: its own, then the cluster default.
+fn dynamic_chain(
+    image: &MetadataImage,
+    node_id: i32,
+    name: &str,
+) -> Vec<(String, Option<String>, i8)> {
+    let node = node_id.to_string();
+    [
+        (node.as_str(), src::DYNAMIC_BROKER_CONFIG),
+        ("", src::DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ]
+    .into_iter()
+    .filter_map(|(resource, source)| {
+        let value = image.configs.value(rt::BROKER, resource, name)?;
+        Some((name.to_owned(), Some(value.to_owned()), source))
+    })
+    .collect()
+}
+
+/// The entry of a dynamic broker key whose value is the first of `synonyms`, as Kafka's
+/// `createBrokerConfigEntry`: a custom key has no known type, so Kafka takes it as possibly
+/// sensitive and shows neither its value nor its synonyms' (and it is read-only: no
+/// reconfigurable of Kafka's owns it).
+fn dynamic_broker_entry(name: &str, synonyms: Vec<(String, Option<String>, i8)>) -> Entry {
+    let (value, source) = synonyms
+        .first()
+        .map_or((None, src::DEFAULT_CONFIG), |(_, value, source)| {
+            (value.clone(), *source)
+        });
+    let known = broker::broker_config(name)
+        .map(|def| (def.config_type.id(), def.doc))
+        .or_else(|| {
+            broker::CONNECTION_LIMITS
+                .iter()
+                .find(|(key, ..)| *key == name)
+                .map(|(_, config_type, _, doc)| (*config_type, *doc))
+        });
+    match known {
+        Some((config_type, doc)) => Entry {
+            name: name.to_owned(),
+            value,
+            read_only: false,
+            source,
+            sensitive: false,
+            synonyms,
+            config_type,
+            doc: Some(doc.to_owned()),
+        },
+        None => Entry {
+            name: name.to_owned(),
+            value: None,
+            read_only: broker::is_custom_config(name),
+            source,
+            sensitive: true,
+            synonyms: synonyms
+                .into_iter()
+                .map(|(name, _, source)| (name, None, source))
+                .collect(),
+            config_type: 0,
+            doc: None,
+        },
+    }
+}
+
 /// The entry of a broker key that sets a topic config's broker default, as Kafka's
 /// `createBrokerConfigEntry`: its synonyms from its own name on (a higher-precedence key such as
 /// `log.retention.ms` is its own entry), its value the first of them, or none.
@@ -247,21 +311,12 @@ fn describe_one(
                 configs
                     .iter()
                     .map(|(key, value)| {
-                        let def = broker::broker_config(key);
-                        Entry {
-                            name: key.to_owned(),
-                            value: Some(value.to_owned()),
-                            read_only: false,
-                            source: src::DYNAMIC_DEFAULT_BROKER_CONFIG,
-                            sensitive: false,
-                            synonyms: vec![(
-                                key.to_owned(),
-                                Some(value.to_owned()),
-                                src::DYNAMIC_DEFAULT_BROKER_CONFIG,
-                            )],
-                            config_type: def.map_or(0, |d| d.config_type.id()),
-                            doc: def.map(|d| d.doc.to_owned()),
-                        }
+                        let synonyms = vec![(
+                            key.to_owned(),
+                            Some(value.to_owned()),
+                            src::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                        )];
+                        dynamic_broker_entry(key, synonyms)
                     })
                     .collect()
             })
@@ -293,6 +348,30 @@ fn describe_one(
                     }
                 })
                 .collect();
+            for entry in &mut entries {
+                if broker::is_connection_limit(&entry.name) {
+                    let mut synonyms = dynamic_chain(image, node_id, &entry.name);
+                    synonyms.append(&mut entry.synonyms);
+                    *entry = Entry {
+                        doc: entry.doc.take(),
+                        ..dynamic_broker_entry(&entry.name, synonyms)
+                    };
+                }
+            }
+            // Custom keys, stored for plugins, are listed as Kafka lists them (its originals).
+            let mut custom: Vec<String> = [node_id.to_string(), String::new()]
+                .iter()
+                .filter_map(|resource| image.configs.get(rt::BROKER, resource))
+                .flat_map(|configs| configs.iter().map(|(key, _)| key.to_owned()))
+                .filter(|key| broker::is_custom_config(key))
+                .collect();
+            custom.sort();
+            custom.dedup();
+            entries.extend(
+                custom
+                    .iter()
+                    .map(|key| dynamic_broker_entry(key, dynamic_chain(image, node_id, key))),
+            );
             entries.extend(
                 broker::TOPIC_SYNONYMS
                     .iter()
@@ -495,13 +574,29 @@ mod tests {
 
     fn support() -> ConfigSupport {
         ConfigSupport {
-            static_configs: Arc::new(vec![super::super::StaticBrokerConfig {
-                name: "num.partitions".into(),
-                value: Some("3".into()),
-                is_default: false,
-                config_type: 3,
-                doc: "partitions".into(),
-            }]),
+            static_configs: Arc::new(vec![
+                super::super::StaticBrokerConfig {
+                    name: "num.partitions".into(),
+                    value: Some("3".into()),
+                    is_default: false,
+                    config_type: 3,
+                    doc: "partitions".into(),
+                },
+                super::super::StaticBrokerConfig {
+                    name: "max.connections".into(),
+                    value: Some("2147483647".into()),
+                    is_default: true,
+                    config_type: 3,
+                    doc: "connections".into(),
+                },
+                super::super::StaticBrokerConfig {
+                    name: "max.connections.per.ip".into(),
+                    value: Some("50".into()),
+                    is_default: false,
+                    config_type: 3,
+                    doc: "per ip".into(),
+                },
+            ]),
             static_log_configs: Arc::new(
                 [
                     ("log.retention.hours", "2"),
@@ -731,6 +826,56 @@ mod tests {
         assert_eq!((throttled.config_source, throttled.synonyms.len()), (5, 0));
         assert_eq!(describe(&image, rt::TOPIC, "missing").error_code, 3);
         assert_eq!(describe(&image, rt::TOPIC, "bad/name").error_code, 17);
+    }
+
+    #[test]
+    fn connection_limits_and_custom_keys_as_dynamic_broker_configs() {
+        let image = image_with(&[
+            config(rt::BROKER, "", "max.connections", "100"),
+            config(rt::BROKER, "1", "max.connections", "10"),
+            config(rt::BROKER, "", "my.plugin.secret", "hunter2"),
+        ]);
+        let this = describe(&image, rt::BROKER, "1");
+        let max = entry(&this, "max.connections");
+        assert_eq!(
+            (max.value.as_deref(), max.config_source, max.read_only),
+            (Some("10"), 2, false)
+        );
+        assert_eq!(
+            synonyms(max),
+            [
+                ("max.connections".into(), Some("10".into()), 2),
+                ("max.connections".into(), Some("100".into()), 3),
+                ("max.connections".into(), Some("2147483647".into()), 5),
+            ]
+        );
+        // Not set dynamically: the static entry, now writable.
+        let per_ip = entry(&this, "max.connections.per.ip");
+        assert_eq!(
+            (
+                per_ip.value.as_deref(),
+                per_ip.config_source,
+                per_ip.read_only
+            ),
+            (Some("50"), 4, false)
+        );
+        // A custom key: unknown type, so possibly sensitive: no value, read-only.
+        let custom = entry(&this, "my.plugin.secret");
+        assert_eq!(
+            (
+                custom.value.as_deref(),
+                custom.config_source,
+                custom.is_sensitive,
+                custom.read_only,
+                custom.config_type
+            ),
+            (None, 3, true, true, 0)
+        );
+        assert_eq!(synonyms(custom), [("my.plugin.secret".into(), None, 3)]);
+        let default = describe(&image, rt::BROKER, "");
+        let max = entry(&default, "max.connections");
+        assert_eq!((max.value.as_deref(), max.config_type), (Some("100"), 3));
+        assert_eq!(entry(&default, "my.plugin.secret").value, None);
     }
 
     #[test]

@@ -3,13 +3,137 @@
 //! Gregor accepts the broker-level defaults of topic configs (Kafka's `DynamicLogConfig`, the
 //! `ServerTopicConfigSynonyms` names such as `log.retention.ms` for `retention.ms`): they are what
 //! a topic without its own override falls back to, so DescribeConfigs of a topic reports them as
-//! synonyms. Other Kafka dynamic broker configs (thread pools, listeners, connection quotas...)
-//! act on machinery Gregor does not have and are refused, as Kafka refuses a static config.
+//! synonyms. It accepts Kafka's connection limits (`max.connections`, `max.connections.per.ip`
+//! and its overrides), which the listeners follow without a restart, and, as Kafka does, any
+//! key that is not one of Kafka's (a custom config for plugins, stored as it is). Other Kafka
+//! dynamic broker configs (thread pools, listeners...) act on machinery Gregor does not have
+//! and are refused, as Kafka refuses a static config.
 
 use std::collections::BTreeMap;
 
 use super::super::topic_configs::{check_value, parse_value, topic_config, TopicConfigDef};
+use super::kafka_keys::is_kafka_key;
 use super::ApiError;
+
+/// `max.connections`: connections the node's client listeners hold at once.
+pub const MAX_CONNECTIONS: &str = "max.connections";
+/// `max.connections.per.ip`: connections one address may hold.
+pub const MAX_CONNECTIONS_PER_IP: &str = "max.connections.per.ip";
+/// `max.connections.per.ip.overrides`: `host:count,...`, per-address exceptions.
+pub const MAX_CONNECTIONS_PER_IP_OVERRIDES: &str = "max.connections.per.ip.overrides";
+
+/// The connection limits Kafka's `SocketServer` reconfigures (less `max.connection.creation.rate`,
+/// which Gregor does not implement), with their ConfigDef type ids (INT 3, STRING 2), defaults and
+/// documentation.
+pub const CONNECTION_LIMITS: &[(&str, i8, &str, &str)] = &[
+    (
+        MAX_CONNECTIONS,
+        3,
+        "2147483647",
+        "The maximum number of connections the broker allows at any time on its client listeners; new ones wait to be accepted.",
+    ),
+    (
+        MAX_CONNECTIONS_PER_IP,
+        3,
+        "2147483647",
+        "The maximum number of connections allowed from each ip address.",
+    ),
+    (
+        MAX_CONNECTIONS_PER_IP_OVERRIDES,
+        2,
+        "",
+        "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections, e.g. hostName:100,127.0.0.1:200",
+    ),
+];
+
+/// Whether `name` is one of the [`CONNECTION_LIMITS`].
+pub fn is_connection_limit(name: &str) -> bool {
+    CONNECTION_LIMITS.iter().any(|(key, ..)| *key == name)
+}
+
+/// Whether `name` is a custom config: not a Kafka key, so stored for plugins as it is.
+pub fn is_custom_config(name: &str) -> bool {
+    !is_kafka_key(name)
+}
+
+/// A connection count as Kafka's ConfigDef reads an INT `atLeast(0)`, with its messages.
+pub fn parse_connection_count(name: &str, raw: &str) -> Result<i32, String> {
+    let value: i32 = raw.trim().parse().map_err(|_| {
+        format!("Invalid value {raw} for configuration {name}: Not a number of type INT")
+    })?;
+    if value < 0 {
+        return Err(format!(
+            "Invalid value {value} for configuration {name}: Value must be at least 0"
+        ));
+    }
+    Ok(value)
+}
+
+/// `max.connections.per.ip.overrides` as Kafka reads it (`Csv.parseCsvMap`, then each count as an
+/// int and each host checked against `Utils.validHostPattern`): `(host, count)` pairs, hosts
+/// unresolved. Errors carry Kafka's messages.
+pub fn parse_per_ip_overrides(raw: &str) -> Result<Vec<(String, i32)>, String> {
+    let mut overrides = Vec::new();
+    if raw.is_empty() {
+        return Ok(overrides);
+    }
+    for entry in raw.split(',').map(str::trim) {
+        let (host, count) = entry.rsplit_once(':').ok_or_else(|| {
+            format!(
+                "Error parsing configuration property '{MAX_CONNECTIONS_PER_IP_OVERRIDES}': \
+                 '{entry}' is not host:count"
+            )
+        })?;
+        let count = count.trim();
+        let count: i32 = count
+            .parse()
+            .map_err(|_| format!("For input string: \"{count}\""))?;
+        overrides.push((host.trim().to_owned(), count));
+    }
+    let invalid: Vec<&str> = overrides
+        .iter()
+        .map(|(host, _)| host.as_str())
+        .filter(|host| {
+            !host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-%._:".contains(c))
+        })
+        .collect();
+    if !invalid.is_empty() {
+        return Err(format!(
+            "requirement failed: {MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {}",
+            invalid.join(",")
+        ));
+    }
+    Ok(overrides)
+}
+
+/// Validates the connection limits among a resource's configs as Kafka's `KafkaConfig` and the
+/// listeners' `validateReconfiguration` do.
+fn validate_connection_limits(configs: &BTreeMap<String, String>) -> Result<(), String> {
+    if let Some(raw) = configs.get(MAX_CONNECTIONS) {
+        if parse_connection_count(MAX_CONNECTIONS, raw)? == 0 {
+            // The listeners' check, which Kafka reports only as this.
+            return Err("Invalid dynamic configuration".to_owned());
+        }
+    }
+    let per_ip = configs
+        .get(MAX_CONNECTIONS_PER_IP)
+        .map(|raw| parse_connection_count(MAX_CONNECTIONS_PER_IP, raw))
+        .transpose()?;
+    let overrides = configs
+        .get(MAX_CONNECTIONS_PER_IP_OVERRIDES)
+        .map(|raw| parse_per_ip_overrides(raw))
+        .transpose()?
+        .unwrap_or_default();
+    if per_ip == Some(0) && overrides.is_empty() {
+        return Err(format!(
+            "requirement failed: {MAX_CONNECTIONS_PER_IP} can be set to zero only if \
+             {MAX_CONNECTIONS_PER_IP_OVERRIDES} property is set."
+        ));
+    }
+    Ok(())
+}
 
 /// `(broker config, topic config)` pairs, sorted by broker name. Only the primary synonym is
 /// accepted (Kafka also reads `log.retention.hours`/`.minutes`, `log.roll.hours`... which are
@@ -207,8 +331,8 @@ pub fn synonym_of_topic_config(topic: &str) -> Option<&'static str> {
 }
 
 /// Validates a broker resource's configs after a change (`DynamicBrokerConfig.validate` as the
-/// broker runs it): keys Gregor cannot update are listed together, then each value must parse
-/// and pass its validator. Failures are INVALID_REQUEST, Kafka's historic choice (KAFKA-13609).
+/// broker runs it): Kafka keys Gregor cannot update are listed together (custom keys are
+/// accepted), then each value must parse and pass its validator. Failures are INVALID_REQUEST, Kafka's historic choice (KAFKA-13609).
 /// `plugin_configs` (the quota callback's reconfigurable keys) are accepted as they are.
 pub fn validate(
     configs: &BTreeMap<String, String>,
@@ -216,7 +340,12 @@ pub fn validate(
 ) -> Result<(), ApiError> {
     let refused: Vec<&str> = configs
         .keys()
-        .filter(|name| broker_config(name).is_none() && !plugin_configs.contains(name))
+        .filter(|name| {
+            broker_config(name).is_none()
+                && !is_connection_limit(name)
+                && !is_custom_config(name)
+                && !plugin_configs.contains(name)
+        })
         .map(String::as_str)
         .collect();
     if !refused.is_empty() {
@@ -232,7 +361,7 @@ pub fn validate(
             check_value(&def, &value).map_err(|e| ApiError::invalid_request(e.to_string()))?;
         }
     }
-    Ok(())
+    validate_connection_limits(configs).map_err(ApiError::invalid_request)
 }
 
 #[cfg(test)]
@@ -297,11 +426,65 @@ mod tests {
     }
 
     #[test]
-    fn the_quota_callbacks_keys_are_accepted() {
+    fn the_quota_callbacks_keys_and_custom_keys_are_accepted() {
         assert_eq!(check(&[("default.produce.quota", "8000")]), Ok(()));
+        // Not a Kafka key: a custom config Kafka stores for plugins.
+        assert_eq!(check(&[("default.fetch.quota", "2500")]), Ok(()));
+        assert_eq!(check(&[("my.plugin.setting", "x y z")]), Ok(()));
+        // A listener-prefixed key is Kafka's, and Gregor does not update listeners.
         assert_eq!(
-            check(&[("default.fetch.quota", "2500")]),
-            Err("Cannot update these configs dynamically: Set(default.fetch.quota)".into())
+            check(&[("listener.name.plaintext.max.connections", "5")]),
+            Err("Cannot update these configs dynamically: Set(listener.name.plaintext.max.connections)".into())
+        );
+    }
+
+    #[test]
+    fn connection_limits_with_kafkas_messages() {
+        assert_eq!(check(&[("max.connections", "10")]), Ok(()));
+        assert_eq!(
+            check(&[("max.connections", "0")]),
+            Err("Invalid dynamic configuration".into())
+        );
+        assert_eq!(
+            check(&[("max.connections", "-1")]),
+            Err(
+                "Invalid value -1 for configuration max.connections: Value must be at least 0"
+                    .into()
+            )
+        );
+        assert_eq!(
+            check(&[("max.connections.per.ip", "ten")]),
+            Err("Invalid value ten for configuration max.connections.per.ip: Not a number of type INT".into())
+        );
+        assert_eq!(
+            check(&[("max.connections.per.ip", "0")]),
+            Err("requirement failed: max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.".into())
+        );
+        assert_eq!(
+            check(&[
+                ("max.connections.per.ip", "0"),
+                (
+                    "max.connections.per.ip.overrides",
+                    "127.0.0.1:5, broker-2.example:7"
+                )
+            ]),
+            Ok(())
+        );
+        assert_eq!(
+            parse_per_ip_overrides("127.0.0.1:5, broker-2.example:7, [::1]:3"),
+            Err("requirement failed: max.connections.per.ip.overrides contains invalid addresses : [::1]".into())
+        );
+        assert_eq!(
+            parse_per_ip_overrides("::1:3,10.0.0.1 : 4"),
+            Ok(vec![("::1".to_owned(), 3), ("10.0.0.1".to_owned(), 4)])
+        );
+        assert_eq!(
+            check(&[("max.connections.per.ip.overrides", "127.0.0.1:x")]),
+            Err("For input string: \"x\"".into())
+        );
+        assert_eq!(
+            check(&[("max.connections.per.ip.overrides", "127.0.0.1")]),
+            Err("Error parsing configuration property 'max.connections.per.ip.overrides': '127.0.0.1' is not host:count".into())
         );
     }
 

@@ -17,6 +17,7 @@ pub mod alter;
 pub mod broker;
 pub mod client_metrics;
 pub mod group;
+pub mod kafka_keys;
 pub mod listed;
 #[cfg(test)]
 pub(crate) mod testing;
