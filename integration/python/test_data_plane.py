@@ -307,6 +307,32 @@ def test_list_offsets_at_every_version(node, raw):
             assert have == want, (version, query)
 
 
+def test_list_offsets_refuses_every_copy_of_a_repeated_partition(node, raw):
+    """Kafka's `ReplicaManager.fetchOffset` answers a partition named more than once
+    INVALID_REQUEST, its first appearance included; the others are answered. Also for a request
+    long enough to be looked up in chunks (2,000 partitions), the copies far apart."""
+    topic = "dp-offsets-repeated"
+    create(node, (topic, 2))
+    conn = raw()
+    for partition in (0, 1):
+        wait_for("the log", lambda: list_offset(conn, topic, partition, -1).error_code == 0)
+    L = ListOffsetsRequest[7]
+
+    def ask(indexes):
+        request = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+            name=topic, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=i, current_leader_epoch=-1, timestamp=ts) for i, ts in indexes])])
+        (answer,) = conn.send(request, ListOffsetsResponse).topics
+        return [(p.partition_index, p.error_code, p.offset) for p in answer.partitions]
+
+    assert ask([(0, -1), (1, -1), (0, -2)]) == [(0, 42, -1), (1, 0, 0), (0, 42, -1)]
+    # 2,000 partitions: partition 0 first and last, unknown partitions between.
+    long = ask([(0, -1), (1, -1)] + [(i, -1) for i in range(100, 2097)] + [(0, -1)])
+    assert len(long) == 2000
+    assert long[0] == (0, 42, -1) and long[-1] == (0, 42, -1) and long[1] == (1, 0, 0)
+    assert {code for _, code, _ in long[2:-1]} == {3}
+
+
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat)")
 def test_kcat_reads_from_the_end_and_from_a_relative_offset(node):
     """`kcat -o end` and `-o -N` ask for the latest offset (ListOffsets v2 from kcat's

@@ -103,11 +103,17 @@ fn api_keys(listener_kind: ListenerKind, api_version: i16) -> EncodedList {
         .clone()
 }
 
-/// The routing table's entries served on `listener_kind`, encoded at `api_version`.
+/// The routing table's entries served on `listener_kind`, encoded at `api_version`, by key as
+/// Kafka lists them (its `ApiKeys` are an `EnumSet`).
 fn encode_api_keys(listener_kind: ListenerKind, api_version: i16) -> EncodedList {
     let mut bytes = BytesMut::new();
     let mut count = 0;
-    for spec in APIS.iter().filter(|spec| spec.served_on(listener_kind)) {
+    let mut served: Vec<_> = APIS
+        .iter()
+        .filter(|spec| spec.served_on(listener_kind))
+        .collect();
+    served.sort_by_key(|spec| spec.key as i16);
+    for spec in served {
         let entry = ApiVersion::default()
             .with_api_key(spec.key as i16)
             .with_min_version(spec.versions.min)

@@ -42,7 +42,21 @@ pub(super) async fn handle(
     let image = ctx.image.load_full();
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut errors = ErrorCounts::default();
+    // Kafka's `ReplicaManager.fetchOffset` answers every copy of a partition named more than
+    // once INVALID_REQUEST (and keeps one entry of them, in its map of answers; here each copy
+    // keeps its own entry, in request order).
     let mut seen = HashSet::new();
+    let repeated: HashSet<(&str, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(move |p| (topic.name.as_str(), p.partition_index))
+        })
+        .filter(|key| !seen.insert(*key))
+        .collect();
     // Kafka: DESCRIBE on each topic.
     let access = Access::new(ctx, info);
     for topic in &request.topics {
@@ -52,7 +66,7 @@ pub(super) async fn handle(
             let index = wanted.partition_index;
             let response = if denied {
                 answer(index, TOPIC_AUTHORIZATION_FAILED)
-            } else if !seen.insert((topic.name.to_string(), index)) {
+            } else if repeated.contains(&(topic.name.as_str(), index)) {
                 answer(index, INVALID_REQUEST)
             } else {
                 lookup(ctx, &image, version, &topic.name, wanted).await

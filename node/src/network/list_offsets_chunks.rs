@@ -7,12 +7,12 @@
 //! and go to the ListOffsets handler [`CHUNK`] at a time; each answer is kept as its error
 //! code unless it says more (`partition_chunks.rs`, as for Produce and Fetch).
 //!
-//! The handler answers a partition named again INVALID_REQUEST (or TOPIC_AUTHORIZATION_FAILED
-//! on a topic it may not describe), at every appearance after the first. A chunk sees only its
-//! own partitions, so the scan marks each later appearance (the partitions' (name, index)
-//! sorted, four bytes a partition and the name's offset), and such a partition goes to the
-//! handler right after a copy of itself, whose answer is dropped: the handler then answers it
-//! as it answers a repeat, however far back the first appearance was.
+//! The handler answers every appearance of a partition named more than once INVALID_REQUEST
+//! (or TOPIC_AUTHORIZATION_FAILED on a topic it may not describe). A chunk sees only its own
+//! partitions, so the scan marks every appearance of a repeated partition (the partitions'
+//! (name, index) sorted, four bytes a partition and the name's offset), and such a partition
+//! goes to the handler right after a copy of itself, whose answer is dropped: the handler then
+//! answers it as it answers a repeat, however far away the other appearances are.
 
 use anyhow::{bail, Context};
 use bytes::{Buf, Bytes};
@@ -76,7 +76,8 @@ impl PartitionList for ListOffsetsList {
 /// A ListOffsets request whose partitions stay in the frame until their chunk is looked up.
 pub struct ChunkedListOffsets {
     listed: Listed,
-    /// One bit per partition in frame order: set when the same topic and partition came before.
+    /// One bit per partition in frame order: set when the same topic and partition is named
+    /// elsewhere too.
     repeated: Vec<u64>,
     /// The request's other fields, with an empty topic list.
     shell: ListOffsetsRequest,
@@ -139,7 +140,7 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<ChunkedListOffs
 }
 
 /// One bit per partition in frame order, set on every appearance of a topic and partition
-/// after its first.
+/// named more than once.
 fn repeated_partitions(listed: &Listed) -> anyhow::Result<Vec<u64>> {
     let flexible = listed.version >= FLEXIBLE_FROM;
     let topics = &listed.topics;
@@ -169,6 +170,7 @@ fn repeated_partitions(listed: &Listed) -> anyhow::Result<Vec<u64>> {
     let mut repeated = vec![0u64; listed.partitions.div_ceil(64)];
     for pair in keys.windows(2) {
         if pair[0].1 == pair[1].1 && name(pair[0].0) == name(pair[1].0) {
+            set_bit(&mut repeated, pair[0].2 as usize);
             set_bit(&mut repeated, pair[1].2 as usize);
         }
     }
