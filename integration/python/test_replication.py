@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import Node, RawConn, gregor_bin, wait_for
@@ -806,6 +806,101 @@ def test_fetch_answers_name_the_current_leader_and_its_endpoint():
         led = producers(leader)
         assert led[0] == 0 and len(led[1]) == 1 and led[1][0][1] == 2, led
         wait_for("the follower's producer state", lambda: producers(follower) == led, timeout=FAILOVER_TIMEOUT)
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def read_values(nodes, topic):
+    """Every value of partition 0, from the start, by an assign-mode consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap(nodes), "group.id": f"read-{uuid.uuid4()}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for msg in consumer.consume(100, timeout=0.5):
+            if msg.error() is None:
+                values.append(msg.value())
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        if len(values) >= high - low:
+            break
+    consumer.close()
+    return values
+
+
+def test_a_topic_recreated_while_a_replica_was_away_replaces_its_stray_log():
+    """A topic deleted and created again under the same name while one of its replicas was down:
+    that replica's log on disk holds the old topic id. As Kafka's stray logs, it is deleted and a
+    new log fetched from the leader; the replica's log dir stays online and it rejoins the ISR.
+    Replaying the metadata log at start-up passes through an image that still has the old topic:
+    the node opens logs only once caught up, so that image never reaches the disk either."""
+    nodes = start_cluster({"replica.lag.time.max.ms": "2000"})
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        topic = "recreated"
+
+        def create_on_1_and_3():
+            admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 3]])])[topic].result(30)
+
+        create_on_1_and_3()
+        # And one deleted for good while node 3 is away.
+        gone = "gone-while-away"
+        admin.create_topics([NewTopic(gone, num_partitions=1, replica_assignment=[[1, 3]])])[gone].result(30)
+        wait_for("ISR [1, 3]", lambda: partition_state(admin, topic)[2] == [1, 3], timeout=FAILOVER_TIMEOUT)
+        wait_for("the other topic's log on node 3",
+                 lambda: os.path.isdir(os.path.join(by_id[3].data_dir, f"{gone}-0")), timeout=FAILOVER_TIMEOUT)
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all"})
+        for i in range(5):
+            producer.produce(topic, value=b"old-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        # Metadata log entries between the first topic and its deletion: a replay at start-up
+        # applies them in several steps.
+        for i in range(150):
+            admin.create_topics([NewTopic(f"filler-{i}", 1, 1)])[f"filler-{i}"].result(30)
+        by_id[3].kill9()
+        alive = [by_id[1], by_id[2]]
+        admin = AdminClient({"bootstrap.servers": bootstrap(alive)})
+
+        def succeeds(action):
+            # Node 3 may have led the quorum: NOT_CONTROLLER until another leads.
+            try:
+                action()
+                return True
+            except KafkaException:
+                return False
+
+        wait_for("the topic deleted", lambda: succeeds(lambda: admin.delete_topics([topic])[topic].result(30)), timeout=FAILOVER_TIMEOUT)
+        wait_for("the other topic deleted", lambda: succeeds(lambda: admin.delete_topics([gone])[gone].result(30)), timeout=FAILOVER_TIMEOUT)
+        wait_for("the topic gone", lambda: topic not in admin.list_topics(timeout=10).topics, timeout=FAILOVER_TIMEOUT)
+        wait_for("the topic created again", lambda: succeeds(create_on_1_and_3), timeout=FAILOVER_TIMEOUT)
+        producer = Producer({"bootstrap.servers": bootstrap(alive), "acks": "all"})
+        for i in range(5):
+            producer.produce(topic, value=b"new-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        by_id[3].start()
+        by_id[3].wait_ready()
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        wait_for("node 3 back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 3], timeout=FAILOVER_TIMEOUT)
+        assert "marking the log dir offline" not in by_id[3].log()
+        # The deleted topic's log is a stray too: renamed for deletion.
+        assert not os.path.isdir(os.path.join(by_id[3].data_dir, f"{gone}-0"))
+        assert "stray partition logs" in by_id[3].log()
+        # The metadata log, when it shares the log dir, is not one.
+        assert not [d for d in os.listdir(by_id[3].data_dir) if d.startswith("__cluster_metadata") and d.endswith("-delete")]
+        wait_for("node 3's log equal to the leader's",
+                 lambda: log_bytes(by_id[3], topic) == log_bytes(by_id[1], topic), timeout=FAILOVER_TIMEOUT)
+        # A restart after the deletion and the new topic were both committed: the replay's
+        # image with the old topic must not reach the log either.
+        by_id[1].kill9()
+        by_id[1].start()
+        by_id[1].wait_ready()
+        wait_for("node 1 back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 3], timeout=FAILOVER_TIMEOUT)
+        assert "marking the log dir offline" not in by_id[1].log()
+        assert read_values(nodes, topic) == [b"new-%d" % i for i in range(5)]
+        assert "deleting it as a stray log" in by_id[3].log()
     finally:
         for node in nodes:
             node.close()

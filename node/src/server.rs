@@ -31,7 +31,7 @@ use gregor_actors::raft::{MetadataLog, MetadataLogOptions, VoterNode};
 use gregor_actors::replication::{IsrTask, ReplicationPublisher};
 use gregor_publishers::quota_callback::{CallbackError, CallbackRegistry};
 use gregor_publishers::records::Endpoint;
-use gregor_publishers::MetadataImage;
+use gregor_publishers::{MetadataImage, MetadataPublisher};
 
 use crate::config::{ListenerSpec, NodeConfig, ProcessRole};
 use crate::network::{self, BoundListener};
@@ -263,29 +263,28 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?;
     }
+    // The publishers of a broker's data plane are installed once the node has joined the
+    // quorum and applied what was committed before (`join_quorum`), as Kafka's loader publishes
+    // to them only once caught up: a log is opened for the topic the current image names, never
+    // for an earlier topic of the same name that an older image replayed at start-up still has.
+    let mut data_plane_publishers: Vec<Box<dyn MetadataPublisher>> = Vec::new();
     // The partition logs of a broker, following the image (opened and recovered as the image
     // names them).
     let logs = if config.has_role(ProcessRole::Broker) {
         let logs = start_log_manager(&config)?;
-        loader
-            .send(InstallPublisher(Box::new(LogPublisher::new(
-                logs.clone(),
-                config.node_id,
-                StaticLogDefaults::from_broker_configs(
-                    config
-                        .originals
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.as_str())),
-                ),
-            ))))
-            .await
-            .map_err(|e| StartError::Runtime(e.to_string()))?;
+        data_plane_publishers.push(Box::new(LogPublisher::new(
+            logs.clone(),
+            config.node_id,
+            StaticLogDefaults::from_broker_configs(
+                config
+                    .originals
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            ),
+        )));
         // Leaders and followers of the hosted partitions, after their logs (above) exist.
         let (replication, followed) = ReplicationPublisher::new(logs.clone(), config.node_id);
-        loader
-            .send(InstallPublisher(Box::new(replication)))
-            .await
-            .map_err(|e| StartError::Runtime(e.to_string()))?;
+        data_plane_publishers.push(Box::new(replication));
         Some((logs, followed))
     } else {
         None
@@ -306,13 +305,10 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
                 GroupCoordinator::start_in_arbiter(&actix::Arbiter::new().handle(), move |_| {
                     GroupCoordinator::new(coordinator_settings, Some(coordinator_logs))
                 });
-            loader
-                .send(InstallPublisher(Box::new(GroupPublisher::new(
-                    coordinator.clone(),
-                    config.node_id,
-                ))))
-                .await
-                .map_err(|e| StartError::Runtime(e.to_string()))?;
+            data_plane_publishers.push(Box::new(GroupPublisher::new(
+                coordinator.clone(),
+                config.node_id,
+            )));
             Some(Groups {
                 coordinator,
                 settings,
@@ -462,6 +458,12 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
         quorum::spawn_raft_link(config.clone(), quorum.clone(), join.clone());
     }
     join_quorum(&config, &log, &quorum, &join).await?;
+    for publisher in data_plane_publishers {
+        loader
+            .send(InstallPublisher(publisher))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
+    }
     quorum::spawn_heartbeats(config.clone(), quorum.clone(), join);
     if config.has_role(ProcessRole::Controller) {
         quorum::spawn_fencing(

@@ -97,6 +97,15 @@ pub enum LogError {
     /// A file of the log holds bytes this crate cannot interpret (a checkpoint, a snapshot).
     #[error("corrupt file {}: {message}", path.display())]
     CorruptFile { path: PathBuf, message: String },
+    /// The partition's directory holds the log of another topic id: a topic of the same name
+    /// that was deleted while this node was away (Kafka's stray log). Not a disk failure: the
+    /// caller decides whether to discard it ([`crate::log_dir::LogDir::discard_stray`]).
+    #[error("topic id {} on disk in {} differs from the metadata's {}", crate::checkpoint::topic_id_string(stored), path.display(), crate::checkpoint::topic_id_string(given))]
+    TopicIdMismatch {
+        path: PathBuf,
+        stored: uuid::Uuid,
+        given: uuid::Uuid,
+    },
     /// A caller passed an argument the log cannot honour (e.g. a negative offset).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -122,9 +131,10 @@ impl LogError {
     /// The Kafka error code for this failure.
     pub fn kafka_code(&self) -> KafkaCode {
         match self {
-            LogError::Io { .. } | LogError::LogDirOffline(_) | LogError::CorruptFile { .. } => {
-                KafkaCode::KafkaStorageError
-            }
+            LogError::Io { .. }
+            | LogError::LogDirOffline(_)
+            | LogError::CorruptFile { .. }
+            | LogError::TopicIdMismatch { .. } => KafkaCode::KafkaStorageError,
             LogError::Rejected(r) => r.code,
             LogError::Producer { code, .. } => *code,
             LogError::OffsetOutOfRange { .. } => KafkaCode::OffsetOutOfRange,

@@ -177,13 +177,10 @@ impl PartitionLog {
         };
         match (stored_id, topic_id) {
             (Some(stored), Some(given)) if stored != given => {
-                return Err(LogError::CorruptFile {
+                return Err(LogError::TopicIdMismatch {
                     path: dir.join(checkpoint::PARTITION_METADATA),
-                    message: format!(
-                        "topic id {} on disk differs from the metadata's {}",
-                        checkpoint::topic_id_string(&stored),
-                        checkpoint::topic_id_string(&given)
-                    ),
+                    stored,
+                    given,
                 })
             }
             (None, Some(given)) => checkpoint::write_partition_metadata(&dir, &given)?,

@@ -350,6 +350,36 @@ impl LogDir {
         )
     }
 
+    /// Discards the unopened log of `tp` found holding another topic id
+    /// ([`LogError::TopicIdMismatch`]): renamed for deletion as [`Self::delete_log`] does, its
+    /// checkpointed offsets forgotten, so the next open creates a new log.
+    pub fn discard_stray(&mut self, tp: &TopicPartition) -> Result<PathBuf> {
+        let from = self.shared.path.join(tp.dir_name());
+        let to = self.deleted_name(tp);
+        std::fs::rename(&from, &to).map_err(|e| LogError::io("rename", &from, e))?;
+        self.forget_offsets(tp);
+        Ok(to)
+    }
+
+    /// Where a deleted log of `tp` is renamed to.
+    fn deleted_name(&self, tp: &TopicPartition) -> PathBuf {
+        self.shared.path.join(format!(
+            "{}.{}{DELETE_DIR_SUFFIX}",
+            tp.dir_name(),
+            uuid::Uuid::new_v4().simple()
+        ))
+    }
+
+    /// Drops the checkpointed offsets of a log that left this dir.
+    fn forget_offsets(&mut self, tp: &TopicPartition) {
+        self.recovery_points.remove(tp);
+        self.log_start_offsets.remove(tp);
+        self.cleaner_offsets.remove(tp);
+        self.high_watermarks.remove(tp);
+        self.checkpoints_changed = true;
+        self.high_watermarks_changed = true;
+    }
+
     /// Deletes a partition's log: its directory is renamed `<topic>-<partition>.<uuid>-delete` at once (so
     /// a restart never loads it) and removed by [`Self::purge_deleted_dirs`].
     pub fn delete_log(&mut self, log: PartitionLog) -> Result<PathBuf> {
@@ -361,18 +391,9 @@ impl LogDir {
         {
             self.shared.files.forget(&segment_path.path());
         }
-        let to = self.shared.path.join(format!(
-            "{}.{}{DELETE_DIR_SUFFIX}",
-            tp.dir_name(),
-            uuid::Uuid::new_v4().simple()
-        ));
+        let to = self.deleted_name(&tp);
         std::fs::rename(&from, &to).map_err(|e| LogError::io("rename", &from, e))?;
-        self.recovery_points.remove(&tp);
-        self.log_start_offsets.remove(&tp);
-        self.cleaner_offsets.remove(&tp);
-        self.high_watermarks.remove(&tp);
-        self.checkpoints_changed = true;
-        self.high_watermarks_changed = true;
+        self.forget_offsets(&tp);
         Ok(to)
     }
 

@@ -655,19 +655,26 @@ fn many_partitions_share_a_bounded_handle_cache() {
 }
 
 #[test]
-fn a_different_topic_id_on_disk_is_refused() {
+fn a_different_topic_id_on_disk_is_refused_without_taking_the_dir_offline_and_can_be_discarded() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path(), LogConfig::default()));
-    let log_dir = gregor_log::log_dir::LogDir::open(dir.path(), FileCache::new(8)).unwrap();
+    let mut log_dir = gregor_log::log_dir::LogDir::open(dir.path(), FileCache::new(8)).unwrap();
+    let new_id = uuid::Uuid::from_u128(99);
     let err = log_dir
-        .open_log(
-            tp(),
-            Some(uuid::Uuid::from_u128(99)),
-            LogConfig::default(),
-            NOW,
-        )
+        .open_log(tp(), Some(new_id), LogConfig::default(), NOW)
         .unwrap_err();
-    assert!(matches!(err, LogError::CorruptFile { .. }));
+    assert!(matches!(err, LogError::TopicIdMismatch { given, .. } if given == new_id));
+    assert!(!err.is_storage_error());
+    assert!(!log_dir.is_offline());
+    // Discarded as a stray: renamed for deletion, and the next open makes a new, empty log.
+    let renamed = log_dir.discard_stray(&tp()).unwrap();
+    assert!(renamed.to_string_lossy().ends_with("-delete"));
+    assert_eq!(log_dir.partitions_on_disk().unwrap(), Vec::new());
+    let log = log_dir
+        .open_log(tp(), Some(new_id), LogConfig::default(), NOW)
+        .unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    assert_eq!(log_dir.purge_deleted_dirs().unwrap(), 1);
 }
 
 #[test]

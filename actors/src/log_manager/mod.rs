@@ -810,6 +810,18 @@ impl LogChanges<'_> {
         }
     }
 
+    /// Deletes the logs on disk that `hosted` says this node does not host (see
+    /// [`Change::DiscardStrays`]), after the changes gathered so far.
+    pub(crate) fn discard_strays(&mut self, hosted: shard::HostedHere) {
+        let shards = self.per_shard.len();
+        for changes in &mut self.per_shard {
+            changes.push(Change::DiscardStrays {
+                hosted: Arc::clone(&hosted),
+                shards,
+            });
+        }
+    }
+
     /// Hands each shard its changes.
     pub(crate) fn send(self) {
         for (shard, changes) in self.manager.shards.iter().zip(self.per_shard) {

@@ -13,6 +13,7 @@ use gregor_publishers::{
 use super::{LogChanges, LogManager};
 use crate::controller::logic::configs::broker::{unit_synonym_ms, TOPIC_SYNONYMS, UNIT_SYNONYMS};
 use crate::controller::logic::configs::resource_type::{BROKER, TOPIC};
+use crate::controller::logic::topic_name::CLUSTER_METADATA_TOPIC_NAME;
 
 /// The topic-level values of this node's static broker configs (`log.segment.bytes` becomes
 /// `segment.bytes`...), the bottom of the precedence: topic config, then the dynamic broker
@@ -94,15 +95,20 @@ pub struct LogPublisher {
     node_id: i32,
     node: String,
     statics: StaticLogDefaults,
+    /// Whether the logs on disk were checked against an image yet (see `on_metadata_update`).
+    strays_checked: bool,
 }
 
 impl LogPublisher {
+    /// A publisher for the node's log manager. Install it once the node's image has caught up
+    /// with the quorum: its first image decides which logs on disk are strays.
     pub fn new(manager: Arc<LogManager>, node_id: i32, statics: StaticLogDefaults) -> Self {
         LogPublisher {
             manager,
             node_id,
             node: node_id.to_string(),
             statics,
+            strays_checked: false,
         }
     }
 
@@ -161,6 +167,23 @@ impl MetadataPublisher for LogPublisher {
         let mut changes = self.manager.changes();
         if matches!(manifest, LoaderManifest::Snapshot { .. }) || broker_defaults_changed {
             self.sync_all(&mut changes, image);
+            if !self.strays_checked {
+                // Kafka's stray logs at start-up: a log on disk of a topic the image no longer
+                // has, or of a partition no longer assigned here, was left by changes made
+                // while this node was down.
+                self.strays_checked = true;
+                let image = Arc::clone(image);
+                let node_id = self.node_id;
+                changes.discard_strays(Arc::new(move |tp: &TopicPartition| {
+                    // The metadata log lives in the first log dir unless moved elsewhere.
+                    tp.topic == CLUSTER_METADATA_TOPIC_NAME
+                        || image
+                            .topics
+                            .get_by_name(&tp.topic)
+                            .and_then(|topic| topic.partition(tp.partition))
+                            .is_some_and(|p| p.replicas.as_slice().contains(&node_id))
+                }));
+            }
             changes.send();
             return Ok(());
         }

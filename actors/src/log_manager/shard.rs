@@ -121,7 +121,16 @@ pub(super) enum Change {
         tp: TopicPartition,
         epoch: i32,
     },
+    /// Deletes this shard's logs on disk that the image does not host here (Kafka's stray
+    /// logs: topics deleted, or partitions moved away, while this node was down).
+    DiscardStrays {
+        hosted: HostedHere,
+        shards: usize,
+    },
 }
+
+/// Whether the image hosts a partition on this node.
+pub(super) type HostedHere = Arc<dyn Fn(&TopicPartition) -> bool + Send + Sync>;
 
 /// The log dirs, shared by the shards (locked only to open, delete and checkpoint logs).
 pub(super) struct LogDirs {
@@ -319,6 +328,7 @@ struct Opening {
 struct Opened {
     tp: TopicPartition,
     dir: usize,
+    config: Arc<LogConfig>,
     state: Arc<PartitionState>,
     high_watermark: Option<i64>,
     elapsed: Duration,
@@ -327,12 +337,15 @@ struct Opened {
 impl Opening {
     fn open(self) -> (Opened, gregor_log::error::Result<PartitionLog>) {
         let started = Instant::now();
-        let result = self
-            .opener
-            .open(Some(self.state.topic_id), self.config, now_ms());
+        let result = self.opener.open(
+            Some(self.state.topic_id),
+            Arc::clone(&self.config),
+            now_ms(),
+        );
         let opened = Opened {
             tp: self.tp,
             dir: self.dir,
+            config: self.config,
             state: self.state,
             high_watermark: self.high_watermark,
             elapsed: started.elapsed(),
@@ -569,6 +582,7 @@ impl Worker {
                 }
             }
             Change::Delete { tp } => self.delete(&tp),
+            Change::DiscardStrays { hosted, shards } => self.discard_strays(&hosted, shards),
             Change::BecomeLeader { tp, epoch } => {
                 if let Some(hosted) = self.logs.get_mut(&tp) {
                     match hosted.log.assign_leader_epoch(epoch) {
@@ -767,6 +781,7 @@ impl Worker {
         let Opened {
             tp,
             dir,
+            config,
             state,
             high_watermark,
             elapsed,
@@ -794,10 +809,114 @@ impl Worker {
                 state.offline.store(true, Ordering::Release);
                 self.unplaced.entry(tp.topic).or_default().add(tp.partition);
             }
+            Err(LogError::TopicIdMismatch { stored, .. }) => {
+                self.replace_stray(tp, dir, config, state, stored);
+            }
             Err(error) => {
                 self.dirs.unplace(dir);
                 tracing::error!(partition = %tp.dir_name(), %error, "cannot open the partition log");
                 state.offline.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Replaces the log of an earlier topic of the same name, found where the partition's log
+    /// should be (the topic was deleted and created again while this node was away): as Kafka's
+    /// stray logs, it is deleted, and a new log is opened in its place. The node opens logs only
+    /// once its image has caught up with the quorum, so the image's topic id is the current one.
+    fn replace_stray(
+        &mut self,
+        tp: TopicPartition,
+        dir: usize,
+        config: Arc<LogConfig>,
+        state: Arc<PartitionState>,
+        stored: uuid::Uuid,
+    ) {
+        let delay = config.file_delete_delay_ms.max(0) as u64;
+        let discarded = self.dirs.lock(dir).discard_stray(&tp);
+        let path = match discarded {
+            Ok(path) => path,
+            Err(error) => {
+                self.dirs.unplace(dir);
+                tracing::error!(partition = %tp.dir_name(), %error, "cannot delete a stray partition log");
+                state.offline.store(true, Ordering::Release);
+                return;
+            }
+        };
+        tracing::warn!(
+            partition = %tp.dir_name(),
+            stray_topic_id = %stored,
+            topic_id = %state.topic_id,
+            renamed = %path.display(),
+            delay_ms = delay,
+            "the log on disk belongs to an earlier topic of this name: deleting it as a stray log"
+        );
+        self.pending_deletes
+            .push((Instant::now() + Duration::from_millis(delay), path));
+        let opener = self.dirs.lock(dir).opener(tp.clone());
+        match opener {
+            Ok(opener) => {
+                let (opened, result) = Opening {
+                    tp,
+                    dir,
+                    opener,
+                    config,
+                    state,
+                    high_watermark: None,
+                }
+                .open();
+                self.serve_opened(opened, result);
+            }
+            Err(_) => {
+                self.dirs.unplace(dir);
+                state.offline.store(true, Ordering::Release);
+                self.unplaced.entry(tp.topic).or_default().add(tp.partition);
+            }
+        }
+    }
+
+    /// See [`Change::DiscardStrays`]: the stray logs of this shard, in every online log dir,
+    /// renamed for deletion after the default `file.delete.delay.ms`.
+    fn discard_strays(&mut self, hosted: &HostedHere, shards: usize) {
+        let delay = LogConfig::default().file_delete_delay_ms.max(0) as u64;
+        for dir in 0..self.dirs.len() {
+            let mut log_dir = self.dirs.lock(dir);
+            if log_dir.is_offline() {
+                continue;
+            }
+            let on_disk = match log_dir.partitions_on_disk() {
+                Ok(on_disk) => on_disk,
+                Err(error) => {
+                    tracing::error!(%error, "cannot list the log dir's partitions");
+                    continue;
+                }
+            };
+            let strays = on_disk.into_iter().filter(|tp| {
+                super::shard_of(tp, shards) == self.index
+                    && !self.logs.contains_key(tp)
+                    && !hosted(tp)
+            });
+            let mut discarded: BTreeMap<String, PartitionRuns> = BTreeMap::new();
+            for tp in strays {
+                match log_dir.discard_stray(&tp) {
+                    Ok(path) => {
+                        discarded.entry(tp.topic).or_default().add(tp.partition);
+                        self.pending_deletes
+                            .push((Instant::now() + Duration::from_millis(delay), path));
+                    }
+                    Err(error) => {
+                        tracing::error!(partition = %tp.dir_name(), %error, "cannot delete a stray partition log")
+                    }
+                }
+            }
+            drop(log_dir);
+            for (topic, partitions) in discarded {
+                tracing::warn!(
+                    %topic,
+                    %partitions,
+                    delay_ms = delay,
+                    "stray partition logs (not hosted here by the metadata) renamed for deletion"
+                );
             }
         }
     }

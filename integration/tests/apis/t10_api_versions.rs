@@ -61,7 +61,9 @@ async fn every_version_advertises_the_required_ranges() {
         let mut table = BTreeMap::new();
         // Kafka lists the keys in ascending order (an `EnumSet` of `ApiKeys`).
         f.check(
-            resp.api_keys.windows(2).all(|w| w[0].api_key < w[1].api_key),
+            resp.api_keys
+                .windows(2)
+                .all(|w| w[0].api_key < w[1].api_key),
             || format!("v{version}: api keys not in ascending order"),
         );
         for k in &resp.api_keys {
