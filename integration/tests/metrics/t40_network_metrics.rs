@@ -36,25 +36,38 @@ async fn a_waiting_fetch_is_counted_in_the_request_queue_until_answered() {
         .await
         .unwrap();
     assert_eq!(created.topics[0].error_code, 0, "{created:?}");
-    wait_for_queue_size(&node, 0.0).await;
-
     // An empty partition and min_bytes 1: the fetch waits its whole max_wait_ms in the handler,
     // long enough for a scrape on a loaded machine to see it.
-    let fetch = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(15_000)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(topic_name("long-poll"))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
+    let fetch = |max_wait_ms| {
+        FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(topic_name("long-poll"))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    // Until its log is open a fetch is answered at once (NOT_LEADER_OR_FOLLOWER).
+    wait_until("the partition served", Duration::from_secs(30), || {
+        let fetch = fetch(0);
+        let addr = node.bootstrap();
+        async move {
+            let mut conn = KafkaConn::connect(&addr).await?;
+            let answer = conn.send::<FetchRequest>(&fetch, 12).await?;
+            Ok((answer.responses[0].partitions[0].error_code == 0).then_some(()))
+        }
+    })
+    .await
+    .unwrap();
+    wait_for_queue_size(&node, 0.0).await;
     let mut consumer = KafkaConn::connect(&node.bootstrap()).await.unwrap();
     consumer.set_timeout(Duration::from_secs(60));
-    consumer.write_request(&fetch, 12, 1).await.unwrap();
+    consumer.write_request(&fetch(15_000), 12, 1).await.unwrap();
     wait_for_queue_size(&node, 1.0).await;
 
     let (_, answer) = consumer.read_response::<FetchRequest>(12).await.unwrap();
