@@ -166,8 +166,10 @@ pub(super) fn describe_client_quotas(
     let response = match described {
         Ok(entries) => {
             errors.add(0);
+            // Kafka's `fromQuotaEntities`: a null message on success (the crate's default is "").
             DescribeClientQuotasResponse::default()
                 .with_error_code(0)
+                .with_error_message(None)
                 .with_entries(Some(entries))
         }
         Err(error) => {

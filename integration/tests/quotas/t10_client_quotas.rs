@@ -61,6 +61,8 @@ async fn alter_then_describe_every_version() {
             .await
             .unwrap();
         assert_eq!(response.error_code, 0);
+        // Null on success, as Kafka's `fromQuotaEntities` sets it.
+        assert_eq!(response.error_message, None);
         let entries = response.entries.unwrap();
         assert_eq!(entries.len(), 1);
         let mut values: Vec<(String, f64)> = entries[0]
