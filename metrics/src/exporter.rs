@@ -250,7 +250,7 @@ mod tests {
         });
         struct Rate;
         impl crate::removable::SeriesValue for Rate {
-            fn series_value(&self) -> f64 {
+            fn series_value(&self, _series: &'static str) -> f64 {
                 1.0
             }
         }

@@ -342,18 +342,14 @@ pub fn config_keys(unimplemented: usize, unknown: usize) {
     gauge!(names::BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
 }
 
-/// The series of one quota sensor, registered once when the sensor is created so the
-/// per-request path only stores into atomics; the quota-bearing value (byte rate, request
-/// time or tokens, by resource) is the sensor's own, read at each scrape. Its labels come
-/// from clients, so the series are
+/// The series of one quota sensor, registered once when the sensor is created; their values
+/// (the quota-bearing value: byte rate, request time or tokens, by resource; the average
+/// throttle time; the mutation rate of ControllerMutation) are the sensor's own, measured at
+/// each scrape ([`SeriesValue`]). Their labels come from clients, so the series are
 /// [removable](crate::removable): they leave the scrape when the sensor (its last clone of
 /// this value) is dropped.
 #[derive(Clone)]
 pub struct QuotaSensorMetrics {
-    /// Average throttle time in ms.
-    pub throttle_time: metrics::Gauge,
-    /// Mutation rate (ControllerMutation only; a no-op gauge otherwise).
-    pub mutation_rate: metrics::Gauge,
     _series: RemovableGauges,
 }
 
@@ -391,29 +387,17 @@ pub fn quota_sensor_metrics_tagged<'a>(
         "Request" => names::QUOTA_REQUEST_TIME,
         _ => names::QUOTA_TOKENS,
     };
-    if resource == "ControllerMutation" {
-        let (series, [throttle_time, mutation_rate]) = RemovableGauges::register_with_owned(
-            (value_name, value),
-            [names::QUOTA_THROTTLE_TIME, names::QUOTA_MUTATION_RATE],
-            labels,
-        );
-        QuotaSensorMetrics {
-            throttle_time,
-            mutation_rate,
-            _series: series,
-        }
+    let owned: &[&'static str] = if resource == "ControllerMutation" {
+        &[
+            value_name,
+            names::QUOTA_THROTTLE_TIME,
+            names::QUOTA_MUTATION_RATE,
+        ]
     } else {
-        let (series, [throttle_time]) = RemovableGauges::register_with_owned(
-            (value_name, value),
-            [names::QUOTA_THROTTLE_TIME],
-            labels,
-        );
-        QuotaSensorMetrics {
-            throttle_time,
-            mutation_rate: metrics::Gauge::noop(),
-            _series: series,
-        }
-    }
+        &[value_name, names::QUOTA_THROTTLE_TIME]
+    };
+    let (series, []) = RemovableGauges::register_with_owned((value, owned), [], labels);
+    QuotaSensorMetrics { _series: series }
 }
 
 /// Records a quota-callback call that panicked.

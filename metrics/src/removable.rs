@@ -25,18 +25,19 @@ use metrics_exporter_prometheus::formatting::sanitize_label_key;
 /// Sanitised `key="value"` pairs, in the order given.
 type Labels = Vec<(String, String)>;
 
-/// A value its owner keeps in its own memory and the registry reads at each scrape: a quota
-/// sensor records its measured rate next to its other state on every request, where a store
-/// into a separately allocated gauge cost a cache miss per request.
+/// Values their owner computes when the registry reads them at a scrape: a quota sensor
+/// measures its rate as of the scrape, as Kafka's `KafkaMetric.metricValue` does, so an idle
+/// client's rate falls to 0 once its samples are out of the window (a gauge set on each
+/// request would keep its last value), and a request pays no store into a gauge.
 pub trait SeriesValue: Send + Sync {
-    /// The series' current value.
-    fn series_value(&self) -> f64;
+    /// The current value of the owner's series named `series`.
+    fn series_value(&self, series: &'static str) -> f64;
 }
 
 /// Where a series' value is: a gauge of the registry's own, or its owner's.
 enum Source {
     Gauge(Arc<Value>),
-    Owner(Weak<dyn SeriesValue>),
+    Owner(Weak<dyn SeriesValue>, &'static str),
 }
 
 impl Source {
@@ -44,7 +45,7 @@ impl Source {
     fn get(&self) -> Option<f64> {
         match self {
             Source::Gauge(value) => Some(value.get()),
-            Source::Owner(owner) => owner.upgrade().map(|owner| owner.series_value()),
+            Source::Owner(owner, series) => owner.upgrade().map(|owner| owner.series_value(series)),
         }
     }
 }
@@ -53,7 +54,7 @@ impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Source::Gauge(value) => f.debug_tuple("Gauge").field(&value.get()).finish(),
-            Source::Owner(_) => f.write_str("Owner"),
+            Source::Owner(_, series) => f.debug_tuple("Owner").field(series).finish(),
         }
     }
 }
@@ -132,10 +133,10 @@ impl RemovableGauges {
         Self::register_all(None, names, labels)
     }
 
-    /// [`register`](Self::register), plus the series `read.0` whose value `read.1` keeps and
-    /// is read at each scrape (nothing is rendered for it once that owner is gone).
+    /// [`register`](Self::register), plus the series `read.1`, whose values owner `read.0`
+    /// computes at each scrape (nothing is rendered for them once that owner is gone).
     pub fn register_with_owned<'a, const N: usize>(
-        read: (&'static str, Weak<dyn SeriesValue>),
+        read: (Weak<dyn SeriesValue>, &[&'static str]),
         names: [&'static str; N],
         labels: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (RemovableGauges, [Gauge; N]) {
@@ -143,7 +144,7 @@ impl RemovableGauges {
     }
 
     fn register_all<'a, const N: usize>(
-        read: Option<(&'static str, Weak<dyn SeriesValue>)>,
+        read: Option<(Weak<dyn SeriesValue>, &[&'static str])>,
         names: [&'static str; N],
         labels: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (RemovableGauges, [Gauge; N]) {
@@ -156,7 +157,11 @@ impl RemovableGauges {
             .iter()
             .zip(&values)
             .map(|(name, value)| (*name, Source::Gauge(Arc::clone(value))))
-            .chain(read.map(|(name, owner)| (name, Source::Owner(owner))));
+            .chain(read.into_iter().flat_map(|(owner, series)| {
+                series
+                    .iter()
+                    .map(move |name| (*name, Source::Owner(owner.clone(), name)))
+            }));
         let mut registry = registry();
         let owner = registry.next_owner;
         registry.next_owner += 1;
@@ -288,8 +293,12 @@ mod tests {
     struct Kept(AtomicU64);
 
     impl SeriesValue for Kept {
-        fn series_value(&self) -> f64 {
-            f64::from_bits(self.0.load(Ordering::Relaxed))
+        fn series_value(&self, series: &'static str) -> f64 {
+            let kept = f64::from_bits(self.0.load(Ordering::Relaxed));
+            match series {
+                "t_kept_twice" => kept * 2.0,
+                _ => kept,
+            }
         }
     }
 
@@ -298,7 +307,7 @@ mod tests {
         let kept = Arc::new(Kept(AtomicU64::new(1.5f64.to_bits())));
         let owner: Weak<dyn SeriesValue> = Arc::downgrade(&kept) as Weak<dyn SeriesValue>;
         let (series, [other]) = RemovableGauges::register_with_owned(
-            ("t_kept", owner),
+            (owner, &["t_kept", "t_kept_twice"]),
             ["t_kept_other"],
             [("client_id", "k")],
         );
@@ -311,6 +320,10 @@ mod tests {
         kept.0.store(4.25f64.to_bits(), Ordering::Relaxed);
         let body = scrape();
         assert!(body.contains("t_kept{client_id=\"k\"} 4.25\n"), "{body}");
+        assert!(
+            body.contains("t_kept_twice{client_id=\"k\"} 8.5\n"),
+            "{body}"
+        );
         assert!(body.contains("t_kept_other{client_id=\"k\"} 3\n"), "{body}");
         drop(series);
         let body = scrape();

@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
+use gregor_metrics::names;
 use gregor_metrics::removable::SeriesValue;
 use gregor_metrics::QuotaSensorMetrics;
 use gregor_publishers::quota_callback::{
@@ -87,15 +88,33 @@ pub enum SensorTags {
 pub struct Sensor {
     tags: SensorTags,
     state: Mutex<SensorState>,
-    /// The quota-bearing value last measured (`f64` bits), exported from here at each scrape:
-    /// stored beside the state the request has just written, it costs no cache miss.
-    measured: AtomicU64,
     last_used_ms: AtomicU64,
+    /// The manager's window and clock, to measure the exported series at each scrape.
+    window: WindowConfig,
+    clock: Arc<dyn Clock>,
 }
 
 impl SeriesValue for Sensor {
-    fn series_value(&self) -> f64 {
-        f64::from_bits(self.measured.load(Ordering::Relaxed))
+    /// Measured as of the scrape, as Kafka's `KafkaMetric.metricValue` measures its stats: the
+    /// samples older than the window are dropped first, so an idle client's rate falls to 0.
+    fn series_value(&self, series: &'static str) -> f64 {
+        let now = self.clock.now_ms();
+        let window = &self.window;
+        let mut state = self.lock();
+        let SensorState {
+            measure,
+            throttle_time,
+            ..
+        } = &mut *state;
+        match (series, measure) {
+            (names::QUOTA_THROTTLE_TIME, _) => throttle_time.value(window, now),
+            (names::QUOTA_MUTATION_RATE, Measure::Bucket { mutation_rate, .. }) => {
+                mutation_rate.rate(window, now)
+            }
+            (names::QUOTA_MUTATION_RATE, Measure::Rate(_)) => 0.0,
+            (_, Measure::Rate(rate)) => rate.rate(window, now),
+            (_, Measure::Bucket { bucket, .. }) => bucket.tokens(window, now),
+        }
     }
 }
 
@@ -103,10 +122,6 @@ impl Sensor {
     /// The sensor's tags.
     pub fn tags(&self) -> &SensorTags {
         &self.tags
-    }
-
-    fn set_measured(&self, value: f64) {
-        self.measured.store(value.to_bits(), Ordering::Relaxed);
     }
 
     fn lock(&self) -> MutexGuard<'_, SensorState> {
@@ -409,8 +424,9 @@ impl QuotaManager {
                 throttle_time: SampledAvg::default(),
                 metrics: Some(metrics),
             }),
-            measured: AtomicU64::new(0f64.to_bits()),
             last_used_ms: AtomicU64::new(self.clock.now_ms()),
+            window: self.window,
+            clock: Arc::clone(&self.clock),
         }
     }
 
@@ -544,21 +560,15 @@ impl QuotaManager {
         let SensorState { limit, measure, .. } = &mut *state;
         let bound = limit.unwrap_or(f64::INFINITY);
         let throttle = match measure {
-            Measure::Rate(rate) => {
-                let (throttle, measured) = rate.record_measured(&self.window, bound, value, now);
-                sensor.set_measured(measured);
-                throttle
-            }
+            Measure::Rate(rate) => rate.record(&self.window, bound, value, now),
             Measure::Bucket {
                 bucket,
                 mutation_rate,
             } => {
                 mutation_rate.record(&self.window, value, now);
-                let throttle = bucket
+                bucket
                     .record_and_check(&self.window, value, now)
-                    .unwrap_or(0);
-                sensor.set_measured(bucket.tokens(&self.window, now));
-                throttle
+                    .unwrap_or(0)
             }
         };
         match self.quota_type {
@@ -608,14 +618,10 @@ impl QuotaManager {
         if let Some((sensor, _)) = self.sensor_for(principal_name, client_id) {
             let now = self.clock.now_ms();
             sensor.last_used_ms.store(now, Ordering::Relaxed);
-            let mut state = sensor.lock();
-            state
+            sensor
+                .lock()
                 .throttle_time
                 .record(&self.window, throttle_ms as f64, now);
-            let average = state.throttle_time.value(&self.window, now);
-            if let Some(metrics) = &state.metrics {
-                metrics.throttle_time.set(average);
-            }
         }
         let queued = self.throttled.fetch_add(1, Ordering::SeqCst) + 1;
         self.queue_size.set(queued as f64);
@@ -633,8 +639,10 @@ impl QuotaManager {
             let live =
                 now_ms.saturating_sub(sensor.last_used_ms.load(Ordering::Relaxed)) <= idle_ms;
             if !live {
-                // A connection's cache may still hold the sensor: its series go now.
-                sensor.lock().metrics = None;
+                // A connection's cache may still hold the sensor: its series go now, dropped
+                // after the sensor's lock (a scrape reads the sensor under the registry's).
+                let series = sensor.lock().metrics.take();
+                drop(series);
             }
             live
         });
@@ -797,24 +805,11 @@ impl BoundQuota {
         let mut state = self.sensor.lock();
         self.manager
             .refresh(&mut state, &self.sensor.tags, &self.table);
-        let SensorState {
-            measure, metrics, ..
-        } = &mut *state;
-        match measure {
+        match &mut state.measure {
             Measure::Bucket {
                 bucket,
                 mutation_rate,
-            } => {
-                let result = f(bucket, mutation_rate, &self.manager.window, now);
-                self.sensor
-                    .set_measured(bucket.tokens(&self.manager.window, now));
-                if let Some(metrics) = metrics {
-                    metrics
-                        .mutation_rate
-                        .set(mutation_rate.rate(&self.manager.window, now));
-                }
-                Some(result)
-            }
+            } => Some(f(bucket, mutation_rate, &self.manager.window, now)),
             Measure::Rate(_) => None,
         }
     }

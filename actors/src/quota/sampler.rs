@@ -221,20 +221,9 @@ impl RateQuota {
     /// `throttle = round((rate − bound) / bound × window)`, with the same window the rate was
     /// measured over (Kafka's `ClientQuotaManager.throttleTime`).
     pub fn record(&mut self, config: &WindowConfig, bound: f64, value: f64, now_ms: u64) -> u64 {
-        self.record_measured(config, bound, value, now_ms).0
-    }
-
-    /// [`record`](Self::record), also returning the rate it measured.
-    pub fn record_measured(
-        &mut self,
-        config: &WindowConfig,
-        bound: f64,
-        value: f64,
-        now_ms: u64,
-    ) -> (u64, f64) {
         self.stat.record(config, value, now_ms);
         let (rate, span) = self.stat.rate_and_span(config, now_ms);
-        (throttle_ms(rate, span, bound), rate)
+        throttle_ms(rate, span, bound)
     }
 
     /// Takes `value` back off the rate (Kafka records it negated, without a quota check).

@@ -287,6 +287,51 @@ fn an_expired_sensor_takes_its_series_out_of_the_scrape() {
     );
 }
 
+/// The series are measured at the scrape, as Kafka's `KafkaMetric.metricValue`: once a client
+/// stops, its rate and average throttle time fall to 0 when its samples leave the window.
+#[test]
+fn a_scrape_measures_the_series_as_of_the_scrape() {
+    let clock = ManualClock::starting_at(0);
+    let manager = manager(QuotaType::Fetch, 11, &clock);
+    manager.update_quotas([(QuotaEntity::new(None, Some(None)), Some(100.0))]);
+    let series = |client: &str| -> Vec<(String, f64)> {
+        let mut body = String::new();
+        gregor_metrics::removable::render(&mut body);
+        body.lines()
+            .filter(|line| line.contains(&format!("clientId=\"{client}\"")))
+            .filter_map(|line| {
+                let (name, value) = line.rsplit_once(' ')?;
+                let name = name.split('{').next()?.to_owned();
+                Some((name, value.parse().ok()?))
+            })
+            .collect()
+    };
+    // 11 x 1 s windows: 2,000 bytes in the first second, over at least 10 s, is 200 B/s.
+    let throttle = manager.record(USER, "scraped", 2000.0);
+    assert!(throttle > 0);
+    let _guard = manager.throttle(USER, "scraped", throttle);
+    clock.advance(1000);
+    assert_eq!(
+        series("scraped"),
+        [
+            ("kafka_server_quota_byte_rate".to_owned(), 200.0),
+            (
+                "kafka_server_quota_throttle_time".to_owned(),
+                throttle as f64
+            ),
+        ]
+    );
+    // Every sample is older than the 11 windows: nothing is left to measure.
+    clock.advance(11_000);
+    assert_eq!(
+        series("scraped"),
+        [
+            ("kafka_server_quota_byte_rate".to_owned(), 0.0),
+            ("kafka_server_quota_throttle_time".to_owned(), 0.0),
+        ]
+    );
+}
+
 /// A connection's cached sensor sees a quota change on its next request, and no quota at all
 /// once the last one goes.
 #[test]
