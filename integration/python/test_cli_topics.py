@@ -151,3 +151,16 @@ def test_quota_violation_is_reported_not_retried(start_node):
         done = topics(node, *args)
         assert done.returncode == 1 and "The throttling quota has been exceeded. (throttle time: " in done.stderr, done
     assert topics(node, "--list").stdout == "quota-1\n"
+
+
+def test_a_reader_that_went_away_ends_the_tool_quietly(node):
+    """`gregor ... | head` or `| grep -q`: the pipe's reader is gone before the tool writes.
+    The tool ends at once without a panic's backtrace (Rust's `println!` panics on EPIPE)."""
+    env = dict(os.environ, RUST_LOG="error", NO_COLOR="1")
+    for args in (["topics", "--bootstrap-server", node.bootstrap, "--list"],
+                 ["metadata-quorum", "--bootstrap-server", node.bootstrap, "describe", "--status"]):
+        child = subprocess.Popen([str(gregor_bin()), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        child.stdout.close()
+        stderr = child.stderr.read().decode()
+        assert child.wait(timeout=60) == 0, stderr
+        assert "panicked" not in stderr and stderr == "", stderr

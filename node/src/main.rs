@@ -11,6 +11,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use clap_complete::Shell;
 use mimalloc::MiMalloc;
 
+use gregor_node::admin::write_stdout;
 use gregor_node::config::NodeConfig;
 use gregor_node::{log_levels, server, storage, storage_info};
 
@@ -158,10 +159,10 @@ fn run(cli: Cli, huge_pages: std::io::Result<()>) -> Result<(), String> {
             )
             .map_err(|e| e.to_string())?;
             for dir in formatted {
-                println!(
-                    "Formatting metadata directory {} with metadata.version 4.0-IV3.",
+                write_stdout(format_args!(
+                    "Formatting metadata directory {} with metadata.version 4.0-IV3.\n",
                     dir.display()
-                );
+                ));
             }
             Ok(())
         }
@@ -208,7 +209,7 @@ fn run(cli: Cli, huge_pages: std::io::Result<()>) -> Result<(), String> {
             Ok(())
         }
         Command::Storage(StorageCommand::RandomUuid) => {
-            println!("{}", storage::random_cluster_id());
+            write_stdout(format_args!("{}\n", storage::random_cluster_id()));
             Ok(())
         }
     }

@@ -394,9 +394,9 @@ fn confirm(args: &AclsArgs, question: &str, out: &mut String) -> bool {
     if args.force {
         return true;
     }
-    print!("{out}");
+    out!("{out}");
     out.clear();
-    println!("{question}");
+    outln!("{question}");
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     answer.trim().eq_ignore_ascii_case("y")
@@ -550,7 +550,7 @@ pub fn run_acls(args: AclsArgs) -> Result<(), String> {
             list(&mut client, &args, &mut out).await
         }
     })?;
-    print!("{out}");
+    out!("{out}");
     result.map_err(|e| format!("Error while executing ACL command: {e}"))
 }
 

@@ -311,7 +311,7 @@ pub fn run_configs(args: ConfigsArgs) -> Result<(), String> {
     };
     let mut out = String::new();
     let result = block_on(configs::run(&command, &mut out))?;
-    print!("{out}");
+    out!("{out}");
     result.map_err(|e| e.to_string())
 }
 
@@ -529,7 +529,7 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
         &action,
         &mut out,
     ))?;
-    print!("{out}");
+    out!("{out}");
     result.map_err(|e| format!("Error: {e}"))
 }
 
@@ -576,7 +576,7 @@ pub fn run_client_metrics(args: ClientMetricsArgs) -> Result<(), String> {
         &action,
         &mut out,
     ))?;
-    print!("{out}");
+    out!("{out}");
     result.map_err(|e| format!("Error while executing client metrics command : {e}"))
 }
 

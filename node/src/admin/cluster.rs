@@ -74,24 +74,24 @@ async fn run(args: ClusterArgs) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?;
             check(cluster.error_code, cluster.error_message.as_ref()).map_err(|e| e.to_string())?;
-            println!("Cluster ID: {}", cluster.cluster_id);
+            outln!("Cluster ID: {}", cluster.cluster_id);
             Ok(())
         }
         ClusterCommand::Unregister { connection, id } => {
             let mut client = connect_active(&connection).await?;
             match unregister(&mut client, id).await {
                 Ok(()) => {
-                    println!("Broker {id} is no longer registered.");
+                    outln!("Broker {id} is no longer registered.");
                     Ok(())
                 }
                 Err(AdminError::UnsupportedVersion(_)) => {
-                    println!("The target cluster does not support the broker unregistration API.");
+                    outln!("The target cluster does not support the broker unregistration API.");
                     Ok(())
                 }
                 Err(AdminError::Broker { code, .. })
                     if code == ResponseError::UnsupportedVersion.code() =>
                 {
-                    println!("The target cluster does not support the broker unregistration API.");
+                    outln!("The target cluster does not support the broker unregistration API.");
                     Ok(())
                 }
                 Err(AdminError::Broker { code, message }) => {

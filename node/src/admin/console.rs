@@ -1222,7 +1222,7 @@ pub fn run_get_offsets(args: GetOffsetsArgs) -> Result<(), String> {
             args.exclude_internal_topics,
         ))??;
         for line in lines {
-            println!("{line}");
+            outln!("{line}");
         }
         Ok(())
     })();

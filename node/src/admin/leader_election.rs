@@ -202,7 +202,7 @@ pub fn run_leader_election(args: LeaderElectionArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut out = String::new();
     let failed = report(&response, election, &mut out);
-    print!("{out}");
+    out!("{out}");
     if failed > 0 {
         return Err(format!("{failed} replica(s) could not be elected"));
     }

@@ -127,11 +127,11 @@ async fn run(args: MetadataQuorumArgs) -> Result<(), String> {
             if *status {
                 let cluster_id = cluster_id(&mut client).await?;
                 for line in status_lines(&cluster_id, &quorum)? {
-                    println!("{line}");
+                    outln!("{line}");
                 }
-                println!("{}", digest_line(&cluster_id, &quorum).await);
+                outln!("{}", digest_line(&cluster_id, &quorum).await);
             } else {
-                print!("{}", replication_table(&quorum, *human_readable, now_ms())?);
+                out!("{}", replication_table(&quorum, *human_readable, now_ms())?);
             }
             Ok(())
         }
@@ -459,7 +459,7 @@ async fn add_controller(args: &MetadataQuorumArgs, id: i32, dry_run: bool) -> Re
             [] => "<no observer with this id>".to_owned(),
             many => format!("<one of {}>", many.join(", ")),
         };
-        println!("DRY RUN of adding controller {id} with directory id {directory}");
+        outln!("DRY RUN of adding controller {id} with directory id {directory}");
         return Ok(());
     }
     let request = AddRaftVoterRequestV {
@@ -493,7 +493,7 @@ async fn add_controller(args: &MetadataQuorumArgs, id: i32, dry_run: bool) -> Re
         .map_or_else(String::new, |v| {
             uuid_to_kafka_string(v.replica_directory_id)
         });
-    println!(
+    outln!(
         "Added controller {id} with directory id {directory} and endpoints: {}",
         endpoints_of(&quorum, id).join(", ")
     );
@@ -570,7 +570,7 @@ async fn add_controller_from_properties(
             }
         })
         .collect();
-    println!(
+    outln!(
         "{} controller {} with directory id {} and endpoints: {}",
         if dry_run {
             "DRY RUN of adding"
@@ -627,7 +627,7 @@ async fn remove_controller(
             .map_err(broker_error)?;
         check(response.0.error_code, response.0.error_message.as_ref()).map_err(broker_error)?;
     }
-    println!(
+    outln!(
         "{} KRaft controller {id} with directory id {}",
         if dry_run {
             "DRY RUN of removing "

@@ -3,6 +3,37 @@
 //! messages. It speaks only the public wire protocol, so the tools work against Apache Kafka
 //! too.
 
+/// `print!` for the tools (the modules below see it by textual scope): when stdout's reader has gone (`| head`, `| grep -q`), the tool
+/// ends quietly, as a C tool ended by SIGPIPE does, instead of the panic `print!` raises. (Rust
+/// ignores SIGPIPE, and restoring it takes `unsafe`, which this workspace forbids.)
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::admin::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for the tools; see [`out!`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::admin::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes to stdout; see [`out!`]. Another write error (a full disk behind a redirection) is
+/// reported on stderr and ends the tool with a failure.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(args) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(error) => {
+            eprintln!("gregor: cannot write to stdout: {error}");
+            std::process::exit(1);
+        }
+    }
+}
+
 pub mod acls;
 pub mod cli;
 pub mod client_metrics;

@@ -414,7 +414,7 @@ pub fn run_reassign(args: ReassignArgs) -> Result<(), String> {
     } else {
         block_on(list(&bootstrap, &config, &mut out))?
     };
-    print!("{out}");
+    out!("{out}");
     result
 }
 

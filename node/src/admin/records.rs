@@ -193,7 +193,7 @@ pub fn run_delete_records(args: DeleteRecordsArgs) -> Result<(), String> {
         &wanted,
         &mut out,
     ))?;
-    print!("{out}");
+    out!("{out}");
     result.map_err(|e| e.to_string())
 }
 
@@ -325,7 +325,7 @@ pub fn run_log_dirs(args: LogDirsArgs) -> Result<(), String> {
         &brokers,
         &mut out,
     ))?;
-    print!("{out}");
+    out!("{out}");
     result
 }
 

@@ -392,7 +392,7 @@ pub fn run_topics(args: TopicsArgs) -> Result<(), String> {
         Ok(action) => block_on(run(&args, action, &mut out))?,
         Err(error) => Err(error),
     };
-    print!("{out}");
+    out!("{out}");
     match result {
         Ok(()) => Ok(()),
         Err(TopicsError::Usage(message)) => usage_exit::<TopicsArgs>("topics", &message),
