@@ -224,6 +224,18 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "How often each partition log is checked for segments to delete by retention.",
     ),
     def(
+        "producer.id.expiration.ms",
+        ConfigType::Int,
+        Some("86400000"),
+        "How long a partition log remembers an idempotent producer that sent nothing (its last batch's timestamp), before it forgets its sequence state.",
+    ),
+    def(
+        "producer.id.expiration.check.interval.ms",
+        ConfigType::Int,
+        Some("600000"),
+        "How often each partition log forgets the producers idle past producer.id.expiration.ms.",
+    ),
+    def(
         "log.flush.offset.checkpoint.interval.ms",
         ConfigType::Int,
         Some("60000"),

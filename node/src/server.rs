@@ -571,6 +571,11 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
         log_dirs: config.log_dirs.clone(),
         shards,
         retention_check_interval_ms: number("log.retention.check.interval.ms", 300_000),
+        producer_id_expiration_ms: number("producer.id.expiration.ms", 86_400_000),
+        producer_id_expiration_check_interval_ms: number(
+            "producer.id.expiration.check.interval.ms",
+            600_000,
+        ),
         checkpoint_interval_ms: number("log.flush.offset.checkpoint.interval.ms", 60_000),
         high_watermark_checkpoint_interval_ms: number(
             "replica.high.watermark.checkpoint.interval.ms",

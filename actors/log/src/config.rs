@@ -36,7 +36,6 @@ pub struct LogConfig {
     pub timestamp_after_max_ms: i64,
     pub compression: TopicCompression,
     pub compression_levels: CompressionLevels,
-    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -63,7 +62,6 @@ impl Default for LogConfig {
             timestamp_after_max_ms: 3_600_000,
             compression: TopicCompression::Producer,
             compression_levels: CompressionLevels::default(),
-            producer_id_expiration_ms: 86_400_000,
         }
     }
 }

@@ -1054,10 +1054,11 @@ impl PartitionLog {
         }
     }
 
-    /// Expires producers idle for longer than `producer.id.expiration.ms`.
-    pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
-        self.producers
-            .remove_expired(now_ms, self.config.producer_id_expiration_ms)
+    /// Forgets the producers whose last batch is `expiration_ms` (`producer.id.expiration.ms`, a
+    /// broker config) or more older than `now_ms`, as Kafka's `removeExpiredProducers`; returns
+    /// how many. The next snapshot leaves them out.
+    pub fn remove_expired_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producers.remove_expired(now_ms, expiration_ms)
     }
 
     /// A clean close without its fsyncs: a producer snapshot at the LEO (or none at all when no

@@ -279,6 +279,10 @@ pub struct LogManagerSettings {
     pub shards: usize,
     /// `log.retention.check.interval.ms`.
     pub retention_check_interval_ms: u64,
+    /// `producer.id.expiration.ms`: idempotent producers idle this long are forgotten.
+    pub producer_id_expiration_ms: u64,
+    /// `producer.id.expiration.check.interval.ms`: how often they are looked for.
+    pub producer_id_expiration_check_interval_ms: u64,
     /// `log.flush.offset.checkpoint.interval.ms`.
     pub checkpoint_interval_ms: u64,
     /// `replica.high.watermark.checkpoint.interval.ms`: how often `replication-offset-checkpoint`
@@ -305,6 +309,8 @@ impl LogManagerSettings {
             log_dirs: vec![dir.to_path_buf()],
             shards: 1,
             retention_check_interval_ms: 300_000,
+            producer_id_expiration_ms: 86_400_000,
+            producer_id_expiration_check_interval_ms: 600_000,
             checkpoint_interval_ms: 60_000,
             high_watermark_checkpoint_interval_ms: 5_000,
             max_open_files: 64,

@@ -363,6 +363,10 @@ struct Worker {
     /// Renamed `-delete` directories and when to remove them.
     pending_deletes: Vec<(Instant, PathBuf)>,
     retention_every: Duration,
+    /// `producer.id.expiration.check.interval.ms` and `producer.id.expiration.ms`.
+    producer_expiration_every: Duration,
+    producer_id_expiration_ms: i64,
+    next_producer_expiration: Instant,
     checkpoint_every: Duration,
     high_watermark_checkpoint_every: Duration,
     next_high_watermark_checkpoint: Instant,
@@ -430,6 +434,8 @@ pub(super) fn spawn(
     let now = Instant::now();
     let retention_every = Duration::from_millis(settings.retention_check_interval_ms.max(1000));
     let checkpoint_every = Duration::from_millis(settings.checkpoint_interval_ms.max(1000));
+    let producer_expiration_every =
+        Duration::from_millis(settings.producer_id_expiration_check_interval_ms.max(1));
     let high_watermark_checkpoint_every =
         Duration::from_millis(settings.high_watermark_checkpoint_interval_ms.max(100));
     let worker = Worker {
@@ -438,6 +444,10 @@ pub(super) fn spawn(
         logs: HashMap::new(),
         pending_deletes: Vec::new(),
         retention_every,
+        producer_expiration_every,
+        producer_id_expiration_ms: i64::try_from(settings.producer_id_expiration_ms)
+            .unwrap_or(i64::MAX),
+        next_producer_expiration: now + producer_expiration_every,
         checkpoint_every,
         next_retention: now + retention_every,
         next_checkpoint: now + checkpoint_every,
@@ -1249,6 +1259,20 @@ impl Worker {
                 }
                 if let Err(error) = hosted.log.purge_deleted_files(now_ms) {
                     tracing::warn!(partition = %tp.dir_name(), %error, "cannot remove deleted segments");
+                }
+            }
+        }
+        if now >= self.next_producer_expiration {
+            // Kafka's `PeriodicProducerExpirationCheck`: producers idle for longer than
+            // `producer.id.expiration.ms` are forgotten, so their state cannot grow for ever.
+            self.next_producer_expiration = now + self.producer_expiration_every;
+            let now_ms = now_ms();
+            for (tp, hosted) in &mut self.logs {
+                let expired = hosted
+                    .log
+                    .remove_expired_producers(now_ms, self.producer_id_expiration_ms);
+                if expired > 0 {
+                    tracing::debug!(partition = %tp.dir_name(), expired, "idle producers expired");
                 }
             }
         }

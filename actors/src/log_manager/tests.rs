@@ -529,3 +529,54 @@ async fn a_topics_metrics_go_with_its_last_hosted_partition() {
         .await
         .unwrap();
 }
+
+/// Kafka's `PeriodicProducerExpirationCheck`: a producer idle for `producer.id.expiration.ms`
+/// is forgotten at the next check, another one still writing is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_producers_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::start(LogManagerSettings {
+        producer_id_expiration_ms: 1_500,
+        producer_id_expiration_check_interval_ms: 100,
+        ..LogManagerSettings::for_tests(dir.path())
+    })
+    .unwrap();
+    let state = host(
+        &manager,
+        "p",
+        uuid::Uuid::from_u128(11),
+        LogConfig::default(),
+    );
+    lead_alone(&state);
+    manager
+        .append("p", 0, records(&["idle"], Some((21, 0))), 1)
+        .await
+        .unwrap();
+    async fn producers(manager: &LogManager) -> Vec<i64> {
+        let mut ids: Vec<i64> = manager
+            .producers("p", 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|p| p.producer_id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+    assert_eq!(producers(&manager).await, [21]);
+    // Producer 22 keeps writing (each batch a new timestamp) while 21 goes idle.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut sequence = 0;
+    loop {
+        manager
+            .append("p", 0, records(&["busy"], Some((22, sequence))), 1)
+            .await
+            .unwrap();
+        sequence += 1;
+        if producers(&manager).await == [22] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "producer 21 never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
