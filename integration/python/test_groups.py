@@ -20,6 +20,7 @@ import threading
 import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -633,3 +634,46 @@ def test_console_consumer_group_commits_and_resumes(start_node):
     produce(node, "grp-console", 2, 4, start=10)
     # No --from-beginning: the group's commits decide, so only the new records are read.
     assert sorted(console("--max-messages", "4")) == sorted(f"v{i}" for i in range(10, 14))
+
+
+def test_a_deleted_topics_offsets_go_with_it(start_node):
+    """Kafka's coordinator tombstones the offsets of a deleted topic's partitions
+    (`onPartitionsDeleted`): a topic created again under the same name has no committed offset,
+    and the group's new member reads it from the start instead of skipping what the old topic's
+    offset covered."""
+    node = start_node()
+    topic, group = "recreated-offsets", "recreated-offsets-group"
+    create(node, topic, 1)
+    produce(node, topic, 1, 30)
+    c = consumer(node, group, topic)
+    wait_for("the member's assignment", lambda: c.poll(timeout_ms=200) is not None and bool(c.assignment()), timeout=30)
+    c.commit({TopicPartition(topic, 0): OffsetAndMetadata(30, "", -1)})
+    c.close(autocommit=False)
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        def committed():
+            offsets = admin.list_group_offsets(group)[group]
+            return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+
+        assert committed() == {0: 30}
+        admin.delete_topics([topic])
+        wait_for("the group's offsets of the deleted topic gone", lambda: committed() == {}, timeout=30)
+
+        def recreated():
+            try:
+                admin.create_topics([NewTopic(topic, 1, 1)])
+                return True
+            except Exception:
+                return False
+
+        wait_for("the topic created again", recreated, timeout=30)
+        produce(node, topic, 1, 10)
+        again = consumer(node, group, topic)
+        seen = []
+        wait_for("the new topic read from its start",
+                 lambda: seen.extend(r.value.decode() for rs in again.poll(timeout_ms=200).values() for r in rs) or len(seen) >= 10,
+                 timeout=60)
+        again.close(autocommit=False)
+        assert seen[:10] == [f"v{i}" for i in range(10)]
+    finally:
+        admin.close()

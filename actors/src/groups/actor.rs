@@ -391,6 +391,29 @@ pub struct Leadership {
     pub partitions: i32,
 }
 
+/// Topics deleted from the metadata; from [`super::GroupPublisher`].
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct TopicsDeleted {
+    pub topics: Vec<String>,
+}
+
+impl Handler<TopicsDeleted> for GroupCoordinator {
+    type Result = ();
+
+    fn handle(&mut self, msg: TopicsDeleted, ctx: &mut Context<Self>) {
+        let deleted = self.state.delete_offsets_of_topics(&msg.topics);
+        if deleted > 0 {
+            tracing::info!(
+                topics = ?msg.topics,
+                offsets = deleted,
+                "committed offsets of deleted topics removed"
+            );
+        }
+        self.run_effects(ctx);
+    }
+}
+
 impl Handler<Leadership> for GroupCoordinator {
     type Result = ();
 

@@ -1,5 +1,5 @@
 //! [`GroupPublisher`]: tells the group coordinator which `__consumer_offsets` partitions this
-//! node leads, from each new metadata image.
+//! node leads, from each new metadata image, and which topics were deleted.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, PublishError,
 };
 
-use super::actor::{GroupCoordinator, Leadership};
+use super::actor::{GroupCoordinator, Leadership, TopicsDeleted};
 use super::OFFSETS_TOPIC;
 
 /// Follows the leadership of `__consumer_offsets` on this node. Install it after the log
@@ -43,10 +43,20 @@ impl MetadataPublisher for GroupPublisher {
 
     fn on_metadata_update(
         &mut self,
-        _delta: &MetadataDelta,
+        delta: &MetadataDelta,
         image: &Arc<MetadataImage>,
         _manifest: &LoaderManifest,
     ) -> Result<(), PublishError> {
+        // Kafka's `BrokerMetadataPublisher`: the coordinator drops the offsets of deleted topics.
+        if let Some(topics) = delta.topics_delta() {
+            let deleted: Vec<String> = topics
+                .deleted_topics()
+                .map(|(_, name)| name.to_owned())
+                .collect();
+            if !deleted.is_empty() {
+                self.coordinator.do_send(TopicsDeleted { topics: deleted });
+            }
+        }
         // One map lookup and at most `offsets.topic.num.partitions` entries per image.
         let (led, count) = match image.topics.get_by_name(OFFSETS_TOPIC) {
             Some(topic) => {

@@ -1918,6 +1918,49 @@ impl Coordinator {
         Ok(out)
     }
 
+    /// The offsets every loaded group committed for partitions of `topics`, deleted from the
+    /// metadata, get tombstones (Kafka's `OffsetMetadataManager.onPartitionsDeleted`): a topic
+    /// created again under the same name starts without its predecessor's offsets. Returns how
+    /// many offsets were removed.
+    pub fn delete_offsets_of_topics(&mut self, topics: &[String]) -> usize {
+        let topics: HashSet<&str> = topics.iter().map(String::as_str).collect();
+        let mut writes: HashMap<i32, Vec<KeyValue>> = HashMap::new();
+        let mut removed = 0;
+        for group in self.groups.values_mut() {
+            if !self
+                .partitions
+                .get(&group.partition)
+                .is_some_and(|s| *s == PartitionStatus::Loaded)
+            {
+                continue;
+            }
+            let deleted: Vec<(String, i32)> = group
+                .offsets
+                .keys()
+                .filter(|(topic, _)| topics.contains(topic.as_str()))
+                .cloned()
+                .collect();
+            for (topic, p) in deleted {
+                group.uncommitted.forget(&(topic.clone(), p));
+                group.offsets.remove(&(topic.clone(), p));
+                removed += 1;
+                let key = OffsetKey {
+                    group: group.id.clone(),
+                    topic,
+                    partition: p,
+                };
+                writes
+                    .entry(group.partition)
+                    .or_default()
+                    .push((records::offset_key(&key), None));
+            }
+        }
+        for (partition, records) in writes {
+            self.write(partition, records, None);
+        }
+        removed
+    }
+
     /// Offset expiry (KIP-211): offsets of empty and simple groups older than the retention
     /// (counted from when the group became empty, or from the commit for a simple group), and
     /// offsets past an explicit expire time, get tombstones; an empty group left without offsets
