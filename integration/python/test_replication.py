@@ -885,8 +885,10 @@ def test_a_topic_recreated_while_a_replica_was_away_replaces_its_stray_log():
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         wait_for("node 3 back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 3], timeout=FAILOVER_TIMEOUT)
         assert "marking the log dir offline" not in by_id[3].log()
-        # The deleted topic's log is a stray too: renamed for deletion.
-        assert not os.path.isdir(os.path.join(by_id[3].data_dir, f"{gone}-0"))
+        # The deleted topic's log is a stray too: renamed for deletion (by its log shard, which
+        # may still be opening other logs).
+        wait_for("the deleted topic's log renamed", lambda: not os.path.isdir(os.path.join(by_id[3].data_dir, f"{gone}-0")),
+                 timeout=FAILOVER_TIMEOUT)
         assert "stray partition logs" in by_id[3].log()
         # The metadata log, when it shares the log dir, is not one.
         assert not [d for d in os.listdir(by_id[3].data_dir) if d.startswith("__cluster_metadata") and d.endswith("-delete")]
@@ -902,5 +904,45 @@ def test_a_topic_recreated_while_a_replica_was_away_replaces_its_stray_log():
         assert read_values(nodes, topic) == [b"new-%d" % i for i in range(5)]
         assert "deleting it as a stray log" in by_id[3].log()
     finally:
+        for node in nodes:
+            node.close()
+
+
+def quorum_leader(node):
+    """The metadata quorum's leader id, as `gregor metadata-quorum describe --status` shows it."""
+    out = subprocess.run([str(gregor_bin()), "metadata-quorum", "--bootstrap-server", node.bootstrap, "describe", "--status"],
+                         capture_output=True, text=True, timeout=30).stdout
+    found = re.search(r"^LeaderId:\s+(\d+)", out, re.M)
+    return int(found.group(1)) if found else None
+
+
+def test_a_forwarded_request_follows_a_new_active_controller():
+    """A broker forwarding to an active controller that froze (SIGSTOP) sends the request again
+    to the controller elected in its place, as Kafka's forwarding channel does, instead of
+    waiting for the frozen one until its 60 s timeout."""
+    from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    frozen = None
+    try:
+        wait_for("a quorum leader", lambda: quorum_leader(nodes[0]) is not None, timeout=FAILOVER_TIMEOUT)
+        leader = quorum_leader(nodes[0])
+        via = next(n for i, n in by_id.items() if i != leader)
+        frozen = by_id[leader]
+        frozen.proc.send_signal(signal.SIGSTOP)
+        conn = RawConn(via.bootstrap, timeout=50.0)
+        try:
+            answer = conn.send(CreateTopicsRequest[7](topics=[CreateTopicsRequest.CreatableTopic(
+                name="while-frozen", num_partitions=1, replication_factor=2, assignments=[], configs=[])],
+                timeout_ms=3000, validate_only=False), CreateTopicsResponse)
+        finally:
+            conn.close()
+        # Answered by the new controller while the old one is still frozen.
+        assert [(t.name, t.error_code) for t in answer.topics] == [("while-frozen", 0)], answer
+        assert frozen.proc.poll() is None
+    finally:
+        if frozen is not None:
+            frozen.proc.send_signal(signal.SIGCONT)
         for node in nodes:
             node.close()

@@ -822,25 +822,6 @@ impl QuorumService {
         request: &[u8],
         caller: Option<&Caller>,
     ) -> Result<ForwardedAnswer, ForwardError> {
-        // A node on a raft link learns of a new leader by joining it, before the leader's
-        // first entries reach it. While the link is down (the leader stopped leading or died)
-        // the request waits for it to reopen to the new leader, as Kafka's broker holds a
-        // forwarded request until it finds the active controller.
-        let linked = self.raft_link.load(std::sync::atomic::Ordering::Relaxed);
-        if linked && !*self.link_open.borrow() {
-            let mut open = self.link_open.subscribe();
-            let _ = tokio::time::timeout(LINK_REOPEN_WAIT, open.wait_for(|open| *open)).await;
-        }
-        let linked = linked
-            .then(|| self.leader_address.borrow().clone())
-            .flatten();
-        let addr = match linked {
-            Some(addr) => addr,
-            None => {
-                let (_, endpoints) = self.leader().ok_or(ForwardError::Unreachable)?;
-                address_of(endpoints.first().ok_or(ForwardError::Unreachable)?)
-            }
-        };
         let (head, tail) = match caller {
             Some(caller) => match envelope::wrap(request, caller) {
                 Ok(parts) => parts,
@@ -857,60 +838,104 @@ impl QuorumService {
                 Bytes::new(),
             ),
         };
-        let mut channel = {
-            let mut pool = self.forward_pool.lock().await;
-            pool.get_mut(&addr)
-                .and_then(Vec::pop)
-                .unwrap_or_else(|| Channel::new(addr.clone(), &self.hello, self.connector.clone()))
-        };
-        let answer = channel
-            .exchange(
-                &[&head, request, &tail],
-                FORWARD_TIMEOUT,
-                WHOLE_ANSWER_LIMIT,
-            )
-            .await;
-        let body = match answer {
-            Ok(Answer::Whole(body)) => {
-                self.forward_pool
-                    .lock()
+        let deadline = tokio::time::Instant::now() + FORWARD_TIMEOUT;
+        loop {
+            let addr = self.forward_address().await?;
+            let asked = self.leader().map(|(id, _)| id);
+            let mut channel = {
+                let mut pool = self.forward_pool.lock().await;
+                pool.get_mut(&addr).and_then(Vec::pop).unwrap_or_else(|| {
+                    Channel::new(addr.clone(), &self.hello, self.connector.clone())
+                })
+            };
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            // As Kafka's forwarding channel, which sends a request again to the new active
+            // controller when the old one stops answering: a controller that lost the
+            // leadership (or froze) while the request waited is not waited for any longer.
+            let parts: [&[u8]; 3] = [&head, request, &tail];
+            let answer = tokio::select! {
+                answer = channel.exchange(&parts, remaining, WHOLE_ANSWER_LIMIT) => answer,
+                () = leader_moved(self.state.log.metrics_watch(), asked) => {
+                    tracing::info!(%addr, "the active controller changed while a forwarded request waited; sending it to the new one");
+                    continue;
+                }
+            };
+            let body = match answer {
+                Ok(Answer::Whole(body)) => {
+                    self.forward_pool
+                        .lock()
+                        .await
+                        .entry(addr)
+                        .or_default()
+                        .push(channel);
+                    body
+                }
+                Ok(Answer::Open { stream, size }) => {
+                    return match StreamedAnswer::open(
+                        stream,
+                        size,
+                        caller.is_some(),
+                        FORWARD_TIMEOUT,
+                    )
                     .await
-                    .entry(addr)
-                    .or_default()
-                    .push(channel);
-                body
+                    {
+                        Ok(answer) => Ok(ForwardedAnswer::Streamed(Box::new(answer))),
+                        Err(error) => {
+                            tracing::info!(%error, "cannot read a forwarded request's answer");
+                            Err(ForwardError::Unreachable)
+                        }
+                    };
+                }
+                Err(CallError::TimedOut { addr, .. }) => {
+                    tracing::warn!(%addr, after = ?FORWARD_TIMEOUT, "the active controller did not answer a forwarded request in time");
+                    return Err(ForwardError::failed(
+                        ResponseError::RequestTimedOut,
+                        format!(
+                            "The active controller at {addr} did not answer within {FORWARD_TIMEOUT:?}"
+                        ),
+                    ));
+                }
+                Err(error) => {
+                    tracing::info!(%error, "cannot forward a request to the active controller");
+                    return Err(ForwardError::Unreachable);
+                }
+            };
+            let body = match caller {
+                None => Bytes::from(body),
+                Some(_) => {
+                    envelope::unwrap(Bytes::from(body)).map_err(ForwardError::of_envelope)?
+                }
+            };
+            let mut out = Vec::with_capacity(body.len() + 4);
+            out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+            out.extend_from_slice(&body);
+            return Ok(ForwardedAnswer::Whole(Bytes::from(out)));
+        }
+    }
+
+    /// The address of the active controller to forward to.
+    async fn forward_address(&self) -> Result<String, ForwardError> {
+        // A node on a raft link learns of a new leader by joining it, before the leader's
+        // first entries reach it. While the link is down (the leader stopped leading or died)
+        // the request waits for it to reopen to the new leader, as Kafka's broker holds a
+        // forwarded request until it finds the active controller.
+        let linked = self.raft_link.load(std::sync::atomic::Ordering::Relaxed);
+        if linked && !*self.link_open.borrow() {
+            let mut open = self.link_open.subscribe();
+            let _ = tokio::time::timeout(LINK_REOPEN_WAIT, open.wait_for(|open| *open)).await;
+        }
+        let linked = linked
+            .then(|| self.leader_address.borrow().clone())
+            .flatten();
+        match linked {
+            Some(addr) => Ok(addr),
+            None => {
+                let (_, endpoints) = self.leader().ok_or(ForwardError::Unreachable)?;
+                Ok(address_of(
+                    endpoints.first().ok_or(ForwardError::Unreachable)?,
+                ))
             }
-            Ok(Answer::Open { stream, size }) => {
-                return match StreamedAnswer::open(stream, size, caller.is_some(), FORWARD_TIMEOUT)
-                    .await
-                {
-                    Ok(answer) => Ok(ForwardedAnswer::Streamed(Box::new(answer))),
-                    Err(error) => {
-                        tracing::info!(%error, "cannot read a forwarded request's answer");
-                        Err(ForwardError::Unreachable)
-                    }
-                };
-            }
-            Err(CallError::TimedOut { addr, after }) => {
-                tracing::warn!(%addr, ?after, "the active controller did not answer a forwarded request in time");
-                return Err(ForwardError::failed(
-                    ResponseError::RequestTimedOut,
-                    format!("The active controller at {addr} did not answer within {after:?}"),
-                ));
-            }
-            Err(error) => {
-                tracing::info!(%error, "cannot forward a request to the active controller");
-                return Err(ForwardError::Unreachable);
-            }
-        };
-        let body = match caller {
-            None => Bytes::from(body),
-            Some(_) => envelope::unwrap(Bytes::from(body)).map_err(ForwardError::of_envelope)?,
-        };
-        let mut out = Vec::with_capacity(body.len() + 4);
-        out.extend_from_slice(&(body.len() as i32).to_be_bytes());
-        out.extend_from_slice(&body);
-        Ok(ForwardedAnswer::Whole(Bytes::from(out)))
+        }
     }
 
     /// Node ids of the current voters.
@@ -922,6 +947,25 @@ impl QuorumService {
             .membership()
             .voter_ids()
             .collect()
+    }
+}
+
+/// Resolves once the metadata log knows a leader other than `asked` (never, if it does not
+/// change or the log stops).
+async fn leader_moved(
+    mut metrics: tokio::sync::watch::Receiver<
+        openraft::RaftMetrics<u64, gregor_actors::raft::VoterNode>,
+    >,
+    asked: Option<u64>,
+) {
+    loop {
+        let leader = metrics.borrow_and_update().current_leader;
+        if leader.is_some() && leader != asked {
+            return;
+        }
+        if metrics.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
