@@ -38,6 +38,12 @@ use crate::raft::{MetadataLogError, VoterNode};
 /// "Caught up" must be recent (Kafka: a fetch within the last hour and a caught-up time set).
 const CAUGHT_UP_WITHIN_MS: i64 = 3_600_000;
 
+/// A new voter must answer now: Kafka's leader first asks it for its ApiVersions and aborts on
+/// an error. Here the leader's own replication to the learner (every heartbeat, 100 ms) tells
+/// the same: silent for longer than Kafka's `controller.quorum.fetch.timeout.ms` default, it is
+/// down or frozen, and adding it would cost the quorum a failure it can tolerate.
+const ANSWERED_WITHIN_MS: i64 = 2_000;
+
 /// How many listeners a refusal names: Kafka's message lists every one, which for a request
 /// of millions is an answer larger than the request and no help to the person reading it.
 pub const LISTED: usize = 10;
@@ -441,7 +447,17 @@ async fn add_voter(
         return Err(lagging());
     };
     let progress = state.progress(voter_id as u64).unwrap_or_default();
-    let recent = now_ms() - progress.last_fetch_ms < CAUGHT_UP_WITHIN_MS;
+    let silent_ms = now_ms() - progress.last_fetch_ms;
+    if progress.last_fetch_ms > 0 && silent_ms > ANSWERED_WITHIN_MS {
+        return Err(refuse(
+            ResponseError::RequestTimedOut,
+            format!(
+                "Aborted add voter operation for {key} since it has not answered the leader for {silent_ms} ms; \
+                 check that controller {voter_id} is running and reachable, then retry"
+            ),
+        ));
+    }
+    let recent = silent_ms < CAUGHT_UP_WITHIN_MS;
     if progress.last_caught_up_ms <= 0 || !recent {
         return Err(lagging());
     }

@@ -150,6 +150,51 @@ async fn a_controller_is_added_and_removed_by_id() -> anyhow::Result<()> {
         .iter()
         .any(|v| v.replica_id.0 == 4));
 
+    // A frozen controller is not added: Kafka's leader first asks it for its ApiVersions and
+    // aborts with REQUEST_TIMED_OUT; here the leader has not heard from it for over 2 s.
+    fourth.pause()?;
+    let silent = wait_until(
+        "the leader's last fetch of controller 4 over 2.5 s old",
+        FORM_TIMEOUT,
+        || async {
+            let (ok, out, err) =
+                quorum_tool(&["--bootstrap-server", &broker, "describe", "--replication"])?;
+            anyhow::ensure!(ok, "{err}");
+            // NodeId DirectoryId LogEndOffset Lag LastFetchTimestamp ...
+            let last_fetch = out
+                .lines()
+                .map(|line| line.split_whitespace().collect::<Vec<_>>())
+                .find(|columns| columns.first() == Some(&"4"))
+                .and_then(|columns| columns.get(4)?.parse::<i64>().ok());
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_millis() as i64;
+            Ok(last_fetch
+                .is_some_and(|at| now_ms - at > 2_500)
+                .then_some(()))
+        },
+    )
+    .await;
+    let refused = match silent {
+        Ok(()) => quorum_tool(&[
+            "--bootstrap-server",
+            &broker,
+            "add-controller",
+            "--controller-id",
+            "4",
+        ]),
+        Err(error) => Err(error),
+    };
+    fourth.resume()?;
+    let (ok, _, err) = refused?;
+    assert!(!ok && err.contains("has not answered the leader"), "{err}");
+    assert!(err.contains("RequestTimedOut"), "{err}");
+    let view = leader_view(&controllers).await?.expect("a leader");
+    assert!(!view.topics[0].partitions[0]
+        .current_voters
+        .iter()
+        .any(|v| v.replica_id.0 == 4));
+
     // Removing a non-voter: VOTER_NOT_FOUND. Adding an unknown id: INVALID_REQUEST.
     let (ok, _, err) = quorum_tool(&[
         "--bootstrap-server",
