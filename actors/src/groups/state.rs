@@ -1984,6 +1984,11 @@ impl Coordinator {
                 None => group.state == GroupState::Empty,
             };
             let simple = group.protocol_type.is_none() && consumer.is_none();
+            // Kafka's `ClassicGroup.offsetExpirationCondition`: a Stable classic consumer group
+            // whose subscriptions are known lets the offsets of other topics expire.
+            let classic_subscribed = (consumer.is_none() && group.state == GroupState::Stable)
+                .then(|| group.subscribed_topics())
+                .flatten();
             let expired: Vec<(String, i32)> = group
                 .offsets
                 .iter()
@@ -1992,6 +1997,12 @@ impl Coordinator {
                     // A consumer group with members keeps the offsets of the topics it
                     // subscribes to; the others expire from their commit.
                     None if !empty && consumer.is_some_and(|cg| !cg.subscribes_to(topic)) => {
+                        now_ms >= v.commit_timestamp.saturating_add(retention)
+                    }
+                    None if classic_subscribed
+                        .as_ref()
+                        .is_some_and(|topics| !topics.contains(topic)) =>
+                    {
                         now_ms >= v.commit_timestamp.saturating_add(retention)
                     }
                     None if empty => {

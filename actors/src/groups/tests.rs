@@ -670,6 +670,71 @@ fn offsets_of_empty_groups_expire_after_the_retention() {
     assert!(c.list(&[], &[]).is_empty());
 }
 
+/// Kafka's `ClassicGroup.offsetExpirationCondition`: a Stable classic consumer group whose
+/// subscriptions are known keeps the offsets of the topics it subscribes to, and lets the
+/// others expire from their commit.
+#[test]
+fn a_stable_classic_group_lets_offsets_of_other_topics_expire() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    let mut request = join_request("", 5);
+    // ConsumerProtocolSubscription v0 for topic "t".
+    request.protocols = Protocols::from_pairs([(
+        "range",
+        &[0, 0, 0, 0, 0, 1, 0, 1, b't', 255, 255, 255, 255][..],
+    )]);
+    let id = answered(c.join(request.clone(), t0, 0)).member_id;
+    request.member_id = id.clone();
+    let join = c.join(request, t0, 0);
+    c.fire(
+        Timer::Join { group: "g".into() },
+        t0 + Duration::from_secs(3),
+        0,
+    );
+    assert_eq!(answered(join).error, NONE);
+    let sync = c.sync(
+        SyncRequest {
+            group_id: "g".into(),
+            generation: 1,
+            member_id: id.clone(),
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: Vec::new(),
+        },
+        t0,
+        0,
+    );
+    assert_eq!(answered(sync).error, NONE);
+    assert_eq!(c.describe("g", NONE).state, "Stable");
+    for topic in ["t", "u"] {
+        let mut request = commit(1, &id, 8, "");
+        request.partitions[0].topic = topic.into();
+        let (done, _) = oneshot::channel();
+        assert_eq!(c.commit(request, done, t0, 1_000), vec![NONE]);
+    }
+    c.take_effects();
+    let retention = GroupSettings::default().offsets_retention_ms;
+    assert_eq!(c.expire_offsets(1_000 + retention - 1), 0);
+    assert_eq!(c.expire_offsets(1_000 + retention), 1);
+    let tombstones: Vec<_> = c
+        .take_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Write(w) => Some(w.records),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(tombstones.len(), 1);
+    let key = crate::groups::records::offset_key(&crate::groups::records::OffsetKey {
+        group: "g".into(),
+        topic: "u".into(),
+        partition: 0,
+    });
+    assert_eq!(tombstones[0], (key, None));
+}
+
 /// Two members naming n protocols each: the compatibility check of each join and the vote that
 /// ends the rebalance count each member's protocols once (a scan of every member's protocols
 /// per protocol named was quadratic), and choose as before: the protocol both prefer among
