@@ -187,9 +187,30 @@ impl Args for ConfigsArgs {
     }
 }
 
+/// Why kafka-configs.sh's checks refuse the arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ConfigsArgsError {
+    /// Printed with the usage (`CommandLineUtils.printUsageAndExit`).
+    Usage(String),
+    /// Printed alone, exit status 1 (an `IllegalArgumentException` caught by `main`).
+    Invalid(String),
+}
+
+impl From<String> for ConfigsArgsError {
+    fn from(message: String) -> Self {
+        ConfigsArgsError::Usage(message)
+    }
+}
+
+impl From<&str> for ConfigsArgsError {
+    fn from(message: &str) -> Self {
+        ConfigsArgsError::Usage(message.to_owned())
+    }
+}
+
 /// kafka-configs.sh's argument checks (`ConfigCommandOptions.checkArgs` and the entity-count
-/// check before connecting); `Err` is its message.
-pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
+/// check before connecting).
+pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), ConfigsArgsError> {
     let options = &args.options;
     let types = &options.entity_type;
     let names = &args.entity_names;
@@ -213,7 +234,8 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
         return Err(format!(
             "Duplicate entity type(s) specified: {}",
             duplicates.join(",")
-        ));
+        )
+        .into());
     }
     if names.len() > types.len() {
         return Err("More entity names specified than entity types".into());
@@ -233,7 +255,7 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
     };
     if has_name && types.contains(&EntityType::Ips) {
         for name in options.entity_name.iter() {
-            check_ip(name)?;
+            check_ip(name).map_err(ConfigsArgsError::Invalid)?;
         }
     }
     let defaultable = types.iter().any(|t| {
@@ -246,7 +268,8 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
         return Err(format!(
             "--entity-default must not be specified with --describe of {}",
             type_list()
-        ));
+        )
+        .into());
     }
     if options.alter {
         if defaultable {
@@ -257,7 +280,8 @@ pub fn check_configs_args(args: &ConfigsArgs) -> Result<(), String> {
             return Err(format!(
                 "An entity name must be specified with --alter of {}",
                 type_list()
-            ));
+            )
+            .into());
         }
         if !adds && options.delete_config.is_none() {
             return Err(
@@ -284,8 +308,10 @@ fn check_ip(name: &str) -> Result<(), String> {
 
 /// Runs `gregor configs`; `Err` is the message for stderr.
 pub fn run_configs(args: ConfigsArgs) -> Result<(), String> {
-    if let Err(message) = check_configs_args(&args) {
-        usage_exit::<ConfigsArgs>("configs", &message);
+    match check_configs_args(&args) {
+        Ok(()) => {}
+        Err(ConfigsArgsError::Usage(message)) => usage_exit::<ConfigsArgs>("configs", &message),
+        Err(ConfigsArgsError::Invalid(message)) => return Err(message),
     }
     let ConfigsArgs {
         options,
@@ -627,7 +653,7 @@ mod tests {
         assert_eq!(args.entity_names, ["t", ""]);
         assert_eq!(
             check_configs_args(&parse(&format!("{b} --describe"))),
-            Err("At least one entity type must be specified".to_owned())
+            Err("At least one entity type must be specified".into())
         );
     }
 
@@ -701,7 +727,7 @@ mod tests {
         );
         assert_eq!(
             check(&format!("{b} --alter --entity-type ips --entity-name no.such.host.invalid --add-config a=1")),
-            Err("The entity name for ips must be a valid IP or resolvable host, but it is: no.such.host.invalid".into())
+            Err(ConfigsArgsError::Invalid("The entity name for ips must be a valid IP or resolvable host, but it is: no.such.host.invalid".into()))
         );
         assert_eq!(
             check(&format!(
