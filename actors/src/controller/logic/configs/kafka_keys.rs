@@ -195,6 +195,8 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "password.encoder.secret",
     "principal.builder.class",
     "process.roles",
+    // Internal in Kafka (`TransactionLogConfig`): how often producer expiry runs.
+    "producer.id.expiration.check.interval.ms",
     "producer.id.expiration.ms",
     "producer.purgatory.purge.interval.requests",
     "queued.max.request.bytes",
