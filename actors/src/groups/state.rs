@@ -1059,7 +1059,8 @@ impl Coordinator {
                 .static_members
                 .insert(instance.clone(), new_id.clone());
         }
-        let was_leader = group.leader.as_deref() == Some(old_id.as_str());
+        let previous_leader = group.leader.clone().unwrap_or_default();
+        let was_leader = previous_leader == old_id;
         if was_leader {
             group.leader = Some(new_id.clone());
         }
@@ -1075,10 +1076,23 @@ impl Coordinator {
             return;
         };
         match group.state {
-            GroupState::Stable if unchanged && (!was_leader || request.version >= 9) => {
+            // Kafka's `updateStaticMemberThenRebalanceOrCompleteJoin`: a static member back
+            // with the same protocols changes nothing in a Stable group, its leader included.
+            GroupState::Stable if unchanged => {
                 group.members.insert(new_id.clone(), member);
-                // KIP-814: a returning leader is told not to assign again.
-                let result = current_join_result(group, &new_id, was_leader);
+                let result = if request.version >= 9 {
+                    // KIP-814: a returning leader is told not to assign again.
+                    current_join_result(group, &new_id, was_leader)
+                } else {
+                    // An older client told it leads would assign again: it is told the leader
+                    // it replaced (a member id gone now), so it follows and its SyncGroup gets
+                    // the assignment the group keeps.
+                    JoinResult {
+                        leader: previous_leader,
+                        members: Vec::new(),
+                        ..current_join_result(group, &new_id, false)
+                    }
+                };
                 let _ = sender.send(result);
                 self.write_group(&group_id);
             }

@@ -145,6 +145,81 @@ fn first_join_waits_the_initial_delay_then_leads() {
     assert_eq!(writes, 1);
 }
 
+/// KIP-345: the static leader of a Stable group restarting with the same protocols does not
+/// rebalance (Kafka's `updateStaticMemberThenRebalanceOrCompleteJoin`): from JoinGroup v9 it is
+/// told it leads and to skip the assignment, before v9 it is told the leader it replaced, so it
+/// follows and its SyncGroup returns the assignment the group keeps.
+#[test]
+fn a_static_leader_rejoining_a_stable_group_keeps_the_generation() {
+    for version in [5, 9] {
+        let t0 = Instant::now();
+        let mut c = loaded(t0);
+        let static_join = |member: &str| JoinRequest {
+            group_instance_id: Some("i1".into()),
+            ..join_request(member, version)
+        };
+        // A static member joins with its instance id and no member id: no MEMBER_ID_REQUIRED.
+        let mut join = c.join(static_join(""), t0, 0);
+        c.fire(
+            Timer::Join { group: "g".into() },
+            t0 + Duration::from_millis(3000),
+            3000,
+        );
+        let first = answered(join);
+        assert_eq!(first.error, NONE, "v{version}");
+        assert_eq!(first.leader, first.member_id);
+        let sync = c.sync(
+            SyncRequest {
+                group_id: "g".into(),
+                generation: first.generation,
+                member_id: first.member_id.clone(),
+                group_instance_id: Some("i1".into()),
+                protocol_type: Some("consumer".into()),
+                protocol_name: Some("range".into()),
+                assignments: vec![assigned(&first.member_id, Bytes::from_static(b"a0"))],
+            },
+            t0,
+            3000,
+        );
+        assert_eq!(answered(sync).assignment, Bytes::from_static(b"a0"));
+        // The process restarts: same instance id, no member id.
+        join = c.join(static_join(""), t0, 4000);
+        let back = answered(join);
+        assert_eq!(back.error, NONE, "v{version}");
+        assert_eq!(
+            back.generation, first.generation,
+            "v{version}: no rebalance"
+        );
+        assert_ne!(back.member_id, first.member_id);
+        if version >= 9 {
+            assert_eq!(back.leader, back.member_id);
+            assert!(back.skip_assignment);
+        } else {
+            assert_eq!(back.leader, first.member_id);
+            assert!(!back.skip_assignment && back.members.is_empty());
+        }
+        assert_eq!(c.describe("g", NONE).state, "Stable");
+        let sync = c.sync(
+            SyncRequest {
+                group_id: "g".into(),
+                generation: back.generation,
+                member_id: back.member_id.clone(),
+                group_instance_id: Some("i1".into()),
+                protocol_type: Some("consumer".into()),
+                protocol_name: Some("range".into()),
+                assignments: Vec::new(),
+            },
+            t0,
+            4000,
+        );
+        assert_eq!(
+            answered(sync).assignment,
+            Bytes::from_static(b"a0"),
+            "v{version}"
+        );
+    }
+}
+
 #[test]
 fn a_second_member_rebalances_and_the_leader_assigns_both() {
     let t0 = Instant::now();
