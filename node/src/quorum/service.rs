@@ -67,6 +67,11 @@ pub(crate) fn is_forwardable(key: ApiKey) -> bool {
 /// channel gives up after 60 s (its `retryTimeoutMs`), then answers REQUEST_TIMED_OUT.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a forwarded request still waits for the controller it was sent to once another one
+/// leads: long enough for a busy former leader to answer what it was deciding, far shorter than
+/// waiting [`FORWARD_TIMEOUT`] for one that froze.
+const MOVED_LEADER_GRACE: Duration = Duration::from_secs(10);
+
 /// Why a request forwarded to the active controller brought no answer back.
 #[derive(Debug)]
 pub(crate) enum ForwardError {
@@ -838,79 +843,85 @@ impl QuorumService {
                 Bytes::new(),
             ),
         };
-        let deadline = tokio::time::Instant::now() + FORWARD_TIMEOUT;
-        loop {
-            let addr = self.forward_address().await?;
-            let asked = self.leader().map(|(id, _)| id);
-            let mut channel = {
-                let mut pool = self.forward_pool.lock().await;
-                pool.get_mut(&addr).and_then(Vec::pop).unwrap_or_else(|| {
-                    Channel::new(addr.clone(), &self.hello, self.connector.clone())
-                })
-            };
-            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            // As Kafka's forwarding channel, which sends a request again to the new active
-            // controller when the old one stops answering: a controller that lost the
-            // leadership (or froze) while the request waited is not waited for any longer.
-            let parts: [&[u8]; 3] = [&head, request, &tail];
-            let answer = tokio::select! {
-                answer = channel.exchange(&parts, remaining, WHOLE_ANSWER_LIMIT) => answer,
+        let addr = self.forward_address().await?;
+        let asked = self.leader().map(|(id, _)| id);
+        let mut channel = {
+            let mut pool = self.forward_pool.lock().await;
+            pool.get_mut(&addr)
+                .and_then(Vec::pop)
+                .unwrap_or_else(|| Channel::new(addr.clone(), &self.hello, self.connector.clone()))
+        };
+        let parts: [&[u8]; 3] = [&head, request, &tail];
+        let answer = {
+            let exchange = channel.exchange(&parts, FORWARD_TIMEOUT, WHOLE_ANSWER_LIMIT);
+            tokio::pin!(exchange);
+            tokio::select! {
+                answer = &mut exchange => answer,
                 () = leader_moved(self.state.log.metrics_watch(), asked) => {
-                    tracing::info!(%addr, "the active controller changed while a forwarded request waited; sending it to the new one");
-                    continue;
-                }
-            };
-            let body = match answer {
-                Ok(Answer::Whole(body)) => {
-                    self.forward_pool
-                        .lock()
-                        .await
-                        .entry(addr)
-                        .or_default()
-                        .push(channel);
-                    body
-                }
-                Ok(Answer::Open { stream, size }) => {
-                    return match StreamedAnswer::open(
-                        stream,
-                        size,
-                        caller.is_some(),
-                        FORWARD_TIMEOUT,
-                    )
-                    .await
-                    {
-                        Ok(answer) => Ok(ForwardedAnswer::Streamed(Box::new(answer))),
-                        Err(error) => {
-                            tracing::info!(%error, "cannot read a forwarded request's answer");
-                            Err(ForwardError::Unreachable)
+                    // A controller that lost the leadership still answers what it was deciding
+                    // (NOT_CONTROLLER, or what needed no commit); one that froze or died does
+                    // not, and is not waited for: the request may or may not have been applied,
+                    // so it is not sent again (that could apply it twice, or report a failure
+                    // for what succeeded) nor handled here (this node may be the new leader);
+                    // the client retries against the new controller, as after Kafka's
+                    // forwarding channel gives up on the old one.
+                    match tokio::time::timeout(MOVED_LEADER_GRACE, &mut exchange).await {
+                        Ok(answer) => answer,
+                        Err(_) => {
+                            tracing::info!(%addr, "the active controller changed and the old one did not answer a forwarded request");
+                            return Err(ForwardError::failed(
+                                ResponseError::NotController,
+                                format!(
+                                    "The active controller at {addr} lost the leadership and did not answer; \
+                                     the request may or may not have been applied: retry against the new controller"
+                                ),
+                            ));
                         }
-                    };
+                    }
                 }
-                Err(CallError::TimedOut { addr, .. }) => {
-                    tracing::warn!(%addr, after = ?FORWARD_TIMEOUT, "the active controller did not answer a forwarded request in time");
-                    return Err(ForwardError::failed(
-                        ResponseError::RequestTimedOut,
-                        format!(
-                            "The active controller at {addr} did not answer within {FORWARD_TIMEOUT:?}"
-                        ),
-                    ));
-                }
-                Err(error) => {
-                    tracing::info!(%error, "cannot forward a request to the active controller");
-                    return Err(ForwardError::Unreachable);
-                }
-            };
-            let body = match caller {
-                None => Bytes::from(body),
-                Some(_) => {
-                    envelope::unwrap(Bytes::from(body)).map_err(ForwardError::of_envelope)?
-                }
-            };
-            let mut out = Vec::with_capacity(body.len() + 4);
-            out.extend_from_slice(&(body.len() as i32).to_be_bytes());
-            out.extend_from_slice(&body);
-            return Ok(ForwardedAnswer::Whole(Bytes::from(out)));
-        }
+            }
+        };
+        let body = match answer {
+            Ok(Answer::Whole(body)) => {
+                self.forward_pool
+                    .lock()
+                    .await
+                    .entry(addr)
+                    .or_default()
+                    .push(channel);
+                body
+            }
+            Ok(Answer::Open { stream, size }) => {
+                return match StreamedAnswer::open(stream, size, caller.is_some(), FORWARD_TIMEOUT)
+                    .await
+                {
+                    Ok(answer) => Ok(ForwardedAnswer::Streamed(Box::new(answer))),
+                    Err(error) => {
+                        tracing::info!(%error, "cannot read a forwarded request's answer");
+                        Err(ForwardError::Unreachable)
+                    }
+                };
+            }
+            Err(CallError::TimedOut { addr, after }) => {
+                tracing::warn!(%addr, ?after, "the active controller did not answer a forwarded request in time");
+                return Err(ForwardError::failed(
+                    ResponseError::RequestTimedOut,
+                    format!("The active controller at {addr} did not answer within {after:?}"),
+                ));
+            }
+            Err(error) => {
+                tracing::info!(%error, "cannot forward a request to the active controller");
+                return Err(ForwardError::Unreachable);
+            }
+        };
+        let body = match caller {
+            None => Bytes::from(body),
+            Some(_) => envelope::unwrap(Bytes::from(body)).map_err(ForwardError::of_envelope)?,
+        };
+        let mut out = Vec::with_capacity(body.len() + 4);
+        out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+        out.extend_from_slice(&body);
+        Ok(ForwardedAnswer::Whole(Bytes::from(out)))
     }
 
     /// The address of the active controller to forward to.
@@ -951,13 +962,17 @@ impl QuorumService {
 }
 
 /// Resolves once the metadata log knows a leader other than `asked` (never, if it does not
-/// change or the log stops).
+/// change, the log stops, or `asked` is unknown: a node on a raft link may not know the leader's
+/// id).
 async fn leader_moved(
     mut metrics: tokio::sync::watch::Receiver<
         openraft::RaftMetrics<u64, gregor_actors::raft::VoterNode>,
     >,
     asked: Option<u64>,
 ) {
+    if asked.is_none() {
+        std::future::pending::<()>().await;
+    }
     loop {
         let leader = metrics.borrow_and_update().current_leader;
         if leader.is_some() && leader != asked {
