@@ -955,3 +955,40 @@ def test_a_forwarded_request_does_not_wait_for_a_frozen_controller():
             frozen.proc.send_signal(signal.SIGCONT)
         for node in nodes:
             node.close()
+
+
+def test_deleted_records_stay_deleted_after_a_leader_change():
+    """Kafka's followers take their leader's log start offset from each fetch
+    (`maybeIncrementLogStartOffset`): records removed by DeleteRecords are not served again by
+    the follower that leads next."""
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "deleted-stay-deleted"
+        create_replicated_topic(admin, topic, 2)
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all"})
+        for i in range(10):
+            producer.produce(topic, value=b"r-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        deleted = admin.delete_records([TopicPartition(topic, 0, 6)])
+        assert next(iter(deleted.values())).result(30).low_watermark == 6
+        # Acknowledged by every replica: each follower has fetched since the deletion.
+        for i in range(10, 12):
+            producer.produce(topic, value=b"r-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        leader = partition_state(admin, topic)[0]
+        by_id[leader].kill9()
+        alive = [n for n in nodes if n is not by_id[leader]]
+        survivors = AdminClient({"bootstrap.servers": bootstrap(alive)})
+        wait_for("a new leader", lambda: partition_state(survivors, topic)[0] not in (leader, -1), timeout=FAILOVER_TIMEOUT)
+        consumer = Consumer({"bootstrap.servers": bootstrap(alive), "group.id": f"check-{uuid.uuid4()}",
+                             "enable.auto.commit": False})
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        finally:
+            consumer.close()
+        assert (low, high) == (6, 12)
+    finally:
+        for node in nodes:
+            node.close()

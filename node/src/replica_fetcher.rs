@@ -489,6 +489,17 @@ impl Fetcher {
         if state.set_follower_high_watermark(partition.high_watermark) {
             state.appended.notify_waiters();
         }
+        // Kafka's fetcher: the leader's log start (moved by DeleteRecords or retention) is the
+        // follower's too, so what the leader deleted stays deleted once the follower leads.
+        if partition.log_start_offset > state.log_start_offset() {
+            if let Err(error) = self
+                .logs
+                .follow_log_start(topic, index, partition.log_start_offset)
+                .await
+            {
+                tracing::warn!(topic, partition = index, %error, "cannot raise the log start offset to the leader's");
+            }
+        }
         self.record_lag(key, partition.high_watermark, state.log_end_offset());
     }
 

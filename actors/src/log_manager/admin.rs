@@ -50,6 +50,26 @@ impl LogManager {
         .await
     }
 
+    /// A follower's log start offset raised to its leader's `leader_log_start` (Kafka's
+    /// `maybeIncrementLogStartOffset` with `LeaderOffsetIncremented`), never past the
+    /// follower's high watermark; answers the follower's log start offset. Records the leader
+    /// deleted (DeleteRecords, retention) thus stay deleted once a follower leads.
+    pub async fn follow_log_start(
+        &self,
+        topic: &str,
+        partition: i32,
+        leader_log_start: i64,
+    ) -> Result<i64, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, false)?;
+        self.submit(&state, |reply| DataCommand::FollowLogStart {
+            tp,
+            offset: leader_log_start,
+            reply,
+        })
+        .await
+    }
+
     /// The producers a partition's log remembers (DescribeProducers).
     pub async fn producers(
         &self,

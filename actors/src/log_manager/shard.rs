@@ -50,6 +50,13 @@ pub(super) enum DataCommand {
         offset: i64,
         reply: Reply<i64>,
     },
+    /// A follower raises its log start offset to its leader's (capped at its own high
+    /// watermark), as Kafka's fetcher does after each fetch.
+    FollowLogStart {
+        tp: TopicPartition,
+        offset: i64,
+        reply: Reply<i64>,
+    },
     /// DescribeProducers: the producers the log remembers.
     Producers {
         tp: TopicPartition,
@@ -1084,6 +1091,15 @@ impl Worker {
             }
             DataCommand::DeleteRecords { tp, offset, reply } => {
                 let result = self.delete_records(&tp, offset);
+                let _ = reply.send(result);
+            }
+            DataCommand::FollowLogStart { tp, offset, reply } => {
+                let result = self.with_log(&tp, |hosted| {
+                    let offset = offset.min(hosted.state.high_watermark());
+                    let log_start = hosted.log.delete_records_before(offset)?;
+                    hosted.state.publish_offsets(&hosted.log);
+                    Ok(log_start)
+                });
                 let _ = reply.send(result);
             }
             DataCommand::Producers { tp, reply } => {
