@@ -226,13 +226,22 @@ async fn a_controller_is_added_and_removed_by_id() -> anyhow::Result<()> {
         ),
     )?;
     let config = properties.to_str().expect("utf-8 path");
-    let (ok, out, err) = quorum_tool(&[
-        "--bootstrap-server",
-        &broker,
-        "--command-config",
-        config,
-        "add-controller",
-    ])?;
+    // Resumed above: REQUEST_TIMED_OUT until the leader hears from it again.
+    let (ok, out, err) = wait_until(
+        "add-controller from its properties",
+        FORM_TIMEOUT,
+        || async {
+            let (ok, out, err) = quorum_tool(&[
+                "--bootstrap-server",
+                &broker,
+                "--command-config",
+                config,
+                "add-controller",
+            ])?;
+            Ok((ok || !err.contains("RequestTimedOut")).then_some((ok, out, err)))
+        },
+    )
+    .await?;
     assert!(ok, "{err}");
     assert_eq!(
         out.trim(),
