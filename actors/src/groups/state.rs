@@ -334,6 +334,21 @@ struct Group {
 }
 
 impl Group {
+    /// Forgets the offset of `(topic, partition)`, committed or in flight; the tombstone to
+    /// write when one was committed.
+    fn remove_offset(&mut self, topic: String, partition: i32) -> Option<KeyValue> {
+        let key = (topic, partition);
+        self.uncommitted.forget(&key);
+        self.offsets.remove(&key)?;
+        let (topic, partition) = key;
+        let key = OffsetKey {
+            group: self.id.clone(),
+            topic,
+            partition,
+        };
+        Some((records::offset_key(&key), None))
+    }
+
     fn new(id: &str, partition: i32, now_ms: i64) -> Self {
         Group {
             id: id.to_owned(),
@@ -1917,15 +1932,7 @@ impl Coordinator {
                 out.push(codes::GROUP_SUBSCRIBED_TO_TOPIC);
                 continue;
             }
-            group.uncommitted.forget(&(topic.clone(), *p));
-            if group.offsets.remove(&(topic.clone(), *p)).is_some() {
-                let key = OffsetKey {
-                    group: group_id.to_owned(),
-                    topic: topic.clone(),
-                    partition: *p,
-                };
-                tombstones.push((records::offset_key(&key), None));
-            }
+            tombstones.extend(group.remove_offset(topic.clone(), *p));
             out.push(codes::NONE);
         }
         self.write(partition, tombstones, None);
@@ -1955,18 +1962,11 @@ impl Coordinator {
                 .cloned()
                 .collect();
             for (topic, p) in deleted {
-                group.uncommitted.forget(&(topic.clone(), p));
-                group.offsets.remove(&(topic.clone(), p));
                 removed += 1;
-                let key = OffsetKey {
-                    group: group.id.clone(),
-                    topic,
-                    partition: p,
-                };
                 writes
                     .entry(group.partition)
                     .or_default()
-                    .push((records::offset_key(&key), None));
+                    .extend(group.remove_offset(topic, p));
             }
         }
         for (partition, records) in writes {
@@ -2032,22 +2032,15 @@ impl Coordinator {
                 .map(|(k, _)| k.clone())
                 .collect();
             for (topic, p) in expired {
-                group.uncommitted.forget(&(topic.clone(), p));
-                group.offsets.remove(&(topic.clone(), p));
                 expired_count += 1;
-                let key = OffsetKey {
-                    group: group.id.clone(),
-                    topic,
-                    partition: p,
-                };
                 writes
                     .entry(group.partition)
                     .or_default()
-                    .push((records::offset_key(&key), None));
+                    .extend(group.remove_offset(topic, p));
             }
             if empty && group.offsets.is_empty() && group.pending.is_empty() {
                 emptied.push(group.id.clone());
-                let tombstones = match consumer {
+                let tombstones = match group.consumer.as_deref() {
                     Some(cg) => Coordinator::consumer_tombstones(&group.id, cg),
                     None => vec![(records::group_key(&group.id), None)],
                 };
