@@ -607,11 +607,9 @@ fn offset_delete_on_a_live_group_follows_its_protocol_type() {
     );
 }
 
-#[test]
-fn delete_refuses_live_groups_and_subscribed_topics() {
-    let t0 = Instant::now();
-    let mut c = loaded(t0);
-    assert_eq!(c.delete_group("g"), GROUP_ID_NOT_FOUND);
+/// A Stable classic group "g" of one consumer subscribed to topic "t" (its readable
+/// ConsumerProtocolSubscription); the member's id.
+fn stable_member_subscribed_to_t(c: &mut Coordinator, t0: Instant) -> String {
     let mut request = join_request("", 5);
     // ConsumerProtocolSubscription v0 for topic "t".
     request.protocols = Protocols::from_pairs([(
@@ -641,6 +639,15 @@ fn delete_refuses_live_groups_and_subscribed_topics() {
         0,
     );
     assert_eq!(answered(sync).error, NONE);
+    id
+}
+
+#[test]
+fn delete_refuses_live_groups_and_subscribed_topics() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    assert_eq!(c.delete_group("g"), GROUP_ID_NOT_FOUND);
+    let id = stable_member_subscribed_to_t(&mut c, t0);
     assert_eq!(c.delete_group("g"), NON_EMPTY_GROUP);
     assert_eq!(
         c.delete_offsets("g", &[("t".into(), 0), ("u".into(), 0)]),
@@ -752,35 +759,7 @@ fn offsets_of_empty_groups_expire_after_the_retention() {
 fn a_stable_classic_group_lets_offsets_of_other_topics_expire() {
     let t0 = Instant::now();
     let mut c = loaded(t0);
-    let mut request = join_request("", 5);
-    // ConsumerProtocolSubscription v0 for topic "t".
-    request.protocols = Protocols::from_pairs([(
-        "range",
-        &[0, 0, 0, 0, 0, 1, 0, 1, b't', 255, 255, 255, 255][..],
-    )]);
-    let id = answered(c.join(request.clone(), t0, 0)).member_id;
-    request.member_id = id.clone();
-    let join = c.join(request, t0, 0);
-    c.fire(
-        Timer::Join { group: "g".into() },
-        t0 + Duration::from_secs(3),
-        0,
-    );
-    assert_eq!(answered(join).error, NONE);
-    let sync = c.sync(
-        SyncRequest {
-            group_id: "g".into(),
-            generation: 1,
-            member_id: id.clone(),
-            group_instance_id: None,
-            protocol_type: None,
-            protocol_name: None,
-            assignments: Vec::new(),
-        },
-        t0,
-        0,
-    );
-    assert_eq!(answered(sync).error, NONE);
+    let id = stable_member_subscribed_to_t(&mut c, t0);
     assert_eq!(c.describe("g", NONE).state, "Stable");
     for topic in ["t", "u"] {
         let mut request = commit(1, &id, 8, "");
