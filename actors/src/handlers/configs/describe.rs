@@ -127,18 +127,7 @@ fn broker_chain(
     names: &[&str],
     support: &ConfigSupport,
 ) -> Vec<(String, Option<String>, i8)> {
-    let node = node_id.to_string();
-    let mut chain = Vec::new();
-    for (resource, source) in [
-        (node.as_str(), src::DYNAMIC_BROKER_CONFIG),
-        ("", src::DYNAMIC_DEFAULT_BROKER_CONFIG),
-    ] {
-        for name in names {
-            if let Some(value) = image.configs.value(rt::BROKER, resource, name) {
-                chain.push(((*name).to_owned(), Some(value.to_owned()), source));
-            }
-        }
-    }
+    let mut chain = dynamic_chain(image, node_id, names);
     for name in names {
         if let Some(value) = support.static_log_configs.get(*name) {
             chain.push((
@@ -160,23 +149,26 @@ fn broker_chain(
     chain
 }
 
-/// The dynamic values of broker key `name` for this node: its own, then the cluster default.
+/// The dynamic levels of [`broker_chain`]: the broker keys `names` in this node's dynamic
+/// configs, then in the cluster-wide defaults.
 fn dynamic_chain(
     image: &MetadataImage,
     node_id: i32,
-    name: &str,
+    names: &[&str],
 ) -> Vec<(String, Option<String>, i8)> {
     let node = node_id.to_string();
-    [
+    let mut chain = Vec::new();
+    for (resource, source) in [
         (node.as_str(), src::DYNAMIC_BROKER_CONFIG),
         ("", src::DYNAMIC_DEFAULT_BROKER_CONFIG),
-    ]
-    .into_iter()
-    .filter_map(|(resource, source)| {
-        let value = image.configs.value(rt::BROKER, resource, name)?;
-        Some((name.to_owned(), Some(value.to_owned()), source))
-    })
-    .collect()
+    ] {
+        for name in names {
+            if let Some(value) = image.configs.value(rt::BROKER, resource, name) {
+                chain.push(((*name).to_owned(), Some(value.to_owned()), source));
+            }
+        }
+    }
+    chain
 }
 
 /// The entry of a dynamic broker key whose value is the first of `synonyms`, as Kafka's
@@ -350,7 +342,7 @@ fn describe_one(
                 .collect();
             for entry in &mut entries {
                 if broker::is_connection_limit(&entry.name) {
-                    let mut synonyms = dynamic_chain(image, node_id, &entry.name);
+                    let mut synonyms = dynamic_chain(image, node_id, &[&entry.name]);
                     synonyms.append(&mut entry.synonyms);
                     *entry = Entry {
                         doc: entry.doc.take(),
@@ -370,7 +362,7 @@ fn describe_one(
             entries.extend(
                 custom
                     .iter()
-                    .map(|key| dynamic_broker_entry(key, dynamic_chain(image, node_id, key))),
+                    .map(|key| dynamic_broker_entry(key, dynamic_chain(image, node_id, &[key]))),
             );
             entries.extend(
                 broker::TOPIC_SYNONYMS
