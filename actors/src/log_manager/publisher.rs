@@ -130,17 +130,26 @@ impl LogPublisher {
             self.sync_topic(changes, image, topic);
         }
         for (tp, topic_id) in self.manager.hosted() {
-            let current = image.topics.get_by_name(&tp.topic);
-            let keep = current.is_some_and(|t| {
-                t.id == topic_id
-                    && t.partition(tp.partition)
-                        .is_some_and(|p| p.replicas.as_slice().contains(&self.node_id))
-            });
-            if !keep {
+            if hosting_topic_id(image, self.node_id, &tp) != Some(topic_id) {
                 changes.remove(&tp);
             }
         }
     }
+}
+
+/// The id of the topic whose partition `tp` `image` places on node `node_id`, if it does.
+fn hosting_topic_id(
+    image: &MetadataImage,
+    node_id: i32,
+    tp: &TopicPartition,
+) -> Option<uuid::Uuid> {
+    let topic = image.topics.get_by_name(&tp.topic)?;
+    let partition = topic.partition(tp.partition)?;
+    partition
+        .replicas
+        .as_slice()
+        .contains(&node_id)
+        .then_some(topic.id)
 }
 
 impl MetadataPublisher for LogPublisher {
@@ -177,11 +186,7 @@ impl MetadataPublisher for LogPublisher {
                 changes.discard_strays(Arc::new(move |tp: &TopicPartition| {
                     // The metadata log lives in the first log dir unless moved elsewhere.
                     tp.topic == CLUSTER_METADATA_TOPIC_NAME
-                        || image
-                            .topics
-                            .get_by_name(&tp.topic)
-                            .and_then(|topic| topic.partition(tp.partition))
-                            .is_some_and(|p| p.replicas.as_slice().contains(&node_id))
+                        || hosting_topic_id(&image, node_id, tp).is_some()
                 }));
             }
             changes.send();
