@@ -871,25 +871,30 @@ impl Worker {
         self.pending_deletes
             .push((Instant::now() + Duration::from_millis(delay), path));
         let opener = self.dirs.lock(dir).opener(tp.clone());
-        match opener {
-            Ok(opener) => {
-                let (opened, result) = Opening {
+        let (opened, result) = match opener {
+            Ok(opener) => Opening {
+                tp,
+                dir,
+                opener,
+                config,
+                state,
+                high_watermark: None,
+            }
+            .open(),
+            // The dir went offline meanwhile: served as any open that finds it so.
+            Err(error) => (
+                Opened {
                     tp,
                     dir,
-                    opener,
                     config,
                     state,
                     high_watermark: None,
-                }
-                .open();
-                self.serve_opened(opened, result);
-            }
-            Err(_) => {
-                self.dirs.unplace(dir);
-                state.offline.store(true, Ordering::Release);
-                self.unplaced.entry(tp.topic).or_default().add(tp.partition);
-            }
-        }
+                    elapsed: Duration::ZERO,
+                },
+                Err(error),
+            ),
+        };
+        self.serve_opened(opened, result);
     }
 
     /// See [`Change::DiscardStrays`]: the stray logs of this shard, in every online log dir,
