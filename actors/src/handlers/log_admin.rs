@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use futures::future::join_all;
+
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
@@ -29,24 +31,27 @@ use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::log_manager::LogManagerError;
 
-/// DeleteRecords: raises each partition's log start offset; the low watermark answered is the
-/// new log start offset (−1 with an error).
+/// DeleteRecords: raises each partition's log start offset on the leader, then answers once
+/// every replica on a live broker has raised its own (Kafka's DelayedDeleteRecords), so the
+/// deleted records stay deleted whichever replica leads next. The low watermark answered is
+/// the smallest log start offset of those replicas (−1 with an error); partitions still
+/// waiting at the request's timeout answer REQUEST_TIMED_OUT.
 pub(super) async fn delete_records(
     ctx: &HandlerContext,
     info: &RequestInfo,
     request: DeleteRecordsRequest,
 ) -> ApiResponse {
     let image = ctx.image.load_full();
-    let mut errors = ErrorCounts::default();
-    let mut topics = Vec::with_capacity(request.topics.len());
+    let deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     // Kafka: DELETE on each topic.
     let access = Access::new(ctx, info);
-    for topic in &request.topics {
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
+    let mut deletions = Vec::new();
+    for (topic_index, topic) in request.topics.iter().enumerate() {
         let denied = !access.allows(AclOperation::Delete, ResourceType::Topic, &topic.name);
         for wanted in &topic.partitions {
             let index = wanted.partition_index;
-            let result = match led_partition(
+            let led = match led_partition(
                 ctx,
                 &image,
                 Some(&topic.name),
@@ -56,35 +61,72 @@ pub(super) async fn delete_records(
             ) {
                 _ if denied => Err(TOPIC_AUTHORIZATION_FAILED),
                 Err(not_served) => Err(not_served.code),
-                Ok(_) => match ctx.logs.as_ref() {
-                    Some(logs) => logs
-                        .delete_records(&topic.name, index, wanted.offset)
-                        .await
-                        .map_err(|e| {
-                            tracing::debug!(topic = %topic.name.as_str(), partition = index, error = %e, "delete records refused");
-                            e.code()
-                        }),
-                    None => Err(LogManagerError::NoLog(String::new()).code()),
-                },
+                Ok(led) => Ok(led),
             };
-            let (low_watermark, code) = match result {
-                Ok(low_watermark) => (low_watermark, NONE),
-                Err(code) => (-1, code),
+            let deletion = async move {
+                let led = led?;
+                let logs = ctx
+                    .logs
+                    .as_ref()
+                    .ok_or_else(|| LogManagerError::NoLog(String::new()).code())?;
+                let log_start = logs
+                    .delete_records(&topic.name, index, wanted.offset)
+                    .await
+                    .map_err(|e| {
+                        tracing::debug!(topic = %topic.name.as_str(), partition = index, error = %e, "delete records refused");
+                        e.code()
+                    })?;
+                // −1 asks for the high watermark, which the new log start is.
+                let required = if wanted.offset < 0 {
+                    log_start
+                } else {
+                    wanted.offset
+                };
+                let alive = |replica| {
+                    ctx.image
+                        .load()
+                        .cluster
+                        .broker(replica)
+                        .is_some_and(|broker| !broker.fenced)
+                };
+                crate::replication::await_low_watermark(
+                    &led.state,
+                    led.registration.leader_epoch,
+                    required,
+                    deadline,
+                    alive,
+                )
+                .await
             };
-            errors.add(code);
-            partitions.push(
-                DeleteRecordsPartitionResult::default()
-                    .with_partition_index(index)
-                    .with_low_watermark(low_watermark)
-                    .with_error_code(code),
-            );
+            deletions.push(async move { (topic_index, index, deletion.await) });
         }
-        topics.push(
-            DeleteRecordsTopicResult::default()
-                .with_name(topic.name.clone())
-                .with_partitions(partitions),
+    }
+    let mut errors = ErrorCounts::default();
+    let mut partitions: Vec<Vec<DeleteRecordsPartitionResult>> =
+        request.topics.iter().map(|_| Vec::new()).collect();
+    for (topic_index, index, result) in join_all(deletions).await {
+        let (low_watermark, code) = match result {
+            Ok(low_watermark) => (low_watermark, NONE),
+            Err(code) => (-1, code),
+        };
+        errors.add(code);
+        partitions[topic_index].push(
+            DeleteRecordsPartitionResult::default()
+                .with_partition_index(index)
+                .with_low_watermark(low_watermark)
+                .with_error_code(code),
         );
     }
+    let topics = request
+        .topics
+        .iter()
+        .zip(partitions)
+        .map(|(topic, partitions)| {
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
     ApiResponse::new(
         ResponseKind::DeleteRecords(DeleteRecordsResponse::default().with_topics(topics)),
         errors,

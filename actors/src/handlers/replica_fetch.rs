@@ -165,7 +165,10 @@ pub(super) async fn read_partition(
         now_ms(),
         eligible,
     );
-    if state.refresh_high_watermark() {
+    let log_start_moved = state
+        .replication()
+        .record_follower_log_start(replica, wanted.log_start_offset);
+    if state.refresh_high_watermark() || log_start_moved {
         state.appended.notify_waiters();
     }
     if let Some(new_isr) = expand {

@@ -46,6 +46,8 @@ pub struct FollowerProgress {
     pub last_fetch_leader_log_end_offset: i64,
     /// When the previous fetch arrived.
     pub last_fetch_ms: i64,
+    /// The follower's log start offset as its last fetch told it; −1 until it fetches.
+    pub log_start_offset: i64,
 }
 
 impl FollowerProgress {
@@ -55,6 +57,7 @@ impl FollowerProgress {
             last_caught_up_ms: if in_isr { now_ms } else { 0 },
             last_fetch_leader_log_end_offset: -1,
             last_fetch_ms: 0,
+            log_start_offset: -1,
         }
     }
 
@@ -294,6 +297,36 @@ impl Replication {
         Some(isr)
     }
 
+    /// Records the log start offset `replica` sent in its fetch; whether it changed (a
+    /// DeleteRecords may be waiting for it).
+    pub fn record_follower_log_start(&mut self, replica: i32, log_start_offset: i64) -> bool {
+        let Role::Leader(state) = &mut self.role else {
+            return false;
+        };
+        let Some(progress) = state.followers.get_mut(&replica) else {
+            return false;
+        };
+        let changed = progress.log_start_offset != log_start_offset;
+        progress.log_start_offset = log_start_offset;
+        changed
+    }
+
+    /// The smallest log start offset among this leader and its followers on live brokers
+    /// (`alive`), Kafka's `lowWatermarkIfLeader`; `None` when this node does not lead.
+    pub fn low_watermark(&self, leader_log_start: i64, alive: impl Fn(i32) -> bool) -> Option<i64> {
+        let Role::Leader(state) = &self.role else {
+            return None;
+        };
+        Some(
+            state
+                .followers
+                .iter()
+                .filter(|(replica, _)| alive(**replica))
+                .map(|(_, progress)| progress.log_start_offset)
+                .fold(leader_log_start, i64::min),
+        )
+    }
+
     /// The ISR without its members that are not caught up within `lag_ms` (Kafka's
     /// `maybeShrinkIsr`), when that removes anyone and no change is in flight.
     pub fn shrink_isr(
@@ -369,6 +402,53 @@ pub async fn await_replication(
     required: i64,
     deadline: tokio::time::Instant,
 ) -> Result<(), i16> {
+    await_as_leader(state, leader_epoch, deadline, |replication| {
+        (state.high_watermark() >= required).then(|| {
+            if replication.isr_satisfies(state.min_insync_replicas()) {
+                Ok(())
+            } else {
+                Err(NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            }
+        })
+    })
+    .await
+}
+
+/// DeleteRecords (Kafka's DelayedDeleteRecords): waits until every replica on a live broker
+/// (`alive`, asked again at each wake-up) has a log start offset of at least `required`, woken
+/// when a follower's fetch reports a new one. Answers the low watermark then;
+/// REQUEST_TIMED_OUT at `deadline`; NOT_LEADER_OR_FOLLOWER once this node no longer leads at
+/// `leader_epoch`.
+pub async fn await_low_watermark(
+    state: &crate::log_manager::PartitionState,
+    leader_epoch: i32,
+    required: i64,
+    deadline: tokio::time::Instant,
+    alive: impl Fn(i32) -> bool,
+) -> Result<i64, i16> {
+    await_as_leader(
+        state,
+        leader_epoch,
+        deadline,
+        |replication| match replication.low_watermark(state.log_start_offset(), &alive) {
+            Some(low_watermark) if low_watermark >= required => Some(Ok(low_watermark)),
+            Some(_) => None,
+            None => Some(Err(NOT_LEADER_OR_FOLLOWER)),
+        },
+    )
+    .await
+}
+
+/// Kafka's purgatory for one partition: `outcome` is asked, under the replication lock, at
+/// first and after each wake-up of the partition's `Notify` until it answers. The wait ends
+/// with NOT_LEADER_OR_FOLLOWER once this node no longer leads at `leader_epoch` or serves the
+/// log, and with REQUEST_TIMED_OUT at `deadline`.
+async fn await_as_leader<T>(
+    state: &crate::log_manager::PartitionState,
+    leader_epoch: i32,
+    deadline: tokio::time::Instant,
+    outcome: impl Fn(&Replication) -> Option<Result<T, i16>>,
+) -> Result<T, i16> {
     loop {
         let notified = state.appended.notified();
         tokio::pin!(notified);
@@ -378,12 +458,8 @@ pub async fn await_replication(
             if replication.leader_epoch() != Some(leader_epoch) || !state.is_serving() {
                 return Err(NOT_LEADER_OR_FOLLOWER);
             }
-            if state.high_watermark() >= required {
-                return if replication.isr_satisfies(state.min_insync_replicas()) {
-                    Ok(())
-                } else {
-                    Err(NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-                };
+            if let Some(answer) = outcome(&replication) {
+                return answer;
             }
         }
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
@@ -451,6 +527,25 @@ mod tests {
             0,
         );
         assert_eq!(single.leader_high_watermark(7, 0, 2), Some(7));
+    }
+
+    #[test]
+    fn the_low_watermark_is_the_smallest_log_start_of_live_replicas() {
+        let mut replication = Replication::default();
+        replication.assign(1, &assignment(1, 4, &[1, 2, 3]), 100, 0);
+        // Followers not heard from: unknown (−1), as Kafka's replica state starts.
+        assert_eq!(replication.low_watermark(6, |_| true), Some(-1));
+        assert!(replication.record_follower_log_start(2, 6));
+        assert!(!replication.record_follower_log_start(2, 6));
+        assert!(replication.record_follower_log_start(3, 4));
+        assert_eq!(replication.low_watermark(6, |_| true), Some(4));
+        // A replica on a fenced broker does not hold it back.
+        assert_eq!(
+            replication.low_watermark(6, |replica| replica != 3),
+            Some(6)
+        );
+        assert!(!Replication::default().record_follower_log_start(2, 6));
+        assert_eq!(Replication::default().low_watermark(6, |_| true), None);
     }
 
     #[test]
