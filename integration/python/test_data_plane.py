@@ -946,3 +946,62 @@ def test_a_compressed_batch_is_validated_without_holding_its_records(start_node)
     growth = peak_resident_bytes(node) - before
     assert growth < 64 << 20, f"a {len(bomb)}-byte batch grew the node's peak resident memory by {growth} bytes"
     conn.close()
+
+
+def rebuilt_gzip_bomb(record_count):
+    """A gzip batch of `record_count` empty records whose offset deltas are all 0: small on the
+    wire, but the broker must decompress and re-encode all of it (Kafka's
+    `inPlaceAssignment = false`)."""
+    import gzip
+    import struct
+
+    from kafka.record.util import calc_crc32c
+
+    # length 6, attributes, timestamp delta 0, offset delta 0, null key, null value, no headers
+    records = gzip.compress(b"\x0c\x00\x00\x00\x01\x01\x00" * record_count, compresslevel=1)
+    now = int(time.time() * 1000)
+    after_crc = struct.pack(">hiqqqhii", 1, record_count - 1, now, now, -1, -1, -1, record_count) + records
+    crc = calc_crc32c(after_crc)
+    return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc) + after_crc
+
+
+def test_a_costly_batch_does_not_hold_up_other_partitions(node, raw):
+    """A Produce of batches that take seconds to validate (decompressed and re-encoded) holds up
+    only its own request: other partitions' appends, on the same log shard threads, go on
+    meanwhile, as on Kafka's request threads. Before, the shards validated every batch, so no
+    other append was answered until the costly ones were done."""
+    create(node, ("costly", 4), ("cheap", 4))
+    cheap = raw()
+    for partition in range(4):
+        wait_for("the partition's leader", lambda: produce(cheap, "cheap", partition, batch([(b"k", b"v", [], 1000)])).error_code == 0)
+        wait_for("the partition's leader", lambda: produce(cheap, "costly", partition, batch([(b"k", b"v", [], 1000)])).error_code == 0)
+    bomb = rebuilt_gzip_bomb(4_000_000)
+    P = ProduceRequest[9]
+    costly_request = P(transactional_id=None, acks=1, timeout_ms=60000, topic_data=[P.TopicProduceData(
+        name="costly", partition_data=[P.TopicProduceData.PartitionProduceData(index=p, records=bomb) for p in range(4)])])
+    costly = RawConn(node.bootstrap, timeout=120)
+    answered = threading.Event()
+    costly_answer = []
+
+    def send_costly():
+        costly_answer.append(costly.send(costly_request, ProduceResponse))
+        answered.set()
+
+    sender = threading.Thread(target=send_costly)
+    sender.start()
+    cheap_request = P(transactional_id=None, acks=1, timeout_ms=60000, topic_data=[P.TopicProduceData(
+        name="cheap", partition_data=[P.TopicProduceData.PartitionProduceData(index=p, records=batch([(b"k", b"v", [], 1000)]))
+                                      for p in range(4)])])
+    acknowledged_meanwhile = 0
+    while not answered.is_set():
+        (topic,) = cheap.send(cheap_request, ProduceResponse).responses
+        assert [p.error_code for p in topic.partition_responses] == [0] * 4
+        if not answered.is_set():
+            acknowledged_meanwhile += 1
+    sender.join()
+    (topic,) = costly_answer[0].responses
+    assert [p.error_code for p in topic.partition_responses] == [10] * 4
+    assert acknowledged_meanwhile >= 5, f"only {acknowledged_meanwhile} other produces were answered while the costly one was validated"
+    for partition in range(4):
+        assert list_offset(cheap, "costly", partition, -1).offset == 1
+    costly.close()

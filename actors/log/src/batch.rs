@@ -398,11 +398,10 @@ impl<'b> Cursor<'b> {
         self.pos += len;
         Some(out)
     }
-    /// A varint length then that many bytes; −1 is null, other negatives are invalid.
+    /// A varint length then that many bytes; any negative length is null, as Kafka reads it.
     fn nullable_bytes(&mut self) -> Option<Option<&'b [u8]>> {
         match self.varint()? {
-            -1 => Some(None),
-            n if n < 0 => None,
+            n if n < 0 => Some(None),
             n => self.bytes(n as usize).map(Some),
         }
     }

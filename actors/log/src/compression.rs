@@ -136,6 +136,24 @@ pub fn compress(
     }
 }
 
+/// Why a batch's decompression stopped at [`MAX_DECOMPRESSED_BYTES`]: told apart from a corrupt
+/// stream, which Kafka answers differently.
+#[derive(Debug, thiserror::Error)]
+#[error("decompressed batch exceeds the broker's limit")]
+struct PastLimit;
+
+/// The error a decompression past [`MAX_DECOMPRESSED_BYTES`] fails with.
+pub(crate) fn past_limit() -> std::io::Error {
+    std::io::Error::other(PastLimit)
+}
+
+/// Whether `error` is [`past_limit`]'s.
+pub fn is_past_limit(error: &std::io::Error) -> bool {
+    error
+        .get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<PastLimit>().is_some())
+}
+
 /// Decompresses a batch's records section; fails on corrupt input or past [`MAX_DECOMPRESSED_BYTES`].
 pub fn decompress(codec: Compression, data: &[u8]) -> std::io::Result<Vec<u8>> {
     match codec {
@@ -166,9 +184,7 @@ fn read_bounded(reader: impl Read) -> std::io::Result<Vec<u8>> {
         .take(MAX_DECOMPRESSED_BYTES as u64 + 1)
         .read_to_end(&mut out)?;
     if out.len() > MAX_DECOMPRESSED_BYTES {
-        return Err(std::io::Error::other(
-            "decompressed batch exceeds the broker's limit",
-        ));
+        return Err(past_limit());
     }
     Ok(out)
 }
@@ -195,9 +211,7 @@ fn decompress_snappy(data: &[u8]) -> std::io::Result<Vec<u8>> {
         if out.len() + snap::raw::decompress_len(block).map_err(std::io::Error::other)?
             > MAX_DECOMPRESSED_BYTES
         {
-            return Err(std::io::Error::other(
-                "decompressed batch exceeds the broker's limit",
-            ));
+            return Err(past_limit());
         }
         out.extend_from_slice(
             &decoder
@@ -211,9 +225,7 @@ fn decompress_snappy(data: &[u8]) -> std::io::Result<Vec<u8>> {
 
 fn check_snappy_len(block: &[u8]) -> std::io::Result<()> {
     if snap::raw::decompress_len(block).map_err(std::io::Error::other)? > MAX_DECOMPRESSED_BYTES {
-        return Err(std::io::Error::other(
-            "decompressed batch exceeds the broker's limit",
-        ));
+        return Err(past_limit());
     }
     Ok(())
 }

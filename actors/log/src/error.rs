@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 /// Kafka error codes this crate produces (values from Kafka's `Errors`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KafkaCode {
+    /// What Kafka answers for a failure it has no code for (a stream that does not decompress,
+    /// an unknown codec id).
+    UnknownServerError,
     OffsetOutOfRange,
     CorruptMessage,
     MessageTooLarge,
@@ -13,7 +16,6 @@ pub enum KafkaCode {
     OutOfOrderSequenceNumber,
     InvalidProducerEpoch,
     KafkaStorageError,
-    UnsupportedCompressionType,
     InvalidRecord,
 }
 
@@ -21,6 +23,7 @@ impl KafkaCode {
     /// The wire value of the code.
     pub fn code(self) -> i16 {
         match self {
+            KafkaCode::UnknownServerError => -1,
             KafkaCode::OffsetOutOfRange => 1,
             KafkaCode::CorruptMessage => 2,
             KafkaCode::MessageTooLarge => 10,
@@ -29,7 +32,6 @@ impl KafkaCode {
             KafkaCode::OutOfOrderSequenceNumber => 45,
             KafkaCode::InvalidProducerEpoch => 47,
             KafkaCode::KafkaStorageError => 56,
-            KafkaCode::UnsupportedCompressionType => 76,
             KafkaCode::InvalidRecord => 87,
         }
     }

@@ -152,9 +152,7 @@ impl<'a> RecordSkimmer<'a> {
                 Ok(read) => {
                     self.consumed += read;
                     if self.consumed > MAX_DECOMPRESSED_BYTES {
-                        return Err(SkimError::Decompress(std::io::Error::other(
-                            "decompressed batch exceeds the broker's limit",
-                        )));
+                        return Err(SkimError::Decompress(compression::past_limit()));
                     }
                     self.start = 0;
                     self.end = read;
@@ -263,8 +261,8 @@ impl RecordBody<'_, '_> {
     /// A varint length and that many bytes skipped; whether it was not null.
     fn nullable_skipped(&mut self) -> Result<bool, SkimError> {
         match self.varint()? {
-            -1 => Ok(false),
-            n if n < 0 => Err(SkimError::Record(STRUCTURE.to_owned())),
+            // Kafka reads every negative length as null, not only −1.
+            n if n < 0 => Ok(false),
             n => self.bytes_skipped(n as usize).map(|()| true),
         }
     }
@@ -388,7 +386,8 @@ mod tests {
                 assert_eq!(
                     error.to_string(),
                     "decompressed batch exceeds the broker's limit"
-                )
+                );
+                assert!(compression::is_past_limit(&error));
             }
             other => panic!("{other:?}"),
         }

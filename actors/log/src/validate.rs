@@ -12,7 +12,7 @@ use crate::batch::{
     self, framing, BatchBuilder, BatchFraming, RecordBatch, TimestampType, CURRENT_MAGIC,
     RECORD_BATCH_OVERHEAD,
 };
-use crate::compression::Compression;
+use crate::compression::{self, Compression};
 use crate::config::{LogConfig, TopicCompression};
 use crate::error::{BatchRejection, KafkaCode, RecordError};
 use crate::skim::{RecordSkimmer, SkimError};
@@ -53,6 +53,24 @@ impl ValidatedBatch<'_> {
             return self.base_sequence;
         }
         batch::increment_sequence(self.base_sequence, self.last_offset_delta)
+    }
+
+    /// The batch holding its own bytes (a copy of the producer's when validation kept them), so
+    /// it may be validated on one thread and appended on another.
+    pub fn into_owned(self) -> ValidatedBatch<'static> {
+        ValidatedBatch {
+            header: self.header,
+            records: Cow::Owned(self.records.into_owned()),
+            record_count: self.record_count,
+            last_offset_delta: self.last_offset_delta,
+            max_timestamp: self.max_timestamp,
+            log_append_time: self.log_append_time,
+            rebuilt: self.rebuilt,
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: self.base_sequence,
+            transactional: self.transactional,
+        }
     }
 
     /// The batch as it is appended: its header, then its records.
@@ -177,7 +195,7 @@ pub fn validate<'a>(
     }
     let source_codec = batch.compression().ok_or_else(|| {
         reject(
-            KafkaCode::UnsupportedCompressionType,
+            KafkaCode::UnknownServerError,
             format!("unknown compression type id {}", batch.compression_id()),
         )
     })?;
@@ -222,8 +240,18 @@ pub fn validate<'a>(
     }
 
     let decompress_failed = |e: std::io::Error| {
+        if compression::is_past_limit(&e) {
+            return reject(
+                KafkaCode::MessageTooLarge,
+                format!(
+                    "the {} record batch decompresses to more than {} bytes, this broker's limit",
+                    source_codec.name(),
+                    compression::MAX_DECOMPRESSED_BYTES
+                ),
+            );
+        }
         reject(
-            KafkaCode::CorruptMessage,
+            KafkaCode::UnknownServerError,
             format!(
                 "failed to decompress the {} record batch: {e}",
                 source_codec.name()

@@ -166,7 +166,7 @@ fn header_checks_in_kafkas_order() {
     let mut codec = good.clone();
     codec[batch::ATTRIBUTES_OFFSET + 1] |= 5;
     refix_crc(&mut codec);
-    assert_eq!(code(&codec, &config), KafkaCode::UnsupportedCompressionType);
+    assert_eq!(code(&codec, &config), KafkaCode::UnknownServerError);
 
     let mut control = good.clone();
     control[batch::ATTRIBUTES_OFFSET + 1] |= 0x20;
@@ -353,8 +353,10 @@ fn topic_codec_recompresses_and_bad_inner_offsets_rebuild() {
     );
 }
 
+/// Kafka's record iterator wraps the codec's IOException in a KafkaException, which its
+/// ReplicaManager answers UNKNOWN_SERVER_ERROR: not CORRUPT_MESSAGE, which producers retry.
 #[test]
-fn a_corrupt_compressed_stream_with_a_valid_crc_is_corrupt_message() {
+fn a_corrupt_compressed_stream_with_a_valid_crc_is_an_unknown_server_error() {
     let mut bytes = batch_of(Compression::Lz4, &[(Some(b"a"), NOW)]);
     let at = batch::RECORD_BATCH_OVERHEAD + 8;
     bytes[at] ^= 0xff;
@@ -362,6 +364,26 @@ fn a_corrupt_compressed_stream_with_a_valid_crc_is_corrupt_message() {
     refix_crc(&mut bytes);
     assert_eq!(
         code(&bytes, &LogConfig::default()),
-        KafkaCode::CorruptMessage
+        KafkaCode::UnknownServerError
     );
+}
+
+/// Kafka's `DefaultRecord.readFrom` reads any negative key or value length as null (only a
+/// negative header key size is invalid): such a record is accepted as it was sent.
+#[test]
+fn a_key_length_below_minus_one_is_a_null_key() {
+    let mut bytes = batch_of(Compression::None, &[(None, NOW)]);
+    // Record: length, attributes, timestamp delta 0, offset delta 0, then the key length.
+    let key_length = batch::RECORD_BATCH_OVERHEAD + 4;
+    assert_eq!(bytes[key_length], 0x01, "zig-zag −1");
+    bytes[key_length] = 0x0d; // zig-zag −7
+    refix_crc(&mut bytes);
+    let validated = validate(&bytes, &LogConfig::default(), NOW, "t-0").unwrap();
+    assert!(!validated.rebuilt);
+    assert_eq!(validated.to_vec(), bytes);
+    let stored = batch::RecordBatch::new(&bytes).unwrap();
+    let payload = stored.decompressed_records().unwrap();
+    let record = stored.records_in(&payload).next().unwrap().unwrap();
+    assert_eq!(record.key, None);
+    assert_eq!(record.value, Some(&b"value"[..]));
 }

@@ -16,6 +16,9 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, Respon
 use kafka_protocol::protocol::StrBytes;
 
 use gregor_log::batch::{self, BatchFraming, RecordBatch};
+use gregor_log::compression::Compression;
+use gregor_log::config::{LogConfig, TopicCompression};
+use gregor_log::validate::ValidatedBatch;
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
@@ -65,6 +68,24 @@ struct Accepted {
     epoch: i32,
     state: std::sync::Arc<crate::log_manager::PartitionState>,
     logs: std::sync::Arc<crate::log_manager::LogManager>,
+}
+
+/// A produced batch on its way to its shard.
+enum ToAppend {
+    /// Validated by the shard as it appends it.
+    Unvalidated(bytes::Bytes),
+    /// Validated before it was queued.
+    Validated(Result<ValidatedBatch<'static>, LogManagerError>),
+}
+
+/// Whether validating `records` means decompressing or recompressing them: compressed by the
+/// producer, or to be compressed for the topic.
+fn costly_to_validate(records: &[u8], config: &LogConfig) -> bool {
+    let compressed = records
+        .get(ATTRIBUTES_LOW_BYTE)
+        .is_some_and(|attributes| attributes & 7 != 0);
+    compressed
+        || matches!(config.compression, TopicCompression::Codec(codec) if codec != Compression::None)
 }
 
 fn failed(index: i32, code: i16) -> PartitionProduceResponse {
@@ -215,15 +236,42 @@ pub(super) async fn handle(
                 .with_partition_responses(partitions),
         );
     }
+    // A batch that must be decompressed or recompressed is validated first, on a blocking
+    // thread, so that a costly one (a decompression bomb) holds up only its own request, not
+    // every partition of its shard; the others are validated by their shard as they are
+    // appended, cheaper than a hand-off.
+    let validations = accepted.iter_mut().map(|partition| {
+        let records = std::mem::take(&mut partition.records);
+        async move {
+            if !costly_to_validate(&records, &partition.state.config()) {
+                return ToAppend::Unvalidated(records);
+            }
+            ToAppend::Validated(
+                partition
+                    .logs
+                    .validate_apart(&partition.state, &partition.name, partition.index, records)
+                    .await,
+            )
+        }
+    });
+    let batches = join_all(validations).await;
     // Every append is queued, in request order, before any is awaited: the shards write them in
     // parallel, and a connection serving the next Produce meanwhile queues its appends behind.
     let mut queued = Vec::with_capacity(accepted.len());
-    for mut partition in accepted {
-        let records = std::mem::take(&mut partition.records);
-        let append = partition
-            .logs
-            .queue_append(&partition.name, partition.index, records, partition.epoch)
-            .await;
+    for (partition, batch) in accepted.into_iter().zip(batches) {
+        let (logs, name, index, epoch) = (
+            &partition.logs,
+            &partition.name,
+            partition.index,
+            partition.epoch,
+        );
+        let append = match batch {
+            ToAppend::Unvalidated(records) => logs.queue_append(name, index, records, epoch).await,
+            ToAppend::Validated(Ok(batch)) => {
+                logs.queue_validated_append(name, index, batch, epoch).await
+            }
+            ToAppend::Validated(Err(rejected)) => Err(rejected),
+        };
         queued.push((partition, append));
     }
     if acks != 0 {

@@ -29,6 +29,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use dashmap::DashMap;
 use gregor_log::checkpoint::TopicPartition;
@@ -36,6 +37,7 @@ use gregor_log::config::LogConfig;
 use gregor_log::error::LogError;
 pub use gregor_log::log::OffsetMatch;
 use gregor_log::log::{AppendInfo, PartitionLog};
+use gregor_log::validate::ValidatedBatch;
 use tokio::sync::{oneshot, Notify};
 
 pub use admin::LogDirDescription;
@@ -46,6 +48,10 @@ use shard::{Change, Control, DataCommand, Shard};
 
 /// Commands that may wait in one shard's data channel.
 const DATA_CHANNEL_CAPACITY: usize = 1024;
+
+/// Batches validated at once off the shard threads: Kafka validates on its request threads,
+/// `num.io.threads` of them (8 by default).
+const VALIDATIONS_AT_ONCE: usize = 8;
 
 /// What the network side knows of one partition log without asking its shard.
 #[derive(Debug)]
@@ -59,9 +65,9 @@ pub struct PartitionState {
     log_start_epoch: AtomicI32,
     log_end_offset: AtomicI64,
     min_insync_replicas: AtomicI32,
-    /// The log's `max.message.bytes`, for writers that check a batch before they change
-    /// anything (the group coordinator).
-    max_message_bytes: AtomicU64,
+    /// The log's configuration as last sent to its shard, for work done before a command
+    /// reaches the shard: the group coordinator's size check, a compressed batch's validation.
+    config: ArcSwap<LogConfig>,
     /// Set once the log is open (recovered) and serving.
     open: AtomicBool,
     /// Set when the log could not be opened or its log dir went offline.
@@ -94,7 +100,10 @@ impl PartitionState {
         self.min_insync_replicas.load(Ordering::Acquire)
     }
     pub fn max_message_bytes(&self) -> u64 {
-        self.max_message_bytes.load(Ordering::Acquire)
+        self.config.load().max_message_bytes
+    }
+    pub fn config(&self) -> Arc<LogConfig> {
+        self.config.load_full()
     }
     /// Open and online: it can serve requests.
     pub fn is_serving(&self) -> bool {
@@ -259,6 +268,8 @@ pub struct LogManager {
     isr_changes: std::sync::OnceLock<crate::replication::IsrChanges>,
     /// Given to every partition's state; the shards read it (see `PartitionState`).
     high_watermark_moves: Arc<AtomicU64>,
+    /// Bounds the blocking threads validating batches (see [`LogManager::validate_apart`]).
+    validation_slots: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -376,6 +387,7 @@ impl LogManager {
             threads: Mutex::new(threads),
             isr_changes: std::sync::OnceLock::new(),
             high_watermark_moves: Arc::clone(&dirs.high_watermark_moves),
+            validation_slots: tokio::sync::Semaphore::new(VALIDATIONS_AT_ONCE),
         }))
     }
 
@@ -410,6 +422,7 @@ impl LogManager {
         topic_id: uuid::Uuid,
         shard: usize,
         min_insync_replicas: i32,
+        config: &Arc<LogConfig>,
     ) -> Arc<PartitionState> {
         let state = Arc::new(PartitionState {
             topic_id,
@@ -419,7 +432,7 @@ impl LogManager {
             log_start_epoch: AtomicI32::new(-1),
             log_end_offset: AtomicI64::new(0),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
-            max_message_bytes: AtomicU64::new(0),
+            config: ArcSwap::new(Arc::clone(config)),
             open: AtomicBool::new(false),
             offline: AtomicBool::new(false),
             appended: Notify::new(),
@@ -505,6 +518,52 @@ impl LogManager {
         self.queue(&state, |reply| DataCommand::Append {
             tp,
             records,
+            leader_epoch,
+            reply,
+        })
+        .await
+    }
+
+    /// Validates a produced batch of `topic`-`partition` (`state`) on a blocking thread with
+    /// the log's configuration, for [`LogManager::queue_validated_append`]. A batch that must
+    /// be decompressed or recompressed can take seconds (a decompression bomb); on the shard
+    /// thread that would stall every partition of the shard, reads included.
+    pub async fn validate_apart(
+        &self,
+        state: &PartitionState,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<ValidatedBatch<'static>, LogManagerError> {
+        let _slot = self
+            .validation_slots
+            .acquire()
+            .await
+            .map_err(|_| LogManagerError::ShuttingDown)?;
+        let config = state.config();
+        let name = TopicPartition::new(topic, partition).dir_name();
+        tokio::task::spawn_blocking(move || {
+            gregor_log::validate::validate(&records, &config, now_ms(), &name)
+                .map(ValidatedBatch::into_owned)
+        })
+        .await
+        .map_err(|_| LogManagerError::ShuttingDown)?
+        .map_err(|rejection| LogManagerError::Log(LogError::from(rejection)))
+    }
+
+    /// Like [`LogManager::queue_append`], for a batch [`LogManager::validate_apart`] validated.
+    pub async fn queue_validated_append(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: ValidatedBatch<'static>,
+        leader_epoch: i32,
+    ) -> Result<Queued<AppendInfo>, LogManagerError> {
+        let tp = TopicPartition::new(topic, partition);
+        let state = self.serving(&tp, true)?;
+        self.queue(&state, |reply| DataCommand::AppendValidated {
+            tp,
+            batch: Box::new(batch),
             leader_epoch,
             reply,
         })
@@ -775,9 +834,7 @@ impl LogChanges<'_> {
                 state
                     .min_insync_replicas
                     .store(min_insync_replicas, Ordering::Release);
-                state
-                    .max_message_bytes
-                    .store(config.max_message_bytes, Ordering::Release);
+                state.config.store(Arc::clone(config));
                 let config = Arc::clone(config);
                 self.per_shard[shard].push(Change::Configure { tp, config });
                 return;
@@ -785,13 +842,10 @@ impl LogChanges<'_> {
             Some(_) => {
                 // Same name, new topic id: the old topic was deleted and recreated.
                 self.remove(&tp);
-                manager.new_state(&tp, topic_id, shard, min_insync_replicas)
+                manager.new_state(&tp, topic_id, shard, min_insync_replicas, config)
             }
-            None => manager.new_state(&tp, topic_id, shard, min_insync_replicas),
+            None => manager.new_state(&tp, topic_id, shard, min_insync_replicas, config),
         };
-        state
-            .max_message_bytes
-            .store(config.max_message_bytes, Ordering::Release);
         let config = Arc::clone(config);
         self.per_shard[shard].push(Change::Open { tp, config, state });
     }

@@ -15,6 +15,7 @@ use gregor_log::log::{AppendInfo, OffsetMatch, PartitionLog, RolledSegment};
 use gregor_log::log_dir::{LogDir, LogOpener};
 
 use gregor_log::producer_state::ProducerEntry;
+use gregor_log::validate::ValidatedBatch;
 
 use super::admin::LogSize;
 use super::cleaner::{Cleaned, CleanerTask, Cleaners};
@@ -29,6 +30,13 @@ pub(super) enum DataCommand {
     Append {
         tp: TopicPartition,
         records: Bytes,
+        leader_epoch: i32,
+        reply: Reply<AppendInfo>,
+    },
+    AppendValidated {
+        tp: TopicPartition,
+        // Boxed: a batch header is as large as every other command.
+        batch: Box<ValidatedBatch<'static>>,
         leader_epoch: i32,
         reply: Reply<AppendInfo>,
     },
@@ -295,6 +303,15 @@ struct Hosted {
 }
 
 impl Hosted {
+    /// After an append: offsets published, and waiting fetches woken unless nothing was
+    /// written (a duplicate).
+    fn appended(&self, info: &AppendInfo) {
+        self.state.publish_offsets(&self.log);
+        if !info.duplicate {
+            self.state.appended.notify_waiters();
+        }
+    }
+
     /// Moves the recovery point past a rolled segment the flusher made durable.
     fn rolled_flushed(&mut self, tp: &TopicPartition, rolled: &RolledSegment) {
         if let Err(error) = self.log.rolled_flushed(rolled) {
@@ -983,10 +1000,22 @@ impl Worker {
             } => {
                 let result = self.with_log(&tp, |hosted| {
                     let info = hosted.log.append(&records, now_ms(), leader_epoch)?;
-                    hosted.state.publish_offsets(&hosted.log);
-                    if !info.duplicate {
-                        hosted.state.appended.notify_waiters();
-                    }
+                    hosted.appended(&info);
+                    Ok(info)
+                });
+                let _ = reply.send(result);
+            }
+            DataCommand::AppendValidated {
+                tp,
+                batch,
+                leader_epoch,
+                reply,
+            } => {
+                let result = self.with_log(&tp, |hosted| {
+                    let info = hosted
+                        .log
+                        .append_validated(*batch, now_ms(), leader_epoch)?;
+                    hosted.appended(&info);
                     Ok(info)
                 });
                 let _ = reply.send(result);
