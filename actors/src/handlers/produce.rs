@@ -1,8 +1,9 @@
 //! Produce (key 0): validate and append each partition's batch to its log.
 //!
 //! The `records` bytes go to the log library untouched (kafka-protocol hands them over as
-//! `Bytes`); it validates, assigns offsets and writes them on the partition's shard thread. All
-//! partitions of a request are queued first and awaited together, so they are appended in
+//! `Bytes`); it validates, assigns offsets and writes them on the partition's shard thread. A
+//! batch that must be decompressed or recompressed is validated before, on a bounded pool of
+//! blocking threads, so that it holds up only its own request. All partitions of a request are queued first and awaited together, so they are appended in
 //! parallel across shards. acks=-1 is refused before the append when the ISR is smaller than
 //! `min.insync.replicas`, and answered once the high watermark has passed the batch (every ISR
 //! member has it; see `crate::replication::await_replication`).
@@ -18,7 +19,6 @@ use kafka_protocol::protocol::StrBytes;
 use gregor_log::batch::{self, BatchFraming, RecordBatch};
 use gregor_log::compression::Compression;
 use gregor_log::config::{LogConfig, TopicCompression};
-use gregor_log::validate::ValidatedBatch;
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
@@ -29,7 +29,7 @@ use super::data::{
 use super::{ApiResponse, Delivery, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
-use crate::log_manager::LogManagerError;
+use crate::log_manager::{LogManagerError, ProducedBatch};
 
 /// Codec id of zstd in a batch's attributes.
 const ZSTD: u8 = 4;
@@ -68,14 +68,6 @@ struct Accepted {
     epoch: i32,
     state: std::sync::Arc<crate::log_manager::PartitionState>,
     logs: std::sync::Arc<crate::log_manager::LogManager>,
-}
-
-/// A produced batch on its way to its shard.
-enum ToAppend {
-    /// Validated by the shard as it appends it.
-    Unvalidated(bytes::Bytes),
-    /// Validated before it was queued.
-    Validated(Result<ValidatedBatch<'static>, LogManagerError>),
 }
 
 /// Whether validating `records` means decompressing or recompressing them: compressed by the
@@ -244,14 +236,12 @@ pub(super) async fn handle(
         let records = std::mem::take(&mut partition.records);
         async move {
             if !costly_to_validate(&records, &partition.state.config()) {
-                return ToAppend::Unvalidated(records);
+                return Ok(ProducedBatch::Raw(records));
             }
-            ToAppend::Validated(
-                partition
-                    .logs
-                    .validate_apart(&partition.state, &partition.name, partition.index, records)
-                    .await,
-            )
+            partition
+                .logs
+                .validate_apart(&partition.state, &partition.name, partition.index, records)
+                .await
         }
     });
     let batches = join_all(validations).await;
@@ -259,18 +249,13 @@ pub(super) async fn handle(
     // parallel, and a connection serving the next Produce meanwhile queues its appends behind.
     let mut queued = Vec::with_capacity(accepted.len());
     for (partition, batch) in accepted.into_iter().zip(batches) {
-        let (logs, name, index, epoch) = (
-            &partition.logs,
-            &partition.name,
-            partition.index,
-            partition.epoch,
-        );
         let append = match batch {
-            ToAppend::Unvalidated(records) => logs.queue_append(name, index, records, epoch).await,
-            ToAppend::Validated(Ok(batch)) => {
-                logs.queue_validated_append(name, index, batch, epoch).await
+            Ok(batch) => {
+                let logs = &partition.logs;
+                logs.queue_append(&partition.name, partition.index, batch, partition.epoch)
+                    .await
             }
-            ToAppend::Validated(Err(rejected)) => Err(rejected),
+            Err(rejected) => Err(rejected),
         };
         queued.push((partition, append));
     }

@@ -53,6 +53,16 @@ const DATA_CHANNEL_CAPACITY: usize = 1024;
 /// `num.io.threads` of them (8 by default).
 const VALIDATIONS_AT_ONCE: usize = 8;
 
+/// A produced batch on its way to its partition's shard.
+#[derive(Debug)]
+pub enum ProducedBatch {
+    /// As the producer sent it: the shard validates it as it appends it.
+    Raw(Bytes),
+    /// Validated before it was queued ([`LogManager::validate_apart`]); boxed, as its header
+    /// alone is larger than the other commands.
+    Validated(Box<ValidatedBatch<'static>>),
+}
+
 /// What the network side knows of one partition log without asking its shard.
 #[derive(Debug)]
 pub struct PartitionState {
@@ -497,7 +507,7 @@ impl LogManager {
         records: Bytes,
         leader_epoch: i32,
     ) -> Result<AppendInfo, LogManagerError> {
-        self.queue_append(topic, partition, records, leader_epoch)
+        self.queue_append(topic, partition, ProducedBatch::Raw(records), leader_epoch)
             .await?
             .outcome()
             .await
@@ -510,14 +520,14 @@ impl LogManager {
         &self,
         topic: &str,
         partition: i32,
-        records: Bytes,
+        batch: ProducedBatch,
         leader_epoch: i32,
     ) -> Result<Queued<AppendInfo>, LogManagerError> {
         let tp = TopicPartition::new(topic, partition);
         let state = self.serving(&tp, true)?;
         self.queue(&state, |reply| DataCommand::Append {
             tp,
-            records,
+            batch,
             leader_epoch,
             reply,
         })
@@ -525,7 +535,7 @@ impl LogManager {
     }
 
     /// Validates a produced batch of `topic`-`partition` (`state`) on a blocking thread with
-    /// the log's configuration, for [`LogManager::queue_validated_append`]. A batch that must
+    /// the log's configuration, for [`LogManager::queue_append`]. A batch that must
     /// be decompressed or recompressed can take seconds (a decompression bomb); on the shard
     /// thread that would stall every partition of the shard, reads included.
     pub async fn validate_apart(
@@ -534,7 +544,7 @@ impl LogManager {
         topic: &str,
         partition: i32,
         records: Bytes,
-    ) -> Result<ValidatedBatch<'static>, LogManagerError> {
+    ) -> Result<ProducedBatch, LogManagerError> {
         let _slot = self
             .validation_slots
             .acquire()
@@ -544,30 +554,11 @@ impl LogManager {
         let name = TopicPartition::new(topic, partition).dir_name();
         tokio::task::spawn_blocking(move || {
             gregor_log::validate::validate(&records, &config, now_ms(), &name)
-                .map(ValidatedBatch::into_owned)
+                .map(|batch| ProducedBatch::Validated(Box::new(batch.into_owned())))
         })
         .await
         .map_err(|_| LogManagerError::ShuttingDown)?
         .map_err(|rejection| LogManagerError::Log(LogError::from(rejection)))
-    }
-
-    /// Like [`LogManager::queue_append`], for a batch [`LogManager::validate_apart`] validated.
-    pub async fn queue_validated_append(
-        &self,
-        topic: &str,
-        partition: i32,
-        batch: ValidatedBatch<'static>,
-        leader_epoch: i32,
-    ) -> Result<Queued<AppendInfo>, LogManagerError> {
-        let tp = TopicPartition::new(topic, partition);
-        let state = self.serving(&tp, true)?;
-        self.queue(&state, |reply| DataCommand::AppendValidated {
-            tp,
-            batch: Box::new(batch),
-            leader_epoch,
-            reply,
-        })
-        .await
     }
 
     /// Reads whole batches from `offset`, up to `max_bytes` (the whole first batch when

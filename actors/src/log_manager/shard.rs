@@ -15,13 +15,12 @@ use gregor_log::log::{AppendInfo, OffsetMatch, PartitionLog, RolledSegment};
 use gregor_log::log_dir::{LogDir, LogOpener};
 
 use gregor_log::producer_state::ProducerEntry;
-use gregor_log::validate::ValidatedBatch;
 
 use super::admin::LogSize;
 use super::cleaner::{Cleaned, CleanerTask, Cleaners};
 use super::{
     now_ms, FollowerLog, LogManagerError, LogManagerSettings, OffsetQuery, PartitionState,
-    ReadResult, Reply, DATA_CHANNEL_CAPACITY,
+    ProducedBatch, ReadResult, Reply, DATA_CHANNEL_CAPACITY,
 };
 use crate::partition_runs::PartitionRuns;
 
@@ -29,14 +28,7 @@ use crate::partition_runs::PartitionRuns;
 pub(super) enum DataCommand {
     Append {
         tp: TopicPartition,
-        records: Bytes,
-        leader_epoch: i32,
-        reply: Reply<AppendInfo>,
-    },
-    AppendValidated {
-        tp: TopicPartition,
-        // Boxed: a batch header is as large as every other command.
-        batch: Box<ValidatedBatch<'static>>,
+        batch: ProducedBatch,
         leader_epoch: i32,
         reply: Reply<AppendInfo>,
     },
@@ -303,15 +295,6 @@ struct Hosted {
 }
 
 impl Hosted {
-    /// After an append: offsets published, and waiting fetches woken unless nothing was
-    /// written (a duplicate).
-    fn appended(&self, info: &AppendInfo) {
-        self.state.publish_offsets(&self.log);
-        if !info.duplicate {
-            self.state.appended.notify_waiters();
-        }
-    }
-
     /// Moves the recovery point past a rolled segment the flusher made durable.
     fn rolled_flushed(&mut self, tp: &TopicPartition, rolled: &RolledSegment) {
         if let Err(error) = self.log.rolled_flushed(rolled) {
@@ -994,28 +977,25 @@ impl Worker {
         match command {
             DataCommand::Append {
                 tp,
-                records,
-                leader_epoch,
-                reply,
-            } => {
-                let result = self.with_log(&tp, |hosted| {
-                    let info = hosted.log.append(&records, now_ms(), leader_epoch)?;
-                    hosted.appended(&info);
-                    Ok(info)
-                });
-                let _ = reply.send(result);
-            }
-            DataCommand::AppendValidated {
-                tp,
                 batch,
                 leader_epoch,
                 reply,
             } => {
                 let result = self.with_log(&tp, |hosted| {
-                    let info = hosted
-                        .log
-                        .append_validated(*batch, now_ms(), leader_epoch)?;
-                    hosted.appended(&info);
+                    let info = match batch {
+                        ProducedBatch::Raw(records) => {
+                            hosted.log.append(&records, now_ms(), leader_epoch)?
+                        }
+                        ProducedBatch::Validated(batch) => {
+                            hosted
+                                .log
+                                .append_validated(*batch, now_ms(), leader_epoch)?
+                        }
+                    };
+                    hosted.state.publish_offsets(&hosted.log);
+                    if !info.duplicate {
+                        hosted.state.appended.notify_waiters();
+                    }
                     Ok(info)
                 });
                 let _ = reply.send(result);
