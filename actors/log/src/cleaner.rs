@@ -429,16 +429,18 @@ impl CleaningJob {
         for record in batch.records_in(&payload) {
             let record = record.map_err(corrupt)?;
             let offset = batch.base_offset() + i64::from(record.offset_delta);
-            let superseded = record
-                .key
-                .and_then(|k| latest.get(k))
-                .is_some_and(|&newest| offset < newest);
+            let superseded = match record.key {
+                Some(key) => latest.get(key).is_some_and(|&newest| offset < newest),
+                // As Kafka's cleaner: a record without a key has no place in a compacted log
+                // (it counts it as invalid), so it goes.
+                None => true,
+            };
             let expired_tombstone =
                 record.value.is_none() && record.key.is_some() && horizon_passed;
             if superseded || expired_tombstone {
                 removed_any = true;
                 stats.records_removed += 1;
-                if record.value.is_none() {
+                if record.value.is_none() && record.key.is_some() {
                     stats.tombstones_removed += 1;
                 }
                 continue;

@@ -372,3 +372,49 @@ fn a_discarded_pass_leaves_no_files() {
     cleaned.discard();
     assert_eq!(cleaned_files(dir.path()), 0);
 }
+
+#[test]
+fn records_without_a_key_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    // A compacted topic refuses keyless records; they come from its time as a deleting one.
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            cleanup_compact: false,
+            cleanup_delete: true,
+            ..compacted()
+        },
+    );
+    let mut batch = |records: &[(Option<&str>, &str)]| {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for (key, value) in records {
+            builder.append(NOW, key.map(str::as_bytes), Some(value.as_bytes()), &[]);
+        }
+        log.append(&builder.build().unwrap(), NOW, 0).unwrap();
+    };
+    for i in 0..3 {
+        batch(&[(None, &format!("keyless {i}"))]);
+    }
+    batch(&[(Some("a"), "1")]);
+    batch(&[(Some("a"), "2")]);
+    batch(&[(None, "keyless 5"), (Some("b"), "1")]);
+    log.roll(NOW).unwrap();
+    log.set_config(LogConfig {
+        min_cleanable_dirty_ratio: 0.0,
+        ..compacted()
+    });
+    let stats = log.compact(NOW, 7).unwrap().unwrap();
+    assert_eq!(
+        stats.records_removed, 5,
+        "offsets 0, 1, 2 and 5 without a key, a@3"
+    );
+    assert_eq!(stats.tombstones_removed, 0);
+    let kept: Vec<(i64, Option<Vec<u8>>)> = read_all(&mut log, 0)
+        .into_iter()
+        .map(|r| (r.offset, r.key))
+        .collect();
+    assert_eq!(
+        kept,
+        vec![(4, Some(b"a".to_vec())), (6, Some(b"b".to_vec()))]
+    );
+}
