@@ -110,20 +110,47 @@ impl CleanedLog {
 }
 
 impl PartitionLog {
-    /// The segment-aligned end of the cleanable range.
+    /// The segment-aligned end of the cleanable range, as Kafka's `cleanableOffsets`: the active
+    /// segment, the first segment not wholly below the high watermark and, only when
+    /// `min.compaction.lag.ms` is set, the first dirty segment holding a record younger than it
+    /// (a clean segment, or a future timestamp with no lag, must not hold back the rest).
     fn first_uncleanable_offset(&self, now_ms: i64, high_watermark: i64) -> i64 {
-        let lag_limit = now_ms.saturating_sub(self.config.min_compaction_lag_ms);
-        let active_base = self.segments.keys().next_back().copied().unwrap_or(0);
-        for segment in self.segments.values() {
-            let base = segment.base_offset();
-            if base == active_base
-                || segment.next_offset() > high_watermark
-                || segment.max_timestamp() > lag_limit
-            {
-                return base;
-            }
-        }
-        active_base
+        let active_base = self.active_base();
+        let unreplicated = self
+            .segments
+            .values()
+            .find(|s| s.next_offset() > high_watermark)
+            .map_or(active_base, |s| s.base_offset());
+        let lag = self.config.min_compaction_lag_ms;
+        let too_young = (lag > 0)
+            .then(|| {
+                let limit = now_ms.saturating_sub(lag);
+                self.dirty_sealed_segments()
+                    .find(|s| s.largest_timestamp() > limit)
+                    .map(Segment::base_offset)
+            })
+            .flatten();
+        unreplicated
+            .min(active_base)
+            .min(too_young.unwrap_or(i64::MAX))
+    }
+
+    fn active_base(&self) -> i64 {
+        self.segments.keys().next_back().copied().unwrap_or(0)
+    }
+
+    /// The sealed segments from the one holding the first dirty offset on (Kafka's
+    /// `nonActiveLogSegmentsFrom`).
+    fn dirty_sealed_segments(&self) -> impl Iterator<Item = &Segment> {
+        let first_dirty = self.first_dirty_offset();
+        let from = self
+            .segments
+            .range(..=first_dirty)
+            .next_back()
+            .map_or(i64::MIN, |(base, _)| *base);
+        self.segments
+            .range(from..self.active_base())
+            .map(|(_, segment)| &**segment)
     }
 
     fn first_dirty_offset(&self) -> i64 {

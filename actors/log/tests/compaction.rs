@@ -418,3 +418,62 @@ fn records_without_a_key_are_removed() {
         vec![(4, Some(b"a".to_vec())), (6, Some(b"b".to_vec()))]
     );
 }
+
+fn keyed_at(key: &str, value: &str, timestamp: i64) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(Compression::None);
+    builder.append(timestamp, Some(key.as_bytes()), Some(value.as_bytes()), &[]);
+    builder.build().unwrap()
+}
+
+#[test]
+fn a_future_timestamp_does_not_stop_compaction_without_a_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            min_cleanable_dirty_ratio: 0.0,
+            min_compaction_lag_ms: 0,
+            ..compacted()
+        },
+    );
+    log.append(&keyed_at("a", "future", NOW + 1_800_000), NOW, 0)
+        .unwrap();
+    log.append(&keyed_at("a", "now", NOW), NOW, 0).unwrap();
+    log.roll(NOW).unwrap();
+    let stats = log.compact(NOW, 2).unwrap().expect("cleanable at once");
+    assert_eq!(stats.records_removed, 1);
+    assert_eq!(stats.first_dirty_offset, 2);
+}
+
+#[test]
+fn the_compaction_lag_is_checked_over_the_dirty_segments_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        min_cleanable_dirty_ratio: 0.0,
+        min_compaction_lag_ms: 60_000,
+        ..compacted()
+    };
+    let (_d, mut log) = open(dir.path(), config);
+    // A segment with a record 30 minutes ahead, cleaned once that time has passed.
+    log.append(&keyed_at("f", "future", NOW + 1_800_000), NOW, 0)
+        .unwrap();
+    log.append(&keyed_at("a", "1", NOW), NOW, 0).unwrap();
+    log.roll(NOW).unwrap();
+    assert_eq!(log.compact(NOW, 2).unwrap(), None, "younger than the lag");
+    let later = NOW + 2_000_000;
+    assert_eq!(
+        log.compact(later, 2).unwrap().unwrap().first_dirty_offset,
+        2
+    );
+    // Dirty segments older than the lag are cleaned although the clean one is "younger".
+    log.append(&keyed_at("a", "2", NOW), later, 0).unwrap();
+    log.append(&keyed_at("a", "3", NOW), later, 0).unwrap();
+    log.roll(later).unwrap();
+    let back_then = NOW + 1_000_000;
+    let stats = log
+        .compact(back_then, 4)
+        .unwrap()
+        .expect("the dirty part is old enough");
+    assert_eq!(stats.records_removed, 2, "a@1 and a@2");
+    assert_eq!(stats.first_dirty_offset, 4);
+}
