@@ -159,23 +159,37 @@ impl PartitionLog {
             .max(self.log_start_offset)
     }
 
-    /// Dirty bytes / cleanable bytes, and the range it was computed over.
-    pub fn dirty_ratio(&self, now_ms: i64, high_watermark: i64) -> f64 {
-        let end = self.first_uncleanable_offset(now_ms, high_watermark);
+    /// Bytes of the cleanable range below the first dirty offset, and from it on.
+    fn cleanable_bytes(&self, end: i64) -> (u64, u64) {
         let first_dirty = self.first_dirty_offset();
-        let (mut clean, mut dirty) = (0u64, 0u64);
-        for segment in self.segments.values().filter(|s| s.base_offset() < end) {
-            if segment.next_offset() <= first_dirty {
-                clean += segment.size();
-            } else {
-                dirty += segment.size();
-            }
-        }
-        if clean + dirty == 0 {
-            0.0
-        } else {
-            dirty as f64 / (clean + dirty) as f64
-        }
+        self.segments
+            .range(..end)
+            .fold((0, 0), |(clean, dirty), (_, segment)| {
+                if segment.next_offset() <= first_dirty {
+                    (clean + segment.size(), dirty)
+                } else {
+                    (clean, dirty + segment.size())
+                }
+            })
+    }
+
+    /// Dirty bytes / cleanable bytes.
+    pub fn dirty_ratio(&self, now_ms: i64, high_watermark: i64) -> f64 {
+        let (clean, dirty) =
+            self.cleanable_bytes(self.first_uncleanable_offset(now_ms, high_watermark));
+        ratio(clean, dirty)
+    }
+
+    /// How long the oldest dirty record has waited beyond `max.compaction.lag.ms`, 0 when none
+    /// has (Kafka's `maxCompactionDelay`: the first batch of each dirty sealed segment counts,
+    /// records without a timestamp do not).
+    fn max_compaction_delay(&self, now_ms: i64) -> i64 {
+        let clean_until = now_ms.saturating_sub(self.config.max_compaction_lag_ms.max(0));
+        self.dirty_sealed_segments()
+            .filter_map(Segment::first_batch_timestamp)
+            .filter(|&timestamp| timestamp > 0)
+            .min()
+            .map_or(0, |earliest| clean_until.saturating_sub(earliest).max(0))
     }
 
     /// One compaction pass on this thread when the topic is compacted and dirty enough; `None`
@@ -197,9 +211,11 @@ impl PartitionLog {
         }
         let end = self.first_uncleanable_offset(now_ms, high_watermark);
         let first_dirty = self.first_dirty_offset();
-        if first_dirty >= end
-            || self.dirty_ratio(now_ms, high_watermark) < self.config.min_cleanable_dirty_ratio
-        {
+        let (clean, dirty) = self.cleanable_bytes(end);
+        // As Kafka's grabFilthiestCompactedLog: dirty enough, or holding a record overdue.
+        let dirty_enough = ratio(clean, dirty) > self.config.min_cleanable_dirty_ratio;
+        let overdue = dirty > 0 && self.max_compaction_delay(now_ms) > 0;
+        if first_dirty >= end || !(dirty_enough || overdue) {
             return Ok(None);
         }
         let segments = self
@@ -298,6 +314,14 @@ impl PartitionLog {
             .seal(&files)
             .map_err(|e| LogError::io("flush", &log_path, e))?;
         Ok(segment)
+    }
+}
+
+fn ratio(clean: u64, dirty: u64) -> f64 {
+    if clean + dirty == 0 {
+        0.0
+    } else {
+        dirty as f64 / (clean + dirty) as f64
     }
 }
 

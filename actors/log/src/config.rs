@@ -26,6 +26,7 @@ pub struct LogConfig {
     pub cleanup_compact: bool,
     pub delete_retention_ms: i64,
     pub min_compaction_lag_ms: i64,
+    pub max_compaction_lag_ms: i64,
     pub min_cleanable_dirty_ratio: f64,
     pub flush_messages: i64,
     pub flush_ms: i64,
@@ -52,6 +53,7 @@ impl Default for LogConfig {
             cleanup_compact: false,
             delete_retention_ms: 86_400_000,
             min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
@@ -103,6 +105,7 @@ impl LogConfig {
             }
             "delete.retention.ms" => self.delete_retention_ms = int()?,
             "min.compaction.lag.ms" => self.min_compaction_lag_ms = int()?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = int()?,
             "min.cleanable.dirty.ratio" => {
                 self.min_cleanable_dirty_ratio = value
                     .trim()
@@ -173,6 +176,8 @@ mod tests {
         assert_eq!(c.timestamp_type, TimestampType::LogAppendTime);
         assert!(c.apply("segment.bytes", "-5").is_err());
         assert!(c.apply("cleanup.policy", "shred").is_err());
+        c.apply("max.compaction.lag.ms", "60000").unwrap();
+        assert_eq!(c.max_compaction_lag_ms, 60_000);
         c.apply("min.insync.replicas", "2").unwrap();
     }
 }

@@ -769,6 +769,11 @@ impl Segment {
         }
     }
 
+    /// The largest timestamp of the first batch, which `max.compaction.lag.ms` counts from.
+    pub fn first_batch_timestamp(&self) -> Option<i64> {
+        self.rolling_timestamp
+    }
+
     /// The timestamp time-based retention counts from: the largest record timestamp, or the
     /// segment's file time when no record has one (Kafka's `largestTimestamp`).
     pub fn largest_timestamp(&self) -> i64 {

@@ -477,3 +477,42 @@ fn the_compaction_lag_is_checked_over_the_dirty_segments_only() {
     assert_eq!(stats.records_removed, 2, "a@1 and a@2");
     assert_eq!(stats.first_dirty_offset, 4);
 }
+
+#[test]
+fn the_max_compaction_lag_forces_a_pass_below_the_dirty_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            min_cleanable_dirty_ratio: 0.9,
+            max_compaction_lag_ms: 60_000,
+            ..compacted()
+        },
+    );
+    for k in 0..10 {
+        log.append(&keyed_at(&format!("k{k}"), "1", NOW), NOW, 0)
+            .unwrap();
+    }
+    log.roll(NOW).unwrap();
+    assert_eq!(
+        log.compact(NOW, 10).unwrap().unwrap().first_dirty_offset,
+        10
+    );
+    log.append(&keyed_at("k0", "2", NOW), NOW, 0).unwrap();
+    log.roll(NOW).unwrap();
+    assert!(log.dirty_ratio(NOW, 11) < 0.1);
+    assert_eq!(log.compact(NOW, 11).unwrap(), None, "not dirty enough");
+    assert_eq!(
+        log.compact(NOW + 60_000, 11).unwrap(),
+        None,
+        "exactly at the max lag"
+    );
+    let stats = log.compact(NOW + 60_001, 11).unwrap().expect("overdue");
+    assert_eq!(stats.records_removed, 1, "k0@0");
+    assert_eq!(stats.first_dirty_offset, 11);
+    assert_eq!(
+        log.compact(NOW + 120_000, 11).unwrap(),
+        None,
+        "nothing dirty left"
+    );
+}
