@@ -1,24 +1,34 @@
 //! Log compaction (`cleanup.policy=compact`, data-plane reference §6.3).
 //!
 //! One pass: the cleanable range runs from the log start to the first segment that is active, not wholly
-//! below the high watermark, or younger than `min.compaction.lag.ms`. The dirty part starts at the cleaner
-//! checkpoint (`cleaner-offset-checkpoint`). When dirty bytes / cleanable bytes ≥
-//! `min.cleanable.dirty.ratio`, a map key → latest offset is built over the dirty part, and every segment of
-//! the cleanable range is rewritten keeping, per key, only the latest record. Tombstones get a delete
-//! horizon (KIP-534: now + `delete.retention.ms`, stored in the batch) when first passed and are removed on
-//! a pass after it. Batches keep their offsets, producer fields and last offset delta; a batch emptied of
-//! records is kept only when it is its producer's last, so sequence numbers survive (as Kafka).
+//! below the high watermark or, when `min.compaction.lag.ms` is set, a dirty one holding a record younger
+//! than it. The dirty part starts at the cleaner checkpoint (`cleaner-offset-checkpoint`). A pass runs
+//! when dirty bytes / cleanable bytes > `min.cleanable.dirty.ratio`, or when the first batch of a dirty
+//! sealed segment is older than `max.compaction.lag.ms` (Kafka's `maxCompactionDelay`). A map key →
+//! latest offset is built over the dirty part, and the segments of the cleanable range are rewritten
+//! keeping, per key, only the latest record; records without a key go. Tombstones get a delete horizon
+//! (KIP-534: now + `delete.retention.ms`, stored in the batch) when first passed and are removed on a pass
+//! after it. Batches keep their offsets, producer fields and last offset delta; a batch emptied of records
+//! is kept only when it is its producer's last, so sequence numbers survive (as Kafka).
+//!
+//! Consecutive segments are merged, as Kafka's `groupSegmentsBySize`: a group's bytes fit in
+//! `segment.bytes`, its index sizes in `segment.index.bytes`, its offsets in a 32-bit relative offset,
+//! and it is written as one segment with the first one's base offset. A group's last batch stays,
+//! emptied if need be, so the merged segment's offsets end where the group's did. Each group goes
+//! through `<base>.log.cleaned` → `<base>.log.swap` (the commit point) → the group's other segments
+//! deleted → `<base>.log`; on open ([`crate::log`]) a `.cleaned` file is deleted and a `.swap` replaces
+//! every segment whose base offset lies within its offsets, so a crash at any step leaves the old
+//! segments or the merged one, never both.
 //!
 //! Simpler than Kafka, on purpose: the offset map holds whole keys (Kafka hashes them into a fixed
-//! `log.cleaner.dedupe.buffer.size`), segments are rewritten one by one and never merged, and
-//! `max.compaction.lag.ms` is not enforced. Each rewrite goes through `<base>.log.cleaned` → `.log.swap` →
-//! `.log`, so a crash at any point leaves the old or the new segment ([`crate::log`] finishes a `.swap`).
+//! `log.cleaner.dedupe.buffer.size`), so one pass covers the whole dirty part.
 //!
 //! A pass has three steps so that its long part runs away from the log's owner, as Kafka's cleaner
-//! threads do: [`PartitionLog::plan_cleaning`] (the owner: which sealed segments, which producers'
-//! last batches), [`CleaningJob::run`] (any thread: reads those segments, which no append touches,
-//! and writes each rewritten one to `<base>.log.cleaned`), then [`PartitionLog::install_cleaned`]
-//! (the owner: swaps in each cleaned segment that is still the segment it was made from).
+//! threads do: [`PartitionLog::plan_cleaning`] (the owner: which sealed segments, grouped, which
+//! producers' last batches), [`CleaningJob::run`] (any thread: reads those segments, which no append
+//! touches, and writes each rewritten group to its `.cleaned` file), then
+//! [`PartitionLog::install_cleaned`] (the owner: swaps in each group whose segments are still those it
+//! was made from).
 
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
@@ -35,6 +45,7 @@ use crate::segment::{self, Segment};
 /// What one cleaning pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CleanerStats {
+    /// Segments replaced (several may become one).
     pub segments_rewritten: usize,
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -51,6 +62,8 @@ struct SealedSegment {
     log_path: PathBuf,
     size: u64,
     next_offset: i64,
+    /// The sizes of its `.index` and `.timeindex`, which a merged segment's must fit in.
+    index_bytes: (u64, u64),
 }
 
 /// One planned pass over a log's cleanable range, runnable on any thread.
@@ -58,7 +71,8 @@ struct SealedSegment {
 pub struct CleaningJob {
     dir: PathBuf,
     files: Arc<FileCache>,
-    segments: Vec<SealedSegment>,
+    /// Consecutive segments, each group written as one segment.
+    groups: Vec<Vec<SealedSegment>>,
     first_dirty: i64,
     end: i64,
     now_ms: i64,
@@ -74,13 +88,18 @@ pub struct CleaningJob {
     instance: u64,
 }
 
-/// A rewritten segment waiting in its `.cleaned` file.
+/// A group of segments rewritten as one, waiting in the `.cleaned` file of its first.
 #[derive(Debug)]
 struct CleanedSegment {
-    base_offset: i64,
-    size_before: u64,
-    next_offset: i64,
+    /// The base offset, size and next offset of each segment it replaces, as planned.
+    sources: Vec<(i64, u64, i64)>,
     cleaned_path: PathBuf,
+}
+
+impl CleanedSegment {
+    fn base_offset(&self) -> i64 {
+        self.sources.first().map_or(0, |(base, _, _)| *base)
+    }
 }
 
 /// What [`CleaningJob::run`] produced, for [`PartitionLog::install_cleaned`].
@@ -218,7 +237,7 @@ impl PartitionLog {
         if first_dirty >= end || !(dirty_enough || overdue) {
             return Ok(None);
         }
-        let segments = self
+        let segments: Vec<SealedSegment> = self
             .segments
             .range(..end)
             .map(|(_, segment)| SealedSegment {
@@ -226,12 +245,22 @@ impl PartitionLog {
                 log_path: segment.log_path().to_path_buf(),
                 size: segment.size(),
                 next_offset: segment.next_offset(),
+                index_bytes: segment.index_bytes(),
             })
             .collect();
+        let groups = group_by_size(
+            &segments,
+            self.config.segment_bytes,
+            self.config.segment_index_bytes,
+            end,
+        )
+        .into_iter()
+        .map(|range| segments[range].to_vec())
+        .collect();
         Ok(Some(CleaningJob {
             dir: self.dir.clone(),
             files: Arc::clone(&self.shared.files),
-            segments,
+            groups,
             first_dirty,
             end,
             now_ms,
@@ -248,10 +277,10 @@ impl PartitionLog {
         }))
     }
 
-    /// Swaps in the segments of a finished pass. A segment that changed meanwhile (removed by
-    /// retention or DeleteRecords; every segment, after a truncation or in a re-created log) keeps its current contents,
-    /// its cleaned copy is dropped, and the cleaner checkpoint stays where it was so the next
-    /// pass redoes it.
+    /// Swaps in the groups of a finished pass. A group with a segment that changed meanwhile
+    /// (removed by retention or DeleteRecords; every segment, after a truncation or in a
+    /// re-created log) keeps its current segments, its cleaned copy is dropped, and the cleaner
+    /// checkpoint stays where it was so the next pass redoes it.
     /// A failed pass changes nothing; a storage error marks the log dir offline.
     pub fn install_cleaned(
         &mut self,
@@ -265,19 +294,24 @@ impl PartitionLog {
             cleaned.truncations != self.truncations || cleaned.instance != self.instance;
         for segment in cleaned.segments {
             let unchanged = !truncated
-                && self.segments.get(&segment.base_offset).is_some_and(|s| {
-                    s.size() == segment.size_before && s.next_offset() == segment.next_offset
+                && segment.sources.iter().all(|&(base, size, next_offset)| {
+                    self.segments
+                        .get(&base)
+                        .is_some_and(|s| s.size() == size && s.next_offset() == next_offset)
                 });
             if !unchanged {
                 all_installed = false;
-                stats.segments_rewritten -= 1;
+                stats.segments_rewritten -= segment.sources.len();
                 let _ = std::fs::remove_file(&segment.cleaned_path);
                 continue;
             }
-            let replaced = self.swap_in(segment.base_offset, &segment.cleaned_path, now_ms);
+            let replaced = self.swap_in(&segment, now_ms);
             let replaced = self.guard(replaced)?;
+            for (base, _, _) in &segment.sources {
+                self.segments.remove(base);
+            }
             self.segments
-                .insert(segment.base_offset, Box::new(replaced));
+                .insert(segment.base_offset(), Box::new(replaced));
         }
         if all_installed {
             self.cleaner_offset = Some(cleaned.end.max(self.cleaner_offset.unwrap_or(0)));
@@ -285,24 +319,31 @@ impl PartitionLog {
         Ok(stats)
     }
 
-    /// Replaces segment `base` with its `.cleaned` file through `.swap`, and reopens it.
-    fn swap_in(&mut self, base: i64, cleaned: &Path, now_ms: i64) -> Result<Segment> {
+    /// Replaces a group's segments with its `.cleaned` file, and opens the result. As Kafka's
+    /// `replaceSegments`: the rename to `.swap` commits (recovery finishes a swap from there, see
+    /// [`crate::log`]'s `prepare_directory`), then the other segments of the group go, then the
+    /// swap takes the first one's name. Readers holding the old files keep reading them.
+    fn swap_in(&mut self, cleaned: &CleanedSegment, now_ms: i64) -> Result<Segment> {
         let files = Arc::clone(&self.shared.files);
+        let base = cleaned.base_offset();
         let log_path = segment::log_path(&self.dir, base);
         let mut swap = log_path.clone().into_os_string();
         swap.push(".swap");
         let swap = PathBuf::from(swap);
+        let sync_dir = || std::fs::File::open(&self.dir)?.sync_all();
         let rename = || -> std::io::Result<()> {
-            std::fs::rename(cleaned, &swap)?;
-            for path in [
-                log_path.clone(),
-                segment::index_path(&self.dir, base),
-                segment::time_index_path(&self.dir, base),
-            ] {
-                files.forget(&path);
+            std::fs::rename(&cleaned.cleaned_path, &swap)?;
+            sync_dir()?;
+            for &(replaced, _, _) in cleaned.sources.iter().skip(1) {
+                segment::remove_files(&self.dir, replaced, true, &files)?;
             }
+            // The first segment's indexes describe the old contents; they are rebuilt below.
+            segment::remove_files(&self.dir, base, false, &files)?;
+            // Gone for good before the swap takes its name, so no crash leaves both.
+            sync_dir()?;
+            files.forget(&log_path);
             std::fs::rename(&swap, &log_path)?;
-            std::fs::File::open(&self.dir)?.sync_all()
+            sync_dir()
         };
         rename().map_err(|e| LogError::io("swap in a cleaned segment", &log_path, e))?;
         let mut segment = Segment::open(&self.dir, base, &files, now_ms, false)
@@ -331,7 +372,8 @@ impl CleaningJob {
         &self.dir
     }
 
-    /// Reads the planned segments and writes each one that changes to `<base>.log.cleaned`
+    /// Reads the planned segments and writes each group that changes (any of several segments,
+    /// or a single one whose contents change) to the `<base>.log.cleaned` of its first segment
     /// (fsynced). Touches nothing the log's owner reads or writes.
     pub fn run(self) -> Result<CleanedLog> {
         let latest = self.latest_offsets()?;
@@ -340,16 +382,10 @@ impl CleaningJob {
             ..Default::default()
         };
         let mut cleaned = Vec::new();
-        let written = self.segments.iter().try_for_each(|segment| {
-            if let Some(bytes) = self.clean_segment(segment, &latest, &mut stats)? {
-                stats.segments_rewritten += 1;
-                let path = self.write_cleaned(segment, &bytes)?;
-                cleaned.push(CleanedSegment {
-                    base_offset: segment.base_offset,
-                    size_before: segment.size,
-                    next_offset: segment.next_offset,
-                    cleaned_path: path,
-                });
+        let written = self.groups.iter().try_for_each(|group| {
+            if let Some(segment) = self.clean_group(group, &latest, &mut stats)? {
+                stats.segments_rewritten += group.len();
+                cleaned.push(segment);
             }
             Ok(())
         });
@@ -369,11 +405,88 @@ impl CleaningJob {
         })
     }
 
+    /// Writes `group` as one segment to its `.cleaned` file; None when it is one segment that
+    /// would not change. A failed write leaves no file.
+    fn clean_group(
+        &self,
+        group: &[SealedSegment],
+        latest: &HashMap<Vec<u8>, i64>,
+        stats: &mut CleanerStats,
+    ) -> Result<Option<CleanedSegment>> {
+        let Some(first) = group.first() else {
+            return Ok(None);
+        };
+        let mut path = first.log_path.clone().into_os_string();
+        path.push(".cleaned");
+        let path = PathBuf::from(path);
+        let mut file = None;
+        let written = self.write_group(group, latest, stats, &path, &mut file);
+        let sources = group
+            .iter()
+            .map(|s| (s.base_offset, s.size, s.next_offset))
+            .collect();
+        match written {
+            Ok(()) if file.is_some() => Ok(Some(CleanedSegment {
+                sources,
+                cleaned_path: path,
+            })),
+            Ok(()) => Ok(None),
+            Err(error) => {
+                if file.is_some() {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The body of [`Self::clean_group`]: `file` is set once the `.cleaned` file exists.
+    fn write_group(
+        &self,
+        group: &[SealedSegment],
+        latest: &HashMap<Vec<u8>, i64>,
+        stats: &mut CleanerStats,
+        path: &Path,
+        file: &mut Option<std::fs::File>,
+    ) -> Result<()> {
+        let io = |e| LogError::io("write a cleaned segment", path, e);
+        let mut position = 0u64;
+        for (i, segment) in group.iter().enumerate() {
+            let last = i + 1 == group.len();
+            let (bytes, changed) =
+                self.clean_segment(segment, latest, last.then_some(segment.next_offset), stats)?;
+            if group.len() == 1 && !changed {
+                return Ok(());
+            }
+            let out = match file {
+                Some(out) => out,
+                None => file.insert(std::fs::File::create(path).map_err(io)?),
+            };
+            out.write_all_at(&bytes, position).map_err(io)?;
+            position += bytes.len() as u64;
+        }
+        if let (Some(out), Some(last)) = (file.as_ref(), group.last()) {
+            // As Kafka, the merged segment keeps the modification time of its last source:
+            // retention falls back to it for segments without record timestamps.
+            let modified = std::fs::metadata(&last.log_path)
+                .and_then(|m| m.modified())
+                .map_err(|e| LogError::io("read for compaction", &last.log_path, e))?;
+            out.set_modified(modified).map_err(io)?;
+            out.sync_all().map_err(io)?;
+        }
+        Ok(())
+    }
+
     /// Key → offset of its latest record in the dirty part.
     fn latest_offsets(&self) -> Result<HashMap<Vec<u8>, i64>> {
         let first_dirty = self.first_dirty;
         let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
-        for segment in self.segments.iter().filter(|s| s.next_offset > first_dirty) {
+        for segment in self
+            .groups
+            .iter()
+            .flatten()
+            .filter(|s| s.next_offset > first_dirty)
+        {
             let mut decode_error = None;
             segment::for_each_batch_in(
                 &self.files,
@@ -417,13 +530,16 @@ impl CleaningJob {
         Ok(latest)
     }
 
-    /// The new contents of `segment`, or None when it would not change.
+    /// The new contents of `segment`, and whether they differ from the old. The batch ending
+    /// at `group_end` stays, emptied if need be, so a merged segment ends where its group did:
+    /// a `.swap` left by a crash then names by its own contents every segment it replaces.
     fn clean_segment(
         &self,
         segment: &SealedSegment,
         latest: &HashMap<Vec<u8>, i64>,
+        group_end: Option<i64>,
         stats: &mut CleanerStats,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<(Vec<u8>, bool)> {
         let mut out = Vec::with_capacity(usize::try_from(segment.size).unwrap_or(0));
         let mut changed = false;
         let mut failure = None;
@@ -434,7 +550,8 @@ impl CleaningJob {
             0,
             |_, batch| {
                 stats.bytes_before += batch.size() as u64;
-                match self.clean_batch(batch, latest, stats) {
+                let keep = group_end == Some(batch.next_offset());
+                match self.clean_batch(batch, latest, keep, stats) {
                     Ok(None) => out.extend_from_slice(batch.bytes()),
                     Ok(Some(rewritten)) => {
                         changed = true;
@@ -453,14 +570,16 @@ impl CleaningJob {
             return Err(e);
         }
         stats.bytes_after += out.len() as u64;
-        Ok(changed.then_some(out))
+        Ok((out, changed))
     }
 
-    /// A batch's retained form: None to keep it as is, Some(bytes) (possibly empty) otherwise.
+    /// A batch's retained form: None to keep it as is, Some(bytes) (possibly empty) otherwise;
+    /// with `keep`, emptied rather than dropped.
     fn clean_batch(
         &self,
         batch: &RecordBatch<'_>,
         latest: &HashMap<Vec<u8>, i64>,
+        keep: bool,
         stats: &mut CleanerStats,
     ) -> Result<Option<Vec<u8>>> {
         if batch.is_control() {
@@ -506,7 +625,7 @@ impl CleaningJob {
         }
         let producers_last = batch.has_producer_id()
             && self.producers_last.get(&batch.producer_id()) == Some(&batch.last_offset());
-        if kept.is_empty() && !producers_last {
+        if kept.is_empty() && !producers_last && !keep {
             return Ok(Some(Vec::new()));
         }
         let codec = batch
@@ -534,18 +653,87 @@ impl CleaningJob {
             .map(Some)
             .map_err(|e| corrupt(format!("failed to rebuild a batch: {e}")))
     }
+}
 
-    /// Writes `bytes` to `<base>.log.cleaned` beside the segment, fsynced.
-    fn write_cleaned(&self, segment: &SealedSegment, bytes: &[u8]) -> Result<PathBuf> {
-        let mut path = segment.log_path.clone().into_os_string();
-        path.push(".cleaned");
-        let path = PathBuf::from(path);
-        let write = || -> std::io::Result<()> {
-            let file = std::fs::File::create(&path)?;
-            file.write_all_at(bytes, 0)?;
-            file.sync_all()
-        };
-        write().map_err(|e| LogError::io("write a cleaned segment", &path, e))?;
-        Ok(path)
+/// Splits consecutive segments into groups to be written as one segment each, as Kafka's
+/// `groupSegmentsBySize`: a group's `.log` bytes fit in `max_bytes` (`segment.bytes`), each of
+/// its index sizes in `max_index_bytes` (`segment.index.bytes`), and every offset of a non-empty
+/// member lies within a 32-bit relative offset of its base (the last member's offsets are bounded
+/// by the next segment's base, or by `end` for the last segment).
+fn group_by_size(
+    segments: &[SealedSegment],
+    max_bytes: u64,
+    max_index_bytes: u64,
+    end: i64,
+) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    while let Some(first) = segments.get(start) {
+        let (mut bytes, (mut index, mut time_index)) = (first.size, first.index_bytes);
+        let mut next = start + 1;
+        while let Some(candidate) = segments.get(next) {
+            let last_offset = segments.get(next + 1).map_or(end, |s| s.base_offset) - 1;
+            let fits = bytes + candidate.size <= max_bytes
+                && index + candidate.index_bytes.0 <= max_index_bytes
+                && time_index + candidate.index_bytes.1 <= max_index_bytes
+                && (candidate.size == 0 || last_offset - first.base_offset <= i64::from(i32::MAX));
+            if !fits {
+                break;
+            }
+            bytes += candidate.size;
+            index += candidate.index_bytes.0;
+            time_index += candidate.index_bytes.1;
+            next += 1;
+        }
+        groups.push(start..next);
+        start = next;
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(base_offset: i64, size: u64, index_bytes: (u64, u64)) -> SealedSegment {
+        SealedSegment {
+            base_offset,
+            log_path: PathBuf::new(),
+            size,
+            next_offset: base_offset + 1,
+            index_bytes,
+        }
+    }
+
+    #[test]
+    fn groups_fit_segment_bytes_index_bytes_and_relative_offsets() {
+        let by_size: Vec<SealedSegment> = (0..10).map(|i| segment(i * 10, 400, (8, 12))).collect();
+        assert_eq!(
+            group_by_size(&by_size, 1000, 1 << 20, 100),
+            vec![0..2, 2..4, 4..6, 6..8, 8..10],
+            "two 400-byte segments fit in 1000, three do not"
+        );
+        assert_eq!(
+            group_by_size(&by_size, 1 << 20, 24, 100),
+            vec![0..2, 2..4, 4..6, 6..8, 8..10],
+            "two 12-byte time indexes fit in 24"
+        );
+        assert_eq!(group_by_size(&by_size, 4000, 120, 100), vec![0..10]);
+        let wide = i64::from(i32::MAX);
+        let far = vec![
+            segment(0, 100, (0, 0)),
+            segment(10, 100, (0, 0)),
+            segment(wide + 1, 100, (0, 0)),
+            segment(wide + 20, 0, (0, 0)),
+        ];
+        assert_eq!(
+            group_by_size(&far, 1 << 20, 1 << 20, wide + 30),
+            vec![0..2, 2..4],
+            "offsets up to base + 2^31 - 1 fit, one more does not; an empty segment always does"
+        );
+        assert_eq!(
+            group_by_size(&[], 1000, 1000, 0),
+            Vec::<std::ops::Range<usize>>::new()
+        );
     }
 }

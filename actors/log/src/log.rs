@@ -1217,8 +1217,9 @@ fn first_record_matching(bytes: &[u8], wanted: impl Fn(i64, i64) -> bool) -> Opt
 }
 
 /// Cleans leftovers of interrupted operations and returns the base offsets of the segments: `.deleted`,
-/// `.cleaned` and `.tmp` files are removed; a `.swap` left by the cleaner after its `.cleaned` file was
-/// complete replaces its segment.
+/// `.cleaned` and `.tmp` files are removed; a `.swap` left by the cleaner (renamed from a complete
+/// `.cleaned` file) finishes its swap, as Kafka's `LogLoader`: it replaces every segment whose base
+/// offset lies in the range its batches cover.
 fn prepare_directory(dir: &Path, files: &Arc<FileCache>) -> Result<Vec<i64>> {
     let mut bases = Vec::new();
     let mut swaps = Vec::new();
@@ -1237,34 +1238,35 @@ fn prepare_directory(dir: &Path, files: &Arc<FileCache>) -> Result<Vec<i64>> {
             files.forget(&path);
             std::fs::remove_file(&path).map_err(|e| LogError::io("delete", &path, e))?;
         } else if let Some(stem) = name.strip_suffix(".log.swap") {
-            swaps.push((stem.to_string(), path));
+            if let Ok(base) = stem.parse::<i64>() {
+                swaps.push((base, path));
+            }
         } else if let Some(stem) = name.strip_suffix(".log") {
             if let Ok(base) = stem.parse::<i64>() {
                 bases.push(base);
             }
         }
     }
-    for (stem, swap) in swaps {
-        let Ok(base) = stem.parse::<i64>() else {
-            continue;
-        };
-        let target = crate::segment::log_path(dir, base);
-        for index in [
-            crate::segment::index_path(dir, base),
-            crate::segment::time_index_path(dir, base),
-        ] {
-            files.forget(&index);
-            match std::fs::remove_file(&index) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(LogError::io("delete", &index, e)),
+    for (base, swap) in swaps {
+        let mut finish = || -> std::io::Result<()> {
+            let end = crate::segment::next_offset_in(&swap, base)?;
+            for &replaced in bases.iter().filter(|&&b| base < b && b < end) {
+                crate::segment::remove_files(dir, replaced, true, files)?;
             }
-        }
-        files.forget(&target);
-        std::fs::rename(&swap, &target).map_err(|e| LogError::io("rename", &swap, e))?;
-        if !bases.contains(&base) {
-            bases.push(base);
-        }
+            crate::segment::remove_files(dir, base, false, files)?;
+            // The replaced segments are gone for good before the swap takes its name, so no
+            // crash leaves both.
+            std::fs::File::open(dir)?.sync_all()?;
+            let target = crate::segment::log_path(dir, base);
+            files.forget(&target);
+            std::fs::rename(&swap, &target)?;
+            bases.retain(|&b| b <= base || b >= end);
+            if !bases.contains(&base) {
+                bases.push(base);
+            }
+            Ok(())
+        };
+        finish().map_err(|e| LogError::io("finish an interrupted swap", &swap, e))?;
     }
     bases.sort_unstable();
     Ok(bases)

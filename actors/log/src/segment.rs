@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::batch::{self, framing, BatchFraming, RecordBatch, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
 use crate::files::FileCache;
-use crate::index::{IndexFile, OffsetEntry, TimeEntry};
+use crate::index::{IndexEntry, IndexFile, OffsetEntry, TimeEntry};
 use crate::validate::BatchParts;
 
 /// The first read of a scan: a lookup from an index entry usually ends within
@@ -255,6 +255,44 @@ pub fn for_each_batch_in(
             Err(_) => false,
         },
     )
+}
+
+/// The offset after the last whole batch of the segment file `path` whose base offset is
+/// `base_offset` (that offset when it holds none): the range a cleaner's `.swap` file covers.
+pub fn next_offset_in(path: &Path, base_offset: i64) -> std::io::Result<i64> {
+    let file = File::open(path)?;
+    let mut next = base_offset;
+    scan(&file, 0, file.metadata()?.len(), false, |pos, header| {
+        next = header_location(pos, header).last_offset + 1;
+        true
+    })?;
+    Ok(next)
+}
+
+/// Unlinks the index files of segment `base_offset` and, with `log`, its `.log`; a file
+/// already gone is no error (recovery may repeat what a crash interrupted).
+pub fn remove_files(
+    dir: &Path,
+    base_offset: i64,
+    log: bool,
+    files: &Arc<FileCache>,
+) -> std::io::Result<()> {
+    let mut paths = vec![
+        index_path(dir, base_offset),
+        time_index_path(dir, base_offset),
+    ];
+    if log {
+        paths.push(log_path(dir, base_offset));
+    }
+    for path in paths {
+        files.forget(&path);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 impl Segment {
@@ -751,6 +789,13 @@ impl Segment {
     }
     pub fn is_empty(&self) -> bool {
         self.size == 0
+    }
+    /// The sizes of the `.index` and `.timeindex` files.
+    pub fn index_bytes(&self) -> (u64, u64) {
+        (
+            self.index.len() * OffsetEntry::SIZE as u64,
+            self.time_index.len() * TimeEntry::SIZE as u64,
+        )
     }
     pub fn index_entries(&self) -> u64 {
         self.index.len()

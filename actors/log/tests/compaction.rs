@@ -516,3 +516,173 @@ fn the_max_compaction_lag_forces_a_pass_below_the_dirty_ratio() {
         "nothing dirty left"
     );
 }
+
+/// The `.log`, `.index` and `.timeindex` files of a partition directory.
+fn segment_files(part: &std::path::Path) -> (usize, usize) {
+    let names: Vec<String> = std::fs::read_dir(part)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let logs = names.iter().filter(|n| n.ends_with(".log")).count();
+    let all = names
+        .iter()
+        .filter(|n| n.ends_with(".log") || n.ends_with(".index") || n.ends_with(".timeindex"))
+        .count();
+    (logs, all)
+}
+
+#[test]
+fn rolled_segments_of_one_key_are_merged_into_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, mut log) = open(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 1 << 20,
+            ..compacted()
+        },
+    );
+    let part = log.dir().to_path_buf();
+    for round in 0..2 {
+        for i in 0..150 {
+            log.append(
+                &keyed("same", Some(&format!("{round}-{i}")), Compression::None),
+                NOW,
+                0,
+            )
+            .unwrap();
+            log.roll(NOW).unwrap();
+        }
+        let leo = log.log_end_offset();
+        assert_eq!(log.segment_count(), 151 + round);
+        let stats = log.compact(NOW, leo).unwrap().unwrap();
+        assert_eq!(stats.segments_rewritten, 150 + round);
+        assert_eq!(
+            log.segment_base_offsets(),
+            vec![0, leo],
+            "one cleaned segment, the active one"
+        );
+        assert_eq!(segment_files(&part), (2, 6));
+        let records = read_all(&mut log, 0);
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].offset, leo - 1);
+        assert_eq!(
+            records[0].value.as_deref(),
+            Some(format!("{round}-149").as_bytes())
+        );
+    }
+}
+
+/// Where a crash stops the swap of the group at offset 10 (segments 10 to 19 into one).
+#[derive(Debug, Clone, Copy)]
+enum CrashPoint {
+    /// The `.cleaned` file is written, nothing renamed.
+    Cleaned,
+    /// Renamed to `.swap`: the commit point.
+    Swapped,
+    /// Some of the replaced segments are deleted.
+    SomeDeleted,
+    /// All of them, and the first one's indexes.
+    AllDeleted,
+    /// The swap took the first segment's name; its indexes were not rebuilt.
+    Renamed,
+}
+
+/// 30 rolled one-record segments over keys k0, k1, k2 in groups of 10, cleaned up to the point
+/// of the crash at `point`, then reopened; returns the reopened log's segment bases and records.
+fn crash_in_a_swap(point: CrashPoint) -> (Vec<i64>, Vec<(i64, String, String)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let record = |i: i64| {
+        keyed(
+            &format!("k{}", i % 3),
+            Some(&format!("v{i:03}")),
+            Compression::None,
+        )
+    };
+    let config = LogConfig {
+        segment_bytes: 10 * record(0).len() as u64,
+        ..compacted()
+    };
+    let part;
+    {
+        let (_d, mut log) = open(dir.path(), config.clone());
+        for i in 0..30 {
+            log.append(&record(i), NOW, 0).unwrap();
+            log.roll(NOW).unwrap();
+        }
+        part = log.dir().to_path_buf();
+        let cleaned = log.plan_cleaning(NOW, 30).unwrap().unwrap().run().unwrap();
+        assert_eq!(cleaned_files(&part), 3, "one file per group of 10");
+        // The pass is never installed: its files are left as the crash left them.
+        drop(cleaned);
+    }
+    let file = |base: i64, suffix: &str| part.join(format!("{base:020}.{suffix}"));
+    let remove_segment = |base: i64| {
+        for suffix in ["log", "index", "timeindex"] {
+            std::fs::remove_file(file(base, suffix)).unwrap();
+        }
+    };
+    if !matches!(point, CrashPoint::Cleaned) {
+        std::fs::rename(file(10, "log.cleaned"), file(10, "log.swap")).unwrap();
+    }
+    match point {
+        CrashPoint::Cleaned | CrashPoint::Swapped => {}
+        CrashPoint::SomeDeleted => (11..15).for_each(remove_segment),
+        CrashPoint::AllDeleted | CrashPoint::Renamed => {
+            (11..20).for_each(remove_segment);
+            std::fs::remove_file(file(10, "index")).unwrap();
+            std::fs::remove_file(file(10, "timeindex")).unwrap();
+        }
+    }
+    if matches!(point, CrashPoint::Renamed) {
+        std::fs::rename(file(10, "log.swap"), file(10, "log")).unwrap();
+    }
+    let (_d, mut log) = open(dir.path(), config);
+    assert_eq!(cleaned_files(&part), 0);
+    assert!(!file(10, "log.swap").exists());
+    let records = read_all(&mut log, 0)
+        .into_iter()
+        .map(|r| {
+            let text = |b: Option<Vec<u8>>| String::from_utf8(b.unwrap()).unwrap();
+            (r.offset, text(r.key), text(r.value))
+        })
+        .collect();
+    let bases = log.segment_base_offsets();
+    // The recovered log cleans as any other: three groups of at most 10 segments' bytes.
+    log.compact(NOW, 30).unwrap().unwrap();
+    assert_eq!(log.segment_count(), 4, "{point:?}");
+    let latest: Vec<i64> = read_all(&mut log, 0).iter().map(|r| r.offset).collect();
+    assert_eq!(latest, vec![27, 28, 29], "{point:?}");
+    (bases, records)
+}
+
+#[test]
+fn a_crash_in_a_merging_swap_leaves_the_old_or_the_new_segments() {
+    let all: Vec<i64> = (0..30).collect();
+    let expected = |offsets: &[i64]| -> Vec<(i64, String, String)> {
+        offsets
+            .iter()
+            .map(|&i| (i, format!("k{}", i % 3), format!("v{i:03}")))
+            .collect()
+    };
+    let (bases, records) = crash_in_a_swap(CrashPoint::Cleaned);
+    assert_eq!(
+        bases,
+        (0..=30).collect::<Vec<_>>(),
+        "rolled back: every segment as it was"
+    );
+    assert_eq!(records, expected(&all));
+    // From the commit point on, segments 10 to 19 are one segment, whose offsets end at 20 (its
+    // last batch kept, emptied): its superseded records went, the other groups are untouched.
+    let finished: Vec<i64> = (0..=10).chain(20..=30).collect();
+    let kept: Vec<i64> = (0..10).chain(20..30).collect();
+    for point in [
+        CrashPoint::Swapped,
+        CrashPoint::SomeDeleted,
+        CrashPoint::AllDeleted,
+        CrashPoint::Renamed,
+    ] {
+        let (bases, records) = crash_in_a_swap(point);
+        assert_eq!(bases, finished, "{point:?}");
+        assert_eq!(records, expected(&kept), "{point:?}");
+    }
+}
