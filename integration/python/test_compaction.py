@@ -39,15 +39,20 @@ def segments(node, topic):
     return sorted(f for f in os.listdir(os.path.join(node.data_dir, f"{topic}-0")) if f.endswith(".log"))
 
 
-def write_history(node, topic, delete_retention_ms):
+def create_compacted(node, topic, configs=None):
+    """A one-partition compacted topic rolled every 100 ms and cleaned at any dirty ratio."""
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:
         admin.create_topics([NewTopic(topic, 1, 1, topic_configs={
             "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-            "delete.retention.ms": str(delete_retention_ms)})])
+            **(configs or {})})])
     finally:
         admin.close()
     wait_for("the log", lambda: list_offset(RawConn(node.bootstrap), topic, 0, -1).error_code == 0)
+
+
+def write_history(node, topic, delete_retention_ms):
+    create_compacted(node, topic, {"delete.retention.ms": str(delete_retention_ms)})
     producer = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=0)
     try:
         for round_ in range(3):
@@ -111,3 +116,24 @@ def test_tombstones_go_after_delete_retention_ms(start_node):
     finally:
         producer.close()
     assert latest_per_key(after)[b"k9"][1] == b"k9-v2"
+
+
+def test_compaction_merges_the_segments_it_cleans(start_node):
+    """One key written across 30 segments (rolled by segment.ms) compacts into a few segments
+    holding its latest value, as Kafka's cleaner groups segments up to segment.bytes; before,
+    every rolled segment stayed, empty, with its index files and open descriptors."""
+    node = start_node({"log.cleaner.backoff.ms": "100"})
+    topic = "cp-merge"
+    create_compacted(node, topic)
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=0)
+    try:
+        for i in range(30):
+            producer.send(topic, key=b"k", value=b"v%d" % i, partition=0).get(timeout=30)
+            # Paced past segment.ms: each write after the first rolls a segment.
+            time.sleep(0.11)
+    finally:
+        producer.close()
+    wait_for("the cleaned segments merged", lambda: len(segments(node, topic)) <= 3, timeout=60, interval=0.2)
+    # The latest value of the cleaned segments stays until the active segment rolls in turn.
+    expected = [(28, b"k", b"v28"), (29, b"k", b"v29")]
+    wait_for("the latest two values left", lambda: read_from_start(node, topic) == expected, timeout=60, interval=0.2)

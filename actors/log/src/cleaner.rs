@@ -46,7 +46,7 @@ use crate::segment::{self, Segment};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CleanerStats {
     /// Segments replaced (several may become one).
-    pub segments_rewritten: usize,
+    pub segments_replaced: usize,
     pub bytes_before: u64,
     pub bytes_after: u64,
     pub records_removed: u64,
@@ -301,7 +301,7 @@ impl PartitionLog {
                 });
             if !unchanged {
                 all_installed = false;
-                stats.segments_rewritten -= segment.sources.len();
+                stats.segments_replaced -= segment.sources.len();
                 let _ = std::fs::remove_file(&segment.cleaned_path);
                 continue;
             }
@@ -384,7 +384,7 @@ impl CleaningJob {
         let mut cleaned = Vec::new();
         let written = self.groups.iter().try_for_each(|group| {
             if let Some(segment) = self.clean_group(group, &latest, &mut stats)? {
-                stats.segments_rewritten += group.len();
+                stats.segments_replaced += group.len();
                 cleaned.push(segment);
             }
             Ok(())

@@ -349,7 +349,7 @@ fn a_pass_planned_before_a_truncation_is_dropped() {
     }
     let before = read_all(&mut log, 0);
     let stats = log.install_cleaned(Ok(cleaned), NOW).unwrap();
-    assert_eq!(stats.segments_rewritten, 0);
+    assert_eq!(stats.segments_replaced, 0);
     assert_eq!(
         cleaned_files(dir.path()),
         0,
@@ -555,7 +555,7 @@ fn rolled_segments_of_one_key_are_merged_into_one() {
         let leo = log.log_end_offset();
         assert_eq!(log.segment_count(), 151 + round);
         let stats = log.compact(NOW, leo).unwrap().unwrap();
-        assert_eq!(stats.segments_rewritten, 150 + round);
+        assert_eq!(stats.segments_replaced, 150 + round);
         assert_eq!(
             log.segment_base_offsets(),
             vec![0, leo],

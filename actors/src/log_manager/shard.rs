@@ -1245,7 +1245,7 @@ impl Worker {
                 let elapsed = pass.started.elapsed();
                 tracing::info!(
                     partition = %tp.dir_name(),
-                    segments = stats.segments_rewritten,
+                    segments_replaced = stats.segments_replaced,
                     bytes_before = stats.bytes_before,
                     bytes_after = stats.bytes_after,
                     records_removed = stats.records_removed,
