@@ -12,6 +12,7 @@ back with librdkafka (confluent-kafka and kcat).
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -1005,3 +1006,49 @@ def test_a_costly_batch_does_not_hold_up_other_partitions(node, raw):
     for partition in range(4):
         assert list_offset(cheap, "costly", partition, -1).offset == 1
     costly.close()
+
+
+def resident_bytes(node):
+    with open(f"/proc/{node.proc.pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def test_fetch_answers_nobody_reads_stay_within_the_read_budget(start_node):
+    """Clients that send a large Fetch and never read the answer hold its records until it is
+    written. Kafka holds file references (sendfile); Gregor holds copies, so they come out of
+    `fetch.response.memory.bytes`: once it is spent, fetches get their first batch only, the
+    node's memory stays bounded, and a well-behaved consumer still reads everything. Before,
+    each such connection held its whole answer (12 MiB here)."""
+    node = start_node({"fetch.response.memory.bytes": str(4 << 20)})
+    create(node, ("hogged", 4))
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 50})
+    for i in range(12_000):
+        producer.produce("hogged", value=b"%07d" % i + bytes(1017), partition=i % 4)
+    assert producer.flush(60) == 0
+    F = FetchRequest[12]
+    hog_fetch = F(
+        replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1,
+        topics=[F.FetchTopic(topic="hogged", partitions=[F.FetchTopic.FetchPartition(
+            partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=50 << 20) for p in range(4)])],
+        forgotten_topics_data=[], rack_id="",
+    )
+    hog_fetch.with_header(correlation_id=1, client_id="hog")
+    frame = bytes(hog_fetch.encode(header=True, framed=True))
+    before = resident_bytes(node)
+    hogs = []
+    for _ in range(20):
+        hog = RawConn(node.bootstrap)
+        hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        hog.send_bytes(frame)
+        hogs.append(hog)
+    try:
+        # Everything is still readable by a consumer while the hogs hold the budget.
+        read = confluent_read(node, "hogged", 0, 3000)
+        assert [r[2][:7] for r in read] == [b"%07d" % i for i in range(0, 12_000, 4)]
+        growth = resident_bytes(node) - before
+        assert growth < 80 << 20, f"20 unread 12 MiB fetch answers grew the node by {growth} bytes"
+    finally:
+        for hog in hogs:
+            hog.close()

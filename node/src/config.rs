@@ -387,6 +387,13 @@ pub const DEFINITIONS: &[ConfigDef] = &[
          when it is used up. -1 (or 0) = unbounded.",
     ),
     def(
+        "fetch.response.memory.bytes",
+        ConfigType::Long,
+        Some("268435456"),
+        "Record bytes read for fetch answers not yet written to their sockets; once spent, a \
+         fetch returns only its first batch. -1 (or 0) = unbounded. Gregor's own key.",
+    ),
+    def(
         "max.connections",
         ConfigType::Int,
         Some("2147483647"),
@@ -744,6 +751,8 @@ pub struct NodeConfig {
     pub connections_max_idle_ms: i64,
     /// `queued.max.request.bytes` (<= 0: unbounded).
     pub queued_max_request_bytes: i64,
+    /// `fetch.response.memory.bytes` (<= 0: unbounded).
+    pub fetch_response_memory_bytes: i64,
     /// `max.connections`.
     pub max_connections: i32,
     /// `max.connections.per.ip`.
@@ -1077,6 +1086,11 @@ impl NodeConfig {
             socket_request_max_bytes,
             connections_max_idle_ms,
             queued_max_request_bytes,
+            fetch_response_memory_bytes: values.int(
+                "fetch.response.memory.bytes",
+                i64::MIN,
+                i64::MAX,
+            )?,
             max_connections,
             max_connections_per_ip,
             max_connections_per_ip_overrides,

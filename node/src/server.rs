@@ -591,6 +591,7 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
         recovery_threads_per_dir: usize::try_from(number("num.recovery.threads.per.data.dir", 2))
             .unwrap_or(2)
             .max(1),
+        fetch_response_memory_bytes: config.fetch_response_memory_bytes,
     })
     .map_err(StartError::Runtime)
 }

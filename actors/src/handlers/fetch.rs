@@ -106,6 +106,7 @@ pub(super) async fn handle(
             record_topic_metrics(ctx, &body);
             let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
             response.throttle_time_ms = throttle;
+            response.read_memory = read.read_memory;
             return response;
         }
         wait_for_news(&read.watched, follower, limits.deadline).await;
@@ -366,6 +367,8 @@ pub struct ReadPass {
     pub watched: Watched,
     /// A follower must hear now (a diverging epoch).
     pub urgent: bool,
+    /// The read budget the records read hold.
+    pub read_memory: crate::log_manager::ReadMemoryHold,
 }
 
 /// One pass over the partitions `request` names. A fetch decided a chunk at a time
@@ -387,6 +390,7 @@ pub async fn read_all(
         any_error: false,
         watched: Watched::default(),
         urgent: false,
+        read_memory: Default::default(),
     };
     let replica_id = super::replica_fetch::replica_id(request, version);
     // Kafka: a follower needs CLUSTER_ACTION on the cluster (else every partition is refused),
@@ -526,6 +530,28 @@ struct PendingRead {
 /// after it covered all their `partition_max_bytes`. Otherwise, rare (an empty lead, or an
 /// oversized first batch), the next partition leads a new round and the rest are read again.
 async fn read_pending(
+    ctx: &HandlerContext,
+    pending: &[PendingRead],
+    pass: &mut ReadPass,
+    max_bytes: i64,
+) {
+    let Some(logs) = ctx.logs.as_ref() else {
+        return;
+    };
+    if pending.is_empty() {
+        return;
+    }
+    // What may be read is also what the node's read budget grants (see `ReadMemory`).
+    let before = pass.bytes;
+    let mut hold = logs.read_memory().take_up_to(max_bytes - before);
+    let max_bytes = before + hold.bytes();
+    read_in_order(ctx, pending, pass, max_bytes).await;
+    hold.keep(pass.bytes - before);
+    pass.read_memory.merge(hold);
+}
+
+/// [`read_pending`] within `max_bytes`.
+async fn read_in_order(
     ctx: &HandlerContext,
     pending: &[PendingRead],
     pass: &mut ReadPass,

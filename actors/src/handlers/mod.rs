@@ -524,6 +524,8 @@ pub struct ApiResponse {
     /// all-topics Metadata answer's topics, ApiVersions' api keys); the body then holds an
     /// empty list in its place.
     pub encoded_list: Option<EncodedList>,
+    /// The budget a Fetch answer's records hold until the answer is written.
+    pub read_memory: crate::log_manager::ReadMemoryHold,
 }
 
 /// A response's list encoded at the request's version, without its length prefix.
@@ -548,6 +550,14 @@ pub enum Delivery {
 }
 
 impl ApiResponse {
+    /// A response carrying the throttle time `throttle_time_ms`.
+    fn throttled(throttle_time_ms: i32, body: ResponseKind, errors: ErrorCounts) -> Self {
+        ApiResponse {
+            throttle_time_ms,
+            ..ApiResponse::new(body, errors)
+        }
+    }
+
     fn new(body: ResponseKind, errors: ErrorCounts) -> Self {
         ApiResponse {
             body,
@@ -555,6 +565,7 @@ impl ApiResponse {
             throttle_time_ms: 0,
             delivery: Delivery::Send,
             encoded_list: None,
+            read_memory: crate::log_manager::ReadMemoryHold::default(),
         }
     }
 }

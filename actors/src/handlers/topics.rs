@@ -210,13 +210,11 @@ pub(super) async fn create_topics(
     }
     let mut errors = ErrorCounts::default();
     errors.add_all(response.topics.iter().map(|t| t.error_code));
-    ApiResponse {
-        throttle_time_ms: response.throttle_time_ms,
-        body: ResponseKind::CreateTopics(response),
+    ApiResponse::throttled(
+        response.throttle_time_ms,
+        ResponseKind::CreateTopics(response),
         errors,
-        delivery: super::Delivery::Send,
-        encoded_list: None,
-    }
+    )
 }
 
 /// CreateTopics for a request whose topics stay in its frame (`ListedElements`, which leaves out
@@ -261,13 +259,11 @@ pub async fn create_listed_topics(
         ListedOutcome::Failed { code, .. } => *code,
     });
     let response = CreateTopicsResponse::default().with_throttle_time_ms(creation.throttle_time_ms);
-    let answer = ApiResponse {
-        throttle_time_ms: creation.throttle_time_ms,
-        body: ResponseKind::CreateTopics(response),
+    let answer = ApiResponse::throttled(
+        creation.throttle_time_ms,
+        ResponseKind::CreateTopics(response),
         errors,
-        delivery: super::Delivery::Send,
-        encoded_list: None,
-    };
+    );
     (answer, creation)
 }
 
@@ -392,13 +388,11 @@ pub(super) async fn delete_topics(
     response.responses.extend(refused);
     let mut errors = ErrorCounts::default();
     errors.add_all(response.responses.iter().map(|t| t.error_code));
-    ApiResponse {
-        throttle_time_ms: response.throttle_time_ms,
-        body: ResponseKind::DeleteTopics(response),
+    ApiResponse::throttled(
+        response.throttle_time_ms,
+        ResponseKind::DeleteTopics(response),
         errors,
-        delivery: super::Delivery::Send,
-        encoded_list: None,
-    }
+    )
 }
 
 /// How DeleteTopics is authorized for a request whose names stay in its frame: DELETE on the
@@ -505,13 +499,11 @@ pub async fn delete_listed_topics(
         }
     }
     let response = DeleteTopicsResponse::default().with_throttle_time_ms(deletion.throttle_time_ms);
-    let answer = ApiResponse {
-        throttle_time_ms: deletion.throttle_time_ms,
-        body: ResponseKind::DeleteTopics(response),
+    let answer = ApiResponse::throttled(
+        deletion.throttle_time_ms,
+        ResponseKind::DeleteTopics(response),
         errors,
-        delivery: super::Delivery::Send,
-        encoded_list: None,
-    };
+    );
     (answer, deletion)
 }
 
@@ -586,13 +578,11 @@ pub async fn create_listed_partitions(
     let errors = ErrorCounts::of_listed(&growth, listed, denied, |outcome| outcome.code);
     let response =
         CreatePartitionsResponse::default().with_throttle_time_ms(growth.throttle_time_ms);
-    let answer = ApiResponse {
-        throttle_time_ms: growth.throttle_time_ms,
-        body: ResponseKind::CreatePartitions(response),
+    let answer = ApiResponse::throttled(
+        growth.throttle_time_ms,
+        ResponseKind::CreatePartitions(response),
         errors,
-        delivery: super::Delivery::Send,
-        encoded_list: None,
-    };
+    );
     (answer, growth)
 }
 
@@ -645,13 +635,11 @@ pub(super) async fn create_partitions(
     );
     let mut errors = ErrorCounts::default();
     errors.add_all(response.results.iter().map(|t| t.error_code));
-    ApiResponse {
-        throttle_time_ms: response.throttle_time_ms,
-        body: ResponseKind::CreatePartitions(response),
+    ApiResponse::throttled(
+        response.throttle_time_ms,
+        ResponseKind::CreatePartitions(response),
         errors,
-        delivery: super::Delivery::Send,
-        encoded_list: None,
-    }
+    )
 }
 
 #[cfg(test)]

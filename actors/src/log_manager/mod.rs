@@ -21,6 +21,7 @@
 mod admin;
 mod cleaner;
 mod publisher;
+mod read_memory;
 mod shard;
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,7 @@ use tokio::sync::{oneshot, Notify};
 
 pub use admin::LogDirDescription;
 pub use publisher::{effective_log_config, LogPublisher, StaticLogDefaults};
+pub use read_memory::{ReadMemory, ReadMemoryHold};
 
 use crate::replication::Replication;
 use shard::{Change, Control, DataCommand, Shard};
@@ -280,6 +282,8 @@ pub struct LogManager {
     high_watermark_moves: Arc<AtomicU64>,
     /// Bounds the blocking threads validating batches (see [`LogManager::validate_apart`]).
     validation_slots: tokio::sync::Semaphore,
+    /// Record bytes read for fetches whose answers are not written yet.
+    read_memory: Arc<ReadMemory>,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -320,6 +324,8 @@ pub struct LogManagerSettings {
     /// `num.recovery.threads.per.data.dir`: logs opened (and recovered) at once per log dir,
     /// shared out among the shards.
     pub recovery_threads_per_dir: usize,
+    /// `fetch.response.memory.bytes` (see [`ReadMemory`]; <= 0: unbounded).
+    pub fetch_response_memory_bytes: i64,
 }
 
 #[cfg(test)]
@@ -339,6 +345,7 @@ impl LogManagerSettings {
             cleaner_backoff_ms: 15_000,
             cleaner_threads: 1,
             recovery_threads_per_dir: 2,
+            fetch_response_memory_bytes: 0,
         }
     }
 }
@@ -398,7 +405,13 @@ impl LogManager {
             isr_changes: std::sync::OnceLock::new(),
             high_watermark_moves: Arc::clone(&dirs.high_watermark_moves),
             validation_slots: tokio::sync::Semaphore::new(VALIDATIONS_AT_ONCE),
+            read_memory: ReadMemory::new(settings.fetch_response_memory_bytes),
         }))
+    }
+
+    /// The budget of record bytes read for fetch answers not written yet.
+    pub fn read_memory(&self) -> &Arc<ReadMemory> {
+        &self.read_memory
     }
 
     /// The state of a partition's log, if this node hosts it.

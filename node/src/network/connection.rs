@@ -18,6 +18,7 @@ use gregor_actors::handlers::throttle::raise_throttle_time;
 use gregor_actors::handlers::{
     self, error_name, unsupported_version_response, ApiResponse, Delivery,
 };
+use gregor_actors::log_manager::ReadMemoryHold;
 use gregor_actors::quota::sampler::request_time_percent;
 use gregor_actors::quota::{QuotaManager, SensorCache, SharedSensorCache};
 use gregor_metrics::{CloseReason, RequestTimings};
@@ -393,6 +394,8 @@ async fn deliver(
         request_bytes,
     };
     record_metrics(request_metrics, &served, &timings);
+    // Written: the answer's records give their read budget back.
+    drop(served.read_memory);
     drop(queued);
     if let (Some(mute), Some(principal)) = (served.mute, muted) {
         // KIP-219: the response went out at once with its throttle time; now stop
@@ -717,6 +720,8 @@ struct Served {
     mute: Option<Mute>,
     handler_started: Instant,
     handler_time: Duration,
+    /// The read budget a Fetch answer's records hold until they are written.
+    read_memory: ReadMemoryHold,
 }
 
 /// What this connection's requests resolved to: the sensors per quota type (a connection's
@@ -963,6 +968,7 @@ async fn process_listed(
         mute,
         handler_started,
         handler_time,
+        read_memory: ReadMemoryHold::default(),
     })
 }
 
@@ -1295,6 +1301,7 @@ async fn process_frame(
             mute: None,
             handler_started,
             handler_time: handler_started.elapsed(),
+            read_memory: ReadMemoryHold::default(),
         });
     }
 
@@ -1516,6 +1523,7 @@ async fn process_frame(
         throttle_time_ms,
         delivery,
         encoded_list,
+        read_memory,
     } = handled.ok_or_else(|| {
         refuse(
             CloseReason::UnknownApiKey,
@@ -1644,6 +1652,7 @@ async fn process_frame(
         mute,
         handler_started,
         handler_time,
+        read_memory,
     })
 }
 
@@ -1738,6 +1747,7 @@ async fn forward_raw(
         mute,
         handler_started,
         handler_time,
+        read_memory: ReadMemoryHold::default(),
     })
 }
 
@@ -1884,6 +1894,7 @@ async fn serve_envelope(
         mute: None,
         handler_started,
         handler_time: handler_started.elapsed(),
+        read_memory: ReadMemoryHold::default(),
     })
 }
 

@@ -28,6 +28,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::handlers::fetch::{self, Limits, TopicFetchCounts, Watched};
 use gregor_actors::handlers::{ApiResponse, Delivery, ErrorCounts};
+use gregor_actors::log_manager::ReadMemoryHold;
 
 use super::partition_chunks::{
     read_list, Answers, Cursor, Listed, PartitionList, PartitionsWriter, CHUNK,
@@ -128,6 +129,7 @@ fn answer(body: FetchResponse, errors: ErrorCounts, throttle_time_ms: i32) -> Ap
         throttle_time_ms,
         delivery: Delivery::Send,
         encoded_list: None,
+        read_memory: ReadMemoryHold::default(),
     }
 }
 
@@ -158,8 +160,9 @@ pub(crate) async fn handle(
         .with_forgotten_topics_data(Vec::new());
     let follower = fetch::is_follower(shell, version);
     let limits = Limits::of(shell, fetch::quota_window_bytes(ctx, info, follower));
-    let (answers, counts) = loop {
+    let (answers, counts, read_memory) = loop {
         let mut answers = Answers::<FetchList>::for_list(&request.listed);
+        let mut read_memory = ReadMemoryHold::default();
         let mut counts = TopicFetchCounts::default();
         let mut watched = Watched::default();
         let (mut bytes, mut any_error, mut urgent) = (0, false, false);
@@ -179,6 +182,7 @@ pub(crate) async fn handle(
             any_error |= pass.any_error;
             urgent |= pass.urgent;
             watched.append(&mut pass.watched);
+            read_memory.merge(pass.read_memory);
             counts.add(ctx, &pass.topics);
             if pass.topics.len() != listed.len() {
                 anyhow::bail!("the Fetch pass answered {} topics", pass.topics.len());
@@ -193,7 +197,7 @@ pub(crate) async fn handle(
             }
         }
         if limits.done(bytes, any_error, urgent, &watched) {
-            break (answers, counts);
+            break (answers, counts, read_memory);
         }
         fetch::wait_for_news(&watched, follower, limits.deadline()).await;
     };
@@ -221,7 +225,9 @@ pub(crate) async fn handle(
         return Ok((answer(FetchResponse::default(), errors, throttle), None));
     }
     counts.record();
-    Ok((answer(FetchResponse::default(), errors, 0), Some(writer)))
+    let mut answered = answer(FetchResponse::default(), errors, 0);
+    answered.read_memory = read_memory;
+    Ok((answered, Some(writer)))
 }
 
 #[cfg(test)]
