@@ -1052,3 +1052,31 @@ def test_fetch_answers_nobody_reads_stay_within_the_read_budget(start_node):
     finally:
         for hog in hogs:
             hog.close()
+
+
+def test_a_negative_fetch_size_is_an_unknown_server_error(node, raw):
+    """Kafka hands a negative `max_bytes` or `partition_max_bytes` to `LogSegment.read`, which
+    refuses it (UNKNOWN_SERVER_ERROR) when there is something to read; at the end of the log
+    nothing is read and the answer is empty."""
+    create(node, ("negative-size", 1))
+    conn = raw()
+    wait_for("the partition's leader", lambda: produce(conn, "negative-size", 0, batch([(b"k", b"v", [], 1000)])).error_code == 0)
+    F = FetchRequest[12]
+
+    def fetch_with(max_bytes, partition_max_bytes, offset):
+        request = F(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+            session_id=0, session_epoch=-1,
+            topics=[F.FetchTopic(topic="negative-size", partitions=[F.FetchTopic.FetchPartition(
+                partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=partition_max_bytes)])],
+            forgotten_topics_data=[], rack_id="",
+        )
+        (topic,) = conn.send(request, FetchResponse).responses
+        (partition,) = topic.partitions
+        return partition.error_code, partition.records
+
+    assert fetch_with(-1, 1 << 20, 0) == (-1, b"")
+    assert fetch_with(1 << 20, -1, 0) == (-1, b"")
+    assert fetch_with(-1, -1, 1)[0] == 0
+    assert fetch_with(1 << 20, 1 << 20, 0)[0] == 0

@@ -478,6 +478,14 @@ pub async fn read_all(
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_aborted_transactions((request.isolation_level == 1).then(Vec::new))
                 .with_records(Some(bytes::Bytes::new()));
+            if wanted.fetch_offset < high_watermark
+                && (request.max_bytes < 0 || wanted.partition_max_bytes < 0)
+            {
+                // Kafka reads the segment with a negative size, which its LogSegment refuses
+                // (IllegalArgumentException, answered UNKNOWN_SERVER_ERROR).
+                partitions.push(partition_error(index, UNKNOWN_SERVER_ERROR));
+                continue;
+            }
             if wanted.fetch_offset < high_watermark {
                 pending.push(PendingRead {
                     slot: (pass.topics.len(), partitions.len()),
@@ -508,6 +516,9 @@ pub async fn read_all(
         .any(|p| p.error_code != NONE);
     pass
 }
+
+/// Kafka's code for a failure it has no code for.
+const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 /// A consumer's partition with records below its high watermark, still to be read; `slot` is
 /// its place (topic, partition) in the response.
