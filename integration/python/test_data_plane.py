@@ -73,13 +73,13 @@ def produce(conn, topic, partition, records_bytes, version=9, acks=-1, timeout_m
     return partition_response
 
 
-def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1):
+def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1, current_leader_epoch=-1):
     F = FetchRequest[version]
     request = F(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
         isolation_level=0, session_id=0, session_epoch=-1,
         topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
-            partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+            partition=partition, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
             last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)])],
         forgotten_topics_data=[], rack_id="",
     )
@@ -89,11 +89,11 @@ def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1
     return response, partition_response
 
 
-def list_offset(conn, topic, partition, timestamp, version=7):
+def list_offset(conn, topic, partition, timestamp, version=7, current_leader_epoch=-1):
     L = ListOffsetsRequest[version]
     request = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
         name=topic, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
-            partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
+            partition_index=partition, current_leader_epoch=current_leader_epoch, timestamp=timestamp)])])
     (topic_response,) = conn.send(request, ListOffsetsResponse).topics
     (partition_response,) = topic_response.partitions
     return partition_response

@@ -6,7 +6,7 @@ the follower's log leaves the leader's history, with Kafka's codes for strangers
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-from test_data_plane import batch, create, produce
+from test_data_plane import batch, create, fetch, list_offset, produce
 
 NODE_ID = 1  # the `node` fixture's default node.id
 
@@ -48,6 +48,17 @@ def test_offset_for_leader_epoch_follows_the_epoch_cache(node, raw):
         assert end_offset(conn, "epochs", 5, version) == (0, -1, -1)
         assert end_offset(conn, "epochs", 0, version, current_leader_epoch=7)[0] == 75  # UNKNOWN_LEADER_EPOCH
         assert end_offset(conn, "no-such-topic", 0, version)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_only_minus_one_is_an_absent_epoch_outside_fetch(node, raw):
+    """Kafka reads a ListOffsets or OffsetForLeaderEpoch current leader epoch of -5 as a stale
+    epoch, FENCED_LEADER_EPOCH (only -1 is absent there), and a Fetch's as absent."""
+    create(node, ("negative-epochs", 1))
+    conn = raw()
+    assert produce(conn, "negative-epochs", 0, batch([(b"k", b"v", [], 7)])).error_code == 0
+    assert end_offset(conn, "negative-epochs", 0, 4, current_leader_epoch=-5)[0] == 74  # FENCED_LEADER_EPOCH
+    assert list_offset(conn, "negative-epochs", 0, -1, current_leader_epoch=-5).error_code == 74
+    assert fetch(conn, "negative-epochs", 0, 0, current_leader_epoch=-5)[1].error_code == 0
 
 
 def test_a_follower_past_the_leaders_history_gets_a_diverging_epoch(node, raw):

@@ -123,13 +123,51 @@ pub(super) fn led_partition<'a>(
     }
 }
 
-/// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a request's current leader epoch (−1: unchecked).
-pub(super) fn check_leader_epoch(requested: i32, current: i32) -> Result<(), i16> {
-    if requested < 0 || requested == current {
-        Ok(())
-    } else if requested < current {
-        Err(FENCED_LEADER_EPOCH)
-    } else {
-        Err(UNKNOWN_LEADER_EPOCH)
+/// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a request's current leader epoch, as Kafka's
+/// `Partition.checkCurrentLeaderEpoch` (`None`: unchecked).
+pub(super) fn check_leader_epoch(requested: Option<i32>, current: i32) -> Result<(), i16> {
+    match requested {
+        None => Ok(()),
+        Some(requested) if requested == current => Ok(()),
+        Some(requested) if requested < current => Err(FENCED_LEADER_EPOCH),
+        Some(_) => Err(UNKNOWN_LEADER_EPOCH),
+    }
+}
+
+/// A Fetch's current leader epoch: Kafka's `FetchRequest` reads every negative value as absent.
+pub(super) fn fetch_leader_epoch(epoch: i32) -> Option<i32> {
+    (epoch >= 0).then_some(epoch)
+}
+
+/// A ListOffsets or OffsetForLeaderEpoch current leader epoch: there only −1 is absent
+/// (`ReplicaManager.fetchOffset`, `lastOffsetForLeaderEpoch`), so −5 is fenced.
+pub(super) fn listed_leader_epoch(epoch: i32) -> Option<i32> {
+    (epoch != -1).then_some(epoch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fetch_reads_every_negative_epoch_as_absent() {
+        // Leader epoch 3 at the partition.
+        assert_eq!(check_leader_epoch(fetch_leader_epoch(-1), 3), Ok(()));
+        assert_eq!(check_leader_epoch(fetch_leader_epoch(-5), 3), Ok(()));
+        assert_eq!(check_leader_epoch(listed_leader_epoch(-1), 3), Ok(()));
+        assert_eq!(
+            check_leader_epoch(listed_leader_epoch(-5), 3),
+            Err(FENCED_LEADER_EPOCH)
+        );
+        assert_eq!(check_leader_epoch(listed_leader_epoch(3), 3), Ok(()));
+        assert_eq!(
+            check_leader_epoch(listed_leader_epoch(2), 3),
+            Err(FENCED_LEADER_EPOCH)
+        );
+        assert_eq!(
+            check_leader_epoch(fetch_leader_epoch(4), 3),
+            Err(UNKNOWN_LEADER_EPOCH)
+        );
+        assert_eq!(FENCED_LEADER_EPOCH, 74);
     }
 }

@@ -19,8 +19,8 @@ use tokio::sync::futures::Notified;
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    check_leader_epoch, leader_endpoints, led_partition, requested_topic, FENCED_LEADER_EPOCH,
-    KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+    check_leader_epoch, fetch_leader_epoch, leader_endpoints, led_partition, requested_topic,
+    FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
     TOPIC_AUTHORIZATION_FAILED,
 };
 use super::{ApiResponse, ErrorCounts};
@@ -456,9 +456,10 @@ pub async fn read_all(
                     continue;
                 }
             };
-            if let Err(code) =
-                check_leader_epoch(wanted.current_leader_epoch, led.registration.leader_epoch)
-            {
+            if let Err(code) = check_leader_epoch(
+                fetch_leader_epoch(wanted.current_leader_epoch),
+                led.registration.leader_epoch,
+            ) {
                 partitions.push(partition_error(index, code));
                 continue;
             }

@@ -11,7 +11,8 @@ use kafka_protocol::messages::{
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    check_leader_epoch, led_partition, NONE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
+    check_leader_epoch, led_partition, listed_leader_epoch, NONE, TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
@@ -62,7 +63,7 @@ pub(super) async fn handle(
             ) {
                 Err(not_served) => answer(index, not_served.code),
                 Ok(led) => match check_leader_epoch(
-                    wanted.current_leader_epoch,
+                    listed_leader_epoch(wanted.current_leader_epoch),
                     led.registration.leader_epoch,
                 ) {
                     Err(code) => answer(index, code),

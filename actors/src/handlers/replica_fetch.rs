@@ -11,8 +11,8 @@ use kafka_protocol::messages::fetch_response::{EpochEndOffset, LeaderIdAndEpoch,
 use kafka_protocol::messages::{BrokerId, FetchRequest};
 
 use super::data::{
-    check_leader_epoch, led_partition, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
-    UNKNOWN_LEADER_EPOCH,
+    check_leader_epoch, fetch_leader_epoch, led_partition, NONE, NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH,
 };
 use crate::context::HandlerContext;
 use crate::log_manager::{now_ms, PartitionState};
@@ -102,7 +102,10 @@ pub(super) async fn read_partition(
         };
         return failed(index, code);
     }
-    if let Err(code) = check_leader_epoch(wanted.current_leader_epoch, registration.leader_epoch) {
+    if let Err(code) = check_leader_epoch(
+        fetch_leader_epoch(wanted.current_leader_epoch),
+        registration.leader_epoch,
+    ) {
         return failed(index, code);
     }
     let registered_epoch = image.cluster.broker(replica).map(|b| b.epoch);
