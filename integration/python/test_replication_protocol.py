@@ -46,6 +46,9 @@ def test_offset_for_leader_epoch_follows_the_epoch_cache(node, raw):
         assert end_offset(conn, "epochs", 0, version) == (0, 0, 3)
         # An epoch newer than the latest is unknown (Kafka's endOffsetFor).
         assert end_offset(conn, "epochs", 5, version) == (0, -1, -1)
+        # Only -1 is undefined: -5 is older than every cached epoch, which the first one's start ends.
+        assert end_offset(conn, "epochs", -5, version) == (0, -5, 0)
+        assert end_offset(conn, "epochs", -1, version) == (0, -1, -1)
         assert end_offset(conn, "epochs", 0, version, current_leader_epoch=7)[0] == 75  # UNKNOWN_LEADER_EPOCH
         assert end_offset(conn, "no-such-topic", 0, version)[0] == 3  # UNKNOWN_TOPIC_OR_PARTITION
 

@@ -94,9 +94,9 @@ impl LeaderEpochCache {
     /// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`: for the latest epoch
     /// `(epoch, log_end_offset)`; otherwise the largest epoch ≤ `epoch` (or `epoch` itself when it
     /// is older than the cache) and the start of the next epoch; `(-1, -1)` for −1 or an epoch
-    /// newer than the latest.
+    /// newer than the latest. Only −1 is undefined: −5 is older than the cache, as in Kafka.
     pub fn end_offset_for(&self, epoch: i32, log_end_offset: i64) -> (i32, i64) {
-        if epoch < 0 {
+        if epoch == -1 {
             return (-1, -1);
         }
         if self.latest_epoch() == Some(epoch) {
@@ -160,15 +160,26 @@ mod tests {
         assert_eq!(cache.end_offset_for(4, 40), (4, 40));
         assert_eq!(cache.end_offset_for(9, 40), (-1, -1));
         assert_eq!(cache.end_offset_for(-1, 40), (-1, -1));
+        // Below every cached epoch, not undefined: the start of the first one.
+        assert_eq!(cache.end_offset_for(-5, 40), (-5, 0));
         cache.truncate_from_end(25);
         assert_eq!(cache.entries(), &[(0, 0), (2, 10)]);
         cache.truncate_from_start(12);
         assert_eq!(cache.entries(), &[(2, 12)]);
         assert_eq!(cache.end_offset_for(1, 40), (1, 12));
+        assert_eq!(cache.end_offset_for(-5, 40), (-5, 12));
         cache.flush().unwrap();
         assert_eq!(
             LeaderEpochCache::load(dir.path()).unwrap().entries(),
             &[(2, 12)]
         );
+    }
+
+    #[test]
+    fn an_empty_cache_knows_no_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = LeaderEpochCache::load(dir.path()).unwrap();
+        assert_eq!(cache.end_offset_for(-5, 40), (-1, -1));
+        assert_eq!(cache.end_offset_for(0, 40), (-1, -1));
     }
 }
