@@ -955,6 +955,64 @@ def test_a_forwarded_request_does_not_wait_for_a_frozen_controller():
             node.close()
 
 
+def test_a_broker_reconnects_to_a_restarted_controller_instead_of_failing():
+    """A broker keeps its connection to the active controller for the next forwarded request.
+    Once that controller was killed (-9) and restarted and leads again, the connection is dead:
+    the broker must not write the request to it (Kafka's forwarding thread re-queues a request
+    whose connection dropped) but connect again, so the client's CreateTopics succeeds at once
+    instead of failing NOT_CONTROLLER. The quorum's leader is asked of the other nodes, since
+    DescribeQuorum is forwarded too and would mend the broker's connection first."""
+    from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    via = 1
+    others = [by_id[i] for i in by_id if i != via]
+    # Controllers restarted since `via` last forwarded to them: its pooled connection to each is dead.
+    restarted = set()
+    names = (f"forwarded-{i}" for i in range(100))
+    try:
+        def create():
+            name = next(names)
+            conn = RawConn(by_id[via].bootstrap, timeout=50.0)
+            try:
+                answer = conn.send(CreateTopicsRequest[7](topics=[CreateTopicsRequest.CreatableTopic(
+                    name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+                    timeout_ms=10000, validate_only=False), CreateTopicsResponse)
+            finally:
+                conn.close()
+            return [t.error_code for t in answer.topics]
+
+        def leader():
+            found = {quorum_leader(node) for node in others}
+            return found.pop() if len(found) == 1 else None
+
+        def restart(node_id):
+            by_id[node_id].kill9()
+            by_id[node_id].start()
+            by_id[node_id].wait_ready()
+            return wait_for("a quorum leader", leader, timeout=FAILOVER_TIMEOUT)
+
+        current = wait_for("a quorum leader", leader, timeout=FAILOVER_TIMEOUT)
+        # A restarted leader may lead again at once, or lose the leadership to another voter.
+        for _ in range(16):
+            if current in restarted:
+                assert create() == [0]
+                return
+            if current == via:
+                current = restart(via)
+                restarted.clear()
+                continue
+            # The request goes to the leader and its connection stays in `via`'s pool.
+            wait_for("a forwarded create", lambda: create() == [0], timeout=FAILOVER_TIMEOUT)
+            restarted.add(current)
+            current = restart(current)
+        raise AssertionError("the leadership never came back to a restarted controller")
+    finally:
+        for node in nodes:
+            node.close()
+
+
 def test_deleted_records_stay_deleted_after_a_leader_change():
     """Kafka's followers take their leader's log start offset from each fetch
     (`maybeIncrementLogStartOffset`), and DeleteRecords answers only once every live replica has

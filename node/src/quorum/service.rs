@@ -72,11 +72,17 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(60);
 /// waiting [`FORWARD_TIMEOUT`] for one that froze.
 const MOVED_LEADER_GRACE: Duration = Duration::from_secs(10);
 
+/// The wait before sending a forwarded request again that never reached the controller,
+/// doubled after each try up to [`RESEND_BACKOFF_MAX`] (Kafka's `reconnect.backoff.ms` and
+/// `reconnect.backoff.max.ms`), so a controller that is down is not asked in a tight loop.
+const RESEND_BACKOFF: Duration = Duration::from_millis(50);
+const RESEND_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 /// Why a request forwarded to the active controller brought no answer back.
 #[derive(Debug)]
 pub(crate) enum ForwardError {
-    /// No active controller could be asked (none known, or its connection failed, or it no
-    /// longer leads): the broker answers the request itself, NOT_CONTROLLER, so the client
+    /// No active controller could be asked (none known, none reachable within the forwarding
+    /// timeout, its connection failed after the request was written, or it no longer leads): the broker answers the request itself, NOT_CONTROLLER, so the client
     /// looks for the controller again.
     Unreachable,
     /// The controller refused the envelope, or did not answer in time: every part of the
@@ -843,42 +849,24 @@ impl QuorumService {
                 Bytes::new(),
             ),
         };
-        let addr = self.forward_address().await?;
-        let asked = self.leader().map(|(id, _)| id);
-        let mut channel = {
-            let mut pool = self.forward_pool.lock().await;
-            pool.get_mut(&addr)
-                .and_then(Vec::pop)
-                .unwrap_or_else(|| Channel::new(addr.clone(), &self.hello, self.connector.clone()))
-        };
         let parts: [&[u8]; 3] = [&head, request, &tail];
-        let answer = {
-            let exchange = channel.exchange(&parts, FORWARD_TIMEOUT, WHOLE_ANSWER_LIMIT);
-            tokio::pin!(exchange);
-            tokio::select! {
-                answer = &mut exchange => answer,
-                () = leader_moved(self.state.log.metrics_watch(), asked) => {
-                    // A controller that lost the leadership still answers what it was deciding
-                    // (NOT_CONTROLLER, or what needed no commit); one that froze or died does
-                    // not, and is not waited for: the request may or may not have been applied,
-                    // so it is not sent again (that could apply it twice, or report a failure
-                    // for what succeeded) nor handled here (this node may be the new leader);
-                    // the client retries against the new controller, as after Kafka's
-                    // forwarding channel gives up on the old one.
-                    match tokio::time::timeout(MOVED_LEADER_GRACE, &mut exchange).await {
-                        Ok(answer) => answer,
-                        Err(_) => {
-                            tracing::info!(%addr, "the active controller changed and the old one did not answer a forwarded request");
-                            return Err(ForwardError::failed(
-                                ResponseError::NotController,
-                                format!(
-                                    "The active controller at {addr} lost the leadership and did not answer; \
-                                     the request may or may not have been applied: retry against the new controller"
-                                ),
-                            ));
-                        }
-                    }
+        let deadline = tokio::time::Instant::now() + FORWARD_TIMEOUT;
+        let mut backoff = RESEND_BACKOFF;
+        let (addr, channel, answer) = loop {
+            let (addr, channel, answer) = self.forward_once(&parts, deadline).await?;
+            match answer {
+                // The controller never got the request (it was down, or restarted since the
+                // connection was made): send it again, to the controller known then, as
+                // Kafka's forwarding thread re-queues a disconnected request. A request that
+                // was written is never sent again (see `forward_once`).
+                Err(error @ (CallError::Connect { .. } | CallError::Unsent { .. }))
+                    if tokio::time::Instant::now() + backoff < deadline =>
+                {
+                    tracing::debug!(%error, "a forwarded request was not sent; sending it again");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(RESEND_BACKOFF_MAX);
                 }
+                answer => break (addr, channel, answer),
             }
         };
         let body = match answer {
@@ -922,6 +910,54 @@ impl QuorumService {
         out.extend_from_slice(&(body.len() as i32).to_be_bytes());
         out.extend_from_slice(&body);
         Ok(ForwardedAnswer::Whole(Bytes::from(out)))
+    }
+
+    /// One attempt at [`Self::forward`]: the request sent to the controller known now, on a
+    /// pooled connection to it or a new one, by `deadline`; with the channel it went on.
+    async fn forward_once(
+        &self,
+        parts: &[&[u8]],
+        deadline: tokio::time::Instant,
+    ) -> Result<(String, Channel, Result<Answer, CallError>), ForwardError> {
+        let addr = self.forward_address().await?;
+        let asked = self.leader().map(|(id, _)| id);
+        let mut channel = {
+            let mut pool = self.forward_pool.lock().await;
+            pool.get_mut(&addr)
+                .and_then(Vec::pop)
+                .unwrap_or_else(|| Channel::new(addr.clone(), &self.hello, self.connector.clone()))
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let answer = {
+            let exchange = channel.exchange(parts, left, WHOLE_ANSWER_LIMIT);
+            tokio::pin!(exchange);
+            tokio::select! {
+                answer = &mut exchange => answer,
+                () = leader_moved(self.state.log.metrics_watch(), asked) => {
+                    // A controller that lost the leadership still answers what it was deciding
+                    // (NOT_CONTROLLER, or what needed no commit); one that froze or died does
+                    // not, and is not waited for: the request may or may not have been applied,
+                    // so it is not sent again (that could apply it twice, or report a failure
+                    // for what succeeded) nor handled here (this node may be the new leader);
+                    // the client retries against the new controller, as after Kafka's
+                    // forwarding channel gives up on the old one.
+                    match tokio::time::timeout(MOVED_LEADER_GRACE, &mut exchange).await {
+                        Ok(answer) => answer,
+                        Err(_) => {
+                            tracing::info!(%addr, "the active controller changed and the old one did not answer a forwarded request");
+                            return Err(ForwardError::failed(
+                                ResponseError::NotController,
+                                format!(
+                                    "The active controller at {addr} lost the leadership and did not answer; \
+                                     the request may or may not have been applied: retry against the new controller"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        };
+        Ok((addr, channel, answer))
     }
 
     /// The address of the active controller to forward to.

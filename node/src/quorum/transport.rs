@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::network::peer::{ConnectError, PeerConnector, PeerStream};
+use crate::network::tls::MaybeTls;
 
 use super::rpc::{self, HelloResponse, PeerHello, QuorumRequest, QuorumResponse};
 
@@ -85,6 +86,15 @@ pub(crate) enum CallError {
         addr: String,
         /// The timeout.
         after: Duration,
+    },
+    /// The connection failed while the request was written: the peer cannot have read the
+    /// whole request, so it may be sent again.
+    #[error("{addr}: {reason} (the request was not sent)")]
+    Unsent {
+        /// Peer address.
+        addr: String,
+        /// Why.
+        reason: String,
     },
     /// The connection failed or the answer made no sense.
     #[error("{addr}: {reason}")]
@@ -235,22 +245,18 @@ impl Channel {
     ) -> Result<Answer, CallError> {
         let mut stream = self.connected(timeout).await?;
         let exchange = async {
-            for part in parts {
-                stream.write_all(part).await?;
-            }
-            let size = stream.read_i32().await?;
-            let size = usize::try_from(size).map_err(|_| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("frame size {size}"),
-                )
-            })?;
-            if size > whole_limit {
-                return Ok(Err(size));
-            }
-            let mut body = vec![0; size];
-            stream.read_exact(&mut body).await?;
-            Ok::<_, std::io::Error>(Ok(body))
+            // The flush pushes out what TLS still holds: only then is the request whole at
+            // the peer, so any failure up to here means it was not sent.
+            let written = async {
+                for part in parts {
+                    stream.write_all(part).await?;
+                }
+                stream.flush().await
+            };
+            written.await.map_err(Failure::Unsent)?;
+            read_answer(&mut stream, whole_limit)
+                .await
+                .map_err(Failure::Read)
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(Ok(Ok(body))) => {
@@ -258,7 +264,11 @@ impl Channel {
                 Ok(Answer::Whole(body))
             }
             Ok(Ok(Err(size))) => Ok(Answer::Open { stream, size }),
-            Ok(Err(e)) => Err(CallError::Io {
+            Ok(Err(Failure::Unsent(e))) => Err(CallError::Unsent {
+                addr: self.addr.clone(),
+                reason: e.to_string(),
+            }),
+            Ok(Err(Failure::Read(e))) => Err(CallError::Io {
                 addr: self.addr.clone(),
                 reason: e.to_string(),
             }),
@@ -280,6 +290,12 @@ impl Channel {
                 addr: self.addr.clone(),
                 reason: "cut off by the test-only isolation hook".into(),
             });
+        }
+        if self.stream.as_ref().is_some_and(peer_closed) {
+            // Its peer closed it while it was idle (a controller that restarted): a request
+            // written to it would be lost, so it is replaced before anything is sent.
+            tracing::debug!(addr = %self.addr, "a peer closed an idle connection; reconnecting");
+            self.stream = None;
         }
         if self.stream.is_none() {
             // A refused TLS handshake or SASL exchange counts as unreachable too: openraft
@@ -338,6 +354,54 @@ impl Channel {
             reason: "not connected".into(),
         })
     }
+}
+
+/// How an exchange failed: before the request was whole at the peer, or after.
+enum Failure {
+    Unsent(std::io::Error),
+    Read(std::io::Error),
+}
+
+/// Reads an answer's size, then its body when it is at most `whole_limit` bytes (`Err(size)`:
+/// left on the stream).
+async fn read_answer(
+    stream: &mut PeerStream,
+    whole_limit: usize,
+) -> std::io::Result<Result<Vec<u8>, usize>> {
+    let size = stream.read_i32().await?;
+    let size = usize::try_from(size).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame size {size}"),
+        )
+    })?;
+    if size > whole_limit {
+        return Ok(Err(size));
+    }
+    let mut body = vec![0; size];
+    stream.read_exact(&mut body).await?;
+    Ok(Ok(body))
+}
+
+/// Whether the peer closed or reset `stream` (a FIN or RST is in), asked of the kernel without
+/// waiting and without reading: an idle connection has nothing else to read.
+fn peer_closed(stream: &PeerStream) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let tcp = match stream {
+        MaybeTls::Plain(tcp) => tcp,
+        MaybeTls::Tls(tls) => tls.get_ref().0,
+    };
+    let mut fds = [PollFd::new(tcp, PollFlags::RDHUP)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // A failed poll (EINTR) says nothing: the exchange finds out.
+    poll(&mut fds, Some(&now)).is_ok_and(|_| {
+        fds[0]
+            .revents()
+            .intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR)
+    })
 }
 
 /// What an exchange read of the answer.
@@ -1107,5 +1171,143 @@ mod tests {
         let not_last = split_chunk(chunk(0, data.clone(), false), 5);
         assert!(not_last.iter().all(|p| !p.done));
         assert_eq!(split_chunk(chunk(0, data, true), 10).len(), 1);
+    }
+
+    /// What the fake controller of [`fake_peer`] does once it answered a connection's first
+    /// request.
+    #[derive(Clone, Copy)]
+    enum AfterAnswer {
+        /// Closes the connection (a controller that restarts).
+        Close,
+        /// Keeps it open and reads nothing more.
+        Hold,
+    }
+
+    /// A controller listener that accepts hellos and reports each request frame it reads as
+    /// (connection number, body). With `answer` false it closes a connection on its first
+    /// request instead of answering.
+    async fn fake_peer(
+        answer: bool,
+        after: AfterAnswer,
+    ) -> Result<(String, mpsc::UnboundedReceiver<(usize, Vec<u8>)>), String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| e.to_string())?
+            .to_string();
+        let (report, received) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            for connection in 1.. {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let Ok(hello) = read_peer_frame(&mut socket).await else {
+                    continue;
+                };
+                let Ok((correlation, _)) = rpc::decode_request(&hello) else {
+                    continue;
+                };
+                let accepted = QuorumResponse::Hello(HelloResponse::Accepted {
+                    node_id: 1,
+                    known: true,
+                });
+                let Ok(frame) = rpc::encode_response(correlation, &accepted) else {
+                    continue;
+                };
+                if socket.write_all(&frame).await.is_err() {
+                    continue;
+                }
+                let Ok(request) = read_peer_frame(&mut socket).await else {
+                    continue;
+                };
+                let _ = report.send((connection, request));
+                if answer {
+                    let _ = socket.write_all(&[0, 0, 0, 2, b'o', b'k']).await;
+                    if let AfterAnswer::Hold = after {
+                        held.push(socket);
+                    }
+                }
+            }
+        });
+        Ok((addr, received))
+    }
+
+    fn channel_to(addr: &str) -> Channel {
+        let hello = PeerHello {
+            cluster_id: "c".into(),
+            node_id: 2,
+            directory_id: uuid::Uuid::from_u128(2),
+            raft_link: false,
+        };
+        Channel::new(addr.to_owned(), &hello, PeerConnector::plaintext())
+    }
+
+    fn request(body: &[u8]) -> Vec<u8> {
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(body);
+        frame
+    }
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// A pooled connection whose controller restarted is not written to: the request goes on
+    /// a new connection, once. Before, the write went to the dead socket and the exchange
+    /// failed.
+    #[tokio::test]
+    async fn an_idle_connection_the_peer_closed_is_replaced_before_sending() -> Result<(), String> {
+        let (addr, mut received) = fake_peer(true, AfterAnswer::Close).await?;
+        let mut channel = channel_to(&addr);
+        let first = channel.exchange(&[&request(b"first")], WAIT, 64).await;
+        assert!(matches!(first, Ok(Answer::Whole(ref body)) if body == b"ok"));
+        assert_eq!(received.recv().await, Some((1, b"first".to_vec())));
+        // The controller's FIN is in once the kernel reports it.
+        let closed = async {
+            while !channel.stream.as_ref().is_some_and(peer_closed) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(WAIT, closed)
+            .await
+            .map_err(|_| "the peer's close never showed".to_string())?;
+        let second = channel.exchange(&[&request(b"second")], WAIT, 64).await;
+        assert!(matches!(second, Ok(Answer::Whole(ref body)) if body == b"ok"));
+        assert_eq!(received.recv().await, Some((2, b"second".to_vec())));
+        assert!(received.try_recv().is_err());
+        Ok(())
+    }
+
+    /// A request whose write fails is `Unsent` (the forwarding path sends it again); one
+    /// written whole whose answer never comes is not.
+    #[tokio::test]
+    async fn only_a_request_not_written_whole_is_unsent() -> Result<(), String> {
+        let (addr, mut received) = fake_peer(true, AfterAnswer::Hold).await?;
+        let mut channel = channel_to(&addr);
+        let first = channel.exchange(&[&request(b"first")], WAIT, 64).await;
+        assert!(matches!(first, Ok(Answer::Whole(_))));
+        // This side's writing half shut: the next write fails (EPIPE) before any byte leaves.
+        if let Some(stream) = channel.stream.as_mut() {
+            stream.shutdown().await.map_err(|e| e.to_string())?;
+        }
+        let second = channel.exchange(&[&request(b"x"), b"y"], WAIT, 64).await;
+        assert!(
+            matches!(second, Err(CallError::Unsent { .. })),
+            "{:?}",
+            second.err()
+        );
+        assert_eq!(received.recv().await, Some((1, b"first".to_vec())));
+
+        let (addr, mut received) = fake_peer(false, AfterAnswer::Close).await?;
+        let mut channel = channel_to(&addr);
+        let lost = channel.exchange(&[&request(b"lost")], WAIT, 64).await;
+        assert!(
+            matches!(lost, Err(CallError::Io { .. })),
+            "{:?}",
+            lost.err()
+        );
+        assert_eq!(received.recv().await, Some((1, b"lost".to_vec())));
+        Ok(())
     }
 }
