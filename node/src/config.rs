@@ -104,6 +104,12 @@ pub const METRICS_LISTENER: &str = "metrics.listener";
 /// Name of Gregor's own key for the log format.
 pub const LOG_FORMAT: &str = "log.format";
 
+/// Name of Gregor's own key for the read budget of Fetch answers.
+pub const FETCH_RESPONSE_MEMORY_BYTES: &str = "fetch.response.memory.bytes";
+
+/// The keys Gregor defines that Kafka has not.
+pub const GREGOR_KEYS: [&str; 3] = [METRICS_LISTENER, LOG_FORMAT, FETCH_RESPONSE_MEMORY_BYTES];
+
 /// Every key `gregor node` acts on.
 pub const DEFINITIONS: &[ConfigDef] = &[
     def(
@@ -387,7 +393,7 @@ pub const DEFINITIONS: &[ConfigDef] = &[
          when it is used up. -1 (or 0) = unbounded.",
     ),
     def(
-        "fetch.response.memory.bytes",
+        FETCH_RESPONSE_MEMORY_BYTES,
         ConfigType::Long,
         Some("268435456"),
         "Record bytes read for fetch answers not yet written to their sockets; once spent, a \
@@ -1087,7 +1093,7 @@ impl NodeConfig {
             connections_max_idle_ms,
             queued_max_request_bytes,
             fetch_response_memory_bytes: values.int(
-                "fetch.response.memory.bytes",
+                FETCH_RESPONSE_MEMORY_BYTES,
                 i64::MIN,
                 i64::MAX,
             )?,

@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn gregors_kafka_keys_are_kafka_keys() {
         for def in DEFINITIONS {
-            if def.name != crate::config::METRICS_LISTENER && def.name != "log.format" {
+            if !crate::config::GREGOR_KEYS.contains(&def.name) {
                 assert!(
                     is_kafka_key(def.name),
                     "{} is not in the Kafka table",
