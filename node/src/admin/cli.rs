@@ -418,7 +418,8 @@ pub struct ConsumerGroupsArgs {
     /// only the groups of those types.
     #[arg(long = "type", num_args = 0..=1, value_name = "TYPE")]
     pub group_type: Option<Option<String>>,
-    /// With --describe --members: each member's assignment.
+    /// With --describe: Kafka 4's extra columns (--members: epochs and assignments; --offsets:
+    /// LEADER-EPOCH; --state: GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH).
     #[arg(long)]
     pub verbose: bool,
     /// The topic(s) of --reset-offsets or --delete-offsets: `T`, or `T:p,p` for some of its
@@ -483,9 +484,7 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
         }
     } else if args.describe {
         let view = if args.members {
-            View::Members {
-                verbose: args.verbose,
-            }
+            View::Members
         } else if args.state.is_some() {
             View::State
         } else {
@@ -494,6 +493,7 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
         GroupsAction::Describe {
             group: one_group("describe")?,
             view,
+            verbose: args.verbose,
         }
     } else if args.delete {
         if args.group.is_empty() {
@@ -548,13 +548,15 @@ pub fn run_consumer_groups(args: ConsumerGroupsArgs) -> Result<(), String> {
     } else {
         return Err("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets".into());
     };
-    let mut out = String::new();
+    let (mut out, mut err) = (String::new(), String::new());
     let result = block_on(super::consumer_groups::run(
         &args.bootstrap_server,
         std::time::Duration::from_millis(args.timeout),
         &action,
         &mut out,
+        &mut err,
     ))?;
+    eprint!("{err}");
     out!("{out}");
     result.map_err(|e| format!("Error: {e}"))
 }

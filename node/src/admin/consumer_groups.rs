@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Buf;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_response::Assignment;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -37,8 +38,12 @@ pub enum GroupsAction {
         states: Option<Option<String>>,
         types: Option<Option<String>>,
     },
-    /// `--describe --group G` with the view.
-    Describe { group: String, view: View },
+    /// `--describe --group G` with the view; `verbose` adds Kafka 4's columns.
+    Describe {
+        group: String,
+        view: View,
+        verbose: bool,
+    },
     /// `--delete --group G...`.
     Delete { groups: Vec<String> },
     /// `--reset-offsets --group G (--topic T[:p,p]... | --all-topics) <spec> (--dry-run | --execute)`.
@@ -83,7 +88,7 @@ pub fn parse_topic_arg(arg: &str) -> Result<TopicArg, String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Offsets,
-    Members { verbose: bool },
+    Members,
     State,
 }
 
@@ -171,6 +176,15 @@ pub(super) async fn coordinator(
     group: &str,
     deadline: Instant,
 ) -> Result<AdminClient, AdminError> {
+    Ok(locate(bootstrap, group, deadline).await?.0)
+}
+
+/// [`coordinator`], with the coordinator as `--describe --state` prints it: `host:port  (id)`.
+async fn locate(
+    bootstrap: &str,
+    group: &str,
+    deadline: Instant,
+) -> Result<(AdminClient, String), AdminError> {
     let mut client = AdminClient::connect(bootstrap).await?;
     let version = client.version_of::<FindCoordinatorRequest>().unwrap_or(0);
     let request = if version >= 4 {
@@ -180,7 +194,7 @@ pub(super) async fn coordinator(
     };
     loop {
         let (version, response) = client.send(&request).await?;
-        let (code, message, host, port) = if version >= 4 {
+        let (code, message, host, port, node) = if version >= 4 {
             let Some(c) = response.coordinators.first() else {
                 return Err(AdminError::Io(
                     "FindCoordinator answered no coordinator".into(),
@@ -191,6 +205,7 @@ pub(super) async fn coordinator(
                 c.error_message.clone(),
                 c.host.to_string(),
                 c.port,
+                c.node_id.0,
             )
         } else {
             (
@@ -198,10 +213,12 @@ pub(super) async fn coordinator(
                 response.error_message.clone(),
                 response.host.to_string(),
                 response.port,
+                response.node_id.0,
             )
         };
         if code == 0 {
-            return AdminClient::connect(&format!("{host}:{port}")).await;
+            let client = AdminClient::connect(&format!("{host}:{port}")).await?;
+            return Ok((client, format!("{host}:{port}  ({node})")));
         }
         if !retriable(code) || Instant::now() + RETRY_BACKOFF >= deadline {
             return Err(AdminError::Broker {
@@ -220,16 +237,19 @@ struct GroupCoordinator {
     group: String,
     timeout: Duration,
     client: AdminClient,
+    /// `host:port  (id)` of the coordinator `client` is connected to.
+    node: String,
 }
 
 impl GroupCoordinator {
     async fn find(bootstrap: &str, group: &str, timeout: Duration) -> Result<Self, AdminError> {
-        let client = coordinator(bootstrap, group, Instant::now() + timeout).await?;
+        let (client, node) = locate(bootstrap, group, Instant::now() + timeout).await?;
         Ok(GroupCoordinator {
             bootstrap: bootstrap.to_owned(),
             group: group.to_owned(),
             timeout,
             client,
+            node,
         })
     }
 
@@ -249,7 +269,7 @@ impl GroupCoordinator {
             }
             tokio::time::sleep(RETRY_BACKOFF).await;
             if code != COORDINATOR_LOAD_IN_PROGRESS {
-                self.client = coordinator(&self.bootstrap, &self.group, deadline).await?;
+                (self.client, self.node) = locate(&self.bootstrap, &self.group, deadline).await?;
             }
         }
     }
@@ -260,14 +280,20 @@ struct Described {
     state: String,
     /// The classic protocol, or the consumer group's server assignor.
     strategy: String,
+    /// The group epoch and target assignment epoch of a consumer group (none for classic).
+    epochs: Option<(i32, i32)>,
     members: Vec<DescribedMember>,
 }
 
 struct DescribedMember {
     id: String,
+    /// The static member's `group.instance.id`.
+    instance_id: Option<String>,
     host: String,
     client_id: String,
     assigned: Vec<(String, i32)>,
+    /// A consumer group member's epoch and target assignment (none for classic).
+    target: Option<(i32, Vec<(String, i32)>)>,
 }
 
 async fn describe_group(
@@ -300,14 +326,17 @@ fn classic(described: DescribedGroup) -> Described {
     Described {
         state: described.group_state.to_string(),
         strategy: described.protocol_data.to_string(),
+        epochs: None,
         members: described
             .members
             .iter()
             .map(|m| DescribedMember {
                 id: m.member_id.to_string(),
+                instance_id: m.group_instance_id.as_ref().map(ToString::to_string),
                 host: m.client_host.to_string(),
                 client_id: m.client_id.to_string(),
                 assigned: assigned_partitions(&m.member_assignment),
+                target: None,
             })
             .collect(),
     }
@@ -343,33 +372,40 @@ async fn describe_consumer_group(
     Ok(Some(Described {
         state: described.group_state.to_string(),
         strategy: described.assignor_name.to_string(),
+        epochs: Some((described.group_epoch, described.assignment_epoch)),
         members: described
             .members
             .iter()
             .map(|m| DescribedMember {
                 id: m.member_id.to_string(),
+                instance_id: m.instance_id.as_ref().map(ToString::to_string),
                 host: m.client_host.to_string(),
                 client_id: m.client_id.to_string(),
-                assigned: m
-                    .assignment
-                    .topic_partitions
-                    .iter()
-                    .flat_map(|t| {
-                        t.partitions
-                            .iter()
-                            .map(|p| (t.topic_name.0.to_string(), *p))
-                    })
-                    .collect(),
+                assigned: topic_partitions(&m.assignment),
+                target: Some((m.member_epoch, topic_partitions(&m.target_assignment))),
             })
             .collect(),
     }))
 }
 
-/// The group's committed offsets: (topic, partition) → offset.
+/// The topic-partitions of a ConsumerGroupDescribe assignment.
+fn topic_partitions(assignment: &Assignment) -> Vec<(String, i32)> {
+    assignment
+        .topic_partitions
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.topic_name.0.to_string(), *p))
+        })
+        .collect()
+}
+
+/// The group's committed offsets: (topic, partition) → (offset, leader epoch, −1 if none).
 async fn committed(
     client: &mut GroupCoordinator,
     group: &str,
-) -> Result<BTreeMap<(String, i32), i64>, AdminError> {
+) -> Result<BTreeMap<(String, i32), (i64, i32)>, AdminError> {
     let version = client
         .client
         .version_of::<OffsetFetchRequest>()
@@ -401,7 +437,10 @@ async fn committed(
             for t in g.topics {
                 for p in t.partitions {
                     if p.committed_offset >= 0 {
-                        out.insert((t.name.to_string(), p.partition_index), p.committed_offset);
+                        out.insert(
+                            (t.name.to_string(), p.partition_index),
+                            (p.committed_offset, p.committed_leader_epoch),
+                        );
                     }
                 }
             }
@@ -411,7 +450,10 @@ async fn committed(
         for t in response.topics {
             for p in t.partitions {
                 if p.committed_offset >= 0 {
-                    out.insert((t.name.to_string(), p.partition_index), p.committed_offset);
+                    out.insert(
+                        (t.name.to_string(), p.partition_index),
+                        (p.committed_offset, p.committed_leader_epoch),
+                    );
                 }
             }
         }
@@ -563,21 +605,25 @@ fn dash_or<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| v.to_string())
 }
 
-/// Runs `action` against `bootstrap`, writing what kafka-consumer-groups.sh prints to `out`;
-/// `timeout` bounds the retries of each request, as `--timeout` bounds each admin call.
+/// Runs `action` against `bootstrap`, writing what kafka-consumer-groups.sh prints to stdout to
+/// `out` and its notices for stderr to `err`; `timeout` bounds the retries of each request, as
+/// `--timeout` bounds each admin call.
 pub async fn run(
     bootstrap: &str,
     timeout: Duration,
     action: &GroupsAction,
     out: &mut String,
+    err: &mut String,
 ) -> Result<(), String> {
     let result = match action {
         GroupsAction::List { states, types } => {
             list(bootstrap, timeout, states.as_ref(), types.as_ref(), out).await
         }
-        GroupsAction::Describe { group, view } => {
-            describe(bootstrap, timeout, group, *view, out).await
-        }
+        GroupsAction::Describe {
+            group,
+            view,
+            verbose,
+        } => describe(bootstrap, timeout, group, *view, *verbose, out, err).await,
         GroupsAction::Delete { groups } => delete(bootstrap, timeout, groups, out).await,
         GroupsAction::Reset {
             group,
@@ -722,198 +768,322 @@ async fn list(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn describe(
     bootstrap: &str,
     timeout: Duration,
     group: &str,
     view: View,
+    verbose: bool,
     out: &mut String,
+    err: &mut String,
 ) -> Result<(), AdminError> {
     let mut client = GroupCoordinator::find(bootstrap, group, timeout).await?;
     let described = describe_group(&mut client, group).await?;
-    let state = described.state.clone();
-    if state == "Dead" {
+    if described.state == "Dead" {
         return Err(AdminError::Io(format!(
             "Consumer group '{group}' does not exist."
         )));
     }
-    let members = &described.members;
     match view {
         View::State => {
-            let (_, metadata) = client
-                .client
-                .send(&MetadataRequest::default().with_topics(Some(Vec::new())))
-                .await?;
-            let coordinator = metadata
-                .brokers
-                .first()
-                .map(|b| format!("{}:{}  ({})", b.host, b.port, b.node_id.0))
-                .unwrap_or_default();
-            let widths = (group.len().max(15), coordinator.len().max(25));
-            let _ = writeln!(
-                out,
-                "\n{:<g$} {:<c$} {:<20} {:<20} #MEMBERS",
-                "GROUP",
-                "COORDINATOR (ID)",
-                "ASSIGNMENT-STRATEGY",
-                "STATE",
-                g = widths.0,
-                c = widths.1
-            );
-            let _ = writeln!(
-                out,
-                "{:<g$} {:<c$} {:<20} {:<20} {}",
-                group,
-                coordinator,
-                described.strategy,
-                state,
-                members.len(),
-                g = widths.0,
-                c = widths.1
-            );
+            state_notice(group, &described.state, err);
+            print_state(group, &client.node, &described, verbose, out);
         }
-        View::Members { verbose } => {
-            if members.is_empty() {
-                let _ = writeln!(out, "\nConsumer group '{group}' has no active members.");
-                return Ok(());
-            }
-            let id_width = members
-                .iter()
-                .map(|m| m.id.len())
-                .max()
-                .unwrap_or(0)
-                .max(15);
-            let host_width = members
-                .iter()
-                .map(|m| m.host.len())
-                .max()
-                .unwrap_or(0)
-                .max(15);
-            let client_width = members
-                .iter()
-                .map(|m| m.client_id.len())
-                .max()
-                .unwrap_or(0)
-                .max(15);
-            let g = group.len().max(15);
-            let _ = write!(
-                out,
-                "\n{:<g$} {:<id_width$} {:<host_width$} {:<client_width$} {:<12}",
-                "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"
-            );
-            if verbose {
-                let _ = write!(out, " ASSIGNMENT");
-            }
-            let _ = writeln!(out);
-            for m in members {
-                let assigned = &m.assigned;
-                let _ = write!(
-                    out,
-                    "{:<g$} {:<id_width$} {:<host_width$} {:<client_width$} {:<12}",
-                    group,
-                    m.id,
-                    m.host,
-                    m.client_id,
-                    assigned.len()
-                );
-                if verbose {
-                    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-                    for (t, p) in assigned {
-                        by_topic.entry(t).or_default().push(*p);
-                    }
-                    let text: Vec<String> = by_topic
-                        .iter()
-                        .map(|(t, ps)| {
-                            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
-                            format!("{t}({})", ps.join(","))
-                        })
-                        .collect();
-                    let _ = write!(
-                        out,
-                        " {}",
-                        if text.is_empty() {
-                            "-".to_owned()
-                        } else {
-                            text.join(",")
-                        }
-                    );
-                }
-                let _ = writeln!(out);
-            }
+        View::Members => {
+            state_notice(group, &described.state, err);
+            print_members(group, &described, verbose, out);
         }
         View::Offsets => {
-            let offsets = committed(&mut client, group).await?;
-            // Assigned partitions (with their member) and committed ones.
-            let mut rows: BTreeMap<(String, i32), Option<usize>> = BTreeMap::new();
-            for (index, m) in members.iter().enumerate() {
-                for tp in &m.assigned {
-                    rows.insert(tp.clone(), Some(index));
-                }
-            }
-            for tp in offsets.keys() {
-                rows.entry(tp.clone()).or_insert(None);
-            }
-            let partitions: Vec<(String, i32)> = rows.keys().cloned().collect();
-            let ends = log_offsets(bootstrap, &partitions, -1).await?;
-            if members.is_empty() {
-                let _ = writeln!(out, "\nConsumer group '{group}' has no active members.");
-            }
-            let member = |index: Option<usize>| index.and_then(|i| members.get(i));
-            let g = group.len().max(15);
-            let t = partitions
-                .iter()
-                .map(|(t, _)| t.len())
-                .max()
-                .unwrap_or(0)
-                .max(15);
-            let c = rows
-                .values()
-                .filter_map(|i| member(*i))
-                .map(|m| m.id.len())
-                .max()
-                .unwrap_or(0)
-                .max(15);
-            let h = rows
-                .values()
-                .filter_map(|i| member(*i))
-                .map(|m| m.host.len())
-                .max()
-                .unwrap_or(0)
-                .max(15);
-            let _ = writeln!(
-                out,
-                "\n{:<g$} {:<t$} {:<10} {:<15} {:<15} {:<15} {:<c$} {:<h$} CLIENT-ID",
-                "GROUP",
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "CONSUMER-ID",
-                "HOST",
-            );
-            for ((topic, partition), index) in &rows {
-                let current = offsets.get(&(topic.clone(), *partition)).copied();
-                let end = ends.get(&(topic.clone(), *partition)).copied();
-                let lag = current.zip(end).map(|(c, e)| (e - c).max(0));
-                let m = member(*index);
-                let _ = writeln!(
-                    out,
-                    "{:<g$} {:<t$} {:<10} {:<15} {:<15} {:<15} {:<c$} {:<h$} {}",
-                    group,
-                    topic,
-                    partition,
-                    dash_or(current),
-                    dash_or(end),
-                    dash_or(lag),
-                    m.map_or("-", |m| m.id.as_str()),
-                    m.map_or("-", |m| m.host.as_str()),
-                    m.map_or("-", |m| m.client_id.as_str()),
-                );
+            let rows = offset_rows(bootstrap, &mut client, group, &described).await?;
+            state_notice(group, &described.state, err);
+            // Kafka prints no table when there is not one row.
+            if !rows.is_empty() {
+                print_offsets(group, &rows, verbose, out);
             }
         }
     }
     Ok(())
+}
+
+/// What kafka-consumer-groups.sh writes to stderr before a group's table in these states.
+fn state_notice(group: &str, state: &str, err: &mut String) {
+    match state {
+        "Empty" => {
+            let _ = writeln!(err, "\nConsumer group '{group}' has no active members.");
+        }
+        "PreparingRebalance" | "CompletingRebalance" | "Assigning" | "Reconciling" => {
+            let _ = writeln!(err, "\nWarning: Consumer group '{group}' is rebalancing.");
+        }
+        _ => {}
+    }
+}
+
+/// The widest of `values` and `min`, as Kafka sizes a column to its longest value.
+fn width<'a>(min: usize, values: impl Iterator<Item = &'a str>) -> usize {
+    values.map(str::len).max().unwrap_or(0).max(min)
+}
+
+fn print_state(
+    group: &str,
+    coordinator: &str,
+    described: &Described,
+    verbose: bool,
+    out: &mut String,
+) {
+    let g = group.len().max(15);
+    let c = coordinator.len().max(25);
+    let strategy = if described.strategy.is_empty() {
+        "-"
+    } else {
+        described.strategy.as_str()
+    };
+    let members = described.members.len().to_string();
+    let mut lines = vec![vec![
+        "GROUP",
+        "COORDINATOR (ID)",
+        "ASSIGNMENT-STRATEGY",
+        "STATE",
+    ]];
+    let epochs = described
+        .epochs
+        .map(|(g, t)| (g.to_string(), t.to_string()));
+    lines.push(vec![group, coordinator, strategy, &described.state]);
+    if verbose {
+        lines[0].extend(["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]);
+        let (group_epoch, target_epoch) = epochs
+            .as_ref()
+            .map_or(("-", "-"), |(g, t)| (g.as_str(), t.as_str()));
+        lines[1].extend([group_epoch, target_epoch]);
+    }
+    lines[0].push("#MEMBERS");
+    lines[1].push(&members);
+    for line in &lines {
+        let _ = write!(
+            out,
+            "\n{:<g$} {:<c$} {:<20} {:<20}",
+            line[0], line[1], line[2], line[3]
+        );
+        if verbose {
+            let _ = write!(out, " {:<15} {:<25}", line[4], line[5]);
+        }
+        let _ = write!(out, " {}", line[line.len() - 1]);
+    }
+    let _ = writeln!(out);
+}
+
+/// Kafka's text of an assignment: `topic:0,1;other:2`, topics in order, "-" for none.
+fn assignment_text(assignment: &[(String, i32)]) -> String {
+    if assignment.is_empty() {
+        return "-".to_owned();
+    }
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (t, p) in assignment {
+        by_topic.entry(t).or_default().push(*p);
+    }
+    let mut topics: Vec<String> = by_topic
+        .into_iter()
+        .map(|(t, mut ps)| {
+            ps.sort_unstable();
+            let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+            format!("{t}:{}", ps.join(","))
+        })
+        .collect();
+    // Kafka sorts the topics' texts, where "a:" comes after "a-b:".
+    topics.sort();
+    topics.join(";")
+}
+
+fn print_members(group: &str, described: &Described, verbose: bool, out: &mut String) {
+    let members = &described.members;
+    let instance = |m: &DescribedMember| m.instance_id.clone().unwrap_or_default();
+    let with_instance = members.iter().any(|m| !instance(m).is_empty());
+    let g = if members.is_empty() {
+        15
+    } else {
+        group.len().max(15)
+    };
+    let c = width(15, members.iter().map(|m| m.id.as_str()));
+    let i = members
+        .iter()
+        .map(|m| instance(m).len())
+        .max()
+        .unwrap_or(0)
+        .max(17);
+    let h = width(15, members.iter().map(|m| m.host.as_str()));
+    let l = width(15, members.iter().map(|m| m.client_id.as_str()));
+    // Per member: epoch, assignment, target epoch, target assignment ("-" for a classic group).
+    let target_epoch = described
+        .epochs
+        .map_or("-".to_owned(), |(_, t)| t.to_string());
+    let detail: Vec<[String; 4]> = members
+        .iter()
+        .map(|m| {
+            let (epoch, target) = m
+                .target
+                .as_ref()
+                .map_or(("-".to_owned(), "-".to_owned()), |(e, t)| {
+                    (e.to_string(), assignment_text(t))
+                });
+            [
+                epoch,
+                assignment_text(&m.assigned),
+                target_epoch.clone(),
+                target,
+            ]
+        })
+        .collect();
+    let ca = width(20, detail.iter().map(|d| d[1].as_str()));
+    let ta = width(20, detail.iter().map(|d| d[3].as_str()));
+    out.push('\n');
+    let mut line = |cells: [&str; 6], detail: [&str; 4]| {
+        let _ = write!(out, "{:<g$} {:<c$} ", cells[0], cells[1]);
+        if with_instance {
+            let _ = write!(out, "{:<i$} ", cells[2]);
+        }
+        let _ = write!(out, "{:<h$} {:<l$} {:<15} ", cells[3], cells[4], cells[5]);
+        if verbose {
+            let _ = write!(
+                out,
+                "{:<15} {:<ca$} {:<15} {:<ta$}",
+                detail[0], detail[1], detail[2], detail[3]
+            );
+        }
+        let _ = writeln!(out);
+    };
+    line(
+        [
+            "GROUP",
+            "CONSUMER-ID",
+            "GROUP-INSTANCE-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+        ],
+        [
+            "CURRENT-EPOCH",
+            "CURRENT-ASSIGNMENT",
+            "TARGET-EPOCH",
+            "TARGET-ASSIGNMENT",
+        ],
+    );
+    for (m, d) in members.iter().zip(&detail) {
+        let count = m.assigned.len().to_string();
+        line(
+            [group, &m.id, &instance(m), &m.host, &m.client_id, &count],
+            [&d[0], &d[1], &d[2], &d[3]],
+        );
+    }
+}
+
+/// One row of the offsets view.
+struct OffsetRow<'a> {
+    topic: String,
+    partition: i32,
+    /// The committed offset and its leader epoch (−1 if none).
+    committed: Option<(i64, i32)>,
+    end: Option<i64>,
+    member: Option<&'a DescribedMember>,
+}
+
+/// Kafka's rows: the partitions of each member with some, members with more partitions first,
+/// then the committed partitions nobody is assigned; each block by topic and partition.
+async fn offset_rows<'a>(
+    bootstrap: &str,
+    client: &mut GroupCoordinator,
+    group: &str,
+    described: &'a Described,
+) -> Result<Vec<OffsetRow<'a>>, AdminError> {
+    let offsets = committed(client, group).await?;
+    let mut members: Vec<&DescribedMember> = described
+        .members
+        .iter()
+        .filter(|m| !m.assigned.is_empty())
+        .collect();
+    // A stable sort: members with as many partitions keep the coordinator's order.
+    members.sort_by_key(|m| std::cmp::Reverse(m.assigned.len()));
+    let mut blocks = Vec::new();
+    for m in members {
+        let mut partitions = m.assigned.clone();
+        partitions.sort();
+        partitions.dedup();
+        blocks.push((Some(m), partitions));
+    }
+    let unassigned: Vec<(String, i32)> = offsets
+        .keys()
+        .filter(|tp| !blocks.iter().any(|(_, ps)| ps.contains(tp)))
+        .cloned()
+        .collect();
+    if !unassigned.is_empty() {
+        blocks.push((None, unassigned));
+    }
+    let partitions: Vec<(String, i32)> = blocks.iter().flat_map(|(_, ps)| ps.clone()).collect();
+    let ends = log_offsets(bootstrap, &partitions, -1).await?;
+    Ok(blocks
+        .into_iter()
+        .flat_map(|(member, partitions)| partitions.into_iter().map(move |tp| (member, tp)))
+        .map(|(member, tp)| OffsetRow {
+            committed: offsets.get(&tp).copied(),
+            end: ends.get(&tp).copied(),
+            topic: tp.0,
+            partition: tp.1,
+            member,
+        })
+        .collect())
+}
+
+/// A member's value in an offsets row, "-" in a row of no member.
+fn member_field<'a>(row: &OffsetRow<'a>, f: fn(&'a DescribedMember) -> &'a str) -> &'a str {
+    row.member.map_or("-", f)
+}
+
+fn print_offsets(group: &str, rows: &[OffsetRow<'_>], verbose: bool, out: &mut String) {
+    let g = group.len().max(15);
+    let t = width(15, rows.iter().map(|r| r.topic.as_str()));
+    let c = width(15, rows.iter().map(|r| member_field(r, |m| &m.id)));
+    let h = width(15, rows.iter().map(|r| member_field(r, |m| &m.host)));
+    let mut line = |cells: [&str; 10]| {
+        let _ = write!(out, "\n{:<g$} {:<t$} {:<10} ", cells[0], cells[1], cells[2]);
+        if verbose {
+            let _ = write!(out, "{:<15} ", cells[3]);
+        }
+        let _ = write!(
+            out,
+            "{:<15} {:<15} {:<15} {:<c$} {:<h$} {}",
+            cells[4], cells[5], cells[6], cells[7], cells[8], cells[9]
+        );
+    };
+    line([
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "LEADER-EPOCH",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    ]);
+    for row in rows {
+        let offset = row.committed.map(|(offset, _)| offset);
+        let epoch = row.committed.map(|(_, epoch)| epoch).filter(|e| *e >= 0);
+        // Kafka's lag is the plain difference, negative when the commit is past the log end.
+        let lag = offset.zip(row.end).map(|(offset, end)| end - offset);
+        line([
+            group,
+            &row.topic,
+            &row.partition.to_string(),
+            &dash_or(epoch),
+            &dash_or(offset),
+            &dash_or(row.end),
+            &dash_or(lag),
+            member_field(row, |m| &m.id),
+            member_field(row, |m| &m.host),
+            member_field(row, |m| &m.client_id),
+        ]);
+    }
+    let _ = writeln!(out);
 }
 
 async fn delete(
@@ -1086,7 +1256,10 @@ async fn reset(
             ResetSpec::Earliest => low,
             ResetSpec::Latest => high,
             ResetSpec::Offset(o) => o,
-            ResetSpec::ShiftBy(n) => current.get(tp).copied().unwrap_or(low).saturating_add(n),
+            ResetSpec::ShiftBy(n) => current
+                .get(tp)
+                .map_or(low, |(offset, _)| *offset)
+                .saturating_add(n),
             // No record at or after the time: the log end.
             ResetSpec::Timestamp(_) => by_time.get(tp).copied().filter(|o| *o >= 0).unwrap_or(high),
         };
@@ -1348,6 +1521,162 @@ mod tests {
         assert_eq!(
             group_exception(3),
             "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: This server does not host this topic-partition."
+        );
+    }
+
+    fn member(id: &str, instance: Option<&str>, assigned: &[(&str, i32)]) -> DescribedMember {
+        DescribedMember {
+            id: id.to_owned(),
+            instance_id: instance.map(str::to_owned),
+            host: "/127.0.0.1".to_owned(),
+            client_id: "client".to_owned(),
+            assigned: assigned
+                .iter()
+                .map(|(t, p)| ((*t).to_owned(), *p))
+                .collect(),
+            target: None,
+        }
+    }
+
+    #[test]
+    fn assignments_are_written_as_kafka_4_writes_them() {
+        let tps = |v: &[(&str, i32)]| -> Vec<(String, i32)> {
+            v.iter().map(|(t, p)| ((*t).to_owned(), *p)).collect()
+        };
+        assert_eq!(assignment_text(&[]), "-");
+        assert_eq!(
+            assignment_text(&tps(&[("b", 10), ("a", 2), ("b", 9), ("a-b", 0)])),
+            "a-b:0;a:2;b:9,10"
+        );
+    }
+
+    #[test]
+    fn members_of_a_classic_group_show_the_static_members_instance_id() {
+        let described = Described {
+            state: "Stable".to_owned(),
+            strategy: "range".to_owned(),
+            epochs: None,
+            members: vec![
+                member("m-1", Some("static-1"), &[("t", 1), ("t", 0)]),
+                member("m-2", None, &[]),
+            ],
+        };
+        let mut out = String::new();
+        print_members("g", &described, false, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           CONSUMER-ID     GROUP-INSTANCE-ID HOST            CLIENT-ID       #PARTITIONS     \n\
+             g               m-1             static-1          /127.0.0.1      client          2               \n\
+             g               m-2                               /127.0.0.1      client          0               \n"
+        );
+        let mut out = String::new();
+        print_members("g", &described, true, &mut out);
+        assert_eq!(
+            out.lines().nth(2),
+            Some("g               m-1             static-1          /127.0.0.1      client          2               -               t:0,1                -               -                   ")
+        );
+    }
+
+    #[test]
+    fn members_of_a_consumer_group_show_epochs_and_target_assignments() {
+        let mut m = member("abc", None, &[("t", 0)]);
+        m.target = Some((7, vec![("t".to_owned(), 0), ("t".to_owned(), 1)]));
+        let described = Described {
+            state: "Reconciling".to_owned(),
+            strategy: "uniform".to_owned(),
+            epochs: Some((8, 8)),
+            members: vec![m],
+        };
+        let mut out = String::new();
+        print_members("group-with-a-long-name", &described, true, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP                  CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS     CURRENT-EPOCH   CURRENT-ASSIGNMENT   TARGET-EPOCH    TARGET-ASSIGNMENT   \n\
+             group-with-a-long-name abc             /127.0.0.1      client          1               7               t:0                  8               t:0,1               \n"
+        );
+        // No member: the header alone, 15 wide for the group.
+        let mut out = String::new();
+        let empty = Described {
+            members: Vec::new(),
+            ..described
+        };
+        print_members("group-with-a-long-name", &empty, false, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS     \n"
+        );
+    }
+
+    #[test]
+    fn offsets_show_negative_lag_and_unknown_values_as_kafka() {
+        let big = member("big", None, &[("t", 1), ("t", 0)]);
+        let small = member("small", None, &[("a", 0)]);
+        fn row<'a>(
+            member: Option<&'a DescribedMember>,
+            (topic, partition): (&str, i32),
+            committed: Option<(i64, i32)>,
+            end: Option<i64>,
+        ) -> OffsetRow<'a> {
+            OffsetRow {
+                topic: topic.to_owned(),
+                partition,
+                committed,
+                end,
+                member,
+            }
+        }
+        let rows = vec![
+            row(Some(&big), ("t", 0), Some((5, 0)), Some(10)),
+            row(Some(&big), ("t", 1), None, Some(3)),
+            row(Some(&small), ("a", 0), Some((4, -1)), None),
+            row(None, ("u", 0), Some((12, 3)), Some(9)),
+        ];
+        let mut out = String::new();
+        print_offsets("g", &rows, false, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID     HOST            CLIENT-ID\
+             \ng               t               0          5               10              5               big             /127.0.0.1      client\
+             \ng               t               1          -               3               -               big             /127.0.0.1      client\
+             \ng               a               0          4               -               -               small           /127.0.0.1      client\
+             \ng               u               0          12              9               -3              -               -               -\n"
+        );
+        let mut out = String::new();
+        print_offsets("g", &rows[3..], true, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           TOPIC           PARTITION  LEADER-EPOCH    CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID     HOST            CLIENT-ID\
+             \ng               u               0          3               12              9               -3              -               -               -\n"
+        );
+    }
+
+    #[test]
+    fn state_shows_a_dash_for_no_strategy_and_epochs_when_verbose() {
+        let described = Described {
+            state: "Empty".to_owned(),
+            strategy: String::new(),
+            epochs: None,
+            members: Vec::new(),
+        };
+        let mut out = String::new();
+        print_state("g", "localhost:9092  (1)", &described, false, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE                #MEMBERS\
+             \ng               localhost:9092  (1)       -                    Empty                0\n"
+        );
+        let consumer = Described {
+            state: "Stable".to_owned(),
+            strategy: "uniform".to_owned(),
+            epochs: Some((4, 3)),
+            members: vec![member("m", None, &[])],
+        };
+        let mut out = String::new();
+        print_state("g", "localhost:9092  (1)", &consumer, true, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE                GROUP-EPOCH     TARGET-ASSIGNMENT-EPOCH   #MEMBERS\
+             \ng               localhost:9092  (1)       uniform              Stable               4               3                         1\n"
         );
     }
 
