@@ -428,8 +428,9 @@ def test_consumer_groups_tool(start_node):
         bad = tool("--list", "--state", "sleepy")
         assert bad.returncode == 1 and "Invalid state value 'sleepy'" in bad.stderr, bad.stderr
         members = tool("--describe", "--group", "grp-tool", "--members", "--verbose").stdout.splitlines()
-        assert members[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
-        assert members[2].split()[2:] == ["/127.0.0.1", "kafka-python-3.0.12", "2", "grp-tool(0,1)"]
+        assert members[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                                      "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        assert members[2].split()[2:] == ["/127.0.0.1", "kafka-python-3.0.12", "2", "-", "grp-tool:0,1", "-", "-"]
         deleted = tool("--delete", "--group", "grp-tool")
         assert deleted.returncode == 1
         assert "* Group 'grp-tool' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty." in deleted.stdout
@@ -438,9 +439,10 @@ def test_consumer_groups_tool(start_node):
 
     offsets = tool("--describe", "--group", "grp-tool")
     lines = offsets.stdout.splitlines()
-    assert lines[1] == "Consumer group 'grp-tool' has no active members."
-    assert lines[3].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
-    assert [line.split() for line in lines[4:]] == [
+    # As Kafka's, the notice goes to stderr and the table to stdout.
+    assert offsets.stderr == "\nConsumer group 'grp-tool' has no active members.\n"
+    assert lines[1].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+    assert [line.split() for line in lines[2:]] == [
         ["grp-tool", "grp-tool", "0", "5", "5", "0", "-", "-", "-"],
         ["grp-tool", "grp-tool", "1", "5", "5", "0", "-", "-", "-"],
     ]
@@ -450,7 +452,7 @@ def test_consumer_groups_tool(start_node):
         ["grp-tool", "grp-tool", "0", "3"],
         ["grp-tool", "grp-tool", "1", "3"],
     ]
-    lag = [line.split()[5] for line in tool("--describe", "--group", "grp-tool").stdout.splitlines()[4:]]
+    lag = [line.split()[5] for line in tool("--describe", "--group", "grp-tool").stdout.splitlines()[2:]]
     assert lag == ["2", "2"]
     # By time: before every record is the log start, after every record the log end.
     for when, offset in (("2000-01-01T00:00:00.000", "0"), ("2999-01-01T00:00:00.000Z", "5")):
@@ -467,6 +469,101 @@ def test_consumer_groups_tool(start_node):
     assert tool("--delete", "--group", "grp-tool").stdout == "Deletion of requested consumer groups ('grp-tool') was successful.\n"
     missing = tool("--describe", "--group", "grp-tool")
     assert (missing.returncode, missing.stderr.strip()) == (1, "gregor: Error: Consumer group 'grp-tool' does not exist.")
+
+
+def test_consumer_groups_tool_prints_kafkas_tables(start_node):
+    """`gregor consumer-groups --describe` prints kafka-consumer-groups.sh 4.1's tables byte for
+    byte: GROUP-INSTANCE-ID for a static member, Kafka 4's verbose columns, a negative LAG for a
+    commit past the log end, the notice of an empty group on stderr, "-" for no strategy."""
+    from conftest import gregor_bin
+
+    node = start_node(FAST)
+    create(node, "cgp", 2)
+    produce(node, "cgp", 2, 10)
+    host, port = node.bootstrap.rsplit(":", 1)
+    coordinator = f"{host}:{port}  (1)"
+
+    def tool(*args):
+        done = subprocess.run(
+            [str(gregor_bin()), "consumer-groups", "--bootstrap-server", node.bootstrap, *args],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout, done.stderr
+
+    # A stable classic group whose one member is static (KIP-345).
+    static = Polling(consumer(node, "cg-static", "cgp", group_instance_id="static-1", client_id="cg-static"))
+    try:
+        drain([static], 10)
+        wait_for("the group Stable", lambda: "Stable" in tool("--describe", "--group", "cg-static", "--state")[0])
+        out, err = tool("--describe", "--group", "cg-static", "--members")
+        member_id = out.splitlines()[2].split()[1]
+        assert member_id.startswith("static-1-"), out
+        c = max(15, len(member_id))
+        assert (out, err) == (
+            f"\n{'GROUP':<15} {'CONSUMER-ID':<{c}} GROUP-INSTANCE-ID {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} \n"
+            f"{'cg-static':<15} {member_id:<{c}} {'static-1':<17} {'/127.0.0.1':<15} {'cg-static':<15} {'2':<15} \n",
+            "",
+        )
+        out, _ = tool("--describe", "--group", "cg-static", "--members", "--verbose")
+        assert out == (
+            f"\n{'GROUP':<15} {'CONSUMER-ID':<{c}} GROUP-INSTANCE-ID {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} "
+            "CURRENT-EPOCH   CURRENT-ASSIGNMENT   TARGET-EPOCH    TARGET-ASSIGNMENT   \n"
+            f"{'cg-static':<15} {member_id:<{c}} {'static-1':<17} {'/127.0.0.1':<15} {'cg-static':<15} {'2':<15} "
+            f"{'-':<15} {'cgp:0,1':<20} {'-':<15} {'-':<20}\n"
+        )
+        # Nothing committed yet: no CURRENT-OFFSET, so no LAG.
+        out, err = tool("--describe", "--group", "cg-static")
+        header = (f"\n{'GROUP':<15} {'TOPIC':<15} {'PARTITION':<10} {'CURRENT-OFFSET':<15} {'LOG-END-OFFSET':<15} "
+                  f"{'LAG':<15} {'CONSUMER-ID':<{c}} {'HOST':<15} CLIENT-ID")
+        assert (out, err) == (
+            header
+            + "".join(f"\n{'cg-static':<15} {'cgp':<15} {p:<10} {'-':<15} {'5':<15} {'-':<15} {member_id:<{c}} "
+                      f"{'/127.0.0.1':<15} cg-static" for p in (0, 1))
+            + "\n",
+            "",
+        )
+        assert tool("--describe", "--group", "cg-static", "--state") == (
+            f"\n{'GROUP':<15} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} #MEMBERS"
+            f"\n{'cg-static':<15} {coordinator:<25} {'range':<20} {'Stable':<20} 1\n",
+            "",
+        )
+    finally:
+        static.stop()
+
+    # An empty group with committed offsets, one of them past the log end (5): LAG -4.
+    committer = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id="cg-empty", enable_auto_commit=False)
+    try:
+        committer.commit({TopicPartition("cgp", 1): OffsetAndMetadata(9, "", -1),
+                          TopicPartition("cgp", 0): OffsetAndMetadata(3, "", -1)})
+    finally:
+        committer.close()
+    no_members = "\nConsumer group 'cg-empty' has no active members.\n"
+    assert tool("--describe", "--group", "cg-empty") == (
+        f"\n{'GROUP':<15} {'TOPIC':<15} {'PARTITION':<10} {'CURRENT-OFFSET':<15} {'LOG-END-OFFSET':<15} {'LAG':<15} "
+        f"{'CONSUMER-ID':<15} {'HOST':<15} CLIENT-ID"
+        f"\n{'cg-empty':<15} {'cgp':<15} {'0':<10} {'3':<15} {'5':<15} {'2':<15} {'-':<15} {'-':<15} -"
+        f"\n{'cg-empty':<15} {'cgp':<15} {'1':<10} {'9':<15} {'5':<15} {'-4':<15} {'-':<15} {'-':<15} -\n",
+        no_members,
+    )
+    out, err = tool("--describe", "--group", "cg-empty", "--offsets", "--verbose")
+    assert out.splitlines()[1].split()[3] == "LEADER-EPOCH" and out.splitlines()[3].split()[3:7] == ["-", "9", "5", "-4"], out
+    assert tool("--describe", "--group", "cg-empty", "--members") == (
+        f"\n{'GROUP':<15} {'CONSUMER-ID':<15} {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} \n",
+        no_members,
+    )
+    assert tool("--describe", "--group", "cg-empty", "--state") == (
+        f"\n{'GROUP':<15} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} #MEMBERS"
+        f"\n{'cg-empty':<15} {coordinator:<25} {'-':<20} {'Empty':<20} 0\n",
+        no_members,
+    )
+    assert tool("--describe", "--group", "cg-empty", "--state", "--verbose")[0] == (
+        f"\n{'GROUP':<15} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} {'GROUP-EPOCH':<15} "
+        f"{'TARGET-ASSIGNMENT-EPOCH':<25} #MEMBERS"
+        f"\n{'cg-empty':<15} {coordinator:<25} {'-':<20} {'Empty':<20} {'-':<15} {'-':<25} 0\n"
+    )
+    listed = tool("--list", "--state", "empty")[0].splitlines()
+    assert listed[0] == f"{'GROUP':<25} {'STATE':<20}" and f"{'cg-empty':<25} {'Empty':<20}" in listed, listed
 
 
 def test_consumer_groups_tool_on_a_new_node(start_node):

@@ -134,8 +134,10 @@ def test_members_spread_partitions_and_take_over_without_duplicates(start_node):
         offsets = tool(node, "--describe", "--group", "k848-spread").splitlines()
         assert offsets[1].split()[:6] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"]
         rows = [line.split() for line in offsets[2:]]
-        assert [(r[2], r[3], r[4], r[5]) for r in rows] == [(str(p), "10", "10", "0") for p in range(6)]
-        assert len({r[6] for r in rows}) == 3
+        assert sorted((r[2], r[3], r[4], r[5]) for r in rows) == [(str(p), "10", "10", "0") for p in range(6)]
+        # As Kafka's, member by member (all with 2 partitions here), each by partition.
+        assert [r[6] for r in rows][::2] == [r[6] for r in rows][1::2] and len({r[6] for r in rows}) == 3
+        assert all(int(a[2]) < int(b[2]) for a, b in zip(rows[::2], rows[1::2]))
         state = tool(node, "--describe", "--group", "k848-spread", "--state").splitlines()
         assert state[2].split()[-3:] == ["uniform", "Stable", "3"]
         assert f"{'k848-spread':<25} {'Consumer':<20} {'Stable':<20}" in tool(node, "--list", "--type", "--state").splitlines()
@@ -164,6 +166,47 @@ MEMBER = textwrap.dedent(
         print(sorted(tp.partition for tp in c.assignment()), flush=True)
     """
 )
+
+
+def test_consumer_groups_tool_prints_kafkas_tables_for_a_consumer_group(start_node):
+    """kafka-consumer-groups.sh 4.1's --members --verbose of a KIP-848 group: the member's epoch,
+    its assignment, the group's target assignment epoch and the member's target assignment."""
+    node = start_node(FAST)
+    create(node, "cg848", 2)
+    produce(node, "cg848", 2, 10)
+    c = member(node, "cg848", "cg848", **{"client.id": "cg848-client"})
+    got = []
+    try:
+        poll_all([c], got, lambda: len(got) >= 10)
+        c.commit(asynchronous=False)
+        wait_for("the group Stable", lambda: "Stable" in tool(node, "--describe", "--group", "cg848", "--state"))
+        state = tool(node, "--describe", "--group", "cg848", "--state", "--verbose").splitlines()
+        _, group_epoch, target_epoch, _ = state[2].rsplit(None, 3)
+        host, port = node.bootstrap.rsplit(":", 1)
+        assert state[1:] == [
+            f"{'GROUP':<15} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<20} {'GROUP-EPOCH':<15} "
+            f"{'TARGET-ASSIGNMENT-EPOCH':<25} #MEMBERS",
+            f"{'cg848':<15} {host + ':' + port + '  (1)':<25} {'uniform':<20} {'Stable':<20} {group_epoch:<15} "
+            f"{target_epoch:<25} 1",
+        ]
+        out = tool(node, "--describe", "--group", "cg848", "--members", "--verbose")
+        member_id, epoch = out.splitlines()[2].split()[1], out.splitlines()[2].split()[5]
+        m = max(15, len(member_id))
+        assert out == (
+            f"\n{'GROUP':<15} {'CONSUMER-ID':<{m}} {'HOST':<15} {'CLIENT-ID':<15} {'#PARTITIONS':<15} "
+            "CURRENT-EPOCH   CURRENT-ASSIGNMENT   TARGET-EPOCH    TARGET-ASSIGNMENT   \n"
+            f"{'cg848':<15} {member_id:<{m}} {'/127.0.0.1':<15} {'cg848-client':<15} {'2':<15} "
+            f"{epoch:<15} {'cg848:0,1':<20} {target_epoch:<15} {'cg848:0,1':<20}\n"
+        )
+        assert tool(node, "--describe", "--group", "cg848") == (
+            f"\n{'GROUP':<15} {'TOPIC':<15} {'PARTITION':<10} {'CURRENT-OFFSET':<15} {'LOG-END-OFFSET':<15} "
+            f"{'LAG':<15} {'CONSUMER-ID':<{m}} {'HOST':<15} CLIENT-ID"
+            + "".join(f"\n{'cg848':<15} {'cg848':<15} {p:<10} {'5':<15} {'5':<15} {'0':<15} {member_id:<{m}} "
+                      f"{'/127.0.0.1':<15} cg848-client" for p in (0, 1))
+            + "\n"
+        )
+    finally:
+        c.close()
 
 
 def test_a_killed_members_partitions_move_after_its_session(start_node):
