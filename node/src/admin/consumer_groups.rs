@@ -768,7 +768,6 @@ async fn list(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn describe(
     bootstrap: &str,
     timeout: Duration,
