@@ -143,6 +143,15 @@ def create_replicated_topic(admin, topic, min_insync_replicas):
     wait_for("a full ISR", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
 
 
+def produce_acknowledged(nodes, topic, values):
+    """Writes `values` to partition 0 of `topic` with acks=all; all acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all"})
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(60) == 0
+    return producer
+
+
 def log_bytes(node, topic):
     partition_dir = os.path.join(node.data_dir, f"{topic}-0")
     segments = sorted(f for f in os.listdir(partition_dir) if f.endswith(".log"))
@@ -387,10 +396,7 @@ def test_a_leader_that_appended_nothing_rejoins_after_a_restart():
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         topic = "empty-epoch"
         create_replicated_topic(admin, topic, 2)
-        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all"})
-        for i in range(10):
-            producer.produce(topic, value=b"%d" % i, partition=0)
-        assert producer.flush(60) == 0
+        produce_acknowledged(nodes, topic, [b"%d" % i for i in range(10)])
 
         for _ in range(2):
             leader = partition_state(admin, topic)[0]
@@ -1024,10 +1030,7 @@ def test_deleted_records_stay_deleted_after_a_leader_change():
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         topic = "deleted-stay-deleted"
         create_replicated_topic(admin, topic, 2)
-        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": "all"})
-        for i in range(10):
-            producer.produce(topic, value=b"r-%d" % i, partition=0)
-        assert producer.flush(30) == 0
+        produce_acknowledged(nodes, topic, [b"r-%d" % i for i in range(10)])
         deleted = admin.delete_records([TopicPartition(topic, 0, 6)])
         leader = partition_state(admin, topic)[0]
         assert next(iter(deleted.values())).result(30).low_watermark == 6
@@ -1043,5 +1046,42 @@ def test_deleted_records_stay_deleted_after_a_leader_change():
             consumer.close()
         assert (low, high) == (6, 10)
     finally:
+        for node in nodes:
+            node.close()
+
+
+def test_delete_records_waits_for_a_live_follower_and_not_for_a_fenced_one():
+    """Kafka's DelayedDeleteRecords waits for every replica on a live broker: with a follower
+    frozen (SIGSTOP) but not yet fenced, DeleteRecords times out (REQUEST_TIMED_OUT, low
+    watermark -1); once that broker is fenced it no longer counts, and the deletion answers."""
+    from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
+
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    frozen = None
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "delete-waits"
+        create_replicated_topic(admin, topic, 1)
+        produce_acknowledged(nodes, topic, [b"r-%d" % i for i in range(10)])
+        leader = partition_state(admin, topic)[0]
+        frozen = next(n for i, n in by_id.items() if i != leader)
+        conn = RawConn(by_id[leader].bootstrap)
+        R = DeleteRecordsRequest[1]
+
+        def delete(offset):
+            request = R(topics=[R.DeleteRecordsTopic(name=topic, partitions=[
+                R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=offset)])], timeout_ms=1000)
+            ((_, (partition,)),) = [(t.name, t.partitions) for t in conn.send(request, DeleteRecordsResponse).topics]
+            return partition.error_code, partition.low_watermark
+
+        frozen.proc.send_signal(signal.SIGSTOP)
+        # Well within broker.session.timeout.ms (3 s): the frozen broker is still live.
+        assert delete(4) == (7, -1)
+        wait_for("the frozen broker fenced", lambda: len(admin.list_topics(timeout=10).brokers) == 2, timeout=FAILOVER_TIMEOUT)
+        assert delete(6) == (0, 6)
+    finally:
+        if frozen is not None:
+            frozen.proc.send_signal(signal.SIGCONT)
         for node in nodes:
             node.close()
