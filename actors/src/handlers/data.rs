@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::context::HandlerContext;
 use crate::log_manager::PartitionState;
 
+pub(super) const UNKNOWN_SERVER_ERROR: i16 = -1;
 pub(super) const NONE: i16 = 0;
 pub(super) const OFFSET_OUT_OF_RANGE: i16 = 1;
 pub(super) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;

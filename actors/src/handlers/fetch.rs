@@ -21,7 +21,7 @@ use gregor_publishers::acl::{AclOperation, ResourceType};
 use super::data::{
     check_leader_epoch, fetch_leader_epoch, leader_endpoints, led_partition, requested_topic,
     FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
-    TOPIC_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
@@ -517,9 +517,6 @@ pub async fn read_all(
         .any(|p| p.error_code != NONE);
     pass
 }
-
-/// Kafka's code for a failure it has no code for.
-const UNKNOWN_SERVER_ERROR: i16 = -1;
 
 /// A consumer's partition with records below its high watermark, still to be read; `slot` is
 /// its place (topic, partition) in the response.

@@ -3,8 +3,8 @@
 //! The `records` bytes go to the log library untouched (kafka-protocol hands them over as
 //! `Bytes`); it validates, assigns offsets and writes them on the partition's shard thread. A
 //! batch that must be decompressed or recompressed is validated before, on a bounded pool of
-//! blocking threads, so that it holds up only its own request. All partitions of a request are queued first and awaited together, so they are appended in
-//! parallel across shards. acks=-1 is refused before the append when the ISR is smaller than
+//! blocking threads, so that it holds up only its own request. All partitions of a request are
+//! queued first and awaited together, so they are appended in parallel across shards. acks=-1 is refused before the append when the ISR is smaller than
 //! `min.insync.replicas`, and answered once the high watermark has passed the batch (every ISR
 //! member has it; see `crate::replication::await_replication`).
 
@@ -70,13 +70,18 @@ struct Accepted {
     logs: std::sync::Arc<crate::log_manager::LogManager>,
 }
 
+/// The codec id in the attributes of the batch that starts `records` (read before the log
+/// library parses it).
+fn codec_id(records: &[u8]) -> Option<u8> {
+    records
+        .get(ATTRIBUTES_LOW_BYTE)
+        .map(|attributes| attributes & 7)
+}
+
 /// Whether validating `records` means decompressing or recompressing them: compressed by the
 /// producer, or to be compressed for the topic.
 fn costly_to_validate(records: &[u8], config: &LogConfig) -> bool {
-    let compressed = records
-        .get(ATTRIBUTES_LOW_BYTE)
-        .is_some_and(|attributes| attributes & 7 != 0);
-    compressed
+    codec_id(records).is_some_and(|codec| codec != 0)
         || matches!(config.compression, TopicCompression::Codec(codec) if codec != Compression::None)
 }
 
@@ -168,11 +173,7 @@ pub(super) async fn handle(
             };
             let log_start = led.state.log_start_offset();
             let records = data.records.unwrap_or_default();
-            if version < 7
-                && records
-                    .get(ATTRIBUTES_LOW_BYTE)
-                    .is_some_and(|a| a & 7 == ZSTD)
-            {
+            if version < 7 && codec_id(&records) == Some(ZSTD) {
                 partitions.push(
                     failed(index, UNSUPPORTED_COMPRESSION_TYPE).with_log_start_offset(log_start),
                 );
@@ -235,12 +236,13 @@ pub(super) async fn handle(
     let validations = accepted.iter_mut().map(|partition| {
         let records = std::mem::take(&mut partition.records);
         async move {
-            if !costly_to_validate(&records, &partition.state.config()) {
+            let config = partition.state.config();
+            if !costly_to_validate(&records, &config) {
                 return Ok(ProducedBatch::Raw(records));
             }
             partition
                 .logs
-                .validate_apart(&partition.state, &partition.name, partition.index, records)
+                .validate_apart(config, &partition.name, partition.index, records)
                 .await
         }
     });

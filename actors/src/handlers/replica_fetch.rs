@@ -160,17 +160,19 @@ pub(super) async fn read_partition(
         .broker(replica)
         .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
         && (replica_epoch < 0 || registered_epoch == Some(replica_epoch));
-    let expand = state.replication().record_follower_fetch(
-        replica,
-        fetch_offset,
-        leader_log_end,
-        state.high_watermark(),
-        now_ms(),
-        eligible,
-    );
-    let log_start_moved = state
-        .replication()
-        .record_follower_log_start(replica, wanted.log_start_offset);
+    let (expand, log_start_moved) = {
+        let mut replication = state.replication();
+        let expand = replication.record_follower_fetch(
+            replica,
+            fetch_offset,
+            leader_log_end,
+            state.high_watermark(),
+            now_ms(),
+            eligible,
+        );
+        let moved = replication.record_follower_log_start(replica, wanted.log_start_offset);
+        (expand, moved)
+    };
     if state.refresh_high_watermark() || log_start_moved {
         state.appended.notify_waiters();
     }

@@ -547,13 +547,13 @@ impl LogManager {
         .await
     }
 
-    /// Validates a produced batch of `topic`-`partition` (`state`) on a blocking thread with
-    /// the log's configuration, for [`LogManager::queue_append`]. A batch that must
-    /// be decompressed or recompressed can take seconds (a decompression bomb); on the shard
-    /// thread that would stall every partition of the shard, reads included.
+    /// Validates a produced batch of `topic`-`partition` on a blocking thread with the log's
+    /// `config` (its [`PartitionState::config`]), for [`LogManager::queue_append`]. A batch
+    /// that must be decompressed or recompressed can take seconds (a decompression bomb); on
+    /// the shard thread that would stall every partition of the shard, reads included.
     pub async fn validate_apart(
         &self,
-        state: &PartitionState,
+        config: Arc<LogConfig>,
         topic: &str,
         partition: i32,
         records: Bytes,
@@ -563,7 +563,6 @@ impl LogManager {
             .acquire()
             .await
             .map_err(|_| LogManagerError::ShuttingDown)?;
-        let config = state.config();
         let name = TopicPartition::new(topic, partition).dir_name();
         tokio::task::spawn_blocking(move || {
             gregor_log::validate::validate(&records, &config, now_ms(), &name)
