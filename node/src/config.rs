@@ -1135,6 +1135,7 @@ fn group_settings(
 ) -> Result<gregor_actors::groups::GroupSettings, ConfigError> {
     let int = |key, min| values.int(key, min, i64::from(i32::MAX));
     let millis = |ms: i64| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    consumer_timeouts_agree(values)?;
     Ok(gregor_actors::groups::GroupSettings {
         offsets_topic_partitions: int("offsets.topic.num.partitions", 1)? as i32,
         offsets_topic_replication_factor: values.int(
@@ -1166,6 +1167,56 @@ fn group_settings(
         consumer_max_heartbeat_interval_ms: int("group.consumer.max.heartbeat.interval.ms", 1)?
             as i32,
     })
+}
+
+/// The `group.consumer.*` session and heartbeat bounds must hold together, as Kafka's
+/// `GroupCoordinatorConfig` requires at start-up: a heartbeat interval at or past the session
+/// timeout would expire members that heartbeat on time.
+fn consumer_timeouts_agree(values: &Values<'_>) -> Result<(), ConfigError> {
+    const HEARTBEAT: &str = "group.consumer.heartbeat.interval.ms";
+    const MIN_HEARTBEAT: &str = "group.consumer.min.heartbeat.interval.ms";
+    const MAX_HEARTBEAT: &str = "group.consumer.max.heartbeat.interval.ms";
+    const SESSION: &str = "group.consumer.session.timeout.ms";
+    const MIN_SESSION: &str = "group.consumer.min.session.timeout.ms";
+    const MAX_SESSION: &str = "group.consumer.max.session.timeout.ms";
+    let int = |key| values.int(key, 1, i64::from(i32::MAX));
+    let (heartbeat, min_heartbeat, max_heartbeat) =
+        (int(HEARTBEAT)?, int(MIN_HEARTBEAT)?, int(MAX_HEARTBEAT)?);
+    let (session, min_session, max_session) = (int(SESSION)?, int(MIN_SESSION)?, int(MAX_SESSION)?);
+    let at_least = |key: &'static str, value: i64, other: &str, bound: i64| {
+        (value < bound).then(|| {
+            invalid(
+                key,
+                value.to_string(),
+                &format!("{key} must be greater than or equal to {other}"),
+            )
+        })
+    };
+    let at_most = |key: &'static str, value: i64, other: &str, bound: i64| {
+        (value > bound).then(|| {
+            invalid(
+                key,
+                value.to_string(),
+                &format!("{key} must be less than or equal to {other}"),
+            )
+        })
+    };
+    let refused = at_least(MAX_HEARTBEAT, max_heartbeat, MIN_HEARTBEAT, min_heartbeat)
+        .or_else(|| at_least(HEARTBEAT, heartbeat, MIN_HEARTBEAT, min_heartbeat))
+        .or_else(|| at_most(HEARTBEAT, heartbeat, MAX_HEARTBEAT, max_heartbeat))
+        .or_else(|| at_least(MAX_SESSION, max_session, MIN_SESSION, min_session))
+        .or_else(|| at_least(SESSION, session, MIN_SESSION, min_session))
+        .or_else(|| at_most(SESSION, session, MAX_SESSION, max_session))
+        .or_else(|| {
+            (heartbeat >= session).then(|| {
+                invalid(
+                    HEARTBEAT,
+                    heartbeat.to_string(),
+                    &format!("{HEARTBEAT} must be less than {SESSION}"),
+                )
+            })
+        });
+    refused.map_or(Ok(()), Err)
 }
 
 /// `group.consumer.assignors`: Kafka's class names or the short names, each one Gregor has.
@@ -1878,6 +1929,56 @@ mod tests {
             .contains("not a connection count"));
         assert!(message(&["max.connections=-1"]).contains("Value must be at least 0"));
         Ok(())
+    }
+
+    /// Kafka's `GroupCoordinatorConfigTest` cases for the consumer group's session and
+    /// heartbeat bounds, and each other bound Kafka requires.
+    #[test]
+    fn consumer_group_timeouts_must_agree() {
+        let message = |o: &[&str]| load(o).map(|_| ()).unwrap_err().to_string();
+        assert_eq!(
+            message(&[
+                "group.consumer.min.heartbeat.interval.ms=45000",
+                "group.consumer.max.heartbeat.interval.ms=60000",
+                "group.consumer.heartbeat.interval.ms=50000",
+                "group.consumer.session.timeout.ms=50000",
+            ]),
+            "Invalid value 50000 for configuration group.consumer.heartbeat.interval.ms: \
+             group.consumer.heartbeat.interval.ms must be less than \
+             group.consumer.session.timeout.ms"
+        );
+        let cases: [(&[&str], &str); 5] = [
+            (
+                &["group.consumer.max.heartbeat.interval.ms=1000"],
+                "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+            ),
+            (
+                &["group.consumer.heartbeat.interval.ms=15001"],
+                "group.consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+            ),
+            (
+                &["group.consumer.min.session.timeout.ms=70000"],
+                "group.consumer.max.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+            ),
+            (
+                &["group.consumer.session.timeout.ms=30000"],
+                "group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+            ),
+            (
+                &["group.consumer.session.timeout.ms=70000"],
+                "group.consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
+            ),
+        ];
+        for (overrides, expected) in cases {
+            assert!(message(overrides).ends_with(expected), "{overrides:?}");
+        }
+        assert!(load(&[
+            "group.consumer.heartbeat.interval.ms=2000",
+            "group.consumer.min.heartbeat.interval.ms=1000",
+            "group.consumer.session.timeout.ms=6000",
+            "group.consumer.min.session.timeout.ms=3000",
+        ])
+        .is_ok());
     }
 
     #[test]

@@ -203,7 +203,20 @@ fn epochs_and_bad_requests_get_kafkas_codes() {
     assert_eq!(code(&mut c, bad), INVALID_REQUEST);
     let mut bad = join("C");
     bad.subscribed_topic_names = None;
-    assert_eq!(code(&mut c, bad), INVALID_REQUEST);
+    let refused = c.consumer_heartbeat(bad, TIMEOUTS, &topics, t0, 0);
+    assert_eq!(
+        (refused.error, refused.message.as_deref()),
+        (
+            INVALID_REQUEST,
+            Some("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+        )
+    );
+    // An empty regex is a subscription to nothing (KAFKA-18095), as an empty list of names.
+    let mut nothing = join("E");
+    nothing.subscribed_topic_names = None;
+    nothing.subscribed_topic_regex = Some(String::new());
+    assert_eq!(code(&mut c, nothing), NONE);
+    assert_eq!(code(&mut c, beat("E", -1, None)), NONE);
     let mut bad = join("");
     bad.version = 1;
     assert_eq!(code(&mut c, bad), INVALID_REQUEST);
@@ -351,6 +364,74 @@ fn static_members_keep_their_partitions_across_a_restart() {
     assert_eq!(d.group_epoch, 1);
     assert_eq!(d.members.len(), 1);
     assert_eq!(d.members[0].instance_id.as_deref(), Some("i1"));
+    // The replaced process heartbeating again is fenced by its instance (fatal for the
+    // client), not told it is unknown (which would make it rejoin); an instance nobody holds
+    // is unknown.
+    let mut stale = beat("A", 1, Some(&[0, 1]));
+    stale.instance_id = Some("i1".into());
+    let fenced = c.consumer_heartbeat(stale, TIMEOUTS, &topics, t0, 0);
+    assert_eq!(
+        (fenced.error, fenced.message.as_deref()),
+        (
+            FENCED_INSTANCE_ID,
+            Some("Static member A with instance id i1 was fenced by member A2.")
+        )
+    );
+    let mut stranger = beat("A2", 1, Some(&[0, 1]));
+    stranger.instance_id = Some("i9".into());
+    let unknown = c.consumer_heartbeat(stranger, TIMEOUTS, &topics, t0, 0);
+    assert_eq!(
+        (unknown.error, unknown.message.as_deref()),
+        (UNKNOWN_MEMBER_ID, Some("Instance id i9 is unknown."))
+    );
+}
+
+/// Kafka's `throwIfConsumerGroupIsFull` counts a static member that left for now, so a full
+/// group refuses even the member that would replace it.
+#[test]
+fn a_full_group_refuses_every_new_member_id() {
+    let t0 = Instant::now();
+    let mut c = Coordinator::new(GroupSettings {
+        offsets_topic_partitions: 1,
+        consumer_max_size: 2,
+        ..GroupSettings::default()
+    });
+    assert_eq!(c.lead(&HashSet::from([0])), vec![0]);
+    c.loaded(0, Vec::new(), t0, 0);
+    let topics = Topics::default().with("t", T, 2);
+    let mut a = join("A");
+    a.instance_id = Some("i1".into());
+    assert_eq!(
+        c.consumer_heartbeat(a, TIMEOUTS, &topics, t0, 0).error,
+        NONE
+    );
+    assert_eq!(
+        c.consumer_heartbeat(join("B"), TIMEOUTS, &topics, t0, 0)
+            .error,
+        NONE
+    );
+    let mut leave = beat("A", -2, None);
+    leave.instance_id = Some("i1".into());
+    assert_eq!(
+        c.consumer_heartbeat(leave, TIMEOUTS, &topics, t0, 0).error,
+        NONE
+    );
+    let mut a2 = join("A2");
+    a2.instance_id = Some("i1".into());
+    let full = c.consumer_heartbeat(a2, TIMEOUTS, &topics, t0, 0);
+    assert_eq!(
+        (full.error, full.message.as_deref()),
+        (
+            GROUP_MAX_SIZE_REACHED,
+            Some("The consumer group has reached its maximum capacity of 2 members.")
+        )
+    );
+    // A member already in the group still heartbeats.
+    assert_eq!(
+        c.consumer_heartbeat(beat("B", 2, None), TIMEOUTS, &topics, t0, 0)
+            .error,
+        NONE
+    );
 }
 
 #[test]

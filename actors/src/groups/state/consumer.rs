@@ -476,14 +476,11 @@ pub fn validate(request: &ConsumerHeartbeat, assignors: &[String]) -> Result<(),
             if request.owned.as_ref().is_none_or(|o| !o.is_empty()) {
                 return invalid("TopicPartitions must be empty when (re-)joining.");
             }
-            let no_names = request.subscribed_topic_names.is_none();
-            let no_regex = request
-                .subscribed_topic_regex
-                .as_deref()
-                .is_none_or(str::is_empty);
-            if no_names && no_regex {
+            // An empty list of names or an empty regex joins with no topics (KAFKA-18095).
+            if request.subscribed_topic_names.is_none() && request.subscribed_topic_regex.is_none()
+            {
                 return invalid(
-                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
                 );
             }
         }
@@ -517,6 +514,11 @@ pub fn validate(request: &ConsumerHeartbeat, assignors: &[String]) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// Kafka's FENCED_INSTANCE_ID message for a static member whose instance another member took.
+fn fenced_instance_message(member_id: &str, instance: &str, owner: &str) -> String {
+    format!("Static member {member_id} with instance id {instance} was fenced by member {owner}.")
 }
 
 impl Coordinator {
@@ -619,10 +621,10 @@ impl Coordinator {
             let member_id = match &request.instance_id {
                 Some(instance) => match cg.static_members.get(instance) {
                     Some(owner) if *owner == request.member_id => owner.clone(),
-                    Some(_) => {
+                    Some(owner) => {
                         return ConsumerHeartbeatResult::error(
                             codes::FENCED_INSTANCE_ID,
-                            format!("Static member {} with instance id {instance} is not the member of this instance.", request.member_id),
+                            fenced_instance_message(&request.member_id, instance, owner),
                         )
                     }
                     None => {
@@ -680,6 +682,37 @@ impl Coordinator {
         // The member: joining, replacing a static member, or known with a valid epoch.
         let mut bump = false;
         let existing = cg.members.contains_key(&request.member_id);
+        // Kafka's `throwIfConsumerGroupIsFull`: a static member that left for now still
+        // counts, so even its replacement is refused.
+        if !existing && cg.members.len() >= max_size {
+            return ConsumerHeartbeatResult::error(
+                codes::GROUP_MAX_SIZE_REACHED,
+                format!(
+                    "The consumer group has reached its maximum capacity of {max_size} members."
+                ),
+            );
+        }
+        // A static member's instance is checked before its member id: an instance taken over
+        // by a replacement is fenced (fatal to the client), not an unknown member (rejoin).
+        if request.member_epoch != 0 {
+            if let Some(instance) = &request.instance_id {
+                match cg.static_members.get(instance) {
+                    None => {
+                        return ConsumerHeartbeatResult::error(
+                            codes::UNKNOWN_MEMBER_ID,
+                            format!("Instance id {instance} is unknown."),
+                        )
+                    }
+                    Some(owner) if *owner != request.member_id => {
+                        return ConsumerHeartbeatResult::error(
+                            codes::FENCED_INSTANCE_ID,
+                            fenced_instance_message(&request.member_id, instance, owner),
+                        )
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
         if request.member_epoch == 0 && !existing {
             let replaced = match &request.instance_id {
                 Some(instance) => match cg.static_members.get(instance).cloned() {
@@ -700,12 +733,6 @@ impl Coordinator {
                 },
                 None => None,
             };
-            if replaced.is_none() && cg.members.len() >= max_size {
-                return ConsumerHeartbeatResult::error(
-                    codes::GROUP_MAX_SIZE_REACHED,
-                    format!("The consumer group has reached its maximum capacity of {max_size} members."),
-                );
-            }
             let mut member = ConsumerMember {
                 id: request.member_id.clone(),
                 instance_id: request.instance_id.clone(),
@@ -774,17 +801,16 @@ impl Coordinator {
             let Some(member) = cg.members.get(&request.member_id) else {
                 return ConsumerHeartbeatResult::error(codes::UNKNOWN_MEMBER_ID, "unknown member");
             };
-            if let Some(instance) = &request.instance_id {
-                if cg
-                    .static_members
+            if let Some((instance, owner)) = request.instance_id.as_ref().and_then(|instance| {
+                cg.static_members
                     .get(instance)
-                    .is_some_and(|owner| *owner != request.member_id)
-                {
-                    return ConsumerHeartbeatResult::error(
-                        codes::FENCED_INSTANCE_ID,
-                        format!("Static member {} with instance id {instance} was fenced by another member.", request.member_id),
-                    );
-                }
+                    .filter(|owner| **owner != request.member_id)
+                    .map(|owner| (instance, owner))
+            }) {
+                return ConsumerHeartbeatResult::error(
+                    codes::FENCED_INSTANCE_ID,
+                    fenced_instance_message(&request.member_id, instance, owner),
+                );
             }
             if request.member_epoch != 0 {
                 let received = request.member_epoch;
