@@ -147,6 +147,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     let prometheus = gregor_metrics::exporter::install_recorder()
         .map_err(|e| StartError::Runtime(format!("metrics recorder: {e}")))?;
     crate::config_keys::KeyReport::of(&config).log();
+    let _directory_locks = storage::lock_dirs(&config)?;
     let identity = storage::ensure_formatted(&config)?;
     let metrics_listener = gregor_metrics::exporter::bind(config.metrics_listener)
         .await

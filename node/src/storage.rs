@@ -52,6 +52,14 @@ pub enum StorageError {
         /// What differs.
         reason: String,
     },
+    /// Another process holds a data directory's lock.
+    #[error("Failed to acquire lock on file {path} ({reason}): another Gregor process is using this directory; stop it, or give this node its own log.dirs and metadata.log.dir")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// Why the lock was not taken.
+        reason: String,
+    },
     /// `storage format` found a formatted directory.
     #[error("Log directory {0} is already formatted. Use --ignore-formatted to ignore this directory and format the others.")]
     AlreadyFormatted(PathBuf),
@@ -122,6 +130,47 @@ pub fn random_kafka_uuid() -> Uuid {
 /// A new random cluster id, as `kafka-storage.sh random-uuid` prints it.
 pub fn random_cluster_id() -> String {
     uuid_to_kafka_string(random_kafka_uuid())
+}
+
+/// Name of the lock file every data directory holds while a node uses it (Kafka's `.lock`).
+const LOCK_FILE: &str = ".lock";
+
+/// The locks on a node's data directories, held for as long as it runs: a second process
+/// given one of them (the same node started twice) would take the other's partitions for
+/// strays and delete them.
+#[derive(Debug)]
+pub struct DirectoryLocks {
+    _files: Vec<fs::File>,
+}
+
+/// Locks every log dir and the metadata dir, creating them if needed, or says which one
+/// another process holds (Kafka's `LogManager.lockLogDirs`).
+pub fn lock_dirs(config: &NodeConfig) -> Result<DirectoryLocks, StorageError> {
+    let mut files = Vec::new();
+    for dir in all_dirs(config) {
+        check_writable(&dir)?;
+        let path = dir.join(LOCK_FILE);
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StorageError::NotWritable {
+                path: dir.clone(),
+                reason: e.to_string(),
+            })?;
+        if let Err(error) = file.try_lock() {
+            return Err(StorageError::Locked {
+                path,
+                reason: match error {
+                    fs::TryLockError::WouldBlock => "it is held".to_owned(),
+                    fs::TryLockError::Error(e) => e.to_string(),
+                },
+            });
+        }
+        files.push(file);
+    }
+    Ok(DirectoryLocks { _files: files })
 }
 
 fn all_dirs(config: &NodeConfig) -> Vec<PathBuf> {
@@ -752,6 +801,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("node.id 1"), "{error}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_directory_in_use_is_refused_until_its_lock_is_released(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = config_in(dir.path(), 1)?;
+        let held = lock_dirs(&config)?;
+        let error = lock_dirs(&config).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            error.starts_with("Failed to acquire lock on file")
+                && error.contains("another Gregor process is using this directory"),
+            "{error}"
+        );
+        drop(held);
+        lock_dirs(&config)?;
         Ok(())
     }
 

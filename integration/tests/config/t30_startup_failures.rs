@@ -115,3 +115,21 @@ fn missing_config_file() {
     let exit = GregorNode::run_expect_exit(&[], Some(&config), EXIT_TIMEOUT).unwrap();
     assert_failed_naming(&exit, "missing config file", &[config.to_str().unwrap()]);
 }
+
+/// A second process given a log dir the first one uses (the same node started twice, each
+/// with its own first dir) is refused before it reads anything there, as Kafka's
+/// `LogManager.lockLogDirs`: it would otherwise take the first one's partitions for strays.
+#[test]
+fn a_log_dir_in_use_by_another_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str| tmp.path().join(name).to_str().unwrap().to_owned();
+    let (first, second, shared) = (dir("a"), dir("b"), dir("shared"));
+    let running = GregorNode::start(&[("log.dirs", &format!("{first},{shared}"))]).unwrap();
+    let exit = run(&[("log.dirs", &format!("{second},{shared}"))]);
+    assert_failed_naming(
+        &exit,
+        "a log dir in use",
+        &["Failed to acquire lock on file", &shared],
+    );
+    drop(running);
+}
