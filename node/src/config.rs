@@ -796,6 +796,32 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// What running a node needs beyond a well-formed configuration (Kafka's
+    /// `validateQuorumVotersAndQuorumBootstrapServerForKRaft`): a node with only one role must
+    /// find its quorum. The combined default may start a cluster of its own, so the README's
+    /// one command gives a working node.
+    pub fn check_runnable(&self) -> Result<(), ConfigError> {
+        let combined = self.has_role(ProcessRole::Broker) && self.has_role(ProcessRole::Controller);
+        if !combined && self.controller_quorum_bootstrap_servers.is_empty() {
+            return Err(invalid(
+                "controller.quorum.bootstrap.servers",
+                String::new(),
+                &format!(
+                    "If using process.roles={}, controller.quorum.bootstrap.servers must contain the set of bootstrap controllers",
+                    self.process_roles
+                        .iter()
+                        .map(|role| match role {
+                            ProcessRole::Broker => "broker",
+                            ProcessRole::Controller => "controller",
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the process has the role.
     pub fn has_role(&self, role: ProcessRole) -> bool {
         self.process_roles.contains(&role)
@@ -923,6 +949,17 @@ impl NodeConfig {
             )?,
             None => ClientSecurity::plaintext(),
         };
+        if process_roles.contains(&ProcessRole::Broker)
+            && advertised_listeners
+                .iter()
+                .all(|l| controller_listener_names.contains(&l.name))
+        {
+            return Err(invalid(
+                "advertised.listeners",
+                values.raw("advertised.listeners").unwrap_or_default(),
+                "There must be at least one broker advertised listener. Perhaps all listeners appear in controller.listener.names?",
+            ));
+        }
         let inter_broker_listener =
             inter_broker_listener(&values, &advertised_listeners, &controller_listener_names)?;
         let inter_broker_client = if process_roles.contains(&ProcessRole::Broker) {
@@ -939,6 +976,21 @@ impl NodeConfig {
             ClientSecurity::plaintext()
         };
         let roles_text = values.raw("process.roles").unwrap_or_default();
+        if process_roles == [ProcessRole::Controller] {
+            if let Some(listener) = listeners
+                .iter()
+                .find(|l| !controller_listener_names.contains(&l.name))
+            {
+                return Err(invalid(
+                    "listeners",
+                    values.raw("listeners").unwrap_or_default(),
+                    &format!(
+                        "The listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller ({} is not one)",
+                        listener.name
+                    ),
+                ));
+            }
+        }
         if process_roles.contains(&ProcessRole::Controller) {
             for name in &controller_listener_names {
                 if !listeners.iter().any(|l| &l.name == name) {
@@ -1110,7 +1162,8 @@ impl NodeConfig {
                 .map(str::trim)
                 .filter(|name| !name.is_empty() && *name != "default")
                 .map(str::to_owned),
-            controller_quorum_bootstrap_servers: bootstrap_servers(&values)?,
+            controller_quorum_bootstrap_servers: static_voters_refused(&values)
+                .and_then(|()| bootstrap_servers(&values))?,
             authorizer: authorizer_settings(&values)?,
             broker_session_timeout_ms: values.int(
                 "broker.session.timeout.ms",
@@ -1243,6 +1296,21 @@ fn consumer_assignors(values: &Values<'_>) -> Result<Vec<String>, ConfigError> {
         return Err(invalid(KEY, text, "at least one assignor is needed"));
     }
     Ok(out)
+}
+
+/// `controller.quorum.voters` names a static quorum, which Gregor has not: its quorum is
+/// dynamic (KIP-853). Ignoring the key would make each node of a static-quorum cluster form a
+/// cluster of its own, so it is refused with the way to express the same cluster.
+fn static_voters_refused(values: &Values<'_>) -> Result<(), ConfigError> {
+    const KEY: &str = "controller.quorum.voters";
+    match values.optional(KEY).map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(()),
+        Some(voters) => Err(invalid(
+            KEY,
+            voters.to_owned(),
+            "Gregor's controller quorum is dynamic (KIP-853) and has no static voters: set controller.quorum.bootstrap.servers to the controllers' host:port list instead, and format the initial controllers with `gregor storage format --initial-controllers id@host:port:directoryid,...` (or --standalone)",
+        )),
+    }
 }
 
 /// Parses `controller.quorum.bootstrap.servers` (`host:port,...`); each port must be a number.
@@ -1990,6 +2058,64 @@ mod tests {
         assert!(error.contains("controller.listener.names"), "{error}");
         let broker_only = load(&["process.roles=broker", "listeners=PLAINTEXT://127.0.0.1:0"]);
         assert!(broker_only.is_ok());
+    }
+
+    /// Kafka's `KafkaConfig.validateValues` role rules: a node with one role needs its quorum,
+    /// a controller-only node serves only controller listeners, a broker advertises a broker
+    /// listener; and a static quorum, which Gregor has not, is refused rather than ignored.
+    #[test]
+    fn roles_need_their_quorum_and_listeners() {
+        let message = |o: &[&str]| load(o).map(|_| ()).unwrap_err().to_string();
+        let runnable = |o: &[&str]| {
+            load(o)
+                .and_then(|config| config.check_runnable())
+                .map_err(|e| e.to_string())
+        };
+        let broker_only = runnable(&["process.roles=broker", "listeners=PLAINTEXT://127.0.0.1:0"]);
+        assert_eq!(
+            broker_only,
+            Err(
+                "Invalid value  for configuration controller.quorum.bootstrap.servers: If using \
+                 process.roles=broker, controller.quorum.bootstrap.servers must contain the set \
+                 of bootstrap controllers"
+                    .to_owned()
+            )
+        );
+        assert!(runnable(&[
+            "process.roles=broker",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+        ])
+        .is_ok());
+        let controller_only = runnable(&[
+            "process.roles=controller",
+            "listeners=CONTROLLER://127.0.0.1:0",
+        ]);
+        assert!(
+            controller_only
+                .as_ref()
+                .is_err_and(|e| e.contains("process.roles=controller, controller.quorum")),
+            "{controller_only:?}"
+        );
+        assert!(runnable(&[]).is_ok(), "the combined default starts alone");
+        assert!(message(&["process.roles=controller"]).ends_with(
+            "The listeners config must only contain KRaft controller listeners from \
+             controller.listener.names when process.roles=controller (PLAINTEXT is not one)"
+        ));
+        assert!(
+            message(&["advertised.listeners=CONTROLLER://127.0.0.1:1234"]).ends_with(
+                "There must be at least one broker advertised listener. Perhaps all listeners \
+             appear in controller.listener.names?"
+            )
+        );
+        let voters = message(&["controller.quorum.voters=1@127.0.0.1:9093"]);
+        assert!(
+            voters.starts_with(
+                "Invalid value 1@127.0.0.1:9093 for configuration controller.quorum.voters: \
+                 Gregor's controller quorum is dynamic"
+            ) && voters.contains("controller.quorum.bootstrap.servers"),
+            "{voters}"
+        );
     }
 
     #[test]

@@ -124,6 +124,7 @@ fn run(cli: Cli, huge_pages: std::io::Result<()>) -> Result<(), String> {
     match cli.command {
         Command::Node(args) => {
             let config = load(&args)?;
+            config.check_runnable().map_err(|e| e.to_string())?;
             log_levels::init_logging_as(Some(config.log_format()));
             if let Err(error) = huge_pages {
                 tracing::warn!(%error, "cannot turn transparent huge pages off for this process; the node runs with them");

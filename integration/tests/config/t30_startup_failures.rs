@@ -133,3 +133,31 @@ fn a_log_dir_in_use_by_another_process() {
     );
     drop(running);
 }
+
+/// A broker-only node without its quorum's bootstrap servers, and a static quorum (which
+/// Gregor has not), are refused as Kafka's `KafkaConfig` refuses the first: neither forms a
+/// cluster of its own.
+#[test]
+fn a_node_that_cannot_find_its_quorum() {
+    let exit = run(&[
+        ("process.roles", "broker"),
+        ("listeners", "PLAINTEXT://127.0.0.1:0"),
+    ]);
+    assert_failed_naming(
+        &exit,
+        "broker-only without bootstrap servers",
+        &[
+            "controller.quorum.bootstrap.servers",
+            "process.roles=broker",
+        ],
+    );
+    let exit = run(&[("controller.quorum.voters", "1@127.0.0.1:9093")]);
+    assert_failed_naming(
+        &exit,
+        "a static quorum",
+        &[
+            "controller.quorum.voters",
+            "controller.quorum.bootstrap.servers",
+        ],
+    );
+}
