@@ -161,6 +161,9 @@ pub(crate) fn join_request(
     }
 }
 
+/// How often a node failing to reach its controllers while joining says so.
+const JOIN_WARNING_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Joins the quorum: finds the leader (the local membership, then the bootstrap servers, then
 /// wherever a non-leader points), registers through it, and waits until this node has applied
 /// everything committed before its registration answer. Gives up at `deadline`.
@@ -194,6 +197,9 @@ async fn join_leader(
     // Addresses that failed or knew no leader during this call.
     let mut failed: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut last_error = String::from("no leader found yet");
+    // A node that cannot reach its controllers says so (Kafka's NetworkClient warns on each
+    // failed connection), at most every few seconds.
+    let mut warned_at: Option<Instant> = None;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
@@ -251,6 +257,14 @@ async fn join_leader(
                         }
                         Err(e) => {
                             last_error = e.to_string();
+                            if warned_at.is_none_or(|at| at.elapsed() >= JOIN_WARNING_INTERVAL) {
+                                warned_at = Some(Instant::now());
+                                tracing::warn!(
+                                    controller = %addr,
+                                    error = %last_error,
+                                    "cannot reach a controller to join the metadata quorum; retrying (check controller.quorum.bootstrap.servers and that the controllers run)"
+                                );
+                            }
                             service.mark_unresponsive(&addr);
                             failed.insert(addr);
                             JoinResponse::NotLeader { leader: None }
