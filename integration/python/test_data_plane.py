@@ -12,6 +12,7 @@ back with librdkafka (confluent-kafka and kcat).
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -1080,3 +1081,66 @@ def test_a_negative_fetch_size_is_an_unknown_server_error(node, raw):
     assert fetch_with(1 << 20, -1, 0) == (-1, b"")
     assert fetch_with(-1, -1, 1)[0] == 0
     assert fetch_with(1 << 20, 1 << 20, 0)[0] == 0
+
+
+def test_a_restarted_node_is_ready_only_once_its_logs_are_open(start_node):
+    """As Kafka's broker serves requests only after its log manager has loaded the logs, a node
+    restarted after a kill -9 (its logs recovered, one with a torn tail) answers every
+    partition's ListOffsets with its end offset from the moment it says `node ready`, instead of
+    NOT_LEADER_OR_FOLLOWER while Metadata already names it the leader."""
+    node = start_node({"auto.create.topics.enable": "false"})
+    topic, partitions = "dp-ready-logs", 300
+    create(node, (topic, partitions))
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 20})
+    for partition in range(partitions):
+        for _ in range(3):
+            producer.produce(topic, b"x" * 100, partition=partition)
+    assert producer.flush(30) == 0
+    del producer
+    node.kill9()
+    segment = os.path.join(node.data_dir, f"{topic}-7", "00000000000000000000.log")
+    with open(segment, "ab") as torn:
+        torn.write(b"\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x01\x00torn")
+    node.start()
+    assert "partition logs loaded" in node.log()
+    conn = RawConn(node.bootstrap)
+    try:
+        L = ListOffsetsRequest[7]
+        request = L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+            name=topic, partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=p, current_leader_epoch=-1, timestamp=-1) for p in range(partitions)])])
+        (answer,) = conn.send(request, ListOffsetsResponse).topics
+        got = {(p.error_code, p.offset) for p in answer.partitions}
+        assert got == {(0, 3)}, sorted(got)[:5]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGHUP", "SIGTERM"])
+def test_a_hangup_or_terminate_shuts_the_node_down_cleanly(start_node, signal_name):
+    """SIGHUP stops the node as SIGTERM and SIGINT do (Kafka's shutdown hook runs on all
+    three): exit 0, and the next start finds the clean shutdown file and skips recovery; a
+    kill -9 leaves none, and the next start says its logs recover."""
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("dp-hangup", 1))
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    producer.produce("dp-hangup", b"kept")
+    assert producer.flush(30) == 0
+    del producer
+    node.proc.send_signal(getattr(signal, signal_name))
+    assert node.proc.wait(timeout=60) == 0, node.log()
+    assert f"terminating on signal {signal_name}" in node.log()
+    # The log file holds every start: count each line.
+    assert node.log().count("no clean shutdown file") == 1  # the first start, fresh
+    node.start()
+    assert node.log().count("clean shutdown file found") == 1
+    node.kill9()
+    node.start()
+    assert node.log().count("no clean shutdown file") == 2
+    assert node.log().count("clean shutdown file found") == 1
+    conn = RawConn(node.bootstrap)
+    try:
+        answer = list_offset(conn, "dp-hangup", 0, -1)
+        assert (answer.error_code, answer.offset) == (0, 1)
+    finally:
+        conn.close()

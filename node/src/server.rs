@@ -502,6 +502,18 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             },
         );
     }
+    if let Some(logs) = &handlers.logs {
+        // Kafka enables request processing only once its log manager has loaded the logs: a
+        // partition still opening would answer NOT_LEADER_OR_FOLLOWER while Metadata names
+        // this node its leader.
+        let loading = std::time::Instant::now();
+        logs.changes_applied().await;
+        tracing::info!(
+            logs = logs.partition_count(),
+            elapsed_ms = loading.elapsed().as_millis() as u64,
+            "partition logs loaded"
+        );
+    }
     let _ = ready_sender.send(true);
     tracing::info!(
         node_id = config.node_id,
@@ -706,18 +718,25 @@ fn controller_endpoints(config: &NodeConfig, bound: &[BoundListener]) -> Vec<End
         .collect()
 }
 
+/// SIGINT, SIGTERM or SIGHUP: the three signals after which Kafka's shutdown hook stops the
+/// server cleanly.
 async fn wait_for_shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut terminate) => {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(mut terminate), Ok(mut hangup)) => {
                 tokio::select! {
-                    _ = interrupt => {}
-                    _ = terminate.recv() => {}
+                    _ = interrupt => tracing::info!("terminating on signal SIGINT"),
+                    _ = terminate.recv() => tracing::info!("terminating on signal SIGTERM"),
+                    _ = hangup.recv() => tracing::info!("terminating on signal SIGHUP"),
                 }
             }
-            Err(_) => {
+            _ => {
                 let _ = interrupt.await;
             }
         }

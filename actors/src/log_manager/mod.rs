@@ -360,6 +360,11 @@ impl LogManager {
         for path in &settings.log_dirs {
             match gregor_log::log_dir::LogDir::open(path.clone(), Arc::clone(&files)) {
                 Ok(dir) => {
+                    if dir.had_clean_shutdown() {
+                        tracing::info!(log_dir = %path.display(), "clean shutdown file found: the logs of this dir skip recovery");
+                    } else {
+                        tracing::info!(log_dir = %path.display(), "no clean shutdown file: the logs of this dir recover what lies above their recovery points as they open");
+                    }
                     // Leftovers of deletions interrupted by the last shutdown.
                     if let Err(error) = dir.purge_deleted_dirs() {
                         tracing::warn!(log_dir = %path.display(), %error, "cannot remove deleted logs");
@@ -767,6 +772,21 @@ impl LogManager {
         self.isr_changes
             .get()
             .is_some_and(|changes| changes.send(change).is_ok())
+    }
+
+    /// Waits until every log change published so far is applied: the logs the image names
+    /// are open (recovered) or offline. The node is ready only then, as Kafka's broker serves
+    /// requests only after its log manager has loaded the logs.
+    pub async fn changes_applied(&self) {
+        let mut applied = Vec::with_capacity(self.shards.len());
+        for shard in &self.shards {
+            let (done, shard_applied) = tokio::sync::oneshot::channel();
+            shard.control(shard::Control::Barrier(done));
+            applied.push(shard_applied);
+        }
+        for shard_applied in applied {
+            let _ = shard_applied.await;
+        }
     }
 
     /// Every hosted partition with its state (for the ISR shrink scan).

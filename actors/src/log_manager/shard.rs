@@ -103,6 +103,8 @@ pub(super) enum DataCommand {
 pub(super) enum Control {
     /// Applied in order (see [`super::LogChanges`]).
     Changes(Vec<Change>),
+    /// Answered once every change queued before it is applied (its logs open or offline).
+    Barrier(tokio::sync::oneshot::Sender<()>),
     Shutdown {
         broker_epoch: i64,
         done: std::sync::mpsc::Sender<Vec<(usize, PartitionLog)>>,
@@ -570,6 +572,9 @@ impl Worker {
                 self.sync_touched_dirs();
                 self.report_unplaced();
                 self.report_scheduled_deletions();
+            }
+            Control::Barrier(done) => {
+                let _ = done.send(());
             }
             Control::Shutdown { done, broker_epoch } => {
                 tracing::debug!(shard = self.index, broker_epoch, "log shard stopping");
