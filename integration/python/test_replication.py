@@ -1085,3 +1085,32 @@ def test_delete_records_waits_for_a_live_follower_and_not_for_a_fenced_one():
             frozen.proc.send_signal(signal.SIGCONT)
         for node in nodes:
             node.close()
+
+
+def test_follower_fetches_count_as_replication_bytes_not_bytes_out():
+    """Kafka's `BrokerTopicStats.updateBytesOut` sends what followers fetch to
+    ReplicationBytesOutPerSec, never to BytesOutPerSec (which counts what consumers read); a
+    follower counts what it appends in ReplicationBytesInPerSec."""
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "replication-bytes"
+        create_replicated_topic(admin, topic, 2)
+        producer = produce_acknowledged(nodes, topic, [b"v" * 1000 for _ in range(200)])
+        del producer
+        leader_id = partition_state(admin, topic)[0]
+        leader = by_id[leader_id]
+        followers = [n for i, n in by_id.items() if i != leader_id]
+        bytes_in = metric(leader, f'kafka_server_brokertopicmetrics_bytesin_total{{topic="{topic}"}}')
+        assert bytes_in > 200_000
+        # acks=all answered once both followers had fetched every batch; a later fetch of
+        # theirs only reads what they lack.
+        wait_for("both followers' appends", lambda: all(
+            metric(f, "kafka_server_brokertopicmetrics_replicationbytesin_total") == bytes_in for f in followers))
+        assert metric(leader, "kafka_server_brokertopicmetrics_replicationbytesout_total") == 2 * bytes_in
+        assert metric(leader, "kafka_server_brokertopicmetrics_bytesout_total") == 0
+        assert metric(leader, f'kafka_server_brokertopicmetrics_totalfetchrequests_total{{topic="{topic}"}}') > 0
+    finally:
+        for node in nodes:
+            node.close()

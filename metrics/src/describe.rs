@@ -53,6 +53,8 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::TOPIC_BYTES_OUT_TOTAL, TopicCounter, Unit::Bytes, "Record bytes sent to consumers, by topic (the series without a topic is the total)."),
     (names::TOPIC_PRODUCE_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Produce requests per partition, by topic (the series without a topic is the total)."),
     (names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Produce requests per partition that failed, by topic (the series without a topic is the total)."),
+    (names::REPLICATION_BYTES_OUT_TOTAL, Counter, Unit::Bytes, "Record bytes sent to follower replicas (not counted in bytesout)."),
+    (names::REPLICATION_BYTES_IN_TOTAL, Counter, Unit::Bytes, "Record bytes this node appended as a follower (not counted in bytesin)."),
     (names::TOPIC_FETCH_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Fetch requests per partition, by topic (the series without a topic is the total)."),
     (names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Fetch requests per partition that failed, by topic (the series without a topic is the total)."),
     (names::FETCH_SESSIONS, Gauge, Unit::Count, "Incremental fetch sessions (KIP-227) in the fetch session cache."),

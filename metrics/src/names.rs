@@ -26,6 +26,12 @@ pub const TOPIC_MESSAGES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_messa
 pub const TOPIC_BYTES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesin_total";
 /// Record bytes sent to consumers, label `topic` (and a total without it).
 pub const TOPIC_BYTES_OUT_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesout_total";
+/// Record bytes sent to follower replicas (Kafka's `ReplicationBytesOutPerSec`, a total).
+pub const REPLICATION_BYTES_OUT_TOTAL: &str =
+    "kafka_server_brokertopicmetrics_replicationbytesout_total";
+/// Record bytes a follower appended from its leaders (`ReplicationBytesInPerSec`, a total).
+pub const REPLICATION_BYTES_IN_TOTAL: &str =
+    "kafka_server_brokertopicmetrics_replicationbytesin_total";
 /// Produce requests per partition, label `topic` (and a total without it).
 pub const TOPIC_PRODUCE_REQUESTS_TOTAL: &str =
     "kafka_server_brokertopicmetrics_totalproducerequests_total";

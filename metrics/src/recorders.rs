@@ -238,6 +238,21 @@ pub fn log_cleaned(bytes_removed: u64, elapsed: Duration) {
     histogram!(names::LOG_CLEANER_CLEAN_SECONDS).record(elapsed.as_secs_f64());
 }
 
+/// Counts record bytes sent to followers: Kafka's `BrokerTopicStats.updateBytesOut` keeps them
+/// out of the topics' bytes out, which count what consumers read.
+pub fn replication_bytes_out(bytes: u64) {
+    if bytes > 0 {
+        counter!(names::REPLICATION_BYTES_OUT_TOTAL).increment(bytes);
+    }
+}
+
+/// Counts record bytes this node appended as a follower.
+pub fn replication_bytes_in(bytes: u64) {
+    if bytes > 0 {
+        counter!(names::REPLICATION_BYTES_IN_TOTAL).increment(bytes);
+    }
+}
+
 /// Records the size of the fetch session cache: its sessions and the partitions they hold.
 pub fn fetch_session_cache(sessions: usize, partitions: usize) {
     gauge!(names::FETCH_SESSIONS).set(sessions as f64);

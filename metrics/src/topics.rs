@@ -96,6 +96,13 @@ impl TopicMetrics {
         });
     }
 
+    fn follower_fetches(&self, topic: &str, partitions: u64, failed: u64) {
+        self.record(topic, |counters| {
+            counters.add(FETCH_REQUESTS, partitions);
+            counters.add(FAILED_FETCH_REQUESTS, failed);
+        });
+    }
+
     fn remove(&self, topic: &str) {
         self.topics.remove(topic);
     }
@@ -138,6 +145,13 @@ pub fn topic_produce(topic: &str, appended: Option<(u64, u64)>) {
 /// the others sending `sent_bytes` record bytes in all.
 pub fn topic_fetches(topic: &str, partitions: u64, failed: u64, sent_bytes: u64) {
     TOPIC_METRICS.fetches(topic, partitions, failed, sent_bytes);
+}
+
+/// Counts `partitions` partitions of a follower's Fetch responses for `topic` (`failed` of them
+/// refused): requests, as Kafka counts every fetch; their bytes are replication bytes
+/// ([`crate::replication_bytes_out`]), not the topic's bytes out.
+pub fn topic_follower_fetches(topic: &str, partitions: u64, failed: u64) {
+    TOPIC_METRICS.follower_fetches(topic, partitions, failed);
 }
 
 /// Removes `topic`'s series from the scrape (the totals keep what it counted); called when this

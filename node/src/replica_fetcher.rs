@@ -470,12 +470,14 @@ impl Fetcher {
             return;
         }
         if let Some(records) = partition.records.filter(|r| !r.is_empty()) {
+            let replicated_bytes = records.len() as u64;
             match self
                 .logs
                 .append_as_follower(topic, index, (self.leader, leader_epoch), records)
                 .await
             {
                 Ok(log) => {
+                    gregor_metrics::replication_bytes_in(replicated_bytes);
                     self.epochs.insert(key.clone(), log.latest_epoch);
                 }
                 Err(error) => {

@@ -103,7 +103,7 @@ pub(super) async fn handle(
             for partition in body.responses.iter().flat_map(|t| &t.partitions) {
                 errors.add(partition.error_code);
             }
-            record_topic_metrics(ctx, &body);
+            record_topic_metrics(ctx, &body, follower);
             let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
             response.throttle_time_ms = throttle;
             response.read_memory = read.read_memory;
@@ -304,10 +304,10 @@ fn session_error(code: i16, session_id: i32) -> ApiResponse {
 }
 
 /// Broker topic metrics for the partitions a response carries (none when throttled).
-fn record_topic_metrics(ctx: &HandlerContext, body: &FetchResponse) {
+fn record_topic_metrics(ctx: &HandlerContext, body: &FetchResponse, follower: bool) {
     let mut counts = TopicFetchCounts::default();
     counts.add(ctx, &body.responses);
-    counts.record();
+    counts.record(follower);
 }
 
 /// Per-topic counts of the partitions of a Fetch response, for the broker topic metrics:
@@ -350,9 +350,16 @@ impl TopicFetchCounts {
         }
     }
 
-    pub fn record(self) {
+    /// A follower's bytes are replication bytes, not the topic's bytes out (Kafka's
+    /// `BrokerTopicStats.updateBytesOut`).
+    pub fn record(self, follower: bool) {
         for (topic, (partitions, failed, bytes)) in self.0 {
-            gregor_metrics::topic_fetches(&topic, partitions, failed, bytes);
+            if follower {
+                gregor_metrics::topic_follower_fetches(&topic, partitions, failed);
+                gregor_metrics::replication_bytes_out(bytes);
+            } else {
+                gregor_metrics::topic_fetches(&topic, partitions, failed, bytes);
+            }
         }
     }
 }

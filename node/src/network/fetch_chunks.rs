@@ -224,7 +224,7 @@ pub(crate) async fn handle(
     if throttle > 0 {
         return Ok((answer(FetchResponse::default(), errors, throttle), None));
     }
-    counts.record();
+    counts.record(follower);
     let mut answered = answer(FetchResponse::default(), errors, 0);
     answered.read_memory = read_memory;
     Ok((answered, Some(writer)))
