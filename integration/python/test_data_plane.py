@@ -1144,3 +1144,32 @@ def test_a_hangup_or_terminate_shuts_the_node_down_cleanly(start_node, signal_na
         assert (answer.error_code, answer.offset) == (0, 1)
     finally:
         conn.close()
+
+
+def test_a_long_poll_counts_as_remote_time_under_fetch_and_fetch_consumer(start_node):
+    """Kafka's request metrics count a consumer's Fetch under both `Fetch` and
+    `FetchConsumer`, and the time it waited for records (purgatory) as remote time, not local
+    time."""
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("dp-long-poll", 1))
+    conn = RawConn(node.bootstrap)
+    try:
+        wait_for("the log", lambda: list_offset(conn, "dp-long-poll", 0, -1).error_code == 0)
+        _, partition = fetch(conn, "dp-long-poll", 0, 0, max_wait_ms=600)
+        assert partition.error_code == 0 and not partition.records
+    finally:
+        conn.close()
+
+    def value(name, request):
+        total = 0.0
+        for line in node.metrics_text().splitlines():
+            if line.startswith(name + "{") and f'request="{request}"' in line:
+                total += float(line.split()[-1])
+        return total
+
+    requests = "kafka_network_requestmetrics_requests_total"
+    assert value(requests, "Fetch") == 1 and value(requests, "FetchConsumer") == 1
+    assert value(requests, "FetchFollower") == 0
+    for request in ("Fetch", "FetchConsumer"):
+        assert value("kafka_network_requestmetrics_remote_time_seconds_sum", request) >= 0.5
+        assert value("kafka_network_requestmetrics_local_time_seconds_sum", request) < 0.3

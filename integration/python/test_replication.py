@@ -1111,6 +1111,8 @@ def test_follower_fetches_count_as_replication_bytes_not_bytes_out():
         assert metric(leader, "kafka_server_brokertopicmetrics_replicationbytesout_total") == 2 * bytes_in
         assert metric(leader, "kafka_server_brokertopicmetrics_bytesout_total") == 0
         assert metric(leader, f'kafka_server_brokertopicmetrics_totalfetchrequests_total{{topic="{topic}"}}') > 0
+        # The request metrics name a follower's Fetch FetchFollower as well as Fetch.
+        assert 'kafka_network_requestmetrics_requests_total{request="FetchFollower"' in leader.metrics_text()
     finally:
         for node in nodes:
             node.close()

@@ -9,6 +9,9 @@ pub const REQUEST_QUEUE_TIME_SECONDS: &str =
     "kafka_network_requestmetrics_request_queue_time_seconds";
 /// Time spent in the request's handler, label `request`.
 pub const LOCAL_TIME_SECONDS: &str = "kafka_network_requestmetrics_local_time_seconds";
+/// Time a request waited for others: a Fetch for records, an acks=all Produce for its followers
+/// (Kafka's `RemoteTimeMs`, the purgatory wait).
+pub const REMOTE_TIME_SECONDS: &str = "kafka_network_requestmetrics_remote_time_seconds";
 /// Throttle time carried by the response, label `request`.
 pub const THROTTLE_TIME_SECONDS: &str = "kafka_network_requestmetrics_throttle_time_seconds";
 /// Time to write the response to the socket, label `request`.

@@ -139,6 +139,7 @@ struct RequestSeries {
     total: Counter,
     queue_time: Histogram,
     local_time: Histogram,
+    remote_time: Histogram,
     throttle_time: Histogram,
     send_time: Histogram,
     total_time: Histogram,
@@ -151,6 +152,7 @@ impl RequestSeries {
             total: counter!(names::REQUESTS_TOTAL, "request" => request, "version" => version.to_string()),
             queue_time: histogram!(names::REQUEST_QUEUE_TIME_SECONDS, "request" => request),
             local_time: histogram!(names::LOCAL_TIME_SECONDS, "request" => request),
+            remote_time: histogram!(names::REMOTE_TIME_SECONDS, "request" => request),
             throttle_time: histogram!(names::THROTTLE_TIME_SECONDS, "request" => request),
             send_time: histogram!(names::RESPONSE_SEND_TIME_SECONDS, "request" => request),
             total_time: histogram!(names::TOTAL_TIME_SECONDS, "request" => request),
@@ -185,6 +187,7 @@ impl RequestMetrics {
         series.total.increment(1);
         series.queue_time.record(timings.queue.as_secs_f64());
         series.local_time.record(timings.local.as_secs_f64());
+        series.remote_time.record(timings.remote.as_secs_f64());
         series.throttle_time.record(timings.throttle.as_secs_f64());
         series.send_time.record(timings.send.as_secs_f64());
         series.total_time.record(timings.total.as_secs_f64());
@@ -219,8 +222,10 @@ pub fn connection_closed(listener: &str, reason: CloseReason) {
 pub struct RequestTimings {
     /// Frame read until the handler started.
     pub queue: Duration,
-    /// Time inside the handler.
+    /// Time inside the handler, its waits for others excepted.
     pub local: Duration,
+    /// Time the handler waited for others (a Fetch's long poll, an acks=all Produce).
+    pub remote: Duration,
     /// Throttle time the response carries.
     pub throttle: Duration,
     /// Time to write the response.

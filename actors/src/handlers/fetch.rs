@@ -60,6 +60,7 @@ pub(super) async fn handle(
         .map(|topics| request.clone().with_topics(topics));
     let read_request = session_request.as_ref().unwrap_or(&request);
     let limits = Limits::of(&request, quota_window_bytes(ctx, info, follower));
+    let mut waited = Duration::ZERO;
     loop {
         let read = read_all(ctx, info, read_request, limits.max_bytes, 0).await;
         let done = limits.done(read.bytes, read.any_error, read.urgent, &read.watched);
@@ -107,9 +108,23 @@ pub(super) async fn handle(
             let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
             response.throttle_time_ms = throttle;
             response.read_memory = read.read_memory;
+            response.metric_alias = Some(metric_alias(follower));
+            response.remote_time = waited;
             return response;
         }
+        let waiting = std::time::Instant::now();
         wait_for_news(&read.watched, follower, limits.deadline).await;
+        waited += waiting.elapsed();
+    }
+}
+
+/// The second name a Fetch is counted under in the request metrics, as Kafka's
+/// `RequestChannel.Request.updateRequestMetrics`.
+pub fn metric_alias(follower: bool) -> &'static str {
+    if follower {
+        "FetchFollower"
+    } else {
+        "FetchConsumer"
     }
 }
 

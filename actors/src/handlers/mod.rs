@@ -526,6 +526,12 @@ pub struct ApiResponse {
     pub encoded_list: Option<EncodedList>,
     /// The budget a Fetch answer's records hold until the answer is written.
     pub read_memory: crate::log_manager::ReadMemoryHold,
+    /// A second request-metric name for this request (Fetch is also counted as
+    /// `FetchConsumer` or `FetchFollower`, as Kafka's `RequestChannel` counts it).
+    pub metric_alias: Option<&'static str>,
+    /// How long the handler waited for others (Kafka's remote time): a Fetch for records, an
+    /// acks=all Produce for its followers.
+    pub remote_time: std::time::Duration,
 }
 
 /// A response's list encoded at the request's version, without its length prefix.
@@ -566,6 +572,8 @@ impl ApiResponse {
             delivery: Delivery::Send,
             encoded_list: None,
             read_memory: crate::log_manager::ReadMemoryHold::default(),
+            metric_alias: None,
+            remote_time: std::time::Duration::ZERO,
         }
     }
 }

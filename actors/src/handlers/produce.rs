@@ -271,6 +271,7 @@ pub(super) async fn handle(
             Ok(append) => append.outcome().await,
             Err(error) => Err(error),
         };
+        let waiting = std::time::Instant::now();
         let replicated = match &result {
             Ok(appended) if acks == -1 => {
                 crate::replication::await_replication(
@@ -283,6 +284,7 @@ pub(super) async fn handle(
             }
             _ => Ok(()),
         };
+        let waited = waiting.elapsed();
         gregor_metrics::topic_produce(
             &partition.name,
             result.as_ref().ok().map(|appended| {
@@ -294,9 +296,18 @@ pub(super) async fn handle(
                 (messages, appended.bytes_appended)
             }),
         );
-        (partition.slot, partition.log_start, result, replicated)
+        (
+            partition.slot,
+            partition.log_start,
+            result,
+            replicated,
+            waited,
+        )
     });
-    for ((topic_index, slot), log_start, result, replicated) in join_all(appends).await {
+    // The partitions wait together: the request waited as long as the slowest.
+    let mut remote_time = std::time::Duration::ZERO;
+    for ((topic_index, slot), log_start, result, replicated, waited) in join_all(appends).await {
+        remote_time = remote_time.max(waited);
         let response = &mut responses[topic_index].partition_responses[slot];
         match result {
             Ok(_) if replicated.is_err() => {
@@ -357,6 +368,7 @@ pub(super) async fn handle(
         );
     }
     let mut response = ApiResponse::new(ResponseKind::Produce(body), errors);
+    response.remote_time = remote_time;
     if acks == 0 {
         // No answer at all; on an error Kafka closes the connection so the client refreshes
         // its metadata.

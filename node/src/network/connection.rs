@@ -373,7 +373,8 @@ async fn deliver(
                 &served,
                 &RequestTimings {
                     queue: served.handler_started.duration_since(received),
-                    local: served.handler_time,
+                    local: served.handler_time.saturating_sub(served.remote_time),
+                    remote: served.remote_time,
                     throttle: Duration::ZERO,
                     send: Duration::ZERO,
                     total: received.elapsed(),
@@ -387,7 +388,8 @@ async fn deliver(
     let done = Instant::now();
     let timings = RequestTimings {
         queue: served.handler_started.duration_since(received),
-        local: served.handler_time,
+        local: served.handler_time.saturating_sub(served.remote_time),
+        remote: served.remote_time,
         throttle: Duration::from_millis(served.throttle_time_ms.max(0) as u64),
         send: done.duration_since(send_started),
         total: done.duration_since(received),
@@ -722,6 +724,10 @@ struct Served {
     handler_time: Duration,
     /// The read budget a Fetch answer's records hold until they are written.
     read_memory: ReadMemoryHold,
+    /// A second request-metric name (see [`handlers::ApiResponse::metric_alias`]).
+    metric_alias: Option<&'static str>,
+    /// Of `handler_time`, what the handler waited for others (Kafka's remote time).
+    remote_time: Duration,
 }
 
 /// What this connection's requests resolved to: the sensors per quota type (a connection's
@@ -765,8 +771,11 @@ fn record_metrics(
         metrics.record_errors(served.api_name, error_name(code), count);
     }
     metrics.record_request(served.api_name, served.api_version, timings);
-    // KIP-1142: ListConfigResources v0 also counts as ListClientMetricsResources (errors don't).
-    if let Some(extra) = handlers::also_counted_as(served.api_name, served.api_version) {
+    // KIP-1142: ListConfigResources v0 also counts as ListClientMetricsResources; a Fetch as
+    // FetchConsumer or FetchFollower (errors count under the API's name only).
+    if let Some(extra) =
+        handlers::also_counted_as(served.api_name, served.api_version).or(served.metric_alias)
+    {
         metrics.record_request(extra, served.api_version, timings);
     }
 }
@@ -923,6 +932,7 @@ async fn process_listed(
     let mut errors = handlers::ErrorCounts::default();
     let (mut throttle_time_ms, mut mute, mut handler_time, mut api) =
         (0, None, Duration::ZERO, None);
+    let (mut metric_alias, mut remote_time) = (None, Duration::ZERO);
     let mut requests = list.requests();
     while let Some(request) = requests.next() {
         let (frame, listed) = request.map_err(failed)?;
@@ -950,6 +960,8 @@ async fn process_listed(
             errors.add_times(code, times);
         }
         handler_time += served.handler_time;
+        remote_time += served.remote_time;
+        metric_alias = metric_alias.or(served.metric_alias);
         if served.throttle_time_ms > throttle_time_ms {
             throttle_time_ms = served.throttle_time_ms;
             mute = served.mute;
@@ -969,6 +981,8 @@ async fn process_listed(
         handler_started,
         handler_time,
         read_memory: ReadMemoryHold::default(),
+        metric_alias,
+        remote_time,
     })
 }
 
@@ -1302,6 +1316,8 @@ async fn process_frame(
             handler_started,
             handler_time: handler_started.elapsed(),
             read_memory: ReadMemoryHold::default(),
+            metric_alias: None,
+            remote_time: Duration::ZERO,
         });
     }
 
@@ -1524,6 +1540,8 @@ async fn process_frame(
         delivery,
         encoded_list,
         read_memory,
+        metric_alias,
+        remote_time,
     } = handled.ok_or_else(|| {
         refuse(
             CloseReason::UnknownApiKey,
@@ -1653,6 +1671,8 @@ async fn process_frame(
         handler_started,
         handler_time,
         read_memory,
+        metric_alias,
+        remote_time,
     })
 }
 
@@ -1748,6 +1768,8 @@ async fn forward_raw(
         handler_started,
         handler_time,
         read_memory: ReadMemoryHold::default(),
+        metric_alias: None,
+        remote_time: Duration::ZERO,
     })
 }
 
@@ -1895,6 +1917,8 @@ async fn serve_envelope(
         handler_started,
         handler_time: handler_started.elapsed(),
         read_memory: ReadMemoryHold::default(),
+        metric_alias: None,
+        remote_time: Duration::ZERO,
     })
 }
 

@@ -130,6 +130,8 @@ fn answer(body: FetchResponse, errors: ErrorCounts, throttle_time_ms: i32) -> Ap
         delivery: Delivery::Send,
         encoded_list: None,
         read_memory: ReadMemoryHold::default(),
+        metric_alias: None,
+        remote_time: std::time::Duration::ZERO,
     }
 }
 
@@ -160,6 +162,7 @@ pub(crate) async fn handle(
         .with_forgotten_topics_data(Vec::new());
     let follower = fetch::is_follower(shell, version);
     let limits = Limits::of(shell, fetch::quota_window_bytes(ctx, info, follower));
+    let mut waited = std::time::Duration::ZERO;
     let (answers, counts, read_memory) = loop {
         let mut answers = Answers::<FetchList>::for_list(&request.listed);
         let mut read_memory = ReadMemoryHold::default();
@@ -199,7 +202,9 @@ pub(crate) async fn handle(
         if limits.done(bytes, any_error, urgent, &watched) {
             break (answers, counts, read_memory);
         }
+        let waiting = std::time::Instant::now();
         fetch::wait_for_news(&watched, follower, limits.deadline()).await;
+        waited += waiting.elapsed();
     };
     let mut errors = ErrorCounts::default();
     answers.count_errors(&mut errors);
@@ -221,11 +226,13 @@ pub(crate) async fn handle(
     let header = if version >= 12 { 5 } else { 4 };
     let size = 4 + header + empty.len() - empty_list + list_length + writer.len();
     let throttle = fetch::record_quota(ctx, info, size, follower);
+    let mut answered = answer(FetchResponse::default(), errors, throttle);
+    answered.metric_alias = Some(fetch::metric_alias(follower));
+    answered.remote_time = waited;
     if throttle > 0 {
-        return Ok((answer(FetchResponse::default(), errors, throttle), None));
+        return Ok((answered, None));
     }
     counts.record(follower);
-    let mut answered = answer(FetchResponse::default(), errors, 0);
     answered.read_memory = read_memory;
     Ok((answered, Some(writer)))
 }
