@@ -614,6 +614,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Largest heartbeat interval of a consumer group.",
     ),
     def(
+        "group.consumer.migration.policy",
+        ConfigType::String,
+        Some("bidirectional"),
+        "Whether live groups move between the classic and the consumer protocol: bidirectional, upgrade, downgrade or disabled.",
+    ),
+    def(
         METRICS_LISTENER,
         ConfigType::String,
         Some("127.0.0.1:9644"),
@@ -1219,6 +1225,26 @@ fn group_settings(
             as i32,
         consumer_max_heartbeat_interval_ms: int("group.consumer.max.heartbeat.interval.ms", 1)?
             as i32,
+        migration_policy: migration_policy(values)?,
+    })
+}
+
+/// `group.consumer.migration.policy`, case-insensitive as Kafka's `CaseInsensitiveValidString`.
+fn migration_policy(
+    values: &Values<'_>,
+) -> Result<gregor_actors::groups::MigrationPolicy, ConfigError> {
+    use gregor_actors::groups::MigrationPolicy;
+    const KEY: &str = "group.consumer.migration.policy";
+    let text = values.raw(KEY).unwrap_or_default().trim().to_owned();
+    MigrationPolicy::parse(&text).ok_or_else(|| {
+        invalid(
+            KEY,
+            text,
+            &format!(
+                "String must be one of (case insensitive): {}",
+                MigrationPolicy::NAMES.join(", ")
+            ),
+        )
     })
 }
 
@@ -1923,6 +1949,21 @@ mod tests {
     }
 
     #[test]
+    fn migration_policy_is_case_insensitive_and_bidirectional_by_default() {
+        use gregor_actors::groups::MigrationPolicy;
+        let policy = |o: &[&str]| load(o).map(|c| c.groups.migration_policy).ok();
+        assert_eq!(policy(&[]), Some(MigrationPolicy::Bidirectional));
+        assert_eq!(
+            policy(&["group.consumer.migration.policy=UPGRADE"]),
+            Some(MigrationPolicy::Upgrade)
+        );
+        assert_eq!(
+            policy(&["group.consumer.migration.policy=Disabled"]),
+            Some(MigrationPolicy::Disabled)
+        );
+    }
+
+    #[test]
     fn bad_values_use_kafkas_wording() {
         let message = |o: &str| load(&[o]).map(|_| ()).unwrap_err().to_string();
         assert_eq!(
@@ -1944,6 +1985,10 @@ mod tests {
         assert_eq!(
             message("controller.quota.window.num=0"),
             "Invalid value 0 for configuration controller.quota.window.num: Value must be at least 1"
+        );
+        assert_eq!(
+            message("group.consumer.migration.policy=sideways"),
+            "Invalid value sideways for configuration group.consumer.migration.policy: String must be one of (case insensitive): bidirectional, upgrade, downgrade, disabled"
         );
         assert!(message("listeners=PLAINTEXT://127.0.0.1:99999").contains("listeners"));
         assert!(message("metrics.listener=nowhere").contains("metrics.listener"));

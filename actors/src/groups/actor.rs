@@ -473,30 +473,34 @@ impl Handler<Loaded> for GroupCoordinator {
     }
 }
 
-/// JoinGroup; the answer comes through the receiver.
+/// JoinGroup, with the image the handler read (a classic member of a consumer group
+/// subscribes by topic name); the answer comes through the receiver.
 #[derive(Message)]
 #[rtype(result = "oneshot::Receiver<JoinResult>")]
-pub struct JoinGroup(pub JoinRequest);
+pub struct JoinGroup(pub JoinRequest, pub Arc<MetadataImage>);
 
 impl Handler<JoinGroup> for GroupCoordinator {
     type Result = MessageResult<JoinGroup>;
 
     fn handle(&mut self, msg: JoinGroup, ctx: &mut Context<Self>) -> Self::Result {
+        self.state.set_topics(Arc::new(OwnedImageTopics(msg.1)));
         let receiver = self.state.join(msg.0, Instant::now(), now_ms());
         self.run_effects(ctx);
         MessageResult(receiver)
     }
 }
 
-/// SyncGroup; the answer comes through the receiver.
+/// SyncGroup, with the image the handler read (a classic member of a consumer group gets its
+/// partitions by topic name); the answer comes through the receiver.
 #[derive(Message)]
 #[rtype(result = "oneshot::Receiver<SyncResult>")]
-pub struct SyncGroup(pub SyncRequest);
+pub struct SyncGroup(pub SyncRequest, pub Arc<MetadataImage>);
 
 impl Handler<SyncGroup> for GroupCoordinator {
     type Result = MessageResult<SyncGroup>;
 
     fn handle(&mut self, msg: SyncGroup, ctx: &mut Context<Self>) -> Self::Result {
+        self.state.set_topics(Arc::new(OwnedImageTopics(msg.1)));
         let receiver = self.state.sync(msg.0, Instant::now(), now_ms());
         self.run_effects(ctx);
         MessageResult(receiver)
@@ -634,6 +638,9 @@ impl TopicLookup for ImageTopics<'_> {
             .get_by_name(name)
             .map(|t| (t.id, t.partition_count() as i32))
     }
+    fn name_of(&self, id: &uuid::Uuid) -> Option<String> {
+        self.0.topics.get_by_id(id).map(|t| t.name.to_string())
+    }
     fn names(&self) -> Vec<String> {
         self.0
             .topics
@@ -641,6 +648,22 @@ impl TopicLookup for ImageTopics<'_> {
             .filter(|n| !INTERNAL_TOPICS.contains(n))
             .map(str::to_owned)
             .collect()
+    }
+}
+
+/// The topics of the last image a request came with, kept by the coordinator for the classic
+/// members of consumer groups and for its timers.
+struct OwnedImageTopics(Arc<MetadataImage>);
+
+impl TopicLookup for OwnedImageTopics {
+    fn by_name(&self, name: &str) -> Option<(uuid::Uuid, i32)> {
+        ImageTopics(&self.0).by_name(name)
+    }
+    fn names(&self) -> Vec<String> {
+        ImageTopics(&self.0).names()
+    }
+    fn name_of(&self, id: &uuid::Uuid) -> Option<String> {
+        ImageTopics(&self.0).name_of(id)
     }
 }
 
@@ -667,6 +690,8 @@ impl Handler<ConsumerGroupHeartbeat> for GroupCoordinator {
             msg.timeouts.max_write_bytes =
                 usize::try_from(log.max_message_bytes()).unwrap_or(usize::MAX);
         }
+        self.state
+            .set_topics(Arc::new(OwnedImageTopics(msg.image.clone())));
         let result = self.state.consumer_heartbeat(
             msg.request,
             msg.timeouts,

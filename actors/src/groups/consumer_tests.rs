@@ -230,7 +230,7 @@ fn epochs_and_bad_requests_get_kafkas_codes() {
     let mut bad = join("C");
     bad.subscribed_topic_regex = Some("(".into());
     assert_eq!(code(&mut c, bad), INVALID_REGULAR_EXPRESSION);
-    // A classic consumer cannot join a consumer group with members.
+    // A classic member of another protocol type cannot join a consumer group.
     let mut classic = c.join(
         JoinRequest {
             version: 5,
@@ -241,7 +241,7 @@ fn epochs_and_bad_requests_get_kafkas_codes() {
             client_host: "h".into(),
             session_timeout_ms: 10_000,
             rebalance_timeout_ms: 10_000,
-            protocol_type: "consumer".into(),
+            protocol_type: "connect".into(),
             protocols: crate::groups::protocols::Protocols::from_pairs([("range", &b""[..])]),
         },
         t0,

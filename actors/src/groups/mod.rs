@@ -122,6 +122,50 @@ pub struct GroupSettings {
     pub consumer_heartbeat_interval_ms: i32,
     pub consumer_min_heartbeat_interval_ms: i32,
     pub consumer_max_heartbeat_interval_ms: i32,
+    /// `group.consumer.migration.policy` (bidirectional).
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Kafka's `ConsumerGroupMigrationPolicy`: whether a non-empty classic group of the consumer
+/// protocol may become a consumer group (upgrade) when a KIP-848 member joins it, and back
+/// (downgrade) when its last KIP-848 member leaves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MigrationPolicy {
+    #[default]
+    Bidirectional,
+    Upgrade,
+    Downgrade,
+    Disabled,
+}
+
+impl MigrationPolicy {
+    /// The names Kafka accepts (case-insensitively), in its order.
+    pub const NAMES: [&'static str; 4] = ["bidirectional", "upgrade", "downgrade", "disabled"];
+
+    /// The policy a config value names, case-insensitively.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value.to_ascii_lowercase().as_str() {
+            "bidirectional" => Some(MigrationPolicy::Bidirectional),
+            "upgrade" => Some(MigrationPolicy::Upgrade),
+            "downgrade" => Some(MigrationPolicy::Downgrade),
+            "disabled" => Some(MigrationPolicy::Disabled),
+            _ => None,
+        }
+    }
+
+    pub fn upgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Upgrade
+        )
+    }
+
+    pub fn downgrade_enabled(self) -> bool {
+        matches!(
+            self,
+            MigrationPolicy::Bidirectional | MigrationPolicy::Downgrade
+        )
+    }
 }
 
 impl GroupSettings {
@@ -175,6 +219,7 @@ impl Default for GroupSettings {
             consumer_heartbeat_interval_ms: 5000,
             consumer_min_heartbeat_interval_ms: 5000,
             consumer_max_heartbeat_interval_ms: 15_000,
+            migration_policy: MigrationPolicy::Bidirectional,
         }
     }
 }
@@ -249,3 +294,6 @@ mod tests;
 
 #[cfg(test)]
 mod consumer_tests;
+
+#[cfg(test)]
+mod migration_tests;

@@ -86,7 +86,7 @@ pub struct ConsumerGroupValue {
     pub metadata_hash: i64,
 }
 
-/// ConsumerGroupMemberMetadataValue (without the classic-member tag Gregor never writes).
+/// ConsumerGroupMemberMetadataValue.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConsumerMemberValue {
     pub instance_id: Option<String>,
@@ -97,6 +97,17 @@ pub struct ConsumerMemberValue {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Tag 0, ClassicMemberMetadata: set for a member that uses the classic protocol.
+    pub classic: Option<ClassicMemberValue>,
+}
+
+/// ClassicMemberMetadata: a consumer-group member that joined with JoinGroup keeps its
+/// session timeout and its protocols (name, metadata) in request order, so a reload, or a
+/// downgrade back to a classic group, has them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassicMemberValue {
+    pub session_timeout_ms: i32,
+    pub protocols: Vec<(String, Bytes)>,
 }
 
 /// ConsumerGroupCurrentMemberAssignmentValue.
@@ -275,7 +286,26 @@ pub fn consumer_member_value(value: &ConsumerMemberValue) -> Vec<u8> {
     put_compact_nullable_string(&mut out, value.subscribed_topic_regex.as_deref());
     out.put_i32(value.rebalance_timeout_ms);
     put_compact_nullable_string(&mut out, value.server_assignor.as_deref());
-    put_uvarint(&mut out, 0);
+    match &value.classic {
+        None => put_uvarint(&mut out, 0),
+        Some(classic) => {
+            // A nullable struct in a tagged field: a presence byte (1), then the struct.
+            let mut field = vec![1u8];
+            field.put_i32(classic.session_timeout_ms);
+            put_uvarint(&mut field, classic.protocols.len() as u32 + 1);
+            for (name, metadata) in &classic.protocols {
+                put_compact_string(&mut field, name);
+                put_uvarint(&mut field, metadata.len() as u32 + 1);
+                field.extend_from_slice(metadata);
+                put_uvarint(&mut field, 0);
+            }
+            put_uvarint(&mut field, 0);
+            put_uvarint(&mut out, 1);
+            put_uvarint(&mut out, 0);
+            put_uvarint(&mut out, field.len() as u32);
+            out.extend_from_slice(&field);
+        }
+    }
     out
 }
 
@@ -571,7 +601,16 @@ fn decode_consumer_member(value: &[u8]) -> Decoded<ConsumerMemberValue> {
     let subscribed_topic_regex = r.nullable_string()?;
     let rebalance_timeout_ms = r.i32()?;
     let server_assignor = r.nullable_string()?;
-    r.tagged_fields()?;
+    let mut classic = None;
+    for _ in 0..r.unsigned_varint()? {
+        let tag = r.unsigned_varint()?;
+        let size = r.unsigned_varint()? as usize;
+        r.need(size)?;
+        let data = r.take(size);
+        if tag == 0 {
+            classic = decode_classic_member(data)?;
+        }
+    }
     Ok(ConsumerMemberValue {
         instance_id,
         rack_id,
@@ -581,7 +620,32 @@ fn decode_consumer_member(value: &[u8]) -> Decoded<ConsumerMemberValue> {
         subscribed_topic_regex,
         rebalance_timeout_ms,
         server_assignor,
+        classic,
     })
+}
+
+/// ClassicMemberMetadata from its tagged field: a presence byte (negative: null), the struct.
+fn decode_classic_member(data: &[u8]) -> Decoded<Option<ClassicMemberValue>> {
+    let mut r = Reader {
+        buf: data,
+        flexible: true,
+    };
+    if r.i8()? < 0 {
+        return Ok(None);
+    }
+    let session_timeout_ms = r.i32()?;
+    let mut protocols = Vec::new();
+    for _ in 0..r.array_len()? {
+        let name = r.string()?;
+        let metadata = r.bytes()?;
+        r.tagged_fields()?;
+        protocols.push((name, metadata));
+    }
+    r.tagged_fields()?;
+    Ok(Some(ClassicMemberValue {
+        session_timeout_ms,
+        protocols,
+    }))
 }
 
 fn decode_offset_value(value: &[u8]) -> Decoded<OffsetValue> {
@@ -676,6 +740,97 @@ pub fn subscribed_topics(subscription: &[u8]) -> Option<Vec<String>> {
     r.i16().ok()?;
     let count = r.array_len().ok()?;
     (0..count).map(|_| r.string().ok()).collect()
+}
+
+/// A `ConsumerProtocolSubscription` as the coordinator reads it when a classic member joins a
+/// consumer group, or a classic group becomes one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerSubscription {
+    pub version: i16,
+    pub topics: Vec<String>,
+    /// v1+: the partitions the member owns, by topic name.
+    pub owned: Vec<(String, Vec<i32>)>,
+    /// v3+.
+    pub rack_id: Option<String>,
+}
+
+/// Reads topic partitions as the consumer protocol lists them (topic, int32 array).
+fn topic_partitions(r: &mut Reader<'_>) -> Decoded<Vec<(String, Vec<i32>)>> {
+    let mut out = Vec::new();
+    for _ in 0..r.array_len()? {
+        let topic = r.string()?;
+        let mut partitions = Vec::new();
+        for _ in 0..r.array_len()? {
+            partitions.push(r.i32()?);
+        }
+        out.push((topic, partitions));
+    }
+    Ok(out)
+}
+
+/// Decodes a `ConsumerProtocolSubscription` (v0–v3; a later version is read as v3, as Kafka
+/// does); an error (Kafka's SchemaException) for bytes that are not one.
+pub fn decode_subscription(bytes: &[u8]) -> Decoded<ConsumerSubscription> {
+    let mut r = Reader {
+        buf: bytes,
+        flexible: false,
+    };
+    let version = r.i16()?;
+    if version < 0 {
+        return Err(format!("Unsupported subscription version: {version}"));
+    }
+    let mut topics = Vec::new();
+    for _ in 0..r.array_len()? {
+        topics.push(r.string()?);
+    }
+    if let Some(len) = r.length(true)? {
+        r.take(len);
+    }
+    let mut subscription = ConsumerSubscription {
+        version,
+        topics,
+        ..ConsumerSubscription::default()
+    };
+    if version >= 1 {
+        subscription.owned = topic_partitions(&mut r)?;
+    }
+    if version >= 2 {
+        r.i32()?;
+    }
+    if version >= 3 {
+        subscription.rack_id = r.nullable_string()?;
+    }
+    Ok(subscription)
+}
+
+/// Decodes a `ConsumerProtocolAssignment`'s partitions, by topic name.
+pub fn decode_assignment(bytes: &[u8]) -> Decoded<Vec<(String, Vec<i32>)>> {
+    let mut r = Reader {
+        buf: bytes,
+        flexible: false,
+    };
+    let version = r.i16()?;
+    if version < 0 {
+        return Err(format!("Unsupported assignment version: {version}"));
+    }
+    topic_partitions(&mut r)
+}
+
+/// Encodes a `ConsumerProtocolAssignment` of `partitions` (by topic name, no user data) in
+/// `version` (every version 0–3 has this layout; a later one is written as 3).
+pub fn encode_assignment(version: i16, partitions: &[(String, Vec<i32>)]) -> Bytes {
+    let mut out = Vec::with_capacity(16);
+    out.put_i16(version.clamp(0, 3));
+    out.put_i32(partitions.len() as i32);
+    for (topic, ps) in partitions {
+        put_string(&mut out, topic);
+        out.put_i32(ps.len() as i32);
+        for p in ps {
+            out.put_i32(*p);
+        }
+    }
+    out.put_i32(-1);
+    Bytes::from(out)
 }
 
 #[cfg(test)]
@@ -840,13 +995,36 @@ mod tests {
             subscribed_topic_regex: Some("t.*".into()),
             rebalance_timeout_ms: 300_000,
             server_assignor: Some("range".into()),
+            classic: None,
         };
         let key = consumer_member_key("g", "m");
         assert_eq!(key, vec![0, 5, 0, 1, b'g', 0, 1, b'm']);
         assert_eq!(
             decode(&key, Some(&consumer_member_value(&member))).unwrap(),
-            CoordinatorRecord::ConsumerMember("g".into(), "m".into(), Some(member))
+            CoordinatorRecord::ConsumerMember("g".into(), "m".into(), Some(member.clone()))
         );
+        // A classic member: tag 0 holds its session timeout and protocols.
+        let classic = ConsumerMemberValue {
+            classic: Some(ClassicMemberValue {
+                session_timeout_ms: 10_000,
+                protocols: vec![("range".into(), Bytes::from_static(&[0, 1]))],
+            }),
+            ..member
+        };
+        let value = consumer_member_value(&classic);
+        // ..., server assignor "range", 1 tagged field: tag 0, 17 bytes: present, 10000,
+        // [("range", [0, 1])], no tags.
+        assert_eq!(
+            value[value.len() - 20..],
+            [1, 0, 17, 1, 0, 0, 0x27, 0x10, 2, 6, b'r', b'a', b'n', b'g', b'e', 3, 0, 1, 0, 0]
+        );
+        assert_eq!(
+            decode(&key, Some(&value)).unwrap(),
+            CoordinatorRecord::ConsumerMember("g".into(), "m".into(), Some(classic))
+        );
+        for cut in 0..value.len() - 1 {
+            assert!(decode(&key, Some(&value[..cut])).is_err(), "{cut}");
+        }
         let topic = uuid::Uuid::from_u128(9);
         let current = CurrentAssignmentValue {
             member_epoch: 4,
@@ -881,5 +1059,41 @@ mod tests {
             Some(vec!["a".to_owned(), "bc".to_owned()])
         );
         assert_eq!(subscribed_topics(&[0]), None);
+    }
+
+    #[test]
+    fn consumer_protocol_subscriptions_and_assignments() {
+        // v1: ["t"], user data null, owned [("t", [0, 2])].
+        let mut v1 = vec![0, 1, 0, 0, 0, 1, 0, 1, b't', 255, 255, 255, 255];
+        v1.extend([0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 2]);
+        let s = decode_subscription(&v1).unwrap();
+        assert_eq!(
+            (s.version, s.topics, s.owned, s.rack_id),
+            (
+                1,
+                vec!["t".to_owned()],
+                vec![("t".to_owned(), vec![0, 2])],
+                None
+            )
+        );
+        // v3: generation 5 and rack "r".
+        let mut v3 = v1.clone();
+        v3[1] = 3;
+        v3.extend([0, 0, 0, 5, 0, 1, b'r']);
+        assert_eq!(decode_subscription(&v3).unwrap().rack_id, Some("r".into()));
+        assert!(decode_subscription(&v3[..v3.len() - 1]).is_err());
+        assert!(decode_subscription(&[255, 255]).is_err());
+        let assignment = encode_assignment(1, &[("t".to_owned(), vec![1, 3])]);
+        assert_eq!(
+            &assignment[..],
+            [
+                0, 1, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 255, 255, 255,
+                255
+            ]
+        );
+        assert_eq!(
+            decode_assignment(&assignment).unwrap(),
+            vec![("t".to_owned(), vec![1, 3])]
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! unit-tested with exact values and no actor system, runtime or log.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -25,7 +26,7 @@ pub use consumer::{
     ConsumerHeartbeat, ConsumerHeartbeatResult, ConsumerMemberDescription, DescribableTopics,
     MemberState, TopicLookup,
 };
-use consumer::{ConsumerGroup, ConsumerLoad};
+use consumer::{ConsumerGroup, ConsumerLoad, NoTopics};
 use uncommitted::UncommittedOffsets;
 
 /// Kafka's default message of the coordinator errors answered before a group is looked at.
@@ -483,6 +484,9 @@ pub struct Coordinator {
     /// Per partition, its writes of offsets not yet replicated, in write order: the number,
     /// the group and the partitions it sets.
     offsets_writes: HashMap<i32, VecDeque<OffsetsWrite>>,
+    /// The topics of the last metadata image a request came with: classic members of a
+    /// consumer group give and get partitions by name, and a timer's downgrade names them.
+    topics: Arc<dyn TopicLookup + Send + Sync>,
 }
 
 impl Coordinator {
@@ -495,7 +499,13 @@ impl Coordinator {
             join_seq: 0,
             offsets_write_seq: 0,
             offsets_writes: HashMap::new(),
+            topics: Arc::new(NoTopics),
         }
+    }
+
+    /// The topics of the image the request being handled came with.
+    pub fn set_topics(&mut self, topics: Arc<dyn TopicLookup + Send + Sync>) {
+        self.topics = topics;
     }
 
     pub fn settings(&self) -> &GroupSettings {
@@ -858,14 +868,22 @@ impl Coordinator {
         }
         // A consumer group with members does not take classic members; an empty one becomes
         // a classic group again (its offsets stay).
+        let consumer_members = self
+            .groups
+            .get(&request.group_id)
+            .and_then(|g| g.consumer.as_deref())
+            .is_some_and(|cg| !cg.is_empty());
+        if consumer_members {
+            // A classic member of a consumer group (Kafka's online migration).
+            let result = self.classic_join_consumer(&request, now);
+            let _ = sender.send(result);
+            return Ok(());
+        }
         if let Some(cg) = self
             .groups
             .get(&request.group_id)
             .and_then(|g| g.consumer.as_deref())
         {
-            if !cg.is_empty() {
-                return fail(codes::INCONSISTENT_GROUP_PROTOCOL, sender);
-            }
             let tombstones = Coordinator::consumer_tombstones(&request.group_id, cg);
             if let Some(group) = self.groups.get_mut(&request.group_id) {
                 group.consumer = None;
@@ -1208,32 +1226,7 @@ impl Coordinator {
             self.write_group(group_id);
             return;
         }
-        // Each member votes for its most preferred protocol that every member supports; the
-        // first member's order breaks ties.
-        let common = common_protocols(group.members.values());
-        let mut votes: HashMap<&str, usize> = HashMap::new();
-        for member in group.members.values() {
-            if let Some(name) = member.protocols.names().find(|n| common.contains(n)) {
-                *votes.entry(name).or_default() += 1;
-            }
-        }
-        let candidates = group
-            .members
-            .values()
-            .next()
-            .into_iter()
-            .flat_map(|m| m.protocols.names())
-            .filter(|name| common.contains(name));
-        let chosen = candidates
-            .fold(None::<(&str, usize)>, |best, name| {
-                let count = votes.get(name).copied().unwrap_or(0);
-                match best {
-                    Some(b) if b.1 >= count => Some(b),
-                    _ => Some((name, count)),
-                }
-            })
-            .map(|(name, _)| name.to_owned());
-        group.protocol_name = chosen;
+        group.protocol_name = select_protocol(group.members.values());
         let leader_present = group
             .leader
             .as_ref()
@@ -1322,6 +1315,15 @@ impl Coordinator {
         };
         if let Err(code) = self.coordinator_for(&request.group_id) {
             return reply(sender, code);
+        }
+        if self
+            .groups
+            .get(&request.group_id)
+            .is_some_and(|g| g.consumer.is_some())
+        {
+            let result = self.classic_sync_consumer(&request, now);
+            let _ = sender.send(result);
+            return;
         }
         let Some(group) = self.groups.get_mut(&request.group_id) else {
             return reply(sender, codes::UNKNOWN_MEMBER_ID);
@@ -1418,6 +1420,19 @@ impl Coordinator {
         if let Err(code) = self.coordinator_for(group_id) {
             return code;
         }
+        if self
+            .groups
+            .get(group_id)
+            .is_some_and(|g| g.consumer.is_some())
+        {
+            return self.classic_heartbeat_consumer(
+                group_id,
+                member_id,
+                instance_id,
+                generation,
+                now,
+            );
+        }
         let Some(group) = self.groups.get_mut(group_id) else {
             return codes::UNKNOWN_MEMBER_ID;
         };
@@ -1454,6 +1469,13 @@ impl Coordinator {
         }
         if !self.groups.contains_key(group_id) {
             return (codes::NONE, vec![codes::UNKNOWN_MEMBER_ID; leaving.len()]);
+        }
+        if self
+            .groups
+            .get(group_id)
+            .is_some_and(|g| g.consumer.is_some())
+        {
+            return (codes::NONE, self.classic_leave_consumer(group_id, leaving));
         }
         let mut codes_out = Vec::with_capacity(leaving.len());
         for leaver in leaving {
@@ -1556,13 +1578,13 @@ impl Coordinator {
             }
             Timer::Join { group } => self.try_complete_join(&group, now, now_ms),
             Timer::ConsumerSession { group, member } => {
-                self.fire_consumer(&group, &member, None, now)
+                self.fire_consumer(&group, &member, None, now, now_ms)
             }
             Timer::ConsumerRevocation {
                 group,
                 member,
                 epoch,
-            } => self.fire_consumer(&group, &member, Some(epoch), now),
+            } => self.fire_consumer(&group, &member, Some(epoch), now, now_ms),
         }
     }
 
@@ -1687,7 +1709,8 @@ impl Coordinator {
                 return Ok(());
             }
             cg.check_member_epoch(&request.member_id, request.generation)?;
-            if request.version < 9 {
+            // A classic member of the group commits with any version, its epoch as generation.
+            if request.version < 9 && !cg.uses_classic(&request.member_id) {
                 return Err(codes::UNSUPPORTED_VERSION);
             }
             return Ok(());
@@ -2058,6 +2081,33 @@ impl Coordinator {
         }
         expired_count
     }
+}
+
+/// The group's protocol: each member votes for its most preferred protocol that every member
+/// supports; the first member's order breaks ties.
+fn select_protocol<'a>(members: impl Iterator<Item = &'a Member> + Clone) -> Option<String> {
+    let common = common_protocols(members.clone());
+    let mut votes: HashMap<&str, usize> = HashMap::new();
+    for member in members.clone() {
+        if let Some(name) = member.protocols.names().find(|n| common.contains(n)) {
+            *votes.entry(name).or_default() += 1;
+        }
+    }
+    let mut members = members;
+    let candidates = members
+        .next()
+        .into_iter()
+        .flat_map(|m| m.protocols.names())
+        .filter(|name| common.contains(name));
+    candidates
+        .fold(None::<(&str, usize)>, |best, name| {
+            let count = votes.get(name).copied().unwrap_or(0);
+            match best {
+                Some(b) if b.1 >= count => Some(b),
+                _ => Some((name, count)),
+            }
+        })
+        .map(|(name, _)| name.to_owned())
 }
 
 fn update_member(member: &mut Member, request: &JoinRequest, sender: oneshot::Sender<JoinResult>) {

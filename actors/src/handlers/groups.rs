@@ -436,7 +436,11 @@ pub async fn join_group_listed(
     let result = match no_coordinator(ctx) {
         _ if !allowed => JoinResult::error(GROUP_AUTHORIZATION_FAILED, &member_id),
         None => JoinResult::error(codes::COORDINATOR_NOT_AVAILABLE, &member_id),
-        Some(groups) => match groups.coordinator.send(groups::JoinGroup(join)).await {
+        Some(groups) => match groups
+            .coordinator
+            .send(groups::JoinGroup(join, ctx.image.load_full()))
+            .await
+        {
             Ok(receiver) => receiver.await.unwrap_or_else(|_| {
                 JoinResult::error(codes::COORDINATOR_NOT_AVAILABLE, &member_id)
             }),
@@ -494,7 +498,11 @@ pub(super) async fn sync_group(
     let result = match no_coordinator(ctx) {
         _ if !allowed => SyncResult::error(GROUP_AUTHORIZATION_FAILED),
         None => SyncResult::error(codes::COORDINATOR_NOT_AVAILABLE),
-        Some(groups) => match groups.coordinator.send(groups::SyncGroup(sync)).await {
+        Some(groups) => match groups
+            .coordinator
+            .send(groups::SyncGroup(sync, ctx.image.load_full()))
+            .await
+        {
             Ok(receiver) => receiver
                 .await
                 .unwrap_or_else(|_| SyncResult::error(codes::COORDINATOR_NOT_AVAILABLE)),
@@ -1486,8 +1494,12 @@ pub(super) async fn consumer_group_describe(
                     .with_subscribed_topic_regex(m.subscribed_topic_regex.map(text))
                     .with_assignment(described_assignment(&image, m.assignment))
                     .with_target_assignment(described_assignment(&image, m.target_assignment))
-                    // v1: every member here uses the consumer protocol.
-                    .with_member_type(if info.api_version >= 1 { 1 } else { -1 })
+                    // v1: 0 for a member using the classic protocol, 1 for the consumer one.
+                    .with_member_type(match (info.api_version >= 1, m.classic) {
+                        (false, _) => -1,
+                        (true, true) => 0,
+                        (true, false) => 1,
+                    })
             })
             .collect::<Vec<_>>();
         // Kafka 4.0+ (KAFKA-18813): a group that would show the caller a topic it may not

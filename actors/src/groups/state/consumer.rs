@@ -15,11 +15,19 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::super::assignor::{self, Assignment, AssignorMember};
+use bytes::Bytes;
+
+use super::super::protocols::Protocols;
 use super::super::records::{
-    self, ConsumerGroupValue, ConsumerMemberValue, CoordinatorRecord, CurrentAssignmentValue,
+    self, ClassicMemberValue, ConsumerGroupValue, ConsumerMemberValue, CoordinatorRecord,
+    CurrentAssignmentValue,
 };
 use super::super::topic_names::TopicNames;
-use super::{codes, millis, Coordinator, Effect, Group, GroupState, KeyValue, Timer};
+mod classic;
+
+use super::{
+    codes, millis, Coordinator, Effect, Group, GroupState, JoinResult, KeyValue, SyncResult, Timer,
+};
 
 /// Kafka's MemberState values (as stored in CurrentMemberAssignment).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +58,23 @@ pub trait TopicLookup {
     fn by_name(&self, name: &str) -> Option<(Uuid, i32)>;
     /// Every topic name a regex subscription may match (internal topics excluded).
     fn names(&self) -> Vec<String>;
+    /// A topic's name by id (classic members of a consumer group get their partitions by
+    /// name).
+    fn name_of(&self, _id: &Uuid) -> Option<String> {
+        None
+    }
+}
+
+/// No topics: what the coordinator resolves against before it is told the image.
+pub(super) struct NoTopics;
+
+impl TopicLookup for NoTopics {
+    fn by_name(&self, _name: &str) -> Option<(Uuid, i32)> {
+        None
+    }
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Whether a principal may DESCRIBE a topic.
@@ -150,6 +175,8 @@ pub struct ConsumerMemberDescription {
     pub subscribed_topic_regex: Option<String>,
     pub assignment: Assignment,
     pub target_assignment: Assignment,
+    /// It uses the classic protocol (ConsumerGroupDescribe v1's MemberType 0, else 1).
+    pub classic: bool,
 }
 
 /// One group as ConsumerGroupDescribe reports it.
@@ -187,6 +214,47 @@ pub(super) struct ConsumerMember {
     deadline: Instant,
     /// Set while the member must revoke partitions: past it, the member is fenced.
     revocation_deadline: Option<Instant>,
+    /// Set for a member that uses the classic protocol (JoinGroup, SyncGroup, Heartbeat).
+    classic: Option<ClassicMember>,
+}
+
+/// What a classic-protocol member of a consumer group keeps of its JoinGroup (Kafka's
+/// ClassicMemberMetadata): its session timeout and its protocols, in request order; the first
+/// protocol's name is the one its JoinGroup and SyncGroup answers name.
+#[derive(Clone)]
+pub(super) struct ClassicMember {
+    session_timeout_ms: i32,
+    protocols: Protocols,
+}
+
+impl ClassicMember {
+    fn value(&self) -> ClassicMemberValue {
+        ClassicMemberValue {
+            session_timeout_ms: self.session_timeout_ms,
+            protocols: self
+                .protocols
+                .iter()
+                .map(|(name, metadata)| (name.to_owned(), metadata))
+                .collect(),
+        }
+    }
+
+    fn from_value(value: &ClassicMemberValue) -> Self {
+        ClassicMember {
+            session_timeout_ms: value.session_timeout_ms,
+            protocols: Protocols::from_pairs(
+                value
+                    .protocols
+                    .iter()
+                    .map(|(name, metadata)| (name.as_str(), &metadata[..])),
+            ),
+        }
+    }
+
+    /// The first protocol's name and metadata.
+    fn first(&self) -> Option<(&str, Bytes)> {
+        self.protocols.iter().next()
+    }
 }
 
 impl ConsumerMember {
@@ -200,6 +268,7 @@ impl ConsumerMember {
             subscribed_topic_regex: self.regex.clone(),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
+            classic: self.classic.as_ref().map(ClassicMember::value),
         }
     }
 
@@ -269,7 +338,12 @@ impl ConsumerGroup {
             return Err(codes::UNKNOWN_MEMBER_ID);
         };
         if epoch != member.epoch {
-            return Err(codes::STALE_MEMBER_EPOCH);
+            // A classic member's epoch is its generation.
+            return Err(if member.classic.is_some() {
+                codes::ILLEGAL_GENERATION
+            } else {
+                codes::STALE_MEMBER_EPOCH
+            });
         }
         Ok(())
     }
@@ -577,21 +651,41 @@ impl Coordinator {
             }
             Some(group) if group.consumer.is_none() => {
                 let empty = group.members.is_empty() && group.pending.is_empty();
-                if request.member_epoch != 0 || !empty || group.state == GroupState::Dead {
+                if request.member_epoch != 0 || group.state == GroupState::Dead {
                     return ConsumerHeartbeatResult::error(
                         codes::GROUP_ID_NOT_FOUND,
                         format!("Group {group_id} is not a consumer group."),
                     );
                 }
-                if group.protocol_type.is_some() {
+                if !empty {
+                    // Kafka's online upgrade: a KIP-848 member joining a live classic group
+                    // of the consumer protocol turns it into a consumer group.
+                    let policy = self.settings.migration_policy;
+                    let max_size = self.settings.consumer_max_size;
+                    if let Err(message) = upgrade(group, policy, max_size, topics, now, &mut writes)
+                    {
+                        return ConsumerHeartbeatResult::error(codes::GROUP_ID_NOT_FOUND, message);
+                    }
+                    for member in group.consumer.iter().flat_map(|cg| cg.members.values()) {
+                        self.effects.push(Effect::Timer {
+                            at: member.deadline,
+                            timer: Timer::ConsumerSession {
+                                group: group_id.clone(),
+                                member: member.id.clone(),
+                            },
+                        });
+                    }
+                } else if group.protocol_type.is_some() {
                     writes.push((records::group_key(&group_id), None));
                 }
-                group.protocol_type = None;
-                group.protocol_name = None;
-                group.leader = None;
-                group.generation = 0;
-                group.consumer = Some(Box::default());
-                tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
+                if empty {
+                    group.protocol_type = None;
+                    group.protocol_name = None;
+                    group.leader = None;
+                    group.generation = 0;
+                    group.consumer = Some(Box::default());
+                    tracing::info!(group = %group_id, "empty classic group converted to a consumer group");
+                }
             }
             Some(_) => {}
         }
@@ -664,6 +758,18 @@ impl Coordinator {
                     });
                 }
                 tracing::info!(group = %group_id, member = %member_id, "static member left temporarily");
+            } else if classic::downgrades(&self.settings, cg, &group_id, &member_id) {
+                tracing::info!(group = %group_id, member = %member_id, "last consumer-protocol member left");
+                self.write(partition, writes, None);
+                self.downgrade(&group_id, &member_id, now, now_ms);
+                return ConsumerHeartbeatResult {
+                    error: codes::NONE,
+                    message: None,
+                    member_id: Some(member_id),
+                    member_epoch: request.member_epoch,
+                    heartbeat_interval_ms: 0,
+                    assignment: None,
+                };
             } else {
                 fence(cg, &group_id, &member_id, &mut writes);
                 tracing::info!(group = %group_id, member = %member_id, "member left");
@@ -752,6 +858,7 @@ impl Coordinator {
                 session_timeout,
                 deadline: now + session_timeout,
                 revocation_deadline: None,
+                classic: None,
             };
             if let Some(old_id) = replaced {
                 // The new member takes the old one's place: its epoch and partitions.
@@ -893,107 +1000,28 @@ impl Coordinator {
             });
         }
 
-        // The subscribed topics as the image has them now; a change is a new group epoch.
-        let mut subscribed: BTreeMap<String, (Uuid, i32)> = BTreeMap::new();
-        let mut per_member: BTreeMap<String, BTreeSet<Uuid>> = BTreeMap::new();
-        for m in cg.members.values() {
-            let resolved = resolve(
-                &m.subscribed_names,
-                m.regex.as_deref(),
-                &m.regex_topics,
-                topics,
-                &mut regexes,
-            );
-            per_member.insert(m.id.clone(), resolved.values().map(|(id, _)| *id).collect());
-            subscribed.extend(resolved);
-        }
-        let hash = metadata_hash(&subscribed);
-        if hash != cg.metadata_hash {
-            bump = true;
-        }
-        if bump {
-            cg.epoch += 1;
-            cg.metadata_hash = hash;
-            writes.push((
-                records::consumer_group_key(&group_id),
-                Some(records::consumer_group_value(&ConsumerGroupValue {
-                    epoch: cg.epoch,
-                    metadata_hash: hash,
-                })),
-            ));
-        }
-
-        // A new target assignment for the new group epoch.
-        if cg.epoch > cg.assignment_epoch {
-            let name = cg.assignor(&default_assignor);
-            let topic_counts: BTreeMap<Uuid, i32> = subscribed.values().copied().collect();
-            let assignor_members: Vec<AssignorMember<'_>> = cg
-                .members
-                .keys()
-                .map(|id| AssignorMember {
-                    id,
-                    topics: per_member.get(id).cloned().unwrap_or_default(),
-                    current: cg.target.get(id),
-                })
-                .collect();
-            let target = assignor::assign(&name, &assignor_members, &topic_counts)
-                .unwrap_or_else(|| assignor::uniform(&assignor_members, &topic_counts));
-            for (member_id, assignment) in &target {
-                if cg.target.get(member_id) != Some(assignment) {
-                    writes.push((
-                        records::target_member_key(&group_id, member_id),
-                        Some(records::target_member_value(assignment)),
-                    ));
-                }
-            }
-            cg.target = target;
-            cg.assignment_epoch = cg.epoch;
-            writes.push((
-                records::target_epoch_key(&group_id),
-                Some(records::target_epoch_value(cg.assignment_epoch)),
-            ));
-            tracing::debug!(group = %group_id, epoch = cg.epoch, assignor = %name, "new target assignment");
-        }
-
-        // Reconcile the member towards its target.
         let member_id = request.member_id.clone();
         let before_assigned = cg.members.get(&member_id).map(|m| m.assigned.clone());
-        let before_value = cg
-            .members
-            .get(&member_id)
-            .map(ConsumerMember::assignment_value);
-        reconcile(
-            cg,
-            &member_id,
-            per_member.get(&member_id),
-            request.owned.as_deref(),
+        let joined = request.member_epoch == 0 && !existing;
+        let step = Step {
+            group_id: &group_id,
+            member_id: &member_id,
+            default_assignor: &default_assignor,
             now,
+        };
+        step.assign_and_reconcile(
+            cg,
+            bump,
+            joined,
+            topics,
+            &mut regexes,
+            request.owned.as_deref(),
+            &mut writes,
+            &mut self.effects,
         );
         let Some(member) = cg.members.get(&member_id) else {
             return ConsumerHeartbeatResult::error(codes::UNKNOWN_MEMBER_ID, "unknown member");
         };
-        if Some(member.assignment_value()) != before_value || request.member_epoch == 0 && !existing
-        {
-            writes.push((
-                records::current_assignment_key(&group_id, &member_id),
-                Some(records::current_assignment_value(
-                    &member.assignment_value(),
-                )),
-            ));
-        }
-        let was_revoking = before_value
-            .as_ref()
-            .is_some_and(|v| v.state == MemberState::UnrevokedPartitions as i8);
-        if let Some(at) = member.revocation_deadline.filter(|_| !was_revoking) {
-            self.effects.push(Effect::Timer {
-                at,
-                timer: Timer::ConsumerRevocation {
-                    group: group_id.clone(),
-                    member: member_id.clone(),
-                    epoch: member.epoch,
-                },
-            });
-        }
         let full = request.member_epoch == 0
             || (request.rebalance_timeout_ms != -1
                 && (request.subscribed_topic_names.is_some()
@@ -1019,6 +1047,7 @@ impl Coordinator {
         member_id: &str,
         revocation: Option<i32>,
         now: Instant,
+        now_ms: i64,
     ) {
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
@@ -1060,6 +1089,10 @@ impl Coordinator {
                     "consumer member did not revoke its partitions within the rebalance timeout"
                 );
             }
+        }
+        if classic::downgrades(&self.settings, cg, group_id, member_id) {
+            self.downgrade(group_id, member_id, now, now_ms);
+            return;
         }
         let mut writes = Vec::new();
         fence(cg, group_id, member_id, &mut writes);
@@ -1119,6 +1152,7 @@ impl Coordinator {
                     subscribed_topic_regex: m.regex.clone(),
                     assignment: m.assigned.clone(),
                     target_assignment: cg.target.get(&m.id).cloned().unwrap_or_default(),
+                    classic: m.classic.is_some(),
                 })
                 .collect(),
         }
@@ -1138,9 +1172,295 @@ impl Coordinator {
     }
 }
 
+/// Kafka's `validateOnlineUpgrade` and `convertToConsumerGroup`: a live classic group of the
+/// consumer protocol becomes a consumer group whose members are its members, still using the
+/// classic protocol, at the group's generation as their epoch, with the partitions of their
+/// last assignment (also their target) and the subscriptions of their JoinGroup metadata.
+/// Parked joins and syncs are told REBALANCE_IN_PROGRESS (the joining member is a new group
+/// epoch, so each must rejoin anyway); the classic record gets a tombstone and the consumer
+/// group's records follow. The error is GROUP_ID_NOT_FOUND's message; nothing has changed then.
+fn upgrade(
+    group: &mut Group,
+    policy: super::super::MigrationPolicy,
+    max_size: usize,
+    topics: &dyn TopicLookup,
+    now: Instant,
+    writes: &mut Vec<KeyValue>,
+) -> Result<(), String> {
+    let group_id = group.id.clone();
+    let refused = |why: &str| {
+        tracing::info!(group = %group_id, "cannot upgrade classic group to consumer group: {why}");
+        Err(format!("Group {group_id} is not a consumer group."))
+    };
+    if !policy.upgrade_enabled() {
+        return refused("the online upgrade is disabled");
+    }
+    if group.protocol_type.as_deref() != Some("consumer") {
+        return refused("the group does not use the consumer embedded protocol");
+    }
+    if group.members.len() > max_size {
+        return refused("the group size exceeds the consumer group maximum size");
+    }
+    let malformed = || {
+        Err(format!(
+            "Cannot upgrade the classic group {group_id} to consumer group because the embedded consumer protocol is malformed."
+        ))
+    };
+    let Some(protocol) = group.protocol_name.clone() else {
+        return malformed();
+    };
+    let generation = group.generation;
+    let mut cg = ConsumerGroup {
+        epoch: generation,
+        assignment_epoch: generation,
+        ..ConsumerGroup::default()
+    };
+    for member in group.members.values() {
+        // A member between a join and its sync has no assignment yet: none, not malformed.
+        let assigned = if member.assignment.is_empty() {
+            Vec::new()
+        } else {
+            match records::decode_assignment(&member.assignment) {
+                Ok(assigned) => assigned,
+                Err(_) => return malformed(),
+            }
+        };
+        let Ok(subscription) = records::decode_subscription(&member.metadata(&protocol)) else {
+            return malformed();
+        };
+        let assigned = by_id(&assigned, topics);
+        let session_timeout = member.session_timeout;
+        let converted = ConsumerMember {
+            id: member.id.clone(),
+            instance_id: member.instance_id.clone(),
+            rack_id: subscription.rack_id,
+            client_id: member.client_id.clone(),
+            client_host: member.client_host.clone(),
+            subscribed_names: TopicNames::from_names(subscription.topics),
+            regex: None,
+            regex_topics: BTreeSet::new(),
+            rebalance_timeout_ms: super::duration_ms(member.rebalance_timeout),
+            server_assignor: None,
+            epoch: generation,
+            previous_epoch: generation,
+            state: MemberState::Stable,
+            assigned: assigned.clone(),
+            pending_revocation: Assignment::new(),
+            session_timeout,
+            deadline: now + session_timeout,
+            revocation_deadline: None,
+            classic: Some(ClassicMember {
+                session_timeout_ms: super::duration_ms(session_timeout),
+                protocols: member.protocols.clone(),
+            }),
+        };
+        if let Some(instance) = &member.instance_id {
+            cg.static_members
+                .insert(instance.clone(), member.id.clone());
+        }
+        cg.target.insert(member.id.clone(), assigned);
+        cg.members.insert(member.id.clone(), converted);
+        cg.claim(&member.id);
+    }
+    // The conversion stands: pending requests end, the classic state goes.
+    for member in group.members.values_mut() {
+        if let Some(waiter) = member.join_waiter.take() {
+            let _ = waiter.send(JoinResult::error(codes::REBALANCE_IN_PROGRESS, &member.id));
+        }
+        if let Some(waiter) = member.sync_waiter.take() {
+            let _ = waiter.send(SyncResult::error(codes::REBALANCE_IN_PROGRESS));
+        }
+    }
+    writes.push((records::group_key(&group_id), None));
+    for member in cg.members.values() {
+        writes.push((
+            records::consumer_member_key(&group_id, &member.id),
+            Some(records::consumer_member_value(&member.metadata_value())),
+        ));
+    }
+    writes.push((
+        records::consumer_group_key(&group_id),
+        Some(records::consumer_group_value(&ConsumerGroupValue {
+            epoch: cg.epoch,
+            metadata_hash: cg.metadata_hash,
+        })),
+    ));
+    for (member_id, assignment) in &cg.target {
+        writes.push((
+            records::target_member_key(&group_id, member_id),
+            Some(records::target_member_value(assignment)),
+        ));
+    }
+    writes.push((
+        records::target_epoch_key(&group_id),
+        Some(records::target_epoch_value(cg.assignment_epoch)),
+    ));
+    for member in cg.members.values() {
+        writes.push((
+            records::current_assignment_key(&group_id, &member.id),
+            Some(records::current_assignment_value(
+                &member.assignment_value(),
+            )),
+        ));
+    }
+    group.members.clear();
+    group.pending.clear();
+    group.static_members.clear();
+    group.protocol_type = None;
+    group.protocol_name = None;
+    group.leader = None;
+    group.generation = 0;
+    group.rebalance_deadline = None;
+    group.join_not_before = None;
+    group.state = GroupState::Empty;
+    tracing::info!(group = %group_id, members = cg.members.len(), epoch = cg.epoch, "classic group upgraded to a consumer group");
+    group.consumer = Some(Box::new(cg));
+    Ok(())
+}
+
+/// Partitions by topic name as ids (topics the image does not have are dropped, as Kafka's
+/// `toTopicPartitionMap` drops them).
+fn by_id(partitions: &[(String, Vec<i32>)], topics: &dyn TopicLookup) -> Assignment {
+    let mut out = Assignment::new();
+    for (name, ps) in partitions {
+        if let Some((id, _)) = topics.by_name(name) {
+            out.entry(id).or_default().extend(ps.iter().copied());
+        }
+    }
+    out.retain(|_, ps| !ps.is_empty());
+    out
+}
+
+/// Who and when for [`Step::assign_and_reconcile`].
+struct Step<'a> {
+    group_id: &'a str,
+    member_id: &'a str,
+    default_assignor: &'a str,
+    now: Instant,
+}
+
+impl Step<'_> {
+    /// What a member's heartbeat (or a classic member's JoinGroup) does once its metadata is
+    /// updated: the subscribed topics' metadata (a change is a new group epoch), a new target
+    /// assignment for a new group epoch, and the member reconciled towards its target.
+    #[allow(clippy::too_many_arguments)]
+    fn assign_and_reconcile(
+        &self,
+        cg: &mut ConsumerGroup,
+        mut bump: bool,
+        joined: bool,
+        topics: &dyn TopicLookup,
+        regexes: &mut RegexMatches,
+        owned: Option<&[(Uuid, Vec<i32>)]>,
+        writes: &mut Vec<KeyValue>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let group_id = self.group_id;
+        // The subscribed topics as the image has them now; a change is a new group epoch.
+        let mut subscribed: BTreeMap<String, (Uuid, i32)> = BTreeMap::new();
+        let mut per_member: BTreeMap<String, BTreeSet<Uuid>> = BTreeMap::new();
+        for m in cg.members.values() {
+            let resolved = resolve(
+                &m.subscribed_names,
+                m.regex.as_deref(),
+                &m.regex_topics,
+                topics,
+                regexes,
+            );
+            per_member.insert(m.id.clone(), resolved.values().map(|(id, _)| *id).collect());
+            subscribed.extend(resolved);
+        }
+        let hash = metadata_hash(&subscribed);
+        if hash != cg.metadata_hash {
+            bump = true;
+        }
+        if bump {
+            cg.epoch += 1;
+            cg.metadata_hash = hash;
+            writes.push((
+                records::consumer_group_key(group_id),
+                Some(records::consumer_group_value(&ConsumerGroupValue {
+                    epoch: cg.epoch,
+                    metadata_hash: hash,
+                })),
+            ));
+        }
+
+        // A new target assignment for the new group epoch.
+        if cg.epoch > cg.assignment_epoch {
+            let name = cg.assignor(self.default_assignor);
+            let topic_counts: BTreeMap<Uuid, i32> = subscribed.values().copied().collect();
+            let assignor_members: Vec<AssignorMember<'_>> = cg
+                .members
+                .keys()
+                .map(|id| AssignorMember {
+                    id,
+                    topics: per_member.get(id).cloned().unwrap_or_default(),
+                    current: cg.target.get(id),
+                })
+                .collect();
+            let target = assignor::assign(&name, &assignor_members, &topic_counts)
+                .unwrap_or_else(|| assignor::uniform(&assignor_members, &topic_counts));
+            for (member_id, assignment) in &target {
+                if cg.target.get(member_id) != Some(assignment) {
+                    writes.push((
+                        records::target_member_key(group_id, member_id),
+                        Some(records::target_member_value(assignment)),
+                    ));
+                }
+            }
+            cg.target = target;
+            cg.assignment_epoch = cg.epoch;
+            writes.push((
+                records::target_epoch_key(group_id),
+                Some(records::target_epoch_value(cg.assignment_epoch)),
+            ));
+            tracing::debug!(group = %group_id, epoch = cg.epoch, assignor = %name, "new target assignment");
+        }
+
+        // Reconcile the member towards its target.
+        let member_id = self.member_id;
+        let before_value = cg
+            .members
+            .get(member_id)
+            .map(ConsumerMember::assignment_value);
+        reconcile(cg, member_id, per_member.get(member_id), owned, self.now);
+        let Some(member) = cg.members.get(member_id) else {
+            return;
+        };
+        if Some(member.assignment_value()) != before_value || joined {
+            writes.push((
+                records::current_assignment_key(group_id, member_id),
+                Some(records::current_assignment_value(
+                    &member.assignment_value(),
+                )),
+            ));
+        }
+        let was_revoking = before_value
+            .as_ref()
+            .is_some_and(|v| v.state == MemberState::UnrevokedPartitions as i8);
+        if let Some(at) = member.revocation_deadline.filter(|_| !was_revoking) {
+            effects.push(Effect::Timer {
+                at,
+                timer: Timer::ConsumerRevocation {
+                    group: group_id.to_owned(),
+                    member: member_id.to_owned(),
+                    epoch: member.epoch,
+                },
+            });
+        }
+    }
+}
+
 /// Removes a member: its partitions are free, the group epoch moves on so the others get a new
 /// target, and its records get tombstones.
 fn fence(cg: &mut ConsumerGroup, group_id: &str, member_id: &str, writes: &mut Vec<KeyValue>) {
+    remove(cg, group_id, member_id, writes);
+    bump_epoch(cg, group_id, writes);
+}
+
+/// Removes a member and writes its tombstones, leaving the group epoch as it is.
+fn remove(cg: &mut ConsumerGroup, group_id: &str, member_id: &str, writes: &mut Vec<KeyValue>) {
     cg.release(member_id);
     let Some(member) = cg.members.remove(member_id) else {
         return;
@@ -1158,6 +1478,10 @@ fn fence(cg: &mut ConsumerGroup, group_id: &str, member_id: &str, writes: &mut V
     writes.push((records::current_assignment_key(group_id, member_id), None));
     writes.push((records::target_member_key(group_id, member_id), None));
     writes.push((records::consumer_member_key(group_id, member_id), None));
+}
+
+/// A new group epoch, written.
+fn bump_epoch(cg: &mut ConsumerGroup, group_id: &str, writes: &mut Vec<KeyValue>) {
     cg.epoch += 1;
     writes.push((
         records::consumer_group_key(group_id),
@@ -1340,6 +1664,11 @@ impl ConsumerLoad {
         let mut timers = Vec::new();
         for (id, value) in self.members {
             let current = self.current.get(&id);
+            // A classic member's session is its own, from its JoinGroup.
+            let classic = value.classic;
+            let session_timeout = classic
+                .as_ref()
+                .map_or(session_timeout, |c| millis(c.session_timeout_ms));
             let member = ConsumerMember {
                 id: id.clone(),
                 instance_id: value.instance_id.clone(),
@@ -1362,6 +1691,7 @@ impl ConsumerLoad {
                 session_timeout,
                 deadline: now + session_timeout,
                 revocation_deadline: None,
+                classic: classic.as_ref().map(ClassicMember::from_value),
             };
             if let Some(instance) = &value.instance_id {
                 cg.static_members.insert(instance.clone(), id.clone());
