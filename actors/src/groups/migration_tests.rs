@@ -400,6 +400,11 @@ fn a_classic_member_joins_syncs_and_leaves_a_consumer_group() {
         answered(c.join(other, t0, 0)).error,
         INCONSISTENT_GROUP_PROTOCOL
     );
+    // An id of no form Gregor hands out is not taken (see `could_be_member_id`).
+    assert_eq!(
+        answered(c.join(join_request("invented", &[]), t0, 0)).error,
+        UNKNOWN_MEMBER_ID
+    );
     let jb = answered(c.join(join_request(&b, &[]), t0, 0));
     assert_eq!(
         (jb.error, jb.generation, jb.member_id.as_str()),
@@ -527,6 +532,28 @@ fn the_last_consumer_member_leaving_downgrades_the_group() {
     assert_eq!((ja.generation, jb.generation), (3, 3));
     let leader = if ja.leader == a { &ja } else { &jb };
     assert_eq!(leader.members.len(), 2);
+    // The leader assigns, and each member gets its own.
+    let assignment = |member: &str, ps: &[i32]| {
+        SyncGroupRequestAssignment::default()
+            .with_member_id(StrBytes::from_string(member.to_owned()))
+            .with_assignment(records::encode_assignment(
+                1,
+                &[("t".to_owned(), ps.to_vec())],
+            ))
+    };
+    let follower = if ja.leader == a { &b } else { &a };
+    let mut follower_sync = c.sync(sync_request(follower, 3), t1, 4000);
+    let mut leader_sync = sync_request(&leader.member_id, 3);
+    leader_sync.assignments = vec![assignment(&a, &[0, 1, 2]), assignment(&b, &[3, 4, 5])];
+    let mine = answered(c.sync(leader_sync, t1, 4000));
+    let theirs = follower_sync.try_recv().unwrap();
+    let (sa, sb) = if ja.leader == a {
+        (mine, theirs)
+    } else {
+        (theirs, mine)
+    };
+    assert_eq!(assigned(&sa.assignment), vec![0, 1, 2]);
+    assert_eq!(assigned(&sb.assignment), vec![3, 4, 5]);
 }
 
 #[test]

@@ -39,9 +39,18 @@ pub fn new_member_id(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4())
 }
 
-/// Whether `id` has the form [`new_member_id`] gives, the only one a classic member's id has:
-/// a SyncGroup's assignment to any other id names no member and is ignored.
+/// Whether `id` has a form a classic member's id has: the one [`new_member_id`] gives, or a
+/// Kafka `Uuid` string (22 URL-safe base64 characters), which a classic member that joined a
+/// consumer group gets and keeps when its group becomes classic again. A SyncGroup's
+/// assignment to any other id names no member and is ignored.
 pub fn could_be_member_id(id: &str) -> bool {
+    if id.len() == 22
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return true;
+    }
     let Some(dash) = id.len().checked_sub(37) else {
         return false;
     };
@@ -249,6 +258,13 @@ mod member_id_tests {
         }
         let uuid = "6f1c2a1e-9b1d-4c7e-8f5a-2b3c4d5e6f70";
         assert!(could_be_member_id(&format!("c-{uuid}")));
+        // A Kafka Uuid string, as a classic member of a consumer group gets.
+        assert!(could_be_member_id("hc7uzDbIRLO9XEW9DwARwg"));
+        assert!(could_be_member_id(
+            &gregor_log::checkpoint::topic_id_string(&uuid::Uuid::new_v4())
+        ));
+        assert!(!could_be_member_id("hc7uzDbIRLO9XEW9DwAR/g"));
+        assert!(!could_be_member_id("hc7uzDbIRLO9XEW9DwARw"));
         for id in [
             "abcd".to_owned(),
             uuid.to_owned(),

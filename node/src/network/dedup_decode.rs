@@ -18,7 +18,7 @@
 //! component is always refused and the filter stops there), so only those are kept; later ones
 //! are read and dropped. DescribeConfigs filters each resource's configs by the set of
 //! requested keys, so each key is kept once per resource. A SyncGroup leader's assignment to
-//! an id no member can have (members' ids have one form, `groups::could_be_member_id`) is
+//! an id no member can have (members' ids have two forms, `groups::could_be_member_id`) is
 //! ignored by the coordinator, so it is dropped as it is read: a frame of distinct short ids
 //! cost 33 times its size. Written on the wire primitives because the crate decodes whole
 //! lists at once.

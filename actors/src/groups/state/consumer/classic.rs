@@ -231,6 +231,12 @@ impl Coordinator {
         let existing = match &request.group_instance_id {
             None => {
                 let existing = cg.members.contains_key(&member_id);
+                // Kafka takes any new id here; Gregor only the forms it hands out, which every
+                // classic member's id has (a SyncGroup leader's assignment to another form is
+                // dropped as it is read), so a client inventing one rejoins without it.
+                if !existing && !crate::groups::could_be_member_id(&member_id) {
+                    return fail(codes::UNKNOWN_MEMBER_ID);
+                }
                 if !existing {
                     cg.members.insert(member_id.clone(), blank(&member_id));
                     bump = true;
