@@ -189,3 +189,53 @@ def test_a_kill_mid_migration_keeps_the_group_and_its_offsets(start_node):
     finally:
         for c in members.live:
             c.close()
+
+
+def test_a_kafka_python_member_joins_a_consumer_group_and_is_left_classic(start_node):
+    """kafka-python 2.x (classic only, subscription v0) in a KIP-848 group: the server-side
+    assignor gives it its share; when the KIP-848 member leaves, the group is classic again
+    and kafka-python goes on alone, from the committed offsets."""
+    from kafka import KafkaConsumer
+
+    node = start_node(FAST)
+    create(node, TOPIC, 6)
+    members = Members()
+    kp = None
+    try:
+        members.live = [member(node, "consumer")]
+        members.poll_until("the consumer member owns all", members.spread)
+        kp = KafkaConsumer(TOPIC, bootstrap_servers=node.bootstrap, group_id=GROUP,
+                           auto_offset_reset="earliest", enable_auto_commit=False,
+                           session_timeout_ms=10000, heartbeat_interval_ms=300)
+        produce(node, TOPIC, 6, 30)
+        got = set()
+
+        def step():
+            for records in kp.poll(100).values():
+                got.update(r.value.decode() for r in records)
+            kp.commit()
+            members.poll_until("a poll", lambda: True)
+            owned_kp = sorted(tp.partition for tp in kp.assignment())
+            return len(got | members.got) == 30 and sorted(owned_kp + owned(members.live[0])) == list(range(6))
+
+        wait_for("kafka-python and the consumer member share the partitions", step, timeout=90)
+        described = describe(node, GROUP)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert sorted(len(m.assignment.topic_partitions) for m in described.members) == [3, 3]
+
+        members.live.pop().close()
+        wait_for("the group classic again", lambda: group_type(node) == ConsumerGroupType.CLASSIC, timeout=30)
+        produce(node, TOPIC, 6, 30, start=30)
+
+        def alone():
+            for records in kp.poll(100).values():
+                got.update(r.value.decode() for r in records)
+            kp.commit()
+            return len(kp.assignment()) == 6 and all(f"v{i}" in got | members.got for i in range(60))
+
+        wait_for("kafka-python alone with every record", alone, timeout=90)
+    finally:
+        for c in members.live:
+            c.close()
+        if kp is not None:
+            kp.close()
