@@ -650,3 +650,27 @@ fn classic_members_of_a_consumer_group_are_reloaded() {
         .collect();
     assert_eq!(timers, vec![Duration::from_secs(10); 2]);
 }
+
+#[test]
+fn a_classic_member_heartbeating_with_the_consumer_protocol_uses_it_from_then_on() {
+    let t0 = Instant::now();
+    let mut c = loaded(t0, MigrationPolicy::Bidirectional);
+    let (a, _b) = classic_group(&mut c, t0);
+    assert_eq!(
+        c.consumer_heartbeat(consumer_join("C"), TIMEOUTS, &Topics, t0, 0)
+            .error,
+        NONE
+    );
+    let ja = answered(c.join(join_request(&a, &[0, 1]), t0, 0));
+    assert_eq!(ja.generation, 2);
+    let beat = c.consumer_heartbeat(consumer_beat(&a, 2, &[0, 1]), TIMEOUTS, &Topics, t0, 0);
+    assert_eq!((beat.error, beat.member_epoch), (NONE, 2));
+    assert_eq!(described(&c)[&a], (2, vec![0, 1], false));
+    let log = written(&mut c);
+    assert!(log.iter().any(|r| matches!(
+        r,
+        CoordinatorRecord::ConsumerMember(_, m, Some(v)) if *m == a && v.classic.is_none()
+    )));
+    // Its classic requests are refused now.
+    assert_eq!(c.heartbeat("g", &a, None, 2, t0), UNKNOWN_MEMBER_ID);
+}

@@ -958,6 +958,8 @@ impl Coordinator {
         }
         member.client_id = request.client_id.clone();
         member.client_host = request.client_host.clone();
+        // A classic member heartbeating with the consumer protocol uses it from now on.
+        member.classic = None;
         member.session_timeout = session_timeout;
         member.deadline = now + session_timeout;
         if (member.subscribed_names.clone(), member.regex.clone()) != before_subscription {
