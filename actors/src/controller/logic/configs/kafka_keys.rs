@@ -7,7 +7,8 @@
 /// transaction, quorum, metric, quota, security, delegation-token and password-encoder configs,
 /// with the `log.*` synonyms of topic configs), extracted from Kafka's source (trunk of late 2024)
 /// plus the streams-group, share-session and OAuth keys 4.1 added and the two keys Kafka's
-/// `StandardAuthorizer` reads itself (`super.users`, `allow.everyone.if.no.acl.found`); sorted, so
+/// `StandardAuthorizer` reads itself (`super.users`, `allow.everyone.if.no.acl.found`) and the
+/// internal `group.consumer.migration.policy` (defined with `defineInternal`); sorted, so
 /// that lookups are binary searches. The ZooKeeper keys Kafka 4 removed are not in it.
 pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "advertised.listeners",
@@ -66,6 +67,7 @@ pub const KAFKA_BROKER_KEYS: &[&str] = &[
     "group.consumer.max.heartbeat.interval.ms",
     "group.consumer.max.session.timeout.ms",
     "group.consumer.max.size",
+    "group.consumer.migration.policy",
     "group.consumer.min.heartbeat.interval.ms",
     "group.consumer.min.session.timeout.ms",
     "group.consumer.session.timeout.ms",
