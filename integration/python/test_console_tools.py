@@ -2,12 +2,14 @@
 checked with kafka-python and confluent-kafka as kafka-console-*.sh and kafka-get-offsets.sh
 would be."""
 
+import signal
 import subprocess
 import time
 
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.partitioner.default import murmur2
 
 from conftest import RawConn, gregor_bin, wait_for
@@ -64,10 +66,10 @@ def test_console_producer_compresses(node, codec):
     ready(node, topic, 1)
     result = gregor("console-producer", "--bootstrap-server", node.bootstrap, "--topic", topic,
                     "--compression-codec", codec, "--property", "parse.headers=true",
-                    stdin="h1:a,h2:b\tfirst\n\tsecond\n")
+                    stdin="h1:a,h2:b\tfirst\nh3:c\tsecond\n")
     assert result.returncode == 0, result.stderr
     got = read_all(node, topic, 0, 2)
-    assert got == [(None, b"first", [("h1", b"a"), ("h2", b"b")]), (None, b"second", [])]
+    assert got == [(None, b"first", [("h1", b"a"), ("h2", b"b")]), (None, b"second", [("h3", b"c")])]
 
 
 def test_console_producer_acks_zero_and_one(node):
@@ -222,3 +224,128 @@ def test_get_offsets(node):
     result = gregor("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "nothing-.*")
     assert result.returncode != 0
     assert "Error occurred: Could not match any topic-partitions with the specified filters" in result.stderr
+
+
+def committed_offsets(node, group, topic):
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        offsets = admin.list_group_offsets(group)[group]
+        return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+    finally:
+        admin.close()
+
+
+def test_console_consumer_group_commits_only_what_it_printed(node):
+    """As ConsoleConsumer's cleanup (resetUnconsumedOffsets): with --max-messages, each
+    partition is committed at its first record not printed, whatever the fetch returned."""
+    create(node, ("ct-group-max", 1), ("ct-group-max-two", 2))
+    ready(node, "ct-group-max", 1)
+    ready(node, "ct-group-max-two", 2)
+    conn = RawConn(node.bootstrap)
+    assert produce(conn, "ct-group-max", 0, batch([(None, f"v{i}".encode(), [], 1000 + i)
+                                                   for i in range(10)])).error_code == 0
+    for p in range(2):
+        assert produce(conn, "ct-group-max-two", p, batch([(None, f"p{p}-{i}".encode(), [], 1000)
+                                                         for i in range(5)])).error_code == 0
+    conn.close()
+    result = gregor("console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-group-max",
+                    "--group", "g-max", "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "v0\nv1\nv2\n"
+    assert committed_offsets(node, "g-max", "ct-group-max") == {0: 3}
+    # The next member starts where the first stopped printing.
+    result = gregor("console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-group-max",
+                    "--group", "g-max", "--max-messages", "2", "--timeout-ms", "30000")
+    assert result.stdout == "v3\nv4\n", result.stderr
+    # Two partitions in one fetch: the one not printed from keeps its position.
+    result = gregor("console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-group-max-two",
+                    "--group", "g-max-two", "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000")
+    assert result.returncode == 0, result.stderr
+    committed = committed_offsets(node, "g-max-two", "ct-group-max-two")
+    assert sum(committed.values()) == 3, committed
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_console_consumer_group_cleans_up_on_a_signal(node, signal_number):
+    """Kafka's shutdown hook: on SIGINT or SIGTERM the consumer commits what it printed, leaves
+    the group and prints its count; the JVM then exits with 128 + the signal's number."""
+    topic = f"ct-signal-{int(signal_number)}"
+    create(node, (topic, 1))
+    ready(node, topic, 1)
+    conn = RawConn(node.bootstrap)
+    assert produce(conn, topic, 0, batch([(None, f"v{i}".encode(), [], 1000) for i in range(10)])).error_code == 0
+    conn.close()
+    group = f"g-{topic}"
+    consumer = subprocess.Popen(
+        [str(gregor_bin()), "console-consumer", "--bootstrap-server", node.bootstrap, "--topic", topic,
+         "--group", group, "--from-beginning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        lines = [consumer.stdout.readline() for _ in range(10)]
+        assert lines == [f"v{i}\n".encode() for i in range(10)]
+        consumer.send_signal(signal_number)
+        _, err = consumer.communicate(timeout=30)
+    finally:
+        consumer.kill()
+    assert consumer.returncode == 128 + int(signal_number), err
+    assert b"Processed a total of 10 messages" in err, err
+    assert committed_offsets(node, group, topic) == {0: 10}
+    # It left the group (LeaveGroup) rather than waiting for its session to expire.
+    described = gregor("consumer-groups", "--bootstrap-server", node.bootstrap, "--describe", "--group", group)
+    assert f"Consumer group '{group}' has no active members." in described.stdout + described.stderr, described
+
+
+def test_console_producer_reads_lines_as_javas_reader(node):
+    """Invalid UTF-8 is replaced (U+FFFD), not the end of input; a lone CR ends a line."""
+    create(node, ("ct-utf8", 1))
+    ready(node, "ct-utf8", 1)
+    result = subprocess.run([str(gregor_bin()), "console-producer", "--bootstrap-server", node.bootstrap,
+                             "--topic", "ct-utf8"], input=b"first\nbad\xffbyte\nafter\nb\rc\r\n",
+                            capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    got = [v for _, v, _ in read_all(node, "ct-utf8", 0, 5)]
+    assert got == [b"first", "bad\ufffdbyte".encode(), b"after", b"b", b"c"]
+
+
+def test_console_producer_batches_by_bytes_and_refuses_one_record_alone(node):
+    """--batch-size is batch.size in bytes; a record over max.request.size fails alone with
+    Kafka's RecordTooLargeException message, and its neighbours are sent."""
+    create(node, ("ct-many", 1), ("ct-huge", 1))
+    ready(node, "ct-many", 1)
+    ready(node, "ct-huge", 1)
+    lines = "".join(f"{i:05d}" + "y" * 9995 + "\n" for i in range(300))
+    result = gregor("console-producer", "--bootstrap-server", node.bootstrap, "--topic", "ct-many", stdin=lines)
+    assert result.returncode == 0, result.stderr
+    assert list_offset(RawConn(node.bootstrap), "ct-many", 0, -1).offset == 300
+    huge = "small1\n" + "x" * 3_000_000 + "\nsmall2\n"
+    result = gregor("console-producer", "--bootstrap-server", node.bootstrap, "--topic", "ct-huge", stdin=huge)
+    assert result.returncode == 1
+    assert ("with key: null, value: 3000000 bytes with error:" in result.stderr
+            and "RecordTooLargeException: The message is 3000088 bytes when serialized which is larger than "
+                "1048576, which is the value of the max.request.size configuration." in result.stderr), result.stderr
+    assert [v for _, v, _ in read_all(node, "ct-huge", 0, 2)] == [b"small1", b"small2"]
+
+
+def test_get_offsets_retries_and_knows_the_tiered_specs(node):
+    """listOffsets retries a partition whose leader is not there yet; -4/earliest-local and
+    -5/latest-tiered are accepted as kafka-get-offsets.sh accepts them."""
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic("ct-fresh", 3, 1)])
+    finally:
+        admin.close()
+    result = gregor("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ct-fresh")
+    assert result.returncode == 0, result.stderr
+    assert "Skip getting offsets" not in result.stderr, result.stderr
+    assert result.stdout == "ct-fresh:0:0\nct-fresh:1:0\nct-fresh:2:0\n"
+    for time in ("earliest-local", "-4"):
+        result = gregor("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ct-fresh",
+                        "--time", time, "--partitions", "0")
+        assert (result.returncode, result.stdout) == (0, "ct-fresh:0:0\n"), result.stderr
+    # Without tiered storage there is no tiered offset: nothing to print.
+    result = gregor("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ct-fresh",
+                    "--time", "latest-tiered")
+    assert (result.returncode, result.stdout) == (0, ""), result.stderr
+    result = gregor("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ct-fresh", "--time", "soon")
+    assert "-4 or earliest-local / -5 or latest-tiered" in result.stderr

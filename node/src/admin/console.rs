@@ -29,12 +29,20 @@ const LAST_VERSION_BY_NAME: i16 = 12;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
+/// The local log's start (KIP-405; without tiered storage, the earliest offset).
+const EARLIEST_LOCAL: i64 = -4;
+/// The last tiered offset (KIP-1005; none without tiered storage).
+const LATEST_TIERED: i64 = -5;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const LEADER_NOT_AVAILABLE: i16 = 5;
 /// The producer's `retry.backoff.ms` between Metadata requests for a topic not there yet.
 const METADATA_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// The console producer's client id.
 const CONSOLE_PRODUCER: &str = "console-producer";
+/// The console consumer's client id.
+const CONSOLE_CONSUMER: &str = "console-consumer";
+/// The admin client's `default.api.timeout.ms`, which bounds listOffsets' retries.
+const LIST_OFFSETS_TIMEOUT: Duration = Duration::from_secs(60);
 /// The producer's `max.block.ms` default.
 const DEFAULT_MAX_BLOCK_MS: u64 = 60_000;
 
@@ -253,8 +261,9 @@ pub struct ConsoleProducerArgs {
     /// The compression codec: none, gzip, snappy, lz4 or zstd (gzip when given without a value).
     #[arg(long, num_args = 0..=1, default_missing_value = "gzip")]
     pub compression_codec: Option<String>,
-    /// Records sent in one batch per partition at most.
-    #[arg(long, default_value_t = 200)]
+    /// The producer's `batch.size`: bytes of one partition's batch at most (a larger record
+    /// goes alone).
+    #[arg(long, default_value_t = 16_384)]
     pub batch_size: usize,
     /// How long a partial batch may wait for more lines, in ms (linger).
     #[arg(long, default_value_t = 1000)]
@@ -320,12 +329,13 @@ impl LineReader {
         let mut headers = Vec::new();
         if self.parse_headers {
             match rest.split_once(self.headers_delimiter.as_str()) {
+                // A header section equal to null.marker means no headers (as Kafka's reader).
+                Some((header_text, after)) if self.null_marker.as_deref() == Some(header_text) => {
+                    rest = after;
+                }
                 Some((header_text, after)) => {
                     rest = after;
-                    for header in header_text
-                        .split(self.headers_separator.as_str())
-                        .filter(|h| !h.is_empty())
-                    {
+                    for header in split_headers(header_text, &self.headers_separator) {
                         let (key, value) =
                             match header.split_once(self.headers_key_separator.as_str()) {
                                 Some((k, v)) => (k, Some(v)),
@@ -380,6 +390,36 @@ impl LineReader {
     }
 }
 
+/// The pairs of a header section as Java's `Pattern.split` gives them: empty pairs at the
+/// start and in the middle are kept (and refused by the caller as Kafka refuses them), trailing
+/// ones dropped; an empty section is one empty pair.
+fn split_headers<'a>(text: &'a str, separator: &str) -> Vec<&'a str> {
+    if text.is_empty() || separator.is_empty() {
+        return vec![text];
+    }
+    let mut pairs: Vec<&str> = text.split(separator).collect();
+    while pairs.last().is_some_and(|p| p.is_empty()) {
+        pairs.pop();
+    }
+    pairs
+}
+
+/// Splits what `read_until(b'\n')` returned into lines as Java's `BufferedReader.readLine`
+/// does: `\n`, `\r` and `\r\n` each end a line, and none is part of it.
+pub fn split_lines(chunk: &[u8]) -> Vec<&[u8]> {
+    if chunk.is_empty() {
+        return Vec::new();
+    }
+    let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+    let mut lines: Vec<&[u8]> = body.split(|b| *b == b'\r').collect();
+    // A `\r` that ends the chunk (before its `\n`, or at the end of input) ends the line
+    // before it: the empty piece after it is no line.
+    if body.ends_with(b"\r") {
+        lines.pop();
+    }
+    lines
+}
+
 fn compression_of(name: &str) -> Result<Compression, String> {
     Ok(match name.trim().to_ascii_lowercase().as_str() {
         "none" | "" => Compression::None,
@@ -420,15 +460,44 @@ pub fn run_console_producer(args: ConsoleProducerArgs) -> Result<(), String> {
             .transpose()?
             .unwrap_or(DEFAULT_MAX_BLOCK_MS),
     );
-    let batch_size = if args.sync { 1 } else { args.batch_size.max(1) };
+    let number = |key: &str, default: usize| -> Result<usize, String> {
+        producer_props.get(key).map_or(Ok(default), |v| {
+            v.trim()
+                .parse()
+                .map_err(|_| format!("{key} must be a number of bytes: {v}"))
+        })
+    };
+    let limits = ProducerLimits {
+        batch_size: number("batch.size", args.batch_size)?,
+        max_request_size: number("max.request.size", 1_048_576)?,
+        sync: args.sync,
+    };
     let linger = Duration::from_millis(if args.sync { 0 } else { args.timeout });
     let (lines_tx, lines_rx) = tokio::sync::mpsc::channel::<String>(1024);
     // stdin is read on its own thread: a blocking read must not stall the sends.
+    // Bytes are read and decoded lossily, as Java's UTF-8 reader replaces a malformed
+    // sequence with U+FFFD: a line that is not UTF-8 is sent, not the end of the input.
     std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.blocking_send(line).is_err() {
-                break;
+        let mut stdin = std::io::stdin().lock();
+        let mut chunk = Vec::new();
+        loop {
+            chunk.clear();
+            match stdin.read_until(b'\n', &mut chunk) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    eprintln!("cannot read stdin: {error}");
+                    break;
+                }
+            }
+            for line in split_lines(&chunk) {
+                if lines_tx
+                    .blocking_send(String::from_utf8_lossy(line).into_owned())
+                    .is_err()
+                {
+                    return;
+                }
             }
         }
     });
@@ -438,7 +507,7 @@ pub fn run_console_producer(args: ConsoleProducerArgs) -> Result<(), String> {
         reader,
         acks,
         compression,
-        batch_size,
+        limits,
         linger,
         max_block,
         lines_rx,
@@ -452,7 +521,7 @@ async fn produce_lines(
     reader: LineReader,
     acks: i16,
     compression: Compression,
-    batch_size: usize,
+    limits: ProducerLimits,
     linger: Duration,
     max_block: Duration,
     mut lines: tokio::sync::mpsc::Receiver<String>,
@@ -489,15 +558,21 @@ async fn produce_lines(
     let mut failed = false;
     let mut line_number = 0u64;
     loop {
-        // One round: the first line, then more until the batch is full or the linger passes.
+        // One round: the first line, then more until the linger passes or every partition
+        // could fill a batch (a bound on memory, not on what one request carries).
         let Some(first) = lines.recv().await else {
             break;
         };
         let deadline = tokio::time::Instant::now() + linger;
+        let round_bytes = limits.batch_size.saturating_mul(partitions.len()).max(1);
+        let mut read = first.len();
         let mut round = vec![first];
-        while round.len() < batch_size * partitions.len() {
+        while !limits.sync && read < round_bytes {
             match tokio::time::timeout_at(deadline, lines.recv()).await {
-                Ok(Some(line)) => round.push(line),
+                Ok(Some(line)) => {
+                    read += line.len();
+                    round.push(line);
+                }
                 _ => break,
             }
         }
@@ -507,6 +582,21 @@ async fn produce_lines(
             line_number += 1;
             match reader.parse(line, line_number) {
                 Ok(record) => {
+                    // As KafkaProducer.ensureValidRecordSize: each record alone against
+                    // max.request.size; only that record fails.
+                    let size = record_size_upper_bound(&record);
+                    if size > limits.max_request_size {
+                        failed = true;
+                        log_send_error(
+                            topic,
+                            &record,
+                            &format!(
+                                "org.apache.kafka.common.errors.RecordTooLargeException: The message is {size} bytes when serialized which is larger than {}, which is the value of the max.request.size configuration.",
+                                limits.max_request_size
+                            ),
+                        );
+                        continue;
+                    }
                     let index = match &record.key {
                         Some(key) => partition_for_key(key, partitions.len()),
                         None => {
@@ -528,17 +618,15 @@ async fn produce_lines(
             }
         }
         for (partition, records) in by_partition {
-            for chunk in records.chunks(batch_size) {
+            for chunk in batches_by_size(&records, limits.batch_size, limits.sync) {
                 if let Err(error) =
                     send_batch(&mut brokers, topic, partition, chunk, acks, compression).await
                 {
                     failed = true;
-                    eprintln!(
-                        "[{}] ERROR Error when sending message to topic {topic} with key: {}, value: {} bytes with error: {error} (org.apache.kafka.clients.producer.internals.ErrorLoggingCallback)",
-                        now_text(),
-                        chunk[0].key.as_ref().map_or("null".to_owned(), |k| format!("{} bytes", k.len())),
-                        chunk[0].value.as_ref().map_or(0, Vec::len),
-                    );
+                    // Every record of the failed batch gets its callback's line, as Kafka's.
+                    for record in chunk {
+                        log_send_error(topic, record, &error);
+                    }
                 }
             }
         }
@@ -553,12 +641,108 @@ async fn produce_lines(
     }
 }
 
-/// Wall-clock time for log lines, as Kafka's tools print it.
+/// How the console producer sizes its batches and requests.
+#[derive(Debug, Clone, Copy)]
+struct ProducerLimits {
+    /// `batch.size`: bytes of one partition's batch (one record at least).
+    batch_size: usize,
+    /// `max.request.size`: the largest record accepted.
+    max_request_size: usize,
+    /// `--sync`: one record per request.
+    sync: bool,
+}
+
+/// Kafka's `ErrorLoggingCallback` line for a record that was not produced.
+fn log_send_error(topic: &str, record: &LineRecord, error: &str) {
+    let size = |bytes: &Option<Vec<u8>>| {
+        bytes
+            .as_ref()
+            .map_or("null".to_owned(), |b| format!("{} bytes", b.len()))
+    };
+    eprintln!(
+        "[{}] ERROR Error when sending message to topic {topic} with key: {}, value: {} with error: (org.apache.kafka.clients.producer.internals.ErrorLoggingCallback)\n{error}",
+        now_text(),
+        size(&record.key),
+        size(&record.value),
+    );
+}
+
+/// Zig-zag varint length, as Kafka's `ByteUtils.sizeOfVarint`.
+fn varint_size(value: i64) -> usize {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    let mut bytes = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        bytes += 1;
+    }
+    bytes
+}
+
+/// Kafka's `DefaultRecordBatch.estimateBatchSizeUpperBound` for one record: what the producer
+/// checks against max.request.size and counts towards batch.size.
+fn record_size_upper_bound(record: &LineRecord) -> usize {
+    let field = |bytes: Option<&[u8]>| match bytes {
+        None => varint_size(-1),
+        Some(b) => varint_size(b.len() as i64) + b.len(),
+    };
+    let mut size = gregor_log::batch::RECORD_BATCH_OVERHEAD
+        + 21
+        + field(record.key.as_deref())
+        + field(record.value.as_deref())
+        + varint_size(record.headers.len() as i64);
+    for (key, value) in &record.headers {
+        size += field(Some(key)) + field(value.as_deref());
+    }
+    size
+}
+
+/// A partition's records cut into batches of at most `batch_size` bytes each (a record larger
+/// than that goes alone), as the producer's accumulator fills them.
+fn batches_by_size(records: &[LineRecord], batch_size: usize, sync: bool) -> Vec<&[LineRecord]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut bytes = gregor_log::batch::RECORD_BATCH_OVERHEAD;
+    for (i, record) in records.iter().enumerate() {
+        let size = record_size_upper_bound(record) - gregor_log::batch::RECORD_BATCH_OVERHEAD;
+        if i > start && (sync || bytes + size > batch_size) {
+            out.push(&records[start..i]);
+            start = i;
+            bytes = gregor_log::batch::RECORD_BATCH_OVERHEAD;
+        }
+        bytes += size;
+    }
+    if start < records.len() {
+        out.push(&records[start..]);
+    }
+    out
+}
+
+/// Wall-clock time for log lines, as Kafka's log4j pattern prints it
+/// (`2026-01-31 12:00:00,123`, in UTC).
 fn now_text() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    format!("{now}")
+    log_time(now_ms())
+}
+
+/// `ms` since the epoch as `yyyy-MM-dd HH:mm:ss,SSS` (UTC); Howard Hinnant's civil-from-days,
+/// hand-written as a few lines rather than a date crate for one format.
+fn log_time(ms: i64) -> String {
+    let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02},{:03}",
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000
+    )
 }
 
 fn now_ms() -> i64 {
@@ -664,7 +848,8 @@ pub struct ConsoleConsumerArgs {
     #[arg(long)]
     pub timeout_ms: Option<u64>,
     /// Formatter properties: print.timestamp, print.key, print.offset, print.partition,
-    /// print.headers, print.value (true), key.separator (tab), line.separator (newline),
+    /// print.headers, print.value (true), print.epoch, print.delivery, key.separator (tab),
+    /// line.separator (newline),
     /// headers.separator (,), null.literal (null).
     #[arg(long)]
     pub property: Vec<String>,
@@ -685,6 +870,8 @@ pub struct Formatter {
     print_partition: bool,
     print_headers: bool,
     print_value: bool,
+    print_delivery: bool,
+    print_epoch: bool,
     key_separator: String,
     line_separator: String,
     headers_separator: String,
@@ -706,6 +893,8 @@ impl Formatter {
             print_partition: flag(props, "print.partition", false),
             print_headers: flag(props, "print.headers", false),
             print_value: flag(props, "print.value", true),
+            print_delivery: flag(props, "print.delivery", false),
+            print_epoch: flag(props, "print.epoch", false),
             key_separator: get("key.separator", "\t"),
             line_separator: get("line.separator", "\n"),
             headers_separator: get("headers.separator", ","),
@@ -713,34 +902,45 @@ impl Formatter {
         }
     }
 
-    /// One record as the formatter writes it.
+    /// One record as the formatter writes it (`leader_epoch`: its batch's partition leader
+    /// epoch, -1 for none). As Kafka's `writeTo`, a field's separator follows it only when a
+    /// later field is printed, and the line separator only follows a printed value.
     pub fn format(
         &self,
         partition: i32,
         record: &gregor_log::batch::OwnedRecord,
         timestamp_type: &str,
+        leader_epoch: i32,
     ) -> Vec<u8> {
-        let mut out = Vec::new();
         let text = |bytes: &Option<Vec<u8>>| {
             bytes
                 .clone()
                 .unwrap_or_else(|| self.null_literal.as_bytes().to_vec())
         };
+        let mut fields: Vec<Vec<u8>> = Vec::new();
         if self.print_timestamp {
-            out.extend_from_slice(format!("{timestamp_type}:{}", record.timestamp).as_bytes());
-            out.extend_from_slice(self.key_separator.as_bytes());
+            fields.push(format!("{timestamp_type}:{}", record.timestamp).into_bytes());
         }
         if self.print_partition {
-            out.extend_from_slice(format!("Partition:{partition}").as_bytes());
-            out.extend_from_slice(self.key_separator.as_bytes());
+            fields.push(format!("Partition:{partition}").into_bytes());
         }
         if self.print_offset {
-            out.extend_from_slice(format!("Offset:{}", record.offset).as_bytes());
-            out.extend_from_slice(self.key_separator.as_bytes());
+            fields.push(format!("Offset:{}", record.offset).into_bytes());
+        }
+        if self.print_delivery {
+            // Only share groups' records carry a delivery count.
+            fields.push(b"Delivery:NOT_PRESENT".to_vec());
+        }
+        if self.print_epoch {
+            fields.push(if leader_epoch >= 0 {
+                format!("Epoch:{leader_epoch}").into_bytes()
+            } else {
+                b"Epoch:NOT_PRESENT".to_vec()
+            });
         }
         if self.print_headers {
             if record.headers.is_empty() {
-                out.extend_from_slice(b"NO_HEADERS");
+                fields.push(b"NO_HEADERS".to_vec());
             } else {
                 let headers: Vec<Vec<u8>> = record
                     .headers
@@ -752,20 +952,19 @@ impl Formatter {
                         h
                     })
                     .collect();
-                out.extend(headers.join(self.headers_separator.as_bytes()));
+                fields.push(headers.join(self.headers_separator.as_bytes()));
             }
-            out.extend_from_slice(self.key_separator.as_bytes());
         }
         if self.print_key {
-            out.extend(text(&record.key));
-            if self.print_value {
-                out.extend_from_slice(self.key_separator.as_bytes());
-            }
+            fields.push(text(&record.key));
         }
         if self.print_value {
-            out.extend(text(&record.value));
+            fields.push(text(&record.value));
         }
-        out.extend_from_slice(self.line_separator.as_bytes());
+        let mut out = fields.join(self.key_separator.as_bytes());
+        if self.print_value {
+            out.extend_from_slice(self.line_separator.as_bytes());
+        }
         out
     }
 }
@@ -815,7 +1014,45 @@ pub fn run_console_consumer(args: ConsoleConsumerArgs) -> Result<(), String> {
         &mut processed,
     ))?;
     eprintln!("Processed a total of {processed} messages");
-    result
+    match result {
+        // The JVM ends a process whose shutdown hook ran on a signal with 128 + its number
+        // (java.lang.Terminator), after the hook's commit, LeaveGroup and count above.
+        Ok(Some(signal)) => {
+            let _ = std::io::stdout().flush();
+            std::process::exit(128 + signal)
+        }
+        Ok(None) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// SIGINT and SIGTERM, as the JVM's shutdown hook sees them: the first one's number is sent on
+/// the returned channel (0 until then).
+fn shutdown_signals() -> Result<tokio::sync::watch::Receiver<i32>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = tokio::sync::watch::channel(0);
+    let mut interrupt =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    tokio::spawn(async move {
+        let number = tokio::select! {
+            _ = interrupt.recv() => 2,
+            _ = terminate.recv() => 15,
+        };
+        let _ = tx.send(number);
+    });
+    Ok(rx)
+}
+
+/// Resolves once a signal came (never otherwise).
+async fn signalled(stop: &tokio::sync::watch::Receiver<i32>) -> i32 {
+    let mut stop = stop.clone();
+    let seen = stop.wait_for(|n| *n != 0).await.map(|n| *n);
+    match seen {
+        Ok(n) => n,
+        Err(_) => std::future::pending().await,
+    }
 }
 
 async fn consume(
@@ -825,7 +1062,8 @@ async fn consume(
     isolation: i8,
     partition_max_bytes: i32,
     processed: &mut u64,
-) -> Result<(), String> {
+) -> Result<Option<i32>, String> {
+    let stop = shutdown_signals()?;
     let topic = args.topic.as_str();
     let started = Instant::now();
     let timeout = args.timeout_ms.map(Duration::from_millis);
@@ -835,7 +1073,7 @@ async fn consume(
     // ends the wait.
     let waited = Brokers::wait_for_topic(
         &args.bootstrap_server,
-        "console-consumer",
+        CONSOLE_CONSUMER,
         topic,
         timeout.map(|t| tokio::time::Instant::now() + t),
         |brokers| {
@@ -849,14 +1087,16 @@ async fn consume(
                     .iter()
                     .all(|p| partitions.contains(p) && brokers.leader(topic, *p).is_some())
         },
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    );
+    let waited = tokio::select! {
+        waited = waited => waited.map_err(|e| e.to_string())?,
+        signal = signalled(&stop) => return Ok(Some(signal)),
+    };
     let mut brokers = match waited {
         TopicWait::Ready(brokers) => brokers,
         TopicWait::TimedOut => {
             print_consumer_timeout();
-            return Ok(());
+            return Ok(None);
         }
         TopicWait::Failed(code) => {
             return Err(format!(
@@ -871,10 +1111,11 @@ async fn consume(
     };
     let mut member = None;
     let positions_of = if let Some(group) = &args.group {
-        let (joined, assigned) =
-            GroupMember::join(&args.bootstrap_server, group, topic, &partitions)
-                .await
-                .map_err(|e| e.to_string())?;
+        let joining = GroupMember::join(&args.bootstrap_server, group, topic, &partitions);
+        let (joined, assigned) = tokio::select! {
+            joined = joining => joined.map_err(|e| e.to_string())?,
+            signal = signalled(&stop) => return Ok(Some(signal)),
+        };
         member = Some(joined);
         assigned
     } else {
@@ -885,7 +1126,16 @@ async fn consume(
     let mut stdout = std::io::stdout().lock();
     // The wait for the topic counts against the first poll's --timeout-ms.
     let mut last_message = started;
-    loop {
+    let mut signal = None;
+    // Set when a fetch failed in a way new metadata may cure (a lost connection, a moved
+    // leader): the consumer keeps polling, as Kafka's does, until --timeout-ms or
+    // --max-messages ends it.
+    let mut backoff: Option<Duration> = None;
+    'poll: loop {
+        if *stop.borrow() != 0 {
+            signal = Some(*stop.borrow());
+            break;
+        }
         if args.max_messages.is_some_and(|max| *processed >= max) {
             break;
         }
@@ -907,13 +1157,33 @@ async fn consume(
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         }
+        if let Some(delay) = backoff {
+            // reconnect.backoff.ms (50) doubling up to reconnect.backoff.max.ms (1000).
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = signalled(&stop) => continue,
+            }
+            if let Ok(fresh) = Brokers::connect(
+                &args.bootstrap_server,
+                CONSOLE_CONSUMER,
+                Some(std::slice::from_ref(&args.topic)),
+            )
+            .await
+            {
+                brokers = fresh;
+            }
+        }
         // One fetch per leader, each over that leader's partitions.
         let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        let mut leaderless = false;
         for &partition in positions.keys() {
-            let leader = brokers
-                .leader(topic, partition)
-                .ok_or_else(|| format!("no leader for {topic}-{partition}"))?;
-            by_leader.entry(leader).or_default().push(partition);
+            match brokers.leader(topic, partition) {
+                Some(leader) => by_leader.entry(leader).or_default().push(partition),
+                None => leaderless = true,
+            }
+        }
+        if leaderless {
+            backoff = Some(next_backoff(backoff));
         }
         let wait = args
             .timeout_ms
@@ -945,20 +1215,42 @@ async fn consume(
                             })
                             .collect(),
                     )]);
-            let client = brokers.client(leader).await.map_err(|e| e.to_string())?;
-            let version = client
-                .version_of::<FetchRequest>()
-                .map(|v| v.min(LAST_VERSION_BY_NAME))
-                .ok_or("the broker does not support Fetch")?;
-            let response = client
-                .send_at(&request, version)
-                .await
-                .map_err(|e| e.to_string())?;
-            super::check(response.error_code, None).map_err(|e| e.to_string())?;
+            if args.max_messages.is_some_and(|max| *processed >= max) {
+                break;
+            }
+            let fetched = tokio::select! {
+                fetched = fetch(&mut brokers, leader, &request) => fetched,
+                // The fetch connection is dropped unread: nothing is fetched after a signal.
+                _ = signalled(&stop) => continue 'poll,
+            };
+            let response = match fetched {
+                Ok(response) => {
+                    if !leaderless {
+                        backoff = None;
+                    }
+                    response
+                }
+                Err(FetchFailure::Fatal(error)) => return Err(error),
+                Err(FetchFailure::Retriable) => {
+                    brokers.open.remove(&leader);
+                    backoff = Some(next_backoff(backoff));
+                    continue;
+                }
+            };
             for data in response.responses.iter().flat_map(|t| &t.partitions) {
                 let partition = data.partition_index;
+                // Partitions after the last printed record keep their position: the group
+                // commits only what was printed (Kafka's resetUnconsumedOffsets).
+                if args.max_messages.is_some_and(|max| *processed >= max) {
+                    break;
+                }
                 match data.error_code {
                     0 => {}
+                    // A moved or unknown leader: new metadata, then the next poll.
+                    code if retriable_fetch_error(code) => {
+                        backoff = Some(next_backoff(backoff));
+                        continue;
+                    }
                     // OFFSET_OUT_OF_RANGE: auto.offset.reset (latest, or earliest with
                     // --from-beginning).
                     1 => {
@@ -988,7 +1280,7 @@ async fn consume(
                         continue;
                     }
                     if !batch.is_control() {
-                        print_batch(
+                        if let Some(unprinted) = print_batch(
                             &batch,
                             partition,
                             position,
@@ -996,7 +1288,10 @@ async fn consume(
                             &mut stdout,
                             processed,
                             args.max_messages,
-                        )?;
+                        )? {
+                            position = unprinted;
+                            break;
+                        }
                     }
                     position = batch.next_offset();
                     if args.max_messages.is_some_and(|max| *processed >= max) {
@@ -1014,7 +1309,55 @@ async fn consume(
     if let Some(m) = member {
         m.close(&positions).await.map_err(|e| e.to_string())?;
     }
-    Ok(())
+    Ok(signal)
+}
+
+/// Why a fetch got no response to read.
+enum FetchFailure {
+    /// The connection failed or the leader moved: reconnect after new metadata.
+    Retriable,
+    /// An error polling again does not cure.
+    Fatal(String),
+}
+
+/// One Fetch at `leader`.
+async fn fetch(
+    brokers: &mut Brokers,
+    leader: i32,
+    request: &FetchRequest,
+) -> Result<kafka_protocol::messages::FetchResponse, FetchFailure> {
+    let client = brokers
+        .client(leader)
+        .await
+        .map_err(|_| FetchFailure::Retriable)?;
+    let version = client
+        .version_of::<FetchRequest>()
+        .map(|v| v.min(LAST_VERSION_BY_NAME))
+        .ok_or_else(|| FetchFailure::Fatal("the broker does not support Fetch".into()))?;
+    let response = client
+        .send_at(request, version)
+        .await
+        .map_err(|_| FetchFailure::Retriable)?;
+    match response.error_code {
+        0 => Ok(response),
+        code if retriable_fetch_error(code) => Err(FetchFailure::Retriable),
+        code => Err(FetchFailure::Fatal(super::kafka_message(code, None))),
+    }
+}
+
+/// Fetch errors Kafka's fetcher answers with a metadata refresh rather than an exception.
+fn retriable_fetch_error(code: i16) -> bool {
+    // UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+    // REPLICA_NOT_AVAILABLE, NETWORK_EXCEPTION, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH,
+    // UNKNOWN_LEADER_EPOCH, OFFSET_NOT_AVAILABLE, REQUEST_TIMED_OUT.
+    matches!(code, 3 | 5 | 6 | 7 | 9 | 13 | 56 | 74 | 75 | 78)
+}
+
+/// The consumer's reconnect backoff: 50 ms doubling up to 1 s.
+fn next_backoff(previous: Option<Duration>) -> Duration {
+    previous.map_or(Duration::from_millis(50), |d| {
+        (d * 2).min(Duration::from_secs(1))
+    })
 }
 
 /// What kafka-console-consumer.sh prints when `--timeout-ms` passes without a record.
@@ -1051,6 +1394,8 @@ async fn start_positions(
     Ok(positions)
 }
 
+/// Prints the records of `batch` from `position` on; `Some(offset)` of the first record left
+/// unprinted when `max_messages` was reached inside the batch.
 fn print_batch(
     batch: &RecordBatch<'_>,
     partition: i32,
@@ -1059,8 +1404,9 @@ fn print_batch(
     out: &mut impl std::io::Write,
     processed: &mut u64,
     max_messages: Option<u64>,
-) -> Result<(), String> {
+) -> Result<Option<i64>, String> {
     let timestamp_type = batch.timestamp_type().name();
+    let leader_epoch = batch.partition_leader_epoch();
     let records = batch
         .owned_records()
         .map_err(|e| format!("a record batch could not be read: {e}"))?;
@@ -1069,13 +1415,13 @@ fn print_batch(
             continue;
         }
         if max_messages.is_some_and(|max| *processed >= max) {
-            break;
+            return Ok(Some(record.offset));
         }
-        out.write_all(&formatter.format(partition, &record, timestamp_type))
+        out.write_all(&formatter.format(partition, &record, timestamp_type, leader_epoch))
             .map_err(|e| format!("cannot write to stdout: {e}"))?;
         *processed += 1;
     }
-    Ok(())
+    Ok(None)
 }
 
 /// `gregor get-offsets`: kafka-get-offsets.sh.
@@ -1094,7 +1440,8 @@ pub struct GetOffsetsArgs {
     /// Comma separated list of partition ids (all without it).
     #[arg(long)]
     pub partitions: Option<String>,
-    /// `<timestamp>` / -1 or latest / -2 or earliest / -3 or max-timestamp.
+    /// `<timestamp>` / -1 or latest / -2 or earliest / -3 or max-timestamp / -4 or
+    /// earliest-local / -5 or latest-tiered.
     #[arg(long, default_value = "latest", allow_hyphen_values = true)]
     pub time: String,
     /// Internal topics are excluded.
@@ -1164,10 +1511,13 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
         "earliest" => Ok(EARLIEST),
         "latest" => Ok(LATEST),
         "max-timestamp" => Ok(MAX_TIMESTAMP),
+        "earliest-local" => Ok(EARLIEST_LOCAL),
+        "latest-tiered" => Ok(LATEST_TIERED),
         number => number.parse().map_err(|_| {
             format!(
                 "Malformed time argument {number}. Please use -1 or latest / -2 or earliest / \
-                 -3 or max-timestamp, or a specified long format timestamp"
+                 -3 or max-timestamp / -4 or earliest-local / -5 or latest-tiered, or a \
+                 specified long format timestamp"
             )
         }),
     }
@@ -1250,19 +1600,56 @@ async fn get_offsets(
         return Err("Could not match any topic-partitions with the specified filters".into());
     }
     let mut offsets: BTreeMap<String, String> = BTreeMap::new();
-    for (topic, partition) in wanted {
-        match brokers.list_offset(&topic, partition, timestamp).await {
-            Ok(Some(offset)) => {
-                offsets.insert(
-                    format!("{topic}-{partition}"),
-                    format!("{topic}:{partition}:{offset}"),
-                );
+    // As the admin client's listOffsets: a retriable error (a leader not elected yet or moved,
+    // a lost connection) refreshes metadata and asks again until default.api.timeout.ms.
+    let deadline = Instant::now() + LIST_OFFSETS_TIMEOUT;
+    let mut pending = wanted;
+    let mut failures: BTreeMap<(String, i32), String> = BTreeMap::new();
+    loop {
+        let mut retry = Vec::new();
+        for (topic, partition) in pending {
+            match brokers.list_offset(&topic, partition, timestamp).await {
+                Ok(Some(offset)) => {
+                    failures.remove(&(topic.clone(), partition));
+                    offsets.insert(
+                        format!("{topic}-{partition}"),
+                        format!("{topic}:{partition}:{offset}"),
+                    );
+                }
+                Ok(None) => {
+                    failures.remove(&(topic.clone(), partition));
+                }
+                Err(error) => {
+                    let retriable = match &error {
+                        AdminError::Io(_) => {
+                            if let Some(leader) = brokers.leader(&topic, partition) {
+                                brokers.open.remove(&leader);
+                            }
+                            true
+                        }
+                        AdminError::Broker { code, .. } => retriable_fetch_error(*code),
+                        AdminError::UnsupportedVersion(_) => false,
+                    };
+                    failures.insert((topic.clone(), partition), error.to_string());
+                    if retriable {
+                        retry.push((topic, partition));
+                    }
+                }
             }
-            Ok(None) => {}
-            Err(error) => eprintln!(
-                "Skip getting offsets for topic-partition {topic}-{partition} due to error: {error}"
-            ),
         }
+        if retry.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(METADATA_RETRY_BACKOFF).await;
+        if let Ok(fresh) = Brokers::connect(bootstrap, "GetOffsetShell", None).await {
+            brokers = fresh;
+        }
+        pending = retry;
+    }
+    for ((topic, partition), error) in failures {
+        eprintln!(
+            "Skip getting offsets for topic-partition {topic}-{partition} due to error: {error}"
+        );
     }
     // Sorted as kafka-get-offsets.sh sorts them: by `topic-partition` as text.
     Ok(offsets.into_values().collect())
@@ -1308,7 +1695,7 @@ mod tests {
             })
         );
         assert_eq!(
-            reader.parse("\tNULL:NULL", 2),
+            reader.parse("NULL\tNULL:NULL", 2),
             Ok(LineRecord {
                 key: None,
                 value: None,
@@ -1363,13 +1750,123 @@ mod tests {
         ])
         .unwrap_or_default();
         assert_eq!(
-            Formatter::new(&all).format(2, &record, "CreateTime"),
+            Formatter::new(&all).format(2, &record, "CreateTime", -1),
             b"CreateTime:1000\tPartition:2\tOffset:7\th:v\tk\tnull\n".to_vec()
         );
         assert_eq!(
-            Formatter::new(&HashMap::new()).format(2, &record, "CreateTime"),
+            Formatter::new(&HashMap::new()).format(2, &record, "CreateTime", -1),
             b"null\n".to_vec()
         );
+        // No stray separator when neither key nor value is printed, and no line separator
+        // without a value (Kafka's writeTo).
+        let offset_only = properties(&[
+            "print.offset=true".to_owned(),
+            "print.value=false".to_owned(),
+        ])
+        .unwrap_or_default();
+        assert_eq!(
+            Formatter::new(&offset_only).format(2, &record, "CreateTime", 3),
+            b"Offset:7".to_vec()
+        );
+        let epoch = properties(&[
+            "print.epoch=true".to_owned(),
+            "print.delivery=true".to_owned(),
+        ])
+        .unwrap_or_default();
+        assert_eq!(
+            Formatter::new(&epoch).format(2, &record, "CreateTime", 3),
+            b"Delivery:NOT_PRESENT\tEpoch:3\tnull\n".to_vec()
+        );
+        assert_eq!(
+            Formatter::new(&epoch).format(2, &record, "CreateTime", -1),
+            b"Delivery:NOT_PRESENT\tEpoch:NOT_PRESENT\tnull\n".to_vec()
+        );
+    }
+
+    #[test]
+    fn log_lines_carry_a_readable_date() {
+        assert_eq!(log_time(0), "1970-01-01 00:00:00,000");
+        assert_eq!(log_time(1_709_251_199_999), "2024-02-29 23:59:59,999");
+        assert_eq!(log_time(951_782_400_000), "2000-02-29 00:00:00,000");
+    }
+
+    #[test]
+    fn lines_end_as_javas_read_line_ends_them() {
+        let lines = |chunk: &[u8]| -> Vec<Vec<u8>> {
+            split_lines(chunk).into_iter().map(<[u8]>::to_vec).collect()
+        };
+        assert_eq!(lines(b"b\rc\n"), vec![b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!(lines(b"a\r\n"), vec![b"a".to_vec()]);
+        assert_eq!(lines(b"x\r\r\n"), vec![b"x".to_vec(), Vec::<u8>::new()]);
+        assert_eq!(lines(b"\n"), vec![Vec::<u8>::new()]);
+        assert_eq!(lines(b"tail"), vec![b"tail".to_vec()]);
+        assert!(lines(b"").is_empty());
+    }
+
+    #[test]
+    fn header_sections_split_as_kafkas_reader_splits_them() {
+        let props = properties(&[
+            "parse.key=true".to_owned(),
+            "key.separator=:".to_owned(),
+            "parse.headers=true".to_owned(),
+            "null.marker=NULL".to_owned(),
+        ])
+        .unwrap_or_default();
+        let reader = LineReader::new(&props);
+        // A header section equal to null.marker: no headers.
+        assert_eq!(
+            reader.parse("NULL\tk:v", 1),
+            Ok(LineRecord {
+                key: Some(b"k".to_vec()),
+                value: Some(b"v".to_vec()),
+                headers: Vec::new()
+            })
+        );
+        let plain =
+            LineReader::new(&properties(&["parse.headers=true".to_owned()]).unwrap_or_default());
+        assert_eq!(
+            plain.parse("\tv", 2),
+            Err("No header key separator found in pair '' on line number 2".to_owned())
+        );
+        assert_eq!(
+            plain.parse("a:1,,b:2\tv", 3),
+            Err("No header key separator found in pair '' on line number 3".to_owned())
+        );
+        // Trailing empty pairs are dropped, as Java's Pattern.split drops them.
+        assert_eq!(plain.parse("a:1,,\tv", 4).map(|r| r.headers.len()), Ok(1));
+    }
+
+    #[test]
+    fn records_are_batched_by_bytes_and_checked_alone() {
+        let record = |n: usize| LineRecord {
+            key: None,
+            value: Some(vec![b'x'; n]),
+            headers: Vec::new(),
+        };
+        // Kafka's upper bound: 61 (batch) + 21 (record) + 1 (null key) + varint + value + 1
+        // (no headers).
+        assert_eq!(
+            record_size_upper_bound(&record(10)),
+            61 + 21 + 1 + 1 + 10 + 1
+        );
+        assert_eq!(
+            record_size_upper_bound(&record(10_000)),
+            61 + 21 + 1 + 3 + 10_000 + 1
+        );
+        let records: Vec<LineRecord> = (0..5).map(|_| record(10_000)).collect();
+        let sizes: Vec<usize> = batches_by_size(&records, 16_384, false)
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(sizes, vec![1, 1, 1, 1, 1]);
+        let small: Vec<LineRecord> = (0..300).map(|_| record(100)).collect();
+        // 61 + 130 * 125 bytes fit in 16384, one more does not (zig-zag 100 takes 2 bytes).
+        let sizes: Vec<usize> = batches_by_size(&small, 16_384, false)
+            .iter()
+            .map(|b| b.len())
+            .collect();
+        assert_eq!(sizes, vec![130, 130, 40]);
+        assert_eq!(batches_by_size(&small[..3], 16_384, true).len(), 3);
     }
 
     #[test]
@@ -1390,6 +1887,11 @@ mod tests {
         );
         assert_eq!(parse_time("-2"), Ok(-2));
         assert_eq!(parse_time("max-timestamp"), Ok(-3));
+        assert_eq!(parse_time("earliest-local"), Ok(-4));
+        assert_eq!(parse_time("latest-tiered"), Ok(-5));
+        assert!(parse_time("x")
+            .err()
+            .is_some_and(|e| e.contains("-4 or earliest-local / -5 or latest-tiered")));
         assert!(parse_time("soon").is_err());
     }
 }

@@ -102,12 +102,14 @@ impl GroupMember {
         topic: &str,
         partitions: &[i32],
     ) -> Result<(Self, Vec<i32>), AdminError> {
-        let client = coordinator(
+        let mut client = coordinator(
             bootstrap,
             group,
             tokio::time::Instant::now() + COORDINATOR_WAIT,
         )
         .await?;
+        // The member's client id as the group shows it (kafka-console-consumer.sh's).
+        client.set_client_id("console-consumer");
         let mut member = GroupMember {
             client,
             group: group.to_owned(),
