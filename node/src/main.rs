@@ -204,8 +204,12 @@ fn run(cli: Cli, huge_pages: std::io::Result<()>) -> Result<(), String> {
         } => {
             let mut out = std::io::stdout().lock();
             for file in &files {
-                gregor_log::dump::dump_file(file, print_data_log, &mut out)
-                    .map_err(|e| format!("cannot dump {}: {e}", file.display()))?;
+                match gregor_log::dump::dump_file(file, print_data_log, &mut out) {
+                    Ok(()) => {}
+                    // A reader that stopped early (`| head`) ends the dump cleanly.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    Err(e) => return Err(format!("cannot dump {}: {e}", file.display())),
+                }
             }
             Ok(())
         }

@@ -188,11 +188,9 @@ fn write_records(batch: &RecordBatch<'_>, out: &mut dyn Write) -> std::io::Resul
             if let Some(key) = record.key {
                 line.push_str(&format!(" key: {}", String::from_utf8_lossy(key)));
             }
-            match record.value {
-                Some(value) => {
-                    line.push_str(&format!(" payload: {}", String::from_utf8_lossy(value)))
-                }
-                None => line.push_str(" payload: null"),
+            // A null value prints no payload at all, as DumpLogSegments' parser gives None.
+            if let Some(value) = record.value {
+                line.push_str(&format!(" payload: {}", String::from_utf8_lossy(value)));
             }
         }
         writeln!(out, "{line}")?;
@@ -268,7 +266,10 @@ mod tests {
             format!("baseOffset: 5 lastOffset: 6 count: 2 baseSequence: 3 lastSequence: 4 producerId: 9 producerEpoch: 0 partitionLeaderEpoch: 2 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1001 size: {size} magic: 2 compresscodec: gzip crc: {crc} isvalid: true")
         );
         assert_eq!(lines[3], "| offset: 5 CreateTime: 1000 keySize: 2 valueSize: 5 sequence: 3 headerKeys: [h] key: k1 payload: hello");
-        assert_eq!(lines[4], "| offset: 6 CreateTime: 1001 keySize: -1 valueSize: -1 sequence: 4 headerKeys: [] payload: null");
+        assert_eq!(
+            lines[4],
+            "| offset: 6 CreateTime: 1001 keySize: -1 valueSize: -1 sequence: 4 headerKeys: []"
+        );
         assert!(lines[5].starts_with("Found 3 invalid bytes at the end of"));
 
         let index = dir.path().join("00000000000000000005.index");
