@@ -349,3 +349,25 @@ def test_get_offsets_retries_and_knows_the_tiered_specs(node):
     assert (result.returncode, result.stdout) == (0, ""), result.stderr
     result = gregor("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ct-fresh", "--time", "soon")
     assert "-4 or earliest-local / -5 or latest-tiered" in result.stderr
+
+
+def test_dump_log_ends_quietly_when_its_reader_stops(node):
+    """`gregor dump-log ... | head`: a closed output is the end of the dump, not an error."""
+    import glob
+    import os
+    create(node, ("ct-dump", 1))
+    ready(node, "ct-dump", 1)
+    conn = RawConn(node.bootstrap)
+    assert produce(conn, "ct-dump", 0, batch([(None, None, [], 1000)] + [(None, b"x" * 100, [], 1000)] * 50)).error_code == 0
+    conn.close()
+    (segment,) = glob.glob(os.path.join(node.data_dir, "ct-dump-0", "*.log"))
+    reader = subprocess.Popen([str(gregor_bin()), "dump-log", "--print-data-log", "--files", ",".join([segment] * 200)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.readline()
+    reader.stdout.close()
+    _, err = reader.communicate(timeout=60)
+    assert (reader.returncode, err) == (0, b"")
+    # A null value prints no payload (DumpLogSegments).
+    dumped = gregor("dump-log", "--print-data-log", "--files", segment).stdout
+    first = next(line for line in dumped.splitlines() if line.startswith("| offset: 0 "))
+    assert "payload" not in first, first
