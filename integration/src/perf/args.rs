@@ -157,7 +157,19 @@ impl PerfArgs {
     pub fn validate(&self) -> anyhow::Result<()> {
         match &self.mode {
             Mode::Produce(args) => {
-                anyhow::ensure!(args.num_records > 0, "--num-records must be at least 1");
+                // ProducerPerformance's own messages.
+                anyhow::ensure!(
+                    args.num_records > 0,
+                    "--num-records should be greater than zero"
+                );
+                anyhow::ensure!(
+                    args.record_size > 0,
+                    "--record-size should be greater than zero"
+                );
+                anyhow::ensure!(
+                    !args.producer_props.is_empty(),
+                    "Either --producer-props or --producer.config must be specified."
+                );
                 anyhow::ensure!(
                     args.throughput == -1.0 || args.throughput > 0.0,
                     "--throughput must be positive, or -1 for no limit"
@@ -201,5 +213,35 @@ impl PerfArgs {
             Mode::Latency(args) => args.common.json.as_ref(),
             Mode::Handshakes(args) => args.json.as_ref(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(line: &str) -> String {
+        let args =
+            PerfArgs::try_parse_from(line.split_whitespace()).unwrap_or_else(|e| panic!("{e}"));
+        args.validate()
+            .err()
+            .map_or_else(String::new, |e| e.to_string())
+    }
+
+    #[test]
+    fn produce_is_refused_as_producer_performance_refuses_it() {
+        let base = "gregor-perf produce --topic t --num-records 10 --throughput -1";
+        assert_eq!(
+            refusal(&format!("{base} --record-size 0 --producer-props acks=1")),
+            "--record-size should be greater than zero"
+        );
+        assert_eq!(
+            refusal(&format!("{base} --record-size 10")),
+            "Either --producer-props or --producer.config must be specified."
+        );
+        assert_eq!(
+            refusal(&format!("{base} --record-size 10 --producer-props acks=1")),
+            ""
+        );
     }
 }

@@ -60,8 +60,13 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
     let timeout = Duration::from_millis(args.timeout);
     let interval = Duration::from_millis(args.reporting_interval);
 
+    // ConsumerPerformance prints its header before it consumes; the detailed one names the
+    // per-interval rows.
+    println!("{}", header(args.show_detailed_stats));
     let started = Instant::now();
     let (mut records, mut bytes) = (0u64, 0u64);
+    // The join time not yet reported in a detailed row (joinTimeMsInSingleRound).
+    let mut join_unreported = true;
     // Clock reads cost about as much as librdkafka's delivery of a record on this VM, and the
     // tool shares the cores with the broker it measures: the idle timeout, the progress bar and
     // the detailed stats are checked when a poll comes back empty or every `RECORDS_PER_CHECK`.
@@ -88,28 +93,52 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
             progress.set_position(records);
         }
         if last_record.elapsed() > timeout {
-            progress.finish_and_clear();
-            anyhow::bail!(
-                "no record for {} ms after {records} of {} records; raise --timeout or check the topic",
-                args.timeout,
-                args.messages
-            );
+            break;
         }
         if args.show_detailed_stats && window.0.elapsed() >= interval {
-            let seconds = window.0.elapsed().as_secs_f64();
-            progress.suspend(|| {
-                println!(
-                    "{records} records consumed, {:.1} records/sec ({:.4} MB/sec)",
-                    (records - window.1) as f64 / seconds,
-                    megabytes(bytes - window.2) / seconds
-                )
-            });
-            window = (Instant::now(), records, bytes);
+            let now = Instant::now();
+            let elapsed_ms = millis(now.duration_since(window.0));
+            let join_ms = match *assigned_at
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?
+            {
+                Some(at) if join_unreported => {
+                    join_unreported = false;
+                    millis(at.duration_since(started)).min(elapsed_ms)
+                }
+                _ => 0.0,
+            };
+            let fetch_ms = (elapsed_ms - join_ms).floor();
+            let interval_mb = megabytes(bytes - window.2);
+            let per_fetch_s = |x: f64| {
+                if fetch_ms <= 0.0 {
+                    0.0
+                } else {
+                    1000.0 * x / fetch_ms
+                }
+            };
+            let row = format!(
+                "{}, 0, {:.4}, {:.4}, {records}, {:.4}, {:.0}, {:.0}, {:.4}, {:.4}",
+                timestamp(now),
+                megabytes(bytes),
+                1000.0 * interval_mb / elapsed_ms,
+                1000.0 * (records - window.1) as f64 / elapsed_ms,
+                join_ms,
+                fetch_ms,
+                per_fetch_s(interval_mb),
+                per_fetch_s((records - window.1) as f64),
+            );
+            progress.suspend(|| println!("{row}"));
+            window = (now, records, bytes);
         }
     }
     let ended = Instant::now();
     let elapsed = ended.duration_since(started);
     progress.finish_and_clear();
+    // As ConsumerPerformance: a timeout ends the run with a warning, and the stats still print.
+    if records < args.messages {
+        println!("{}", timeout_warning(args.timeout));
+    }
     let join = assigned_at
         .lock()
         .ok()
@@ -124,10 +153,11 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
         fetch_mb_per_s: megabytes(bytes) / fetch_seconds,
         fetch_records_per_s: records as f64 / fetch_seconds,
     };
-    println!(
-        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, \
-         rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
-    );
+    report.fetch = Some(summary.clone());
+    // With --show-detailed-stats the rows were the output: no summary line.
+    if args.show_detailed_stats {
+        return Ok(report);
+    }
     println!(
         "{}, {}, {:.4}, {:.4}, {}, {:.4}, {:.0}, {:.0}, {:.4}, {:.4}",
         timestamp(started),
@@ -141,8 +171,27 @@ pub fn run(args: &ConsumeArgs) -> anyhow::Result<Report> {
         summary.fetch_mb_per_s,
         summary.fetch_records_per_s,
     );
-    report.fetch = Some(summary);
     Ok(report)
+}
+
+/// ConsumerPerformance.printHeader.
+fn header(detailed: bool) -> String {
+    format!(
+        "{}, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, \
+         fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec",
+        if detailed {
+            "time, threadId"
+        } else {
+            "start.time, end.time"
+        }
+    )
+}
+
+/// ConsumerPerformance's line when `--timeout` passed before `--messages` records.
+fn timeout_warning(timeout_ms: u64) -> String {
+    format!(
+        "WARNING: Exiting before consuming the expected number of messages: timeout ({timeout_ms} ms) exceeded. You can use the --timeout option to increase the timeout."
+    )
 }
 
 /// Kafka's `yyyy-MM-dd HH:mm:ss:SSS` (UTC here) for an instant of this run.
@@ -181,6 +230,21 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headers_are_kafkas() {
+        assert!(header(true).starts_with("time, threadId, data.consumed.in.MB, MB.sec"));
+        assert!(header(false).starts_with("start.time, end.time, data.consumed.in.MB"));
+        assert!(header(false).ends_with("fetch.MB.sec, fetch.nMsg.sec"));
+    }
+
+    #[test]
+    fn the_timeout_warning_is_kafkas() {
+        assert_eq!(
+            timeout_warning(5000),
+            "WARNING: Exiting before consuming the expected number of messages: timeout (5000 ms) exceeded. You can use the --timeout option to increase the timeout."
+        );
+    }
 
     #[test]
     fn civil_dates() {

@@ -42,17 +42,31 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<Report> {
     let metadata = consumer
         .fetch_metadata(Some(topic), ROUND_TRIP_TIMEOUT)
         .context("reading the topic's metadata")?;
-    let partitions = metadata
+    let mut partitions = metadata
         .topics()
         .first()
+        .filter(|t| t.error().is_none())
         .map_or(0, |t| t.partitions().len());
+    if partitions == 0 {
+        // EndToEndLatency.createTopic: a missing topic is created with 1 partition, RF 1.
+        create_topic(&args.common.bootstrap_server, topic, &args.props)?;
+        partitions = 1;
+    }
     anyhow::ensure!(
         partitions == 1,
         "topic {topic} has {partitions} partitions; the latency test needs exactly one"
     );
-    let (_, high) = consumer
-        .fetch_watermarks(topic, 0, ROUND_TRIP_TIMEOUT)
-        .context("reading the partition's end offset")?;
+    // A topic just created may not have its leader yet: ask again for a while.
+    let asking_since = Instant::now();
+    let (_, high) = loop {
+        match consumer.fetch_watermarks(topic, 0, ROUND_TRIP_TIMEOUT) {
+            Ok(watermarks) => break watermarks,
+            Err(_) if asking_since.elapsed() < ROUND_TRIP_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => return Err(error).context("reading the partition's end offset"),
+        }
+    };
     let mut assignment = TopicPartitionList::new();
     assignment
         .add_partition_offset(topic, 0, Offset::Offset(high))
@@ -96,9 +110,9 @@ pub fn run(args: &LatencyArgs) -> anyhow::Result<Report> {
         );
         latencies.record(sent.elapsed());
         progress.set_position(i + 1);
-        if (i + 1) % 1000 == 0 {
-            progress
-                .suspend(|| println!("{}\t{:.3}", i + 1, sent.elapsed().as_secs_f64() * 1000.0));
+        // As EndToEndLatency: the round trip of records 0, 1000, 2000, ...
+        if i % 1000 == 0 {
+            progress.suspend(|| println!("{i}\t{}", sent.elapsed().as_secs_f64() * 1000.0));
         }
     }
     let elapsed = started.elapsed();
@@ -114,9 +128,10 @@ fn report(args: &LatencyArgs, latencies: &Latencies, elapsed: Duration) -> Repor
     let topic = &args.common.topic;
     let summary = latencies.summary();
     println!("Avg latency: {:.4} ms", summary.avg_ms);
+    // EndToEndLatency keeps whole milliseconds (truncated) and prints them with %d.
     println!(
-        "Percentiles: 50th = {:.3}, 99th = {:.3}, 99.9th = {:.3}",
-        summary.p50_ms, summary.p99_ms, summary.p999_ms
+        "Percentiles: 50th = {}, 99th = {}, 99.9th = {}",
+        summary.p50_ms as i64, summary.p99_ms as i64, summary.p999_ms as i64
     );
     let mut report = Report::new(
         "latency",
@@ -241,4 +256,35 @@ fn warm_up(
             None => {}
         }
     }
+}
+
+/// EndToEndLatency.createTopic: the topic with 1 partition and replication factor 1.
+fn create_topic(bootstrap: &str, topic: &str, props: &[String]) -> anyhow::Result<()> {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    println!(
+        "Topic \"{topic}\" does not exist. Will create topic with 1 partition(s) and replication factor = 1"
+    );
+    let admin: AdminClient<DefaultClientContext> = client_config(bootstrap, &[], props)?
+        .create()
+        .context("creating the admin client")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting a runtime")?;
+    let created = runtime.block_on(admin.create_topics(
+        &[NewTopic::new(topic, 1, TopicReplication::Fixed(1))],
+        &AdminOptions::new().operation_timeout(Some(ROUND_TRIP_TIMEOUT)),
+    ));
+    let outcome =
+        created
+            .map_err(anyhow::Error::from)
+            .and_then(|results| match results.into_iter().next() {
+                Some(Err((_, code))) => Err(anyhow::anyhow!("{code}")),
+                _ => Ok(()),
+            });
+    if outcome.is_err() {
+        println!("Creation of topic {topic} failed");
+    }
+    outcome
 }

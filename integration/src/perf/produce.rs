@@ -16,8 +16,9 @@ use super::{client_config, megabytes};
 
 /// How often a progress line is printed (Kafka's tool: every 5 s).
 const REPORTING_INTERVAL: Duration = Duration::from_secs(5);
-/// How long the final flush may take.
-const FLUSH_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the final flush may take: past the default delivery timeout (120 s), so records
+/// the broker never answered have failed by then.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(130);
 /// Records sent between two polls for delivery reports (and progress updates). Each poll and
 /// each progress update reads the clock, at about the cost of librdkafka's own per-record work
 /// on this VM, and the tool shares the cores with the broker it measures; Kafka's tool does not
@@ -106,7 +107,13 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
         steady_from_nanos: AtomicU64::new(u64::MAX),
     };
     let producer: BaseProducer<PerfContext> =
-        client_config(&args.common.bootstrap_server, &[], &args.producer_props)?
+        // Kafka's delivery.timeout.ms (librdkafka's own default is 300 s): a record the
+        // broker never acknowledges (a killed broker) fails after it, and the run ends.
+        client_config(
+            &args.common.bootstrap_server,
+            &[("message.timeout.ms", "120000")],
+            &args.producer_props,
+        )?
             .create_with_context(context)
             .context("creating the producer")?;
     let mut payload = vec![0u8; args.record_size];
@@ -171,16 +178,25 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<Report> {
             progress.set_position(sent + 1);
         }
     }
-    producer
-        .flush(FLUSH_TIMEOUT)
-        .context("waiting for every record to be acknowledged")?;
+    // The summary prints even when records are still unacknowledged after the flush (they
+    // count as errors), as Kafka's tool prints it after its failed callbacks.
+    let unflushed = producer.flush(FLUSH_TIMEOUT).err();
     let finished = Instant::now();
     let elapsed = finished.duration_since(started);
     progress.finish_and_clear();
 
-    let deliveries = deliveries
+    let mut deliveries = deliveries
         .lock()
         .map_err(|_| anyhow::anyhow!("delivery statistics poisoned"))?;
+    if let Some(error) = unflushed {
+        let pending = args
+            .num_records
+            .saturating_sub(deliveries.acknowledged + deliveries.errors);
+        deliveries.errors += pending;
+        deliveries
+            .first_error
+            .get_or_insert_with(|| format!("waiting for every record to be acknowledged: {error}"));
+    }
     let mut report = Report::new(
         "produce",
         &args.common.topic,

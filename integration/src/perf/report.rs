@@ -128,7 +128,7 @@ fn rates(records: u64, bytes: u64, elapsed: Duration) -> (f64, f64) {
 }
 
 /// The part of a consume run after the group's first assignment.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct FetchSummary {
     pub rebalance_ms: f64,
     pub fetch_ms: f64,

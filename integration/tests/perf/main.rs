@@ -148,7 +148,7 @@ async fn produce_consume_and_latency_runs_report_what_went_through() {
 
     // As Kafka's tool: the warm-up must leave records to measure.
     let out = perf(
-        &produce_to_perf(&bootstrap, "10", "10", &[]),
+        &produce_to_perf(&bootstrap, "10", "10", &["--producer-props", "acks=1"]),
         Duration::from_secs(60),
     )
     .await;
@@ -270,7 +270,7 @@ async fn failures_exit_non_zero_and_write_no_report() {
     )
     .await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--num-records must be at least 1"));
+    assert!(text(&out.stderr).contains("--num-records should be greater than zero"));
     let out = perf(
         &[
             "latency",
@@ -464,6 +464,8 @@ async fn a_slow_stream_is_read_to_the_end_without_an_idle_timeout() {
         "10",
         "--throughput",
         "0.67",
+        "--producer-props",
+        "acks=all",
     ];
     let (consumed, produced) = tokio::join!(
         perf(&consume_args, Duration::from_secs(60)),
@@ -480,5 +482,109 @@ async fn a_slow_stream_is_read_to_the_end_without_an_idle_timeout() {
         text(&consumed.stdout).contains(", 6, "),
         "{}",
         text(&consumed.stdout)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_and_latency_end_as_kafkas_tools_end() {
+    let node = GregorNode::start(&[("group.initial.rebalance.delay.ms", "0")]).unwrap();
+    create(&node, &[("few", 1)]).await;
+    let bootstrap = node.bootstrap();
+    let out = perf(
+        &produce_to_perf(&bootstrap, "20", "0", &["--producer-props", "acks=all"])
+            .into_iter()
+            .map(|a| if a == "perf" { "few" } else { a })
+            .collect::<Vec<_>>(),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // ConsumerPerformance: a timeout before --messages warns, prints the stats and exits 0.
+    let out = perf(
+        &[
+            "consume",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "few",
+            "--messages",
+            "1000",
+            "--timeout",
+            "8000",
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "WARNING: Exiting before consuming the expected number of messages: timeout (8000 ms) \
+             exceeded. You can use the --timeout option to increase the timeout."
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains(", 20, "), "{stdout}");
+
+    // --show-detailed-stats: the detailed header, rows, and no summary line.
+    let out = perf(
+        &[
+            "consume",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "few",
+            "--messages",
+            "20",
+            "--show-detailed-stats",
+            "--reporting-interval",
+            "1",
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("time, threadId, data.consumed.in.MB, MB.sec"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("start.time"), "{stdout}");
+
+    // EndToEndLatency: a missing topic is created with one partition; record 0's round trip;
+    // whole-millisecond percentiles.
+    let out = perf(
+        &[
+            "latency",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "latency-new",
+            "--num-records",
+            "5",
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with(
+            "Topic \"latency-new\" does not exist. Will create topic with 1 partition(s) and \
+             replication factor = 1\n0\t"
+        ),
+        "{stdout}"
+    );
+    let percentiles = stdout
+        .lines()
+        .find(|l| l.starts_with("Percentiles: "))
+        .unwrap_or_default();
+    assert!(
+        percentiles.split(", ").all(|p| p
+            .rsplit(" = ")
+            .next()
+            .is_some_and(|n| n.parse::<i64>().is_ok())),
+        "{stdout}"
     );
 }
