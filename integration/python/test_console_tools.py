@@ -371,3 +371,33 @@ def test_dump_log_ends_quietly_when_its_reader_stops(node):
     dumped = gregor("dump-log", "--print-data-log", "--files", segment).stdout
     first = next(line for line in dumped.splitlines() if line.startswith("| offset: 0 "))
     assert "payload" not in first, first
+
+
+def test_console_consumer_polls_on_across_a_broker_restart(start_node):
+    """Kafka's consumer reconnects after a lost connection (with backoff) and ends only on
+    --max-messages or --timeout-ms: a kill -9 and restart of the broker is not the end."""
+    from ports import reserve_port
+    node = start_node({"listeners": f"PLAINTEXT://127.0.0.1:{reserve_port()},CONTROLLER://127.0.0.1:{reserve_port()}"})
+    create(node, ("ct-restart", 1))
+    ready(node, "ct-restart", 1)
+    conn = RawConn(node.bootstrap)
+    assert produce(conn, "ct-restart", 0, batch([(None, f"a{i}".encode(), [], 1000) for i in range(3)])).error_code == 0
+    conn.close()
+    consumer = subprocess.Popen(
+        [str(gregor_bin()), "console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-restart",
+         "--from-beginning", "--max-messages", "6", "--timeout-ms", "60000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        assert [consumer.stdout.readline() for _ in range(3)] == [b"a0\n", b"a1\n", b"a2\n"]
+        node.restart()
+        assert consumer.poll() is None, consumer.communicate()
+        ready(node, "ct-restart", 1)
+        conn = RawConn(node.bootstrap)
+        assert produce(conn, "ct-restart", 0, batch([(None, f"b{i}".encode(), [], 1000) for i in range(3)])).error_code == 0
+        conn.close()
+        out, err = consumer.communicate(timeout=60)
+    finally:
+        consumer.kill()
+    assert (consumer.returncode, out) == (0, b"b0\nb1\nb2\n"), err
+    assert b"Processed a total of 6 messages" in err
