@@ -373,11 +373,14 @@ def test_dump_log_ends_quietly_when_its_reader_stops(node):
     assert "payload" not in first, first
 
 
-def test_console_consumer_polls_on_across_a_broker_restart(start_node):
-    """Kafka's consumer reconnects after a lost connection (with backoff) and ends only on
-    --max-messages or --timeout-ms: a kill -9 and restart of the broker is not the end."""
+@pytest.mark.parametrize("group", [[], ["--group", "g-restart"]])
+def test_console_consumer_polls_on_across_a_broker_restart(start_node, group):
+    """Kafka's consumer reconnects after a lost connection (with backoff; a group member finds
+    its coordinator again and rejoins) and ends only on --max-messages or --timeout-ms: a
+    kill -9 and restart of the broker is not the end."""
     from ports import reserve_port
-    node = start_node({"listeners": f"PLAINTEXT://127.0.0.1:{reserve_port()},CONTROLLER://127.0.0.1:{reserve_port()}"})
+    node = start_node({"listeners": f"PLAINTEXT://127.0.0.1:{reserve_port()},CONTROLLER://127.0.0.1:{reserve_port()}",
+                       "group.initial.rebalance.delay.ms": "0"})
     create(node, ("ct-restart", 1))
     ready(node, "ct-restart", 1)
     conn = RawConn(node.bootstrap)
@@ -385,7 +388,7 @@ def test_console_consumer_polls_on_across_a_broker_restart(start_node):
     conn.close()
     consumer = subprocess.Popen(
         [str(gregor_bin()), "console-consumer", "--bootstrap-server", node.bootstrap, "--topic", "ct-restart",
-         "--from-beginning", "--max-messages", "6", "--timeout-ms", "60000"],
+         "--from-beginning", "--max-messages", "6", "--timeout-ms", "60000", *group],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:
@@ -401,3 +404,6 @@ def test_console_consumer_polls_on_across_a_broker_restart(start_node):
         consumer.kill()
     assert (consumer.returncode, out) == (0, b"b0\nb1\nb2\n"), err
     assert b"Processed a total of 6 messages" in err
+    assert b"WARN" not in err, err
+    if group:
+        wait_for("the group's commit", lambda: committed_offsets(node, "g-restart", "ct-restart") == {0: 6})

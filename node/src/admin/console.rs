@@ -35,6 +35,10 @@ const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const LEADER_NOT_AVAILABLE: i16 = 5;
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
+const ILLEGAL_GENERATION: i16 = 22;
+const UNKNOWN_MEMBER_ID: i16 = 25;
 /// The producer's `retry.backoff.ms` between Metadata requests for a topic not there yet.
 const METADATA_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// The console producer's client id.
@@ -1131,6 +1135,7 @@ async fn consume(
     // leader): the consumer keeps polling, as Kafka's does, until --timeout-ms or
     // --max-messages ends it.
     let mut backoff: Option<Duration> = None;
+    let mut coordinator_lost = false;
     'poll: loop {
         if *stop.borrow() != 0 {
             signal = Some(*stop.borrow());
@@ -1144,12 +1149,46 @@ async fn consume(
             break;
         }
         if let Some(m) = member.as_mut() {
-            if let Some(assigned) = m
-                .tick(&positions, &partitions)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                positions = start_positions(&mut brokers, Some(m), topic, &assigned, start).await?;
+            let ticked = if coordinator_lost {
+                tokio::select! {
+                    joined = m.reconnect(&positions, &partitions) => {
+                        joined.map(Some)
+                    }
+                    _ = signalled(&stop) => continue,
+                }
+            } else {
+                m.tick(&positions, &partitions).await
+            };
+            match ticked {
+                Ok(assigned) => {
+                    coordinator_lost = false;
+                    if let Some(assigned) = assigned {
+                        positions =
+                            start_positions(&mut brokers, Some(m), topic, &assigned, start).await?;
+                    }
+                }
+                // A lost coordinator connection is found again after a backoff, as Kafka's
+                // consumer rediscovers its coordinator; --timeout-ms still ends the run.
+                Err(
+                    AdminError::Io(_)
+                    | AdminError::Broker {
+                        code:
+                            COORDINATOR_NOT_AVAILABLE
+                            | NOT_COORDINATOR
+                            | ILLEGAL_GENERATION
+                            | UNKNOWN_MEMBER_ID,
+                        ..
+                    },
+                ) => {
+                    coordinator_lost = true;
+                    backoff = Some(next_backoff(backoff));
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff.unwrap_or_default()) => {}
+                        _ = signalled(&stop) => {}
+                    }
+                    continue;
+                }
+                Err(error) => return Err(error.to_string()),
             }
         }
         if positions.is_empty() {
@@ -1307,7 +1346,13 @@ async fn consume(
         let _ = stdout.flush();
     }
     if let Some(m) = member {
-        m.close(&positions).await.map_err(|e| e.to_string())?;
+        // As Kafka's consumer.close(): a failed final commit or LeaveGroup is a warning.
+        if let Err(error) = m.close(&positions).await {
+            eprintln!(
+                "[{}] WARN Failed to commit the offsets or leave the group on close: {error} (org.apache.kafka.clients.consumer.internals.ConsumerCoordinator)",
+                now_text()
+            );
+        }
     }
     Ok(signal)
 }

@@ -85,6 +85,8 @@ pub(super) fn range(members: &[String], partitions: &[i32]) -> BTreeMap<String, 
 /// This process as a member of the group.
 pub(super) struct GroupMember {
     client: AdminClient,
+    /// Where the coordinator is looked for again after its connection was lost.
+    bootstrap: String,
     group: String,
     topic: String,
     member_id: String,
@@ -112,6 +114,7 @@ impl GroupMember {
         client.set_client_id("console-consumer");
         let mut member = GroupMember {
             client,
+            bootstrap: bootstrap.to_owned(),
             group: group.to_owned(),
             topic: topic.to_owned(),
             member_id: String::new(),
@@ -236,7 +239,22 @@ impl GroupMember {
                         })
                         .collect(),
                 )]);
-        let (_, committed) = self.client.send(&request).await?;
+        // As commitSync: a coordinator still loading the group (after a restart) is asked
+        // again for up to about 30 s.
+        let mut loading = 0;
+        let committed = loop {
+            let (_, committed) = self.client.send(&request).await?;
+            let still_loading = committed
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .any(|p| p.error_code == COORDINATOR_LOAD_IN_PROGRESS);
+            if !still_loading || loading >= 300 {
+                break committed;
+            }
+            loading += 1;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         for p in committed.topics.iter().flat_map(|t| &t.partitions) {
             // A commit refused by a rebalance is retried with the next generation's positions.
             if p.error_code != REBALANCE_IN_PROGRESS {
@@ -279,8 +297,54 @@ impl GroupMember {
         }
     }
 
-    /// Commits the positions and leaves the group.
+    /// After the coordinator's connection was lost: finds the coordinator again, commits the
+    /// positions there and rejoins, as Kafka's consumer does once it marks its coordinator
+    /// unknown; returns the partitions of the new assignment.
+    pub(super) async fn reconnect(
+        &mut self,
+        positions: &BTreeMap<i32, i64>,
+        partitions: &[i32],
+    ) -> Result<Vec<i32>, AdminError> {
+        self.find_coordinator().await?;
+        match self.commit(positions).await {
+            Ok(()) => {}
+            Err(AdminError::Io(error)) => return Err(AdminError::Io(error)),
+            // A member the coordinator no longer knows (its session ended, or the group was
+            // loaded anew) joins as a new one, from the group's commits.
+            Err(_) => {
+                self.member_id.clear();
+                self.generation = -1;
+            }
+        }
+        self.rejoin(partitions).await
+    }
+
+    /// A new connection to the group's coordinator.
+    async fn find_coordinator(&mut self) -> Result<(), AdminError> {
+        let mut client = coordinator(
+            &self.bootstrap,
+            &self.group,
+            tokio::time::Instant::now() + COORDINATOR_WAIT,
+        )
+        .await?;
+        client.set_client_id("console-consumer");
+        self.client = client;
+        Ok(())
+    }
+
+    /// Commits the positions and leaves the group; a connection found lost (the broker
+    /// restarted since the last heartbeat) is opened again once first.
     pub(super) async fn close(mut self, positions: &BTreeMap<i32, i64>) -> Result<(), AdminError> {
+        match self.commit_and_leave(positions).await {
+            Err(AdminError::Io(_)) => {
+                self.find_coordinator().await?;
+                self.commit_and_leave(positions).await
+            }
+            done => done,
+        }
+    }
+
+    async fn commit_and_leave(&mut self, positions: &BTreeMap<i32, i64>) -> Result<(), AdminError> {
         self.commit(positions).await?;
         let request = LeaveGroupRequest::default()
             .with_group_id(GroupId(text(&self.group)))
