@@ -284,6 +284,10 @@ def test_console_consumer_group_cleans_up_on_a_signal(node, signal_number):
     try:
         lines = [consumer.stdout.readline() for _ in range(10)]
         assert lines == [f"v{i}\n".encode() for i in range(10)]
+        # The member's client id is kafka-console-consumer.sh's.
+        members = gregor("consumer-groups", "--bootstrap-server", node.bootstrap, "--describe", "--group", group,
+                         "--members")
+        assert " console-consumer" in members.stdout, members
         consumer.send_signal(signal_number)
         _, err = consumer.communicate(timeout=30)
     finally:
