@@ -365,10 +365,32 @@ fn an_upgrade_follows_the_policy_and_the_protocol_type() {
     classic_group(&mut c, t0);
     let refused = c.consumer_heartbeat(consumer_beat("C", 1, &[]), TIMEOUTS, &Topics, t0, 0);
     assert_eq!(refused.error, GROUP_ID_NOT_FOUND);
-    // Parked joins are told to rejoin when the group converts.
-    let mut rejoin = c.join(join_request("", &[]), t0, 0);
-    let id = rejoin.try_recv().unwrap().member_id;
+    // A new member between its join and its sync has no assignment, which Kafka reads as a
+    // malformed one: no upgrade in the middle of its rebalance.
+    let mut c = loaded(t0, MigrationPolicy::Upgrade);
+    classic_group(&mut c, t0);
+    let id = c
+        .join(join_request("", &[]), t0, 0)
+        .try_recv()
+        .unwrap()
+        .member_id;
     let mut parked = c.join(join_request(&id, &[]), t0, 0);
+    assert!(parked.try_recv().is_err());
+    let refused = c.consumer_heartbeat(consumer_join("C"), TIMEOUTS, &Topics, t0, 0);
+    assert_eq!(
+        (refused.error, refused.message.as_deref()),
+        (
+            GROUP_ID_NOT_FOUND,
+            Some("Cannot upgrade the classic group g to consumer group because the embedded consumer protocol is malformed.")
+        )
+    );
+    assert!(written(&mut c).is_empty());
+    assert_eq!(c.list(&[], &[])[0].group_type, "classic");
+    // A member with an assignment rejoining is parked, and told to rejoin when the group
+    // converts.
+    let mut c = loaded(t0, MigrationPolicy::Upgrade);
+    let (a, _) = classic_group(&mut c, t0);
+    let mut parked = c.join(join_request(&a, &[]), t0, 0);
     assert!(parked.try_recv().is_err());
     assert_eq!(
         c.consumer_heartbeat(consumer_join("C"), TIMEOUTS, &Topics, t0, 0)

@@ -1218,14 +1218,11 @@ fn upgrade(
         ..ConsumerGroup::default()
     };
     for member in group.members.values() {
-        // A member between a join and its sync has no assignment yet: none, not malformed.
-        let assigned = if member.assignment.is_empty() {
-            Vec::new()
-        } else {
-            match records::decode_assignment(&member.assignment) {
-                Ok(assigned) => assigned,
-                Err(_) => return malformed(),
-            }
+        // A member between a join and its sync has no assignment yet, and Kafka reads that as
+        // a malformed one: the group is not upgraded in the middle of a rebalance, when a
+        // member's last partitions are unknown (it may still own some).
+        let Ok(assigned) = records::decode_assignment(&member.assignment) else {
+            return malformed();
         };
         let Ok(subscription) = records::decode_subscription(&member.metadata(&protocol)) else {
             return malformed();
