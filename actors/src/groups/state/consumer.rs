@@ -258,6 +258,37 @@ impl ClassicMember {
 }
 
 impl ConsumerMember {
+    /// A member that has just joined: no subscription, assignment or epoch yet.
+    pub(super) fn joined(
+        id: &str,
+        instance_id: Option<String>,
+        rebalance_timeout_ms: i32,
+        session_timeout: Duration,
+        now: Instant,
+    ) -> Self {
+        ConsumerMember {
+            id: id.to_owned(),
+            instance_id,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            subscribed_names: TopicNames::default(),
+            regex: None,
+            regex_topics: BTreeSet::new(),
+            rebalance_timeout_ms,
+            server_assignor: None,
+            epoch: 0,
+            previous_epoch: 0,
+            state: MemberState::Stable,
+            assigned: Assignment::new(),
+            pending_revocation: Assignment::new(),
+            session_timeout,
+            deadline: now + session_timeout,
+            revocation_deadline: None,
+            classic: None,
+        }
+    }
+
     fn metadata_value(&self) -> ConsumerMemberValue {
         ConsumerMemberValue {
             instance_id: self.instance_id.clone(),
@@ -839,27 +870,13 @@ impl Coordinator {
                 },
                 None => None,
             };
-            let mut member = ConsumerMember {
-                id: request.member_id.clone(),
-                instance_id: request.instance_id.clone(),
-                rack_id: None,
-                client_id: String::new(),
-                client_host: String::new(),
-                subscribed_names: TopicNames::default(),
-                regex: None,
-                regex_topics: BTreeSet::new(),
-                rebalance_timeout_ms: request.rebalance_timeout_ms,
-                server_assignor: None,
-                epoch: 0,
-                previous_epoch: 0,
-                state: MemberState::Stable,
-                assigned: Assignment::new(),
-                pending_revocation: Assignment::new(),
+            let mut member = ConsumerMember::joined(
+                &request.member_id,
+                request.instance_id.clone(),
+                request.rebalance_timeout_ms,
                 session_timeout,
-                deadline: now + session_timeout,
-                revocation_deadline: None,
-                classic: None,
-            };
+                now,
+            );
             if let Some(old_id) = replaced {
                 // The new member takes the old one's place: its epoch and partitions.
                 cg.release(&old_id);

@@ -10,7 +10,6 @@
 //! assignor decides, and Heartbeat answers REBALANCE_IN_PROGRESS when it must rejoin to give
 //! partitions up or to get new ones.
 
-use std::collections::BTreeSet;
 use std::time::Instant;
 
 use uuid::Uuid;
@@ -207,26 +206,14 @@ impl Coordinator {
         let mut writes: Vec<KeyValue> = Vec::new();
         let mut bump = false;
         let session_timeout = millis(request.session_timeout_ms);
-        let blank = |id: &str| ConsumerMember {
-            id: id.to_owned(),
-            instance_id: request.group_instance_id.clone(),
-            rack_id: None,
-            client_id: String::new(),
-            client_host: String::new(),
-            subscribed_names: TopicNames::default(),
-            regex: None,
-            regex_topics: BTreeSet::new(),
-            rebalance_timeout_ms: request.rebalance_timeout_ms,
-            server_assignor: None,
-            epoch: 0,
-            previous_epoch: 0,
-            state: MemberState::Stable,
-            assigned: Assignment::new(),
-            pending_revocation: Assignment::new(),
-            session_timeout,
-            deadline: now + session_timeout,
-            revocation_deadline: None,
-            classic: None,
+        let blank = |id: &str| {
+            ConsumerMember::joined(
+                id,
+                request.group_instance_id.clone(),
+                request.rebalance_timeout_ms,
+                session_timeout,
+                now,
+            )
         };
         let existing = match &request.group_instance_id {
             None => {
