@@ -108,13 +108,18 @@ def committed(node):
         c.close()
 
 
+def start_classic_pair(node, members):
+    """Two classic confluent members of GROUP, polled until they share the partitions."""
+    members.live = [member(node, "classic"), member(node, "classic")]
+    members.poll_until("the classic group spread", members.spread)
+
+
 def test_rolling_upgrade_then_downgrade_loses_no_records(start_node):
     node = start_node(FAST)
     create(node, TOPIC, 6)
     members = Members()
     try:
-        members.live = [member(node, "classic"), member(node, "classic")]
-        members.poll_until("the classic group spread", members.spread)
+        start_classic_pair(node, members)
         n = produce_and_consume(node, members, 0, "classic")
         assert group_type(node) == ConsumerGroupType.CLASSIC
 
@@ -149,8 +154,7 @@ def test_a_kill_mid_migration_keeps_the_group_and_its_offsets(start_node):
     create(node, TOPIC, 6)
     members = Members()
     try:
-        members.live = [member(node, "classic"), member(node, "classic")]
-        members.poll_until("the classic group spread", members.spread)
+        start_classic_pair(node, members)
         members.replace(members.live[0], member(node, "consumer"), "upgrade")
         n = produce_and_consume(node, members, 0, "upgrade")
         before = describe(node, GROUP)

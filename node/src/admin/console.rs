@@ -1718,8 +1718,8 @@ mod tests {
         assert_eq!(murmur2(b"abc"), 479_470_107);
     }
 
-    #[test]
-    fn lines_become_records_as_the_line_reader_reads_them() {
+    /// A reader of keys (`k:v`) and headers (`h1:v1,h2:v2<TAB>`) with `NULL` as null marker.
+    fn keys_and_headers_reader() -> LineReader {
         let props = properties(&[
             "parse.key=true".to_owned(),
             "key.separator=:".to_owned(),
@@ -1727,7 +1727,12 @@ mod tests {
             "null.marker=NULL".to_owned(),
         ])
         .unwrap_or_default();
-        let reader = LineReader::new(&props);
+        LineReader::new(&props)
+    }
+
+    #[test]
+    fn lines_become_records_as_the_line_reader_reads_them() {
+        let reader = keys_and_headers_reader();
         assert_eq!(
             reader.parse("h1:v1,h2:NULL\tk:value", 1),
             Ok(LineRecord {
@@ -1850,14 +1855,7 @@ mod tests {
 
     #[test]
     fn header_sections_split_as_kafkas_reader_splits_them() {
-        let props = properties(&[
-            "parse.key=true".to_owned(),
-            "key.separator=:".to_owned(),
-            "parse.headers=true".to_owned(),
-            "null.marker=NULL".to_owned(),
-        ])
-        .unwrap_or_default();
-        let reader = LineReader::new(&props);
+        let reader = keys_and_headers_reader();
         // A header section equal to null.marker: no headers.
         assert_eq!(
             reader.parse("NULL\tk:v", 1),
