@@ -271,20 +271,21 @@ pub(super) async fn handle(
             Ok(append) => append.outcome().await,
             Err(error) => Err(error),
         };
-        let waiting = std::time::Instant::now();
-        let replicated = match &result {
+        // Only acks=all waits for others (its remote time); the clock is read only then.
+        let (replicated, waited) = match &result {
             Ok(appended) if acks == -1 => {
-                crate::replication::await_replication(
+                let waiting = std::time::Instant::now();
+                let replicated = crate::replication::await_replication(
                     &partition.state,
                     partition.epoch,
                     appended.last_offset + 1,
                     deadline,
                 )
-                .await
+                .await;
+                (replicated, waiting.elapsed())
             }
-            _ => Ok(()),
+            _ => (Ok(()), std::time::Duration::ZERO),
         };
-        let waited = waiting.elapsed();
         gregor_metrics::topic_produce(
             &partition.name,
             result.as_ref().ok().map(|appended| {
