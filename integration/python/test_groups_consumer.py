@@ -103,7 +103,16 @@ def list_consumer_groups(node):
     client learns them first."""
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
     admin.list_topics(timeout=30)
-    listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=30)
+
+    def listed_without_errors():
+        # A broker's answer with an error (COORDINATOR_LOAD_IN_PROGRESS while any
+        # __consumer_offsets partition loads, as Kafka) lists nothing: ask again.
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=30)
+        if listed.errors:
+            raise AssertionError(f"ListGroups errors: {listed.errors}")
+        return listed
+
+    listed = wait_for("ListGroups without errors", listed_without_errors, timeout=30)
     return [(g.group_id, g.type) for g in listed.valid]
 
 
