@@ -27,21 +27,25 @@ pub struct Protocols {
 
 impl Protocols {
     /// Reads `count` protocols from `buf` (a JoinGroup request body where its protocols
-    /// start, `flexible` from v6), leaving `buf` after them. Each name must be UTF-8 and no
-    /// name or metadata null, as the crate's decoder requires.
+    /// start, `flexible` from v6), leaving `buf` after them. No name or metadata may be null,
+    /// as the crate's decoder requires; a name that is not UTF-8 is read as Kafka's
+    /// `readString` reads it, invalid bytes replaced by U+FFFD.
     pub fn read(buf: &mut Bytes, count: usize, flexible: bool) -> Result<Self, String> {
         // Each protocol is at least four bytes on the wire: the offsets never outgrow it.
         let mut by_name = Vec::with_capacity(count.min(buf.len() / 4));
         let mut at = 0;
+        let mut all_utf8 = true;
         for _ in 0..count {
             let offset = u32::try_from(at).map_err(|_| "a frame over 4 GiB".to_owned())?;
             let (name, _, end) = parse(buf, at, flexible)?;
-            std::str::from_utf8(&buf[name])
-                .map_err(|_| "a JoinGroup protocol name that is not UTF-8".to_owned())?;
+            all_utf8 &= std::str::from_utf8(&buf[name]).is_ok();
             by_name.push(offset);
             at = end;
         }
         let list = buf.split_to(at);
+        if !all_utf8 {
+            return Ok(Self::with_names_replaced(&list, &by_name, flexible));
+        }
         let mut protocols = Protocols {
             list,
             flexible,
@@ -71,6 +75,26 @@ impl Protocols {
         };
         protocols.order_by_name();
         protocols
+    }
+
+    /// The protocols of a request `list` (offsets in request order) rewritten with each name
+    /// made UTF-8 as Kafka reads it; a hostile request's path only.
+    fn with_names_replaced(list: &[u8], offsets: &[u32], flexible: bool) -> Self {
+        let pairs: Vec<(String, &[u8])> = offsets
+            .iter()
+            .filter_map(|offset| parse(list, *offset as usize, flexible).ok())
+            .map(|(name, metadata, _)| {
+                (
+                    String::from_utf8_lossy(&list[name]).into_owned(),
+                    &list[metadata],
+                )
+            })
+            .collect();
+        Self::from_pairs(
+            pairs
+                .iter()
+                .map(|(name, metadata)| (name.as_str(), *metadata)),
+        )
     }
 
     fn order_by_name(&mut self) {
@@ -337,6 +361,19 @@ mod tests {
             let mut null = Bytes::from_static(b"\xff\xff");
             assert!(Protocols::read(&mut null, 1, false).is_err());
         }
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_reads_as_kafka_reads_it() {
+        let mut wire =
+            Bytes::from_static(b"\x00\x02r\xff\x00\x00\x00\x01m\x00\x01a\x00\x00\x00\x00");
+        let protocols = Protocols::read(&mut wire, 2, false).unwrap();
+        assert!(wire.is_empty());
+        assert_eq!(
+            protocols,
+            Protocols::from_pairs([("r\u{fffd}", &b"m"[..]), ("a", &b""[..])])
+        );
+        assert_eq!(protocols.metadata("r\u{fffd}").as_deref(), Some(&b"m"[..]));
     }
 
     #[test]

@@ -426,9 +426,8 @@ impl<'a> Reader<'a> {
     fn nullable_string(&mut self) -> Decoded<Option<String>> {
         match self.length(false)? {
             None => Ok(None),
-            Some(len) => String::from_utf8(self.take(len).to_vec())
-                .map(Some)
-                .map_err(|_| "string is not UTF-8".to_owned()),
+            // As Kafka's `readString`: invalid UTF-8 replaced, not refused.
+            Some(len) => Ok(Some(String::from_utf8_lossy(self.take(len)).into_owned())),
         }
     }
     fn string(&mut self) -> Decoded<String> {

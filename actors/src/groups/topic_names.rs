@@ -25,18 +25,29 @@ pub struct TopicNames {
 
 impl TopicNames {
     /// Reads `count` compact strings from `buf` (a name list where its names start), leaving
-    /// `buf` after them. Each name must be UTF-8 (not null), as the crate's decoder requires.
+    /// `buf` after them. No name may be null, as the crate's decoder requires; a name that is
+    /// not UTF-8 is read as Kafka's `readString` reads it, invalid bytes replaced by U+FFFD.
     pub fn read(buf: &mut Bytes, count: usize) -> Result<Self, String> {
         // Each name is at least a byte on the wire: the offsets never outgrow four times it.
         let mut offsets = Vec::with_capacity(count.min(buf.len()));
         let mut at = 0;
+        let mut all_utf8 = true;
         for _ in 0..count {
             let offset = u32::try_from(at).map_err(|_| "a frame over 4 GiB".to_owned())?;
             let name = name_range(buf, &mut at)?.ok_or("a topic name must not be null")?;
-            std::str::from_utf8(&buf[name]).map_err(|_| "a topic name that is not UTF-8")?;
+            all_utf8 &= std::str::from_utf8(&buf[name]).is_ok();
             offsets.push(offset);
         }
-        Ok(Self::sorted(buf.split_to(at), offsets))
+        let list = buf.split_to(at);
+        if !all_utf8 {
+            // A hostile request's path: each name as Kafka's `readString` reads it.
+            return Ok(Self::from_names(offsets.iter().filter_map(|offset| {
+                let mut at = *offset as usize;
+                let name = name_range(&list, &mut at).ok().flatten()?;
+                Some(String::from_utf8_lossy(&list[name]).into_owned())
+            })));
+        }
+        Ok(Self::sorted(list, offsets))
     }
 
     /// The distinct names of `names`.
@@ -174,9 +185,8 @@ mod tests {
             TopicNames::read(&mut Bytes::from_static(b"\x05ab"), 1).is_err(),
             "short"
         );
-        assert!(
-            TopicNames::read(&mut Bytes::from_static(b"\x02\xff"), 1).is_err(),
-            "not UTF-8"
-        );
+        // As Kafka's readString: invalid UTF-8 replaced, so two such names are one.
+        let names = TopicNames::read(&mut Bytes::from_static(b"\x02\xff\x02\xfe\x02a"), 3).unwrap();
+        assert_eq!(names, TopicNames::from_names(["a", "\u{fffd}"]));
     }
 }

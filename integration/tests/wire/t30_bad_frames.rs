@@ -234,3 +234,36 @@ async fn a_client_id_that_is_not_utf8_is_served() {
     // Correlation id, then ApiVersions v0's error code 0.
     assert_eq!(&answer[..6], &[0, 0, 0, 77, 0, 0]);
 }
+
+#[tokio::test]
+async fn a_topic_name_that_is_not_utf8_gets_kafkas_answer_not_a_closed_connection() {
+    // Kafka's readString replaces invalid UTF-8 (U+FFFD): the name reaches topic validation,
+    // which refuses it as an invalid topic, and the connection serves on.
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let mut body = BytesMut::new();
+    body.put_i32(1);
+    body.put_i16(4);
+    body.put_slice(b"caf\xe9");
+    body.put_i32(1);
+    body.put_i16(1);
+    body.put_i32(0);
+    body.put_i32(0);
+    body.put_i32(30_000);
+    body.put_u8(0);
+    conn.write_raw(&raw_frame(19, 2, 78, &body)).await.unwrap();
+    let answer = conn
+        .read_frame()
+        .await
+        .unwrap()
+        .expect("an answer, not a closed connection");
+    let mut expected = BytesMut::new();
+    expected.put_i32(78);
+    expected.put_i32(0);
+    expected.put_i32(1);
+    expected.put_i16(6);
+    expected.put_slice("caf\u{fffd}".as_bytes());
+    expected.put_i16(17);
+    assert_eq!(&answer[..expected.len()], &expected[..]);
+    assert_healthy(&mut conn, &node, "a topic name that is not UTF-8").await;
+}

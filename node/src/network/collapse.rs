@@ -29,12 +29,12 @@
 //!
 //! Written on the wire primitives, as `repeated.rs` is: the crate decodes a whole list at
 //! once. What is malformed is left for the crate's decoder to refuse: a frame whose dropped
-//! part would have been refused (a name that is not UTF-8) is not rewritten.
+//! part would have been refused (a null name or list) is not rewritten. A string that is not
+//! UTF-8 is not malformed: Kafka's `readString`, and the crate, replace its invalid bytes.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-use anyhow::Context;
 use arc_swap::ArcSwap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -172,7 +172,7 @@ fn index_at(frame: &[u8], at: u32) -> i32 {
 
 /// Reads the list of topics at `rest` and returns it rewritten as Kafka answers it (see the
 /// module's comment), `Some(None)` when that is the list as it came, `None` when the frame
-/// must be left as it came (a dropped name that is not UTF-8, a null list or name).
+/// must be left as it came (a null list or name).
 fn collapse_partitions(
     frame: &Bytes,
     rest: &mut Bytes,
@@ -234,14 +234,7 @@ fn collapse_partitions(
             });
         }
         skip_tagged_fields(rest, flexible)?;
-        if partitions == 0 {
-            empty_topics = true;
-            // The crate refuses a name that is not UTF-8: such a frame stays as it came.
-            let mut name = frame.slice(key_start as usize..key_end as usize);
-            if !data.by_id && string_bytes(&mut name, flexible)?.is_some_and(|n| !is_utf8(&n)) {
-                return Ok(None);
-            }
-        }
+        empty_topics |= partitions == 0;
     }
     drop(by_key);
     // Each (topic, index) once: placed at its first copy, with the data of its last.
@@ -295,7 +288,7 @@ fn collapse_partitions(
 }
 
 /// Fetch's forgotten topics (v7+) without those naming no partition; `None` when none is
-/// dropped (or a dropped name is not UTF-8, left for the crate to refuse).
+/// dropped.
 fn drop_empty_forgotten(
     frame: &Bytes,
     rest: &mut Bytes,
@@ -308,12 +301,11 @@ fn drop_empty_forgotten(
     let mut kept_count = 0usize;
     for _ in 0..count.max(0) {
         let start = offset(frame, rest);
-        let name = if data.by_id {
+        if data.by_id {
             skip(rest, 16)?;
-            None
         } else {
-            string_bytes(rest, flexible)?
-        };
+            string_bytes(rest, flexible)?;
+        }
         let partitions = array_length(rest, flexible)?;
         skip(rest, 4 * partitions.max(0) as usize)?;
         skip_tagged_fields(rest, flexible)?;
@@ -325,8 +317,6 @@ fn drop_empty_forgotten(
                 Some((_, last_end)) if *last_end == start => *last_end = end,
                 _ => kept.push((start, end)),
             }
-        } else if name.is_some_and(|n| !is_utf8(&n)) {
-            return Ok(None);
         }
     }
     if kept_count as i64 == count.max(0) {
@@ -359,10 +349,6 @@ fn string_bytes(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<Bytes>
     let length = length as usize;
     need(buf, length)?;
     Ok(Some(buf.split_to(length)))
-}
-
-fn is_utf8(bytes: &[u8]) -> bool {
-    std::str::from_utf8(bytes).is_ok()
 }
 
 /// ListGroups v4-5 with its states filter (and, from v5, its types filter) reduced to the
@@ -437,13 +423,14 @@ fn reduce_filter(buf: &mut Bytes, known: &[&str]) -> anyhow::Result<Option<Bytes
 }
 
 /// A string field the crate decodes as non-nullable: its text and its bytes as they came
-/// (length included). Null and non-UTF-8 are refused, as the crate's decoder refuses them.
+/// (length included). Null is refused, as the crate's decoder refuses it; invalid UTF-8 is
+/// replaced, as the crate (and Kafka's `readString`) replace it.
 fn required_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result<(StrBytes, Bytes)> {
     let field = buf.clone();
     let Some(bytes) = string_bytes(buf, flexible)? else {
         anyhow::bail!("a non-nullable string is null");
     };
-    let text = StrBytes::from_utf8(bytes).context("a string is not UTF-8")?;
+    let text = StrBytes::from_utf8_lossy(bytes);
     Ok((text, field.slice(..field.len() - buf.len())))
 }
 
@@ -546,14 +533,13 @@ fn pack_null_configs(frame: &Bytes, key: ApiKey, version: i16) -> anyhow::Result
             pieces += 1;
             bytes += piece.len();
         };
-        let mut valid = true;
-        let read_all = for_each_config(&mut rest, count, flexible, |name, value| match value {
-            None => joined.push(name, &mut count_piece),
-            // Dropped with the others: the crate would have refused one not UTF-8.
-            Some(value) => valid &= is_utf8(name) && is_utf8(value),
+        let read_all = for_each_config(&mut rest, count, flexible, |name, value| {
+            if value.is_none() {
+                joined.push(name, &mut count_piece);
+            }
         })?;
         joined.finish(&mut count_piece);
-        if !read_all || !valid {
+        if !read_all {
             return Ok(None);
         }
         let configs_end = offset(frame, &rest);
@@ -855,7 +841,8 @@ mod tests {
             .with_topic_data(vec![produce_topic("t", &[(0, b"a"), (1, b"b")])]);
         let wire = frame(ApiKey::Produce, 9, &request);
         assert!(rewrite(ApiKey::Produce, 9, &wire).unwrap().is_none());
-        // An empty topic whose name is not UTF-8 is left for the crate to refuse.
+        // An empty topic whose name is not UTF-8 (Kafka reads it with U+FFFD) is dropped as
+        // any empty topic.
         let mut wire = BytesMut::from(
             &frame(
                 ApiKey::Produce,
@@ -865,9 +852,13 @@ mod tests {
         );
         let at = wire.iter().position(|b| *b == 0xc3).unwrap();
         wire[at] = 0xff;
-        assert!(rewrite(ApiKey::Produce, 9, &wire.freeze())
+        let rewritten = rewrite(ApiKey::Produce, 9, &wire.freeze())
             .unwrap()
-            .is_none());
+            .unwrap();
+        let RequestKind::Produce(rewritten) = decoded(ApiKey::Produce, 9, rewritten) else {
+            panic!("not a Produce");
+        };
+        assert!(rewritten.topic_data.is_empty());
     }
 
     fn config(name: &str, value: Option<&str>) -> CreatableTopicConfig {
@@ -1007,11 +998,15 @@ mod tests {
     #[test]
     fn list_groups_filters_with_a_name_the_decoder_refuses_are_refused() {
         let wire = list_groups(5, &["Stable", "a", "b"], &[]);
-        // The second name ("a", after its length byte) made not UTF-8, then null.
+        // The second name ("a", after its length byte) made not UTF-8: read as Kafka reads
+        // it (U+FFFD), a name no group matches; then null, refused.
         let at = wire.iter().rposition(|b| *b == b'a').unwrap();
         let mut bad = BytesMut::from(&wire[..]);
         bad[at] = 0xff;
-        assert!(rewrite(ApiKey::ListGroups, 5, &bad.freeze()).is_err());
+        let rewritten = rewrite(ApiKey::ListGroups, 5, &bad.freeze())
+            .unwrap()
+            .unwrap();
+        assert_eq!(filters(5, rewritten), (vec!["Stable".into()], vec![]));
         let mut null = BytesMut::from(&wire[..]);
         null[at - 1] = 0;
         assert!(rewrite(ApiKey::ListGroups, 5, &null.freeze()).is_err());
@@ -1083,7 +1078,7 @@ mod tests {
     }
 
     #[test]
-    fn log_dir_topics_the_decoder_refuses_are_refused() {
+    fn log_dir_topics_the_decoder_refuses_are_refused_and_invalid_utf8_is_read_as_kafka_reads_it() {
         use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
         use kafka_protocol::messages::DescribeLogDirsRequest;
         let request = DescribeLogDirsRequest::default().with_topics(Some(vec![
@@ -1094,7 +1089,14 @@ mod tests {
         let image = image_with_t();
         let mut bad = BytesMut::from(&wire[..]);
         bad[at] = 0xff;
-        assert!(reduce_log_dir_topics(&bad.freeze(), 4, &image).is_err());
+        // A topic that is not in the image, whatever its bytes: dropped.
+        let reduced = reduce_log_dir_topics(&bad.freeze(), 4, &image)
+            .unwrap()
+            .unwrap();
+        let mut body = reduced.clone();
+        RequestHeader::decode(&mut body, 2).unwrap();
+        let decoded = DescribeLogDirsRequest::decode(&mut body, 4).unwrap();
+        assert_eq!(decoded.topics, Some(vec![]));
         let mut truncated = wire.clone();
         truncated.truncate(at + 2);
         assert!(reduce_log_dir_topics(&truncated, 4, &image).is_err());

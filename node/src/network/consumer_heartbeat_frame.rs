@@ -153,9 +153,17 @@ mod tests {
         assert!(scan(&encoded.slice(..encoded.len() - 4), 1)
             .unwrap()
             .is_err());
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_read_as_kafka_reads_it() {
+        let encoded = body(&request(1_500, 1), 1);
         let mut bad = BytesMut::from(&encoded[..]);
         let at = bad.windows(4).position(|w| w == b"t123").unwrap();
         bad[at + 1] = 0xff;
-        assert!(scan(&bad.freeze(), 1).unwrap().is_err());
+        let framed = scan(&bad.freeze(), 1).unwrap().unwrap();
+        // The first of the two copies of "t123" changed: one more distinct name.
+        assert!(framed.names.contains("t\u{fffd}23"));
+        assert_eq!(framed.names.len(), 1_001);
     }
 }

@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -152,7 +152,17 @@ pub(super) fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result
     }
     let length = length as usize;
     need(buf, length)?;
-    Ok(Some(buf.split_to(length)))
+    Ok(Some(utf8_as_kafka_reads_it(buf.split_to(length))))
+}
+
+/// A string's bytes as Kafka's `Readable.readString` reads them (`new String(bytes, UTF_8)`):
+/// invalid UTF-8 replaced by U+FFFD, so a request naming such a string gets its answer (an
+/// invalid topic name, for one) instead of a closed connection. Valid bytes are not copied.
+pub(super) fn utf8_as_kafka_reads_it(bytes: Bytes) -> Bytes {
+    match std::str::from_utf8(&bytes) {
+        Ok(_) => bytes,
+        Err(_) => Bytes::from(String::from_utf8_lossy(&bytes).into_owned()),
+    }
 }
 
 /// An array's length (-1 for null): compact in flexible versions, an `i32` before. For answers
@@ -242,10 +252,7 @@ fn decode_metadata(buf: &mut Bytes, version: i16) -> anyhow::Result<MetadataRequ
                 seen.insert((name.clone(), topic_id))
             };
             if first {
-                let name = name
-                    .map(|n| StrBytes::from_utf8(n).map(TopicName))
-                    .transpose()
-                    .context("a topic name is not UTF-8")?;
+                let name = name.map(|n| TopicName(StrBytes::from_utf8_lossy(n)));
                 topics.push(
                     MetadataRequestTopic::default()
                         .with_topic_id(topic_id)
@@ -334,9 +341,7 @@ fn decode_delete_topics_by_name(
         let name = nullable_string(buf, flexible)?
             .ok_or_else(|| anyhow::anyhow!("DeleteTopics topic names must not be null"))?;
         if keep_at_most_twice(&mut times_seen, name.clone()) {
-            names.push(TopicName(
-                StrBytes::from_utf8(name).context("a topic name is not UTF-8")?,
-            ));
+            names.push(TopicName(StrBytes::from_utf8_lossy(name)));
         }
     }
     need(buf, 4)?;
@@ -425,7 +430,7 @@ fn decode_describe_client_quotas(
 pub(super) fn string(buf: &mut Bytes, flexible: bool, what: &str) -> anyhow::Result<StrBytes> {
     let bytes = nullable_string(buf, flexible)?
         .ok_or_else(|| anyhow::anyhow!("{what} must not be null"))?;
-    StrBytes::from_utf8(bytes).with_context(|| format!("{what} is not UTF-8"))
+    Ok(StrBytes::from_utf8_lossy(bytes))
 }
 
 /// SyncGroup v0-5, keeping the assignments to ids a member could have, in order.
@@ -508,9 +513,7 @@ fn decode_describe_configs(
                 let key = nullable_string(buf, flexible)?
                     .ok_or_else(|| anyhow::anyhow!("a configuration key must not be null"))?;
                 if seen.insert(key.clone()) {
-                    kept.push(
-                        StrBytes::from_utf8(key).context("a configuration key is not UTF-8")?,
-                    );
+                    kept.push(StrBytes::from_utf8_lossy(key));
                 }
             }
             Some(kept)
@@ -641,10 +644,18 @@ mod tests {
                 .encode(&mut wire, version)?;
             assert_eq!(decode_metadata(&mut wire.freeze(), version)?.topics, None);
         }
-        // v0 cannot say "null"; a truncated list and invalid UTF-8 are errors, not panics.
+        // v0 cannot say "null"; a truncated list is an error, not a panic.
         assert!(decode_metadata(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]), 0).is_err());
         assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), 1).is_err());
-        assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 1, 0, 1, 0xff]), 1).is_err());
+        // Invalid UTF-8 is read as Kafka's `readString` reads it; two such names are one.
+        let topics = decode_metadata(
+            &mut Bytes::from_static(&[0, 0, 0, 2, 0, 1, 0xff, 0, 1, 0xfe]),
+            1,
+        )?
+        .topics
+        .unwrap_or_default();
+        let names: Vec<_> = topics.iter().filter_map(|t| t.name.as_deref()).collect();
+        assert_eq!(names, ["\u{fffd}"]);
         Ok(())
     }
 

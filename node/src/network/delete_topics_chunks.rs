@@ -37,7 +37,7 @@ use gregor_actors::context::{HandlerContext, RequestInfo};
 use gregor_actors::controller::logic::{ListedDeletion, ListedTopic, ListedTopics};
 use gregor_actors::handlers::{self, ApiResponse};
 
-use super::dedup_decode::{need, request_array_length};
+use super::dedup_decode::{need, request_array_length, utf8_as_kafka_reads_it};
 use super::metadata_chunks::{bit, set_bit};
 use super::repeated::{skip_tagged_fields, uvarint_at};
 use super::topic_list_chunks::{first_appearances_by, REPEATED};
@@ -69,7 +69,7 @@ impl Entry {
     fn topic_name(&self) -> anyhow::Result<Option<TopicName>> {
         self.name
             .clone()
-            .map(|name| Ok(TopicName(StrBytes::from_utf8(name)?)))
+            .map(|name| Ok(TopicName(StrBytes::from_utf8_lossy(name))))
             .transpose()
     }
 }
@@ -379,9 +379,7 @@ fn read_name(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Bytes> {
 
 fn read_utf8(buf: &mut Bytes, length: usize) -> anyhow::Result<Bytes> {
     need(buf, length)?;
-    let name = buf.split_to(length);
-    std::str::from_utf8(&name).context("a topic name that is not UTF-8")?;
-    Ok(name)
+    Ok(utf8_as_kafka_reads_it(buf.split_to(length)))
 }
 
 /// Reads one entry: a v1-5 name, or a v6 `DeleteTopicState` (a nullable UTF-8 name, an id and
@@ -928,8 +926,9 @@ mod tests {
         let whole = body(&names);
         assert!(scan(&whole.slice(..whole.len() - 3), 4).unwrap().is_err());
         let mut bad: Vec<&[u8]> = names.iter().map(|name| name.as_bytes()).collect();
+        // Not UTF-8 is not malformed: read as Kafka reads it.
         bad[1_050] = b"\xff\xfe";
-        assert!(scan(&body_of(bad.into_iter()), 4).unwrap().is_err());
+        assert!(scan(&body_of(bad.into_iter()), 4).unwrap().is_ok());
     }
 
     /// v6 entries: (name, id); 0 is the nil id.
@@ -1200,6 +1199,11 @@ mod tests {
     fn a_malformed_v6_request_is_refused_whole() {
         let body = body_v6(&states());
         assert!(scan(&body.slice(..body.len() - 3), 6).unwrap().is_err());
+        assert!(!is_long(&body, 6), "a body without its header");
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_read_as_kafka_reads_it() {
         let mut states = states();
         states[1_020] = (Some("\u{fffd}".to_owned()), 0);
         let mut bad = BytesMut::from(&body_v6(&states)[..]);
@@ -1208,7 +1212,11 @@ mod tests {
             .position(|w| w == "\u{fffd}".as_bytes())
             .unwrap();
         bad[at] = 0xff;
-        assert!(scan(&bad.freeze(), 6).unwrap().is_err());
-        assert!(!is_long(&body, 6), "a body without its header");
+        assert!(scan(&bad.freeze(), 6).unwrap().is_ok());
+        let mut name = Bytes::from_static(b"a\xffb\xef\xbfc");
+        assert_eq!(
+            &read_utf8(&mut name, 6).unwrap()[..],
+            "a\u{fffd}b\u{fffd}c".as_bytes()
+        );
     }
 }

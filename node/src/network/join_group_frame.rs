@@ -46,8 +46,7 @@ pub fn scan(body: &Bytes, version: i16) -> Option<anyhow::Result<FramedJoin>> {
             Protocols::read(&mut rest, count as usize, flexible).map_err(anyhow::Error::msg)?;
         let reason = if version >= 8 {
             nullable_string(&mut rest, flexible)?
-                .map(kafka_protocol::protocol::StrBytes::from_utf8)
-                .transpose()?
+                .map(kafka_protocol::protocol::StrBytes::from_utf8_lossy)
         } else {
             None
         };
@@ -151,9 +150,15 @@ mod tests {
         assert!(scan(&encoded.slice(..encoded.len() - 4), 9)
             .unwrap()
             .is_err());
+    }
+
+    #[test]
+    fn a_protocol_name_that_is_not_utf8_is_read_as_kafka_reads_it() {
+        let encoded = body(&request(1_500, 9), 9);
         let mut bad = BytesMut::from(&encoded[..]);
         let at = bad.windows(4).position(|w| w == b"p123").unwrap();
         bad[at] = 0xff;
-        assert!(scan(&bad.freeze(), 9).unwrap().is_err());
+        let framed = scan(&bad.freeze(), 9).unwrap().unwrap();
+        assert!(framed.protocols.contains("\u{fffd}123"));
     }
 }

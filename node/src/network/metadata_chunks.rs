@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use bytes::{Buf, Bytes, BytesMut};
 
 use arc_swap::ArcSwap;
@@ -30,7 +30,7 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use uuid::Uuid;
 
-use super::dedup_decode::{need, uvarint};
+use super::dedup_decode::{need, utf8_as_kafka_reads_it, uvarint};
 
 /// Topics handed to the handler at once; a list no longer than this is decoded whole.
 pub const CHUNK: usize = 1024;
@@ -118,9 +118,7 @@ fn topic(buf: &mut Bytes, version: i16) -> anyhow::Result<(Uuid, Option<Bytes>)>
         None
     } else {
         need(buf, length as usize)?;
-        let name = buf.split_to(length as usize);
-        std::str::from_utf8(&name).context("a topic name is not UTF-8")?;
-        Some(name)
+        Some(utf8_as_kafka_reads_it(buf.split_to(length as usize)))
     };
     if flexible {
         for _ in 0..uvarint(buf)? {
@@ -294,10 +292,7 @@ impl<'a> Cursor<'a> {
             if !bit(&request.first, index) {
                 continue;
             }
-            let name = name
-                .map(|n| StrBytes::from_utf8(n).map(TopicName))
-                .transpose()
-                .context("a topic name is not UTF-8")?;
+            let name = name.map(|n| TopicName(StrBytes::from_utf8_lossy(n)));
             chunk.push(
                 MetadataRequestTopic::default()
                     .with_topic_id(id)

@@ -45,11 +45,9 @@ pub struct TopicHead {
     pub partitions: usize,
 }
 
-/// A nullable string that must be UTF-8.
+/// A nullable string, read as Kafka reads it (invalid UTF-8 replaced).
 pub fn nullable_str(buf: &mut Bytes, flexible: bool) -> anyhow::Result<Option<StrBytes>> {
-    nullable_string(buf, flexible)?
-        .map(|bytes| StrBytes::from_utf8(bytes).context("a string is not UTF-8"))
-        .transpose()
+    Ok(nullable_string(buf, flexible)?.map(StrBytes::from_utf8_lossy))
 }
 
 /// Reads a topic up to its partitions: name (to v12) or id (v13+), then the partitions' count.

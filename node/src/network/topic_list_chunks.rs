@@ -374,9 +374,9 @@ impl<A: TopicListApi> ChunkedTopics<A> {
         for index in 0..self.count {
             if bit(&self.first, index) && !bit(&self.repeated, index) {
                 let at = self.topics.len() - walk.len();
-                let name = std::str::from_utf8(name_at(&self.topics, at, flexible))
-                    .context("a topic name that is not UTF-8")?;
-                if !may_change(name) {
+                // As Kafka's `readString`: invalid UTF-8 replaced, as the topic's decoder does.
+                let name = String::from_utf8_lossy(name_at(&self.topics, at, flexible));
+                if !may_change(&name) {
                     set_bit(&mut denied, index);
                     count += 1;
                 }

@@ -6,7 +6,7 @@
 use anyhow::{bail, Context};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::dedup_decode::{array_length, need, uvarint};
+use super::dedup_decode::{array_length, need, utf8_as_kafka_reads_it, uvarint};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::Decodable;
 
@@ -88,9 +88,7 @@ fn name(rest: &mut Bytes, flexible: bool, api: &str) -> anyhow::Result<Bytes> {
         bail!("a {api} topic name must not be null");
     };
     need(rest, length)?;
-    let name = rest.split_to(length);
-    std::str::from_utf8(&name).with_context(|| format!("a {api} topic name that is not UTF-8"))?;
-    Ok(name)
+    Ok(utf8_as_kafka_reads_it(rest.split_to(length)))
 }
 
 /// One topic: its name and partitions; `claimed` is how many it names, set even when its

@@ -40,6 +40,15 @@ mod str_bytes {
             Ok(Self(bytes))
         }
 
+        /// Gregor: construct a [StrBytes] as Kafka's `Readable.readString` reads a string
+        /// (`new String(bytes, UTF_8)`): invalid UTF-8 replaced by U+FFFD, valid data not copied.
+        pub fn from_utf8_lossy(bytes: Bytes) -> Self {
+            match std::str::from_utf8(&bytes) {
+                Ok(_) => Self(bytes),
+                Err(_) => Self::from_string(String::from_utf8_lossy(&bytes).into_owned()),
+            }
+        }
+
         /// Construct a [StrBytes] from the provided static [str].
         pub const fn from_static_str(s: &'static str) -> Self {
             Self(Bytes::from_static(s.as_bytes()))

@@ -330,6 +330,14 @@ impl<T: NewType<StrBytes>> Encoder<&Option<T>> for String {
     }
 }
 
+/// Gregor: Kafka's `Readable.readString` decodes UTF-8 with replacement (`new String(bytes,
+/// UTF_8)`), so a string field holding invalid UTF-8 reaches the broker's validation (a topic
+/// name with U+FFFD is an invalid topic) instead of failing the whole request.
+fn lossy_string(bytes: Vec<u8>) -> StdString {
+    StdString::from_utf8(bytes)
+        .unwrap_or_else(|invalid| StdString::from_utf8_lossy(invalid.as_bytes()).into_owned())
+}
+
 impl Encoder<&str> for String {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, value: &str) -> Result<()> {
         String.encode(buf, Some(value))
@@ -364,7 +372,7 @@ impl Decoder<Option<StdString>> for String {
             n if n >= 0 => {
                 let mut strbuf = vec![0; n as usize];
                 buf.try_copy_to_slice(&mut strbuf)?;
-                Ok(Some(std::string::String::from_utf8(strbuf)?))
+                Ok(Some(lossy_string(strbuf)))
             }
             n => {
                 bail!("String length is negative ({n})");
@@ -378,7 +386,7 @@ impl<T: NewType<StrBytes>> Decoder<Option<T>> for String {
         match Int16.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                let strbuf = StrBytes::try_from(buf.try_get_bytes(n as usize)?)?;
+                let strbuf = StrBytes::from_utf8_lossy(buf.try_get_bytes(n as usize)?);
                 Ok(Some(strbuf.into()))
             }
             n => {
@@ -516,7 +524,7 @@ impl Decoder<Option<StdString>> for CompactString {
             n => {
                 let mut strbuf = vec![0; (n - 1) as usize];
                 buf.try_copy_to_slice(&mut strbuf)?;
-                Ok(Some(std::string::String::from_utf8(strbuf)?))
+                Ok(Some(lossy_string(strbuf)))
             }
         }
     }
@@ -527,7 +535,7 @@ impl<T: NewType<StrBytes>> Decoder<Option<T>> for CompactString {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                let strbuf = StrBytes::try_from(buf.try_get_bytes((n - 1) as usize)?)?;
+                let strbuf = StrBytes::from_utf8_lossy(buf.try_get_bytes((n - 1) as usize)?);
                 Ok(Some(strbuf.into()))
             }
         }
