@@ -30,6 +30,8 @@ pub struct BrokerSettings {
     pub num_partitions: i32,
     /// `default.replication.factor`, for auto-created topics.
     pub default_replication_factor: i16,
+    /// `transaction.max.timeout.ms`: InitProducerId refuses a longer transaction timeout.
+    pub transaction_max_timeout_ms: i32,
 }
 
 /// Everything handlers share; cheap to clone (one per connection).

@@ -27,6 +27,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from conftest import RawConn, gregor_bin, wait_for
@@ -354,7 +355,8 @@ def test_kcat_reads_from_the_end_and_from_a_relative_offset(node):
 def test_transactional_batches_without_a_transaction_are_refused(node, raw):
     """Gregor has no transaction coordinator: a batch with the transactional bit and no
     transactional id refuses the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), one
-    with an id gets INVALID_TXN_STATE, and nothing is appended either way."""
+    with an id gets what Kafka answers when the transaction coordinator cannot verify it
+    (the retriable NOT_ENOUGH_REPLICAS), and nothing is appended either way."""
     topic = "dp-txn-refused"
     create(node, (topic, 2))
     conn = raw()
@@ -370,16 +372,37 @@ def test_transactional_batches_without_a_transaction_are_refused(node, raw):
                 P.TopicProduceData.PartitionProduceData(index=0, records=txn),
                 P.TopicProduceData.PartitionProduceData(index=1, records=plain)])])
         (topic_response,) = conn.send(request, ProduceResponse).responses
-        return [(p.error_code, p.base_offset) for p in topic_response.partition_responses]
+        return [(p.error_code, p.base_offset, p.error_message) for p in topic_response.partition_responses]
 
-    assert produce_both(None) == [(53, -1), (53, -1)]
-    assert produce_both("some-txn") == [(48, -1), (0, 0)]
-    assert produce(conn, topic, 0, txn, transactional_id="some-txn").error_code == 48
+    assert produce_both(None) == [(53, -1, None), (53, -1, None)]
+    unverified = ("Unable to verify the partition has been added to the transaction. "
+                  "Underlying error: COORDINATOR_NOT_AVAILABLE")
+    assert produce_both("some-txn") == [(19, -1, unverified), (0, 0, None)]
+    assert produce(conn, topic, 0, txn, transactional_id="some-txn").error_code == 19
     # A transactional id beside plain records is not a transaction: they are appended.
     assert produce(conn, topic, 0, plain, transactional_id="some-txn").error_code == 0
     assert [list_offset(conn, topic, p, -1).offset for p in (0, 1)] == [1, 1]
     _, fetched = fetch(conn, topic, 0, 0)
     assert b"txn" not in bytes(fetched.records) and b"plain" in bytes(fetched.records)
+
+
+def test_a_transactional_init_checks_its_timeout_before_the_missing_coordinator(start_node):
+    """Kafka's transaction coordinator refuses a timeout outside 1..transaction.max.timeout.ms
+    (INVALID_TRANSACTION_TIMEOUT, fatal) before it looks for the transaction's state; only then
+    does Gregor, which has no coordinator, answer COORDINATOR_NOT_AVAILABLE."""
+    node = start_node({"transaction.max.timeout.ms": "60000"})
+    conn = RawConn(node.bootstrap)
+
+    def init(timeout_ms, transactional_id="t-1"):
+        request = InitProducerIdRequest[2](transactional_id=transactional_id, transaction_timeout_ms=timeout_ms)
+        answer = conn.send(request, InitProducerIdResponse)
+        return answer.error_code, answer.producer_id, answer.producer_epoch
+
+    assert [init(t) for t in (0, -1, 60_001, 2**31 - 1)] == [(50, -1, -1)] * 4
+    assert [init(t) for t in (1, 60_000)] == [(15, -1, -1)] * 2
+    # An empty id is malformed whatever its timeout; no id is an idempotent producer.
+    assert init(0, "") == (42, -1, -1)
+    assert init(-1, None)[0] == 0
 
 
 def test_long_poll_is_woken_by_an_append(node, raw):

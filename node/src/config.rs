@@ -290,6 +290,12 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         "Directory of the metadata log; defaults to the first of log.dirs.",
     ),
     def(
+        "transaction.max.timeout.ms",
+        ConfigType::Int,
+        Some("900000"),
+        "The longest transaction timeout InitProducerId accepts (INVALID_TRANSACTION_TIMEOUT past it, checked before the transaction coordinator, which Gregor does not run yet, is looked for).",
+    ),
+    def(
         "num.partitions",
         ConfigType::Int,
         Some("1"),
@@ -735,6 +741,8 @@ pub struct NodeConfig {
     pub num_partitions: i32,
     /// `default.replication.factor`.
     pub default_replication_factor: i16,
+    /// `transaction.max.timeout.ms`: the longest transaction timeout InitProducerId accepts.
+    pub transaction_max_timeout_ms: i32,
     /// `replica.lag.time.max.ms`.
     pub replica_lag_time_max_ms: i64,
     /// `replica.fetch.wait.max.ms`.
@@ -1051,6 +1059,8 @@ impl NodeConfig {
             .unwrap_or(first_log_dir);
 
         let num_partitions = values.int("num.partitions", 1, i32::MAX as i64)? as i32;
+        let transaction_max_timeout_ms =
+            values.int("transaction.max.timeout.ms", 1, i32::MAX as i64)? as i32;
         let default_replication_factor =
             values.int("default.replication.factor", 1, i16::MAX as i64)? as i16;
         let socket_request_max_bytes =
@@ -1118,6 +1128,7 @@ impl NodeConfig {
             )? as usize,
             num_partitions,
             default_replication_factor,
+            transaction_max_timeout_ms,
             replica_lag_time_max_ms: values.int("replica.lag.time.max.ms", 1, i64::MAX)?,
             replica_fetch_wait_max_ms: values.int(
                 "replica.fetch.wait.max.ms",

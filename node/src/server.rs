@@ -408,6 +408,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             auto_create_topics_enable: config.auto_create_topics_enable,
             num_partitions: config.num_partitions,
             default_replication_factor: config.default_replication_factor,
+            transaction_max_timeout_ms: config.transaction_max_timeout_ms,
         }),
         configs: crate::config_support::config_support(&config),
         quotas,

@@ -3,7 +3,8 @@
 //! Ids come from blocks the active controller hands out through a `ProducerIdsRecord`
 //! ([`crate::controller::AllocateProducerIds`]), so an id is never issued twice, across
 //! restarts too. Transactions are not served yet: a transactional id gets
-//! COORDINATOR_NOT_AVAILABLE (its coordinator cannot be found) and nothing is written.
+//! COORDINATOR_NOT_AVAILABLE (its coordinator cannot be found) and nothing is written, once its
+//! transaction timeout passes the check Kafka's coordinator makes first.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
@@ -22,6 +23,7 @@ use crate::controller::AllocateProducerIds;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 /// The block of producer ids this broker is issuing from: `[next, end)`.
@@ -150,6 +152,14 @@ pub(super) async fn handle(
         Some(false) if denied => Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
         None if denied => Err(CLUSTER_AUTHORIZATION_FAILED),
         Some(true) => Err(INVALID_REQUEST),
+        // Kafka's `TransactionCoordinator.handleInitProducerId` checks the timeout before it
+        // looks up the transaction's state: a wrong one is fatal, not a retriable wait.
+        Some(false)
+            if !(1..=ctx.settings.transaction_max_timeout_ms)
+                .contains(&request.transaction_timeout_ms) =>
+        {
+            Err(INVALID_TRANSACTION_TIMEOUT)
+        }
         Some(false) => Err(COORDINATOR_NOT_AVAILABLE),
         // v3+: an existing producer may name itself; exactly one of the two unset is malformed.
         None if info.api_version >= 3

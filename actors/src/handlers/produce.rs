@@ -38,7 +38,6 @@ const ATTRIBUTES_LOW_BYTE: usize = 22;
 const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-const INVALID_TXN_STATE: i16 = 48;
 
 /// Whether any batch of `records` has the transactional bit (Kafka's
 /// `ProduceRequest.hasTransactionalRecords`): the batches the log store's framing finds, as
@@ -179,14 +178,17 @@ pub(super) async fn handle(
                 );
                 continue;
             }
-            // Gregor has no transaction coordinator, so no transaction is ever open or verified
-            // (KIP-890): Kafka refuses such a batch before it reaches the log.
+            // Gregor has no transaction coordinator, so no transaction is ever open. Kafka
+            // verifies a transactional batch with the coordinator before it reaches the log
+            // (KIP-890, `transaction.partition.verification.enable`), and answers a coordinator
+            // it cannot reach with the retriable NOT_ENOUGH_REPLICAS, which older clients retry
+            // without a metadata refresh (`ReplicaManager`'s `postVerificationCallback`).
             if transactional && has_transactional_batch(&records) {
                 partitions.push(
-                    failed(index, INVALID_TXN_STATE)
+                    failed(index, NOT_ENOUGH_REPLICAS)
                         .with_log_start_offset(log_start)
                         .with_error_message(Some(StrBytes::from_static_str(
-                            "No transaction is open for this producer: this broker has no transaction coordinator",
+                            "Unable to verify the partition has been added to the transaction. Underlying error: COORDINATOR_NOT_AVAILABLE",
                         ))),
                 );
                 continue;
