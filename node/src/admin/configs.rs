@@ -15,9 +15,13 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::consumer_groups::list_groups_of;
 use super::{check, AdminClient, AdminError, CommandConfig};
 
 /// ConfigResource type ids.
+/// The Java admin client's `default.api.timeout.ms`: how long a retriable answer is asked again.
+const API_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
@@ -297,11 +301,9 @@ async fn group_ids(client: &mut AdminClient) -> Result<Vec<String>, AdminError> 
         .await?;
     let mut ids = Vec::new();
     for broker in &metadata.brokers {
-        let mut broker_client =
-            AdminClient::connect(&format!("{}:{}", broker.host, broker.port)).await?;
-        let (_, response) = broker_client.send(&ListGroupsRequest::default()).await?;
-        check(response.error_code, None)?;
-        for group in response.groups {
+        let address = format!("{}:{}", broker.host, broker.port);
+        let listed = list_groups_of(&address, &ListGroupsRequest::default(), API_TIMEOUT).await?;
+        for group in listed {
             let id = group.group_id.to_string();
             if !ids.contains(&id) {
                 ids.push(id);

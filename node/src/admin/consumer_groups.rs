@@ -11,6 +11,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::Assignment;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -160,6 +161,28 @@ const NOT_COORDINATOR: i16 = 16;
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// kafka-consumer-groups.sh's `--timeout` default.
 pub const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+
+/// The groups the broker at `address` coordinates, as ListGroups `request` filters them. A
+/// broker loading a group partition answers COORDINATOR_LOAD_IN_PROGRESS (or, starting,
+/// COORDINATOR_NOT_AVAILABLE), which the Java admin client's `listGroups` retries until its
+/// timeout: asked again until `timeout` passes.
+pub(crate) async fn list_groups_of(
+    address: &str,
+    request: &ListGroupsRequest,
+    timeout: Duration,
+) -> Result<Vec<ListedGroup>, AdminError> {
+    let mut client = AdminClient::connect(address).await?;
+    let deadline = Instant::now() + timeout;
+    let response = loop {
+        let (_, response) = client.send(request).await?;
+        if !retriable(response.error_code) || Instant::now() + RETRY_BACKOFF >= deadline {
+            break response;
+        }
+        tokio::time::sleep(RETRY_BACKOFF).await;
+    };
+    check(response.error_code, None)?;
+    Ok(response.groups)
+}
 
 fn retriable(code: i16) -> bool {
     matches!(
@@ -717,20 +740,8 @@ async fn list(
         );
     // Each broker lists the groups it coordinates.
     for broker in &metadata.brokers {
-        let mut broker_client =
-            AdminClient::connect(&format!("{}:{}", broker.host, broker.port)).await?;
-        // A broker loading a group partition answers COORDINATOR_LOAD_IN_PROGRESS, which the
-        // Java admin client retries.
-        let deadline = Instant::now() + timeout;
-        let response = loop {
-            let (_, response) = broker_client.send(&request).await?;
-            if !retriable(response.error_code) || Instant::now() + RETRY_BACKOFF >= deadline {
-                break response;
-            }
-            tokio::time::sleep(RETRY_BACKOFF).await;
-        };
-        check(response.error_code, None)?;
-        for g in response.groups {
+        let address = format!("{}:{}", broker.host, broker.port);
+        for g in list_groups_of(&address, &request, timeout).await? {
             let group_type = match g.group_type.to_ascii_lowercase().as_str() {
                 "classic" => "Classic",
                 "consumer" => "Consumer",
