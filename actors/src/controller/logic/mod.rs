@@ -26,6 +26,7 @@ pub mod create_topics;
 pub mod delete_topics;
 pub mod election;
 pub mod errors;
+pub mod features;
 pub mod listed;
 mod partitions;
 pub mod placement;
