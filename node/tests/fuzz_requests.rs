@@ -126,6 +126,13 @@ fn requests(key: ApiKey) -> Vec<RequestKind> {
         ApiKey::UnregisterBroker => RequestKind::UnregisterBroker(
             UnregisterBrokerRequest::default().with_broker_id(BrokerId(1)),
         ),
+        ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(
+            kafka_protocol::messages::UpdateFeaturesRequest::default().with_feature_updates(vec![
+                kafka_protocol::messages::update_features_request::FeatureUpdateKey::default()
+                    .with_feature(s("metadata.version"))
+                    .with_max_version_level(24),
+            ]),
+        ),
         ApiKey::ElectLeaders => RequestKind::ElectLeaders(
             kafka_protocol::messages::ElectLeadersRequest::default()
                 .with_topic_partitions(Some(vec![
@@ -672,6 +679,14 @@ fn decide(request: RequestKind, version: i16) {
         }
         RequestKind::ElectLeaders(r) => {
             gregor_actors::controller::logic::election::elect_leaders(image, &r, version);
+        }
+        RequestKind::UpdateFeatures(r) => {
+            use gregor_actors::controller::logic::features::{update_features, QuorumView};
+            let quorum = QuorumView {
+                local_id: 1,
+                voters: &[1, 2],
+            };
+            update_features(image, quorum, &r, version);
         }
         RequestKind::AlterPartitionReassignments(r) => {
             gregor_actors::controller::logic::reassignment::alter_partition_reassignments(

@@ -384,6 +384,21 @@ impl Controller {
         &self.settings.leadership
     }
 
+    /// This node's id and the quorum's voter ids (ascending), as openraft knows them; ids that
+    /// do not fit a Kafka node id are left out.
+    pub(super) fn quorum_ids(&self) -> (i32, Vec<i32>) {
+        let metrics = self.log.metrics();
+        let local_id = i32::try_from(metrics.id).unwrap_or(-1);
+        let mut voters: Vec<i32> = metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .filter_map(|id| i32::try_from(id).ok())
+            .collect();
+        voters.sort_unstable();
+        (local_id, voters)
+    }
+
     /// Whether openraft has this node as the leader right now.
     fn raft_leads(&self) -> bool {
         let metrics = self.log.metrics();

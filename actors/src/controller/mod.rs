@@ -9,6 +9,7 @@ mod client_quotas;
 mod configs;
 mod controlled_shutdown;
 mod elections;
+mod features;
 pub mod logic;
 mod producer_ids;
 mod reassignment;
@@ -35,6 +36,7 @@ pub use client_quotas::{AlterClientQuotas, AlterListedClientQuotas};
 pub use configs::{AlterConfigs, AlterListedConfigs, IncrementalAlterConfigs};
 pub use controlled_shutdown::ControlledShutdown;
 pub use elections::{failed_elect_leaders, ElectLeaders, ElectListedLeaders, LeadershipSettings};
+pub use features::UpdateFeatures;
 pub use producer_ids::{AllocateProducerIds, ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use reassignment::{
     failed_alter_partition_reassignments, failed_list_partition_reassignments,

@@ -64,6 +64,7 @@ pub fn fully_authorized(ctx: &HandlerContext, info: &RequestInfo, request: &Requ
         | RequestKind::CreateAcls(_)
         | RequestKind::DeleteAcls(_)
         | RequestKind::UnregisterBroker(_)
+        | RequestKind::UpdateFeatures(_)
         | RequestKind::AddRaftVoter(_)
         | RequestKind::RemoveRaftVoter(_)
         | RequestKind::ElectLeaders(_)
@@ -133,7 +134,7 @@ pub(super) fn config_denial_message(code: i16) -> &'static str {
 
 /// The answer to an API whose whole request needs one operation on the cluster (Kafka's
 /// `authorizeClusterOperation`) when it is refused: the private broker APIs need
-/// CLUSTER_ACTION, UnregisterBroker, the voter changes, ElectLeaders and
+/// CLUSTER_ACTION, UnregisterBroker, UpdateFeatures, the voter changes, ElectLeaders and
 /// AlterPartitionReassignments ALTER, DescribeQuorum and ListPartitionReassignments DESCRIBE.
 /// `None`: the request may go on (APIs not listed check their own resources).
 pub(super) fn cluster_denial(
@@ -148,6 +149,7 @@ pub(super) fn cluster_denial(
         | RequestKind::AlterPartition(_)
         | RequestKind::AllocateProducerIds(_) => ClusterAction,
         RequestKind::UnregisterBroker(_)
+        | RequestKind::UpdateFeatures(_)
         | RequestKind::AddRaftVoter(_)
         | RequestKind::RemoveRaftVoter(_)
         | RequestKind::ElectLeaders(_)
@@ -178,6 +180,12 @@ pub(super) fn cluster_denial(
         ),
         RequestKind::UnregisterBroker(_) => ResponseKind::UnregisterBroker(
             UnregisterBrokerResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        // Kafka's error response: no results.
+        RequestKind::UpdateFeatures(_) => ResponseKind::UpdateFeatures(
+            UpdateFeaturesResponse::default()
                 .with_error_code(code)
                 .with_error_message(message()),
         ),

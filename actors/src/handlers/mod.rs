@@ -44,6 +44,7 @@ pub use scram::alter_listed as alter_listed_scram_credentials;
 pub mod throttle;
 mod topics;
 mod unregister_broker;
+mod update_features;
 
 use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
@@ -314,6 +315,14 @@ pub const APIS: &[ApiSpec] = &[
         "AlterPartition",
         kafka_protocol::messages::AlterPartitionRequest::VERSIONS,
         false,
+        true,
+    ),
+    // Forwarded by brokers to the active controller.
+    api(
+        ApiKey::UpdateFeatures,
+        "UpdateFeatures",
+        kafka_protocol::messages::UpdateFeaturesRequest::VERSIONS,
+        true,
         true,
     ),
     api(
@@ -697,6 +706,7 @@ pub async fn handle(
         RequestKind::UnregisterBroker(request) => {
             unregister_broker::handle(ctx, info, request).await
         }
+        RequestKind::UpdateFeatures(request) => update_features::handle(ctx, info, request).await,
         other => {
             tracing::error!(request = ?other, "request reached the handlers without a route");
             return None;
@@ -795,6 +805,7 @@ mod tests {
         assert_eq!(range(ApiKey::DescribeAcls), Some((1, 3)));
         assert_eq!(range(ApiKey::CreateAcls), Some((1, 3)));
         assert_eq!(range(ApiKey::DeleteAcls), Some((1, 3)));
+        assert_eq!(range(ApiKey::UpdateFeatures), Some((0, 2)));
         assert!(lookup(ApiKey::JoinGroup, ListenerKind::Controller).is_none());
         assert!(lookup(ApiKey::AlterPartition, ListenerKind::Broker).is_none());
         assert_eq!(

@@ -13,6 +13,7 @@ mod t10_delete_topics;
 mod t10_describe_cluster;
 mod t10_every_advertised_version;
 mod t10_metadata;
+mod t10_update_features;
 mod t30_auto_create;
 mod t30_concurrent_mutations;
 mod t30_create_topics_errors;

@@ -231,6 +231,17 @@ async fn send_valid(
             let request = UnregisterBrokerRequest::default().with_broker_id(BrokerId(9_999));
             answers(conn, addr, &request, version, f, f_what).await;
         }
+        ApiKey::UpdateFeatures => {
+            // A feature Gregor does not support: INVALID_UPDATE_VERSION, nothing written.
+            let request = kafka_protocol::messages::UpdateFeaturesRequest::default()
+                .with_timeout_ms(30_000)
+                .with_feature_updates(vec![
+                    kafka_protocol::messages::update_features_request::FeatureUpdateKey::default()
+                        .with_feature(str("group.version"))
+                        .with_max_version_level(1),
+                ]);
+            answers(conn, addr, &request, version, f, f_what).await;
+        }
         ApiKey::ElectLeaders => {
             // A topic nobody created: UNKNOWN_TOPIC_OR_PARTITION, nothing elected.
             let request = kafka_protocol::messages::ElectLeadersRequest::default()

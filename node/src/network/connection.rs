@@ -2018,6 +2018,7 @@ fn throttle_offset(frame: &Bytes, api_key: ApiKey, api_version: i16) -> Option<u
         | ApiKey::CreateAcls
         | ApiKey::DeleteAcls
         | ApiKey::UnregisterBroker
+        | ApiKey::UpdateFeatures
         | ApiKey::ElectLeaders
         | ApiKey::AlterPartitionReassignments
         | ApiKey::ListPartitionReassignments

@@ -48,6 +48,7 @@ const FORWARDED: &[ApiKey] = &[
     ApiKey::CreateAcls,
     ApiKey::DeleteAcls,
     ApiKey::UnregisterBroker,
+    ApiKey::UpdateFeatures,
     ApiKey::ElectLeaders,
     ApiKey::AlterPartitionReassignments,
     ApiKey::ListPartitionReassignments,
