@@ -79,84 +79,90 @@ async fn metadata_version_moves_as_kafka_allows() {
     let node = GregorNode::start(&[]).unwrap();
     let mut conn = connect(&node).await;
     assert_eq!(finalized_metadata_version(&mut conn).await, Some(25));
-
-    // A no-op upgrade to the current level, at v0 (no upgrade type on the wire: UPGRADE).
-    let answer = conn
-        .send(&request(&[("metadata.version", 25, UPGRADE)], false), 0)
-        .await
-        .unwrap();
-    assert_eq!(answer, succeeded(&["metadata.version"]));
-    assert_eq!(finalized_metadata_version(&mut conn).await, Some(25));
-
-    // validate_only: accepted, nothing written.
-    let answer = conn
-        .send(
-            &request(&[("metadata.version", 24, SAFE_DOWNGRADE)], true),
+    let mv = "metadata.version";
+    let lossy = failed(
+        "Unsupported metadata.version downgrade from 25 to 22. Refusing to perform the requested \
+         downgrade because it might delete metadata information.",
+    );
+    let unsupported = failed(
+        "Invalid update version 1 for feature group.version. Local controller 1 does not support \
+         this feature.",
+    );
+    // (what, updates, validate_only, version, answer, finalized level after it)
+    let steps = [
+        // v0 has no upgrade type on the wire: UPGRADE, here to the current level.
+        (
+            "no-op upgrade",
+            vec![(mv, 25, UPGRADE)],
+            false,
+            0,
+            succeeded(&[mv]),
+            25,
+        ),
+        (
+            "validate only",
+            vec![(mv, 24, SAFE_DOWNGRADE)],
+            true,
             1,
-        )
-        .await
-        .unwrap();
-    assert_eq!(answer, succeeded(&["metadata.version"]));
-    assert_eq!(finalized_metadata_version(&mut conn).await, Some(25));
-
-    // A safe downgrade across a level without metadata changes; v2 lists no results.
-    let answer = conn
-        .send(
-            &request(&[("metadata.version", 24, SAFE_DOWNGRADE)], false),
+            succeeded(&[mv]),
+            25,
+        ),
+        // Across a level without metadata changes; v2 lists no results.
+        (
+            "safe downgrade",
+            vec![(mv, 24, SAFE_DOWNGRADE)],
+            false,
             2,
-        )
-        .await
-        .unwrap();
-    assert_eq!(answer, UpdateFeaturesResponse::default());
-    assert_eq!(finalized_metadata_version(&mut conn).await, Some(24));
-
-    let answer = conn
-        .send(&request(&[("metadata.version", 25, UPGRADE)], false), 2)
-        .await
-        .unwrap();
-    assert_eq!(answer, UpdateFeaturesResponse::default());
-    assert_eq!(finalized_metadata_version(&mut conn).await, Some(25));
-
-    // 23 changed the metadata: refused whatever the version.
-    for version in 1..=2 {
-        let answer = conn
-            .send(
-                &request(&[("metadata.version", 22, SAFE_DOWNGRADE)], false),
-                version,
-            )
+            UpdateFeaturesResponse::default(),
+            24,
+        ),
+        (
+            "upgrade back",
+            vec![(mv, 25, UPGRADE)],
+            false,
+            2,
+            UpdateFeaturesResponse::default(),
+            25,
+        ),
+        // 23 changed the metadata.
+        (
+            "lossy downgrade v1",
+            vec![(mv, 22, SAFE_DOWNGRADE)],
+            false,
+            1,
+            lossy.clone(),
+            25,
+        ),
+        (
+            "lossy downgrade v2",
+            vec![(mv, 22, SAFE_DOWNGRADE)],
+            false,
+            2,
+            lossy,
+            25,
+        ),
+        // The accepted update beside a refused one is not written.
+        (
+            "unsupported feature",
+            vec![(mv, 24, SAFE_DOWNGRADE), ("group.version", 1, UPGRADE)],
+            false,
+            1,
+            unsupported,
+            25,
+        ),
+    ];
+    for (what, updates, validate_only, version, answer, level) in steps {
+        let got = conn
+            .send(&request(&updates, validate_only), version)
             .await
             .unwrap();
+        assert_eq!(got, answer, "{what}");
         assert_eq!(
-            answer,
-            failed(
-                "Unsupported metadata.version downgrade from 25 to 22. Refusing to perform the \
-                 requested downgrade because it might delete metadata information."
-            ),
-            "v{version}"
+            finalized_metadata_version(&mut conn).await,
+            Some(level),
+            "{what}"
         );
     }
-    // A feature Gregor does not support; the accepted update beside it is not written.
-    let answer = conn
-        .send(
-            &request(
-                &[
-                    ("metadata.version", 24, SAFE_DOWNGRADE),
-                    ("group.version", 1, UPGRADE),
-                ],
-                false,
-            ),
-            1,
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        answer,
-        failed(
-            "Invalid update version 1 for feature group.version. Local controller 1 does not \
-             support this feature."
-        )
-    );
-    assert_eq!(finalized_metadata_version(&mut conn).await, Some(25));
 }
 
 #[tokio::test]
