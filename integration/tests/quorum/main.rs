@@ -11,6 +11,7 @@ mod t25_remove_the_active_controller;
 mod t30_broker_fencing;
 mod t35_combined_node_fencing;
 mod t36_forwarded_answers;
+mod t37_forward_timeout;
 mod t40_config_forwarding;
 mod t45_producer_id_blocks;
 mod t50_quota_forwarding;

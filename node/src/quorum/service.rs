@@ -82,9 +82,10 @@ const RESEND_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Why a request forwarded to the active controller brought no answer back.
 #[derive(Debug)]
 pub(crate) enum ForwardError {
-    /// No active controller could be asked (none known, none reachable within the forwarding
-    /// timeout, its connection failed after the request was written, or it no longer leads): the broker answers the request itself, NOT_CONTROLLER, so the client
-    /// looks for the controller again.
+    /// No active controller could be asked (none known, its connection failed after the
+    /// request was written, or it no longer leads): the broker answers the request itself,
+    /// NOT_CONTROLLER, so the client looks for the controller again. One that could not be
+    /// reached until the forwarding timeout is [`ForwardError::Failed`] with REQUEST_TIMED_OUT.
     Unreachable,
     /// The controller refused the envelope, or did not answer in time: every part of the
     /// request fails with this, as Kafka's `ForwardingManager` answers.
@@ -896,6 +897,18 @@ impl QuorumService {
                 return Err(ForwardError::failed(
                     ResponseError::RequestTimedOut,
                     format!("The active controller at {addr} did not answer within {after:?}"),
+                ));
+            }
+            // Sent again until the forwarding timeout, never delivered: Kafka's forwarding
+            // channel answers REQUEST_TIMED_OUT when its retries run out
+            // (`ForwardingManager`'s `onTimeout`), which the client does not retry blindly.
+            Err(error @ (CallError::Connect { .. } | CallError::Unsent { .. })) => {
+                tracing::warn!(%error, "the active controller could not be reached to forward a request before the forwarding timeout");
+                return Err(ForwardError::failed(
+                    ResponseError::RequestTimedOut,
+                    format!(
+                        "The active controller could not be reached within {FORWARD_TIMEOUT:?}: {error}"
+                    ),
                 ));
             }
             Err(error) => {
