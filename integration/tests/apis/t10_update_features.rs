@@ -53,16 +53,18 @@ async fn finalized_metadata_version(conn: &mut KafkaConn) -> Option<i16> {
 }
 
 fn succeeded(results: &[&str]) -> UpdateFeaturesResponse {
-    UpdateFeaturesResponse::default().with_results(
-        results
-            .iter()
-            .map(|name| {
-                UpdatableFeatureResult::default()
-                    .with_feature(StrBytes::from_string((*name).to_owned()))
-                    .with_error_message(Some(StrBytes::from_static_str("NONE")))
-            })
-            .collect(),
-    )
+    UpdateFeaturesResponse::default()
+        .with_error_message(None)
+        .with_results(
+            results
+                .iter()
+                .map(|name| {
+                    UpdatableFeatureResult::default()
+                        .with_feature(StrBytes::from_string((*name).to_owned()))
+                        .with_error_message(Some(StrBytes::from_static_str("NONE")))
+                })
+                .collect(),
+        )
 }
 
 fn failed(message: &str) -> UpdateFeaturesResponse {
@@ -113,7 +115,7 @@ async fn metadata_version_moves_as_kafka_allows() {
             vec![(mv, 24, SAFE_DOWNGRADE)],
             false,
             2,
-            UpdateFeaturesResponse::default(),
+            UpdateFeaturesResponse::default().with_error_message(None),
             24,
         ),
         (
@@ -121,7 +123,7 @@ async fn metadata_version_moves_as_kafka_allows() {
             vec![(mv, 25, UPGRADE)],
             false,
             2,
-            UpdateFeaturesResponse::default(),
+            UpdateFeaturesResponse::default().with_error_message(None),
             25,
         ),
         // 23 changed the metadata.

@@ -383,7 +383,10 @@ pub fn update_features(
         } else {
             records
         },
-        response: UpdateFeaturesResponse::default().with_results(results),
+        // Kafka sets the success's message from `ApiError.NONE`, whose message is null.
+        response: UpdateFeaturesResponse::default()
+            .with_error_message(None)
+            .with_results(results),
     }
 }
 

@@ -110,7 +110,7 @@ fn decide(
 fn accepted(records: Vec<MetadataRecord>) -> ControllerResult<UpdateFeaturesResponse> {
     ControllerResult {
         records,
-        response: UpdateFeaturesResponse::default(),
+        response: UpdateFeaturesResponse::default().with_error_message(None),
     }
 }
 
@@ -443,16 +443,18 @@ fn v0_and_v1_list_every_requested_entry() {
         let decided = update_features(&image, ALONE, &updates, version);
         assert_eq!(
             decided.response,
-            UpdateFeaturesResponse::default().with_results(vec![
-                result(METADATA_VERSION_FEATURE),
-                result(KRAFT_VERSION_FEATURE),
-                result(METADATA_VERSION_FEATURE),
-            ])
+            UpdateFeaturesResponse::default()
+                .with_error_message(None)
+                .with_results(vec![
+                    result(METADATA_VERSION_FEATURE),
+                    result(KRAFT_VERSION_FEATURE),
+                    result(METADATA_VERSION_FEATURE),
+                ])
         );
     }
     assert_eq!(
         update_features(&image, ALONE, &updates, 2).response,
-        UpdateFeaturesResponse::default()
+        UpdateFeaturesResponse::default().with_error_message(None)
     );
     // A failure lists nothing in any version.
     let refused = request(&[(METADATA_VERSION_FEATURE, 22, SAFE)]);
