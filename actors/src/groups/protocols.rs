@@ -85,7 +85,7 @@ impl Protocols {
             .filter_map(|offset| parse(list, *offset as usize, flexible).ok())
             .map(|(name, metadata, _)| {
                 (
-                    String::from_utf8_lossy(&list[name]).into_owned(),
+                    kafka_protocol::protocol::java_utf8_lossy(&list[name]),
                     &list[metadata],
                 )
             })

@@ -427,7 +427,9 @@ impl<'a> Reader<'a> {
         match self.length(false)? {
             None => Ok(None),
             // As Kafka's `readString`: invalid UTF-8 replaced, not refused.
-            Some(len) => Ok(Some(String::from_utf8_lossy(self.take(len)).into_owned())),
+            Some(len) => Ok(Some(kafka_protocol::protocol::java_utf8_lossy(
+                self.take(len),
+            ))),
         }
     }
     fn string(&mut self) -> Decoded<String> {

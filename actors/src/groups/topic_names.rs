@@ -44,7 +44,7 @@ impl TopicNames {
             return Ok(Self::from_names(offsets.iter().filter_map(|offset| {
                 let mut at = *offset as usize;
                 let name = name_range(&list, &mut at).ok().flatten()?;
-                Some(String::from_utf8_lossy(&list[name]).into_owned())
+                Some(kafka_protocol::protocol::java_utf8_lossy(&list[name]))
             })));
         }
         Ok(Self::sorted(list, offsets))

@@ -267,3 +267,40 @@ async fn a_topic_name_that_is_not_utf8_gets_kafkas_answer_not_a_closed_connectio
     assert_eq!(&answer[..expected.len()], &expected[..]);
     assert_healthy(&mut conn, &node, "a topic name that is not UTF-8").await;
 }
+
+#[tokio::test]
+async fn names_alike_once_decoded_as_the_jdk_decodes_them_are_one_name() {
+    // The JDK reads an encoded surrogate (ED A0 80) as one U+FFFD, as it reads a stray byte:
+    // Kafka sees one topic named twice, INVALID_REQUEST "Duplicate topic name.".
+    let node = GregorNode::start(&[]).unwrap();
+    let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
+    let mut body = BytesMut::new();
+    body.put_i32(2);
+    for name in [&b"d\xed\xa0\x80z"[..], &b"d\xffz"[..]] {
+        body.put_i16(name.len() as i16);
+        body.put_slice(name);
+        body.put_i32(1);
+        body.put_i16(1);
+        body.put_i32(0);
+        body.put_i32(0);
+    }
+    body.put_i32(30_000);
+    body.put_u8(0);
+    conn.write_raw(&raw_frame(19, 2, 79, &body)).await.unwrap();
+    let answer = conn
+        .read_frame()
+        .await
+        .unwrap()
+        .expect("an answer, not a closed connection");
+    let mut expected = BytesMut::new();
+    expected.put_i32(79);
+    expected.put_i32(0);
+    expected.put_i32(1);
+    expected.put_i16(5);
+    expected.put_slice("d\u{fffd}z".as_bytes());
+    expected.put_i16(42);
+    let message = b"Duplicate topic name.";
+    expected.put_i16(message.len() as i16);
+    expected.put_slice(message);
+    assert_eq!(&answer[..], &expected[..]);
+}

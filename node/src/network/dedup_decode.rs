@@ -161,7 +161,7 @@ pub(super) fn nullable_string(buf: &mut Bytes, flexible: bool) -> anyhow::Result
 pub(super) fn utf8_as_kafka_reads_it(bytes: Bytes) -> Bytes {
     match std::str::from_utf8(&bytes) {
         Ok(_) => bytes,
-        Err(_) => Bytes::from(String::from_utf8_lossy(&bytes).into_owned()),
+        Err(_) => Bytes::from(kafka_protocol::protocol::java_utf8_lossy(&bytes)),
     }
 }
 
@@ -647,9 +647,10 @@ mod tests {
         // v0 cannot say "null"; a truncated list is an error, not a panic.
         assert!(decode_metadata(&mut Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]), 0).is_err());
         assert!(decode_metadata(&mut Bytes::from_static(&[0, 0, 0, 2, 0, 0]), 1).is_err());
-        // Invalid UTF-8 is read as Kafka's `readString` reads it; two such names are one.
+        // Invalid UTF-8 is read as Kafka's `readString` reads it (the JDK's decoder: an
+        // encoded surrogate is one U+FFFD, as one stray byte is), so these names are one.
         let topics = decode_metadata(
-            &mut Bytes::from_static(&[0, 0, 0, 2, 0, 1, 0xff, 0, 1, 0xfe]),
+            &mut Bytes::from_static(&[0, 0, 0, 3, 0, 1, 0xff, 0, 1, 0xfe, 0, 3, 0xed, 0xa0, 0x80]),
             1,
         )?
         .topics

@@ -375,7 +375,13 @@ impl<A: TopicListApi> ChunkedTopics<A> {
             if bit(&self.first, index) && !bit(&self.repeated, index) {
                 let at = self.topics.len() - walk.len();
                 // As Kafka's `readString`: invalid UTF-8 replaced, as the topic's decoder does.
-                let name = String::from_utf8_lossy(name_at(&self.topics, at, flexible));
+                let bytes = name_at(&self.topics, at, flexible);
+                let name = match std::str::from_utf8(bytes) {
+                    Ok(name) => std::borrow::Cow::Borrowed(name),
+                    Err(_) => {
+                        std::borrow::Cow::Owned(kafka_protocol::protocol::java_utf8_lossy(bytes))
+                    }
+                };
                 if !may_change(&name) {
                     set_bit(&mut denied, index);
                     count += 1;

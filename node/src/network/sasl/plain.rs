@@ -7,7 +7,8 @@ use crate::config_security::PlainUsers;
 
 /// Checks one PLAIN token (`[authzid] NUL authcid NUL password`); the user name on success.
 pub(super) fn authenticate(token: &[u8], users: &PlainUsers) -> Result<String, AuthError> {
-    let text = String::from_utf8_lossy(token);
+    // As Kafka's `PlainSaslServer`: `new String(response, UTF_8)`.
+    let text = kafka_protocol::protocol::java_utf8_lossy(token);
     let parts: Vec<&str> = text.split('\0').collect();
     let [authorization_id, username, password] = parts[..] else {
         return Err(AuthError::internal(format!(

@@ -156,7 +156,7 @@ impl Decodable for RequestHeader {
                 Some(match StrBytes::from_utf8(bytes.clone()) {
                     Ok(text) => text,
                     Err(_) => StrBytes::from_string(
-                        std::string::String::from_utf8_lossy(&bytes).into_owned(),
+                        crate::protocol::java_utf8_lossy(&bytes),
                     ),
                 })
             }

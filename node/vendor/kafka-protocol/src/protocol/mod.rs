@@ -11,7 +11,10 @@ use buf::{ByteBuf, ByteBufMut};
 use bytes::Bytes;
 
 pub mod buf;
+mod java_utf8;
 pub mod types;
+
+pub use java_utf8::java_utf8_lossy;
 
 mod str_bytes {
     use bytes::Bytes;
@@ -41,11 +44,12 @@ mod str_bytes {
         }
 
         /// Gregor: construct a [StrBytes] as Kafka's `Readable.readString` reads a string
-        /// (`new String(bytes, UTF_8)`): invalid UTF-8 replaced by U+FFFD, valid data not copied.
+        /// (`new String(bytes, UTF_8)`): invalid UTF-8 replaced by U+FFFD as the JDK replaces
+        /// it, valid data not copied.
         pub fn from_utf8_lossy(bytes: Bytes) -> Self {
             match std::str::from_utf8(&bytes) {
                 Ok(_) => Self(bytes),
-                Err(_) => Self::from_string(String::from_utf8_lossy(&bytes).into_owned()),
+                Err(_) => Self::from_string(super::java_utf8_lossy(&bytes)),
             }
         }
 

@@ -335,7 +335,7 @@ impl<T: NewType<StrBytes>> Encoder<&Option<T>> for String {
 /// name with U+FFFD is an invalid topic) instead of failing the whole request.
 fn lossy_string(bytes: Vec<u8>) -> StdString {
     StdString::from_utf8(bytes)
-        .unwrap_or_else(|invalid| StdString::from_utf8_lossy(invalid.as_bytes()).into_owned())
+        .unwrap_or_else(|invalid| super::java_utf8_lossy(invalid.as_bytes()))
 }
 
 impl Encoder<&str> for String {
