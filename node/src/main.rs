@@ -40,6 +40,9 @@ enum Command {
     ConsumerGroups(gregor_node::admin::cli::ConsumerGroupsArgs),
     /// Describe the metadata quorum and add or remove controllers, as kafka-metadata-quorum.sh.
     MetadataQuorum(gregor_node::admin::metadata_quorum::MetadataQuorumArgs),
+    /// Describe, upgrade, downgrade or disable feature flags (metadata.version, kraft.version),
+    /// as kafka-features.sh.
+    Features(gregor_node::admin::features::FeaturesArgs),
     /// Print a completion script for a shell, e.g. `gregor completions bash > /etc/bash_completion.d/gregor`.
     Completions {
         /// The shell: bash, zsh, fish, elvish or powershell.
@@ -174,6 +177,7 @@ fn run(cli: Cli, huge_pages: std::io::Result<()>) -> Result<(), String> {
         Command::MetadataQuorum(args) => {
             gregor_node::admin::metadata_quorum::run_metadata_quorum(args)
         }
+        Command::Features(args) => gregor_node::admin::features::run_features(args),
         Command::Storage(StorageCommand::Info(args)) => {
             let config = load(&args)?;
             let problems = storage_info::info(&config, &mut std::io::stdout().lock())

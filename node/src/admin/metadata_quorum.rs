@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgGroup, Args, Subcommand};
+use clap::{Args, Subcommand};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_raft_voter_request::Listener;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
@@ -28,14 +28,10 @@ const VOTER_CHANGE_TIMEOUT_MS: i32 = 30_000;
 
 /// `gregor metadata-quorum`.
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("bootstrap").required(true).args(["bootstrap_server", "bootstrap_controller"])))]
 pub struct MetadataQuorumArgs {
-    /// A broker to connect to, `host:port[,host:port]`.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub bootstrap_server: Option<String>,
-    /// A controller to connect to, `host:port[,host:port]`.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub bootstrap_controller: Option<String>,
+    /// Where to connect.
+    #[command(flatten)]
+    pub bootstrap: super::Bootstrap,
     /// Property file containing configs to be passed to Admin Client. For add-controller, the
     /// file is used to specify the controller properties as well unless --controller-id is
     /// provided.
@@ -180,10 +176,14 @@ fn now_ms() -> i64 {
 async fn connect_leader(args: &MetadataQuorumArgs) -> Result<AdminClient, String> {
     let config =
         super::CommandConfig::load(args.command_config.as_deref()).map_err(|e| e.to_string())?;
-    if let Some(servers) = &args.bootstrap_server {
+    if let Some(servers) = &args.bootstrap.bootstrap_server {
         return config.connect(servers).await.map_err(|e| e.to_string());
     }
-    let servers = args.bootstrap_controller.clone().unwrap_or_default();
+    let servers = args
+        .bootstrap
+        .bootstrap_controller
+        .clone()
+        .unwrap_or_default();
     let client = config.connect(&servers).await.map_err(|e| e.to_string())?;
     super::to_active_controller(client, &config).await
 }

@@ -43,6 +43,7 @@ pub mod configs;
 pub mod console;
 mod console_group;
 pub mod consumer_groups;
+pub mod features;
 pub mod leader_election;
 pub mod metadata_quorum;
 pub mod reassign;
@@ -152,6 +153,21 @@ pub fn check(code: i16, message: Option<&StrBytes>) -> Result<(), AdminError> {
         code,
         message: message.map(|m| m.to_string()),
     })
+}
+
+/// `--bootstrap-server` or `--bootstrap-controller`, exactly one: the tools that may also talk
+/// to the controllers directly, as Kafka's.
+#[derive(clap::Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct Bootstrap {
+    /// A comma-separated list of host:port pairs to use for establishing the connection to the
+    /// Kafka cluster.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap_server: Option<String>,
+    /// A comma-separated list of host:port pairs to use for establishing the connection to the
+    /// KRaft quorum.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub bootstrap_controller: Option<String>,
 }
 
 /// The settings of a `--command-config` file that Gregor's tools honour: Kafka's admin-client
