@@ -69,7 +69,16 @@ def test_features_are_described_and_changed_as_kafka_allows(start_node):
     done = features(node, "disable", "--feature", "group.version")
     assert (done.returncode, done.stdout) == (0, "group.version was disabled.\n")
 
-    # The tool's own refusals.
+    # The tool's own refusals, and the admin client's, before anything is sent.
+    done = features(node, "upgrade", "--feature", "kraft.version=0")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.strip().endswith("The upgradeType flag should be set to SAFE_DOWNGRADE or "
+                                        "UNSAFE_DOWNGRADE when the provided maxVersionLevel:0 is < 1.")
+    done = features(node, "downgrade", "--feature", "kraft.version=-3")
+    assert done.stderr.strip().endswith("Cannot specify a negative version level.")
+    done = features(node, "disable", "--feature", " ")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.strip().endswith("Provided feature can not be empty.")
     done = features(node, "upgrade")
     assert (done.returncode, done.stderr.strip().endswith("You must specify at least one feature to upgrade")) \
         == (1, True), done.stderr

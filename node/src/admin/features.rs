@@ -150,6 +150,10 @@ async fn run(args: FeaturesArgs) -> Result<(), String> {
     if updates.is_empty() {
         return Err(format!("You must specify at least one feature to {op}"));
     }
+    // The admin client's `updateFeatures` refuses a blank name before sending anything.
+    if updates.keys().any(|name| name.trim().is_empty()) {
+        return Err("Provided feature can not be empty.".to_owned());
+    }
     let mut client = config.connect(bootstrap).await.map_err(|e| e.to_string())?;
     update(&mut client, op, &updates, dry_run).await
 }
@@ -178,6 +182,7 @@ fn updates(asked: &Levels, upgrade_type: i8) -> Result<BTreeMap<String, (i16, i8
     }
     for feature in &asked.feature {
         let (name, level) = name_and_level(feature)?;
+        check_level(level, upgrade_type)?;
         if updates
             .insert(name.clone(), (level, upgrade_type))
             .is_some()
@@ -212,6 +217,19 @@ fn metadata_name(level: i16) -> String {
             || format!("UNKNOWN {level}"),
             |(_, name)| (*name).to_owned(),
         )
+}
+
+/// What the admin client's `FeatureUpdate` refuses before anything is sent.
+fn check_level(level: i16, upgrade_type: i8) -> Result<(), String> {
+    if level == 0 && upgrade_type == UPGRADE {
+        return Err(format!(
+            "The upgradeType flag should be set to SAFE_DOWNGRADE or UNSAFE_DOWNGRADE when the provided maxVersionLevel:{level} is < 1."
+        ));
+    }
+    if level < 0 {
+        return Err("Cannot specify a negative version level.".to_owned());
+    }
+    Ok(())
 }
 
 /// Kafka's `FeatureCommand.parseNameAndLevel`.
@@ -352,6 +370,20 @@ mod tests {
         assert_eq!(metadata_level("5.0"), None);
         assert_eq!(metadata_name(25), "4.0-IV3");
         assert_eq!(metadata_name(3), "UNKNOWN 3");
+    }
+
+    #[test]
+    fn levels_the_admin_client_refuses_are_refused_before_sending() {
+        assert_eq!(
+            check_level(0, UPGRADE),
+            Err("The upgradeType flag should be set to SAFE_DOWNGRADE or UNSAFE_DOWNGRADE when the provided maxVersionLevel:0 is < 1.".to_owned())
+        );
+        assert_eq!(check_level(0, SAFE_DOWNGRADE), Ok(()));
+        assert_eq!(
+            check_level(-1, SAFE_DOWNGRADE),
+            Err("Cannot specify a negative version level.".to_owned())
+        );
+        assert_eq!(check_level(25, UPGRADE), Ok(()));
     }
 
     #[test]
