@@ -1417,8 +1417,13 @@ impl Coordinator {
         generation: i32,
         now: Instant,
     ) -> i16 {
-        if let Err(code) = self.coordinator_for(group_id) {
-            return code;
+        match self.coordinator_for(group_id) {
+            // Kafka's `GroupCoordinatorService.heartbeat` answers a heartbeat to a loading
+            // group NONE ("blindly"): the member keeps its session and learns the group's
+            // state from its next heartbeat, instead of logging an error.
+            Err(codes::COORDINATOR_LOAD_IN_PROGRESS) => return codes::NONE,
+            Err(code) => return code,
+            Ok(_) => {}
         }
         if self
             .groups
