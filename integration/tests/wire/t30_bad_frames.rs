@@ -225,14 +225,49 @@ async fn a_client_id_that_is_not_utf8_is_served() {
     frame.put_slice(b"caf\xe9");
     let size = (frame.len() - 4) as i32;
     frame[..4].copy_from_slice(&size.to_be_bytes());
-    conn.write_raw(&frame).await.unwrap();
-    let answer = conn
-        .read_frame()
-        .await
-        .unwrap()
-        .expect("an answer, not a closed connection");
+    let answer = answer_to(&mut conn, &frame).await;
     // Correlation id, then ApiVersions v0's error code 0.
     assert_eq!(&answer[..6], &[0, 0, 0, 77, 0, 0]);
+}
+
+/// Sends `frame` and reads its answer, which must come (the connection not closed).
+async fn answer_to(conn: &mut KafkaConn, frame: &[u8]) -> bytes::Bytes {
+    conn.write_raw(frame).await.unwrap();
+    conn.read_frame()
+        .await
+        .unwrap()
+        .expect("an answer, not a closed connection")
+}
+
+/// A CreateTopics v2 body creating each of `names` (bytes as sent) with one partition of one
+/// replica, 30 s timeout, not validate-only.
+fn create_topics_v2(names: &[&[u8]]) -> BytesMut {
+    let mut body = BytesMut::new();
+    body.put_i32(names.len() as i32);
+    for name in names {
+        body.put_i16(name.len() as i16);
+        body.put_slice(name);
+        body.put_i32(1);
+        body.put_i16(1);
+        body.put_i32(0);
+        body.put_i32(0);
+    }
+    body.put_i32(30_000);
+    body.put_u8(0);
+    body
+}
+
+/// The start of a CreateTopics v2 answer of one topic: correlation id, throttle time, the
+/// topic's name and error code.
+fn one_topic_answer(correlation_id: i32, name: &str, error_code: i16) -> BytesMut {
+    let mut expected = BytesMut::new();
+    expected.put_i32(correlation_id);
+    expected.put_i32(0);
+    expected.put_i32(1);
+    expected.put_i16(name.len() as i16);
+    expected.put_slice(name.as_bytes());
+    expected.put_i16(error_code);
+    expected
 }
 
 #[tokio::test]
@@ -241,29 +276,9 @@ async fn a_topic_name_that_is_not_utf8_gets_kafkas_answer_not_a_closed_connectio
     // which refuses it as an invalid topic, and the connection serves on.
     let node = GregorNode::start(&[]).unwrap();
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-    let mut body = BytesMut::new();
-    body.put_i32(1);
-    body.put_i16(4);
-    body.put_slice(b"caf\xe9");
-    body.put_i32(1);
-    body.put_i16(1);
-    body.put_i32(0);
-    body.put_i32(0);
-    body.put_i32(30_000);
-    body.put_u8(0);
-    conn.write_raw(&raw_frame(19, 2, 78, &body)).await.unwrap();
-    let answer = conn
-        .read_frame()
-        .await
-        .unwrap()
-        .expect("an answer, not a closed connection");
-    let mut expected = BytesMut::new();
-    expected.put_i32(78);
-    expected.put_i32(0);
-    expected.put_i32(1);
-    expected.put_i16(6);
-    expected.put_slice("caf\u{fffd}".as_bytes());
-    expected.put_i16(17);
+    let body = create_topics_v2(&[b"caf\xe9"]);
+    let answer = answer_to(&mut conn, &raw_frame(19, 2, 78, &body)).await;
+    let expected = one_topic_answer(78, "caf\u{fffd}", 17);
     assert_eq!(&answer[..expected.len()], &expected[..]);
     assert_healthy(&mut conn, &node, "a topic name that is not UTF-8").await;
 }
@@ -274,31 +289,9 @@ async fn names_alike_once_decoded_as_the_jdk_decodes_them_are_one_name() {
     // Kafka sees one topic named twice, INVALID_REQUEST "Duplicate topic name.".
     let node = GregorNode::start(&[]).unwrap();
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-    let mut body = BytesMut::new();
-    body.put_i32(2);
-    for name in [&b"d\xed\xa0\x80z"[..], &b"d\xffz"[..]] {
-        body.put_i16(name.len() as i16);
-        body.put_slice(name);
-        body.put_i32(1);
-        body.put_i16(1);
-        body.put_i32(0);
-        body.put_i32(0);
-    }
-    body.put_i32(30_000);
-    body.put_u8(0);
-    conn.write_raw(&raw_frame(19, 2, 79, &body)).await.unwrap();
-    let answer = conn
-        .read_frame()
-        .await
-        .unwrap()
-        .expect("an answer, not a closed connection");
-    let mut expected = BytesMut::new();
-    expected.put_i32(79);
-    expected.put_i32(0);
-    expected.put_i32(1);
-    expected.put_i16(5);
-    expected.put_slice("d\u{fffd}z".as_bytes());
-    expected.put_i16(42);
+    let body = create_topics_v2(&[b"d\xed\xa0\x80z", b"d\xffz"]);
+    let answer = answer_to(&mut conn, &raw_frame(19, 2, 79, &body)).await;
+    let mut expected = one_topic_answer(79, "d\u{fffd}z", 42);
     let message = b"Duplicate topic name.";
     expected.put_i16(message.len() as i16);
     expected.put_slice(message);
