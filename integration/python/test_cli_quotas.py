@@ -25,8 +25,8 @@ def failed(done, stderr):
 
 
 def usage_error(done, message):
-    """A wrong command line: exit 2, clap's `error:` line, then the tool's usage."""
-    assert done.returncode == 2 and done.stdout == "", done
+    """A wrong command line: exit 1 (as Kafka's tools), clap's `error:` line, then the tool's usage."""
+    assert done.returncode == 1 and done.stdout == "", done
     assert done.stderr.startswith(f"error: {message}\n\nUsage: gregor configs "), done.stderr
 
 

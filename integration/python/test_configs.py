@@ -131,7 +131,7 @@ def test_add_config_file_with_add_config_winning(node, admin, tmp_path):
     assert "  retention.ms=2000 sensitive=false" in described, described
     assert "  segment.bytes=1048576 sensitive=false" in described, described
     refused = cli(node, "configs", "--describe", "--entity-type", "topics", "--add-config-file", str(props))
-    assert refused.returncode == 2 and "only valid with --alter" in refused.stderr
+    assert refused.returncode == 1 and "only valid with --alter" in refused.stderr
     missing = cli(node, "configs", "--alter", "--entity-type", "topics", "--entity-name", "cfg-file",
                   "--add-config-file", str(tmp_path / "nope.properties"))
     assert missing.returncode == 1 and "cannot read" in missing.stderr and missing.stdout == ""
@@ -143,7 +143,7 @@ def test_client_metrics_generate_name(node):
     name = re.fullmatch(r"Altered client metrics config for ([A-Za-z0-9_-]{22})\.\n", out.stdout).group(1)
     assert name in cli(node, "client-metrics", "--list").stdout.split("\n")
     neither = cli(node, "client-metrics", "--alter", "--metrics", "x")
-    assert neither.returncode == 2
+    assert neither.returncode == 1
     assert neither.stderr.startswith("error: One of --name or --generate-name must be specified with --alter.\n\n"
                                      "Usage: gregor client-metrics "), neither.stderr
 

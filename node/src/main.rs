@@ -52,7 +52,7 @@ enum Command {
     Cluster(gregor_node::admin::cluster::ClusterArgs),
     /// Write stdin lines as records to a topic, as kafka-console-producer.sh.
     ConsoleProducer(gregor_node::admin::console::ConsoleProducerArgs),
-    /// Print the records of a topic, as kafka-console-consumer.sh (without consumer groups).
+    /// Print the records of a topic, alone or as a member of a consumer group, as kafka-console-consumer.sh.
     ConsoleConsumer(gregor_node::admin::console::ConsoleConsumerArgs),
     /// Print partition offsets (latest, earliest, by time), as kafka-get-offsets.sh.
     GetOffsets(gregor_node::admin::console::GetOffsetsArgs),
@@ -248,7 +248,7 @@ fn main() -> ExitCode {
     // Before the node's own allocations (only what the runtime and mimalloc set up before
     // `main` can still be in huge pages); a failure is reported once logging is set up.
     let huge_pages = disable_huge_pages_unless_chosen();
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|error| gregor_node::admin::exit_for_usage(error));
     // A node logs in the format its configuration names, so it starts logging once that is
     // loaded (a configuration error is printed on its own line either way).
     if !matches!(cli.command, Command::Node(_)) {

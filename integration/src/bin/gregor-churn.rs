@@ -15,20 +15,20 @@ fn main() -> ExitCode {
     let args = match ChurnArgs::try_parse() {
         Ok(args) => args,
         Err(e) => {
-            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            // Help and version on stdout (exit 0), usage errors on stderr with exit 1, as Kafka's tools.
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
     if let Err(e) = args.validate() {
         eprintln!("gregor-churn: {e:#}");
-        return ExitCode::from(2);
+        return ExitCode::from(1);
     }
     // Checked before the run, so an unwritable path fails in a second, not after it.
     for path in [&args.json, &args.plot].into_iter().flatten() {
         if let Err(e) = check_writable(path) {
             eprintln!("gregor-churn: cannot write {}: {e}", path.display());
-            return ExitCode::from(2);
+            return ExitCode::from(1);
         }
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()

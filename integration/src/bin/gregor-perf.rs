@@ -14,12 +14,12 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
     if let Err(e) = args.validate() {
         eprintln!("gregor-perf: {e:#}");
-        return ExitCode::from(2);
+        return ExitCode::from(1);
     }
     let outcome = match &args.mode {
         Mode::Produce(produce) => perf::produce::run(produce),

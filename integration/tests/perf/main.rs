@@ -253,7 +253,7 @@ async fn failures_exit_non_zero_and_write_no_report() {
     let json = dir.path().join("report.json");
     let json = json.to_str().unwrap();
 
-    // A usage error: exit status 2 with the reason.
+    // A usage error: exit status 1 with the reason.
     let out = perf(
         &[
             "produce",
@@ -269,7 +269,7 @@ async fn failures_exit_non_zero_and_write_no_report() {
         Duration::from_secs(30),
     )
     .await;
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("--num-records should be greater than zero"));
     let out = perf(
         &[
@@ -286,7 +286,7 @@ async fn failures_exit_non_zero_and_write_no_report() {
         Duration::from_secs(30),
     )
     .await;
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("--record-size must be at least 8 with --throughput"));
 
     // Nobody listens: every record times out, exit status 1, no report file.

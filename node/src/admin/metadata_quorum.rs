@@ -82,7 +82,7 @@ pub enum QuorumCommand {
     },
 }
 
-/// A wrong command line: the message and the usage, exit 2.
+/// A wrong command line: the message and the usage, exit 1.
 fn usage(message: &str) -> ! {
     usage_exit::<MetadataQuorumArgs>("metadata-quorum", message)
 }

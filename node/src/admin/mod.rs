@@ -86,13 +86,30 @@ pub enum AdminError {
 }
 
 /// Reports a usage mistake found after the command line was parsed exactly as clap reports one
-/// it cannot parse: `error: <message>`, the tool's usage, exit status 2. Every `gregor` tool
-/// exits 2 for a wrong command line and 1 for an operation that failed (`gregor: <message>`).
+/// it cannot parse: `error: <message>`, the tool's usage, exit status 1.
 pub fn usage_exit<A: clap::Args>(tool: &'static str, message: &str) -> ! {
-    A::augment_args(clap::Command::new(tool))
-        .bin_name(format!("gregor {tool}"))
-        .error(clap::error::ErrorKind::ArgumentConflict, message)
-        .exit()
+    exit_for_usage(
+        A::augment_args(clap::Command::new(tool))
+            .bin_name(format!("gregor {tool}"))
+            .error(clap::error::ErrorKind::ArgumentConflict, message),
+    )
+}
+
+/// Ends the process for what clap found on the command line: help and version on stdout with
+/// status 0, a wrong command line on stderr with status 1, as Kafka's tools exit
+/// (`CommandLineUtils.printUsageAndExit`) where clap would exit 2; scripts written against
+/// kafka-*.sh test for 1.
+pub fn exit_for_usage(error: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+    ) {
+        error.exit()
+    }
+    // Printing to a closed stderr has nowhere to report its failure.
+    let _ = error.print();
+    std::process::exit(1)
 }
 
 /// Kafka's exception text for a code: the broker's message, or the code's default one.
