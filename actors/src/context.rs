@@ -156,6 +156,10 @@ pub trait ControllerForwarder: Send + Sync {
         Forwarded<kafka_protocol::messages::BrokerHeartbeatResponse>,
     >;
 
+    /// Whether an active controller is known now. A client's forwarded request waits for one
+    /// (up to the forwarding timeout); Metadata's auto-creation must not hold its answer.
+    fn knows_active_controller(&self) -> bool;
+
     /// AlterConfigs at `version`.
     fn alter_configs(
         &self,

@@ -155,6 +155,20 @@ pub const QUOTA_CALLBACK_FAILURES_TOTAL: &str = "gregor_quota_callback_failures_
 pub const QUOTA_CALLBACK_CLUSTER_UPDATE_SECONDS: &str =
     "gregor_quota_callback_cluster_update_seconds";
 
+/// The metadata quorum's leader as this node knows it, -1 when unknown (Kafka's `raft-metrics`
+/// `current-leader`).
+pub const RAFT_CURRENT_LEADER: &str = "kafka_server_raft_metrics_current_leader";
+/// The node this one voted for in the current epoch: itself as leader or candidate, -1 when it
+/// follows a leader or has not voted (`raft-metrics` `current-vote`).
+pub const RAFT_CURRENT_VOTE: &str = "kafka_server_raft_metrics_current_vote";
+/// The metadata quorum's epoch (raft term) as this node knows it (`current-epoch`).
+pub const RAFT_CURRENT_EPOCH: &str = "kafka_server_raft_metrics_current_epoch";
+/// The offset after the last metadata record this node applied, -1 before any
+/// (`high-watermark`).
+pub const RAFT_HIGH_WATERMARK: &str = "kafka_server_raft_metrics_high_watermark";
+/// The offset after the last record in this node's metadata log (`log-end-offset`).
+pub const RAFT_LOG_END_OFFSET: &str = "kafka_server_raft_metrics_log_end_offset";
+
 /// 1 on the active controller, 0 on every other node (Kafka's
 /// `KafkaController.ActiveControllerCount`).
 pub const CONTROLLER_ACTIVE_CONTROLLER_COUNT: &str =

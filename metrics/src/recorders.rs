@@ -298,6 +298,30 @@ pub fn image_digest(offset: u64, digest: f64) {
     gauge!(names::METADATA_IMAGE_DIGEST).set(digest);
 }
 
+/// Where this node stands in the metadata quorum (Kafka's `raft-metrics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaftStanding {
+    /// The leader's id, -1 when unknown.
+    pub leader: i64,
+    /// The id voted for in this epoch, -1 when none (or following a leader).
+    pub vote: i64,
+    /// The raft term.
+    pub epoch: u64,
+    /// The offset after the last applied record, -1 before any.
+    pub high_watermark: i64,
+    /// The offset after the last record of the log.
+    pub log_end_offset: u64,
+}
+
+/// Records where this node stands in the metadata quorum.
+pub fn raft_standing(standing: RaftStanding) {
+    gauge!(names::RAFT_CURRENT_LEADER).set(standing.leader as f64);
+    gauge!(names::RAFT_CURRENT_VOTE).set(standing.vote as f64);
+    gauge!(names::RAFT_CURRENT_EPOCH).set(standing.epoch as f64);
+    gauge!(names::RAFT_HIGH_WATERMARK).set(standing.high_watermark as f64);
+    gauge!(names::RAFT_LOG_END_OFFSET).set(standing.log_end_offset as f64);
+}
+
 /// Whether this node is the active controller.
 pub fn active_controller(active: bool) {
     gauge!(names::CONTROLLER_ACTIVE_CONTROLLER_COUNT).set(if active { 1.0 } else { 0.0 });

@@ -592,11 +592,11 @@ pub async fn auto_create(ctx: &HandlerContext, info: &RequestInfo, names: &[Stri
         .with_topics(topics)
         .with_timeout_ms(30_000);
     // A broker that does not lead the quorum hands the creation to the active controller, as
-    // Kafka's brokers forward it.
-    let forwarder = ctx
-        .forwarder
-        .as_ref()
-        .filter(|_| ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()));
+    // Kafka's brokers forward it. Kafka answers Metadata without waiting for the creation, so
+    // with no active controller known (an election) the local controller refuses it at once.
+    let forwarder = ctx.forwarder.as_ref().filter(|forwarder| {
+        ctx.quorum.as_ref().is_some_and(|q| !q.is_leader()) && forwarder.knows_active_controller()
+    });
     if let Some(forwarder) = forwarder {
         let version = crate::controller::LATEST_CREATE_TOPICS_VERSION;
         match forwarder

@@ -136,6 +136,7 @@ impl MetadataLog {
         let raft = Raft::new(node_id, Arc::new(config), network, log_store, state_machine)
             .await
             .map_err(fatal)?;
+        tokio::spawn(record_standing(raft.metrics()));
         Ok(MetadataLog {
             node_id,
             dir: dir.to_path_buf(),
@@ -371,6 +372,40 @@ fn fatal(f: Fatal<u64>) -> MetadataLogError {
         Fatal::Panicked => MetadataLogError::Shutdown(" after a panic in the raft core".into()),
         Fatal::StorageError(e) => {
             MetadataLogError::Shutdown(format!(" after a storage error: {e}"))
+        }
+    }
+}
+
+/// Where `metrics` says this node stands in the quorum, as Kafka's `raft-metrics` report it.
+fn standing(metrics: &RaftMetrics<u64, VoterNode>) -> gregor_metrics::RaftStanding {
+    use openraft::ServerState;
+    let vote = match metrics.state {
+        ServerState::Leader | ServerState::Candidate => Some(metrics.id),
+        // A follower of a known leader reports no vote, nor does a node that never voted (term
+        // 0); one that only voted reports whom for.
+        _ if metrics.vote.is_committed() || metrics.vote.leader_id().get_term() == 0 => None,
+        _ => metrics.vote.leader_id().voted_for(),
+    };
+    gregor_metrics::RaftStanding {
+        leader: metrics.current_leader.map_or(-1, |id| id as i64),
+        vote: vote.map_or(-1, |id| id as i64),
+        epoch: metrics.current_term,
+        high_watermark: metrics.last_applied.map_or(-1, |l| l.index as i64 + 1),
+        log_end_offset: metrics.last_log_index.map_or(0, |index| index + 1),
+    }
+}
+
+/// Keeps the quorum gauges current until the raft group stops.
+async fn record_standing(mut metrics: tokio::sync::watch::Receiver<RaftMetrics<u64, VoterNode>>) {
+    let mut last = None;
+    loop {
+        let now = standing(&metrics.borrow_and_update());
+        if last != Some(now) {
+            gregor_metrics::raft_standing(now);
+            last = Some(now);
+        }
+        if metrics.changed().await.is_err() {
+            return;
         }
     }
 }

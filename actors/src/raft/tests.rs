@@ -392,3 +392,41 @@ async fn submitted_batches_commit_in_submission_order() {
     assert_eq!(applier.image(), records(0..20));
     log.shutdown().await.unwrap();
 }
+
+#[test]
+fn quorum_gauges_read_as_kafkas_raft_metrics() {
+    use openraft::{CommittedLeaderId, ServerState};
+    let mut metrics = RaftMetrics::<u64, VoterNode>::new_initial(2);
+    let unattached = standing(&metrics);
+    assert_eq!((unattached.leader, unattached.vote), (-1, -1));
+    assert_eq!(
+        (unattached.high_watermark, unattached.log_end_offset),
+        (-1, 0)
+    );
+
+    // Voted for node 3 in term 7, no leader yet: the vote is reported.
+    metrics.current_term = 7;
+    metrics.vote = Vote::new(7, 3);
+    assert_eq!(standing(&metrics).vote, 3);
+
+    // Following node 3: a leader, no vote (Kafka reports -1 for a follower).
+    metrics.vote = Vote::new_committed(7, 3);
+    metrics.current_leader = Some(3);
+    metrics.last_log_index = Some(41);
+    metrics.last_applied = Some(LogId::new(CommittedLeaderId::new(7, 3), 40));
+    let following = standing(&metrics);
+    assert_eq!((following.leader, following.vote), (3, -1));
+    assert_eq!(following.epoch, 7);
+    assert_eq!(
+        (following.high_watermark, following.log_end_offset),
+        (41, 42)
+    );
+
+    // A candidate and a leader vote for themselves.
+    metrics.state = ServerState::Candidate;
+    metrics.current_leader = None;
+    assert_eq!(standing(&metrics).vote, 2);
+    metrics.state = ServerState::Leader;
+    metrics.current_leader = Some(2);
+    assert_eq!(standing(&metrics).vote, 2);
+}

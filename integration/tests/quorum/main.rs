@@ -12,6 +12,7 @@ mod t30_broker_fencing;
 mod t35_combined_node_fencing;
 mod t36_forwarded_answers;
 mod t37_forward_timeout;
+mod t38_forward_without_leader;
 mod t40_config_forwarding;
 mod t45_producer_id_blocks;
 mod t50_quota_forwarding;
@@ -32,11 +33,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use gregor_integration::admin::{creatable, create_topics};
 use gregor_integration::netns::{Host, NetLab};
 use gregor_integration::ports::reserve_port;
 use gregor_integration::{binary_path, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
+use kafka_protocol::messages::{
+    CreateTopicsRequest, DescribeQuorumRequest, DescribeQuorumResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 /// How long a cluster may take to form or fail over on a loaded two-core machine.
@@ -86,7 +90,21 @@ impl Cluster {
         brokers: usize,
         controller_overrides: &[(&str, &str)],
     ) -> anyhow::Result<Cluster> {
-        Self::start_inner(controllers, brokers, controller_overrides, None)
+        Self::start_inner(controllers, brokers, controller_overrides, None, false)
+    }
+
+    /// `count` nodes that are each broker and controller (`process.roles=broker,controller`,
+    /// a client listener beside the controller one), formed as the voters of one quorum.
+    pub fn start_combined(count: usize, overrides: &[(&str, &str)]) -> anyhow::Result<Cluster> {
+        Self::start_inner(count, 0, overrides, None, true)
+    }
+
+    /// Every voter's controller listener address, in id order.
+    pub fn controller_addrs(&self) -> Vec<String> {
+        self.bootstrap_controllers
+            .split(',')
+            .map(str::to_owned)
+            .collect()
     }
 
     /// [`Cluster::start`] with every node in a namespace of its own in `lab` (node `id` at
@@ -97,7 +115,7 @@ impl Cluster {
         controllers: usize,
         brokers: usize,
     ) -> anyhow::Result<Cluster> {
-        Self::start_inner(controllers, brokers, &[], Some(lab))
+        Self::start_inner(controllers, brokers, &[], Some(lab), false)
     }
 
     fn start_inner(
@@ -105,6 +123,7 @@ impl Cluster {
         brokers: usize,
         controller_overrides: &[(&str, &str)],
         lab: Option<Arc<NetLab>>,
+        combined: bool,
     ) -> anyhow::Result<Cluster> {
         let cluster_id = random_uuid()?;
         let mut hosts = BTreeMap::new();
@@ -135,12 +154,18 @@ impl Cluster {
         let mut started = Vec::new();
         for (id, addr, _) in &specs {
             let id_text = id.to_string();
-            let listeners = format!("CONTROLLER://{addr}");
+            let (roles, listeners) = match combined {
+                true => (
+                    "broker,controller",
+                    format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://{addr}"),
+                ),
+                false => ("controller", format!("CONTROLLER://{addr}")),
+            };
             let host = hosts.get(id);
             let metrics = host.map(|h| format!("{}:0", h.addr));
             let mut overrides = vec![
                 ("node.id", id_text.as_str()),
-                ("process.roles", "controller"),
+                ("process.roles", roles),
                 ("listeners", listeners.as_str()),
                 (
                     "controller.quorum.bootstrap.servers",
@@ -223,6 +248,22 @@ impl Cluster {
         self.brokers.push((id, node));
         Ok(())
     }
+}
+
+/// Waits until a topic can be created through `bootstrap` (a node that forwards to the active
+/// controller once it knows one).
+pub async fn wait_forwarding(bootstrap: &str) -> anyhow::Result<()> {
+    wait_until(
+        "a topic created through a forwarding node",
+        FORM_TIMEOUT,
+        || async {
+            let mut conn = KafkaConn::connect(bootstrap).await?;
+            let request = create_topics(vec![creatable("forwarding-ready", 1, 1)], false);
+            let response = conn.send::<CreateTopicsRequest>(&request, 7).await?;
+            Ok(matches!(response.topics[0].error_code, 0 | 36).then_some(()))
+        },
+    )
+    .await
 }
 
 /// DescribeQuorum for `__cluster_metadata-0` at `version`.

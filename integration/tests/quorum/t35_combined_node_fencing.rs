@@ -6,11 +6,10 @@
 use std::collections::BTreeSet;
 
 use gregor_integration::admin::metadata;
-use gregor_integration::ports::reserve_port;
-use gregor_integration::{wait_until, GregorNode, KafkaConn};
+use gregor_integration::{wait_until, KafkaConn};
 use kafka_protocol::messages::DescribeClusterRequest;
 
-use crate::{leader_id, random_uuid, wait_leader, FORM_TIMEOUT};
+use crate::{leader_id, wait_leader, FORM_TIMEOUT};
 
 async fn brokers_in_metadata(addr: &str) -> anyhow::Result<BTreeSet<i32>> {
     let mut conn = KafkaConn::connect(addr).await?;
@@ -26,46 +25,15 @@ async fn brokers_in_describe_cluster(addr: &str) -> anyhow::Result<BTreeSet<i32>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_combined_node_that_stalls_is_fenced_and_unfenced_after_it_heals() -> anyhow::Result<()> {
-    let cluster_id = random_uuid()?;
-    let mut specs = Vec::new();
-    for id in 1..=3 {
-        specs.push((id, reserve_port()?, random_uuid()?));
-    }
-    let initial = specs
-        .iter()
-        .map(|(id, port, dir)| format!("{id}@127.0.0.1:{port}:{dir}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let bootstrap = specs
-        .iter()
-        .map(|(_, port, _)| format!("127.0.0.1:{port}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut nodes = Vec::new();
-    for (id, port, _) in &specs {
-        let listeners = format!("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}");
-        let node = GregorNode::start_formatted(
-            &[
-                ("node.id", &id.to_string()),
-                ("process.roles", "broker,controller"),
-                ("listeners", &listeners),
-                ("controller.quorum.bootstrap.servers", &bootstrap),
-                ("broker.session.timeout.ms", "3000"),
-                ("broker.heartbeat.interval.ms", "500"),
-            ],
-            &[
-                "--cluster-id",
-                &cluster_id,
-                "--initial-controllers",
-                &initial,
-            ],
-            false,
-        )?;
-        nodes.push((*id, node));
-    }
-    for (_, node) in &mut nodes {
-        node.wait_ready()?;
-    }
+    let cluster = crate::Cluster::start_combined(
+        3,
+        &[
+            ("broker.session.timeout.ms", "3000"),
+            ("broker.heartbeat.interval.ms", "500"),
+        ],
+    )?;
+    let controller_addrs = cluster.controller_addrs();
+    let nodes = &cluster.controllers;
     let all = BTreeSet::from([1, 2, 3]);
     let first = nodes[0].1.bootstrap();
     wait_until("every node unfenced", FORM_TIMEOUT, || async {
@@ -74,10 +42,6 @@ async fn a_combined_node_that_stalls_is_fenced_and_unfenced_after_it_heals() -> 
     .await?;
 
     // Stall a node that does not lead, so the quorum keeps its leader.
-    let controller_addrs: Vec<String> = specs
-        .iter()
-        .map(|(_, port, _)| format!("127.0.0.1:{port}"))
-        .collect();
     let leader = leader_id(&wait_leader(&controller_addrs).await?);
     let victim = nodes
         .iter()

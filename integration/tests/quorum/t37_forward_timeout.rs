@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use gregor_integration::admin::{creatable, create_topics, metadata};
-use gregor_integration::{wait_until, KafkaConn};
+use gregor_integration::KafkaConn;
 use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest};
 
-use crate::{Cluster, FORM_TIMEOUT};
+use crate::{wait_forwarding, Cluster};
 
 const REQUEST_TIMED_OUT: i16 = 7;
 
@@ -17,17 +17,7 @@ const REQUEST_TIMED_OUT: i16 = 7;
 async fn a_request_the_controller_never_gets_times_out() -> anyhow::Result<()> {
     let mut cluster = Cluster::start(1, 1)?;
     let broker = cluster.brokers[0].1.bootstrap();
-    wait_until(
-        "a topic created through the broker",
-        FORM_TIMEOUT,
-        || async {
-            let mut conn = KafkaConn::connect(&broker).await?;
-            let request = create_topics(vec![creatable("forwarding-ready", 1, 1)], false);
-            let response = conn.send::<CreateTopicsRequest>(&request, 7).await?;
-            Ok(matches!(response.topics[0].error_code, 0 | 36).then_some(()))
-        },
-    )
-    .await?;
+    wait_forwarding(&broker).await?;
     cluster.controllers[0].1.kill9()?;
 
     let mut conn = KafkaConn::connect(&broker).await?;

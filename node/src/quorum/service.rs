@@ -853,6 +853,9 @@ impl QuorumService {
         };
         let parts: [&[u8]; 3] = [&head, request, &tail];
         let deadline = tokio::time::Instant::now() + FORWARD_TIMEOUT;
+        if caller.is_some() {
+            self.await_other_controller(deadline).await?;
+        }
         let mut backoff = RESEND_BACKOFF;
         let (addr, channel, answer) = loop {
             let (addr, channel, answer) = self.forward_once(&parts, deadline).await?;
@@ -972,6 +975,56 @@ impl QuorumService {
             }
         };
         Ok((addr, channel, answer))
+    }
+
+    /// Whether an active controller to forward to is known now: `Some(true)` when it is this
+    /// node (which then answers the request itself), `None` when none is.
+    fn controller_known(&self) -> Option<bool> {
+        let linked = self.raft_link.load(std::sync::atomic::Ordering::Relaxed);
+        if linked && self.leader_address.borrow().is_some() {
+            return Some(false);
+        }
+        let metrics = self.state.log.metrics();
+        metrics.current_leader.map(|leader| leader == metrics.id)
+    }
+
+    /// Holds a client's forwarded request while no active controller is known (an election
+    /// running, or a quorum that lost its majority), as Kafka's forwarding channel keeps a
+    /// request queued until it finds the controller; REQUEST_TIMED_OUT at `deadline`. Answering
+    /// NOT_CONTROLLER at once instead makes clients that retry it only once (kafka-python's
+    /// admin client) fail a CreateTopics sent during an election.
+    async fn await_other_controller(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), ForwardError> {
+        let mut metrics = self.state.log.metrics_watch();
+        let mut address = self.leader_address.subscribe();
+        loop {
+            match self.controller_known() {
+                Some(false) => return Ok(()),
+                // This node leads now: its own controller actor answers.
+                Some(true) => return Err(ForwardError::Unreachable),
+                None => {}
+            }
+            let elected = async {
+                tokio::select! {
+                    changed = metrics.changed() => changed.is_ok(),
+                    changed = address.changed() => changed.is_ok(),
+                }
+            };
+            match tokio::time::timeout_at(deadline, elected).await {
+                Ok(true) => {}
+                // The metadata log stopped: the node is shutting down.
+                Ok(false) => return Err(ForwardError::Unreachable),
+                Err(_) => {
+                    tracing::warn!("no active controller was known before the forwarding timeout");
+                    return Err(ForwardError::failed(
+                        ResponseError::RequestTimedOut,
+                        format!("No active controller was known within {FORWARD_TIMEOUT:?}"),
+                    ));
+                }
+            }
+        }
     }
 
     /// The address of the active controller to forward to.
@@ -1117,6 +1170,10 @@ impl QuorumService {
 /// auto-creation, the controller part of the config APIs): encoded as a client would send them
 /// and forwarded like one.
 impl gregor_actors::context::ControllerForwarder for QuorumService {
+    fn knows_active_controller(&self) -> bool {
+        self.controller_known().is_some()
+    }
+
     fn create_topics(
         &self,
         request: kafka_protocol::messages::CreateTopicsRequest,
