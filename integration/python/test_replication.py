@@ -1122,3 +1122,27 @@ def test_follower_fetches_count_as_replication_bytes_not_bytes_out():
     finally:
         for node in nodes:
             node.close()
+
+
+def test_acks_all_below_min_insync_replicas_is_refused_without_a_message():
+    """An acks=all Produce to a partition whose ISR is smaller than min.insync.replicas gets
+    NOT_ENOUGH_REPLICAS (19) with the log start offset and no error message: Kafka sends a
+    message only for a record validation failure (`LogAppendResult.hasCustomErrorMessage`)."""
+    nodes = start_cluster()
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "min-isr-three"
+        create_replicated_topic(admin, topic, 3)
+        leader_id = partition_state(admin, topic)[0]
+        follower_id = next(i for i in by_id if i != leader_id)
+        by_id[follower_id].close()
+        wait_for("the stopped follower out of the ISR",
+                 lambda: follower_id not in partition_state(admin, topic)[2], timeout=FAILOVER_TIMEOUT)
+        conn = RawConn(by_id[leader_id].bootstrap)
+        refused = produce(conn, topic, 0, batch([(b"k", b"v", [], 1)]), acks=-1)
+        conn.close()
+        assert (refused.error_code, refused.error_message, refused.log_start_offset, refused.base_offset) == (19, None, 0, -1)
+    finally:
+        for node in nodes:
+            node.close()

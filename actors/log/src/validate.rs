@@ -278,7 +278,7 @@ pub fn validate<'a>(
                 RecordError {
                     batch_index: index,
                     message: format!(
-                        "Compacted topic cannot accept message without key in topic partition {partition}."
+                        "Compacted topic cannot accept message without key in topic partition {partition}"
                     ),
                 },
             ));
@@ -433,20 +433,26 @@ fn record_rejection(errors: Vec<(KafkaCode, RecordError)>) -> BatchRejection {
     let (code, message) = if any_timestamp {
         (
             KafkaCode::InvalidTimestamp,
-            "one or more records have been rejected due to invalid timestamp".to_string(),
+            "One or more records have been rejected due to invalid timestamp".to_string(),
         )
     } else {
+        // Java's `List.toString` of Kafka's `RecordError`s, which clients log as they are.
         let shown: Vec<String> = record_errors
             .iter()
             .take(3)
-            .map(|e| format!("[{}] {}", e.batch_index, e.message))
+            .map(|e| {
+                format!(
+                    "RecordError(batchIndex={}, message='{}')",
+                    e.batch_index, e.message
+                )
+            })
             .collect();
         (
             KafkaCode::InvalidRecord,
             format!(
-                "one or more records have been rejected due to {} record errors in total, showing the first three at most: {}",
+                "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
                 record_errors.len(),
-                shown.join("; ")
+                shown.join(", ")
             ),
         )
     };

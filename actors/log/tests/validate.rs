@@ -247,7 +247,14 @@ fn per_record_errors_name_the_records() {
     );
     assert_eq!(
         err.record_errors[0].message,
-        "Compacted topic cannot accept message without key in topic partition t-0."
+        "Compacted topic cannot accept message without key in topic partition t-0"
+    );
+    assert_eq!(
+        err.message,
+        "One or more records have been rejected due to 2 record errors in total, and only showing \
+         the first three errors at most: [RecordError(batchIndex=1, message='Compacted topic cannot \
+         accept message without key in topic partition t-0'), RecordError(batchIndex=2, \
+         message='Compacted topic cannot accept message without key in topic partition t-0')]"
     );
 
     let config = LogConfig::default();
@@ -258,6 +265,10 @@ fn per_record_errors_name_the_records() {
     );
     let err = validate(&bytes, &config, NOW, "t-0").unwrap_err();
     assert_eq!(err.code, KafkaCode::InvalidTimestamp);
+    assert_eq!(
+        err.message,
+        "One or more records have been rejected due to invalid timestamp"
+    );
     assert_eq!(err.record_errors.len(), 1);
     assert_eq!(err.record_errors[0].batch_index, 1);
     assert_eq!(

@@ -142,15 +142,10 @@ pub(super) async fn handle(
                 continue;
             }
             // Only the group coordinator writes __consumer_offsets (Kafka's internal topics
-            // refuse client appends).
+            // refuse client appends, without a message for the client and with an unknown log
+            // start offset).
             if name.as_deref() == Some(crate::groups::OFFSETS_TOPIC) {
-                partitions.push(
-                    failed(index, INVALID_TOPIC_EXCEPTION).with_error_message(Some(
-                        StrBytes::from_static_str(
-                            "Cannot append to internal topic __consumer_offsets",
-                        ),
-                    )),
-                );
+                partitions.push(failed(index, INVALID_TOPIC_EXCEPTION));
                 continue;
             }
             let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, true)
@@ -195,15 +190,11 @@ pub(super) async fn handle(
             }
             let replicas = led.registration.replicas.as_slice().len() as i32;
             let isr = led.registration.isr.as_slice().len() as i32;
+            // Without a message: Kafka sends only a record validation failure's text to the
+            // client (`LogAppendResult`'s `hasCustomErrorMessage`).
             if acks == -1 && isr < led.state.min_insync_replicas().min(replicas) {
-                partitions.push(
-                    failed(index, NOT_ENOUGH_REPLICAS)
-                        .with_log_start_offset(log_start)
-                        .with_error_message(Some(StrBytes::from_string(format!(
-                            "The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {}",
-                            led.state.min_insync_replicas()
-                        )))),
-                );
+                partitions
+                    .push(failed(index, NOT_ENOUGH_REPLICAS).with_log_start_offset(log_start));
                 continue;
             }
             let epoch = led.registration.leader_epoch;
