@@ -835,8 +835,8 @@ def read_values(nodes, topic, count):
 
 def test_a_topic_recreated_while_a_replica_was_away_replaces_its_stray_log():
     """A topic deleted and created again under the same name while one of its replicas was down:
-    that replica's log on disk holds the old topic id. As Kafka's stray logs, it is deleted and a
-    new log fetched from the leader; the replica's log dir stays online and it rejoins the ISR.
+    that replica's log on disk holds the old topic id. As Kafka's stray logs, it is moved aside
+    (`-stray`, kept) and a new log fetched from the leader; the replica's log dir stays online and it rejoins the ISR.
     Replaying the metadata log at start-up passes through an image that still has the old topic:
     the node opens logs only once caught up, so that image never reaches the disk either."""
     nodes = start_cluster({"replica.lag.time.max.ms": "2000"})
@@ -889,11 +889,13 @@ def test_a_topic_recreated_while_a_replica_was_away_replaces_its_stray_log():
         admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
         wait_for("node 3 back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 3], timeout=FAILOVER_TIMEOUT)
         assert "marking the log dir offline" not in by_id[3].log()
-        # The deleted topic's log is a stray too: renamed for deletion (by its log shard, which
+        # The deleted topic's log is a stray too: moved aside and kept (by its log shard, which
         # may still be opening other logs).
         wait_for("the deleted topic's log renamed", lambda: not os.path.isdir(os.path.join(by_id[3].data_dir, f"{gone}-0")),
                  timeout=FAILOVER_TIMEOUT)
         assert "stray partition logs" in by_id[3].log()
+        strays = sorted(d for d in os.listdir(by_id[3].data_dir) if d.endswith("-stray"))
+        assert [d.split(".")[0] for d in strays] == [f"{gone}-0", f"{topic}-0"], strays
         # The metadata log, when it shares the log dir, is not one.
         assert not [d for d in os.listdir(by_id[3].data_dir) if d.startswith("__cluster_metadata") and d.endswith("-delete")]
         wait_for("node 3's log equal to the leader's",
@@ -906,7 +908,7 @@ def test_a_topic_recreated_while_a_replica_was_away_replaces_its_stray_log():
         wait_for("node 1 back in the ISR", lambda: partition_state(admin, topic)[2] == [1, 3], timeout=FAILOVER_TIMEOUT)
         assert "marking the log dir offline" not in by_id[1].log()
         assert read_values(nodes, topic, 5) == [b"new-%d" % i for i in range(5)]
-        assert "deleting it as a stray log" in by_id[3].log()
+        assert "moved aside as a stray log and kept" in by_id[3].log()
     finally:
         for node in nodes:
             node.close()

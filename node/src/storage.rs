@@ -137,7 +137,7 @@ const LOCK_FILE: &str = ".lock";
 
 /// The locks on a node's data directories, held for as long as it runs: a second process
 /// given one of them (the same node started twice) would take the other's partitions for
-/// strays and delete them.
+/// strays and move them aside.
 #[derive(Debug)]
 pub struct DirectoryLocks {
     _files: Vec<fs::File>,

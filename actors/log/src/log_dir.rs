@@ -16,6 +16,9 @@ use crate::log::{LogCheckpoints, PartitionLog};
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 /// Suffix of a partition directory awaiting deletion.
 pub const DELETE_DIR_SUFFIX: &str = "-delete";
+/// Suffix of a stray partition directory (a log the metadata does not place here), moved aside
+/// and kept for the operator, never deleted (Kafka's `-stray`).
+pub const STRAY_DIR_SUFFIX: &str = "-stray";
 
 /// State shared between a log dir and its logs.
 #[derive(Debug)]
@@ -100,6 +103,30 @@ impl LogOpener {
     }
 }
 
+/// `<topic>-<partition>.<uuid><suffix>`, the topic cut short so the name stays within the 255
+/// bytes a file name may have (Kafka's `logDirNameWithSuffixCappedLength`): a 249-character
+/// topic would otherwise fail to be renamed, hence to be deleted.
+fn renamed_dir_name(tp: &TopicPartition, suffix: &str) -> String {
+    let tail = format!(
+        "-{}.{}{suffix}",
+        tp.partition,
+        uuid::Uuid::new_v4().simple()
+    );
+    // Topic names are ASCII, so any byte is a character boundary.
+    let kept = tp.topic.len().min(255usize.saturating_sub(tail.len()));
+    format!("{}{tail}", tp.topic.get(..kept).unwrap_or(&tp.topic))
+}
+
+/// An offset checkpoint that only saves work, read as Kafka's `LogManager.loadLogs` reads
+/// the recovery points and log start offsets: a file that cannot be read is reported and
+/// treated as empty, which costs a full recovery, not the dir and every log in it.
+fn offsets_or_reset(path: &Path, consequence: &str) -> BTreeMap<TopicPartition, i64> {
+    checkpoint::read_offsets(path).unwrap_or_else(|error| {
+        tracing::warn!(checkpoint = %path.display(), %error, "{consequence}");
+        BTreeMap::new()
+    })
+}
+
 /// One log directory.
 #[derive(Debug)]
 pub struct LogDir {
@@ -124,12 +151,14 @@ impl LogDir {
         let marker = path.join(CLEAN_SHUTDOWN_FILE);
         let clean_shutdown = marker.exists();
         let dir = LogDir {
-            recovery_points: checkpoint::read_offsets(
+            recovery_points: offsets_or_reset(
                 &path.join(checkpoint::RECOVERY_POINT_CHECKPOINT),
-            )?,
-            log_start_offsets: checkpoint::read_offsets(
+                "resetting the recovery points to 0: every log of this dir is recovered whole",
+            ),
+            log_start_offsets: offsets_or_reset(
                 &path.join(checkpoint::LOG_START_OFFSET_CHECKPOINT),
-            )?,
+                "resetting the log start offsets to the base offset of each log's first segment",
+            ),
             cleaner_offsets: checkpoint::read_offsets(
                 &path.join(checkpoint::CLEANER_OFFSET_CHECKPOINT),
             )?,
@@ -150,6 +179,28 @@ impl LogDir {
             std::fs::remove_file(&marker).map_err(|e| LogError::io("delete", &marker, e))?;
         }
         Ok(dir)
+    }
+
+    /// A dir that could not be opened (`cause`), kept offline in its place: its logs are
+    /// served as offline (KAFKA_STORAGE_ERROR), not created again in another dir.
+    pub fn unusable(path: impl Into<PathBuf>, files: Arc<FileCache>, cause: &LogError) -> Self {
+        let dir = LogDir {
+            recovery_points: BTreeMap::new(),
+            log_start_offsets: BTreeMap::new(),
+            cleaner_offsets: BTreeMap::new(),
+            high_watermarks: BTreeMap::new(),
+            shared: Arc::new(LogDirShared {
+                path: path.into(),
+                files,
+                offline: AtomicBool::new(false),
+            }),
+            // Nothing of it may be written.
+            checkpoints_changed: false,
+            high_watermarks_changed: false,
+            clean_shutdown: false,
+        };
+        dir.shared.mark_offline(cause);
+        dir
     }
 
     pub fn path(&self) -> &Path {
@@ -192,7 +243,7 @@ impl LogDir {
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            if name.ends_with(DELETE_DIR_SUFFIX) {
+            if name.ends_with(DELETE_DIR_SUFFIX) || name.ends_with(STRAY_DIR_SUFFIX) {
                 continue;
             }
             if let Some(tp) = TopicPartition::from_dir_name(&name) {
@@ -350,24 +401,39 @@ impl LogDir {
         )
     }
 
-    /// Discards the unopened log of `tp` found holding another topic id
-    /// ([`LogError::TopicIdMismatch`]): renamed for deletion as [`Self::delete_log`] does, its
-    /// checkpointed offsets forgotten, so the next open creates a new log.
+    /// Moves aside the unopened log of `tp`, a stray (the metadata does not place it here, or
+    /// it holds another topic id: [`LogError::TopicIdMismatch`]): renamed
+    /// `<topic>-<partition>.<uuid>-stray` and kept, as Kafka keeps stray logs, since a log the
+    /// metadata lost track of (a damaged metadata log, a wrong `node.id`) may hold the only copy
+    /// of acknowledged records. Its checkpointed offsets are forgotten, so the next open
+    /// creates a new log.
     pub fn discard_stray(&mut self, tp: &TopicPartition) -> Result<PathBuf> {
         let from = self.shared.path.join(tp.dir_name());
-        let to = self.deleted_name(tp);
+        let to = self.renamed(tp, STRAY_DIR_SUFFIX);
         std::fs::rename(&from, &to).map_err(|e| LogError::io("rename", &from, e))?;
         self.forget_offsets(tp);
         Ok(to)
     }
 
-    /// Where a deleted log of `tp` is renamed to.
-    fn deleted_name(&self, tp: &TopicPartition) -> PathBuf {
-        self.shared.path.join(format!(
-            "{}.{}{DELETE_DIR_SUFFIX}",
-            tp.dir_name(),
-            uuid::Uuid::new_v4().simple()
-        ))
+    /// Stray logs moved aside by an earlier run, still waiting for the operator.
+    pub fn stray_dirs(&self) -> Result<Vec<PathBuf>> {
+        let path = &self.shared.path;
+        Ok(std::fs::read_dir(path)
+            .map_err(|e| LogError::io("list", path, e))?
+            .flatten()
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| name.ends_with(STRAY_DIR_SUFFIX))
+            })
+            .map(|entry| entry.path())
+            .collect())
+    }
+
+    /// Where a log of `tp` leaving its place is renamed to (`suffix`: deleted or stray).
+    fn renamed(&self, tp: &TopicPartition, suffix: &str) -> PathBuf {
+        self.shared.path.join(renamed_dir_name(tp, suffix))
     }
 
     /// Drops the checkpointed offsets of a log that left this dir.
@@ -391,7 +457,7 @@ impl LogDir {
         {
             self.shared.files.forget(&segment_path.path());
         }
-        let to = self.deleted_name(&tp);
+        let to = self.renamed(&tp, DELETE_DIR_SUFFIX);
         std::fs::rename(&from, &to).map_err(|e| LogError::io("rename", &from, e))?;
         self.forget_offsets(&tp);
         Ok(to)

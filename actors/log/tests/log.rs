@@ -666,15 +666,20 @@ fn a_different_topic_id_on_disk_is_refused_without_taking_the_dir_offline_and_ca
     assert!(matches!(err, LogError::TopicIdMismatch { given, .. } if given == new_id));
     assert!(!err.is_storage_error());
     assert!(!log_dir.is_offline());
-    // Discarded as a stray: renamed for deletion, and the next open makes a new, empty log.
+    // Moved aside as a stray and kept, and the next open makes a new, empty log.
     let renamed = log_dir.discard_stray(&tp()).unwrap();
-    assert!(renamed.to_string_lossy().ends_with("-delete"));
+    assert!(renamed.to_string_lossy().ends_with("-stray"));
+    assert_eq!(log_dir.stray_dirs().unwrap(), vec![renamed.clone()]);
     assert_eq!(log_dir.partitions_on_disk().unwrap(), Vec::new());
     let log = log_dir
         .open_log(tp(), Some(new_id), LogConfig::default(), NOW)
         .unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
-    assert_eq!(log_dir.purge_deleted_dirs().unwrap(), 1);
+    assert_eq!(log_dir.purge_deleted_dirs().unwrap(), 0);
+    assert!(
+        renamed.join("00000000000000000000.log").exists(),
+        "the stray's records are kept"
+    );
 }
 
 #[test]
@@ -1094,4 +1099,31 @@ fn lookups_and_recovery_cross_every_read_size() {
         .map(|r| r.key.unwrap())
         .collect();
     assert_eq!(keys, expected);
+}
+
+#[test]
+fn the_longest_topic_name_can_be_deleted_and_moved_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log_dir = gregor_log::log_dir::LogDir::open(dir.path(), FileCache::new(8)).unwrap();
+    // 249 characters, Kafka's longest: `<topic>-<partition>.<32 hex>-delete` would be 295 bytes.
+    let longest = gregor_log::checkpoint::TopicPartition::new("t".repeat(249), 12345);
+    let log = log_dir
+        .open_log(longest.clone(), None, LogConfig::default(), NOW)
+        .unwrap();
+    let deleted = log_dir.delete_log(log).unwrap();
+    let name = deleted.file_name().unwrap().to_str().unwrap().to_owned();
+    assert_eq!(name.len(), 255);
+    assert!(
+        name.starts_with("ttt") && name.ends_with("-delete"),
+        "{name}"
+    );
+    assert!(name.contains("-12345."), "{name}");
+    drop(
+        log_dir
+            .open_log(longest.clone(), None, LogConfig::default(), NOW)
+            .unwrap(),
+    );
+    let stray = log_dir.discard_stray(&longest).unwrap();
+    let name = stray.file_name().unwrap().to_str().unwrap();
+    assert!(name.len() <= 255 && name.ends_with("-stray"), "{name}");
 }

@@ -350,10 +350,41 @@ impl LogManagerSettings {
     }
 }
 
+/// Kafka's `LogManager.loadLog` refuses to start on a partition found in two log dirs: which
+/// copy is current cannot be told, and serving either could hide the other's records.
+fn refuse_duplicate_logs(dirs: &[gregor_log::log_dir::LogDir]) -> Result<(), String> {
+    let online: Vec<_> = dirs.iter().filter(|dir| !dir.is_offline()).collect();
+    if online.len() < 2 {
+        return Ok(());
+    }
+    let mut found = std::collections::HashMap::new();
+    for dir in online {
+        let partitions = dir.partitions_on_disk().map_err(|e| {
+            format!(
+                "cannot list the partitions of {}: {e}",
+                dir.path().display()
+            )
+        })?;
+        for tp in partitions {
+            if let Some(first) = found.insert(tp.clone(), dir.path()) {
+                return Err(format!(
+                    "Duplicate log directories for {} are found in both {} and {}: remove the one \
+                     in the log directory known to have failed recently, then start the node again",
+                    tp.dir_name(),
+                    first.join(tp.dir_name()).display(),
+                    dir.path().join(tp.dir_name()).display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl LogManager {
     /// Opens every log dir and starts the shard threads. Logs are opened (and recovered) when the
-    /// metadata image says this node hosts them. A log dir that cannot be opened is skipped
-    /// (offline) with an error in the log; with no usable dir this fails.
+    /// metadata image says this node hosts them. A log dir that cannot be opened stays offline
+    /// (an error in the log; its logs are served as offline, never created elsewhere); with no
+    /// usable dir, or a partition found in two dirs, this fails.
     pub fn start(settings: LogManagerSettings) -> Result<Arc<Self>, String> {
         let files = gregor_log::files::FileCache::new(settings.max_open_files.max(16));
         let mut dirs = Vec::new();
@@ -369,19 +400,28 @@ impl LogManager {
                     if let Err(error) = dir.purge_deleted_dirs() {
                         tracing::warn!(log_dir = %path.display(), %error, "cannot remove deleted logs");
                     }
+                    for stray in dir.stray_dirs().unwrap_or_default() {
+                        tracing::warn!(stray = %stray.display(), "a stray partition log moved aside earlier is still here: remove it once its records are not needed");
+                    }
                     dirs.push(dir);
                 }
                 Err(error) => {
-                    tracing::error!(log_dir = %path.display(), %error, "log dir unusable; skipping it");
+                    tracing::error!(log_dir = %path.display(), %error, "log dir unusable: it stays offline, and the partitions it holds are offline until it is repaired and the node restarted");
+                    dirs.push(gregor_log::log_dir::LogDir::unusable(
+                        path.clone(),
+                        Arc::clone(&files),
+                        &error,
+                    ));
                 }
             }
         }
-        if dirs.is_empty() {
+        if dirs.iter().all(|dir| dir.is_offline()) {
             return Err(format!(
                 "no usable log dir among {:?} (log.dirs)",
                 settings.log_dirs
             ));
         }
+        refuse_duplicate_logs(&dirs)?;
         let dirs = Arc::new(shard::LogDirs::new(dirs));
         let count = settings.shards.max(1);
         let mut shards = Vec::with_capacity(count);
@@ -441,6 +481,7 @@ impl LogManager {
         LogChanges {
             manager: self,
             per_shard: (0..self.shards.len()).map(|_| Vec::new()).collect(),
+            hosted_before_start: false,
         }
     }
 
@@ -838,9 +879,18 @@ impl LogManager {
 pub(crate) struct LogChanges<'a> {
     manager: &'a LogManager,
     per_shard: Vec<Vec<Change>>,
+    /// Whether the logs opened are ones this node hosted before it started (its first image),
+    /// not partitions just assigned to it: see [`Change::Open`].
+    hosted_before_start: bool,
 }
 
 impl LogChanges<'_> {
+    /// Marks the logs opened from here on as hosted before this node started (its first image):
+    /// one not found in an online dir while a dir is offline is not created again elsewhere.
+    pub(crate) fn hosted_before_start(&mut self) {
+        self.hosted_before_start = true;
+    }
+
     /// Opens (or reconfigures) the log of a hosted partition.
     pub(crate) fn ensure(
         &mut self,
@@ -870,7 +920,13 @@ impl LogChanges<'_> {
             None => manager.new_state(&tp, topic_id, shard, min_insync_replicas, config),
         };
         let config = Arc::clone(config);
-        self.per_shard[shard].push(Change::Open { tp, config, state });
+        let hosted_before_start = self.hosted_before_start;
+        self.per_shard[shard].push(Change::Open {
+            tp,
+            config,
+            state,
+            hosted_before_start,
+        });
     }
 
     /// Stops serving a partition and deletes its log (rename to `-delete`, removal after
@@ -893,7 +949,7 @@ impl LogChanges<'_> {
         }
     }
 
-    /// Deletes the logs on disk that `hosted` says this node does not host (see
+    /// Moves aside the logs on disk that `hosted` says this node does not host (see
     /// [`Change::DiscardStrays`]), after the changes gathered so far.
     pub(crate) fn discard_strays(&mut self, hosted: shard::HostedHere) {
         let shards = self.per_shard.len();

@@ -174,6 +174,9 @@ impl MetadataPublisher for LogPublisher {
                 .any(|(t, name, _)| t == BROKER && (name.is_empty() || name == self.node))
         });
         let mut changes = self.manager.changes();
+        if !self.strays_checked {
+            changes.hosted_before_start();
+        }
         if matches!(manifest, LoaderManifest::Snapshot { .. }) || broker_defaults_changed {
             self.sync_all(&mut changes, image);
             if !self.strays_checked {

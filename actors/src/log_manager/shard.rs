@@ -118,6 +118,10 @@ pub(super) enum Change {
         /// Shared by the partitions of a topic.
         config: Arc<LogConfig>,
         state: Arc<PartitionState>,
+        /// In the node's first image: a log it had before it started, which may lie in a dir
+        /// that is offline now (Kafka's `getOrCreateLog` with `isNew` false refuses to create
+        /// it while any dir is offline), not a partition just assigned to it.
+        hosted_before_start: bool,
     },
     Configure {
         tp: TopicPartition,
@@ -130,8 +134,8 @@ pub(super) enum Change {
         tp: TopicPartition,
         epoch: i32,
     },
-    /// Deletes this shard's logs on disk that the image does not host here (Kafka's stray
-    /// logs: topics deleted, or partitions moved away, while this node was down).
+    /// Moves aside (`-stray`, kept) this shard's logs on disk that the image does not host here
+    /// (Kafka's stray logs: topics deleted, or partitions moved away, while this node was down).
     DiscardStrays {
         hosted: HostedHere,
         shards: usize,
@@ -179,8 +183,10 @@ impl LogDirs {
 
     /// The dir already holding the partition, else the online one hosting the fewest logs
     /// (Kafka's `nextLogDirs`), counted at once as hosting it; [`LogDirs::unplace`] takes a
-    /// log that failed to open off the count.
-    fn place(&self, tp: &TopicPartition) -> Option<usize> {
+    /// log that failed to open off the count. A log `hosted_before_start` that no online dir
+    /// holds while a dir is offline gets none: it may be in the offline dir, and a new empty
+    /// log elsewhere would serve its offsets again with other records.
+    fn place(&self, tp: &TopicPartition, hosted_before_start: bool) -> Option<usize> {
         let _placing = self
             .placing
             .lock()
@@ -188,6 +194,15 @@ impl LogDirs {
         let online: Vec<usize> = (0..self.dirs.len())
             .filter(|i| !self.lock(*i).is_offline())
             .collect();
+        if hosted_before_start && online.len() < self.dirs.len() {
+            let name = tp.dir_name();
+            let found = online
+                .iter()
+                .copied()
+                .find(|i| self.lock(*i).path().join(&name).is_dir())?;
+            self.hosted[found].fetch_add(1, Ordering::Relaxed);
+            return Some(found);
+        }
         let dir = if let [only] = online[..] {
             // One online dir: nothing to choose, no directory to look up.
             only
@@ -553,10 +568,15 @@ impl Worker {
                 let mut pending = HashSet::new();
                 for change in changes {
                     match change {
-                        Change::Open { tp, config, state }
-                            if !self.logs.contains_key(&tp) && !pending.contains(&tp) =>
-                        {
-                            if let Some(prepared) = self.prepare_open(tp, config, state) {
+                        Change::Open {
+                            tp,
+                            config,
+                            state,
+                            hosted_before_start,
+                        } if !self.logs.contains_key(&tp) && !pending.contains(&tp) => {
+                            if let Some(prepared) =
+                                self.prepare_open(tp, config, state, hosted_before_start)
+                            {
                                 pending.insert(prepared.tp.clone());
                                 opening.push(prepared);
                             }
@@ -597,7 +617,12 @@ impl Worker {
 
     fn on_change(&mut self, change: Change) {
         match change {
-            Change::Open { tp, config, state } => self.open(tp, config, state),
+            Change::Open {
+                tp,
+                config,
+                state,
+                hosted_before_start,
+            } => self.open(tp, config, state, hosted_before_start),
             Change::Configure { tp, config } => {
                 if let Some(hosted) = self.logs.get_mut(&tp) {
                     hosted.log.set_config(config);
@@ -655,7 +680,7 @@ impl Worker {
                 %topic,
                 count = partitions.count(),
                 %partitions,
-                "no online log dir for these partitions: they answer KAFKA_STORAGE_ERROR until the node restarts with a working log dir"
+                "no online log dir for these partitions (none is online, or they were hosted here before the node started and no online dir holds them while another dir is offline: they may be in that dir and are not created again elsewhere): they answer KAFKA_STORAGE_ERROR until the node restarts with a working log dir"
             );
         }
     }
@@ -699,7 +724,13 @@ impl Worker {
         }
     }
 
-    fn open(&mut self, tp: TopicPartition, config: Arc<LogConfig>, state: Arc<PartitionState>) {
+    fn open(
+        &mut self,
+        tp: TopicPartition,
+        config: Arc<LogConfig>,
+        state: Arc<PartitionState>,
+        hosted_before_start: bool,
+    ) {
         if let Some(hosted) = self.logs.get_mut(&tp) {
             if hosted.state.topic_id == state.topic_id {
                 // Already open: the new state takes over serving it.
@@ -710,7 +741,7 @@ impl Worker {
             }
             self.delete(&tp);
         }
-        if let Some(prepared) = self.prepare_open(tp, config, state) {
+        if let Some(prepared) = self.prepare_open(tp, config, state, hosted_before_start) {
             self.open_all(vec![prepared]);
         }
     }
@@ -722,8 +753,9 @@ impl Worker {
         tp: TopicPartition,
         config: Arc<LogConfig>,
         state: Arc<PartitionState>,
+        hosted_before_start: bool,
     ) -> Option<Opening> {
-        let prepared = self.dirs.place(&tp).and_then(|dir| {
+        let prepared = self.dirs.place(&tp, hosted_before_start).and_then(|dir| {
             let log_dir = self.dirs.lock(dir);
             let high_watermark = log_dir.high_watermark(&tp);
             let opener = log_dir.opener(tp.clone()).ok();
@@ -842,10 +874,11 @@ impl Worker {
         }
     }
 
-    /// Replaces the log of an earlier topic of the same name, found where the partition's log
-    /// should be (the topic was deleted and created again while this node was away): as Kafka's
-    /// stray logs, it is deleted, and a new log is opened in its place. The node opens logs only
-    /// once its image has caught up with the quorum, so the image's topic id is the current one.
+    /// Replaces the log of another topic of the same name, found where the partition's log
+    /// should be (the topic was deleted and created again while this node was away): as
+    /// Kafka's stray logs, it is moved aside and kept (`-stray`), and a new log is opened in its
+    /// place. The node opens logs only once its image has caught up with the quorum, so the
+    /// image's topic id is the current one.
     fn replace_stray(
         &mut self,
         tp: TopicPartition,
@@ -854,13 +887,12 @@ impl Worker {
         state: Arc<PartitionState>,
         stored: uuid::Uuid,
     ) {
-        let delay = config.file_delete_delay_ms.max(0) as u64;
         let discarded = self.dirs.lock(dir).discard_stray(&tp);
         let path = match discarded {
             Ok(path) => path,
             Err(error) => {
                 self.dirs.unplace(dir);
-                tracing::error!(partition = %tp.dir_name(), %error, "cannot delete a stray partition log");
+                tracing::error!(partition = %tp.dir_name(), %error, "cannot move a stray partition log aside");
                 state.offline.store(true, Ordering::Release);
                 return;
             }
@@ -870,11 +902,8 @@ impl Worker {
             stray_topic_id = %stored,
             topic_id = %state.topic_id,
             renamed = %path.display(),
-            delay_ms = delay,
-            "the log on disk belongs to an earlier topic of this name: deleting it as a stray log"
+            "the log on disk belongs to another topic of this name: moved aside as a stray log and kept; remove it once its records are not needed"
         );
-        self.pending_deletes
-            .push((Instant::now() + Duration::from_millis(delay), path));
         let opener = self.dirs.lock(dir).opener(tp.clone());
         let (opened, result) = match opener {
             Ok(opener) => Opening {
@@ -903,9 +932,10 @@ impl Worker {
     }
 
     /// See [`Change::DiscardStrays`]: the stray logs of this shard, in every online log dir,
-    /// renamed for deletion after the default `file.delete.delay.ms`.
+    /// moved aside (`-stray`) and kept, as Kafka keeps them: a log the metadata does not place
+    /// here may still hold the only copy of acknowledged records (a metadata log that lost its
+    /// tail, a node started with the wrong `node.id`).
     fn discard_strays(&mut self, hosted: &HostedHere, shards: usize) {
-        let delay = LogConfig::default().file_delete_delay_ms.max(0) as u64;
         for dir in 0..self.dirs.len() {
             let mut log_dir = self.dirs.lock(dir);
             if log_dir.is_offline() {
@@ -926,23 +956,20 @@ impl Worker {
             let mut discarded: BTreeMap<String, PartitionRuns> = BTreeMap::new();
             for tp in strays {
                 match log_dir.discard_stray(&tp) {
-                    Ok(path) => {
-                        discarded.entry(tp.topic).or_default().add(tp.partition);
-                        self.pending_deletes
-                            .push((Instant::now() + Duration::from_millis(delay), path));
-                    }
+                    Ok(_) => discarded.entry(tp.topic).or_default().add(tp.partition),
                     Err(error) => {
-                        tracing::error!(partition = %tp.dir_name(), %error, "cannot delete a stray partition log")
+                        tracing::error!(partition = %tp.dir_name(), %error, "cannot move a stray partition log aside")
                     }
                 }
             }
+            let path = log_dir.path().to_path_buf();
             drop(log_dir);
             for (topic, partitions) in discarded {
                 tracing::warn!(
                     %topic,
                     %partitions,
-                    delay_ms = delay,
-                    "stray partition logs (not hosted here by the metadata) renamed for deletion"
+                    log_dir = %path.display(),
+                    "stray partition logs (not hosted here by the metadata) moved aside as <topic>-<partition>.<id>-stray and kept: remove them once their records are not needed"
                 );
             }
         }
