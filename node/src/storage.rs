@@ -60,6 +60,15 @@ pub enum StorageError {
         /// Why the lock was not taken.
         reason: String,
     },
+    /// A directory holding data but no `meta.properties`: formatting it would give that data
+    /// a new identity (Kafka refuses: "No readable meta.properties files found.").
+    #[error("No readable meta.properties files found in {path}, which holds data ({entries}): restore its meta.properties, or empty the directory to start a new node there")]
+    UnformattedData {
+        /// The directory.
+        path: PathBuf,
+        /// The first entries found in it.
+        entries: String,
+    },
     /// `storage format` found a formatted directory.
     #[error("Log directory {0} is already formatted. Use --ignore-formatted to ignore this directory and format the others.")]
     AlreadyFormatted(PathBuf),
@@ -614,6 +623,38 @@ pub fn is_standalone(config: &NodeConfig) -> bool {
         .is_ok_and(|text| text.lines().any(|line| line.trim() == "standalone=true"))
 }
 
+/// Entries a directory may hold and still be formatted by a starting node: the node's own lock
+/// file and a file system's `lost+found` (a log dir at a mount point).
+const FORMATTABLE_ENTRIES: [&str; 2] = [LOCK_FILE, "lost+found"];
+
+/// Refuses to format `dir` when it holds data: partition logs, checkpoints or a metadata log
+/// whose `meta.properties` is missing belong to a cluster and a node this one cannot know.
+fn refuse_data_without_identity(dir: &Path) -> Result<(), StorageError> {
+    let entries = fs::read_dir(dir).map_err(|e| StorageError::NotWritable {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let mut found: Vec<String> = entries
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| !FORMATTABLE_ENTRIES.contains(&name.as_str()))
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.sort();
+    let more = found.len().saturating_sub(3);
+    found.truncate(3);
+    let mut entries = found.join(", ");
+    if more > 0 {
+        entries.push_str(&format!(" and {more} more"));
+    }
+    Err(StorageError::UnformattedData {
+        path: dir.to_path_buf(),
+        entries,
+    })
+}
+
 /// Checks every directory is writable and formatted for this node, formatting empty ones
 /// (with the cluster id found in the others, or a new one), and returns the node's identity.
 /// A node that formats all of its directories itself starts standalone, as after
@@ -662,6 +703,7 @@ pub fn ensure_formatted(config: &NodeConfig) -> Result<NodeIdentity, StorageErro
                 meta
             }
             None => {
+                refuse_data_without_identity(dir)?;
                 let meta = MetaProperties {
                     cluster_id: cluster_id.clone(),
                     node_id: config.node_id,

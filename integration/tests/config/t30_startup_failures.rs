@@ -161,3 +161,24 @@ fn a_node_that_cannot_find_its_quorum() {
         ],
     );
 }
+
+/// A data directory that holds data but lost its `meta.properties` is not formatted again:
+/// a new cluster and directory id over old partition logs and an old metadata log would only
+/// fail later, with the identity the operator needs to repair it already overwritten. Kafka
+/// refuses it too ("No readable meta.properties files found.").
+#[test]
+fn a_data_dir_that_lost_its_identity_is_not_formatted_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let dir_text = dir.to_str().unwrap().to_owned();
+    let mut node = GregorNode::start(&[("log.dirs", &dir_text)]).unwrap();
+    node.kill9().unwrap();
+    std::fs::remove_file(dir.join("meta.properties")).unwrap();
+    let exit = run(&[("log.dirs", &dir_text)]);
+    assert_failed_naming(
+        &exit,
+        "meta.properties lost",
+        &["No readable meta.properties files found in", &dir_text],
+    );
+    assert!(!dir.join("meta.properties").exists(), "formatted again");
+}
