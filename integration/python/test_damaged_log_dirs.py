@@ -136,3 +136,21 @@ def test_a_stray_log_is_moved_aside_and_kept(start_node):
     node.restart()
     assert os.path.isdir(os.path.join(data, stray))
     assert "a stray partition log moved aside earlier is still here" in node.log()
+
+
+def test_a_failed_metadata_log_dir_stops_the_node(start_node):
+    """Kafka halts a broker whose metadata log dir failed (`ReplicaManager.handleLogDirFailure`):
+    a broker serving no partition while it stays registered would keep its leaderships."""
+    node = start_node({"auto.create.topics.enable": "false"})
+    create(node, ("epochs", 1))
+    fill(node, "epochs", 1)
+    node.kill9()
+    with open(os.path.join(node.data_dir, "epochs-0", "leader-epoch-checkpoint"), "w") as f:
+        f.write("0\n1\nnot an epoch\n")
+    try:
+        node.start()
+    except RuntimeError:
+        pass  # It may stop before it reports ready.
+    wait_for("the node stopped", lambda: node.proc.poll() is not None, timeout=60)
+    assert node.proc.returncode == 1
+    assert "Shutdown broker because the metadata log dir" in node.log()

@@ -108,7 +108,13 @@ pub fn run_with(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), S
                 std::process::exit(1)
             })
     });
-    system.block_on(serve(config, callbacks))
+    let served = system.block_on(serve(config, callbacks));
+    if served.is_err() {
+        // A failed start ends the process: tearing the runtime down under actors that are still
+        // starting on other arbiters only makes them panic ("there is no reactor running").
+        std::mem::forget(system);
+    }
+    served
 }
 
 fn hostname() -> String {
@@ -273,6 +279,11 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
     // names them).
     let logs = if config.has_role(ProcessRole::Broker) {
         let logs = start_log_manager(&config)?;
+        tokio::spawn(halt_when_log_dirs_fail(
+            logs.offline_dirs(),
+            logs.log_dirs().to_vec(),
+            config.metadata_log_dir.clone(),
+        ));
         data_plane_publishers.push(Box::new(LogPublisher::new(
             logs.clone(),
             config.node_id,
@@ -571,6 +582,42 @@ fn replica_fetch_pause_file() -> Option<std::path::PathBuf> {
 /// How long a stopping broker waits for its leaderships to move (Kafka retries its controlled
 /// shutdown for about as long with its defaults).
 const CONTROLLED_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Stops the process, as Kafka halts a broker (`ReplicaManager.handleLogDirFailure`,
+/// `LogManager.handleLogDirFailure`), when the log dir holding the metadata log or every log
+/// dir has failed: a broker that serves no partition but stays registered keeps its
+/// leaderships from moving to replicas that could serve them; once it is gone it is fenced and
+/// they move.
+async fn halt_when_log_dirs_fail(
+    mut offline: tokio::sync::watch::Receiver<std::collections::BTreeSet<std::path::PathBuf>>,
+    log_dirs: Vec<std::path::PathBuf>,
+    metadata_log_dir: std::path::PathBuf,
+) {
+    loop {
+        let reason = {
+            let offline = offline.borrow_and_update();
+            if offline.contains(&metadata_log_dir) {
+                Some(format!(
+                    "the metadata log dir {} has failed",
+                    metadata_log_dir.display()
+                ))
+            } else if offline.len() == log_dirs.len() {
+                Some(format!("all log dirs in {log_dirs:?} have failed"))
+            } else {
+                None
+            }
+        };
+        if let Some(reason) = reason {
+            tracing::error!(
+                "Shutdown broker because {reason}: repair the disk, then start the node again"
+            );
+            std::process::exit(1);
+        }
+        if offline.changed().await.is_err() {
+            return;
+        }
+    }
+}
 
 fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError> {
     let number = |key: &str, default: u64| {

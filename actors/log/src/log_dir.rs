@@ -20,18 +20,42 @@ pub const DELETE_DIR_SUFFIX: &str = "-delete";
 /// and kept for the operator, never deleted (Kafka's `-stray`).
 pub const STRAY_DIR_SUFFIX: &str = "-stray";
 
+/// Told once, with the dir's path, when a log dir goes offline.
+pub type OfflineListener = Arc<dyn Fn(&Path) + Send + Sync>;
+
 /// State shared between a log dir and its logs.
-#[derive(Debug)]
 pub struct LogDirShared {
     pub(crate) path: PathBuf,
     pub(crate) files: Arc<FileCache>,
     offline: AtomicBool,
+    offline_listener: std::sync::OnceLock<OfflineListener>,
+}
+
+impl std::fmt::Debug for LogDirShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogDirShared")
+            .field("path", &self.path)
+            .field("offline", &self.offline)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LogDirShared {
+    fn new(path: PathBuf, files: Arc<FileCache>) -> Self {
+        LogDirShared {
+            path,
+            files,
+            offline: AtomicBool::new(false),
+            offline_listener: std::sync::OnceLock::new(),
+        }
+    }
+
     pub(crate) fn mark_offline(&self, cause: &LogError) {
         if !self.offline.swap(true, Ordering::SeqCst) {
             tracing::error!(log_dir = %self.path.display(), error = %cause, "marking the log dir offline after a storage error");
+            if let Some(listener) = self.offline_listener.get() {
+                listener(&self.path);
+            }
         }
     }
 
@@ -165,11 +189,7 @@ impl LogDir {
             high_watermarks: checkpoint::read_offsets(
                 &path.join(checkpoint::REPLICATION_OFFSET_CHECKPOINT),
             )?,
-            shared: Arc::new(LogDirShared {
-                path,
-                files,
-                offline: AtomicBool::new(false),
-            }),
+            shared: Arc::new(LogDirShared::new(path, files)),
             checkpoints_changed: true,
             high_watermarks_changed: true,
             clean_shutdown,
@@ -189,11 +209,7 @@ impl LogDir {
             log_start_offsets: BTreeMap::new(),
             cleaner_offsets: BTreeMap::new(),
             high_watermarks: BTreeMap::new(),
-            shared: Arc::new(LogDirShared {
-                path: path.into(),
-                files,
-                offline: AtomicBool::new(false),
-            }),
+            shared: Arc::new(LogDirShared::new(path.into(), files)),
             // Nothing of it may be written.
             checkpoints_changed: false,
             high_watermarks_changed: false,
@@ -205,6 +221,20 @@ impl LogDir {
 
     pub fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// Calls `listener` once when this dir goes offline (at once if it is already); only the
+    /// first listener set is kept.
+    pub fn on_offline(&self, listener: OfflineListener) {
+        if self
+            .shared
+            .offline_listener
+            .set(Arc::clone(&listener))
+            .is_ok()
+            && self.is_offline()
+        {
+            listener(&self.shared.path);
+        }
     }
 
     /// What a log's owner needs to sync this directory without holding the `LogDir`.

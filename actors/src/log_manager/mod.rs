@@ -284,6 +284,8 @@ pub struct LogManager {
     validation_slots: tokio::sync::Semaphore,
     /// Record bytes read for fetches whose answers are not written yet.
     read_memory: Arc<ReadMemory>,
+    /// The log dirs offline now (they never come back while the node runs).
+    offline_dirs: tokio::sync::watch::Sender<std::collections::BTreeSet<PathBuf>>,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -422,6 +424,13 @@ impl LogManager {
             ));
         }
         refuse_duplicate_logs(&dirs)?;
+        let offline_dirs = tokio::sync::watch::Sender::new(std::collections::BTreeSet::new());
+        for dir in &dirs {
+            let offline = offline_dirs.clone();
+            dir.on_offline(Arc::new(move |path: &std::path::Path| {
+                offline.send_if_modified(|dirs| dirs.insert(path.to_path_buf()));
+            }));
+        }
         let dirs = Arc::new(shard::LogDirs::new(dirs));
         let count = settings.shards.max(1);
         let mut shards = Vec::with_capacity(count);
@@ -451,7 +460,20 @@ impl LogManager {
             high_watermark_moves: Arc::clone(&dirs.high_watermark_moves),
             validation_slots: tokio::sync::Semaphore::new(VALIDATIONS_AT_ONCE),
             read_memory: ReadMemory::new(settings.fetch_response_memory_bytes),
+            offline_dirs,
         }))
+    }
+
+    /// Follows the log dirs that are offline (each goes offline once, for good).
+    pub fn offline_dirs(
+        &self,
+    ) -> tokio::sync::watch::Receiver<std::collections::BTreeSet<PathBuf>> {
+        self.offline_dirs.subscribe()
+    }
+
+    /// `log.dirs` as configured, usable or not.
+    pub fn log_dirs(&self) -> &[PathBuf] {
+        &self.log_dirs
     }
 
     /// The budget of record bytes read for fetch answers not written yet.
