@@ -1003,6 +1003,16 @@ pub(super) async fn list_groups(
     ApiResponse::new(ResponseKind::ListGroups(response), errors)
 }
 
+/// A described group's `authorized_operations`: those computed when it was described without
+/// an error, else the field's default.
+fn described_operations(error: i16, operations: i32) -> i32 {
+    if error == codes::NONE {
+        operations
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    }
+}
+
 pub(super) async fn describe_groups(
     ctx: &HandlerContext,
     info: &RequestInfo,
@@ -1054,13 +1064,15 @@ pub(super) async fn describe_groups(
                     DescribedGroup::default()
                         .with_group_id(group_id)
                         .with_error_code(codes::COORDINATOR_NOT_AVAILABLE)
-                        .with_group_state(text("Dead"))
-                        .with_authorized_operations(operations),
+                        .with_group_state(text("Dead")),
                 );
                 continue;
             }
         };
         errors.add(d.error);
+        // Kafka's `handleDescribeGroupsRequest` fills them in for a group described without
+        // an error only.
+        let operations = described_operations(d.error, operations);
         let message = (d.error != codes::NONE && info.api_version >= 6).then(|| {
             if d.error == codes::GROUP_ID_NOT_FOUND {
                 format!("Group {} not found.", group_id.0.as_str())
@@ -1537,6 +1549,20 @@ pub(super) async fn consumer_group_describe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_group_described_without_error_gets_its_operations() {
+        assert_eq!(
+            described_operations(codes::NONE, ALL_GROUP_OPERATIONS),
+            ALL_GROUP_OPERATIONS
+        );
+        for error in [
+            codes::GROUP_ID_NOT_FOUND,
+            codes::COORDINATOR_LOAD_IN_PROGRESS,
+        ] {
+            assert_eq!(described_operations(error, ALL_GROUP_OPERATIONS), i32::MIN);
+        }
+    }
 
     fn member(assigned: &[&str], target: &[&str]) -> DescribedConsumerMember {
         let topics = |names: &[&str]| {
