@@ -254,3 +254,32 @@ pub fn assert_each_topic_unknown(mut body: Bytes, count: usize, legacy: bool) {
     }
     assert_eq!(&body[..], b"\x00", "{what}: the body's tagged fields");
 }
+
+/// A record batch (v2, uncompressed) of one record with `value`, as a producer sends it.
+pub fn one_record_batch(value: &str) -> anyhow::Result<bytes::Bytes> {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(bytes::Bytes::copy_from_slice(value.as_bytes())),
+        headers: Default::default(),
+    };
+    let mut buf = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, [&record], &options)?;
+    Ok(buf.freeze())
+}

@@ -21,7 +21,7 @@ use gregor_publishers::acl::{AclOperation, ResourceType};
 use super::data::{
     check_leader_epoch, fetch_leader_epoch, leader_endpoints, led_partition, requested_topic,
     FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
-    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR,
+    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
@@ -32,7 +32,10 @@ use crate::log_manager::PartitionState;
 /// Kafka's `fetch.max.bytes` default: the most one response carries.
 const FETCH_MAX_BYTES: i64 = 57_671_680;
 
-fn partition_error(index: i32, code: i16) -> PartitionData {
+/// A partition answered with an error, as Kafka answers it: without aborted transactions
+/// (null) and with empty records. Never null records: librdkafka fails the whole response on
+/// them ("invalid MessageSetSize -1").
+pub fn partition_error(index: i32, code: i16) -> PartitionData {
     PartitionData::default()
         .with_partition_index(index)
         .with_error_code(code)
@@ -40,6 +43,53 @@ fn partition_error(index: i32, code: i16) -> PartitionData {
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)
         .with_preferred_read_replica(BrokerId(-1))
+        .with_aborted_transactions(None)
+        .with_records(Some(bytes::Bytes::new()))
+}
+
+/// Whether a partition answered `code` was refused before the read (Kafka's `erroneous` in
+/// `KafkaApis.handleFetchRequest`: an unknown topic, topic id or partition, or no READ): such
+/// a partition is never read, so it neither ends a long poll nor comes before the partitions
+/// read in the response.
+pub fn refused_before_read(code: i16) -> bool {
+    matches!(
+        code,
+        UNKNOWN_TOPIC_OR_PARTITION | UNKNOWN_TOPIC_ID | TOPIC_AUTHORIZATION_FAILED
+    )
+}
+
+/// Puts a response's partitions in Kafka's order: those read first, then those refused before
+/// the read, each group in request (or session) order; a topic entry starts at each change of
+/// topic, as Kafka's `FetchResponse.toMessage` groups them.
+pub fn kafka_order(topics: Vec<FetchableTopicResponse>) -> Vec<FetchableTopicResponse> {
+    let mut read = Vec::new();
+    let mut refused = Vec::new();
+    for mut topic in topics {
+        let partitions = std::mem::take(&mut topic.partitions);
+        for partition in partitions {
+            let group = if refused_before_read(partition.error_code) {
+                &mut refused
+            } else {
+                &mut read
+            };
+            group.push((topic.topic.clone(), topic.topic_id, partition));
+        }
+    }
+    let mut ordered: Vec<FetchableTopicResponse> = Vec::new();
+    for (name, topic_id, partition) in read.into_iter().chain(refused) {
+        match ordered.last_mut() {
+            Some(last) if last.topic_id == topic_id && last.topic == name => {
+                last.partitions.push(partition)
+            }
+            _ => ordered.push(
+                FetchableTopicResponse::default()
+                    .with_topic(name)
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    ordered
 }
 
 pub(super) async fn handle(
@@ -65,7 +115,7 @@ pub(super) async fn handle(
         let read = read_all(ctx, info, read_request, limits.max_bytes, 0).await;
         let done = limits.done(read.bytes, read.any_error, read.urgent, &read.watched);
         if done {
-            let mut body = FetchResponse::default().with_responses(read.topics);
+            let mut body = FetchResponse::default().with_responses(kafka_order(read.topics));
             if version >= 16 {
                 point_to_leaders(ctx, info, &mut body);
             }
@@ -80,6 +130,8 @@ pub(super) async fn handle(
                 {
                     return session_error(code, session.throttled_session_id());
                 }
+                // What the session omits may leave two entries of one topic side by side.
+                sized.responses = kafka_order(sized.responses);
                 sized.compute_size(version)
             } else {
                 body.compute_size(version)
@@ -96,7 +148,12 @@ pub(super) async fn handle(
                     .fetch_sessions
                     .respond(&session, &request, &mut body.responses, true)
                 {
-                    Ok(id) => body.session_id = id,
+                    Ok(id) => {
+                        body.session_id = id;
+                        if matches!(session, FetchContext::Incremental { .. }) {
+                            body.responses = kafka_order(std::mem::take(&mut body.responses));
+                        }
+                    }
                     Err(code) => return session_error(code, session.throttled_session_id()),
                 }
             }
@@ -384,10 +441,11 @@ pub struct ReadPass {
     pub topics: Vec<FetchableTopicResponse>,
     /// The record bytes read, with those of the chunks before (`already`).
     pub bytes: i64,
+    /// A partition failed its read (not one refused before it), which ends a long poll.
     pub any_error: bool,
     /// Partitions a waiting fetch listens to, with the high watermarks this pass saw.
     pub watched: Watched,
-    /// A follower must hear now (a diverging epoch).
+    /// The fetcher must hear now (a diverging epoch).
     pub urgent: bool,
     /// The read budget the records read hold.
     pub read_memory: crate::log_manager::ReadMemoryHold,
@@ -432,7 +490,6 @@ pub async fn read_all(
         for wanted in &topic.partitions {
             let index = wanted.partition;
             if denied {
-                pass.any_error = true;
                 partitions.push(partition_error(index, TOPIC_AUTHORIZATION_FAILED));
                 continue;
             }
@@ -488,19 +545,36 @@ pub async fn read_all(
             let state = led.state;
             let high_watermark = state.high_watermark();
             let log_start = state.log_start_offset();
+            if let Some(logs) = ctx.logs.as_ref() {
+                let name = name.as_deref().unwrap_or_default();
+                match super::replica_fetch::last_fetched_epoch_check(
+                    logs, name, index, wanted, log_start,
+                )
+                .await
+                {
+                    Ok(None) => {}
+                    Ok(Some(diverging)) => {
+                        // Kafka answers a diverging epoch at once, without records.
+                        pass.urgent = true;
+                        partitions.push(
+                            served(index, high_watermark, log_start)
+                                .with_diverging_epoch(diverging),
+                        );
+                        continue;
+                    }
+                    Err(code) => {
+                        partitions.push(partition_error(index, code));
+                        continue;
+                    }
+                }
+            }
             if wanted.fetch_offset > state.log_end_offset() || wanted.fetch_offset < log_start {
                 partitions.push(partition_error(index, OFFSET_OUT_OF_RANGE));
                 continue;
             }
-            let response = PartitionData::default()
-                .with_partition_index(index)
-                .with_error_code(NONE)
-                .with_high_watermark(high_watermark)
-                .with_last_stable_offset(high_watermark)
-                .with_log_start_offset(log_start)
-                .with_preferred_read_replica(BrokerId(-1))
-                .with_aborted_transactions((request.isolation_level == 1).then(Vec::new))
-                .with_records(Some(bytes::Bytes::new()));
+            // Kafka lists the aborted transactions (none here) for read_committed only.
+            let response = served(index, high_watermark, log_start)
+                .with_aborted_transactions((request.isolation_level == 1).then(Vec::new));
             if wanted.fetch_offset < high_watermark
                 && (request.max_bytes < 0 || wanted.partition_max_bytes < 0)
             {
@@ -536,8 +610,21 @@ pub async fn read_all(
         .topics
         .iter()
         .flat_map(|t| &t.partitions)
-        .any(|p| p.error_code != NONE);
+        .any(|p| p.error_code != NONE && !refused_before_read(p.error_code));
     pass
+}
+
+/// A consumer's partition answered without error, before its records are read.
+fn served(index: i32, high_watermark: i64, log_start: i64) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(NONE)
+        .with_high_watermark(high_watermark)
+        .with_last_stable_offset(high_watermark)
+        .with_log_start_offset(log_start)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_aborted_transactions(None)
+        .with_records(Some(bytes::Bytes::new()))
 }
 
 /// A consumer's partition with records below its high watermark, still to be read; `slot` is
@@ -688,4 +775,72 @@ fn settle(pass: &mut ReadPass, partition: &PendingRead, result: PartitionRead) {
 
 fn led_name(name: &Option<String>) -> String {
     name.clone().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::protocol::StrBytes;
+
+    fn topic(name: &str, partitions: &[(i32, i16)]) -> FetchableTopicResponse {
+        FetchableTopicResponse::default()
+            .with_topic(TopicName(StrBytes::from_string(name.to_owned())))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|&(index, code)| partition_error(index, code))
+                    .collect(),
+            )
+    }
+
+    fn shape(topics: &[FetchableTopicResponse]) -> Vec<(String, Vec<i32>)> {
+        topics
+            .iter()
+            .map(|t| {
+                let indexes = t.partitions.iter().map(|p| p.partition_index).collect();
+                (t.topic.to_string(), indexes)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn partitions_refused_before_the_read_come_last_and_topics_regroup() {
+        let asked = vec![
+            topic("t1", &[(2, NONE)]),
+            topic("nosuch", &[(0, UNKNOWN_TOPIC_OR_PARTITION)]),
+            topic(
+                "t1",
+                &[
+                    (0, NONE),
+                    (9, UNKNOWN_TOPIC_OR_PARTITION),
+                    (1, OFFSET_OUT_OF_RANGE),
+                ],
+            ),
+            topic("denied", &[(0, TOPIC_AUTHORIZATION_FAILED)]),
+        ];
+        let expected = vec![
+            ("t1".to_owned(), vec![2, 0, 1]),
+            ("nosuch".to_owned(), vec![0]),
+            ("t1".to_owned(), vec![9]),
+            ("denied".to_owned(), vec![0]),
+        ];
+        assert_eq!(shape(&kafka_order(asked)), expected);
+    }
+
+    #[test]
+    fn error_partitions_carry_empty_records_and_no_aborted_transactions() {
+        for code in [
+            UNKNOWN_TOPIC_OR_PARTITION,
+            UNKNOWN_TOPIC_ID,
+            TOPIC_AUTHORIZATION_FAILED,
+            OFFSET_OUT_OF_RANGE,
+            NOT_LEADER_OR_FOLLOWER,
+            FENCED_LEADER_EPOCH,
+        ] {
+            let failed = partition_error(0, code);
+            assert_eq!(failed.records, Some(bytes::Bytes::new()), "{code}");
+            assert_eq!(failed.aborted_transactions, None, "{code}");
+        }
+    }
 }

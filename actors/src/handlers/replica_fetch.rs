@@ -50,13 +50,7 @@ pub(super) struct ReplicaRead {
 
 fn failed(index: i32, code: i16) -> ReplicaRead {
     ReplicaRead {
-        response: PartitionData::default()
-            .with_partition_index(index)
-            .with_error_code(code)
-            .with_high_watermark(-1)
-            .with_last_stable_offset(-1)
-            .with_log_start_offset(-1)
-            .with_preferred_read_replica(BrokerId(-1)),
+        response: super::fetch::partition_error(index, code),
         bytes: 0,
         wait_on: None,
         urgent: false,
@@ -119,27 +113,18 @@ pub(super) async fn read_partition(
     let state = led.state;
     let leader_log_end = state.log_end_offset();
     let fetch_offset = wanted.fetch_offset;
-    if wanted.last_fetched_epoch >= 0 {
-        match logs
-            .end_offset_for_epoch(name, index, wanted.last_fetched_epoch)
-            .await
-        {
-            Ok((-1, _)) | Ok((_, -1)) => return failed(index, OFFSET_OUT_OF_RANGE),
-            Ok((epoch, end_offset))
-                if epoch < wanted.last_fetched_epoch || end_offset < fetch_offset =>
-            {
-                let mut read = answered(index, &state);
-                read.response.diverging_epoch = EpochEndOffset::default()
-                    .with_epoch(epoch)
-                    .with_end_offset(end_offset);
-                read.urgent = true;
-                return read;
-            }
-            Ok(_) => {}
-            Err(error) => return failed(index, error.code()),
+    let log_start = state.log_start_offset();
+    match last_fetched_epoch_check(logs, name, index, wanted, log_start).await {
+        Ok(Some(diverging)) => {
+            let mut read = answered(index, &state);
+            read.response.diverging_epoch = diverging;
+            read.urgent = true;
+            return read;
         }
+        Ok(None) => {}
+        Err(code) => return failed(index, code),
     }
-    if fetch_offset < state.log_start_offset() || fetch_offset > leader_log_end {
+    if fetch_offset < log_start || fetch_offset > leader_log_end {
         return failed(index, OFFSET_OUT_OF_RANGE);
     }
     let mut read = answered(index, &state);
@@ -199,6 +184,54 @@ pub(super) async fn read_partition(
     read
 }
 
+/// What a fetch's last fetched epoch (v12+, KIP-595) says before anything is read, for
+/// followers and consumers alike, in the order of Kafka's `Partition.readRecords`: `Ok(None)`
+/// to read on, `Ok(Some(_))` to answer a diverging epoch without records, or the error code.
+pub(super) async fn last_fetched_epoch_check(
+    logs: &crate::log_manager::LogManager,
+    topic: &str,
+    index: i32,
+    wanted: &FetchPartition,
+    log_start_offset: i64,
+) -> Result<Option<EpochEndOffset>, i16> {
+    if wanted.last_fetched_epoch < 0 {
+        return Ok(None);
+    }
+    let epoch_end = logs
+        .end_offset_for_epoch(topic, index, wanted.last_fetched_epoch)
+        .await
+        .map_err(|error| error.code())?;
+    diverging_epoch(
+        epoch_end,
+        wanted.last_fetched_epoch,
+        wanted.fetch_offset,
+        log_start_offset,
+    )
+}
+
+/// [`last_fetched_epoch_check`] given the end of the last fetched epoch in the leader epoch
+/// cache (`(epoch, end_offset)`, −1 when the cache cannot tell): a fetch offset below the log
+/// start is out of range whatever the epochs say; an older epoch or an end below the fetch
+/// offset means the fetcher's log left this one there.
+pub(super) fn diverging_epoch(
+    (epoch, end_offset): (i32, i64),
+    last_fetched_epoch: i32,
+    fetch_offset: i64,
+    log_start_offset: i64,
+) -> Result<Option<EpochEndOffset>, i16> {
+    if epoch == -1 || end_offset == -1 || fetch_offset < log_start_offset {
+        return Err(OFFSET_OUT_OF_RANGE);
+    }
+    if epoch < last_fetched_epoch || end_offset < fetch_offset {
+        return Ok(Some(
+            EpochEndOffset::default()
+                .with_epoch(epoch)
+                .with_end_offset(end_offset),
+        ));
+    }
+    Ok(None)
+}
+
 /// A successful answer without records yet, with the partition's offsets.
 fn answered(index: i32, state: &PartitionState) -> ReplicaRead {
     let high_watermark = state.high_watermark();
@@ -210,9 +243,42 @@ fn answered(index: i32, state: &PartitionState) -> ReplicaRead {
             .with_last_stable_offset(high_watermark)
             .with_log_start_offset(state.log_start_offset())
             .with_preferred_read_replica(BrokerId(-1))
+            .with_aborted_transactions(None)
             .with_records(Some(bytes::Bytes::new())),
         bytes: 0,
         wait_on: None,
         urgent: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_last_fetched_epoch_is_checked_in_kafkas_order() {
+        // The cache: epoch 2 from 0, 3 from 3, 4 from 6; log start 2.
+        let end_of = |epoch: i32| match epoch {
+            0..=2 => (2, 3),
+            3 => (3, 6),
+            4 => (4, 9),
+            _ => (-1, -1),
+        };
+        let check = |last: i32, offset: i64| diverging_epoch(end_of(last), last, offset, 2);
+        let diverged = |epoch, end_offset| {
+            Ok(Some(
+                EpochEndOffset::default()
+                    .with_epoch(epoch)
+                    .with_end_offset(end_offset),
+            ))
+        };
+        assert_eq!(check(3, 6), Ok(None), "the fetch offset ends the epoch");
+        assert_eq!(check(3, 5), Ok(None), "inside the epoch");
+        assert_eq!(check(3, 7), diverged(3, 6), "past the end of the epoch");
+        assert_eq!(check(2, 4), diverged(2, 3), "an older epoch, past its end");
+        assert_eq!(check(5, 9), Err(OFFSET_OUT_OF_RANGE), "above every epoch");
+        // Below the log start: out of range even where the epochs diverge.
+        assert_eq!(check(3, 1), Err(OFFSET_OUT_OF_RANGE));
+        assert_eq!(check(1, 1), Err(OFFSET_OUT_OF_RANGE));
     }
 }

@@ -17,6 +17,7 @@ mod t10_update_features;
 mod t30_auto_create;
 mod t30_concurrent_mutations;
 mod t30_create_topics_errors;
+mod t30_fetch_kafka_shapes;
 mod t30_large_requests;
 
 use gregor_integration::admin::{creatable, create_topics, metadata, topics_of, TopicInfo};

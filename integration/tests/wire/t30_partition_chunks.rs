@@ -6,50 +6,18 @@
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use gregor_integration::admin::{creatable, create_topics, metadata, topic_name};
+use gregor_integration::frames::one_record_batch;
 use gregor_integration::{encode_request, wait_until, GregorNode, KafkaConn};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{BrokerId, FetchRequest, ProduceRequest};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use uuid::Uuid;
 
 /// Partitions per shorter request: below the node's chunk of 1,024, so decoded whole.
 const SHORT: usize = 1000;
-
-/// A batch of one record.
-fn batch(value: &str) -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::copy_from_slice(value.as_bytes())),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [&record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
-}
 
 /// A topic named `name` (or with id `id`, v13+) listing `partitions`, with `records` for each.
 fn topic(
@@ -146,7 +114,11 @@ async fn node_with_real_topic() -> (GregorNode, KafkaConn, Uuid) {
             async move {
                 let mut conn = KafkaConn::connect(&bootstrap).await?;
                 let probe = request(
-                    vec![topic("real", id, (0..4).map(|p| (p, Some(batch("probe")))))],
+                    vec![topic(
+                        "real",
+                        id,
+                        (0..4).map(|p| (p, Some(one_record_batch("probe").unwrap()))),
+                    )],
                     1,
                 );
                 let answer = conn.send(&probe, 9).await?;
@@ -171,7 +143,7 @@ async fn node_with_real_topic() -> (GregorNode, KafkaConn, Uuid) {
 /// Appends one record to each of `real`'s partitions on a new connection; their base offsets.
 async fn append_one_each(node: &GregorNode, real_id: Uuid) -> Vec<i64> {
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-    let records = (0..4).map(|p| (p, Some(batch("after"))));
+    let records = (0..4).map(|p| (p, Some(one_record_batch("after").unwrap())));
     let answer = conn
         .send(&request(vec![topic("real", real_id, records)], 1), 9)
         .await
@@ -209,14 +181,19 @@ async fn produce_naming_many_partitions_answers_as_shorter_requests() {
             topics.push(topic(
                 "__consumer_offsets",
                 Uuid::nil(),
-                (0..600).map(|p| (p, Some(batch("x")))),
+                (0..600).map(|p| (p, Some(one_record_batch("x").unwrap()))),
             ));
         }
         // Four partitions with a batch each, then 1,196 that do not exist.
         topics.push(topic(
             "real",
             real_id,
-            (0..1200).map(|p| (p, (p < 4).then(|| batch(&format!("v{version}"))))),
+            (0..1200).map(|p| {
+                (
+                    p,
+                    (p < 4).then(|| one_record_batch(&format!("v{version}")).unwrap()),
+                )
+            }),
         ));
         let whole = conn
             .send(&request(topics.clone(), -1), version)
@@ -295,7 +272,11 @@ async fn produce_naming_many_partitions_answers_as_shorter_requests() {
 async fn produce_with_acks_0_naming_many_partitions_closes_on_an_error() {
     let (node, mut conn, real_id) = node_with_real_topic().await;
     let topics = vec![
-        topic("real", real_id, (0..4).map(|p| (p, Some(batch("zero"))))),
+        topic(
+            "real",
+            real_id,
+            (0..4).map(|p| (p, Some(one_record_batch("zero").unwrap()))),
+        ),
         topic("ghost", Uuid::nil(), (0..2000).map(|p| (p, None))),
     ];
     let frame = encode_request(&request(topics, 0), 9, 7, Some("c")).unwrap();
@@ -314,7 +295,11 @@ async fn produce_with_acks_0_naming_many_partitions_closes_on_an_error() {
 async fn produce_malformed_after_its_first_chunk_appends_nothing() {
     let (node, mut conn, real_id) = node_with_real_topic().await;
     let topics = vec![
-        topic("real", real_id, (0..4).map(|p| (p, Some(batch("never"))))),
+        topic(
+            "real",
+            real_id,
+            (0..4).map(|p| (p, Some(one_record_batch("never").unwrap()))),
+        ),
         topic("ghost", Uuid::nil(), (0..2000).map(|p| (p, None))),
     ];
     let mut frame = encode_request(&request(topics, 1), 9, 7, Some("c")).unwrap();
@@ -525,7 +510,14 @@ async fn a_long_poll_over_many_partitions_is_woken_by_an_append() {
     .await
     .unwrap();
     let mut appender = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-    let late = request(vec![topic("wide", id, [(1099, Some(batch("late")))])], 1);
+    let late = request(
+        vec![topic(
+            "wide",
+            id,
+            [(1099, Some(one_record_batch("late").unwrap()))],
+        )],
+        1,
+    );
     let appended = appender.send(&late, 9).await.unwrap();
     assert_eq!(appended.responses[0].partition_responses[0].error_code, 0);
     let (_, answer) = conn

@@ -20,9 +20,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{
-    BrokerId, FetchRequest, FetchResponse, RequestKind, ResponseKind, TopicName,
-};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, RequestKind, ResponseKind, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use gregor_actors::context::{HandlerContext, RequestInfo};
@@ -54,13 +52,7 @@ impl PartitionList for FetchList {
     }
 
     fn plain(index: i32, error_code: i16) -> PartitionData {
-        PartitionData::default()
-            .with_partition_index(index)
-            .with_error_code(error_code)
-            .with_high_watermark(-1)
-            .with_last_stable_offset(-1)
-            .with_log_start_offset(-1)
-            .with_preferred_read_replica(BrokerId(-1))
+        fetch::partition_error(index, error_code)
     }
 
     fn error_code(answer: &PartitionData) -> i16 {
@@ -240,6 +232,7 @@ pub(crate) async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kafka_protocol::messages::BrokerId;
 
     #[test]
     fn the_shell_keeps_every_field_but_the_topics() -> anyhow::Result<()> {
