@@ -148,14 +148,15 @@ impl LogConfig {
         Ok(())
     }
 
-    /// Entries an offset index may hold before the segment must roll.
-    pub fn max_index_entries(&self) -> u64 {
-        (self.segment_index_bytes / 8).max(1)
+    /// Entries an offset index sized `index_bytes` (`segment.index.bytes`) may hold before its
+    /// segment must roll.
+    pub fn max_index_entries_for(index_bytes: u64) -> u64 {
+        (index_bytes / 8).max(1)
     }
 
-    /// Entries a time index may hold before the segment must roll.
-    pub fn max_time_index_entries(&self) -> u64 {
-        (self.segment_index_bytes / 12).max(1)
+    /// Entries a time index sized `index_bytes` may hold before its segment must roll.
+    pub fn max_time_index_entries_for(index_bytes: u64) -> u64 {
+        (index_bytes / 12).max(1)
     }
 }
 

@@ -110,6 +110,10 @@ pub struct PartitionLog {
     defer_rolled_flushes: bool,
     /// Sealed segments not fsynced yet, oldest first.
     rolled: Vec<RolledSegment>,
+    /// The active segment's base offset and the `segment.index.bytes` its indexes were sized
+    /// with when it became active: as Kafka sizes a segment's indexes once, a later change of
+    /// the config applies to the segments after it, not to the one being filled.
+    active_index_bytes: Option<(i64, u64)>,
 }
 
 /// A segment a roll sealed whose files are still to be fsynced. Kafka flushes a rolled
@@ -215,6 +219,7 @@ impl PartitionLog {
             recovered_truncated_bytes: 0,
             defer_rolled_flushes: false,
             rolled: Vec::new(),
+            active_index_bytes: None,
         };
         if made {
             log.start_empty(now_ms)?;
@@ -575,6 +580,15 @@ impl PartitionLog {
     }
 
     fn maybe_roll(&mut self, batch: &BatchParts<'_>, now_ms: i64) -> Result<()> {
+        let active_base = self.active_ref().base_offset();
+        let index_bytes = match self.active_index_bytes {
+            Some((base, bytes)) if base == active_base => bytes,
+            _ => {
+                let bytes = self.config.segment_index_bytes;
+                self.active_index_bytes = Some((active_base, bytes));
+                bytes
+            }
+        };
         let config = &self.config;
         let active = self.active_ref();
         if active.is_empty() {
@@ -584,8 +598,8 @@ impl PartitionLog {
         let full = active.size() > config.segment_bytes.saturating_sub(batch.size() as u64);
         let old = active.time_waited_for_roll(now_ms, batch.max_timestamp())
             > config.segment_ms.saturating_sub(config.segment_jitter_ms);
-        let index_full = active.index_entries() >= config.max_index_entries()
-            || active.time_index_entries() >= config.max_time_index_entries();
+        let index_full = active.index_entries() >= LogConfig::max_index_entries_for(index_bytes)
+            || active.time_index_entries() >= LogConfig::max_time_index_entries_for(index_bytes);
         let offsets_overflow = last_offset - active.base_offset() > i64::from(i32::MAX);
         if full || old || index_full || offsets_overflow {
             self.roll(now_ms)?;

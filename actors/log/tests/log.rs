@@ -810,6 +810,34 @@ fn rolls_on_segment_ms_and_on_a_full_index() {
 }
 
 #[test]
+fn a_smaller_segment_index_bytes_sizes_the_next_segments_not_the_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let roomy = LogConfig {
+        index_interval_bytes: 0,
+        ..LogConfig::default()
+    };
+    let (_d, mut log) = open(dir.path(), roomy.clone());
+    log.append(&client_batch(0, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    // As Kafka's `updateConfig`: the active segment keeps the index size it was made with.
+    log.set_config(LogConfig {
+        segment_index_bytes: 24,
+        ..roomy
+    });
+    for i in 1..12 {
+        log.append(&client_batch(i, 1, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    assert_eq!(log.segment_base_offsets(), vec![0]);
+    log.roll(NOW).unwrap();
+    for i in 12..20 {
+        log.append(&client_batch(i, 1, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    assert_eq!(log.segment_base_offsets(), vec![0, 12, 16]);
+}
+
+#[test]
 fn segment_ms_counts_record_time_not_arrival_time() {
     const DAY_MS: i64 = 86_400_000;
     let dir = tempfile::tempdir().unwrap();
