@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 
-use crate::{Cluster, FORM_TIMEOUT};
+use crate::{wait_forwarding, Cluster, FORM_TIMEOUT};
 
 /// The frame size: 10 MB, or `GREGOR_FORWARDED_FRAME_BYTES` (BENCHMARKS.md measures the
 /// default `socket.request.max.bytes`, 104,857,600).
@@ -33,21 +33,6 @@ fn frame_size() -> usize {
 /// cores takes tens of seconds over a 10 MB request, and a broker it cannot hear from in that
 /// time would be fenced, which these tests are not about.
 const SLOW_SESSION: (&str, &str) = ("broker.session.timeout.ms", "120000");
-
-/// Waits until the broker forwards creations to the controller.
-async fn forwarding(broker: &str) -> anyhow::Result<()> {
-    wait_until(
-        "a topic created through the broker",
-        FORM_TIMEOUT,
-        || async {
-            let mut conn = KafkaConn::connect(broker).await?;
-            let request = create_topics(vec![creatable("forwarding-ready", 1, 1)], false);
-            let response = conn.send::<CreateTopicsRequest>(&request, 7).await?;
-            Ok(matches!(response.topics[0].error_code, 0 | 36).then_some(()))
-        },
-    )
-    .await
-}
 
 /// Sends `frame` to `addr` and returns the answer frame (size prefix read).
 async fn answer(addr: &str, frame: &[u8]) -> anyhow::Result<Bytes> {
@@ -160,7 +145,7 @@ async fn distinct_topics_within_four_frames(
 async fn a_forwarded_answer_many_times_its_request_stays_within_four_frames() -> anyhow::Result<()>
 {
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
-    forwarding(&cluster.brokers[0].1.bootstrap()).await?;
+    wait_forwarding(&cluster.brokers[0].1.bootstrap()).await?;
     distinct_topics_within_four_frames(&cluster, "without an authorizer", |_| false).await
 }
 
@@ -172,7 +157,7 @@ async fn a_forwarded_describe_quorum_of_distinct_partitions_stays_within_four_fr
 ) -> anyhow::Result<()> {
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
-    forwarding(&broker.bootstrap()).await?;
+    wait_forwarding(&broker.bootstrap()).await?;
     let frame_size = frame_size();
     let count = (frame_size - 60) / 5;
     let frame = gregor_integration::frames::describe_quorum_v2(count);
@@ -194,7 +179,7 @@ async fn a_forwarded_describe_quorum_of_distinct_partitions_stays_within_four_fr
 async fn a_large_forwarded_answer_is_the_controllers() -> anyhow::Result<()> {
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
-    forwarding(&broker.bootstrap()).await?;
+    wait_forwarding(&broker.bootstrap()).await?;
     // Validated only: each topic's answer lists its configs, megabytes in all, more than the
     // broker reads whole.
     let frame = create_topics_v7(3_000, 1, true);
@@ -438,7 +423,7 @@ async fn a_broker_with_an_authorizer_forwards_distinct_topics_within_four_frames
 async fn a_large_forwarded_answer_to_a_reduced_request_is_expanded() -> anyhow::Result<()> {
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
-    forwarding(&broker.bootstrap()).await?;
+    wait_forwarding(&broker.bootstrap()).await?;
     // Resource type 1 (ANY) cannot be created: each binding is answered INVALID_REQUEST with a
     // message, over a megabyte in all. One binding comes three times.
     let mut creations: Vec<_> = (0..40_000)
@@ -477,7 +462,7 @@ async fn a_forwarded_delete_topics_of_distinct_names_stays_within_four_frames() 
     use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
-    forwarding(&broker.bootstrap()).await?;
+    wait_forwarding(&broker.bootstrap()).await?;
     let mut conn = KafkaConn::connect(&broker.bootstrap()).await?;
     let created = conn
         .send::<CreateTopicsRequest>(
@@ -549,7 +534,7 @@ async fn a_forwarded_alter_user_scram_credentials_of_distinct_users_stays_within
     use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
-    forwarding(&broker.bootstrap()).await?;
+    wait_forwarding(&broker.bootstrap()).await?;
     let frame_size = frame_size();
     let count = (frame_size - 40) / 7;
     // Deletions {name, SCRAM-SHA-256, tags}, then no upsertions and tags.
@@ -601,7 +586,7 @@ async fn a_forwarded_alter_client_quotas_of_distinct_entities_stays_within_four_
     use kafka_protocol::messages::alter_client_quotas_response::EntryData;
     let cluster = Cluster::start_with(1, 1, &[SLOW_SESSION])?;
     let (controller, broker) = (&cluster.controllers[0].1, &cluster.brokers[0].1);
-    forwarding(&broker.bootstrap()).await?;
+    wait_forwarding(&broker.bootstrap()).await?;
     let frame_size = frame_size();
     let count = (frame_size - 40) / 48;
     // Entries {entity [{"client-id", name, tags}], ops [{"producer_byte_rate", 1024.0,
@@ -802,7 +787,7 @@ async fn a_controller_killed_while_its_answer_is_copied_closes_only_that_connect
 
     let mut cluster = Cluster::start(3, 1)?;
     let broker = cluster.brokers[0].1.bootstrap();
-    forwarding(&broker).await?;
+    wait_forwarding(&broker).await?;
     let controller_addrs: Vec<String> = cluster
         .controllers
         .iter()
