@@ -151,6 +151,15 @@ fn offsets_or_reset(path: &Path, consequence: &str) -> BTreeMap<TopicPartition, 
     })
 }
 
+/// What [`LogDir::sweep_leftovers`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Leftovers {
+    /// `-delete` directories removed.
+    pub removed: usize,
+    /// `-stray` directories, kept.
+    pub strays: Vec<PathBuf>,
+}
+
 /// One log directory.
 #[derive(Debug)]
 pub struct LogDir {
@@ -445,22 +454,6 @@ impl LogDir {
         Ok(to)
     }
 
-    /// Stray logs moved aside by an earlier run, still waiting for the operator.
-    pub fn stray_dirs(&self) -> Result<Vec<PathBuf>> {
-        let path = &self.shared.path;
-        Ok(std::fs::read_dir(path)
-            .map_err(|e| LogError::io("list", path, e))?
-            .flatten()
-            .filter(|entry| {
-                entry
-                    .file_name()
-                    .to_str()
-                    .is_some_and(|name| name.ends_with(STRAY_DIR_SUFFIX))
-            })
-            .map(|entry| entry.path())
-            .collect())
-    }
-
     /// Where a log of `tp` leaving its place is renamed to (`suffix`: deleted or stray).
     fn renamed(&self, tp: &TopicPartition, suffix: &str) -> PathBuf {
         self.shared.path.join(renamed_dir_name(tp, suffix))
@@ -477,7 +470,8 @@ impl LogDir {
     }
 
     /// Deletes a partition's log: its directory is renamed `<topic>-<partition>.<uuid>-delete` at once (so
-    /// a restart never loads it) and removed by [`Self::purge_deleted_dirs`].
+    /// a restart never loads it) and removed by the caller after `file.delete.delay.ms`, or by
+    /// [`Self::sweep_leftovers`] at the next start.
     pub fn delete_log(&mut self, log: PartitionLog) -> Result<PathBuf> {
         let tp = log.topic_partition().clone();
         let from = log.dir().to_path_buf();
@@ -493,25 +487,29 @@ impl LogDir {
         Ok(to)
     }
 
-    /// Removes every `-delete` directory (the caller runs this after `file.delete.delay.ms`).
-    pub fn purge_deleted_dirs(&self) -> Result<usize> {
+    /// At start-up, in one pass over the directory (with a million partitions the listing is
+    /// the cost): removes the `-delete` directories of deletions the last run did not finish,
+    /// and lists the `-stray` ones kept for the operator.
+    pub fn sweep_leftovers(&self) -> Result<Leftovers> {
         let path = &self.shared.path;
-        let mut removed = 0;
+        let mut leftovers = Leftovers::default();
         for entry in std::fs::read_dir(path)
             .map_err(|e| LogError::io("list", path, e))?
             .flatten()
         {
             let name = entry.file_name();
-            if name
-                .to_str()
-                .is_some_and(|n| n.ends_with(DELETE_DIR_SUFFIX))
-            {
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if name.ends_with(DELETE_DIR_SUFFIX) {
                 std::fs::remove_dir_all(entry.path())
                     .map_err(|e| LogError::io("delete", &entry.path(), e))?;
-                removed += 1;
+                leftovers.removed += 1;
+            } else if name.ends_with(STRAY_DIR_SUFFIX) {
+                leftovers.strays.push(entry.path());
             }
         }
-        Ok(removed)
+        Ok(leftovers)
     }
 
     /// The file-handle cache its logs share.

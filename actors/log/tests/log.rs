@@ -669,13 +669,18 @@ fn a_different_topic_id_on_disk_is_refused_without_taking_the_dir_offline_and_ca
     // Moved aside as a stray and kept, and the next open makes a new, empty log.
     let renamed = log_dir.discard_stray(&tp()).unwrap();
     assert!(renamed.to_string_lossy().ends_with("-stray"));
-    assert_eq!(log_dir.stray_dirs().unwrap(), vec![renamed.clone()]);
     assert_eq!(log_dir.partitions_on_disk().unwrap(), Vec::new());
     let log = log_dir
         .open_log(tp(), Some(new_id), LogConfig::default(), NOW)
         .unwrap();
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
-    assert_eq!(log_dir.purge_deleted_dirs().unwrap(), 0);
+    assert_eq!(
+        log_dir.sweep_leftovers().unwrap(),
+        gregor_log::log_dir::Leftovers {
+            removed: 0,
+            strays: vec![renamed.clone()],
+        }
+    );
     assert!(
         renamed.join("00000000000000000000.log").exists(),
         "the stray's records are kept"

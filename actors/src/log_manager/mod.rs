@@ -398,12 +398,16 @@ impl LogManager {
                     } else {
                         tracing::info!(log_dir = %path.display(), "no clean shutdown file: the logs of this dir recover what lies above their recovery points as they open");
                     }
-                    // Leftovers of deletions interrupted by the last shutdown.
-                    if let Err(error) = dir.purge_deleted_dirs() {
-                        tracing::warn!(log_dir = %path.display(), %error, "cannot remove deleted logs");
-                    }
-                    for stray in dir.stray_dirs().unwrap_or_default() {
-                        tracing::warn!(stray = %stray.display(), "a stray partition log moved aside earlier is still here: remove it once its records are not needed");
+                    // Leftovers of deletions interrupted by the last shutdown, and strays.
+                    match dir.sweep_leftovers() {
+                        Ok(leftovers) => {
+                            for stray in leftovers.strays {
+                                tracing::warn!(stray = %stray.display(), "a stray partition log moved aside earlier is still here: remove it once its records are not needed");
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(log_dir = %path.display(), %error, "cannot remove deleted logs");
+                        }
                     }
                     dirs.push(dir);
                 }
