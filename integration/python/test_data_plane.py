@@ -404,6 +404,20 @@ def test_a_transactional_init_checks_its_timeout_before_the_missing_coordinator(
     assert init(0, "") == (42, -1, -1)
     assert init(-1, None)[0] == 0
 
+    # A producer naming only one of its id and epoch is malformed, with a transactional id or
+    # not, before the timeout is looked at (Kafka's `handleInitProducerIdRequest`).
+    def init_naming(producer_id, producer_epoch, transactional_id):
+        request = InitProducerIdRequest[4](
+            transactional_id=transactional_id,
+            transaction_timeout_ms=0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+        )
+        return conn.send(request, InitProducerIdResponse).error_code
+
+    assert [init_naming(-1, 5, "t-1"), init_naming(7, -1, "t-1")] == [42, 42]
+    assert [init_naming(-1, 5, None), init_naming(7, -1, None)] == [42, 42]
+
 
 def test_long_poll_is_woken_by_an_append(node, raw):
     create(node, ("dp-poll", 1))

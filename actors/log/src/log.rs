@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::{RecordBatch, TimestampType, NO_TIMESTAMP};
+use crate::batch::RecordBatch;
 use crate::checkpoint::{self, TopicPartition};
 use crate::config::LogConfig;
 use crate::error::{BatchRejection, KafkaCode, LogError, Result};
@@ -34,7 +34,8 @@ pub struct LogCheckpoints {
 pub struct AppendInfo {
     pub first_offset: i64,
     pub last_offset: i64,
-    /// `log_append_time_ms` of the Produce response: −1 for CreateTime topics.
+    /// `log_append_time_ms` of the Produce response: −1 for CreateTime topics, except for a
+    /// duplicate, which carries the cached batch's timestamp.
     pub log_append_time: i64,
     pub log_start_offset: i64,
     pub record_count: i32,
@@ -346,7 +347,6 @@ impl PartitionLog {
         if epochs_changed || recovered_any {
             self.epochs.flush()?;
         }
-        self.producers.evict_below(self.log_start_offset);
         self.producers
             .delete_snapshots_outside(self.log_start_offset, leo)?;
         Ok(())
@@ -358,7 +358,6 @@ impl PartitionLog {
             .producers
             .load_latest_snapshot(up_to)?
             .unwrap_or(self.log_start_offset);
-        self.producers.evict_below(self.log_start_offset);
         let files = Arc::clone(self.files());
         let producers = &mut self.producers;
         for segment in self.segments.values() {
@@ -464,11 +463,9 @@ impl PartitionLog {
             return Ok(AppendInfo {
                 first_offset: cached.first_offset(),
                 last_offset: cached.last_offset,
-                log_append_time: if self.config.timestamp_type == TimestampType::LogAppendTime {
-                    cached.timestamp
-                } else {
-                    NO_TIMESTAMP
-                },
+                // Kafka's `UnifiedLog.append` answers a duplicate with its batch's timestamp
+                // whatever the topic's timestamp type.
+                log_append_time: cached.timestamp,
                 log_start_offset: self.log_start_offset,
                 record_count: cached.offset_delta + 1,
                 duplicate: true,
@@ -956,7 +953,6 @@ impl PartitionLog {
         }
         if offset > self.log_start_offset {
             self.log_start_offset = offset;
-            self.producers.evict_below(offset);
             if self.epochs.truncate_from_start(offset) {
                 let flushed = self.epochs.flush();
                 self.guard(flushed)?;
@@ -1033,7 +1029,6 @@ impl PartitionLog {
         if let Some((&first, _)) = self.segments.iter().next() {
             if first > self.log_start_offset {
                 self.log_start_offset = first;
-                self.producers.evict_below(first);
                 if self.epochs.truncate_from_start(first) {
                     self.epochs.flush()?;
                 }

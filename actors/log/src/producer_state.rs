@@ -103,6 +103,11 @@ fn producer_error(code: KafkaCode, message: String) -> LogError {
 }
 
 /// The producer state of one partition.
+///
+/// A producer is kept when the log start offset moves past its batches (retention,
+/// DeleteRecords), as by Kafka's `onLogStartOffsetIncremented`: only `producer.id.expiration.ms`
+/// forgets it, so a retry of a batch whose records are gone is still answered as a duplicate
+/// rather than appended again, and a gap in its sequence is still refused.
 #[derive(Debug)]
 pub struct ProducerStateManager {
     dir: PathBuf,
@@ -221,13 +226,6 @@ impl ProducerStateManager {
             batch.last_offset(),
             batch.max_timestamp(),
         );
-    }
-
-    /// Forgets producers whose last batch lies below the new log start offset (retention, DeleteRecords).
-    pub fn evict_below(&mut self, log_start_offset: i64) {
-        self.producers.retain(|_, e| {
-            e.current_txn_first_offset.is_some() || e.last_offset() >= log_start_offset
-        });
     }
 
     /// Forgets producers idle for longer than `producer.id.expiration.ms`.

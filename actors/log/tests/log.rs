@@ -198,6 +198,60 @@ fn idempotent_retries_get_the_original_offsets() {
 }
 
 #[test]
+fn producers_outlive_their_records_until_they_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        file_delete_delay_ms: 0,
+        ..small_config()
+    };
+    let (mut log_dir, mut log) = open(dir.path(), config.clone());
+    for i in 0..3 {
+        log.append(&idempotent_batch(7, 0, i, 1), NOW, 0).unwrap();
+    }
+    log.delete_records_before(3).unwrap();
+    let retry = log.append(&idempotent_batch(7, 0, 2, 1), NOW, 0).unwrap();
+    assert!(retry.duplicate, "a retry of a batch below the log start");
+    assert_eq!((retry.first_offset, log.log_end_offset()), (2, 3));
+    assert_eq!(
+        log.append(&idempotent_batch(7, 0, 10, 1), NOW, 0)
+            .unwrap_err()
+            .kafka_code(),
+        KafkaCode::OutOfOrderSequenceNumber,
+        "a gap is refused though the producer's records are gone"
+    );
+
+    // Retention deletes every segment holding producer 8's records.
+    log.append(&idempotent_batch(8, 0, 0, 2), NOW, 0).unwrap();
+    for i in 0..200u64 {
+        log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    let leo = log.log_end_offset();
+    let mut shorter = config.clone();
+    shorter.retention_bytes = 4096;
+    log.set_config(shorter);
+    log.enforce_retention(NOW, leo).unwrap();
+    assert!(log.log_start_offset() > 4);
+    let retry = log.append(&idempotent_batch(8, 0, 0, 2), NOW, 0).unwrap();
+    assert!(retry.duplicate && retry.first_offset == 3);
+
+    // A clean restart keeps them (the snapshot at the log end holds them); expiry forgets them.
+    log_dir.shutdown([&mut log], 1, NOW).unwrap();
+    drop((log_dir, log));
+    let (_d, mut log) = open(dir.path(), config);
+    let producers: Vec<i64> = log.producers().map(|p| p.producer_id).collect();
+    assert_eq!(producers.len(), 2, "{producers:?}");
+    assert!(
+        log.append(&idempotent_batch(8, 0, 0, 2), NOW, 0)
+            .unwrap()
+            .duplicate
+    );
+    assert_eq!(log.remove_expired_producers(NOW + 1_000, 1_000), 2);
+    let first = log.append(&idempotent_batch(7, 0, 10, 1), NOW, 0).unwrap();
+    assert!(!first.duplicate, "an expired producer starts afresh");
+}
+
+#[test]
 fn unclean_shutdown_truncates_a_torn_tail_and_keeps_producer_state() {
     let dir = tempfile::tempdir().unwrap();
     let active_path;

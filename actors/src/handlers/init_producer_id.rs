@@ -136,10 +136,7 @@ pub(super) async fn handle(
     // cluster or WRITE on some topic (KIP-679).
     let access = Access::new(ctx, info);
     let denied = match request.transactional_id.as_deref() {
-        Some(id) if !id.is_empty() => {
-            !access.allows(AclOperation::Write, ResourceType::TransactionalId, id)
-        }
-        Some(_) => false,
+        Some(id) => !access.allows(AclOperation::Write, ResourceType::TransactionalId, id),
         None => {
             !access.quietly_allows(
                 AclOperation::IdempotentWrite,
@@ -148,25 +145,25 @@ pub(super) async fn handle(
             ) && !access.allows_any(AclOperation::Write, ResourceType::Topic)
         }
     };
-    let result = match request.transactional_id.as_ref().map(|t| t.is_empty()) {
-        Some(false) if denied => Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    // An existing producer may name itself (v3+); exactly one of the two unset is malformed,
+    // with or without a transactional id (both are unset before v3).
+    let half_named = (request.producer_id.0 == -1) != (request.producer_epoch == -1);
+    // Kafka's `handleInitProducerIdRequest` order: authorization, the producer id and epoch,
+    // then the coordinator's own checks.
+    let result = match request.transactional_id.as_deref().map(|id| id.as_str()) {
+        Some(_) if denied => Err(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
         None if denied => Err(CLUSTER_AUTHORIZATION_FAILED),
-        Some(true) => Err(INVALID_REQUEST),
-        // Kafka's `TransactionCoordinator.handleInitProducerId` checks the timeout before it
-        // looks up the transaction's state: a wrong one is fatal, not a retriable wait.
-        Some(false)
+        _ if half_named => Err(INVALID_REQUEST),
+        Some("") => Err(INVALID_REQUEST),
+        // `TransactionCoordinator.handleInitProducerId` checks the timeout before it looks up
+        // the transaction's state: a wrong one is fatal, not a retriable wait.
+        Some(_)
             if !(1..=ctx.settings.transaction_max_timeout_ms)
                 .contains(&request.transaction_timeout_ms) =>
         {
             Err(INVALID_TRANSACTION_TIMEOUT)
         }
-        Some(false) => Err(COORDINATOR_NOT_AVAILABLE),
-        // v3+: an existing producer may name itself; exactly one of the two unset is malformed.
-        None if info.api_version >= 3
-            && ((request.producer_id.0 == -1) != (request.producer_epoch == -1)) =>
-        {
-            Err(INVALID_REQUEST)
-        }
+        Some(_) => Err(COORDINATOR_NOT_AVAILABLE),
         None => ctx.producer_ids.next_id(ctx).await,
     };
     let response = match result {

@@ -843,6 +843,9 @@ impl Worker {
         match result {
             Ok(mut log) => {
                 log.defer_rolled_flushes();
+                // Kafka's `loadFromSnapshot` skips producers expired while the node was down;
+                // kept, they would refuse a valid sequence until the next periodic check.
+                log.remove_expired_producers(now_ms(), self.producer_id_expiration_ms);
                 state.publish_offsets(&log);
                 // A restarted replica serves what it knew to be committed before its first
                 // fetch or ISR report moves it (Kafka's high-watermark checkpoint).

@@ -580,3 +580,52 @@ async fn idle_producers_expire() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Kafka's `loadFromSnapshot`: a producer that expired while the node was down is not loaded
+/// back, so it may start again at any sequence; one still within the expiration is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_expired_while_down_are_not_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let restart = |expiration_ms: u64| {
+        let manager = LogManager::start(LogManagerSettings {
+            producer_id_expiration_ms: expiration_ms,
+            ..LogManagerSettings::for_tests(dir.path())
+        })
+        .unwrap();
+        let state = host(
+            &manager,
+            "e",
+            uuid::Uuid::from_u128(12),
+            LogConfig::default(),
+        );
+        lead_alone(&state);
+        wait_until("the log open", || state.is_serving());
+        manager
+    };
+    let stop = |manager: Arc<LogManager>| async move {
+        tokio::task::spawn_blocking(move || manager.shutdown(1))
+            .await
+            .unwrap();
+    };
+    let manager = restart(86_400_000);
+    manager
+        .append("e", 0, records(&["a", "b"], Some((31, 0))), 1)
+        .await
+        .unwrap();
+    stop(manager).await;
+
+    let manager = restart(86_400_000);
+    let kept = manager.producers("e", 0).await.unwrap();
+    assert_eq!(kept.iter().map(|p| p.producer_id).collect::<Vec<_>>(), [31]);
+    stop(manager).await;
+
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let manager = restart(10);
+    assert!(manager.producers("e", 0).await.unwrap().is_empty());
+    let fresh = manager
+        .append("e", 0, records(&["c"], Some((31, 7))), 1)
+        .await
+        .unwrap();
+    assert!(!fresh.duplicate);
+    stop(manager).await;
+}
