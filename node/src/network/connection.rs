@@ -31,6 +31,8 @@ use super::forwarded::Appended;
 use super::forwarded::ForwardedAnswer;
 use super::frame::FrameError;
 use super::frame_source::FrameSource;
+use super::idle::{unless_stalled, Activity, IdleTimeout, NotingWrites};
+use super::memory_pool::Reservation;
 use super::partition_list_chunks::{
     self, is_long, Chunked, DeleteRecordsList, DescribeProducersList, DescribeQuorumList,
     OffsetCommitList, OffsetDeleteList, OffsetForLeaderEpochList,
@@ -99,7 +101,7 @@ pub(crate) async fn serve(
     let mut caches: [ConnectionCaches; PRODUCES_IN_FLIGHT] = Default::default();
     let mut request_metrics = gregor_metrics::RequestMetrics::default();
     loop {
-        let (frame, _reserved) = match frames
+        let (frame, reserved) = match frames
             .next(
                 frame_limit(&settings, sasl.as_ref(), session.is_known_peer()),
                 &settings.memory,
@@ -257,6 +259,7 @@ pub(crate) async fn serve(
             let served = produces
                 .serve(
                     frame,
+                    reserved,
                     received,
                     &mut frames,
                     &mut writer,
@@ -301,6 +304,10 @@ pub(crate) async fn serve(
             Ok(served) => served,
             Err(refusal) => return refused(&peer, &settings, refusal),
         };
+        // Handled: its bytes go back to `queued.max.request.bytes` before the answer is
+        // written, as Kafka's handler releases a request's buffer, so a client that does not
+        // read its answers holds no pool memory other clients' requests wait for.
+        drop(reserved);
         // A known node's connection carries many clients' requests (in envelopes) and its
         // own: the broker throttles its clients, so it is never muted.
         let muted = (!session.is_known_peer()).then_some(&*principal);
@@ -315,6 +322,7 @@ pub(crate) async fn serve(
             &mut request_metrics,
             muted,
             &peer,
+            settings.idle_timeout,
         )
         .await
         {
@@ -352,6 +360,7 @@ async fn deliver(
     request_metrics: &mut gregor_metrics::RequestMetrics,
     muted: Option<&Principal>,
     peer: &str,
+    idle_timeout: Duration,
 ) -> Result<(), CloseReason> {
     let Arrival {
         received,
@@ -361,9 +370,22 @@ async fn deliver(
     let send_started = Instant::now();
     match served.delivery {
         Delivery::Send => {
-            if let Err(error) = served.bytes.write_to(writer).await {
-                tracing::debug!(%peer, %error, "response write failed");
-                return Err(CloseReason::IoError);
+            let activity = Activity::new();
+            let mut noting = NotingWrites {
+                inner: writer,
+                activity: &activity,
+            };
+            match unless_stalled(served.bytes.write_to(&mut noting), &activity, idle_timeout).await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    tracing::debug!(%peer, %error, "response write failed");
+                    return Err(CloseReason::IoError);
+                }
+                Err(IdleTimeout) => {
+                    tracing::debug!(%peer, "closing a connection that took no byte of its response for connections.max.idle.ms");
+                    return Err(CloseReason::Idle);
+                }
             }
         }
         Delivery::Silent => {}
@@ -471,7 +493,8 @@ struct InFlight<'a> {
     progress: Progress<'a>,
     appends_queued: std::sync::Arc<gregor_actors::context::AppendsQueued>,
     arrival: Arrival,
-    _reserved: Option<super::memory_pool::Reservation>,
+    /// The request's bytes in `queued.max.request.bytes`, until it is handled.
+    reserved: Option<Reservation>,
 }
 
 /// What the section waited for.
@@ -487,6 +510,7 @@ impl<'a> ProduceSection<'a> {
     async fn serve(
         &self,
         first: Bytes,
+        reserved: Reservation,
         received: Instant,
         frames: &mut FrameSource,
         writer: &mut StreamWriter,
@@ -497,7 +521,7 @@ impl<'a> ProduceSection<'a> {
         let mut spare: Vec<ConnectionCaches> = caches.iter_mut().map(std::mem::take).collect();
         let mut in_flight = std::collections::VecDeque::with_capacity(PRODUCES_IN_FLIGHT);
         let first_caches = spare.remove(0);
-        in_flight.push_back(self.start(first, received, None, first_caches, request_metrics));
+        in_flight.push_back(self.start(first, received, reserved, first_caches, request_metrics));
         let outcome = self
             .run(
                 &mut in_flight,
@@ -550,6 +574,7 @@ impl<'a> ProduceSection<'a> {
                     request_metrics,
                     Some(&**self.principal),
                     self.peer,
+                    self.settings.idle_timeout,
                 )
                 .await?;
             }
@@ -587,6 +612,8 @@ impl<'a> ProduceSection<'a> {
                 Step::Served(index, finished) => {
                     if let Some(produce) = in_flight.get_mut(index) {
                         produce.progress = Progress::Served(finished);
+                        // Handled: its bytes go back to the pool before its answer is written.
+                        produce.reserved = None;
                     }
                 }
                 // The loop looks at the flag again.
@@ -603,7 +630,7 @@ impl<'a> ProduceSection<'a> {
                         in_flight.push_back(self.start(
                             frame,
                             Instant::now(),
-                            Some(reservation),
+                            reservation,
                             caches,
                             request_metrics,
                         ));
@@ -617,7 +644,7 @@ impl<'a> ProduceSection<'a> {
         &self,
         frame: Bytes,
         received: Instant,
-        reserved: Option<super::memory_pool::Reservation>,
+        reserved: Reservation,
         caches: ConnectionCaches,
         request_metrics: &mut gregor_metrics::RequestMetrics,
     ) -> InFlight<'a> {
@@ -648,7 +675,7 @@ impl<'a> ProduceSection<'a> {
             progress: Progress::Serving(work),
             appends_queued,
             arrival,
-            _reserved: reserved,
+            reserved: Some(reserved),
         }
     }
 }

@@ -9,26 +9,19 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncRead, ReadBuf};
-use tokio::time::Instant;
 
 use super::frame::{read_frame, FrameError};
+use super::idle::{unless_stalled, Activity, IdleTimeout, NotingReads};
 use super::memory_pool::{MemoryPool, Reservation};
 use super::tls::{Stream, StreamReader, StreamWriter};
 
 /// What reading one frame came to: the frame and its memory reservation, a framing error, or
 /// the idle timeout.
 pub(crate) type FrameRead = Result<Result<(Bytes, Reservation), FrameError>, IdleTimeout>;
-
-/// No byte arrived for `connections.max.idle.ms`.
-#[derive(Debug)]
-pub(crate) struct IdleTimeout;
 
 type ReadAhead = Pin<Box<dyn Future<Output = (FrameRead, StreamReader, BytesMut)> + Send>>;
 
@@ -150,8 +143,7 @@ impl FrameSource {
 }
 
 /// One frame, or the idle timeout: `idle_timeout` with no byte read, counted from the last
-/// byte (Kafka's `Selector` marks a connection active on every read), so a large request on a
-/// slow link is not cut off while its bytes still arrive.
+/// byte, so a large request on a slow link is not cut off while its bytes still arrive.
 async fn read_one(
     reader: &mut StreamReader,
     buffer: &mut BytesMut,
@@ -159,51 +151,17 @@ async fn read_one(
     memory: &Arc<MemoryPool>,
     idle_timeout: Duration,
 ) -> FrameRead {
-    let start = Instant::now();
-    let last_read_ms = AtomicU64::new(0);
+    let activity = Activity::new();
     let mut noting = NotingReads {
-        reader,
-        start,
-        last_read_ms: &last_read_ms,
+        inner: reader,
+        activity: &activity,
     };
-    let read = read_frame(&mut noting, buffer, max_size, memory);
-    tokio::pin!(read);
-    let mut deadline = start + idle_timeout;
-    loop {
-        tokio::select! {
-            result = &mut read => return Ok(result),
-            () = tokio::time::sleep_until(deadline) => {
-                let last = start + Duration::from_millis(last_read_ms.load(Ordering::Relaxed));
-                if last + idle_timeout <= deadline {
-                    return Err(IdleTimeout);
-                }
-                deadline = last + idle_timeout;
-            }
-        }
-    }
-}
-
-/// A reader that notes when it last delivered bytes (milliseconds after `start`).
-struct NotingReads<'a, R> {
-    reader: &'a mut R,
-    start: Instant,
-    last_read_ms: &'a AtomicU64,
-}
-
-impl<R: AsyncRead + Unpin> AsyncRead for NotingReads<'_, R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut *self.reader).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            let elapsed = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.last_read_ms.store(elapsed, Ordering::Relaxed);
-        }
-        polled
-    }
+    unless_stalled(
+        read_frame(&mut noting, buffer, max_size, memory),
+        &activity,
+        idle_timeout,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `queued.max.request.bytes`: Kafka's request memory pool (KIP-72).
 //!
 //! A connection reads a frame's 4-byte size, reserves that many bytes here, and only then reads
-//! the body; the reservation is returned once the response has been written. Like Kafka's
+//! the body; the reservation is returned once the request is handled. Like Kafka's
 //! broker pool (`SimpleMemoryPool` in non-strict mode), a reservation is granted whenever any
 //! memory is left, so the pool may go below zero by at most one frame, and a connection that
 //! finds it empty waits (reads nothing more) until another request returns its bytes.

@@ -17,6 +17,7 @@ pub mod fetch_parts;
 pub mod forwarded;
 pub mod frame;
 mod frame_source;
+mod idle;
 pub mod join_group_frame;
 mod limits;
 pub mod list_chunks;
