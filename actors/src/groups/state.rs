@@ -1198,18 +1198,44 @@ impl Coordinator {
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
         };
-        let dropped: Vec<String> = group
+        // Only dynamic members that did not rejoin are dropped (Kafka's
+        // `completeClassicGroupJoin`): a static member stays with its old metadata, so it can
+        // come back under its instance id without another rebalance; its session decides.
+        group
             .members
-            .values()
-            .filter(|m| m.join_waiter.is_none())
-            .map(|m| m.id.clone())
-            .collect();
-        for id in &dropped {
-            if let Some(member) = group.members.remove(id) {
-                if let Some(instance) = member.instance_id {
-                    group.static_members.remove(&instance);
-                }
+            .retain(|_, m| m.join_waiter.is_some() || m.instance_id.is_some());
+        // The leader must be a member that rejoined: it assigns from the metadata just sent.
+        let leader = match group.leader.as_ref().and_then(|l| group.members.get(l)) {
+            Some(leader) if leader.join_waiter.is_some() => Some(leader.id.clone()),
+            _ => group
+                .members
+                .values()
+                .filter(|m| m.join_waiter.is_some())
+                .min_by_key(|m| m.joined_seq)
+                .map(|m| m.id.clone()),
+        };
+        if leader.is_none() && !group.members.is_empty() {
+            // Only static members that have not rejoined are left: as Kafka, the group is not
+            // emptied but waits another rebalance timeout, until they rejoin or their sessions
+            // remove them (a removal or a join tries to complete again).
+            let deadline = now + group.max_rebalance_timeout();
+            group.rebalance_deadline = Some(deadline);
+            group.join_not_before = None;
+            tracing::warn!(
+                group = group_id,
+                generation = group.generation,
+                "rebalance: no member rejoined, the join phase waits again"
+            );
+            // A zero timeout needs no timer: any join or removal finds the deadline passed.
+            if deadline > now {
+                self.timer(
+                    deadline,
+                    Timer::Join {
+                        group: group_id.to_owned(),
+                    },
+                );
             }
+            return;
         }
         group.rebalance_deadline = None;
         group.join_not_before = None;
@@ -1227,17 +1253,7 @@ impl Coordinator {
             return;
         }
         group.protocol_name = select_protocol(group.members.values());
-        let leader_present = group
-            .leader
-            .as_ref()
-            .is_some_and(|l| group.members.contains_key(l));
-        if !leader_present {
-            group.leader = group
-                .members
-                .values()
-                .min_by_key(|m| m.joined_seq)
-                .map(|m| m.id.clone());
-        }
+        group.leader = leader;
         group.transition(GroupState::CompletingRebalance, now_ms);
         let protocol = group.protocol_name.clone().unwrap_or_default();
         let leader = group.leader.clone().unwrap_or_default();
@@ -1254,6 +1270,8 @@ impl Coordinator {
         let protocol_type = group.protocol_type.clone();
         let mut sessions = Vec::new();
         for member in group.members.values_mut() {
+            // Every session starts again, a static member's that did not rejoin too (Kafka
+            // reschedules each member's heartbeat here).
             member.deadline = now + member.session_timeout;
             sessions.push((member.deadline, member.id.clone()));
             if let Some(waiter) = member.join_waiter.take() {

@@ -69,6 +69,14 @@ fn join_timers(c: &mut Coordinator) -> Vec<Instant> {
         .collect()
 }
 
+/// How many writes were queued since the last call.
+fn writes_queued(c: &mut Coordinator) -> usize {
+    c.take_effects()
+        .into_iter()
+        .filter(|e| matches!(e, Effect::Write(_)))
+        .count()
+}
+
 /// A member joins an empty group: MEMBER_ID_REQUIRED, then a parked join answered after the
 /// initial delay. Returns the member id and the join result.
 fn first_member(c: &mut Coordinator, t0: Instant) -> (String, JoinResult) {
@@ -137,12 +145,7 @@ fn first_join_waits_the_initial_delay_then_leads() {
     assert_eq!(described.protocol_data, "range");
     assert_eq!(described.members[0].assignment, Bytes::from_static(b"a0"));
     // The group record is written once the group is stable.
-    let writes = c
-        .take_effects()
-        .into_iter()
-        .filter(|e| matches!(e, Effect::Write(_)))
-        .count();
-    assert_eq!(writes, 1);
+    assert_eq!(writes_queued(&mut c), 1);
 }
 
 /// KIP-345: the static leader of a Stable group restarting with the same protocols does not
@@ -851,4 +854,286 @@ fn assigned(
     kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment::default()
         .with_member_id(member_id.to_owned().into())
         .with_assignment(assignment)
+}
+
+/// A JoinGroup v5 of static member `instance` (its metadata is its instance id), with a session
+/// longer than its rebalance timeout, as KIP-345 members have.
+fn static_join(instance: &str, member_id: &str) -> JoinRequest {
+    JoinRequest {
+        group_instance_id: Some(instance.into()),
+        session_timeout_ms: 30_000,
+        rebalance_timeout_ms: 5_000,
+        protocols: Protocols::from_pairs([("range", instance.as_bytes())]),
+        ..join_request(member_id, 5)
+    }
+}
+
+fn sync_request(
+    generation: i32,
+    member_id: &str,
+    instance: Option<&str>,
+    assignments: &[(&str, &'static [u8])],
+) -> SyncRequest {
+    SyncRequest {
+        group_id: "g".into(),
+        generation,
+        member_id: member_id.into(),
+        group_instance_id: instance.map(str::to_owned),
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        assignments: assignments
+            .iter()
+            .map(|(member, assignment)| assigned(member, Bytes::from_static(assignment)))
+            .collect(),
+    }
+}
+
+fn joined(member_id: &str, instance: &str) -> JoinedMember {
+    JoinedMember {
+        member_id: member_id.into(),
+        group_instance_id: Some(instance.into()),
+        metadata: Bytes::copy_from_slice(instance.as_bytes()),
+    }
+}
+
+fn described_ids(c: &Coordinator) -> (&'static str, Vec<String>) {
+    let described = c.describe("g", NONE);
+    let ids = described.members.into_iter().map(|m| m.member_id).collect();
+    (described.state, ids)
+}
+
+/// The Session timers queued since the last call, as (member, instant).
+fn session_timers(c: &mut Coordinator) -> Vec<(String, Instant)> {
+    c.take_effects()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Timer {
+                at,
+                timer: Timer::Session { member, .. },
+            } => Some((member, at)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Kafka's `completeClassicGroupJoin` drops only dynamic members that did not rejoin: the
+/// static leader of generation 1 that stays silent is kept in generation 2 with its old
+/// metadata and a fresh session, a member that rejoined leads, and the static member comes
+/// back under its instance id without another rebalance.
+#[test]
+fn a_static_member_that_does_not_rejoin_stays_in_the_next_generation() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let join1 = c.join(static_join("i1", ""), t0, 0);
+    let join2 = c.join(static_join("i2", ""), t0, 0);
+    c.fire(Timer::Join { group: "g".into() }, t0 + ms(3000), 3000);
+    let (first1, first2) = (answered(join1), answered(join2));
+    let (i1, i2) = (first1.member_id.clone(), first2.member_id.clone());
+    assert_eq!(
+        (first1.generation, first1.leader.as_str()),
+        (1, i1.as_str())
+    );
+    let mut follower = c.sync(sync_request(1, &i2, Some("i2"), &[]), t0 + ms(3000), 3000);
+    pending(&mut follower);
+    let leader = c.sync(
+        sync_request(1, &i1, Some("i1"), &[(&i1, b"a1"), (&i2, b"a2")]),
+        t0 + ms(3000),
+        3000,
+    );
+    assert_eq!(answered(leader).assignment, Bytes::from_static(b"a1"));
+    assert_eq!(answered(follower).assignment, Bytes::from_static(b"a2"));
+    c.take_effects();
+
+    // A third static member joins; i2 rejoins, i1 (the leader) stays silent.
+    let t1 = t0 + ms(4000);
+    let join3 = c.join(static_join("i3", ""), t1, 4000);
+    let rejoin2 = c.join(static_join("i2", &i2), t1, 4000);
+    assert_eq!(join_timers(&mut c), vec![t1 + ms(5000)]);
+    let done = t1 + ms(5000);
+    c.fire(Timer::Join { group: "g".into() }, done, 9000);
+    let (leader, third) = (answered(rejoin2), answered(join3));
+    let i3 = third.member_id.clone();
+    assert_eq!((leader.error, leader.generation), (NONE, 2));
+    assert_eq!(leader.leader, i2);
+    assert_eq!(
+        leader.members,
+        vec![joined(&i1, "i1"), joined(&i2, "i2"), joined(&i3, "i3")]
+    );
+    assert_eq!((third.generation, third.leader.as_str()), (2, i2.as_str()));
+    assert!(third.members.is_empty());
+    assert_eq!(
+        described_ids(&c),
+        (
+            "CompletingRebalance",
+            vec![i1.clone(), i2.clone(), i3.clone()]
+        )
+    );
+    // Every member's session starts again at the completion, the silent one's too.
+    let mut sessions = session_timers(&mut c);
+    sessions.sort();
+    assert_eq!(
+        sessions,
+        vec![
+            (i1.clone(), done + ms(30_000)),
+            (i2.clone(), done + ms(30_000)),
+            (i3.clone(), done + ms(30_000)),
+        ]
+    );
+    // Its timer of generation 1 (30 s after that completion) re-arms instead of removing it.
+    let gen1_deadline = t0 + ms(3000) + ms(30_000);
+    let gen1_timer = Timer::Session {
+        group: "g".into(),
+        member: i1.clone(),
+    };
+    c.fire(gen1_timer, gen1_deadline, 33_000);
+    assert_eq!(
+        session_timers(&mut c),
+        vec![(i1.clone(), done + ms(30_000))]
+    );
+    assert_eq!(
+        c.heartbeat("g", &i1, Some("i1"), 1, done),
+        ILLEGAL_GENERATION
+    );
+
+    let leader_sync = c.sync(
+        sync_request(
+            2,
+            &i2,
+            Some("i2"),
+            &[(&i1, b"b1"), (&i2, b"b2"), (&i3, b"b3")],
+        ),
+        done,
+        9000,
+    );
+    assert_eq!(answered(leader_sync).assignment, Bytes::from_static(b"b2"));
+    let third_sync = c.sync(sync_request(2, &i3, Some("i3"), &[]), done, 9000);
+    assert_eq!(answered(third_sync).assignment, Bytes::from_static(b"b3"));
+    assert_eq!(described_ids(&c).0, "Stable");
+
+    // i1 restarts: same instance, no member id, same protocols. No rebalance.
+    let back = answered(c.join(static_join("i1", ""), done + ms(1000), 10_000));
+    assert_eq!((back.error, back.generation), (NONE, 2));
+    assert_eq!(back.leader, i2);
+    assert_ne!(back.member_id, i1);
+    let back_sync = c.sync(
+        sync_request(2, &back.member_id, Some("i1"), &[]),
+        done + ms(1000),
+        10_000,
+    );
+    assert_eq!(answered(back_sync).assignment, Bytes::from_static(b"b1"));
+    assert_eq!(described_ids(&c).0, "Stable");
+    assert_eq!(
+        c.heartbeat("g", &i1, Some("i1"), 2, done),
+        FENCED_INSTANCE_ID
+    );
+}
+
+/// A JoinGroup v5 of a dynamic member with the static members' 5 s rebalance timeout.
+fn dynamic_join(member_id: &str) -> JoinRequest {
+    JoinRequest {
+        rebalance_timeout_ms: 5_000,
+        ..join_request(member_id, 5)
+    }
+}
+
+/// A Stable group of static member `i1` (the leader) and a dynamic member, then a rebalance
+/// started by a member that joins and leaves at once, which neither of them rejoins: at its
+/// deadline the dynamic member is dropped and the static one kept. Returns the ids and the
+/// instant of that deadline.
+fn rebalance_nobody_rejoins(c: &mut Coordinator, t0: Instant) -> (String, String, Instant) {
+    let ms = Duration::from_millis;
+    let static_first = c.join(static_join("i1", ""), t0, 0);
+    let dynamic_id = answered(c.join(dynamic_join(""), t0, 0)).member_id;
+    let dynamic_first = c.join(dynamic_join(&dynamic_id), t0, 0);
+    c.fire(Timer::Join { group: "g".into() }, t0 + ms(3000), 3000);
+    let static_id = answered(static_first).member_id;
+    assert_eq!(answered(dynamic_first).leader, static_id);
+    let follower = c.sync(sync_request(1, &dynamic_id, None, &[]), t0 + ms(3000), 3000);
+    let leader = c.sync(
+        sync_request(1, &static_id, Some("i1"), &[]),
+        t0 + ms(3000),
+        3000,
+    );
+    assert_eq!(
+        (answered(leader).error, answered(follower).error),
+        (NONE, NONE)
+    );
+    c.take_effects();
+
+    let t1 = t0 + ms(4000);
+    let newcomer = answered(c.join(dynamic_join(""), t1, 4000)).member_id;
+    let newcomer_join = c.join(dynamic_join(&newcomer), t1, 4000);
+    let leaving = Leaving {
+        member_id: newcomer,
+        group_instance_id: None,
+    };
+    assert_eq!(c.leave("g", &[leaving], t1, 4000), (NONE, vec![NONE]));
+    assert_eq!(answered(newcomer_join).error, UNKNOWN_MEMBER_ID);
+    let deadline = t1 + ms(5000);
+    assert_eq!(join_timers(c), vec![deadline]);
+    c.fire(Timer::Join { group: "g".into() }, deadline, 9000);
+    (static_id, dynamic_id, deadline)
+}
+
+/// Kafka does not empty a group whose only members left are static ones that did not rejoin:
+/// the join phase waits another rebalance timeout, at the same generation and with their
+/// sessions unchanged, until their sessions remove them.
+#[test]
+fn a_join_phase_nobody_rejoined_waits_for_the_static_members_sessions() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let (static_id, dynamic_id, deadline) = rebalance_nobody_rejoins(&mut c, t0);
+    assert_eq!(
+        described_ids(&c),
+        ("PreparingRebalance", vec![static_id.clone()])
+    );
+    assert_eq!(join_timers(&mut c), vec![deadline + ms(5000)]);
+    assert_eq!(
+        c.heartbeat("g", &dynamic_id, None, 1, deadline),
+        UNKNOWN_MEMBER_ID
+    );
+    c.fire(
+        Timer::Join { group: "g".into() },
+        deadline + ms(5000),
+        14_000,
+    );
+    assert_eq!(described_ids(&c).0, "PreparingRebalance");
+    assert_eq!(join_timers(&mut c), vec![deadline + ms(10_000)]);
+    // Its session of generation 1 (30 s from that join phase's end) ends: the group is
+    // empty, at generation 2.
+    let session_end = t0 + ms(3000) + ms(30_000);
+    let session = Timer::Session {
+        group: "g".into(),
+        member: static_id.clone(),
+    };
+    c.fire(session, session_end, 33_000);
+    assert_eq!(described_ids(&c), ("Empty", Vec::new()));
+    assert_eq!(
+        c.heartbeat("g", &static_id, Some("i1"), 2, session_end),
+        UNKNOWN_MEMBER_ID
+    );
+    // The empty group's record is written.
+    assert_eq!(writes_queued(&mut c), 1);
+    // Coming back, the member starts generation 3 after the initial delay.
+    let rejoin = c.join(static_join("i1", ""), session_end, 33_000);
+    let delay_end = session_end + ms(3000);
+    c.fire(Timer::Join { group: "g".into() }, delay_end, 36_000);
+    assert_eq!(answered(rejoin).generation, 3);
+}
+
+/// A static member that comes back while the join phase waits for it completes it at once.
+#[test]
+fn a_static_member_rejoining_the_waiting_join_phase_completes_it() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let (static_id, _, deadline) = rebalance_nobody_rejoins(&mut c, t0);
+    let rejoin = c.join(static_join("i1", &static_id), deadline + ms(1000), 10_000);
+    let back = answered(rejoin);
+    assert_eq!((back.error, back.generation), (NONE, 2));
+    assert_eq!(back.leader, static_id);
+    assert_eq!(back.members, vec![joined(&static_id, "i1")]);
+    assert_eq!(described_ids(&c), ("CompletingRebalance", vec![static_id]));
 }
