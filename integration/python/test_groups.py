@@ -16,17 +16,21 @@ import subprocess
 import sys
 import textwrap
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
     JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
     SyncGroupRequest,
@@ -342,13 +346,42 @@ def find_coordinator(node):
     return conn
 
 
-def join(conn, member_id="", session=10000, protocol_type="consumer"):
-    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
+def join(conn, member_id="", session=10000, protocol_type="consumer", instance=None, rebalance=10000, metadata=b""):
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=metadata)
     request = JoinGroupRequest[5](
-        group_id="raw-group", session_timeout_ms=session, rebalance_timeout_ms=10000, member_id=member_id,
-        group_instance_id=None, protocol_type=protocol_type, protocols=[protocol],
+        group_id="raw-group", session_timeout_ms=session, rebalance_timeout_ms=rebalance, member_id=member_id,
+        group_instance_id=instance, protocol_type=protocol_type, protocols=[protocol],
     )
     return conn.send(request, JoinGroupResponse)
+
+
+def sync(conn, generation, member_id, instance=None, assignments=None):
+    """SyncGroup v3 of raw-group; `assignments` maps member ids to their bytes (the leader's)."""
+    listed = [SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
+              for m, a in (assignments or {}).items()]
+    request = SyncGroupRequest[3](group_id="raw-group", generation_id=generation, member_id=member_id,
+                                  group_instance_id=instance, assignments=listed)
+    return conn.send(request, SyncGroupResponse)
+
+
+def heartbeat(conn, member_id, generation, instance=None):
+    request = HeartbeatRequest[3](group_id="raw-group", generation_id=generation, member_id=member_id,
+                                  group_instance_id=instance)
+    return conn.send(request, HeartbeatResponse).error_code
+
+
+def describe(conn):
+    """raw-group's state and its members as sorted (instance id, member id) pairs."""
+    request = DescribeGroupsRequest[5](groups=["raw-group"], include_authorized_operations=False)
+    group = conn.send(request, DescribeGroupsResponse).groups[0]
+    return group.group_state, sorted((m.group_instance_id, m.member_id) for m in group.members)
+
+
+def loaded_coordinator(node):
+    """A connection to the coordinator of raw-group, once its partition is loaded."""
+    conn = find_coordinator(node)
+    wait_for("the group's partition loaded", lambda: heartbeat(conn, "m", 1) == 25, timeout=30)
+    return conn
 
 
 def commit(conn, topic, generation=-1, member_id=""):
@@ -365,14 +398,9 @@ def commit(conn, topic, generation=-1, member_id=""):
 def test_bad_group_input_gets_kafkas_codes(start_node):
     node = start_node(FAST)
     create(node, "grp-raw", 1)
-    conn = find_coordinator(node)
     # Heartbeat of an unknown group: UNKNOWN_MEMBER_ID (25), once the partition is loaded
     # (until then NONE, as Kafka answers a heartbeat to a loading group).
-    def heartbeat():
-        request = HeartbeatRequest[1](group_id="raw-group", generation_id=1, member_id="m")
-        return conn.send(request, HeartbeatResponse).error_code
-
-    assert wait_for("the group's partition loaded", lambda: heartbeat() == 25, timeout=30)
+    conn = loaded_coordinator(node)
     # A commit for a partition that does not exist: UNKNOWN_TOPIC_OR_PARTITION (3).
     assert commit(conn, "no-such-topic") == 3
     # Generation ≥ 0 for a group that does not exist: ILLEGAL_GENERATION (22) before v9.
@@ -670,37 +698,107 @@ def test_a_static_member_rejoining_fences_its_old_id(start_node):
     """KIP-345: a join with a known group.instance.id and no member id replaces the member; the
     old id is FENCED_INSTANCE_ID (82) from then on."""
     node = start_node(FAST)
-    conn = find_coordinator(node)
-    wait_for("the group's partition loaded", lambda: conn.send(
-        HeartbeatRequest[1](group_id="raw-group", generation_id=1, member_id="m"), HeartbeatResponse).error_code == 25)
-
-    def static_join(member_id=""):
-        protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
-        request = JoinGroupRequest[5](
-            group_id="raw-group", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id=member_id,
-            group_instance_id="instance-1", protocol_type="consumer", protocols=[protocol],
-        )
-        return conn.send(request, JoinGroupResponse)
-
-    first = static_join()
+    conn = loaded_coordinator(node)
+    first = join(conn, instance="instance-1")
     # Static members get no MEMBER_ID_REQUIRED; the id starts with the instance id.
     assert (first.error_code, first.generation_id) == (0, 1)
     assert first.member_id.startswith("instance-1-")
-    sync = conn.send(
-        SyncGroupRequest[3](group_id="raw-group", generation_id=1, member_id=first.member_id,
-                            group_instance_id="instance-1", assignments=[
-                                SyncGroupRequest.SyncGroupRequestAssignment(member_id=first.member_id, assignment=b"a")]),
-        SyncGroupResponse,
-    )
-    assert (sync.error_code, sync.assignment) == (0, b"a")
-    second = static_join()
+    synced = sync(conn, 1, first.member_id, "instance-1", {first.member_id: b"a"})
+    assert (synced.error_code, synced.assignment) == (0, b"a")
+    second = join(conn, instance="instance-1")
     assert second.error_code == 0 and second.member_id != first.member_id
-    old = conn.send(
-        HeartbeatRequest[3](group_id="raw-group", generation_id=second.generation_id, member_id=first.member_id,
-                            group_instance_id="instance-1"),
-        HeartbeatResponse,
-    )
-    assert old.error_code == 82
+    assert heartbeat(conn, first.member_id, second.generation_id, "instance-1") == 82
+
+
+def test_a_static_member_that_does_not_rejoin_stays_in_the_next_generation(start_node):
+    """Kafka's completeClassicGroupJoin drops only the dynamic members that did not rejoin: a
+    static member silent through a rebalance (its session, 30 s, outlasts the 2 s rebalance
+    timeout) is listed to the leader with its old metadata and described with the group, and
+    it comes back under its instance id without another rebalance."""
+    node = start_node(FAST)
+    a = loaded_coordinator(node)
+    b, c, admin = (RawConn(node.bootstrap) for _ in range(3))
+    pool = ThreadPoolExecutor(max_workers=2)
+
+    def static(conn, instance, member_id=""):
+        return join(conn, member_id, session=30000, instance=instance, rebalance=2000, metadata=instance.encode())
+
+    first = static(a, "ia")
+    ma = first.member_id
+    assert (first.error_code, first.generation_id, first.leader) == (0, 1, ma)
+    assert sync(a, 1, ma, "ia", {ma: b"a1"}).assignment == b"a1"
+    # B joins; A learns of the rebalance from its heartbeat and rejoins.
+    joining = pool.submit(static, b, "ib")
+    wait_for("a rebalance for B", lambda: heartbeat(a, ma, 1, "ia") == 27, timeout=30)
+    assert static(a, "ia", ma).generation_id == 2
+    mb = joining.result(timeout=30).member_id
+    syncing = pool.submit(sync, b, 2, mb, "ib")
+    assert sync(a, 2, ma, "ia", {ma: b"a2", mb: b"b2"}).assignment == b"a2"
+    assert syncing.result(timeout=30).assignment == b"b2"
+
+    # C joins and A rejoins; B stays silent, so the join phase ends at the rebalance timeout.
+    joining = pool.submit(static, c, "ic")
+    wait_for("a rebalance for C", lambda: heartbeat(a, ma, 2, "ia") == 27, timeout=30)
+    leader = static(a, "ia", ma)
+    mc = joining.result(timeout=30).member_id
+    assert (leader.error_code, leader.generation_id, leader.leader) == (0, 3, ma)
+    assert sorted((m.group_instance_id, m.member_id, m.metadata) for m in leader.members) == [
+        ("ia", ma, b"ia"), ("ib", mb, b"ib"), ("ic", mc, b"ic")]
+    assert describe(admin) == ("CompletingRebalance", [("ia", ma), ("ib", mb), ("ic", mc)])
+    syncing = pool.submit(sync, c, 3, mc, "ic")
+    assert sync(a, 3, ma, "ia", {ma: b"a3", mb: b"b3", mc: b"c3"}).assignment == b"a3"
+    assert syncing.result(timeout=30).assignment == b"c3"
+
+    # B restarts: same instance, no member id, same metadata. No rebalance.
+    back = static(b, "ib")
+    assert (back.error_code, back.generation_id, back.leader) == (0, 3, ma)
+    assert back.member_id != mb
+    assert sync(b, 3, back.member_id, "ib").assignment == b"b3"
+    assert heartbeat(a, ma, 3, "ia") == 0
+    assert describe(admin) == ("Stable", [("ia", ma), ("ib", back.member_id), ("ic", mc)])
+    pool.shutdown()
+
+
+def test_a_join_phase_nobody_rejoined_keeps_its_static_members(start_node):
+    """When no member rejoins, Kafka drops the dynamic members and keeps the static ones in a
+    group still preparing its rebalance (not an empty one): the static member rejoining then
+    completes the join phase at once."""
+    node = start_node(FAST)
+    s = loaded_coordinator(node)
+    d, n, admin = (RawConn(node.bootstrap) for _ in range(3))
+    pool = ThreadPoolExecutor(max_workers=1)
+
+    def member(conn, member_id="", instance=None):
+        return join(conn, member_id, session=30000, instance=instance, rebalance=2000)
+
+    ms = member(s, instance="is").member_id
+    assert sync(s, 1, ms, "is").error_code == 0
+    md = member(d).member_id  # MEMBER_ID_REQUIRED
+    joining = pool.submit(member, d, md)
+    wait_for("a rebalance for D", lambda: heartbeat(s, ms, 1, "is") == 27, timeout=30)
+    assert member(s, ms, "is").generation_id == 2
+    assert joining.result(timeout=30).generation_id == 2
+    syncing = pool.submit(sync, d, 2, md)
+    assert sync(s, 2, ms, "is").error_code == 0
+    assert syncing.result(timeout=30).error_code == 0
+
+    # A newcomer starts a rebalance and leaves; neither S nor D rejoins.
+    mn = member(n).member_id
+    joining = pool.submit(member, n, mn)
+    wait_for("a rebalance for N", lambda: heartbeat(s, ms, 2, "is") == 27, timeout=30)
+    leave = LeaveGroupRequest[3](group_id="raw-group", members=[
+        LeaveGroupRequest.MemberIdentity(member_id=mn, group_instance_id=None)])
+    assert [m.error_code for m in admin.send(leave, LeaveGroupResponse).members] == [0]
+    assert joining.result(timeout=30).error_code == 25
+    # At the rebalance timeout the join phase ends without D, and with S, still preparing.
+    wait_for("D dropped", lambda: md not in {m for _, m in describe(admin)[1]}, timeout=30)
+    assert describe(admin) == ("PreparingRebalance", [("is", ms)])
+    assert heartbeat(s, ms, 2, "is") == 27
+    assert heartbeat(d, md, 2) == 25
+    back = member(s, ms, "is")
+    assert (back.error_code, back.generation_id, back.leader) == (0, 3, ms)
+    assert [(m.group_instance_id, m.member_id) for m in back.members] == [("is", ms)]
+    pool.shutdown()
 
 
 def test_console_consumer_group_commits_and_resumes(start_node):
