@@ -781,8 +781,9 @@ def test_fetch_answers_name_the_current_leader_and_its_endpoint():
                             forgotten_topics_data=[], rack_id="", replica_state=F.ReplicaState(replica_id=-1, replica_epoch=-1))
                 response = conn.send(request, FetchResponse)
                 partition = response.responses[0].partitions[0]
-                return (partition.error_code, (partition.current_leader.leader_id, partition.current_leader.leader_epoch),
-                        [(e.node_id, e.host, e.port) for e in response.node_endpoints])
+                named = partition.current_leader
+                return (partition.error_code, (named.leader_id, named.leader_epoch) if named else (-1, -1),
+                        [(e.node_id, e.host, e.port) for e in response.node_endpoints or []])
             finally:
                 conn.close()
 
@@ -790,6 +791,14 @@ def test_fetch_answers_name_the_current_leader_and_its_endpoint():
         assert epoch >= 1
         assert fetch(follower, 16, -1) == (6, (leader, epoch), [(leader, host, int(port))])
         assert fetch(leader, 17, 0) == (74, (leader, epoch), [(leader, host, int(port))])
+        # A follower checks the request's epoch before whether it leads (Kafka's
+        # Partition.getLocalLog): behind is fenced, ahead unknown, only a match learns it does
+        # not lead.
+        assert fetch(follower, 16, 0) == (74, (leader, epoch), [(leader, host, int(port))])
+        assert fetch(follower, 16, epoch + 5) == (75, (-1, -1), [])
+        assert fetch(follower, 16, epoch) == (6, (leader, epoch), [(leader, host, int(port))])
+        # Before v16 no current leader is named.
+        assert fetch(follower, 13, -1) == (6, (-1, -1), [])
 
         # DescribeProducers is answered from the local log, by a follower too (Kafka's
         # ReplicaManager.activeProducerState).

@@ -85,6 +85,10 @@ pub(super) struct NotServed {
 
 /// The partition `partition` of `topic` (a name; `None` when the topic is unknown) if this node
 /// leads it and serves its log (`or_opening`: or is opening it, which appends may wait for).
+/// `current_leader_epoch` is the request's (`None`: unchecked); as Kafka's
+/// `Partition.getLocalLog`, a replica checks it before whether it leads, so a client behind or
+/// ahead of the partition's epoch learns so (FENCED / UNKNOWN_LEADER_EPOCH) from a follower
+/// too, and a log dir gone offline answers KAFKA_STORAGE_ERROR before either.
 pub(super) fn led_partition<'a>(
     ctx: &HandlerContext,
     image: &'a MetadataImage,
@@ -92,6 +96,7 @@ pub(super) fn led_partition<'a>(
     partition: i32,
     unknown_topic_code: i16,
     or_opening: bool,
+    current_leader_epoch: Option<i32>,
 ) -> Result<Led<'a>, NotServed> {
     let not_served = |code, leader| Err(NotServed { code, leader });
     let Some(topic) = topic.and_then(|name| image.topics.get_by_name(name)) else {
@@ -101,13 +106,23 @@ pub(super) fn led_partition<'a>(
         return not_served(UNKNOWN_TOPIC_OR_PARTITION, None);
     };
     let leader = Some((registration.leader, registration.leader_epoch));
-    if registration.leader != ctx.node.node_id {
+    let node_id = ctx.node.node_id;
+    if !registration.replicas.as_slice().contains(&node_id) {
         return not_served(NOT_LEADER_OR_FOLLOWER, leader);
     }
     let state = ctx
         .logs
         .as_ref()
         .and_then(|logs| logs.partition(&topic.name, partition));
+    if state.as_ref().is_some_and(|state| state.is_offline()) {
+        return not_served(KAFKA_STORAGE_ERROR, leader);
+    }
+    if let Err(code) = check_leader_epoch(current_leader_epoch, registration.leader_epoch) {
+        return not_served(code, leader);
+    }
+    if registration.leader != node_id {
+        return not_served(NOT_LEADER_OR_FOLLOWER, leader);
+    }
     match state {
         Some(state)
             if state.topic_id == topic.id
@@ -118,7 +133,6 @@ pub(super) fn led_partition<'a>(
                 state,
             })
         }
-        Some(state) if state.is_offline() => not_served(KAFKA_STORAGE_ERROR, leader),
         // Not open yet (the image is ahead of the log manager): retriable.
         _ => not_served(NOT_LEADER_OR_FOLLOWER, leader),
     }
@@ -126,7 +140,7 @@ pub(super) fn led_partition<'a>(
 
 /// FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a request's current leader epoch, as Kafka's
 /// `Partition.checkCurrentLeaderEpoch` (`None`: unchecked).
-pub(super) fn check_leader_epoch(requested: Option<i32>, current: i32) -> Result<(), i16> {
+fn check_leader_epoch(requested: Option<i32>, current: i32) -> Result<(), i16> {
     match requested {
         None => Ok(()),
         Some(requested) if requested == current => Ok(()),

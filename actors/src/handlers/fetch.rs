@@ -19,8 +19,8 @@ use tokio::sync::futures::Notified;
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    check_leader_epoch, fetch_leader_epoch, leader_endpoints, led_partition, requested_topic,
-    FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+    fetch_leader_epoch, leader_endpoints, led_partition, requested_topic, FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
     TOPIC_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use super::{ApiResponse, ErrorCounts};
@@ -515,33 +515,28 @@ pub async fn read_all(
                 partitions.push(read.response);
                 continue;
             }
-            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, false)
-            {
+            let led = match led_partition(
+                ctx,
+                &image,
+                name.as_deref(),
+                index,
+                unknown_topic,
+                false,
+                fetch_leader_epoch(wanted.current_leader_epoch),
+            ) {
                 Ok(led) => led,
                 Err(not_served) => {
-                    // Fetch v5 and older know no storage error.
+                    // Fetch v5 and older know no storage error. The current leader goes in
+                    // from v16 only (`point_to_leaders`), as Kafka's.
                     let code = if not_served.code == KAFKA_STORAGE_ERROR && version <= 5 {
                         NOT_LEADER_OR_FOLLOWER
                     } else {
                         not_served.code
                     };
-                    let mut response = partition_error(index, code);
-                    if let Some((leader, epoch)) = not_served.leader {
-                        response.current_leader = LeaderIdAndEpoch::default()
-                            .with_leader_id(BrokerId(leader))
-                            .with_leader_epoch(epoch);
-                    }
-                    partitions.push(response);
+                    partitions.push(partition_error(index, code));
                     continue;
                 }
             };
-            if let Err(code) = check_leader_epoch(
-                fetch_leader_epoch(wanted.current_leader_epoch),
-                led.registration.leader_epoch,
-            ) {
-                partitions.push(partition_error(index, code));
-                continue;
-            }
             let state = led.state;
             let high_watermark = state.high_watermark();
             let log_start = state.log_start_offset();

@@ -58,6 +58,7 @@ pub(super) async fn delete_records(
                 index,
                 UNKNOWN_TOPIC_OR_PARTITION,
                 false,
+                None,
             ) {
                 _ if denied => Err(TOPIC_AUTHORIZATION_FAILED),
                 Err(not_served) => Err(not_served.code),

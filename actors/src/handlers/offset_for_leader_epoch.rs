@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    check_leader_epoch, led_partition, listed_leader_epoch, NONE, TOPIC_AUTHORIZATION_FAILED,
+    led_partition, listed_leader_epoch, NONE, TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
 };
 use super::{ApiResponse, ErrorCounts};
@@ -60,15 +60,10 @@ pub(super) async fn handle(
                 index,
                 UNKNOWN_TOPIC_OR_PARTITION,
                 false,
+                listed_leader_epoch(wanted.current_leader_epoch),
             ) {
                 Err(not_served) => answer(index, not_served.code),
-                Ok(led) => match check_leader_epoch(
-                    listed_leader_epoch(wanted.current_leader_epoch),
-                    led.registration.leader_epoch,
-                ) {
-                    Err(code) => answer(index, code),
-                    Ok(()) => end_offset(ctx, &topic.topic, index, wanted.leader_epoch).await,
-                },
+                Ok(_) => end_offset(ctx, &topic.topic, index, wanted.leader_epoch).await,
             };
             errors.add(result.error_code);
             partitions.push(result);

@@ -148,8 +148,15 @@ pub(super) async fn handle(
                 partitions.push(failed(index, INVALID_TOPIC_EXCEPTION));
                 continue;
             }
-            let led = match led_partition(ctx, &image, name.as_deref(), index, unknown_topic, true)
-            {
+            let led = match led_partition(
+                ctx,
+                &image,
+                name.as_deref(),
+                index,
+                unknown_topic,
+                true,
+                None,
+            ) {
                 Ok(led) => led,
                 Err(not_served) => {
                     let mut response = failed(index, not_served.code);

@@ -11,8 +11,8 @@ use kafka_protocol::messages::fetch_response::{EpochEndOffset, LeaderIdAndEpoch,
 use kafka_protocol::messages::{BrokerId, FetchRequest};
 
 use super::data::{
-    check_leader_epoch, fetch_leader_epoch, led_partition, NONE, NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH,
+    fetch_leader_epoch, led_partition, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+    UNKNOWN_LEADER_EPOCH,
 };
 use crate::context::HandlerContext;
 use crate::log_manager::{now_ms, PartitionState};
@@ -73,7 +73,15 @@ pub(super) async fn read_partition(
     first_data: bool,
 ) -> ReplicaRead {
     let index = wanted.partition;
-    let led = match led_partition(ctx, image, topic, index, unknown_topic_code, false) {
+    let led = match led_partition(
+        ctx,
+        image,
+        topic,
+        index,
+        unknown_topic_code,
+        false,
+        fetch_leader_epoch(wanted.current_leader_epoch),
+    ) {
         Ok(led) => led,
         Err(not_served) => {
             let mut read = failed(index, not_served.code);
@@ -94,12 +102,6 @@ pub(super) async fn read_partition(
         } else {
             NOT_LEADER_OR_FOLLOWER
         };
-        return failed(index, code);
-    }
-    if let Err(code) = check_leader_epoch(
-        fetch_leader_epoch(wanted.current_leader_epoch),
-        registration.leader_epoch,
-    ) {
         return failed(index, code);
     }
     let registered_epoch = image.cluster.broker(replica).map(|b| b.epoch);
