@@ -84,6 +84,10 @@ impl PartitionKey {
 #[derive(Clone, Debug)]
 struct CachedPartition {
     request: FetchPartition,
+    /// By topic id: the name the id had when a response first named it (Kafka's
+    /// `CachedPartition` resolves a name once and keeps it), empty until then. A topic deleted
+    /// since is then unknown by that name, one created again under it has another id.
+    topic_name: StrBytes,
     /// −1 until a response carried it, and after an error, so that it is sent again.
     high_watermark: i64,
     log_start_offset: i64,
@@ -101,6 +105,7 @@ impl CachedPartition {
     fn from_request(request: &FetchPartition) -> Self {
         CachedPartition {
             request: kept(request),
+            topic_name: StrBytes::default(),
             high_watermark: -1,
             log_start_offset: -1,
         }
@@ -111,9 +116,13 @@ impl CachedPartition {
     /// epoch or an error. With `update`, remembers what the response tells the fetcher.
     fn must_respond(
         &mut self,
+        topic_name: &TopicName,
         partition: &kafka_protocol::messages::fetch_response::PartitionData,
         update: bool,
     ) -> bool {
+        if update && self.topic_name.is_empty() {
+            self.topic_name = topic_name.0.clone();
+        }
         let mut must = partition.records.as_ref().is_some_and(|r| !r.is_empty())
             || partition.preferred_read_replica.0 >= 0
             || partition.diverging_epoch.epoch >= 0;
@@ -377,6 +386,7 @@ impl FetchSessionCache {
     /// A cache of `slots` sessions (`max.incremental.fetch.session.cache.slots`), split evenly
     /// over the shards as Kafka does (fewer than [`SHARDS`] slots: no sessions).
     pub fn new(slots: usize) -> Self {
+        gregor_metrics::fetch_session_cache_started();
         let id_range = i32::MAX / SHARDS as i32;
         let totals = Arc::new(Totals::default());
         FetchSessionCache {
@@ -608,13 +618,18 @@ impl FetchSessionCache {
 fn read_order(session: &Session) -> Vec<FetchTopic> {
     let mut topics: Vec<FetchTopic> = Vec::new();
     for (key, cached) in &session.partitions {
+        let name = if session.uses_topic_ids {
+            &cached.topic_name
+        } else {
+            &key.topic
+        };
         let same_topic = topics
             .last()
-            .is_some_and(|last| last.topic_id == key.topic_id && last.topic.0 == key.topic);
+            .is_some_and(|last| last.topic_id == key.topic_id && last.topic.0 == *name);
         if !same_topic {
             topics.push(
                 FetchTopic::default()
-                    .with_topic(TopicName(key.topic.clone()))
+                    .with_topic(TopicName(name.clone()))
                     .with_topic_id(key.topic_id),
             );
         }
@@ -654,7 +669,7 @@ fn full_session_partitions(
                 partition.partition_index,
             );
             if let Some(cached) = partitions.get_mut(&key) {
-                cached.must_respond(partition, true);
+                cached.must_respond(&topic.topic, partition, true);
             }
         }
     }
@@ -673,7 +688,7 @@ fn prune(session: &mut Session, topics: &mut Vec<FetchableTopicResponse>, commit
             let Some(cached) = session.partitions.get_mut(&key) else {
                 return true;
             };
-            let must = cached.must_respond(partition, commit);
+            let must = cached.must_respond(&name, partition, commit);
             if commit && partition.records.as_ref().is_some_and(|r| !r.is_empty()) {
                 returned_records.push(key);
             }

@@ -11,6 +11,7 @@ import threading
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
@@ -162,9 +163,57 @@ def test_incremental_fetches_omit_unchanged_partitions(node):
     conn.close()
 
 
+def topic_id_of(conn, topic):
+    M = MetadataRequest[12]
+    answer = conn.send(M(topics=[M.MetadataRequestTopic(topic_id=None, name=topic)], allow_auto_topic_creation=False,
+                         include_topic_authorized_operations=False), MetadataResponse)
+    return answer.topics[0].topic_id
+
+
+def codes_of(response):
+    return [p.error_code for t in response.responses for p in t.partitions]
+
+
+def test_a_session_by_topic_id_keeps_the_name_its_topic_had(node):
+    """Kafka's session remembers the name a topic id had when it joined: once that topic is
+    deleted the partition is UNKNOWN_TOPIC_OR_PARTITION, and once a topic of that name is
+    created again it is INCONSISTENT_TOPIC_ID; a fetch outside the session names the id alone
+    (UNKNOWN_TOPIC_ID)."""
+    topic = "fs-recreated"
+    create(node, (topic, 1))
+    conn = RawConn(node.bootstrap)
+    wait_for("the log", lambda: list_offset(conn, topic, 0, -1).error_code == 0)
+    assert produce(conn, topic, 0, batch([(b"k", b"v", [], 1)])).error_code == 0
+    old_id = topic_id_of(conn, topic)
+    full = session_fetch(conn, 0, 0, [(topic, 0, 0)], version=13, topic_id=old_id)
+    assert (full.error_code, codes_of(full)) == (0, [0])
+    session = full.session_id
+
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.delete_topics([topic])
+        wait_for("the topic gone", lambda: topic_id_of(conn, topic) != old_id)
+        gone = session_fetch(conn, session, 1, [], version=13)
+        assert (gone.error_code, codes_of(gone)) == (0, [3])
+        outside = session_fetch(conn, 0, -1, [(topic, 0, 0)], version=13, topic_id=old_id)
+        assert codes_of(outside) == [100]
+
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        wait_for("the new topic's log", lambda: list_offset(conn, topic, 0, -1).error_code == 0)
+        again = session_fetch(conn, session, 2, [], version=13)
+        assert (again.error_code, codes_of(again)) == (0, [103])
+    finally:
+        admin.close()
+    conn.close()
+
+
 def test_the_cache_holds_max_incremental_fetch_session_cache_slots(start_node):
     # 8 slots: one session in each of the 8 shards.
     node = start_node({"max.incremental.fetch.session.cache.slots": "8"})
+    # As Kafka's cache, the three series exist at 0 before any session.
+    series = {line.split()[0]: float(line.split()[1]) for line in node.metrics_text().splitlines()
+              if line.strip() and not line.startswith("#") and line.split()[0] in (SESSIONS, PARTITIONS_CACHED, EVICTIONS)}
+    assert series == {SESSIONS: 0, PARTITIONS_CACHED: 0, EVICTIONS: 0}
     create(node, ("fs-slots", 1))
     conn = RawConn(node.bootstrap)
     wait_for("the log", lambda: list_offset(conn, "fs-slots", 0, -1).error_code == 0)

@@ -341,7 +341,7 @@ fn a_full_fetch_naming_a_session_closes_it() {
 }
 
 #[test]
-fn sessions_by_topic_id_ignore_names() {
+fn sessions_by_topic_id_key_by_id_and_keep_the_first_name() {
     let cache = FetchSessionCache::new(DEFAULT_SLOTS);
     let topic_id = Uuid::from_u128(7);
     let by_id = |id, epoch| {
@@ -354,19 +354,33 @@ fn sessions_by_topic_id_ignore_names() {
     };
     let full = by_id(0, 0);
     let begun = cache.begin_at(13, &full, false, 0).unwrap();
+    // The handler names the topic its id had in the response (not encoded from v13 on).
     let mut topics = vec![FetchableTopicResponse::default()
+        .with_topic(name(TOPIC))
         .with_topic_id(topic_id)
         .with_partitions(vec![answered(0, 10, 0)])];
     let id = cache
         .respond_at(&begun.context, &full, &mut topics, true, 0)
         .unwrap();
     let begun = cache.begin_at(13, &by_id(id, 1), false, 1).unwrap();
-    let topics = begun.topics.unwrap_or_default();
+    let topics = begun.topics.clone().unwrap_or_default();
     assert_eq!(topics.len(), 1);
     assert_eq!(
         (topics[0].topic_id, topics[0].partitions.len()),
         (topic_id, 1)
     );
+    // The session keeps the name it learned first (Kafka's `CachedPartition`), whatever a
+    // later response says.
+    assert_eq!(topics[0].topic, name(TOPIC));
+    let mut renamed = vec![FetchableTopicResponse::default()
+        .with_topic(name("other"))
+        .with_topic_id(topic_id)
+        .with_partitions(vec![answered(0, 11, 0)])];
+    cache
+        .respond_at(&begun.context, &by_id(id, 1), &mut renamed, true, 1)
+        .unwrap();
+    let begun = cache.begin_at(13, &by_id(id, 2), false, 2).unwrap();
+    assert_eq!(begun.topics.unwrap_or_default()[0].topic, name(TOPIC));
 }
 
 #[test]

@@ -24,6 +24,7 @@ pub(super) const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 pub(super) const INVALID_RECORD: i16 = 87;
 pub(super) const UNKNOWN_TOPIC_ID: i16 = 100;
+pub(super) const INCONSISTENT_TOPIC_ID: i16 = 103;
 pub(super) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 
 /// KIP-951's `node_endpoints`: each of `leaders` (ids in any order, repeats allowed) that is

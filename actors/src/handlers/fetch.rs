@@ -12,15 +12,15 @@ use std::time::Duration;
 use kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind};
-use kafka_protocol::protocol::Encodable;
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use tokio::sync::futures::Notified;
 
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
     fetch_leader_epoch, leader_endpoints, led_partition, requested_topic, FENCED_LEADER_EPOCH,
-    KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+    INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
     TOPIC_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use super::{ApiResponse, ErrorCounts};
@@ -479,8 +479,20 @@ pub async fn read_all(
     let follower_denied = replica_id >= 0 && !access.allows_cluster(AclOperation::ClusterAction);
     let mut pending = Vec::new();
     for topic in &request.topics {
-        let (name, unknown_topic) =
-            requested_topic(&image, version >= 13, &topic.topic_id, &topic.topic);
+        // By id with a name: a session's topic, by the name its id had when it joined the
+        // session (Kafka's `CachedPartition`): deleted since, it is unknown by that name;
+        // created again under it, its log has another id (Kafka's `hasConsistentTopicId`).
+        let from_session = version >= 13 && !topic.topic.0.is_empty();
+        let (name, unknown_topic) = if from_session {
+            (Some(topic.topic.to_string()), UNKNOWN_TOPIC_OR_PARTITION)
+        } else {
+            requested_topic(&image, version >= 13, &topic.topic_id, &topic.topic)
+        };
+        let inconsistent = from_session
+            && image
+                .topics
+                .get_by_name(&topic.topic)
+                .is_some_and(|current| current.id != topic.topic_id);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         let denied = follower_denied
             || (replica_id < 0
@@ -491,6 +503,10 @@ pub async fn read_all(
             let index = wanted.partition;
             if denied {
                 partitions.push(partition_error(index, TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
+            if inconsistent {
+                partitions.push(partition_error(index, INCONSISTENT_TOPIC_ID));
                 continue;
             }
             if replica_id >= 0 {
@@ -593,9 +609,14 @@ pub async fn read_all(
             }
             partitions.push(response);
         }
+        // The name found, not encoded from v13 on: a fetch session learns it from here.
+        let answered_name = match name {
+            Some(name) if version >= 13 => TopicName(StrBytes::from_string(name)),
+            _ => topic.topic.clone(),
+        };
         pass.topics.push(
             FetchableTopicResponse::default()
-                .with_topic(topic.topic.clone())
+                .with_topic(answered_name)
                 .with_topic_id(topic.topic_id)
                 .with_partitions(partitions),
         );
