@@ -75,14 +75,15 @@ def produce(conn, topic, partition, records_bytes, version=9, acks=-1, timeout_m
     return partition_response
 
 
-def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1, current_leader_epoch=-1):
+def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1, current_leader_epoch=-1,
+          partition_max_bytes=1 << 20):
     F = FetchRequest[version]
     request = F(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
         isolation_level=0, session_id=0, session_epoch=-1,
         topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
             partition=partition, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
-            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)])],
+            last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max_bytes)])],
         forgotten_topics_data=[], rack_id="",
     )
     response = conn.send(request, FetchResponse)
@@ -627,23 +628,34 @@ BROKER_TOPIC_FAMILIES = [f"kafka_server_brokertopicmetrics_{name}_total" for nam
     "totalfetchrequests", "failedfetchrequests")]
 
 
+def topic_series(text, topic=None):
+    """The broker topic metrics of `topic` (the totals for None) present in a scrape, by name
+    without the `kafka_server_brokertopicmetrics_` prefix and `_total` suffix."""
+    suffix = f'{{topic="{topic}"}} ' if topic is not None else " "
+    found = {}
+    for line in text.splitlines():
+        for name in BROKER_TOPIC_FAMILIES:
+            if line.startswith(name + suffix):
+                found[name] = float(line.split()[-1])
+    return found
+
+
+def topic_counts(text, topic=None):
+    """`topic_series` with 0 for a family without its series, by short name."""
+    found = topic_series(text, topic)
+    return {name[len("kafka_server_brokertopicmetrics_"):-len("_total")]: found.get(name, 0)
+            for name in BROKER_TOPIC_FAMILIES}
+
+
 def test_broker_topic_metrics_go_with_their_deleted_topic(node, raw):
     """As Kafka's ReplicaManager removes a topic's BrokerTopicMetrics with its last partition:
     the series leave the scrape, the totals stay, and a re-created topic counts from 0."""
     topic = "dp-metrics-deleted"
     label = f'{{topic="{topic}"}} '
 
-    def series(text, suffix=label):
-        found = {}
-        for line in text.splitlines():
-            for name in BROKER_TOPIC_FAMILIES:
-                if line.startswith(name + suffix):
-                    found[name] = float(line.split()[-1])
-        return found
-
-    def counts(text, suffix=label):
+    def counts(text, totals=False):
         """The topic's values (or the totals), 0 for a family without its series."""
-        found = series(text, suffix)
+        found = topic_series(text, None if totals else topic)
         return {name: found.get(name, 0) for name in BROKER_TOPIC_FAMILIES}
 
     create(node, (topic, 1))
@@ -662,7 +674,7 @@ def test_broker_topic_metrics_go_with_their_deleted_topic(node, raw):
         "kafka_server_brokertopicmetrics_totalfetchrequests_total": 1,
         "kafka_server_brokertopicmetrics_failedfetchrequests_total": 0,
     }, text
-    totals = counts(text, " ")
+    totals = counts(text, totals=True)
 
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:
@@ -676,7 +688,7 @@ def test_broker_topic_metrics_go_with_their_deleted_topic(node, raw):
 
     text = wait_for("the deleted topic's series to leave the scrape", without_topic)
     # The totals keep what the topic counted.
-    after = counts(text, " ")
+    after = counts(text, totals=True)
     assert all(after[name] >= totals[name] for name in BROKER_TOPIC_FAMILIES), (totals, after)
     for name in BROKER_TOPIC_FAMILIES:
         assert text.count(f"# TYPE {name} ") == 1, text
@@ -694,6 +706,35 @@ def test_broker_topic_metrics_go_with_their_deleted_topic(node, raw):
         "kafka_server_brokertopicmetrics_totalfetchrequests_total": 0,
         "kafka_server_brokertopicmetrics_failedfetchrequests_total": 0,
     }
+
+
+def test_failed_fetch_requests_leave_out_the_errors_kafka_expects(node, raw):
+    """Kafka's `readFromLog` marks FailedFetchRequestsPerSec only for errors it does not expect
+    (not OFFSET_OUT_OF_RANGE, UNKNOWN_LEADER_EPOCH, ...), and a partition missing from the
+    metadata is refused in `handleFetchRequest` before `fetchMessages` marks
+    TotalFetchRequestsPerSec."""
+    topic = "dp-metrics-fetch-errors"
+    create(node, (topic, 3))
+    wait_for("the log", lambda: list_offset(raw(), topic, 0, -1).error_code == 0)
+    conn = raw()
+    records = batch([(b"k", b"v", [], 1)])
+    assert produce(conn, topic, 0, records).error_code == 0
+
+    def fetched():
+        counts = topic_counts(node.metrics_text(), topic)
+        return counts["totalfetchrequests"], counts["failedfetchrequests"], counts["bytesout"]
+
+    assert fetch(conn, topic, 77, 0)[1].error_code == 3
+    assert fetched() == (0, 0, 0)
+    assert fetch(conn, topic, 0, 5)[1].error_code == 1  # OFFSET_OUT_OF_RANGE
+    assert fetched() == (1, 0, 0)
+    assert fetch(conn, topic, 0, 0, current_leader_epoch=7)[1].error_code == 75  # UNKNOWN_LEADER_EPOCH
+    assert fetched() == (2, 0, 0)
+    # Kafka's segment read refuses a negative size: an unexpected failure.
+    assert fetch(conn, topic, 0, 0, partition_max_bytes=-1)[1].error_code == -1
+    assert fetched() == (3, 1, 0)
+    assert fetch(conn, topic, 0, 0)[1].error_code == 0
+    assert fetched() == (4, 1, len(records))
 
 
 def test_kafka_python_produce_request_over_many_partitions(node):

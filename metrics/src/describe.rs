@@ -62,7 +62,7 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::REPLICATION_BYTES_OUT_TOTAL, Counter, Unit::Bytes, "Record bytes sent to follower replicas (not counted in bytesout)."),
     (names::REPLICATION_BYTES_IN_TOTAL, Counter, Unit::Bytes, "Record bytes this node appended as a follower (not counted in bytesin)."),
     (names::TOPIC_FETCH_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Fetch requests per partition, by topic (the series without a topic is the total)."),
-    (names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Fetch requests per partition that failed, by topic (the series without a topic is the total)."),
+    (names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Fetch requests per partition that failed with an error Kafka does not expect (not a moved leader, an epoch, a storage error or an offset out of range), by topic (the series without a topic is the total)."),
     (names::FETCH_SESSIONS, Gauge, Unit::Count, "Incremental fetch sessions (KIP-227) in the fetch session cache."),
     (names::FETCH_SESSION_PARTITIONS, Gauge, Unit::Count, "Partitions held by all cached incremental fetch sessions."),
     (names::FETCH_SESSION_EVICTIONS_TOTAL, Counter, Unit::Count, "Incremental fetch sessions evicted from the cache to make room for new ones."),

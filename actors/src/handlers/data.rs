@@ -14,6 +14,7 @@ pub(super) const NONE: i16 = 0;
 pub(super) const OFFSET_OUT_OF_RANGE: i16 = 1;
 pub(super) const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 pub(super) const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+pub(super) const REPLICA_NOT_AVAILABLE: i16 = 9;
 pub(super) const NOT_ENOUGH_REPLICAS: i16 = 19;
 pub(super) const INVALID_REQUIRED_ACKS: i16 = 21;
 pub(super) const UNSUPPORTED_VERSION: i16 = 35;

@@ -21,7 +21,8 @@ use gregor_publishers::acl::{AclOperation, ResourceType};
 use super::data::{
     fetch_leader_epoch, leader_endpoints, led_partition, requested_topic, FENCED_LEADER_EPOCH,
     INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
-    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    REPLICA_NOT_AVAILABLE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_LEADER_EPOCH, UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
@@ -407,17 +408,12 @@ impl TopicFetchCounts {
             let Some(name) = name else {
                 continue;
             };
-            let (partitions, failed, bytes) = match self.0.get_mut(name) {
+            let counts = match self.0.get_mut(name) {
                 Some(counts) => counts,
                 None => self.0.entry(name.to_owned()).or_default(),
             };
             for partition in &topic.partitions {
-                *partitions += 1;
-                if partition.error_code == NONE {
-                    *bytes += partition.records.as_ref().map_or(0, |r| r.len() as u64);
-                } else {
-                    *failed += 1;
-                }
+                count_partition(counts, partition);
             }
         }
     }
@@ -434,6 +430,42 @@ impl TopicFetchCounts {
             }
         }
     }
+}
+
+/// Adds one answered partition to its topic's (partitions, failed, record bytes sent), as
+/// Kafka counts it: a partition refused before the read (Kafka's `erroneous` in
+/// `handleFetchRequest`: not in the metadata, unknown topic id, no READ) never reaches
+/// `fetchMessages`, so it counts nowhere; any other counts as a request, and as a failed one
+/// only for an error `readFromLog` does not expect.
+fn count_partition(counts: &mut (u64, u64, u64), partition: &PartitionData) {
+    let (partitions, failed, bytes) = counts;
+    let code = partition.error_code;
+    if refused_before_read(code) {
+        return;
+    }
+    *partitions += 1;
+    if code == NONE {
+        *bytes += partition.records.as_ref().map_or(0, |r| r.len() as u64);
+    } else if unexpected_fetch_error(code) {
+        *failed += 1;
+    }
+}
+
+/// Whether a read that failed with `code` counts in FailedFetchRequestsPerSec: Kafka's
+/// `readFromLog` leaves out the errors it expects (a moved leader, an epoch, a storage error, an
+/// offset out of range), since the meter stands for the broker's unexpected failures.
+fn unexpected_fetch_error(code: i16) -> bool {
+    !matches!(
+        code,
+        NONE | UNKNOWN_TOPIC_OR_PARTITION
+            | NOT_LEADER_OR_FOLLOWER
+            | UNKNOWN_LEADER_EPOCH
+            | FENCED_LEADER_EPOCH
+            | REPLICA_NOT_AVAILABLE
+            | KAFKA_STORAGE_ERROR
+            | INCONSISTENT_TOPIC_ID
+            | OFFSET_OUT_OF_RANGE
+    )
 }
 
 /// One pass over every requested partition.
@@ -842,6 +874,38 @@ mod tests {
             ("denied".to_owned(), vec![0]),
         ];
         assert_eq!(shape(&kafka_order(asked)), expected);
+    }
+
+    /// Kafka's FailedFetchRequestsPerSec leaves out the errors `readFromLog` expects, and a
+    /// partition refused in `handleFetchRequest` (partition 77 of a 3-partition topic) counts
+    /// in neither meter.
+    #[test]
+    fn topic_fetch_counts_follow_kafkas_read_from_log() {
+        let served =
+            partition_error(0, NONE).with_records(Some(bytes::Bytes::from_static(b"12345")));
+        let mut counts = (0, 0, 0);
+        count_partition(&mut counts, &served);
+        assert_eq!(counts, (1, 0, 5));
+        // (code, (partitions, failed, bytes)): an expected error is a request, not a failure;
+        // a partition refused before the read is neither; a negative partition_max_bytes below
+        // the high watermark (Kafka's IllegalArgumentException) is a failure.
+        for (code, expected) in [
+            (NOT_LEADER_OR_FOLLOWER, (1, 0, 0)),
+            (UNKNOWN_LEADER_EPOCH, (1, 0, 0)),
+            (FENCED_LEADER_EPOCH, (1, 0, 0)),
+            (REPLICA_NOT_AVAILABLE, (1, 0, 0)),
+            (KAFKA_STORAGE_ERROR, (1, 0, 0)),
+            (INCONSISTENT_TOPIC_ID, (1, 0, 0)),
+            (OFFSET_OUT_OF_RANGE, (1, 0, 0)),
+            (UNKNOWN_TOPIC_OR_PARTITION, (0, 0, 0)),
+            (UNKNOWN_TOPIC_ID, (0, 0, 0)),
+            (TOPIC_AUTHORIZATION_FAILED, (0, 0, 0)),
+            (UNKNOWN_SERVER_ERROR, (1, 1, 0)),
+        ] {
+            let mut counts = (0, 0, 0);
+            count_partition(&mut counts, &partition_error(77, code));
+            assert_eq!(counts, expected, "{code}");
+        }
     }
 
     #[test]
