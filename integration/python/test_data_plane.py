@@ -737,6 +737,51 @@ def test_failed_fetch_requests_leave_out_the_errors_kafka_expects(node, raw):
     assert fetched() == (4, 1, len(records))
 
 
+def test_produce_requests_count_as_kafkas_append_to_local_log(node, raw):
+    """Kafka's `handleProduceRequest` drops a partition missing from the metadata and
+    `ProduceRequest.validateRecords` refuses malformed records before `appendToLocalLog`
+    counts anything; there every partition is a request, and only an error Kafka does not
+    expect (not CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, ...) a failed one. A duplicate of an
+    idempotent batch counts its records and bytes as the original did."""
+    topic = "dp-metrics-produce-errors"
+    create(node, (topic, 3))
+    wait_for("the log", lambda: list_offset(raw(), topic, 0, -1).error_code == 0)
+    conn = raw()
+
+    def produced(topic=topic):
+        counts = topic_counts(node.metrics_text(), topic)
+        return (counts["totalproducerequests"], counts["failedproducerequests"],
+                counts["messagesin"], counts["bytesin"])
+
+    totals_before = produced(None)
+    good = batch([(b"k", b"v", [], 1)])
+    assert produce(conn, topic, 77, good).error_code == 3
+    assert produced() == (0, 0, 0, 0)
+    assert produce(conn, topic, 0, good + good).error_code == 87  # two batches
+    assert produced() == (0, 0, 0, 0)
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 1
+    assert produce(conn, topic, 0, bytes(corrupt)).error_code == 2  # CORRUPT_MESSAGE
+    assert produced() == (1, 0, 0, 0)
+    shifted = (5).to_bytes(8, "big") + good[8:]
+    assert produce(conn, topic, 0, shifted).error_code == 87  # base offset 5
+    assert produced() == (2, 1, 0, 0)
+    init = conn.send(InitProducerIdRequest[2](transactional_id=None, transaction_timeout_ms=60000),
+                     InitProducerIdResponse)
+    assert init.error_code == 0
+    producer = (init.producer_id, init.producer_epoch)
+    first = batch([(b"k", b"a", [], 1), (b"k", b"b", [], 2), (b"k", b"c", [], 3)], producer=(*producer, 0))
+    answers = [produce(conn, topic, 0, first) for _ in range(2)]
+    assert [(a.error_code, a.base_offset) for a in answers] == [(0, 0), (0, 0)]
+    assert produced() == (4, 1, 6, 2 * len(first))
+    gap = batch([(b"k", b"d", [], 4)], producer=(*producer, 9))
+    assert produce(conn, topic, 0, gap).error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produced() == (5, 2, 6, 2 * len(first))
+    # The totals counted the same (the node is shared, but its other tests run one at a time).
+    after = produced(None)
+    assert tuple(b - a for a, b in zip(totals_before, after)) == (5, 2, 6, 2 * len(first))
+
+
 def test_kafka_python_produce_request_over_many_partitions(node):
     # kafka-python drains every ready partition of a broker into one Produce request, so with a
     # long linger 1,500 partitions go in one request: past the node's chunk of 1,024 partitions

@@ -239,7 +239,11 @@ mod tests {
         let handle = recorder.handle();
         metrics::with_local_recorder(&recorder, || {
             crate::describe::describe_all();
-            crate::topic_produce("exporter-test", Some((1, 10)));
+            let appended = crate::ProduceOutcome::Appended {
+                messages: 1,
+                bytes: 10,
+            };
+            crate::topic_produce("exporter-test", appended);
             crate::topic_fetches("exporter-test", 1, 0, 10);
             crate::connection_opened("PLAINTEXT");
             crate::RequestMetrics::default().record_request(

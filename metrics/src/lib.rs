@@ -16,4 +16,6 @@ pub mod removable;
 pub mod topics;
 
 pub use recorders::*;
-pub use topics::{remove_topic_metrics, topic_fetches, topic_follower_fetches, topic_produce};
+pub use topics::{
+    remove_topic_metrics, topic_fetches, topic_follower_fetches, topic_produce, ProduceOutcome,
+};

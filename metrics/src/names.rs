@@ -25,7 +25,7 @@ pub const REQUEST_BYTES: &str = "kafka_network_requestmetrics_request_bytes";
 /// Records appended by Produce, label `topic` (and a total without it), as the JMX exporter
 /// names Kafka's `BrokerTopicMetrics.MessagesInPerSec`.
 pub const TOPIC_MESSAGES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_messagesin_total";
-/// Produced batch bytes appended, label `topic` (and a total without it).
+/// Bytes of the Produce requests' records appended, label `topic` (and a total without it).
 pub const TOPIC_BYTES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesin_total";
 /// Record bytes sent to consumers, label `topic` (and a total without it).
 pub const TOPIC_BYTES_OUT_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesout_total";

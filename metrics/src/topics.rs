@@ -75,15 +75,16 @@ impl TopicMetrics {
         add(&self.topics.entry(Box::from(topic)).or_default());
     }
 
-    fn produce(&self, topic: &str, appended: Option<(u64, u64)>) {
+    fn produce(&self, topic: &str, outcome: ProduceOutcome) {
         self.record(topic, |counters| {
             counters.add(PRODUCE_REQUESTS, 1);
-            match appended {
-                Some((messages, bytes)) => {
+            match outcome {
+                ProduceOutcome::Appended { messages, bytes } => {
                     counters.add(MESSAGES_IN, messages);
                     counters.add(BYTES_IN, bytes);
                 }
-                None => counters.add(FAILED_PRODUCE_REQUESTS, 1),
+                ProduceOutcome::Refused => {}
+                ProduceOutcome::Failed => counters.add(FAILED_PRODUCE_REQUESTS, 1),
             }
         });
     }
@@ -135,10 +136,25 @@ impl TopicMetrics {
     }
 }
 
-/// Counts one partition of a Produce request for `topic`: on success the records and bytes
-/// appended (0 and 0 for a duplicate), on failure a failed request.
-pub fn topic_produce(topic: &str, appended: Option<(u64, u64)>) {
-    TOPIC_METRICS.produce(topic, appended);
+/// What Kafka's `ReplicaManager.appendToLocalLog` counts of one partition of a Produce request
+/// (a partition missing from the metadata is dropped before, in `KafkaApis.handleProduceRequest`,
+/// and counts nowhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProduceOutcome {
+    /// Appended, or a duplicate of an idempotent batch answered with its original offsets:
+    /// `messages` is its last offset − first offset + 1, `bytes` the request's records for the
+    /// partition.
+    Appended { messages: u64, bytes: u64 },
+    /// Refused with an error Kafka expects (a moved leader, a batch too large or corrupt, a
+    /// storage error, an internal topic): a request, not a failed one.
+    Refused,
+    /// Failed otherwise.
+    Failed,
+}
+
+/// Counts one partition of a Produce request for `topic`.
+pub fn topic_produce(topic: &str, outcome: ProduceOutcome) {
+    TOPIC_METRICS.produce(topic, outcome);
 }
 
 /// Counts `partitions` partitions of Fetch responses for `topic`: `failed` of them refused,
@@ -169,6 +185,10 @@ pub fn render(body: &mut String) {
 mod tests {
     use super::*;
 
+    fn appended(messages: u64, bytes: u64) -> ProduceOutcome {
+        ProduceOutcome::Appended { messages, bytes }
+    }
+
     fn scrape(metrics: &TopicMetrics) -> String {
         let mut body = String::new();
         metrics.render(&mut body);
@@ -189,10 +209,10 @@ mod tests {
     #[test]
     fn counts_per_topic_and_in_total() {
         let metrics = TopicMetrics::default();
-        metrics.produce("a", Some((3, 300)));
-        metrics.produce("a", Some((0, 0)));
-        metrics.produce("a", None);
-        metrics.produce("b", Some((2, 20)));
+        metrics.produce("a", appended(3, 300));
+        metrics.produce("a", ProduceOutcome::Refused);
+        metrics.produce("a", ProduceOutcome::Failed);
+        metrics.produce("b", appended(2, 20));
         metrics.fetches("a", 4, 1, 250);
         metrics.fetches("b", 1, 0, 0);
         let body = scrape(&metrics);
@@ -215,9 +235,9 @@ mod tests {
     #[test]
     fn a_removed_topic_leaves_the_scrape_and_the_totals_stay() {
         let metrics = TopicMetrics::default();
-        metrics.produce("gone", Some((5, 50)));
+        metrics.produce("gone", appended(5, 50));
         metrics.fetches("gone", 1, 0, 50);
-        metrics.produce("kept", Some((1, 10)));
+        metrics.produce("kept", appended(1, 10));
         metrics.remove("gone");
         let body = scrape(&metrics);
         assert!(!body.contains("topic=\"gone\""), "{body}");
@@ -228,7 +248,7 @@ mod tests {
         assert_eq!(value(&body, names::TOPIC_MESSAGES_IN_TOTAL, None), Some(6));
         assert_eq!(value(&body, names::TOPIC_BYTES_OUT_TOTAL, None), Some(50));
         // Re-created under the same name: counted from 0, the totals go on.
-        metrics.produce("gone", Some((2, 20)));
+        metrics.produce("gone", appended(2, 20));
         let body = scrape(&metrics);
         assert_eq!(
             value(&body, names::TOPIC_MESSAGES_IN_TOTAL, Some("gone")),
@@ -247,8 +267,8 @@ mod tests {
     fn each_family_is_rendered_whole_with_its_total_then_its_topics() {
         let metrics = TopicMetrics::default();
         assert_eq!(scrape(&metrics), "", "nothing counted, nothing rendered");
-        metrics.produce("zeta", Some((1, 7)));
-        metrics.produce("alpha", Some((2, 9)));
+        metrics.produce("zeta", appended(1, 7));
+        metrics.produce("alpha", appended(2, 9));
         let body = scrape(&metrics);
         let name = names::TOPIC_BYTES_IN_TOTAL;
         let help = crate::describe::help(name).unwrap_or_default();
@@ -282,7 +302,7 @@ mod tests {
     #[test]
     fn topic_label_values_are_escaped() {
         let metrics = TopicMetrics::default();
-        metrics.produce("a\"b\\c\nd} 1", Some((1, 1)));
+        metrics.produce("a\"b\\c\nd} 1", appended(1, 1));
         let body = scrape(&metrics);
         assert!(
             body.contains(&format!(

@@ -45,6 +45,17 @@ pub struct RecordError {
     pub message: String,
 }
 
+/// Which of Kafka's checks refused a batch: the broker topic metrics count them differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectedBy {
+    /// The request's own check of a partition's records (Kafka's
+    /// `ProduceRequest.validateRecords`: no whole batch, not magic 2, a second batch), made
+    /// before the partition's log is reached, so no produce metric counts it.
+    Request,
+    /// The log's checks of the batch (Kafka's `UnifiedLog.append` and `LogValidator`).
+    Log,
+}
+
 /// Why a produced batch was refused; nothing of it was appended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchRejection {
@@ -52,14 +63,17 @@ pub struct BatchRejection {
     pub message: String,
     /// Filled only for INVALID_RECORD and INVALID_TIMESTAMP raised per record, as Kafka does.
     pub record_errors: Vec<RecordError>,
+    pub by: RejectedBy,
 }
 
 impl BatchRejection {
+    /// A rejection by the log's checks.
     pub fn new(code: KafkaCode, message: impl Into<String>) -> Self {
         BatchRejection {
             code,
             message: message.into(),
             record_errors: Vec::new(),
+            by: RejectedBy::Log,
         }
     }
 }

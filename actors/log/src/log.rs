@@ -43,8 +43,6 @@ pub struct AppendInfo {
     pub duplicate: bool,
     /// The batch was recompressed or rebuilt.
     pub rebuilt: bool,
-    /// Bytes written to the log (0 for a duplicate).
-    pub bytes_appended: u64,
 }
 
 /// The result of a read.
@@ -470,7 +468,6 @@ impl PartitionLog {
                 record_count: cached.offset_delta + 1,
                 duplicate: true,
                 rebuilt: false,
-                bytes_appended: 0,
             });
         }
         let base_offset = self.log_end_offset();
@@ -495,7 +492,6 @@ impl PartitionLog {
             record_count: validated.record_count,
             duplicate: false,
             rebuilt: validated.rebuilt,
-            bytes_appended: validated.parts().size() as u64,
         })
     }
 

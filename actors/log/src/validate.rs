@@ -14,7 +14,7 @@ use crate::batch::{
 };
 use crate::compression::{self, Compression};
 use crate::config::{LogConfig, TopicCompression};
-use crate::error::{BatchRejection, KafkaCode, RecordError};
+use crate::error::{BatchRejection, KafkaCode, RecordError, RejectedBy};
 use crate::skim::{RecordSkimmer, SkimError};
 
 /// A batch that passed validation.
@@ -125,8 +125,15 @@ fn reject(code: KafkaCode, message: impl Into<String>) -> BatchRejection {
 
 /// Splits a Produce partition's `records` into its single v2 batch as `ProduceRequest.validateRecords`
 /// does: a trailing partial batch is dropped silently; none, a first batch not of magic 2, or a second
-/// whole batch → INVALID_RECORD; unreadable framing → CORRUPT_MESSAGE.
+/// whole batch → INVALID_RECORD; unreadable framing → CORRUPT_MESSAGE (each [`RejectedBy::Request`]).
 pub fn single_batch(records: &[u8]) -> Result<&[u8], BatchRejection> {
+    split_single_batch(records).map_err(|rejection| BatchRejection {
+        by: RejectedBy::Request,
+        ..rejection
+    })
+}
+
+fn split_single_batch(records: &[u8]) -> Result<&[u8], BatchRejection> {
     let first = match framing(records) {
         BatchFraming::Complete(size) => &records[..size],
         BatchFraming::Incomplete => {
@@ -460,6 +467,7 @@ fn record_rejection(errors: Vec<(KafkaCode, RecordError)>) -> BatchRejection {
         code,
         message,
         record_errors,
+        by: RejectedBy::Log,
     }
 }
 

@@ -73,11 +73,12 @@ fn appends_assign_offsets_roll_segments_and_read_back() {
 fn read_limits_follow_kafka() {
     let dir = tempfile::tempdir().unwrap();
     let (_d, mut log) = open(dir.path(), LogConfig::default());
+    // Uncompressed batches are stored as they are produced.
     let sizes: Vec<u64> = (0..5)
         .map(|i| {
-            log.append(&client_batch(i, 2, Compression::None, NOW), NOW, 0)
-                .unwrap()
-                .bytes_appended
+            let batch = client_batch(i, 2, Compression::None, NOW);
+            log.append(&batch, NOW, 0).unwrap();
+            batch.len() as u64
         })
         .collect();
     assert_eq!(log.log_end_offset(), 10);
@@ -171,10 +172,7 @@ fn idempotent_retries_get_the_original_offsets() {
         .append(&idempotent_batch(42, 0, 0, 3), NOW + 5, 0)
         .unwrap();
     assert!(retry.duplicate);
-    assert_eq!(
-        (retry.first_offset, retry.last_offset, retry.bytes_appended),
-        (1, 3, 0)
-    );
+    assert_eq!((retry.first_offset, retry.last_offset), (1, 3));
     assert_eq!(log.log_end_offset(), 6, "nothing appended for a duplicate");
     let gap = log
         .append(&idempotent_batch(42, 0, 9, 1), NOW, 0)
@@ -368,11 +366,12 @@ fn a_corrupt_batch_in_the_middle_drops_everything_after_it() {
     let sizes: Vec<u64>;
     {
         let (_d, mut log) = open(dir.path(), LogConfig::default());
+        // Uncompressed batches are stored as they are produced.
         sizes = (0..5)
             .map(|i| {
-                log.append(&client_batch(i, 1, Compression::None, NOW), NOW, 0)
-                    .unwrap()
-                    .bytes_appended
+                let batch = client_batch(i, 1, Compression::None, NOW);
+                log.append(&batch, NOW, 0).unwrap();
+                batch.len() as u64
             })
             .collect();
     }

@@ -4,7 +4,7 @@
 use gregor_log::batch::{self, BatchBuilder, Header, RecordBatch, TimestampType};
 use gregor_log::compression::Compression;
 use gregor_log::config::{LogConfig, TopicCompression};
-use gregor_log::error::KafkaCode;
+use gregor_log::error::{KafkaCode, RejectedBy};
 use gregor_log::validate::validate;
 
 const NOW: i64 = 1_700_000_000_000;
@@ -32,6 +32,10 @@ fn refix_crc(bytes: &mut [u8]) {
 
 fn code(bytes: &[u8], config: &LogConfig) -> KafkaCode {
     validate(bytes, config, NOW, "t-0").unwrap_err().code
+}
+
+fn rejected_by(bytes: &[u8], config: &LogConfig) -> RejectedBy {
+    validate(bytes, config, NOW, "t-0").unwrap_err().by
 }
 
 #[test]
@@ -141,6 +145,12 @@ fn framing_magic_and_batch_count() {
         KafkaCode::CorruptMessage,
         "shorter than the 61-byte header"
     );
+    // Kafka refuses each of these in `ProduceRequest.validateRecords`, before the log.
+    for refused in [&[][..], &two, &magic1, &magic9, &tiny] {
+        assert_eq!(rejected_by(refused, &config), RejectedBy::Request);
+    }
+    // Its batch iterator takes a batch shorter than a header; its log finds it corrupt.
+    assert_eq!(rejected_by(&short, &config), RejectedBy::Log);
 }
 
 #[test]
@@ -151,6 +161,7 @@ fn header_checks_in_kafkas_order() {
     let mut offset = good.clone();
     batch::set_base_offset(&mut offset, 3);
     assert_eq!(code(&offset, &config), KafkaCode::InvalidRecord);
+    assert_eq!(rejected_by(&offset, &config), RejectedBy::Log);
 
     let small = LogConfig {
         max_message_bytes: good.len() as u64 - 1,

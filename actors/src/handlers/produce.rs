@@ -19,11 +19,15 @@ use kafka_protocol::protocol::StrBytes;
 use gregor_log::batch::{self, BatchFraming, RecordBatch};
 use gregor_log::compression::Compression;
 use gregor_log::config::{LogConfig, TopicCompression};
+use gregor_log::error::{LogError, RejectedBy};
+use gregor_log::log::AppendInfo;
+use gregor_metrics::ProduceOutcome;
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    leader_endpoints, led_partition, requested_topic, INVALID_RECORD, INVALID_REQUIRED_ACKS, NONE,
-    NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, TOPIC_AUTHORIZATION_FAILED,
+    leader_endpoints, led_partition, requested_topic, INVALID_RECORD, INVALID_REQUIRED_ACKS,
+    KAFKA_STORAGE_ERROR, NONE, NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER,
+    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
     UNSUPPORTED_COMPRESSION_TYPE,
 };
 use super::{ApiResponse, Delivery, ErrorCounts};
@@ -35,6 +39,9 @@ use crate::log_manager::{LogManagerError, ProducedBatch};
 const ZSTD: u8 = 4;
 /// Offset of the low byte of the attributes in a record batch v2 header.
 const ATTRIBUTES_LOW_BYTE: usize = 22;
+const CORRUPT_MESSAGE: i16 = 2;
+const MESSAGE_TOO_LARGE: i16 = 10;
+const RECORD_LIST_TOO_LARGE: i16 = 18;
 const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
@@ -64,6 +71,9 @@ struct Accepted {
     name: String,
     index: i32,
     records: bytes::Bytes,
+    /// The size of `records` as the request carried them (Kafka's `records.sizeInBytes`), for
+    /// the broker topic metrics once they have been handed to the log.
+    request_bytes: u64,
     epoch: i32,
     state: std::sync::Arc<crate::log_manager::PartitionState>,
     logs: std::sync::Arc<crate::log_manager::LogManager>,
@@ -82,6 +92,43 @@ fn codec_id(records: &[u8]) -> Option<u8> {
 fn costly_to_validate(records: &[u8], config: &LogConfig) -> bool {
     codec_id(records).is_some_and(|codec| codec != 0)
         || matches!(config.compression, TopicCompression::Codec(codec) if codec != Compression::None)
+}
+
+/// How the broker topic metrics count a refusal with `code` (Kafka's `appendToLocalLog`): the
+/// errors it expects are not failures, since its failed-produce meter stands for the broker's
+/// unexpected ones.
+fn refusal(code: i16) -> ProduceOutcome {
+    match code {
+        UNKNOWN_TOPIC_OR_PARTITION
+        | NOT_LEADER_OR_FOLLOWER
+        | MESSAGE_TOO_LARGE
+        | RECORD_LIST_TOO_LARGE
+        | CORRUPT_MESSAGE
+        | KAFKA_STORAGE_ERROR => ProduceOutcome::Refused,
+        _ => ProduceOutcome::Failed,
+    }
+}
+
+/// How the broker topic metrics count an append's `result` for a partition whose request carried
+/// `request_bytes`; `None` for records Kafka refuses in `ProduceRequest.validateRecords`, before
+/// any meter. A duplicate counts as Kafka's `UnifiedLog.append` answers it: the original
+/// offsets' records and the request's bytes.
+fn append_outcome(
+    result: &Result<AppendInfo, LogManagerError>,
+    request_bytes: u64,
+) -> Option<ProduceOutcome> {
+    match result {
+        Ok(appended) => Some(ProduceOutcome::Appended {
+            messages: u64::try_from(appended.last_offset - appended.first_offset + 1).unwrap_or(0),
+            bytes: request_bytes,
+        }),
+        Err(LogManagerError::Log(LogError::Rejected(rejection)))
+            if rejection.by == RejectedBy::Request =>
+        {
+            None
+        }
+        Err(error) => Some(refusal(error.code())),
+    }
 }
 
 fn failed(index: i32, code: i16) -> PartitionProduceResponse {
@@ -145,6 +192,18 @@ pub(super) async fn handle(
             // refuse client appends, without a message for the client and with an unknown log
             // start offset).
             if name.as_deref() == Some(crate::groups::OFFSETS_TOPIC) {
+                // Kafka counts the request (its partition exists) before it refuses the
+                // internal topic, without a failure.
+                let exists = image
+                    .topics
+                    .get_by_name(crate::groups::OFFSETS_TOPIC)
+                    .is_some_and(|topic| topic.partition(index).is_some());
+                if exists {
+                    gregor_metrics::topic_produce(
+                        crate::groups::OFFSETS_TOPIC,
+                        ProduceOutcome::Refused,
+                    );
+                }
                 partitions.push(failed(index, INVALID_TOPIC_EXCEPTION));
                 continue;
             }
@@ -159,6 +218,16 @@ pub(super) async fn handle(
             ) {
                 Ok(led) => led,
                 Err(not_served) => {
+                    // Kafka counts a partition of the metadata before it looks for its leader.
+                    if let (Some(name), false) = (
+                        &name,
+                        matches!(
+                            not_served.code,
+                            UNKNOWN_TOPIC_OR_PARTITION | UNKNOWN_TOPIC_ID
+                        ),
+                    ) {
+                        gregor_metrics::topic_produce(name, refusal(not_served.code));
+                    }
                     let mut response = failed(index, not_served.code);
                     if let (Some((leader, epoch)), true) =
                         (not_served.leader, not_served.code == NOT_LEADER_OR_FOLLOWER)
@@ -200,12 +269,21 @@ pub(super) async fn handle(
             // Without a message: Kafka sends only a record validation failure's text to the
             // client (`LogAppendResult`'s `hasCustomErrorMessage`).
             if acks == -1 && isr < led.state.min_insync_replicas().min(replicas) {
+                // Kafka's `Partition.appendRecordsToLeader` throws it: an unexpected failure.
+                gregor_metrics::topic_produce(
+                    name.as_deref().unwrap_or_default(),
+                    ProduceOutcome::Failed,
+                );
                 partitions
                     .push(failed(index, NOT_ENOUGH_REPLICAS).with_log_start_offset(log_start));
                 continue;
             }
             let epoch = led.registration.leader_epoch;
             let Some(logs) = ctx.logs.clone() else {
+                gregor_metrics::topic_produce(
+                    name.as_deref().unwrap_or_default(),
+                    refusal(NOT_LEADER_OR_FOLLOWER),
+                );
                 partitions.push(failed(index, NOT_LEADER_OR_FOLLOWER));
                 continue;
             };
@@ -216,6 +294,7 @@ pub(super) async fn handle(
                 log_start,
                 name: name.clone().unwrap_or_default(),
                 index,
+                request_bytes: records.len() as u64,
                 records,
                 epoch,
                 state: led.state,
@@ -286,17 +365,9 @@ pub(super) async fn handle(
             }
             _ => (Ok(()), std::time::Duration::ZERO),
         };
-        gregor_metrics::topic_produce(
-            &partition.name,
-            result.as_ref().ok().map(|appended| {
-                let messages = if appended.duplicate {
-                    0
-                } else {
-                    u64::try_from(appended.record_count).unwrap_or(0)
-                };
-                (messages, appended.bytes_appended)
-            }),
-        );
+        if let Some(outcome) = append_outcome(&result, partition.request_bytes) {
+            gregor_metrics::topic_produce(&partition.name, outcome);
+        }
         (
             partition.slot,
             partition.log_start,
@@ -380,4 +451,92 @@ pub(super) async fn handle(
         };
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gregor_log::error::{BatchRejection, KafkaCode};
+
+    fn rejected(code: KafkaCode, by: RejectedBy) -> Result<AppendInfo, LogManagerError> {
+        Err(LogManagerError::Log(LogError::Rejected(BatchRejection {
+            by,
+            ..BatchRejection::new(code, "refused")
+        })))
+    }
+
+    /// Kafka's `appendToLocalLog` counts every partition it is given and fails only what it
+    /// does not expect; `validateRecords` refuses before it. A duplicate counts as appended.
+    #[test]
+    fn appends_count_as_kafkas_append_to_local_log() {
+        let duplicate = AppendInfo {
+            first_offset: 4,
+            last_offset: 6,
+            log_append_time: -1,
+            log_start_offset: 0,
+            record_count: 3,
+            duplicate: true,
+            rebuilt: false,
+        };
+        assert_eq!(
+            append_outcome(&Ok(duplicate), 120),
+            Some(ProduceOutcome::Appended {
+                messages: 3,
+                bytes: 120
+            })
+        );
+        let refused = Some(ProduceOutcome::Refused);
+        let failed = Some(ProduceOutcome::Failed);
+        for (code, expected) in [
+            (KafkaCode::MessageTooLarge, refused),
+            (KafkaCode::RecordListTooLarge, refused),
+            (KafkaCode::CorruptMessage, refused),
+            (KafkaCode::KafkaStorageError, refused),
+            (KafkaCode::InvalidRecord, failed),
+            (KafkaCode::InvalidTimestamp, failed),
+            (KafkaCode::UnknownServerError, failed),
+        ] {
+            assert_eq!(
+                append_outcome(&rejected(code, RejectedBy::Log), 120),
+                expected,
+                "{code:?}"
+            );
+            assert_eq!(
+                append_outcome(&rejected(code, RejectedBy::Request), 120),
+                None,
+                "{code:?}"
+            );
+        }
+        for (code, expected) in [
+            (KafkaCode::OutOfOrderSequenceNumber, failed),
+            (KafkaCode::InvalidProducerEpoch, failed),
+        ] {
+            let producer = Err(LogManagerError::Log(LogError::Producer {
+                code,
+                message: String::new(),
+            }));
+            assert_eq!(append_outcome(&producer, 120), expected, "{code:?}");
+        }
+        let gone = Err(LogManagerError::NoLog("t-0".into()));
+        assert_eq!(append_outcome(&gone, 120), refused);
+        let offline = Err(LogManagerError::Log(LogError::LogDirOffline("d".into())));
+        assert_eq!(append_outcome(&offline, 120), refused);
+    }
+
+    #[test]
+    fn refusals_before_the_append_count_as_kafkas() {
+        for code in [
+            UNKNOWN_TOPIC_OR_PARTITION,
+            NOT_LEADER_OR_FOLLOWER,
+            KAFKA_STORAGE_ERROR,
+            MESSAGE_TOO_LARGE,
+            RECORD_LIST_TOO_LARGE,
+            CORRUPT_MESSAGE,
+        ] {
+            assert_eq!(refusal(code), ProduceOutcome::Refused, "{code}");
+        }
+        for code in [NOT_ENOUGH_REPLICAS, INVALID_RECORD, -1] {
+            assert_eq!(refusal(code), ProduceOutcome::Failed, "{code}");
+        }
+    }
 }

@@ -514,7 +514,11 @@ async fn a_topics_metrics_go_with_its_last_hosted_partition() {
         changes.ensure(tp, uuid::Uuid::from_u128(9), &config, 1);
     }
     changes.send();
-    gregor_metrics::topic_produce(topic, Some((1, 10)));
+    let appended = gregor_metrics::ProduceOutcome::Appended {
+        messages: 1,
+        bytes: 10,
+    };
+    gregor_metrics::topic_produce(topic, appended);
     assert!(scraped());
     let mut changes = manager.changes();
     changes.remove(&TopicPartition::new(topic, 0));
