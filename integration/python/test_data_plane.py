@@ -624,7 +624,7 @@ def test_broker_topic_metrics(node, raw):
 
 
 BROKER_TOPIC_FAMILIES = [f"kafka_server_brokertopicmetrics_{name}_total" for name in (
-    "messagesin", "bytesin", "bytesout", "totalproducerequests", "failedproducerequests",
+    "messagesin", "bytesin", "bytesout", "bytesrejected", "totalproducerequests", "failedproducerequests",
     "totalfetchrequests", "failedfetchrequests")]
 
 
@@ -669,6 +669,7 @@ def test_broker_topic_metrics_go_with_their_deleted_topic(node, raw):
         "kafka_server_brokertopicmetrics_messagesin_total": 2,
         "kafka_server_brokertopicmetrics_bytesin_total": len(first),
         "kafka_server_brokertopicmetrics_bytesout_total": len(first),
+        "kafka_server_brokertopicmetrics_bytesrejected_total": 0,
         "kafka_server_brokertopicmetrics_totalproducerequests_total": 1,
         "kafka_server_brokertopicmetrics_failedproducerequests_total": 0,
         "kafka_server_brokertopicmetrics_totalfetchrequests_total": 1,
@@ -701,6 +702,7 @@ def test_broker_topic_metrics_go_with_their_deleted_topic(node, raw):
         "kafka_server_brokertopicmetrics_messagesin_total": 1,
         "kafka_server_brokertopicmetrics_bytesin_total": len(second),
         "kafka_server_brokertopicmetrics_bytesout_total": 0,
+        "kafka_server_brokertopicmetrics_bytesrejected_total": 0,
         "kafka_server_brokertopicmetrics_totalproducerequests_total": 1,
         "kafka_server_brokertopicmetrics_failedproducerequests_total": 0,
         "kafka_server_brokertopicmetrics_totalfetchrequests_total": 0,
@@ -780,6 +782,32 @@ def test_produce_requests_count_as_kafkas_append_to_local_log(node, raw):
     # The totals counted the same (the node is shared, but its other tests run one at a time).
     after = produced(None)
     assert tuple(b - a for a, b in zip(totals_before, after)) == (5, 2, 6, 2 * len(first))
+
+
+def test_bytes_rejected_counts_batches_over_max_message_bytes(node, raw):
+    """Kafka's `UnifiedLog` adds a partition's request bytes to BytesRejectedPerSec when its
+    batch is larger than max.message.bytes, as produced or once recompressed for the topic;
+    MESSAGE_TOO_LARGE is an error Kafka expects: a request, not a failed one."""
+    topic = "dp-metrics-rejected"
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={
+            "max.message.bytes": "500", "compression.type": "uncompressed"})])
+    finally:
+        admin.close()
+    wait_for("the log", lambda: list_offset(raw(), topic, 0, -1).error_code == 0)
+    conn = raw()
+    large = batch([(b"k", b"v" * 600, [], 1)])
+    assert produce(conn, topic, 0, large).error_code == 10
+    # Small as produced (gzip), over the limit once stored uncompressed.
+    inflating = batch([(b"k", b"x" * 2000, [], 1)], compression=1)
+    assert len(inflating) < 500
+    assert produce(conn, topic, 0, inflating).error_code == 10
+    good = batch([(b"k", b"v", [], 1)])
+    assert produce(conn, topic, 0, good).error_code == 0
+    counts = topic_counts(node.metrics_text(), topic)
+    assert (counts["bytesrejected"], counts["totalproducerequests"], counts["failedproducerequests"],
+            counts["messagesin"], counts["bytesin"]) == (len(large) + len(inflating), 3, 0, 1, len(good))
 
 
 def test_kafka_python_produce_request_over_many_partitions(node):

@@ -57,6 +57,7 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::TOPIC_MESSAGES_IN_TOTAL, TopicCounter, Unit::Count, "Records appended by Produce (duplicates of idempotent batches included, as Kafka counts them), by topic (the series without a topic is the total)."),
     (names::TOPIC_BYTES_IN_TOTAL, TopicCounter, Unit::Bytes, "Bytes of the Produce requests' records for the partitions appended (duplicates of idempotent batches included), by topic (the series without a topic is the total)."),
     (names::TOPIC_BYTES_OUT_TOTAL, TopicCounter, Unit::Bytes, "Record bytes sent to consumers, by topic (the series without a topic is the total)."),
+    (names::TOPIC_BYTES_REJECTED_TOTAL, TopicCounter, Unit::Bytes, "Bytes of Produce requests' records refused for a batch larger than max.message.bytes, by topic (the series without a topic is the total)."),
     (names::TOPIC_PRODUCE_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Produce requests per partition, by topic (the series without a topic is the total)."),
     (names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, TopicCounter, Unit::Count, "Produce requests per partition that failed with an error Kafka does not expect (not a moved leader, a batch too large or corrupt, a storage error), by topic (the series without a topic is the total)."),
     (names::REPLICATION_BYTES_OUT_TOTAL, Counter, Unit::Bytes, "Record bytes sent to follower replicas (not counted in bytesout)."),

@@ -29,6 +29,9 @@ pub const TOPIC_MESSAGES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_messa
 pub const TOPIC_BYTES_IN_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesin_total";
 /// Record bytes sent to consumers, label `topic` (and a total without it).
 pub const TOPIC_BYTES_OUT_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesout_total";
+/// Bytes of Produce requests' records refused for a batch larger than `max.message.bytes`,
+/// label `topic` (and a total without it), as Kafka's `BytesRejectedPerSec`.
+pub const TOPIC_BYTES_REJECTED_TOTAL: &str = "kafka_server_brokertopicmetrics_bytesrejected_total";
 /// Record bytes sent to follower replicas (Kafka's `ReplicationBytesOutPerSec`, a total).
 pub const REPLICATION_BYTES_OUT_TOTAL: &str =
     "kafka_server_brokertopicmetrics_replicationbytesout_total";

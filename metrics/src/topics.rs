@@ -21,10 +21,11 @@ use crate::names;
 use crate::removable::escape_label_value;
 
 /// The families, in the order they are rendered; the constants below index them.
-const FAMILIES: [&str; 7] = [
+const FAMILIES: [&str; 8] = [
     names::TOPIC_MESSAGES_IN_TOTAL,
     names::TOPIC_BYTES_IN_TOTAL,
     names::TOPIC_BYTES_OUT_TOTAL,
+    names::TOPIC_BYTES_REJECTED_TOTAL,
     names::TOPIC_PRODUCE_REQUESTS_TOTAL,
     names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL,
     names::TOPIC_FETCH_REQUESTS_TOTAL,
@@ -33,10 +34,11 @@ const FAMILIES: [&str; 7] = [
 const MESSAGES_IN: usize = 0;
 const BYTES_IN: usize = 1;
 const BYTES_OUT: usize = 2;
-const PRODUCE_REQUESTS: usize = 3;
-const FAILED_PRODUCE_REQUESTS: usize = 4;
-const FETCH_REQUESTS: usize = 5;
-const FAILED_FETCH_REQUESTS: usize = 6;
+const BYTES_REJECTED: usize = 3;
+const PRODUCE_REQUESTS: usize = 4;
+const FAILED_PRODUCE_REQUESTS: usize = 5;
+const FETCH_REQUESTS: usize = 6;
+const FAILED_FETCH_REQUESTS: usize = 7;
 
 /// One value per family.
 #[derive(Debug, Default)]
@@ -84,6 +86,7 @@ impl TopicMetrics {
                     counters.add(BYTES_IN, bytes);
                 }
                 ProduceOutcome::Refused => {}
+                ProduceOutcome::TooLarge { bytes } => counters.add(BYTES_REJECTED, bytes),
                 ProduceOutcome::Failed => counters.add(FAILED_PRODUCE_REQUESTS, 1),
             }
         });
@@ -148,6 +151,10 @@ pub enum ProduceOutcome {
     /// Refused with an error Kafka expects (a moved leader, a batch too large or corrupt, a
     /// storage error, an internal topic): a request, not a failed one.
     Refused,
+    /// Refused for a batch larger than `max.message.bytes` (before or after recompression),
+    /// which Kafka's `UnifiedLog` also adds to BytesRejectedPerSec: `bytes` are the request's
+    /// records for the partition.
+    TooLarge { bytes: u64 },
     /// Failed otherwise.
     Failed,
 }
@@ -176,7 +183,7 @@ pub fn remove_topic_metrics(topic: &str) {
     TOPIC_METRICS.remove(topic);
 }
 
-/// Appends the seven families, whole, to a scrape in the Prometheus text format.
+/// Appends the eight families, whole, to a scrape in the Prometheus text format.
 pub fn render(body: &mut String) {
     TOPIC_METRICS.render(body);
 }
@@ -212,6 +219,7 @@ mod tests {
         metrics.produce("a", appended(3, 300));
         metrics.produce("a", ProduceOutcome::Refused);
         metrics.produce("a", ProduceOutcome::Failed);
+        metrics.produce("a", ProduceOutcome::TooLarge { bytes: 2000 });
         metrics.produce("b", appended(2, 20));
         metrics.fetches("a", 4, 1, 250);
         metrics.fetches("b", 1, 0, 0);
@@ -220,7 +228,8 @@ mod tests {
             (names::TOPIC_MESSAGES_IN_TOTAL, 3, 2),
             (names::TOPIC_BYTES_IN_TOTAL, 300, 20),
             (names::TOPIC_BYTES_OUT_TOTAL, 250, 0),
-            (names::TOPIC_PRODUCE_REQUESTS_TOTAL, 3, 1),
+            (names::TOPIC_BYTES_REJECTED_TOTAL, 2000, 0),
+            (names::TOPIC_PRODUCE_REQUESTS_TOTAL, 4, 1),
             (names::TOPIC_FAILED_PRODUCE_REQUESTS_TOTAL, 1, 0),
             (names::TOPIC_FETCH_REQUESTS_TOTAL, 4, 1),
             (names::TOPIC_FAILED_FETCH_REQUESTS_TOTAL, 1, 0),

@@ -54,6 +54,10 @@ pub enum RejectedBy {
     Request,
     /// The log's checks of the batch (Kafka's `UnifiedLog.append` and `LogValidator`).
     Log,
+    /// The log's size check, for a batch larger than `max.message.bytes` as produced or once
+    /// recompressed: Kafka's `UnifiedLog` also adds the request's records to
+    /// BytesRejectedPerSec.
+    MaxMessageBytes,
 }
 
 /// Why a produced batch was refused; nothing of it was appended.

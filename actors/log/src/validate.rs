@@ -123,6 +123,14 @@ fn reject(code: KafkaCode, message: impl Into<String>) -> BatchRejection {
     BatchRejection::new(code, message)
 }
 
+/// MESSAGE_TOO_LARGE for a batch over `max.message.bytes`.
+fn too_large(message: String) -> BatchRejection {
+    BatchRejection {
+        by: RejectedBy::MaxMessageBytes,
+        ..reject(KafkaCode::MessageTooLarge, message)
+    }
+}
+
 /// Splits a Produce partition's `records` into its single v2 batch as `ProduceRequest.validateRecords`
 /// does: a trailing partial batch is dropped silently; none, a first batch not of magic 2, or a second
 /// whole batch → INVALID_RECORD; unreadable framing → CORRUPT_MESSAGE (each [`RejectedBy::Request`]).
@@ -179,14 +187,11 @@ pub fn validate<'a>(
         ));
     }
     if bytes.len() as u64 > config.max_message_bytes {
-        return Err(reject(
-            KafkaCode::MessageTooLarge,
-            format!(
-                "the record batch is {} bytes, larger than the topic's max.message.bytes ({})",
-                bytes.len(),
-                config.max_message_bytes
-            ),
-        ));
+        return Err(too_large(format!(
+            "the record batch is {} bytes, larger than the topic's max.message.bytes ({})",
+            bytes.len(),
+            config.max_message_bytes
+        )));
     }
     let batch =
         RecordBatch::new(bytes).map_err(|reason| reject(KafkaCode::CorruptMessage, reason))?;
@@ -356,15 +361,12 @@ pub fn validate<'a>(
             )
         })?;
         if out.len() as u64 > config.max_message_bytes {
-            return Err(reject(
-                KafkaCode::MessageTooLarge,
-                format!(
-                    "the batch is {} bytes after recompression to {}, larger than max.message.bytes ({})",
-                    out.len(),
-                    target_codec.name(),
-                    config.max_message_bytes
-                ),
-            ));
+            return Err(too_large(format!(
+                "the batch is {} bytes after recompression to {}, larger than max.message.bytes ({})",
+                out.len(),
+                target_codec.name(),
+                config.max_message_bytes
+            )));
         }
         let mut records = out;
         let header: [u8; RECORD_BATCH_OVERHEAD] = records

@@ -168,6 +168,7 @@ fn header_checks_in_kafkas_order() {
         ..LogConfig::default()
     };
     assert_eq!(code(&good, &small), KafkaCode::MessageTooLarge);
+    assert_eq!(rejected_by(&good, &small), RejectedBy::MaxMessageBytes);
 
     let mut crc = good.clone();
     let last = crc.len() - 1;
@@ -373,6 +374,7 @@ fn topic_codec_recompresses_and_bad_inner_offsets_rebuild() {
         KafkaCode::MessageTooLarge,
         "too large once decompressed"
     );
+    assert_eq!(rejected_by(&wide, &too_big), RejectedBy::MaxMessageBytes);
 }
 
 /// Kafka's record iterator wraps the codec's IOException in a KafkaException, which its

@@ -112,7 +112,8 @@ fn refusal(code: i16) -> ProduceOutcome {
 /// How the broker topic metrics count an append's `result` for a partition whose request carried
 /// `request_bytes`; `None` for records Kafka refuses in `ProduceRequest.validateRecords`, before
 /// any meter. A duplicate counts as Kafka's `UnifiedLog.append` answers it: the original
-/// offsets' records and the request's bytes.
+/// offsets' records and the request's bytes. A batch over `max.message.bytes` is rejected
+/// bytes.
 fn append_outcome(
     result: &Result<AppendInfo, LogManagerError>,
     request_bytes: u64,
@@ -122,11 +123,13 @@ fn append_outcome(
             messages: u64::try_from(appended.last_offset - appended.first_offset + 1).unwrap_or(0),
             bytes: request_bytes,
         }),
-        Err(LogManagerError::Log(LogError::Rejected(rejection)))
-            if rejection.by == RejectedBy::Request =>
-        {
-            None
-        }
+        Err(LogManagerError::Log(LogError::Rejected(rejection))) => match rejection.by {
+            RejectedBy::Request => None,
+            RejectedBy::MaxMessageBytes => Some(ProduceOutcome::TooLarge {
+                bytes: request_bytes,
+            }),
+            RejectedBy::Log => Some(refusal(rejection.code.code())),
+        },
         Err(error) => Some(refusal(error.code())),
     }
 }
@@ -507,6 +510,13 @@ mod tests {
                 "{code:?}"
             );
         }
+        assert_eq!(
+            append_outcome(
+                &rejected(KafkaCode::MessageTooLarge, RejectedBy::MaxMessageBytes),
+                120
+            ),
+            Some(ProduceOutcome::TooLarge { bytes: 120 })
+        );
         for (code, expected) in [
             (KafkaCode::OutOfOrderSequenceNumber, failed),
             (KafkaCode::InvalidProducerEpoch, failed),
