@@ -7,13 +7,15 @@ Nothing sleeps to synchronise: every wait is `wait_for` on a condition with a de
 
 import json
 import os
+import re
 import subprocess
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from conftest import gregor_bin, wait_for
+from conftest import RawConn, gregor_bin, wait_for
 from ports import reserve_port
+from test_data_plane import batch, fetch, produce, topic_counts, topic_series
 from test_replication import FAILOVER_TIMEOUT, PAUSE_FETCH_HOOK, bootstrap, partition_state, start_cluster, start_hooked_cluster
 
 
@@ -49,6 +51,13 @@ def restart_first_replica_elsewhere(nodes, admin, topic):
     return admin
 
 
+def admin_of_three(nodes):
+    """An admin client of the cluster, once its three brokers are unfenced."""
+    admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+    wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+    return admin
+
+
 def create_on_1_2_3(admin, topic):
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])])[topic].result(30)
     wait_for("broker 1 leading with a full ISR", lambda: partition_state(admin, topic) == (1, [1, 2, 3], [1, 2, 3]), timeout=FAILOVER_TIMEOUT)
@@ -57,8 +66,7 @@ def create_on_1_2_3(admin, topic):
 def test_leader_election_tool_brings_leadership_back_to_the_preferred_replica():
     nodes = start_cluster({"auto.leader.rebalance.enable": "false"})
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        admin = admin_of_three(nodes)
         topic = "preferred"
         create_on_1_2_3(admin, topic)
         admin = restart_first_replica_elsewhere(nodes, admin, topic)
@@ -95,8 +103,7 @@ def test_leader_election_tool_brings_leadership_back_to_the_preferred_replica():
 def test_auto_rebalance_moves_leadership_back_to_the_preferred_replica():
     nodes = start_cluster({"auto.leader.rebalance.enable": "true", "leader.imbalance.check.interval.seconds": "1"})
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        admin = admin_of_three(nodes)
         topic = "rebalanced"
         create_on_1_2_3(admin, topic)
         admin = restart_first_replica_elsewhere(nodes, admin, topic)
@@ -116,8 +123,7 @@ def test_unclean_election_only_when_enabled(tmp_path):
     nodes, pause = start_hooked_cluster(tmp_path, PAUSE_FETCH_HOOK,
                                         {"replica.lag.time.max.ms": "1000", "unclean.leader.election.interval.ms": "300"})
     try:
-        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
-        wait_for("three unfenced brokers", lambda: len(admin.list_topics(timeout=10).brokers) == 3, timeout=FAILOVER_TIMEOUT)
+        admin = admin_of_three(nodes)
         topic, forced = "unclean", "forced"
         for name in (topic, forced):
             admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=[[2, 3]])])[name].result(30)
@@ -313,6 +319,67 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
     finally:
         for node in nodes:
             node.close()
+
+
+def test_a_broker_that_stops_leading_a_topic_drops_its_leader_series(tmp_path):
+    """Kafka's `ReplicaManager.updateLeaderAndFollowerMetrics`: once broker 1 follows the
+    topic's only partition (reordered to {2,1,3}, then a preferred election) and leads none of
+    it, `BrokerTopicStats.removeOldLeaderMetrics` closes the topic's produce meters there, while
+    its fetch meters stay. A produce then sent to broker 1 is a request (counted before the
+    leader check) refused NOT_LEADER_OR_FOLLOWER, not a failure: its request series alone comes
+    back, from 0."""
+    nodes = start_cluster({"auto.leader.rebalance.enable": "false"})
+    try:
+        admin = admin_of_three(nodes)
+        topic = "leader-series"
+        create_on_1_2_3(admin, topic)
+        conn = RawConn(nodes[0].bootstrap)
+        records = batch([(b"k", b"v", [], 1)])
+        assert produce(conn, topic, 0, records).error_code == 0
+        assert fetch(conn, topic, 0, 0)[1].error_code == 0
+        led = topic_counts(nodes[0].metrics_text(), topic)
+        assert (led["messagesin"], led["bytesin"], led["totalproducerequests"], led["bytesout"]) == (1, len(records), 1, len(records))
+        totals = topic_counts(nodes[0].metrics_text())
+
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1, 3]}]}))
+        started = reassign(nodes, "--execute", "--reassignment-json-file", str(plan))
+        assert started.returncode == 0, started.stdout + started.stderr
+        wait_for("broker 2 first", lambda: describe_replicas(nodes, topic) == "2,1,3", timeout=FAILOVER_TIMEOUT)
+        elected = leader_election(nodes, "--election-type", "preferred", "--topic", topic, "--partition", "0")
+        assert elected.returncode == 0, elected.stderr
+        wait_for("broker 2 leading", lambda: partition_state(admin, topic)[0] == 2, timeout=FAILOVER_TIMEOUT)
+
+        produce_families = {f"kafka_server_brokertopicmetrics_{name}_total" for name in (
+            "messagesin", "bytesin", "bytesrejected", "totalproducerequests", "failedproducerequests")}
+        followed = wait_for("broker 1 dropping the topic's produce series",
+                            lambda: (lambda s: s if produce_families.isdisjoint(s) else None)(topic_series(nodes[0].metrics_text(), topic)),
+                            timeout=FAILOVER_TIMEOUT)
+        # The fetch series stay (the followers' fetches while broker 1 led are requests too).
+        assert followed["kafka_server_brokertopicmetrics_bytesout_total"] == len(records)
+        assert followed["kafka_server_brokertopicmetrics_totalfetchrequests_total"] >= 1
+        assert "kafka_server_brokertopicmetrics_failedfetchrequests_total" in followed
+        # The totals keep what the topic counted.
+        after = topic_counts(nodes[0].metrics_text())
+        assert (after["messagesin"], after["totalproducerequests"]) == (totals["messagesin"], totals["totalproducerequests"])
+
+        assert produce(conn, topic, 0, records).error_code == 6  # NOT_LEADER_OR_FOLLOWER
+        series = topic_series(nodes[0].metrics_text(), topic)
+        assert {name: value for name, value in series.items() if name in produce_families} == {
+            "kafka_server_brokertopicmetrics_totalproducerequests_total": 1}
+        # Still missing from the metadata: partition 77 counts nowhere.
+        assert produce(conn, topic, 77, records).error_code == 3
+        assert topic_series(nodes[0].metrics_text(), topic) == series
+        conn.close()
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def describe_replicas(nodes, topic):
+    """The replicas of partition 0 as `gregor topics --describe` lists them."""
+    found = re.search(r"\tReplicas: ([0-9,]+)\t", describe(nodes, topic))
+    return found.group(1) if found else None
 
 
 def test_a_broker_back_on_a_replaced_disk_waits_for_its_old_registration():

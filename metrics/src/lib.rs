@@ -17,5 +17,6 @@ pub mod topics;
 
 pub use recorders::*;
 pub use topics::{
-    remove_topic_metrics, topic_fetches, topic_follower_fetches, topic_produce, ProduceOutcome,
+    remove_leader_topic_metrics, remove_topic_metrics, topic_fetches, topic_follower_fetches,
+    topic_produce, ProduceOutcome,
 };

@@ -5,13 +5,15 @@
 //! was deleted or moved away), so a topic re-created under the same name starts from 0; the
 //! Prometheus recorder has no way to remove one series. Here each topic has its own counters,
 //! [`remove_topic_metrics`] drops them, and the totals, counted beside them, stay monotonic.
+//! When the broker stops leading every partition of a topic it still follows, Kafka closes the
+//! topic's leader-only meters; [`remove_leader_topic_metrics`] closes those families likewise.
 //!
 //! Recording is a map lookup (no allocation once the topic has counters) and atomic adds. The
 //! `/metrics` endpoint appends [`render`]'s text, which writes each family whole (HELP, TYPE,
 //! the total, then one line per topic), so no family is split or typed twice in a scrape.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::LazyLock;
 
 use dashmap::DashMap;
@@ -40,6 +42,28 @@ const FAILED_PRODUCE_REQUESTS: usize = 5;
 const FETCH_REQUESTS: usize = 6;
 const FAILED_FETCH_REQUESTS: usize = 7;
 
+/// A set of families, one bit each.
+const fn families(of: &[usize]) -> u8 {
+    let mut bits = 0;
+    let mut at = 0;
+    while at < of.len() {
+        bits |= 1 << of[at];
+        at += 1;
+    }
+    bits
+}
+
+/// The families only a partition leader marks, which Kafka's
+/// `BrokerTopicStats.removeOldLeaderMetrics` closes (its per-topic meters among them; the
+/// fetch meters stay, as followers and leaders alike serve fetches).
+const LEADER_FAMILIES: u8 = families(&[
+    MESSAGES_IN,
+    BYTES_IN,
+    BYTES_REJECTED,
+    PRODUCE_REQUESTS,
+    FAILED_PRODUCE_REQUESTS,
+]);
+
 /// One value per family.
 #[derive(Debug, Default)]
 struct Counters([AtomicU64; FAMILIES.len()]);
@@ -56,29 +80,55 @@ impl Counters {
     }
 }
 
+/// A topic's counters, and which of its families are closed.
+#[derive(Debug, Default)]
+struct TopicCounters {
+    counters: Counters,
+    /// Families left out of the scrape (one bit each): the leader-only ones once this node
+    /// stopped leading every partition of the topic. As a Kafka meter closed by
+    /// `removeOldLeaderMetrics`, a family comes back, from 0, when it is next counted.
+    closed: AtomicU8,
+}
+
 /// The totals and each topic's counters.
 #[derive(Debug, Default)]
 struct TopicMetrics {
     totals: Counters,
-    topics: DashMap<Box<str>, Counters>,
+    topics: DashMap<Box<str>, TopicCounters>,
 }
 
 static TOPIC_METRICS: LazyLock<TopicMetrics> = LazyLock::new(TopicMetrics::default);
 
 impl TopicMetrics {
-    /// Applies `add` to the totals and to `topic`'s counters, created on its first use.
-    fn record(&self, topic: &str, add: impl Fn(&Counters)) {
+    /// Applies `add` to the totals and to `topic`'s counters, created on its first use;
+    /// `marked` are the families it counts, opened again if they were closed.
+    fn record(&self, topic: &str, marked: u8, add: impl Fn(&Counters)) {
         add(&self.totals);
+        let record = |topic: &TopicCounters| {
+            add(&topic.counters);
+            // Opened after the count: a close meanwhile may lose the count (as a Kafka meter
+            // closed while marked), never hide it.
+            if topic.closed.load(Ordering::Relaxed) & marked != 0 {
+                topic.closed.fetch_and(!marked, Ordering::Relaxed);
+            }
+        };
         // Looked up by `&str` first: the key is allocated only for a new topic.
         if let Some(counters) = self.topics.get(topic) {
-            add(&counters);
+            record(&counters);
             return;
         }
-        add(&self.topics.entry(Box::from(topic)).or_default());
+        record(&self.topics.entry(Box::from(topic)).or_default());
     }
 
     fn produce(&self, topic: &str, outcome: ProduceOutcome) {
-        self.record(topic, |counters| {
+        let marked = families(&[PRODUCE_REQUESTS])
+            | match outcome {
+                ProduceOutcome::Appended { .. } => families(&[MESSAGES_IN, BYTES_IN]),
+                ProduceOutcome::Refused => 0,
+                ProduceOutcome::TooLarge { .. } => families(&[BYTES_REJECTED]),
+                ProduceOutcome::Failed => families(&[FAILED_PRODUCE_REQUESTS]),
+            };
+        self.record(topic, marked, |counters| {
             counters.add(PRODUCE_REQUESTS, 1);
             match outcome {
                 ProduceOutcome::Appended { messages, bytes } => {
@@ -93,7 +143,8 @@ impl TopicMetrics {
     }
 
     fn fetches(&self, topic: &str, partitions: u64, failed: u64, sent_bytes: u64) {
-        self.record(topic, |counters| {
+        // Fetch families are never closed.
+        self.record(topic, 0, |counters| {
             counters.add(FETCH_REQUESTS, partitions);
             counters.add(BYTES_OUT, sent_bytes);
             counters.add(FAILED_FETCH_REQUESTS, failed);
@@ -101,7 +152,7 @@ impl TopicMetrics {
     }
 
     fn follower_fetches(&self, topic: &str, partitions: u64, failed: u64) {
-        self.record(topic, |counters| {
+        self.record(topic, 0, |counters| {
             counters.add(FETCH_REQUESTS, partitions);
             counters.add(FAILED_FETCH_REQUESTS, failed);
         });
@@ -111,11 +162,32 @@ impl TopicMetrics {
         self.topics.remove(topic);
     }
 
+    /// Closes `topic`'s leader-only families: out of the scrape, and from 0 when they come back.
+    fn remove_leader(&self, topic: &str) {
+        let Some(topic) = self.topics.get(topic) else {
+            return;
+        };
+        topic.closed.fetch_or(LEADER_FAMILIES, Ordering::Relaxed);
+        for family in 0..FAMILIES.len() {
+            if LEADER_FAMILIES & (1 << family) != 0 {
+                topic.counters.0[family].store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn render(&self, body: &mut String) {
-        let mut topics: Vec<(String, [u64; FAMILIES.len()])> = self
+        let mut topics: Vec<(String, [u64; FAMILIES.len()], u8)> = self
             .topics
             .iter()
-            .map(|entry| (escape_label_value(entry.key()), entry.value().values()))
+            .map(|entry| {
+                let topic = entry.value();
+                let closed = topic.closed.load(Ordering::Relaxed);
+                (
+                    escape_label_value(entry.key()),
+                    topic.counters.values(),
+                    closed,
+                )
+            })
             .collect();
         let totals = self.totals.values();
         // Nothing counted yet (no traffic, or a controller-only node): no families, as before
@@ -131,8 +203,10 @@ impl TopicMetrics {
             }
             write_type_line(body, name, None, None, "counter");
             let _ = writeln!(body, "{name} {}", totals[family]);
-            for (topic, values) in &topics {
-                let _ = writeln!(body, "{name}{{topic=\"{topic}\"}} {}", values[family]);
+            for (topic, values, closed) in &topics {
+                if closed & (1 << family) == 0 {
+                    let _ = writeln!(body, "{name}{{topic=\"{topic}\"}} {}", values[family]);
+                }
             }
             body.push('\n');
         }
@@ -181,6 +255,17 @@ pub fn topic_follower_fetches(topic: &str, partitions: u64, failed: u64) {
 /// node stops hosting the topic's last partition, as Kafka's `ReplicaManager` does.
 pub fn remove_topic_metrics(topic: &str) {
     TOPIC_METRICS.remove(topic);
+}
+
+/// Removes `topic`'s leader-only series (messagesin, bytesin, bytesrejected,
+/// totalproducerequests, failedproducerequests) from the scrape, as Kafka's
+/// `BrokerTopicStats.removeOldLeaderMetrics`; called when this node follows partitions of the
+/// topic and leads none. Each comes back, from 0, when it is next counted (a produce to this
+/// node, as follower too, counts a request). Its fetch series stay, and the totals keep what
+/// it counted. (Kafka's `removeOldFollowerMetrics` closes only replication meters, which are
+/// totals here and in Kafka, so nothing per topic.)
+pub fn remove_leader_topic_metrics(topic: &str) {
+    TOPIC_METRICS.remove_leader(topic);
 }
 
 /// Appends the eight families, whole, to a scrape in the Prometheus text format.
@@ -306,6 +391,58 @@ mod tests {
             };
             assert_eq!(last - first, 2, "{name}: total and two topics\n{body}");
         }
+    }
+
+    /// Kafka's `removeOldLeaderMetrics` closes a topic's produce meters and keeps its fetch
+    /// meters; a closed meter comes back, from 0, when it is next marked (a produce to a
+    /// follower marks only TotalProduceRequests).
+    #[test]
+    fn leader_series_close_and_come_back_family_by_family() {
+        let metrics = TopicMetrics::default();
+        metrics.produce("t", appended(3, 300));
+        metrics.produce("t", ProduceOutcome::Failed);
+        metrics.produce("t", ProduceOutcome::TooLarge { bytes: 900 });
+        metrics.fetches("t", 2, 1, 250);
+        metrics.produce("other", appended(1, 10));
+        metrics.remove_leader("t");
+        metrics.remove_leader("never");
+        // The topic's values in FAMILIES order (None: not in the scrape).
+        let series = |topic: &str| {
+            let body = scrape(&metrics);
+            FAMILIES.map(|name| value(&body, name, Some(topic)))
+        };
+        let closed = [None, None, Some(250), None, None, None, Some(2), Some(1)];
+        assert_eq!(series("t"), closed);
+        assert_eq!(series("other")[MESSAGES_IN], Some(1));
+        assert_eq!(series("never"), [None; FAMILIES.len()]);
+        let body = scrape(&metrics);
+        assert_eq!(value(&body, names::TOPIC_MESSAGES_IN_TOTAL, None), Some(4));
+        assert_eq!(
+            value(&body, names::TOPIC_PRODUCE_REQUESTS_TOTAL, None),
+            Some(4)
+        );
+
+        // A fetch opens nothing; a produce refused as a follower opens the request count.
+        metrics.fetches("t", 1, 0, 50);
+        metrics.produce("t", ProduceOutcome::Refused);
+        let refused = [None, None, Some(300), None, Some(1), None, Some(3), Some(1)];
+        assert_eq!(series("t"), refused);
+
+        // Leading again: an append opens its records and bytes, counted from 0.
+        metrics.produce("t", appended(2, 20));
+        let led = [
+            Some(2),
+            Some(20),
+            Some(300),
+            None,
+            Some(2),
+            None,
+            Some(3),
+            Some(1),
+        ];
+        assert_eq!(series("t"), led);
+        let body = scrape(&metrics);
+        assert_eq!(value(&body, names::TOPIC_MESSAGES_IN_TOTAL, None), Some(6));
     }
 
     #[test]

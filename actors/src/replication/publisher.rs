@@ -91,6 +91,9 @@ impl ReplicationPublisher {
     fn sync_topic(&mut self, changes: &mut LogChanges<'_>, topic: &TopicImage) {
         let now = now_ms();
         let mut taken = LeadershipTaken::default();
+        // Whether this node leads a partition of the topic, and started following one (a new
+        // leader or epoch), for the topic's leader-only metrics.
+        let (mut leads, mut follows_anew) = (false, false);
         for (partition, registration) in topic.partitions() {
             let key = (topic.name.to_string(), partition);
             let hosted = registration.replicas.as_slice().contains(&self.node_id);
@@ -104,6 +107,7 @@ impl ReplicationPublisher {
                 continue;
             };
             if registration.leader == self.node_id {
+                leads = true;
                 self.lead(
                     key.clone(),
                     registration.isr.as_slice().len() < registration.replicas.as_slice().len(),
@@ -132,6 +136,7 @@ impl ReplicationPublisher {
                     );
                 }
                 RoleChange::BecameFollower => {
+                    follows_anew = true;
                     tracing::debug!(topic = %topic.name, partition, leader = registration.leader, leader_epoch = registration.leader_epoch, "following the partition");
                 }
                 RoleChange::Unchanged => {}
@@ -153,6 +158,11 @@ impl ReplicationPublisher {
         }
         if let Some((partitions, epochs)) = taken.describe() {
             tracing::info!(topic = %topic.name, count = taken.partitions.count(), %partitions, leader_epochs = %epochs, "leading partitions");
+        }
+        // Kafka's `ReplicaManager.updateLeaderAndFollowerMetrics`: a topic whose partitions
+        // this node follows after the change, and leads none of, loses its leader-only series.
+        if follows_anew && !leads {
+            gregor_metrics::remove_leader_topic_metrics(&topic.name);
         }
     }
 
@@ -264,7 +274,10 @@ impl LeadershipTaken {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use gregor_publishers::records::{PartitionRecord, RemoveTopicRecord, TopicRecord};
+    use gregor_metrics::names;
+    use gregor_publishers::records::{
+        PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
+    };
     use gregor_publishers::{MetadataRecord, Provenance};
     use uuid::Uuid;
 
@@ -399,6 +412,68 @@ mod tests {
         assert_eq!(
             (replication.led.len(), replication.under_replicated),
             (1, 0)
+        );
+    }
+
+    /// Kafka's `updateLeaderAndFollowerMetrics`: once this node follows partitions of a topic
+    /// and leads none, the topic's leader-only series leave the scrape; its fetch series stay.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_topic_led_nowhere_here_loses_its_leader_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = LogManager::start(LogManagerSettings::for_tests(dir.path())).unwrap();
+        let mut logs = LogPublisher::new(Arc::clone(&manager), 1, StaticLogDefaults::default());
+        let (mut replication, _assignments) = ReplicationPublisher::new(Arc::clone(&manager), 1);
+        let name = "replication-publisher-leader-series";
+        let id = Uuid::from_u128(7);
+        let image = publish(
+            &Arc::new(MetadataImage::empty()),
+            &[
+                topic(name, id),
+                partition(id, 0, &[1, 2], 1),
+                partition(id, 1, &[1, 2], 1),
+            ],
+            &mut logs,
+            &mut replication,
+        );
+        let appended = gregor_metrics::ProduceOutcome::Appended {
+            messages: 2,
+            bytes: 20,
+        };
+        gregor_metrics::topic_produce(name, appended);
+        gregor_metrics::topic_fetches(name, 1, 0, 20);
+        let series = |family: &str| {
+            let mut body = String::new();
+            gregor_metrics::topics::render(&mut body);
+            let prefix = format!("{family}{{topic=\"{name}\"}} ");
+            body.lines()
+                .find_map(|line| line.strip_prefix(prefix.as_str()).map(str::to_owned))
+        };
+        let moved_to_2 = |partition_id| {
+            MetadataRecord::PartitionChange(PartitionChangeRecord {
+                topic_id: id,
+                partition_id,
+                leader: Some(2),
+                ..PartitionChangeRecord::default()
+            })
+        };
+        let image = publish(&image, &[moved_to_2(0)], &mut logs, &mut replication);
+        assert_eq!(
+            series(names::TOPIC_MESSAGES_IN_TOTAL).as_deref(),
+            Some("2"),
+            "partition 1 is still led here"
+        );
+        publish(&image, &[moved_to_2(1)], &mut logs, &mut replication);
+        for family in [
+            names::TOPIC_MESSAGES_IN_TOTAL,
+            names::TOPIC_BYTES_IN_TOTAL,
+            names::TOPIC_PRODUCE_REQUESTS_TOTAL,
+        ] {
+            assert_eq!(series(family), None, "{family}");
+        }
+        assert_eq!(series(names::TOPIC_BYTES_OUT_TOTAL).as_deref(), Some("20"));
+        assert_eq!(
+            series(names::TOPIC_FETCH_REQUESTS_TOTAL).as_deref(),
+            Some("1")
         );
     }
 }
