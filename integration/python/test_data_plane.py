@@ -575,6 +575,10 @@ def test_a_fetch_quota_caps_the_read_and_takes_back_throttled_bytes(start_node):
         throttles.append(response.throttle_time_ms)
     assert throttles[0] > 5_000, throttles
     assert abs(throttles[1] - throttles[0]) < throttles[0] * 0.2, throttles
+    # Kafka's `fetchMessages` counts a throttled fetch's partition before the quota empties
+    # its answer, which sends no bytes out.
+    counts = topic_counts(node.metrics_text(), "dp-fetch-quota")
+    assert (counts["totalfetchrequests"], counts["bytesout"]) == (3, len(partition.records))
 
 
 def test_deleted_topic_log_is_removed_and_produce_refused(start_node):

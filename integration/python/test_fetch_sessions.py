@@ -16,7 +16,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from conftest import RawConn, wait_for
-from test_data_plane import batch, create, list_offset, produce
+from test_data_plane import batch, create, list_offset, produce, topic_counts
 
 INCREMENTAL = "gregor_fetch_session_incremental_fetches_total"
 SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
@@ -98,6 +98,26 @@ def test_kafka_python_consumer_reads_everything_through_incremental_sessions(nod
         assert seen[partition] == [(i, f"{partition}-{i}".encode()) for i in range(per_partition)], partition
     incremental = metric(node, INCREMENTAL) - before
     assert incremental >= 10, f"only {incremental} incremental fetches: the consumer did not use its session"
+
+
+def test_a_sessions_unanswered_partitions_count_as_fetch_requests(node):
+    """Kafka's `fetchMessages` counts TotalFetchRequestsPerSec for every partition an
+    incremental fetch reads (its whole session), those its answer leaves out included."""
+    topic = "fs-metrics"
+    create(node, (topic, 2))
+    conn = RawConn(node.bootstrap)
+    for partition in range(2):
+        wait_for("the logs", lambda: list_offset(conn, topic, partition, -1).error_code == 0)
+
+    def requests():
+        return topic_counts(node.metrics_text(), topic)["totalfetchrequests"]
+
+    full = session_fetch(conn, 0, 0, [(topic, 0, 0), (topic, 1, 0)])
+    assert (full.error_code, partitions_of(full)) == (0, [0, 1])
+    assert requests() == 2
+    quiet = session_fetch(conn, full.session_id, 1, [])
+    assert (quiet.error_code, partitions_of(quiet)) == (0, [])
+    assert requests() == 4
 
 
 def test_incremental_fetches_omit_unchanged_partitions(node):

@@ -116,6 +116,10 @@ pub(super) async fn handle(
         let read = read_all(ctx, info, read_request, limits.max_bytes, 0).await;
         let done = limits.done(read.bytes, read.any_error, read.urgent, &read.watched);
         if done {
+            // Kafka's `fetchMessages` counts every partition read, before a session leaves out
+            // those without news or a quota throttles the answer.
+            let mut counts = TopicFetchCounts::default();
+            counts.add(ctx, &read.topics);
             let mut body = FetchResponse::default().with_responses(kafka_order(read.topics));
             if version >= 16 {
                 point_to_leaders(ctx, info, &mut body);
@@ -144,6 +148,7 @@ pub(super) async fn handle(
                 body.responses.clear();
                 body.session_id = session.throttled_session_id();
                 body.throttle_time_ms = throttle;
+                counts.throttled();
             } else {
                 match ctx
                     .fetch_sessions
@@ -162,7 +167,7 @@ pub(super) async fn handle(
             for partition in body.responses.iter().flat_map(|t| &t.partitions) {
                 errors.add(partition.error_code);
             }
-            record_topic_metrics(ctx, &body, follower);
+            counts.record(follower);
             let mut response = ApiResponse::new(ResponseKind::Fetch(body), errors);
             response.throttle_time_ms = throttle;
             response.read_memory = read.read_memory;
@@ -376,15 +381,8 @@ fn session_error(code: i16, session_id: i32) -> ApiResponse {
     )
 }
 
-/// Broker topic metrics for the partitions a response carries (none when throttled).
-fn record_topic_metrics(ctx: &HandlerContext, body: &FetchResponse, follower: bool) {
-    let mut counts = TopicFetchCounts::default();
-    counts.add(ctx, &body.responses);
-    counts.record(follower);
-}
-
-/// Per-topic counts of the partitions of a Fetch response, for the broker topic metrics:
-/// (partitions, refused, record bytes sent).
+/// Per-topic counts of the partitions a Fetch read, for the broker topic metrics:
+/// (partitions, failed, record bytes sent).
 #[derive(Default)]
 pub struct TopicFetchCounts(std::collections::BTreeMap<String, (u64, u64, u64)>);
 
@@ -415,6 +413,14 @@ impl TopicFetchCounts {
             for partition in &topic.partitions {
                 count_partition(counts, partition);
             }
+        }
+    }
+
+    /// The answer was throttled: it carries no records, so Kafka counts no bytes out (it counts
+    /// them from the response it sends), while its partitions were read and are requests.
+    pub fn throttled(&mut self) {
+        for (_, _, bytes) in self.0.values_mut() {
+            *bytes = 0;
         }
     }
 

@@ -155,7 +155,7 @@ pub(crate) async fn handle(
     let follower = fetch::is_follower(shell, version);
     let limits = Limits::of(shell, fetch::quota_window_bytes(ctx, info, follower));
     let mut waited = std::time::Duration::ZERO;
-    let (answers, counts, read_memory) = loop {
+    let (answers, mut counts, read_memory) = loop {
         let mut answers = Answers::<FetchList>::for_list(&request.listed);
         let mut read_memory = ReadMemoryHold::default();
         let mut counts = TopicFetchCounts::default();
@@ -222,9 +222,12 @@ pub(crate) async fn handle(
     answered.metric_alias = Some(fetch::metric_alias(follower));
     answered.remote_time = waited;
     if throttle > 0 {
-        return Ok((answered, None));
+        counts.throttled();
     }
     counts.record(follower);
+    if throttle > 0 {
+        return Ok((answered, None));
+    }
     answered.read_memory = read_memory;
     Ok((answered, Some(writer)))
 }
