@@ -312,6 +312,7 @@ impl PartitionLog {
             }
             self.segments
                 .insert(segment.base_offset(), Box::new(replaced));
+            self.sealed_changed();
         }
         if all_installed {
             self.cleaner_offset = Some(cleaned.end.max(self.cleaner_offset.unwrap_or(0)));

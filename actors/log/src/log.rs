@@ -87,6 +87,10 @@ pub struct PartitionLog {
     pub(crate) config: Arc<LogConfig>,
     /// Boxed: a B-tree node holds 11 values, and most partitions have one segment.
     pub(crate) segments: BTreeMap<i64, Box<Segment>>,
+    /// Bytes of every segment but the active one, refreshed whenever the segments change other
+    /// than by an append ([`PartitionLog::sealed_changed`]): [`PartitionLog::size`] must not
+    /// walk the segments, its owner may read it after every append.
+    sealed_bytes: u64,
     pub(crate) log_start_offset: i64,
     pub(crate) recovery_point: i64,
     pub(crate) producers: ProducerStateManager,
@@ -206,6 +210,7 @@ impl PartitionLog {
             shared,
             config,
             segments: BTreeMap::new(),
+            sealed_bytes: 0,
             log_start_offset: checkpoints.log_start_offset.max(0),
             recovery_point: checkpoints.recovery_point.max(0),
             cleaner_offset: checkpoints.cleaner_offset,
@@ -225,6 +230,7 @@ impl PartitionLog {
         } else {
             log.load_segments(&bases, checkpoints.clean_shutdown, now_ms)?;
         }
+        log.sealed_changed();
         Ok(log)
     }
 
@@ -390,6 +396,7 @@ impl PartitionLog {
         let segment = Segment::create(&self.dir, offset, &files, now_ms)
             .map_err(|e| LogError::io("create segment", &self.dir, e))?;
         self.segments.insert(offset, Box::new(segment));
+        self.sealed_changed();
         self.log_start_offset = offset;
         self.recovery_point = offset;
         self.producers.clear();
@@ -631,6 +638,7 @@ impl PartitionLog {
         let segment = Segment::create(&self.dir, base, &files, now_ms)
             .map_err(|e| LogError::io("create segment", &self.dir, e))?;
         self.segments.insert(base, Box::new(segment));
+        self.sealed_changed();
         match sealed {
             Some(files) => self.rolled.push(RolledSegment {
                 up_to: base,
@@ -887,6 +895,8 @@ impl PartitionLog {
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
         self.check_online()?;
         let result = self.truncate_inner(offset, now_ms);
+        // Also after a failure: segments may have gone before it.
+        self.sealed_changed();
         self.guard(result)
     }
 
@@ -963,6 +973,8 @@ impl PartitionLog {
     pub fn enforce_retention(&mut self, now_ms: i64, high_watermark: i64) -> Result<RetentionInfo> {
         self.check_online()?;
         let result = self.retention_inner(now_ms, high_watermark);
+        // Also after a failure: segments may have gone before it.
+        self.sealed_changed();
         self.guard(result)
     }
 
@@ -1137,9 +1149,21 @@ impl PartitionLog {
     pub fn cleaner_offset(&self) -> Option<i64> {
         self.cleaner_offset
     }
-    /// Sum of the segment sizes (DescribeLogDirs' PartitionSize).
+    /// Sum of the segment sizes (DescribeLogDirs' PartitionSize, Kafka's `UnifiedLog.size`),
+    /// without a walk over them.
     pub fn size(&self) -> u64 {
-        self.segments.values().map(|s| s.size()).sum()
+        self.sealed_bytes + self.active_ref().size()
+    }
+
+    /// Recounts [`PartitionLog::sealed_bytes`] after segments were added, removed or rewritten.
+    pub(crate) fn sealed_changed(&mut self) {
+        self.sealed_bytes = self
+            .segments
+            .values()
+            .rev()
+            .skip(1)
+            .map(|segment| segment.size())
+            .sum();
     }
     pub fn segment_count(&self) -> usize {
         self.segments.len()

@@ -1213,3 +1213,63 @@ fn the_longest_topic_name_can_be_deleted_and_moved_aside() {
     let name = stray.file_name().unwrap().to_str().unwrap();
     assert!(name.len() <= 255 && name.ends_with("-stray"), "{name}");
 }
+
+/// `size()` is kept as the segments change rather than summed at each call (it is read after
+/// every append): it matches the segment files on disk after appends that roll, retention, a
+/// truncation into a sealed segment and one within the active segment, compaction, a full
+/// truncation and a reopen.
+#[test]
+fn size_follows_every_change_of_the_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        file_delete_delay_ms: 60_000,
+        cleanup_compact: true,
+        min_cleanable_dirty_ratio: 0.0,
+        ..small_config()
+    };
+    let (mut log_dir, mut log) = open(dir.path(), config.clone());
+    let check = |log: &gregor_log::log::PartitionLog, step: &str| {
+        assert_eq!(log.size(), segment_bytes_on_disk(log), "after {step}");
+    };
+    check(&log, "the open");
+    for i in 0..120u64 {
+        // Ten keys written again and again: compaction has something to remove.
+        log.append(&client_batch(i % 10, 3, Compression::None, NOW), NOW, 0)
+            .unwrap();
+        check(&log, "an append");
+    }
+    assert!(log.segment_count() >= 4, "4 KiB segments roll");
+    let leo = log.log_end_offset();
+
+    log.delete_records_before(log.segment_base_offsets()[1])
+        .unwrap();
+    assert_eq!(log.enforce_retention(NOW, leo).unwrap().segments_deleted, 1);
+    check(&log, "retention");
+
+    let sealed = log.segment_base_offsets()[1];
+    log.truncate_to(sealed + 1, NOW).unwrap();
+    check(&log, "a truncation into a sealed segment");
+    log.append(&client_batch(1, 3, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    log.truncate_to(log.log_end_offset() - 1, NOW).unwrap();
+    check(&log, "a truncation within the active segment");
+
+    for i in 0..30u64 {
+        log.append(&client_batch(i % 10, 3, Compression::None, NOW), NOW, 0)
+            .unwrap();
+    }
+    let before = log.size();
+    let leo = log.log_end_offset();
+    assert!(log.compact(NOW, leo).unwrap().is_some());
+    assert!(log.size() < before);
+    check(&log, "compaction");
+
+    log_dir.shutdown([&mut log], 1, NOW).unwrap();
+    drop((log_dir, log));
+    let (_log_dir, mut log) = open(dir.path(), config);
+    check(&log, "a reopen");
+
+    log.truncate_fully_and_start_at(leo + 10, NOW).unwrap();
+    assert_eq!(log.size(), 0);
+    check(&log, "a full truncation");
+}

@@ -98,3 +98,13 @@ pub fn read_all(log: &mut PartitionLog, from: i64) -> Vec<OwnedRecord> {
     }
     out
 }
+
+/// Bytes of the log's segment files on disk (`.log`, not those renamed for deletion).
+pub fn segment_bytes_on_disk(log: &PartitionLog) -> u64 {
+    std::fs::read_dir(log.dir())
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
+        .map(|entry| entry.metadata().unwrap().len())
+        .sum()
+}
