@@ -15,7 +15,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from conftest import Node, RawConn, gregor_bin, wait_for
 from ports import reserve_port
@@ -1154,6 +1154,76 @@ def test_acks_all_below_min_insync_replicas_is_refused_without_a_message():
         refused = produce(conn, topic, 0, batch([(b"k", b"v", [], 1)]), acks=-1)
         conn.close()
         assert (refused.error_code, refused.error_message, refused.log_start_offset, refused.base_offset) == (19, None, 0, -1)
+    finally:
+        for node in nodes:
+            node.close()
+
+
+REPLICA_GAUGES = ("leadercount", "underreplicatedpartitions", "underminisrpartitioncount", "atminisrpartitioncount")
+
+
+def replica_gauges(node):
+    """Kafka's ReplicaManager LeaderCount, UnderReplicatedPartitions, UnderMinIsrPartitionCount
+    and AtMinIsrPartitionCount, from one scrape of the node."""
+    values = {}
+    for line in node.metrics_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("kafka_server_replicamanager_"):
+            values[name[len("kafka_server_replicamanager_"):]] = float(value)
+    return tuple(values.get(name) for name in REPLICA_GAUGES)
+
+
+def test_min_isr_gauges_follow_a_stopped_and_a_paused_follower(tmp_path):
+    """Kafka's ReplicaManager gauges on the leader of a partition of three replicas with
+    min.insync.replicas=2: a stopped follower leaves the ISR at its minimum
+    (AtMinIsrPartitionCount), the other follower no longer fetching takes it under
+    (UnderMinIsrPartitionCount), a change of the topic's minimum alone moves them, and all are 0
+    once both followers are back; the followers count nothing."""
+    nodes, pause = start_hooked_cluster(tmp_path, PAUSE_FETCH_HOOK, {"replica.lag.time.max.ms": "1000"})
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "min-isr"
+        create_replicated_topic(admin, topic, 2)
+        leader, replicas, _ = partition_state(admin, topic)
+        stopped, paused = [r for r in replicas if r != leader]
+
+        def gauges(node_id, expected, what):
+            wait_for(f"node {node_id}'s gauges {what}", lambda: replica_gauges(by_id[node_id]) == expected, timeout=FAILOVER_TIMEOUT)
+
+        gauges(leader, (1, 0, 0, 0), "with a full ISR")
+        for follower in (stopped, paused):
+            gauges(follower, (0, 0, 0, 0), "as a follower")
+
+        by_id[stopped].kill9()
+        gauges(leader, (1, 1, 0, 1), "with 2 of 3 in sync: at the minimum")
+        pause[paused].touch()
+        # A follower at the leader's log end stays in sync: records it does not fetch.
+        producer = Producer({"bootstrap.servers": bootstrap(nodes, [by_id[leader]]), "acks": 1})
+        for value in (b"x", b"y"):
+            producer.produce(topic, value=value, partition=0)
+        assert producer.flush(30) == 0
+        gauges(leader, (1, 1, 1, 0), "with the leader alone in sync: under the minimum")
+
+        alive = [by_id[leader], by_id[paused]]
+        survivors = AdminClient({"bootstrap.servers": bootstrap(nodes, alive)})
+
+        def set_min_isr(value):
+            resource = ConfigResource("topic", topic, set_config={"min.insync.replicas": value})
+            for future in survivors.alter_configs([resource]).values():
+                future.result(30)
+
+        set_min_isr("1")
+        gauges(leader, (1, 1, 0, 1), "with the minimum lowered to the ISR")
+        set_min_isr("2")
+        gauges(leader, (1, 1, 1, 0), "with the minimum back at 2")
+
+        pause[paused].unlink()
+        by_id[stopped].start()
+        by_id[stopped].wait_ready()
+        wait_for("a full ISR again", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
+        gauges(leader, (1, 0, 0, 0), "with a full ISR again")
+
     finally:
         for node in nodes:
             node.close()

@@ -201,6 +201,15 @@ pub const REPLICA_LEADER_COUNT: &str = "kafka_server_replicamanager_leadercount"
 /// `ReplicaManager.UnderReplicatedPartitions`).
 pub const REPLICA_UNDER_REPLICATED_PARTITIONS: &str =
     "kafka_server_replicamanager_underreplicatedpartitions";
+/// Partitions this broker leads whose ISR is smaller than their `min.insync.replicas` (capped at
+/// the replica count), so acks=all produces fail (Kafka's `ReplicaManager.
+/// UnderMinIsrPartitionCount`, from `Partition.isUnderMinIsr`).
+pub const REPLICA_UNDER_MIN_ISR_PARTITION_COUNT: &str =
+    "kafka_server_replicamanager_underminisrpartitioncount";
+/// Partitions this broker leads whose ISR is exactly that minimum: one more replica lost and
+/// acks=all produces fail (`ReplicaManager.AtMinIsrPartitionCount`, `Partition.isAtMinIsr`).
+pub const REPLICA_AT_MIN_ISR_PARTITION_COUNT: &str =
+    "kafka_server_replicamanager_atminisrpartitioncount";
 /// Partition logs this broker has opened, those whose log dir went offline since included (Kafka's
 /// `ReplicaManager.PartitionCount`).
 pub const REPLICA_PARTITION_COUNT: &str = "kafka_server_replicamanager_partitioncount";

@@ -468,10 +468,22 @@ pub fn quota_queue_size(resource: &'static str) -> metrics::Gauge {
     gauge!(names::QUOTA_QUEUE_SIZE, "resource" => resource)
 }
 
-/// The partitions this broker leads and how many of them are under-replicated.
-pub fn replica_leadership(leaders: usize, under_replicated: usize) {
-    gauge!(names::REPLICA_LEADER_COUNT).set(leaders as f64);
-    gauge!(names::REPLICA_UNDER_REPLICATED_PARTITIONS).set(under_replicated as f64);
+/// The partitions this broker leads, and how many of them are in each state the
+/// `ReplicaManager` gauges count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Leadership {
+    pub leaders: usize,
+    pub under_replicated: usize,
+    pub under_min_isr: usize,
+    pub at_min_isr: usize,
+}
+
+/// Sets the `ReplicaManager` gauges of the partitions this broker leads.
+pub fn replica_leadership(leadership: &Leadership) {
+    gauge!(names::REPLICA_LEADER_COUNT).set(leadership.leaders as f64);
+    gauge!(names::REPLICA_UNDER_REPLICATED_PARTITIONS).set(leadership.under_replicated as f64);
+    gauge!(names::REPLICA_UNDER_MIN_ISR_PARTITION_COUNT).set(leadership.under_min_isr as f64);
+    gauge!(names::REPLICA_AT_MIN_ISR_PARTITION_COUNT).set(leadership.at_min_isr as f64);
 }
 
 /// The partitions whose log is open on this broker and the log dirs that are offline.

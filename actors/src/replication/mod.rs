@@ -23,6 +23,15 @@ pub use isr::IsrTask;
 pub use publisher::{FollowedPartition, FollowerAssignments, ReplicationPublisher};
 pub use shutdown::controlled_shutdown;
 
+/// The ISR size a partition of `replicas` replicas needs: `min.insync.replicas`, capped at the
+/// replica count (Kafka's `Partition.effectiveMinIsr`: a minimum above the replication factor
+/// would otherwise never be met).
+pub(crate) fn effective_min_isr(min_insync_replicas: i32, replicas: usize) -> usize {
+    usize::try_from(min_insync_replicas.max(1))
+        .unwrap_or(1)
+        .min(replicas.max(1))
+}
+
 /// What this node is for one partition.
 #[derive(Debug, Default)]
 pub enum Role {
@@ -246,10 +255,7 @@ impl Replication {
         let Role::Leader(state) = &self.role else {
             return None;
         };
-        let effective_min = usize::try_from(min_insync_replicas.max(1))
-            .unwrap_or(1)
-            .min(state.replicas.len().max(1));
-        if state.isr.len() < effective_min {
+        if state.isr.len() < effective_min_isr(min_insync_replicas, state.replicas.len()) {
             return Some(current.min(log_end_offset));
         }
         let mut candidate = log_end_offset;
@@ -376,10 +382,7 @@ impl Replication {
     pub fn isr_satisfies(&self, min_insync_replicas: i32) -> bool {
         match &self.role {
             Role::Leader(state) => {
-                let min = usize::try_from(min_insync_replicas.max(1))
-                    .unwrap_or(1)
-                    .min(state.replicas.len().max(1));
-                state.isr.len() >= min
+                state.isr.len() >= effective_min_isr(min_insync_replicas, state.replicas.len())
             }
             _ => false,
         }

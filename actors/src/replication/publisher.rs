@@ -5,13 +5,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use gregor_log::checkpoint::TopicPartition;
+use gregor_publishers::image::configs::ConfigsDelta;
 use gregor_publishers::image::topics::TopicImage;
 use gregor_publishers::{
     LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher, PublishError,
 };
 use tokio::sync::watch;
 
-use super::{Assignment, RoleChange};
+use super::{effective_min_isr, Assignment, RoleChange};
+use crate::controller::logic::configs::resource_type::{BROKER, TOPIC};
 use crate::log_manager::{now_ms, LogChanges, LogManager};
 use crate::partition_runs::{write_span, PartitionRuns};
 
@@ -33,10 +35,10 @@ pub struct ReplicationPublisher {
     node_id: i32,
     /// Followed partitions: (topic, partition) → (leader, partition).
     followed: HashMap<(String, i32), (i32, FollowedPartition)>,
-    /// Led partitions: (topic, partition) → under-replicated (ISR smaller than the replicas).
-    led: HashMap<(String, i32), bool>,
-    /// How many of `led` are under-replicated, kept as they change (not counted per image).
-    under_replicated: usize,
+    /// Led partitions: (topic, partition) → how it counts in the `ReplicaManager` gauges.
+    led: HashMap<(String, i32), LedHealth>,
+    /// How many of `led` are in each state, kept as they change (not counted per image).
+    health: HealthCounts,
     /// Whether `followed` changed since the fetchers were last sent their assignments.
     followed_changed: bool,
     assignments: watch::Sender<Arc<FollowerAssignments>>,
@@ -55,7 +57,7 @@ impl ReplicationPublisher {
                 node_id,
                 followed: HashMap::new(),
                 led: HashMap::new(),
-                under_replicated: 0,
+                health: HealthCounts::default(),
                 followed_changed: false,
                 assignments,
             },
@@ -63,16 +65,16 @@ impl ReplicationPublisher {
         )
     }
 
-    fn lead(&mut self, key: (String, i32), under_replicated: bool) {
-        if self.led.insert(key, under_replicated) == Some(true) {
-            self.under_replicated -= 1;
+    fn lead(&mut self, key: (String, i32), health: LedHealth) {
+        if let Some(before) = self.led.insert(key, health) {
+            self.health.remove(before);
         }
-        self.under_replicated += usize::from(under_replicated);
+        self.health.add(health);
     }
 
     fn stop_leading(&mut self, key: &(String, i32)) {
-        if self.led.remove(key) == Some(true) {
-            self.under_replicated -= 1;
+        if let Some(before) = self.led.remove(key) {
+            self.health.remove(before);
         }
     }
 
@@ -108,10 +110,12 @@ impl ReplicationPublisher {
             };
             if registration.leader == self.node_id {
                 leads = true;
-                self.lead(
-                    key.clone(),
-                    registration.isr.as_slice().len() < registration.replicas.as_slice().len(),
+                let health = LedHealth::of(
+                    registration.isr.as_slice().len(),
+                    registration.replicas.as_slice().len(),
+                    state.min_insync_replicas(),
                 );
+                self.lead(key.clone(), health);
             } else {
                 self.stop_leading(&key);
             }
@@ -206,15 +210,19 @@ impl MetadataPublisher for ReplicationPublisher {
     ) -> Result<(), PublishError> {
         let logs = Arc::clone(&self.logs);
         let mut changes = logs.changes();
-        if matches!(manifest, LoaderManifest::Snapshot { .. }) {
+        let snapshot = matches!(manifest, LoaderManifest::Snapshot { .. });
+        if snapshot {
             self.followed.clear();
             self.followed_changed = true;
             self.led.clear();
-            self.under_replicated = 0;
+            self.health = HealthCounts::default();
             for topic in image.topics.iter() {
                 self.sync_topic(&mut changes, topic);
             }
-        } else if let Some(topics) = delta.topics_delta() {
+        } else if delta.topics_delta().is_none() && delta.configs_delta().is_none() {
+            return Ok(());
+        }
+        if let Some(topics) = delta.topics_delta().filter(|_| !snapshot) {
             // A deleted topic's partitions are those of the image before the delta: a deletion
             // costs its own partitions, not every hosted one.
             for (id, name) in topics.deleted_topics() {
@@ -232,13 +240,97 @@ impl MetadataPublisher for ReplicationPublisher {
                     self.sync_topic(&mut changes, topic);
                 }
             }
-        } else {
-            return Ok(());
+        }
+        if let Some(configs) = delta.configs_delta().filter(|_| !snapshot) {
+            // The log publisher, before this one, has given the states the new minimum.
+            for topic in self.min_isr_changed(configs, image) {
+                self.sync_topic(&mut changes, topic);
+            }
         }
         changes.send();
         self.publish_assignments();
-        gregor_metrics::replica_leadership(self.led.len(), self.under_replicated);
+        gregor_metrics::replica_leadership(&self.health.of(self.led.len()));
         Ok(())
+    }
+}
+
+impl ReplicationPublisher {
+    /// The topics whose effective `min.insync.replicas` `configs` may have changed: those whose
+    /// own config changed, every topic when this node's or the cluster's broker default did.
+    fn min_isr_changed<'a>(
+        &self,
+        configs: &ConfigsDelta,
+        image: &'a MetadataImage,
+    ) -> Vec<&'a Arc<TopicImage>> {
+        let node = self.node_id.to_string();
+        let mut topics = Vec::new();
+        for (resource_type, name, change) in configs.changed_resources() {
+            let min_isr = change.cleared()
+                || change
+                    .changes()
+                    .any(|(key, _)| key == "min.insync.replicas");
+            if !min_isr {
+                continue;
+            }
+            if resource_type == BROKER && (name.is_empty() || name == node) {
+                return image.topics.iter().collect();
+            }
+            if resource_type == TOPIC {
+                topics.extend(image.topics.get_by_name(name));
+            }
+        }
+        topics
+    }
+}
+
+/// How a led partition counts in the `ReplicaManager` gauges (Kafka's `Partition`:
+/// `isUnderReplicated`, `isUnderMinIsr`, `isAtMinIsr`, against the effective minimum).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct LedHealth {
+    under_replicated: bool,
+    under_min_isr: bool,
+    at_min_isr: bool,
+}
+
+impl LedHealth {
+    fn of(isr: usize, replicas: usize, min_insync_replicas: i32) -> Self {
+        let min_isr = effective_min_isr(min_insync_replicas, replicas);
+        LedHealth {
+            under_replicated: isr < replicas,
+            under_min_isr: isr < min_isr,
+            at_min_isr: isr == min_isr,
+        }
+    }
+}
+
+/// How many led partitions are in each state of [`LedHealth`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct HealthCounts {
+    under_replicated: usize,
+    under_min_isr: usize,
+    at_min_isr: usize,
+}
+
+impl HealthCounts {
+    fn add(&mut self, health: LedHealth) {
+        self.under_replicated += usize::from(health.under_replicated);
+        self.under_min_isr += usize::from(health.under_min_isr);
+        self.at_min_isr += usize::from(health.at_min_isr);
+    }
+
+    fn remove(&mut self, health: LedHealth) {
+        self.under_replicated -= usize::from(health.under_replicated);
+        self.under_min_isr -= usize::from(health.under_min_isr);
+        self.at_min_isr -= usize::from(health.at_min_isr);
+    }
+
+    fn of(self, leaders: usize) -> gregor_metrics::Leadership {
+        gregor_metrics::Leadership {
+            leaders,
+            under_replicated: self.under_replicated,
+            under_min_isr: self.under_min_isr,
+            at_min_isr: self.at_min_isr,
+        }
     }
 }
 
@@ -276,7 +368,7 @@ mod tests {
 
     use gregor_metrics::names;
     use gregor_publishers::records::{
-        PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
+        ConfigRecord, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
     };
     use gregor_publishers::{MetadataRecord, Provenance};
     use uuid::Uuid;
@@ -285,10 +377,29 @@ mod tests {
     use crate::log_manager::{LogManagerSettings, LogPublisher, StaticLogDefaults};
 
     fn partition(topic: Uuid, id: i32, isr: &[i32], leader: i32) -> MetadataRecord {
+        partition_on(topic, id, &[1, 2], isr, leader)
+    }
+
+    fn partition_on(
+        topic: Uuid,
+        id: i32,
+        replicas: &[i32],
+        isr: &[i32],
+        leader: i32,
+    ) -> MetadataRecord {
         MetadataRecord::Partition(PartitionRecord {
             isr: isr.to_vec(),
             leader,
-            ..PartitionRecord::in_sync(topic, id, vec![1, 2])
+            ..PartitionRecord::in_sync(topic, id, replicas.to_vec())
+        })
+    }
+
+    fn config(resource_type: i8, name: &str, key: &str, value: Option<&str>) -> MetadataRecord {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type,
+            resource_name: name.into(),
+            name: key.into(),
+            value: value.map(Into::into),
         })
     }
 
@@ -323,6 +434,23 @@ mod tests {
             .on_metadata_update(&delta, &next, &manifest)
             .unwrap();
         next
+    }
+
+    /// Kafka's `Partition` states against the effective minimum (`min.insync.replicas` capped
+    /// at the replica count).
+    #[test]
+    fn a_led_partition_is_under_or_at_its_effective_min_isr() {
+        let health = |under_replicated, under_min_isr, at_min_isr| LedHealth {
+            under_replicated,
+            under_min_isr,
+            at_min_isr,
+        };
+        assert_eq!(LedHealth::of(3, 3, 2), health(false, false, false));
+        assert_eq!(LedHealth::of(2, 3, 2), health(true, false, true));
+        assert_eq!(LedHealth::of(1, 3, 2), health(true, true, false));
+        // A minimum above the replication factor is capped: one replica in sync of one.
+        assert_eq!(LedHealth::of(1, 1, 2), health(false, false, true));
+        assert_eq!(LedHealth::of(2, 3, 5), health(true, true, false));
     }
 
     /// The partitions a topic started leading are logged as runs of ids and a span of epochs.
@@ -366,7 +494,7 @@ mod tests {
             &mut replication,
         );
         assert_eq!(
-            (replication.led.len(), replication.under_replicated),
+            (replication.led.len(), replication.health.under_replicated),
             (3, 3)
         );
         let followed = |name: &str| {
@@ -389,7 +517,7 @@ mod tests {
         assert!(manager.partition("gone", 0).is_none() && manager.partition("gone", 1).is_none());
         assert!(manager.partition("kept", 0).is_some() && manager.partition("kept", 1).is_some());
         assert_eq!(
-            (replication.led.len(), replication.under_replicated),
+            (replication.led.len(), replication.health.under_replicated),
             (2, 2)
         );
         assert_eq!(followed("gone"), 0);
@@ -410,7 +538,7 @@ mod tests {
         );
         assert!(manager.partition("kept", 1).is_none());
         assert_eq!(
-            (replication.led.len(), replication.under_replicated),
+            (replication.led.len(), replication.health.under_replicated),
             (1, 0)
         );
     }
@@ -475,5 +603,92 @@ mod tests {
             series(names::TOPIC_FETCH_REQUESTS_TOTAL).as_deref(),
             Some("1")
         );
+    }
+
+    /// The min-ISR gauges count led partitions whose ISR is under or at the effective minimum,
+    /// and follow ISR changes, leadership moving away, and a change of the topic's or the broker
+    /// default's `min.insync.replicas` that changes no partition.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn min_isr_counts_follow_isrs_leaders_and_configs() {
+        let dir = tempfile::tempdir().unwrap();
+        let manager = LogManager::start(LogManagerSettings::for_tests(dir.path())).unwrap();
+        let mut logs = LogPublisher::new(Arc::clone(&manager), 1, StaticLogDefaults::default());
+        let (mut replication, _) = ReplicationPublisher::new(Arc::clone(&manager), 1);
+        let (t, single) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let counts = |replication: &ReplicationPublisher| {
+            let health = replication.health.of(replication.led.len());
+            (
+                health.leaders,
+                health.under_replicated,
+                health.under_min_isr,
+                health.at_min_isr,
+            )
+        };
+        let image = publish(
+            &Arc::new(MetadataImage::empty()),
+            &[
+                topic("t", t),
+                config(TOPIC, "t", "min.insync.replicas", Some("2")),
+                partition_on(t, 0, &[1, 2, 3], &[1, 2, 3], 1),
+                partition_on(t, 1, &[1, 2, 3], &[1, 2], 1),
+                partition_on(t, 2, &[1, 2, 3], &[1], 1),
+                partition_on(t, 3, &[1, 2, 3], &[2, 3], 2),
+                topic("single", single),
+                config(TOPIC, "single", "min.insync.replicas", Some("2")),
+                partition_on(single, 0, &[1], &[1], 1),
+            ],
+            &mut logs,
+            &mut replication,
+        );
+        // Led: t-0 (healthy), t-1 (at 2), t-2 (under 2), single-0 (at its capped minimum 1).
+        assert_eq!(counts(&replication), (4, 2, 1, 2));
+
+        let change = |partition_id, isr: &[i32], leader| {
+            MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id,
+                topic_id: t,
+                isr: Some(isr.to_vec()),
+                leader,
+                ..PartitionChangeRecord::default()
+            })
+        };
+        // t-2 back in sync; t-0 led elsewhere now.
+        let image = publish(
+            &image,
+            &[change(2, &[1, 2, 3], None), change(0, &[2, 3], Some(2))],
+            &mut logs,
+            &mut replication,
+        );
+        assert_eq!(counts(&replication), (3, 1, 0, 2));
+
+        // Only the topic's minimum changes: t-1 (2 of 3) is under 3 now, t-2 (3 of 3) at it.
+        let image = publish(
+            &image,
+            &[config(TOPIC, "t", "min.insync.replicas", Some("3"))],
+            &mut logs,
+            &mut replication,
+        );
+        assert_eq!(counts(&replication), (3, 1, 1, 2));
+
+        // The topics' own minimums go; the cluster-wide broker default (1) applies.
+        let image = publish(
+            &image,
+            &[
+                config(TOPIC, "t", "min.insync.replicas", None),
+                config(TOPIC, "single", "min.insync.replicas", None),
+                config(BROKER, "", "min.insync.replicas", Some("1")),
+            ],
+            &mut logs,
+            &mut replication,
+        );
+        assert_eq!(counts(&replication), (3, 1, 0, 1));
+        // This node's default: 2 of 3 replicas in sync on t-1 is at it again.
+        publish(
+            &image,
+            &[config(BROKER, "1", "min.insync.replicas", Some("2"))],
+            &mut logs,
+            &mut replication,
+        );
+        assert_eq!(counts(&replication), (3, 1, 0, 2));
     }
 }
