@@ -40,6 +40,15 @@ def dir_of(dirs, topic, partition):
     return found
 
 
+def gauge(node, name, labels=""):
+    """The value of the series `name{labels}` in the node's scrape (None when absent)."""
+    series = f"{name}{{{labels}}} " if labels else f"{name} "
+    for line in node.metrics_text().splitlines():
+        if line.startswith(series):
+            return float(line.split()[-1])
+    return None
+
+
 def values(node, topic, partition):
     conn = RawConn(node.bootstrap)
     try:
@@ -93,6 +102,8 @@ def test_partitions_of_an_unusable_dir_stay_offline_and_come_back_intact(start_n
             assert not (dirs[0] / f"held-{p}").exists()
             refused = produce(conn, "held", p, batch([(b"k", b"late", [], 2000)]))
             assert refused.error_code == KAFKA_STORAGE_ERROR, refused
+        # Kafka's OfflineReplicaCount: the partitions of the unusable dir.
+        wait_for("the offline replicas in the metrics", lambda: gauge(node, "kafka_server_replicamanager_offlinereplicacount") == len(in_second))
     finally:
         conn.close()
     assert "log dir unusable: it stays offline" in node.log()
@@ -104,6 +115,7 @@ def test_partitions_of_an_unusable_dir_stay_offline_and_come_back_intact(start_n
     node.start()
     for p in range(4):
         wait_for("every record back", lambda: values(node, "held", p) == [b"%d-%d" % (p, i) for i in range(RECORDS)])
+    wait_for("no offline replica", lambda: gauge(node, "kafka_server_replicamanager_offlinereplicacount") == 0)
 
 
 def test_a_partition_in_two_dirs_stops_the_start(start_node, tmp_path):

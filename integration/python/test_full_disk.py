@@ -77,9 +77,10 @@ def test_a_full_log_dir_answers_kafka_storage_error_and_the_node_stays_up(start_
     assert node.proc.poll() is None
 
     # Kafka's gauges: both logs still count as hosted (the failed one as offline, as Kafka counts
-    # an offline partition), and one log dir is offline.
+    # an offline partition), one replica and one log dir are offline.
     wait_for("the offline log dir in the metrics", lambda: gauge(node, "kafka_log_logmanager_offlinelogdirectorycount") == 1)
     assert gauge(node, "kafka_server_replicamanager_partitioncount") == 2
+    wait_for("the offline replica in the metrics", lambda: gauge(node, "kafka_server_replicamanager_offlinereplicacount") == 1)
 
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:

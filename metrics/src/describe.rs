@@ -48,6 +48,7 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::REPLICA_UNDER_REPLICATED_PARTITIONS, Gauge, Unit::Count, "Partitions this broker leads whose ISR is smaller than their replica set."),
     (names::REPLICA_UNDER_MIN_ISR_PARTITION_COUNT, Gauge, Unit::Count, "Partitions this broker leads whose ISR is smaller than min.insync.replicas (capped at the replica count): acks=all produces to them fail."),
     (names::REPLICA_AT_MIN_ISR_PARTITION_COUNT, Gauge, Unit::Count, "Partitions this broker leads whose ISR is exactly min.insync.replicas (capped at the replica count): one more replica lost and acks=all produces fail."),
+    (names::REPLICA_OFFLINE_REPLICA_COUNT, Gauge, Unit::Count, "Partition logs this broker hosts that are offline (their log dir failed, or no log dir could hold them)."),
     (names::REPLICA_PARTITION_COUNT, Gauge, Unit::Count, "Partition logs this broker has opened, including those whose log dir went offline since (as Kafka counts offline partitions)."),
     (names::LOG_OFFLINE_LOG_DIRECTORY_COUNT, Gauge, Unit::Count, "Log dirs marked offline after a storage error; their partitions answer KAFKA_STORAGE_ERROR."),
     (names::REPLICA_ISR_SHRINKS_TOTAL, Counter, Unit::Count, "ISR shrinks this broker's partition leaders committed through AlterPartition."),

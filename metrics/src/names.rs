@@ -210,6 +210,9 @@ pub const REPLICA_UNDER_MIN_ISR_PARTITION_COUNT: &str =
 /// acks=all produces fail (`ReplicaManager.AtMinIsrPartitionCount`, `Partition.isAtMinIsr`).
 pub const REPLICA_AT_MIN_ISR_PARTITION_COUNT: &str =
     "kafka_server_replicamanager_atminisrpartitioncount";
+/// Partition logs this broker hosts that are offline: their log dir failed, or no log dir could
+/// hold them (Kafka's `ReplicaManager.OfflineReplicaCount`).
+pub const REPLICA_OFFLINE_REPLICA_COUNT: &str = "kafka_server_replicamanager_offlinereplicacount";
 /// Partition logs this broker has opened, those whose log dir went offline since included (Kafka's
 /// `ReplicaManager.PartitionCount`).
 pub const REPLICA_PARTITION_COUNT: &str = "kafka_server_replicamanager_partitioncount";

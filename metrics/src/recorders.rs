@@ -486,9 +486,11 @@ pub fn replica_leadership(leadership: &Leadership) {
     gauge!(names::REPLICA_AT_MIN_ISR_PARTITION_COUNT).set(leadership.at_min_isr as f64);
 }
 
-/// The partitions whose log is open on this broker and the log dirs that are offline.
-pub fn hosted_logs(partitions: usize, offline_log_dirs: usize) {
+/// The partitions whose log is open on this broker, those of them offline, and the log dirs
+/// that are offline.
+pub fn hosted_logs(partitions: usize, offline_partitions: usize, offline_log_dirs: usize) {
     gauge!(names::REPLICA_PARTITION_COUNT).set(partitions as f64);
+    gauge!(names::REPLICA_OFFLINE_REPLICA_COUNT).set(offline_partitions as f64);
     gauge!(names::LOG_OFFLINE_LOG_DIRECTORY_COUNT).set(offline_log_dirs as f64);
 }
 

@@ -27,7 +27,9 @@ mod shard;
 mod tests;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -82,8 +84,14 @@ pub struct PartitionState {
     config: ArcSwap<LogConfig>,
     /// Set once the log is open (recovered) and serving.
     open: AtomicBool,
-    /// Set when the log could not be opened or its log dir went offline.
-    offline: AtomicBool,
+    /// [`OFFLINE`] once the log could not be opened or its log dir went offline, [`REMOVED`]
+    /// once the state left the manager's partitions: one atomic, so that a storage error and a
+    /// removal racing on two threads count the partition in `offline_replicas` only while it
+    /// is hosted.
+    offline: AtomicU8,
+    /// The manager's count of hosted partitions that are offline (Kafka's
+    /// `ReplicaManager.OfflineReplicaCount`).
+    offline_replicas: Arc<AtomicUsize>,
     /// Woken after every append, every high-watermark move and when the log goes away or
     /// changes leader, for waiting fetches and acks=all produces.
     pub appended: Notify,
@@ -94,6 +102,10 @@ pub struct PartitionState {
     /// checkpoint` skips the next, instead of reading a million idle partitions every 5 s.
     high_watermark_moves: Arc<AtomicU64>,
 }
+
+/// Bits of [`PartitionState::offline`].
+const OFFLINE: u8 = 1;
+const REMOVED: u8 = 2;
 
 impl PartitionState {
     pub fn high_watermark(&self) -> i64 {
@@ -119,18 +131,34 @@ impl PartitionState {
     }
     /// Open and online: it can serve requests.
     pub fn is_serving(&self) -> bool {
-        self.open.load(Ordering::Acquire) && !self.offline.load(Ordering::Acquire)
+        self.open.load(Ordering::Acquire) && !self.is_offline()
     }
     pub fn is_offline(&self) -> bool {
-        self.offline.load(Ordering::Acquire)
+        self.offline.load(Ordering::Acquire) & OFFLINE != 0
     }
+
+    /// Takes the partition offline, for good (a log dir never comes back while the node
+    /// runs); counted once among the offline replicas while it is hosted.
+    pub(crate) fn mark_offline(&self) {
+        if self.offline.fetch_or(OFFLINE, Ordering::AcqRel) == 0 {
+            self.offline_replicas.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The state left the manager's partitions: no longer counted if it was offline.
+    fn mark_removed(&self) {
+        if self.offline.fetch_or(REMOVED, Ordering::AcqRel) == OFFLINE {
+            self.offline_replicas.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Registered by the metadata image and being opened (recovered) by its shard. Appends may
     /// already be queued: the shard opens the log before it serves any command sent after the
     /// open reached it (one sent in the moment between the registration and the log
     /// publisher's send gets NOT_LEADER_OR_FOLLOWER, which clients retry). Offsets are not
     /// known yet.
     pub fn is_opening(&self) -> bool {
-        !self.open.load(Ordering::Acquire) && !self.offline.load(Ordering::Acquire)
+        !self.open.load(Ordering::Acquire) && !self.is_offline()
     }
 
     /// After a new leader epoch: an empty log's first epoch is its start offset's.
@@ -280,6 +308,9 @@ pub struct LogManager {
     isr_changes: std::sync::OnceLock<crate::replication::IsrChanges>,
     /// Given to every partition's state; the shards read it (see `PartitionState`).
     high_watermark_moves: Arc<AtomicU64>,
+    /// Given to every partition's state, which counts itself while offline; the shards record
+    /// it (see `LogDirs::offline_replicas`).
+    offline_replicas: Arc<AtomicUsize>,
     /// Bounds the blocking threads validating batches (see [`LogManager::validate_apart`]).
     validation_slots: tokio::sync::Semaphore,
     /// Record bytes read for fetches whose answers are not written yet.
@@ -462,6 +493,7 @@ impl LogManager {
             threads: Mutex::new(threads),
             isr_changes: std::sync::OnceLock::new(),
             high_watermark_moves: Arc::clone(&dirs.high_watermark_moves),
+            offline_replicas: Arc::clone(&dirs.offline_replicas),
             validation_slots: tokio::sync::Semaphore::new(VALIDATIONS_AT_ONCE),
             read_memory: ReadMemory::new(settings.fetch_response_memory_bytes),
             offline_dirs,
@@ -529,7 +561,8 @@ impl LogManager {
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
             config: ArcSwap::new(Arc::clone(config)),
             open: AtomicBool::new(false),
-            offline: AtomicBool::new(false),
+            offline: AtomicU8::new(0),
+            offline_replicas: Arc::clone(&self.offline_replicas),
             appended: Notify::new(),
             replication: Mutex::new(Replication::default()),
             high_watermark_moves: Arc::clone(&self.high_watermark_moves),
@@ -960,6 +993,7 @@ impl LogChanges<'_> {
     pub(crate) fn remove(&mut self, tp: &TopicPartition) {
         if let Some((tp, state)) = self.manager.partitions.remove(tp) {
             self.manager.partition_removed(&tp);
+            state.mark_removed();
             state.open.store(false, Ordering::Release);
             state.appended.notify_waiters();
             self.per_shard[state.shard].push(Change::Delete { tp });

@@ -156,6 +156,9 @@ pub(super) struct LogDirs {
     /// See `PartitionState::high_watermark_moves`; a deleted log counts as a move too (its
     /// entry leaves the checkpoint).
     pub(super) high_watermark_moves: Arc<std::sync::atomic::AtomicU64>,
+    /// Hosted partitions that are offline, counted by their states (`PartitionState::
+    /// mark_offline`) and recorded in the gauges with the dirs'.
+    pub(super) offline_replicas: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl LogDirs {
@@ -168,6 +171,7 @@ impl LogDirs {
             dirs: dirs.into_iter().map(Mutex::new).collect(),
             placing: Mutex::new(()),
             high_watermark_moves: Arc::default(),
+            offline_replicas: Arc::default(),
         }
     }
 
@@ -227,17 +231,26 @@ impl LogDirs {
         self.hosted[dir].fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Records the open logs of every shard and the offline dirs in the broker's gauges.
-    fn record_gauges(&self) {
+    /// Which dirs are offline, in index order.
+    fn offline(&self) -> Vec<bool> {
+        (0..self.dirs.len())
+            .map(|i| self.lock(i).is_offline())
+            .collect()
+    }
+
+    /// Records the open logs of every shard, the offline ones and the offline dirs in the
+    /// broker's gauges.
+    fn record_gauges(&self, offline_dirs: &[bool]) {
         let partitions = self
             .hosted
             .iter()
             .map(|count| count.load(Ordering::Relaxed))
             .sum();
-        let offline = (0..self.dirs.len())
-            .filter(|i| self.lock(*i).is_offline())
-            .count();
-        gregor_metrics::hosted_logs(partitions, offline);
+        gregor_metrics::hosted_logs(
+            partitions,
+            self.offline_replicas.load(Ordering::Relaxed),
+            offline_dirs.iter().filter(|offline| **offline).count(),
+        );
     }
 
     /// Each opened dir's path and whether it is online, in index order.
@@ -324,7 +337,7 @@ impl Hosted {
     /// and produces wake to see it.
     fn failed(&self, error: &gregor_log::error::LogError) {
         if error.is_storage_error() {
-            self.state.offline.store(true, Ordering::Release);
+            self.state.mark_offline();
             self.state.appended.notify_waiters();
         }
     }
@@ -400,6 +413,8 @@ struct Worker {
     clean_every: Option<Duration>,
     next_clean: Instant,
     next_gauges: Instant,
+    /// The dirs offline at the last look (see [`Worker::follow_offline_dirs`]).
+    offline_dirs: Vec<bool>,
     /// The cleaner threads (`None` with `log.cleaner.enable=false`), and where they answer.
     cleaners: Option<Cleaners>,
     cleaned: Sender<Cleaned>,
@@ -482,6 +497,7 @@ pub(super) fn spawn(
             .then(|| Duration::from_millis(settings.cleaner_backoff_ms.max(100))),
         next_clean: now,
         next_gauges: now,
+        offline_dirs: vec![false; dirs.len()],
         cleaners,
         cleaned: cleaned_tx,
         cleaning: HashSet::new(),
@@ -766,7 +782,7 @@ impl Worker {
             opener.map(|opener| (dir, opener, high_watermark))
         });
         let Some((dir, opener, high_watermark)) = prepared else {
-            state.offline.store(true, Ordering::Release);
+            state.mark_offline();
             self.unplaced.entry(tp.topic).or_default().add(tp.partition);
             return None;
         };
@@ -863,7 +879,7 @@ impl Worker {
             }
             Err(LogError::LogDirOffline(_)) => {
                 self.dirs.unplace(dir);
-                state.offline.store(true, Ordering::Release);
+                state.mark_offline();
                 self.unplaced.entry(tp.topic).or_default().add(tp.partition);
             }
             Err(LogError::TopicIdMismatch { stored, .. }) => {
@@ -872,7 +888,7 @@ impl Worker {
             Err(error) => {
                 self.dirs.unplace(dir);
                 tracing::error!(partition = %tp.dir_name(), %error, "cannot open the partition log");
-                state.offline.store(true, Ordering::Release);
+                state.mark_offline();
             }
         }
     }
@@ -896,7 +912,7 @@ impl Worker {
             Err(error) => {
                 self.dirs.unplace(dir);
                 tracing::error!(partition = %tp.dir_name(), %error, "cannot move a stray partition log aside");
-                state.offline.store(true, Ordering::Release);
+                state.mark_offline();
                 return;
             }
         };
@@ -1301,11 +1317,29 @@ impl Worker {
         }
     }
 
+    /// Kafka's `handleLogDirFailure`: every log of a dir gone offline goes offline with it, not
+    /// only those whose next operation fails, so each answers KAFKA_STORAGE_ERROR and counts
+    /// among the offline replicas at once.
+    fn follow_offline_dirs(&mut self, offline: &[bool]) {
+        if offline == self.offline_dirs.as_slice() {
+            return;
+        }
+        for hosted in self.logs.values() {
+            if offline.get(hosted.dir).copied().unwrap_or(false) && !hosted.state.is_offline() {
+                hosted.state.mark_offline();
+                hosted.state.appended.notify_waiters();
+            }
+        }
+        self.offline_dirs = offline.to_vec();
+    }
+
     fn periodic(&mut self) {
         let now = Instant::now();
         if now >= self.next_gauges {
             self.next_gauges = now + TICK;
-            self.dirs.record_gauges();
+            let offline = self.dirs.offline();
+            self.follow_offline_dirs(&offline);
+            self.dirs.record_gauges(&offline);
         }
         if now >= self.next_retention {
             self.next_retention = now + self.retention_every;

@@ -633,3 +633,44 @@ async fn producers_expired_while_down_are_not_loaded() {
     assert!(!fresh.duplicate);
     stop(manager).await;
 }
+
+/// Kafka's `handleLogDirFailure`: when a storage error takes a log dir offline, every log of
+/// that dir goes offline with it (counted among the offline replicas), not only the one whose
+/// operation failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_log_dir_takes_each_of_its_logs_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::start(LogManagerSettings::for_tests(dir.path())).unwrap();
+    let config = LogConfig {
+        segment_bytes: 100,
+        ..LogConfig::default()
+    };
+    let failing = host(&manager, "failing", uuid::Uuid::from_u128(12), config);
+    let idle = host(
+        &manager,
+        "idle",
+        uuid::Uuid::from_u128(13),
+        LogConfig::default(),
+    );
+    lead_alone(&failing);
+    lead_alone(&idle);
+    manager
+        .append("failing", 0, records(&["a", "b"], None), 0)
+        .await
+        .unwrap();
+    manager.changes_applied().await;
+    // The next append rolls into a directory that is gone: an I/O error.
+    std::fs::remove_dir_all(dir.path().join("failing-0")).unwrap();
+    let refused = manager
+        .append("failing", 0, records(&["c", "d"], None), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), 56, "{refused}");
+    assert!(failing.is_offline());
+    wait_until("the other log of the dir offline", || idle.is_offline());
+    assert_eq!(manager.offline_replicas.load(Ordering::Relaxed), 2);
+    let manager_for_shutdown = manager.clone();
+    tokio::task::spawn_blocking(move || manager_for_shutdown.shutdown(1))
+        .await
+        .unwrap();
+}
