@@ -102,8 +102,12 @@ def test_partitions_of_an_unusable_dir_stay_offline_and_come_back_intact(start_n
             assert not (dirs[0] / f"held-{p}").exists()
             refused = produce(conn, "held", p, batch([(b"k", b"late", [], 2000)]))
             assert refused.error_code == KAFKA_STORAGE_ERROR, refused
-        # Kafka's OfflineReplicaCount: the partitions of the unusable dir.
+        # Kafka's OfflineReplicaCount: the partitions of the unusable dir; their logs show no
+        # gauges, the others' do.
         wait_for("the offline replicas in the metrics", lambda: gauge(node, "kafka_server_replicamanager_offlinereplicacount") == len(in_second))
+        for p in range(4):
+            end = gauge(node, "kafka_log_log_logendoffset", f'topic="held",partition="{p}"')
+            assert end == (None if p in in_second else RECORDS), (p, end)
     finally:
         conn.close()
     assert "log dir unusable: it stays offline" in node.log()

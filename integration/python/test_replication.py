@@ -1173,12 +1173,22 @@ def replica_gauges(node):
     return tuple(values.get(name) for name in REPLICA_GAUGES)
 
 
+def log_end_offset(node, topic):
+    """The `kafka_log_log_logendoffset` of partition 0 of `topic` on the node (None: absent)."""
+    series = f'kafka_log_log_logendoffset{{topic="{topic}",partition="0"}} '
+    for line in node.metrics_text().splitlines():
+        if line.startswith(series):
+            return float(line.split()[-1])
+    return None
+
+
 def test_min_isr_gauges_follow_a_stopped_and_a_paused_follower(tmp_path):
     """Kafka's ReplicaManager gauges on the leader of a partition of three replicas with
     min.insync.replicas=2: a stopped follower leaves the ISR at its minimum
     (AtMinIsrPartitionCount), the other follower no longer fetching takes it under
     (UnderMinIsrPartitionCount), a change of the topic's minimum alone moves them, and all are 0
-    once both followers are back; the followers count nothing."""
+    once both followers are back; the followers count nothing. A partition moved to another
+    broker takes its log gauges along."""
     nodes, pause = start_hooked_cluster(tmp_path, PAUSE_FETCH_HOOK, {"replica.lag.time.max.ms": "1000"})
     by_id = {i + 1: n for i, n in enumerate(nodes)}
     try:
@@ -1224,6 +1234,18 @@ def test_min_isr_gauges_follow_a_stopped_and_a_paused_follower(tmp_path):
         wait_for("a full ISR again", lambda: partition_state(admin, topic)[2] == [1, 2, 3], timeout=FAILOVER_TIMEOUT)
         gauges(leader, (1, 0, 0, 0), "with a full ISR again")
 
+        moved = "moved"
+        admin.create_topics([NewTopic(moved, num_partitions=1, replica_assignment=[[1]])])[moved].result(30)
+        wait_for("broker 1 leading the partition", lambda: partition_state(admin, moved)[0] == 1, timeout=FAILOVER_TIMEOUT)
+        produce_acknowledged(nodes, moved, [b"a", b"b", b"c"])
+        wait_for("the log gauges on broker 1", lambda: log_end_offset(by_id[1], moved) == 3, timeout=FAILOVER_TIMEOUT)
+        plan = tmp_path / "plan.json"
+        plan.write_text('{"version":1,"partitions":[{"topic":"moved","partition":0,"replicas":[2]}]}')
+        started = subprocess.run([str(gregor_bin()), "reassign-partitions", "--bootstrap-server", bootstrap(nodes),
+                                  "--execute", "--reassignment-json-file", str(plan)], capture_output=True, text=True, timeout=60)
+        assert started.returncode == 0, started.stdout + started.stderr
+        wait_for("the log gauges on broker 2", lambda: log_end_offset(by_id[2], moved) == 3, timeout=FAILOVER_TIMEOUT)
+        wait_for("the log gauges gone from broker 1", lambda: log_end_offset(by_id[1], moved) is None, timeout=FAILOVER_TIMEOUT)
     finally:
         for node in nodes:
             node.close()

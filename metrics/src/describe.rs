@@ -14,9 +14,11 @@ enum Kind {
     Histogram,
     /// A counter of `topics.rs`, which renders it itself (so the recorder never has its name).
     TopicCounter,
+    /// A gauge of `partition_logs.rs`, rendered at scrape time (the recorder never has its name).
+    LogGauge,
 }
 
-use Kind::{Counter, Gauge, Histogram, TopicCounter};
+use Kind::{Counter, Gauge, Histogram, LogGauge, TopicCounter};
 
 /// Every name in [`names`] with its kind, unit and help text.
 const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
@@ -72,6 +74,10 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::FETCH_SESSION_EVICTIONS_TOTAL, Counter, Unit::Count, "Incremental fetch sessions evicted from the cache to make room for new ones."),
     (names::FETCH_PURGATORY_SIZE, Gauge, Unit::Count, "Operations waiting in a purgatory, by delayedOperation (Fetch: fetches long-polling for records)."),
     (names::INCREMENTAL_FETCHES_TOTAL, Counter, Unit::Count, "Incremental fetches served by a fetch session (each advanced the session's epoch)."),
+    (names::LOG_SIZE, LogGauge, Unit::Bytes, "Bytes of the partition's log segments."),
+    (names::LOG_NUM_LOG_SEGMENTS, LogGauge, Unit::Count, "Segments of the partition's log."),
+    (names::LOG_LOG_START_OFFSET, LogGauge, Unit::Count, "The partition log's start offset."),
+    (names::LOG_LOG_END_OFFSET, LogGauge, Unit::Count, "The partition log's end offset."),
     (names::LOG_CLEANER_PASSES_TOTAL, Counter, Unit::Count, "Log cleaner passes that rewrote a compacted log (cleanup.policy=compact)."),
     (names::LOG_CLEANER_BYTES_REMOVED_TOTAL, Counter, Unit::Bytes, "Bytes the log cleaner removed from compacted logs."),
     (names::LOG_CLEANER_CLEAN_SECONDS, Histogram, Unit::Seconds, "Time of one log cleaning pass over one log."),
@@ -111,7 +117,7 @@ pub(crate) fn describe_all() {
             Counter => metrics::describe_counter!(name, unit, help),
             Gauge => metrics::describe_gauge!(name, unit, help),
             Histogram => metrics::describe_histogram!(name, unit, help),
-            TopicCounter => {}
+            TopicCounter | LogGauge => {}
         }
     }
 }

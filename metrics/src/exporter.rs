@@ -91,11 +91,13 @@ impl Scrape {
 }
 
 /// The recorder's families, then those kept outside its registry because they can be removed:
-/// the broker topic metrics and the series that leave with their quota sensor. No name is in
-/// both, so each family is rendered once, whole.
+/// the broker topic metrics, the partition logs' gauges (read from the logs at this scrape) and
+/// the series that leave with their quota sensor. No name is in two of them, so each family is
+/// rendered once, whole.
 fn render_all(handle: &PrometheusHandle) -> String {
     let mut body = handle.render();
     crate::topics::render(&mut body);
+    crate::partition_logs::render(&mut body);
     crate::removable::render(&mut body);
     body
 }

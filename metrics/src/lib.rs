@@ -5,12 +5,14 @@
 //! Request metrics follow the Prometheus JMX-exporter mapping of Kafka's `RequestMetrics`
 //! (`kafka_network_requestmetrics_*`) so existing dashboards need little change, with real
 //! histograms in seconds instead of pre-computed quantiles. Series that must be removable are
-//! kept outside the recorder: quota sensors' ([`removable`]) and the broker topic metrics
-//! ([`topics`]).
+//! kept outside the recorder: quota sensors' ([`removable`]), the broker topic metrics
+//! ([`topics`]) and the partition logs' gauges, read from the logs at each scrape
+//! ([`partition_logs`]).
 
 mod describe;
 pub mod exporter;
 pub mod names;
+pub mod partition_logs;
 mod recorders;
 pub mod removable;
 pub mod topics;

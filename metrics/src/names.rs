@@ -216,6 +216,15 @@ pub const REPLICA_OFFLINE_REPLICA_COUNT: &str = "kafka_server_replicamanager_off
 /// Partition logs this broker has opened, those whose log dir went offline since included (Kafka's
 /// `ReplicaManager.PartitionCount`).
 pub const REPLICA_PARTITION_COUNT: &str = "kafka_server_replicamanager_partitioncount";
+/// Bytes of a partition's log segments, labels `topic` and `partition` (Kafka's
+/// `kafka.log:type=Log,name=Size`, as the JMX exporter names it); rendered at scrape time.
+pub const LOG_SIZE: &str = "kafka_log_log_size";
+/// Segments of a partition's log (`Log.NumLogSegments`), labels `topic` and `partition`.
+pub const LOG_NUM_LOG_SEGMENTS: &str = "kafka_log_log_numlogsegments";
+/// A partition's log start offset (`Log.LogStartOffset`), labels `topic` and `partition`.
+pub const LOG_LOG_START_OFFSET: &str = "kafka_log_log_logstartoffset";
+/// A partition's log end offset (`Log.LogEndOffset`), labels `topic` and `partition`.
+pub const LOG_LOG_END_OFFSET: &str = "kafka_log_log_logendoffset";
 /// Log dirs marked offline after a storage error (Kafka's `LogManager.OfflineLogDirectoryCount`).
 pub const LOG_OFFLINE_LOG_DIRECTORY_COUNT: &str = "kafka_log_logmanager_offlinelogdirectorycount";
 /// ISR shrinks this broker's leaders committed through AlterPartition (`IsrShrinksPerSec`).

@@ -28,7 +28,7 @@ mod tests;
 
 use std::path::PathBuf;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::{Arc, Mutex};
 
@@ -78,6 +78,9 @@ pub struct PartitionState {
     /// The leader epoch of the log start offset, −1 when the log knows none.
     log_start_epoch: AtomicI32,
     log_end_offset: AtomicI64,
+    /// The log's bytes and segments, for the `kafka_log_log_*` gauges a scrape reads.
+    size: AtomicU64,
+    segments: AtomicU32,
     min_insync_replicas: AtomicI32,
     /// The log's configuration as last sent to its shard, for work done before a command
     /// reaches the shard: the group coordinator's size check, a compressed batch's validation.
@@ -152,6 +155,16 @@ impl PartitionState {
         }
     }
 
+    /// What the `kafka_log_log_*` gauges show of the log.
+    fn log_gauges(&self) -> gregor_metrics::partition_logs::LogGauges {
+        gregor_metrics::partition_logs::LogGauges {
+            size: self.size.load(Ordering::Relaxed),
+            segments: self.segments.load(Ordering::Relaxed),
+            log_start_offset: self.log_start_offset(),
+            log_end_offset: self.log_end_offset(),
+        }
+    }
+
     /// Registered by the metadata image and being opened (recovered) by its shard. Appends may
     /// already be queued: the shard opens the log before it serves any command sent after the
     /// open reached it (one sent in the moment between the registration and the log
@@ -167,9 +180,18 @@ impl PartitionState {
             .store(log.log_start_epoch(), Ordering::Release);
     }
 
-    /// Publishes what requests read without asking the shard, after any change of the log's
-    /// offsets or leader epochs.
+    /// Publishes the log's size and segment count (two stores: `PartitionLog::size` keeps its
+    /// total as the segments change).
+    fn publish_size(&self, log: &PartitionLog) {
+        self.size.store(log.size(), Ordering::Relaxed);
+        let segments = u32::try_from(log.segment_count()).unwrap_or(u32::MAX);
+        self.segments.store(segments, Ordering::Relaxed);
+    }
+
+    /// Publishes what requests and scrapes read without asking the shard, after any change of
+    /// the log's offsets, segments or leader epochs.
     fn publish_offsets(&self, log: &PartitionLog) {
+        self.publish_size(log);
         self.publish_log_start_epoch(log);
         self.log_start_offset
             .store(log.log_start_offset(), Ordering::Release);
@@ -485,7 +507,7 @@ impl LogManager {
             shards.push(shard);
             threads.push(worker);
         }
-        Ok(Arc::new(LogManager {
+        let manager = Arc::new(LogManager {
             log_dirs: settings.log_dirs.clone(),
             shards,
             partitions: DashMap::new(),
@@ -497,7 +519,11 @@ impl LogManager {
             validation_slots: tokio::sync::Semaphore::new(VALIDATIONS_AT_ONCE),
             read_memory: ReadMemory::new(settings.fetch_response_memory_bytes),
             offline_dirs,
-        }))
+        });
+        let logs: std::sync::Weak<dyn gregor_metrics::partition_logs::PartitionLogs> =
+            Arc::downgrade(&manager) as _;
+        gregor_metrics::partition_logs::register(logs);
+        Ok(manager)
     }
 
     /// Follows the log dirs that are offline (each goes offline once, for good).
@@ -558,6 +584,8 @@ impl LogManager {
             log_start_offset: AtomicI64::new(0),
             log_start_epoch: AtomicI32::new(-1),
             log_end_offset: AtomicI64::new(0),
+            size: AtomicU64::new(0),
+            segments: AtomicU32::new(0),
             min_insync_replicas: AtomicI32::new(min_insync_replicas),
             config: ArcSwap::new(Arc::clone(config)),
             open: AtomicBool::new(false),
@@ -924,6 +952,27 @@ impl LogManager {
         for thread in threads {
             if thread.join().is_err() {
                 tracing::error!("a log shard thread panicked");
+            }
+        }
+    }
+}
+
+/// The `kafka_log_log_*` gauges of a scrape come from the states the shards publish for
+/// requests: nothing is registered per partition, and the append path stores nothing more
+/// than its offsets and the log's size.
+impl gregor_metrics::partition_logs::PartitionLogs for LogManager {
+    fn for_each_log(
+        &self,
+        each: &mut dyn FnMut(&str, i32, gregor_metrics::partition_logs::LogGauges),
+    ) {
+        for entry in self.partitions.iter() {
+            // A log still opening has no offsets yet; an offline one has none Kafka shows.
+            if entry.value().is_serving() {
+                each(
+                    &entry.key().topic,
+                    entry.key().partition,
+                    entry.value().log_gauges(),
+                );
             }
         }
     }

@@ -1293,6 +1293,7 @@ impl Worker {
         let tp = &pass.tp;
         match hosted.log.install_cleaned(pass.result, now_ms()) {
             Ok(stats) => {
+                hosted.state.publish_size(&hosted.log);
                 let elapsed = pass.started.elapsed();
                 tracing::info!(
                     partition = %tp.dir_name(),

@@ -634,6 +634,82 @@ async fn producers_expired_while_down_are_not_loaded() {
     stop(manager).await;
 }
 
+/// The logs' gauges a scrape reads, per log: bytes and segments as appends roll them, the log
+/// start and end offsets; an offline log and one no longer hosted are not shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_gauges_show_each_serving_log() {
+    use gregor_metrics::partition_logs::{LogGauges, PartitionLogs};
+    let dir = tempfile::tempdir().unwrap();
+    let manager = LogManager::start(LogManagerSettings {
+        shards: 2,
+        ..LogManagerSettings::for_tests(dir.path())
+    })
+    .unwrap();
+    let topic = "gauged";
+    // Each batch fills a segment: every append after the first rolls.
+    let config = Arc::new(LogConfig {
+        segment_bytes: 100,
+        ..LogConfig::default()
+    });
+    let mut changes = manager.changes();
+    for partition in 0..2 {
+        let tp = TopicPartition::new(topic, partition);
+        changes.ensure(tp, uuid::Uuid::from_u128(11), &config, 1);
+    }
+    changes.send();
+    for partition in 0..2 {
+        lead_alone(&manager.partition(topic, partition).unwrap());
+    }
+    let mut size = 0;
+    for value in ["first", "second", "third"] {
+        let batch = records(&[value, value], None);
+        size += batch.len() as u64;
+        manager.append(topic, 0, batch, 0).await.unwrap();
+    }
+    manager.changes_applied().await;
+    let shown = |manager: &LogManager| {
+        let mut shown = std::collections::BTreeMap::new();
+        manager.for_each_log(&mut |topic, partition, gauges| {
+            shown.insert((topic.to_owned(), partition), gauges);
+        });
+        shown
+    };
+    let gauges = |size, segments, log_start_offset, log_end_offset| LogGauges {
+        size,
+        segments,
+        log_start_offset,
+        log_end_offset,
+    };
+    assert_eq!(
+        shown(&manager),
+        [
+            ((topic.to_owned(), 0), gauges(size, 3, 0, 6)),
+            ((topic.to_owned(), 1), gauges(0, 1, 0, 0)),
+        ]
+        .into()
+    );
+    assert_eq!(manager.delete_records(topic, 0, 3).await.unwrap(), 3);
+    assert_eq!(shown(&manager)[&(topic.to_owned(), 0)].log_start_offset, 3);
+
+    let offline = manager.partition(topic, 1).unwrap();
+    offline.mark_offline();
+    assert_eq!(manager.offline_replicas.load(Ordering::Relaxed), 1);
+    assert_eq!(shown(&manager).len(), 1, "an offline log is not shown");
+    let mut changes = manager.changes();
+    changes.remove(&TopicPartition::new(topic, 1));
+    changes.remove(&TopicPartition::new(topic, 0));
+    changes.send();
+    assert_eq!(manager.offline_replicas.load(Ordering::Relaxed), 0);
+    // A storage error after the removal no longer counts the partition.
+    offline.mark_offline();
+    assert_eq!(manager.offline_replicas.load(Ordering::Relaxed), 0);
+    assert!(shown(&manager).is_empty());
+    let manager_for_shutdown = manager.clone();
+    tokio::task::spawn_blocking(move || manager_for_shutdown.shutdown(1))
+        .await
+        .unwrap();
+}
+
 /// Kafka's `handleLogDirFailure`: when a storage error takes a log dir offline, every log of
 /// that dir goes offline with it (counted among the offline replicas), not only the one whose
 /// operation failed.
