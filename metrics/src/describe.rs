@@ -78,6 +78,7 @@ const DESCRIPTIONS: &[(&str, Kind, Unit, &str)] = &[
     (names::LOG_NUM_LOG_SEGMENTS, LogGauge, Unit::Count, "Segments of the partition's log."),
     (names::LOG_LOG_START_OFFSET, LogGauge, Unit::Count, "The partition log's start offset."),
     (names::LOG_LOG_END_OFFSET, LogGauge, Unit::Count, "The partition log's end offset."),
+    (names::LOG_FLUSH_RATE_AND_TIME_MS, Histogram, Unit::Milliseconds, "Time of each fsync of a log segment's files, in milliseconds."),
     (names::LOG_CLEANER_PASSES_TOTAL, Counter, Unit::Count, "Log cleaner passes that rewrote a compacted log (cleanup.policy=compact)."),
     (names::LOG_CLEANER_BYTES_REMOVED_TOTAL, Counter, Unit::Bytes, "Bytes the log cleaner removed from compacted logs."),
     (names::LOG_CLEANER_CLEAN_SECONDS, Histogram, Unit::Seconds, "Time of one log cleaning pass over one log."),

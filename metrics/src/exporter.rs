@@ -29,6 +29,13 @@ const LATENCY_BUCKETS: &[f64] = &[
     2.5, 5.0, 10.0, 30.0,
 ];
 
+/// Bucket bounds for log flush times, in milliseconds (0.1 ms .. 30 s), the unit of Kafka's
+/// `LogFlushRateAndTimeMs`.
+const FLUSH_MS_BUCKETS: &[f64] = &[
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0,
+    10000.0, 30000.0,
+];
+
 /// Bucket bounds for request sizes, in bytes (64 B .. 64 MiB).
 const SIZE_BUCKETS: &[f64] = &[
     64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
@@ -68,6 +75,10 @@ pub fn install_recorder() -> Result<PrometheusHandle, BuildError> {
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(names::REQUEST_BYTES.into()), SIZE_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Full(names::LOG_FLUSH_RATE_AND_TIME_MS.into()),
+            FLUSH_MS_BUCKETS,
+        )?
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(BuildError::FailedToSetGlobalRecorder)?;

@@ -225,6 +225,9 @@ pub const LOG_NUM_LOG_SEGMENTS: &str = "kafka_log_log_numlogsegments";
 pub const LOG_LOG_START_OFFSET: &str = "kafka_log_log_logstartoffset";
 /// A partition's log end offset (`Log.LogEndOffset`), labels `topic` and `partition`.
 pub const LOG_LOG_END_OFFSET: &str = "kafka_log_log_logendoffset";
+/// Time of each fsync of a segment's files, a histogram in milliseconds (Kafka's
+/// `LogFlushStats.LogFlushRateAndTimeMs` timer; its `_count` is the JMX exporter's count).
+pub const LOG_FLUSH_RATE_AND_TIME_MS: &str = "kafka_log_logflushstats_logflushrateandtimems";
 /// Log dirs marked offline after a storage error (Kafka's `LogManager.OfflineLogDirectoryCount`).
 pub const LOG_OFFLINE_LOG_DIRECTORY_COUNT: &str = "kafka_log_logmanager_offlinelogdirectorycount";
 /// ISR shrinks this broker's leaders committed through AlterPartition (`IsrShrinksPerSec`).

@@ -494,6 +494,11 @@ pub fn hosted_logs(partitions: usize, offline_partitions: usize, offline_log_dir
     gauge!(names::LOG_OFFLINE_LOG_DIRECTORY_COUNT).set(offline_log_dirs as f64);
 }
 
+/// Records the time of one fsync of a log segment's files.
+pub fn log_flushed(elapsed: Duration) {
+    histogram!(names::LOG_FLUSH_RATE_AND_TIME_MS).record(elapsed.as_secs_f64() * 1000.0);
+}
+
 /// The lag gauge of one partition a replica fetcher follows from `leader`; it leaves the scrape
 /// when the returned series is dropped (the partition is no longer followed from that leader),
 /// as Kafka removes a partition's fetcher lag metric.

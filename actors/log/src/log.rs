@@ -141,9 +141,8 @@ impl RolledSegment {
     /// failure takes the log dir offline, as a failed inline flush does.
     pub fn flush(&self) -> Result<()> {
         let result = self
-            .files
-            .iter()
-            .try_for_each(|file| file.sync_data())
+            .shared
+            .timed_flush(|| self.files.iter().try_for_each(|file| file.sync_data()))
             .map_err(|e| LogError::io("flush", &self.log_path, e));
         if let Err(e) = &result {
             self.shared.mark_offline(e);
@@ -340,8 +339,8 @@ impl PartitionLog {
         let leo = self.log_end_offset();
         if recovered_any {
             for segment in self.segments.values() {
-                segment
-                    .flush(&files)
+                self.shared
+                    .timed_flush(|| segment.flush(&files))
                     .map_err(|e| LogError::io("flush", segment.log_path(), e))?;
             }
         }
@@ -622,6 +621,7 @@ impl PartitionLog {
             return Ok(());
         }
         let defer = self.defer_rolled_flushes;
+        let shared = Arc::clone(&self.shared);
         let active = self.active();
         let sealed = if defer {
             active
@@ -629,7 +629,7 @@ impl PartitionLog {
                 .and_then(|()| active.files_to_flush(&files))
                 .map(Some)
         } else {
-            active.seal(&files).map(|()| None)
+            shared.timed_flush(|| active.seal(&files)).map(|()| None)
         };
         let sealed = sealed.map_err(|e| LogError::io("flush", active.log_path(), e))?;
         let log_path = active.log_path().to_path_buf();
@@ -702,8 +702,8 @@ impl PartitionLog {
                 .values()
                 .filter(|s| s.next_offset() > recovery_point)
             {
-                segment
-                    .flush(&files)
+                self.shared
+                    .timed_flush(|| segment.flush(&files))
                     .map_err(|e| LogError::io("flush", segment.log_path(), e))?;
             }
             Ok(())

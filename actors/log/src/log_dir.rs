@@ -23,12 +23,16 @@ pub const STRAY_DIR_SUFFIX: &str = "-stray";
 /// Told once, with the dir's path, when a log dir goes offline.
 pub type OfflineListener = Arc<dyn Fn(&Path) + Send + Sync>;
 
+/// Told how long each fsync of a segment's files took (Kafka's `LogFlushStats`).
+pub type FlushListener = Arc<dyn Fn(std::time::Duration) + Send + Sync>;
+
 /// State shared between a log dir and its logs.
 pub struct LogDirShared {
     pub(crate) path: PathBuf,
     pub(crate) files: Arc<FileCache>,
     offline: AtomicBool,
     offline_listener: std::sync::OnceLock<OfflineListener>,
+    flush_listener: std::sync::OnceLock<FlushListener>,
 }
 
 impl std::fmt::Debug for LogDirShared {
@@ -47,7 +51,19 @@ impl LogDirShared {
             files,
             offline: AtomicBool::new(false),
             offline_listener: std::sync::OnceLock::new(),
+            flush_listener: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Runs `flush`, the fsync of one segment's files, and tells the flush listener how long it
+    /// took (failed or not, as Kafka's timer).
+    pub(crate) fn timed_flush<T>(&self, flush: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let result = flush();
+        if let Some(listener) = self.flush_listener.get() {
+            listener(started.elapsed());
+        }
+        result
     }
 
     pub(crate) fn mark_offline(&self, cause: &LogError) {
@@ -244,6 +260,12 @@ impl LogDir {
         {
             listener(&self.shared.path);
         }
+    }
+
+    /// Calls `listener` after each fsync of a segment of this dir's logs; only the first
+    /// listener set is kept.
+    pub fn on_flush(&self, listener: FlushListener) {
+        let _ = self.shared.flush_listener.set(listener);
     }
 
     /// What a log's owner needs to sync this directory without holding the `LogDir`.

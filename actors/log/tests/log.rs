@@ -1273,3 +1273,48 @@ fn size_follows_every_change_of_the_segments() {
     assert_eq!(log.size(), 0);
     check(&log, "a full truncation");
 }
+
+/// Each fsync of a segment's files is timed for the log dir's flush listener (Kafka's
+/// `LogFlushStats`): a flush the flush policy asks for, a roll's seal, and a rolled segment its
+/// owner flushes later.
+#[test]
+fn segment_flushes_are_told_to_the_flush_listener() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        flush_messages: 2,
+        ..small_config()
+    };
+    let (log_dir, mut log) = open(dir.path(), config);
+    let flushes = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&flushes);
+    log_dir.on_flush(std::sync::Arc::new(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+    }));
+    log.append(&client_batch(0, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    assert_eq!(flushes.load(Ordering::SeqCst), 0, "one message unflushed");
+    log.append(&client_batch(1, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    assert_eq!(flushes.load(Ordering::SeqCst), 1, "flush.messages reached");
+    log.roll(NOW).unwrap();
+    assert_eq!(
+        flushes.load(Ordering::SeqCst),
+        2,
+        "the roll sealed a segment"
+    );
+
+    log.defer_rolled_flushes();
+    log.append(&client_batch(2, 1, Compression::None, NOW), NOW, 0)
+        .unwrap();
+    log.roll(NOW).unwrap();
+    assert_eq!(
+        flushes.load(Ordering::SeqCst),
+        2,
+        "the sealed segment waits"
+    );
+    for rolled in log.take_rolled() {
+        rolled.flush().unwrap();
+    }
+    assert_eq!(flushes.load(Ordering::SeqCst), 3);
+}

@@ -487,6 +487,7 @@ impl LogManager {
             dir.on_offline(Arc::new(move |path: &std::path::Path| {
                 offline.send_if_modified(|dirs| dirs.insert(path.to_path_buf()));
             }));
+            dir.on_flush(Arc::new(gregor_metrics::log_flushed));
         }
         let dirs = Arc::new(shard::LogDirs::new(dirs));
         let count = settings.shards.max(1);

@@ -1,7 +1,7 @@
 //! Kafka's per-partition log gauges (`kafka.log:type=Log`: `Size`, `NumLogSegments`,
-//! `LogStartOffset`, `LogEndOffset`, labelled `topic` and `partition`) on a live node: exact
-//! values after produces that roll segments and a DeleteRecords, and every series of a deleted
-//! topic gone.
+//! `LogStartOffset`, `LogEndOffset`, labelled `topic` and `partition`) and its flush timer
+//! (`LogFlushStats.LogFlushRateAndTimeMs`) on a live node: exact values after produces that
+//! roll segments and a DeleteRecords, and every series of a deleted topic gone.
 
 use std::time::Duration;
 
@@ -29,10 +29,15 @@ const LOG_GAUGES: [&str; 4] = [
     "kafka_log_log_logendoffset",
 ];
 
-/// The four gauges of each partition of [`TOPIC`] (`None`: absent).
-async fn scrape(node: &GregorNode, partitions: i32) -> anyhow::Result<Vec<[Option<f64>; 4]>> {
+const FLUSHES: &str = "kafka_log_logflushstats_logflushrateandtimems_count";
+
+/// The four gauges of each partition of [`TOPIC`] (`None`: absent), and the flush count.
+async fn scrape(
+    node: &GregorNode,
+    partitions: i32,
+) -> anyhow::Result<(Vec<[Option<f64>; 4]>, f64)> {
     let samples = prom::parse(&http_get(&node.metrics_addr(), "/metrics").await?.body)?;
-    Ok((0..partitions)
+    let gauges = (0..partitions)
         .map(|partition| {
             let partition = partition.to_string();
             LOG_GAUGES.map(|name| {
@@ -43,18 +48,20 @@ async fn scrape(node: &GregorNode, partitions: i32) -> anyhow::Result<Vec<[Optio
                 )
             })
         })
-        .collect())
+        .collect();
+    Ok((gauges, prom::value(&samples, FLUSHES, &[]).unwrap_or(0.0)))
 }
 
-/// Waits until the scrape shows `expected` gauges for partitions 0 and 1.
-async fn wait_for_logs(node: &GregorNode, expected: [[Option<f64>; 4]; 2]) {
+/// Waits until the scrape shows `expected` gauges for partitions 0 and 1 and `flushes` flushes.
+async fn wait_for_logs(node: &GregorNode, expected: [[Option<f64>; 4]; 2], flushes: f64) {
     let shown = wait_until("the log gauges", Duration::from_secs(30), || async {
-        Ok((scrape(node, 2).await? == expected).then_some(()))
+        let (gauges, flushed) = scrape(node, 2).await?;
+        Ok((gauges == expected && flushed == flushes).then_some(()))
     })
     .await;
     if shown.is_err() {
         let last = scrape(node, 2).await;
-        panic!("wanted {expected:?}, last {last:?}");
+        panic!("wanted {expected:?} and {flushes} flushes, last {last:?}");
     }
 }
 
@@ -74,15 +81,18 @@ fn produce(value: &str) -> ProduceRequest {
 async fn log_gauges_follow_appends_rolls_and_deletions() {
     let node = GregorNode::start(&[]).unwrap();
     let mut conn = KafkaConn::connect(&node.bootstrap()).await.unwrap();
-    // The smallest segments Kafka allows.
-    let topic = with_configs(creatable(TOPIC, 2, 1), &[("segment.bytes", "1048576")]);
+    // The smallest segments Kafka allows, and a flush after every append.
+    let topic = with_configs(
+        creatable(TOPIC, 2, 1),
+        &[("segment.bytes", "1048576"), ("flush.messages", "1")],
+    );
     let created = conn
         .send::<CreateTopicsRequest>(&create_topics(vec![topic], false), 7)
         .await
         .unwrap();
     assert_eq!(created.topics[0].error_code, 0, "{created:?}");
     let empty = [Some(0.0), Some(1.0), Some(0.0), Some(0.0)];
-    wait_for_logs(&node, [empty, empty]).await;
+    wait_for_logs(&node, [empty, empty], 0.0).await;
 
     // Three batches of 600,000-byte records: the second and the third each roll a segment.
     let value = "x".repeat(600_000);
@@ -95,9 +105,11 @@ async fn log_gauges_follow_appends_rolls_and_deletions() {
         let partition = &answer.responses[0].partition_responses[0];
         assert_eq!(partition.error_code, 0, "{answer:?}");
     }
+    // Each append flushes the active segment, and the flusher thread each rolled one.
     wait_for_logs(
         &node,
         [[Some(3.0 * batch), Some(3.0), Some(0.0), Some(3.0)], empty],
+        5.0,
     )
     .await;
 
@@ -119,6 +131,7 @@ async fn log_gauges_follow_appends_rolls_and_deletions() {
     wait_for_logs(
         &node,
         [[Some(3.0 * batch), Some(3.0), Some(2.0), Some(3.0)], empty],
+        5.0,
     )
     .await;
 
@@ -127,5 +140,5 @@ async fn log_gauges_follow_appends_rolls_and_deletions() {
         .await
         .unwrap();
     assert_eq!(gone.responses[0].error_code, 0, "{gone:?}");
-    wait_for_logs(&node, [[None; 4], [None; 4]]).await;
+    wait_for_logs(&node, [[None; 4], [None; 4]], 5.0).await;
 }
