@@ -5,17 +5,18 @@
 //! A node may host 100,000 partitions: four registered gauges each would be 400,000 series in
 //! the recorder, each with its key and labels allocated, and stores into them on every append.
 //! Here nothing is kept per partition: the log manager registers itself as a [`PartitionLogs`]
-//! source, and a scrape walks its logs once per family, writing each line straight into the
-//! scrape. A log no longer hosted (its topic deleted, the partition moved away) or offline is
-//! not walked, so its series leave the scrape with it, as Kafka removes a log's metrics.
+//! source, and a scrape walks its logs once, copying their values, then writes the families.
+//! A log no longer hosted (its topic deleted, the partition moved away) or offline is not
+//! walked, so its series leave the scrape with it, as Kafka removes a log's metrics.
 
 use std::fmt::Write;
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
+use hashbrown::HashMap;
 use metrics_exporter_prometheus::formatting::{write_help_line, write_type_line};
 
 use crate::names;
-use crate::removable::push_escaped_label_value;
+use crate::removable::escape_label_value;
 
 /// What the four gauges show of one log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,30 +70,92 @@ pub(crate) fn render(body: &mut String) {
     render_sources(body, &sources);
 }
 
+/// One log as a scrape copied it out of its source: its topic's (escaped) label value by index.
+struct CopiedLog {
+    topic: usize,
+    partition: i32,
+    gauges: LogGauges,
+}
+
 fn render_sources(body: &mut String, sources: &[Arc<dyn PartitionLogs>]) {
+    // One walk over the logs, copying their values: a source's states lie scattered over the
+    // heap, and a walk per family cost four times the cache misses (at 100,000 partitions
+    // most of a scrape). Topic names are escaped once, not once per partition and family.
+    let mut topics: Vec<String> = Vec::new();
+    let mut topic_index: HashMap<String, usize> = HashMap::new();
+    let mut logs: Vec<CopiedLog> = Vec::new();
+    for source in sources {
+        source.for_each_log(&mut |topic, partition, gauges| {
+            let topic = match topic_index.get(topic) {
+                Some(&index) => index,
+                None => {
+                    topics.push(escape_label_value(topic));
+                    topic_index.insert(topic.to_owned(), topics.len() - 1);
+                    topics.len() - 1
+                }
+            };
+            logs.push(CopiedLog {
+                topic,
+                partition,
+                gauges,
+            });
+        });
+    }
+    if logs.is_empty() {
+        return;
+    }
+    body.reserve(exact_len(&logs, &topics));
     for (name, value) in FAMILIES {
-        let start = body.len();
         if let Some(help) = crate::describe::help(name) {
             write_help_line(body, name, None, None, help);
         }
         write_type_line(body, name, None, None, "gauge");
-        let header_end = body.len();
-        for source in sources {
-            source.for_each_log(&mut |topic, partition, gauges| {
-                body.push_str(name);
-                body.push_str("{topic=\"");
-                push_escaped_label_value(body, topic);
-                // Writing into a String cannot fail.
-                let _ = writeln!(body, "\",partition=\"{partition}\"}} {}", value(&gauges));
-            });
-        }
-        if body.len() == header_end {
-            body.truncate(start);
-            return;
+        for log in &logs {
+            body.push_str(name);
+            body.push_str("{topic=\"");
+            body.push_str(&topics[log.topic]);
+            // Writing into a String cannot fail.
+            let _ = writeln!(
+                body,
+                "\",partition=\"{}\"}} {}",
+                log.partition,
+                value(&log.gauges)
+            );
         }
         body.push('\n');
     }
 }
+
+/// The bytes [`render_sources`] writes for `logs`, reserved at once: a 30 MB scrape (100,000
+/// partitions) grown by doubling left the allocator holding several of its copies.
+fn exact_len(logs: &[CopiedLog], topics: &[String]) -> usize {
+    let digits = |value: i64| {
+        let magnitude = value.unsigned_abs().checked_ilog10().unwrap_or(0) as usize + 1;
+        magnitude + usize::from(value < 0)
+    };
+    FAMILIES
+        .iter()
+        .map(|(name, value)| {
+            // `# HELP name help\n# TYPE name gauge\n`, and the blank line after the family.
+            let help = crate::describe::help(name).map_or(0, str::len);
+            let headers = name.len() * 2 + help + 24;
+            let lines: usize = logs
+                .iter()
+                .map(|log| {
+                    name.len()
+                        + LINE_PUNCTUATION.len()
+                        + topics[log.topic].len()
+                        + digits(i64::from(log.partition))
+                        + digits(value(&log.gauges))
+                })
+                .sum();
+            headers + lines
+        })
+        .sum()
+}
+
+/// What a line holds besides the name, the topic and the two numbers.
+const LINE_PUNCTUATION: &str = "{topic=\"\",partition=\"\"} \n";
 
 #[cfg(test)]
 mod tests {
@@ -120,6 +183,8 @@ mod tests {
     fn scrape(sources: &[Arc<dyn PartitionLogs>]) -> String {
         let mut body = String::new();
         render_sources(&mut body, sources);
+        // Reserved at once, exactly what was written.
+        assert_eq!(body.capacity(), body.len(), "{body}");
         body
     }
 
@@ -147,6 +212,22 @@ mod tests {
             ]
             .concat()
         );
+    }
+
+    /// Numbers of every width, and a topic escaped, are sized right.
+    #[test]
+    fn a_scrape_is_sized_before_it_is_written() {
+        let logs: Arc<dyn PartitionLogs> = Arc::new(Logs(vec![
+            ("t", 0, gauges(9, 1, 10, 99)),
+            ("t", 2_147_483_647, gauges(u64::MAX, u32::MAX, i64::MAX, -1)),
+            ("\"\\\n", 10, gauges(100, 12, 1_000_000_007, 1_000_000_008)),
+        ]));
+        let body = scrape(&[logs]);
+        assert!(body.contains(&format!(
+            "{}{{topic=\"t\",partition=\"2147483647\"}} {}\n",
+            names::LOG_SIZE,
+            i64::MAX
+        )));
     }
 
     #[test]

@@ -204,25 +204,15 @@ impl Drop for Registration {
 /// exporter's sanitiser drops a backslash before a quote, so two client ids could render alike.
 pub(crate) fn escape_label_value(value: &str) -> String {
     let mut escaped = String::with_capacity(value.len());
-    push_escaped_label_value(&mut escaped, value);
-    escaped
-}
-
-/// Appends `value` to `out` escaped as [`escape_label_value`] does, without a copy of its own.
-pub(crate) fn push_escaped_label_value(out: &mut String, value: &str) {
-    // Topic names never need an escape: a scrape of many partitions copies them whole.
-    if !value.contains(['\\', '"', '\n']) {
-        out.push_str(value);
-        return;
-    }
     for c in value.chars() {
         match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
         }
     }
+    escaped
 }
 
 /// Appends every registered series to a scrape in the Prometheus text format.
