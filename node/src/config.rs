@@ -67,6 +67,8 @@ pub enum ConfigType {
     Short = 4,
     /// 64-bit integer.
     Long = 5,
+    /// 64-bit floating point.
+    Double = 6,
     /// Comma-separated list.
     List = 7,
 }
@@ -276,6 +278,18 @@ pub const DEFINITIONS: &[ConfigDef] = &[
         ConfigType::Int,
         Some("1"),
         "Threads that run log compaction passes, apart from the log shards that serve requests.",
+    ),
+    def(
+        "log.cleaner.dedupe.buffer.size",
+        ConfigType::Long,
+        Some("134217728"),
+        "Memory for the cleaner threads' key maps, shared out among them; a pass over more distinct keys than a thread's share holds cleans up to where its map filled.",
+    ),
+    def(
+        "log.cleaner.io.buffer.load.factor",
+        ConfigType::Double,
+        Some("0.9"),
+        "How full, from 0 to 1, a cleaner thread's key map may get.",
     ),
     def(
         "max.incremental.fetch.session.cache.slots",
@@ -735,6 +749,10 @@ pub struct NodeConfig {
     pub log_cleaner_backoff_ms: i64,
     /// `log.cleaner.threads`.
     pub log_cleaner_threads: i64,
+    /// `log.cleaner.dedupe.buffer.size`.
+    pub log_cleaner_dedupe_buffer_size: i64,
+    /// `log.cleaner.io.buffer.load.factor`.
+    pub log_cleaner_io_buffer_load_factor: f64,
     /// `max.incremental.fetch.session.cache.slots`.
     pub max_incremental_fetch_session_cache_slots: usize,
     /// `num.partitions`.
@@ -1121,6 +1139,13 @@ impl NodeConfig {
             log_cleaner_enable: values.boolean("log.cleaner.enable")?,
             log_cleaner_backoff_ms: values.int("log.cleaner.backoff.ms", 0, i64::MAX)?,
             log_cleaner_threads: values.int("log.cleaner.threads", 1, 64)?,
+            log_cleaner_dedupe_buffer_size: values.int(
+                "log.cleaner.dedupe.buffer.size",
+                0,
+                i64::MAX,
+            )?,
+            log_cleaner_io_buffer_load_factor: values
+                .fraction("log.cleaner.io.buffer.load.factor")?,
             max_incremental_fetch_session_cache_slots: values.int(
                 "max.incremental.fetch.session.cache.slots",
                 0,
@@ -1459,6 +1484,20 @@ impl Values<'_> {
         Ok(value)
     }
 
+    /// A DOUBLE within (0, 1]: over 1 a map could never say it is full.
+    fn fraction(&self, key: &'static str) -> Result<f64, ConfigError> {
+        let text = self.raw(key).unwrap_or_default();
+        let value: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| invalid(key, text.clone(), "Not a number of type DOUBLE"))?;
+        if value > 0.0 && value <= 1.0 {
+            Ok(value)
+        } else {
+            Err(invalid(key, text, "Value must be above 0 and at most 1"))
+        }
+    }
+
     fn boolean(&self, key: &'static str) -> Result<bool, ConfigError> {
         let text = self.raw(key).unwrap_or_default();
         match text.trim().to_ascii_lowercase().as_str() {
@@ -1759,6 +1798,13 @@ mod tests {
             "CONTROLLER://127.0.0.1:9093"
         );
         assert_eq!(config.advertised_listeners.len(), 1);
+        assert_eq!(
+            (
+                config.log_cleaner_dedupe_buffer_size,
+                config.log_cleaner_io_buffer_load_factor
+            ),
+            (134_217_728, 0.9)
+        );
         assert_eq!(config.advertised_listeners[0].name, "PLAINTEXT");
         assert_eq!(config.log_dirs, vec![PathBuf::from("./gregor-data")]);
         assert_eq!(config.metadata_log_dir, PathBuf::from("./gregor-data"));
@@ -2000,6 +2046,14 @@ mod tests {
         assert_eq!(
             message("group.consumer.migration.policy=sideways"),
             "Invalid value sideways for configuration group.consumer.migration.policy: String must be one of (case insensitive): bidirectional, upgrade, downgrade, disabled"
+        );
+        assert_eq!(
+            message("log.cleaner.io.buffer.load.factor=1.5"),
+            "Invalid value 1.5 for configuration log.cleaner.io.buffer.load.factor: Value must be above 0 and at most 1"
+        );
+        assert_eq!(
+            message("log.cleaner.io.buffer.load.factor=full"),
+            "Invalid value full for configuration log.cleaner.io.buffer.load.factor: Not a number of type DOUBLE"
         );
         assert!(message("listeners=PLAINTEXT://127.0.0.1:99999").contains("listeners"));
         assert!(message("metrics.listener=nowhere").contains("metrics.listener"));

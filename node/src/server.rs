@@ -649,6 +649,9 @@ fn start_log_manager(config: &NodeConfig) -> Result<Arc<LogManager>, StartError>
             .is_none_or(|v| v.trim().eq_ignore_ascii_case("true")),
         cleaner_backoff_ms: number("log.cleaner.backoff.ms", 15_000),
         cleaner_threads: usize::try_from(config.log_cleaner_threads).unwrap_or(1),
+        cleaner_dedupe_buffer_bytes: u64::try_from(config.log_cleaner_dedupe_buffer_size)
+            .unwrap_or(0),
+        cleaner_dedupe_load_factor: config.log_cleaner_io_buffer_load_factor,
         recovery_threads_per_dir: usize::try_from(number("num.recovery.threads.per.data.dir", 2))
             .unwrap_or(2)
             .max(1),

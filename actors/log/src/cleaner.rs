@@ -20,8 +20,10 @@
 //! every segment whose base offset lies within its offsets, so a crash at any step leaves the old
 //! segments or the merged one, never both.
 //!
-//! Simpler than Kafka, on purpose: the offset map holds whole keys (Kafka hashes them into a fixed
-//! `log.cleaner.dedupe.buffer.size`), so one pass covers the whole dirty part.
+//! The key → latest offset map ([`OffsetMap`]) is bounded as Kafka's `SkimpyOffsetMap`: each key
+//! is held as a 128-bit hash within a cleaner thread's share of `log.cleaner.dedupe.buffer.size`,
+//! filled to `log.cleaner.io.buffer.load.factor`. A dirty part with more distinct keys than fit is
+//! cleaned up to where the map filled, and the next pass starts there (Kafka's `buildOffsetMap`).
 //!
 //! A pass has three steps so that its long part runs away from the log's owner, as Kafka's cleaner
 //! threads do: [`PartitionLog::plan_cleaning`] (the owner: which sealed segments, grouped, which
@@ -30,7 +32,9 @@
 //! [`PartitionLog::install_cleaned`] (the owner: swaps in each group whose segments are still those it
 //! was made from).
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,6 +57,88 @@ pub struct CleanerStats {
     pub tombstones_removed: u64,
     /// The new cleaner checkpoint: offsets below it are clean.
     pub first_dirty_offset: i64,
+}
+
+/// Kafka's `log.cleaner.dedupe.buffer.size` default: 128 MiB across the cleaner threads.
+pub const DEFAULT_DEDUPE_BUFFER_BYTES: u64 = 128 * 1024 * 1024;
+/// Kafka's `log.cleaner.io.buffer.load.factor` default.
+pub const DEFAULT_DEDUPE_LOAD_FACTOR: f64 = 0.9;
+
+/// A key's 128-bit hash, as two words so that an entry packs into 24 bytes.
+type KeyHash = [u64; 2];
+/// What one slot of the map's table costs: the hash, the offset and the table's control byte.
+const SLOT_BYTES: u64 = (std::mem::size_of::<(KeyHash, i64)>() + 1) as u64;
+
+/// The cleaner's key → latest offset map over a dirty part, one per cleaner thread and reused
+/// from pass to pass, as Kafka's `SkimpyOffsetMap`. Keys are held as a 128-bit hash keyed at
+/// random per map, so a producer cannot choose two keys that collide and make the cleaner drop
+/// the newer one's record; the table is sized in whole powers of two of slots within the memory
+/// given, and never holds more than [`OffsetMap::capacity`] keys.
+#[derive(Debug)]
+pub struct OffsetMap {
+    hashers: (RandomState, RandomState),
+    latest: HashMap<KeyHash, i64>,
+    capacity: usize,
+    /// The offset up to which the dirty part is mapped (Kafka's `latestOffset`), −1 when empty.
+    latest_offset: i64,
+}
+
+impl OffsetMap {
+    /// A map within `memory_bytes` (a cleaner thread's share of the dedupe buffer), holding
+    /// keys up to `load_factor` of its slots, and never past the table's own maximum load.
+    pub fn new(memory_bytes: u64, load_factor: f64) -> Self {
+        let affordable = memory_bytes / SLOT_BYTES;
+        let slots = if affordable == 0 {
+            0
+        } else {
+            1u64 << (63 - affordable.leading_zeros())
+        };
+        // The most a table of `slots` holds before it grows (hashbrown's `bucket_mask_to_capacity`).
+        let table_load = if slots < 8 {
+            slots.saturating_sub(1)
+        } else {
+            slots / 8 * 7
+        };
+        let wanted = (slots as f64 * load_factor.clamp(0.0, 1.0)) as u64;
+        OffsetMap {
+            hashers: (RandomState::new(), RandomState::new()),
+            latest: HashMap::new(),
+            capacity: usize::try_from(wanted.min(table_load)).unwrap_or(usize::MAX),
+            latest_offset: -1,
+        }
+    }
+
+    /// The most distinct keys one pass maps.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn clear(&mut self) {
+        self.latest.clear();
+        self.latest_offset = -1;
+    }
+
+    fn hash(&self, key: &[u8]) -> KeyHash {
+        [self.hashers.0.hash_one(key), self.hashers.1.hash_one(key)]
+    }
+
+    /// Maps `key` to `offset` unless the map is full and `key` new to it; false when refused.
+    fn put(&mut self, key: &[u8], offset: i64, over_capacity: bool) -> bool {
+        let hash = self.hash(key);
+        if self.latest.len() >= self.capacity && !over_capacity {
+            if let Some(latest) = self.latest.get_mut(&hash) {
+                *latest = offset;
+                return true;
+            }
+            return false;
+        }
+        self.latest.insert(hash, offset);
+        true
+    }
+
+    fn get(&self, key: &[u8]) -> Option<i64> {
+        self.latest.get(&self.hash(key)).copied()
+    }
 }
 
 /// A sealed segment as the cleaner reads it.
@@ -213,11 +299,16 @@ impl PartitionLog {
 
     /// One compaction pass on this thread when the topic is compacted and dirty enough; `None`
     /// when nothing was due.
-    pub fn compact(&mut self, now_ms: i64, high_watermark: i64) -> Result<Option<CleanerStats>> {
+    pub fn compact(
+        &mut self,
+        now_ms: i64,
+        high_watermark: i64,
+        map: &mut OffsetMap,
+    ) -> Result<Option<CleanerStats>> {
         let Some(job) = self.plan_cleaning(now_ms, high_watermark)? else {
             return Ok(None);
         };
-        self.install_cleaned(job.run(), now_ms).map(Some)
+        self.install_cleaned(job.run(map), now_ms).map(Some)
     }
 
     /// The next pass, when the topic is compacted and dirty enough; `None` when nothing is due.
@@ -373,18 +464,28 @@ impl CleaningJob {
         &self.dir
     }
 
-    /// Reads the planned segments and writes each group that changes (any of several segments,
-    /// or a single one whose contents change) to the `<base>.log.cleaned` of its first segment
+    /// Maps the dirty part's keys into `map`, as far as it holds them, then writes each group
+    /// of the segments below where the map ends that changes (any of several segments, or a
+    /// single one whose contents change) to the `<base>.log.cleaned` of its first segment
     /// (fsynced). Touches nothing the log's owner reads or writes.
-    pub fn run(self) -> Result<CleanedLog> {
-        let latest = self.latest_offsets()?;
+    pub fn run(self, map: &mut OffsetMap) -> Result<CleanedLog> {
+        self.build_offset_map(map)?;
+        let end = map
+            .latest_offset
+            .saturating_add(1)
+            .clamp(self.first_dirty, self.end);
         let mut stats = CleanerStats {
-            first_dirty_offset: self.end,
+            first_dirty_offset: end,
             ..Default::default()
         };
         let mut cleaned = Vec::new();
         let written = self.groups.iter().try_for_each(|group| {
-            if let Some(segment) = self.clean_group(group, &latest, &mut stats)? {
+            // As Kafka's `doClean`, only the segments below where the map ends are cleaned.
+            let below = group.iter().take_while(|s| s.base_offset < end).count();
+            let Some(group) = group.get(..below).filter(|g| !g.is_empty()) else {
+                return Ok(());
+            };
+            if let Some(segment) = self.clean_group(group, map, &mut stats)? {
                 stats.segments_replaced += group.len();
                 cleaned.push(segment);
             }
@@ -398,7 +499,7 @@ impl CleaningJob {
         }
         Ok(CleanedLog {
             dir: self.dir,
-            end: self.end,
+            end,
             truncations: self.truncations,
             instance: self.instance,
             segments: cleaned,
@@ -411,7 +512,7 @@ impl CleaningJob {
     fn clean_group(
         &self,
         group: &[SealedSegment],
-        latest: &HashMap<Vec<u8>, i64>,
+        map: &OffsetMap,
         stats: &mut CleanerStats,
     ) -> Result<Option<CleanedSegment>> {
         let Some(first) = group.first() else {
@@ -421,7 +522,7 @@ impl CleaningJob {
         path.push(".cleaned");
         let path = PathBuf::from(path);
         let mut file = None;
-        let written = self.write_group(group, latest, stats, &path, &mut file);
+        let written = self.write_group(group, map, stats, &path, &mut file);
         let sources = group
             .iter()
             .map(|s| (s.base_offset, s.size, s.next_offset))
@@ -445,7 +546,7 @@ impl CleaningJob {
     fn write_group(
         &self,
         group: &[SealedSegment],
-        latest: &HashMap<Vec<u8>, i64>,
+        map: &OffsetMap,
         stats: &mut CleanerStats,
         path: &Path,
         file: &mut Option<std::fs::File>,
@@ -455,7 +556,7 @@ impl CleaningJob {
         for (i, segment) in group.iter().enumerate() {
             let last = i + 1 == group.len();
             let (bytes, changed) =
-                self.clean_segment(segment, latest, last.then_some(segment.next_offset), stats)?;
+                self.clean_segment(segment, map, last.then_some(segment.next_offset), stats)?;
             if group.len() == 1 && !changed {
                 return Ok(());
             }
@@ -478,46 +579,59 @@ impl CleaningJob {
         Ok(())
     }
 
-    /// Key → offset of its latest record in the dirty part.
-    fn latest_offsets(&self) -> Result<HashMap<Vec<u8>, i64>> {
+    /// Maps each key of the dirty part to the offset of its latest record, segment by segment
+    /// from the first dirty offset, until the map is full (Kafka's `buildOffsetMap`): the map's
+    /// `latest_offset` is then the last offset of the last batch mapped whole, or the end of the
+    /// last segment mapped whole. A first dirty batch with more keys than the map holds is mapped
+    /// whole all the same, so every pass moves the cleaner checkpoint on.
+    fn build_offset_map(&self, map: &mut OffsetMap) -> Result<()> {
+        map.clear();
         let first_dirty = self.first_dirty;
-        let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
-        for segment in self
-            .groups
-            .iter()
-            .flatten()
-            .filter(|s| s.next_offset > first_dirty)
-        {
+        let segments: Vec<&SealedSegment> = self.groups.iter().flatten().collect();
+        for (i, segment) in segments.iter().enumerate() {
+            let next_start = segments.get(i + 1).map_or(self.end, |s| s.base_offset);
+            if segment.next_offset <= first_dirty {
+                continue;
+            }
             let mut decode_error = None;
+            let mut full = false;
             segment::for_each_batch_in(
                 &self.files,
                 &segment.log_path,
                 segment.size,
                 0,
                 |_, batch| {
-                    if batch.is_control() || batch.last_offset() < first_dirty {
+                    if batch.last_offset() < first_dirty {
                         return true;
                     }
-                    match batch.decompressed_records() {
-                        Ok(payload) => {
-                            for record in batch.records_in(&payload) {
-                                match record {
-                                    Ok(record) => {
-                                        let offset =
-                                            batch.base_offset() + i64::from(record.offset_delta);
-                                        if let (Some(key), true) =
-                                            (record.key, offset >= first_dirty)
-                                        {
-                                            latest.insert(key.to_vec(), offset);
-                                        }
-                                    }
-                                    Err(e) => decode_error = Some(e),
+                    if !batch.is_control() {
+                        let payload = match batch.decompressed_records() {
+                            Ok(payload) => payload,
+                            Err(e) => {
+                                decode_error = Some(e.to_string());
+                                return false;
+                            }
+                        };
+                        let first_mapped = map.latest_offset < first_dirty;
+                        for record in batch.records_in(&payload) {
+                            let record = match record {
+                                Ok(record) => record,
+                                Err(e) => {
+                                    decode_error = Some(e);
+                                    return false;
+                                }
+                            };
+                            let offset = batch.base_offset() + i64::from(record.offset_delta);
+                            if let (Some(key), true) = (record.key, offset >= first_dirty) {
+                                if !map.put(key, offset, first_mapped) {
+                                    full = true;
+                                    return false;
                                 }
                             }
                         }
-                        Err(e) => decode_error = Some(e.to_string()),
                     }
-                    decode_error.is_none()
+                    map.latest_offset = batch.last_offset();
+                    true
                 },
             )
             .map_err(|e| LogError::io("read for compaction", &segment.log_path, e))?;
@@ -527,8 +641,19 @@ impl CleaningJob {
                     message,
                 });
             }
+            if full {
+                tracing::debug!(
+                    dir = %self.dir.display(),
+                    keys = map.latest.len(),
+                    mapped_to = map.latest_offset,
+                    "the cleaner's offset map is full: cleaning up to where it ends"
+                );
+                return Ok(());
+            }
+            // Past gaps in the offsets, up to the next segment (Kafka's fast forward).
+            map.latest_offset = map.latest_offset.max(next_start - 1);
         }
-        Ok(latest)
+        Ok(())
     }
 
     /// The new contents of `segment`, and whether they differ from the old. The batch ending
@@ -537,7 +662,7 @@ impl CleaningJob {
     fn clean_segment(
         &self,
         segment: &SealedSegment,
-        latest: &HashMap<Vec<u8>, i64>,
+        map: &OffsetMap,
         group_end: Option<i64>,
         stats: &mut CleanerStats,
     ) -> Result<(Vec<u8>, bool)> {
@@ -552,7 +677,7 @@ impl CleaningJob {
             |_, batch| {
                 stats.bytes_before += batch.size() as u64;
                 let keep = group_end == Some(batch.next_offset());
-                match self.clean_batch(batch, latest, keep, stats) {
+                match self.clean_batch(batch, map, keep, stats) {
                     Ok(None) => out.extend_from_slice(batch.bytes()),
                     Ok(Some(rewritten)) => {
                         changed = true;
@@ -579,7 +704,7 @@ impl CleaningJob {
     fn clean_batch(
         &self,
         batch: &RecordBatch<'_>,
-        latest: &HashMap<Vec<u8>, i64>,
+        map: &OffsetMap,
         keep: bool,
         stats: &mut CleanerStats,
     ) -> Result<Option<Vec<u8>>> {
@@ -593,6 +718,9 @@ impl CleaningJob {
         let payload = batch
             .decompressed_records()
             .map_err(|e| corrupt(e.to_string()))?;
+        if batch.base_offset() > map.latest_offset {
+            return Ok(None);
+        }
         let horizon_passed = batch.delete_horizon_ms().is_some_and(|h| h <= self.now_ms);
         let mut kept = Vec::new();
         let mut removed_any = false;
@@ -600,8 +728,13 @@ impl CleaningJob {
         for record in batch.records_in(&payload) {
             let record = record.map_err(corrupt)?;
             let offset = batch.base_offset() + i64::from(record.offset_delta);
+            // As Kafka's `shouldRetainRecord`, a record past where the map ends is kept as it is.
+            if offset > map.latest_offset {
+                kept.push(record);
+                continue;
+            }
             let superseded = match record.key {
-                Some(key) => latest.get(key).is_some_and(|&newest| offset < newest),
+                Some(key) => map.get(key).is_some_and(|newest| offset < newest),
                 // As Kafka's cleaner: a record without a key has no place in a compacted log
                 // (it counts it as invalid), so it goes.
                 None => true,
@@ -704,6 +837,37 @@ mod tests {
             next_offset: base_offset + 1,
             index_bytes,
         }
+    }
+
+    /// Kafka's default buffer: 5,368,709 slots of 25 bytes fit in 128 MiB, of which the table
+    /// takes the 4,194,304 of a power of two and fills 7/8 at most (under the 0.9 asked).
+    #[test]
+    fn an_offset_map_holds_what_its_memory_and_load_factor_allow() {
+        let capacity = |memory, load| OffsetMap::new(memory, load).capacity();
+        assert_eq!(
+            capacity(DEFAULT_DEDUPE_BUFFER_BYTES, DEFAULT_DEDUPE_LOAD_FACTOR),
+            3_670_016
+        );
+        assert_eq!(capacity(DEFAULT_DEDUPE_BUFFER_BYTES, 0.5), 2_097_152);
+        assert_eq!(capacity(DEFAULT_DEDUPE_BUFFER_BYTES / 2, 0.9), 1_835_008);
+        assert_eq!(capacity(1599, 1.0), 28);
+        assert_eq!(capacity(24, 0.9), 0);
+    }
+
+    #[test]
+    fn a_full_offset_map_takes_only_keys_it_holds() {
+        let mut map = OffsetMap::new(100, 1.0);
+        assert_eq!(map.capacity(), 3);
+        for (key, offset) in [(&b"a"[..], 1), (b"b", 2), (b"c", 3)] {
+            assert!(map.put(key, offset, false));
+        }
+        assert!(!map.put(b"d", 4, false), "a fourth key");
+        assert!(map.put(b"a", 5, false), "a key it holds");
+        assert!(map.put(b"d", 6, true), "over capacity when told to");
+        assert_eq!(
+            [b"a", b"b", b"c", b"d", b"e"].map(|k| map.get(k)),
+            [Some(5), Some(2), Some(3), Some(6), None]
+        );
     }
 
     #[test]

@@ -54,12 +54,12 @@ fn keeps_the_latest_value_per_key_and_expires_tombstones() {
     let before = log.size();
     assert!(log.dirty_ratio(NOW, leo) > 0.99);
     assert_eq!(
-        log.compact(NOW, 0).unwrap(),
+        log.compact(NOW, 0, &mut cleaner_map()).unwrap(),
         None,
         "nothing below the high watermark is cleanable"
     );
 
-    let stats = log.compact(NOW, leo).unwrap().unwrap();
+    let stats = log.compact(NOW, leo, &mut cleaner_map()).unwrap().unwrap();
     assert_eq!(stats.records_removed, 51, "5 old values of 9 keys, 6 of k3");
     assert_eq!(stats.first_dirty_offset, leo);
     assert!(log.size() < before);
@@ -86,7 +86,7 @@ fn keeps_the_latest_value_per_key_and_expires_tombstones() {
     assert_eq!(log.log_end_offset(), leo);
     assert_eq!(log.dirty_ratio(NOW, leo), 0.0);
     assert_eq!(
-        log.compact(NOW, leo).unwrap(),
+        log.compact(NOW, leo, &mut cleaner_map()).unwrap(),
         None,
         "clean logs are left alone"
     );
@@ -102,7 +102,10 @@ fn keeps_the_latest_value_per_key_and_expires_tombstones() {
     }
     log.roll(NOW).unwrap();
     let leo = log.log_end_offset();
-    let stats = log.compact(NOW + 5_000, leo).unwrap().unwrap();
+    let stats = log
+        .compact(NOW + 5_000, leo, &mut cleaner_map())
+        .unwrap()
+        .unwrap();
     assert!(stats.records_removed >= 9);
     let records = read_all(&mut log, 0);
     assert_eq!(records.len(), 10);
@@ -134,7 +137,7 @@ fn a_tombstone_gets_a_delete_horizon_first() {
     log.append(&keyed("a", None, Compression::None), NOW, 0)
         .unwrap();
     log.roll(NOW).unwrap();
-    log.compact(NOW, 2).unwrap().unwrap();
+    log.compact(NOW, 2, &mut cleaner_map()).unwrap().unwrap();
     let bytes = log.read_batches(0, 1 << 20, 2).unwrap();
     let batch = gregor_log::batch::batches(&bytes).next().unwrap().unwrap();
     assert_eq!(batch.base_offset(), 1);
@@ -172,7 +175,7 @@ fn an_emptied_batch_is_kept_when_it_is_its_producers_last() {
     log.append(&keyed("b", Some("newer"), Compression::None), NOW, 0)
         .unwrap();
     log.roll(NOW).unwrap();
-    log.compact(NOW, 4).unwrap().unwrap();
+    log.compact(NOW, 4, &mut cleaner_map()).unwrap().unwrap();
     let bytes = log.read_batches(0, 1 << 20, 4).unwrap();
     let batches: Vec<RecordBatch<'_>> = gregor_log::batch::batches(&bytes)
         .map(Result::unwrap)
@@ -228,7 +231,7 @@ fn leftovers_of_an_interrupted_swap_are_resolved_on_open() {
         part = log.dir().to_path_buf();
         log.roll(NOW).unwrap();
         let original = std::fs::read(part.join("00000000000000000000.log")).unwrap();
-        log.compact(NOW, 5).unwrap().unwrap();
+        log.compact(NOW, 5, &mut cleaner_map()).unwrap().unwrap();
         compacted_bytes = std::fs::read(part.join("00000000000000000000.log")).unwrap();
         // Simulate a crash after the rename to .swap: old contents back in .log, new ones in .swap.
         std::fs::write(part.join("00000000000000000000.log"), &original).unwrap();
@@ -256,11 +259,21 @@ fn dirty_log(
     dir: &std::path::Path,
 ) -> (gregor_log::log_dir::LogDir, gregor_log::log::PartitionLog) {
     let (log_dir, mut log) = open(dir, compacted());
-    for round in 0..6 {
-        for k in 0..10 {
-            let value = format!("v{round}-{k}");
+    write_rounds(&mut log, 6, 10, |round, k| format!("v{round}-{k}"));
+    (log_dir, log)
+}
+
+/// `rounds` rounds of one uncompressed record for each of the keys `k0`.., then a roll.
+fn write_rounds(
+    log: &mut gregor_log::log::PartitionLog,
+    rounds: usize,
+    keys: usize,
+    value: impl Fn(usize, usize) -> String,
+) {
+    for round in 0..rounds {
+        for k in 0..keys {
             log.append(
-                &keyed(&format!("k{k}"), Some(&value), Compression::None),
+                &keyed(&format!("k{k}"), Some(&value(round, k)), Compression::None),
                 NOW,
                 0,
             )
@@ -268,7 +281,6 @@ fn dirty_log(
         }
     }
     log.roll(NOW).unwrap();
-    (log_dir, log)
 }
 
 fn cleaned_files(dir: &std::path::Path) -> usize {
@@ -297,7 +309,7 @@ fn a_pass_run_on_another_thread_is_installed_while_appends_go_on() {
     let (_log_dir, mut log) = dirty_log(dir.path());
     let leo = log.log_end_offset();
     let job = log.plan_cleaning(NOW, leo).unwrap().expect("dirty enough");
-    let cleaner = std::thread::spawn(move || job.run());
+    let cleaner = std::thread::spawn(move || job.run(&mut cleaner_map()));
     // The owner keeps appending to the active segment while the cleaner reads sealed ones.
     for k in 0..10 {
         log.append(
@@ -336,7 +348,7 @@ fn a_pass_planned_before_a_truncation_is_dropped() {
     let (_log_dir, mut log) = dirty_log(dir.path());
     let leo = log.log_end_offset();
     let job = log.plan_cleaning(NOW, leo).unwrap().expect("dirty enough");
-    let cleaned = job.run().unwrap();
+    let cleaned = job.run(&mut cleaner_map()).unwrap();
     // A follower's truncation, then the leader's records again at the same offsets.
     log.truncate_to(leo - 15, NOW).unwrap();
     for k in 0..15 {
@@ -367,7 +379,7 @@ fn a_discarded_pass_leaves_no_files() {
         .plan_cleaning(NOW, log.log_end_offset())
         .unwrap()
         .expect("dirty enough");
-    let cleaned = job.run().unwrap();
+    let cleaned = job.run(&mut cleaner_map()).unwrap();
     assert!(cleaned_files(dir.path()) > 0);
     cleaned.discard();
     assert_eq!(cleaned_files(dir.path()), 0);
@@ -403,7 +415,7 @@ fn records_without_a_key_are_removed() {
         min_cleanable_dirty_ratio: 0.0,
         ..compacted()
     });
-    let stats = log.compact(NOW, 7).unwrap().unwrap();
+    let stats = log.compact(NOW, 7, &mut cleaner_map()).unwrap().unwrap();
     assert_eq!(
         stats.records_removed, 5,
         "offsets 0, 1, 2 and 5 without a key, a@3"
@@ -440,7 +452,10 @@ fn a_future_timestamp_does_not_stop_compaction_without_a_lag() {
         .unwrap();
     log.append(&keyed_at("a", "now", NOW), NOW, 0).unwrap();
     log.roll(NOW).unwrap();
-    let stats = log.compact(NOW, 2).unwrap().expect("cleanable at once");
+    let stats = log
+        .compact(NOW, 2, &mut cleaner_map())
+        .unwrap()
+        .expect("cleanable at once");
     assert_eq!(stats.records_removed, 1);
     assert_eq!(stats.first_dirty_offset, 2);
 }
@@ -459,10 +474,17 @@ fn the_compaction_lag_is_checked_over_the_dirty_segments_only() {
         .unwrap();
     log.append(&keyed_at("a", "1", NOW), NOW, 0).unwrap();
     log.roll(NOW).unwrap();
-    assert_eq!(log.compact(NOW, 2).unwrap(), None, "younger than the lag");
+    assert_eq!(
+        log.compact(NOW, 2, &mut cleaner_map()).unwrap(),
+        None,
+        "younger than the lag"
+    );
     let later = NOW + 2_000_000;
     assert_eq!(
-        log.compact(later, 2).unwrap().unwrap().first_dirty_offset,
+        log.compact(later, 2, &mut cleaner_map())
+            .unwrap()
+            .unwrap()
+            .first_dirty_offset,
         2
     );
     // Dirty segments older than the lag are cleaned although the clean one is "younger".
@@ -471,7 +493,7 @@ fn the_compaction_lag_is_checked_over_the_dirty_segments_only() {
     log.roll(later).unwrap();
     let back_then = NOW + 1_000_000;
     let stats = log
-        .compact(back_then, 4)
+        .compact(back_then, 4, &mut cleaner_map())
         .unwrap()
         .expect("the dirty part is old enough");
     assert_eq!(stats.records_removed, 2, "a@1 and a@2");
@@ -495,23 +517,33 @@ fn the_max_compaction_lag_forces_a_pass_below_the_dirty_ratio() {
     }
     log.roll(NOW).unwrap();
     assert_eq!(
-        log.compact(NOW, 10).unwrap().unwrap().first_dirty_offset,
+        log.compact(NOW, 10, &mut cleaner_map())
+            .unwrap()
+            .unwrap()
+            .first_dirty_offset,
         10
     );
     log.append(&keyed_at("k0", "2", NOW), NOW, 0).unwrap();
     log.roll(NOW).unwrap();
     assert!(log.dirty_ratio(NOW, 11) < 0.1);
-    assert_eq!(log.compact(NOW, 11).unwrap(), None, "not dirty enough");
     assert_eq!(
-        log.compact(NOW + 60_000, 11).unwrap(),
+        log.compact(NOW, 11, &mut cleaner_map()).unwrap(),
+        None,
+        "not dirty enough"
+    );
+    assert_eq!(
+        log.compact(NOW + 60_000, 11, &mut cleaner_map()).unwrap(),
         None,
         "exactly at the max lag"
     );
-    let stats = log.compact(NOW + 60_001, 11).unwrap().expect("overdue");
+    let stats = log
+        .compact(NOW + 60_001, 11, &mut cleaner_map())
+        .unwrap()
+        .expect("overdue");
     assert_eq!(stats.records_removed, 1, "k0@0");
     assert_eq!(stats.first_dirty_offset, 11);
     assert_eq!(
-        log.compact(NOW + 120_000, 11).unwrap(),
+        log.compact(NOW + 120_000, 11, &mut cleaner_map()).unwrap(),
         None,
         "nothing dirty left"
     );
@@ -554,7 +586,7 @@ fn rolled_segments_of_one_key_are_merged_into_one() {
         }
         let leo = log.log_end_offset();
         assert_eq!(log.segment_count(), 151 + round);
-        let stats = log.compact(NOW, leo).unwrap().unwrap();
+        let stats = log.compact(NOW, leo, &mut cleaner_map()).unwrap().unwrap();
         assert_eq!(stats.segments_replaced, 150 + round);
         assert_eq!(
             log.segment_base_offsets(),
@@ -610,7 +642,12 @@ fn crash_in_a_swap(point: CrashPoint) -> (Vec<i64>, Vec<(i64, String, String)>) 
             log.roll(NOW).unwrap();
         }
         part = log.dir().to_path_buf();
-        let cleaned = log.plan_cleaning(NOW, 30).unwrap().unwrap().run().unwrap();
+        let cleaned = log
+            .plan_cleaning(NOW, 30)
+            .unwrap()
+            .unwrap()
+            .run(&mut cleaner_map())
+            .unwrap();
         assert_eq!(cleaned_files(&part), 3, "one file per group of 10");
         // The pass is never installed: its files are left as the crash left them.
         drop(cleaned);
@@ -648,7 +685,7 @@ fn crash_in_a_swap(point: CrashPoint) -> (Vec<i64>, Vec<(i64, String, String)>) 
         .collect();
     let bases = log.segment_base_offsets();
     // The recovered log cleans as any other: three groups of at most 10 segments' bytes.
-    log.compact(NOW, 30).unwrap().unwrap();
+    log.compact(NOW, 30, &mut cleaner_map()).unwrap().unwrap();
     assert_eq!(log.segment_count(), 4, "{point:?}");
     let latest: Vec<i64> = read_all(&mut log, 0).iter().map(|r| r.offset).collect();
     assert_eq!(latest, vec![27, 28, 29], "{point:?}");
@@ -685,4 +722,91 @@ fn a_crash_in_a_merging_swap_leaves_the_old_or_the_new_segments() {
         assert_eq!(bases, finished, "{point:?}");
         assert_eq!(records, expected(&kept), "{point:?}");
     }
+}
+
+/// One large segment, cleaned as soon as anything is dirty.
+fn cleaned_whatever_its_ratio() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1 << 20,
+        min_cleanable_dirty_ratio: 0.0,
+        ..compacted()
+    }
+}
+
+/// Kafka's `buildOffsetMap` with a map too small for the dirty part: each pass cleans up to
+/// where the map filled (the last batch mapped whole) and the next starts there, so a log with
+/// more distinct keys than the map holds is compacted in several bounded passes, to the same
+/// records one large map leaves.
+#[test]
+fn a_full_offset_map_cleans_up_to_where_it_filled_and_the_next_pass_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, mut log) = open(dir.path(), cleaned_whatever_its_ratio());
+    // k0..k39 at offsets 0..39, then again at 40..79.
+    write_rounds(&mut log, 2, 40, |round, _| format!("v{round}"));
+    let leo = log.log_end_offset();
+    assert_eq!(leo, 80);
+    // 800 bytes hold 32 slots; half of them may be filled.
+    let mut small = gregor_log::cleaner::OffsetMap::new(800, 0.5);
+    assert_eq!(small.capacity(), 16);
+    let mut passes = Vec::new();
+    while let Some(stats) = log.compact(NOW, leo, &mut small).unwrap() {
+        passes.push((stats.first_dirty_offset, stats.records_removed));
+        assert!(passes.len() <= 5, "{passes:?}");
+    }
+    assert_eq!(
+        passes,
+        [(16, 0), (32, 0), (48, 8), (64, 16), (80, 16)],
+        "k0..k15, k16..k31, k32..k39 with the new k0..k7, the new k8..k23, the new k24..k39"
+    );
+    let records = read_all(&mut log, 0);
+    let got: Vec<(i64, String, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.offset,
+                String::from_utf8(r.key.clone().unwrap()).unwrap(),
+                String::from_utf8(r.value.clone().unwrap()).unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(i64, String, String)> = (0..40)
+        .map(|k| (40 + k, format!("k{k}"), "v1".to_owned()))
+        .collect();
+    assert_eq!(got, expected);
+}
+
+/// The first dirty batch is mapped whole even when it holds more keys than the map, so every
+/// pass moves the cleaner checkpoint on; keys the map holds are still updated once it is full.
+#[test]
+fn a_first_batch_larger_than_the_map_is_mapped_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log_dir, mut log) = open(dir.path(), cleaned_whatever_its_ratio());
+    let mut builder = BatchBuilder::new(Compression::None);
+    for k in 0..20 {
+        builder.append(NOW, Some(format!("k{k}").as_bytes()), Some(b"old"), &[]);
+    }
+    log.append(&builder.build().unwrap(), NOW, 0).unwrap();
+    // Offsets 20..29: k0..k9 again, then x0, x1, a key new to the map.
+    for key in (0..10)
+        .map(|k| format!("k{k}"))
+        .chain(["x0".into(), "x1".into()])
+    {
+        log.append(&keyed(&key, Some("new"), Compression::None), NOW, 0)
+            .unwrap();
+    }
+    log.roll(NOW).unwrap();
+    let mut small = gregor_log::cleaner::OffsetMap::new(800, 0.25);
+    assert_eq!(small.capacity(), 8);
+    let first = log.compact(NOW, 32, &mut small).unwrap().unwrap();
+    assert_eq!(
+        (first.first_dirty_offset, first.records_removed),
+        (30, 10),
+        "the batch mapped whole, k0..k9 updated, x0 refused"
+    );
+    let second = log.compact(NOW, 32, &mut small).unwrap().unwrap();
+    assert_eq!((second.first_dirty_offset, second.records_removed), (32, 0));
+    assert_eq!(log.compact(NOW, 32, &mut small).unwrap(), None);
+    let offsets: Vec<i64> = read_all(&mut log, 0).iter().map(|r| r.offset).collect();
+    let expected: Vec<i64> = (10..32).collect();
+    assert_eq!(offsets, expected);
 }

@@ -1260,7 +1260,7 @@ fn size_follows_every_change_of_the_segments() {
     }
     let before = log.size();
     let leo = log.log_end_offset();
-    assert!(log.compact(NOW, leo).unwrap().is_some());
+    assert!(log.compact(NOW, leo, &mut cleaner_map()).unwrap().is_some());
     assert!(log.size() < before);
     check(&log, "compaction");
 

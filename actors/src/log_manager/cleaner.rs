@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crossbeam::channel::{self, Receiver, Sender, TrySendError};
 use gregor_log::checkpoint::TopicPartition;
-use gregor_log::cleaner::{CleanedLog, CleaningJob};
+use gregor_log::cleaner::{CleanedLog, CleaningJob, OffsetMap};
 
 /// Passes waiting for a cleaner thread; past this a shard tries again at its next check.
 const QUEUED_PASSES: usize = 64;
@@ -36,17 +36,25 @@ pub(super) struct Cleaners {
 }
 
 impl Cleaners {
-    /// Starts `threads` cleaner threads (at least one).
-    pub(super) fn start(threads: usize) -> std::io::Result<Self> {
+    /// Starts `threads` cleaner threads (at least one), each with its share of
+    /// `dedupe_buffer_bytes` for its offset map, filled to `load_factor` (Kafka's
+    /// `log.cleaner.dedupe.buffer.size` and `log.cleaner.io.buffer.load.factor`).
+    pub(super) fn start(
+        threads: usize,
+        dedupe_buffer_bytes: u64,
+        load_factor: f64,
+    ) -> std::io::Result<Self> {
+        let threads = threads.max(1);
         let (tasks, queue) = channel::bounded(QUEUED_PASSES);
-        for index in 0..threads.max(1) {
+        for index in 0..threads {
             let queue: Receiver<CleanerTask> = queue.clone();
+            let mut map = OffsetMap::new(dedupe_buffer_bytes / threads as u64, load_factor);
             std::thread::Builder::new()
                 .name(format!("log-cleaner-{index}"))
                 .spawn(move || {
                     for task in queue {
                         let started = Instant::now();
-                        let result = task.job.run();
+                        let result = task.job.run(&mut map);
                         let cleaned = Cleaned {
                             tp: task.tp,
                             started,

@@ -376,6 +376,11 @@ pub struct LogManagerSettings {
     pub cleaner_backoff_ms: u64,
     /// `log.cleaner.threads`: threads that run compaction passes.
     pub cleaner_threads: usize,
+    /// `log.cleaner.dedupe.buffer.size`: memory for the cleaner threads' offset maps, shared out
+    /// among them.
+    pub cleaner_dedupe_buffer_bytes: u64,
+    /// `log.cleaner.io.buffer.load.factor`: how full an offset map may get.
+    pub cleaner_dedupe_load_factor: f64,
     /// `num.recovery.threads.per.data.dir`: logs opened (and recovered) at once per log dir,
     /// shared out among the shards.
     pub recovery_threads_per_dir: usize,
@@ -399,6 +404,8 @@ impl LogManagerSettings {
             cleaner_enable: false,
             cleaner_backoff_ms: 15_000,
             cleaner_threads: 1,
+            cleaner_dedupe_buffer_bytes: gregor_log::cleaner::DEFAULT_DEDUPE_BUFFER_BYTES,
+            cleaner_dedupe_load_factor: gregor_log::cleaner::DEFAULT_DEDUPE_LOAD_FACTOR,
             recovery_threads_per_dir: 2,
             fetch_response_memory_bytes: 0,
         }
@@ -495,8 +502,12 @@ impl LogManager {
         let mut threads = Vec::with_capacity(count);
         let cleaners = if settings.cleaner_enable {
             Some(
-                cleaner::Cleaners::start(settings.cleaner_threads)
-                    .map_err(|e| format!("cannot start the log cleaner threads: {e}"))?,
+                cleaner::Cleaners::start(
+                    settings.cleaner_threads,
+                    settings.cleaner_dedupe_buffer_bytes,
+                    settings.cleaner_dedupe_load_factor,
+                )
+                .map_err(|e| format!("cannot start the log cleaner threads: {e}"))?,
             )
         } else {
             None

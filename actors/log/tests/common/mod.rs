@@ -108,3 +108,12 @@ pub fn segment_bytes_on_disk(log: &PartitionLog) -> u64 {
         .map(|entry| entry.metadata().unwrap().len())
         .sum()
 }
+
+/// A cleaner offset map of Kafka's default size.
+#[allow(dead_code)]
+pub fn cleaner_map() -> gregor_log::cleaner::OffsetMap {
+    gregor_log::cleaner::OffsetMap::new(
+        gregor_log::cleaner::DEFAULT_DEDUPE_BUFFER_BYTES,
+        gregor_log::cleaner::DEFAULT_DEDUPE_LOAD_FACTOR,
+    )
+}
