@@ -196,17 +196,20 @@ def codes_of(response):
 
 def test_a_session_by_topic_id_keeps_the_name_its_topic_had(node):
     """Kafka's session remembers the name a topic id had when it joined: once that topic is
-    deleted the partition is UNKNOWN_TOPIC_OR_PARTITION, and once a topic of that name is
-    created again it is INCONSISTENT_TOPIC_ID; a fetch outside the session names the id alone
+    deleted its partitions are UNKNOWN_TOPIC_OR_PARTITION, and once a topic of that name is
+    created again (with one partition of the two) partition 0 is INCONSISTENT_TOPIC_ID, counted
+    as a fetch of the topic, and partition 1, missing from the metadata, still
+    UNKNOWN_TOPIC_OR_PARTITION, counted nowhere; a fetch outside the session names the id alone
     (UNKNOWN_TOPIC_ID)."""
     topic = "fs-recreated"
-    create(node, (topic, 1))
+    create(node, (topic, 2))
     conn = RawConn(node.bootstrap)
-    wait_for("the log", lambda: list_offset(conn, topic, 0, -1).error_code == 0)
+    for partition in (0, 1):
+        wait_for("the log", lambda: list_offset(conn, topic, partition, -1).error_code == 0)
     assert produce(conn, topic, 0, batch([(b"k", b"v", [], 1)])).error_code == 0
     old_id = topic_id_of(conn, topic)
-    full = session_fetch(conn, 0, 0, [(topic, 0, 0)], version=13, topic_id=old_id)
-    assert (full.error_code, codes_of(full)) == (0, [0])
+    full = session_fetch(conn, 0, 0, [(topic, 0, 0), (topic, 1, 0)], version=13, topic_id=old_id)
+    assert (full.error_code, codes_of(full)) == (0, [0, 0])
     session = full.session_id
 
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
@@ -214,14 +217,23 @@ def test_a_session_by_topic_id_keeps_the_name_its_topic_had(node):
         admin.delete_topics([topic])
         wait_for("the topic gone", lambda: topic_id_of(conn, topic) != old_id)
         gone = session_fetch(conn, session, 1, [], version=13)
-        assert (gone.error_code, codes_of(gone)) == (0, [3])
+        assert (gone.error_code, codes_of(gone)) == (0, [3, 3])
         outside = session_fetch(conn, 0, -1, [(topic, 0, 0)], version=13, topic_id=old_id)
         assert codes_of(outside) == [100]
 
         admin.create_topics([NewTopic(topic, 1, 1)])
         wait_for("the new topic's log", lambda: list_offset(conn, topic, 0, -1).error_code == 0)
+        before = node.metrics_text()
         again = session_fetch(conn, session, 2, [], version=13)
-        assert (again.error_code, codes_of(again)) == (0, [103])
+        assert (again.error_code, codes_of(again)) == (0, [103, 3])
+        # Kafka's `fetchMessages` marks TotalFetchRequestsPerSec of the session's topic name (the
+        # new topic's series, from 0) and of all topics for the partition `readFromLog` refused
+        # with InconsistentTopicIdException, an error it expects: no failed fetch.
+        after = node.metrics_text()
+        fetches = lambda counts: (counts["totalfetchrequests"], counts["failedfetchrequests"])
+        assert fetches(topic_counts(after, topic)) == (1, 0), after
+        assert fetches(topic_counts(after)) == tuple(
+            a + b for a, b in zip(fetches(topic_counts(before)), (1, 0))), (before, after)
     finally:
         admin.close()
     conn.close()

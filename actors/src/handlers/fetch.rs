@@ -526,11 +526,10 @@ pub async fn read_all(
         } else {
             requested_topic(&image, version >= 13, &topic.topic_id, &topic.topic)
         };
-        let inconsistent = from_session
-            && image
-                .topics
-                .get_by_name(&topic.topic)
-                .is_some_and(|current| current.id != topic.topic_id);
+        let recreated = image
+            .topics
+            .get_by_name(&topic.topic)
+            .filter(|current| from_session && current.id != topic.topic_id);
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         let denied = follower_denied
             || (replica_id < 0
@@ -543,8 +542,18 @@ pub async fn read_all(
                 partitions.push(partition_error(index, TOPIC_AUTHORIZATION_FAILED));
                 continue;
             }
-            if inconsistent {
-                partitions.push(partition_error(index, INCONSISTENT_TOPIC_ID));
+            if let Some(current) = recreated {
+                // Kafka checks the id in `readFromLog` once it holds the partition: one the new
+                // topic lacks is refused before the read (`handleFetchRequest`), one hosted
+                // elsewhere is not this node's (`getPartitionOrException`).
+                let code = match current.partition(index) {
+                    None => UNKNOWN_TOPIC_OR_PARTITION,
+                    Some(r) if !r.replicas.as_slice().contains(&ctx.node.node_id) => {
+                        NOT_LEADER_OR_FOLLOWER
+                    }
+                    Some(_) => INCONSISTENT_TOPIC_ID,
+                };
+                partitions.push(partition_error(index, code));
                 continue;
             }
             if replica_id >= 0 {
