@@ -1,7 +1,8 @@
 """The Grafana dashboard in `packaging/grafana/gregor-dashboard.json` uses only metrics Gregor
 exports: every PromQL expression in it is parsed for its metric names, and each name must be a
 metric family of a live node's scrape after the traffic the dashboard shows (requests, a
-quota, produce and fetch), so the dashboard cannot drift from the exporter."""
+quota, produce and fetch, a batch over max.message.bytes), so the dashboard cannot drift from the
+exporter; the rejected-bytes panel's query must select the series the rejected batch counted."""
 
 import json
 import os
@@ -9,8 +10,10 @@ import re
 import subprocess
 from pathlib import Path
 
-from conftest import gregor_bin, wait_for
+from conftest import RawConn, gregor_bin, wait_for
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from test_data_plane import batch, list_offset, produce
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "packaging" / "grafana" / "gregor-dashboard.json"
 
@@ -90,6 +93,17 @@ def test_every_dashboard_metric_is_exported(start_node, tmp_path):
     consumer.seek_to_beginning()
     assert len([r for _, r in zip(range(20), consumer)]) == 20
     consumer.close()
+    # A batch over the topic's max.message.bytes: what the rejected-bytes panel shows.
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic("dashboard-rejected", 1, 1, topic_configs={"max.message.bytes": "500"})])
+    finally:
+        admin.close()
+    conn = RawConn(node.bootstrap)
+    wait_for("the log", lambda: list_offset(conn, "dashboard-rejected", 0, -1).error_code == 0)
+    large = batch([(b"k", b"v" * 600, [], 1)])
+    assert produce(conn, "dashboard-rejected", 0, large).error_code == 10  # MESSAGE_TOO_LARGE
+    conn.close()
 
     def missing():
         text = node.metrics_text()
@@ -100,3 +114,13 @@ def test_every_dashboard_metric_is_exported(start_node, tmp_path):
 
     wait_for("every dashboard metric in the scrape", lambda: not missing(), timeout=30)
     assert missing() == {}
+
+    # The rejected-bytes panel selects the per-topic series (`topic!=""`, not the total), and
+    # that series holds the rejected batch's bytes.
+    (rejected,) = [e for e in exprs if "bytesrejected" in e]
+    assert metric_names(rejected) == {"kafka_server_brokertopicmetrics_bytesrejected_total"}
+    assert 'topic!=""' in rejected
+    samples = dict(line.split() for line in node.metrics_text().splitlines()
+                   if line.startswith("kafka_server_brokertopicmetrics_bytesrejected_total{"))
+    assert {name: float(value) for name, value in samples.items() if float(value)} == {
+        'kafka_server_brokertopicmetrics_bytesrejected_total{topic="dashboard-rejected"}': len(large)}
