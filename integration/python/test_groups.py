@@ -714,7 +714,8 @@ def test_a_static_member_that_does_not_rejoin_stays_in_the_next_generation(start
     """Kafka's completeClassicGroupJoin drops only the dynamic members that did not rejoin: a
     static member silent through a rebalance (its session, 30 s, outlasts the 2 s rebalance
     timeout) is listed to the leader with its old metadata and described with the group, and
-    it comes back under its instance id without another rebalance."""
+    it comes back under its instance id without another join phase; its old id, never synced,
+    still rebalances the group a rebalance timeout later (Kafka's pending-sync expiry)."""
     node = start_node(FAST)
     a = loaded_coordinator(node)
     b, c, admin = (RawConn(node.bootstrap) for _ in range(3))
@@ -749,13 +750,15 @@ def test_a_static_member_that_does_not_rejoin_stays_in_the_next_generation(start
     assert sync(a, 3, ma, "ia", {ma: b"a3", mb: b"b3", mc: b"c3"}).assignment == b"a3"
     assert syncing.result(timeout=30).assignment == b"c3"
 
-    # B restarts: same instance, no member id, same metadata. No rebalance.
+    # B restarts: same instance, no member id, same metadata. No rebalance for the join.
     back = static(b, "ib")
     assert (back.error_code, back.generation_id, back.leader) == (0, 3, ma)
     assert back.member_id != mb
     assert sync(b, 3, back.member_id, "ib").assignment == b"b3"
-    assert heartbeat(a, ma, 3, "ia") == 0
-    assert describe(admin) == ("Stable", [("ia", ma), ("ib", back.member_id), ("ic", mc)])
+    # But B's old id never sent SyncGroup for generation 3: as Kafka's expirePendingSync, a
+    # rebalance timeout after that join phase the group rebalances, B kept under its new id.
+    wait_for("the pending-sync rebalance", lambda: heartbeat(a, ma, 3, "ia") == 27, timeout=30)
+    assert describe(admin) == ("PreparingRebalance", [("ia", ma), ("ib", back.member_id), ("ic", mc)])
     pool.shutdown()
 
 
@@ -798,6 +801,44 @@ def test_a_join_phase_nobody_rejoined_keeps_its_static_members(start_node):
     back = member(s, ms, "is")
     assert (back.error_code, back.generation_id, back.leader) == (0, 3, ms)
     assert [(m.group_instance_id, m.member_id) for m in back.members] == [("is", ms)]
+    pool.shutdown()
+
+
+def test_a_member_that_does_not_sync_is_removed_after_the_rebalance_timeout(start_node):
+    """Kafka's expirePendingSync: a member of a new generation that has not sent SyncGroup a
+    rebalance timeout (2 s) after the join phase completed is removed, though it heartbeats,
+    and the group prepares a rebalance at the same generation: the member that synced hears
+    REBALANCE_IN_PROGRESS (27), the removed one UNKNOWN_MEMBER_ID (25), and a rejoin makes a
+    generation of one member."""
+    node = start_node(FAST)
+    a = loaded_coordinator(node)
+    b, admin = RawConn(node.bootstrap), RawConn(node.bootstrap)
+    pool = ThreadPoolExecutor(max_workers=1)
+
+    def member(conn, member_id=""):
+        return join(conn, member_id, rebalance=2000)
+
+    ma = member(a).member_id  # MEMBER_ID_REQUIRED
+    assert member(a, ma).generation_id == 1
+    assert sync(a, 1, ma, assignments={ma: b"a1"}).error_code == 0
+    mb = member(b).member_id
+    joining = pool.submit(member, b, mb)
+    wait_for("a rebalance for B", lambda: heartbeat(a, ma, 1) == 27, timeout=30)
+    assert member(a, ma).generation_id == 2
+    assert joining.result(timeout=30).generation_id == 2
+    assert sync(a, 2, ma, assignments={ma: b"a2", mb: b"b2"}).assignment == b"a2"
+
+    # B heartbeats (so its session never ends) but never sends SyncGroup.
+    def removed():
+        heartbeat(b, mb, 2)
+        return heartbeat(a, ma, 2) == 27
+
+    wait_for("B removed for not syncing", removed, timeout=20)
+    assert heartbeat(b, mb, 2) == 25
+    assert describe(admin) == ("PreparingRebalance", [(None, ma)])
+    back = member(a, ma)
+    assert (back.error_code, back.generation_id, back.leader) == (0, 3, ma)
+    assert [m.member_id for m in back.members] == [ma]
     pool.shutdown()
 
 

@@ -246,6 +246,9 @@ pub enum Timer {
     Pending { group: String, member: String },
     /// The join phase of a rebalance may be complete (initial delay or rebalance timeout).
     Join { group: String },
+    /// Members of `generation` may not have sent SyncGroup one rebalance timeout after its
+    /// join phase completed.
+    PendingSync { group: String, generation: i32 },
     /// A consumer-protocol member's session may have expired.
     ConsumerSession { group: String, member: String },
     /// A consumer-protocol member may not have revoked its partitions within its rebalance
@@ -303,6 +306,13 @@ impl Member {
     }
 }
 
+/// Kafka's `pendingSyncMembers` with its timer: the members of the generation whose join phase
+/// just completed that have not sent SyncGroup, removed at `deadline` if still silent.
+struct PendingSync {
+    members: HashSet<String>,
+    deadline: Instant,
+}
+
 /// The protocols every one of `members` supports (Kafka's `supportedProtocols` counted to the
 /// group's size), found once so each name is then one lookup.
 fn common_protocols<'a>(members: impl Iterator<Item = &'a Member>) -> CommonProtocols<'a> {
@@ -330,6 +340,9 @@ struct Group {
     rebalance_deadline: Option<Instant>,
     /// The initial rebalance delay: the join phase does not end before this.
     join_not_before: Option<Instant>,
+    /// Set from the completion of a join phase until every member has synced or a rebalance
+    /// starts (so only in CompletingRebalance and Stable).
+    pending_sync: Option<PendingSync>,
     /// Set for a KIP-848 consumer group (its classic fields stay empty).
     consumer: Option<Box<ConsumerGroup>>,
 }
@@ -367,6 +380,7 @@ impl Group {
             state_timestamp_ms: now_ms,
             rebalance_deadline: None,
             join_not_before: None,
+            pending_sync: None,
             consumer: None,
         }
     }
@@ -431,6 +445,35 @@ impl Group {
             .map(|m| m.rebalance_timeout)
             .max()
             .unwrap_or_default()
+    }
+
+    /// A member sent SyncGroup in CompletingRebalance or Stable (Kafka's
+    /// `removePendingSyncMember`): once none is left the expiry has nothing to do.
+    fn synced(&mut self, member_id: &str) {
+        if let Some(pending) = &mut self.pending_sync {
+            pending.members.remove(member_id);
+            if pending.members.is_empty() {
+                self.pending_sync = None;
+            }
+        }
+    }
+
+    /// Takes a member out (Kafka's `ClassicGroup.remove`); its parked requests are told
+    /// UNKNOWN_MEMBER_ID. False when there is no such member.
+    fn remove(&mut self, member_id: &str) -> bool {
+        let Some(mut member) = self.members.remove(member_id) else {
+            return false;
+        };
+        if let Some(waiter) = member.join_waiter.take() {
+            let _ = waiter.send(JoinResult::error(codes::UNKNOWN_MEMBER_ID, member_id));
+        }
+        if let Some(waiter) = member.sync_waiter.take() {
+            let _ = waiter.send(SyncResult::error(codes::UNKNOWN_MEMBER_ID));
+        }
+        if let Some(instance) = &member.instance_id {
+            self.static_members.remove(instance);
+        }
+        true
     }
 
     fn all_joined(&self) -> bool {
@@ -1158,6 +1201,7 @@ impl Coordinator {
                 }
             }
         }
+        group.pending_sync = None;
         let was_empty = group.state == GroupState::Empty;
         let deadline = now + group.max_rebalance_timeout();
         group.rebalance_deadline = Some(deadline);
@@ -1268,6 +1312,13 @@ impl Coordinator {
             .collect();
         let generation = group.generation;
         let protocol_type = group.protocol_type.clone();
+        // Kafka's `schedulePendingSync`: every member must send SyncGroup within the group's
+        // rebalance timeout, or is removed.
+        let sync_deadline = now + group.max_rebalance_timeout();
+        group.pending_sync = Some(PendingSync {
+            members: group.members.keys().cloned().collect(),
+            deadline: sync_deadline,
+        });
         let mut sessions = Vec::new();
         for member in group.members.values_mut() {
             // Every session starts again, a static member's that did not rejoin too (Kafka
@@ -1307,6 +1358,13 @@ impl Coordinator {
                 },
             );
         }
+        self.timer(
+            sync_deadline,
+            Timer::PendingSync {
+                group: group_id.to_owned(),
+                generation,
+            },
+        );
     }
 
     /// SyncGroup.
@@ -1374,6 +1432,7 @@ impl Coordinator {
             GroupState::Empty | GroupState::Dead => reply(sender, codes::UNKNOWN_MEMBER_ID),
             GroupState::PreparingRebalance => reply(sender, codes::REBALANCE_IN_PROGRESS),
             GroupState::Stable => {
+                group.synced(&request.member_id);
                 let Some(member) = group.members.get_mut(&request.member_id) else {
                     return reply(sender, codes::UNKNOWN_MEMBER_ID);
                 };
@@ -1392,6 +1451,7 @@ impl Coordinator {
                 };
                 member.deadline = member.deadline.max(now + member.session_timeout);
                 member.sync_waiter = Some(sender);
+                group.synced(&request.member_id);
                 if !is_leader {
                     return;
                 }
@@ -1540,17 +1600,8 @@ impl Coordinator {
         let Some(group) = self.groups.get_mut(group_id) else {
             return;
         };
-        let Some(mut member) = group.members.remove(member_id) else {
+        if !group.remove(member_id) {
             return;
-        };
-        if let Some(waiter) = member.join_waiter.take() {
-            let _ = waiter.send(JoinResult::error(codes::UNKNOWN_MEMBER_ID, member_id));
-        }
-        if let Some(waiter) = member.sync_waiter.take() {
-            let _ = waiter.send(SyncResult::error(codes::UNKNOWN_MEMBER_ID));
-        }
-        if let Some(instance) = &member.instance_id {
-            group.static_members.remove(instance);
         }
         tracing::info!(group = group_id, member = member_id, "member removed");
         match group.state {
@@ -1600,6 +1651,9 @@ impl Coordinator {
                 }
             }
             Timer::Join { group } => self.try_complete_join(&group, now, now_ms),
+            Timer::PendingSync { group, generation } => {
+                self.expire_pending_sync(&group, generation, now, now_ms)
+            }
             Timer::ConsumerSession { group, member } => {
                 self.fire_consumer(&group, &member, None, now, now_ms)
             }
@@ -1609,6 +1663,35 @@ impl Coordinator {
                 epoch,
             } => self.fire_consumer(&group, &member, Some(epoch), now, now_ms),
         }
+    }
+
+    /// Kafka's `expirePendingSync`: the members of `generation` that have not sent SyncGroup
+    /// one rebalance timeout after its join phase completed are removed, and the group
+    /// rebalances (at the same generation until that join phase completes).
+    fn expire_pending_sync(&mut self, group_id: &str, generation: i32, now: Instant, now_ms: i64) {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return;
+        };
+        // A timer of an earlier generation does nothing; one left by a group deleted and
+        // created again at the same generation acts only once the new deadline has passed.
+        if group.generation != generation {
+            return;
+        }
+        let Some(pending) = group.pending_sync.take_if(|p| now >= p.deadline) else {
+            return;
+        };
+        // A static member replaced under its instance id since is no member any more: its old
+        // id still counts as not synced, as in Kafka, so the group rebalances all the same.
+        for member_id in &pending.members {
+            group.remove(member_id);
+        }
+        tracing::info!(
+            group = group_id,
+            generation,
+            members = pending.members.len(),
+            "members removed: no SyncGroup within the rebalance timeout"
+        );
+        self.prepare_rebalance(group_id, now, now_ms);
     }
 
     /// Validates an OffsetCommit and, when it passes, stores the offsets and queues their

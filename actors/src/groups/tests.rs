@@ -55,17 +55,23 @@ fn pending<T: std::fmt::Debug>(receiver: &mut oneshot::Receiver<T>) {
     ));
 }
 
-/// The Join timers queued since the last call, as instants.
-fn join_timers(c: &mut Coordinator) -> Vec<Instant> {
+/// The timers queued since the last call that `pick` keeps (as what it returns), with their
+/// instants.
+fn timers<T>(c: &mut Coordinator, pick: impl Fn(Timer) -> Option<T>) -> Vec<(T, Instant)> {
     c.take_effects()
         .into_iter()
         .filter_map(|e| match e {
-            Effect::Timer {
-                at,
-                timer: Timer::Join { .. },
-            } => Some(at),
-            _ => None,
+            Effect::Timer { at, timer } => Some((pick(timer)?, at)),
+            Effect::Write(_) => None,
         })
+        .collect()
+}
+
+/// The Join timers queued since the last call, as instants.
+fn join_timers(c: &mut Coordinator) -> Vec<Instant> {
+    timers(c, |t| matches!(t, Timer::Join { .. }).then_some(()))
+        .into_iter()
+        .map(|((), at)| at)
         .collect()
 }
 
@@ -904,16 +910,10 @@ fn described_ids(c: &Coordinator) -> (&'static str, Vec<String>) {
 
 /// The Session timers queued since the last call, as (member, instant).
 fn session_timers(c: &mut Coordinator) -> Vec<(String, Instant)> {
-    c.take_effects()
-        .into_iter()
-        .filter_map(|e| match e {
-            Effect::Timer {
-                at,
-                timer: Timer::Session { member, .. },
-            } => Some((member, at)),
-            _ => None,
-        })
-        .collect()
+    timers(c, |t| match t {
+        Timer::Session { member, .. } => Some(member),
+        _ => None,
+    })
 }
 
 /// Kafka's `completeClassicGroupJoin` drops only dynamic members that did not rejoin: the
@@ -1136,4 +1136,231 @@ fn a_static_member_rejoining_the_waiting_join_phase_completes_it() {
     assert_eq!(back.leader, static_id);
     assert_eq!(back.members, vec![joined(&static_id, "i1")]);
     assert_eq!(described_ids(&c), ("CompletingRebalance", vec![static_id]));
+}
+
+/// The PendingSync timers queued since the last call, as (generation, instant).
+fn pending_sync_timers(c: &mut Coordinator) -> Vec<(i32, Instant)> {
+    timers(c, |t| match t {
+        Timer::PendingSync { generation, .. } => Some(generation),
+        _ => None,
+    })
+}
+
+fn pending_sync(generation: i32) -> Timer {
+    Timer::PendingSync {
+        group: "g".into(),
+        generation,
+    }
+}
+
+/// Ends the join phase two members joined at `t0` after the initial delay: generation 1, led
+/// by the first, whose members must sync within the 5 s rebalance timeout (Kafka's
+/// `schedulePendingSync`). Returns the leader's and the follower's ids.
+fn first_generation_of_two(
+    c: &mut Coordinator,
+    t0: Instant,
+    joins: [oneshot::Receiver<JoinResult>; 2],
+) -> (String, String) {
+    c.take_effects();
+    let done = t0 + Duration::from_millis(3000);
+    c.fire(Timer::Join { group: "g".into() }, done, 3000);
+    let [leader, follower] = joins.map(answered);
+    assert_eq!((leader.generation, follower.generation), (1, 1));
+    assert_eq!(leader.leader, leader.member_id);
+    assert_eq!(
+        pending_sync_timers(c),
+        vec![(1, done + Duration::from_millis(5000))]
+    );
+    (leader.member_id, follower.member_id)
+}
+
+/// Two dynamic members (5 s rebalance timeout, 10 s session) join at `t0`: generation 1.
+fn two_dynamic_members(c: &mut Coordinator, t0: Instant) -> (String, String) {
+    let first = answered(c.join(dynamic_join(""), t0, 0)).member_id;
+    let second = answered(c.join(dynamic_join(""), t0, 0)).member_id;
+    let joins = [
+        c.join(dynamic_join(&first), t0, 0),
+        c.join(dynamic_join(&second), t0, 0),
+    ];
+    first_generation_of_two(c, t0, joins)
+}
+
+/// Kafka's `expirePendingSync`: a member of the new generation that has not sent SyncGroup one
+/// rebalance timeout after the join phase completed is removed, though it heartbeats (answered
+/// NONE meanwhile), and the group rebalances at the same generation; the member that synced
+/// is told REBALANCE_IN_PROGRESS and its rejoin makes generation 2 of one member. A timer of an
+/// earlier generation, or one whose members all synced, changes nothing.
+#[test]
+fn a_member_that_does_not_sync_within_the_rebalance_timeout_is_removed() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let (leader, follower) = two_dynamic_members(&mut c, t0);
+    let leader_sync = c.sync(
+        sync_request(1, &leader, None, &[(&leader, b"a1"), (&follower, b"a2")]),
+        t0 + ms(3000),
+        3000,
+    );
+    assert_eq!(answered(leader_sync).error, NONE);
+    assert_eq!(c.heartbeat("g", &follower, None, 1, t0 + ms(4000)), NONE);
+    // Not before its deadline.
+    c.fire(pending_sync(1), t0 + ms(7999), 7999);
+    assert_eq!(described_ids(&c).0, "Stable");
+    assert_eq!(described_ids(&c).1.len(), 2);
+
+    let deadline = t0 + ms(8000);
+    c.take_effects();
+    c.fire(pending_sync(1), deadline, 8000);
+    assert_eq!(
+        described_ids(&c),
+        ("PreparingRebalance", vec![leader.clone()])
+    );
+    assert_eq!(join_timers(&mut c), vec![deadline + ms(5000)]);
+    assert_eq!(
+        c.heartbeat("g", &leader, None, 1, deadline),
+        REBALANCE_IN_PROGRESS
+    );
+    assert_eq!(
+        c.heartbeat("g", &follower, None, 1, deadline),
+        UNKNOWN_MEMBER_ID
+    );
+    let late_sync = c.sync(sync_request(1, &follower, None, &[]), deadline, 8000);
+    assert_eq!(answered(late_sync).error, UNKNOWN_MEMBER_ID);
+
+    let rejoined_at = deadline + ms(500);
+    let rejoin = answered(c.join(dynamic_join(&leader), rejoined_at, 8500));
+    assert_eq!((rejoin.error, rejoin.generation), (NONE, 2));
+    assert_eq!(rejoin.leader, leader);
+    assert_eq!(rejoin.members.len(), 1);
+    assert_eq!(
+        pending_sync_timers(&mut c),
+        vec![(2, rejoined_at + ms(5000))]
+    );
+    // The timer of generation 1 again: nothing.
+    c.fire(pending_sync(1), rejoined_at + ms(5000), 13_500);
+    assert_eq!(
+        described_ids(&c),
+        ("CompletingRebalance", vec![leader.clone()])
+    );
+    let sync = c.sync(
+        sync_request(2, &leader, None, &[(&leader, b"b1")]),
+        rejoined_at,
+        8500,
+    );
+    assert_eq!(answered(sync).assignment, Bytes::from_static(b"b1"));
+    c.take_effects();
+    // Everyone synced: the timer of generation 2 finds nothing to do.
+    c.fire(pending_sync(2), rejoined_at + ms(5000), 13_500);
+    assert_eq!(described_ids(&c), ("Stable", vec![leader.clone()]));
+    assert!(c.take_effects().is_empty());
+    assert_eq!(c.heartbeat("g", &leader, None, 2, rejoined_at), NONE);
+}
+
+/// A leader that never sends its assignments is removed at the deadline: the follower parked
+/// in SyncGroup is told REBALANCE_IN_PROGRESS and leads generation 2.
+#[test]
+fn a_leader_that_does_not_sync_is_removed_and_its_follower_rejoins() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let (leader, follower) = two_dynamic_members(&mut c, t0);
+    let mut follower_sync = c.sync(sync_request(1, &follower, None, &[]), t0 + ms(3000), 3000);
+    pending(&mut follower_sync);
+    c.fire(pending_sync(1), t0 + ms(8000), 8000);
+    assert_eq!(answered(follower_sync).error, REBALANCE_IN_PROGRESS);
+    assert_eq!(
+        described_ids(&c),
+        ("PreparingRebalance", vec![follower.clone()])
+    );
+    assert_eq!(
+        c.heartbeat("g", &leader, None, 1, t0 + ms(8000)),
+        UNKNOWN_MEMBER_ID
+    );
+    let rejoin = answered(c.join(dynamic_join(&follower), t0 + ms(8000), 8000));
+    assert_eq!((rejoin.generation, rejoin.leader), (2, follower));
+}
+
+/// When no member has synced, every one is removed and the group is Empty at generation 2,
+/// its record written.
+#[test]
+fn a_group_whose_members_never_sync_is_emptied() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let (leader, follower) = two_dynamic_members(&mut c, t0);
+    c.fire(pending_sync(1), t0 + ms(8000), 8000);
+    assert_eq!(described_ids(&c), ("Empty", Vec::new()));
+    assert_eq!(writes_queued(&mut c), 1);
+    for member in [leader, follower] {
+        assert_eq!(
+            c.heartbeat("g", &member, None, 2, t0 + ms(8000)),
+            UNKNOWN_MEMBER_ID
+        );
+    }
+}
+
+/// Two static members `i1` (the leader) and `i2` at generation 1; the leader has synced.
+/// Returns their ids.
+fn two_static_members_leader_synced(c: &mut Coordinator, t0: Instant) -> (String, String) {
+    let joins = [
+        c.join(static_join("i1", ""), t0, 0),
+        c.join(static_join("i2", ""), t0, 0),
+    ];
+    let (i1, i2) = first_generation_of_two(c, t0, joins);
+    let leader_sync = c.sync(
+        sync_request(1, &i1, Some("i1"), &[(&i1, b"a1"), (&i2, b"a2")]),
+        t0 + Duration::from_millis(3000),
+        3000,
+    );
+    assert_eq!(answered(leader_sync).error, NONE);
+    (i1, i2)
+}
+
+/// A static member that does not sync is removed with its instance id: its heartbeat under
+/// that id answers UNKNOWN_MEMBER_ID.
+#[test]
+fn a_static_member_that_does_not_sync_is_removed_with_its_instance() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let (i1, i2) = two_static_members_leader_synced(&mut c, t0);
+    c.fire(pending_sync(1), t0 + ms(8000), 8000);
+    assert_eq!(described_ids(&c), ("PreparingRebalance", vec![i1.clone()]));
+    assert_eq!(
+        c.heartbeat("g", &i2, Some("i2"), 1, t0 + ms(8000)),
+        UNKNOWN_MEMBER_ID
+    );
+    assert_eq!(
+        c.heartbeat("g", &i1, Some("i1"), 1, t0 + ms(8000)),
+        REBALANCE_IN_PROGRESS
+    );
+}
+
+/// As in Kafka, a static member that restarts under a new member id before syncing leaves its
+/// old id pending: though it syncs under the new one, the deadline starts a rebalance in which
+/// both members stay.
+#[test]
+fn a_static_member_replaced_before_syncing_still_rebalances_the_group() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut c = loaded(t0);
+    let (i1, i2) = two_static_members_leader_synced(&mut c, t0);
+    let back = answered(c.join(static_join("i2", ""), t0 + ms(4000), 4000));
+    assert_eq!((back.error, back.generation), (NONE, 1));
+    assert_ne!(back.member_id, i2);
+    let back_sync = c.sync(
+        sync_request(1, &back.member_id, Some("i2"), &[]),
+        t0 + ms(4000),
+        4000,
+    );
+    assert_eq!(answered(back_sync).assignment, Bytes::from_static(b"a2"));
+    c.fire(pending_sync(1), t0 + ms(8000), 8000);
+    assert_eq!(
+        described_ids(&c),
+        ("PreparingRebalance", vec![i1, back.member_id.clone()])
+    );
+    assert_eq!(
+        c.heartbeat("g", &back.member_id, Some("i2"), 1, t0 + ms(8000)),
+        REBALANCE_IN_PROGRESS
+    );
 }

@@ -1328,6 +1328,7 @@ fn upgrade(
     group.generation = 0;
     group.rebalance_deadline = None;
     group.join_not_before = None;
+    group.pending_sync = None;
     group.state = GroupState::Empty;
     tracing::info!(group = %group_id, members = cg.members.len(), epoch = cg.epoch, "classic group upgraded to a consumer group");
     group.consumer = Some(Box::new(cg));
