@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from conftest import Node, RawConn, gregor_bin, wait_for
 from ports import reserve_port
-from test_data_plane import batch, produce
+from test_data_plane import batch, list_offset, produce
 
 REQUEST_TIMED_OUT = 7
 
@@ -1246,6 +1246,57 @@ def test_min_isr_gauges_follow_a_stopped_and_a_paused_follower(tmp_path):
         assert started.returncode == 0, started.stdout + started.stderr
         wait_for("the log gauges on broker 2", lambda: log_end_offset(by_id[2], moved) == 3, timeout=FAILOVER_TIMEOUT)
         wait_for("the log gauges gone from broker 1", lambda: log_end_offset(by_id[1], moved) is None, timeout=FAILOVER_TIMEOUT)
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_a_restarted_leader_withholds_the_latest_offset_until_its_high_watermark_catches_up(tmp_path):
+    """Kafka's `Partition.fetchOffsetForTimestamp`: a leader whose high watermark is behind the
+    log end it started leading from answers a consumer's ListOffsets LATEST, and a lookup by
+    timestamp that finds nothing visible, OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5),
+    never its older high watermark. Here the leader takes acks=1 records its paused followers
+    do not fetch, and is killed and restarted within its session: it leads again from its log
+    end with the high watermark of its checkpoint. Once the followers fetch, the latest offset
+    is the log end."""
+    nodes, pause = start_hooked_cluster(tmp_path, PAUSE_FETCH_HOOK, {
+        "broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "120000"})
+    by_id = {i + 1: n for i, n in enumerate(nodes)}
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap(nodes)})
+        topic = "restarted-leader"
+        create_replicated_topic(admin, topic, 1)
+        produce_acknowledged(nodes, topic, [b"committed-%d" % i for i in range(10)])
+        leader = partition_state(admin, topic)[0]
+        followers = [node_id for node_id in by_id if node_id != leader]
+        for node_id in followers:
+            pause[node_id].touch()
+        producer = Producer({"bootstrap.servers": bootstrap(nodes), "acks": 1})
+        for i in range(5):
+            producer.produce(topic, value=b"leader-only-%d" % i, partition=0)
+        assert producer.flush(30) == 0
+
+        by_id[leader].kill9()
+        by_id[leader].start()
+        by_id[leader].wait_ready()
+        assert partition_state(admin, topic)[0] == leader, "the leader came back within its session"
+        conn = RawConn(by_id[leader].bootstrap)
+        try:
+            def latest(version):
+                return list_offset(conn, topic, 0, -1, version=version)
+
+            wait_for("the restarted node leading", lambda: latest(7).error_code != 6, timeout=FAILOVER_TIMEOUT)
+            assert latest(7).error_code == 78, "OFFSET_NOT_AVAILABLE at v5+"
+            assert latest(4).error_code == 5, "LEADER_NOT_AVAILABLE before v5"
+            assert list_offset(conn, topic, 0, 1 << 60, version=7).error_code == 78, "nothing visible found by timestamp"
+            earliest = list_offset(conn, topic, 0, -2, version=7)
+            assert (earliest.error_code, earliest.offset) == (0, 0), "the earliest offset is known"
+            for node_id in followers:
+                pause[node_id].unlink()
+            wait_for("the latest offset at the log end", lambda: (latest(7).error_code, latest(7).offset) == (0, 15),
+                     timeout=FAILOVER_TIMEOUT)
+        finally:
+            conn.close()
     finally:
         for node in nodes:
             node.close()

@@ -23,6 +23,12 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+/// `replica_id` of a consumer's request (Kafka's `CONSUMER_REPLICA_ID`).
+const CONSUMER_REPLICA_ID: i32 = -1;
+/// OFFSET_NOT_AVAILABLE: a new leader's high watermark is behind the start of its epoch.
+const OFFSET_NOT_AVAILABLE: i16 = 78;
+/// LEADER_NOT_AVAILABLE, what versions before 5 get instead of OFFSET_NOT_AVAILABLE.
+const LEADER_NOT_AVAILABLE: i16 = 5;
 
 fn answer(index: i32, code: i16) -> ListOffsetsPartitionResponse {
     ListOffsetsPartitionResponse::default()
@@ -69,7 +75,8 @@ pub(super) async fn handle(
             } else if repeated.contains(&(topic.name.as_str(), index)) {
                 answer(index, INVALID_REQUEST)
             } else {
-                lookup(ctx, &image, version, &topic.name, wanted).await
+                let client = request.replica_id.0 == CONSUMER_REPLICA_ID;
+                lookup(ctx, &image, version, client, &topic.name, wanted).await
             };
             errors.add(response.error_code);
             partitions.push(response);
@@ -90,6 +97,7 @@ async fn lookup(
     ctx: &HandlerContext,
     image: &gregor_publishers::MetadataImage,
     version: i16,
+    client: bool,
     topic: &str,
     wanted: &kafka_protocol::messages::list_offsets_request::ListOffsetsPartition,
 ) -> ListOffsetsPartitionResponse {
@@ -108,6 +116,26 @@ async fn lookup(
         Err(not_served) => return answer(index, not_served.code),
     };
     let state = &led.state;
+    // Kafka's `Partition.fetchOffsetForTimestamp`: until a new leader's high watermark reaches
+    // the log end it started its epoch at (after an election, or a restart), what is visible to a
+    // client is not known yet, so the latest offset, or a match at or past the high watermark,
+    // is refused rather than answered from a high watermark that may go back.
+    let high_watermark = state.high_watermark();
+    let behind_epoch_start = client
+        && state
+            .replication()
+            .leader_epoch_start_offset()
+            .is_some_and(|start| start > high_watermark);
+    let not_available = || {
+        answer(
+            index,
+            if version >= 5 {
+                OFFSET_NOT_AVAILABLE
+            } else {
+                LEADER_NOT_AVAILABLE
+            },
+        )
+    };
     let found = |found: OffsetMatch| {
         answer(index, NONE)
             .with_offset(found.offset)
@@ -123,9 +151,10 @@ async fn lookup(
     let query = match wanted.timestamp {
         // As Kafka's `Partition.fetchOffsetForTimestamp`: the high watermark (the last stable
         // offset, with no transactions, for read_committed too) in the current leader epoch.
+        LATEST if behind_epoch_start => return not_available(),
         LATEST => {
             return found(OffsetMatch {
-                offset: state.high_watermark(),
+                offset: high_watermark,
                 timestamp: -1,
                 leader_epoch: led.registration.leader_epoch,
             })
@@ -142,9 +171,13 @@ async fn lookup(
         return answer(index, LogManagerError::NoLog(String::new()).code());
     };
     match logs.offset_lookup(topic, index, query).await {
+        Ok(Some(record)) if record.offset >= high_watermark && behind_epoch_start => {
+            not_available()
+        }
         // A record at or past the high watermark is not visible yet: no match.
-        Ok(Some(record)) if record.offset >= state.high_watermark() => answer(index, NONE),
+        Ok(Some(record)) if record.offset >= high_watermark => answer(index, NONE),
         Ok(Some(record)) => found(record),
+        Ok(None) if behind_epoch_start => not_available(),
         Ok(None) => answer(index, NONE),
         Err(error) => answer(index, error.code()),
     }

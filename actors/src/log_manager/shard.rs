@@ -868,6 +868,7 @@ impl Worker {
                 if let Some(high_watermark) = high_watermark {
                     state.restore_high_watermark(high_watermark, log.log_end_offset());
                 }
+                state.replication().log_opened(log.log_end_offset());
                 state.open.store(true, Ordering::Release);
                 tracing::debug!(
                     partition = %tp.dir_name(),

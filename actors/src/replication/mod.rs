@@ -217,6 +217,23 @@ impl Replication {
         }
     }
 
+    /// The log has opened at `log_end_offset` after this node took the leadership: the epoch
+    /// starts there, as Kafka makes a broker leader only once its log is loaded (an assignment
+    /// made while the log was still opening saw no log end yet).
+    pub fn log_opened(&mut self, log_end_offset: i64) {
+        if let Role::Leader(state) = &mut self.role {
+            state.epoch_start_offset = state.epoch_start_offset.max(log_end_offset);
+        }
+    }
+
+    /// The log end offset this node started its current leader epoch at, when it leads.
+    pub fn leader_epoch_start_offset(&self) -> Option<i64> {
+        match &self.role {
+            Role::Leader(state) => Some(state.epoch_start_offset),
+            _ => None,
+        }
+    }
+
     /// Whether this node has moved past leading the partition at `leader_epoch`: it leads at a
     /// later epoch, or follows at that epoch or a later one. (Before it takes up the role,
     /// it may still follow at an earlier epoch.)
@@ -655,5 +672,20 @@ mod tests {
         };
         assert_eq!(state.epoch_start_offset, 140);
         assert_eq!(state.followers.get(&2).map(|f| f.log_end_offset), Some(-1));
+    }
+
+    /// A leadership taken while the log was still opening starts its epoch at the log end the
+    /// log opened with; a follower's role is untouched.
+    #[test]
+    fn an_epoch_taken_before_the_log_opened_starts_at_its_log_end() {
+        let mut replication = Replication::default();
+        replication.assign(1, &assignment(1, 4, &[1, 2, 3]), 0, 0);
+        assert_eq!(replication.leader_epoch_start_offset(), Some(0));
+        replication.log_opened(15);
+        assert_eq!(replication.leader_epoch_start_offset(), Some(15));
+        replication.assign(1, &assignment(2, 5, &[1, 2, 3]), 15, 1);
+        replication.log_opened(20);
+        assert_eq!(replication.leader_epoch_start_offset(), None);
+        assert!(replication.follows(2, 5));
     }
 }
