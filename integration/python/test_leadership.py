@@ -321,6 +321,48 @@ def test_reassignment_under_load_loses_nothing(tmp_path):
             node.close()
 
 
+def test_a_move_lists_kafkas_order_and_a_cancel_restores_the_current_order(tmp_path):
+    """Kafka's `PartitionReassignmentReplicas`: adding and removing are listed in ascending
+    order and the replicas during a move are the target followed by the removing ones; a
+    cancel goes back to those replicas without the adding ones, in that order
+    (`PartitionReassignmentRevert`), so the preferred replica may change. Broker 3 does not
+    fetch, so the moves onto it stay in progress."""
+    nodes, pause = start_hooked_cluster(tmp_path, PAUSE_FETCH_HOOK)
+    try:
+        admin = admin_of_three(nodes)
+        admin.create_topics([NewTopic("x1", num_partitions=1, replica_assignment=[[1]]),
+                             NewTopic("x2", num_partitions=1, replica_assignment=[[2, 1]])])["x2"].result(30)
+        wait_for("x2 led by 2 with a full ISR", lambda: partition_state(admin, "x2") == (2, [1, 2], [1, 2]), timeout=FAILOVER_TIMEOUT)
+        pause[3].touch()
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "x1", "partition": 0, "replicas": [1, 3, 2]},
+            {"topic": "x2", "partition": 0, "replicas": [3]}]}))
+        started = reassign(nodes, "--execute", "--reassignment-json-file", str(plan))
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert reassign(nodes, "--list").stdout == (
+            "Current partition reassignments:\n"
+            "x1-0: replicas: 1,3,2. adding: 2,3.\n"
+            "x2-0: replicas: 3,1,2. adding: 3. removing: 1,2.\n")
+        wait_for("--describe showing x2's move",
+                 lambda: "Replicas: 3,1,2\tIsr: 2,1\tAdding Replicas: 3\tRemoving Replicas: 1,2\t" in describe(nodes, "x2"),
+                 timeout=FAILOVER_TIMEOUT)
+        # The leader being removed leads until the move completes.
+        assert partition_state(admin, "x2")[0] == 2
+
+        cancel = tmp_path / "cancel.json"
+        cancel.write_text(json.dumps({"version": 1, "partitions": [{"topic": "x2", "partition": 0, "replicas": [3]}]}))
+        cancelled = reassign(nodes, "--cancel", "--reassignment-json-file", str(cancel))
+        assert cancelled.stdout == "Successfully cancelled partition reassignment for: x2-0\nNone of the specified partition moves are active."
+        # Back to [3,1,2] without 3: broker 1 is now the preferred replica; 2 still leads.
+        wait_for("x2 reverted to replicas 1,2", lambda: describe_replicas(nodes, "x2") == "1,2", timeout=FAILOVER_TIMEOUT)
+        assert partition_state(admin, "x2") == (2, [1, 2], [1, 2])
+        assert reassign(nodes, "--list").stdout == "Current partition reassignments:\nx1-0: replicas: 1,3,2. adding: 2,3.\n"
+    finally:
+        for node in nodes:
+            node.close()
+
+
 def test_a_broker_that_stops_leading_a_topic_drops_its_leader_series(tmp_path):
     """Kafka's `ReplicaManager.updateLeaderAndFollowerMetrics`: once broker 1 follows the
     topic's only partition (reordered to {2,1,3}, then a preferred election) and leads none of

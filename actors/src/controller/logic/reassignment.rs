@@ -8,7 +8,12 @@
 //!    step 2: 4 catches up; the leader's AlterPartition puts it in the ISR
 //!    step 3: that same change completes: replicas [2,3,4], ISR minus 1, adding/removing cleared,
 //!            leadership moves off 1 (NEW_LEADER_ELECTED to 1), the leader epoch is bumped
+//!  Cancelled before step 3: replicas [2,3,1] (the current ones without 4), ISR without 4
 //! ```
+//!
+//! Adding and removing list ids in ascending order and the replicas during a move are the
+//! target followed by the removing ones, as Kafka orders them: the first replica is the
+//! preferred leader, so the order is behaviour, not presentation.
 
 use gregor_publishers::image::partition::PartitionRegistration;
 use gregor_publishers::records::{PartitionChangeRecord, NO_LEADER};
@@ -69,26 +74,89 @@ impl ChangeTarget {
     }
 
     /// Completes a reassignment in progress when the ISR allows it (Kafka's
-    /// `maybeCompleteReassignment`): every adding replica is in the ISR and the ISR keeps a
-    /// member once the removing replicas leave. Returns whether it completed.
+    /// `maybeCompleteReassignment`): once the removing replicas leave, the ISR keeps a member
+    /// and holds every replica left. Returns whether it completed.
     fn complete_if_ready(&mut self) -> bool {
         if self.adding.is_empty() && self.removing.is_empty() {
             return false;
         }
-        let isr: Vec<i32> = self
-            .isr
-            .iter()
-            .copied()
-            .filter(|id| !self.removing.contains(id))
-            .collect();
-        if isr.is_empty() || !self.adding.iter().all(|id| isr.contains(id)) {
+        let isr = without(&self.isr, &self.removing);
+        let replicas = without(&self.replicas, &self.removing);
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|id| isr.contains(id)) {
             return false;
         }
-        self.replicas.retain(|id| !self.removing.contains(id));
+        self.replicas = replicas;
         self.isr = isr;
         self.adding.clear();
         self.removing.clear();
         true
+    }
+}
+
+/// `list` without the ids in `gone`, in its order.
+fn without(list: &[i32], gone: &[i32]) -> Vec<i32> {
+    list.iter()
+        .copied()
+        .filter(|id| !gone.contains(id))
+        .collect()
+}
+
+/// A move's replica lists (Kafka's `PartitionReassignmentReplicas`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveReplicas {
+    /// The target followed by the removing replicas.
+    pub replicas: Vec<i32>,
+    /// In the target, not among the current replicas; ascending.
+    pub adding: Vec<i32>,
+    /// Among the current replicas, not in the target; ascending.
+    pub removing: Vec<i32>,
+}
+
+impl MoveReplicas {
+    /// From the `current` replicas to `target` (Kafka's `calculateDifference`, a sorted set).
+    pub fn between(current: &[i32], target: &[i32]) -> Self {
+        let difference = |a: &[i32], b: &[i32]| {
+            let mut ids = without(a, b);
+            ids.sort_unstable();
+            ids
+        };
+        let removing = difference(current, target);
+        let replicas = target.iter().chain(&removing).copied().collect();
+        MoveReplicas {
+            replicas,
+            adding: difference(target, current),
+            removing,
+        }
+    }
+}
+
+/// Where cancelling a move takes a partition (Kafka's `PartitionReassignmentRevert`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Revert {
+    /// The replicas without the adding ones, in their order (Kafka's `originalReplicas`).
+    pub replicas: Vec<i32>,
+    /// The ISR without the adding replicas; the first replica when only adding ones were in
+    /// sync.
+    pub isr: Vec<i32>,
+    /// Whether that ISR was forced, an unclean election the topic must allow.
+    pub unclean: bool,
+}
+
+impl Revert {
+    /// The revert of a partition with these `replicas`, `isr` and `adding` replicas.
+    pub fn of(replicas: &[i32], isr: &[i32], adding: &[i32]) -> Self {
+        let replicas = without(replicas, adding);
+        let mut isr = without(isr, adding);
+        let unclean = isr.is_empty();
+        if unclean {
+            // A move keeps every replica it started from, so there is a first one.
+            isr.extend(replicas.first());
+        }
+        Revert {
+            replicas,
+            isr,
+            unclean,
+        }
     }
 }
 
@@ -101,8 +169,9 @@ fn acceptable(image: &MetadataImage, id: i32) -> bool {
 
 /// The record taking `partition` to `target` (reassignment completed first when it can be),
 /// with the leader the change leaves; `None` when nothing changes. The current leader stays
-/// while it is a valid leader of the target; otherwise the first valid replica in target order
-/// leads, else (unclean) the first acceptable replica with an ISR of itself. A replica set that
+/// while it is a valid leader of the target (in its ISR, acceptable), even one being removed;
+/// otherwise the first valid replica in target order leads, else (unclean) the first
+/// acceptable replica with an ISR of itself (Kafka's `electAnyLeader`). A replica set that
 /// loses members bumps the leader epoch, so removed followers stop (Kafka's
 /// `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`).
 pub fn build_change(
@@ -132,8 +201,12 @@ pub fn build_change(
         })
         .flatten()
     {
-        target.isr = vec![id];
-        recovering = true;
+        // Kafka's `tryElection` rewrites the ISR only for a leader that changes, and marks
+        // RECOVERING only what is not already.
+        if id != partition.leader {
+            target.isr = vec![id];
+            recovering = partition.leader_recovery_state != RECOVERING;
+        }
         id
     } else {
         NO_LEADER
@@ -287,35 +360,21 @@ fn alter_one(
             from: i32::try_from(original).unwrap_or(i32::MAX),
         });
     }
-    // Kafka's `PartitionReassignmentReplicas`: the target first, then the replicas leaving.
-    let removing: Vec<i32> = partition
-        .replicas
-        .iter()
-        .copied()
-        .filter(|id| !wanted.contains(id))
-        .collect();
-    let adding: Vec<i32> = wanted
-        .iter()
-        .copied()
-        .filter(|id| !partition.replicas.contains(id))
-        .collect();
+    let moving = MoveReplicas::between(&partition.replicas, wanted);
+    // As Kafka's `changePartitionReassignment`: empty lists leave those of a move in progress.
     let mut target = ChangeTarget::of(partition);
-    target.replicas = wanted
-        .iter()
-        .copied()
-        .chain(removing.iter().copied())
-        .collect();
-    if !removing.is_empty() {
-        target.removing = removing;
+    target.replicas = moving.replicas;
+    if !moving.removing.is_empty() {
+        target.removing = moving.removing;
     }
-    if !adding.is_empty() {
-        target.adding = adding;
+    if !moving.adding.is_empty() {
+        target.adding = moving.adding;
     }
     Ok(build_change(image, current.id, partition_id, partition, target).0)
 }
 
-/// Kafka's `cancelPartitionReassignment` with `PartitionReassignmentRevert`: back to the
-/// replicas before the reassignment, the adding replicas leaving the ISR.
+/// Kafka's `cancelPartitionReassignment`: back to the [`Revert`], refused when it needs an
+/// unclean election the topic does not allow; elections may be unclean where it does.
 fn cancel(
     image: &MetadataImage,
     topic: &str,
@@ -327,26 +386,18 @@ fn cancel(
     if !in_progress(partition) {
         return Err(ReassignmentOutcome::NotInProgress);
     }
-    let adding = partition.adding_replicas();
-    let replicas: Vec<i32> = partition
-        .replicas
-        .iter()
-        .copied()
-        .filter(|id| !adding.contains(id))
-        .collect();
-    let isr: Vec<i32> = partition
-        .isr
-        .iter()
-        .copied()
-        .filter(|id| !adding.contains(id))
-        .collect();
+    let revert = Revert::of(
+        &partition.replicas,
+        &partition.isr,
+        partition.adding_replicas(),
+    );
     let unclean = policy.enabled(image, topic);
-    if isr.is_empty() && !unclean {
+    if revert.unclean && !unclean {
         return Err(ReassignmentOutcome::RevertNeedsUncleanElection);
     }
     let target = ChangeTarget {
-        replicas,
-        isr,
+        replicas: revert.replicas,
+        isr: revert.isr,
         adding: Vec::new(),
         removing: Vec::new(),
         unclean,
@@ -689,7 +740,9 @@ pub fn list_partition_reassignments(
 #[allow(clippy::expect_used)] // tests: a panic is the failure report
 mod tests {
     use super::*;
-    use gregor_publishers::records::{PartitionRecord, RegisterBrokerRecord, TopicRecord};
+    use gregor_publishers::records::{
+        FenceBrokerRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord,
+    };
     use gregor_publishers::MetadataDelta;
     use kafka_protocol::messages::alter_partition_reassignments_request::{
         ReassignablePartition, ReassignableTopic,
@@ -699,7 +752,7 @@ mod tests {
     const TOPIC: Uuid = Uuid::from_u128(7);
 
     fn image(partition: PartitionRecord) -> MetadataImage {
-        let mut records: Vec<MetadataRecord> = (1..=4)
+        let mut records: Vec<MetadataRecord> = (1..=5)
             .map(|id| {
                 MetadataRecord::RegisterBroker(RegisterBrokerRecord {
                     broker_id: id,
@@ -943,5 +996,233 @@ mod tests {
         let listed =
             list_partition_reassignments(&reverted, &ListPartitionReassignmentsRequest::default());
         assert!(listed.topics.is_empty());
+    }
+
+    fn lists(m: &MoveReplicas) -> (&[i32], &[i32], &[i32]) {
+        (&m.removing, &m.adding, &m.replicas)
+    }
+
+    #[test]
+    fn move_lists_are_kafkas_partition_reassignment_replicas() {
+        // Kafka's PartitionReassignmentReplicasTest: (removing, adding, replicas).
+        let none: &[i32] = &[];
+        let between = MoveReplicas::between;
+        let unchanged = between(&[3, 2, 1], &[3, 2, 1]);
+        assert_eq!(lists(&unchanged), (none, none, &[3, 2, 1][..]));
+        let additions = between(&[3, 2, 1], &[3, 6, 2, 1, 5]);
+        assert_eq!(lists(&additions), (none, &[5, 6][..], &[3, 6, 2, 1, 5][..]));
+        let removals = between(&[3, 2, 1, 0], &[3, 1]);
+        assert_eq!(lists(&removals), (&[0, 2][..], none, &[3, 1, 0, 2][..]));
+        let both = between(&[3, 2, 1, 0], &[7, 3, 1, 9]);
+        assert_eq!(
+            lists(&both),
+            (&[0, 2][..], &[7, 9][..], &[7, 3, 1, 9, 0, 2][..])
+        );
+        let rearranged = between(&[3, 2, 1, 0], &[0, 1, 3, 2]);
+        assert_eq!(lists(&rearranged), (none, none, &[0, 1, 3, 2][..]));
+    }
+
+    /// A change to `isr` of a partition moving from `current` to `target`, completed if it can.
+    fn completed(current: &[i32], target: &[i32], isr: &[i32]) -> Option<(Vec<i32>, Vec<i32>)> {
+        let moving = MoveReplicas::between(current, target);
+        let mut change = ChangeTarget {
+            replicas: moving.replicas,
+            isr: isr.to_vec(),
+            adding: moving.adding,
+            removing: moving.removing,
+            unclean: false,
+        };
+        change
+            .complete_if_ready()
+            .then_some((change.replicas, change.isr))
+    }
+
+    #[test]
+    fn a_move_completes_once_every_target_replica_is_in_sync() {
+        // Kafka's PartitionReassignmentReplicasTest: (replicas, ISR) once complete.
+        assert_eq!(completed(&[0, 1, 2], &[3, 4, 5], &[0, 1, 2, 3, 4]), None);
+        assert_eq!(completed(&[0, 1, 2], &[0, 1, 2], &[0, 1, 2]), None);
+        assert_eq!(
+            completed(&[0, 1, 2], &[3, 4, 5], &[0, 1, 2, 3, 4, 5]),
+            Some((vec![3, 4, 5], vec![3, 4, 5]))
+        );
+        assert_eq!(
+            completed(&[0, 1, 2], &[0, 1, 3], &[0, 1, 2, 3]),
+            Some((vec![0, 1, 3], vec![0, 1, 3]))
+        );
+        assert_eq!(completed(&[0, 1, 2], &[0, 1, 3], &[3]), None);
+        // A replica kept from before counts too: 1 out of sync holds the move open.
+        assert_eq!(completed(&[0, 1, 2], &[0, 1, 3], &[0, 2, 3]), None);
+    }
+
+    #[test]
+    fn a_cancel_reverts_as_kafkas_partition_reassignment_revert() {
+        // Kafka's PartitionReassignmentRevertTest (its removing lists change nothing).
+        let revert = |replicas: &[i32], isr: &[i32], adding: &[i32]| {
+            let r = Revert::of(replicas, isr, adding);
+            (r.replicas, r.isr, r.unclean)
+        };
+        assert_eq!(
+            revert(&[3, 2, 1], &[3, 2], &[]),
+            (vec![3, 2, 1], vec![3, 2], false)
+        );
+        assert_eq!(
+            revert(&[4, 5, 3, 2, 1], &[4, 5, 2], &[4, 5]),
+            (vec![3, 2, 1], vec![2], false)
+        );
+        assert_eq!(
+            revert(&[4, 5, 3, 2, 1], &[4, 5], &[4, 5]),
+            (vec![3, 2, 1], vec![3], true)
+        );
+        // testOriginalReplicas: {0,1,2} → {0,1,3} reverts to [0,1,2].
+        let moving = MoveReplicas::between(&[0, 1, 2], &[0, 1, 3]);
+        assert_eq!(
+            Revert::of(&moving.replicas, &[0, 1, 2], &moving.adding).replicas,
+            vec![0, 1, 2]
+        );
+    }
+
+    fn topic_partition(image: &MetadataImage) -> PartitionRegistration {
+        image
+            .topics
+            .get_by_name("t")
+            .and_then(|t| t.partition(0).cloned())
+            .expect("partition")
+    }
+
+    /// The one record of a request: `change` to partition 0 of `t`.
+    fn one_change(change: PartitionChangeRecord) -> Vec<MetadataRecord> {
+        vec![MetadataRecord::PartitionChange(PartitionChangeRecord {
+            partition_id: 0,
+            topic_id: TOPIC,
+            ..change
+        })]
+    }
+
+    /// The record of a cancel back to `replicas`, with the ISR, leader (its epoch bumped) and
+    /// leader recovery state it writes.
+    fn cancelled(
+        replicas: &[i32],
+        isr: Option<Vec<i32>>,
+        leader: i32,
+        leader_recovery_state: Option<i8>,
+    ) -> Vec<MetadataRecord> {
+        one_change(PartitionChangeRecord {
+            isr,
+            leader: Some(leader),
+            replicas: Some(replicas.to_vec()),
+            removing_replicas: Some(vec![]),
+            adding_replicas: Some(vec![]),
+            leader_recovery_state,
+            ..PartitionChangeRecord::default()
+        })
+    }
+
+    #[test]
+    fn a_move_lists_kafkas_order_and_a_cancel_restores_the_current_order() {
+        // [1] → [1,3,2]: adding ascending, the replicas as asked.
+        let single = image(partition(&[1], &[1], 1));
+        let grown = alter_partition_reassignments(&single, &request(Some(&[1, 3, 2])), 1, &POLICY);
+        assert_eq!(
+            grown.records,
+            one_change(PartitionChangeRecord {
+                replicas: Some(vec![1, 3, 2]),
+                adding_replicas: Some(vec![2, 3]),
+                ..PartitionChangeRecord::default()
+            })
+        );
+
+        // [2,1] led by 2 → [3]: the target, then the removing ones ascending; 2 still leads.
+        let before = image(partition(&[2, 1], &[2, 1], 2));
+        let step1 = alter_partition_reassignments(&before, &request(Some(&[3])), 1, &POLICY);
+        assert_eq!(
+            step1.records,
+            one_change(PartitionChangeRecord {
+                replicas: Some(vec![3, 1, 2]),
+                removing_replicas: Some(vec![1, 2]),
+                adding_replicas: Some(vec![3]),
+                ..PartitionChangeRecord::default()
+            })
+        );
+        let moving = apply_all(before, &step1.records);
+        let listed =
+            list_partition_reassignments(&moving, &ListPartitionReassignmentsRequest::default());
+        let ongoing = &listed.topics[0].partitions[0];
+        assert_eq!(ongoing.replicas, [3, 1, 2].map(BrokerId).to_vec());
+        assert_eq!(ongoing.adding_replicas, vec![BrokerId(3)]);
+        assert_eq!(ongoing.removing_replicas, [1, 2].map(BrokerId).to_vec());
+
+        // Cancelled: [1,2] (1 now preferred), 2 still leading with a new epoch, ISR as it was.
+        let cancel = alter_partition_reassignments(&moving, &request(None), 1, &POLICY);
+        assert_eq!(cancel.records, cancelled(&[1, 2], None, 2, None));
+    }
+
+    #[test]
+    fn a_removed_leader_leads_until_the_move_completes_then_the_first_target_replica_leads() {
+        let before = image(partition(&[3, 2, 1], &[3, 2, 1], 3));
+        let step1 = alter_partition_reassignments(&before, &request(Some(&[4, 1])), 1, &POLICY);
+        let moving = apply_all(before, &step1.records);
+        let registration = topic_partition(&moving);
+        assert_eq!(
+            (registration.replicas.to_vec(), registration.leader),
+            (vec![4, 1, 2, 3], 3)
+        );
+        // 4 in sync: replicas [4,1], the ISR without 2 and 3, and 4 (first of the target) leads.
+        let mut target = ChangeTarget::of(&registration);
+        target.isr = vec![3, 2, 1, 4];
+        let (record, leader) = build_change(&moving, TOPIC, 0, &registration, target);
+        assert_eq!(leader, 4);
+        let record = record.expect("a change");
+        assert_eq!(
+            (record.replicas, record.isr),
+            (Some(vec![4, 1]), Some(vec![1, 4]))
+        );
+    }
+
+    fn unclean_policy() -> UncleanPolicy {
+        UncleanPolicy {
+            node_id: 1,
+            static_enabled: true,
+        }
+    }
+
+    /// Partition 0 of `t` moving with Kafka's testIsrSpecialCase lists, led by 4.
+    fn moving_with_only_adding_replicas_in_sync() -> MetadataImage {
+        let mut moving = partition(&[4, 5, 3, 2, 1], &[4, 5], 4);
+        moving.removing_replicas = vec![2];
+        moving.adding_replicas = vec![4, 5];
+        image(moving)
+    }
+
+    #[test]
+    fn a_cancel_with_only_adding_replicas_in_sync_makes_the_first_original_replica_the_isr() {
+        let moving = moving_with_only_adding_replicas_in_sync();
+        assert_eq!(
+            code(&alter_partition_reassignments(&moving, &request(None), 1, &POLICY).response),
+            (
+                INVALID_REPLICA_ASSIGNMENT,
+                Some("Unable to revert partition assignment for t:0 because it would require an unclean leader election.".to_owned())
+            )
+        );
+        // Allowed: the ISR is [3] and 3, in it and live, leads by a clean election (not
+        // RECOVERING).
+        let cancel = alter_partition_reassignments(&moving, &request(None), 1, &unclean_policy());
+        assert_eq!(
+            cancel.records,
+            cancelled(&[3, 2, 1], Some(vec![3]), 3, None)
+        );
+        // 3 fenced: the first live replica, 2, leads uncleanly, alone in the ISR.
+        let fenced = apply_all(
+            moving,
+            &[MetadataRecord::FenceBroker(FenceBrokerRecord {
+                id: 3,
+                epoch: 13,
+            })],
+        );
+        let cancel = alter_partition_reassignments(&fenced, &request(None), 1, &unclean_policy());
+        assert_eq!(
+            cancel.records,
+            cancelled(&[3, 2, 1], Some(vec![2]), 2, Some(RECOVERING))
+        );
     }
 }
