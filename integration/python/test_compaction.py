@@ -3,14 +3,15 @@ and tombstones, the node's cleaner rewrites the rolled segments, and confluent-k
 one record per key at its original offset; tombstones stay for `delete.retention.ms`."""
 
 import os
+import subprocess
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from conftest import RawConn, wait_for
+from conftest import RawConn, gregor_bin, wait_for
 from test_data_plane import list_offset
 
 KEYS = [f"k{i}".encode() for i in range(10)]
@@ -137,3 +138,40 @@ def test_compaction_merges_the_segments_it_cleans(start_node):
     # The latest value of the cleaned segments stays until the active segment rolls in turn.
     expected = [(28, b"k", b"v28"), (29, b"k", b"v29")]
     wait_for("the latest two values left", lambda: read_from_start(node, topic) == expected, timeout=60, interval=0.2)
+
+
+def test_batches_emptied_by_compaction_stay_readable_by_librdkafka(start_node):
+    """A batch the cleaner empties but keeps (here an idempotent producer's last, superseded by
+    another producer's records) is a bare uncompressed header with the batch's max timestamp,
+    as Kafka's `writeEmptyHeader`: written as an empty lz4 frame, it made librdkafka's consumer
+    abort (rd_slice_init_full assertion) on the first read of the topic from its start."""
+    node = start_node({"log.cleaner.backoff.ms": "100"})
+    topic = "cp-emptied-lz4"
+    create_compacted(node, topic)
+    partition_dir = os.path.join(node.data_dir, f"{topic}-0")
+
+    def write(producer, numbers):
+        for i in numbers:
+            # Compressible, so librdkafka sends it lz4-compressed.
+            producer.produce(topic, key=b"k", value=b"v%d-" % i + b"x" * 1000, partition=0)
+            assert producer.flush(30) == 0
+            # Paced past segment.ms: each write after the first rolls a segment.
+            time.sleep(0.11)
+
+    write(Producer({"bootstrap.servers": node.bootstrap, "compression.codec": "lz4", "linger.ms": 0,
+                    "enable.idempotence": True}), range(3))
+    write(Producer({"bootstrap.servers": node.bootstrap, "compression.codec": "lz4", "linger.ms": 0}),
+          range(3, 10))
+
+    def emptied_batches():
+        files = ",".join(os.path.join(partition_dir, s) for s in segments(node, topic))
+        dumped = subprocess.run([str(gregor_bin()), "dump-log", "--files", files],
+                                capture_output=True, text=True, timeout=60)
+        assert dumped.returncode == 0, dumped.stderr
+        assert "compresscodec: lz4" in dumped.stdout, dumped.stdout
+        return [line for line in dumped.stdout.splitlines() if " count: 0 " in line]
+
+    emptied = wait_for("the idempotent producer's last batch emptied", emptied_batches, timeout=60, interval=0.2)
+    assert all("compresscodec: none" in line and " size: 61 " in line for line in emptied), emptied
+    records = read_from_start(node, topic)
+    assert records and records[-1][2].startswith(b"v9-"), records

@@ -1123,6 +1123,11 @@ impl NodeConfig {
                 "expected host:port with a numeric IP, e.g. 127.0.0.1:9644",
             )
         })?;
+        let (
+            log_cleaner_threads,
+            log_cleaner_dedupe_buffer_size,
+            log_cleaner_io_buffer_load_factor,
+        ) = cleaner_settings(&values)?;
         Ok(NodeConfig {
             node_id,
             process_roles,
@@ -1138,14 +1143,9 @@ impl NodeConfig {
             // Read again by the log manager; checked here so that a bad value stops start-up.
             log_cleaner_enable: values.boolean("log.cleaner.enable")?,
             log_cleaner_backoff_ms: values.int("log.cleaner.backoff.ms", 0, i64::MAX)?,
-            log_cleaner_threads: values.int("log.cleaner.threads", 1, 64)?,
-            log_cleaner_dedupe_buffer_size: values.int(
-                "log.cleaner.dedupe.buffer.size",
-                0,
-                i64::MAX,
-            )?,
-            log_cleaner_io_buffer_load_factor: values
-                .fraction("log.cleaner.io.buffer.load.factor")?,
+            log_cleaner_threads,
+            log_cleaner_dedupe_buffer_size,
+            log_cleaner_io_buffer_load_factor,
             max_incremental_fetch_session_cache_slots: values.int(
                 "max.incremental.fetch.session.cache.slots",
                 0,
@@ -1222,6 +1222,28 @@ impl NodeConfig {
             originals,
         })
     }
+}
+
+/// `log.cleaner.threads`, `log.cleaner.dedupe.buffer.size` and
+/// `log.cleaner.io.buffer.load.factor`: each cleaner thread's share of the buffer, filled to the
+/// load factor, must hold a key, or compaction would never move on (Kafka's cleaner refuses to
+/// start then; its ConfigDef bounds neither key).
+fn cleaner_settings(values: &Values<'_>) -> Result<(i64, i64, f64), ConfigError> {
+    const BUFFER: &str = "log.cleaner.dedupe.buffer.size";
+    let threads = values.int("log.cleaner.threads", 1, 64)?;
+    let buffer = values.int(BUFFER, i64::MIN, i64::MAX)?;
+    let load_factor = values.double("log.cleaner.io.buffer.load.factor")?;
+    let per_thread = u64::try_from(buffer).unwrap_or(0) / threads as u64;
+    if gregor_log::cleaner::OffsetMap::new(per_thread, load_factor).capacity() == 0 {
+        return Err(invalid(
+            BUFFER,
+            buffer.to_string(),
+            &format!(
+                "each of the {threads} cleaner thread(s) gets {per_thread} bytes, which at a load factor of {load_factor} hold no key: raise it, or lower log.cleaner.threads"
+            ),
+        ));
+    }
+    Ok((threads, buffer, load_factor))
 }
 
 /// The group coordinator's keys, with Kafka's bounds.
@@ -1484,18 +1506,11 @@ impl Values<'_> {
         Ok(value)
     }
 
-    /// A DOUBLE within (0, 1]: over 1 a map could never say it is full.
-    fn fraction(&self, key: &'static str) -> Result<f64, ConfigError> {
+    fn double(&self, key: &'static str) -> Result<f64, ConfigError> {
         let text = self.raw(key).unwrap_or_default();
-        let value: f64 = text
-            .trim()
+        text.trim()
             .parse()
-            .map_err(|_| invalid(key, text.clone(), "Not a number of type DOUBLE"))?;
-        if value > 0.0 && value <= 1.0 {
-            Ok(value)
-        } else {
-            Err(invalid(key, text, "Value must be above 0 and at most 1"))
-        }
+            .map_err(|_| invalid(key, text.clone(), "Not a number of type DOUBLE"))
     }
 
     fn boolean(&self, key: &'static str) -> Result<bool, ConfigError> {
@@ -2048,9 +2063,11 @@ mod tests {
             "Invalid value sideways for configuration group.consumer.migration.policy: String must be one of (case insensitive): bidirectional, upgrade, downgrade, disabled"
         );
         assert_eq!(
-            message("log.cleaner.io.buffer.load.factor=1.5"),
-            "Invalid value 1.5 for configuration log.cleaner.io.buffer.load.factor: Value must be above 0 and at most 1"
+            message("log.cleaner.dedupe.buffer.size=40"),
+            "Invalid value 40 for configuration log.cleaner.dedupe.buffer.size: each of the 1 cleaner thread(s) gets 40 bytes, which at a load factor of 0.9 hold no key: raise it, or lower log.cleaner.threads"
         );
+        assert!(load(&["log.cleaner.io.buffer.load.factor=1.5"]).is_ok());
+        assert!(message("log.cleaner.io.buffer.load.factor=0").contains("hold no key"));
         assert_eq!(
             message("log.cleaner.io.buffer.load.factor=full"),
             "Invalid value full for configuration log.cleaner.io.buffer.load.factor: Not a number of type DOUBLE"

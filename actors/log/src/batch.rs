@@ -574,6 +574,15 @@ impl BatchBuilder {
         }
     }
 
+    /// The header-only batch that stands for `source` once every record of it is gone (Kafka's
+    /// `DefaultRecordBatch.writeEmptyHeader`): uncompressed, since an empty compressed payload
+    /// is no stream librdkafka can decode; no base timestamp, and `source`'s max timestamp.
+    pub fn empty_like(source: &RecordBatch<'_>) -> std::io::Result<Vec<u8>> {
+        let mut builder = BatchBuilder::like(source, Compression::None);
+        builder.max_timestamp = source.max_timestamp();
+        builder.build()
+    }
+
     pub fn record_count(&self) -> i32 {
         self.count
     }

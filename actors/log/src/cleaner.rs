@@ -35,12 +35,11 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::os::unix::fs::FileExt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::batch::{BatchBuilder, RecordBatch};
-use crate::compression::CompressionLevels;
 use crate::error::{LogError, Result};
 use crate::files::FileCache;
 use crate::log::PartitionLog;
@@ -141,6 +140,18 @@ impl OffsetMap {
     }
 }
 
+/// How much of a cleaned segment is buffered before it is written out (Kafka's cleaner
+/// writes through a buffer of `log.cleaner.io.buffer.size` / threads / 2, 256 KiB by default).
+const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// Where [`CleaningJob::clean_segment`] puts a segment's retained batches.
+enum Sink<'w, 'f> {
+    /// Nowhere: only whether anything changes, up to the first change.
+    Probe,
+    /// To the group's `.cleaned` file.
+    Write(&'w mut std::io::BufWriter<&'f std::fs::File>),
+}
+
 /// A sealed segment as the cleaner reads it.
 #[derive(Debug, Clone)]
 struct SealedSegment {
@@ -164,7 +175,6 @@ pub struct CleaningJob {
     now_ms: i64,
     /// The delete horizon given to tombstones first passed in this pass.
     horizon: i64,
-    levels: CompressionLevels,
     /// Each producer's last offset when the pass was planned: its last batch is kept even when
     /// emptied, so its sequence numbers survive.
     producers_last: HashMap<i64, i64>,
@@ -356,7 +366,6 @@ impl PartitionLog {
             end,
             now_ms,
             horizon: now_ms.saturating_add(self.config.delete_retention_ms),
-            levels: self.config.compression_levels,
             producers_last: self
                 .producers
                 .producers()
@@ -552,21 +561,34 @@ impl CleaningJob {
         file: &mut Option<std::fs::File>,
     ) -> Result<()> {
         let io = |e| LogError::io("write a cleaned segment", path, e);
-        let mut position = 0u64;
-        for (i, segment) in group.iter().enumerate() {
-            let last = i + 1 == group.len();
-            let (bytes, changed) =
-                self.clean_segment(segment, map, last.then_some(segment.next_offset), stats)?;
-            if group.len() == 1 && !changed {
+        let group_end = |i: usize| (i + 1 == group.len()).then(|| group[i].next_offset);
+        if let [segment] = group {
+            // A lone segment is rewritten only when something in it changes: probed first, so
+            // neither its new contents nor a copy of an unchanged one is ever held or written.
+            let probed = self.clean_segment(
+                segment,
+                map,
+                group_end(0),
+                &mut CleanerStats::default(),
+                &mut Sink::Probe,
+            )?;
+            if !probed {
                 return Ok(());
             }
-            let out = match file {
-                Some(out) => out,
-                None => file.insert(std::fs::File::create(path).map_err(io)?),
-            };
-            out.write_all_at(&bytes, position).map_err(io)?;
-            position += bytes.len() as u64;
         }
+        let out = file.insert(std::fs::File::create(path).map_err(io)?);
+        let mut writer = std::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, &*out);
+        for (i, segment) in group.iter().enumerate() {
+            self.clean_segment(
+                segment,
+                map,
+                group_end(i),
+                stats,
+                &mut Sink::Write(&mut writer),
+            )?;
+        }
+        writer.flush().map_err(io)?;
+        drop(writer);
         if let (Some(out), Some(last)) = (file.as_ref(), group.last()) {
             // As Kafka, the merged segment keeps the modification time of its last source:
             // retention falls back to it for segments without record timestamps.
@@ -656,17 +678,18 @@ impl CleaningJob {
         Ok(())
     }
 
-    /// The new contents of `segment`, and whether they differ from the old. The batch ending
-    /// at `group_end` stays, emptied if need be, so a merged segment ends where its group did:
-    /// a `.swap` left by a crash then names by its own contents every segment it replaces.
+    /// Writes the new contents of `segment` to `sink`, and says whether they differ from the
+    /// old (a probe stops at the first difference). The batch ending at `group_end` stays,
+    /// emptied if need be, so a merged segment ends where its group did: a `.swap` left by a
+    /// crash then names by its own contents every segment it replaces.
     fn clean_segment(
         &self,
         segment: &SealedSegment,
         map: &OffsetMap,
         group_end: Option<i64>,
         stats: &mut CleanerStats,
-    ) -> Result<(Vec<u8>, bool)> {
-        let mut out = Vec::with_capacity(usize::try_from(segment.size).unwrap_or(0));
+        sink: &mut Sink<'_, '_>,
+    ) -> Result<bool> {
         let mut changed = false;
         let mut failure = None;
         segment::for_each_batch_in(
@@ -677,26 +700,35 @@ impl CleaningJob {
             |_, batch| {
                 stats.bytes_before += batch.size() as u64;
                 let keep = group_end == Some(batch.next_offset());
-                match self.clean_batch(batch, map, keep, stats) {
-                    Ok(None) => out.extend_from_slice(batch.bytes()),
+                let retained = match self.clean_batch(batch, map, keep, stats) {
+                    Ok(None) => std::borrow::Cow::Borrowed(batch.bytes()),
                     Ok(Some(rewritten)) => {
                         changed = true;
-                        out.extend_from_slice(&rewritten);
+                        std::borrow::Cow::Owned(rewritten)
                     }
                     Err(e) => {
                         failure = Some(e);
                         return false;
                     }
+                };
+                stats.bytes_after += retained.len() as u64;
+                match sink {
+                    Sink::Probe => !changed,
+                    Sink::Write(writer) => match writer.write_all(&retained) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            failure = Some(LogError::io("write a cleaned segment", &self.dir, e));
+                            false
+                        }
+                    },
                 }
-                true
             },
         )
         .map_err(|e| LogError::io("read for compaction", &segment.log_path, e))?;
         if let Some(e) = failure {
             return Err(e);
         }
-        stats.bytes_after += out.len() as u64;
-        Ok((out, changed))
+        Ok(changed)
     }
 
     /// A batch's retained form: None to keep it as is, Some(bytes) (possibly empty) otherwise;
@@ -759,14 +791,20 @@ impl CleaningJob {
         }
         let producers_last = batch.has_producer_id()
             && self.producers_last.get(&batch.producer_id()) == Some(&batch.last_offset());
-        if kept.is_empty() && !producers_last && !keep {
-            return Ok(Some(Vec::new()));
+        if kept.is_empty() {
+            if !producers_last && !keep {
+                return Ok(Some(Vec::new()));
+            }
+            return BatchBuilder::empty_like(batch)
+                .map(Some)
+                .map_err(|e| corrupt(format!("failed to write an emptied batch: {e}")));
         }
         let codec = batch
             .compression()
             .ok_or_else(|| corrupt("unknown compression codec".into()))?;
         let mut builder = BatchBuilder::like(batch, codec);
-        builder.levels = self.levels;
+        // Kafka's `MemoryRecords.filterTo` rebuilds a batch at its codec's default level,
+        // whatever the topic's `compression.*.level`.
         let keeps_tombstone = kept.iter().any(|r| r.value.is_none());
         builder.delete_horizon_ms = match batch.delete_horizon_ms() {
             Some(h) if keeps_tombstone => Some(h),

@@ -161,11 +161,11 @@ fn an_emptied_batch_is_kept_when_it_is_its_producers_last() {
         },
     );
     let producer_batch = |key: &str, seq: i32| {
-        let mut b = BatchBuilder::new(Compression::None);
+        let mut b = BatchBuilder::new(Compression::Lz4);
         b.producer_id = 77;
         b.producer_epoch = 0;
         b.base_sequence = seq;
-        b.append(NOW, Some(key.as_bytes()), Some(b"x"), &[]);
+        b.append(NOW + i64::from(seq), Some(key.as_bytes()), Some(b"x"), &[]);
         b.build().unwrap()
     };
     log.append(&producer_batch("a", 0), NOW, 0).unwrap();
@@ -191,6 +191,17 @@ fn an_emptied_batch_is_kept_when_it_is_its_producers_last() {
         (1, 0, 1)
     );
     assert_eq!(batches[0].producer_id(), 77);
+    // Kafka's `writeEmptyHeader`: a bare uncompressed header keeping the max timestamp (an lz4
+    // batch emptied as an empty lz4 frame stopped librdkafka's consumers).
+    assert_eq!(
+        (
+            batches[0].compression(),
+            batches[0].size(),
+            batches[0].max_timestamp(),
+            batches[0].base_timestamp()
+        ),
+        (Some(Compression::None), 61, NOW + 1, -1)
+    );
     // The producer can continue after a restart.
     drop(log);
     let (_d, mut log) = open(dir.path(), compacted());
@@ -809,4 +820,34 @@ fn a_first_batch_larger_than_the_map_is_mapped_whole() {
     let offsets: Vec<i64> = read_all(&mut log, 0).iter().map(|r| r.offset).collect();
     let expected: Vec<i64> = (10..32).collect();
     assert_eq!(offsets, expected);
+}
+
+/// Kafka's `MemoryRecords.filterTo` rebuilds a cleaned batch at its codec's default level: the
+/// topic's `compression.gzip.level` does not change the cleaned bytes.
+#[test]
+fn a_rebuilt_batch_is_compressed_at_its_codecs_default_level() {
+    let cleaned_with = |gzip_level: i32| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = cleaned_whatever_its_ratio();
+        config.compression_levels.gzip = gzip_level;
+        let (_log_dir, mut log) = open(dir.path(), config);
+        let mut builder = BatchBuilder::new(Compression::Gzip);
+        for k in 0..50 {
+            let value = format!("value {k} {}", "abcdefgh".repeat(20));
+            builder.append(
+                NOW,
+                Some(format!("k{k}").as_bytes()),
+                Some(value.as_bytes()),
+                &[],
+            );
+        }
+        log.append(&builder.build().unwrap(), NOW, 0).unwrap();
+        log.append(&keyed("k0", Some("newer"), Compression::None), NOW, 0)
+            .unwrap();
+        log.roll(NOW).unwrap();
+        let stats = log.compact(NOW, 51, &mut cleaner_map()).unwrap().unwrap();
+        assert_eq!(stats.records_removed, 1);
+        log.read_batches(0, 1 << 20, 51).unwrap().to_vec()
+    };
+    assert_eq!(cleaned_with(1), cleaned_with(9));
 }

@@ -45,10 +45,20 @@ impl Cleaners {
         load_factor: f64,
     ) -> std::io::Result<Self> {
         let threads = threads.max(1);
+        let mut per_thread = dedupe_buffer_bytes / threads as u64;
+        // As Kafka's cleaner threads, at most 2 GiB each.
+        let most = i32::MAX as u64;
+        if per_thread > most {
+            tracing::warn!(
+                per_thread,
+                "log.cleaner.dedupe.buffer.size gives each cleaner thread more than 2 GiB: each uses 2 GiB"
+            );
+            per_thread = most;
+        }
         let (tasks, queue) = channel::bounded(QUEUED_PASSES);
         for index in 0..threads {
             let queue: Receiver<CleanerTask> = queue.clone();
-            let mut map = OffsetMap::new(dedupe_buffer_bytes / threads as u64, load_factor);
+            let mut map = OffsetMap::new(per_thread, load_factor);
             std::thread::Builder::new()
                 .name(format!("log-cleaner-{index}"))
                 .spawn(move || {
