@@ -245,6 +245,44 @@ def test_produce_errors(node, raw):
         assert produce(raw(), "dp-errors", 0, good, version=version).error_code == 0, version
 
 
+def with_records_section(batch_bytes, codec, section):
+    """`batch_bytes` (one uncompressed batch) with codec `codec` and records section `section`:
+    its length and CRC fixed, the other header fields kept."""
+    import struct
+
+    from kafka.record.util import calc_crc32c
+
+    (attributes,) = struct.unpack_from(">h", batch_bytes, 21)
+    after_crc = struct.pack(">h", attributes & ~7 | codec) + batch_bytes[23:61] + section
+    return (batch_bytes[:8] + struct.pack(">i", 4 + 1 + 4 + len(after_crc)) + batch_bytes[12:17]
+            + struct.pack(">I", calc_crc32c(after_crc)) + after_crc)
+
+
+def lz4_frame(payload, independent_blocks=True):
+    """An LZ4 frame holding `payload` as one uncompressed block, 64 KiB blocks, no checksums:
+    FLG is 0x60 with independent blocks (as Kafka writes), 0x40 with dependent ones."""
+    import struct
+
+    flg = 0x60 if independent_blocks else 0x40
+    header_checksum = {0x60: 0x82, 0x40: 0xC0}[flg]  # second byte of xxh32(FLG, BD)
+    return (struct.pack("<IBBB", 0x184D2204, flg, 0x40, header_checksum)
+            + struct.pack("<I", len(payload) | 1 << 31) + payload + struct.pack("<I", 0))
+
+
+def test_an_lz4_frame_of_dependent_blocks_is_refused(node, raw):
+    """Kafka's Lz4BlockInputStream refuses a frame whose FLG says dependent blocks (its blocks
+    are decoded one by one), a KafkaException the produce answers UNKNOWN_SERVER_ERROR; the same
+    records in a frame of independent blocks are appended."""
+    create(node, ("dp-lz4-linked", 1))
+    conn = raw()
+    plain = batch([(b"k%d" % i, b"v" * 100, [], int(time.time() * 1000)) for i in range(3)])
+    records = plain[61:]
+    linked = produce(conn, "dp-lz4-linked", 0, with_records_section(plain, 3, lz4_frame(records, False)))
+    assert (linked.error_code, linked.base_offset, linked.error_message) == (-1, -1, None)
+    independent = produce(conn, "dp-lz4-linked", 0, with_records_section(plain, 3, lz4_frame(records)))
+    assert (independent.error_code, independent.base_offset) == (0, 0)
+
+
 def test_fetch_and_list_offsets(node, raw):
     create(node, ("dp-offsets", 1))
     conn = raw()

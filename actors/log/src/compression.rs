@@ -5,8 +5,9 @@
 //!   blocks of `[u32 big-endian length][raw snappy block]` of at most 32 KiB input each. A stream without the
 //!   header is read as one raw snappy block, as snappy-java does.
 //! * lz4: the standard LZ4 frame format with independent 64 KiB blocks and no checksums, as Kafka's
-//!   `Lz4BlockOutputStream` writes it (Kafka decodes each block on its own, so linked blocks are refused by
-//!   Java readers). lz4_flex has no high-compression mode, so `compression.lz4.level` is not applied.
+//!   `Lz4BlockOutputStream` writes it. Kafka decodes each block on its own, so a frame of linked blocks is
+//!   refused on read, as Kafka refuses it. lz4_flex has no high-compression mode, so `compression.lz4.level`
+//!   is not applied.
 //! * zstd: standard zstd frames (zstd-jni streams).
 
 use std::io::{Read, Write};
@@ -17,6 +18,7 @@ pub const MAX_DECOMPRESSED_BYTES: usize = 256 * 1024 * 1024;
 const SNAPPY_XERIAL_HEADER: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
 const SNAPPY_XERIAL_MAGIC_LEN: usize = 8;
 const SNAPPY_BLOCK_SIZE: usize = 32 * 1024;
+const LZ4_FRAME_MAGIC: u32 = 0x184D_2204;
 
 /// A batch codec (attributes bits 0–2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -160,7 +162,7 @@ pub fn decompress(codec: Compression, data: &[u8]) -> std::io::Result<Vec<u8>> {
         Compression::None => Ok(data.to_vec()),
         Compression::Gzip => read_bounded(flate2::read::MultiGzDecoder::new(data)),
         Compression::Snappy => decompress_snappy(data),
-        Compression::Lz4 => read_bounded(lz4_flex::frame::FrameDecoder::new(data)),
+        Compression::Lz4 => read_bounded(lz4_decoder(data)?),
         Compression::Zstd => read_bounded(zstd::stream::read::Decoder::with_buffer(data)?),
     }
 }
@@ -173,9 +175,38 @@ pub fn reader<'a>(codec: Compression, data: &'a [u8]) -> std::io::Result<Box<dyn
         Compression::None => Box::new(data),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(data)),
         Compression::Snappy => Box::new(std::io::Cursor::new(decompress_snappy(data)?)),
-        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(data)),
+        Compression::Lz4 => Box::new(lz4_decoder(data)?),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(data)?),
     })
+}
+
+/// An lz4 frame's decoder, once its descriptor passed Kafka's checks (`Lz4BlockInputStream.readHeader`
+/// with `FLG.validate` and `BD.validate`). lz4_flex also reads legacy and skippable frames, a
+/// dictionary id and linked blocks, all of which Kafka refuses: it decodes each block on its own.
+fn lz4_decoder(data: &[u8]) -> std::io::Result<lz4_flex::frame::FrameDecoder<&[u8]>> {
+    let [m0, m1, m2, m3, flg, bd, ..] = *data else {
+        return Err(std::io::Error::other("lz4 stream ended too early"));
+    };
+    if u32::from_le_bytes([m0, m1, m2, m3]) != LZ4_FRAME_MAGIC {
+        return Err(std::io::Error::other("lz4 stream unsupported"));
+    }
+    let refusal = if flg & 0b11 != 0 {
+        Some("lz4 frame descriptor's reserved bits must be 0")
+    } else if flg & 0b10_0000 == 0 {
+        Some("dependent lz4 block stream is unsupported")
+    } else if flg >> 6 != 1 {
+        Some("lz4 frame version is unsupported")
+    } else if bd & 0b1000_1111 != 0 {
+        Some("lz4 block descriptor's reserved bits must be 0")
+    } else if (bd >> 4) & 0b111 < 4 {
+        Some("lz4 block size value must be between 4 and 7")
+    } else {
+        None
+    };
+    match refusal {
+        Some(reason) => Err(std::io::Error::other(reason)),
+        None => Ok(lz4_flex::frame::FrameDecoder::new(data)),
+    }
 }
 
 fn read_bounded(reader: impl Read) -> std::io::Result<Vec<u8>> {
@@ -270,6 +301,65 @@ mod tests {
         assert_eq!(packed[4] & 0x20, 0x20, "independent blocks");
         assert_eq!(packed[4] & 0x14, 0, "no block or content checksum");
         assert_eq!(packed[5], 0x40, "64 KiB blocks");
+    }
+
+    #[test]
+    fn lz4_frames_kafka_refuses_are_refused() {
+        let data: Vec<u8> = b"value-1-".repeat(25_000);
+        let framed = |info: lz4_flex::frame::FrameInfo| {
+            let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, Vec::new());
+            encoder.write_all(&data).unwrap();
+            encoder.finish().unwrap()
+        };
+        let linked = framed(
+            lz4_flex::frame::FrameInfo::new()
+                .block_size(lz4_flex::frame::BlockSize::Max64KB)
+                .block_mode(lz4_flex::frame::BlockMode::Linked),
+        );
+        // The legacy frame: its magic, then blocks of [u32 little-endian length][lz4 block].
+        let block = lz4_flex::block::compress(&data);
+        let mut legacy = 0x184C_2102u32.to_le_bytes().to_vec();
+        legacy.extend_from_slice(&(block.len() as u32).to_le_bytes());
+        legacy.extend_from_slice(&block);
+        // lz4_flex reads both: only the descriptor check refuses them.
+        for frame in [&linked, &legacy] {
+            let mut out = Vec::new();
+            lz4_flex::frame::FrameDecoder::new(&frame[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(out, data);
+        }
+        assert_eq!(linked[4], 0x40, "FLG: version 1, dependent blocks");
+        let packed = compress(Compression::Lz4, &data, CompressionLevels::default()).unwrap();
+        let with = |at: usize, byte: u8| {
+            let mut frame = packed.clone();
+            frame[at] = byte;
+            frame
+        };
+        let cases = [
+            (linked.clone(), "dependent lz4 block stream is unsupported"),
+            (legacy, "lz4 stream unsupported"),
+            (
+                with(4, 0x61),
+                "lz4 frame descriptor's reserved bits must be 0",
+            ),
+            (with(4, 0xa0), "lz4 frame version is unsupported"),
+            (
+                with(5, 0x41),
+                "lz4 block descriptor's reserved bits must be 0",
+            ),
+            (
+                with(5, 0x30),
+                "lz4 block size value must be between 4 and 7",
+            ),
+            (packed[..5].to_vec(), "lz4 stream ended too early"),
+        ];
+        for (frame, reason) in cases {
+            let refused = decompress(Compression::Lz4, &frame).err();
+            assert_eq!(refused.map(|e| e.to_string()).as_deref(), Some(reason));
+            let refused = reader(Compression::Lz4, &frame).err();
+            assert_eq!(refused.map(|e| e.to_string()).as_deref(), Some(reason));
+        }
     }
 
     #[test]

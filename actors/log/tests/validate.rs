@@ -392,6 +392,45 @@ fn a_corrupt_compressed_stream_with_a_valid_crc_is_an_unknown_server_error() {
     );
 }
 
+/// `bytes` (a batch) with its records section replaced by `section`, its length and CRC fixed.
+fn with_records_section(bytes: &[u8], section: &[u8]) -> Vec<u8> {
+    let mut out = bytes[..batch::RECORD_BATCH_OVERHEAD].to_vec();
+    out.extend_from_slice(section);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    refix_crc(&mut out);
+    out
+}
+
+/// Kafka's `Lz4BlockInputStream` refuses a frame of dependent blocks (`FLG.validate`) with a
+/// RuntimeException its `Lz4Compression` wraps in a KafkaException: UNKNOWN_SERVER_ERROR, as
+/// for other corrupt frames, though lz4_flex would read it.
+#[test]
+fn an_lz4_frame_of_dependent_blocks_is_an_unknown_server_error() {
+    use std::io::Write;
+    let records: Vec<(Option<&[u8]>, i64)> = vec![(Some(b"k"), NOW); 40];
+    let plain = batch_of(Compression::None, &records);
+    let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(
+        lz4_flex::frame::FrameInfo::new()
+            .block_size(lz4_flex::frame::BlockSize::Max64KB)
+            .block_mode(lz4_flex::frame::BlockMode::Linked),
+        Vec::new(),
+    );
+    encoder
+        .write_all(&plain[batch::RECORD_BATCH_OVERHEAD..])
+        .unwrap();
+    let linked = encoder.finish().unwrap();
+    let mut bytes = with_records_section(&plain, &linked);
+    bytes[batch::ATTRIBUTES_OFFSET + 1] |= Compression::Lz4.id();
+    refix_crc(&mut bytes);
+    let refused = validate(&bytes, &LogConfig::default(), NOW, "t-0").unwrap_err();
+    assert_eq!(refused.code, KafkaCode::UnknownServerError);
+    assert_eq!(
+        refused.message,
+        "failed to decompress the lz4 record batch: dependent lz4 block stream is unsupported"
+    );
+}
+
 /// Kafka's `DefaultRecord.readFrom` reads any negative key or value length as null (only a
 /// negative header key size is invalid): such a record is accepted as it was sent.
 #[test]
