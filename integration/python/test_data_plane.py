@@ -1143,6 +1143,33 @@ def test_a_compressed_batch_is_validated_without_holding_its_records(start_node)
     conn.close()
 
 
+def test_a_snappy_block_claiming_more_than_it_can_hold_is_refused_before_its_claim_is_allocated(start_node):
+    """A snappy block's header gives its uncompressed length, which the decoder allocates before
+    it reads the block: one of 64 bytes claiming 256 MiB - 1 (under the broker's 256 MiB limit),
+    raw or as a xerial chunk, is corrupt, as no snappy block expands more than 64/3 times, and is
+    answered UNKNOWN_SERVER_ERROR as other corrupt snappy data, without the allocation: each
+    raised the node's peak resident memory by 256 MiB before."""
+    import struct
+
+    node = start_node()
+    create(node, ("snappy-liar", 1))
+    conn = RawConn(node.bootstrap)
+    plain = batch([(b"k", b"v", [], int(time.time() * 1000))])
+    wait_for("the partition's leader", lambda: produce(conn, "snappy-liar", 0, plain).error_code == 0)
+    raw_block = b"\xff\xff\xff\x7f" + bytes(60)  # varint 2^28 - 1, then 60 bytes
+    xerial = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1) + struct.pack(">i", len(raw_block)) + raw_block
+    with open(f"/proc/{node.proc.pid}/clear_refs", "w") as f:
+        f.write("5")
+    before = peak_resident_bytes(node)
+    for section in (raw_block, xerial):
+        answer = produce(conn, "snappy-liar", 0, with_records_section(plain, 2, section))
+        assert (answer.error_code, answer.base_offset, answer.error_message) == (-1, -1, None)
+    growth = peak_resident_bytes(node) - before
+    assert growth < 64 << 20, f"two 64-byte snappy blocks grew the node's peak resident memory by {growth} bytes"
+    assert list_offset(conn, "snappy-liar", 0, -1).offset == 1
+    conn.close()
+
+
 def rebuilt_gzip_bomb(record_count):
     """A gzip batch of `record_count` empty records whose offset deltas are all 0: small on the
     wire, but the broker must decompress and re-encode all of it (Kafka's

@@ -254,11 +254,30 @@ fn decompress_snappy(data: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Refuses a raw snappy block before the decoder allocates the length its header claims: as
+/// corrupt when its bytes cannot expand that far, past the limit when they could but the claim
+/// exceeds [`MAX_DECOMPRESSED_BYTES`].
 fn check_snappy_len(block: &[u8]) -> std::io::Result<()> {
-    if snap::raw::decompress_len(block).map_err(std::io::Error::other)? > MAX_DECOMPRESSED_BYTES {
+    let claimed = snap::raw::decompress_len(block).map_err(std::io::Error::other)?;
+    if claimed > snappy_max_expansion(block.len()) {
+        return Err(std::io::Error::other(format!(
+            "snappy block of {} bytes claims {claimed} bytes uncompressed",
+            block.len()
+        )));
+    }
+    if claimed > MAX_DECOMPRESSED_BYTES {
         return Err(past_limit());
     }
     Ok(())
+}
+
+/// The most a raw snappy block of `len` bytes can decompress to. Its elements are literals
+/// (a tag, 0-4 length bytes, then the bytes themselves: never more out than in) and copies: 2
+/// bytes for at most 11 out (1-byte offset), 3 bytes for at most 64 (2-byte offset), 5 bytes
+/// for at most 64 (4-byte offset). The densest is 64 bytes from 3, so no block yields more
+/// than 64/3 of its length; counting the length varint as element bytes only loosens it.
+fn snappy_max_expansion(len: usize) -> usize {
+    len.saturating_mul(64) / 3
 }
 
 #[cfg(test)]
@@ -360,6 +379,61 @@ mod tests {
             let refused = reader(Compression::Lz4, &frame).err();
             assert_eq!(refused.map(|e| e.to_string()).as_deref(), Some(reason));
         }
+    }
+
+    #[test]
+    fn a_snappy_block_claiming_more_than_it_can_hold_is_corrupt() {
+        // The densest block: a 1-byte literal, then copies of 64 bytes at offset 1 (3 bytes each).
+        let copies = 1000;
+        let mut body = vec![0x00, b'a'];
+        for _ in 0..copies {
+            body.extend_from_slice(&[0xfe, 0x01, 0x00]);
+        }
+        let out = 1 + 64 * copies;
+        let raw = |claimed: usize| {
+            let mut block = Vec::new();
+            let mut rest = claimed;
+            while rest >= 0x80 {
+                block.push((rest as u8) | 0x80);
+                rest >>= 7;
+            }
+            block.push(rest as u8);
+            block.extend_from_slice(&body);
+            block
+        };
+        let densest = raw(out);
+        assert_eq!(densest.len(), 3 + 2 + 3 * copies);
+        assert!(snappy_max_expansion(densest.len()) >= out);
+        assert_eq!(snappy_max_expansion(densest.len()), 64_106);
+        assert_eq!(
+            decompress(Compression::Snappy, &densest).unwrap(),
+            vec![b'a'; out]
+        );
+
+        // 256 MiB - 1 claimed by 64 bytes: refused before the decoder allocates it.
+        let liar = raw(MAX_DECOMPRESSED_BYTES - 1);
+        let refused = decompress(Compression::Snappy, &liar[..64]).unwrap_err();
+        assert!(!is_past_limit(&refused));
+        assert_eq!(
+            refused.to_string(),
+            "snappy block of 64 bytes claims 268435455 bytes uncompressed"
+        );
+        // One byte over the bound of this block is corrupt too; at the bound it is read.
+        let over = raw(snappy_max_expansion(densest.len()) + 1);
+        assert!(!is_past_limit(
+            &decompress(Compression::Snappy, &over).unwrap_err()
+        ));
+
+        // The same lie in a xerial chunk.
+        let mut xerial = SNAPPY_XERIAL_HEADER.to_vec();
+        xerial.extend_from_slice(&64u32.to_be_bytes());
+        xerial.extend_from_slice(&liar[..64]);
+        let refused = decompress(Compression::Snappy, &xerial).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "snappy block of 64 bytes claims 268435455 bytes uncompressed"
+        );
+        assert!(reader(Compression::Snappy, &xerial).is_err());
     }
 
     #[test]

@@ -392,14 +392,17 @@ fn a_corrupt_compressed_stream_with_a_valid_crc_is_an_unknown_server_error() {
     );
 }
 
-/// `bytes` (a batch) with its records section replaced by `section`, its length and CRC fixed.
-fn with_records_section(bytes: &[u8], section: &[u8]) -> Vec<u8> {
-    let mut out = bytes[..batch::RECORD_BATCH_OVERHEAD].to_vec();
-    out.extend_from_slice(section);
-    let length = (out.len() - 12) as i32;
-    out[8..12].copy_from_slice(&length.to_be_bytes());
-    refix_crc(&mut out);
-    out
+/// How a batch of `plain`'s header with records section `section` in `codec` is refused: its
+/// length, attributes and CRC fixed.
+fn refusal(plain: &[u8], codec: Compression, section: &[u8]) -> (KafkaCode, String) {
+    let mut bytes = plain[..batch::RECORD_BATCH_OVERHEAD].to_vec();
+    bytes.extend_from_slice(section);
+    let length = (bytes.len() - batch::LOG_OVERHEAD) as i32;
+    bytes[batch::LENGTH_OFFSET..batch::LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+    bytes[batch::ATTRIBUTES_OFFSET + 1] |= codec.id();
+    refix_crc(&mut bytes);
+    let refused = validate(&bytes, &LogConfig::default(), NOW, "t-0").unwrap_err();
+    (refused.code, refused.message)
 }
 
 /// Kafka's `Lz4BlockInputStream` refuses a frame of dependent blocks (`FLG.validate`) with a
@@ -420,14 +423,31 @@ fn an_lz4_frame_of_dependent_blocks_is_an_unknown_server_error() {
         .write_all(&plain[batch::RECORD_BATCH_OVERHEAD..])
         .unwrap();
     let linked = encoder.finish().unwrap();
-    let mut bytes = with_records_section(&plain, &linked);
-    bytes[batch::ATTRIBUTES_OFFSET + 1] |= Compression::Lz4.id();
-    refix_crc(&mut bytes);
-    let refused = validate(&bytes, &LogConfig::default(), NOW, "t-0").unwrap_err();
-    assert_eq!(refused.code, KafkaCode::UnknownServerError);
     assert_eq!(
-        refused.message,
-        "failed to decompress the lz4 record batch: dependent lz4 block stream is unsupported"
+        refusal(&plain, Compression::Lz4, &linked),
+        (
+            KafkaCode::UnknownServerError,
+            "failed to decompress the lz4 record batch: dependent lz4 block stream is unsupported"
+                .to_owned()
+        )
+    );
+}
+
+/// A raw snappy block whose length header claims more than its bytes can expand to (256 MiB - 1
+/// from 64 bytes) is corrupt, refused before the decoder allocates the claim: UNKNOWN_SERVER_ERROR,
+/// as for other corrupt snappy data (snappy-java's IOException, wrapped in a KafkaException).
+#[test]
+fn a_snappy_block_claiming_more_than_its_bytes_hold_is_an_unknown_server_error() {
+    let plain = batch_of(Compression::None, &[(Some(b"a"), NOW)]);
+    let mut liar = vec![0xff, 0xff, 0xff, 0x7f];
+    liar.resize(64, 0);
+    assert_eq!(
+        refusal(&plain, Compression::Snappy, &liar),
+        (
+            KafkaCode::UnknownServerError,
+            "failed to decompress the snappy record batch: snappy block of 64 bytes claims 268435455 bytes uncompressed"
+                .to_owned()
+        )
     );
 }
 
