@@ -283,6 +283,43 @@ def test_an_lz4_frame_of_dependent_blocks_is_refused(node, raw):
     assert (independent.error_code, independent.base_offset) == (0, 0)
 
 
+def test_only_record_validation_failures_carry_an_error_message(node, raw):
+    """Kafka's Produce answer has an error_message only for LogValidator's per-record failures
+    (RecordValidationException, with record_errors: LogAppendResult.hasCustomErrorMessage),
+    INVALID_TIMESTAMP ones included; a batch refused as a whole (InvalidRecordException) has
+    none."""
+    import struct
+
+    from kafka.record.util import calc_crc32c
+
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic("dp-messages", 1, 1),
+                             NewTopic("dp-messages-compact", 1, 1, topic_configs={"cleanup.policy": "compact"})])
+    finally:
+        admin.close()
+    conn = raw()
+    now = int(time.time() * 1000)
+    miscounted = bytearray(batch([(b"k", b"v", [], now), (b"k", b"v", [], now)]))
+    miscounted[57:61] = struct.pack(">i", 3)  # record count 3, last offset delta 1
+    miscounted[17:21] = struct.pack(">I", calc_crc32c(bytes(miscounted[21:])))
+    whole = produce(conn, "dp-messages", 0, bytes(miscounted))
+    assert (whole.error_code, whole.error_message, list(whole.record_errors)) == (87, None, [])
+
+    keyless = produce(conn, "dp-messages-compact", 0, batch([(b"k", b"v", [], now), (None, b"v", [], now)]))
+    record_error = "Compacted topic cannot accept message without key in topic partition dp-messages-compact-0"
+    assert keyless.error_code == 87
+    assert keyless.error_message == (
+        "One or more records have been rejected due to 1 record errors in total, and only showing the first "
+        f"three errors at most: [RecordError(batchIndex=1, message='{record_error}')]")
+    assert [(e.batch_index, e.batch_index_error_message) for e in keyless.record_errors] == [(1, record_error)]
+
+    future = produce(conn, "dp-messages", 0, batch([(b"k", b"v", [], now + 86_400_000)]))
+    assert (future.error_code, future.error_message) == (
+        32, "One or more records have been rejected due to invalid timestamp")
+    assert [e.batch_index for e in future.record_errors] == [0]
+
+
 def test_fetch_and_list_offsets(node, raw):
     create(node, ("dp-offsets", 1))
     conn = raw()

@@ -80,6 +80,13 @@ impl BatchRejection {
             by: RejectedBy::Log,
         }
     }
+
+    /// The Produce answer's `error_message`: Kafka sends one only for a record validation
+    /// failure (`RecordValidationException`, the one refusal with `record_errors`; its
+    /// `LogAppendResult.hasCustomErrorMessage`), null for every other refusal of the batch.
+    pub fn error_message(&self) -> Option<&str> {
+        (!self.record_errors.is_empty()).then_some(self.message.as_str())
+    }
 }
 
 impl std::fmt::Display for BatchRejection {

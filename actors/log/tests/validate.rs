@@ -238,6 +238,64 @@ fn header_checks_in_kafkas_order() {
     assert_eq!(code(&good, &segment), KafkaCode::RecordListTooLarge);
 }
 
+/// Kafka sends an `error_message` only with LogValidator's `RecordValidationException` (per-record
+/// errors, INVALID_TIMESTAMP ones included); a refusal of the batch as a whole, an
+/// InvalidRecordException among them, answers none.
+#[test]
+fn only_record_validation_failures_carry_an_error_message() {
+    let good = batch_of(Compression::None, &[(None, NOW), (Some(b"b"), NOW)]);
+    let message = |bytes: &[u8], config: &LogConfig| {
+        let refused = validate(bytes, config, NOW, "t-0").unwrap_err();
+        (refused.code, refused.error_message().map(str::to_owned))
+    };
+    let mut control = good.clone();
+    control[batch::ATTRIBUTES_OFFSET + 1] |= 0x20;
+    refix_crc(&mut control);
+    let mut framing = good.clone();
+    framing[batch::RECORD_BATCH_OVERHEAD] = 0x7f;
+    refix_crc(&mut framing);
+    let mut corrupt = batch_of(Compression::Lz4, &[(Some(b"a"), NOW)]);
+    corrupt[batch::RECORD_BATCH_OVERHEAD + 8] ^= 0xff;
+    corrupt[batch::RECORD_BATCH_OVERHEAD + 9] ^= 0xff;
+    refix_crc(&mut corrupt);
+    for (bytes, code) in [
+        (control, KafkaCode::InvalidRecord),
+        (framing, KafkaCode::InvalidRecord),
+        (corrupt, KafkaCode::UnknownServerError),
+    ] {
+        assert_eq!(message(&bytes, &LogConfig::default()), (code, None));
+    }
+
+    let compact = LogConfig {
+        cleanup_compact: true,
+        ..LogConfig::default()
+    };
+    assert_eq!(
+        message(&good, &compact),
+        (
+            KafkaCode::InvalidRecord,
+            Some(
+                "One or more records have been rejected due to 1 record errors in total, and only \
+                 showing the first three errors at most: [RecordError(batchIndex=0, message='Compacted \
+                 topic cannot accept message without key in topic partition t-0')]"
+                    .to_owned()
+            )
+        )
+    );
+    let late = LogConfig {
+        timestamp_before_max_ms: 1000,
+        ..LogConfig::default()
+    };
+    let old = batch_of(Compression::None, &[(Some(b"a"), NOW - 5000)]);
+    assert_eq!(
+        message(&old, &late),
+        (
+            KafkaCode::InvalidTimestamp,
+            Some("One or more records have been rejected due to invalid timestamp".to_owned())
+        )
+    );
+}
+
 #[test]
 fn per_record_errors_name_the_records() {
     let compact = LogConfig {

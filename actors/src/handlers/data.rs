@@ -23,7 +23,6 @@ pub(super) const KAFKA_STORAGE_ERROR: i16 = 56;
 pub(super) const FENCED_LEADER_EPOCH: i16 = 74;
 pub(super) const UNKNOWN_LEADER_EPOCH: i16 = 75;
 pub(super) const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-pub(super) const INVALID_RECORD: i16 = 87;
 pub(super) const UNKNOWN_TOPIC_ID: i16 = 100;
 pub(super) const INCONSISTENT_TOPIC_ID: i16 = 103;
 pub(super) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;

@@ -25,10 +25,9 @@ use gregor_metrics::ProduceOutcome;
 use gregor_publishers::acl::{AclOperation, ResourceType};
 
 use super::data::{
-    leader_endpoints, led_partition, requested_topic, INVALID_RECORD, INVALID_REQUIRED_ACKS,
-    KAFKA_STORAGE_ERROR, NONE, NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER,
-    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
-    UNSUPPORTED_COMPRESSION_TYPE,
+    leader_endpoints, led_partition, requested_topic, INVALID_REQUIRED_ACKS, KAFKA_STORAGE_ERROR,
+    NONE, NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_COMPRESSION_TYPE,
 };
 use super::{ApiResponse, Delivery, ErrorCounts};
 use crate::authorizer::Access;
@@ -42,7 +41,6 @@ const ATTRIBUTES_LOW_BYTE: usize = 22;
 const CORRUPT_MESSAGE: i16 = 2;
 const MESSAGE_TOO_LARGE: i16 = 10;
 const RECORD_LIST_TOO_LARGE: i16 = 18;
-const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
@@ -401,21 +399,20 @@ pub(super) async fn handle(
                 if let LogManagerError::Log(gregor_log::error::LogError::Rejected(rejection)) =
                     &error
                 {
-                    if matches!(response.error_code, INVALID_RECORD | INVALID_TIMESTAMP) {
-                        response.record_errors = rejection
-                            .record_errors
-                            .iter()
-                            .map(|e| {
-                                BatchIndexAndErrorMessage::default()
-                                    .with_batch_index(e.batch_index)
-                                    .with_batch_index_error_message(Some(StrBytes::from_string(
-                                        e.message.clone(),
-                                    )))
-                            })
-                            .collect();
-                        response.error_message =
-                            Some(StrBytes::from_string(rejection.message.clone()));
-                    }
+                    response.record_errors = rejection
+                        .record_errors
+                        .iter()
+                        .map(|e| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(e.batch_index)
+                                .with_batch_index_error_message(Some(StrBytes::from_string(
+                                    e.message.clone(),
+                                )))
+                        })
+                        .collect();
+                    response.error_message = rejection
+                        .error_message()
+                        .map(|message| StrBytes::from_string(message.to_owned()));
                 }
                 tracing::debug!(partition = response.index, %error, "produce refused");
             }
@@ -545,6 +542,7 @@ mod tests {
         ] {
             assert_eq!(refusal(code), ProduceOutcome::Refused, "{code}");
         }
+        const INVALID_RECORD: i16 = 87;
         for code in [NOT_ENOUGH_REPLICAS, INVALID_RECORD, -1] {
             assert_eq!(refusal(code), ProduceOutcome::Failed, "{code}");
         }
