@@ -320,6 +320,39 @@ def test_only_record_validation_failures_carry_an_error_message(node, raw):
     assert [e.batch_index for e in future.record_errors] == [0]
 
 
+def test_a_batch_rebuilt_in_the_producers_codec_takes_the_codecs_default_level(node, raw):
+    """A gzip batch with inner offsets 0, 5, 2 is rebuilt by the broker. Under
+    compression.type=producer, Kafka's BrokerCompressionType.targetCompression compresses it at
+    gzip's default level whatever compression.gzip.level says; a topic of compression.type=gzip
+    takes its level."""
+    import random
+
+    rng = random.Random(1)
+    words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 22)
+    for offset_delta in (0, 5, 2):
+        value = b" ".join(rng.choice(words) for _ in range(20_000))
+        builder.append(offset_delta, timestamp=int(time.time() * 1000), key=b"k", value=value, headers=[])
+    unordered = bytes(builder.build())
+    topics = {"dp-level-producer-1": {"compression.type": "producer", "compression.gzip.level": "1"},
+              "dp-level-producer": {"compression.type": "producer"},
+              "dp-level-gzip-1": {"compression.type": "gzip", "compression.gzip.level": "1"}}
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, 1, 1, topic_configs=configs) for name, configs in topics.items()])
+    finally:
+        admin.close()
+    conn = raw()
+    stored = {}
+    for topic in topics:
+        assert produce(conn, topic, 0, unordered).error_code == 0
+        _, partition = fetch(conn, topic, 0, 0, partition_max_bytes=1 << 22)
+        stored[topic] = len(partition.records)
+    assert stored["dp-level-producer-1"] == stored["dp-level-producer"], stored
+    assert stored["dp-level-gzip-1"] > stored["dp-level-producer"], stored
+
+
 def test_fetch_and_list_offsets(node, raw):
     create(node, ("dp-offsets", 1))
     conn = raw()

@@ -12,7 +12,7 @@ use crate::batch::{
     self, framing, BatchBuilder, BatchFraming, RecordBatch, TimestampType, CURRENT_MAGIC,
     RECORD_BATCH_OVERHEAD,
 };
-use crate::compression::{self, Compression};
+use crate::compression::{self, Compression, CompressionLevels};
 use crate::config::{LogConfig, TopicCompression};
 use crate::error::{BatchRejection, KafkaCode, RecordError, RejectedBy};
 use crate::skim::{RecordSkimmer, SkimError};
@@ -341,7 +341,12 @@ pub fn validate<'a>(
         (header, Cow::Borrowed(parts.records), false)
     } else {
         let mut builder = BatchBuilder::new(target_codec);
-        builder.levels = config.compression_levels;
+        // Kafka's `BrokerCompressionType.targetCompression`: the topic's levels go with the
+        // topic's codec; a batch rebuilt in the producer's codec takes that codec's default.
+        builder.levels = match config.compression {
+            TopicCompression::Producer => CompressionLevels::default(),
+            TopicCompression::Codec(_) => config.compression_levels,
+        };
         builder.log_append_time =
             (config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
         builder.transactional = batch.is_transactional();

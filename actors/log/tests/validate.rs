@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gregor_log::batch::{self, BatchBuilder, Header, RecordBatch, TimestampType};
-use gregor_log::compression::Compression;
+use gregor_log::compression::{Compression, CompressionLevels};
 use gregor_log::config::{LogConfig, TopicCompression};
 use gregor_log::error::{KafkaCode, RejectedBy};
 use gregor_log::validate::validate;
@@ -433,6 +433,44 @@ fn topic_codec_recompresses_and_bad_inner_offsets_rebuild() {
         "too large once decompressed"
     );
     assert_eq!(rejected_by(&wide, &too_big), RejectedBy::MaxMessageBytes);
+}
+
+/// A batch the broker rebuilds (inner offsets 0, 5, 2) is compressed at the topic's level only
+/// when the topic names the codec; under `compression.type=producer` Kafka's
+/// `BrokerCompressionType.targetCompression` builds the producer's codec at its default level.
+#[test]
+fn a_batch_rebuilt_in_the_producers_codec_takes_the_codecs_default_level() {
+    let text: Vec<u8> = (0..20_000u32)
+        .flat_map(|i| format!("{} ", (i * 7919) % 1000).into_bytes())
+        .collect();
+    let mut builder = BatchBuilder::new(Compression::Gzip);
+    for delta in [0, 5, 2] {
+        builder.append_with_offset_delta(delta, NOW, Some(b"k"), Some(&text), &[]);
+    }
+    builder.last_offset_delta = Some(2);
+    let unordered = builder.build().unwrap();
+    let rebuilt = |compression: TopicCompression, gzip_level: i32| {
+        let config = LogConfig {
+            compression,
+            compression_levels: CompressionLevels {
+                gzip: gzip_level,
+                ..CompressionLevels::default()
+            },
+            ..LogConfig::default()
+        };
+        let validated = validate(&unordered, &config, NOW, "t-0").unwrap();
+        assert!(validated.rebuilt);
+        validated.to_vec()
+    };
+    let default_level = rebuilt(TopicCompression::Producer, -1);
+    assert_eq!(rebuilt(TopicCompression::Producer, 1), default_level);
+    assert_eq!(rebuilt(TopicCompression::Producer, 9), default_level);
+    let gzip = TopicCompression::Codec(Compression::Gzip);
+    assert_eq!(rebuilt(gzip, -1), default_level);
+    assert!(
+        rebuilt(gzip, 1).len() > default_level.len(),
+        "the topic's own codec takes its level"
+    );
 }
 
 /// Kafka's record iterator wraps the codec's IOException in a KafkaException, which its
