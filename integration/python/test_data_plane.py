@@ -392,6 +392,41 @@ def test_fetch_and_list_offsets(node, raw):
     assert (stale.error_code, stale.session_id, list(stale.responses)) == (70, 0, [])
 
 
+def test_a_zstd_topic_is_unsupported_compression_below_fetch_v10(node, raw):
+    """Kafka's maybeConvertFetchedData answers a partition of a compression.type=zstd topic
+    UNSUPPORTED_COMPRESSION_TYPE below Fetch v10 (FetchResponse.partitionResponse: no high
+    watermark, offsets or records); the read before still counts as a fetch, not a failed one,
+    and sends no bytes out. From v10 the records are returned."""
+    topic = "dp-fetch-zstd"
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"compression.type": "zstd"})])
+    finally:
+        admin.close()
+    conn = raw()
+    wait_for("the partition's leader",
+             lambda: produce(conn, topic, 0, batch([(b"k", b"v" * 100, [], int(time.time() * 1000))])).error_code == 0)
+
+    def fetched():
+        counts = topic_counts(node.metrics_text(), topic)
+        return counts["totalfetchrequests"], counts["failedfetchrequests"], counts["bytesout"]
+
+    for version in range(4, 10):
+        response, partition = fetch(raw(), topic, 0, 0, version=version)
+        answer = (partition.error_code, partition.high_watermark, partition.last_stable_offset,
+                  bytes(partition.records or b""))
+        assert answer == (76, -1, -1, b""), version
+        if version >= 5:
+            assert partition.log_start_offset == -1
+    assert fetched() == (6, 0, 0)
+    for version in (10, 12):
+        _, partition = fetch(raw(), topic, 0, 0, version=version)
+        assert (partition.error_code, partition.high_watermark, partition.log_start_offset) == (0, 1, 0), version
+        assert partition.records, version
+    total, failed, bytes_out = fetched()
+    assert (total, failed) == (8, 0) and bytes_out == 2 * len(partition.records)
+
+
 def test_list_offsets_at_every_version(node, raw):
     """Every ListOffsets version the node advertises (1-10) answers each kind of query: the
     leader epoch only from v4 (older responses have no such field), and then the epoch Kafka

@@ -22,13 +22,15 @@ use super::data::{
     fetch_leader_epoch, leader_endpoints, led_partition, requested_topic, FENCED_LEADER_EPOCH,
     INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR, NONE, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
     REPLICA_NOT_AVAILABLE, TOPIC_AUTHORIZATION_FAILED, UNKNOWN_LEADER_EPOCH, UNKNOWN_SERVER_ERROR,
-    UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_COMPRESSION_TYPE,
 };
 use super::{ApiResponse, ErrorCounts};
 use crate::authorizer::Access;
 use crate::context::{HandlerContext, RequestInfo};
 use crate::fetch_session::FetchContext;
 use crate::log_manager::PartitionState;
+use gregor_log::compression::Compression;
+use gregor_log::config::TopicCompression;
 
 /// Kafka's `fetch.max.bytes` default: the most one response carries.
 const FETCH_MAX_BYTES: i64 = 57_671_680;
@@ -162,6 +164,7 @@ pub(super) async fn handle(
                     }
                     Err(code) => return session_error(code, session.throttled_session_id()),
                 }
+                refuse_zstd_below_v10(ctx, version, &mut body.responses, &mut counts);
             }
             let mut errors = ErrorCounts::default();
             for partition in body.responses.iter().flat_map(|t| &t.partitions) {
@@ -424,6 +427,13 @@ impl TopicFetchCounts {
         }
     }
 
+    /// `bytes` of `topic`'s records were read but are not sent.
+    pub fn unsent(&mut self, topic: &str, bytes: u64) {
+        if let Some((_, _, sent)) = self.0.get_mut(topic) {
+            *sent = sent.saturating_sub(bytes);
+        }
+    }
+
     /// A follower's bytes are replication bytes, not the topic's bytes out (Kafka's
     /// `BrokerTopicStats.updateBytesOut`).
     pub fn record(self, follower: bool) {
@@ -472,6 +482,49 @@ fn unexpected_fetch_error(code: i16) -> bool {
             | INCONSISTENT_TOPIC_ID
             | OFFSET_OUT_OF_RANGE
     )
+}
+
+/// Kafka's `maybeConvertFetchedData`: below v10 (clients that may not know zstd) a partition
+/// whose log here has `compression.type=zstd` is answered UNSUPPORTED_COMPRESSION_TYPE, without
+/// offsets or records, whatever its read gave. Kafka decides it once the response is built, so
+/// the fetch session, the quota and the fetch counts saw the read; only its record bytes are not
+/// sent, so they are no bytes out. Follower fetches too: Kafka makes no exception for them.
+pub fn refuse_zstd_below_v10(
+    ctx: &HandlerContext,
+    version: i16,
+    topics: &mut [FetchableTopicResponse],
+    counts: &mut TopicFetchCounts,
+) {
+    let Some(logs) = ctx.logs.as_ref().filter(|_| version < 10) else {
+        return;
+    };
+    refuse_partitions(topics, counts, |topic, index| {
+        logs.partition(topic, index).is_some_and(|state| {
+            !state.is_offline()
+                && state.config().compression == TopicCompression::Codec(Compression::Zstd)
+        })
+    });
+}
+
+/// Answers each partition `refused` picks (by topic name and index) with
+/// UNSUPPORTED_COMPRESSION_TYPE, taking its records out of `counts`' bytes.
+fn refuse_partitions(
+    topics: &mut [FetchableTopicResponse],
+    counts: &mut TopicFetchCounts,
+    refused: impl Fn(&str, i32) -> bool,
+) {
+    for topic in topics {
+        for partition in &mut topic.partitions {
+            if !refused(&topic.topic, partition.partition_index) {
+                continue;
+            }
+            if partition.error_code == NONE {
+                let bytes = partition.records.as_ref().map_or(0, |r| r.len() as u64);
+                counts.unsent(&topic.topic, bytes);
+            }
+            *partition = partition_error(partition.partition_index, UNSUPPORTED_COMPRESSION_TYPE);
+        }
+    }
 }
 
 /// One pass over every requested partition.
@@ -921,6 +974,58 @@ mod tests {
             count_partition(&mut counts, &partition_error(77, code));
             assert_eq!(counts, expected, "{code}");
         }
+    }
+
+    /// Kafka's `maybeConvertFetchedData` answers a zstd topic's partitions below v10 as
+    /// `FetchResponse.partitionResponse(tp, UNSUPPORTED_COMPRESSION_TYPE)`, whatever the read
+    /// gave; the read still counts as a fetch, not a failed one, and its records as no bytes out.
+    #[test]
+    fn partitions_of_a_refused_codec_lose_their_offsets_and_records() {
+        let served = |index: i32, records: &'static [u8]| {
+            partition_error(index, NONE)
+                .with_high_watermark(7)
+                .with_last_stable_offset(7)
+                .with_log_start_offset(2)
+                .with_records(Some(bytes::Bytes::from_static(records)))
+        };
+        let mut topics = vec![
+            topic(
+                "zstd",
+                &[(2, OFFSET_OUT_OF_RANGE), (3, TOPIC_AUTHORIZATION_FAILED)],
+            ),
+            topic("plain", &[]),
+        ];
+        topics[0].partitions.insert(0, served(0, b"12345"));
+        topics[0].partitions.insert(1, served(1, b"123"));
+        topics[1].partitions.push(served(0, b"1234567"));
+        let mut counts = TopicFetchCounts::default();
+        for topic in &topics {
+            let counted = counts.0.entry(topic.topic.to_string()).or_default();
+            for partition in &topic.partitions {
+                count_partition(counted, partition);
+            }
+        }
+        let before = counts.0.clone();
+        assert_eq!(before["zstd"], (3, 0, 8));
+        refuse_partitions(&mut topics, &mut counts, |topic, index| {
+            topic == "zstd" && index != 1
+        });
+        let zstd = &topics[0].partitions;
+        assert_eq!(zstd[0], partition_error(0, UNSUPPORTED_COMPRESSION_TYPE));
+        assert_eq!(zstd[1], served(1, b"123"));
+        assert_eq!(zstd[2], partition_error(2, UNSUPPORTED_COMPRESSION_TYPE));
+        assert_eq!(zstd[3], partition_error(3, UNSUPPORTED_COMPRESSION_TYPE));
+        assert_eq!(
+            (
+                zstd[0].high_watermark,
+                zstd[0].last_stable_offset,
+                zstd[0].log_start_offset
+            ),
+            (-1, -1, -1)
+        );
+        assert_eq!(topics[1].partitions[0], served(0, b"1234567"));
+        assert_eq!(counts.0["zstd"], (3, 0, 3));
+        assert_eq!(counts.0["plain"], before["plain"]);
     }
 
     #[test]

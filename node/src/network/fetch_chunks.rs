@@ -179,6 +179,9 @@ pub(crate) async fn handle(
             watched.append(&mut pass.watched);
             read_memory.merge(pass.read_memory);
             counts.add(ctx, &pass.topics);
+            // Before the answer's size is taken: the quota counts a refused partition's empty
+            // answer, where Kafka counts what was read.
+            fetch::refuse_zstd_below_v10(ctx, version, &mut pass.topics, &mut counts);
             if pass.topics.len() != listed.len() {
                 anyhow::bail!("the Fetch pass answered {} topics", pass.topics.len());
             }
