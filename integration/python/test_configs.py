@@ -176,3 +176,28 @@ def test_group_configs_are_bounded_by_the_nodes_own_group_consumer_settings(star
     assert outside.returncode == 1
     assert ("consumer.session.timeout.ms must be less than or equal to "
             "group.consumer.max.session.timeout.ms") in outside.stderr
+
+
+NARROW_GROUP_CONSUMER = {
+    "group.consumer.min.session.timeout.ms": "10000",
+    "group.consumer.max.session.timeout.ms": "20000",
+    "group.consumer.session.timeout.ms": "12000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": "2000",
+}
+
+
+def test_unset_group_configs_are_described_with_the_nodes_group_consumer_values(start_node):
+    """A group key the group does not set shows the broker's group.consumer.* value, still
+    DEFAULT_CONFIG under the key's own name (Kafka's ConfigHelper: GroupConfig.fromProps over
+    extractGroupConfigMap), not Kafka's hard-coded 45000 / 5000."""
+    narrow = start_node(NARROW_GROUP_CONSUMER)
+    out = cli(narrow, "configs", "--describe", "--entity-type", "groups", "--entity-name", "noconfig", "--all")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert ("  consumer.session.timeout.ms=12000 sensitive=false "
+            "synonyms={DEFAULT_CONFIG:consumer.session.timeout.ms=12000}") in lines, lines
+    assert ("  consumer.heartbeat.interval.ms=2000 sensitive=false "
+            "synonyms={DEFAULT_CONFIG:consumer.heartbeat.interval.ms=2000}") in lines, lines
+    assert ("  share.session.timeout.ms=45000 sensitive=false "
+            "synonyms={DEFAULT_CONFIG:share.session.timeout.ms=45000}") in lines, lines

@@ -1,5 +1,6 @@
 //! What the config APIs need from the node: its static configs (read-only entries of
-//! DescribeConfigs BROKER <this node>) and its live log filter (BROKER_LOGGER).
+//! DescribeConfigs BROKER <this node>), its `group.consumer.*` values (what GROUP resources
+//! default to) and its live log filter (BROKER_LOGGER).
 
 use std::sync::Arc;
 
@@ -39,6 +40,7 @@ pub fn config_support(config: &NodeConfig) -> ConfigSupport {
                 .map(|(key, value)| (key.clone(), value.clone()))
                 .collect(),
         ),
+        group_defaults: config.groups.config_defaults(),
         loggers: log_levels::installed(),
     }
 }

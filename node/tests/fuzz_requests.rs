@@ -634,6 +634,7 @@ fn decide(request: RequestKind, version: i16) {
     let support = ConfigSupport {
         static_configs: Arc::new(Vec::new()),
         static_log_configs: Arc::default(),
+        group_defaults: Default::default(),
         loggers: Arc::new(NoLoggers),
     };
     IMAGE.with(|image| match request {

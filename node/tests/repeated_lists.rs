@@ -103,6 +103,7 @@ fn decide(image: &MetadataImage, request: &RequestKind, version: i16) -> Respons
     let support = ConfigSupport {
         static_configs: Arc::new(Vec::new()),
         static_log_configs: Arc::default(),
+        group_defaults: Default::default(),
         loggers: Arc::new(NoLoggers),
     };
     match request {

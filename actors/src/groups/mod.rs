@@ -201,6 +201,15 @@ impl GroupSettings {
             max_write_bytes: DEFAULT_MAX_WRITE_BYTES,
         }
     }
+
+    /// The values a group's configs take where it sets none (Kafka's
+    /// `extractConsumerGroupConfigMap`).
+    pub fn config_defaults(&self) -> crate::controller::logic::configs::group::GroupConfigDefaults {
+        crate::controller::logic::configs::group::GroupConfigDefaults {
+            consumer_session_timeout_ms: self.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms: self.consumer_heartbeat_interval_ms,
+        }
+    }
 }
 
 impl Default for GroupSettings {

@@ -57,8 +57,8 @@ pub struct StaticBrokerConfig {
     pub doc: String,
 }
 
-/// What the config handlers need beyond the image: this node's static configs and its live
-/// log levels.
+/// What the config handlers need beyond the image: this node's static configs, the values its
+/// group configs default to, and its live log levels.
 #[derive(Clone)]
 pub struct ConfigSupport {
     /// The node's static configs (from its properties file, overrides and defaults).
@@ -66,6 +66,9 @@ pub struct ConfigSupport {
     /// The broker-level log defaults the node was started with (`log.retention.hours`...), by
     /// broker key: the STATIC_BROKER_CONFIG synonyms of topic configs.
     pub static_log_configs: Arc<std::collections::BTreeMap<String, String>>,
+    /// The node's `group.consumer.*` values: what a group that sets no config of its own is
+    /// described with.
+    pub group_defaults: crate::controller::logic::configs::group::GroupConfigDefaults,
     /// The live log filter.
     pub loggers: Arc<dyn LogLevels>,
 }

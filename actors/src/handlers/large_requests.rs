@@ -40,6 +40,7 @@ fn describe_configs_many_resources_and_keys() {
         let support = ConfigSupport {
             static_configs: Arc::new(Vec::new()),
             static_log_configs: Arc::default(),
+            group_defaults: Default::default(),
             loggers: Arc::new(NoLoggers),
         };
         let mut resources: Vec<DescribeConfigsResource> = (0..n)

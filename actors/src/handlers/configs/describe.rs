@@ -431,9 +431,11 @@ fn describe_one(
                             Some(value.to_owned()),
                             src::GROUP_CONFIG,
                         ),
+                        // The broker's `group.*` value, still DEFAULT_CONFIG under the
+                        // group key's own name, as Kafka's createGroupConfigEntry.
                         None => (
                             def.name.to_owned(),
-                            Some(def.default.to_owned()),
+                            Some(support.group_defaults.value_of(def)),
                             src::DEFAULT_CONFIG,
                         ),
                     };
@@ -561,6 +563,7 @@ mod tests {
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 
     use super::*;
+    use crate::controller::logic::configs::group::GroupConfigDefaults;
     use crate::controller::logic::configs::testing::image_with;
     use crate::handlers::configs::loggers::tests::FakeLoggers;
 
@@ -598,6 +601,10 @@ mod tests {
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
             ),
+            group_defaults: GroupConfigDefaults {
+                consumer_session_timeout_ms: 12_000,
+                consumer_heartbeat_interval_ms: 2000,
+            },
             loggers: Arc::new(FakeLoggers::default()),
         }
     }
@@ -737,9 +744,27 @@ mod tests {
                 8
             )]
         );
+        // Unset keys: the node's `group.consumer.*` value (12000 here, not Kafka's 45000),
+        // DEFAULT_CONFIG, its one synonym under the group key's name.
         let session = entry(&result, "consumer.session.timeout.ms");
         assert_eq!(
             (session.value.as_deref(), session.config_source),
+            (Some("12000"), 5)
+        );
+        assert_eq!(
+            synonyms(session),
+            [(
+                "consumer.session.timeout.ms".into(),
+                Some("12000".into()),
+                5
+            )]
+        );
+        let other = describe(&image, rt::GROUP, "G2");
+        let hb = entry(&other, "consumer.heartbeat.interval.ms");
+        assert_eq!((hb.value.as_deref(), hb.config_source), (Some("2000"), 5));
+        let share = entry(&other, "share.session.timeout.ms");
+        assert_eq!(
+            (share.value.as_deref(), share.config_source),
             (Some("45000"), 5)
         );
         let empty = describe(&image, rt::GROUP, "");

@@ -1,9 +1,9 @@
 //! Group configs (Kafka's `GroupConfig`): what `--entity-type groups` may set. Groups need not
 //! exist to carry them.
 //!
-//! Kafka checks each value against the broker's `group.*` bounds. Gregor has no group
-//! coordinator settings yet, so the bounds are Kafka's defaults of those broker configs; the
-//! messages still name the broker config a person would change.
+//! A key a group does not set takes the broker's `group.*` value (Kafka's
+//! `GroupCoordinatorConfig.extractGroupConfigMap`). Kafka checks each value against the
+//! broker's `group.*` bounds; the messages name the broker config a person would change.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +41,38 @@ pub const GROUP_CONFIGS: &[TopicConfigDef] = &[
     def(SHARE_SESSION_TIMEOUT_MS, ConfigType::Int, "45000", at_least(1),
         "The timeout to detect client failures when using the share group protocol."),
 ];
+
+/// The broker's `group.consumer.*` values a group config takes where the group sets none
+/// (Kafka's `extractConsumerGroupConfigMap`); the default is Kafka's defaults. The `share.*`
+/// keys take Kafka's defaults of their `group.share.*` broker configs, which Gregor has no
+/// setting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupConfigDefaults {
+    /// `group.consumer.session.timeout.ms`.
+    pub consumer_session_timeout_ms: i32,
+    /// `group.consumer.heartbeat.interval.ms`.
+    pub consumer_heartbeat_interval_ms: i32,
+}
+
+impl Default for GroupConfigDefaults {
+    fn default() -> Self {
+        GroupConfigDefaults {
+            consumer_session_timeout_ms: 45000,
+            consumer_heartbeat_interval_ms: 5000,
+        }
+    }
+}
+
+impl GroupConfigDefaults {
+    /// The value of `def` for a group that does not set it (`GroupConfig.fromProps`).
+    pub fn value_of(&self, def: &TopicConfigDef) -> String {
+        match def.name {
+            CONSUMER_SESSION_TIMEOUT_MS => self.consumer_session_timeout_ms.to_string(),
+            CONSUMER_HEARTBEAT_INTERVAL_MS => self.consumer_heartbeat_interval_ms.to_string(),
+            _ => def.default.to_owned(),
+        }
+    }
+}
 
 /// The broker-config bounds one key is checked against: (min, min config, max, max config).
 struct Bounds {
