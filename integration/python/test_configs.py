@@ -201,3 +201,23 @@ def test_unset_group_configs_are_described_with_the_nodes_group_consumer_values(
             "synonyms={DEFAULT_CONFIG:consumer.heartbeat.interval.ms=2000}") in lines, lines
     assert ("  share.session.timeout.ms=45000 sensitive=false "
             "synonyms={DEFAULT_CONFIG:share.session.timeout.ms=45000}") in lines, lines
+
+
+def test_group_configs_are_validated_over_the_controllers_group_consumer_values(start_node):
+    """The controller checks a group's configs with the keys it does not set at its own
+    group.consumer.* values (Kafka's GroupConfigManager.validate puts extractConsumerGroupConfigMap
+    first): with bounds that exclude Kafka's 45000 / 5000, setting another key and deleting an
+    override are accepted, and a heartbeat interval is compared with the node's session timeout."""
+    narrow = start_node(NARROW_GROUP_CONSUMER)
+
+    def alter(group, *args):
+        return cli(narrow, "configs", "--alter", "--entity-type", "groups", "--entity-name", group, *args)
+
+    fresh = alter("fresh", "--add-config", "consumer.heartbeat.interval.ms=3000")
+    assert (fresh.returncode, fresh.stdout) == (0, "Completed updating config for group fresh.\n"), fresh.stderr
+    assert alter("g", "--add-config", "consumer.session.timeout.ms=15000").returncode == 0
+    deleted = alter("g", "--delete-config", "consumer.session.timeout.ms")
+    assert (deleted.returncode, deleted.stdout) == (0, "Completed updating config for group g.\n"), deleted.stderr
+    too_long = alter("h", "--add-config", "consumer.heartbeat.interval.ms=12000")
+    assert too_long.returncode == 1
+    assert "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms" in too_long.stderr

@@ -403,14 +403,14 @@ def test_a_group_config_change_reaches_the_next_heartbeat(start_node):
         assert joined["interval"] == 300
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         resource = ConfigResource(ResourceType.GROUP, "k848-cfg", incremental_configs=[
-            ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET)])
+            ConfigEntry("consumer.heartbeat.interval.ms", "3000", incremental_operation=AlterConfigOpType.SET)])
         for future in admin.incremental_alter_configs([resource]).values():
             future.result(timeout=30)
 
         def interval():
             beat = heartbeat(conn, "k848-cfg", joined["member_id"], joined["epoch"])
             assert beat["error"] == 0, beat
-            return beat["interval"] == 6000
+            return beat["interval"] == 3000
 
         wait_for("the new heartbeat interval", interval)
     finally:

@@ -363,6 +363,7 @@ async fn serve(config: NodeConfig, callbacks: CallbackRegistry) -> Result<(), St
             invalid_record_on_create: std::env::var(INVALID_RECORD_HOOK_ENV).ok(),
             bootstrap_records: crate::storage::bootstrap_scram_records(&config)?,
             plugin_broker_configs,
+            group_config_defaults: config.groups.config_defaults(),
             group_config_bounds:
                 gregor_actors::controller::logic::configs::group::GroupConfigBounds {
                     consumer_heartbeat_interval_ms: (

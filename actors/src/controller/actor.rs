@@ -88,6 +88,9 @@ pub struct ControllerSettings {
     pub bootstrap_records: Vec<MetadataRecord>,
     /// Preferred-leader rebalancing and unclean elections.
     pub leadership: LeadershipSettings,
+    /// The `group.consumer.*` values group configs default to (the controller validates with
+    /// its own, as Kafka's).
+    pub group_config_defaults: crate::controller::logic::configs::group::GroupConfigDefaults,
     /// The `group.consumer.*` / `group.share.*` bounds group configs are validated against.
     pub group_config_bounds: crate::controller::logic::configs::group::GroupConfigBounds,
     /// The dynamic broker configs the node's quota callback reconfigures on (empty without
@@ -99,6 +102,7 @@ impl ControllerSettings {
     /// What config changes are validated against.
     pub fn config_rules(&self) -> crate::controller::logic::configs::ConfigRules {
         crate::controller::logic::configs::ConfigRules {
+            group_defaults: self.group_config_defaults,
             group_bounds: self.group_config_bounds,
             plugin_broker_configs: self.plugin_broker_configs.clone(),
         }

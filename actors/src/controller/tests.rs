@@ -54,6 +54,7 @@ async fn node() -> Node {
             invalid_record_on_create: None,
             bootstrap_records: Vec::new(),
             leadership: crate::controller::LeadershipSettings::default(),
+            group_config_defaults: Default::default(),
             group_config_bounds: Default::default(),
             plugin_broker_configs: Vec::new(),
         },

@@ -35,9 +35,11 @@ use super::{broker, client_metrics, group, resource_type as rt, ApiError, OpType
 pub(super) const TOO_MANY_RECORDS: &str = "Unable to perform excessively large batch operation.";
 
 /// What resource configs are validated against beyond Kafka's definitions: this controller's
-/// `group.*` bounds, and the dynamic broker configs its node's quota callback reconfigures on.
+/// `group.*` values and bounds, and the dynamic broker configs its node's quota callback reconfigures on.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConfigRules {
+    /// The values of group configs a group does not set.
+    pub group_defaults: group::GroupConfigDefaults,
     /// Bounds of group configs.
     pub group_bounds: group::GroupConfigBounds,
     /// The quota callback's `reconfigurable_configs`: accepted in BROKER resources with any
@@ -365,7 +367,7 @@ fn validate(
                 .map_err(|e| ApiError::invalid_config(e.to_string()))
         }
         rt::BROKER => broker::validate(next, &rules.plugin_broker_configs),
-        rt::GROUP => group::validate(next, &rules.group_bounds),
+        rt::GROUP => group::validate(next, &rules.group_defaults, &rules.group_bounds),
         rt::CLIENT_METRICS => client_metrics::validate(&change.name, next),
         _ => Ok(()),
     }

@@ -2,7 +2,7 @@
 //! exist to carry them.
 //!
 //! A key a group does not set takes the broker's `group.*` value (Kafka's
-//! `GroupCoordinatorConfig.extractGroupConfigMap`). Kafka checks each value against the
+//! `GroupCoordinatorConfig.extractGroupConfigMap`), and each value is checked against the
 //! broker's `group.*` bounds; the messages name the broker config a person would change.
 
 use std::collections::BTreeMap;
@@ -167,11 +167,13 @@ pub fn broker_synonym(name: &str) -> String {
     format!("group.{name}")
 }
 
-/// Validates the whole override set a group would have after a change (`GroupConfig.validate`):
-/// names, then values parsed over the defaults, then the broker bounds, then session timeouts
-/// above heartbeat intervals. Every failure is INVALID_CONFIG.
+/// Validates the whole override set a group would have after a change
+/// (`GroupConfigManager.validate`): names, then values parsed over the broker's `defaults`,
+/// then the broker `bounds`, then session timeouts above heartbeat intervals. Every failure is
+/// INVALID_CONFIG.
 pub fn validate(
     configs: &BTreeMap<String, String>,
+    defaults: &GroupConfigDefaults,
     bounds: &GroupConfigBounds,
 ) -> Result<(), ApiError> {
     for name in configs.keys() {
@@ -183,8 +185,11 @@ pub fn validate(
     }
     let mut ints: BTreeMap<&str, i32> = BTreeMap::new();
     for def in GROUP_CONFIGS {
-        let raw = configs.get(def.name).map_or(def.default, String::as_str);
-        let value = parse_value(def, raw).map_err(|e| ApiError::invalid_config(e.to_string()))?;
+        let raw = configs
+            .get(def.name)
+            .cloned()
+            .unwrap_or_else(|| defaults.value_of(def));
+        let value = parse_value(def, &raw).map_err(|e| ApiError::invalid_config(e.to_string()))?;
         check_value(def, &value).map_err(|e| ApiError::invalid_config(e.to_string()))?;
         if let ConfigValue::Int(v) = value {
             ints.insert(def.name, v);
@@ -230,11 +235,19 @@ mod tests {
     }
 
     fn check_within(pairs: &[(&str, &str)], bounds: &GroupConfigBounds) -> Result<(), String> {
+        check_with(pairs, &GroupConfigDefaults::default(), bounds)
+    }
+
+    fn check_with(
+        pairs: &[(&str, &str)],
+        defaults: &GroupConfigDefaults,
+        bounds: &GroupConfigBounds,
+    ) -> Result<(), String> {
         let map = pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        validate(&map, bounds).map_err(|e| {
+        validate(&map, defaults, bounds).map_err(|e| {
             assert_eq!(e.code, ResponseError::InvalidConfig);
             e.message.unwrap_or_default()
         })
@@ -256,6 +269,72 @@ mod tests {
             Err("consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms".into())
         );
         assert!(check(&[(CONSUMER_SESSION_TIMEOUT_MS, "100000")]).is_err());
+    }
+
+    /// A key the group does not set is checked at the broker's value, not Kafka's default:
+    /// with bounds that exclude 45000 / 5000, another key's change and the deletion of an
+    /// override still pass (GroupConfigManager.validate puts the broker's values first).
+    #[test]
+    fn unset_keys_take_the_brokers_values() {
+        let bounds = GroupConfigBounds {
+            consumer_session_timeout_ms: (10_000, 20_000),
+            consumer_heartbeat_interval_ms: (1000, 15_000),
+            ..GroupConfigBounds::default()
+        };
+        let defaults = GroupConfigDefaults {
+            consumer_session_timeout_ms: 12_000,
+            consumer_heartbeat_interval_ms: 2000,
+        };
+        assert_eq!(check_with(&[], &defaults, &bounds), Ok(()));
+        assert_eq!(
+            check_with(
+                &[(CONSUMER_HEARTBEAT_INTERVAL_MS, "3000")],
+                &defaults,
+                &bounds
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_with(
+                &[(CONSUMER_SESSION_TIMEOUT_MS, "15000")],
+                &defaults,
+                &bounds
+            ),
+            Ok(())
+        );
+        // The heartbeat interval set is compared with the broker's session timeout, 12000.
+        assert_eq!(
+            check_with(
+                &[(CONSUMER_HEARTBEAT_INTERVAL_MS, "12000")],
+                &defaults,
+                &bounds
+            ),
+            Err(
+                "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+                    .into()
+            )
+        );
+        assert_eq!(
+            check_with(
+                &[(CONSUMER_HEARTBEAT_INTERVAL_MS, "11999")],
+                &defaults,
+                &bounds
+            ),
+            Ok(())
+        );
+        // Kafka's defaults would have been refused by these bounds.
+        assert_eq!(
+            check_within(&[(CONSUMER_HEARTBEAT_INTERVAL_MS, "3000")], &bounds),
+            Err("consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms".into())
+        );
+        let defaulted = |name| {
+            let def = group_config(name).expect("a group config");
+            defaults.value_of(def)
+        };
+        assert_eq!(defaulted(CONSUMER_SESSION_TIMEOUT_MS), "12000");
+        assert_eq!(defaulted(CONSUMER_HEARTBEAT_INTERVAL_MS), "2000");
+        assert_eq!(defaulted(SHARE_SESSION_TIMEOUT_MS), "45000");
+        assert_eq!(defaulted(SHARE_AUTO_OFFSET_RESET), "latest");
     }
 
     #[test]
