@@ -387,19 +387,24 @@ def test_bad_heartbeats_get_kafkas_codes(start_node):
         conn.close()
 
 
+def joined_member(conn, group):
+    """A raw member that joined `group`, subscribed to the topic of the same name."""
+    joined = {}
+
+    def join():
+        joined.update(heartbeat(conn, group, "", 0, topics=[group], rebalance_timeout=30000, owned=[]))
+        return joined["error"] == 0
+
+    wait_for(f"a member in {group}", join)
+    return joined
+
+
 def test_a_group_config_change_reaches_the_next_heartbeat(start_node):
     node = start_node(FAST)
     create(node, "k848-cfg", 1)
     conn = coordinator(node, "k848-cfg")
     try:
-        joined = {}
-
-        def join():
-            joined.update(heartbeat(conn, "k848-cfg", "", 0, topics=["k848-cfg"], rebalance_timeout=30000,
-                                    owned=[]))
-            return joined["error"] == 0
-
-        wait_for("a member in k848-cfg", join)
+        joined = joined_member(conn, "k848-cfg")
         assert joined["interval"] == 300
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         resource = ConfigResource(ResourceType.GROUP, "k848-cfg", incremental_configs=[
@@ -413,5 +418,37 @@ def test_a_group_config_change_reaches_the_next_heartbeat(start_node):
             return beat["interval"] == 3000
 
         wait_for("the new heartbeat interval", interval)
+    finally:
+        conn.close()
+
+
+def test_a_shorter_session_timeout_counts_from_the_next_heartbeat(start_node):
+    """Kafka reschedules a member's session timer on every heartbeat with the group's timeout
+    then: a member that joined under a 30 s session, heartbeats once under 3 s and goes silent
+    is removed about 3 s later, not when its 30 s timer would have fired."""
+    node = start_node(FAST)
+    create(node, "k848-short", 1)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+
+    def configure(pairs):
+        resource = ConfigResource(ResourceType.GROUP, "k848-short", incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in pairs])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=30)
+
+    configure([("consumer.session.timeout.ms", "30000")])
+    conn = coordinator(node, "k848-short")
+    try:
+        joined = joined_member(conn, "k848-short")
+        configure([("consumer.session.timeout.ms", "3000"), ("consumer.heartbeat.interval.ms", "400")])
+
+        def shortened():
+            # The interval in the answer shows the heartbeat read the new configs.
+            beat = heartbeat(conn, "k848-short", joined["member_id"], joined["epoch"])
+            assert beat["error"] == 0, beat
+            return beat["interval"] == 400
+
+        wait_for("a heartbeat under the new configs", shortened)
+        wait_for("the silent member removed", lambda: not describe(node, "k848-short").members, timeout=15)
     finally:
         conn.close()

@@ -700,6 +700,67 @@ fn group_configs_are_kept_within_the_broker_bounds() {
     assert!(c.consumer_describe("g").members.is_empty());
 }
 
+/// The instants of the session timers the coordinator asked for since the last call.
+fn session_timers(c: &mut Coordinator) -> Vec<Instant> {
+    c.take_effects()
+        .into_iter()
+        .filter_map(|effect| match effect {
+            Effect::Timer {
+                at,
+                timer: Timer::ConsumerSession { .. },
+            } => Some(at),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A shorter `consumer.session.timeout.ms` counts from the member's next heartbeat, as Kafka
+/// reschedules the session timer on every heartbeat: the member is gone at its last heartbeat
+/// plus the new timeout, not when the timer its longer session armed fires.
+#[test]
+fn a_shorter_session_timeout_takes_effect_at_the_next_heartbeat() {
+    let configs = |session_timeout_ms| ConsumerConfigs {
+        session_timeout_ms,
+        ..TIMEOUTS
+    };
+    let at = |t0: Instant, ms| t0 + Duration::from_millis(ms);
+    let session = Timer::ConsumerSession {
+        group: "g".into(),
+        member: "A".into(),
+    };
+    let topics = Topics::default().with("t", T, 1);
+
+    // Join at t0 with 20000, shortened to 10000, a heartbeat at t0+2000, then silence.
+    let t0 = Instant::now();
+    let mut c = loaded(t0);
+    ok(&c.consumer_heartbeat(join("A"), configs(20_000), &topics, t0, 0));
+    assert_eq!(session_timers(&mut c), [at(t0, 20_000)]);
+    let short = configs(10_000);
+    ok(&c.consumer_heartbeat(beat("A", 1, Some(&[0])), short, &topics, at(t0, 2000), 0));
+    assert_eq!(session_timers(&mut c), [at(t0, 12_000)]);
+    c.fire(session.clone(), at(t0, 11_999), 0);
+    assert_eq!(c.consumer_describe("g").members.len(), 1);
+    c.fire(session.clone(), at(t0, 12_000), 0);
+    assert!(c.consumer_describe("g").members.is_empty());
+    c.fire(session.clone(), at(t0, 20_000), 0);
+    assert!(session_timers(&mut c).is_empty());
+
+    // Heartbeats that go on: one timer stays armed, and the one left behind does nothing.
+    let mut c = loaded(t0);
+    ok(&c.consumer_heartbeat(join("A"), configs(20_000), &topics, t0, 0));
+    ok(&c.consumer_heartbeat(beat("A", 1, Some(&[0])), short, &topics, at(t0, 2000), 0));
+    assert_eq!(session_timers(&mut c), [at(t0, 20_000), at(t0, 12_000)]);
+    ok(&c.consumer_heartbeat(beat("A", 1, Some(&[0])), short, &topics, at(t0, 11_000), 0));
+    assert!(session_timers(&mut c).is_empty());
+    c.fire(session.clone(), at(t0, 12_000), 0);
+    assert_eq!(session_timers(&mut c), [at(t0, 21_000)]);
+    c.fire(session.clone(), at(t0, 20_000), 0);
+    assert!(session_timers(&mut c).is_empty());
+    assert_eq!(c.consumer_describe("g").members.len(), 1);
+    c.fire(session, at(t0, 21_000), 0);
+    assert!(c.consumer_describe("g").members.is_empty());
+}
+
 /// A subscription whose member record the offsets partition cannot take (its
 /// `max.message.bytes`) is refused with UNKNOWN_SERVER_ERROR before anything changes, as
 /// Kafka's coordinator fails the write; a smaller one is taken, each name once.

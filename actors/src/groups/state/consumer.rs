@@ -212,6 +212,9 @@ pub(super) struct ConsumerMember {
     pending_revocation: Assignment,
     session_timeout: Duration,
     deadline: Instant,
+    /// When the session timer the member relies on fires (`None`: none armed yet). One timer
+    /// serves many heartbeats: firing before the deadline it re-arms there.
+    session_timer: Option<Instant>,
     /// Set while the member must revoke partitions: past it, the member is fenced.
     revocation_deadline: Option<Instant>,
     /// Set for a member that uses the classic protocol (JoinGroup, SyncGroup, Heartbeat).
@@ -257,6 +260,19 @@ impl ClassicMember {
     }
 }
 
+/// Asks for `member`'s session timer at `at`, when it needs one.
+fn arm_session(effects: &mut Vec<Effect>, group: &str, member: &str, at: Option<Instant>) {
+    if let Some(at) = at {
+        effects.push(Effect::Timer {
+            at,
+            timer: Timer::ConsumerSession {
+                group: group.to_owned(),
+                member: member.to_owned(),
+            },
+        });
+    }
+}
+
 impl ConsumerMember {
     /// A member that has just joined: no subscription, assignment or epoch yet.
     pub(super) fn joined(
@@ -284,9 +300,27 @@ impl ConsumerMember {
             pending_revocation: Assignment::new(),
             session_timeout,
             deadline: now + session_timeout,
+            session_timer: None,
             revocation_deadline: None,
             classic: None,
         }
+    }
+
+    /// A new session of `session_timeout` from `now`, as Kafka reschedules the session timer
+    /// on every heartbeat with the group's timeout then: the instant a timer must be armed at
+    /// when none is armed or the one armed fires after the new deadline (a shorter timeout);
+    /// an armed one firing earlier re-arms itself at the deadline.
+    fn renew_session(&mut self, session_timeout: Duration, now: Instant) -> Option<Instant> {
+        self.session_timeout = session_timeout;
+        self.deadline = now + session_timeout;
+        if self
+            .session_timer
+            .is_some_and(|armed| armed <= self.deadline)
+        {
+            return None;
+        }
+        self.session_timer = Some(self.deadline);
+        self.session_timer
     }
 
     fn metadata_value(&self) -> ConsumerMemberValue {
@@ -772,21 +806,14 @@ impl Coordinator {
                 // rejoins with a new member id.
                 if let Some(member) = cg.members.get_mut(&member_id) {
                     member.set_epoch(STATIC_LEAVE_EPOCH);
-                    member.deadline = now + member.session_timeout;
-                    let deadline = member.deadline;
+                    let rearm = member.renew_session(member.session_timeout, now);
                     writes.push((
                         records::current_assignment_key(&group_id, &member_id),
                         Some(records::current_assignment_value(
                             &member.assignment_value(),
                         )),
                     ));
-                    self.effects.push(Effect::Timer {
-                        at: deadline,
-                        timer: Timer::ConsumerSession {
-                            group: group_id.clone(),
-                            member: member_id.clone(),
-                        },
-                    });
+                    arm_session(&mut self.effects, &group_id, &member_id, rearm);
                 }
                 tracing::info!(group = %group_id, member = %member_id, "static member left temporarily");
             } else if classic::downgrades(&self.settings, cg, &group_id, &member_id) {
@@ -977,8 +1004,7 @@ impl Coordinator {
         member.client_host = request.client_host.clone();
         // A classic member heartbeating with the consumer protocol uses it from now on.
         member.classic = None;
-        member.session_timeout = session_timeout;
-        member.deadline = now + session_timeout;
+        let rearm = member.renew_session(session_timeout, now);
         if (member.subscribed_names.clone(), member.regex.clone()) != before_subscription {
             bump = true;
         }
@@ -1006,18 +1032,7 @@ impl Coordinator {
                 Some(records::consumer_member_value(&member.metadata_value())),
             ));
         }
-        if !existing {
-            // One session timer per member: firing before the deadline it re-arms itself at
-            // the deadline the heartbeats have moved on.
-            let deadline = member.deadline;
-            self.effects.push(Effect::Timer {
-                at: deadline,
-                timer: Timer::ConsumerSession {
-                    group: group_id.clone(),
-                    member: request.member_id.clone(),
-                },
-            });
-        }
+        arm_session(&mut self.effects, &group_id, &request.member_id, rearm);
 
         let member_id = request.member_id.clone();
         let before_assigned = cg.members.get(&member_id).map(|m| m.assigned.clone());
@@ -1075,19 +1090,17 @@ impl Coordinator {
         let Some(cg) = group.consumer.as_deref_mut() else {
             return;
         };
-        let Some(member) = cg.members.get(member_id) else {
+        let Some(member) = cg.members.get_mut(member_id) else {
             return;
         };
         match revocation {
             None if now < member.deadline => {
-                let at = member.deadline;
-                self.effects.push(Effect::Timer {
-                    at,
-                    timer: Timer::ConsumerSession {
-                        group: group_id.to_owned(),
-                        member: member_id.to_owned(),
-                    },
-                });
+                // A timer left behind when a shorter session armed an earlier one.
+                if member.session_timer.is_some_and(|armed| armed > now) {
+                    return;
+                }
+                member.session_timer = Some(member.deadline);
+                arm_session(&mut self.effects, group_id, member_id, member.session_timer);
                 return;
             }
             None => tracing::info!(
@@ -1264,6 +1277,8 @@ fn upgrade(
             pending_revocation: Assignment::new(),
             session_timeout,
             deadline: now + session_timeout,
+            // Armed by the upgrade for every member.
+            session_timer: Some(now + session_timeout),
             revocation_deadline: None,
             classic: Some(ClassicMember {
                 session_timeout_ms: super::duration_ms(session_timeout),
@@ -1707,6 +1722,8 @@ impl ConsumerLoad {
                     .unwrap_or_default(),
                 session_timeout,
                 deadline: now + session_timeout,
+                // Armed by the caller, from `timers`.
+                session_timer: Some(now + session_timeout),
                 revocation_deadline: None,
                 classic: classic.as_ref().map(ClassicMember::from_value),
             };

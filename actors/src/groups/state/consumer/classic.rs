@@ -16,12 +16,12 @@ use uuid::Uuid;
 
 use super::super::super::{records, GroupSettings};
 use super::super::{
-    codes, millis, Coordinator, Effect, GroupState, JoinRequest, JoinResult, KeyValue, Leaving,
-    Member, SyncRequest, SyncResult, Timer,
+    codes, millis, Coordinator, GroupState, JoinRequest, JoinResult, KeyValue, Leaving, Member,
+    SyncRequest, SyncResult, Timer,
 };
 use super::{
-    assignor, bump_epoch, by_id, remove, Assignment, ClassicMember, ConsumerGroup, ConsumerMember,
-    MemberState, RegexMatches, Step, TopicLookup, TopicNames,
+    arm_session, assignor, bump_epoch, by_id, remove, Assignment, ClassicMember, ConsumerGroup,
+    ConsumerMember, MemberState, RegexMatches, Step, TopicLookup, TopicNames,
 };
 
 /// The classic protocol type a consumer group's classic members must use.
@@ -248,6 +248,8 @@ impl Coordinator {
                                     epoch: 0,
                                     previous_epoch: 0,
                                     deadline: now + session_timeout,
+                                    // The old id's timer is not this member's.
+                                    session_timer: None,
                                     revocation_deadline: None,
                                     ..old
                                 },
@@ -299,8 +301,7 @@ impl Coordinator {
             session_timeout_ms: request.session_timeout_ms,
             protocols: request.protocols.clone(),
         });
-        member.session_timeout = session_timeout;
-        member.deadline = now + session_timeout;
+        let rearm = member.renew_session(session_timeout, now);
         bump |= member.subscribed_names != before_names;
         if member.metadata_value() != before || bump {
             writes.push((
@@ -308,15 +309,7 @@ impl Coordinator {
                 Some(records::consumer_member_value(&member.metadata_value())),
             ));
         }
-        if joined {
-            self.effects.push(Effect::Timer {
-                at: now + session_timeout,
-                timer: Timer::ConsumerSession {
-                    group: group_id.clone(),
-                    member: member_id.clone(),
-                },
-            });
-        }
+        arm_session(&mut self.effects, &group_id, &member_id, rearm);
         let owned: Vec<(Uuid, Vec<i32>)> = by_id(&subscription.owned, topics.as_ref())
             .into_iter()
             .map(|(topic, partitions)| (topic, partitions.into_iter().collect()))
