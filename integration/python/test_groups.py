@@ -461,6 +461,14 @@ def test_consumer_groups_tool(start_node):
         deleted = tool("--delete", "--group", "grp-tool")
         assert deleted.returncode == 1
         assert "* Group 'grp-tool' could not be deleted due to: org.apache.kafka.common.errors.GroupNotEmptyException: The group is not empty." in deleted.stdout
+        # As Kafka's ConsumerGroupCommand: the refusal on stdout, the empty table, exit 0.
+        active = tool("--reset-offsets", "--group", "grp-tool", "--topic", "grp-tool", "--to-earliest", "--execute")
+        assert (active.returncode, active.stdout, active.stderr) == (
+            0,
+            "\nError: Assignments can only be reset if the group 'grp-tool' is inactive, but the current state is Stable.\n"
+            f"\n{'GROUP':<15} {'TOPIC':<15} {'PARTITION':<10} NEW-OFFSET\n",
+            "",
+        )
     finally:
         member.stop(commit=True)
 

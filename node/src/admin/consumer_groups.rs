@@ -1241,9 +1241,14 @@ async fn reset(
     let described = describe_group(&mut client, group).await?;
     let state = described.state.clone();
     if state != "Empty" && state != "Dead" {
-        return Err(AdminError::Io(format!(
-            "Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}."
-        )));
+        // Kafka's ConsumerGroupCommand prints the refusal on stdout, then the group's empty
+        // table, and succeeds.
+        let _ = writeln!(
+            out,
+            "\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}."
+        );
+        write_reset_table(group, &[], out);
+        return Ok(());
     }
     let current = committed(&mut client, group).await?;
     let partitions: Vec<(String, i32)> = match topics {
@@ -1319,6 +1324,13 @@ async fn reset(
             }
         }
     }
+    write_reset_table(group, &targets, out);
+    Ok(())
+}
+
+/// Kafka's `printOffsetsToReset` for one group: columns as wide as the longest name, at
+/// least 15.
+fn write_reset_table(group: &str, targets: &[((String, i32), i64)], out: &mut String) {
     let g = group.len().max(15);
     let t = targets
         .iter()
@@ -1331,10 +1343,9 @@ async fn reset(
         "\n{:<g$} {:<t$} {:<10} NEW-OFFSET",
         "GROUP", "TOPIC", "PARTITION"
     );
-    for ((topic, partition), offset) in &targets {
+    for ((topic, partition), offset) in targets {
         let _ = writeln!(out, "{group:<g$} {topic:<t$} {partition:<10} {offset}");
     }
-    Ok(())
 }
 
 async fn delete_offsets(
@@ -1483,6 +1494,24 @@ async fn delete_offsets(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reset_tables_are_as_wide_as_their_longest_names() {
+        let mut out = String::new();
+        write_reset_table("cg1", &[], &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           TOPIC           PARTITION  NEW-OFFSET\n"
+        );
+        let mut out = String::new();
+        let targets = [(("a-rather-long-topic".to_owned(), 2), 17)];
+        write_reset_table("cg1", &targets, &mut out);
+        assert_eq!(
+            out,
+            "\nGROUP           TOPIC               PARTITION  NEW-OFFSET\n\
+             cg1             a-rather-long-topic 2          17\n"
+        );
+    }
 
     #[test]
     fn datetimes_are_read_as_kafka_writes_them() {
