@@ -589,7 +589,7 @@ impl CleaningJob {
         }
         writer.flush().map_err(io)?;
         drop(writer);
-        if let (Some(out), Some(last)) = (file.as_ref(), group.last()) {
+        if let Some(last) = group.last() {
             // As Kafka, the merged segment keeps the modification time of its last source:
             // retention falls back to it for segments without record timestamps.
             let modified = std::fs::metadata(&last.log_path)
